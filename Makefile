@@ -1,0 +1,58 @@
+# libkeepalive - see README.md
+CC      ?= cc
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
+ALLFLAGS := -std=gnu11 -fPIC -fvisibility=hidden -D_GNU_SOURCE -pthread $(WARN) -Ishim -Ipool $(CFLAGS)
+LDLIBS  := -ldl -pthread
+PREFIX  ?= /usr/local
+
+SRCS := $(wildcard shim/*.c) $(wildcard pool/*.c)
+HDRS := $(wildcard shim/*.h) $(wildcard pool/*.h)
+LIB  := build/libkeepalive.so
+ASAN_LIB := build/libkeepalive-asan.so
+SAN  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+
+UNIT_SRCS := $(wildcard tests/unit/test_*.c)
+UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
+CLIENT_SRCS := $(wildcard tests/clients/*.c)
+CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
+
+.PHONY: all asan test unit bats clients clean install
+all: $(LIB)
+
+$(LIB): $(SRCS) $(HDRS) Makefile
+	@mkdir -p build
+	$(CC) $(ALLFLAGS) -shared -o $@ $(SRCS) $(LDLIBS)
+
+$(ASAN_LIB): $(SRCS) $(HDRS) Makefile
+	@mkdir -p build
+	$(CC) $(ALLFLAGS) $(SAN) -shared -o $@ $(SRCS) $(LDLIBS)
+
+asan: $(ASAN_LIB)
+
+# unit tests link the pure modules directly and run under ASan+UBSan
+build/unit/%: tests/unit/%.c $(SRCS) $(HDRS) Makefile
+	@mkdir -p build/unit
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< shim/framer.c pool/pool.c $(LDLIBS)
+
+build/clients/%: tests/clients/%.c Makefile
+	@mkdir -p build/clients
+	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $<
+
+unit: $(UNIT_BINS)
+	@for t in $(UNIT_BINS); do echo "== $$t"; $$t || exit 1; done
+
+clients: $(CLIENT_BINS)
+
+bats: $(LIB) clients
+	bats tests/*.bats
+
+test: $(LIB) unit bats
+
+install: $(LIB)
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
+	install -m 0644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libkeepalive.so
+	install -m 0755 scripts/keepalive $(DESTDIR)$(PREFIX)/bin/keepalive
+
+clean:
+	rm -rf build
