@@ -12,6 +12,8 @@ LIB  := build/libkeepalive.so
 ASAN_LIB := build/libkeepalive-asan.so
 SAN  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
+# the pure modules (no syscalls): unit-tested and fuzzed on their own
+PURE_SRCS := $(wildcard shim/framer.c pool/pool.c)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
@@ -33,7 +35,7 @@ asan: $(ASAN_LIB)
 # unit tests link the pure modules directly and run under ASan+UBSan
 build/unit/%: tests/unit/%.c $(SRCS) $(HDRS) Makefile
 	@mkdir -p build/unit
-	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< shim/framer.c pool/pool.c $(LDLIBS)
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< $(PURE_SRCS) $(LDLIBS)
 
 build/clients/%: tests/clients/%.c Makefile
 	@mkdir -p build/clients
