@@ -1,0 +1,265 @@
+/*
+ * pool.c - the in-process idle-connection pool.
+ *
+ * Per destination a LIFO stack (hand out the newest: it is the least likely
+ * to have been closed by the server); across destinations one list in park
+ * order, so the total cap evicts the oldest.  One mutex, never held across
+ * a call into the injected ops (close, liveness probe).
+ */
+#include "pool.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uthash.h>
+#include <utlist.h>
+
+struct idle;
+
+struct dest {
+	struct pool_key key;
+	struct idle *stack; /* newest first */
+	unsigned count;
+	UT_hash_handle hh;
+};
+
+struct idle {
+	int fd;
+	uint64_t expires_ms;
+	struct pool_meta meta;
+	struct dest *dest;
+	struct idle *dnext, *dprev; /* in dest->stack */
+	struct idle *gnext, *gprev; /* in all_idle, oldest first */
+};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pool_config cfg;
+static struct pool_ops ops;
+static struct dest *dests;     /* uthash by key */
+static struct idle *all_idle;  /* oldest first */
+static size_t n_idle;
+
+uint64_t pool_expiry(const struct pool_config *c, const struct pool_meta *meta, uint64_t parked_ms)
+{
+	uint64_t idle = c->idle_ms;
+	/* The server's own timeout, minus a second of margin for the time our
+	 * request spends on the way (net-http-persistent and Go do the same). */
+	if (meta->ka_timeout >= 0) {
+		uint64_t hint = (uint64_t)meta->ka_timeout * 1000;
+		hint = hint > 1000 ? hint - 1000 : 0;
+		if (hint < idle)
+			idle = hint;
+	}
+	return parked_ms + idle;
+}
+
+void pool_init(const struct pool_config *c, const struct pool_ops *o)
+{
+	cfg = *c;
+	ops = *o;
+	dests = NULL;
+	all_idle = NULL;
+	n_idle = 0;
+}
+
+/* Unlink e from both lists; caller holds the lock.  Frees an empty dest. */
+static void unlink_idle(struct idle *e)
+{
+	struct dest *d = e->dest;
+	DL_DELETE2(d->stack, e, dprev, dnext);
+	DL_DELETE2(all_idle, e, gprev, gnext);
+	d->count--;
+	n_idle--;
+	if (!d->count) {
+		HASH_DEL(dests, d);
+		free(d);
+	}
+}
+
+/* Close collected fds outside the lock. */
+static void close_all(const int *fds, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		ops.close(fds[i]);
+}
+
+#define EVICT_BATCH 16
+
+int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *meta, uint64_t now_ms)
+{
+	int victims[EVICT_BATCH];
+	size_t n_victims = 0;
+
+	if (!cfg.max_per_dest || !cfg.max_total)
+		return -1;
+	/* RFC 9112 9.3: the server said it serves at most max requests here */
+	if (meta->ka_max >= 0 && meta->requests >= (uint32_t)meta->ka_max)
+		return -1;
+	if (pool_expiry(&cfg, meta, now_ms) <= now_ms)
+		return -1;
+
+	struct idle *e = calloc(1, sizeof(*e));
+	if (!e)
+		return -1;
+	e->fd = fd;
+	e->meta = *meta;
+	e->expires_ms = pool_expiry(&cfg, meta, now_ms);
+
+	pthread_mutex_lock(&lock);
+	struct dest *d;
+	HASH_FIND(hh, dests, key, sizeof(*key), d);
+	if (!d) {
+		d = calloc(1, sizeof(*d));
+		if (!d) {
+			pthread_mutex_unlock(&lock);
+			free(e);
+			return -1;
+		}
+		d->key = *key;
+		HASH_ADD(hh, dests, key, sizeof(d->key), d);
+	}
+	e->dest = d;
+	DL_PREPEND2(d->stack, e, dprev, dnext);
+	DL_APPEND2(all_idle, e, gprev, gnext);
+	d->count++;
+	n_idle++;
+	/* Per-destination cap: drop this destination's oldest (the stack's tail). */
+	while (d->count > cfg.max_per_dest && n_victims < EVICT_BATCH) {
+		struct idle *old = d->stack->dprev; /* utlist: head->prev is the tail */
+		victims[n_victims++] = old->fd;
+		unlink_idle(old); /* d survives: it still holds e */
+		free(old);
+	}
+	/* Total cap: drop the oldest anywhere. */
+	while (n_idle > cfg.max_total && n_victims < EVICT_BATCH) {
+		struct idle *old = all_idle;
+		victims[n_victims++] = old->fd;
+		unlink_idle(old);
+		free(old);
+	}
+	pthread_mutex_unlock(&lock);
+	close_all(victims, n_victims);
+	return 0;
+}
+
+int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta *meta)
+{
+	for (;;) {
+		int fd = -1;
+		bool expired = false;
+
+		pthread_mutex_lock(&lock);
+		struct dest *d;
+		HASH_FIND(hh, dests, key, sizeof(*key), d);
+		if (d) {
+			struct idle *e = d->stack;
+			fd = e->fd;
+			expired = e->expires_ms <= now_ms;
+			*meta = e->meta;
+			unlink_idle(e);
+			free(e);
+		}
+		pthread_mutex_unlock(&lock);
+
+		if (fd < 0)
+			return -1;
+		if (!expired && ops.alive(fd))
+			return fd;
+		ops.close(fd);
+		/* the newest was expired or dead: older ones of this destination
+		 * are older still, but each is checked; the loop ends when the
+		 * stack is empty */
+		if (expired)
+			pool_expire(now_ms);
+	}
+}
+
+bool pool_owns_fd(int fd, bool take)
+{
+	bool found = false;
+	pthread_mutex_lock(&lock);
+	struct idle *e;
+	DL_FOREACH2(all_idle, e, gnext) {
+		if (e->fd == fd) {
+			found = true;
+			if (take) {
+				unlink_idle(e);
+				free(e);
+			}
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return found;
+}
+
+unsigned pool_expire(uint64_t now_ms)
+{
+	unsigned total = 0;
+	for (;;) {
+		int victims[EVICT_BATCH];
+		size_t n = 0;
+		pthread_mutex_lock(&lock);
+		struct idle *e, *tmp;
+		DL_FOREACH_SAFE2(all_idle, e, tmp, gnext) {
+			if (n == EVICT_BATCH)
+				break;
+			if (e->expires_ms <= now_ms) {
+				victims[n++] = e->fd;
+				unlink_idle(e);
+				free(e);
+			}
+		}
+		pthread_mutex_unlock(&lock);
+		close_all(victims, n);
+		total += (unsigned)n;
+		if (n < EVICT_BATCH)
+			return total;
+	}
+}
+
+static int cmp_int(const void *a, const void *b)
+{
+	int x = *(const int *)a, y = *(const int *)b;
+	return (x > y) - (x < y);
+}
+
+size_t pool_fds(int *fds, size_t cap)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&lock);
+	struct idle *e;
+	DL_FOREACH2(all_idle, e, gnext) {
+		if (n == cap)
+			break;
+		fds[n++] = e->fd;
+	}
+	pthread_mutex_unlock(&lock);
+	qsort(fds, n, sizeof(*fds), cmp_int);
+	return n;
+}
+
+void pool_after_fork_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	struct idle *e, *tmp;
+	DL_FOREACH_SAFE2(all_idle, e, tmp, gnext) {
+		ops.close(e->fd);
+		free(e);
+	}
+	struct dest *d, *dtmp;
+	HASH_ITER(hh, dests, d, dtmp) {
+		HASH_DEL(dests, d);
+		free(d);
+	}
+	all_idle = NULL;
+	n_idle = 0;
+}
+
+size_t pool_size(void)
+{
+	pthread_mutex_lock(&lock);
+	size_t n = n_idle;
+	pthread_mutex_unlock(&lock);
+	return n;
+}

@@ -1,0 +1,93 @@
+/*
+ * pool.h - idle connections by destination.  Knows sockets and numbers,
+ * never HTTP.  Prefix: pool_.
+ *
+ * The interface is what an out-of-process pool (a daemon that holds the
+ * sockets and passes them over a Unix socket with SCM_RIGHTS) would offer
+ * too: check in an fd with a key and a small fixed-size record, check out
+ * an fd for a key.  The shim never looks inside the pool.
+ *
+ * The in-process implementation (pool.c) makes no syscall of its own: the
+ * caller injects close() and the liveness probe, so the policy can be unit
+ * tested with fake sockets.
+ */
+#ifndef KEEPALIVE_POOL_H
+#define KEEPALIVE_POOL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A destination.  Zero the whole struct before filling it (it is hashed
+ * as bytes).  Sockets whose route depends on more than this (bound local
+ * address, SO_MARK, SO_BINDTODEVICE) must not be pooled at all. */
+struct pool_key {
+	uint16_t family; /* AF_INET or AF_INET6 */
+	uint16_t port;   /* host byte order */
+	uint32_t scope;  /* IPv6 scope id */
+	uint8_t addr[16];
+};
+
+#define POOL_TAG_MAX 160
+
+/* What travels with a parked socket. */
+struct pool_meta {
+	uint32_t requests;   /* requests already served on this connection */
+	int32_t ka_timeout;  /* server's Keep-Alive: timeout=N (s), -1 unknown */
+	int32_t ka_max;      /* server's Keep-Alive: max=M, -1 unknown */
+	uint16_t tag_len;
+	uint8_t tag[POOL_TAG_MAX]; /* opaque to the pool (the shim keeps the
+	                              socket options the last owner set) */
+};
+
+struct pool_config {
+	uint64_t idle_ms;        /* never hand out a socket idle longer */
+	unsigned max_per_dest;   /* idle sockets per destination */
+	unsigned max_total;      /* idle sockets in all */
+};
+
+struct pool_ops {
+	int (*close)(int fd);
+	/* 1 if the idle socket is still usable (nothing to read, no EOF, no
+	 * error), 0 if not. Must not block. */
+	int (*alive)(int fd);
+};
+
+/* (Re)initialise an empty pool.  Not thread-safe against other calls. */
+void pool_init(const struct pool_config *cfg, const struct pool_ops *ops);
+
+/* Park fd under key.  Returns 0 when parked (the pool owns fd now), -1
+ * when refused (the caller still owns fd and must close it): pool
+ * disabled, the server's max reached.  May evict (close) older sockets. */
+int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *meta,
+		 uint64_t now_ms);
+
+/* Take the newest live idle socket for key.  Returns its fd (the caller
+ * owns it now) with its record in *meta, or -1 when there is none.  Closes
+ * expired and dead sockets on the way. */
+int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta *meta);
+
+/* Is fd one of the pool's idle sockets?  If so and take is true, remove
+ * it without closing it (the program is about to close or replace that fd
+ * number itself). */
+bool pool_owns_fd(int fd, bool take);
+
+/* Close everything that expired by now_ms.  Returns the number closed. */
+unsigned pool_expire(uint64_t now_ms);
+
+/* Copy up to cap pooled fds into fds (sorted ascending); returns count. */
+size_t pool_fds(int *fds, size_t cap);
+
+/* In a forked child: the sockets are the parent's; close our copies and
+ * forget them (the lock may have been held by a thread that is gone). */
+void pool_after_fork_child(void);
+
+/* Number of idle sockets. */
+size_t pool_size(void);
+
+/* When may a socket parked at parked_ms with meta be handed out last?
+ * (pure policy, exposed for tests) */
+uint64_t pool_expiry(const struct pool_config *cfg, const struct pool_meta *meta,
+		     uint64_t parked_ms);
+
+#endif

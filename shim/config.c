@@ -1,0 +1,185 @@
+/*
+ * config.c - KEEPALIVE_* settings, the debug log and the exit statistics.
+ * Bad values get a one-line warning and the default: never a crash.
+ */
+#include "config.h"
+#include "real.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <unistd.h>
+
+struct kp_config kp_cfg = { .log_fd = 2 };
+struct kp_stats kp_stats;
+
+static const char *prog_name(void)
+{
+	extern char *program_invocation_short_name;
+	return program_invocation_short_name ? program_invocation_short_name : "?";
+}
+
+/* Always say something, whatever KEEPALIVE_LOG says: a bad setting. */
+static void warn_setting(const char *name, const char *value, const char *used)
+{
+	char line[512];
+	int n = snprintf(line, sizeof(line), "libkeepalive: ignoring %s=%s (%s)\n", name, value, used);
+	if (n > 0)
+		KP_REAL(write)(kp_cfg.log_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+}
+
+void kp_log_write(int level, const char *func, const char *fmt, ...)
+{
+	static const char *names[] = { "off", "error", "warn", "info", "debug" };
+	char line[1024];
+	int saved = errno;
+	int n = snprintf(line, sizeof(line), "libkeepalive[%s:%d] %s %s: ", prog_name(), (int)getpid(),
+			 names[level], func);
+	va_list ap;
+	va_start(ap, fmt);
+	if (n >= 0 && (size_t)n < sizeof(line))
+		n += vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	va_end(ap);
+	if (n > 0) {
+		size_t len = (size_t)n < sizeof(line) - 1 ? (size_t)n : sizeof(line) - 2;
+		line[len++] = '\n';
+		KP_REAL(write)(kp_cfg.log_fd, line, len);
+	}
+	errno = saved;
+}
+
+static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
+{
+	char *end;
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return -1;
+	*out = v;
+	return 0;
+}
+
+static void env_u64(const char *name, uint64_t min, uint64_t max, uint64_t *val)
+{
+	const char *s = getenv(name);
+	if (!s)
+		return;
+	if (parse_u64(s, min, max, val) < 0) {
+		char used[64];
+		snprintf(used, sizeof(used), "want %llu..%llu, using %llu", (unsigned long long)min,
+			 (unsigned long long)max, (unsigned long long)*val);
+		warn_setting(name, s, used);
+	}
+}
+
+int kp_parse_ports(const char *s, uint8_t *bitmap)
+{
+	memset(bitmap, 0, 65536 / 8);
+	while (*s) {
+		char *end;
+		if (*s < '0' || *s > '9')
+			return -1;
+		unsigned long lo = strtoul(s, &end, 10), hi = lo;
+		if (*end == '-') {
+			s = end + 1;
+			if (*s < '0' || *s > '9')
+				return -1;
+			hi = strtoul(s, &end, 10);
+		}
+		if (lo == 0 || lo > hi || hi > 65535)
+			return -1;
+		for (unsigned long p = lo; p <= hi; p++)
+			bitmap[p >> 3] |= (uint8_t)(1u << (p & 7));
+		s = end;
+		if (*s == ',')
+			s++;
+		else if (*s)
+			return -1;
+	}
+	return 0;
+}
+
+static int parse_level(const char *s)
+{
+	static const char *names[] = { "off", "error", "warn", "info", "debug" };
+	for (int i = 0; i <= KP_LOG_DEBUG; i++)
+		if (!strcmp(s, names[i]) || (s[0] == '0' + i && !s[1]))
+			return i;
+	if (!strcmp(s, "1") || !strcmp(s, "true"))
+		return KP_LOG_INFO;
+	return -1;
+}
+
+void kp_config_load(void)
+{
+	static const char default_ports[] = "80,8080";
+	const char *s;
+	uint64_t v;
+
+	kp_cfg.idle_ms = 30000;
+	kp_cfg.max_idle_per_dest = 16;
+	kp_cfg.max_idle_total = 64;
+	kp_cfg.quiet_ms = 2000;
+	kp_parse_ports(default_ports, kp_cfg.ports);
+
+	/* torsocks' rule: a setuid/setgid process does not obey the caller's
+	 * environment.  We go further and step aside entirely. */
+	if (getauxval(AT_SECURE)) {
+		kp_cfg.disabled = true;
+		return;
+	}
+	if ((s = getenv("KEEPALIVE_LOG_FILE")) && *s) {
+		int fd = open(s, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		if (fd >= 0)
+			kp_cfg.log_fd = fd;
+		else
+			warn_setting("KEEPALIVE_LOG_FILE", s, "cannot open it, logging to stderr");
+	}
+	if ((s = getenv("KEEPALIVE_LOG")) && *s) {
+		int level = parse_level(s);
+		if (level < 0)
+			warn_setting("KEEPALIVE_LOG", s, "want off|error|warn|info|debug, using warn");
+		kp_cfg.log_level = level < 0 ? KP_LOG_WARN : level;
+	} else {
+		kp_cfg.log_level = KP_LOG_WARN;
+	}
+	if ((s = getenv("KEEPALIVE_DISABLE")) && *s && strcmp(s, "0") != 0)
+		kp_cfg.disabled = true;
+	if ((s = getenv("KEEPALIVE_STATS")) && *s && strcmp(s, "0") != 0)
+		kp_cfg.stats = true;
+	if ((s = getenv("KEEPALIVE_PORTS")) && kp_parse_ports(s, kp_cfg.ports) < 0) {
+		warn_setting("KEEPALIVE_PORTS", s, "want e.g. 80,8080,9000-9010, using 80,8080");
+		kp_parse_ports(default_ports, kp_cfg.ports);
+	}
+	env_u64("KEEPALIVE_IDLE_MS", 1, 24ull * 3600 * 1000, &kp_cfg.idle_ms);
+	env_u64("KEEPALIVE_QUIET_MS", 10, 600000, &kp_cfg.quiet_ms);
+	v = kp_cfg.max_idle_per_dest;
+	env_u64("KEEPALIVE_MAX_IDLE_PER_HOST", 0, 65536, &v);
+	kp_cfg.max_idle_per_dest = (unsigned)v;
+	v = kp_cfg.max_idle_total;
+	env_u64("KEEPALIVE_MAX_IDLE", 0, 65536, &v);
+	kp_cfg.max_idle_total = (unsigned)v;
+}
+
+void kp_stats_print(void)
+{
+	char line[512];
+	size_t n = 0;
+	n += (size_t)snprintf(line, sizeof(line), "libkeepalive:");
+#define KP_STAT_PRINT(name)                                                                          \
+	if (n < sizeof(line))                                                                        \
+		n += (size_t)snprintf(line + n, sizeof(line) - n, " %s=%llu", #name,                 \
+				      (unsigned long long)__atomic_load_n(&kp_stats.name, __ATOMIC_RELAXED));
+	KP_STATS(KP_STAT_PRINT)
+#undef KP_STAT_PRINT
+	if (n >= sizeof(line) - 1)
+		n = sizeof(line) - 2;
+	line[n++] = '\n';
+	KP_REAL(write)(2, line, n);
+}

@@ -1,0 +1,1002 @@
+/*
+ * conn.c - one connection's life: fresh or reused -> in use -> EOF owed ->
+ * parked or closed.
+ *
+ * The rules (DESIGN.md): reuse only what we framed completely; rewrite a
+ * request's "Connection: close" so the server keeps the connection, and
+ * then owe the program the EOF it expects right after the last byte of the
+ * final response; on anything unusual step aside (passthrough) and really
+ * close.  Every real call goes through kp_real; errno is preserved.
+ */
+#include "conn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "fdtable.h"
+#include "real.h"
+
+uint64_t kp_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------------ pool ops */
+
+static int pool_close_fd(int fd)
+{
+	kp_fd_swap(fd, NULL); /* before the number can be reused */
+	kp_count(dropped);
+	return KP_REAL(close)(fd);
+}
+
+/* An idle socket is alive when reading would block: no EOF, no error, and
+ * no unsolicited bytes (a 408 or garbage means the server is done with it). */
+static int pool_alive_fd(int fd)
+{
+	char c;
+	ssize_t r = KP_REAL(recv)(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+	return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+void kp_conn_init(void)
+{
+	struct pool_config pc = {
+		.idle_ms = kp_cfg.idle_ms,
+		.max_per_dest = kp_cfg.max_idle_per_dest,
+		.max_total = kp_cfg.max_idle_total,
+	};
+	struct pool_ops ops = { .close = pool_close_fd, .alive = pool_alive_fd };
+	pool_init(&pc, &ops);
+}
+
+/* ------------------------------------------------------------ objects */
+
+static struct kp_conn *conn_new(void)
+{
+	struct kp_conn *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	pthread_mutex_init(&c->lock, NULL);
+	c->refs = 1;
+	c->poolable = true;
+	c->ka_timeout = -1;
+	c->ka_max = -1;
+	return c;
+}
+
+static void conn_free(struct kp_conn *c)
+{
+	pthread_mutex_destroy(&c->lock);
+	free(c->held);
+	free(c);
+}
+
+/* Drop one fd's reference; the last one frees.  Caller does not hold lock. */
+static void conn_unref(struct kp_conn *c)
+{
+	pthread_mutex_lock(&c->lock);
+	int left = --c->refs;
+	pthread_mutex_unlock(&c->lock);
+	if (!left)
+		conn_free(c);
+}
+
+/* Step aside for good.  Caller holds c->lock. */
+static void go_passthrough(struct kp_conn *c, const char *why)
+{
+	if (c->state != KP_PASSTHROUGH) {
+		kp_debug("passthrough: %s", why);
+		kp_count(passthrough);
+	}
+	c->state = KP_PASSTHROUGH;
+	c->poolable = false;
+}
+
+/* ------------------------------------------------------------ options */
+
+/* Socket options we know how to carry from the program's fresh socket to
+ * a pooled one (and back to the default for the next owner).  Anything
+ * else the program sets makes the connection unpoolable; options that
+ * change the route (SO_MARK, SO_BINDTODEVICE...) keep it out of the pool
+ * entirely (fdtable KP_FD_ROUTED). */
+static const int opt_levels[] = { SOL_SOCKET, IPPROTO_TCP, IPPROTO_IP, IPPROTO_IPV6 };
+
+static int opt_level_index(int level)
+{
+	for (unsigned i = 0; i < sizeof(opt_levels) / sizeof(opt_levels[0]); i++)
+		if (opt_levels[i] == level)
+			return (int)i;
+	return -1;
+}
+
+static bool opt_carried(int level, int name)
+{
+	switch (level) {
+	case SOL_SOCKET:
+		return name == SO_KEEPALIVE || name == SO_RCVTIMEO || name == SO_SNDTIMEO ||
+		       name == SO_LINGER || name == SO_PRIORITY || name == SO_OOBINLINE ||
+#ifdef SO_RCVTIMEO_NEW
+		       name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW ||
+#endif
+		       /* only meaningful before bind/listen: harmless to drop */
+		       name == SO_REUSEADDR || name == SO_REUSEPORT;
+	case IPPROTO_TCP:
+		return name == TCP_NODELAY || name == TCP_KEEPIDLE || name == TCP_KEEPINTVL ||
+		       name == TCP_KEEPCNT || name == TCP_USER_TIMEOUT || name == TCP_QUICKACK;
+	case IPPROTO_IP:
+		return name == IP_TOS;
+	case IPPROTO_IPV6:
+		return name == IPV6_TCLASS;
+	}
+	return false;
+}
+
+static bool opt_routes(int level, int name)
+{
+	return (level == SOL_SOCKET && (name == SO_MARK || name == SO_BINDTODEVICE)) ||
+	       (level == IPPROTO_IP && (name == IP_TRANSPARENT || name == IP_FREEBIND ||
+					name == IP_BIND_ADDRESS_NO_PORT));
+}
+
+static bool opt_ignored(int level, int name)
+{
+	return level == SOL_SOCKET && (name == SO_REUSEADDR || name == SO_REUSEPORT);
+}
+
+/* Record in c; returns false when the option cannot be carried. */
+static bool opts_record(struct kp_conn *c, int level, int name, const void *val, socklen_t len)
+{
+	int li = opt_level_index(level);
+	if (li < 0 || !opt_carried(level, name) || name > 255 || len > sizeof(c->opts[0].val) || !val)
+		return false;
+	if (opt_ignored(level, name))
+		return true;
+	struct kp_sockopt *o = NULL;
+	for (unsigned i = 0; i < c->n_opts; i++)
+		if (c->opts[i].level == li && c->opts[i].name == name)
+			o = &c->opts[i];
+	if (!o) {
+		if (c->n_opts == KP_MAX_OPTS)
+			return false;
+		o = &c->opts[c->n_opts++];
+	}
+	o->level = (uint8_t)li;
+	o->name = (uint8_t)name;
+	o->len = (uint8_t)len;
+	memcpy(o->val, val, len);
+	return true;
+}
+
+static const struct kp_sockopt *opts_find(const struct kp_sockopt *opts, unsigned n,
+					  const struct kp_sockopt *want)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (opts[i].level == want->level && opts[i].name == want->name)
+			return &opts[i];
+	return NULL;
+}
+
+/* Give pooled socket `pooled` the options of the program's fresh socket
+ * `fresh`: the program's own where it set them, the default (read from the
+ * untouched fresh socket) where only the previous owner had set one.
+ * Returns 0 or -1. */
+static int opts_transfer(int fresh, int pooled, const struct kp_sockopt *mine, unsigned n_mine,
+			 const struct kp_sockopt *prev, unsigned n_prev)
+{
+	for (unsigned i = 0; i < n_prev; i++) {
+		if (opts_find(mine, n_mine, &prev[i]))
+			continue;
+		uint8_t def[sizeof(prev[i].val)];
+		socklen_t len = sizeof(def);
+		int level = opt_levels[prev[i].level];
+		if (getsockopt(fresh, level, prev[i].name, def, &len) < 0 ||
+		    KP_REAL(setsockopt)(pooled, level, prev[i].name, def, len) < 0)
+			return -1;
+	}
+	for (unsigned i = 0; i < n_mine; i++) {
+		const struct kp_sockopt *p = opts_find(prev, n_prev, &mine[i]);
+		if (p && p->len == mine[i].len && !memcmp(p->val, mine[i].val, p->len))
+			continue;
+		if (KP_REAL(setsockopt)(pooled, opt_levels[mine[i].level], mine[i].name, mine[i].val,
+					mine[i].len) < 0)
+			return -1;
+	}
+	return 0;
+}
+
+void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	if (!kp_fd_valid(fd))
+		return;
+	uint8_t fl = kp_fdflags[fd];
+	if (opt_routes(level, name)) {
+		kp_fdflags[fd] = fl | KP_FD_ROUTED;
+		struct kp_conn *c = kp_fd_conn(fd);
+		if (c && c != KP_POOLED) {
+			pthread_mutex_lock(&c->lock);
+			c->poolable = false;
+			pthread_mutex_unlock(&c->lock);
+		}
+		return;
+	}
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (c == KP_POOLED)
+		return;
+	if (!c) {
+		/* only unconnected TCP sockets can become ours */
+		if (!(fl & KP_FD_TCP) || (fl & KP_FD_CONNECTED))
+			return;
+		c = conn_new();
+		if (!c)
+			return;
+		struct kp_conn *old = kp_fd_swap(fd, c);
+		if (old && old != KP_POOLED)
+			conn_unref(old);
+	}
+	pthread_mutex_lock(&c->lock);
+	if (!opts_record(c, level, name, val, len))
+		c->poolable = false;
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ------------------------------------------------------------ connect */
+
+static bool make_key(const struct sockaddr *addr, socklen_t len, struct pool_key *key)
+{
+	memset(key, 0, sizeof(*key));
+	if (!addr)
+		return false;
+	if (addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const void *)addr;
+		key->family = AF_INET;
+		key->port = ntohs(in->sin_port);
+		memcpy(key->addr, &in->sin_addr, 4);
+		return true;
+	}
+	if (addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const void *)addr;
+		key->family = AF_INET6;
+		key->port = ntohs(in6->sin6_port);
+		key->scope = in6->sin6_scope_id;
+		memcpy(key->addr, &in6->sin6_addr, 16);
+		return true;
+	}
+	return false;
+}
+
+static bool is_tcp(int fd)
+{
+	uint8_t fl = kp_fdflags[fd];
+	if (fl & KP_FD_TCP)
+		return true;
+	if (fl & KP_FD_NOT_TCP)
+		return false;
+	/* a socket made before we were loaded, or by a call we do not wrap */
+	int type;
+	socklen_t tl = sizeof(type);
+	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM;
+}
+
+/* Put pooled socket p in the program's fd, as if connect() had just
+ * succeeded on the program's own socket.  Returns 0 or -1 (fd untouched
+ * unless the dup3 succeeded). */
+static int adopt_pooled(int fd, int p, struct kp_conn *c, const struct pool_meta *meta)
+{
+	int fl = KP_REAL(fcntl)(fd, F_GETFL);
+	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
+	if (fl < 0 || fdfl < 0)
+		return -1;
+	const struct kp_sockopt *prev = (const void *)meta->tag;
+	unsigned n_prev = meta->tag_len / sizeof(*prev);
+	if (opts_transfer(fd, p, c->opts, c->n_opts, prev, n_prev) < 0)
+		return -1;
+	/* The file status flags (O_NONBLOCK) live in the open file description
+	 * that dup3 makes fd share: set the program's.  FD_CLOEXEC is per fd. */
+	if (KP_REAL(fcntl)(p, F_SETFL, fl) < 0)
+		return -1;
+	if (KP_REAL(dup3)(p, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+		return -1;
+	return 0;
+}
+
+int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	struct pool_key key;
+	int saved = errno;
+
+	if (c == KP_POOLED) /* not the program's fd: let the kernel say EBADF */
+		return KP_REAL(connect)(fd, addr, len);
+	if (c && c->state != KP_PRECONNECT) {
+		/* a second connect() on the same socket (Ruby: connect, EINPROGRESS,
+		 * ppoll, connect again expecting 0 or EISCONN) */
+		if (c->reused) {
+			errno = EISCONN;
+			return -1;
+		}
+		return KP_REAL(connect)(fd, addr, len);
+	}
+	if (!kp_fd_valid(fd) || !make_key(addr, len, &key) || !kp_port_enabled(key.port) ||
+	    (kp_fdflags[fd] & (KP_FD_BOUND | KP_FD_ROUTED)) || !is_tcp(fd) ||
+	    (c && !c->poolable)) {
+		if (c)
+			conn_unref(kp_fd_swap(fd, NULL));
+		errno = saved;
+		int r = KP_REAL(connect)(fd, addr, len);
+		if (kp_fd_valid(fd))
+			kp_fdflags[fd] |= KP_FD_CONNECTED;
+		return r;
+	}
+	kp_count(connects);
+	if (!c) {
+		c = conn_new();
+		if (!c) {
+			errno = saved;
+			return KP_REAL(connect)(fd, addr, len);
+		}
+		kp_fd_swap(fd, c);
+	}
+	c->key = key;
+
+	struct pool_meta meta;
+	int p;
+	while ((p = pool_checkout(&key, kp_now_ms(), &meta)) >= 0) {
+		kp_fd_swap(p, NULL);
+		int ok = adopt_pooled(fd, p, c, &meta);
+		KP_REAL(close)(p);
+		if (ok == 0) {
+			c->state = KP_ACTIVE;
+			c->reused = true;
+			c->served = meta.requests;
+			c->ka_timeout = meta.ka_timeout;
+			c->ka_max = meta.ka_max;
+			kp_count(reused);
+			kp_debug("fd %d: reused a pooled connection (%u requests served)", fd, meta.requests);
+			errno = saved;
+			return 0;
+		}
+		kp_count(dropped);
+		kp_debug("fd %d: could not adopt pooled socket: %s", fd, strerror(errno));
+	}
+	errno = saved;
+	int r = KP_REAL(connect)(fd, addr, len);
+	if (r == 0 || errno == EINPROGRESS) {
+		c->state = KP_ACTIVE;
+		kp_count(fresh);
+	} else {
+		saved = errno;
+		conn_unref(kp_fd_swap(fd, NULL));
+		errno = saved;
+	}
+	return r;
+}
+
+/* ------------------------------------------------------------ close */
+
+static bool parkable(const struct kp_conn *c)
+{
+	return c->state == KP_ACTIVE && c->poolable && !c->n_reqs && c->req_mode == KP_REQ_HEAD &&
+	       !c->held_len && !c->resp_started && c->served > 0 &&
+	       (c->ka_max < 0 || c->served < (uint32_t)c->ka_max);
+}
+
+/* Move the connection behind fd into the pool.  Returns 0 when parked
+ * (fd is then closed), -1 when not (fd untouched). */
+static int park(int fd, struct kp_conn *c)
+{
+	int hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
+	if (hidden < 0)
+		return -1;
+	if (!kp_fd_valid(hidden)) {
+		KP_REAL(close)(hidden);
+		return -1;
+	}
+	struct pool_meta meta = {
+		.requests = c->served,
+		.ka_timeout = c->ka_timeout,
+		.ka_max = c->ka_max,
+		.tag_len = (uint16_t)(c->n_opts * sizeof(c->opts[0])),
+	};
+	memcpy(meta.tag, c->opts, meta.tag_len);
+	kp_fd_swap(hidden, KP_POOLED);
+	if (pool_checkin(&c->key, hidden, &meta, kp_now_ms()) < 0) {
+		kp_fd_swap(hidden, NULL);
+		KP_REAL(close)(hidden);
+		return -1;
+	}
+	KP_REAL(close)(fd);
+	return 0;
+}
+
+/* The last fd of c is going away; if park is allowed and possible, fd is
+ * closed by parking and true is returned. */
+static bool settle_last(int fd, struct kp_conn *c, bool may_close_fd)
+{
+	bool parked = false;
+	if (parkable(c) && may_close_fd)
+		parked = park(fd, c) == 0;
+	if (parked) {
+		kp_count(parked);
+		kp_debug("fd %d: parked after %u requests", fd, c->served);
+	} else if (c->state != KP_PRECONNECT) {
+		kp_count(closed);
+	}
+	return parked;
+}
+
+int kp_close(int fd, struct kp_conn *c)
+{
+	int saved = errno;
+	if (c == KP_POOLED) {
+		/* The program closes a number it never had (closing every fd
+		 * before exec, say): the pool loses that socket, and the program
+		 * hears what it would have heard without us. */
+		kp_fd_swap(fd, NULL);
+		if (pool_owns_fd(fd, true))
+			KP_REAL(close)(fd);
+		errno = EBADF;
+		return -1;
+	}
+	c = kp_fd_swap(fd, NULL);
+	if (!c || c == KP_POOLED) { /* raced with another close */
+		errno = saved;
+		return KP_REAL(close)(fd);
+	}
+	kp_fdflags[fd] = 0;
+	pthread_mutex_lock(&c->lock);
+	int left = --c->refs;
+	bool parked = !left && settle_last(fd, c, true);
+	pthread_mutex_unlock(&c->lock);
+	if (!left)
+		conn_free(c);
+	errno = saved;
+	return parked ? 0 : KP_REAL(close)(fd);
+}
+
+void kp_forget_fd(int fd)
+{
+	struct kp_conn *c = kp_fd_swap(fd, NULL);
+	if (kp_fd_valid(fd))
+		kp_fdflags[fd] = 0;
+	if (!c)
+		return;
+	if (c == KP_POOLED) {
+		pool_owns_fd(fd, true); /* the kernel is about to close it */
+		return;
+	}
+	int saved = errno;
+	pthread_mutex_lock(&c->lock);
+	int left = --c->refs;
+	if (!left && parkable(c)) {
+		/* dup2 onto our last fd would close the socket: park a copy */
+		if (park(fd, c) == 0) {
+			kp_count(parked);
+			/* park() closed fd; the dup2 that follows reuses the number */
+		}
+	} else if (!left && c->state != KP_PRECONNECT) {
+		kp_count(closed);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (!left)
+		conn_free(c);
+	errno = saved;
+}
+
+void kp_dup_to(struct kp_conn *c, int newfd)
+{
+	if (!kp_fd_valid(newfd) || c == KP_POOLED)
+		return;
+	pthread_mutex_lock(&c->lock);
+	c->refs++;
+	pthread_mutex_unlock(&c->lock);
+	struct kp_conn *old = kp_fd_swap(newfd, c);
+	if (old && old != KP_POOLED)
+		conn_unref(old);
+}
+
+void kp_note_shutdown(struct kp_conn *c, int how)
+{
+	pthread_mutex_lock(&c->lock);
+	go_passthrough(c, "shutdown");
+	pthread_mutex_unlock(&c->lock);
+}
+
+/* ------------------------------------------------------------ write side */
+
+static size_t iov_total(const struct iovec *iov, int n)
+{
+	size_t t = 0;
+	for (int i = 0; i < n; i++) {
+		if (iov[i].iov_len > SIZE_MAX - t)
+			return SIZE_MAX;
+		t += iov[i].iov_len;
+	}
+	return t;
+}
+
+/* Append up to max bytes of iov starting at byte off to c->held. */
+static int held_append(struct kp_conn *c, const struct iovec *iov, int n, size_t off, size_t max)
+{
+	size_t want = iov_total(iov, n) - off;
+	if (want > max)
+		want = max;
+	if (c->held_len + want > c->held_cap) {
+		size_t cap = c->held_cap ? c->held_cap : 1024;
+		while (cap < c->held_len + want)
+			cap *= 2;
+		char *b = realloc(c->held, cap);
+		if (!b)
+			return -1;
+		c->held = b;
+		c->held_cap = cap;
+	}
+	for (int i = 0; i < n && want; i++) {
+		size_t l = iov[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		size_t take = l - off < want ? l - off : want;
+		memcpy(c->held + c->held_len, (const char *)iov[i].iov_base + off, take);
+		c->held_len += take;
+		want -= take;
+		off = 0;
+	}
+	return 0;
+}
+
+/* Send all of buf.  A non-blocking socket is waited for (bounded), except
+ * when nothing at all was sent and fail_clean is set: then -1/EAGAIN, and
+ * the caller reports EAGAIN to the program exactly as the kernel would. */
+static ssize_t send_all(int fd, const char *buf, size_t len, int flags, bool fail_clean, size_t *sent)
+{
+	int waited_ms = 0;
+	*sent = 0;
+	while (*sent < len) {
+		ssize_t r = KP_REAL(send)(fd, buf + *sent, len - *sent, flags);
+		if (r > 0) {
+			*sent += (size_t)r;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (!*sent && fail_clean)
+				return -1;
+			if (waited_ms >= 30000 || (flags & MSG_DONTWAIT))
+				return -1;
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			KP_REAL(poll)(&pfd, 1, 100);
+			waited_ms += 100;
+			continue;
+		}
+		return -1;
+	}
+	return (ssize_t)len;
+}
+
+static bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool rewritten)
+{
+	if (c->n_reqs == KP_MAX_PIPELINE)
+		return false;
+	struct kp_request *r = &c->reqs[c->n_reqs++];
+	r->method = (uint8_t)h->method;
+	r->app_close = h->app_close;
+	r->rewritten = rewritten;
+	if (h->upgrade || h->method == FRM_M_CONNECT || h->doubt)
+		c->poolable = false;
+	frm_body_init(&c->req_body, h->body_kind, h->body_len);
+	c->req_mode = h->body_kind == FRM_BODY_NONE ? KP_REQ_HEAD : KP_REQ_BODY;
+	return true;
+}
+
+/* Account for n request bytes at byte offset off of iov that went out
+ * unchanged: body bytes, and heads that began mid-write.  Caller holds lock. */
+static void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n)
+{
+	int i = 0;
+	while (i < iovcnt && off >= iov[i].iov_len)
+		off -= iov[i++].iov_len;
+	while (n && i < iovcnt && c->state == KP_ACTIVE) {
+		const char *p = (const char *)iov[i].iov_base + off;
+		size_t l = iov[i].iov_len - off;
+		if (l > n)
+			l = n;
+		if (!l) {
+			i++;
+			off = 0;
+			continue;
+		}
+		size_t used = l;
+		if (c->req_mode == KP_REQ_BODY) {
+			long u = frm_body_feed(&c->req_body, p, l);
+			if (u < 0) {
+				go_passthrough(c, "malformed request body");
+				return;
+			}
+			used = (size_t)u;
+			if (c->req_body.done)
+				c->req_mode = KP_REQ_HEAD_SENT;
+		} else {
+			/* a head that went out as it was: learn its facts only */
+			struct iovec one = { (void *)p, l };
+			size_t before = c->held_len;
+			struct frm_req_head h;
+			if (held_append(c, &one, 1, 0, FRM_MAX_HEAD + 1) < 0) {
+				go_passthrough(c, "out of memory");
+				return;
+			}
+			long hl = frm_req_parse_head(c->held, c->held_len, &h);
+			if (hl < 0 || (hl > 0 && !queue_request(c, &h, false))) {
+				go_passthrough(c, "unparsable request");
+				return;
+			}
+			if (hl > 0) {
+				used = (size_t)hl - before;
+				c->held_len = 0;
+				if (c->req_mode == KP_REQ_HEAD)
+					c->req_mode = KP_REQ_HEAD_SENT;
+			}
+		}
+		off += used;
+		n -= used;
+		if (off == iov[i].iov_len) {
+			i++;
+			off = 0;
+		}
+	}
+	/* at a boundary after sent bytes: the next write starts a held head */
+	if (c->req_mode == KP_REQ_HEAD_SENT && !c->held_len)
+		c->req_mode = KP_REQ_HEAD;
+}
+
+bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+		       ssize_t *ret)
+{
+	if (c == KP_POOLED)
+		return false;
+	pthread_mutex_lock(&c->lock);
+	if (c->state != KP_ACTIVE || c->req_mode != KP_REQ_HEAD) {
+		pthread_mutex_unlock(&c->lock);
+		return false;
+	}
+	int saved = errno;
+	size_t total = iov_total(iov, iovcnt);
+	size_t old_held = c->held_len;
+	const char *data;
+	size_t dlen;
+	struct frm_req_head h;
+	if (!total)
+		goto pass;
+	if (!old_held && iovcnt == 1) {
+		data = iov[0].iov_base;
+		dlen = total;
+	} else {
+		if (held_append(c, iov, iovcnt, 0, FRM_MAX_HEAD + 1) < 0)
+			goto pass_flush;
+		data = c->held;
+		dlen = c->held_len;
+	}
+	long hl = frm_req_parse_head(data, dlen, &h);
+	if (hl < 0) {
+		c->held_len = old_held; /* the program's bytes go out as they are */
+		go_passthrough(c, dlen && (uint8_t)data[0] == 0x16 ? "TLS" : "not an HTTP request");
+		goto pass_flush;
+	}
+	if (hl == 0) {
+		if (data != c->held && held_append(c, iov, iovcnt, 0, total) < 0)
+			goto pass_flush;
+		kp_debug("fd %d: holding %zu bytes of a request head", fd, c->held_len);
+		*ret = (ssize_t)total;
+		pthread_mutex_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
+
+	/* The head is whole: rewrite, send all of it, then the rest of the call. */
+	size_t mine = (size_t)hl - old_held; /* the program's bytes in the head */
+	char small[2048], *out = small;
+	size_t out_cap = sizeof(small);
+	long outlen = 0;
+	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT &&
+			   c->n_reqs < KP_MAX_PIPELINE;
+	/* a rewrite adds one header line, or 5 bytes per "close" token */
+	if (may_rewrite && (size_t)hl + 64 + (size_t)hl / 2 > out_cap) {
+		out_cap = (size_t)hl + 64 + (size_t)hl / 2;
+		out = malloc(out_cap);
+		if (!out)
+			may_rewrite = false;
+	}
+	if (may_rewrite)
+		outlen = frm_req_rewrite_head(data, &h, out, out_cap);
+	const char *head = outlen > 0 ? out : data;
+	size_t headlen = outlen > 0 ? (size_t)outlen : (size_t)hl;
+	size_t sent;
+	ssize_t sr = send_all(fd, head, headlen, flags, old_held == 0, &sent);
+	if (out != small)
+		free(out);
+	if (sr < 0) {
+		int err = errno;
+		if (sent || old_held) {
+			/* the head is torn: this connection is finished */
+			go_passthrough(c, "send failed mid-head");
+			c->held_len = 0;
+		} else {
+			c->held_len = 0; /* the program will send these bytes again */
+		}
+		pthread_mutex_unlock(&c->lock);
+		errno = err;
+		*ret = -1;
+		return true;
+	}
+	c->held_len = 0;
+	if (!queue_request(c, &h, outlen > 0)) {
+		go_passthrough(c, "too many pipelined requests");
+		*ret = (ssize_t)mine;
+		pthread_mutex_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
+	if (outlen > 0) {
+		kp_count(rewritten);
+		kp_debug("fd %d: request rewritten to keep-alive", fd);
+	}
+	*ret = (ssize_t)mine;
+	if (mine < total) {
+		/* body bytes (or more) in the same call: one real attempt, as the
+		 * program's own call would have made */
+		struct iovec rest[16];
+		int nrest = 0;
+		size_t off = mine;
+		for (int i = 0; i < iovcnt && nrest < 16; i++) {
+			if (off >= iov[i].iov_len) {
+				off -= iov[i].iov_len;
+				continue;
+			}
+			rest[nrest].iov_base = (char *)iov[i].iov_base + off;
+			rest[nrest].iov_len = iov[i].iov_len - off;
+			nrest++;
+			off = 0;
+		}
+		struct msghdr m = { .msg_iov = rest, .msg_iovlen = (size_t)nrest };
+		ssize_t r = KP_REAL(sendmsg)(fd, &m, flags);
+		if (r > 0) {
+			account_sent(c, iov, iovcnt, mine, (size_t)r);
+			*ret += r;
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	errno = saved;
+	return true;
+
+pass_flush:
+	/* bytes we held from earlier calls must go out first, unchanged */
+	if (c->held_len) {
+		size_t flushed;
+		if (send_all(fd, c->held, c->held_len, flags, false, &flushed) < 0) {
+			int err = errno;
+			c->held_len = 0;
+			go_passthrough(c, "send failed");
+			pthread_mutex_unlock(&c->lock);
+			errno = err;
+			*ret = -1;
+			return true;
+		}
+		c->held_len = 0;
+	}
+	go_passthrough(c, "gave up on the request");
+pass:
+	pthread_mutex_unlock(&c->lock);
+	errno = saved;
+	return false;
+}
+
+void kp_send_done(struct kp_conn *c, const struct iovec *iov, int iovcnt, ssize_t ret)
+{
+	if (c == KP_POOLED)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&c->lock);
+	if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+		c->poolable = false;
+	if (ret > 0 && c->state == KP_ACTIVE)
+		account_sent(c, iov, iovcnt, 0, (size_t)ret);
+	pthread_mutex_unlock(&c->lock);
+	errno = saved;
+}
+
+void kp_sendfile_done(struct kp_conn *c, ssize_t ret)
+{
+	if (c == KP_POOLED || ret == 0)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&c->lock);
+	if (ret < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			c->poolable = false;
+	} else if (c->state == KP_ACTIVE) {
+		/* zero-copy: we never see the bytes, so only a Content-Length body
+		 * can be followed (by arithmetic) */
+		if (c->req_mode == KP_REQ_BODY && c->req_body.kind == FRM_BODY_LENGTH &&
+		    (uint64_t)ret <= c->req_body.left) {
+			c->req_body.left -= (uint64_t)ret;
+			if (!c->req_body.left)
+				c->req_mode = KP_REQ_HEAD;
+		} else {
+			go_passthrough(c, "sendfile outside a Content-Length body");
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	errno = saved;
+}
+
+/* ------------------------------------------------------------ read side */
+
+bool kp_conn_readable(struct kp_conn *c)
+{
+	if (c == KP_POOLED)
+		return false;
+	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE))
+		return true;
+	if (!c->lost)
+		return false;
+	return kp_now_ms() - c->last_rx_ms >= kp_cfg.quiet_ms;
+}
+
+/* The framing was lost after we had rewritten a request: the server will
+ * not close, so a program reading to EOF would wait for the server's idle
+ * timeout.  Once the connection has been quiet for KEEPALIVE_QUIET_MS after
+ * its last byte we show EOF (and really close at close()). */
+static bool lost_quiet(struct kp_conn *c, int fd)
+{
+	for (;;) {
+		uint64_t quiet = kp_now_ms() - c->last_rx_ms;
+		if (quiet >= kp_cfg.quiet_ms)
+			return true;
+		int fl = KP_REAL(fcntl)(fd, F_GETFL);
+		if (fl < 0 || (fl & O_NONBLOCK))
+			return false; /* the program waits in poll: kp_conn_readable */
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int r = KP_REAL(poll)(&pfd, 1, (int)(kp_cfg.quiet_ms - quiet));
+		if (r != 0)
+			return false; /* data, or an error the real read will report */
+	}
+}
+
+bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
+{
+	if (c == KP_POOLED)
+		return false;
+	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE)) {
+		kp_count(eofs);
+		*ret = 0;
+		return true;
+	}
+	if (c->lost) {
+		int saved = errno;
+		if (lost_quiet(c, fd)) {
+			__atomic_store_n(&c->eof_owed, true, __ATOMIC_RELEASE);
+			kp_count(eofs);
+			kp_debug("fd %d: framing lost; EOF after %llu ms of quiet", fd,
+				 (unsigned long long)kp_cfg.quiet_ms);
+			*ret = 0;
+			errno = saved;
+			return true;
+		}
+		errno = saved;
+	}
+	return false;
+}
+
+/* Frame n response bytes.  Caller holds c->lock. */
+static void feed_response(struct kp_conn *c, char *p, size_t n)
+{
+	while (n && c->state == KP_ACTIVE) {
+		if (!c->n_reqs) {
+			/* bytes nobody asked for (or a response ahead of its request) */
+			go_passthrough(c, "unsolicited response bytes");
+			return;
+		}
+		if (!c->resp_started) {
+			frm_resp_begin(&c->resp, c->reqs[0].method, c->reqs[0].app_close);
+			c->resp_started = true;
+			/* DESIGN 3.8: a response that starts before its request was
+			 * fully written (413/417/401 during an upload) */
+			if (c->n_reqs == 1 && c->req_mode == KP_REQ_BODY)
+				c->poolable = false;
+		}
+		enum frm_resp_event ev;
+		size_t used = frm_resp_feed(&c->resp, p, n, &ev);
+		p += used;
+		n -= used;
+		switch (ev) {
+		case FRM_EV_NONE:
+		case FRM_EV_INTERIM:
+			break;
+		case FRM_EV_DONE: {
+			struct kp_request done = c->reqs[0];
+			memmove(c->reqs, c->reqs + 1, (c->n_reqs - 1) * sizeof(c->reqs[0]));
+			c->n_reqs--;
+			c->resp_started = false;
+			c->served++;
+			if (c->resp.ka_timeout >= 0)
+				c->ka_timeout = c->resp.ka_timeout;
+			/* max=M: M more requests after this one (Apache counts down) */
+			if (c->resp.ka_max >= 0)
+				c->ka_max = c->resp.ka_max + (int32_t)c->served;
+			if (!frm_resp_reusable(&c->resp))
+				c->poolable = false;
+			if (done.app_close && !c->resp.server_close) {
+				/* the program expects the server's FIN now */
+				__atomic_store_n(&c->eof_owed, true, __ATOMIC_RELEASE);
+				if (n || c->n_reqs)
+					c->poolable = false;
+				return;
+			}
+			break;
+		}
+		case FRM_EV_CLOSE_BODY:
+			go_passthrough(c, "close-delimited response");
+			return;
+		case FRM_EV_UPGRADE:
+			go_passthrough(c, "protocol switched");
+			return;
+		case FRM_EV_ERROR:
+			for (unsigned i = 0; i < c->n_reqs; i++)
+				if (c->reqs[i].rewritten)
+					c->lost = true;
+			go_passthrough(c, "unparsable response");
+			return;
+		}
+	}
+}
+
+void kp_recv_done(struct kp_conn *c, const struct iovec *iov, int iovcnt, ssize_t ret, int flags)
+{
+	if (c == KP_POOLED)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&c->lock);
+	if (ret < 0) {
+		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+			c->poolable = false;
+	} else if (ret == 0) {
+		c->poolable = false; /* the server closed */
+	} else if (!(flags & MSG_PEEK)) {
+		c->last_rx_ms = kp_now_ms();
+		if (flags & MSG_TRUNC) {
+			go_passthrough(c, "MSG_TRUNC read");
+		} else {
+			size_t left = (size_t)ret;
+			for (int i = 0; i < iovcnt && left && c->state == KP_ACTIVE; i++) {
+				size_t l = iov[i].iov_len < left ? iov[i].iov_len : left;
+				feed_response(c, iov[i].iov_base, l);
+				left -= l;
+			}
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	errno = saved;
+}
+
+/* ------------------------------------------------------------ fork */
+
+void kp_conn_after_fork_child(void)
+{
+	/* The child's copies of tracked fds are the parent's connections: the
+	 * child uses them raw, and never parks them.  Its copies of pooled
+	 * sockets are closed (the parent's stay open). */
+	kp_fdtab_after_fork_child();
+	pool_after_fork_child();
+}

@@ -1,0 +1,125 @@
+/*
+ * conn.h - one connection's life: fresh or reused -> in use -> EOF owed ->
+ * parked or closed.  The exported wrappers (hooks_*.c) call these only for
+ * fds the table says are ours.  Prefix: kp_.
+ */
+#ifndef KEEPALIVE_CONN_H
+#define KEEPALIVE_CONN_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+#include "framer.h"
+#include "pool.h"
+
+enum kp_conn_state {
+	KP_PRECONNECT = 0, /* a TCP socket whose options we are recording */
+	KP_ACTIVE,         /* connected through us; we frame both directions */
+	KP_PASSTHROUGH,    /* we stepped aside for good; never pooled */
+};
+
+enum kp_req_mode {
+	KP_REQ_HEAD = 0, /* at a request boundary: hold bytes until the head is whole */
+	KP_REQ_BODY,     /* inside a request body: bytes go straight through */
+	KP_REQ_HEAD_SENT, /* a head began mid-write: already sent, parse for facts */
+};
+
+#define KP_MAX_OPTS 8
+struct kp_sockopt {
+	uint8_t level; /* index: see conn.c opt_levels */
+	uint8_t name;
+	uint8_t len;
+	uint8_t val[17];
+};
+
+#define KP_MAX_PIPELINE 8
+struct kp_request {
+	uint8_t method;  /* enum frm_method */
+	bool app_close;  /* the program expects the server to close after it */
+	bool rewritten;  /* we changed its Connection header */
+};
+
+struct kp_conn {
+	pthread_mutex_t lock;
+	int refs;            /* fds sharing it (dup family) */
+	uint8_t state;       /* enum kp_conn_state */
+	bool reused;         /* came from the pool */
+	bool poolable;       /* nothing has happened that forbids parking */
+	bool eof_owed;       /* the final response is complete: reads return 0 */
+	bool lost;           /* framing lost after a rewrite: see kp_recv_intercept */
+	bool resp_started;   /* resp is framing a response to reqs[0] */
+	struct pool_key key;
+
+	/* request side */
+	uint8_t req_mode;    /* enum kp_req_mode */
+	struct frm_body req_body;
+	char *held;          /* head bytes not yet sent (KP_REQ_HEAD), or already
+	                        sent but not yet parsed (KP_REQ_HEAD_SENT) */
+	size_t held_len, held_cap;
+	struct kp_request reqs[KP_MAX_PIPELINE]; /* awaiting responses, oldest first */
+	unsigned n_reqs;
+
+	/* response side */
+	struct frm_resp resp;
+	uint32_t served;     /* responses completed on this TCP connection */
+	int32_t ka_timeout, ka_max;
+	uint64_t last_rx_ms;
+
+	/* socket options the program set (to carry over to a pooled socket) */
+	struct kp_sockopt opts[KP_MAX_OPTS];
+	uint8_t n_opts;
+};
+
+/* Called from the constructor. */
+void kp_conn_init(void);
+
+uint64_t kp_now_ms(void);
+
+/* connect(): returns what the program's connect() returns. */
+int kp_connect(int fd, const struct sockaddr *addr, socklen_t len);
+
+/* close(fd) for a tracked fd (c != NULL, maybe KP_POOLED). */
+int kp_close(int fd, struct kp_conn *c);
+
+/* fd is about to be replaced by dup2/dup3 (newfd) or closed by the kernel
+ * behind the program's back: settle the connection without closing fd. */
+void kp_forget_fd(int fd);
+
+/* A new fd (dup) shares c. */
+void kp_dup_to(struct kp_conn *c, int newfd);
+
+/* setsockopt() on a TCP socket: record what the program set. */
+void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len);
+
+/* shutdown() of a tracked connection. */
+void kp_note_shutdown(struct kp_conn *c, int how);
+
+/*
+ * Write side.  kp_send_intercept() handles the call itself when the bytes
+ * begin a request head (they may need rewriting); it returns true with the
+ * program's result in *ret.  Otherwise the wrapper makes the real call and
+ * reports it with kp_send_done() (which keeps errno).
+ */
+bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+		       ssize_t *ret);
+void kp_send_done(struct kp_conn *c, const struct iovec *iov, int iovcnt, ssize_t ret);
+/* sendfile(): n body bytes went out unseen */
+void kp_sendfile_done(struct kp_conn *c, ssize_t ret);
+
+/*
+ * Read side.  kp_recv_intercept() answers the read itself (the synthetic
+ * EOF); otherwise the wrapper reads and reports with kp_recv_done().
+ */
+bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret);
+void kp_recv_done(struct kp_conn *c, const struct iovec *iov, int iovcnt, ssize_t ret, int flags);
+
+/* Readiness: should fd report readable now although the kernel says not? */
+bool kp_conn_readable(struct kp_conn *c);
+
+/* fork() in the child. */
+void kp_conn_after_fork_child(void);
+
+#endif

@@ -1,0 +1,77 @@
+/*
+ * fdtable.c - the flat fd -> connection array (socket_wrapper's design).
+ * Sized from RLIMIT_NOFILE's hard limit, mapped lazily: untouched pages
+ * cost nothing.  fds beyond it are simply never tracked.
+ */
+#include "fdtable.h"
+
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+
+struct kp_conn **kp_fdtab;
+uint8_t *kp_fdflags;
+unsigned kp_fdtab_len;
+
+static int fd_high = -1;
+static int hidden_base = 3;
+
+#define KP_FDTAB_MAX (1u << 20)
+
+int kp_fdtab_init(void)
+{
+	struct rlimit rl;
+	rlim_t n = 1024, soft = 1024;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		n = rl.rlim_max;
+		soft = rl.rlim_cur;
+	}
+	if (n == RLIM_INFINITY || n > KP_FDTAB_MAX)
+		n = KP_FDTAB_MAX;
+	if (n < 64)
+		n = 64;
+	if (soft > n)
+		soft = n;
+	size_t bytes = n * (sizeof(*kp_fdtab) + sizeof(*kp_fdflags));
+	void *mem = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			 -1, 0);
+	if (mem == MAP_FAILED)
+		return -1;
+	kp_fdtab = mem;
+	kp_fdflags = (uint8_t *)(kp_fdtab + n);
+	/* Pooled sockets live high, out of the way of the program's own
+	 * lowest-first fd numbers and of select()'s FD_SETSIZE. */
+	hidden_base = soft >= 2048 ? 1024 : (int)(soft / 2);
+	__atomic_store_n(&kp_fdtab_len, (unsigned)n, __ATOMIC_RELEASE);
+	return 0;
+}
+
+struct kp_conn *kp_fd_swap(int fd, struct kp_conn *c)
+{
+	if (!kp_fd_valid(fd))
+		return NULL;
+	if (c) {
+		int high = __atomic_load_n(&fd_high, __ATOMIC_RELAXED);
+		while (fd > high && !__atomic_compare_exchange_n(&fd_high, &high, fd, false,
+								 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
+	}
+	return __atomic_exchange_n(&kp_fdtab[fd], c, __ATOMIC_ACQ_REL);
+}
+
+int kp_fd_hidden_base(void)
+{
+	return hidden_base;
+}
+
+int kp_fd_high(void)
+{
+	return __atomic_load_n(&fd_high, __ATOMIC_RELAXED);
+}
+
+void kp_fdtab_after_fork_child(void)
+{
+	int high = kp_fd_high();
+	if (high >= 0)
+		memset(kp_fdtab, 0, (size_t)(high + 1) * sizeof(*kp_fdtab));
+}

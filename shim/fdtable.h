@@ -1,0 +1,56 @@
+/*
+ * fdtable.h - fd -> connection.  The whole fast path of every wrapper is
+ * kp_fd_conn(): one bounds check and one array load; NULL means "not ours".
+ */
+#ifndef KEEPALIVE_FDTABLE_H
+#define KEEPALIVE_FDTABLE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct kp_conn;
+
+/* A hidden fd that holds a pooled socket: not the program's. */
+#define KP_POOLED ((struct kp_conn *)1)
+
+/* What we learnt of an fd from socket(), bind() and setsockopt(). */
+enum {
+	KP_FD_TCP = 1,       /* socket(AF_INET[6], SOCK_STREAM) seen */
+	KP_FD_NOT_TCP = 2,   /* socket() seen, and it is something else */
+	KP_FD_BOUND = 4,     /* bind() before connect: the route is the program's */
+	KP_FD_ROUTED = 8,    /* SO_MARK, SO_BINDTODEVICE...: same */
+	KP_FD_CONNECTED = 16, /* connected outside the pool: ignore its options */
+};
+
+extern struct kp_conn **kp_fdtab;
+extern uint8_t *kp_fdflags;
+extern unsigned kp_fdtab_len;
+
+static inline struct kp_conn *kp_fd_conn(int fd)
+{
+	if ((unsigned)fd >= kp_fdtab_len)
+		return 0;
+	return __atomic_load_n(&kp_fdtab[fd], __ATOMIC_ACQUIRE);
+}
+
+static inline bool kp_fd_valid(int fd)
+{
+	return (unsigned)fd < kp_fdtab_len;
+}
+
+/* Allocate the table (from the constructor).  Returns 0 or -1. */
+int kp_fdtab_init(void);
+
+/* Set fd's entry; returns the previous one. */
+struct kp_conn *kp_fd_swap(int fd, struct kp_conn *c);
+
+/* The lowest fd number to hide pooled sockets at. */
+int kp_fd_hidden_base(void);
+
+/* Highest fd ever set (bounds scans after fork). */
+int kp_fd_high(void);
+
+/* In a forked child: forget every entry (the connections are the parent's). */
+void kp_fdtab_after_fork_child(void);
+
+#endif

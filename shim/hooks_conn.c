@@ -1,0 +1,225 @@
+/*
+ * hooks_conn.c - exported wrappers for a socket's life: socket, bind,
+ * setsockopt, connect, close, close_range, closefrom, shutdown, the dup
+ * family and fcntl; plus the library's constructor, destructor and fork
+ * handler.  Each wrapper: fast-path check, then conn.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "conn.h"
+#include "fdtable.h"
+#include "real.h"
+
+#define KP_EXPORT __attribute__((visibility("default")))
+
+/* ------------------------------------------------------------ life */
+
+static void after_fork_child(void)
+{
+	kp_conn_after_fork_child();
+}
+
+__attribute__((constructor)) static void kp_init(void)
+{
+	kp_real_bind();
+	kp_config_load();
+	if (kp_cfg.disabled)
+		return;
+	kp_conn_init();
+	if (kp_fdtab_init() < 0)
+		return; /* the table stays empty: everything passes through */
+	pthread_atfork(NULL, NULL, after_fork_child);
+	kp_debug("loaded");
+}
+
+__attribute__((destructor)) static void kp_fini(void)
+{
+	if (kp_cfg.stats)
+		kp_stats_print();
+}
+
+/* Forget what we knew of a number the kernel has just handed out. */
+static void fresh_fd(int fd, uint8_t flags)
+{
+	if (!kp_fd_valid(fd))
+		return;
+	if (kp_fd_conn(fd))
+		kp_forget_fd(fd); /* its close went past us (syscall(), say) */
+	kp_fdflags[fd] = flags;
+}
+
+/* ------------------------------------------------------------ socket */
+
+KP_EXPORT int socket(int domain, int type, int protocol)
+{
+	int fd = KP_REAL(socket)(domain, type, protocol);
+	if (fd >= 0 && kp_fdtab_len) {
+		int saved = errno;
+		bool tcp = (domain == AF_INET || domain == AF_INET6) &&
+			   (type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_STREAM &&
+			   (protocol == 0 || protocol == IPPROTO_TCP);
+		fresh_fd(fd, tcp ? KP_FD_TCP : KP_FD_NOT_TCP);
+		errno = saved;
+	}
+	return fd;
+}
+
+KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	if (kp_fd_valid(fd))
+		kp_fdflags[fd] |= KP_FD_BOUND;
+	return KP_REAL(bind)(fd, addr, len);
+}
+
+KP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	int r = KP_REAL(setsockopt)(fd, level, name, val, len);
+	if (r == 0 && kp_fd_valid(fd) && (kp_fdflags[fd] & KP_FD_TCP || kp_fd_conn(fd))) {
+		int saved = errno;
+		kp_note_sockopt(fd, level, name, val, len);
+		errno = saved;
+	}
+	return r;
+}
+
+KP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	if (!kp_fdtab_len)
+		return KP_REAL(connect)(fd, addr, len);
+	return kp_connect(fd, addr, len);
+}
+
+/* ------------------------------------------------------------ close */
+
+KP_EXPORT int close(int fd)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c)
+		return KP_REAL(close)(fd);
+	return kp_close(fd, c);
+}
+
+/* Close [first, last] without closing pooled sockets: settle our tracked
+ * fds first, then let the kernel close the gaps between pooled ones. */
+static int close_range_keep_pool(unsigned first, unsigned last, int flags)
+{
+	int pooled[256];
+	size_t n = pool_fds(pooled, 256);
+	if (!(flags & CLOSE_RANGE_CLOEXEC)) {
+		int high = kp_fd_high();
+		for (int fd = (int)first; fd <= high && (unsigned)fd <= last; fd++) {
+			struct kp_conn *c = kp_fd_conn(fd);
+			if (c && c != KP_POOLED)
+				kp_close(fd, c);
+		}
+	}
+	unsigned lo = first;
+	for (size_t i = 0; i < n && lo <= last; i++) {
+		unsigned p = (unsigned)pooled[i];
+		if (p < lo || p > last)
+			continue;
+		if (p > lo && syscall(SYS_close_range, lo, p - 1, flags) < 0)
+			return -1;
+		if (p == ~0u)
+			return 0;
+		lo = p + 1;
+	}
+	if (lo <= last && lo >= first)
+		return (int)syscall(SYS_close_range, lo, last, flags);
+	return 0;
+}
+
+KP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
+{
+	if (!kp_fdtab_len || first > last)
+		return (int)syscall(SYS_close_range, first, last, flags);
+	return close_range_keep_pool(first, last, flags);
+}
+
+KP_EXPORT void closefrom(int lowfd)
+{
+	if (lowfd < 0)
+		lowfd = 0;
+	if (close_range((unsigned)lowfd, ~0u, 0) == 0)
+		return;
+	/* like glibc: fall back to closing one by one */
+	int high = (int)sysconf(_SC_OPEN_MAX);
+	for (int fd = lowfd; fd < high; fd++)
+		if (kp_fd_conn(fd) != KP_POOLED)
+			close(fd);
+}
+
+KP_EXPORT int shutdown(int fd, int how)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (c && c != KP_POOLED)
+		kp_note_shutdown(c, how);
+	return KP_REAL(shutdown)(fd, how);
+}
+
+/* ------------------------------------------------------------ dup */
+
+KP_EXPORT int dup(int fd)
+{
+	int nfd = KP_REAL(dup)(fd);
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (nfd >= 0 && c && c != KP_POOLED)
+		kp_dup_to(c, nfd);
+	return nfd;
+}
+
+static int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
+{
+	struct kp_conn *c = kp_fd_conn(oldfd);
+	if (!c && !kp_fd_conn(newfd))
+		return is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
+	if (oldfd == newfd) /* dup2: no-op; dup3: EINVAL */
+		return is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
+	if (c == KP_POOLED) {
+		errno = EBADF; /* not the program's fd */
+		return -1;
+	}
+	/* the kernel closes newfd implicitly: settle it as a close */
+	kp_forget_fd(newfd);
+	int r = is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
+	if (r >= 0 && c)
+		kp_dup_to(c, r);
+	return r;
+}
+
+KP_EXPORT int dup2(int oldfd, int newfd)
+{
+	return dup_onto(oldfd, newfd, 0, true);
+}
+
+KP_EXPORT int dup3(int oldfd, int newfd, int flags)
+{
+	return dup_onto(oldfd, newfd, flags, false);
+}
+
+KP_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	/* every fcntl argument is an int or a pointer, passed in one register */
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	int r = KP_REAL(fcntl)(fd, cmd, arg);
+	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
+		struct kp_conn *c = kp_fd_conn(fd);
+		if (c && c != KP_POOLED)
+			kp_dup_to(c, r);
+	}
+	return r;
+}
+
+/* fcntl64 is the same function on 64-bit glibc; programs built against
+ * _FILE_OFFSET_BITS=64 on 32-bit call it. */
+KP_EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));

@@ -1,0 +1,199 @@
+/*
+ * hooks_io.c - exported wrappers for the write family (write, writev, send,
+ * sendto, sendmsg, sendfile) and the read family (read, readv, recv,
+ * recvfrom, recvmsg and the fortified __read_chk, __recv_chk,
+ * __recvfrom_chk).  For an fd that is not ours each costs one array load.
+ */
+#include <errno.h>
+#include <sys/sendfile.h>
+#include <unistd.h>
+
+#include "conn.h"
+#include "fdtable.h"
+#include "real.h"
+
+#define KP_EXPORT __attribute__((visibility("default")))
+
+/* ------------------------------------------------------------ write */
+
+KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c)
+		return KP_REAL(write)(fd, buf, n);
+	struct iovec iov = { (void *)buf, n };
+	ssize_t r;
+	if (kp_send_intercept(c, fd, &iov, 1, 0, &r))
+		return r;
+	r = KP_REAL(write)(fd, buf, n);
+	kp_send_done(c, &iov, 1, r);
+	return r;
+}
+
+KP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c)
+		return KP_REAL(writev)(fd, iov, iovcnt);
+	ssize_t r;
+	if (iovcnt > 0 && kp_send_intercept(c, fd, iov, iovcnt, 0, &r))
+		return r;
+	r = KP_REAL(writev)(fd, iov, iovcnt);
+	kp_send_done(c, iov, iovcnt, r);
+	return r;
+}
+
+KP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c)
+		return KP_REAL(send)(fd, buf, n, flags);
+	struct iovec iov = { (void *)buf, n };
+	ssize_t r;
+	if (kp_send_intercept(c, fd, &iov, 1, flags, &r))
+		return r;
+	r = KP_REAL(send)(fd, buf, n, flags);
+	kp_send_done(c, &iov, 1, r);
+	return r;
+}
+
+KP_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
+			 socklen_t tolen)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c)
+		return KP_REAL(sendto)(fd, buf, n, flags, to, tolen);
+	struct iovec iov = { (void *)buf, n };
+	ssize_t r;
+	/* on a connected TCP socket the address is ignored (or EISCONN, which
+	 * the program would get anyway: let the kernel say it) */
+	if (!to && kp_send_intercept(c, fd, &iov, 1, flags, &r))
+		return r;
+	r = KP_REAL(sendto)(fd, buf, n, flags, to, tolen);
+	kp_send_done(c, &iov, 1, r);
+	return r;
+}
+
+KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c)
+		return KP_REAL(sendmsg)(fd, msg, flags);
+	ssize_t r;
+	if (!msg->msg_name && !msg->msg_controllen && msg->msg_iovlen > 0 && msg->msg_iovlen <= 1024 &&
+	    kp_send_intercept(c, fd, msg->msg_iov, (int)msg->msg_iovlen, flags, &r))
+		return r;
+	r = KP_REAL(sendmsg)(fd, msg, flags);
+	kp_send_done(c, msg->msg_iov, (int)msg->msg_iovlen, r);
+	return r;
+}
+
+KP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
+{
+	struct kp_conn *c = kp_fd_conn(out_fd);
+	ssize_t r = KP_REAL(sendfile)(out_fd, in_fd, offset, count);
+	if (c)
+		kp_sendfile_done(c, r);
+	return r;
+}
+
+KP_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count)
+	__attribute__((alias("sendfile")));
+
+/* ------------------------------------------------------------ read */
+
+KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c)
+		return KP_REAL(read)(fd, buf, n);
+	ssize_t r;
+	if (kp_recv_intercept(c, fd, &r))
+		return r;
+	r = KP_REAL(read)(fd, buf, n);
+	struct iovec iov = { buf, n };
+	kp_recv_done(c, &iov, 1, r, 0);
+	return r;
+}
+
+KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c)
+		return KP_REAL(readv)(fd, iov, iovcnt);
+	ssize_t r;
+	if (kp_recv_intercept(c, fd, &r))
+		return r;
+	r = KP_REAL(readv)(fd, iov, iovcnt);
+	kp_recv_done(c, iov, iovcnt, r, 0);
+	return r;
+}
+
+KP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c)
+		return KP_REAL(recv)(fd, buf, n, flags);
+	ssize_t r;
+	if (kp_recv_intercept(c, fd, &r))
+		return r;
+	r = KP_REAL(recv)(fd, buf, n, flags);
+	struct iovec iov = { buf, n };
+	kp_recv_done(c, &iov, 1, r, flags);
+	return r;
+}
+
+KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+			   socklen_t *fromlen)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c)
+		return KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
+	ssize_t r;
+	if (kp_recv_intercept(c, fd, &r))
+		return r;
+	r = KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
+	struct iovec iov = { buf, n };
+	kp_recv_done(c, &iov, 1, r, flags);
+	return r;
+}
+
+KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c)
+		return KP_REAL(recvmsg)(fd, msg, flags);
+	ssize_t r;
+	if (kp_recv_intercept(c, fd, &r)) {
+		msg->msg_flags = 0;
+		return r;
+	}
+	r = KP_REAL(recvmsg)(fd, msg, flags);
+	kp_recv_done(c, msg->msg_iov, (int)msg->msg_iovlen, r, flags);
+	return r;
+}
+
+/* _FORTIFY_SOURCE versions: same checks as glibc, then our logic. */
+extern void __chk_fail(void) __attribute__((noreturn));
+
+KP_EXPORT ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return read(fd, buf, n);
+}
+
+KP_EXPORT ssize_t __recv_chk(int fd, void *buf, size_t n, size_t buflen, int flags)
+{
+	if (n > buflen)
+		__chk_fail();
+	return recv(fd, buf, n, flags);
+}
+
+KP_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int flags,
+				 struct sockaddr *from, socklen_t *fromlen)
+{
+	if (n > buflen)
+		__chk_fail();
+	return recvfrom(fd, buf, n, flags, from, fromlen);
+}

@@ -1,0 +1,128 @@
+/*
+ * hooks_wait.c - readiness: poll, ppoll, select, pselect and the fortified
+ * __poll_chk/__ppoll_chk.  A connection that owes the program its EOF has
+ * nothing left in the kernel to wake anyone up, so these report it
+ * readable themselves; everything else is the kernel's answer.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/select.h>
+
+#include "conn.h"
+#include "fdtable.h"
+#include "real.h"
+
+#define KP_EXPORT __attribute__((visibility("default")))
+
+/* glibc declares poll()'s array write-only (access attribute): we read the
+ * events the program asked for, which it did initialise. */
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#define POLL_READ (POLLIN | POLLRDNORM | POLLRDHUP)
+
+static bool owes(int fd)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	return c && kp_conn_readable(c);
+}
+
+static bool poll_any_owed(const struct pollfd *fds, nfds_t n)
+{
+	for (nfds_t i = 0; i < n; i++)
+		if ((fds[i].events & POLL_READ) && owes(fds[i].fd))
+			return true;
+	return false;
+}
+
+/* The kernel's answer right now (timeout 0) plus our EOFs. */
+static int poll_owed(struct pollfd *fds, nfds_t n)
+{
+	int r = KP_REAL(poll)(fds, n, 0);
+	if (r < 0)
+		return r;
+	r = 0;
+	for (nfds_t i = 0; i < n; i++) {
+		if ((fds[i].events & POLL_READ) && owes(fds[i].fd))
+			fds[i].revents |= (short)((fds[i].events & (POLLIN | POLLRDNORM | POLLRDHUP)));
+		if (fds[i].revents)
+			r++;
+	}
+	return r;
+}
+
+KP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	if (!kp_fdtab_len || !poll_any_owed(fds, n))
+		return KP_REAL(poll)(fds, n, timeout);
+	return poll_owed(fds, n);
+}
+
+KP_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
+{
+	if (!kp_fdtab_len || !poll_any_owed(fds, n))
+		return KP_REAL(ppoll)(fds, n, ts, mask);
+	return poll_owed(fds, n);
+}
+
+KP_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
+{
+	extern void __chk_fail(void) __attribute__((noreturn));
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return poll(fds, n, timeout);
+}
+
+KP_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+			  const sigset_t *mask, size_t fdslen)
+{
+	extern void __chk_fail(void) __attribute__((noreturn));
+	if (fdslen / sizeof(*fds) < n)
+		__chk_fail();
+	return ppoll(fds, n, ts, mask);
+}
+
+static bool select_any_owed(int nfds, const fd_set *rd)
+{
+	if (!rd)
+		return false;
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	for (int fd = 0; fd < nfds; fd++)
+		if (FD_ISSET(fd, rd) && owes(fd))
+			return true;
+	return false;
+}
+
+static int select_owed(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
+{
+	fd_set want = *rd;
+	struct timeval zero = { 0, 0 };
+	int r = KP_REAL(select)(nfds, rd, wr, ex, &zero);
+	if (r < 0)
+		return r;
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	r = 0;
+	for (int fd = 0; fd < nfds; fd++) {
+		if (FD_ISSET(fd, &want) && owes(fd))
+			FD_SET(fd, rd);
+		r += FD_ISSET(fd, rd) + (wr && FD_ISSET(fd, wr)) + (ex && FD_ISSET(fd, ex));
+	}
+	return r;
+}
+
+KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
+{
+	if (!kp_fdtab_len || !select_any_owed(nfds, rd))
+		return KP_REAL(select)(nfds, rd, wr, ex, tv);
+	return select_owed(nfds, rd, wr, ex);
+}
+
+KP_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
+		      const sigset_t *mask)
+{
+	if (!kp_fdtab_len || !select_any_owed(nfds, rd))
+		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
+	return select_owed(nfds, rd, wr, ex);
+}

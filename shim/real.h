@@ -1,0 +1,64 @@
+/*
+ * real.h - the real libc functions, bound once with dlsym(RTLD_NEXT).
+ * Every call the shim makes to a wrapped function goes through kp_real.
+ */
+#ifndef KEEPALIVE_REAL_H
+#define KEEPALIVE_REAL_H
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+/* X(return type, name, parameter list) */
+#define KP_REAL_FUNCS(X)                                                             \
+	X(int, socket, (int, int, int))                                              \
+	X(int, connect, (int, const struct sockaddr *, socklen_t))                   \
+	X(int, bind, (int, const struct sockaddr *, socklen_t))                      \
+	X(int, close, (int))                                                         \
+	X(int, close_range, (unsigned int, unsigned int, int))                       \
+	X(void, closefrom, (int))                                                    \
+	X(int, shutdown, (int, int))                                                 \
+	X(int, dup, (int))                                                           \
+	X(int, dup2, (int, int))                                                     \
+	X(int, dup3, (int, int, int))                                                \
+	X(int, fcntl, (int, int, ...))                                               \
+	X(int, setsockopt, (int, int, int, const void *, socklen_t))                 \
+	X(ssize_t, write, (int, const void *, size_t))                               \
+	X(ssize_t, writev, (int, const struct iovec *, int))                         \
+	X(ssize_t, send, (int, const void *, size_t, int))                           \
+	X(ssize_t, sendto, (int, const void *, size_t, int, const struct sockaddr *, \
+			    socklen_t))                                              \
+	X(ssize_t, sendmsg, (int, const struct msghdr *, int))                       \
+	X(ssize_t, sendfile, (int, int, off_t *, size_t))                            \
+	X(ssize_t, read, (int, void *, size_t))                                      \
+	X(ssize_t, readv, (int, const struct iovec *, int))                          \
+	X(ssize_t, recv, (int, void *, size_t, int))                                 \
+	X(ssize_t, recvfrom, (int, void *, size_t, int, struct sockaddr *,           \
+			      socklen_t *))                                          \
+	X(ssize_t, recvmsg, (int, struct msghdr *, int))                             \
+	X(int, poll, (struct pollfd *, nfds_t, int))                                 \
+	X(int, ppoll, (struct pollfd *, nfds_t, const struct timespec *,             \
+		       const sigset_t *))                                            \
+	X(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *))        \
+	X(int, pselect, (int, fd_set *, fd_set *, fd_set *, const struct timespec *, \
+			 const sigset_t *))
+
+#define KP_REAL_FIELD(ret, name, args) ret(*name) args;
+struct kp_real_table {
+	KP_REAL_FUNCS(KP_REAL_FIELD)
+};
+#undef KP_REAL_FIELD
+
+extern struct kp_real_table kp_real;
+
+/* Bind every symbol (idempotent, thread-safe).  Wrappers call this before
+ * their first use; it is also run from the library constructor. */
+void kp_real_bind(void);
+
+#define KP_REAL(name) (kp_real.name ? kp_real.name : (kp_real_bind(), kp_real.name))
+
+#endif
