@@ -28,7 +28,7 @@ struct pool_key {
 	uint8_t addr[16];
 };
 
-#define POOL_TAG_MAX 160
+#define POOL_TAG_MAX 192
 
 /* What travels with a parked socket. */
 struct pool_meta {

@@ -187,32 +187,121 @@ static const struct kp_sockopt *opts_find(const struct kp_sockopt *opts, unsigne
 	return NULL;
 }
 
-/* Give pooled socket `pooled` the options of the program's fresh socket
- * `fresh`: the program's own where it set them, the default (read from the
- * untouched fresh socket) where only the previous owner had set one.
- * Returns 0 or -1. */
-static int opts_transfer(int fresh, int pooled, const struct kp_sockopt *mine, unsigned n_mine,
-			 const struct kp_sockopt *prev, unsigned n_prev)
+/* Default values of the options we carry, learnt once from a fresh
+ * socket (they come from sysctls that do not change under a running
+ * program), so that resetting a previous owner's option costs no getsockopt. */
+static struct kp_sockopt defaults[16];
+static unsigned n_defaults;
+static pthread_mutex_t defaults_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* fresh: an untouched socket to read a missing default from, or -1 */
+static bool default_of(int fresh, const struct kp_sockopt *o, struct kp_sockopt *def)
 {
-	for (unsigned i = 0; i < n_prev; i++) {
-		if (opts_find(mine, n_mine, &prev[i]))
-			continue;
-		uint8_t def[sizeof(prev[i].val)];
-		socklen_t len = sizeof(def);
-		int level = opt_levels[prev[i].level];
-		if (getsockopt(fresh, level, prev[i].name, def, &len) < 0 ||
-		    KP_REAL(setsockopt)(pooled, level, prev[i].name, def, len) < 0)
-			return -1;
+	bool found = false;
+	pthread_mutex_lock(&defaults_lock);
+	const struct kp_sockopt *d = opts_find(defaults, n_defaults, o);
+	if (d) {
+		*def = *d;
+		found = true;
+	} else if (fresh >= 0) {
+		socklen_t len = sizeof(def->val);
+		*def = *o;
+		if (getsockopt(fresh, opt_levels[o->level], o->name, def->val, &len) == 0 &&
+		    len <= sizeof(def->val)) {
+			def->len = (uint8_t)len;
+			found = true;
+			if (n_defaults < sizeof(defaults) / sizeof(defaults[0]))
+				defaults[n_defaults++] = *def;
+		}
 	}
-	for (unsigned i = 0; i < n_mine; i++) {
-		const struct kp_sockopt *p = opts_find(prev, n_prev, &mine[i]);
-		if (p && p->len == mine[i].len && !memcmp(p->val, mine[i].val, p->len))
+	pthread_mutex_unlock(&defaults_lock);
+	return found;
+}
+
+static bool opt_same(const struct kp_sockopt *a, const struct kp_sockopt *b)
+{
+	return a->len == b->len && !memcmp(a->val, b->val, a->len);
+}
+
+/* The record a parked socket carries (pool_meta.tag). */
+struct kp_tag {
+	uint8_t nonblock;
+	uint8_t n_opts;
+	struct kp_sockopt opts[KP_MAX_OPTS]; /* what is set on the socket now */
+};
+
+/* Give pooled socket `pooled` the options of the program's fresh socket
+ * `fresh`: the program's own where it set them; where only the previous
+ * owner had set one, its default, lazily (c->pending).  Returns 0 or -1. */
+static int opts_transfer(int fresh, int pooled, struct kp_conn *c, const struct kp_tag *prev)
+{
+	c->n_pending = 0;
+	for (unsigned i = 0; i < prev->n_opts && i < KP_MAX_OPTS; i++) {
+		const struct kp_sockopt *o = &prev->opts[i];
+		struct kp_sockopt def;
+		if (opts_find(c->opts, c->n_opts, o))
 			continue;
-		if (KP_REAL(setsockopt)(pooled, opt_levels[mine[i].level], mine[i].name, mine[i].val,
-					mine[i].len) < 0)
+		if (!default_of(fresh, o, &def))
+			return -1;
+		if (!opt_same(&def, o))
+			c->pending[c->n_pending++] = *o;
+	}
+	for (unsigned i = 0; i < c->n_opts; i++) {
+		const struct kp_sockopt *p = opts_find(prev->opts, prev->n_opts, &c->opts[i]);
+		if (p && opt_same(p, &c->opts[i]))
+			continue;
+		if (KP_REAL(setsockopt)(pooled, opt_levels[c->opts[i].level], c->opts[i].name,
+					c->opts[i].val, c->opts[i].len) < 0)
 			return -1;
 	}
 	return 0;
+}
+
+/* Reset what the previous owner left and this one did not claim.  Caller
+ * holds c->lock; runs before the first request byte goes out. */
+static void flush_pending(struct kp_conn *c, int fd)
+{
+	for (unsigned i = 0; i < c->n_pending; i++) {
+		struct kp_sockopt def;
+		/* opts_transfer() cached every default it deferred */
+		if (!default_of(-1, &c->pending[i], &def) ||
+		    KP_REAL(setsockopt)(fd, opt_levels[def.level], def.name, def.val, def.len) < 0)
+			c->poolable = false;
+	}
+	c->n_pending = 0;
+}
+
+bool kp_sockopt_already(struct kp_conn *c, int level, int name, const void *val, socklen_t len)
+{
+	if (c == KP_POOLED || !c->n_pending)
+		return false;
+	int li = opt_level_index(level);
+	if (li < 0 || !val || len > sizeof(c->pending[0].val))
+		return false;
+	bool same = false;
+	pthread_mutex_lock(&c->lock);
+	for (unsigned i = 0; i < c->n_pending; i++) {
+		struct kp_sockopt *o = &c->pending[i];
+		if (o->level != li || o->name != name)
+			continue;
+		same = o->len == len && !memcmp(o->val, val, len);
+		c->pending[i] = c->pending[--c->n_pending]; /* the program owns it now */
+		if (same && !opts_record(c, level, name, val, len))
+			c->poolable = false;
+		break;
+	}
+	pthread_mutex_unlock(&c->lock);
+	return same;
+}
+
+void kp_note_nonblock(int fd, bool on)
+{
+	if (!kp_fd_valid(fd))
+		return;
+	kp_fdflags[fd] = on ? (kp_fdflags[fd] | KP_FD_NONBLOCK) : (kp_fdflags[fd] & ~KP_FD_NONBLOCK);
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (c && c != KP_POOLED)
+		c->nonblock = on; /* O_NONBLOCK belongs to the description all dups share */
 }
 
 void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len)
@@ -293,20 +382,31 @@ static bool is_tcp(int fd)
  * unless the dup3 succeeded). */
 static int adopt_pooled(int fd, int p, struct kp_conn *c, const struct pool_meta *meta)
 {
-	int fl = KP_REAL(fcntl)(fd, F_GETFL);
-	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
-	if (fl < 0 || fdfl < 0)
+	uint8_t fl = kp_fdflags[fd];
+	bool nonblock, cloexec;
+	if (fl & KP_FD_TCP) { /* we saw socket() and every flag change since */
+		nonblock = fl & KP_FD_NONBLOCK;
+		cloexec = fl & KP_FD_CLOEXEC;
+	} else {
+		int sfl = KP_REAL(fcntl)(fd, F_GETFL), dfl = KP_REAL(fcntl)(fd, F_GETFD);
+		if (sfl < 0 || dfl < 0)
+			return -1;
+		nonblock = sfl & O_NONBLOCK;
+		cloexec = dfl & FD_CLOEXEC;
+	}
+	struct kp_tag prev;
+	if (meta->tag_len != sizeof(prev))
 		return -1;
-	const struct kp_sockopt *prev = (const void *)meta->tag;
-	unsigned n_prev = meta->tag_len / sizeof(*prev);
-	if (opts_transfer(fd, p, c->opts, c->n_opts, prev, n_prev) < 0)
+	memcpy(&prev, meta->tag, sizeof(prev));
+	if (opts_transfer(fd, p, c, &prev) < 0)
 		return -1;
-	/* The file status flags (O_NONBLOCK) live in the open file description
-	 * that dup3 makes fd share: set the program's.  FD_CLOEXEC is per fd. */
-	if (KP_REAL(fcntl)(p, F_SETFL, fl) < 0)
+	/* O_NONBLOCK lives in the open file description that dup3 makes fd
+	 * share: make it the program's.  FD_CLOEXEC is per fd: dup3 sets it. */
+	if (!prev.nonblock != !nonblock && KP_REAL(fcntl)(p, F_SETFL, nonblock ? O_NONBLOCK : 0) < 0)
 		return -1;
-	if (KP_REAL(dup3)(p, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0)
+	if (KP_REAL(dup3)(p, fd, cloexec ? O_CLOEXEC : 0) < 0)
 		return -1;
+	c->nonblock = nonblock;
 	return 0;
 }
 
@@ -373,6 +473,12 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	int r = KP_REAL(connect)(fd, addr, len);
 	if (r == 0 || errno == EINPROGRESS) {
 		c->state = KP_ACTIVE;
+		if (kp_fdflags[fd] & KP_FD_TCP) {
+			c->nonblock = kp_fdflags[fd] & KP_FD_NONBLOCK;
+		} else {
+			int sfl = KP_REAL(fcntl)(fd, F_GETFL);
+			c->nonblock = sfl >= 0 && (sfl & O_NONBLOCK);
+		}
 		kp_count(fresh);
 	} else {
 		saved = errno;
@@ -406,9 +512,18 @@ static int park(int fd, struct kp_conn *c)
 		.requests = c->served,
 		.ka_timeout = c->ka_timeout,
 		.ka_max = c->ka_max,
-		.tag_len = (uint16_t)(c->n_opts * sizeof(c->opts[0])),
+		.tag_len = sizeof(struct kp_tag),
 	};
-	memcpy(meta.tag, c->opts, meta.tag_len);
+	struct kp_tag tag = { .nonblock = c->nonblock, .n_opts = c->n_opts };
+	memcpy(tag.opts, c->opts, c->n_opts * sizeof(c->opts[0]));
+	for (unsigned i = 0; i < c->n_pending; i++) {
+		if (tag.n_opts == KP_MAX_OPTS) {
+			KP_REAL(close)(hidden);
+			return -1;
+		}
+		tag.opts[tag.n_opts++] = c->pending[i];
+	}
+	memcpy(meta.tag, &tag, sizeof(tag));
 	kp_fd_swap(hidden, KP_POOLED);
 	if (pool_checkin(&c->key, hidden, &meta, kp_now_ms()) < 0) {
 		kp_fd_swap(hidden, NULL);
@@ -672,6 +787,8 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		return false;
 	}
 	int saved = errno;
+	if (c->n_pending)
+		flush_pending(c, fd);
 	size_t total = iov_total(iov, iovcnt);
 	size_t old_held = c->held_len;
 	const char *data;
@@ -864,8 +981,7 @@ static bool lost_quiet(struct kp_conn *c, int fd)
 		uint64_t quiet = kp_now_ms() - c->last_rx_ms;
 		if (quiet >= kp_cfg.quiet_ms)
 			return true;
-		int fl = KP_REAL(fcntl)(fd, F_GETFL);
-		if (fl < 0 || (fl & O_NONBLOCK))
+		if (c->nonblock)
 			return false; /* the program waits in poll: kp_conn_readable */
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		int r = KP_REAL(poll)(&pfd, 1, (int)(kp_cfg.quiet_ms - quiet));

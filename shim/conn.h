@@ -51,6 +51,7 @@ struct kp_conn {
 	bool eof_owed;       /* the final response is complete: reads return 0 */
 	bool lost;           /* framing lost after a rewrite: see kp_recv_intercept */
 	bool resp_started;   /* resp is framing a response to reqs[0] */
+	bool nonblock;       /* O_NONBLOCK of the open file description */
 	struct pool_key key;
 
 	/* request side */
@@ -71,6 +72,12 @@ struct kp_conn {
 	/* socket options the program set (to carry over to a pooled socket) */
 	struct kp_sockopt opts[KP_MAX_OPTS];
 	uint8_t n_opts;
+	/* options a previous owner left on a reused socket that this owner has
+	 * not set (yet): reset to the default before the first request goes
+	 * out, unless the program sets the very same value first (Ruby sets
+	 * TCP_NODELAY right after connect: then no syscall at all) */
+	struct kp_sockopt pending[KP_MAX_OPTS];
+	uint8_t n_pending;
 };
 
 /* Called from the constructor. */
@@ -93,6 +100,14 @@ void kp_dup_to(struct kp_conn *c, int newfd);
 
 /* setsockopt() on a TCP socket: record what the program set. */
 void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len);
+
+/* setsockopt() on a reused connection: true when the socket already holds
+ * exactly that value (left by its previous owner), so the call can be
+ * answered without a syscall (and it is recorded as the program's). */
+bool kp_sockopt_already(struct kp_conn *c, int level, int name, const void *val, socklen_t len);
+
+/* The program changed O_NONBLOCK (fcntl F_SETFL, ioctl FIONBIO). */
+void kp_note_nonblock(int fd, bool on);
 
 /* shutdown() of a tracked connection. */
 void kp_note_shutdown(struct kp_conn *c, int how);

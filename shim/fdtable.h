@@ -20,6 +20,11 @@ enum {
 	KP_FD_BOUND = 4,     /* bind() before connect: the route is the program's */
 	KP_FD_ROUTED = 8,    /* SO_MARK, SO_BINDTODEVICE...: same */
 	KP_FD_CONNECTED = 16, /* connected outside the pool: ignore its options */
+	/* O_NONBLOCK and FD_CLOEXEC as the program set them, followed from
+	 * socket(), fcntl() and ioctl(FIONBIO) so that a pool hit needs no
+	 * F_GETFL/F_GETFD; trusted only when KP_FD_TCP says we saw socket() */
+	KP_FD_NONBLOCK = 32,
+	KP_FD_CLOEXEC = 64,
 };
 
 extern struct kp_conn **kp_fdtab;

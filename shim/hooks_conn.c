@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -65,7 +66,12 @@ KP_EXPORT int socket(int domain, int type, int protocol)
 		bool tcp = (domain == AF_INET || domain == AF_INET6) &&
 			   (type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_STREAM &&
 			   (protocol == 0 || protocol == IPPROTO_TCP);
-		fresh_fd(fd, tcp ? KP_FD_TCP : KP_FD_NOT_TCP);
+		uint8_t fl = tcp ? KP_FD_TCP : KP_FD_NOT_TCP;
+		if (type & SOCK_NONBLOCK)
+			fl |= KP_FD_NONBLOCK;
+		if (type & SOCK_CLOEXEC)
+			fl |= KP_FD_CLOEXEC;
+		fresh_fd(fd, fl);
 		errno = saved;
 	}
 	return fd;
@@ -80,6 +86,9 @@ KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 
 KP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (c && kp_sockopt_already(c, level, name, val, len))
+		return 0;
 	int r = KP_REAL(setsockopt)(fd, level, name, val, len);
 	if (r == 0 && kp_fd_valid(fd) && (kp_fdflags[fd] & KP_FD_TCP || kp_fd_conn(fd))) {
 		int saved = errno;
@@ -212,10 +221,40 @@ KP_EXPORT int fcntl(int fd, int cmd, ...)
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
 	int r = KP_REAL(fcntl)(fd, cmd, arg);
-	if (r >= 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)) {
+	if (r < 0 || !kp_fd_valid(fd))
+		return r;
+	int saved = errno;
+	switch (cmd) {
+	case F_DUPFD:
+	case F_DUPFD_CLOEXEC: {
 		struct kp_conn *c = kp_fd_conn(fd);
 		if (c && c != KP_POOLED)
 			kp_dup_to(c, r);
+		break;
+	}
+	case F_SETFL:
+		kp_note_nonblock(fd, (long)arg & O_NONBLOCK);
+		break;
+	case F_SETFD:
+		kp_fdflags[fd] = ((long)arg & FD_CLOEXEC) ? (kp_fdflags[fd] | KP_FD_CLOEXEC)
+							  : (kp_fdflags[fd] & ~KP_FD_CLOEXEC);
+		break;
+	}
+	errno = saved;
+	return r;
+}
+
+KP_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	int r = KP_REAL(ioctl)(fd, req, arg);
+	if (r == 0 && req == FIONBIO && arg && kp_fd_valid(fd)) {
+		int saved = errno;
+		kp_note_nonblock(fd, *(const int *)arg != 0);
+		errno = saved;
 	}
 	return r;
 }
