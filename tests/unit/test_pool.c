@@ -1,0 +1,162 @@
+/*
+ * test_pool.c - the pool's policy with fake sockets: LIFO per destination,
+ * per-destination and total caps (oldest evicted), idle expiry with the
+ * server's Keep-Alive hints, max requests, liveness, fork.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "pool.h"
+
+static int passed, failed;
+#define CHECK(cond)                                                              \
+	do {                                                                     \
+		if (cond) {                                                      \
+			passed++;                                                \
+		} else {                                                         \
+			failed++;                                                \
+			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
+		}                                                                \
+	} while (0)
+
+static int closed[1000], n_closed;
+static int dead_fd = -1;
+
+static int fake_close(int fd)
+{
+	closed[n_closed++] = fd;
+	return 0;
+}
+
+static int fake_alive(int fd)
+{
+	return fd != dead_fd;
+}
+
+static bool was_closed(int fd)
+{
+	for (int i = 0; i < n_closed; i++)
+		if (closed[i] == fd)
+			return true;
+	return false;
+}
+
+static struct pool_key key(int port)
+{
+	struct pool_key k;
+	memset(&k, 0, sizeof(k));
+	k.family = AF_INET;
+	k.port = (uint16_t)port;
+	k.addr[0] = 127;
+	k.addr[3] = 1;
+	return k;
+}
+
+static struct pool_meta meta(uint32_t requests, int timeout, int max)
+{
+	struct pool_meta m;
+	memset(&m, 0, sizeof(m));
+	m.requests = requests;
+	m.ka_timeout = timeout;
+	m.ka_max = max;
+	return m;
+}
+
+static void reset(unsigned per_dest, unsigned total, uint64_t idle_ms)
+{
+	struct pool_config cfg = { .idle_ms = idle_ms, .max_per_dest = per_dest, .max_total = total };
+	struct pool_ops ops = { .close = fake_close, .alive = fake_alive };
+	pool_after_fork_child(); /* empties whatever the last test left */
+	pool_init(&cfg, &ops);
+	n_closed = 0;
+	dead_fd = -1;
+}
+
+int main(void)
+{
+	struct pool_meta m = meta(1, -1, -1), out;
+	struct pool_key a = key(80), b = key(8080);
+
+	/* LIFO per destination, never across destinations */
+	reset(4, 10, 30000);
+	CHECK(pool_checkin(&a, 10, &m, 0) == 0);
+	CHECK(pool_checkin(&a, 11, &m, 1) == 0);
+	CHECK(pool_checkin(&b, 20, &m, 2) == 0);
+	CHECK(pool_size() == 3);
+	CHECK(pool_checkout(&a, 5, &out) == 11);
+	CHECK(pool_checkout(&a, 5, &out) == 10);
+	CHECK(pool_checkout(&a, 5, &out) == -1);
+	CHECK(pool_checkout(&b, 5, &out) == 20);
+	CHECK(n_closed == 0);
+
+	/* per-destination cap evicts that destination's oldest */
+	reset(2, 10, 30000);
+	pool_checkin(&a, 10, &m, 0);
+	pool_checkin(&a, 11, &m, 1);
+	pool_checkin(&b, 20, &m, 1);
+	pool_checkin(&a, 12, &m, 2);
+	CHECK(was_closed(10) && n_closed == 1);
+	CHECK(pool_size() == 3);
+
+	/* total cap evicts the oldest anywhere */
+	reset(4, 2, 30000);
+	pool_checkin(&a, 10, &m, 0);
+	pool_checkin(&b, 20, &m, 1);
+	pool_checkin(&b, 21, &m, 2);
+	CHECK(was_closed(10) && n_closed == 1);
+	CHECK(pool_checkout(&a, 3, &out) == -1);
+
+	/* idle expiry: our limit, and the server's timeout minus a second */
+	reset(4, 10, 5000);
+	pool_checkin(&a, 10, &m, 0);
+	CHECK(pool_checkout(&a, 5000, &out) == -1 && was_closed(10));
+	struct pool_meta hinted = meta(1, 3, -1);
+	pool_checkin(&a, 11, &hinted, 0);
+	CHECK(pool_checkout(&a, 1999, &out) == 11);
+	pool_checkin(&a, 11, &hinted, 0);
+	CHECK(pool_checkout(&a, 2000, &out) == -1 && was_closed(11));
+	struct pool_meta zero = meta(1, 1, -1); /* timeout=1: no margin left */
+	CHECK(pool_checkin(&a, 12, &zero, 0) == -1);
+	struct pool_config cfg = { .idle_ms = 5000 };
+	CHECK(pool_expiry(&cfg, &hinted, 100) == 2100);
+	CHECK(pool_expiry(&cfg, &m, 100) == 5100);
+
+	/* Keep-Alive max: a connection that served max requests is not kept */
+	reset(4, 10, 30000);
+	struct pool_meta full = meta(5, -1, 5), room = meta(4, -1, 5);
+	CHECK(pool_checkin(&a, 10, &full, 0) == -1);
+	CHECK(pool_checkin(&a, 11, &room, 0) == 0);
+	CHECK(pool_checkout(&a, 1, &out) == 11 && out.requests == 4 && out.ka_max == 5);
+
+	/* a dead socket is closed and the next one handed out */
+	reset(4, 10, 30000);
+	pool_checkin(&a, 10, &m, 0);
+	pool_checkin(&a, 11, &m, 1);
+	dead_fd = 11;
+	CHECK(pool_checkout(&a, 2, &out) == 10 && was_closed(11));
+
+	/* pool_expire, pool_owns_fd, pool_fds */
+	reset(4, 10, 1000);
+	pool_checkin(&a, 30, &m, 0);
+	pool_checkin(&b, 31, &m, 500);
+	int fds[4];
+	CHECK(pool_fds(fds, 4) == 2 && fds[0] == 30 && fds[1] == 31);
+	CHECK(pool_owns_fd(31, false) && !pool_owns_fd(32, false));
+	CHECK(pool_expire(1000) == 1 && was_closed(30));
+	CHECK(pool_owns_fd(31, true) && !was_closed(31) && pool_size() == 0);
+
+	/* disabled by caps of 0 */
+	reset(0, 10, 1000);
+	CHECK(pool_checkin(&a, 10, &m, 0) == -1);
+
+	/* after fork the child's copies are closed and forgotten */
+	reset(4, 10, 30000);
+	pool_checkin(&a, 40, &m, 0);
+	pool_checkin(&b, 41, &m, 0);
+	pool_after_fork_child();
+	CHECK(was_closed(40) && was_closed(41) && pool_size() == 0);
+
+	printf("%d passed, %d failed\n", passed, failed);
+	return failed != 0;
+}
