@@ -37,7 +37,7 @@ build/unit/%: tests/unit/%.c $(SRCS) $(HDRS) Makefile
 	@mkdir -p build/unit
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< $(PURE_SRCS) $(LDLIBS)
 
-build/clients/%: tests/clients/%.c Makefile
+build/clients/%: tests/clients/%.c $(wildcard tests/clients/*.h) Makefile
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $<
 

@@ -10,7 +10,7 @@
 nginx_local_free_port() {
 	local port
 	for _ in $(seq 1 50); do
-		port=$((20000 + RANDOM % 20000))
+		port=$((20000 + RANDOM % 12000)) # below the ephemeral range
 		if ! ss -Htan "( sport = :$port )" 2>/dev/null | grep -q .; then
 			echo "$port"
 			return 0

@@ -1,0 +1,40 @@
+/*
+ * httpget.c - the simplest HTTP/1.1 client: for each request a new socket,
+ * a blocking connect(), the whole request in one write() ("Connection:
+ * close"), read() until it returns 0, print everything read, close().
+ * This is the program libkeepalive exists for: it only stops reading at EOF.
+ * Usage: see common.h.
+ */
+#include "common.h"
+
+int main(int argc, char **argv)
+{
+	struct job job;
+	char buf[16384];
+
+	parse_args(&job, argc, argv);
+	for (long i = 0; i < job.count; i++) {
+		int fd = socket(job.ai->ai_family, SOCK_STREAM, 0);
+		ssize_t n;
+
+		if (fd < 0)
+			die("socket");
+		if (connect(fd, job.ai->ai_addr, job.ai->ai_addrlen) < 0)
+			die("connect (request %ld)", i + 1);
+		n = write(fd, job.req, job.req_len);
+		if (n != (ssize_t)job.req_len)
+			die("write (request %ld) returned %zd", i + 1, n);
+		while ((n = read(fd, buf, sizeof(buf))) != 0) {
+			if (n < 0) {
+				if (errno == EINTR)
+					continue;
+				die("read (request %ld)", i + 1);
+			}
+			write_stdout(buf, n);
+		}
+		if (close(fd) < 0)
+			die("close (request %ld)", i + 1);
+	}
+	freeaddrinfo(job.ai);
+	return fflush(stdout) == 0 ? 0 : 1;
+}

@@ -1,0 +1,345 @@
+# tests/helpers.bash - loaded by every tests/*.bats file (`load helpers`).
+#
+# A test starts a server (nginx_start or scripted_start), runs a real client
+# without and with the shim (run_both, or run_plain / run_shim), and asserts
+# on the output and on the server's log: the server's connection ids are the
+# honest witness of reuse (DESIGN 8), the shim's own counters are not.
+#
+# Every client runs under `timeout $CLIENT_TIMEOUT`, so a hang fails the test
+# (status 124) instead of blocking CI.  Nothing here asserts on time.
+#
+# Overridable from the environment:
+#   KEEPALIVE_LIB      the shim (default build/libkeepalive.so)
+#   KEEPALIVE_PRELOAD  the whole LD_PRELOAD value for the shim half, e.g.
+#                      "$(gcc -print-file-name=libasan.so) build/libkeepalive-asan.so"
+#   PYTHON RUBY NGINX CURL  interpreters/binaries (Debian's by default)
+#   CLIENT_TIMEOUT     seconds (default 20)
+#   BATS_LIB_DIR       where bats-support/bats-assert live (/usr/lib/bats)
+
+ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+LIB="${KEEPALIVE_LIB:-$ROOT/build/libkeepalive.so}"
+PRELOAD="${KEEPALIVE_PRELOAD:-$LIB}"
+PYTHON="${PYTHON:-/usr/bin/python3}"
+RUBY="${RUBY:-/usr/bin/ruby}"
+NGINX="${NGINX:-/usr/sbin/nginx}"
+CURL="${CURL:-curl}"
+CLIENT_TIMEOUT="${CLIENT_TIMEOUT:-20}"
+CLIENTS="$ROOT/build/clients"    # compiled C clients
+SCRIPTS="$ROOT/tests/clients"    # Ruby/Python clients
+CASES="$ROOT/tests/servers/cases"
+
+source "${BATS_LIB_DIR:-/usr/lib/bats}/bats-support/load.bash"
+source "${BATS_LIB_DIR:-/usr/lib/bats}/bats-assert/load.bash"
+
+# Which server the generic server_* helpers talk to: nginx or scripted.
+SERVER_KIND=
+SERVER_PORT=
+
+# ------------------------------------------------------------------ setup
+
+# Call from setup_file: builds the C clients (a no-op when up to date) and
+# refuses to run without the shim: ld.so only warns about a missing preload
+# object, and every "no reuse" test would then pass for the wrong reason.
+suite_setup() {
+	local f
+	make -s -C "$ROOT" clients >&2
+	for f in $PRELOAD; do
+		[ -f "$f" ] || {
+			echo "missing $f: build the shim first (make)" >&2
+			return 1
+		}
+	done
+}
+
+# Call from teardown: stops whatever the test started, also after a failure.
+servers_stop() {
+	nginx_stop
+	scripted_stop
+}
+
+# free_port: print a port free on both 127.0.0.1 and [::1].  Picked below the
+# kernel's ephemeral range (32768+), so the thousands of client sockets the
+# tests leave in TIME_WAIT can never sit on it.
+free_port() {
+	"$PYTHON" - <<'EOF'
+import random, socket
+for _ in range(200):
+    port = random.randint(20000, 32000)
+    socks = []
+    try:
+        for fam, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            s = socket.socket(fam, socket.SOCK_STREAM)
+            socks.append(s)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+        print(port)
+        break
+    except OSError:
+        pass
+    finally:
+        for s in socks:
+            s.close()
+else:
+    raise SystemExit("no free port")
+EOF
+}
+
+# wait_until CMD...: retry CMD every 50 ms, for at most 20 s.  Only ever used
+# to wait for a state the test needs (a port file, a log line); never as an
+# assertion about speed.
+wait_until() {
+	local i
+	for ((i = 0; i < 400; i++)); do
+		"$@" && return 0
+		sleep 0.05
+	done
+	return 1
+}
+
+_pid_gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# _stop_pid PID: SIGTERM, wait for the exit, SIGKILL if it will not die.
+_stop_pid() {
+	[ -n "$1" ] || return 0
+	kill -TERM "$1" 2>/dev/null || return 0
+	wait_until _pid_gone "$1" || kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null || true
+}
+
+# ------------------------------------------------------------------ nginx
+
+# Files nginx serves (in $NGINX_DIR/www): /f (NGINX_F_SIZE bytes of
+# recognisable text, mtime 2020-01-01 00:00:00 UTC for the 304 test), /big
+# (100 KiB), /empty (0 bytes).  Locations: /nocontent -> 204, /close -> /f
+# with "Connection: close".  See tests/nginx/nginx.conf.in.
+NGINX_IMS='Wed, 01 Jan 2020 00:00:00 GMT'
+NGINX_F_SIZE=
+NGINX_DIR=
+NGINX_PID=
+NGINX_PORT=
+
+_nginx_ready() { [ -s "$NGINX_DIR/nginx.pid" ] || _pid_gone "$NGINX_PID"; }
+
+nginx_start() {
+	local attempt www i
+	# mode 0755: nginx workers run as nobody and must read the files (DESIGN 8)
+	NGINX_DIR="$(mktemp -d /tmp/keepalive-test-nginx.XXXXXX)"
+	chmod 0755 "$NGINX_DIR"
+	www="$NGINX_DIR/www"
+	mkdir -p "$www" "$NGINX_DIR/tmp"
+	for i in 1 2 3 4 5 6; do
+		printf 'libkeepalive test file /f, line %d of 6: the quick brown fox\n' "$i"
+	done >"$www/f"
+	touch -d '2020-01-01 00:00:00 UTC' "$www/f"
+	seq 1 100000 | head -c 102400 >"$www/big"
+	: >"$www/empty"
+	chmod -R a+rX "$www"
+	NGINX_F_SIZE=$(stat -c %s "$www/f")
+
+	for attempt in 1 2 3 4 5; do
+		NGINX_PORT="$(free_port)"
+		sed -e "s|@DIR@|$NGINX_DIR|g" -e "s|@PORT@|$NGINX_PORT|g" \
+			"$ROOT/tests/nginx/nginx.conf.in" >"$NGINX_DIR/nginx.conf"
+		rm -f "$NGINX_DIR/nginx.pid"
+		# 3>&-: bats waits for fd 3 to close; a server holding it hangs bats
+		"$NGINX" -p "$NGINX_DIR" -c "$NGINX_DIR/nginx.conf" -e "$NGINX_DIR/error.log" \
+			</dev/null >>"$NGINX_DIR/stderr" 2>&1 3>&- &
+		NGINX_PID=$!
+		wait_until _nginx_ready || true
+		# the pid file is written after the listening sockets are open
+		if [ -s "$NGINX_DIR/nginx.pid" ] && ! _pid_gone "$NGINX_PID"; then
+			SERVER_KIND=nginx
+			SERVER_PORT=$NGINX_PORT
+			return 0
+		fi
+		_stop_pid "$NGINX_PID" # lost a race for the port: try another
+	done
+	echo "nginx did not start:" >&2
+	cat "$NGINX_DIR/stderr" "$NGINX_DIR/error.log" >&2 2>/dev/null
+	return 1
+}
+
+nginx_stop() {
+	[ -n "$NGINX_PID" ] && _stop_pid "$NGINX_PID"
+	NGINX_PID=
+	[ -n "$NGINX_DIR" ] && rm -rf "$NGINX_DIR"
+	NGINX_DIR=
+}
+
+nginx_log() { cat "$NGINX_DIR/access.log"; }
+# number of distinct nginx connections ($connection) in the access log
+nginx_conns() { awk '{ print $1 }' "$NGINX_DIR/access.log" | sort -u | wc -l; }
+nginx_requests() { wc -l <"$NGINX_DIR/access.log"; }
+# nginx keeps the log open with O_APPEND: truncating it is safe
+nginx_reset() { : >"$NGINX_DIR/access.log"; }
+
+# --------------------------------------------------------- scripted server
+
+# scripted_start CASE [PORT]: tests/servers/scripted.py answering every
+# request with tests/servers/cases/CASE.  Its log has one line per request,
+# "<conn_id> <request line>", written before the response is sent.
+SCRIPTED_PID=
+SCRIPTED_PORT=
+SCRIPTED_CASE=
+SCRIPTED_LOG=
+
+scripted_start() {
+	local dir="$BATS_TEST_TMPDIR/scripted"
+	SCRIPTED_CASE="$1"
+	SCRIPTED_LOG="$dir/requests.log"
+	[ -f "$CASES/$SCRIPTED_CASE" ] || {
+		echo "no case file $CASES/$SCRIPTED_CASE" >&2
+		return 1
+	}
+	mkdir -p "$dir"
+	rm -f "$dir/port" "$SCRIPTED_LOG"
+	: >"$SCRIPTED_LOG"
+	"$PYTHON" "$ROOT/tests/servers/scripted.py" --case "$CASES/$SCRIPTED_CASE" \
+		--log "$SCRIPTED_LOG" --port "${2:-0}" --port-file "$dir/port" \
+		</dev/null >>"$dir/stderr" 2>&1 3>&- &
+	SCRIPTED_PID=$!
+	wait_until _scripted_ready || true
+	if ! [ -s "$dir/port" ] || _pid_gone "$SCRIPTED_PID"; then
+		echo "scripted server did not start:" >&2
+		cat "$dir/stderr" >&2
+		return 1
+	fi
+	SCRIPTED_PORT="$(cat "$dir/port")"
+	SERVER_KIND=scripted
+	SERVER_PORT=$SCRIPTED_PORT
+}
+
+_scripted_ready() { [ -s "$BATS_TEST_TMPDIR/scripted/port" ] || _pid_gone "$SCRIPTED_PID"; }
+
+scripted_stop() {
+	[ -n "$SCRIPTED_PID" ] && _stop_pid "$SCRIPTED_PID"
+	SCRIPTED_PID=
+}
+
+# A fresh server on the same port: empty log, {{ID}} and connection ids
+# numbered from 1 again (so both halves of run_both see the same bytes).
+scripted_restart() {
+	scripted_stop
+	scripted_start "$SCRIPTED_CASE" "$SCRIPTED_PORT"
+}
+
+scripted_log() { cat "$SCRIPTED_LOG"; }
+scripted_conns() { awk '{ print $1 }' "$SCRIPTED_LOG" | sort -u | wc -l; }
+scripted_requests() { wc -l <"$SCRIPTED_LOG"; }
+
+# ------------------------------------------------- the current server
+
+server_conns() { "${SERVER_KIND}_conns"; }
+server_requests() { "${SERVER_KIND}_requests"; }
+server_log() { "${SERVER_KIND}_log"; }
+server_reset() {
+	case "$SERVER_KIND" in
+	nginx) nginx_reset ;;
+	scripted) scripted_restart ;;
+	esac
+}
+
+_has_requests() { [ "$(server_requests)" -ge "$1" ]; }
+
+# server_wait_requests N: nginx logs a request just after sending the
+# response, so a client can exit before its last request is in the log.
+server_wait_requests() { wait_until _has_requests "$1" || true; }
+
+# ------------------------------------------------------------ running
+
+# run_plain [VAR=VALUE...] CMD...: run CMD without the shim.
+#   stdout -> $BATS_TEST_TMPDIR/plain.out, stderr -> plain.err,
+#   exit status -> PLAIN_STATUS.
+run_plain() {
+	PLAIN_STATUS=0
+	timeout "$CLIENT_TIMEOUT" env -u LD_PRELOAD "$@" \
+		>"$BATS_TEST_TMPDIR/plain.out" 2>"$BATS_TEST_TMPDIR/plain.err" </dev/null ||
+		PLAIN_STATUS=$?
+}
+
+# run_shim [VAR=VALUE...] CMD...: run CMD with the shim preloaded,
+# KEEPALIVE_PORTS=$SERVER_PORT and KEEPALIVE_STATS=1 (VAR=VALUE arguments
+# come later and override these).  Only CMD is preloaded, not timeout(1).
+#   stdout -> shim.out, stderr -> shim.err, status -> SHIM_STATUS,
+#   the "libkeepalive: ..." stats line(s) -> SHIM_STATS.
+run_shim() {
+	SHIM_STATUS=0
+	timeout "$CLIENT_TIMEOUT" env LD_PRELOAD="$PRELOAD" KEEPALIVE_PORTS="$SERVER_PORT" \
+		KEEPALIVE_STATS=1 "$@" \
+		>"$BATS_TEST_TMPDIR/shim.out" 2>"$BATS_TEST_TMPDIR/shim.err" </dev/null ||
+		SHIM_STATUS=$?
+	SHIM_STATS="$(grep '^libkeepalive: ' "$BATS_TEST_TMPDIR/shim.err" || true)"
+}
+
+# run_both N [VAR=VALUE...] CMD...: CMD without the shim, then with it; the
+# server is reset before each half.  N is how many requests CMD makes (the
+# server log is awaited up to N lines after each half).  Sets PLAIN_STATUS,
+# PLAIN_CONNS, PLAIN_REQS, SHIM_STATUS, SHIM_CONNS, SHIM_REQS, SHIM_STATS.
+run_both() {
+	local n="$1"
+	shift
+	server_reset
+	run_plain "$@"
+	[ "$PLAIN_STATUS" -eq 0 ] && server_wait_requests "$n"
+	PLAIN_CONNS=$(server_conns)
+	PLAIN_REQS=$(server_requests)
+	server_reset
+	run_shim "$@"
+	[ "$SHIM_STATUS" -eq 0 ] && server_wait_requests "$n"
+	SHIM_CONNS=$(server_conns)
+	SHIM_REQS=$(server_requests)
+	# shown by bats only when the test fails
+	echo "plain: status=$PLAIN_STATUS requests=$PLAIN_REQS conns=$PLAIN_CONNS"
+	echo "shim:  status=$SHIM_STATUS requests=$SHIM_REQS conns=$SHIM_CONNS"
+	echo "shim stderr (first lines):"
+	head -n 5 "$BATS_TEST_TMPDIR/shim.err"
+}
+
+# ------------------------------------------------------------ assertions
+
+# Both halves exited 0 (124 = killed by timeout: a hang).
+assert_both_ok() {
+	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+	assert_equal "shim status $SHIM_STATUS" "shim status 0"
+}
+
+# Strip what legitimately differs once the shim turns "Connection: close"
+# into keep-alive, and the clock: Connection, Keep-Alive and Date lines.
+_strip_volatile_headers() {
+	sed -E '/^(Connection|Keep-Alive|Date):/Id' "$1"
+}
+
+# assert_same_output [--headers]: shim.out byte-identical to plain.out;
+# with --headers (clients that print the raw response) after dropping the
+# Connection/Keep-Alive/Date lines from both.
+assert_same_output() {
+	local a="$BATS_TEST_TMPDIR/plain.out" b="$BATS_TEST_TMPDIR/shim.out"
+	if [ "${1-}" = --headers ]; then
+		_strip_volatile_headers "$a" >"$a.cmp"
+		_strip_volatile_headers "$b" >"$b.cmp"
+		a="$a.cmp" b="$b.cmp"
+	fi
+	if ! cmp -s "$a" "$b"; then
+		echo "plain: $(wc -c <"$a") bytes, shim: $(wc -c <"$b") bytes; diff (first lines):"
+		diff -a "$a" "$b" | head -n 30
+		fail "output with the shim differs from the output without it"
+	fi
+}
+
+# assert_plain_output_is FILE N: plain.out is FILE's content N times over
+# (proves the no-shim half tested what we think it did).
+assert_plain_output_is() {
+	local i
+	for ((i = 0; i < $2; i++)); do cat "$1"; done >"$BATS_TEST_TMPDIR/expected.out"
+	cmp -s "$BATS_TEST_TMPDIR/expected.out" "$BATS_TEST_TMPDIR/plain.out" ||
+		fail "plain output is not $1 x $2 ($(wc -c <"$BATS_TEST_TMPDIR/plain.out") bytes)"
+}
+
+# count_matches REGEX FILE: number of lines matching (grep -c without its
+# exit status)
+count_matches() { grep -c -a -E "$1" "$2" || true; }
+
+# stat_value NAME: NAME=<n> from the shim's stats line
+stat_value() {
+	sed -nE "s/.*[ :]$1=([0-9]+).*/\\1/p" <<<"$SHIM_STATS" | head -n 1
+}
