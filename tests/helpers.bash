@@ -21,7 +21,6 @@ LIB="${KEEPALIVE_LIB:-$ROOT/build/libkeepalive.so}"
 PRELOAD="${KEEPALIVE_PRELOAD:-$LIB}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 RUBY="${RUBY:-/usr/bin/ruby}"
-NGINX="${NGINX:-/usr/sbin/nginx}"
 CURL="${CURL:-curl}"
 CLIENT_TIMEOUT="${CLIENT_TIMEOUT:-20}"
 CLIENTS="$ROOT/build/clients"    # compiled C clients
@@ -57,111 +56,41 @@ servers_stop() {
 	scripted_stop
 }
 
-# free_port: print a port free on both 127.0.0.1 and [::1].  Picked below the
-# kernel's ephemeral range (32768+), so the thousands of client sockets the
-# tests leave in TIME_WAIT can never sit on it.
-free_port() {
-	"$PYTHON" - <<'EOF'
-import random, socket
-for _ in range(200):
-    port = random.randint(20000, 32000)
-    socks = []
-    try:
-        for fam, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
-            s = socket.socket(fam, socket.SOCK_STREAM)
-            socks.append(s)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((host, port))
-        print(port)
-        break
-    except OSError:
-        pass
-    finally:
-        for s in socks:
-            s.close()
-else:
-    raise SystemExit("no free port")
-EOF
-}
-
-# wait_until CMD...: retry CMD every 50 ms, for at most 20 s.  Only ever used
-# to wait for a state the test needs (a port file, a log line); never as an
-# assertion about speed.
-wait_until() {
-	local i
-	for ((i = 0; i < 400; i++)); do
-		"$@" && return 0
-		sleep 0.05
-	done
-	return 1
-}
-
-_pid_gone() { ! kill -0 "$1" 2>/dev/null; }
-
-# _stop_pid PID: SIGTERM, wait for the exit, SIGKILL if it will not die.
-_stop_pid() {
-	[ -n "$1" ] || return 0
-	kill -TERM "$1" 2>/dev/null || return 0
-	wait_until _pid_gone "$1" || kill -KILL "$1" 2>/dev/null
-	wait "$1" 2>/dev/null || true
-}
+# free_port, wait_until, _pid_gone, _stop_pid and the nginx launcher are
+# shared with the demo.
+source "$ROOT/scripts/lib/nginx.sh"
 
 # ------------------------------------------------------------------ nginx
 
 # Files nginx serves (in $NGINX_DIR/www): /f (NGINX_F_SIZE bytes of
 # recognisable text, mtime 2020-01-01 00:00:00 UTC for the 304 test), /big
 # (100 KiB), /empty (0 bytes).  Locations: /nocontent -> 204, /close -> /f
-# with "Connection: close".  See tests/nginx/nginx.conf.in.
+# with "Connection: close".  See scripts/lib/nginx.conf.in.
 NGINX_IMS='Wed, 01 Jan 2020 00:00:00 GMT'
 NGINX_F_SIZE=
 NGINX_DIR=
 NGINX_PID=
 NGINX_PORT=
 
-_nginx_ready() { [ -s "$NGINX_DIR/nginx.pid" ] || _pid_gone "$NGINX_PID"; }
-
 nginx_start() {
-	local attempt www i
-	# mode 0755: nginx workers run as nobody and must read the files (DESIGN 8)
+	local www i
 	NGINX_DIR="$(mktemp -d /tmp/keepalive-test-nginx.XXXXXX)"
-	chmod 0755 "$NGINX_DIR"
 	www="$NGINX_DIR/www"
-	mkdir -p "$www" "$NGINX_DIR/tmp"
+	mkdir -p "$www"
 	for i in 1 2 3 4 5 6; do
 		printf 'libkeepalive test file /f, line %d of 6: the quick brown fox\n' "$i"
 	done >"$www/f"
 	touch -d '2020-01-01 00:00:00 UTC' "$www/f"
 	seq 1 100000 | head -c 102400 >"$www/big"
 	: >"$www/empty"
-	chmod -R a+rX "$www"
 	NGINX_F_SIZE=$(stat -c %s "$www/f")
-
-	for attempt in 1 2 3 4 5; do
-		NGINX_PORT="$(free_port)"
-		sed -e "s|@DIR@|$NGINX_DIR|g" -e "s|@PORT@|$NGINX_PORT|g" \
-			"$ROOT/tests/nginx/nginx.conf.in" >"$NGINX_DIR/nginx.conf"
-		rm -f "$NGINX_DIR/nginx.pid"
-		# 3>&-: bats waits for fd 3 to close; a server holding it hangs bats
-		"$NGINX" -p "$NGINX_DIR" -c "$NGINX_DIR/nginx.conf" -e "$NGINX_DIR/error.log" \
-			</dev/null >>"$NGINX_DIR/stderr" 2>&1 3>&- &
-		NGINX_PID=$!
-		wait_until _nginx_ready || true
-		# the pid file is written after the listening sockets are open
-		if [ -s "$NGINX_DIR/nginx.pid" ] && ! _pid_gone "$NGINX_PID"; then
-			SERVER_KIND=nginx
-			SERVER_PORT=$NGINX_PORT
-			return 0
-		fi
-		_stop_pid "$NGINX_PID" # lost a race for the port: try another
-	done
-	echo "nginx did not start:" >&2
-	cat "$NGINX_DIR/stderr" "$NGINX_DIR/error.log" >&2 2>/dev/null
-	return 1
+	nginx_local_start "$NGINX_DIR" || return 1
+	SERVER_KIND=nginx
+	SERVER_PORT=$NGINX_PORT
 }
 
 nginx_stop() {
-	[ -n "$NGINX_PID" ] && _stop_pid "$NGINX_PID"
-	NGINX_PID=
+	nginx_local_stop
 	[ -n "$NGINX_DIR" ] && rm -rf "$NGINX_DIR"
 	NGINX_DIR=
 }

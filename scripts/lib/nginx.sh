@@ -1,77 +1,95 @@
-# nginx.sh - start and stop a private nginx on loopback (sourced by the
-# demo and by tests/helpers.bash).  Nothing outside its own folder is used.
+# nginx.sh - a private nginx on loopback, for the tests (tests/helpers.bash)
+# and the demo.  Bash; sourced.  Uses only its own folder.
 #
-#   nginx_local_start DIR   -> serves DIR/www on 127.0.0.1 and [::1] at a
-#                              free port, sets NGINX_PORT, logs one line per
-#                              request to DIR/access.log:
-#                              "$connection $connection_requests $request_method $uri $status"
-#   nginx_local_stop DIR
+#   nginx_local_start DIR   serve DIR/www (created by the caller) with
+#                           nginx.conf.in on a free port of 127.0.0.1 and
+#                           [::1]; sets NGINX_PORT and NGINX_PID.  nginx logs
+#                           one line per request to DIR/access.log:
+#                           "$connection $connection_requests $request_method $uri $status"
+#   nginx_local_stop        stop it (SIGTERM, then SIGKILL)
+#   free_port               a port free on 127.0.0.1 and [::1]
 
-nginx_local_free_port() {
-	local port
-	for _ in $(seq 1 50); do
-		port=$((20000 + RANDOM % 12000)) # below the ephemeral range
-		if ! ss -Htan "( sport = :$port )" 2>/dev/null | grep -q .; then
-			echo "$port"
-			return 0
-		fi
+NGINX=${NGINX:-/usr/sbin/nginx}
+NGINX_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# Below the kernel's ephemeral range (32768+), so the thousands of client
+# sockets a run leaves in TIME_WAIT can never sit on it.
+free_port() {
+	"${PYTHON:-/usr/bin/python3}" - <<'PY'
+import random, socket
+for _ in range(200):
+    port = random.randint(20000, 32000)
+    socks = []
+    try:
+        for fam, host in ((socket.AF_INET, "127.0.0.1"), (socket.AF_INET6, "::1")):
+            s = socket.socket(fam, socket.SOCK_STREAM)
+            socks.append(s)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.bind((host, port))
+        print(port)
+        break
+    except OSError:
+        pass
+    finally:
+        for s in socks:
+            s.close()
+else:
+    raise SystemExit("no free port")
+PY
+}
+
+# retry CMD every 50 ms for at most 20 s (waits for a state, never a timing)
+wait_until() {
+	local i
+	for ((i = 0; i < 400; i++)); do
+		"$@" && return 0
+		sleep 0.05
 	done
 	return 1
 }
 
-nginx_local_start() {
-	local dir=$1 extra=${2:-}
-	mkdir -p "$dir/www"
-	# nginx workers run as nobody when started as root (DESIGN 8): run
-	# them as us instead, so a private 0700 temp dir still works
-	chmod 755 "$dir" "$dir/www"
-	NGINX_PORT=$(nginx_local_free_port) || return 1
-	local user_line=""
-	[ "$(id -u)" = 0 ] && user_line="user root;"
-	cat >"$dir/nginx.conf" <<CONF
-$user_line
-worker_processes 1;
-daemon on;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 4096; }
-http {
-  default_type text/plain;
-  log_format conns '\$connection \$connection_requests \$request_method \$uri \$status';
-  access_log $dir/access.log conns;
-  keepalive_requests 1000000;
-  keepalive_timeout 75s;
-  client_body_temp_path $dir/tmp_body;
-  proxy_temp_path $dir/tmp_proxy;
-  fastcgi_temp_path $dir/tmp_fastcgi;
-  uwsgi_temp_path $dir/tmp_uwsgi;
-  scgi_temp_path $dir/tmp_scgi;
-  server {
-    listen 127.0.0.1:$NGINX_PORT;
-    listen [::1]:$NGINX_PORT;
-    root $dir/www;
-    $extra
-  }
+_pid_gone() { ! kill -0 "$1" 2>/dev/null; }
+
+# SIGTERM, wait for the exit, SIGKILL if it will not die
+_stop_pid() {
+	[ -n "$1" ] || return 0
+	kill -TERM "$1" 2>/dev/null || return 0
+	wait_until _pid_gone "$1" || kill -KILL "$1" 2>/dev/null
+	wait "$1" 2>/dev/null || true
 }
-CONF
-	nginx -c "$dir/nginx.conf" -p "$dir" -e "$dir/error.log" || return 1
-	local i
-	for i in $(seq 1 100); do
-		[ -s "$dir/nginx.pid" ] && ss -Hltn "( sport = :$NGINX_PORT )" | grep -q . && return 0
-		sleep 0.05
+
+_nginx_ready() { [ -s "$NGINX_DIR_RUN/nginx.pid" ] || _pid_gone "$NGINX_PID"; }
+
+nginx_local_start() {
+	local dir=$1 attempt
+	NGINX_DIR_RUN=$dir
+	# nginx workers run as nobody when started as root: every folder on
+	# the way to the files must be readable by them (DESIGN 8)
+	chmod 0755 "$dir"
+	chmod -R a+rX "$dir/www"
+	mkdir -p "$dir/tmp"
+	for attempt in 1 2 3 4 5; do
+		NGINX_PORT="$(free_port)" || return 1
+		sed -e "s|@DIR@|$dir|g" -e "s|@PORT@|$NGINX_PORT|g" \
+			"$NGINX_LIB_DIR/nginx.conf.in" >"$dir/nginx.conf"
+		rm -f "$dir/nginx.pid"
+		# 3>&-: bats waits for fd 3 to close; a server holding it hangs bats
+		"$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \
+			</dev/null >>"$dir/stderr" 2>&1 3>&- &
+		NGINX_PID=$!
+		wait_until _nginx_ready || true
+		# the pid file is written after the listening sockets are open
+		if [ -s "$dir/nginx.pid" ] && ! _pid_gone "$NGINX_PID"; then
+			return 0
+		fi
+		_stop_pid "$NGINX_PID" # lost a race for the port: try another
 	done
-	echo "nginx did not start on $NGINX_PORT" >&2
+	echo "nginx did not start:" >&2
+	cat "$dir/stderr" "$dir/error.log" >&2 2>/dev/null
 	return 1
 }
 
 nginx_local_stop() {
-	local dir=$1 pid
-	[ -s "$dir/nginx.pid" ] || return 0
-	pid=$(cat "$dir/nginx.pid")
-	kill -QUIT "$pid" 2>/dev/null || true
-	for _ in $(seq 1 100); do
-		kill -0 "$pid" 2>/dev/null || return 0
-		sleep 0.05
-	done
-	kill -KILL "$pid" 2>/dev/null || true
+	[ -n "${NGINX_PID:-}" ] && _stop_pid "$NGINX_PID"
+	NGINX_PID=
 }
