@@ -1,0 +1,54 @@
+#!/usr/bin/python3
+"""raw.py - one TCP connection per request, raw bytes out, read to EOF.
+
+Usage: raw.py HOST PORT N PAYLOAD [--shutdown] [--sleep SECONDS] [--fork]
+
+PAYLOAD is sent in one sendall() with the escapes \\r \\n \\xHH expanded and
+{N} replaced by the request number.  --shutdown: shutdown(SHUT_WR) after
+sending.  --sleep: pause between requests.  --fork: after half of the
+requests, fork; the child makes N requests with "child" in {who}, the parent
+waits for it, then makes the rest with "parent" (before the fork: "parent").
+Everything read is printed; each response is preceded by "== <who> <i>".
+"""
+import os
+import socket
+import sys
+import time
+
+args = sys.argv[1:]
+host, port, n, payload = args[0], int(args[1]), int(args[2]), args[3]
+shut = "--shutdown" in args
+sleep = float(args[args.index("--sleep") + 1]) if "--sleep" in args else 0
+fork = "--fork" in args
+payload = payload.encode().decode("unicode_escape").encode("latin-1")
+out = sys.stdout.buffer
+
+
+def one(who, i):
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_STREAM)
+    s.connect((host, port))
+    s.sendall(payload.replace(b"{N}", str(i).encode()).replace(b"{who}", who.encode()))
+    if shut:
+        s.shutdown(socket.SHUT_WR)
+    out.write(b"== %s %d\n" % (who.encode(), i))
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        out.write(b)
+    s.close()
+    out.flush()
+
+
+for i in range(n):
+    if fork and i == n // 2:
+        pid = os.fork()
+        if pid == 0:
+            for j in range(n):
+                one("child", j)
+            os._exit(0)
+        os.waitpid(pid, 0)
+    one("parent", i)
+    if sleep:
+        time.sleep(sleep)

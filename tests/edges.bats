@@ -1,0 +1,118 @@
+#!/usr/bin/env bats
+# When the shim must step aside, give up, or refuse to keep a connection:
+# non-HTTP bytes, shutdown(), framing it cannot follow, the server's
+# Keep-Alive hints, our idle limit, fork, bad settings.
+
+load helpers
+
+setup_file() { suite_setup; }
+teardown() { servers_stop; }
+
+RAW="$ROOT/tests/clients/raw.py"
+GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
+
+@test "TLS bytes on a pooled port: passthrough, never pooled, same output" {
+	nginx_start
+	# the start of a TLS ClientHello; nginx answers 400 and closes
+	run_both 10 "$PYTHON" "$RAW" 127.0.0.1 "$NGINX_PORT" 10 '\x16\x03\x01\x00\x05\x01\x00\x00\x01\x00'
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "$(count_matches '^HTTP/1.1 400' "$BATS_TEST_TMPDIR/plain.out")" 10
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 10"
+	assert_equal "passthrough=$(stat_value passthrough)" "passthrough=10"
+	assert_equal "parked=$(stat_value parked)" "parked=0"
+}
+
+@test "shutdown(SHUT_WR) after the request: passed through, no reuse, no hang" {
+	nginx_start
+	run_both 20 "$PYTHON" "$RAW" 127.0.0.1 "$NGINX_PORT" 20 \
+		'GET /f HTTP/1.1\r\nHost: t\r\n\r\n' --shutdown
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "$(count_matches '^HTTP/1.1 200' "$BATS_TEST_TMPDIR/shim.out")" 20
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 20"
+	assert_equal "parked=$(stat_value parked)" "parked=0"
+}
+
+@test "unframeable response after a rewrite: EOF after the quiet period, no reuse" {
+	scripted_start conflicting_length
+	run_both 3 KEEPALIVE_QUIET_MS=300 "$PYTHON" "$RAW" 127.0.0.1 "$SCRIPTED_PORT" 3 "$GET_CLOSE"
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "$(count_matches '^id=' "$BATS_TEST_TMPDIR/shim.out")" 3
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 3"
+	assert_equal "rewritten=$(stat_value rewritten)" "rewritten=3"
+	assert_equal "parked=$(stat_value parked)" "parked=0"
+}
+
+@test "server hint Keep-Alive: timeout=1 leaves no idle time: not pooled" {
+	scripted_start keepalive_timeout1
+	run_both 10 "$PYTHON" "$RAW" 127.0.0.1 "$SCRIPTED_PORT" 10 "$GET_CLOSE"
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 10"
+	assert_equal "reused=$(stat_value reused)" "reused=0"
+}
+
+@test "server hint Keep-Alive: max: a new connection after the announced last request" {
+	scripted_start keepalive_max2
+	run_both 9 "$PYTHON" "$RAW" 127.0.0.1 "$SCRIPTED_PORT" 9 "$GET_CLOSE"
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 9"
+	# 3 requests per connection, as the server announced; never a 4th
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 3"
+	run awk '{ n[$1]++ } END { for (c in n) if (n[c] != 3) print "conn " c ": " n[c] }' "$SCRIPTED_LOG"
+	assert_output ""
+	# the shim knew: it never parked a connection the server was about to
+	# close (parking it would show up as a dead one dropped at the next connect)
+	assert_equal "dropped=$(stat_value dropped)" "dropped=0"
+	assert_equal "parked=$(stat_value parked)" "parked=6"
+}
+
+@test "KEEPALIVE_IDLE_MS: a connection idle longer is not handed out" {
+	nginx_start
+	# 300 ms between requests; with a 100 ms limit each connect finds the
+	# pooled connection expired (the inequality, not a speed, is tested)
+	run_both 4 KEEPALIVE_IDLE_MS=100 "$PYTHON" "$RAW" 127.0.0.1 "$NGINX_PORT" 4 \
+		'GET /f HTTP/1.0\r\nHost: t\r\n\r\n' --sleep 0.3
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 4"
+	assert_equal "dropped=$(stat_value dropped)" "dropped=3"
+	# and with the default limit the same pauses keep one connection
+	run_shim "$PYTHON" "$RAW" 127.0.0.1 "$NGINX_PORT" 4 'GET /f HTTP/1.0\r\nHost: t\r\n\r\n' --sleep 0.3
+	server_reset
+	run_shim "$PYTHON" "$RAW" 127.0.0.1 "$NGINX_PORT" 4 'GET /f HTTP/1.0\r\nHost: t\r\n\r\n' --sleep 0.3
+	server_wait_requests 4
+	assert_equal "default idle limit: conns $(server_conns)" "default idle limit: conns 1"
+}
+
+@test "fork after pooling: no connection carries requests of both processes" {
+	scripted_start keepalive
+	run_both 12 "$PYTHON" "$RAW" 127.0.0.1 "$SCRIPTED_PORT" 8 \
+		'GET /{who}/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' --fork
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "$(count_matches '^== child' "$BATS_TEST_TMPDIR/shim.out")" 8
+	assert_equal "$(count_matches '^== parent' "$BATS_TEST_TMPDIR/shim.out")" 8
+	# each connection served one process only...
+	run awk '{ split($3, p, "/"); w[$1] = w[$1] " " p[2] } END { for (c in w) if (w[c] ~ /parent/ && w[c] ~ /child/) print "conn " c ":" w[c] }' "$SCRIPTED_LOG"
+	assert_output ""
+	# ...and both reused: the parent its pre-fork connection, the child its own
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 2"
+}
+
+@test "bad settings: one warning line each, defaults, the program runs" {
+	nginx_start
+	run_shim KEEPALIVE_PORTS=eighty KEEPALIVE_IDLE_MS=-5 KEEPALIVE_LOG=loud \
+		"$CLIENTS/httpget" 127.0.0.1 "$NGINX_PORT" /f 3
+	assert_equal "status $SHIM_STATUS" "status 0"
+	assert_equal "$(count_matches '^HTTP/1.1 200' "$BATS_TEST_TMPDIR/shim.out")" 3
+	run grep -c '^libkeepalive: ignoring ' "$BATS_TEST_TMPDIR/shim.err"
+	assert_output 3
+	run grep '^libkeepalive: ignoring KEEPALIVE_PORTS=eighty' "$BATS_TEST_TMPDIR/shim.err"
+	assert_success
+	# the default ports (80,8080) do not include nginx's: untouched
+	assert_equal "connects=$(stat_value connects)" "connects=0"
+}
