@@ -789,6 +789,10 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	int saved = errno;
 	if (c->n_pending)
 		flush_pending(c, fd);
+	/* DESIGN 1: a program that asked to close but writes its next request
+	 * anyway is reusing the connection itself: frame the next exchange */
+	if (c->eof_owed && !c->n_reqs)
+		__atomic_store_n(&c->eof_owed, false, __ATOMIC_RELEASE);
 	size_t total = iov_total(iov, iovcnt);
 	size_t old_held = c->held_len;
 	const char *data;
