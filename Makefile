@@ -19,7 +19,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
-.PHONY: all asan test unit bats clients clean install
+.PHONY: all asan test test-asan unit bats clients clean install
 all: $(LIB)
 
 $(LIB): $(SRCS) $(HDRS) Makefile
@@ -50,6 +50,11 @@ bats: $(LIB) clients
 	bats tests/*.bats
 
 test: $(LIB) unit bats
+
+# the whole bats suite with the ASan+UBSan build of the library
+test-asan: $(ASAN_LIB) clients
+	KEEPALIVE_ASAN=1 KEEPALIVE_PRELOAD="$$($(CC) -print-file-name=libasan.so) $(CURDIR)/$(ASAN_LIB)" \
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 bats tests/*.bats
 
 install: $(LIB)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
