@@ -964,15 +964,16 @@ void kp_sendfile_done(struct kp_conn *c, ssize_t ret)
 
 /* ------------------------------------------------------------ read side */
 
-bool kp_conn_readable(struct kp_conn *c)
+int kp_conn_wait_ms(struct kp_conn *c)
 {
 	if (c == KP_POOLED)
-		return false;
+		return -1;
 	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE))
-		return true;
+		return 0;
 	if (!c->lost)
-		return false;
-	return kp_now_ms() - c->last_rx_ms >= kp_cfg.quiet_ms;
+		return -1;
+	uint64_t quiet = kp_now_ms() - c->last_rx_ms;
+	return quiet >= kp_cfg.quiet_ms ? 0 : (int)(kp_cfg.quiet_ms - quiet);
 }
 
 /* The framing was lost after we had rewritten a request: the server will
@@ -986,7 +987,7 @@ static bool lost_quiet(struct kp_conn *c, int fd)
 		if (quiet >= kp_cfg.quiet_ms)
 			return true;
 		if (c->nonblock)
-			return false; /* the program waits in poll: kp_conn_readable */
+			return false; /* the program waits in poll: kp_conn_wait_ms */
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		int r = KP_REAL(poll)(&pfd, 1, (int)(kp_cfg.quiet_ms - quiet));
 		if (r != 0)

@@ -131,8 +131,10 @@ void kp_sendfile_done(struct kp_conn *c, ssize_t ret);
 bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret);
 void kp_recv_done(struct kp_conn *c, const struct iovec *iov, int iovcnt, ssize_t ret, int flags);
 
-/* Readiness: should fd report readable now although the kernel says not? */
-bool kp_conn_readable(struct kp_conn *c);
+/* Readiness the kernel cannot know of: 0 when the fd must report readable
+ * now (EOF owed), n > 0 when it will in n ms (framing lost, quiet period
+ * running), -1 when it is up to the kernel. */
+int kp_conn_wait_ms(struct kp_conn *c);
 
 /* fork() in the child. */
 void kp_conn_after_fork_child(void);

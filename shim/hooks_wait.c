@@ -24,15 +24,23 @@
 static bool owes(int fd)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
-	return c && kp_conn_readable(c);
+	return c && kp_conn_wait_ms(c) == 0;
 }
 
-static bool poll_any_owed(const struct pollfd *fds, nfds_t n)
+/* The soonest our own readiness decision falls due for any fd polled for
+ * reading: 0 now, n ms, or -1 never (then the kernel alone decides). */
+static int poll_due_ms(const struct pollfd *fds, nfds_t n)
 {
-	for (nfds_t i = 0; i < n; i++)
-		if ((fds[i].events & POLL_READ) && owes(fds[i].fd))
-			return true;
-	return false;
+	int due = -1;
+	for (nfds_t i = 0; i < n; i++) {
+		struct kp_conn *c = kp_fd_conn(fds[i].fd);
+		if (!c || !(fds[i].events & POLL_READ))
+			continue;
+		int ms = kp_conn_wait_ms(c);
+		if (ms >= 0 && (due < 0 || ms < due))
+			due = ms;
+	}
+	return due;
 }
 
 /* The kernel's answer right now (timeout 0) plus our EOFs. */
@@ -51,18 +59,58 @@ static int poll_owed(struct pollfd *fds, nfds_t n)
 	return r;
 }
 
+static int ms_of(const struct timespec *ts)
+{
+	if (!ts)
+		return -1;
+	if (ts->tv_sec > 1000000)
+		return 1000000000;
+	return (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000);
+}
+
+/* poll/ppoll with our readiness folded in: when one of our decisions falls
+ * due before the program's timeout, wait only that long and look again. */
+static int poll_common(struct pollfd *fds, nfds_t n, const struct timespec *ts, int timeout,
+		       const sigset_t *mask, bool is_ppoll)
+{
+	struct timespec left;
+	for (;;) {
+		int due = poll_due_ms(fds, n);
+		if (due == 0)
+			return poll_owed(fds, n);
+		if (due < 0 || (timeout >= 0 && timeout <= due))
+			return is_ppoll ? KP_REAL(ppoll)(fds, n, ts, mask) : KP_REAL(poll)(fds, n, timeout);
+		int r;
+		if (is_ppoll) {
+			struct timespec t = { due / 1000, (long)(due % 1000) * 1000000 };
+			r = KP_REAL(ppoll)(fds, n, &t, mask);
+		} else {
+			r = KP_REAL(poll)(fds, n, due);
+		}
+		if (r != 0)
+			return r;
+		if (timeout > 0)
+			timeout -= due;
+		if (ts) {
+			left.tv_sec = timeout / 1000;
+			left.tv_nsec = (long)(timeout % 1000) * 1000000;
+			ts = &left;
+		}
+	}
+}
+
 KP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
-	if (!kp_fdtab_len || !poll_any_owed(fds, n))
+	if (!kp_fdtab_len)
 		return KP_REAL(poll)(fds, n, timeout);
-	return poll_owed(fds, n);
+	return poll_common(fds, n, NULL, timeout, NULL, false);
 }
 
 KP_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
-	if (!kp_fdtab_len || !poll_any_owed(fds, n))
+	if (!kp_fdtab_len)
 		return KP_REAL(ppoll)(fds, n, ts, mask);
-	return poll_owed(fds, n);
+	return poll_common(fds, n, ts, ms_of(ts), mask, true);
 }
 
 KP_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)

@@ -45,6 +45,16 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_equal "parked=$(stat_value parked)" "parked=0"
 }
 
+@test "unframeable response after a rewrite, non-blocking client in poll(): EOF after the quiet period" {
+	scripted_start conflicting_length
+	run_both 3 KEEPALIVE_QUIET_MS=300 "$CLIENTS/nonblock" 127.0.0.1 "$SCRIPTED_PORT" /x 3
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "$(count_matches '^id=' "$BATS_TEST_TMPDIR/shim.out")" 3
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 3"
+	assert_equal "parked=$(stat_value parked)" "parked=0"
+}
+
 @test "server hint Keep-Alive: timeout=1 leaves no idle time: not pooled" {
 	scripted_start keepalive_timeout1
 	run_both 10 "$PYTHON" "$RAW" 127.0.0.1 "$SCRIPTED_PORT" 10 "$GET_CLOSE"
