@@ -579,7 +579,7 @@ int kp_close(int fd, struct kp_conn *c)
 	return parked ? 0 : KP_REAL(close)(fd);
 }
 
-void kp_forget_fd(int fd)
+void kp_forget_fd(int fd, bool may_park)
 {
 	struct kp_conn *c = kp_fd_swap(fd, NULL);
 	if (kp_fd_valid(fd))
@@ -593,7 +593,7 @@ void kp_forget_fd(int fd)
 	int saved = errno;
 	pthread_mutex_lock(&c->lock);
 	int left = --c->refs;
-	if (!left && parkable(c)) {
+	if (!left && may_park && parkable(c)) {
 		/* dup2 onto our last fd would close the socket: park a copy */
 		if (park(fd, c) == 0) {
 			kp_count(parked);

@@ -91,9 +91,11 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len);
 /* close(fd) for a tracked fd (c != NULL, maybe KP_POOLED). */
 int kp_close(int fd, struct kp_conn *c);
 
-/* fd is about to be replaced by dup2/dup3 (newfd) or closed by the kernel
- * behind the program's back: settle the connection without closing fd. */
-void kp_forget_fd(int fd);
+/* Drop fd's entry without closing fd.  may_park: fd still holds our socket
+ * and is about to be replaced (dup2/dup3 onto it), so the connection may be
+ * parked from it.  Without: the socket is already gone (closed behind our
+ * back, e.g. by fclose() or syscall()) and fd may be someone else's now. */
+void kp_forget_fd(int fd, bool may_park);
 
 /* A new fd (dup) shares c. */
 void kp_dup_to(struct kp_conn *c, int newfd);

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
@@ -52,7 +53,7 @@ static void fresh_fd(int fd, uint8_t flags)
 	if (!kp_fd_valid(fd))
 		return;
 	if (kp_fd_conn(fd))
-		kp_forget_fd(fd); /* its close went past us (syscall(), say) */
+		kp_forget_fd(fd, false); /* its close went past us (syscall(), say) */
 	kp_fdflags[fd] = flags;
 }
 
@@ -75,6 +76,133 @@ KP_EXPORT int socket(int domain, int type, int protocol)
 		errno = saved;
 	}
 	return fd;
+}
+
+/* Every other call that hands out an fd number: whatever we knew of that
+ * number belongs to a socket whose close we did not see (fclose(),
+ * syscall(SYS_close)...), and must not follow the new file around. */
+static int fresh(int fd)
+{
+	if (fd >= 0 && kp_fd_valid(fd) && (kp_fdtab[fd] || kp_fdflags[fd])) {
+		int saved = errno;
+		fresh_fd(fd, 0);
+		errno = saved;
+	}
+	return fd;
+}
+
+static int fresh_pair(int r, const int fds[2])
+{
+	if (r == 0) {
+		fresh(fds[0]);
+		fresh(fds[1]);
+	}
+	return r;
+}
+
+/* open flags that take a mode argument */
+#define NEEDS_MODE(flags) (((flags) & O_CREAT) || ((flags) & O_TMPFILE) == O_TMPFILE)
+
+KP_EXPORT int open(const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	if (NEEDS_MODE(flags)) {
+		va_list ap;
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	return fresh(KP_REAL(open)(path, flags, mode));
+}
+
+KP_EXPORT int open64(const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	if (NEEDS_MODE(flags)) {
+		va_list ap;
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	return fresh(KP_REAL(open64)(path, flags, mode));
+}
+
+KP_EXPORT int openat(int dirfd, const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	if (NEEDS_MODE(flags)) {
+		va_list ap;
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	return fresh(KP_REAL(openat)(dirfd, path, flags, mode));
+}
+
+KP_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
+{
+	mode_t mode = 0;
+	if (NEEDS_MODE(flags)) {
+		va_list ap;
+		va_start(ap, flags);
+		mode = va_arg(ap, mode_t);
+		va_end(ap);
+	}
+	return fresh(KP_REAL(openat64)(dirfd, path, flags, mode));
+}
+
+KP_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	return fresh(KP_REAL(accept)(fd, addr, len));
+}
+
+KP_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
+{
+	return fresh(KP_REAL(accept4)(fd, addr, len, flags));
+}
+
+KP_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
+{
+	return fresh_pair(KP_REAL(socketpair)(domain, type, protocol, sv), sv);
+}
+
+KP_EXPORT int pipe(int fds[2])
+{
+	return fresh_pair(KP_REAL(pipe)(fds), fds);
+}
+
+KP_EXPORT int pipe2(int fds[2], int flags)
+{
+	return fresh_pair(KP_REAL(pipe2)(fds, flags), fds);
+}
+
+KP_EXPORT int eventfd(unsigned int count, int flags)
+{
+	return fresh(KP_REAL(eventfd)(count, flags));
+}
+
+KP_EXPORT int epoll_create(int size)
+{
+	return fresh(KP_REAL(epoll_create)(size));
+}
+
+KP_EXPORT int epoll_create1(int flags)
+{
+	return fresh(KP_REAL(epoll_create1)(flags));
+}
+
+/* stdio closes its fd inside libc, where we cannot see it.  Its reads and
+ * writes went past us too, so such a connection was never framed and is
+ * never parked: just forget it. */
+KP_EXPORT int fclose(FILE *fp)
+{
+	int fd = fp ? fileno(fp) : -1;
+	if (fd >= 0 && kp_fd_conn(fd) && kp_fd_conn(fd) != KP_POOLED) {
+		int saved = errno;
+		kp_forget_fd(fd, false);
+		errno = saved;
+	}
+	return KP_REAL(fclose)(fp);
 }
 
 KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
@@ -196,7 +324,7 @@ static int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
 		return -1;
 	}
 	/* the kernel closes newfd implicitly: settle it as a close */
-	kp_forget_fd(newfd);
+	kp_forget_fd(newfd, true);
 	int r = is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
 	if (r >= 0 && c)
 		kp_dup_to(c, r);

@@ -6,6 +6,7 @@
 #define KEEPALIVE_REAL_H
 
 #include <poll.h>
+#include <stdio.h>
 #include <signal.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -18,6 +19,19 @@
 	X(int, socket, (int, int, int))                                              \
 	X(int, connect, (int, const struct sockaddr *, socklen_t))                   \
 	X(int, bind, (int, const struct sockaddr *, socklen_t))                      \
+	X(int, accept, (int, struct sockaddr *, socklen_t *))                        \
+	X(int, accept4, (int, struct sockaddr *, socklen_t *, int))                  \
+	X(int, socketpair, (int, int, int, int *))                                   \
+	X(int, open, (const char *, int, ...))                                       \
+	X(int, open64, (const char *, int, ...))                                     \
+	X(int, openat, (int, const char *, int, ...))                                \
+	X(int, openat64, (int, const char *, int, ...))                              \
+	X(int, pipe, (int *))                                                        \
+	X(int, pipe2, (int *, int))                                                  \
+	X(int, eventfd, (unsigned int, int))                                         \
+	X(int, epoll_create, (int))                                                  \
+	X(int, epoll_create1, (int))                                                 \
+	X(int, fclose, (FILE *))                                                     \
 	X(int, close, (int))                                                         \
 	X(int, close_range, (unsigned int, unsigned int, int))                       \
 	X(void, closefrom, (int))                                                    \

@@ -126,3 +126,13 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	# the default ports (80,8080) do not include nginx's: untouched
 	assert_equal "connects=$(stat_value connects)" "connects=0"
 }
+
+@test "a close the shim never saw (syscall): the fd number's next file reads as itself" {
+	nginx_start
+	run_both 5 "$CLIENTS/missed_close" 127.0.0.1 "$NGINX_PORT" /f 5 "$NGINX_DIR/www/f"
+	assert_both_ok
+	assert_same_output --headers
+	# each response, then the file read through the same fd number
+	assert_equal "$(count_matches '^libkeepalive test file /f, line 1 ' "$BATS_TEST_TMPDIR/shim.out")" 10
+	assert_equal "parked=$(stat_value parked)" "parked=0"
+}
