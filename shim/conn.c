@@ -92,6 +92,8 @@ static void conn_unref(struct kp_conn *c)
 		conn_free(c);
 }
 
+static void give_up(struct kp_conn *c, int fd, const char *why);
+
 /* Step aside for good.  Caller holds c->lock. */
 static void go_passthrough(struct kp_conn *c, const char *why)
 {
@@ -616,14 +618,16 @@ void kp_dup_to(struct kp_conn *c, int newfd)
 	c->refs++;
 	pthread_mutex_unlock(&c->lock);
 	struct kp_conn *old = kp_fd_swap(newfd, c);
-	if (old && old != KP_POOLED)
+	if (old == KP_POOLED)
+		pool_owns_fd(newfd, true); /* closed behind our back: forget it */
+	else if (old)
 		conn_unref(old);
 }
 
-void kp_note_shutdown(struct kp_conn *c, int how)
+void kp_note_shutdown(struct kp_conn *c, int fd, int how)
 {
 	pthread_mutex_lock(&c->lock);
-	go_passthrough(c, "shutdown");
+	give_up(c, fd, "shutdown");
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -701,6 +705,25 @@ static ssize_t send_all(int fd, const char *buf, size_t len, int flags, bool fai
 	return (ssize_t)len;
 }
 
+/* Step aside in the middle of things: bytes we held from an unfinished head
+ * were promised to the program as sent, so they go out first; and if a
+ * rewritten request is still waiting for its response, nobody will close
+ * the connection for the program: let the quiet period end it (lost).
+ * fd < 0: no held bytes can be pending here.  Caller holds c->lock. */
+static void give_up(struct kp_conn *c, int fd, const char *why)
+{
+	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
+		size_t sent;
+		if (send_all(fd, c->held, c->held_len, 0, false, &sent) < 0)
+			c->poolable = false;
+		c->held_len = 0;
+	}
+	for (unsigned i = 0; i < c->n_reqs; i++)
+		if (c->reqs[i].rewritten)
+			c->lost = true;
+	go_passthrough(c, why);
+}
+
 static bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool rewritten)
 {
 	if (c->n_reqs == KP_MAX_PIPELINE)
@@ -712,7 +735,8 @@ static bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool 
 	if (h->upgrade || h->method == FRM_M_CONNECT || h->doubt)
 		c->poolable = false;
 	frm_body_init(&c->req_body, h->body_kind, h->body_len);
-	c->req_mode = h->body_kind == FRM_BODY_NONE ? KP_REQ_HEAD : KP_REQ_BODY;
+	/* Content-Length: 0 is as bodiless as no length at all */
+	c->req_mode = c->req_body.done || h->body_kind == FRM_BODY_NONE ? KP_REQ_HEAD : KP_REQ_BODY;
 	return true;
 }
 
@@ -737,31 +761,31 @@ static void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt,
 		if (c->req_mode == KP_REQ_BODY) {
 			long u = frm_body_feed(&c->req_body, p, l);
 			if (u < 0) {
-				go_passthrough(c, "malformed request body");
+				give_up(c, -1, "malformed request body");
 				return;
 			}
 			used = (size_t)u;
 			if (c->req_body.done)
 				c->req_mode = KP_REQ_HEAD_SENT;
 		} else {
-			/* a head that went out as it was: learn its facts only */
+			/* a head that went out as it was: learn its facts only (and
+			 * never send these bytes again: they are gone) */
+			c->req_mode = KP_REQ_HEAD_SENT;
 			struct iovec one = { (void *)p, l };
 			size_t before = c->held_len;
 			struct frm_req_head h;
 			if (held_append(c, &one, 1, 0, FRM_MAX_HEAD + 1) < 0) {
-				go_passthrough(c, "out of memory");
+				give_up(c, -1, "out of memory");
 				return;
 			}
 			long hl = frm_req_parse_head(c->held, c->held_len, &h);
 			if (hl < 0 || (hl > 0 && !queue_request(c, &h, false))) {
-				go_passthrough(c, "unparsable request");
+				give_up(c, -1, "unparsable request");
 				return;
 			}
 			if (hl > 0) {
 				used = (size_t)hl - before;
 				c->held_len = 0;
-				if (c->req_mode == KP_REQ_HEAD)
-					c->req_mode = KP_REQ_HEAD_SENT;
 			}
 		}
 		off += used;
@@ -849,12 +873,14 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		free(out);
 	if (sr < 0) {
 		int err = errno;
-		if (sent || old_held) {
-			/* the head is torn: this connection is finished */
-			go_passthrough(c, "send failed mid-head");
-			c->held_len = 0;
+		if (!sent && (err == EAGAIN || err == EWOULDBLOCK)) {
+			/* nothing went out: the program will offer this call's
+			 * bytes again; what earlier calls gave us stays held */
+			c->held_len = old_held;
 		} else {
-			c->held_len = 0; /* the program will send these bytes again */
+			/* a dead connection, or a torn head: finished either way */
+			c->held_len = 0;
+			go_passthrough(c, sent ? "send failed mid-head" : "send failed");
 		}
 		pthread_mutex_unlock(&c->lock);
 		errno = err;
@@ -937,7 +963,7 @@ void kp_send_done(struct kp_conn *c, const struct iovec *iov, int iovcnt, ssize_
 	errno = saved;
 }
 
-void kp_sendfile_done(struct kp_conn *c, ssize_t ret)
+void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 {
 	if (c == KP_POOLED || ret == 0)
 		return;
@@ -955,7 +981,7 @@ void kp_sendfile_done(struct kp_conn *c, ssize_t ret)
 			if (!c->req_body.left)
 				c->req_mode = KP_REQ_HEAD;
 		} else {
-			go_passthrough(c, "sendfile outside a Content-Length body");
+			give_up(c, out_fd, "sendfile outside a Content-Length body");
 		}
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -1021,21 +1047,17 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 }
 
 /* Frame n response bytes.  Caller holds c->lock. */
-static void feed_response(struct kp_conn *c, char *p, size_t n)
+static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 {
 	while (n && c->state == KP_ACTIVE) {
 		if (!c->n_reqs) {
 			/* bytes nobody asked for (or a response ahead of its request) */
-			go_passthrough(c, "unsolicited response bytes");
+			give_up(c, fd, "unsolicited response bytes");
 			return;
 		}
 		if (!c->resp_started) {
 			frm_resp_begin(&c->resp, c->reqs[0].method, c->reqs[0].app_close);
 			c->resp_started = true;
-			/* DESIGN 3.8: a response that starts before its request was
-			 * fully written (413/417/401 during an upload) */
-			if (c->n_reqs == 1 && c->req_mode == KP_REQ_BODY)
-				c->poolable = false;
 		}
 		enum frm_resp_event ev;
 		size_t used = frm_resp_feed(&c->resp, p, n, &ev);
@@ -1046,6 +1068,11 @@ static void feed_response(struct kp_conn *c, char *p, size_t n)
 		case FRM_EV_INTERIM:
 			break;
 		case FRM_EV_DONE: {
+			/* DESIGN 3.8: a final response that ends before its request
+			 * was fully written (413/417/401 during an upload).  Not a
+			 * 100 Continue: that one is the server asking for the body. */
+			if (c->n_reqs == 1 && c->req_mode != KP_REQ_HEAD)
+				c->poolable = false;
 			struct kp_request done = c->reqs[0];
 			memmove(c->reqs, c->reqs + 1, (c->n_reqs - 1) * sizeof(c->reqs[0]));
 			c->n_reqs--;
@@ -1074,16 +1101,14 @@ static void feed_response(struct kp_conn *c, char *p, size_t n)
 			go_passthrough(c, "protocol switched");
 			return;
 		case FRM_EV_ERROR:
-			for (unsigned i = 0; i < c->n_reqs; i++)
-				if (c->reqs[i].rewritten)
-					c->lost = true;
-			go_passthrough(c, "unparsable response");
+			give_up(c, fd, "unparsable response");
 			return;
 		}
 	}
 }
 
-void kp_recv_done(struct kp_conn *c, const struct iovec *iov, int iovcnt, ssize_t ret, int flags)
+void kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+		  int flags)
 {
 	if (c == KP_POOLED)
 		return;
@@ -1097,12 +1122,12 @@ void kp_recv_done(struct kp_conn *c, const struct iovec *iov, int iovcnt, ssize_
 	} else if (!(flags & MSG_PEEK)) {
 		c->last_rx_ms = kp_now_ms();
 		if (flags & MSG_TRUNC) {
-			go_passthrough(c, "MSG_TRUNC read");
+			give_up(c, fd, "MSG_TRUNC read");
 		} else {
 			size_t left = (size_t)ret;
 			for (int i = 0; i < iovcnt && left && c->state == KP_ACTIVE; i++) {
 				size_t l = iov[i].iov_len < left ? iov[i].iov_len : left;
-				feed_response(c, iov[i].iov_base, l);
+				feed_response(c, fd, iov[i].iov_base, l);
 				left -= l;
 			}
 		}

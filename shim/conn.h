@@ -112,7 +112,7 @@ bool kp_sockopt_already(struct kp_conn *c, int level, int name, const void *val,
 void kp_note_nonblock(int fd, bool on);
 
 /* shutdown() of a tracked connection. */
-void kp_note_shutdown(struct kp_conn *c, int how);
+void kp_note_shutdown(struct kp_conn *c, int fd, int how);
 
 /*
  * Write side.  kp_send_intercept() handles the call itself when the bytes
@@ -124,14 +124,15 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		       ssize_t *ret);
 void kp_send_done(struct kp_conn *c, const struct iovec *iov, int iovcnt, ssize_t ret);
 /* sendfile(): n body bytes went out unseen */
-void kp_sendfile_done(struct kp_conn *c, ssize_t ret);
+void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret);
 
 /*
  * Read side.  kp_recv_intercept() answers the read itself (the synthetic
  * EOF); otherwise the wrapper reads and reports with kp_recv_done().
  */
 bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret);
-void kp_recv_done(struct kp_conn *c, const struct iovec *iov, int iovcnt, ssize_t ret, int flags);
+void kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+		  int flags);
 
 /* Readiness the kernel cannot know of: 0 when the fd must report readable
  * now (EOF owed), n > 0 when it will in n ms (framing lost, quiet period

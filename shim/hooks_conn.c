@@ -243,12 +243,12 @@ KP_EXPORT int close(int fd)
 	return kp_close(fd, c);
 }
 
+static int close_gaps(unsigned first, unsigned last, int flags, const int *keep, size_t n);
+
 /* Close [first, last] without closing pooled sockets: settle our tracked
  * fds first, then let the kernel close the gaps between pooled ones. */
 static int close_range_keep_pool(unsigned first, unsigned last, int flags)
 {
-	int pooled[256];
-	size_t n = pool_fds(pooled, 256);
 	if (!(flags & CLOSE_RANGE_CLOEXEC)) {
 		int high = kp_fd_high();
 		for (int fd = (int)first; fd <= high && (unsigned)fd <= last; fd++) {
@@ -257,16 +257,28 @@ static int close_range_keep_pool(unsigned first, unsigned last, int flags)
 				kp_close(fd, c);
 		}
 	}
+	/* only now: the loop above may have parked connections in the range */
+	size_t cap = pool_size() + 16;
+	int *pooled = malloc(cap * sizeof(*pooled));
+	if (!pooled)
+		return (int)syscall(SYS_close_range, first, last, flags);
+	size_t n = pool_fds(pooled, cap);
+	int r = close_gaps(first, last, flags, pooled, n);
+	free(pooled);
+	return r;
+}
+
+/* close_range over [first, last] minus the sorted fds in keep[]. */
+static int close_gaps(unsigned first, unsigned last, int flags, const int *keep, size_t n)
+{
 	unsigned lo = first;
 	for (size_t i = 0; i < n && lo <= last; i++) {
-		unsigned p = (unsigned)pooled[i];
+		unsigned p = (unsigned)keep[i];
 		if (p < lo || p > last)
 			continue;
 		if (p > lo && syscall(SYS_close_range, lo, p - 1, flags) < 0)
 			return -1;
-		if (p == ~0u)
-			return 0;
-		lo = p + 1;
+		lo = p + 1; /* an fd is an int: no wrap-around */
 	}
 	if (lo <= last && lo >= first)
 		return (int)syscall(SYS_close_range, lo, last, flags);
@@ -297,7 +309,7 @@ KP_EXPORT int shutdown(int fd, int how)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (c && c != KP_POOLED)
-		kp_note_shutdown(c, how);
+		kp_note_shutdown(c, fd, how);
 	return KP_REAL(shutdown)(fd, how);
 }
 
@@ -309,6 +321,8 @@ KP_EXPORT int dup(int fd)
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (nfd >= 0 && c && c != KP_POOLED)
 		kp_dup_to(c, nfd);
+	else
+		fresh(nfd);
 	return nfd;
 }
 
@@ -323,11 +337,16 @@ static int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
 		errno = EBADF; /* not the program's fd */
 		return -1;
 	}
-	/* the kernel closes newfd implicitly: settle it as a close */
+	/* The kernel closes newfd implicitly, but only if the call succeeds:
+	 * check what would make it fail before settling newfd as a close. */
+	if ((!is_dup2 && (flags & ~O_CLOEXEC)) || KP_REAL(fcntl)(oldfd, F_GETFD) < 0)
+		return is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
 	kp_forget_fd(newfd, true);
 	int r = is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
 	if (r >= 0 && c)
 		kp_dup_to(c, r);
+	else if (r >= 0)
+		fresh(r);
 	return r;
 }
 
@@ -358,6 +377,8 @@ KP_EXPORT int fcntl(int fd, int cmd, ...)
 		struct kp_conn *c = kp_fd_conn(fd);
 		if (c && c != KP_POOLED)
 			kp_dup_to(c, r);
+		else
+			fresh(r);
 		break;
 	}
 	case F_SETFL:

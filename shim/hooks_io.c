@@ -93,7 +93,7 @@ KP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 	struct kp_conn *c = kp_fd_conn(out_fd);
 	ssize_t r = KP_REAL(sendfile)(out_fd, in_fd, offset, count);
 	if (c)
-		kp_sendfile_done(c, r);
+		kp_sendfile_done(c, out_fd, r);
 	return r;
 }
 
@@ -112,7 +112,7 @@ KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 		return r;
 	r = KP_REAL(read)(fd, buf, n);
 	struct iovec iov = { buf, n };
-	kp_recv_done(c, &iov, 1, r, 0);
+	kp_recv_done(c, fd, &iov, 1, r, 0);
 	return r;
 }
 
@@ -125,7 +125,7 @@ KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	if (kp_recv_intercept(c, fd, &r))
 		return r;
 	r = KP_REAL(readv)(fd, iov, iovcnt);
-	kp_recv_done(c, iov, iovcnt, r, 0);
+	kp_recv_done(c, fd, iov, iovcnt, r, 0);
 	return r;
 }
 
@@ -139,7 +139,7 @@ KP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 		return r;
 	r = KP_REAL(recv)(fd, buf, n, flags);
 	struct iovec iov = { buf, n };
-	kp_recv_done(c, &iov, 1, r, flags);
+	kp_recv_done(c, fd, &iov, 1, r, flags);
 	return r;
 }
 
@@ -154,7 +154,7 @@ KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 		return r;
 	r = KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
 	struct iovec iov = { buf, n };
-	kp_recv_done(c, &iov, 1, r, flags);
+	kp_recv_done(c, fd, &iov, 1, r, flags);
 	return r;
 }
 
@@ -166,10 +166,11 @@ KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r)) {
 		msg->msg_flags = 0;
+		msg->msg_controllen = 0; /* no ancillary data came with the EOF */
 		return r;
 	}
 	r = KP_REAL(recvmsg)(fd, msg, flags);
-	kp_recv_done(c, msg->msg_iov, (int)msg->msg_iovlen, r, flags);
+	kp_recv_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, r, flags);
 	return r;
 }
 

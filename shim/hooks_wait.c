@@ -130,16 +130,23 @@ KP_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *t
 	return ppoll(fds, n, ts, mask);
 }
 
-static bool select_any_owed(int nfds, const fd_set *rd)
+/* Like poll_due_ms, over select()'s read set. */
+static int select_due_ms(int nfds, const fd_set *rd)
 {
+	int due = -1;
 	if (!rd)
-		return false;
+		return -1;
 	if (nfds > FD_SETSIZE)
 		nfds = FD_SETSIZE;
-	for (int fd = 0; fd < nfds; fd++)
-		if (FD_ISSET(fd, rd) && owes(fd))
-			return true;
-	return false;
+	for (int fd = 0; fd < nfds; fd++) {
+		if (!FD_ISSET(fd, rd))
+			continue;
+		struct kp_conn *c = kp_fd_conn(fd);
+		int ms = c ? kp_conn_wait_ms(c) : -1;
+		if (ms >= 0 && (due < 0 || ms < due))
+			due = ms;
+	}
+	return due;
 }
 
 static int select_owed(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
@@ -160,17 +167,75 @@ static int select_owed(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
 	return r;
 }
 
+/* select/pselect with our readiness folded in, as poll_common does. */
+static int select_common(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int timeout,
+			 const sigset_t *mask, bool is_pselect, struct timeval *tv,
+			 const struct timespec *ts)
+{
+	fd_set rd0, wr0, ex0;
+	if (rd)
+		rd0 = *rd;
+	if (wr)
+		wr0 = *wr;
+	if (ex)
+		ex0 = *ex;
+	for (;;) {
+		int due = select_due_ms(nfds, rd);
+		if (due == 0)
+			return select_owed(nfds, rd, wr, ex);
+		if (due < 0 || (timeout >= 0 && timeout <= due)) {
+			if (is_pselect) {
+				struct timespec left = { timeout / 1000, (long)(timeout % 1000) * 1000000 };
+				return KP_REAL(pselect)(nfds, rd, wr, ex, ts ? &left : NULL, mask);
+			}
+			if (tv && timeout >= 0) {
+				tv->tv_sec = timeout / 1000;
+				tv->tv_usec = (timeout % 1000) * 1000;
+			}
+			return KP_REAL(select)(nfds, rd, wr, ex, tv);
+		}
+		int r;
+		if (is_pselect) {
+			struct timespec t = { due / 1000, (long)(due % 1000) * 1000000 };
+			r = KP_REAL(pselect)(nfds, rd, wr, ex, &t, mask);
+		} else {
+			struct timeval t = { due / 1000, (due % 1000) * 1000 };
+			r = KP_REAL(select)(nfds, rd, wr, ex, &t);
+		}
+		if (r != 0)
+			return r;
+		if (timeout > 0)
+			timeout -= due;
+		/* select cleared the sets: ask the same question again */
+		if (rd)
+			*rd = rd0;
+		if (wr)
+			*wr = wr0;
+		if (ex)
+			*ex = ex0;
+	}
+}
+
+static int ms_of_tv(const struct timeval *tv)
+{
+	if (!tv)
+		return -1;
+	if (tv->tv_sec > 1000000)
+		return 1000000000;
+	return (int)(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000);
+}
+
 KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
-	if (!kp_fdtab_len || !select_any_owed(nfds, rd))
+	if (!kp_fdtab_len || select_due_ms(nfds, rd) < 0)
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
-	return select_owed(nfds, rd, wr, ex);
+	return select_common(nfds, rd, wr, ex, ms_of_tv(tv), NULL, false, tv, NULL);
 }
 
 KP_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
 		      const sigset_t *mask)
 {
-	if (!kp_fdtab_len || !select_any_owed(nfds, rd))
+	if (!kp_fdtab_len || select_due_ms(nfds, rd) < 0)
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
-	return select_owed(nfds, rd, wr, ex);
+	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);
 }

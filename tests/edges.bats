@@ -136,3 +136,75 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_equal "$(count_matches '^libkeepalive test file /f, line 1 ' "$BATS_TEST_TMPDIR/shim.out")" 10
 	assert_equal "parked=$(stat_value parked)" "parked=0"
 }
+
+# ---- fd life: odd but legal uses of sockets and fd numbers (fdlife.c)
+
+@test "pipelined requests with the second head split across writes: sent once, same output" {
+	nginx_start
+	run_both 2 "$CLIENTS/fdlife" pipeline-split "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "$(count_matches '^HTTP/1.1 200' "$BATS_TEST_TMPDIR/shim.out")" 2
+	assert_equal "shim requests $SHIM_REQS" "shim requests 2"
+}
+
+@test "a head begun with sendto(address) and ended with write(): sent once, same output" {
+	nginx_start
+	run_both 1 "$CLIENTS/fdlife" sendto-split "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output --headers
+	run grep -c '^HTTP/1.1 400' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 0
+}
+
+@test "dup2/dup3 onto a pooled socket that fail leave it alone" {
+	nginx_start
+	run_both 2 "$CLIENTS/fdlife" dup2-fails "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+@test "fclose(fdopen(socket)): the number's next socket and file are themselves" {
+	nginx_start
+	run_both 2 "$CLIENTS/fdlife" fclose "$NGINX_PORT" "$NGINX_DIR/www/f"
+	assert_both_ok
+	assert_same_output
+	assert_equal "$(count_matches 'on the same number: 1' "$BATS_TEST_TMPDIR/shim.out")" 2
+	assert_equal "$(count_matches '^libkeepalive test file /f, line 1 ' "$BATS_TEST_TMPDIR/shim.out")" 1
+}
+
+@test "select() waits for EOF: wakes at the synthetic EOF" {
+	nginx_start
+	run_both 1 "$CLIENTS/fdlife" select-eof "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "eofs>0 $(( $(stat_value eofs) > 0 ))" "eofs>0 1"
+}
+
+@test "select() after an unframeable response: EOF after the quiet period" {
+	scripted_start conflicting_length
+	run_both 1 KEEPALIVE_QUIET_MS=300 "$CLIENTS/fdlife" select-eof "$SCRIPTED_PORT"
+	assert_both_ok
+	assert_same_output --headers
+}
+
+@test "closefrom(3) with pooled sockets: the program's later files stay its own" {
+	nginx_start
+	# a small fd limit puts the pool's hidden fds (at half the limit) in reach
+	run_both 4 bash -c 'ulimit -n 64 && exec "$0" closefrom "$1"' "$CLIENTS/fdlife" "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	run grep -c '^0 of the files no longer /dev/null' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+	# and the pool kept its connection through closefrom()
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+@test "POST with Content-Length: 0 is bodiless: reused" {
+	scripted_start keepalive
+	run_both 5 "$CLIENTS/httpget" 127.0.0.1 "$SCRIPTED_PORT" /p 5 POST 'Content-Length: 0'
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}

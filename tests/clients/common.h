@@ -43,7 +43,7 @@ struct job {
 	long count;
 };
 
-static void parse_args(struct job *job, int argc, char **argv)
+static __attribute__((unused)) void parse_args(struct job *job, int argc, char **argv)
 {
 	struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV};
 	const char *host, *port, *method = "GET";
@@ -73,7 +73,7 @@ static void parse_args(struct job *job, int argc, char **argv)
 	job->req_len = n;
 }
 
-static void write_stdout(const char *buf, size_t len)
+static __attribute__((unused)) void write_stdout(const char *buf, size_t len)
 {
 	if (len && fwrite(buf, 1, len, stdout) != len)
 		die("stdout");

@@ -1,0 +1,181 @@
+/*
+ * fdlife - odd but legal things programs do with their HTTP sockets and fd
+ * numbers.  Each scenario prints what it saw; the output must be the same
+ * with and without the shim (the Date/Connection headers aside).
+ *
+ * Usage: fdlife SCENARIO PORT [FILE]     (server on 127.0.0.1:PORT)
+ *   pipeline-split  two pipelined GETs, the second head split across writes
+ *   sendto-split    a head begun with sendto(..., address) and ended by write()
+ *   dup2-fails      dup2()/dup3() onto our socket that fail: the socket lives on
+ *   fclose          a socket closed by fclose(fdopen()), then socket() and
+ *                   open(FILE) on the same number must work as themselves
+ *   select-eof      non-blocking, select() then read() until EOF
+ *   closefrom       closefrom(3) after a response, files on the freed numbers,
+ *                   more requests: the files must stay the files
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/select.h>
+#include <sys/stat.h>
+
+#include "common.h"
+
+static int port;
+static const char get_close[] = "GET /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+
+static struct sockaddr_in addr(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	return a;
+}
+
+static int dial(void)
+{
+	struct sockaddr_in a = addr();
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+		die("connect");
+	return s;
+}
+
+static void put(int s, const char *text)
+{
+	size_t len = strlen(text);
+	if (write(s, text, len) != (ssize_t)len)
+		die("write");
+}
+
+/* read to EOF; print it all (print=1) or only its first line (the
+ * status line: the headers may legitimately differ in Connection) */
+static void drain(int s, int print)
+{
+	char buf[16384];
+	ssize_t n, total = 0;
+	int first_line = 1;
+	while ((n = read(s, buf, sizeof(buf))) > 0) {
+		if (print) {
+			write_stdout(buf, (size_t)n);
+		} else if (first_line) {
+			char *nl = memchr(buf, '\n', (size_t)n);
+			write_stdout(buf, nl ? (size_t)(nl - buf + 1) : (size_t)n);
+			first_line = !nl;
+		}
+		total += n;
+	}
+	if (n < 0)
+		die("read");
+	if (!print)
+		printf("%s, then EOF\n", total ? "read a response" : "read nothing");
+}
+
+static void one_request(void)
+{
+	int s = dial();
+	put(s, get_close);
+	drain(s, 0);
+	close(s);
+}
+
+static int is_devnull(int fd)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: %s SCENARIO PORT [FILE]\n", argv[0]);
+		return 2;
+	}
+	const char *what = argv[1];
+	port = atoi(argv[2]);
+	setvbuf(stdout, NULL, _IONBF, 0);
+
+	if (!strcmp(what, "pipeline-split")) {
+		int s = dial();
+		put(s, "GET /f HTTP/1.1\r\nHost: t\r\n\r\nGET /f HTTP/1.1\r\nHo");
+		put(s, "st: t\r\nConnection: close\r\n\r\n");
+		drain(s, 1);
+		close(s);
+	} else if (!strcmp(what, "sendto-split")) {
+		int s = dial();
+		struct sockaddr_in a = addr();
+		const char *head = "GET /f HTTP/1.1\r\nHo";
+		if (sendto(s, head, strlen(head), 0, (struct sockaddr *)&a, sizeof(a)) < 0)
+			printf("sendto: %s\n", strerror(errno)); /* EISCONN is fine too */
+		else
+			put(s, "st: t\r\nConnection: close\r\n\r\n");
+		drain(s, 1);
+		close(s);
+	} else if (!strcmp(what, "dup2-fails")) {
+		one_request(); /* so that the next socket comes from the pool */
+		int s = dial();
+		printf("dup2(999, s) = %d (%s)\n", dup2(999, s), strerror(errno));
+		printf("dup3(0, s, bad flags) = %d (%s)\n", dup3(0, s, 12345), strerror(errno));
+		printf("fcntl(s, F_GETFD) >= 0: %d\n", fcntl(s, F_GETFD) >= 0);
+		put(s, get_close);
+		drain(s, 0);
+		printf("close(s) = %d\n", close(s));
+	} else if (!strcmp(what, "fclose")) {
+		int s = dial();
+		put(s, get_close);
+		drain(s, 0);
+		fclose(fdopen(s, "r")); /* closes s inside libc */
+		int t = socket(AF_INET, SOCK_STREAM, 0);
+		struct sockaddr_in a = addr();
+		printf("socket() on the same number: %d\n", t == s);
+		printf("connect = %d\n", connect(t, (struct sockaddr *)&a, sizeof(a)));
+		put(t, get_close);
+		drain(t, 0);
+		fclose(fdopen(t, "r"));
+		int f = open(argc > 3 ? argv[3] : "/dev/null", O_RDONLY);
+		printf("open() on the same number: %d\n", f == s);
+		drain(f, 1);
+		close(f);
+	} else if (!strcmp(what, "select-eof")) {
+		int s = dial();
+		put(s, get_close);
+		fcntl(s, F_SETFL, O_NONBLOCK);
+		char buf[4096];
+		ssize_t n, total = 0;
+		for (;;) {
+			fd_set rd;
+			FD_ZERO(&rd);
+			FD_SET(s, &rd);
+			if (select(s + 1, &rd, NULL, NULL, NULL) < 0)
+				die("select");
+			n = read(s, buf, sizeof(buf));
+			if (n == 0)
+				break;
+			if (n > 0)
+				write_stdout(buf, (size_t)n), total += n;
+			else if (errno != EAGAIN)
+				die("read");
+		}
+		printf("%s, then EOF\n", total ? "read a response" : "read nothing");
+		close(s);
+	} else if (!strcmp(what, "closefrom")) {
+		one_request();
+		int s = dial();
+		put(s, get_close);
+		drain(s, 0);
+		closefrom(3);
+		int files[64], n = 0, f;
+		while (n < 64 && (f = open("/dev/null", O_RDONLY)) >= 0 && f < 40)
+			files[n++] = f;
+		one_request();
+		one_request();
+		int bad = 0;
+		for (int i = 0; i < n; i++)
+			bad += !is_devnull(files[i]);
+		/* not how many files: the pool's hidden fd may take one number */
+		printf("%d of the files no longer /dev/null\n", bad);
+	} else {
+		fprintf(stderr, "unknown scenario %s\n", what);
+		return 2;
+	}
+	return 0;
+}
