@@ -724,6 +724,24 @@ static void give_up(struct kp_conn *c, int fd, const char *why)
 	go_passthrough(c, why);
 }
 
+/* Parse a request head of which the first `seen` bytes were already
+ * found unfinished: unless the new bytes can end it (a blank line, with a
+ * bare LF tolerated), it is still unfinished, and a head trickling in a
+ * byte per write costs O(n), not O(n^2), to follow. */
+static long head_parse(const char *buf, size_t len, size_t seen, struct frm_req_head *h)
+{
+	if (seen && len <= FRM_MAX_HEAD) {
+		size_t from = seen > 3 ? seen - 3 : 0;
+		bool may_end = false;
+		for (size_t i = from; i + 1 < len && !may_end; i++)
+			may_end = buf[i] == '\n' &&
+				  (buf[i + 1] == '\n' || (buf[i + 1] == '\r' && i + 2 < len && buf[i + 2] == '\n'));
+		if (!may_end)
+			return 0;
+	}
+	return frm_req_parse_head(buf, len, h);
+}
+
 static bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool rewritten)
 {
 	if (c->n_reqs == KP_MAX_PIPELINE)
@@ -778,7 +796,7 @@ static void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt,
 				give_up(c, -1, "out of memory");
 				return;
 			}
-			long hl = frm_req_parse_head(c->held, c->held_len, &h);
+			long hl = head_parse(c->held, c->held_len, before, &h);
 			if (hl < 0 || (hl > 0 && !queue_request(c, &h, false))) {
 				give_up(c, -1, "unparsable request");
 				return;
@@ -833,7 +851,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		data = c->held;
 		dlen = c->held_len;
 	}
-	long hl = frm_req_parse_head(data, dlen, &h);
+	long hl = head_parse(data, dlen, old_held, &h);
 	if (hl < 0) {
 		c->held_len = old_held; /* the program's bytes go out as they are */
 		go_passthrough(c, dlen && (uint8_t)data[0] == 0x16 ? "TLS" : "not an HTTP request");
@@ -1044,6 +1062,20 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 		errno = saved;
 	}
 	return false;
+}
+
+void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
+{
+	if (c == KP_POOLED || n < 0)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&c->lock);
+	if (n == 0)
+		c->poolable = false;
+	else if (c->state == KP_ACTIVE)
+		give_up(c, fd, "response read unseen (splice)");
+	pthread_mutex_unlock(&c->lock);
+	errno = saved;
 }
 
 /* Frame n response bytes.  Caller holds c->lock. */

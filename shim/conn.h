@@ -123,7 +123,7 @@ void kp_note_shutdown(struct kp_conn *c, int fd, int how);
 bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 		       ssize_t *ret);
 void kp_send_done(struct kp_conn *c, const struct iovec *iov, int iovcnt, ssize_t ret);
-/* sendfile(): n body bytes went out unseen */
+/* sendfile() or splice(): n body bytes went out unseen */
 void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret);
 
 /*
@@ -133,6 +133,10 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret);
 bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret);
 void kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
 		  int flags);
+
+/* n response bytes reached the program where we could not see them
+ * (splice): the framing is lost. */
+void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n);
 
 /* Readiness the kernel cannot know of: 0 when the fd must report readable
  * now (EOF owed), n > 0 when it will in n ms (framing lost, quiet period

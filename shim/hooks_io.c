@@ -5,6 +5,7 @@
  * __recvfrom_chk).  For an fd that is not ours each costs one array load.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
 
@@ -100,6 +101,34 @@ KP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 KP_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count)
 	__attribute__((alias("sendfile")));
 
+KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
+			 unsigned int flags)
+{
+	struct kp_conn *in = kp_fd_conn(fd_in), *out = kp_fd_conn(fd_out);
+	if (!in && !out)
+		return KP_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
+	ssize_t r;
+	if (in && kp_recv_intercept(in, fd_in, &r))
+		return r;
+	r = KP_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
+	if (in)
+		kp_recv_unseen(in, fd_in, r);
+	if (out)
+		kp_sendfile_done(out, fd_out, r);
+	return r;
+}
+
+KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	int r = KP_REAL(sendmmsg)(fd, vec, n, flags);
+	/* never rewritten (a head may span messages): followed for facts */
+	for (int i = 0; c && i < r; i++)
+		kp_send_done(c, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
+			     (ssize_t)vec[i].msg_len);
+	return r;
+}
+
 /* ------------------------------------------------------------ read */
 
 KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -171,6 +200,30 @@ KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	}
 	r = KP_REAL(recvmsg)(fd, msg, flags);
 	kp_recv_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, r, flags);
+	return r;
+}
+
+KP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c)
+		return KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
+	ssize_t r0;
+	if (n > 0 && kp_recv_intercept(c, fd, &r0)) {
+		/* what the kernel reports at EOF: one message of length 0 */
+		vec[0].msg_len = 0;
+		vec[0].msg_hdr.msg_flags = 0;
+		vec[0].msg_hdr.msg_controllen = 0;
+		return 1;
+	}
+	int r = KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
+	int saved = errno;
+	for (int i = 0; i < r; i++)
+		kp_recv_done(c, fd, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
+			     (ssize_t)vec[i].msg_len, flags);
+	if (r < 0)
+		kp_recv_done(c, fd, NULL, 0, -1, flags);
+	errno = saved;
 	return r;
 }
 

@@ -49,6 +49,9 @@
 			    socklen_t))                                              \
 	X(ssize_t, sendmsg, (int, const struct msghdr *, int))                       \
 	X(ssize_t, sendfile, (int, int, off_t *, size_t))                            \
+	X(ssize_t, splice, (int, loff_t *, int, loff_t *, size_t, unsigned int))     \
+	X(int, sendmmsg, (int, struct mmsghdr *, unsigned int, int))                 \
+	X(int, recvmmsg, (int, struct mmsghdr *, unsigned int, int, struct timespec *)) \
 	X(ssize_t, read, (int, void *, size_t))                                      \
 	X(ssize_t, readv, (int, const struct iovec *, int))                          \
 	X(ssize_t, recv, (int, void *, size_t, int))                                 \

@@ -208,3 +208,23 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_same_output --headers
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
+
+@test "request heads written a byte at a time: rewritten, reused, same output" {
+	nginx_start
+	run_both 3 "$CLIENTS/fdlife" trickle "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	assert_equal "$(count_matches '^HTTP/1.1 200' "$BATS_TEST_TMPDIR/shim.out")" 3
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	assert_equal "rewritten=$(stat_value rewritten)" "rewritten=3"
+}
+
+@test "POST bodies sent with sendfile() (Content-Length): followed by arithmetic, reused" {
+	scripted_start keepalive
+	head -c 300000 /dev/zero | tr '\0' x >"$BATS_TEST_TMPDIR/upload"
+	run_both 3 "$CLIENTS/fdlife" sendfile "$SCRIPTED_PORT" "$BATS_TEST_TMPDIR/upload"
+	assert_both_ok
+	assert_same_output
+	assert_equal "$(count_matches '^HTTP/1.1 200' "$BATS_TEST_TMPDIR/shim.out")" 3
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}

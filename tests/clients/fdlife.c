@@ -12,11 +12,14 @@
  *   select-eof      non-blocking, select() then read() until EOF
  *   closefrom       closefrom(3) after a response, files on the freed numbers,
  *                   more requests: the files must stay the files
+ *   trickle         3 requests, each head written one byte per write()
+ *   sendfile        3 POSTs of FILE: head by write(), body by sendfile()
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/select.h>
+#include <sys/sendfile.h>
 #include <sys/stat.h>
 
 #include "common.h"
@@ -173,6 +176,35 @@ int main(int argc, char **argv)
 			bad += !is_devnull(files[i]);
 		/* not how many files: the pool's hidden fd may take one number */
 		printf("%d of the files no longer /dev/null\n", bad);
+	} else if (!strcmp(what, "trickle")) {
+		for (int i = 0; i < 3; i++) {
+			int s = dial();
+			for (const char *p = get_close; *p; p++)
+				if (write(s, p, 1) != 1)
+					die("write");
+			drain(s, 0);
+			close(s);
+		}
+	} else if (!strcmp(what, "sendfile")) {
+		for (int i = 0; i < 3; i++) {
+			int f = open(argv[3], O_RDONLY);
+			struct stat st;
+			if (f < 0 || fstat(f, &st) < 0)
+				die("open %s", argv[3]);
+			char head[256];
+			snprintf(head, sizeof(head),
+				 "POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: %lld\r\n"
+				 "Connection: close\r\n\r\n", (long long)st.st_size);
+			int s = dial();
+			put(s, head);
+			off_t off = 0;
+			while (off < st.st_size)
+				if (sendfile(s, f, &off, (size_t)(st.st_size - off)) <= 0)
+					die("sendfile");
+			drain(s, 0);
+			close(s);
+			close(f);
+		}
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", what);
 		return 2;
