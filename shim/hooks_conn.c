@@ -100,55 +100,38 @@ static int fresh_pair(int r, const int fds[2])
 	return r;
 }
 
-/* open flags that take a mode argument */
-#define NEEDS_MODE(flags) (((flags) & O_CREAT) || ((flags) & O_TMPFILE) == O_TMPFILE)
+/* The mode argument of an open call, present only with O_CREAT/O_TMPFILE.
+ * A macro: va_start must run in the variadic function itself. */
+#define OPEN_MODE(last_named, flags)                                              \
+	({                                                                        \
+		mode_t mode_ = 0;                                                 \
+		if (((flags) & O_CREAT) || ((flags) & O_TMPFILE) == O_TMPFILE) { \
+			va_list ap_;                                              \
+			va_start(ap_, last_named);                                \
+			mode_ = va_arg(ap_, mode_t);                              \
+			va_end(ap_);                                              \
+		}                                                                 \
+		mode_;                                                            \
+	})
 
 KP_EXPORT int open(const char *path, int flags, ...)
 {
-	mode_t mode = 0;
-	if (NEEDS_MODE(flags)) {
-		va_list ap;
-		va_start(ap, flags);
-		mode = va_arg(ap, mode_t);
-		va_end(ap);
-	}
-	return fresh(KP_REAL(open)(path, flags, mode));
+	return fresh(KP_REAL(open)(path, flags, OPEN_MODE(flags, flags)));
 }
 
 KP_EXPORT int open64(const char *path, int flags, ...)
 {
-	mode_t mode = 0;
-	if (NEEDS_MODE(flags)) {
-		va_list ap;
-		va_start(ap, flags);
-		mode = va_arg(ap, mode_t);
-		va_end(ap);
-	}
-	return fresh(KP_REAL(open64)(path, flags, mode));
+	return fresh(KP_REAL(open64)(path, flags, OPEN_MODE(flags, flags)));
 }
 
 KP_EXPORT int openat(int dirfd, const char *path, int flags, ...)
 {
-	mode_t mode = 0;
-	if (NEEDS_MODE(flags)) {
-		va_list ap;
-		va_start(ap, flags);
-		mode = va_arg(ap, mode_t);
-		va_end(ap);
-	}
-	return fresh(KP_REAL(openat)(dirfd, path, flags, mode));
+	return fresh(KP_REAL(openat)(dirfd, path, flags, OPEN_MODE(flags, flags)));
 }
 
 KP_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
 {
-	mode_t mode = 0;
-	if (NEEDS_MODE(flags)) {
-		va_list ap;
-		va_start(ap, flags);
-		mode = va_arg(ap, mode_t);
-		va_end(ap);
-	}
-	return fresh(KP_REAL(openat64)(dirfd, path, flags, mode));
+	return fresh(KP_REAL(openat64)(dirfd, path, flags, OPEN_MODE(flags, flags)));
 }
 
 KP_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)

@@ -28,21 +28,21 @@ assert_reused_all() {
 }
 
 @test "ruby Net::HTTP.start per request: 200 requests on one connection, same output" {
-	run_both $N "$RUBY" "$SCRIPTS/start_each.rb" "http://127.0.0.1:$NGINX_PORT/f" $N
+	run_both $N "$RUBY" "$PRODUCT_CLIENTS/nethttp_fresh.rb" 127.0.0.1 "$NGINX_PORT" /f $N
 	assert_plain_output_is "$NGINX_DIR/www/f" $N
 	assert_same_output
 	assert_reused_all $N
 }
 
 @test "ruby TCPSocket HTTP/1.0 read to EOF: 200 requests on one connection, same output" {
-	run_both $N "$RUBY" "$SCRIPTS/raw10.rb" 127.0.0.1 "$NGINX_PORT" /f $N
+	run_both $N "$RUBY" "$PRODUCT_CLIENTS/tcpsocket_http10.rb" 127.0.0.1 "$NGINX_PORT" /f $N
 	assert_equal "$(count_matches '^HTTP/1\.1 200 OK' "$BATS_TEST_TMPDIR/plain.out")" $N
 	assert_same_output --headers
 	assert_reused_all $N
 }
 
 @test "python urllib.request.urlopen: 200 requests on one connection, same output" {
-	run_both $N "$PYTHON" "$SCRIPTS/urlopen.py" "http://127.0.0.1:$NGINX_PORT/f" $N
+	run_both $N "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f $N
 	assert_plain_output_is "$NGINX_DIR/www/f" $N
 	assert_same_output
 	assert_reused_all $N

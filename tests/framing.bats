@@ -40,7 +40,7 @@ assert_not_reused() {
 
 @test "HEAD with ruby Net::HTTP: same output, reused" {
 	nginx_start
-	run_both $N "$RUBY" "$SCRIPTS/start_each.rb" "http://127.0.0.1:$NGINX_PORT/f" $N HEAD
+	run_both $N "$RUBY" "$PRODUCT_CLIENTS/nethttp_fresh.rb" 127.0.0.1 "$NGINX_PORT" /f $N HEAD
 	assert_equal "$(count_matches "^200 $NGINX_F_SIZE\$" "$BATS_TEST_TMPDIR/plain.out")" $N
 	assert_same_output
 	assert_reused
@@ -99,7 +99,7 @@ assert_not_reused() {
 
 @test "chunked with trailers, ruby Net::HTTP: same output, reused" {
 	scripted_start chunked_trailers
-	run_both $N "$RUBY" "$SCRIPTS/start_each.rb" "http://127.0.0.1:$SCRIPTED_PORT/chunked" $N
+	run_both $N "$RUBY" "$PRODUCT_CLIENTS/nethttp_fresh.rb" 127.0.0.1 "$SCRIPTED_PORT" /chunked $N
 	assert_equal "$(count_matches '^hello id=000000' "$BATS_TEST_TMPDIR/plain.out")" $N
 	assert_same_output
 	assert_reused
@@ -133,7 +133,7 @@ assert_not_reused() {
 
 @test "close-delimited body, ruby HTTP/1.0 read to EOF: same output, no reuse, no hang" {
 	scripted_start close_delimited
-	run_both $N "$RUBY" "$SCRIPTS/raw10.rb" 127.0.0.1 "$SCRIPTED_PORT" /cd $N
+	run_both $N "$RUBY" "$PRODUCT_CLIENTS/tcpsocket_http10.rb" 127.0.0.1 "$SCRIPTED_PORT" /cd $N
 	assert_equal "$(count_matches '^second piece of the body' "$BATS_TEST_TMPDIR/plain.out")" $N
 	assert_same_output
 	assert_not_reused

@@ -24,7 +24,8 @@ RUBY="${RUBY:-/usr/bin/ruby}"
 CURL="${CURL:-curl}"
 CLIENT_TIMEOUT="${CLIENT_TIMEOUT:-20}"
 CLIENTS="$ROOT/build/clients"    # compiled C clients
-SCRIPTS="$ROOT/tests/clients"    # Ruby/Python clients
+SCRIPTS="$ROOT/tests/clients"    # Ruby/Python test clients
+PRODUCT_CLIENTS="$ROOT/scripts/clients" # the demo's clients, tested too
 CASES="$ROOT/tests/servers/cases"
 
 source "${BATS_LIB_DIR:-/usr/lib/bats}/bats-support/load.bash"
