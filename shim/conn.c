@@ -93,6 +93,7 @@ static void conn_unref(struct kp_conn *c)
 }
 
 static void give_up(struct kp_conn *c, int fd, const char *why);
+static void flush_held(struct kp_conn *c, int fd);
 
 /* Step aside for good.  Caller holds c->lock. */
 static void go_passthrough(struct kp_conn *c, const char *why)
@@ -627,7 +628,9 @@ void kp_dup_to(struct kp_conn *c, int newfd)
 void kp_note_shutdown(struct kp_conn *c, int fd, int how)
 {
 	pthread_mutex_lock(&c->lock);
-	give_up(c, fd, "shutdown");
+	/* the server sees our FIN and closes after answering: nothing to owe */
+	flush_held(c, fd);
+	go_passthrough(c, "shutdown");
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -710,7 +713,7 @@ static ssize_t send_all(int fd, const char *buf, size_t len, int flags, bool fai
  * rewritten request is still waiting for its response, nobody will close
  * the connection for the program: let the quiet period end it (lost).
  * fd < 0: no held bytes can be pending here.  Caller holds c->lock. */
-static void give_up(struct kp_conn *c, int fd, const char *why)
+static void flush_held(struct kp_conn *c, int fd)
 {
 	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
 		size_t sent;
@@ -718,27 +721,63 @@ static void give_up(struct kp_conn *c, int fd, const char *why)
 			c->poolable = false;
 		c->held_len = 0;
 	}
-	for (unsigned i = 0; i < c->n_reqs; i++)
-		if (c->reqs[i].rewritten)
+}
+
+static void give_up(struct kp_conn *c, int fd, const char *why)
+{
+	flush_held(c, fd);
+	for (unsigned i = 0; i < c->n_reqs && !c->lost; i++) {
+		if (c->reqs[i].rewritten) {
 			c->lost = true;
+			/* the quiet clock starts with the response: a response under
+			 * way was last heard from now (it is what we gave up on); else
+			 * wait for the server's first byte, however late it comes */
+			c->lost_ms = c->resp_started ? c->last_rx_ms : kp_now_ms();
+		}
+	}
 	go_passthrough(c, why);
 }
 
+void kp_send_bypass(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&c->lock);
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && c->held_len)
+		give_up(c, fd, "a send we cannot see into follows a held head");
+	pthread_mutex_unlock(&c->lock);
+	errno = saved;
+}
+
+void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only)
+{
+	if (c == KP_POOLED)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&c->lock);
+	bool rewritten = false;
+	for (unsigned i = 0; i < c->n_reqs; i++)
+		rewritten |= c->reqs[i].rewritten;
+	flush_held(c, fd);
+	go_passthrough(c, "fdopen: stdio reads go past us");
+	/* Our EOF cannot reach stdio's reads, so the server's must: it closes
+	 * after answering once it sees our FIN.  Only for a stream that will
+	 * not write: a shut-down socket cannot send. */
+	if (rewritten && read_only)
+		KP_REAL(shutdown)(fd, SHUT_WR);
+	pthread_mutex_unlock(&c->lock);
+	errno = saved;
+}
+
 /* Parse a request head of which the first `seen` bytes were already
- * found unfinished: unless the new bytes can end it (a blank line, with a
- * bare LF tolerated), it is still unfinished, and a head trickling in a
- * byte per write costs O(n), not O(n^2), to follow. */
+ * found unfinished.  Until the new bytes complete a line, nothing new can
+ * be judged: a head trickling in a byte per write costs a parse per line,
+ * not per byte. */
 static long head_parse(const char *buf, size_t len, size_t seen, struct frm_req_head *h)
 {
-	if (seen && len <= FRM_MAX_HEAD) {
-		size_t from = seen > 3 ? seen - 3 : 0;
-		bool may_end = false;
-		for (size_t i = from; i + 1 < len && !may_end; i++)
-			may_end = buf[i] == '\n' &&
-				  (buf[i + 1] == '\n' || (buf[i + 1] == '\r' && i + 2 < len && buf[i + 2] == '\n'));
-		if (!may_end)
-			return 0;
-	}
+	if (seen && len <= FRM_MAX_HEAD && !memchr(buf + seen, '\n', len - seen))
+		return 0;
 	return frm_req_parse_head(buf, len, h);
 }
 
@@ -1014,8 +1053,8 @@ int kp_conn_wait_ms(struct kp_conn *c)
 		return -1;
 	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE))
 		return 0;
-	if (!c->lost)
-		return -1;
+	if (!c->lost || c->last_rx_ms < c->lost_ms)
+		return -1; /* no response byte since: the server has the word */
 	uint64_t quiet = kp_now_ms() - c->last_rx_ms;
 	return quiet >= kp_cfg.quiet_ms ? 0 : (int)(kp_cfg.quiet_ms - quiet);
 }
@@ -1027,14 +1066,15 @@ int kp_conn_wait_ms(struct kp_conn *c)
 static bool lost_quiet(struct kp_conn *c, int fd)
 {
 	for (;;) {
-		uint64_t quiet = kp_now_ms() - c->last_rx_ms;
-		if (quiet >= kp_cfg.quiet_ms)
-			return true;
+		int ms = kp_conn_wait_ms(c);
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		if (ms < 0)
+			return false;
+		if (ms == 0) /* quiet long enough, unless bytes wait unread */
+			return KP_REAL(poll)(&pfd, 1, 0) == 0;
 		if (c->nonblock)
 			return false; /* the program waits in poll: kp_conn_wait_ms */
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		int r = KP_REAL(poll)(&pfd, 1, (int)(kp_cfg.quiet_ms - quiet));
-		if (r != 0)
+		if (KP_REAL(poll)(&pfd, 1, ms) != 0)
 			return false; /* data, or an error the real read will report */
 	}
 }
@@ -1070,10 +1110,13 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 		return;
 	int saved = errno;
 	pthread_mutex_lock(&c->lock);
-	if (n == 0)
+	if (n == 0) {
 		c->poolable = false;
-	else if (c->state == KP_ACTIVE)
-		give_up(c, fd, "response read unseen (splice)");
+	} else {
+		if (c->state == KP_ACTIVE)
+			give_up(c, fd, "response read unseen (splice)");
+		c->last_rx_ms = kp_now_ms();
+	}
 	pthread_mutex_unlock(&c->lock);
 	errno = saved;
 }

@@ -49,7 +49,7 @@ struct kp_conn {
 	bool reused;         /* came from the pool */
 	bool poolable;       /* nothing has happened that forbids parking */
 	bool eof_owed;       /* the final response is complete: reads return 0 */
-	bool lost;           /* framing lost after a rewrite: see kp_recv_intercept */
+	bool lost;           /* framing lost after a rewrite: see kp_conn_wait_ms */
 	bool resp_started;   /* resp is framing a response to reqs[0] */
 	bool nonblock;       /* O_NONBLOCK of the open file description */
 	struct pool_key key;
@@ -67,7 +67,9 @@ struct kp_conn {
 	struct frm_resp resp;
 	uint32_t served;     /* responses completed on this TCP connection */
 	int32_t ka_timeout, ka_max;
-	uint64_t last_rx_ms;
+	uint64_t last_rx_ms; /* when the program last read response bytes */
+	uint64_t lost_ms;    /* when lost was set (or the response bytes it
+	                        was set on arrived) */
 
 	/* socket options the program set (to carry over to a pooled socket) */
 	struct kp_sockopt opts[KP_MAX_OPTS];
@@ -110,6 +112,14 @@ bool kp_sockopt_already(struct kp_conn *c, int level, int name, const void *val,
 
 /* The program changed O_NONBLOCK (fcntl F_SETFL, ioctl FIONBIO). */
 void kp_note_nonblock(int fd, bool on);
+
+/* A send the write path does not intercept (sendfile, splice, sendmmsg,
+ * sendto/sendmsg with an address or ancillary data) is about to go out:
+ * head bytes still held must go first. */
+void kp_send_bypass(struct kp_conn *c, int fd);
+
+/* fdopen() of a tracked fd: stdio's reads will go past us. */
+void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only);
 
 /* shutdown() of a tracked connection. */
 void kp_note_shutdown(struct kp_conn *c, int fd, int how);

@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/syscall.h>
@@ -23,8 +24,11 @@
 
 /* ------------------------------------------------------------ life */
 
+static pid_t our_pid;
+
 static void after_fork_child(void)
 {
+	__atomic_store_n(&our_pid, getpid(), __ATOMIC_RELAXED);
 	kp_conn_after_fork_child();
 }
 
@@ -37,6 +41,7 @@ __attribute__((constructor)) static void kp_init(void)
 	kp_conn_init();
 	if (kp_fdtab_init() < 0)
 		return; /* the table stays empty: everything passes through */
+	our_pid = getpid();
 	pthread_atfork(NULL, NULL, after_fork_child);
 	kp_debug("loaded");
 }
@@ -188,6 +193,24 @@ KP_EXPORT int fclose(FILE *fp)
 	return KP_REAL(fclose)(fp);
 }
 
+KP_EXPORT FILE *fdopen(int fd, const char *mode)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (c && c != KP_POOLED && mode)
+		kp_note_fdopen(c, fd, mode[0] == 'r' && !strchr(mode, '+'));
+	return KP_REAL(fdopen)(fd, mode);
+}
+
+/* newfd is a dup of an fd we do not track: it shares what we learnt of
+ * oldfd's socket (O_NONBLOCK belongs to the description), its own CLOEXEC. */
+static void dup_fdflags(int oldfd, int newfd, bool cloexec)
+{
+	fresh(newfd);
+	if (kp_fd_valid(oldfd) && kp_fd_valid(newfd) && kp_fdflags[oldfd])
+		kp_fdflags[newfd] = (uint8_t)((kp_fdflags[oldfd] & ~KP_FD_CLOEXEC) |
+					      (cloexec ? KP_FD_CLOEXEC : 0));
+}
+
 KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	if (kp_fd_valid(fd))
@@ -221,9 +244,22 @@ KP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 KP_EXPORT int close(int fd)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
-	if (!c)
+	if (!c) {
+		/* what socket()/fcntl() taught us dies with the fd */
+		if (kp_fd_valid(fd) && kp_fdflags[fd])
+			kp_fdflags[fd] = 0;
 		return KP_REAL(close)(fd);
+	}
 	return kp_close(fd, c);
+}
+
+/* In a vfork() child (CPython's subprocess closes fds with close_range()
+ * there) our memory is the parent's, but the fd table is not: settling or
+ * parking anything would wreck the parent's state.  vfork runs no atfork
+ * handler, so the pid tells.  Only the rare range calls pay the getpid. */
+static bool in_vfork_child(void)
+{
+	return getpid() != __atomic_load_n(&our_pid, __ATOMIC_RELAXED);
 }
 
 static int close_gaps(unsigned first, unsigned last, int flags, const int *keep, size_t n);
@@ -270,7 +306,7 @@ static int close_gaps(unsigned first, unsigned last, int flags, const int *keep,
 
 KP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
-	if (!kp_fdtab_len || first > last)
+	if (!kp_fdtab_len || first > last || in_vfork_child())
 		return (int)syscall(SYS_close_range, first, last, flags);
 	return close_range_keep_pool(first, last, flags);
 }
@@ -279,6 +315,10 @@ KP_EXPORT void closefrom(int lowfd)
 {
 	if (lowfd < 0)
 		lowfd = 0;
+	if (kp_fdtab_len && in_vfork_child()) {
+		syscall(SYS_close_range, (unsigned)lowfd, ~0u, 0);
+		return;
+	}
 	if (close_range((unsigned)lowfd, ~0u, 0) == 0)
 		return;
 	/* like glibc: fall back to closing one by one */
@@ -304,16 +344,20 @@ KP_EXPORT int dup(int fd)
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (nfd >= 0 && c && c != KP_POOLED)
 		kp_dup_to(c, nfd);
-	else
-		fresh(nfd);
+	else if (nfd >= 0)
+		dup_fdflags(fd, nfd, false);
 	return nfd;
 }
 
 static int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
 {
 	struct kp_conn *c = kp_fd_conn(oldfd);
-	if (!c && !kp_fd_conn(newfd))
-		return is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
+	if (!c && !kp_fd_conn(newfd)) {
+		int r = is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
+		if (r >= 0 && r != oldfd)
+			dup_fdflags(oldfd, r, flags & O_CLOEXEC);
+		return r;
+	}
 	if (oldfd == newfd) /* dup2: no-op; dup3: EINVAL */
 		return is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
 	if (c == KP_POOLED) {
@@ -329,7 +373,7 @@ static int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
 	if (r >= 0 && c)
 		kp_dup_to(c, r);
 	else if (r >= 0)
-		fresh(r);
+		dup_fdflags(oldfd, r, flags & O_CLOEXEC);
 	return r;
 }
 
@@ -361,7 +405,7 @@ KP_EXPORT int fcntl(int fd, int cmd, ...)
 		if (c && c != KP_POOLED)
 			kp_dup_to(c, r);
 		else
-			fresh(r);
+			dup_fdflags(fd, r, cmd == F_DUPFD_CLOEXEC);
 		break;
 	}
 	case F_SETFL:

@@ -70,6 +70,8 @@ KP_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 	 * the program would get anyway: let the kernel say it) */
 	if (!to && kp_send_intercept(c, fd, &iov, 1, flags, &r))
 		return r;
+	if (to)
+		kp_send_bypass(c, fd);
 	r = KP_REAL(sendto)(fd, buf, n, flags, to, tolen);
 	kp_send_done(c, &iov, 1, r);
 	return r;
@@ -81,9 +83,12 @@ KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	if (!c)
 		return KP_REAL(sendmsg)(fd, msg, flags);
 	ssize_t r;
-	if (!msg->msg_name && !msg->msg_controllen && msg->msg_iovlen > 0 && msg->msg_iovlen <= 1024 &&
+	bool plain = !msg->msg_name && !msg->msg_controllen && msg->msg_iovlen <= 1024;
+	if (plain && msg->msg_iovlen > 0 &&
 	    kp_send_intercept(c, fd, msg->msg_iov, (int)msg->msg_iovlen, flags, &r))
 		return r;
+	if (!plain)
+		kp_send_bypass(c, fd);
 	r = KP_REAL(sendmsg)(fd, msg, flags);
 	kp_send_done(c, msg->msg_iov, (int)msg->msg_iovlen, r);
 	return r;
@@ -92,6 +97,8 @@ KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 KP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	struct kp_conn *c = kp_fd_conn(out_fd);
+	if (c)
+		kp_send_bypass(c, out_fd);
 	ssize_t r = KP_REAL(sendfile)(out_fd, in_fd, offset, count);
 	if (c)
 		kp_sendfile_done(c, out_fd, r);
@@ -110,6 +117,8 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 	ssize_t r;
 	if (in && kp_recv_intercept(in, fd_in, &r))
 		return r;
+	if (out)
+		kp_send_bypass(out, fd_out);
 	r = KP_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 	if (in)
 		kp_recv_unseen(in, fd_in, r);
@@ -121,6 +130,8 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
+	if (c)
+		kp_send_bypass(c, fd);
 	int r = KP_REAL(sendmmsg)(fd, vec, n, flags);
 	/* never rewritten (a head may span messages): followed for facts */
 	for (int i = 0; c && i < r; i++)

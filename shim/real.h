@@ -32,6 +32,7 @@
 	X(int, epoll_create, (int))                                                  \
 	X(int, epoll_create1, (int))                                                 \
 	X(int, fclose, (FILE *))                                                     \
+	X(FILE *, fdopen, (int, const char *))                                       \
 	X(int, close, (int))                                                         \
 	X(int, close_range, (unsigned int, unsigned int, int))                       \
 	X(void, closefrom, (int))                                                    \

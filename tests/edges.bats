@@ -228,3 +228,61 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_equal "$(count_matches '^HTTP/1.1 200' "$BATS_TEST_TMPDIR/shim.out")" 3
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
+
+@test "shutdown(SHUT_WR) after a Connection: close request: the whole response, no hang" {
+	nginx_start
+	run_both 5 "$PYTHON" "$RAW" 127.0.0.1 "$NGINX_PORT" 5 \
+		'GET /big HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' --shutdown
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "$(count_matches '^Content-Length: 102400' "$BATS_TEST_TMPDIR/shim.out")" 5
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 5"
+}
+
+@test "a head begun with write() and ended with sendmmsg(): sent in order, same output" {
+	nginx_start
+	run_both 2 "$CLIENTS/fdlife" sendmmsg-split "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	run grep -c '^HTTP/1.1 200' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 2
+}
+
+@test "response read through stdio (fdopen, fgets): no hang, same output, not pooled" {
+	nginx_start
+	run_both 2 "$CLIENTS/fdlife" stdio "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	assert_equal "$(count_matches '^libkeepalive test file /f, line 6 ' "$BATS_TEST_TMPDIR/shim.out")" 2
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 2"
+}
+
+@test "response read with splice(): the whole response, then EOF" {
+	nginx_start
+	run_both 2 KEEPALIVE_QUIET_MS=300 "$CLIENTS/fdlife" splice-read "$NGINX_PORT" big
+	assert_both_ok
+	assert_same_output
+	run grep -c 'more than 100000 bytes: 1, then EOF' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+}
+
+@test "a pooled socket handed to a blocking fd number that was non-blocking before stays blocking" {
+	nginx_start
+	run_both 2 "$CLIENTS/fdlife" stale-flags "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	run grep -c '^O_NONBLOCK after connect: 0' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+@test "subprocess (vfork + close_range in the child) while a connection is open: the parent's state survives" {
+	nginx_start
+	run_both 5 "$PYTHON" "$ROOT/tests/clients/subprocess_between.py" 127.0.0.1 "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	assert_plain_output_is "$NGINX_DIR/www/f" 5
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 4"
+	# the kept-alive connection, parked at its close, serves urllib too
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}

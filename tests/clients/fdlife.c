@@ -14,6 +14,12 @@
  *                   more requests: the files must stay the files
  *   trickle         3 requests, each head written one byte per write()
  *   sendfile        3 POSTs of FILE: head by write(), body by sendfile()
+ *   sendmmsg-split  a head begun with write() and ended with sendmmsg()
+ *   stdio           the response read with fdopen(s, "r") and fgets()
+ *   splice-read     the response read with splice() into a pipe
+ *   stale-flags     a blocking socket dup2()ed onto the number of a closed
+ *                   non-blocking one, then connected (from the pool): it
+ *                   must stay blocking
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -25,7 +31,9 @@
 #include "common.h"
 
 static int port;
-static const char get_close[] = "GET /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+static const char get_f[] = "GET /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+static const char get_big[] = "GET /big HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+static const char *get_close = get_f;
 
 static struct sockaddr_in addr(void)
 {
@@ -97,6 +105,9 @@ int main(int argc, char **argv)
 	port = atoi(argv[2]);
 	setvbuf(stdout, NULL, _IONBF, 0);
 
+	/* scenarios that read a big response ask for /big instead of /f */
+	if (argc > 3 && !strcmp(argv[3], "big"))
+		get_close = get_big;
 	if (!strcmp(what, "pipeline-split")) {
 		int s = dial();
 		put(s, "GET /f HTTP/1.1\r\nHost: t\r\n\r\nGET /f HTTP/1.1\r\nHo");
@@ -205,6 +216,62 @@ int main(int argc, char **argv)
 			close(s);
 			close(f);
 		}
+	} else if (!strcmp(what, "sendmmsg-split")) {
+		one_request();
+		int s = dial();
+		put(s, "GET /f HTTP/1.1\r\n");
+		char rest[] = "Host: t\r\nConnection: close\r\n\r\n";
+		struct iovec iov = { rest, strlen(rest) };
+		struct mmsghdr m = { .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1 } };
+		if (sendmmsg(s, &m, 1, 0) != 1)
+			die("sendmmsg");
+		drain(s, 0);
+		close(s);
+	} else if (!strcmp(what, "stdio")) {
+		for (int i = 0; i < 2; i++) {
+			int s = dial();
+			put(s, get_close);
+			FILE *f = fdopen(s, "r");
+			char line[4096];
+			while (fgets(line, sizeof(line), f))
+				if (strncmp(line, "Date:", 5) && strncmp(line, "Connection:", 11))
+					fputs(line, stdout);
+			fclose(f);
+		}
+	} else if (!strcmp(what, "splice-read")) {
+		one_request();
+		int s = dial(), p[2];
+		put(s, get_close);
+		if (pipe(p) < 0)
+			die("pipe");
+		char buf[65536];
+		ssize_t n;
+		size_t total = 0;
+		while ((n = splice(s, NULL, p[1], NULL, sizeof(buf), 0)) > 0) {
+			ssize_t m = read(p[0], buf, (size_t)n);
+			if (m != n)
+				die("pipe read");
+			total += (size_t)n;
+		}
+		if (n < 0)
+			die("splice");
+		printf("spliced a response of more than 100000 bytes: %d, then EOF\n", total > 100000);
+		close(s);
+	} else if (!strcmp(what, "stale-flags")) {
+		one_request();
+		int nb = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		int b = socket(AF_INET, SOCK_STREAM, 0);
+		close(nb);
+		if (dup2(b, nb) != nb)
+			die("dup2");
+		close(b);
+		struct sockaddr_in a = addr();
+		if (connect(nb, (struct sockaddr *)&a, sizeof(a)) < 0)
+			die("connect");
+		printf("O_NONBLOCK after connect: %d\n", !!(fcntl(nb, F_GETFL) & O_NONBLOCK));
+		put(nb, get_close);
+		drain(nb, 0);
+		close(nb);
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", what);
 		return 2;
