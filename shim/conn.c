@@ -501,8 +501,8 @@ static bool parkable(const struct kp_conn *c)
 }
 
 /* Move the connection behind fd into the pool.  Returns 0 when parked
- * (fd is then closed), -1 when not (fd untouched). */
-static int park(int fd, struct kp_conn *c)
+ * (fd then closed if close_fd), -1 when not (fd untouched). */
+static int park(int fd, struct kp_conn *c, bool close_fd)
 {
 	int hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
 	if (hidden < 0)
@@ -533,17 +533,16 @@ static int park(int fd, struct kp_conn *c)
 		KP_REAL(close)(hidden);
 		return -1;
 	}
-	KP_REAL(close)(fd);
+	if (close_fd)
+		KP_REAL(close)(fd);
 	return 0;
 }
 
-/* The last fd of c is going away; if park is allowed and possible, fd is
- * closed by parking and true is returned. */
-static bool settle_last(int fd, struct kp_conn *c, bool may_close_fd)
+/* The last fd of c is going away: park it if allowed and possible (fd is
+ * then closed) and say so. */
+static bool settle_last(int fd, struct kp_conn *c)
 {
-	bool parked = false;
-	if (parkable(c) && may_close_fd)
-		parked = park(fd, c) == 0;
+	bool parked = parkable(c) && park(fd, c, true) == 0;
 	if (parked) {
 		kp_count(parked);
 		kp_debug("fd %d: parked after %u requests", fd, c->served);
@@ -574,7 +573,7 @@ int kp_close(int fd, struct kp_conn *c)
 	kp_fdflags[fd] = 0;
 	pthread_mutex_lock(&c->lock);
 	int left = --c->refs;
-	bool parked = !left && settle_last(fd, c, true);
+	bool parked = !left && settle_last(fd, c);
 	pthread_mutex_unlock(&c->lock);
 	if (!left)
 		conn_free(c);
@@ -597,11 +596,11 @@ void kp_forget_fd(int fd, bool may_park)
 	pthread_mutex_lock(&c->lock);
 	int left = --c->refs;
 	if (!left && may_park && parkable(c)) {
-		/* dup2 onto our last fd would close the socket: park a copy */
-		if (park(fd, c) == 0) {
+		/* dup2 onto our last fd would close the socket: park a copy, and
+		 * leave fd open: dup2 replaces it atomically, where closing it
+		 * here would let another thread's open() take the number first */
+		if (park(fd, c, false) == 0)
 			kp_count(parked);
-			/* park() closed fd; the dup2 that follows reuses the number */
-		}
 	} else if (!left && c->state != KP_PRECONNECT) {
 		kp_count(closed);
 	}

@@ -286,3 +286,14 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	# the kept-alive connection, parked at its close, serves urllib too
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
+
+@test "dup2 over a finished connection parks it; a dup'ed socket is parked at its last close" {
+	nginx_start
+	run_both 3 "$CLIENTS/fdlife" dup2-over "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	run grep -c '^after dup2 the number is /dev/null: 1' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	assert_equal "parked=$(stat_value parked)" "parked=3"
+}

@@ -17,6 +17,9 @@
  *   sendmmsg-split  a head begun with write() and ended with sendmmsg()
  *   stdio           the response read with fdopen(s, "r") and fgets()
  *   splice-read     the response read with splice() into a pipe
+ *   dup2-over       after a response, /dev/null is dup2()ed over the socket
+ *                   (the kernel closes it: the shim parks it first); then
+ *                   a dup()ed socket closed in two steps; 3 requests in all
  *   stale-flags     a blocking socket dup2()ed onto the number of a closed
  *                   non-blocking one, then connected (from the pool): it
  *                   must stay blocking
@@ -257,6 +260,23 @@ int main(int argc, char **argv)
 			die("splice");
 		printf("spliced a response of more than 100000 bytes: %d, then EOF\n", total > 100000);
 		close(s);
+	} else if (!strcmp(what, "dup2-over")) {
+		int s = dial();
+		put(s, get_close);
+		drain(s, 0);
+		int null = open("/dev/null", O_RDONLY);
+		if (dup2(null, s) != s)
+			die("dup2");
+		close(null);
+		printf("after dup2 the number is /dev/null: %d\n", is_devnull(s));
+		close(s);
+		s = dial();
+		int d = dup(s);
+		put(d, get_close);
+		close(d); /* the connection lives on in s */
+		drain(s, 0);
+		close(s);
+		one_request();
 	} else if (!strcmp(what, "stale-flags")) {
 		one_request();
 		int nb = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
