@@ -209,7 +209,7 @@ static bool default_of(int fresh, const struct kp_sockopt *o, struct kp_sockopt 
 	} else if (fresh >= 0) {
 		socklen_t len = sizeof(def->val);
 		*def = *o;
-		if (getsockopt(fresh, opt_levels[o->level], o->name, def->val, &len) == 0 &&
+		if (KP_REAL(getsockopt)(fresh, opt_levels[o->level], o->name, def->val, &len) == 0 &&
 		    len <= sizeof(def->val)) {
 			def->len = (uint8_t)len;
 			found = true;
@@ -297,6 +297,17 @@ bool kp_sockopt_already(struct kp_conn *c, int level, int name, const void *val,
 	return same;
 }
 
+void kp_before_getsockopt(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || !c->n_pending)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&c->lock);
+	flush_pending(c, fd);
+	pthread_mutex_unlock(&c->lock);
+	errno = saved;
+}
+
 void kp_note_nonblock(int fd, bool on)
 {
 	if (!kp_fd_valid(fd))
@@ -377,7 +388,7 @@ static bool is_tcp(int fd)
 	/* a socket made before we were loaded, or by a call we do not wrap */
 	int type;
 	socklen_t tl = sizeof(type);
-	return getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM;
+	return KP_REAL(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM;
 }
 
 /* Put pooled socket p in the program's fd, as if connect() had just

@@ -110,6 +110,10 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
  * answered without a syscall (and it is recorded as the program's). */
 bool kp_sockopt_already(struct kp_conn *c, int level, int name, const void *val, socklen_t len);
 
+/* getsockopt() on a reused connection: settle the previous owner's
+ * options first, so the program reads its own socket's values. */
+void kp_before_getsockopt(struct kp_conn *c, int fd);
+
 /* The program changed O_NONBLOCK (fcntl F_SETFL, ioctl FIONBIO). */
 void kp_note_nonblock(int fd, bool on);
 

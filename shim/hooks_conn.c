@@ -232,6 +232,14 @@ KP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t
 	return r;
 }
 
+KP_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (c)
+		kp_before_getsockopt(c, fd);
+	return KP_REAL(getsockopt)(fd, level, name, val, len);
+}
+
 KP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	if (!kp_fdtab_len)

@@ -42,6 +42,7 @@
 	X(int, dup3, (int, int, int))                                                \
 	X(int, fcntl, (int, int, ...))                                               \
 	X(int, setsockopt, (int, int, int, const void *, socklen_t))                 \
+	X(int, getsockopt, (int, int, int, void *, socklen_t *))                     \
 	X(int, ioctl, (int, unsigned long, ...))                                     \
 	X(ssize_t, write, (int, const void *, size_t))                               \
 	X(ssize_t, writev, (int, const struct iovec *, int))                         \

@@ -56,3 +56,18 @@ STATS_FIELDS=(connects reused parked dropped replayed passthrough)
 	# the no-shim half must not print it, of course
 	assert_equal "$(count_matches '^libkeepalive: ' "$BATS_TEST_TMPDIR/plain.err")" 0
 }
+
+@test "KEEPALIVE_MAX_IDLE=0 keeps nothing idle: no reuse" {
+	run_both $N KEEPALIVE_MAX_IDLE=0 "$CLIENTS/httpget" 127.0.0.1 "$NGINX_PORT" /f $N
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "shim conns $SHIM_CONNS" "shim conns $N"
+	assert_equal "parked=$(stat_value parked)" "parked=0"
+}
+
+@test "KEEPALIVE_MAX_IDLE_PER_HOST=1: one idle connection, still reused" {
+	run_both $N KEEPALIVE_MAX_IDLE_PER_HOST=1 "$CLIENTS/httpget" 127.0.0.1 "$NGINX_PORT" /f $N
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}

@@ -297,3 +297,13 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 	assert_equal "parked=$(stat_value parked)" "parked=3"
 }
+
+@test "socket options: a pooled socket carries its new owner's options, not the last owner's" {
+	nginx_start
+	run_both 3 "$CLIENTS/fdlife" sockopts "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	run grep -c '^socket 1: TCP_NODELAY=0 SO_KEEPALIVE=0 SO_RCVTIMEO=0s' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}

@@ -20,6 +20,9 @@
  *   dup2-over       after a response, /dev/null is dup2()ed over the socket
  *                   (the kernel closes it: the shim parks it first); then
  *                   a dup()ed socket closed in two steps; 3 requests in all
+ *   sockopts        3 requests: options set before connect, none at all, one
+ *                   set after connect; each prints what getsockopt() says
+ *                   (a pooled socket must carry this owner's, not the last's)
  *   stale-flags     a blocking socket dup2()ed onto the number of a closed
  *                   non-blocking one, then connected (from the pool): it
  *                   must stay blocking
@@ -27,6 +30,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -277,6 +281,32 @@ int main(int argc, char **argv)
 		drain(s, 0);
 		close(s);
 		one_request();
+	} else if (!strcmp(what, "sockopts")) {
+		for (int i = 0; i < 3; i++) {
+			int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
+			struct timeval tv = { 5, 0 };
+			if (i == 0) {
+				setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+				setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof(one));
+				setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+			}
+			struct sockaddr_in a = addr();
+			if (connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+				die("connect");
+			if (i == 2)
+				setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+			int nodelay = -1, keepalive = -1;
+			struct timeval rcv = { -1, -1 };
+			socklen_t l1 = sizeof(nodelay), l2 = sizeof(keepalive), l3 = sizeof(rcv);
+			getsockopt(s, IPPROTO_TCP, TCP_NODELAY, &nodelay, &l1);
+			getsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &keepalive, &l2);
+			getsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &rcv, &l3);
+			printf("socket %d: TCP_NODELAY=%d SO_KEEPALIVE=%d SO_RCVTIMEO=%lds\n", i, nodelay,
+			       keepalive, (long)rcv.tv_sec);
+			put(s, get_close);
+			drain(s, 0);
+			close(s);
+		}
 	} else if (!strcmp(what, "stale-flags")) {
 		one_request();
 		int nb = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
