@@ -49,7 +49,9 @@ clients: $(CLIENT_BINS)
 bats: $(LIB) clients
 	bats tests/*.bats
 
-test: $(LIB) unit bats
+# everything: the unit tests, the suites against the library, and the same
+# suites against its ASan+UBSan build
+test: $(LIB) unit bats test-asan
 
 # the whole bats suite with the ASan+UBSan build of the library
 test-asan: $(ASAN_LIB) clients
