@@ -635,6 +635,28 @@ void kp_dup_to(struct kp_conn *c, int newfd)
 		conn_unref(old);
 }
 
+void kp_note_epoll(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED)
+		return;
+	int saved = errno;
+	pthread_mutex_lock(&c->lock);
+	if (!c->no_rewrite) {
+		c->no_rewrite = true;
+		bool owed = c->eof_owed;
+		for (unsigned i = 0; i < c->n_reqs; i++)
+			owed |= c->reqs[i].rewritten && c->reqs[i].app_close;
+		if (owed) {
+			/* the server closes after answering once it sees our FIN */
+			flush_held(c, fd);
+			go_passthrough(c, "epoll after a rewrite");
+			KP_REAL(shutdown)(fd, SHUT_WR);
+		}
+	}
+	pthread_mutex_unlock(&c->lock);
+	errno = saved;
+}
+
 void kp_note_shutdown(struct kp_conn *c, int fd, int how)
 {
 	pthread_mutex_lock(&c->lock);
@@ -922,7 +944,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	size_t out_cap = sizeof(small);
 	long outlen = 0;
 	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT &&
-			   c->n_reqs < KP_MAX_PIPELINE;
+			   c->n_reqs < KP_MAX_PIPELINE && !c->no_rewrite;
 	/* a rewrite adds one header line, or 5 bytes per "close" token */
 	if (may_rewrite && (size_t)hl + 64 + (size_t)hl / 2 > out_cap) {
 		out_cap = (size_t)hl + 64 + (size_t)hl / 2;
@@ -934,8 +956,42 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		outlen = frm_req_rewrite_head(data, &h, out, out_cap);
 	const char *head = outlen > 0 ? out : data;
 	size_t headlen = outlen > 0 ? (size_t)outlen : (size_t)hl;
-	size_t sent;
-	ssize_t sr = send_all(fd, head, headlen, flags, old_held == 0, &sent);
+	/* The head and the rest of this call (body bytes) in one sendmsg, as
+	 * the program's one call would have been: two sends would let Nagle
+	 * hold the second behind the server's delayed ACK (40 ms a request,
+	 * seen with Perl's LWP). */
+	struct iovec v[17] = { { (void *)head, headlen } };
+	int nv = 1;
+	size_t off = mine;
+	for (int i = 0; i < iovcnt && nv < 17; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		v[nv].iov_base = (char *)iov[i].iov_base + off;
+		v[nv].iov_len = iov[i].iov_len - off;
+		nv++;
+		off = 0;
+	}
+	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)nv };
+	ssize_t r;
+	do
+		r = KP_REAL(sendmsg)(fd, &m, flags);
+	while (r < 0 && errno == EINTR);
+	size_t sent = 0, body_sent = 0;
+	ssize_t sr = 0;
+	if (r >= 0 && (size_t)r >= headlen) {
+		sent = headlen;
+		body_sent = (size_t)r - headlen;
+	} else if (r >= 0 || errno == EAGAIN || errno == EWOULDBLOCK) {
+		/* the rest of the head alone; the body waits for the next call */
+		size_t more;
+		sent = r > 0 ? (size_t)r : 0;
+		sr = send_all(fd, head + sent, headlen - sent, flags, old_held == 0 && !sent, &more);
+		sent += more;
+	} else {
+		sr = -1;
+	}
 	if (out != small)
 		free(out);
 	if (sr < 0) {
@@ -967,28 +1023,9 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		kp_debug("fd %d: request rewritten to keep-alive", fd);
 	}
 	*ret = (ssize_t)mine;
-	if (mine < total) {
-		/* body bytes (or more) in the same call: one real attempt, as the
-		 * program's own call would have made */
-		struct iovec rest[16];
-		int nrest = 0;
-		size_t off = mine;
-		for (int i = 0; i < iovcnt && nrest < 16; i++) {
-			if (off >= iov[i].iov_len) {
-				off -= iov[i].iov_len;
-				continue;
-			}
-			rest[nrest].iov_base = (char *)iov[i].iov_base + off;
-			rest[nrest].iov_len = iov[i].iov_len - off;
-			nrest++;
-			off = 0;
-		}
-		struct msghdr m = { .msg_iov = rest, .msg_iovlen = (size_t)nrest };
-		ssize_t r = KP_REAL(sendmsg)(fd, &m, flags);
-		if (r > 0) {
-			account_sent(c, iov, iovcnt, mine, (size_t)r);
-			*ret += r;
-		}
+	if (body_sent) {
+		account_sent(c, iov, iovcnt, mine, body_sent);
+		*ret += (ssize_t)body_sent;
 	}
 	pthread_mutex_unlock(&c->lock);
 	errno = saved;

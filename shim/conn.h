@@ -52,6 +52,7 @@ struct kp_conn {
 	bool lost;           /* framing lost after a rewrite: see kp_conn_wait_ms */
 	bool resp_started;   /* resp is framing a response to reqs[0] */
 	bool nonblock;       /* O_NONBLOCK of the open file description */
+	bool no_rewrite;     /* the program waits with epoll: see kp_note_epoll */
 	struct pool_key key;
 
 	/* request side */
@@ -124,6 +125,11 @@ void kp_send_bypass(struct kp_conn *c, int fd);
 
 /* fdopen() of a tracked fd: stdio's reads will go past us. */
 void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only);
+
+/* epoll_ctl() registered a tracked fd.  epoll is not followed yet, so a
+ * synthetic EOF could never wake the program: stop rewriting, and for a
+ * request already rewritten let the server's own close come. */
+void kp_note_epoll(struct kp_conn *c, int fd);
 
 /* shutdown() of a tracked connection. */
 void kp_note_shutdown(struct kp_conn *c, int fd, int how);

@@ -6,6 +6,7 @@
 #define KEEPALIVE_REAL_H
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <stdio.h>
 #include <signal.h>
 #include <sys/select.h>
@@ -31,6 +32,7 @@
 	X(int, eventfd, (unsigned int, int))                                         \
 	X(int, epoll_create, (int))                                                  \
 	X(int, epoll_create1, (int))                                                 \
+	X(int, epoll_ctl, (int, int, int, struct epoll_event *))                     \
 	X(int, fclose, (FILE *))                                                     \
 	X(FILE *, fdopen, (int, const char *))                                       \
 	X(int, close, (int))                                                         \

@@ -307,3 +307,12 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_output 1
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
+
+@test "a program waiting with epoll (not followed yet) gets its EOF from the server: no hang" {
+	nginx_start
+	run_both 4 "$CLIENTS/fdlife" epoll-eof "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	run grep -c 'read a response, then EOF' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 4
+}

@@ -23,6 +23,9 @@
  *   sockopts        3 requests: options set before connect, none at all, one
  *                   set after connect; each prints what getsockopt() says
  *                   (a pooled socket must carry this owner's, not the last's)
+ *   epoll-eof       non-blocking, waits with epoll (as ApacheBench does) and
+ *                   reads until EOF, 3 requests; then one registered with
+ *                   epoll only after the request went out
  *   stale-flags     a blocking socket dup2()ed onto the number of a closed
  *                   non-blocking one, then connected (from the pool): it
  *                   must stay blocking
@@ -31,6 +34,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/epoll.h>
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
@@ -305,6 +309,34 @@ int main(int argc, char **argv)
 			       keepalive, (long)rcv.tv_sec);
 			put(s, get_close);
 			drain(s, 0);
+			close(s);
+		}
+	} else if (!strcmp(what, "epoll-eof")) {
+		for (int i = 0; i < 4; i++) {
+			int s = dial(), ep = epoll_create1(0);
+			struct epoll_event ev = { .events = EPOLLIN };
+			if (i < 3 && epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) < 0)
+				die("epoll_ctl");
+			put(s, get_close);
+			if (i == 3 && epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) < 0)
+				die("epoll_ctl");
+			fcntl(s, F_SETFL, O_NONBLOCK);
+			char buf[4096];
+			ssize_t n;
+			int got = 0;
+			for (;;) {
+				struct epoll_event out;
+				if (epoll_wait(ep, &out, 1, -1) < 0)
+					die("epoll_wait");
+				n = read(s, buf, sizeof(buf));
+				if (n == 0)
+					break;
+				if (n < 0 && errno != EAGAIN)
+					die("read");
+				got |= n > 0;
+			}
+			printf("request %d: %s, then EOF\n", i, got ? "read a response" : "read nothing");
+			close(ep);
 			close(s);
 		}
 	} else if (!strcmp(what, "stale-flags")) {
