@@ -93,7 +93,7 @@ static void conn_unref(struct kp_conn *c)
 }
 
 static void give_up(struct kp_conn *c, int fd, const char *why);
-static void flush_held(struct kp_conn *c, int fd);
+static int flush_held(struct kp_conn *c, int fd, int flags);
 
 /* Step aside for good.  Caller holds c->lock. */
 static void go_passthrough(struct kp_conn *c, const char *why)
@@ -648,7 +648,7 @@ void kp_note_epoll(struct kp_conn *c, int fd)
 			owed |= c->reqs[i].rewritten && c->reqs[i].app_close;
 		if (owed) {
 			/* the server closes after answering once it sees our FIN */
-			flush_held(c, fd);
+			flush_held(c, fd, 0);
 			go_passthrough(c, "epoll after a rewrite");
 			KP_REAL(shutdown)(fd, SHUT_WR);
 		}
@@ -661,7 +661,7 @@ void kp_note_shutdown(struct kp_conn *c, int fd, int how)
 {
 	pthread_mutex_lock(&c->lock);
 	/* the server sees our FIN and closes after answering: nothing to owe */
-	flush_held(c, fd);
+	flush_held(c, fd, 0);
 	go_passthrough(c, "shutdown");
 	pthread_mutex_unlock(&c->lock);
 }
@@ -745,19 +745,25 @@ static ssize_t send_all(int fd, const char *buf, size_t len, int flags, bool fai
  * rewritten request is still waiting for its response, nobody will close
  * the connection for the program: let the quiet period end it (lost).
  * fd < 0: no held bytes can be pending here.  Caller holds c->lock. */
-static void flush_held(struct kp_conn *c, int fd)
+/* Send head bytes held from earlier calls (the program was told they went
+ * out), unchanged.  Returns 0, or -1 with errno when the send failed (the
+ * connection is then unpoolable).  Caller holds c->lock. */
+static int flush_held(struct kp_conn *c, int fd, int flags)
 {
+	int r = 0;
 	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
 		size_t sent;
-		if (send_all(fd, c->held, c->held_len, 0, false, &sent) < 0)
+		r = send_all(fd, c->held, c->held_len, flags, false, &sent) < 0 ? -1 : 0;
+		if (r < 0)
 			c->poolable = false;
 		c->held_len = 0;
 	}
+	return r;
 }
 
 static void give_up(struct kp_conn *c, int fd, const char *why)
 {
-	flush_held(c, fd);
+	flush_held(c, fd, 0);
 	for (unsigned i = 0; i < c->n_reqs && !c->lost; i++) {
 		if (c->reqs[i].rewritten) {
 			c->lost = true;
@@ -791,7 +797,7 @@ void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only)
 	bool rewritten = false;
 	for (unsigned i = 0; i < c->n_reqs; i++)
 		rewritten |= c->reqs[i].rewritten;
-	flush_held(c, fd);
+	flush_held(c, fd, 0);
 	go_passthrough(c, "fdopen: stdio reads go past us");
 	/* Our EOF cannot reach stdio's reads, so the server's must: it closes
 	 * after answering once it sees our FIN.  Only for a stream that will
@@ -1033,18 +1039,13 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 
 pass_flush:
 	/* bytes we held from earlier calls must go out first, unchanged */
-	if (c->held_len) {
-		size_t flushed;
-		if (send_all(fd, c->held, c->held_len, flags, false, &flushed) < 0) {
-			int err = errno;
-			c->held_len = 0;
-			go_passthrough(c, "send failed");
-			pthread_mutex_unlock(&c->lock);
-			errno = err;
-			*ret = -1;
-			return true;
-		}
-		c->held_len = 0;
+	if (flush_held(c, fd, flags) < 0) {
+		int err = errno;
+		go_passthrough(c, "send failed");
+		pthread_mutex_unlock(&c->lock);
+		errno = err;
+		*ret = -1;
+		return true;
 	}
 	go_passthrough(c, "gave up on the request");
 pass:

@@ -60,13 +60,17 @@ static int poll_owed(struct pollfd *fds, nfds_t n)
 	return r;
 }
 
+/* A timeout in whole milliseconds, rounded up; -1 for none (NULL). */
+static int ms_ceil(time_t sec, long nsec)
+{
+	if (sec > 1000000)
+		return 1000000000;
+	return (int)(sec * 1000 + (nsec + 999999) / 1000000);
+}
+
 static int ms_of(const struct timespec *ts)
 {
-	if (!ts)
-		return -1;
-	if (ts->tv_sec > 1000000)
-		return 1000000000;
-	return (int)(ts->tv_sec * 1000 + (ts->tv_nsec + 999999) / 1000000);
+	return ts ? ms_ceil(ts->tv_sec, ts->tv_nsec) : -1;
 }
 
 /* poll/ppoll with our readiness folded in: when one of our decisions falls
@@ -219,11 +223,7 @@ static int select_common(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int timeo
 
 static int ms_of_tv(const struct timeval *tv)
 {
-	if (!tv)
-		return -1;
-	if (tv->tv_sec > 1000000)
-		return 1000000000;
-	return (int)(tv->tv_sec * 1000 + (tv->tv_usec + 999) / 1000);
+	return tv ? ms_ceil(tv->tv_sec, (long)tv->tv_usec * 1000) : -1;
 }
 
 KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
