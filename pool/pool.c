@@ -25,6 +25,7 @@ struct dest {
 
 struct idle {
 	int fd;
+	uint64_t parked_ms;
 	uint64_t expires_ms;
 	struct pool_meta meta;
 	struct dest *dest;
@@ -32,7 +33,33 @@ struct idle {
 	struct idle *gnext, *gprev; /* in all_idle, oldest first */
 };
 
+/*
+ * Expiry that learns.  A server that closes idle connections sooner than
+ * it says (or says nothing) costs us a wasted request and a replay each
+ * time a socket we kept is found dead.  So each destination remembers its
+ * deaths: the first teaches nothing (one death may be a restart); when a
+ * second one comes at the same request count, the server closes after that
+ * many requests (Apache's MaxKeepAliveRequests, said or not): sockets that
+ * have served that many are no longer parked.  At a different count the
+ * deaths are about idle time: sockets are no longer kept past 3/4 of the
+ * younger death's age (a second death younger than that cap shrinks it
+ * again, so it converges below the server's timeout).
+ * Bounded: at most MAX_LEARNT destinations are remembered.
+ */
+struct learnt {
+	struct pool_key key;
+	uint64_t idle_cap_ms;    /* 0: none */
+	uint32_t max_requests;   /* 0: none */
+	bool seen_death;
+	uint32_t last_requests;  /* of the last unexplained death */
+	uint64_t last_age_ms;
+	UT_hash_handle hh;
+};
+#define MAX_LEARNT 256
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct learnt *learnts; /* uthash by key */
+static unsigned n_learnt;
 static struct pool_config cfg;
 static struct pool_ops ops;
 static struct dest *dests;     /* uthash by key */
@@ -60,6 +87,71 @@ void pool_init(const struct pool_config *c, const struct pool_ops *o)
 	dests = NULL;
 	all_idle = NULL;
 	n_idle = 0;
+	struct learnt *l, *tmp;
+	HASH_ITER(hh, learnts, l, tmp) {
+		HASH_DEL(learnts, l);
+		free(l);
+	}
+	n_learnt = 0;
+}
+
+/* Caller holds the lock. */
+static struct learnt *learnt_find(const struct pool_key *key)
+{
+	struct learnt *l;
+	HASH_FIND(hh, learnts, key, sizeof(*key), l);
+	return l;
+}
+
+/* The learnt limits applied to a socket parked at parked_ms: its expiry
+ * no later than the learnt idle cap allows.  Caller holds the lock. */
+static uint64_t learnt_expiry(const struct learnt *l, uint64_t expires_ms, uint64_t parked_ms)
+{
+	if (l && l->idle_cap_ms && parked_ms + l->idle_cap_ms < expires_ms)
+		return parked_ms + l->idle_cap_ms;
+	return expires_ms;
+}
+
+/* Caller holds the lock. */
+static void learn_death(const struct pool_key *key, uint64_t age_ms, uint32_t requests)
+{
+	struct learnt *l = learnt_find(key);
+	if (!l) {
+		if (n_learnt >= MAX_LEARNT || !(l = calloc(1, sizeof(*l))))
+			return;
+		l->key = *key;
+		HASH_ADD(hh, learnts, key, sizeof(l->key), l);
+		n_learnt++;
+	}
+	if (l->max_requests && requests >= l->max_requests)
+		return; /* explained (parked before we learnt it) */
+	if (l->seen_death && requests == l->last_requests && requests > 0) {
+		l->max_requests = requests;
+	} else if (l->seen_death) {
+		uint64_t young = age_ms < l->last_age_ms ? age_ms : l->last_age_ms;
+		uint64_t cap = young - young / 4;
+		if (!l->idle_cap_ms || cap < l->idle_cap_ms)
+			l->idle_cap_ms = cap ? cap : 1;
+	}
+	l->seen_death = true;
+	l->last_requests = requests;
+	l->last_age_ms = age_ms;
+}
+
+void pool_note_dead(const struct pool_key *key, uint64_t idle_ms, uint32_t requests)
+{
+	pthread_mutex_lock(&lock);
+	learn_death(key, idle_ms, requests);
+	pthread_mutex_unlock(&lock);
+}
+
+void pool_learnt(const struct pool_key *key, uint64_t *idle_cap_ms, uint32_t *max_requests)
+{
+	pthread_mutex_lock(&lock);
+	struct learnt *l = learnt_find(key);
+	*idle_cap_ms = l ? l->idle_cap_ms : 0;
+	*max_requests = l ? l->max_requests : 0;
+	pthread_mutex_unlock(&lock);
 }
 
 /* Unlink e from both lists; caller holds the lock.  Frees an empty dest. */
@@ -103,9 +195,17 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 		return -1;
 	e->fd = fd;
 	e->meta = *meta;
-	e->expires_ms = pool_expiry(&cfg, meta, now_ms);
+	e->parked_ms = now_ms;
+	e->meta.parked_ms = now_ms;
 
 	pthread_mutex_lock(&lock);
+	struct learnt *l = learnt_find(key);
+	e->expires_ms = learnt_expiry(l, pool_expiry(&cfg, meta, now_ms), now_ms);
+	if (e->expires_ms <= now_ms || (l && l->max_requests && meta->requests >= l->max_requests)) {
+		pthread_mutex_unlock(&lock);
+		free(e);
+		return -1;
+	}
 	struct dest *d;
 	HASH_FIND(hh, dests, key, sizeof(*key), d);
 	if (!d) {
@@ -154,7 +254,8 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 		if (d) {
 			struct idle *e = d->stack;
 			fd = e->fd;
-			expired = e->expires_ms <= now_ms;
+			/* limits learnt since it was parked apply too */
+			expired = learnt_expiry(learnt_find(key), e->expires_ms, e->parked_ms) <= now_ms;
 			*meta = e->meta;
 			unlink_idle(e);
 			free(e);
@@ -166,6 +267,8 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 		if (!expired && ops.alive(fd))
 			return fd;
 		ops.close(fd);
+		if (!expired)
+			pool_note_dead(key, now_ms - meta->parked_ms, meta->requests);
 		/* the newest was expired or dead: older ones of this destination
 		 * are older still, but each is checked; the loop ends when the
 		 * stack is empty */
@@ -254,6 +357,7 @@ void pool_after_fork_child(void)
 	}
 	all_idle = NULL;
 	n_idle = 0;
+	/* what was learnt of the servers stays true in the child */
 }
 
 size_t pool_size(void)

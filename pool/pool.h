@@ -35,6 +35,7 @@ struct pool_meta {
 	uint32_t requests;   /* requests already served on this connection */
 	int32_t ka_timeout;  /* server's Keep-Alive: timeout=N (s), -1 unknown */
 	int32_t ka_max;      /* server's Keep-Alive: max=M, -1 unknown */
+	uint64_t parked_ms;  /* set by the pool: when it was checked in */
 	uint16_t tag_len;
 	uint8_t tag[POOL_TAG_MAX]; /* opaque to the pool (the shim keeps the
 	                              socket options the last owner set) */
@@ -66,6 +67,18 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
  * owns it now) with its record in *meta, or -1 when there is none.  Closes
  * expired and dead sockets on the way. */
 int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta *meta);
+
+/* A socket handed out by pool_checkout() turned out dead when first used
+ * (the server had closed it: EOF, reset, or a 408 before our request was
+ * answered), idle_ms after it was parked, having served `requests`.  The
+ * pool learns from it (see pool.c, "Expiry that learns").  The liveness
+ * probe's own failures at checkout are learnt from without this call. */
+void pool_note_dead(const struct pool_key *key, uint64_t idle_ms, uint32_t requests);
+
+/* What the pool has learnt of key: the idle age it no longer keeps
+ * sockets past (0: nothing learnt) and the requests a socket may have
+ * served and still be parked (0: no limit learnt).  For tests and logs. */
+void pool_learnt(const struct pool_key *key, uint64_t *idle_cap_ms, uint32_t *max_requests);
 
 /* Is fd one of the pool's idle sockets?  If so and take is true, remove
  * it without closing it (the program is about to close or replace that fd

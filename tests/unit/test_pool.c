@@ -157,6 +157,45 @@ int main(void)
 	pool_after_fork_child();
 	CHECK(was_closed(40) && was_closed(41) && pool_size() == 0);
 
+	/* expiry that learns: deaths at different request counts teach an idle
+	 * cap of 3/4 of the younger age; the first death teaches nothing */
+	reset(4, 10, 30000);
+	uint64_t cap;
+	uint32_t maxr;
+	struct pool_meta m2 = meta(2, -1, -1), m3 = meta(3, -1, -1);
+	pool_checkin(&a, 50, &m, 0);
+	dead_fd = 50;
+	CHECK(pool_checkout(&a, 400, &out) == -1 && was_closed(50));
+	pool_learnt(&a, &cap, &maxr);
+	CHECK(cap == 0 && maxr == 0);
+	pool_note_dead(&a, 320, 2);
+	pool_learnt(&a, &cap, &maxr);
+	CHECK(cap == 240 && maxr == 0);
+	/* sockets parked before are held to it too; younger ones are handed out */
+	pool_checkin(&a, 51, &m2, 1000);
+	CHECK(pool_checkout(&a, 1241, &out) == -1 && was_closed(51));
+	pool_checkin(&a, 52, &m2, 2000);
+	CHECK(pool_checkout(&a, 2239, &out) == 52 && out.parked_ms == 2000);
+	/* a younger death shrinks it again; the other key learnt nothing */
+	pool_note_dead(&a, 200, 5);
+	pool_learnt(&a, &cap, &maxr);
+	CHECK(cap == 150);
+	pool_learnt(&b, &cap, &maxr);
+	CHECK(cap == 0 && maxr == 0);
+
+	/* two deaths at the same request count: the server closes after that
+	 * many; such sockets are no longer parked, the idle time is not blamed */
+	reset(4, 10, 30000);
+	pool_note_dead(&a, 5, 3);
+	pool_note_dead(&a, 7, 3);
+	pool_learnt(&a, &cap, &maxr);
+	CHECK(cap == 0 && maxr == 3);
+	CHECK(pool_checkin(&a, 60, &m3, 0) == -1);
+	CHECK(pool_checkin(&a, 61, &m2, 0) == 0);
+	pool_note_dead(&a, 9, 4); /* explained by the max: nothing new */
+	pool_learnt(&a, &cap, &maxr);
+	CHECK(cap == 0 && maxr == 3);
+
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }
