@@ -58,6 +58,9 @@ void kp_log_write(int level, const char *func, const char *fmt, ...)
 	X(rewritten)   /* requests whose Connection header was rewritten */  \
 	X(eofs)        /* synthetic EOFs shown to the program */             \
 	X(replayed)    /* requests re-sent on a fresh connection */          \
+	X(unvouched)   /* reused connections given back unused: their first  \
+	                  request may not be replayed, so it went on a fresh  \
+	                  connection */                                       \
 	X(passthrough) /* tracked connections the shim stepped aside from */
 
 #define KP_STAT_FIELD(name) uint64_t name;

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -23,6 +24,7 @@
 #include "config.h"
 #include "fdtable.h"
 #include "real.h"
+#include "watch.h"
 
 uint64_t kp_now_ms(void)
 {
@@ -62,24 +64,65 @@ void kp_conn_init(void)
 
 /* ------------------------------------------------------------ objects */
 
+/* Connection objects are recycled, never freed (conn.h): a wrapper that
+ * raced with the close of its fd may still hold a pointer, and must find a
+ * valid mutex behind it and, once it holds it, a table that no longer maps
+ * its fd to the object (conn_lock). */
+static struct kp_conn *free_conns;
+static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static struct kp_conn *conn_new(void)
 {
-	struct kp_conn *c = calloc(1, sizeof(*c));
-	if (!c)
-		return NULL;
-	pthread_mutex_init(&c->lock, NULL);
+	pthread_mutex_lock(&free_lock);
+	struct kp_conn *c = free_conns;
+	if (c)
+		free_conns = c->next_free;
+	pthread_mutex_unlock(&free_lock);
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return NULL;
+		pthread_mutex_init(&c->lock, NULL);
+	}
+	pthread_mutex_lock(&c->lock);
+	memset((char *)c + offsetof(struct kp_conn, next_free), 0,
+	       sizeof(*c) - offsetof(struct kp_conn, next_free));
 	c->refs = 1;
 	c->poolable = true;
 	c->ka_timeout = -1;
 	c->ka_max = -1;
+	pthread_mutex_unlock(&c->lock);
 	return c;
 }
 
+static void finished_forget(int fd, const struct kp_conn *c);
+
 static void conn_free(struct kp_conn *c)
 {
-	pthread_mutex_destroy(&c->lock);
+	kp_watch_forget_conn(c);
+	finished_forget(-1, c);
+	pthread_mutex_lock(&c->lock);
 	free(c->held);
-	free(c);
+	free(c->replay);
+	c->held = c->replay = NULL;
+	c->held_len = c->held_cap = c->replay_len = c->replay_cap = 0;
+	c->state = KP_PASSTHROUGH;
+	pthread_mutex_unlock(&c->lock);
+	pthread_mutex_lock(&free_lock);
+	c->next_free = free_conns;
+	free_conns = c;
+	pthread_mutex_unlock(&free_lock);
+}
+
+/* Lock c for work on fd; false (not locked) when fd no longer holds c:
+ * the program closed it meanwhile, in another thread. */
+static bool conn_lock(struct kp_conn *c, int fd)
+{
+	pthread_mutex_lock(&c->lock);
+	if (kp_fd_conn(fd) == c)
+		return true;
+	pthread_mutex_unlock(&c->lock);
+	return false;
 }
 
 /* Drop one fd's reference; the last one frees.  Caller does not hold lock. */
@@ -274,7 +317,8 @@ static void flush_pending(struct kp_conn *c, int fd)
 	c->n_pending = 0;
 }
 
-bool kp_sockopt_already(struct kp_conn *c, int level, int name, const void *val, socklen_t len)
+bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const void *val,
+			socklen_t len)
 {
 	if (c == KP_POOLED || !c->n_pending)
 		return false;
@@ -282,7 +326,8 @@ bool kp_sockopt_already(struct kp_conn *c, int level, int name, const void *val,
 	if (li < 0 || !val || len > sizeof(c->pending[0].val))
 		return false;
 	bool same = false;
-	pthread_mutex_lock(&c->lock);
+	if (!conn_lock(c, fd))
+		return false;
 	for (unsigned i = 0; i < c->n_pending; i++) {
 		struct kp_sockopt *o = &c->pending[i];
 		if (o->level != li || o->name != name)
@@ -302,9 +347,10 @@ void kp_before_getsockopt(struct kp_conn *c, int fd)
 	if (c == KP_POOLED || !c->n_pending)
 		return;
 	int saved = errno;
-	pthread_mutex_lock(&c->lock);
-	flush_pending(c, fd);
-	pthread_mutex_unlock(&c->lock);
+	if (conn_lock(c, fd)) {
+		flush_pending(c, fd);
+		pthread_mutex_unlock(&c->lock);
+	}
 	errno = saved;
 }
 
@@ -326,8 +372,7 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 	if (opt_routes(level, name)) {
 		kp_fdflags[fd] = fl | KP_FD_ROUTED;
 		struct kp_conn *c = kp_fd_conn(fd);
-		if (c && c != KP_POOLED) {
-			pthread_mutex_lock(&c->lock);
+		if (c && c != KP_POOLED && conn_lock(c, fd)) {
 			c->poolable = false;
 			pthread_mutex_unlock(&c->lock);
 		}
@@ -347,10 +392,116 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 		if (old && old != KP_POOLED)
 			conn_unref(old);
 	}
-	pthread_mutex_lock(&c->lock);
+	if (!conn_lock(c, fd))
+		return;
 	if (!opts_record(c, level, name, val, len))
 		c->poolable = false;
 	pthread_mutex_unlock(&c->lock);
+}
+
+/* ------------------------------------------------------------ finished */
+
+/*
+ * A program that opens its next connection before it closes the last one
+ * (Node ends a response, starts the next request, and closes the old
+ * socket a loop turn later) would find the pool empty every time.  But a
+ * connection whose exchange is complete and whose EOF the program is owed
+ * is, as the program sees it, already closed by the server.  So a connect()
+ * that misses the pool takes such a connection's socket for the pool, and
+ * leaves in its place what the program would hold after the server's
+ * close: a socket that reads EOF and refuses writes.
+ */
+#define MAX_FINISHED 64
+static struct finished {
+	int fd;
+	struct kp_conn *c;
+} finished[MAX_FINISHED];
+static unsigned n_finished;
+static pthread_mutex_t finished_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Caller holds c->lock. */
+static void finished_add(int fd, struct kp_conn *c)
+{
+	pthread_mutex_lock(&finished_lock);
+	if (n_finished < MAX_FINISHED) {
+		finished[n_finished].fd = fd;
+		finished[n_finished].c = c;
+		__atomic_store_n(&n_finished, n_finished + 1, __ATOMIC_RELEASE);
+	}
+	pthread_mutex_unlock(&finished_lock);
+}
+
+/* Forget entries for fd (fd >= 0) or for c (c != NULL). */
+static void finished_forget(int fd, const struct kp_conn *c)
+{
+	if (!__atomic_load_n(&n_finished, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&finished_lock);
+	for (unsigned i = 0; i < n_finished;) {
+		if ((fd >= 0 && finished[i].fd == fd) || (c && finished[i].c == c))
+			finished[i] = finished[--n_finished];
+		else
+			i++;
+	}
+	pthread_mutex_unlock(&finished_lock);
+}
+
+static bool parkable(const struct kp_conn *c);
+static int park(int fd, struct kp_conn *c, bool close_fd);
+
+/* Move a finished connection to key into the pool, if there is one.
+ * Returns true when one was moved. */
+static bool take_finished(const struct pool_key *key)
+{
+	if (!__atomic_load_n(&n_finished, __ATOMIC_ACQUIRE))
+		return false;
+	int fd = -1;
+	struct kp_conn *c = NULL;
+	pthread_mutex_lock(&finished_lock);
+	for (unsigned i = 0; i < n_finished; i++) {
+		if (!memcmp(&finished[i].c->key, key, sizeof(*key))) {
+			fd = finished[i].fd;
+			c = finished[i].c;
+			finished[i] = finished[--n_finished];
+			break;
+		}
+	}
+	pthread_mutex_unlock(&finished_lock);
+	if (!c || !conn_lock(c, fd))
+		return false;
+	bool moved = false;
+	int dead[2] = { -1, -1 };
+	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
+	if (c->eof_owed && c->refs == 1 && parkable(c) && fdfl >= 0 &&
+	    KP_REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (c->nonblock ? SOCK_NONBLOCK : 0),
+				0, dead) == 0) {
+		KP_REAL(close)(dead[1]); /* reads: EOF; writes: EPIPE */
+		kp_watch_detach(fd); /* or epoll would follow the socket */
+		int hidden = park(fd, c, false);
+		if (hidden >= 0 &&
+		    KP_REAL(dup3)(dead[0], fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0) {
+			moved = true;
+		} else if (hidden >= 0 && pool_owns_fd(hidden, true)) {
+			kp_fd_swap(hidden, NULL); /* one owner only */
+			KP_REAL(close)(hidden);
+		}
+		KP_REAL(close)(dead[0]);
+		kp_watch_renew(fd); /* the program's registrations, on what fd is now */
+	}
+	if (moved) {
+		/* fd is no longer a connection of ours: the kernel answers */
+		kp_fd_swap(fd, NULL);
+		kp_fdflags[fd] = 0;
+		c->refs--;
+		kp_count(parked);
+		kp_debug("fd %d: finished connection moved to the pool for a new connect()", fd);
+	}
+	pthread_mutex_unlock(&c->lock);
+	if (moved) {
+		kp_watch_forget_fd(fd);
+		conn_free(c);
+	}
+	return moved;
 }
 
 /* ------------------------------------------------------------ connect */
@@ -465,13 +616,17 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 	struct pool_meta meta;
 	int p;
-	while ((p = pool_checkout(&key, kp_now_ms(), &meta)) >= 0) {
+	while ((p = pool_checkout(&key, kp_now_ms(), &meta)) >= 0 ||
+	       (take_finished(&key) && (p = pool_checkout(&key, kp_now_ms(), &meta)) >= 0)) {
 		kp_fd_swap(p, NULL);
 		int ok = adopt_pooled(fd, p, c, &meta);
 		KP_REAL(close)(p);
 		if (ok == 0) {
 			c->state = KP_ACTIVE;
 			c->reused = true;
+			c->first = KP_FIRST_UNSENT;
+			c->parked_ms = meta.parked_ms;
+			c->served_at_checkout = meta.requests;
 			c->served = meta.requests;
 			c->ka_timeout = meta.ka_timeout;
 			c->ka_max = meta.ka_max;
@@ -511,8 +666,8 @@ static bool parkable(const struct kp_conn *c)
 	       (c->ka_max < 0 || c->served < (uint32_t)c->ka_max);
 }
 
-/* Move the connection behind fd into the pool.  Returns 0 when parked
- * (fd then closed if close_fd), -1 when not (fd untouched). */
+/* Move the connection behind fd into the pool.  Returns the hidden fd it
+ * is parked at (fd then closed if close_fd), -1 when not (fd untouched). */
 static int park(int fd, struct kp_conn *c, bool close_fd)
 {
 	int hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
@@ -546,14 +701,14 @@ static int park(int fd, struct kp_conn *c, bool close_fd)
 	}
 	if (close_fd)
 		KP_REAL(close)(fd);
-	return 0;
+	return hidden;
 }
 
 /* The last fd of c is going away: park it if allowed and possible (fd is
  * then closed) and say so. */
 static bool settle_last(int fd, struct kp_conn *c)
 {
-	bool parked = parkable(c) && park(fd, c, true) == 0;
+	bool parked = parkable(c) && park(fd, c, true) >= 0;
 	if (parked) {
 		kp_count(parked);
 		kp_debug("fd %d: parked after %u requests", fd, c->served);
@@ -582,6 +737,12 @@ int kp_close(int fd, struct kp_conn *c)
 		return KP_REAL(close)(fd);
 	}
 	kp_fdflags[fd] = 0;
+	/* A parked socket stays open under its hidden fd, and the kernel drops
+	 * an epoll registration only when the last fd of a socket closes: the
+	 * program's set would go on reporting the pooled socket. */
+	kp_watch_detach(fd);
+	kp_watch_forget_fd(fd);
+	finished_forget(fd, NULL);
 	pthread_mutex_lock(&c->lock);
 	int left = --c->refs;
 	bool parked = !left && settle_last(fd, c);
@@ -604,13 +765,17 @@ void kp_forget_fd(int fd, bool may_park)
 		return;
 	}
 	int saved = errno;
+	if (may_park)
+		kp_watch_detach(fd); /* as kp_close */
+	kp_watch_forget_fd(fd);
+	finished_forget(fd, NULL);
 	pthread_mutex_lock(&c->lock);
 	int left = --c->refs;
 	if (!left && may_park && parkable(c)) {
 		/* dup2 onto our last fd would close the socket: park a copy, and
 		 * leave fd open: dup2 replaces it atomically, where closing it
 		 * here would let another thread's open() take the number first */
-		if (park(fd, c, false) == 0)
+		if (park(fd, c, false) >= 0)
 			kp_count(parked);
 	} else if (!left && c->state != KP_PRECONNECT) {
 		kp_count(closed);
@@ -621,11 +786,17 @@ void kp_forget_fd(int fd, bool may_park)
 	errno = saved;
 }
 
-void kp_dup_to(struct kp_conn *c, int newfd)
+void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 {
 	if (!kp_fd_valid(newfd) || c == KP_POOLED)
 		return;
-	pthread_mutex_lock(&c->lock);
+	if (!conn_lock(c, oldfd)) {
+		/* oldfd was closed meanwhile: newfd is a socket we never framed */
+		struct kp_conn *old = kp_fd_swap(newfd, NULL);
+		if (old && old != KP_POOLED)
+			conn_unref(old);
+		return;
+	}
 	c->refs++;
 	pthread_mutex_unlock(&c->lock);
 	struct kp_conn *old = kp_fd_swap(newfd, c);
@@ -635,35 +806,36 @@ void kp_dup_to(struct kp_conn *c, int newfd)
 		conn_unref(old);
 }
 
-void kp_note_epoll(struct kp_conn *c, int fd)
+bool kp_shutdown(struct kp_conn *c, int fd, int how)
 {
-	if (c == KP_POOLED)
-		return;
+	if (!conn_lock(c, fd))
+		return false;
 	int saved = errno;
-	pthread_mutex_lock(&c->lock);
-	if (!c->no_rewrite) {
-		c->no_rewrite = true;
-		bool owed = c->eof_owed;
+	bool quiet = c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && !c->held_len &&
+		     !c->lost && !c->shut_how;
+	bool swallow = false;
+	if (quiet && !c->n_reqs && c->eof_owed) {
+		/* all answered, EOF shown: nothing the kernel would add (Node
+		 * ends every socket this way before closing it) */
+		swallow = true;
+	} else if (quiet && c->n_reqs && how == SHUT_WR) {
+		/* requests out, each with its EOF owed by us: the server's close
+		 * after our FIN would come exactly where our EOF will */
+		swallow = true;
 		for (unsigned i = 0; i < c->n_reqs; i++)
-			owed |= c->reqs[i].rewritten && c->reqs[i].app_close;
-		if (owed) {
-			/* the server closes after answering once it sees our FIN */
-			flush_held(c, fd, 0);
-			go_passthrough(c, "epoll after a rewrite");
-			KP_REAL(shutdown)(fd, SHUT_WR);
-		}
+			swallow &= c->reqs[i].app_close && c->reqs[i].rewritten;
+	}
+	if (swallow) {
+		c->shut_how = (int8_t)(how + 1);
+		kp_debug("fd %d: shutdown(%d) answered without the kernel", fd, how);
+	} else {
+		/* the server sees our FIN and closes after answering: nothing to owe */
+		flush_held(c, fd, 0);
+		go_passthrough(c, "shutdown");
 	}
 	pthread_mutex_unlock(&c->lock);
 	errno = saved;
-}
-
-void kp_note_shutdown(struct kp_conn *c, int fd, int how)
-{
-	pthread_mutex_lock(&c->lock);
-	/* the server sees our FIN and closes after answering: nothing to owe */
-	flush_held(c, fd, 0);
-	go_passthrough(c, "shutdown");
-	pthread_mutex_unlock(&c->lock);
+	return swallow;
 }
 
 /* ------------------------------------------------------------ write side */
@@ -776,14 +948,204 @@ static void give_up(struct kp_conn *c, int fd, const char *why)
 	go_passthrough(c, why);
 }
 
+/* ------------------------------------------------------------ first use */
+
+/*
+ * DESIGN 4.  A pooled connection may have been closed by the server while
+ * it sat idle, and the program, believing its connect() fresh, will not
+ * retry.  So the first request on a reused connection either may be
+ * replayed (idempotent, bodiless: a copy is kept until the first response
+ * byte; EOF, a reset or a 408 before it sends the copy again on a fresh
+ * connection, once), or it goes on a fresh connection in the first place
+ * and the pooled one goes back unused: a POST is never sent on a
+ * connection we cannot vouch for, and never sent twice.
+ */
+
+static socklen_t key_sockaddr(const struct pool_key *k, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (k->family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(k->port);
+		memcpy(&in->sin_addr, k->addr, 4);
+		return sizeof(*in);
+	}
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+	in6->sin6_family = AF_INET6;
+	in6->sin6_port = htons(k->port);
+	in6->sin6_scope_id = k->scope;
+	memcpy(&in6->sin6_addr, k->addr, 16);
+	return sizeof(*in6);
+}
+
+/* The program believes it is connected already, so the handshake is
+ * waited for, boundedly: one round trip where it goes well. */
+#define FRESH_CONNECT_MS 30000
+
+/* A new connection to c's destination with the program's socket options
+ * and O_NONBLOCK.  Returns the socket, or -1 with errno. */
+static int connect_fresh(struct kp_conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = key_sockaddr(&c->key, &ss);
+	int s = KP_REAL(socket)(c->key.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0)
+		return -1;
+	for (unsigned i = 0; i < c->n_opts; i++) {
+		const struct kp_sockopt *o = &c->opts[i];
+		if (KP_REAL(setsockopt)(s, opt_levels[o->level], o->name, o->val, o->len) < 0)
+			goto fail;
+	}
+	if (KP_REAL(connect)(s, (struct sockaddr *)&ss, sl) < 0) {
+		if (errno != EINPROGRESS)
+			goto fail;
+		struct pollfd pfd = { .fd = s, .events = POLLOUT };
+		int r, err = 0;
+		socklen_t el = sizeof(err);
+		do
+			r = KP_REAL(poll)(&pfd, 1, FRESH_CONNECT_MS);
+		while (r < 0 && errno == EINTR);
+		if (r == 0)
+			errno = ETIMEDOUT;
+		if (r <= 0 || KP_REAL(getsockopt)(s, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+			goto fail;
+		if (err) {
+			errno = err;
+			goto fail;
+		}
+	}
+	if (!c->nonblock && KP_REAL(fcntl)(s, F_SETFL, 0) < 0)
+		goto fail;
+	return s;
+fail:;
+	int err = errno;
+	KP_REAL(close)(s);
+	errno = err;
+	return -1;
+}
+
+/* Put a fresh connection under the program's fd in place of the reused
+ * one, which goes back to the pool when repark (it was never used), else
+ * is closed.  Caller holds c->lock.  Returns 0, or -1 with errno and fd
+ * untouched. */
+static int swap_fresh(struct kp_conn *c, int fd, bool repark)
+{
+	if (c->refs != 1) { /* other fds share the old socket: leave it be */
+		errno = EBUSY;
+		return -1;
+	}
+	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
+	int s = fdfl < 0 ? -1 : connect_fresh(c);
+	if (s < 0)
+		return -1;
+	kp_watch_detach(fd); /* else epoll follows the old socket (kept in the pool) */
+	int hidden = repark ? park(fd, c, false) : -1;
+	if (KP_REAL(dup3)(s, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+		int err = errno;
+		if (hidden >= 0 && pool_owns_fd(hidden, true)) { /* one owner only */
+			kp_fd_swap(hidden, NULL);
+			KP_REAL(close)(hidden);
+		}
+		KP_REAL(close)(s);
+		kp_watch_renew(fd);
+		errno = err;
+		return -1;
+	}
+	KP_REAL(close)(s);
+	kp_watch_renew(fd); /* the program's registrations, on the new socket */
+	c->reused = false;
+	c->first = KP_FIRST_DONE;
+	c->served = 0;
+	c->ka_timeout = c->ka_max = -1;
+	c->n_pending = 0; /* a new socket has no previous owner's options */
+	kp_count(fresh);
+	return 0;
+}
+
+/* The first request on a reused connection may not be replayed: it goes
+ * on a fresh connection.  If none can be made, it goes on the reused one
+ * after all (fail open: the program gets what that connection gives). */
+static void first_request_fresh(struct kp_conn *c, int fd, const char *why)
+{
+	c->first = KP_FIRST_DONE;
+	if (swap_fresh(c, fd, true) < 0) {
+		kp_debug("fd %d: %s, but no fresh connection (%s): sent on the reused one", fd, why,
+			 strerror(errno));
+		return;
+	}
+	kp_count(unvouched);
+	kp_debug("fd %d: %s: sent on a fresh connection, the pooled one put back", fd, why);
+}
+
+/* The reused connection died under its first request, before any response
+ * byte: learn from it, and send the request again on a fresh connection
+ * under the same fd.  Caller holds c->lock.  True when fd now holds the
+ * fresh connection (the program's call is to be made again). */
+static bool replay(struct kp_conn *c, int fd, const char *why)
+{
+	c->first = KP_FIRST_DONE;
+	pool_note_dead(&c->key, kp_now_ms() - c->parked_ms, c->served_at_checkout);
+	if (swap_fresh(c, fd, false) < 0) {
+		kp_debug("fd %d: %s on a reused connection; no replay: %s", fd, why, strerror(errno));
+		c->poolable = false;
+		return false;
+	}
+	size_t sent;
+	if (send_all(fd, c->replay, c->replay_len, MSG_NOSIGNAL, false, &sent) < 0)
+		c->poolable = false;
+	c->replay_len = 0;
+	c->resp_started = false;
+	kp_count(replayed);
+	kp_debug("fd %d: %s on a reused connection before any response byte: sent again on a "
+		 "fresh one", fd, why);
+	return true;
+}
+
+/* Keep a copy of request bytes sent on a reused connection. */
+static bool replay_keep(struct kp_conn *c, const char *p, size_t n)
+{
+	if (c->replay_len + n > c->replay_cap) {
+		size_t cap = c->replay_len + n + 256;
+		char *b = realloc(c->replay, cap);
+		if (!b)
+			return false;
+		c->replay = b;
+		c->replay_cap = cap;
+	}
+	memcpy(c->replay + c->replay_len, p, n);
+	c->replay_len += n;
+	return true;
+}
+
+static bool replayable(const struct frm_req_head *h)
+{
+	bool idempotent = h->method == FRM_M_GET || h->method == FRM_M_HEAD ||
+			  h->method == FRM_M_OPTIONS || h->method == FRM_M_TRACE || h->idempotency_key;
+	bool bodiless = h->body_kind == FRM_BODY_NONE ||
+			(h->body_kind == FRM_BODY_LENGTH && h->body_len == 0);
+	return idempotent && bodiless && !h->upgrade;
+}
+
+static bool answered_408(const struct iovec *iov, int iovcnt, ssize_t ret)
+{
+	if (iovcnt < 1 || ret < 12 || iov[0].iov_len < 12)
+		return false;
+	const char *p = iov[0].iov_base;
+	return !memcmp(p, "HTTP/1.", 7) && !memcmp(p + 8, " 408", 4);
+}
+
 void kp_send_bypass(struct kp_conn *c, int fd)
 {
 	if (c == KP_POOLED)
 		return;
 	int saved = errno;
-	pthread_mutex_lock(&c->lock);
+	if (!conn_lock(c, fd))
+		return;
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && c->held_len)
 		give_up(c, fd, "a send we cannot see into follows a held head");
+	else if (c->first == KP_FIRST_UNSENT)
+		first_request_fresh(c, fd, "a request we cannot see into");
 	pthread_mutex_unlock(&c->lock);
 	errno = saved;
 }
@@ -793,7 +1155,8 @@ void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only)
 	if (c == KP_POOLED)
 		return;
 	int saved = errno;
-	pthread_mutex_lock(&c->lock);
+	if (!conn_lock(c, fd))
+		return;
 	bool rewritten = false;
 	for (unsigned i = 0; i < c->n_reqs; i++)
 		rewritten |= c->reqs[i].rewritten;
@@ -900,18 +1263,29 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 {
 	if (c == KP_POOLED)
 		return false;
-	pthread_mutex_lock(&c->lock);
+	if (!conn_lock(c, fd))
+		return false;
 	if (c->state != KP_ACTIVE || c->req_mode != KP_REQ_HEAD) {
 		pthread_mutex_unlock(&c->lock);
 		return false;
 	}
 	int saved = errno;
+	if (c->shut_how) {
+		/* writing after shutdown: the kernel's answer (EPIPE), for real */
+		KP_REAL(shutdown)(fd, c->shut_how - 1);
+		go_passthrough(c, "write after shutdown");
+		pthread_mutex_unlock(&c->lock);
+		errno = saved;
+		return false;
+	}
 	if (c->n_pending)
 		flush_pending(c, fd);
 	/* DESIGN 1: a program that asked to close but writes its next request
 	 * anyway is reusing the connection itself: frame the next exchange */
-	if (c->eof_owed && !c->n_reqs)
+	if (c->eof_owed && !c->n_reqs) {
 		__atomic_store_n(&c->eof_owed, false, __ATOMIC_RELEASE);
+		finished_forget(-1, c);
+	}
 	size_t total = iov_total(iov, iovcnt);
 	size_t old_held = c->held_len;
 	const char *data;
@@ -946,11 +1320,23 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 
 	/* The head is whole: rewrite, send all of it, then the rest of the call. */
 	size_t mine = (size_t)hl - old_held; /* the program's bytes in the head */
+	/* First use of a reused connection: keep a copy, or go fresh. */
+	bool keep_copy = false;
+	int send_flags = flags;
+	if (c->first != KP_FIRST_DONE) {
+		keep_copy = replayable(&h) && total == mine; /* nothing pipelined behind */
+		if (keep_copy)
+			send_flags |= MSG_NOSIGNAL; /* a dead socket is ours to handle */
+		else if (c->first == KP_FIRST_UNSENT)
+			first_request_fresh(c, fd, "a request that may not be replayed");
+		else
+			c->first = KP_FIRST_DONE; /* pipelined: no replay */
+	}
 	char small[2048], *out = small;
 	size_t out_cap = sizeof(small);
 	long outlen = 0;
 	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT &&
-			   c->n_reqs < KP_MAX_PIPELINE && !c->no_rewrite;
+			   c->n_reqs < KP_MAX_PIPELINE;
 	/* a rewrite adds one header line, or 5 bytes per "close" token */
 	if (may_rewrite && (size_t)hl + 64 + (size_t)hl / 2 > out_cap) {
 		out_cap = (size_t)hl + 64 + (size_t)hl / 2;
@@ -980,10 +1366,33 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		off = 0;
 	}
 	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)nv };
+	size_t replay_mark = c->replay_len;
+	if (keep_copy && !replay_keep(c, head, headlen)) {
+		keep_copy = false;
+		c->first = KP_FIRST_DONE;
+	}
 	ssize_t r;
-	do
-		r = KP_REAL(sendmsg)(fd, &m, flags);
-	while (r < 0 && errno == EINTR);
+	for (;;) {
+		do
+			r = KP_REAL(sendmsg)(fd, &m, send_flags);
+		while (r < 0 && errno == EINTR);
+		/* the pooled socket was dead before our request got out: a fresh
+		 * one (once), and the request goes there */
+		if (r < 0 && keep_copy && c->first == KP_FIRST_UNSENT &&
+		    (errno == EPIPE || errno == ECONNRESET)) {
+			pool_note_dead(&c->key, kp_now_ms() - c->parked_ms, c->served_at_checkout);
+			int err = errno;
+			if (swap_fresh(c, fd, false) == 0) {
+				kp_count(replayed);
+				keep_copy = false;
+				c->replay_len = 0;
+				send_flags = flags;
+				continue;
+			}
+			errno = err;
+		}
+		break;
+	}
 	size_t sent = 0, body_sent = 0;
 	ssize_t sr = 0;
 	if (r >= 0 && (size_t)r >= headlen) {
@@ -1002,6 +1411,8 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		free(out);
 	if (sr < 0) {
 		int err = errno;
+		if (keep_copy)
+			c->replay_len = replay_mark;
 		if (!sent && (err == EAGAIN || err == EWOULDBLOCK)) {
 			/* nothing went out: the program will offer this call's
 			 * bytes again; what earlier calls gave us stays held */
@@ -1017,6 +1428,8 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		return true;
 	}
 	c->held_len = 0;
+	if (keep_copy)
+		c->first = KP_FIRST_SENT;
 	if (!queue_request(c, &h, outlen > 0)) {
 		go_passthrough(c, "too many pipelined requests");
 		*ret = (ssize_t)mine;
@@ -1054,12 +1467,13 @@ pass:
 	return false;
 }
 
-void kp_send_done(struct kp_conn *c, const struct iovec *iov, int iovcnt, ssize_t ret)
+void kp_send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret)
 {
 	if (c == KP_POOLED)
 		return;
 	int saved = errno;
-	pthread_mutex_lock(&c->lock);
+	if (!conn_lock(c, fd))
+		return;
 	if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 		c->poolable = false;
 	if (ret > 0 && c->state == KP_ACTIVE)
@@ -1073,7 +1487,8 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 	if (c == KP_POOLED || ret == 0)
 		return;
 	int saved = errno;
-	pthread_mutex_lock(&c->lock);
+	if (!conn_lock(c, out_fd))
+		return;
 	if (ret < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			c->poolable = false;
@@ -1157,7 +1572,8 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 	if (c == KP_POOLED || n < 0)
 		return;
 	int saved = errno;
-	pthread_mutex_lock(&c->lock);
+	if (!conn_lock(c, fd))
+		return;
 	if (n == 0) {
 		c->poolable = false;
 	} else {
@@ -1213,6 +1629,8 @@ static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 				__atomic_store_n(&c->eof_owed, true, __ATOMIC_RELEASE);
 				if (n || c->n_reqs)
 					c->poolable = false;
+				else if (c->refs == 1 && parkable(c))
+					finished_add(fd, c);
 				return;
 			}
 			break;
@@ -1230,13 +1648,28 @@ static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 	}
 }
 
-void kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
 		  int flags)
 {
 	if (c == KP_POOLED)
-		return;
+		return false;
 	int saved = errno;
-	pthread_mutex_lock(&c->lock);
+	if (!conn_lock(c, fd))
+		return false;
+	if (c->first == KP_FIRST_SENT) {
+		bool again = false;
+		if (ret == 0 || (ret < 0 && (errno == ECONNRESET || errno == EPIPE)))
+			again = replay(c, fd, ret == 0 ? "EOF" : "reset");
+		else if (ret > 0 && answered_408(iov, iovcnt, ret))
+			again = replay(c, fd, "408");
+		else if (ret > 0)
+			c->first = KP_FIRST_DONE; /* the server answers: vouched for */
+		if (again) {
+			pthread_mutex_unlock(&c->lock);
+			errno = saved;
+			return true;
+		}
+	}
 	if (ret < 0) {
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			c->poolable = false;
@@ -1257,6 +1690,7 @@ void kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 	}
 	pthread_mutex_unlock(&c->lock);
 	errno = saved;
+	return false;
 }
 
 /* ------------------------------------------------------------ fork */
@@ -1266,6 +1700,9 @@ void kp_conn_after_fork_child(void)
 	/* The child's copies of tracked fds are the parent's connections: the
 	 * child uses them raw, and never parks them.  Its copies of pooled
 	 * sockets are closed (the parent's stay open). */
+	pthread_mutex_init(&free_lock, NULL);
+	pthread_mutex_init(&finished_lock, NULL);
+	n_finished = 0;
 	kp_fdtab_after_fork_child();
 	pool_after_fork_child();
 }

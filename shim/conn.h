@@ -42,8 +42,24 @@ struct kp_request {
 	bool rewritten;  /* we changed its Connection header */
 };
 
+/* The first request on a connection taken from the pool (DESIGN 4): the
+ * server may have closed it while it sat idle, and the program, believing
+ * its connect() fresh, will not retry. */
+enum kp_first {
+	KP_FIRST_DONE = 0, /* a fresh connection, or the reused one answered */
+	KP_FIRST_UNSENT,   /* reused; nothing sent yet: a request that may not
+	                      be replayed goes on a fresh connection instead */
+	KP_FIRST_SENT,     /* reused; an idempotent request went out (copy in
+	                      replay) and no response byte came yet: EOF, reset
+	                      or a 408 now means "replay on a fresh connection" */
+};
+
+/* Connection objects are never freed, only recycled (conn.c conn_new):
+ * a wrapper racing with a close of the same fd may still hold the pointer,
+ * so it locks the object and checks the table still maps its fd to it. */
 struct kp_conn {
 	pthread_mutex_t lock;
+	struct kp_conn *next_free;
 	int refs;            /* fds sharing it (dup family) */
 	uint8_t state;       /* enum kp_conn_state */
 	bool reused;         /* came from the pool */
@@ -52,8 +68,15 @@ struct kp_conn {
 	bool lost;           /* framing lost after a rewrite: see kp_conn_wait_ms */
 	bool resp_started;   /* resp is framing a response to reqs[0] */
 	bool nonblock;       /* O_NONBLOCK of the open file description */
-	bool no_rewrite;     /* the program waits with epoll: see kp_note_epoll */
+	int8_t shut_how;     /* a shutdown() we answered without the kernel:
+	                        its how + 1, made real if the program writes */
 	struct pool_key key;
+
+	uint8_t first;       /* enum kp_first */
+	uint64_t parked_ms;  /* reused: when it had been parked */
+	uint32_t served_at_checkout;
+	char *replay;        /* KP_FIRST_SENT: the bytes of that request */
+	size_t replay_len, replay_cap;
 
 	/* request side */
 	uint8_t req_mode;    /* enum kp_req_mode */
@@ -100,8 +123,8 @@ int kp_close(int fd, struct kp_conn *c);
  * back, e.g. by fclose() or syscall()) and fd may be someone else's now. */
 void kp_forget_fd(int fd, bool may_park);
 
-/* A new fd (dup) shares c. */
-void kp_dup_to(struct kp_conn *c, int newfd);
+/* A new fd (dup of oldfd) shares c. */
+void kp_dup_to(struct kp_conn *c, int oldfd, int newfd);
 
 /* setsockopt() on a TCP socket: record what the program set. */
 void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len);
@@ -109,7 +132,7 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 /* setsockopt() on a reused connection: true when the socket already holds
  * exactly that value (left by its previous owner), so the call can be
  * answered without a syscall (and it is recorded as the program's). */
-bool kp_sockopt_already(struct kp_conn *c, int level, int name, const void *val, socklen_t len);
+bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const void *val, socklen_t len);
 
 /* getsockopt() on a reused connection: settle the previous owner's
  * options first, so the program reads its own socket's values. */
@@ -126,13 +149,10 @@ void kp_send_bypass(struct kp_conn *c, int fd);
 /* fdopen() of a tracked fd: stdio's reads will go past us. */
 void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only);
 
-/* epoll_ctl() registered a tracked fd.  epoll is not followed yet, so a
- * synthetic EOF could never wake the program: stop rewriting, and for a
- * request already rewritten let the server's own close come. */
-void kp_note_epoll(struct kp_conn *c, int fd);
-
-/* shutdown() of a tracked connection. */
-void kp_note_shutdown(struct kp_conn *c, int fd, int how);
+/* shutdown() of a tracked connection.  Returns true when the call is
+ * answered (0) without reaching the kernel: the exchange is complete or
+ * its end is owed by us anyway, so the server needs no FIN (DESIGN 1). */
+bool kp_shutdown(struct kp_conn *c, int fd, int how);
 
 /*
  * Write side.  kp_send_intercept() handles the call itself when the bytes
@@ -142,16 +162,20 @@ void kp_note_shutdown(struct kp_conn *c, int fd, int how);
  */
 bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 		       ssize_t *ret);
-void kp_send_done(struct kp_conn *c, const struct iovec *iov, int iovcnt, ssize_t ret);
+void kp_send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret);
 /* sendfile() or splice(): n body bytes went out unseen */
 void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret);
 
 /*
  * Read side.  kp_recv_intercept() answers the read itself (the synthetic
  * EOF); otherwise the wrapper reads and reports with kp_recv_done().
+ * kp_recv_done() returns true when the wrapper must make the same real
+ * call again (and forget this one's result): the first request on a
+ * reused connection met the server's close and went out again on a fresh
+ * connection, now under fd.
  */
 bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret);
-void kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
 		  int flags);
 
 /* n response bytes reached the program where we could not see them

@@ -25,6 +25,7 @@ enum {
 	 * F_GETFL/F_GETFD; trusted only when KP_FD_TCP says we saw socket() */
 	KP_FD_NONBLOCK = 32,
 	KP_FD_CLOEXEC = 64,
+	KP_FD_EPOLL = 128,   /* an epoll set (its close drops our registrations) */
 };
 
 extern struct kp_conn **kp_fdtab;

@@ -19,6 +19,7 @@
 #include "conn.h"
 #include "fdtable.h"
 #include "real.h"
+#include "watch.h"
 
 #define KP_EXPORT __attribute__((visibility("default")))
 
@@ -30,6 +31,7 @@ static void after_fork_child(void)
 {
 	__atomic_store_n(&our_pid, getpid(), __ATOMIC_RELAXED);
 	kp_conn_after_fork_child();
+	kp_watch_after_fork_child();
 }
 
 __attribute__((constructor)) static void kp_init(void)
@@ -59,6 +61,8 @@ static void fresh_fd(int fd, uint8_t flags)
 		return;
 	if (kp_fd_conn(fd))
 		kp_forget_fd(fd, false); /* its close went past us (syscall(), say) */
+	if (kp_fdflags[fd] & KP_FD_EPOLL)
+		kp_watch_forget_epfd(fd);
 	kp_fdflags[fd] = flags;
 }
 
@@ -169,14 +173,26 @@ KP_EXPORT int eventfd(unsigned int count, int flags)
 	return fresh(KP_REAL(eventfd)(count, flags));
 }
 
+static int fresh_epoll(int epfd)
+{
+	if (epfd >= 0 && kp_fd_valid(epfd)) {
+		int saved = errno;
+		fresh(epfd);
+		kp_watch_forget_epfd(epfd); /* an earlier set's, closed unseen */
+		kp_fdflags[epfd] = KP_FD_EPOLL;
+		errno = saved;
+	}
+	return epfd;
+}
+
 KP_EXPORT int epoll_create(int size)
 {
-	return fresh(KP_REAL(epoll_create)(size));
+	return fresh_epoll(KP_REAL(epoll_create)(size));
 }
 
 KP_EXPORT int epoll_create1(int flags)
 {
-	return fresh(KP_REAL(epoll_create1)(flags));
+	return fresh_epoll(KP_REAL(epoll_create1)(flags));
 }
 
 /* stdio closes its fd inside libc, where we cannot see it.  Its reads and
@@ -221,7 +237,7 @@ KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 KP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
-	if (c && kp_sockopt_already(c, level, name, val, len))
+	if (c && kp_sockopt_already(c, fd, level, name, val, len))
 		return 0;
 	int r = KP_REAL(setsockopt)(fd, level, name, val, len);
 	if (r == 0 && kp_fd_valid(fd) && (kp_fdflags[fd] & KP_FD_TCP || kp_fd_conn(fd))) {
@@ -254,8 +270,11 @@ KP_EXPORT int close(int fd)
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c) {
 		/* what socket()/fcntl() taught us dies with the fd */
-		if (kp_fd_valid(fd) && kp_fdflags[fd])
+		if (kp_fd_valid(fd) && kp_fdflags[fd]) {
+			if (kp_fdflags[fd] & KP_FD_EPOLL)
+				kp_watch_forget_epfd(fd);
 			kp_fdflags[fd] = 0;
+		}
 		return KP_REAL(close)(fd);
 	}
 	return kp_close(fd, c);
@@ -288,7 +307,7 @@ static int close_range_keep_pool(unsigned first, unsigned last, int flags)
 	size_t cap = pool_size() + 16;
 	int *pooled = malloc(cap * sizeof(*pooled));
 	if (!pooled)
-		return (int)syscall(SYS_close_range, first, last, flags);
+		return (int)KP_REAL(syscall)(SYS_close_range, first, last, flags);
 	size_t n = pool_fds(pooled, cap);
 	int r = close_gaps(first, last, flags, pooled, n);
 	free(pooled);
@@ -303,19 +322,19 @@ static int close_gaps(unsigned first, unsigned last, int flags, const int *keep,
 		unsigned p = (unsigned)keep[i];
 		if (p < lo || p > last)
 			continue;
-		if (p > lo && syscall(SYS_close_range, lo, p - 1, flags) < 0)
+		if (p > lo && KP_REAL(syscall)(SYS_close_range, lo, p - 1, flags) < 0)
 			return -1;
 		lo = p + 1; /* an fd is an int: no wrap-around */
 	}
 	if (lo <= last && lo >= first)
-		return (int)syscall(SYS_close_range, lo, last, flags);
+		return (int)KP_REAL(syscall)(SYS_close_range, lo, last, flags);
 	return 0;
 }
 
 KP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
 	if (!kp_fdtab_len || first > last || in_vfork_child())
-		return (int)syscall(SYS_close_range, first, last, flags);
+		return (int)KP_REAL(syscall)(SYS_close_range, first, last, flags);
 	return close_range_keep_pool(first, last, flags);
 }
 
@@ -324,7 +343,7 @@ KP_EXPORT void closefrom(int lowfd)
 	if (lowfd < 0)
 		lowfd = 0;
 	if (kp_fdtab_len && in_vfork_child()) {
-		syscall(SYS_close_range, (unsigned)lowfd, ~0u, 0);
+		KP_REAL(syscall)(SYS_close_range, (unsigned)lowfd, ~0u, 0);
 		return;
 	}
 	if (close_range((unsigned)lowfd, ~0u, 0) == 0)
@@ -339,8 +358,9 @@ KP_EXPORT void closefrom(int lowfd)
 KP_EXPORT int shutdown(int fd, int how)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
-	if (c && c != KP_POOLED)
-		kp_note_shutdown(c, fd, how);
+	if (c && c != KP_POOLED && (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR) &&
+	    kp_shutdown(c, fd, how))
+		return 0;
 	return KP_REAL(shutdown)(fd, how);
 }
 
@@ -351,7 +371,7 @@ KP_EXPORT int dup(int fd)
 	int nfd = KP_REAL(dup)(fd);
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (nfd >= 0 && c && c != KP_POOLED)
-		kp_dup_to(c, nfd);
+		kp_dup_to(c, fd, nfd);
 	else if (nfd >= 0)
 		dup_fdflags(fd, nfd, false);
 	return nfd;
@@ -379,7 +399,7 @@ static int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
 	kp_forget_fd(newfd, true);
 	int r = is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
 	if (r >= 0 && c)
-		kp_dup_to(c, r);
+		kp_dup_to(c, oldfd, r);
 	else if (r >= 0)
 		dup_fdflags(oldfd, r, flags & O_CLOEXEC);
 	return r;
@@ -411,7 +431,7 @@ KP_EXPORT int fcntl(int fd, int cmd, ...)
 	case F_DUPFD_CLOEXEC: {
 		struct kp_conn *c = kp_fd_conn(fd);
 		if (c && c != KP_POOLED)
-			kp_dup_to(c, r);
+			kp_dup_to(c, fd, r);
 		else
 			dup_fdflags(fd, r, cmd == F_DUPFD_CLOEXEC);
 		break;
@@ -435,9 +455,14 @@ KP_EXPORT int ioctl(int fd, unsigned long req, ...)
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
 	int r = KP_REAL(ioctl)(fd, req, arg);
-	if (r == 0 && req == FIONBIO && arg && kp_fd_valid(fd)) {
+	if (r == 0 && kp_fd_valid(fd)) {
 		int saved = errno;
-		kp_note_nonblock(fd, *(const int *)arg != 0);
+		if (req == FIONBIO && arg)
+			kp_note_nonblock(fd, *(const int *)arg != 0);
+		else if (req == FIOCLEX) /* libuv sets close-on-exec this way */
+			kp_fdflags[fd] |= KP_FD_CLOEXEC;
+		else if (req == FIONCLEX)
+			kp_fdflags[fd] &= (uint8_t)~KP_FD_CLOEXEC;
 		errno = saved;
 	}
 	return r;
@@ -446,3 +471,32 @@ KP_EXPORT int ioctl(int fd, unsigned long req, ...)
 /* fcntl64 is the same function on 64-bit glibc; programs built against
  * _FILE_OFFSET_BITS=64 on 32-bit call it. */
 KP_EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
+
+/* ------------------------------------------------------------ syscall */
+
+/* Programs that bypass libc for an fd's life: libuv (Node) closes its
+ * sockets with syscall(SYS_close).  Those numbers go through the same
+ * logic as the libc calls; everything else straight through.  Every
+ * syscall argument is a long (the kernel ABI), so six are forwarded. */
+KP_EXPORT long syscall(long number, ...)
+{
+	va_list ap;
+	va_start(ap, number);
+	long a[6];
+	for (int i = 0; i < 6; i++)
+		a[i] = va_arg(ap, long);
+	va_end(ap);
+	if (kp_fdtab_len) {
+		switch (number) {
+		case SYS_close:
+			return close((int)a[0]);
+		case SYS_close_range:
+			return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
+		case SYS_dup2:
+			return dup2((int)a[0], (int)a[1]);
+		case SYS_dup3:
+			return dup3((int)a[0], (int)a[1], (int)a[2]);
+		}
+	}
+	return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+}

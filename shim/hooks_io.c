@@ -27,7 +27,7 @@ KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	if (kp_send_intercept(c, fd, &iov, 1, 0, &r))
 		return r;
 	r = KP_REAL(write)(fd, buf, n);
-	kp_send_done(c, &iov, 1, r);
+	kp_send_done(c, fd, &iov, 1, r);
 	return r;
 }
 
@@ -40,7 +40,7 @@ KP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	if (iovcnt > 0 && kp_send_intercept(c, fd, iov, iovcnt, 0, &r))
 		return r;
 	r = KP_REAL(writev)(fd, iov, iovcnt);
-	kp_send_done(c, iov, iovcnt, r);
+	kp_send_done(c, fd, iov, iovcnt, r);
 	return r;
 }
 
@@ -54,7 +54,7 @@ KP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	if (kp_send_intercept(c, fd, &iov, 1, flags, &r))
 		return r;
 	r = KP_REAL(send)(fd, buf, n, flags);
-	kp_send_done(c, &iov, 1, r);
+	kp_send_done(c, fd, &iov, 1, r);
 	return r;
 }
 
@@ -73,7 +73,7 @@ KP_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 	if (to)
 		kp_send_bypass(c, fd);
 	r = KP_REAL(sendto)(fd, buf, n, flags, to, tolen);
-	kp_send_done(c, &iov, 1, r);
+	kp_send_done(c, fd, &iov, 1, r);
 	return r;
 }
 
@@ -90,7 +90,7 @@ KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	if (!plain)
 		kp_send_bypass(c, fd);
 	r = KP_REAL(sendmsg)(fd, msg, flags);
-	kp_send_done(c, msg->msg_iov, (int)msg->msg_iovlen, r);
+	kp_send_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, r);
 	return r;
 }
 
@@ -135,7 +135,7 @@ KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 	int r = KP_REAL(sendmmsg)(fd, vec, n, flags);
 	/* never rewritten (a head may span messages): followed for facts */
 	for (int i = 0; c && i < r; i++)
-		kp_send_done(c, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
+		kp_send_done(c, fd, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
 			     (ssize_t)vec[i].msg_len);
 	return r;
 }
@@ -150,9 +150,10 @@ KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r))
 		return r;
-	r = KP_REAL(read)(fd, buf, n);
 	struct iovec iov = { buf, n };
-	kp_recv_done(c, fd, &iov, 1, r, 0);
+	do
+		r = KP_REAL(read)(fd, buf, n);
+	while (kp_recv_done(c, fd, &iov, 1, r, 0));
 	return r;
 }
 
@@ -164,8 +165,9 @@ KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r))
 		return r;
-	r = KP_REAL(readv)(fd, iov, iovcnt);
-	kp_recv_done(c, fd, iov, iovcnt, r, 0);
+	do
+		r = KP_REAL(readv)(fd, iov, iovcnt);
+	while (kp_recv_done(c, fd, iov, iovcnt, r, 0));
 	return r;
 }
 
@@ -177,9 +179,10 @@ KP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r))
 		return r;
-	r = KP_REAL(recv)(fd, buf, n, flags);
 	struct iovec iov = { buf, n };
-	kp_recv_done(c, fd, &iov, 1, r, flags);
+	do
+		r = KP_REAL(recv)(fd, buf, n, flags);
+	while (kp_recv_done(c, fd, &iov, 1, r, flags));
 	return r;
 }
 
@@ -192,9 +195,10 @@ KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r))
 		return r;
-	r = KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
 	struct iovec iov = { buf, n };
-	kp_recv_done(c, fd, &iov, 1, r, flags);
+	do
+		r = KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
+	while (kp_recv_done(c, fd, &iov, 1, r, flags));
 	return r;
 }
 
@@ -209,8 +213,9 @@ KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 		msg->msg_controllen = 0; /* no ancillary data came with the EOF */
 		return r;
 	}
-	r = KP_REAL(recvmsg)(fd, msg, flags);
-	kp_recv_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, r, flags);
+	do
+		r = KP_REAL(recvmsg)(fd, msg, flags);
+	while (kp_recv_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, r, flags));
 	return r;
 }
 
@@ -227,14 +232,20 @@ KP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags, s
 		vec[0].msg_hdr.msg_controllen = 0;
 		return 1;
 	}
-	int r = KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
-	int saved = errno;
-	for (int i = 0; i < r; i++)
-		kp_recv_done(c, fd, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
-			     (ssize_t)vec[i].msg_len, flags);
-	if (r < 0)
-		kp_recv_done(c, fd, NULL, 0, -1, flags);
-	errno = saved;
+	int r;
+	bool again;
+	do {
+		r = KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
+		int saved = errno;
+		again = false;
+		/* a replay can only come with the first message */
+		for (int i = 0; i < r && !again; i++)
+			again = kp_recv_done(c, fd, vec[i].msg_hdr.msg_iov,
+					     (int)vec[i].msg_hdr.msg_iovlen, (ssize_t)vec[i].msg_len, flags);
+		if (r < 0)
+			again = kp_recv_done(c, fd, NULL, 0, -1, flags);
+		errno = saved;
+	} while (again);
 	return r;
 }
 

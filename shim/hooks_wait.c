@@ -1,6 +1,6 @@
 /*
- * hooks_wait.c - readiness: poll, ppoll, select, pselect and the fortified
- * __poll_chk/__ppoll_chk.  A connection that owes the program its EOF has
+ * hooks_wait.c - readiness: poll, ppoll, select, pselect, the fortified
+ * __poll_chk/__ppoll_chk, and epoll_ctl/epoll_wait/epoll_pwait/epoll_pwait2.  A connection that owes the program its EOF has
  * nothing left in the kernel to wake anyone up, so these report it
  * readable themselves; everything else is the kernel's answer.
  */
@@ -13,6 +13,7 @@
 #include "conn.h"
 #include "fdtable.h"
 #include "real.h"
+#include "watch.h"
 
 #define KP_EXPORT __attribute__((visibility("default")))
 
@@ -241,11 +242,84 @@ KP_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct
 	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);
 }
 
-/* Not followed yet (a later step): see kp_note_epoll. */
+/* ------------------------------------------------------------ epoll */
+
 KP_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
+	int r = KP_REAL(epoll_ctl)(epfd, op, fd, ev);
 	struct kp_conn *c = kp_fd_conn(fd);
-	if (c && (op == EPOLL_CTL_ADD || op == EPOLL_CTL_MOD))
-		kp_note_epoll(c, fd);
-	return KP_REAL(epoll_ctl)(epfd, op, fd, ev);
+	if (r == 0 && c && c != KP_POOLED) {
+		int saved = errno;
+		kp_watch_ctl(epfd, op, fd, c, ev);
+		errno = saved;
+	}
+	return r;
+}
+
+enum ep_kind { EP_WAIT, EP_PWAIT, EP_PWAIT2 };
+
+static int ep_real(enum ep_kind kind, int epfd, struct epoll_event *evs, int max, int ms,
+		   const sigset_t *mask)
+{
+	if (kind == EP_WAIT)
+		return KP_REAL(epoll_wait)(epfd, evs, max, ms);
+	if (kind == EP_PWAIT)
+		return KP_REAL(epoll_pwait)(epfd, evs, max, ms, mask);
+	struct timespec t = { ms / 1000, (long)(ms % 1000) * 1000000 };
+	return KP_REAL(epoll_pwait2)(epfd, evs, max, ms < 0 ? NULL : &t, mask);
+}
+
+/* epoll_wait and friends with our readiness folded in (watch.c): when one
+ * of our decisions falls due before the program's timeout, wait only that
+ * long and look again.  timeout: ms, -1 for none. */
+static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int max, int timeout,
+		     const sigset_t *mask)
+{
+	if (max <= 0)
+		return ep_real(kind, epfd, evs, max, timeout, mask);
+	for (;;) {
+		int due;
+		kp_watch_fold(epfd, NULL, 0, 0, &due);
+		int t = timeout;
+		if (due >= 0 && (t < 0 || due < t))
+			t = due;
+		int n = ep_real(kind, epfd, evs, max, t, mask);
+		if (n < 0)
+			return n;
+		int saved = errno;
+		n = kp_watch_fold(epfd, evs, n, max, &due);
+		errno = saved;
+		if (n > 0 || t == timeout)
+			return n;
+		if (timeout > 0)
+			timeout -= t;
+	}
+}
+
+KP_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
+{
+	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
+		return KP_REAL(epoll_wait)(epfd, evs, max, timeout);
+	return ep_common(EP_WAIT, epfd, evs, max, timeout, NULL);
+}
+
+KP_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout,
+			  const sigset_t *mask)
+{
+	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
+		return KP_REAL(epoll_pwait)(epfd, evs, max, timeout, mask);
+	return ep_common(EP_PWAIT, epfd, evs, max, timeout, mask);
+}
+
+KP_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct timespec *ts,
+			   const sigset_t *mask)
+{
+	kp_real_bind();
+	if (!kp_real.epoll_pwait2) { /* an older libc: as it would say */
+		errno = ENOSYS;
+		return -1;
+	}
+	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
+		return kp_real.epoll_pwait2(epfd, evs, max, ts, mask);
+	return ep_common(EP_PWAIT2, epfd, evs, max, ms_of(ts), mask);
 }

@@ -33,6 +33,11 @@
 	X(int, epoll_create, (int))                                                  \
 	X(int, epoll_create1, (int))                                                 \
 	X(int, epoll_ctl, (int, int, int, struct epoll_event *))                     \
+	X(int, epoll_wait, (int, struct epoll_event *, int, int))                    \
+	X(int, epoll_pwait, (int, struct epoll_event *, int, int, const sigset_t *)) \
+	X(int, epoll_pwait2, (int, struct epoll_event *, int, const struct timespec *, \
+			      const sigset_t *))                                     \
+	X(long, syscall, (long, ...))                                                \
 	X(int, fclose, (FILE *))                                                     \
 	X(FILE *, fdopen, (int, const char *))                                       \
 	X(int, close, (int))                                                         \

@@ -65,6 +65,13 @@ assert_reused_all() {
 	assert_reused_all $N
 }
 
+@test "node http.get with agent: false (libuv, epoll, syscall close): 200 requests on one connection, same output" {
+	run_both $N node "$SCRIPTS/node_get.js" 127.0.0.1 "$NGINX_PORT" /f $N
+	assert_equal "$(count_matches '^== [0-9]+ 200 ' "$BATS_TEST_TMPDIR/plain.out")" $N
+	assert_same_output
+	assert_reused_all $N
+}
+
 @test "O_NONBLOCK before connect (poll, EINPROGRESS): one connection, same output" {
 	run_both $N "$CLIENTS/nonblock" 127.0.0.1 "$NGINX_PORT" /f $N
 	assert_equal "$(count_matches '^HTTP/1\.1 200 OK' "$BATS_TEST_TMPDIR/plain.out")" $N

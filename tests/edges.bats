@@ -127,14 +127,24 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_equal "connects=$(stat_value connects)" "connects=0"
 }
 
-@test "a close the shim never saw (syscall): the fd number's next file reads as itself" {
+@test "a close the shim never saw (raw syscall instruction): the fd number's next file reads as itself" {
 	nginx_start
-	run_both 5 "$CLIENTS/missed_close" 127.0.0.1 "$NGINX_PORT" /f 5 "$NGINX_DIR/www/f"
+	run_both 5 "$CLIENTS/missed_close" 127.0.0.1 "$NGINX_PORT" /f 5 "$NGINX_DIR/www/f" raw
 	assert_both_ok
 	assert_same_output --headers
 	# each response, then the file read through the same fd number
 	assert_equal "$(count_matches '^libkeepalive test file /f, line 1 ' "$BATS_TEST_TMPDIR/shim.out")" 10
 	assert_equal "parked=$(stat_value parked)" "parked=0"
+}
+
+@test "syscall(SYS_close) (libuv's way to close): seen, parked, reused" {
+	nginx_start
+	run_both 5 "$CLIENTS/missed_close" 127.0.0.1 "$NGINX_PORT" /f 5 "$NGINX_DIR/www/f" syscall
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "$(count_matches '^libkeepalive test file /f, line 1 ' "$BATS_TEST_TMPDIR/shim.out")" 10
+	assert_equal "parked=$(stat_value parked)" "parked=5"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
 
 # ---- fd life: odd but legal uses of sockets and fd numbers (fdlife.c)
@@ -201,9 +211,21 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
 
-@test "POST with Content-Length: 0 is bodiless: reused" {
+@test "POST with Content-Length: 0 is bodiless: parked, but never sent on a pooled connection" {
 	scripted_start keepalive
 	run_both 5 "$CLIENTS/httpget" 127.0.0.1 "$SCRIPTED_PORT" /p 5 POST 'Content-Length: 0'
+	assert_both_ok
+	assert_same_output --headers
+	# framed to the end each time (parked), yet each POST on a fresh
+	# connection: a POST may not be replayed, so it never meets a
+	# connection the server may have closed meanwhile (DESIGN 4)
+	assert_equal "parked=$(stat_value parked) unvouched=$(stat_value unvouched)" "parked=5 unvouched=4"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 5"
+}
+
+@test "POST with an Idempotency-Key may be replayed: sent on pooled connections" {
+	scripted_start keepalive
+	run_both 5 "$CLIENTS/httpget" 127.0.0.1 "$SCRIPTED_PORT" /p 5 POST 'Content-Length: 0' 'Idempotency-Key: 7'
 	assert_both_ok
 	assert_same_output --headers
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
@@ -219,24 +241,27 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_equal "rewritten=$(stat_value rewritten)" "rewritten=3"
 }
 
-@test "POST bodies sent with sendfile() (Content-Length): followed by arithmetic, reused" {
+@test "POST bodies sent with sendfile() (Content-Length): followed by arithmetic, parked" {
 	scripted_start keepalive
 	head -c 300000 /dev/zero | tr '\0' x >"$BATS_TEST_TMPDIR/upload"
 	run_both 3 "$CLIENTS/fdlife" sendfile "$SCRIPTED_PORT" "$BATS_TEST_TMPDIR/upload"
 	assert_both_ok
 	assert_same_output
 	assert_equal "$(count_matches '^HTTP/1.1 200' "$BATS_TEST_TMPDIR/shim.out")" 3
-	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	# each POST on a fresh connection (DESIGN 4), each parked after it
+	assert_equal "parked=$(stat_value parked) unvouched=$(stat_value unvouched)" "parked=3 unvouched=2"
 }
 
-@test "shutdown(SHUT_WR) after a Connection: close request: the whole response, no hang" {
+@test "shutdown(SHUT_WR) after a Connection: close request: answered by us, the whole response, reused" {
 	nginx_start
 	run_both 5 "$PYTHON" "$RAW" 127.0.0.1 "$NGINX_PORT" 5 \
 		'GET /big HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' --shutdown
 	assert_both_ok
 	assert_same_output --headers
 	assert_equal "$(count_matches '^Content-Length: 102400' "$BATS_TEST_TMPDIR/shim.out")" 5
-	assert_equal "shim conns $SHIM_CONNS" "shim conns 5"
+	# the EOF after the response is owed by us anyway: the server needs no FIN
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	assert_equal "eofs=$(stat_value eofs)" "eofs=5"
 }
 
 @test "a head begun with write() and ended with sendmmsg(): sent in order, same output" {
@@ -308,11 +333,13 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
 
-@test "a program waiting with epoll (not followed yet) gets its EOF from the server: no hang" {
+@test "a program waiting with epoll_wait gets the synthetic EOF: no hang, reused" {
 	nginx_start
 	run_both 4 "$CLIENTS/fdlife" epoll-eof "$NGINX_PORT"
 	assert_both_ok
 	assert_same_output
 	run grep -c 'read a response, then EOF' "$BATS_TEST_TMPDIR/shim.out"
 	assert_output 4
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	assert_equal "eofs=$(stat_value eofs)" "eofs=4"
 }

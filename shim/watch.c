@@ -1,0 +1,186 @@
+/*
+ * watch.c - epoll registrations of our connections (see watch.h).
+ *
+ * A short array under one mutex: a program has a handful of connections
+ * registered at a time, and only programs with some pay anything.
+ */
+#include "watch.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "conn.h"
+#include "real.h"
+
+struct watch {
+	int epfd, fd;
+	uint32_t events;
+	epoll_data_t data;
+	bool armed; /* EPOLLONESHOT/EPOLLET: reported once until re-armed */
+	struct kp_conn *c;
+};
+
+unsigned kp_watch_count;
+static struct watch *watches;
+static unsigned n_cap;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Caller holds the lock. */
+static void drop(unsigned i)
+{
+	watches[i] = watches[--kp_watch_count];
+}
+
+/* Caller holds the lock. */
+static struct watch *find(int epfd, int fd)
+{
+	for (unsigned i = 0; i < kp_watch_count; i++)
+		if (watches[i].epfd == epfd && watches[i].fd == fd)
+			return &watches[i];
+	return NULL;
+}
+
+void kp_watch_ctl(int epfd, int op, int fd, struct kp_conn *c, const struct epoll_event *ev)
+{
+	pthread_mutex_lock(&lock);
+	struct watch *w = find(epfd, fd);
+	if (op == EPOLL_CTL_DEL) {
+		if (w)
+			drop((unsigned)(w - watches));
+	} else if (ev) {
+		if (!w && op == EPOLL_CTL_ADD) {
+			if (kp_watch_count == n_cap) {
+				unsigned cap = n_cap ? n_cap * 2 : 16;
+				struct watch *nw = realloc(watches, cap * sizeof(*nw));
+				if (!nw)
+					goto out; /* unwatched: the program waits for the kernel */
+				watches = nw;
+				n_cap = cap;
+			}
+			w = &watches[kp_watch_count];
+			__atomic_store_n(&kp_watch_count, kp_watch_count + 1, __ATOMIC_RELEASE);
+		}
+		if (w) {
+			w->epfd = epfd;
+			w->fd = fd;
+			w->events = ev->events;
+			w->data = ev->data;
+			w->armed = true;
+			w->c = c;
+		}
+	}
+out:
+	pthread_mutex_unlock(&lock);
+}
+
+static void forget_if(bool (*match)(const struct watch *, intptr_t), intptr_t v)
+{
+	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&lock);
+	for (unsigned i = 0; i < kp_watch_count;) {
+		if (match(&watches[i], v))
+			drop(i);
+		else
+			i++;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+static bool by_fd(const struct watch *w, intptr_t fd)
+{
+	return w->fd == fd;
+}
+
+static bool by_epfd(const struct watch *w, intptr_t epfd)
+{
+	return w->epfd == epfd;
+}
+
+static bool by_conn(const struct watch *w, intptr_t c)
+{
+	return (intptr_t)w->c == c;
+}
+
+void kp_watch_forget_fd(int fd)
+{
+	forget_if(by_fd, fd);
+}
+
+void kp_watch_forget_epfd(int epfd)
+{
+	forget_if(by_epfd, epfd);
+}
+
+void kp_watch_forget_conn(struct kp_conn *c)
+{
+	forget_if(by_conn, (intptr_t)c);
+}
+
+void kp_watch_detach(int fd)
+{
+	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&lock);
+	for (unsigned i = 0; i < kp_watch_count; i++)
+		if (watches[i].fd == fd)
+			KP_REAL(epoll_ctl)(watches[i].epfd, EPOLL_CTL_DEL, fd, NULL);
+	pthread_mutex_unlock(&lock);
+}
+
+void kp_watch_renew(int fd)
+{
+	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
+		return;
+	pthread_mutex_lock(&lock);
+	for (unsigned i = 0; i < kp_watch_count; i++) {
+		struct watch *w = &watches[i];
+		if (w->fd != fd)
+			continue;
+		struct epoll_event ev = { .events = w->events, .data = w->data };
+		KP_REAL(epoll_ctl)(w->epfd, EPOLL_CTL_ADD, fd, &ev);
+		w->armed = true;
+	}
+	pthread_mutex_unlock(&lock);
+}
+
+int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, int *due_ms)
+{
+	*due_ms = -1;
+	pthread_mutex_lock(&lock);
+	for (unsigned i = 0; i < kp_watch_count; i++) {
+		struct watch *w = &watches[i];
+		uint32_t want = w->events & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
+		if (w->epfd != epfd || !want || !w->armed)
+			continue;
+		int ms = kp_conn_wait_ms(w->c);
+		if (ms < 0)
+			continue;
+		if (*due_ms < 0 || ms < *due_ms)
+			*due_ms = ms;
+		if (ms > 0 || !evs)
+			continue;
+		int j = 0;
+		while (j < n && evs[j].data.u64 != w->data.u64)
+			j++;
+		if (j == n) {
+			if (n == max)
+				continue; /* no room: reported by the next wait */
+			evs[n].events = 0;
+			evs[n].data = w->data;
+			n++;
+		}
+		evs[j].events |= want;
+		if (w->events & (EPOLLONESHOT | EPOLLET))
+			w->armed = false;
+	}
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
+void kp_watch_after_fork_child(void)
+{
+	pthread_mutex_init(&lock, NULL);
+	kp_watch_count = 0;
+}

@@ -1,0 +1,56 @@
+/*
+ * watch.h - which epoll sets watch which of our connections.
+ *
+ * epoll reports the data the program registered, not the fd, and a
+ * connection that owes its EOF has nothing left in the kernel to wake an
+ * epoll set: so we remember what epoll_ctl() registered for tracked fds
+ * and report the owed EOF ourselves.  And when a connection's socket is
+ * replaced under the program's fd (a replay on a fresh connection, see
+ * conn.c), the kernel drops the old socket's registrations: they are made
+ * again on the new one.  Prefix: kp_watch_.
+ */
+#ifndef KEEPALIVE_WATCH_H
+#define KEEPALIVE_WATCH_H
+
+#include <stdbool.h>
+#include <sys/epoll.h>
+
+struct kp_conn;
+
+/* Registrations held: epoll_wait's whole fast path is a load of this. */
+extern unsigned kp_watch_count;
+
+/* epoll_ctl(epfd, op, fd, ev) succeeded on fd, which holds connection c. */
+void kp_watch_ctl(int epfd, int op, int fd, struct kp_conn *c, const struct epoll_event *ev);
+
+/* fd (tracked) is being closed or replaced by another file. */
+void kp_watch_forget_fd(int fd);
+
+/* The epoll set epfd is closed. */
+void kp_watch_forget_epfd(int epfd);
+
+/* c is being freed. */
+void kp_watch_forget_conn(struct kp_conn *c);
+
+/* fd is about to be replaced by another file (dup3 onto it): take its
+ * registrations out of the kernel's sets first, or epoll would go on
+ * reporting the old socket (still open elsewhere) under the program's data.
+ * kp_watch_renew() puts them back. */
+void kp_watch_detach(int fd);
+
+/* fd now holds a new socket (dup3 onto it): register it again wherever
+ * the old one was registered. */
+void kp_watch_renew(int fd);
+
+/*
+ * Fold our readiness into an epoll_wait result: append (or OR into the
+ * entry with the same data) an EPOLLIN for every connection registered in
+ * epfd that owes its EOF now.  evs may be NULL (max 0) to look only.
+ * Returns the new count; *due_ms gets when our next decision falls due (0
+ * now, -1 never), as kp_conn_wait_ms.
+ */
+int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, int *due_ms);
+
+void kp_watch_after_fork_child(void);
+
+#endif
