@@ -10,6 +10,7 @@ SRCS := $(wildcard shim/*.c) $(wildcard pool/*.c)
 HDRS := $(wildcard shim/*.h) $(wildcard pool/*.h)
 LIB  := build/libkeepalive.so
 ASAN_LIB := build/libkeepalive-asan.so
+TSAN_LIB := build/libkeepalive-tsan.so
 SAN  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # the pure modules (no syscalls): unit-tested and fuzzed on their own
@@ -19,7 +20,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
-.PHONY: all asan test test-asan unit bats clients clean install
+.PHONY: all asan tsan test test-asan unit bats clients clean install
 all: $(LIB)
 
 $(LIB): $(SRCS) $(HDRS) Makefile
@@ -31,6 +32,14 @@ $(ASAN_LIB): $(SRCS) $(HDRS) Makefile
 	$(CC) $(ALLFLAGS) $(SAN) -shared -o $@ $(SRCS) $(LDLIBS)
 
 asan: $(ASAN_LIB)
+
+# ThreadSanitizer build: the threads tests run under it when it is built
+# (bats builds it: see tests/survive.bats)
+$(TSAN_LIB): $(SRCS) $(HDRS) Makefile
+	@mkdir -p build
+	$(CC) $(ALLFLAGS) -fsanitize=thread -fno-omit-frame-pointer -shared -o $@ $(SRCS) $(LDLIBS)
+
+tsan: $(TSAN_LIB)
 
 # unit tests link the pure modules directly and run under ASan+UBSan
 build/unit/%: tests/unit/%.c $(SRCS) $(HDRS) Makefile
@@ -46,7 +55,7 @@ unit: $(UNIT_BINS)
 
 clients: $(CLIENT_BINS)
 
-bats: $(LIB) clients
+bats: $(LIB) $(TSAN_LIB) clients
 	bats tests/*.bats
 
 # everything: the unit tests, the suites against the library, and the same
@@ -54,7 +63,7 @@ bats: $(LIB) clients
 test: $(LIB) unit bats test-asan
 
 # the whole bats suite with the ASan+UBSan build of the library
-test-asan: $(ASAN_LIB) clients
+test-asan: $(ASAN_LIB) $(TSAN_LIB) clients
 	KEEPALIVE_ASAN=1 KEEPALIVE_PRELOAD="$$($(CC) -print-file-name=libasan.so) $(CURDIR)/$(ASAN_LIB)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 bats tests/*.bats
 

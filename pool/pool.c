@@ -35,15 +35,21 @@ struct idle {
 
 /*
  * Expiry that learns.  A server that closes idle connections sooner than
- * it says (or says nothing) costs us a wasted request and a replay each
- * time a socket we kept is found dead.  So each destination remembers its
- * deaths: the first teaches nothing (one death may be a restart); when a
- * second one comes at the same request count, the server closes after that
- * many requests (Apache's MaxKeepAliveRequests, said or not): sockets that
- * have served that many are no longer parked.  At a different count the
- * deaths are about idle time: sockets are no longer kept past 3/4 of the
- * younger death's age (a second death younger than that cap shrinks it
- * again, so it converges below the server's timeout).
+ * it says (or says nothing) costs a wasted request and a replay each time
+ * a socket we kept is found dead.  So each destination keeps evidence: the
+ * oldest idle age and the highest request count at which a reused socket
+ * was seen to answer (pool_note_alive), and its deaths.  The first death
+ * teaches nothing (one may be a restart).  At the next one:
+ *  - at the same request count n >= 2, when sockets were seen to answer
+ *    after n - 1 requests and never after n: the server closes after n
+ *    requests (Apache's MaxKeepAliveRequests, said or not): sockets that
+ *    have served n are no longer parked;
+ *  - else, older than any socket seen to answer: idle time is to blame:
+ *    sockets are no longer kept past max(the oldest age seen to answer,
+ *    3/4 of the younger death's age); a later death younger than the cap
+ *    shrinks it again, so it converges below the server's timeout;
+ *  - else (a death no older and no more used than live ones: a reset, a
+ *    restart) nothing is learnt; the replay covers it.
  * Bounded: at most MAX_LEARNT destinations are remembered.
  */
 struct learnt {
@@ -53,6 +59,8 @@ struct learnt {
 	bool seen_death;
 	uint32_t last_requests;  /* of the last unexplained death */
 	uint64_t last_age_ms;
+	uint64_t alive_age_ms;   /* oldest idle age seen to answer */
+	uint32_t alive_requests; /* most requests served seen to answer */
 	UT_hash_handle hh;
 };
 #define MAX_LEARNT 256
@@ -113,29 +121,48 @@ static uint64_t learnt_expiry(const struct learnt *l, uint64_t expires_ms, uint6
 }
 
 /* Caller holds the lock. */
-static void learn_death(const struct pool_key *key, uint64_t age_ms, uint32_t requests)
+static struct learnt *learnt_get(const struct pool_key *key)
 {
 	struct learnt *l = learnt_find(key);
-	if (!l) {
-		if (n_learnt >= MAX_LEARNT || !(l = calloc(1, sizeof(*l))))
-			return;
+	if (!l && n_learnt < MAX_LEARNT && (l = calloc(1, sizeof(*l)))) {
 		l->key = *key;
 		HASH_ADD(hh, learnts, key, sizeof(l->key), l);
 		n_learnt++;
 	}
-	if (l->max_requests && requests >= l->max_requests)
+	return l;
+}
+
+/* Caller holds the lock. */
+static void learn_death(const struct pool_key *key, uint64_t age_ms, uint32_t requests)
+{
+	struct learnt *l = learnt_get(key);
+	if (!l || (l->max_requests && requests >= l->max_requests))
 		return; /* explained (parked before we learnt it) */
-	if (l->seen_death && requests == l->last_requests && requests > 0) {
+	if (l->seen_death && requests == l->last_requests && requests >= 2 &&
+	    l->alive_requests == requests - 1) {
 		l->max_requests = requests;
-	} else if (l->seen_death) {
+	} else if (l->seen_death && age_ms > l->alive_age_ms) {
 		uint64_t young = age_ms < l->last_age_ms ? age_ms : l->last_age_ms;
 		uint64_t cap = young - young / 4;
+		if (cap < l->alive_age_ms)
+			cap = l->alive_age_ms;
 		if (!l->idle_cap_ms || cap < l->idle_cap_ms)
 			l->idle_cap_ms = cap ? cap : 1;
 	}
 	l->seen_death = true;
 	l->last_requests = requests;
 	l->last_age_ms = age_ms;
+}
+
+void pool_note_alive(const struct pool_key *key, uint64_t idle_ms, uint32_t requests)
+{
+	pthread_mutex_lock(&lock);
+	struct learnt *l = learnt_get(key);
+	if (l && idle_ms > l->alive_age_ms)
+		l->alive_age_ms = idle_ms;
+	if (l && requests > l->alive_requests)
+		l->alive_requests = requests;
+	pthread_mutex_unlock(&lock);
 }
 
 void pool_note_dead(const struct pool_key *key, uint64_t idle_ms, uint32_t requests)

@@ -75,6 +75,10 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
  * probe's own failures at checkout are learnt from without this call. */
 void pool_note_dead(const struct pool_key *key, uint64_t idle_ms, uint32_t requests);
 
+/* A socket handed out by pool_checkout() answered its first request:
+ * evidence for the learning (pool.c). */
+void pool_note_alive(const struct pool_key *key, uint64_t idle_ms, uint32_t requests);
+
 /* What the pool has learnt of key: the idle age it no longer keeps
  * sockets past (0: nothing learnt) and the requests a socket may have
  * served and still be parked (0: no limit learnt).  For tests and logs. */

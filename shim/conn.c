@@ -358,7 +358,10 @@ void kp_note_nonblock(int fd, bool on)
 {
 	if (!kp_fd_valid(fd))
 		return;
-	kp_fdflags[fd] = on ? (kp_fdflags[fd] | KP_FD_NONBLOCK) : (kp_fdflags[fd] & ~KP_FD_NONBLOCK);
+	if (on)
+		kp_fl_or(fd, KP_FD_NONBLOCK);
+	else
+		kp_fl_clear(fd, KP_FD_NONBLOCK);
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (c && c != KP_POOLED)
 		c->nonblock = on; /* O_NONBLOCK belongs to the description all dups share */
@@ -368,9 +371,9 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 {
 	if (!kp_fd_valid(fd))
 		return;
-	uint8_t fl = kp_fdflags[fd];
+	uint8_t fl = kp_fl(fd);
 	if (opt_routes(level, name)) {
-		kp_fdflags[fd] = fl | KP_FD_ROUTED;
+		kp_fl_or(fd, KP_FD_ROUTED);
 		struct kp_conn *c = kp_fd_conn(fd);
 		if (c && c != KP_POOLED && conn_lock(c, fd)) {
 			c->poolable = false;
@@ -419,6 +422,14 @@ static struct finished {
 static unsigned n_finished;
 static pthread_mutex_t finished_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Caller holds finished_lock; n_finished is read without it. */
+static void finished_drop(unsigned i)
+{
+	unsigned n = n_finished - 1;
+	finished[i] = finished[n];
+	__atomic_store_n(&n_finished, n, __ATOMIC_RELEASE);
+}
+
 /* Caller holds c->lock. */
 static void finished_add(int fd, struct kp_conn *c)
 {
@@ -439,7 +450,7 @@ static void finished_forget(int fd, const struct kp_conn *c)
 	pthread_mutex_lock(&finished_lock);
 	for (unsigned i = 0; i < n_finished;) {
 		if ((fd >= 0 && finished[i].fd == fd) || (c && finished[i].c == c))
-			finished[i] = finished[--n_finished];
+			finished_drop(i);
 		else
 			i++;
 	}
@@ -462,7 +473,7 @@ static bool take_finished(const struct pool_key *key)
 		if (!memcmp(&finished[i].c->key, key, sizeof(*key))) {
 			fd = finished[i].fd;
 			c = finished[i].c;
-			finished[i] = finished[--n_finished];
+			finished_drop(i);
 			break;
 		}
 	}
@@ -491,7 +502,7 @@ static bool take_finished(const struct pool_key *key)
 	if (moved) {
 		/* fd is no longer a connection of ours: the kernel answers */
 		kp_fd_swap(fd, NULL);
-		kp_fdflags[fd] = 0;
+		kp_fl_set(fd, 0);
 		c->refs--;
 		kp_count(parked);
 		kp_debug("fd %d: finished connection moved to the pool for a new connect()", fd);
@@ -531,7 +542,7 @@ static bool make_key(const struct sockaddr *addr, socklen_t len, struct pool_key
 
 static bool is_tcp(int fd)
 {
-	uint8_t fl = kp_fdflags[fd];
+	uint8_t fl = kp_fl(fd);
 	if (fl & KP_FD_TCP)
 		return true;
 	if (fl & KP_FD_NOT_TCP)
@@ -547,7 +558,7 @@ static bool is_tcp(int fd)
  * unless the dup3 succeeded). */
 static int adopt_pooled(int fd, int p, struct kp_conn *c, const struct pool_meta *meta)
 {
-	uint8_t fl = kp_fdflags[fd];
+	uint8_t fl = kp_fl(fd);
 	bool nonblock, cloexec;
 	if (fl & KP_FD_TCP) { /* we saw socket() and every flag change since */
 		nonblock = fl & KP_FD_NONBLOCK;
@@ -593,14 +604,14 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 		return KP_REAL(connect)(fd, addr, len);
 	}
 	if (!kp_fd_valid(fd) || !make_key(addr, len, &key) || !kp_port_enabled(key.port) ||
-	    (kp_fdflags[fd] & (KP_FD_BOUND | KP_FD_ROUTED)) || !is_tcp(fd) ||
+	    (kp_fl(fd) & (KP_FD_BOUND | KP_FD_ROUTED)) || !is_tcp(fd) ||
 	    (c && !c->poolable)) {
 		if (c)
 			conn_unref(kp_fd_swap(fd, NULL));
 		errno = saved;
 		int r = KP_REAL(connect)(fd, addr, len);
 		if (kp_fd_valid(fd))
-			kp_fdflags[fd] |= KP_FD_CONNECTED;
+			kp_fl_or(fd, KP_FD_CONNECTED);
 		return r;
 	}
 	kp_count(connects);
@@ -642,8 +653,8 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	int r = KP_REAL(connect)(fd, addr, len);
 	if (r == 0 || errno == EINPROGRESS) {
 		c->state = KP_ACTIVE;
-		if (kp_fdflags[fd] & KP_FD_TCP) {
-			c->nonblock = kp_fdflags[fd] & KP_FD_NONBLOCK;
+		if (kp_fl(fd) & KP_FD_TCP) {
+			c->nonblock = kp_fl(fd) & KP_FD_NONBLOCK;
 		} else {
 			int sfl = KP_REAL(fcntl)(fd, F_GETFL);
 			c->nonblock = sfl >= 0 && (sfl & O_NONBLOCK);
@@ -736,7 +747,7 @@ int kp_close(int fd, struct kp_conn *c)
 		errno = saved;
 		return KP_REAL(close)(fd);
 	}
-	kp_fdflags[fd] = 0;
+	kp_fl_set(fd, 0);
 	/* A parked socket stays open under its hidden fd, and the kernel drops
 	 * an epoll registration only when the last fd of a socket closes: the
 	 * program's set would go on reporting the pooled socket. */
@@ -757,7 +768,7 @@ void kp_forget_fd(int fd, bool may_park)
 {
 	struct kp_conn *c = kp_fd_swap(fd, NULL);
 	if (kp_fd_valid(fd))
-		kp_fdflags[fd] = 0;
+		kp_fl_set(fd, 0);
 	if (!c)
 		return;
 	if (c == KP_POOLED) {
@@ -1662,8 +1673,10 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 			again = replay(c, fd, ret == 0 ? "EOF" : "reset");
 		else if (ret > 0 && answered_408(iov, iovcnt, ret))
 			again = replay(c, fd, "408");
-		else if (ret > 0)
+		else if (ret > 0) {
 			c->first = KP_FIRST_DONE; /* the server answers: vouched for */
+			pool_note_alive(&c->key, kp_now_ms() - c->parked_ms, c->served_at_checkout);
+		}
 		if (again) {
 			pthread_mutex_unlock(&c->lock);
 			errno = saved;
@@ -1702,7 +1715,7 @@ void kp_conn_after_fork_child(void)
 	 * sockets are closed (the parent's stay open). */
 	pthread_mutex_init(&free_lock, NULL);
 	pthread_mutex_init(&finished_lock, NULL);
-	n_finished = 0;
+	__atomic_store_n(&n_finished, 0, __ATOMIC_RELAXED);
 	kp_fdtab_after_fork_child();
 	pool_after_fork_child();
 }

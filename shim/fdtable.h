@@ -44,6 +44,29 @@ static inline bool kp_fd_valid(int fd)
 	return (unsigned)fd < kp_fdtab_len;
 }
 
+/* kp_fdflags[fd], for a valid fd.  Relaxed atomics: threads touch the
+ * flags of different fds side by side (and ThreadSanitizer, whose own
+ * reporter opens files through our open(), must see no race there). */
+static inline uint8_t kp_fl(int fd)
+{
+	return __atomic_load_n(&kp_fdflags[fd], __ATOMIC_RELAXED);
+}
+
+static inline void kp_fl_set(int fd, uint8_t v)
+{
+	__atomic_store_n(&kp_fdflags[fd], v, __ATOMIC_RELAXED);
+}
+
+static inline void kp_fl_or(int fd, uint8_t v)
+{
+	__atomic_fetch_or(&kp_fdflags[fd], v, __ATOMIC_RELAXED);
+}
+
+static inline void kp_fl_clear(int fd, uint8_t v)
+{
+	__atomic_fetch_and(&kp_fdflags[fd], (uint8_t)~v, __ATOMIC_RELAXED);
+}
+
 /* Allocate the table (from the constructor).  Returns 0 or -1. */
 int kp_fdtab_init(void);
 

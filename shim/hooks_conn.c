@@ -61,9 +61,9 @@ static void fresh_fd(int fd, uint8_t flags)
 		return;
 	if (kp_fd_conn(fd))
 		kp_forget_fd(fd, false); /* its close went past us (syscall(), say) */
-	if (kp_fdflags[fd] & KP_FD_EPOLL)
+	if (kp_fl(fd) & KP_FD_EPOLL)
 		kp_watch_forget_epfd(fd);
-	kp_fdflags[fd] = flags;
+	kp_fl_set(fd, flags);
 }
 
 /* ------------------------------------------------------------ socket */
@@ -92,7 +92,7 @@ KP_EXPORT int socket(int domain, int type, int protocol)
  * syscall(SYS_close)...), and must not follow the new file around. */
 static int fresh(int fd)
 {
-	if (fd >= 0 && kp_fd_valid(fd) && (kp_fdtab[fd] || kp_fdflags[fd])) {
+	if (fd >= 0 && kp_fd_valid(fd) && (kp_fd_conn(fd) || kp_fl(fd))) {
 		int saved = errno;
 		fresh_fd(fd, 0);
 		errno = saved;
@@ -179,7 +179,7 @@ static int fresh_epoll(int epfd)
 		int saved = errno;
 		fresh(epfd);
 		kp_watch_forget_epfd(epfd); /* an earlier set's, closed unseen */
-		kp_fdflags[epfd] = KP_FD_EPOLL;
+		kp_fl_set(epfd, KP_FD_EPOLL);
 		errno = saved;
 	}
 	return epfd;
@@ -222,15 +222,15 @@ KP_EXPORT FILE *fdopen(int fd, const char *mode)
 static void dup_fdflags(int oldfd, int newfd, bool cloexec)
 {
 	fresh(newfd);
-	if (kp_fd_valid(oldfd) && kp_fd_valid(newfd) && kp_fdflags[oldfd])
-		kp_fdflags[newfd] = (uint8_t)((kp_fdflags[oldfd] & ~KP_FD_CLOEXEC) |
-					      (cloexec ? KP_FD_CLOEXEC : 0));
+	if (kp_fd_valid(oldfd) && kp_fd_valid(newfd) && kp_fl(oldfd))
+		kp_fl_set(newfd, (uint8_t)((kp_fl(oldfd) & ~KP_FD_CLOEXEC) |
+					      (cloexec ? KP_FD_CLOEXEC : 0)));
 }
 
 KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	if (kp_fd_valid(fd))
-		kp_fdflags[fd] |= KP_FD_BOUND;
+		kp_fl_or(fd, KP_FD_BOUND);
 	return KP_REAL(bind)(fd, addr, len);
 }
 
@@ -240,7 +240,7 @@ KP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t
 	if (c && kp_sockopt_already(c, fd, level, name, val, len))
 		return 0;
 	int r = KP_REAL(setsockopt)(fd, level, name, val, len);
-	if (r == 0 && kp_fd_valid(fd) && (kp_fdflags[fd] & KP_FD_TCP || kp_fd_conn(fd))) {
+	if (r == 0 && kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_TCP || kp_fd_conn(fd))) {
 		int saved = errno;
 		kp_note_sockopt(fd, level, name, val, len);
 		errno = saved;
@@ -270,10 +270,10 @@ KP_EXPORT int close(int fd)
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c) {
 		/* what socket()/fcntl() taught us dies with the fd */
-		if (kp_fd_valid(fd) && kp_fdflags[fd]) {
-			if (kp_fdflags[fd] & KP_FD_EPOLL)
+		if (kp_fd_valid(fd) && kp_fl(fd)) {
+			if (kp_fl(fd) & KP_FD_EPOLL)
 				kp_watch_forget_epfd(fd);
-			kp_fdflags[fd] = 0;
+			kp_fl_set(fd, 0);
 		}
 		return KP_REAL(close)(fd);
 	}
@@ -440,8 +440,10 @@ KP_EXPORT int fcntl(int fd, int cmd, ...)
 		kp_note_nonblock(fd, (long)arg & O_NONBLOCK);
 		break;
 	case F_SETFD:
-		kp_fdflags[fd] = ((long)arg & FD_CLOEXEC) ? (kp_fdflags[fd] | KP_FD_CLOEXEC)
-							  : (kp_fdflags[fd] & ~KP_FD_CLOEXEC);
+		if ((long)arg & FD_CLOEXEC)
+			kp_fl_or(fd, KP_FD_CLOEXEC);
+		else
+			kp_fl_clear(fd, KP_FD_CLOEXEC);
 		break;
 	}
 	errno = saved;
@@ -460,9 +462,9 @@ KP_EXPORT int ioctl(int fd, unsigned long req, ...)
 		if (req == FIONBIO && arg)
 			kp_note_nonblock(fd, *(const int *)arg != 0);
 		else if (req == FIOCLEX) /* libuv sets close-on-exec this way */
-			kp_fdflags[fd] |= KP_FD_CLOEXEC;
+			kp_fl_or(fd, KP_FD_CLOEXEC);
 		else if (req == FIONCLEX)
-			kp_fdflags[fd] &= (uint8_t)~KP_FD_CLOEXEC;
+			kp_fl_clear(fd, KP_FD_CLOEXEC);
 		errno = saved;
 	}
 	return r;

@@ -29,7 +29,9 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 /* Caller holds the lock. */
 static void drop(unsigned i)
 {
-	watches[i] = watches[--kp_watch_count];
+	unsigned n = kp_watch_count - 1;
+	watches[i] = watches[n];
+	__atomic_store_n(&kp_watch_count, n, __ATOMIC_RELEASE); /* read without the lock */
 }
 
 /* Caller holds the lock. */
@@ -182,5 +184,5 @@ int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, int *due_ms
 void kp_watch_after_fork_child(void)
 {
 	pthread_mutex_init(&lock, NULL);
-	kp_watch_count = 0;
+	__atomic_store_n(&kp_watch_count, 0, __ATOMIC_RELAXED);
 }

@@ -157,8 +157,9 @@ int main(void)
 	pool_after_fork_child();
 	CHECK(was_closed(40) && was_closed(41) && pool_size() == 0);
 
-	/* expiry that learns: deaths at different request counts teach an idle
-	 * cap of 3/4 of the younger age; the first death teaches nothing */
+	/* expiry that learns: the first death teaches nothing; a second,
+	 * older than any socket seen to answer, an idle cap of
+	 * max(oldest age seen to answer, 3/4 of the younger death's age) */
 	reset(4, 10, 30000);
 	uint64_t cap;
 	uint32_t maxr;
@@ -168,7 +169,8 @@ int main(void)
 	CHECK(pool_checkout(&a, 400, &out) == -1 && was_closed(50));
 	pool_learnt(&a, &cap, &maxr);
 	CHECK(cap == 0 && maxr == 0);
-	pool_note_dead(&a, 320, 2);
+	pool_note_alive(&a, 100, 1);
+	pool_note_dead(&a, 320, 1); /* same count, but 1: idle time is blamed */
 	pool_learnt(&a, &cap, &maxr);
 	CHECK(cap == 240 && maxr == 0);
 	/* sockets parked before are held to it too; younger ones are handed out */
@@ -176,16 +178,26 @@ int main(void)
 	CHECK(pool_checkout(&a, 1241, &out) == -1 && was_closed(51));
 	pool_checkin(&a, 52, &m2, 2000);
 	CHECK(pool_checkout(&a, 2239, &out) == 52 && out.parked_ms == 2000);
-	/* a younger death shrinks it again; the other key learnt nothing */
+	/* a younger death shrinks it, not below the oldest age seen to answer */
 	pool_note_dead(&a, 200, 5);
 	pool_learnt(&a, &cap, &maxr);
 	CHECK(cap == 150);
+	pool_note_alive(&a, 180, 1);
+	pool_note_dead(&a, 190, 6);
+	pool_learnt(&a, &cap, &maxr);
+	CHECK(cap == 150); /* max(180, 142) = 180 is not below 150 */
+	/* a death no older than a live socket: a reset; nothing learnt */
+	pool_note_dead(&a, 100, 7);
+	pool_learnt(&a, &cap, &maxr);
+	CHECK(cap == 150 && maxr == 0);
 	pool_learnt(&b, &cap, &maxr);
 	CHECK(cap == 0 && maxr == 0);
 
-	/* two deaths at the same request count: the server closes after that
-	 * many; such sockets are no longer parked, the idle time is not blamed */
+	/* deaths at the same count n, sockets seen to answer after n - 1:
+	 * the server closes after n requests; those sockets are not parked,
+	 * and idle time is not blamed */
 	reset(4, 10, 30000);
+	pool_note_alive(&a, 50, 2);
 	pool_note_dead(&a, 5, 3);
 	pool_note_dead(&a, 7, 3);
 	pool_learnt(&a, &cap, &maxr);
