@@ -183,7 +183,7 @@ static bool opt_carried(int level, int name)
 	case IPPROTO_IP:
 		return name == IP_TOS;
 	case IPPROTO_IPV6:
-		return name == IPV6_TCLASS;
+		return name == IPV6_TCLASS || name == IPV6_V6ONLY;
 	}
 	return false;
 }
@@ -195,9 +195,12 @@ static bool opt_routes(int level, int name)
 					name == IP_BIND_ADDRESS_NO_PORT));
 }
 
+/* only meaningful before bind/connect (Ruby sets IPV6_V6ONLY on every
+ * IPv6 socket): harmless to drop */
 static bool opt_ignored(int level, int name)
 {
-	return level == SOL_SOCKET && (name == SO_REUSEADDR || name == SO_REUSEPORT);
+	return (level == SOL_SOCKET && (name == SO_REUSEADDR || name == SO_REUSEPORT)) ||
+	       (level == IPPROTO_IPV6 && name == IPV6_V6ONLY);
 }
 
 /* Record in c; returns false when the option cannot be carried. */
@@ -604,7 +607,8 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 		return KP_REAL(connect)(fd, addr, len);
 	}
 	if (!kp_fd_valid(fd) || !make_key(addr, len, &key) || !kp_port_enabled(key.port) ||
-	    (kp_fl(fd) & (KP_FD_BOUND | KP_FD_ROUTED)) || !is_tcp(fd) ||
+	    /* CONNECTED: a second connect() after we stepped aside at the first */
+	    (kp_fl(fd) & (KP_FD_BOUND | KP_FD_ROUTED | KP_FD_CONNECTED)) || !is_tcp(fd) ||
 	    (c && !c->poolable)) {
 		if (c)
 			conn_unref(kp_fd_swap(fd, NULL));

@@ -26,6 +26,11 @@
  *   epoll-eof       non-blocking, waits with epoll (as ApacheBench does) and
  *                   reads until EOF, 3 requests; then one registered with
  *                   epoll only after the request went out
+ *   dup2-stdout     inetd style, 3 times: the socket dup2()ed onto stdout, the
+ *                   request written to fd 1 and the response read from it,
+ *                   then the real stdout (kept aside) dup2()ed back over it
+ *   close-range     close_range(3, ~0U, 0) with a finished connection open and
+ *                   one pooled, files on the freed numbers, more requests
  *   stale-flags     a blocking socket dup2()ed onto the number of a closed
  *                   non-blocking one, then connected (from the pool): it
  *                   must stay blocking
@@ -285,6 +290,55 @@ int main(int argc, char **argv)
 		drain(s, 0);
 		close(s);
 		one_request();
+	} else if (!strcmp(what, "dup2-stdout")) {
+		int out = dup(1);
+		if (out < 0)
+			die("dup");
+		for (int i = 0; i < 3; i++) {
+			int s = dial();
+			if (dup2(s, 1) != 1)
+				die("dup2 onto stdout");
+			close(s);
+			size_t len = strlen(get_close);
+			if (write(1, get_close, len) != (ssize_t)len)
+				die("write to stdout");
+			char buf[16384];
+			ssize_t n, total = 0;
+			size_t first = 0;
+			while ((n = read(1, buf, sizeof(buf))) > 0) {
+				if (!total) {
+					char *nl = memchr(buf, '\n', (size_t)n);
+					first = nl ? (size_t)(nl - buf) : (size_t)n;
+					dprintf(out, "response %d via stdout: %.*s\n", i + 1, (int)first, buf);
+				}
+				total += n;
+			}
+			if (n < 0)
+				die("read from stdout");
+			dprintf(out, "then EOF after %s bytes\n", total > 100 ? "more than 100" : "few");
+			if (dup2(out, 1) != 1) /* the socket's last fd goes away here */
+				die("dup2 back");
+		}
+		close(out);
+	} else if (!strcmp(what, "close-range")) {
+		one_request();
+		int s = dial();
+		put(s, get_close);
+		drain(s, 0);
+		int f = open("/dev/null", O_RDONLY);
+		if (close_range(3, ~0U, 0) < 0)
+			die("close_range");
+		printf("after close_range: socket %s, file %s\n", fcntl(s, F_GETFD) < 0 ? "closed" : "open",
+		       fcntl(f, F_GETFD) < 0 ? "closed" : "open");
+		int files[64], n = 0;
+		while (n < 64 && (f = open("/dev/null", O_RDONLY)) >= 0 && f < 40)
+			files[n++] = f;
+		one_request();
+		one_request();
+		int bad = 0;
+		for (int i = 0; i < n; i++)
+			bad += !is_devnull(files[i]);
+		printf("%d of the files no longer /dev/null\n", bad);
 	} else if (!strcmp(what, "sockopts")) {
 		for (int i = 0; i < 3; i++) {
 			int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;

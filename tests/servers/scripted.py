@@ -50,32 +50,83 @@ Template rules (so every byte is explicit and the file survives editors):
   * With several templates, the k-th request on a connection (k = 0, 1, ...)
     gets template min(k, last): "first answer X, every later one Y".
 
-Options (JSON, all optional):
+Options (JSON, all optional; an unknown name or a bad value is an error):
   close          (bool, false)  after sending the response, stop answering on
                                 this connection: shutdown(SHUT_WR), read and
                                 discard until the client closes (at most
                                 linger_ms), close.  Use it for close-delimited
                                 bodies and for "Connection: close".
   linger_ms      (int, 5000)    see close.
-  idle_close_ms  (int, none)    close a connection that has been waiting this
-                                long for its next request.
-  close_after    (int, none)    like close, but only after this many requests
-                                on the connection.
+  idle_close_ms  (int, none)    close (FIN) a connection that has been waiting
+                                this long for its next request (or for its
+                                first one, counted from accept).  Bytes of a
+                                next request already received (pipelined) are
+                                no wait; once the first byte of a request has
+                                arrived, the rest is awaited without a limit.
+  idle_408_ms    (int, none)    like idle_close_ms, but first write
+                                "HTTP/1.1 408 Request Timeout\\r\\nConnection:
+                                close\\r\\nContent-Length: 0\\r\\n\\r\\n", then close
+                                as with close (so a request the client sent
+                                meanwhile is read and dropped: the client reads
+                                the 408, then EOF).  The 408 is not a request:
+                                it is not logged, and takes no {{ID}}.
+  idle_reset_ms  (int, none)    like idle_close_ms, but abort the connection:
+                                SO_LINGER {1, 0}, close -> a TCP RST, not a FIN.
+                                With several idle_* options the shortest wins.
+  close_after    (int >= 1, none)  like close, but only after this many
+                                requests on the connection, and without a word
+                                in the response (no "Connection: close" unless
+                                the template has it): the client just gets a
+                                FIN right after the N-th response.
+  reset_prob     (float 0..1, none)  after sending a response after which the
+                                connection would stay open, abort it with a
+                                TCP RST (as idle_reset_ms) with this
+                                probability.  The response is delivered first
+                                (the RST waits until the socket's send queue is
+                                empty, at most 1 s).  Responses that close
+                                anyway (close, close_after, the client's
+                                "Connection: close") are never reset.
+  seed           (int, 1)       seed of the random.Random that decides
+                                reset_prob: one draw per logged request, in log
+                                order, so a client making its requests one at
+                                a time sees the same resets on every run.
+  late_idle_ms   (int, none)    a request whose first byte arrives on a
+                                connection idle at least this long is read but
+                                not served (nor logged): the server's idle
+                                timer fired just as the request came in, the
+                                race no liveness check can see.  What the
+                                client gets is late_action.
+  late_close_after (int >= 1, none)  the request after the N-th on a
+                                connection is read but not served (nor logged):
+                                the server closes after N requests without a
+                                word, and the client's next request meets that
+                                close in flight.  Then late_action.
+  late_action    ("close")      "close" (a FIN), "reset" (a RST) or "408"
+                                (the 408 above, then a FIN).
   ignore_client_close (bool, false)  by default the server behaves like a real
                                 one and closes (as with close) after answering
                                 a request that asked for it ("Connection:
                                 close", or HTTP/1.0 without "Connection:
                                 keep-alive"); true keeps the connection open
                                 anyway (a client reading to EOF then hangs).
+
+Diagnostics (idle closes, 408s, resets) go to stderr, one line each, never to
+the --log file.
 """
 
 import argparse
+import fcntl
 import json
+import math
 import os
+import random
 import re
+import select
 import selectors
 import socket
+import struct
 import sys
+import termios
 import threading
 import time
 
@@ -83,6 +134,29 @@ MARKER = re.compile(rb"\{\{(ID|CONN|FILL \d+|PAUSE \d+)\}\}")
 ESCAPE = re.compile(rb"\\(x[0-9A-Fa-f]{2}|[rnt0\\])")
 ESCAPES = {b"r": b"\r", b"n": b"\n", b"t": b"\t", b"0": b"\0", b"\\": b"\\"}
 FILL_PATTERN = b"0123456789abcdefghijklmnopqrstuvwxyz"
+RESPONSE_408 = b"HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"
+IDLE_OPTIONS = ("idle_close_ms", "idle_408_ms", "idle_reset_ms")
+
+
+def _count(minimum):
+    return lambda v: type(v) is int and v >= minimum
+
+
+# option -> validity check (bool is an int in Python: checked apart)
+OPTIONS = {
+    "close": lambda v: type(v) is bool,
+    "linger_ms": _count(0),
+    "idle_close_ms": _count(1),
+    "idle_408_ms": _count(1),
+    "idle_reset_ms": _count(1),
+    "close_after": _count(1),
+    "reset_prob": lambda v: type(v) in (int, float) and 0 <= v <= 1,
+    "seed": lambda v: type(v) is int,
+    "ignore_client_close": lambda v: type(v) is bool,
+    "late_idle_ms": _count(1),
+    "late_close_after": _count(1),
+    "late_action": lambda v: v in ("close", "reset", "408"),
+}
 
 
 def unescape(raw):
@@ -106,6 +180,13 @@ def load_case(path):
     if not lines:
         sys.exit("%s: no options line" % path)
     options = json.loads(lines.pop(0).decode() or "{}")
+    if not isinstance(options, dict):
+        sys.exit("%s: the options line is not a JSON object" % path)
+    for name, value in options.items():
+        if name not in OPTIONS:
+            sys.exit("%s: unknown option %r" % (path, name))
+        if not OPTIONS[name](value):
+            sys.exit("%s: bad value for %s: %r" % (path, name, value))
     templates, cur = [], None
     for line in lines:
         if line.rstrip(b"\r") == b"---":
@@ -192,12 +273,27 @@ class Server:
         self.lock = threading.Lock()
         self.next_conn = 0
         self.next_req = 0
+        self.reset_prob = options.get("reset_prob")
+        self.rng = random.Random(options.get("seed", 1))
+        # the idle timer that fires first: (ms, option name), or None
+        idle = [(options[k], k) for k in IDLE_OPTIONS if k in options]
+        self.idle = min(idle) if idle else None
 
     def log_request(self, conn_id, request_line):
+        """Log one request; return (its {{ID}}, whether to reset after it).
+        The reset draw is made under the log lock: the n-th logged request
+        gets the n-th draw."""
         with self.lock:
             self.next_req += 1
             self.log.write(b"%d %s\n" % (conn_id, request_line))
-            return self.next_req
+            reset = self.reset_prob is not None and self.rng.random() < self.reset_prob
+            return self.next_req, reset
+
+    @staticmethod
+    def diag(msg):
+        """One line on stderr (never in the log: it counts requests)."""
+        sys.stderr.write("scripted.py: %s\n" % msg)
+        sys.stderr.flush()
 
     def read_request(self, rd):
         """Return (request line, client wants close); headers and body are
@@ -240,6 +336,69 @@ class Server:
             rd.skip(length)
         return line, wants_close
 
+    @staticmethod
+    def wait_request(sock, rd, ms):
+        """Wait at most ms for the first byte of the next request (or for
+        EOF/an error, which read_request then meets).  Pipelined bytes
+        already buffered count as arrived.  False on timeout."""
+        if rd.buf:
+            return True
+        poller = select.poll()  # not select(): fds may exceed FD_SETSIZE
+        poller.register(sock, select.POLLIN)
+        deadline = time.monotonic() + ms / 1000.0
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            if poller.poll(math.ceil(left * 1000)):
+                return True
+
+    @staticmethod
+    def abort(sock):
+        """Close with a TCP RST instead of a FIN: SO_LINGER {1, 0}, close.
+        First wait (at most 1 s) until everything sent has been acknowledged
+        (SIOCOUTQ == 0): the RST would throw away what is still queued."""
+        outq = bytearray(4)
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            try:
+                fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, outq, True)
+            except OSError:
+                break
+            if struct.unpack("i", outq)[0] == 0:
+                break
+            time.sleep(0.001)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        except OSError:
+            pass
+        sock.close()
+
+    def idle_expired(self, sock, conn_id, served):
+        ms, name = self.idle
+        what = {"idle_close_ms": "close", "idle_408_ms": "408 and close", "idle_reset_ms": "reset"}[name]
+        self.diag("conn %d: idle %d ms after %d request(s): %s" % (conn_id, ms, served, what))
+        if name == "idle_408_ms":
+            sock.sendall(RESPONSE_408)
+            self.finish(sock)
+        elif name == "idle_reset_ms":
+            self.abort(sock)
+        # idle_close_ms: the caller's close() sends the FIN
+
+    def late(self, sock, conn_id, served, idle_ms, line):
+        """A request read but not served: late_action."""
+        action = self.options.get("late_action", "close")
+        self.diag(
+            "conn %d: %s after %d request(s), %d ms idle: not served, %s"
+            % (conn_id, line.decode("latin-1"), served, idle_ms, action)
+        )
+        if action == "reset":
+            self.abort(sock)
+            return
+        if action == "408":
+            sock.sendall(RESPONSE_408)
+        self.finish(sock)
+
     def finish(self, sock):
         """Half-close, let the client read everything, then close."""
         try:
@@ -254,19 +413,30 @@ class Server:
         with self.lock:
             self.next_conn += 1
             conn_id = self.next_conn
-        idle = self.options.get("idle_close_ms")
         close_after = self.options.get("close_after")
         rd = Reader(sock)
         served = 0
+        late_idle = self.options.get("late_idle_ms")
+        late_after = self.options.get("late_close_after")
         try:
             while True:
-                sock.settimeout(idle / 1000.0 if idle else None)
+                idle_since = time.monotonic()
+                if self.idle and not self.wait_request(sock, rd, self.idle[0]):
+                    self.idle_expired(sock, conn_id, served)
+                    return
+                if late_idle:
+                    self.wait_request(sock, rd, 1 << 30)
+                idle_ms = (time.monotonic() - idle_since) * 1000
                 try:
                     line, wants_close = self.read_request(rd)
-                except (Closed, socket.timeout, ConnectionError, ValueError):
+                except (Closed, ConnectionError, ValueError):
                     return
-                sock.settimeout(None)
-                req_id = self.log_request(conn_id, line)
+                if (late_idle and served and idle_ms >= late_idle) or (
+                    late_after and served >= late_after
+                ):
+                    self.late(sock, conn_id, served, idle_ms, line)
+                    return
+                req_id, reset = self.log_request(conn_id, line)
                 tpl = self.templates[min(served, len(self.templates) - 1)]
                 served += 1
                 for kind, val in render(tpl, req_id, conn_id):
@@ -280,6 +450,10 @@ class Server:
                     or (close_after and served >= close_after)
                 ):
                     self.finish(sock)
+                    return
+                if reset:
+                    self.diag("conn %d: reset after request %d (id %d)" % (conn_id, served, req_id))
+                    self.abort(sock)
                     return
         except OSError:
             pass

@@ -1,0 +1,179 @@
+#!/usr/bin/env bats
+# Real programs beyond the simple sequential client: threads, fds moved
+# around, and servers that close, reset or 408 idle connections (the
+# stale-connection race: DESIGN 4).  Each asserts what the server saw.
+
+load helpers
+
+setup_file() { suite_setup; }
+teardown() { servers_stop; }
+
+# ---- threads
+
+# threads_check OUTFILE: every response matched its request, and the fds
+# left at the end are those at the start plus the pool's hidden ones
+threads_check() {
+	run grep -c '^requests=1600 mismatches=0 errors=0$' "$1"
+	assert_output 1
+	run sed -nE 's/^fds_start=([0-9]+) fds_end=([0-9]+) high_fds=([0-9]+)$/\1 \2 \3/p' "$1"
+	read -r start end high <<<"$output"
+	assert_equal "fds at the end: $end" "fds at the end: $((start + high))"
+	[ "$high" -le 16 ] # at most KEEPALIVE_MAX_IDLE_PER_HOST parked
+}
+
+@test "8 pthreads x 200 requests: every response its own, fds = start + pool, one connection per thread at most" {
+	nginx_start
+	run_both 1600 "$CLIENTS/threads" "$NGINX_PORT" 8 200
+	assert_both_ok
+	threads_check "$BATS_TEST_TMPDIR/plain.out"
+	threads_check "$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 1600"
+	[ "$SHIM_CONNS" -le 8 ]
+	# nginx saw each /echo/<thread>-<i> exactly once
+	run bash -c "awk '{ print \$4 }' '$NGINX_DIR/access.log' | sort | uniq -d | head -3"
+	assert_output ""
+}
+
+@test "8 pthreads x 200 requests under the ThreadSanitizer build: no report" {
+	[ -f "$ROOT/build/libkeepalive-tsan.so" ] || skip "make tsan"
+	[ -z "${KEEPALIVE_ASAN-}" ] || skip "not under the ASan run"
+	local tsan
+	tsan="$(cc -print-file-name=libtsan.so)"
+	[ -f "$tsan" ] || skip "no libtsan"
+	nginx_start
+	run_both 1600 env TSAN_OPTIONS=halt_on_error=1:exitcode=66 \
+		LD_PRELOAD="$tsan $ROOT/build/libkeepalive-tsan.so" "$CLIENTS/threads" "$NGINX_PORT" 8 200
+	assert_both_ok
+	threads_check "$BATS_TEST_TMPDIR/shim.out"
+	run grep -c 'ThreadSanitizer' "$BATS_TEST_TMPDIR/shim.err"
+	assert_output 0
+	[ "$SHIM_CONNS" -le 8 ]
+}
+
+@test "ruby: 8 threads x 200 Net::HTTP.start: every response its own, at most one connection per thread" {
+	nginx_start
+	run_both 1600 "$RUBY" "$SCRIPTS/threads.rb" "$NGINX_PORT" 8 200
+	assert_both_ok
+	run grep -c '^requests=1600 mismatches=0 errors=0$' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 1600"
+	[ "$SHIM_CONNS" -le 8 ]
+}
+
+# ---- fds moved around
+
+@test "a socket dup2()ed onto stdout, used there, replaced: parked, reused, same output" {
+	nginx_start
+	run_both 3 "$CLIENTS/fdlife" dup2-stdout "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	assert_equal "$(count_matches '^then EOF after more than 100 bytes' "$BATS_TEST_TMPDIR/shim.out")" 3
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+@test "close_range(3, ~0U) with a finished connection and a pooled one: files stay files, pool survives" {
+	nginx_start
+	run_both 4 "$CLIENTS/fdlife" close-range "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	run grep -c '^0 of the files no longer /dev/null' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+@test "ruby over [::1] (IPV6_V6ONLY, two connects): no extra TCP connection per request" {
+	scripted_start keepalive
+	run_both 20 "$RUBY" "$SCRIPTS/pauses.rb" ::1 "$SCRIPTED_PORT" 20 GET 1 0
+	assert_both_ok
+	assert_same_output
+	# connection ids count accepted connections, used or not
+	run bash -c "awk '{ print \$1 }' '$SCRIPTED_LOG' | sort -u"
+	assert_output 1
+}
+
+# ---- stale connections (DESIGN 4)
+#
+# stale CASE METHOD CLIENT N MAX_PAUSE_MS: the client makes N requests,
+# one connection each, with seeded random pauses; with and without the
+# shim: no error, every request answered 200, same output (the bodies
+# carry the server's request numbers, so a request served twice or lost
+# shows), and the server's log holds each request exactly once.
+stale() {
+	local case="$1" method="$2" client="$3" n="$4" pause="$5" interp
+	case "$client" in
+	*.rb) interp="$RUBY" ;;
+	*.py) interp="$PYTHON" ;;
+	esac
+	scripted_start "$case"
+	run_both "$n" "$interp" "$SCRIPTS/$client" 127.0.0.1 "$SCRIPTED_PORT" "$n" "$method" 5 "$pause"
+	assert_both_ok
+	assert_equal "$(count_matches "^[0-9]+ 200 " "$BATS_TEST_TMPDIR/shim.out")" "$n"
+	assert_same_output
+	assert_equal "shim requests $SHIM_REQS" "shim requests $n"
+	run bash -c "awk '{ print \$3 }' '$SCRIPTED_LOG' | sort | uniq -d"
+	assert_output ""
+}
+
+@test "stale: idle connections closed after 300 ms, GETs with pauses up to 450 ms: no error" {
+	stale idle_close300 GET pauses.rb 20 450
+	[ "$SHIM_CONNS" -lt 20 ] # and some were reused
+}
+
+@test "stale: idle connections closed after 300 ms, POSTs: each served once, no error" {
+	stale idle_close300 POST pauses.py 20 450
+}
+
+@test "stale: closed after 3 requests without a word, GETs: no error" {
+	stale close_after3 GET pauses.py 30 30
+	[ "$SHIM_CONNS" -lt 30 ]
+}
+
+@test "stale: closed after 3 requests without a word, POSTs: each served once, no error" {
+	stale close_after3 POST pauses.rb 30 30
+}
+
+@test "stale: 408 on connections idle 300 ms, GETs: no error, no 408 shown" {
+	stale idle_408 GET pauses.rb 20 450
+}
+
+@test "stale: 408 on connections idle 300 ms, POSTs: each served once, no error" {
+	stale idle_408 POST pauses.py 20 450
+}
+
+@test "stale: random resets after responses, GETs: no error" {
+	stale random_reset GET pauses.rb 30 30
+}
+
+@test "stale: random resets after responses, POSTs: each served once, no error" {
+	stale random_reset POST pauses.py 30 30
+}
+
+# The race itself: the server's timer fires as the request arrives (no
+# liveness check can see it).  Without the replay these fail.
+@test "stale race: idle timer fires as the GET arrives (FIN): replayed on a fresh connection, no error" {
+	stale late_idle_close GET pauses.rb 20 300
+	[ "$(stat_value replayed)" -ge 1 ]
+}
+
+@test "stale race: idle timer fires as the GET arrives (RST): replayed, no error" {
+	stale late_idle_reset GET pauses.py 20 300
+	[ "$(stat_value replayed)" -ge 1 ]
+}
+
+@test "stale race: a 408 crosses the GET: replayed, the program never sees the 408" {
+	stale late_idle_408 GET pauses.rb 20 300
+	[ "$(stat_value replayed)" -ge 1 ]
+}
+
+@test "stale race: the 4th request meets a silent close after 3: replayed, and the limit learnt" {
+	stale late_close_after3 GET pauses.rb 30 20
+	[ "$(stat_value replayed)" -ge 1 ]
+	# learnt after two deaths at the same count: no more than a few replays
+	[ "$(stat_value replayed)" -le 3 ]
+}
+
+@test "stale race, POSTs: never on a pooled connection, each served once, no error" {
+	stale late_idle_close POST pauses.rb 20 300
+	assert_equal "replayed=$(stat_value replayed)" "replayed=0"
+	[ "$(stat_value unvouched)" -ge 1 ]
+}
