@@ -60,6 +60,17 @@ threads_check() {
 	[ "$SHIM_CONNS" -le 8 ]
 }
 
+# ---- fork and exec
+
+@test "exec after pooling: the new program holds the same fds as without the shim" {
+	nginx_start
+	run_both 3 "$PYTHON" "$SCRIPTS/exec_after.py" 127.0.0.1 "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	# pooled (one connection), yet not in ls's fd list
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
 # ---- fds moved around
 
 @test "a socket dup2()ed onto stdout, used there, replaced: parked, reused, same output" {
