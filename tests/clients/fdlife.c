@@ -111,6 +111,22 @@ static int is_devnull(int fd)
 	return fstat(fd, &st) == 0 && S_ISCHR(st.st_mode);
 }
 
+/* After a mass close: files on the freed numbers, two more requests; the
+ * files must still be the files. */
+static void files_then_requests(void)
+{
+	int files[64], n = 0, f;
+	while (n < 64 && (f = open("/dev/null", O_RDONLY)) >= 0 && f < 40)
+		files[n++] = f;
+	one_request();
+	one_request();
+	int bad = 0;
+	for (int i = 0; i < n; i++)
+		bad += !is_devnull(files[i]);
+	/* not how many files: the pool's hidden fd may take one number */
+	printf("%d of the files no longer /dev/null\n", bad);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -193,16 +209,7 @@ int main(int argc, char **argv)
 		put(s, get_close);
 		drain(s, 0);
 		closefrom(3);
-		int files[64], n = 0, f;
-		while (n < 64 && (f = open("/dev/null", O_RDONLY)) >= 0 && f < 40)
-			files[n++] = f;
-		one_request();
-		one_request();
-		int bad = 0;
-		for (int i = 0; i < n; i++)
-			bad += !is_devnull(files[i]);
-		/* not how many files: the pool's hidden fd may take one number */
-		printf("%d of the files no longer /dev/null\n", bad);
+		files_then_requests();
 	} else if (!strcmp(what, "trickle")) {
 		for (int i = 0; i < 3; i++) {
 			int s = dial();
@@ -330,15 +337,7 @@ int main(int argc, char **argv)
 			die("close_range");
 		printf("after close_range: socket %s, file %s\n", fcntl(s, F_GETFD) < 0 ? "closed" : "open",
 		       fcntl(f, F_GETFD) < 0 ? "closed" : "open");
-		int files[64], n = 0;
-		while (n < 64 && (f = open("/dev/null", O_RDONLY)) >= 0 && f < 40)
-			files[n++] = f;
-		one_request();
-		one_request();
-		int bad = 0;
-		for (int i = 0; i < n; i++)
-			bad += !is_devnull(files[i]);
-		printf("%d of the files no longer /dev/null\n", bad);
+		files_then_requests();
 	} else if (!strcmp(what, "sockopts")) {
 		for (int i = 0; i < 3; i++) {
 			int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;
