@@ -46,12 +46,32 @@ build/unit/%: tests/unit/%.c $(SRCS) $(HDRS) Makefile
 	@mkdir -p build/unit
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< $(PURE_SRCS) $(LDLIBS)
 
+# the differential test against llhttp (Debian's node-llhttp): its C sources
+# are compiled into this test only, never into the library
+LLHTTP_DIR := /usr/share/llhttp
+LLHTTP_INC := /usr/share/include/llhttp
+LLHTTP_SRCS := $(LLHTTP_DIR)/api.c $(LLHTTP_DIR)/http.c $(LLHTTP_DIR)/llhttp.c
+LLHTTP_OBJS := $(patsubst $(LLHTTP_DIR)/%.c,build/llhttp/%.o,$(LLHTTP_SRCS))
+
+$(LLHTTP_SRCS) $(LLHTTP_INC)/llhttp.h:
+	@echo "llhttp sources missing ($@): run scripts/deps (Debian package node-llhttp)" >&2; exit 1
+
+# not our code: no -Werror
+build/llhttp/%.o: $(LLHTTP_DIR)/%.c $(LLHTTP_INC)/llhttp.h Makefile
+	@mkdir -p build/llhttp
+	$(CC) -std=gnu11 -D_GNU_SOURCE -I$(LLHTTP_INC) $(CFLAGS) $(SAN) -c -o $@ $<
+
+build/unit/test_llhttp: tests/unit/test_llhttp.c $(LLHTTP_OBJS) $(SRCS) $(HDRS) Makefile
+	@mkdir -p build/unit
+	$(CC) $(ALLFLAGS) -I$(LLHTTP_INC) $(SAN) -o $@ $< $(PURE_SRCS) $(LLHTTP_OBJS) $(LDLIBS)
+
 build/clients/%: tests/clients/%.c $(wildcard tests/clients/*.h) Makefile
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $<
 
 unit: $(UNIT_BINS)
 	@for t in $(UNIT_BINS); do echo "== $$t"; $$t || exit 1; done
+	python3 tests/servers/render_cases.py --check
 
 clients: $(CLIENT_BINS)
 
