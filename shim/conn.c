@@ -1639,7 +1639,11 @@ static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 				c->ka_max = c->resp.ka_max + (int32_t)c->served;
 			if (!frm_resp_reusable(&c->resp))
 				c->poolable = false;
-			if (done.app_close && !c->resp.server_close) {
+			if (done.app_close && !done.rewritten) {
+				/* its "close" reached the server (pipelined behind a head
+				 * we rewrote, or not rewritable): the server closes */
+				c->poolable = false;
+			} else if (done.app_close && !c->resp.server_close) {
 				/* the program expects the server's FIN now */
 				__atomic_store_n(&c->eof_owed, true, __ATOMIC_RELEASE);
 				if (n || c->n_reqs)

@@ -101,6 +101,19 @@ Options (JSON, all optional; an unknown name or a bad value is an error):
                                 the server closes after N requests without a
                                 word, and the client's next request meets that
                                 close in flight.  Then late_action.
+  answer_before_body (bool, false)  answer as soon as a request's head is
+                                read, before its body (a server refusing an
+                                upload: 413, 417); the body is read and
+                                dropped afterwards.  Use it with close.
+  send_bytes     (int, none)    send each response in writes of at most this
+                                many bytes (TCP_NODELAY), so the client reads
+                                it in pieces that small ...
+  send_pause_ms  (int, 0)       ... with this pause after each write.
+  cycle          (bool, false)  choose the template by the server-wide request
+                                number instead: request k (1, 2, ...) gets
+                                template (k - 1) mod count, whatever its
+                                connection, so a client's output does not
+                                depend on which requests shared a connection.
   late_action    ("close")      "close" (a FIN), "reset" (a RST) or "408"
                                 (the 408 above, then a FIN).
   ignore_client_close (bool, false)  by default the server behaves like a real
@@ -156,6 +169,10 @@ OPTIONS = {
     "late_idle_ms": _count(1),
     "late_close_after": _count(1),
     "late_action": lambda v: v in ("close", "reset", "408"),
+    "answer_before_body": lambda v: type(v) is bool,
+    "send_bytes": _count(1),
+    "send_pause_ms": _count(0),
+    "cycle": lambda v: type(v) is bool,
 }
 
 
@@ -295,9 +312,10 @@ class Server:
         sys.stderr.write("scripted.py: %s\n" % msg)
         sys.stderr.flush()
 
-    def read_request(self, rd):
+    def read_request(self, rd, before_body=None):
         """Return (request line, client wants close); headers and body are
-        consumed."""
+        consumed.  before_body(line, wants_close), if given, runs between
+        the head and the body."""
         line = rd.line()
         while line == b"":  # RFC 9112 2.2: ignore empty lines before a request
             line = rd.line()
@@ -323,6 +341,8 @@ class Server:
                     wants_close = True
                 elif b"keep-alive" in tokens:
                     wants_close = False
+        if before_body:
+            before_body(line, wants_close)
         if chunked:
             while True:
                 size = int(rd.line().split(b";")[0].strip() or b"0", 16)
@@ -385,6 +405,27 @@ class Server:
             self.abort(sock)
         # idle_close_ms: the caller's close() sends the FIN
 
+    def template(self, served, req_id):
+        if self.options.get("cycle"):
+            return self.templates[(req_id - 1) % len(self.templates)]
+        return self.templates[min(served, len(self.templates) - 1)]
+
+    def respond(self, sock, tpl, req_id, conn_id):
+        step = self.options.get("send_bytes")
+        pause = self.options.get("send_pause_ms", 0) / 1000.0
+        if step:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for kind, val in render(tpl, req_id, conn_id):
+            if kind == "pause":
+                time.sleep(val)
+            elif not step:
+                sock.sendall(val)
+            else:
+                for i in range(0, len(val), step):
+                    sock.sendall(val[i : i + step])
+                    if pause:
+                        time.sleep(pause)
+
     def late(self, sock, conn_id, served, idle_ms, line):
         """A request read but not served: late_action."""
         action = self.options.get("late_action", "close")
@@ -427,8 +468,17 @@ class Server:
                 if late_idle:
                     self.wait_request(sock, rd, 1 << 30)
                 idle_ms = (time.monotonic() - idle_since) * 1000
+                early = []
+
+                def answer_early(line, wants_close):
+                    early.append(self.log_request(conn_id, line))
+                    self.respond(sock, self.template(served, early[0][0]),
+                                 early[0][0], conn_id)
+
                 try:
-                    line, wants_close = self.read_request(rd)
+                    line, wants_close = self.read_request(
+                        rd, answer_early if self.options.get("answer_before_body") else None
+                    )
                 except (Closed, ConnectionError, ValueError):
                     return
                 if (late_idle and served and idle_ms >= late_idle) or (
@@ -436,14 +486,13 @@ class Server:
                 ):
                     self.late(sock, conn_id, served, idle_ms, line)
                     return
-                req_id, reset = self.log_request(conn_id, line)
-                tpl = self.templates[min(served, len(self.templates) - 1)]
+                if early:
+                    req_id, reset = early[0]
+                else:
+                    req_id, reset = self.log_request(conn_id, line)
+                    self.respond(sock, self.template(served, req_id),
+                                 req_id, conn_id)
                 served += 1
-                for kind, val in render(tpl, req_id, conn_id):
-                    if kind == "data":
-                        sock.sendall(val)
-                    else:
-                        time.sleep(val)
                 if (
                     self.options.get("close")
                     or (wants_close and not self.options.get("ignore_client_close"))
