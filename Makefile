@@ -20,7 +20,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
-.PHONY: all asan tsan test test-asan unit bats clients clean install
+.PHONY: all asan tsan test test-asan unit bats clients clean install fuzz fuzz-build
 all: $(LIB)
 
 $(LIB): $(SRCS) $(HDRS) Makefile
@@ -69,9 +69,45 @@ build/clients/%: tests/clients/%.c $(wildcard tests/clients/*.h) Makefile
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $<
 
-unit: $(UNIT_BINS)
+# libFuzzer harnesses of the framer (clang): make fuzz [FUZZ_SECONDS=60]
+# runs each on a scratch corpus under build/fuzz/ seeded from tests/corpus/;
+# crash inputs land in build/fuzz/crashes/<name>/.  make unit replays the
+# seeds and the committed crash inputs through the same harnesses, built
+# without libFuzzer by $(CC).
+FUZZ_CC ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_NAMES := response request rewrite
+FUZZ_BINS := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_NAMES))
+REPLAY_BINS := $(patsubst %,build/fuzz-replay/fuzz_%,$(FUZZ_NAMES))
+FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 $(WARN) -Ishim \
+	-fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h shim/framer.c shim/framer.h Makefile
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang (apt-get install clang)" >&2; exit 1; }
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< shim/framer.c
+
+build/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h shim/framer.c shim/framer.h Makefile
+	@mkdir -p build/fuzz-replay
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c shim/framer.c
+
+fuzz-build: $(FUZZ_BINS)
+
+fuzz: $(FUZZ_BINS)
+	python3 tests/fuzz/seeds.py tests/corpus build/fuzz/seeds
+	@for f in $(FUZZ_NAMES); do \
+		mkdir -p build/fuzz/corpus/$$f build/fuzz/crashes/$$f; \
+		echo "== fuzz_$$f for $(FUZZ_SECONDS) s"; \
+		build/fuzz/fuzz_$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+			-artifact_prefix=build/fuzz/crashes/$$f/ \
+			build/fuzz/corpus/$$f build/fuzz/seeds/$$f || exit 1; \
+	done
+
+unit: $(UNIT_BINS) $(REPLAY_BINS)
 	@for t in $(UNIT_BINS); do echo "== $$t"; $$t || exit 1; done
 	python3 tests/servers/render_cases.py --check
+	@python3 tests/fuzz/seeds.py tests/corpus build/fuzz-replay/seeds >/dev/null
+	@for f in $(FUZZ_NAMES); do build/fuzz-replay/fuzz_$$f build/fuzz-replay/seeds/$$f || exit 1; done
 
 clients: $(CLIENT_BINS)
 

@@ -1,0 +1,80 @@
+#!/usr/bin/python3
+"""seeds.py - build the fuzzers' scratch seed corpora from tests/corpus/.
+
+Usage: seeds.py CORPUS_DIR OUT_DIR
+
+Writes OUT_DIR/response/, OUT_DIR/request/, OUT_DIR/rewrite/ (emptied
+first), in the input format of each harness (see tests/fuzz/*.c):
+  response: 16-byte control header (the file's method in both nibbles of
+            byte 0; no splits, or 3 splits for a second copy), then the
+            bytes of a response file; plus a few pipelined streams;
+  request:  4-byte control header (prefix length, body split), then the
+            bytes of a request file;
+  rewrite:  the bytes of a request file.
+The regression inputs of CORPUS_DIR/fuzz-<harness>/ are copied as they are.
+The fuzzers then write only into OUT_DIR, never into tests/.
+"""
+
+import hashlib
+import os
+import shutil
+import struct
+import sys
+
+METHODS = ["GET", "HEAD", "POST", "CONNECT", "OPTIONS", "PUT", "DELETE"]
+
+
+def files(d):
+    if not os.path.isdir(d):
+        return []
+    return [os.path.join(d, n) for n in sorted(os.listdir(d))
+            if not n.startswith(".") and os.path.isfile(os.path.join(d, n))]
+
+
+def method_code(name):
+    m = name.rsplit(".", 1)[-1] if "." in name else "GET"
+    return METHODS.index(m) if m in METHODS else 7
+
+
+def resp_header(code, splits=()):
+    h = bytes([code | code << 4, len(splits)])
+    for s in splits:
+        h += struct.pack("<H", s & 0xFFFF)
+    return h.ljust(16, b"\0")
+
+
+def main():
+    corpus, out = sys.argv[1], sys.argv[2]
+    seeds = {"response": [], "request": [], "rewrite": []}
+    gets = []
+    for sub in ("response", "response-hand"):
+        for path in files(os.path.join(corpus, sub)):
+            data = open(path, "rb").read()
+            code = method_code(os.path.basename(path))
+            seeds["response"].append(resp_header(code) + data)
+            n = len(data)
+            seeds["response"].append(resp_header(code, (n // 4, n // 2, 3 * n // 4)) + data)
+            if code == 0 and n < 4096:
+                gets.append(data)
+    # pipelined: a few responses back to back
+    for k in range(0, len(gets), 3):
+        seeds["response"].append(resp_header(0, (7, 100)) + b"".join(gets[k:k + 3]))
+    for path in files(os.path.join(corpus, "request")):
+        data = open(path, "rb").read()
+        seeds["request"].append(struct.pack("<HH", len(data) // 2, len(data) // 3) + data)
+        seeds["rewrite"].append(data)
+    for name, lst in seeds.items():
+        d = os.path.join(out, name)
+        shutil.rmtree(d, ignore_errors=True)
+        os.makedirs(d)
+        for data in lst:
+            h = hashlib.sha1(data).hexdigest()
+            with open(os.path.join(d, h), "wb") as f:
+                f.write(data)
+        for path in files(os.path.join(corpus, "fuzz-" + name)):
+            shutil.copy(path, d)
+        print("seeds: %s: %d files" % (d, len(os.listdir(d))))
+
+
+if __name__ == "__main__":
+    main()
