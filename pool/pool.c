@@ -46,10 +46,13 @@ struct idle {
  *    have served n are no longer parked;
  *  - else, older than any socket seen to answer: idle time is to blame:
  *    sockets are no longer kept past max(the oldest age seen to answer,
- *    3/4 of the younger death's age); a later death younger than the cap
- *    shrinks it again, so it converges below the server's timeout;
+ *    3/4 of this death's age); a later death younger than the cap shrinks
+ *    it again, so it converges below the server's timeout;
  *  - else (a death no older and no more used than live ones: a reset, a
  *    restart) nothing is learnt; the replay covers it.
+ * Ages are idle times up to when the request was sent (the shim measures
+ * them so).  What was learnt is forgotten LEARNT_TTL_MS after it was last
+ * added to: servers are reconfigured, and a cap can only shrink.
  * Bounded: at most MAX_LEARNT destinations are remembered.
  */
 struct learnt {
@@ -61,8 +64,10 @@ struct learnt {
 	uint64_t last_age_ms;
 	uint64_t alive_age_ms;   /* oldest idle age seen to answer */
 	uint32_t alive_requests; /* most requests served seen to answer */
+	uint64_t updated_ms;
 	UT_hash_handle hh;
 };
+#define LEARNT_TTL_MS (10 * 60 * 1000)
 #define MAX_LEARNT 256
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -103,11 +108,18 @@ void pool_init(const struct pool_config *c, const struct pool_ops *o)
 	n_learnt = 0;
 }
 
-/* Caller holds the lock. */
-static struct learnt *learnt_find(const struct pool_key *key)
+/* What is learnt of key and still current at now_ms, or NULL.  Caller
+ * holds the lock. */
+static struct learnt *learnt_find(const struct pool_key *key, uint64_t now_ms)
 {
 	struct learnt *l;
 	HASH_FIND(hh, learnts, key, sizeof(*key), l);
+	if (l && now_ms > l->updated_ms + LEARNT_TTL_MS) { /* start over */
+		l->idle_cap_ms = l->last_age_ms = l->alive_age_ms = 0;
+		l->max_requests = l->last_requests = l->alive_requests = 0;
+		l->seen_death = false;
+		l->updated_ms = now_ms;
+	}
 	return l;
 }
 
@@ -121,29 +133,31 @@ static uint64_t learnt_expiry(const struct learnt *l, uint64_t expires_ms, uint6
 }
 
 /* Caller holds the lock. */
-static struct learnt *learnt_get(const struct pool_key *key)
+static struct learnt *learnt_get(const struct pool_key *key, uint64_t now_ms)
 {
-	struct learnt *l = learnt_find(key);
+	struct learnt *l = learnt_find(key, now_ms);
 	if (!l && n_learnt < MAX_LEARNT && (l = calloc(1, sizeof(*l)))) {
 		l->key = *key;
 		HASH_ADD(hh, learnts, key, sizeof(l->key), l);
 		n_learnt++;
 	}
+	if (l)
+		l->updated_ms = now_ms;
 	return l;
 }
 
 /* Caller holds the lock. */
-static void learn_death(const struct pool_key *key, uint64_t age_ms, uint32_t requests)
+static void learn_death(const struct pool_key *key, uint64_t age_ms, uint32_t requests,
+			uint64_t now_ms)
 {
-	struct learnt *l = learnt_get(key);
+	struct learnt *l = learnt_get(key, now_ms);
 	if (!l || (l->max_requests && requests >= l->max_requests))
 		return; /* explained (parked before we learnt it) */
 	if (l->seen_death && requests == l->last_requests && requests >= 2 &&
 	    l->alive_requests == requests - 1) {
 		l->max_requests = requests;
 	} else if (l->seen_death && age_ms > l->alive_age_ms) {
-		uint64_t young = age_ms < l->last_age_ms ? age_ms : l->last_age_ms;
-		uint64_t cap = young - young / 4;
+		uint64_t cap = age_ms - age_ms / 4;
 		if (cap < l->alive_age_ms)
 			cap = l->alive_age_ms;
 		if (!l->idle_cap_ms || cap < l->idle_cap_ms)
@@ -154,10 +168,11 @@ static void learn_death(const struct pool_key *key, uint64_t age_ms, uint32_t re
 	l->last_age_ms = age_ms;
 }
 
-void pool_note_alive(const struct pool_key *key, uint64_t idle_ms, uint32_t requests)
+void pool_note_alive(const struct pool_key *key, uint64_t idle_ms, uint32_t requests,
+		     uint64_t now_ms)
 {
 	pthread_mutex_lock(&lock);
-	struct learnt *l = learnt_get(key);
+	struct learnt *l = learnt_get(key, now_ms);
 	if (l && idle_ms > l->alive_age_ms)
 		l->alive_age_ms = idle_ms;
 	if (l && requests > l->alive_requests)
@@ -165,17 +180,19 @@ void pool_note_alive(const struct pool_key *key, uint64_t idle_ms, uint32_t requ
 	pthread_mutex_unlock(&lock);
 }
 
-void pool_note_dead(const struct pool_key *key, uint64_t idle_ms, uint32_t requests)
+void pool_note_dead(const struct pool_key *key, uint64_t idle_ms, uint32_t requests,
+		    uint64_t now_ms)
 {
 	pthread_mutex_lock(&lock);
-	learn_death(key, idle_ms, requests);
+	learn_death(key, idle_ms, requests, now_ms);
 	pthread_mutex_unlock(&lock);
 }
 
-void pool_learnt(const struct pool_key *key, uint64_t *idle_cap_ms, uint32_t *max_requests)
+void pool_learnt(const struct pool_key *key, uint64_t now_ms, uint64_t *idle_cap_ms,
+		 uint32_t *max_requests)
 {
 	pthread_mutex_lock(&lock);
-	struct learnt *l = learnt_find(key);
+	struct learnt *l = learnt_find(key, now_ms);
 	*idle_cap_ms = l ? l->idle_cap_ms : 0;
 	*max_requests = l ? l->max_requests : 0;
 	pthread_mutex_unlock(&lock);
@@ -222,12 +239,14 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 		return -1;
 	e->fd = fd;
 	e->meta = *meta;
-	e->parked_ms = now_ms;
-	e->meta.parked_ms = now_ms;
+	/* a socket handed back unused keeps the idle time it had */
+	uint64_t parked = meta->parked_ms && meta->parked_ms <= now_ms ? meta->parked_ms : now_ms;
+	e->parked_ms = parked;
+	e->meta.parked_ms = parked;
 
 	pthread_mutex_lock(&lock);
-	struct learnt *l = learnt_find(key);
-	e->expires_ms = learnt_expiry(l, pool_expiry(&cfg, meta, now_ms), now_ms);
+	struct learnt *l = learnt_find(key, now_ms);
+	e->expires_ms = learnt_expiry(l, pool_expiry(&cfg, meta, parked), parked);
 	if (e->expires_ms <= now_ms || (l && l->max_requests && meta->requests >= l->max_requests)) {
 		pthread_mutex_unlock(&lock);
 		free(e);
@@ -282,7 +301,7 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 			struct idle *e = d->stack;
 			fd = e->fd;
 			/* limits learnt since it was parked apply too */
-			expired = learnt_expiry(learnt_find(key), e->expires_ms, e->parked_ms) <= now_ms;
+			expired = learnt_expiry(learnt_find(key, now_ms), e->expires_ms, e->parked_ms) <= now_ms;
 			*meta = e->meta;
 			unlink_idle(e);
 			free(e);
@@ -295,7 +314,7 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 			return fd;
 		ops.close(fd);
 		if (!expired)
-			pool_note_dead(key, now_ms - meta->parked_ms, meta->requests);
+			pool_note_dead(key, now_ms - meta->parked_ms, meta->requests, now_ms);
 		/* the newest was expired or dead: older ones of this destination
 		 * are older still, but each is checked; the loop ends when the
 		 * stack is empty */
@@ -367,6 +386,16 @@ size_t pool_fds(int *fds, size_t cap)
 	pthread_mutex_unlock(&lock);
 	qsort(fds, n, sizeof(*fds), cmp_int);
 	return n;
+}
+
+void pool_before_fork(void)
+{
+	pthread_mutex_lock(&lock);
+}
+
+void pool_after_fork_parent(void)
+{
+	pthread_mutex_unlock(&lock);
 }
 
 void pool_after_fork_child(void)

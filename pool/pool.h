@@ -35,7 +35,8 @@ struct pool_meta {
 	uint32_t requests;   /* requests already served on this connection */
 	int32_t ka_timeout;  /* server's Keep-Alive: timeout=N (s), -1 unknown */
 	int32_t ka_max;      /* server's Keep-Alive: max=M, -1 unknown */
-	uint64_t parked_ms;  /* set by the pool: when it was checked in */
+	uint64_t parked_ms;  /* when it went idle: set by pool_checkin (to now,
+	                        or kept when given: a socket handed back unused) */
 	uint16_t tag_len;
 	uint8_t tag[POOL_TAG_MAX]; /* opaque to the pool (the shim keeps the
 	                              socket options the last owner set) */
@@ -73,16 +74,19 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
  * answered), idle_ms after it was parked, having served `requests`.  The
  * pool learns from it (see pool.c, "Expiry that learns").  The liveness
  * probe's own failures at checkout are learnt from without this call. */
-void pool_note_dead(const struct pool_key *key, uint64_t idle_ms, uint32_t requests);
+void pool_note_dead(const struct pool_key *key, uint64_t idle_ms, uint32_t requests,
+		    uint64_t now_ms);
 
 /* A socket handed out by pool_checkout() answered its first request:
  * evidence for the learning (pool.c). */
-void pool_note_alive(const struct pool_key *key, uint64_t idle_ms, uint32_t requests);
+void pool_note_alive(const struct pool_key *key, uint64_t idle_ms, uint32_t requests,
+		     uint64_t now_ms);
 
 /* What the pool has learnt of key: the idle age it no longer keeps
  * sockets past (0: nothing learnt) and the requests a socket may have
  * served and still be parked (0: no limit learnt).  For tests and logs. */
-void pool_learnt(const struct pool_key *key, uint64_t *idle_cap_ms, uint32_t *max_requests);
+void pool_learnt(const struct pool_key *key, uint64_t now_ms, uint64_t *idle_cap_ms,
+		 uint32_t *max_requests);
 
 /* Is fd one of the pool's idle sockets?  If so and take is true, remove
  * it without closing it (the program is about to close or replace that fd
@@ -95,8 +99,11 @@ unsigned pool_expire(uint64_t now_ms);
 /* Copy up to cap pooled fds into fds (sorted ascending); returns count. */
 size_t pool_fds(int *fds, size_t cap);
 
-/* In a forked child: the sockets are the parent's; close our copies and
- * forget them (the lock may have been held by a thread that is gone). */
+/* fork(): the lock is held across it (pool_before_fork in the prepare
+ * handler, released in the parent), so the child sees whole lists; the
+ * child's sockets are the parent's: it closes its copies and forgets them. */
+void pool_before_fork(void);
+void pool_after_fork_parent(void);
 void pool_after_fork_child(void);
 
 /* Number of idle sockets. */

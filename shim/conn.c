@@ -99,7 +99,6 @@ static void finished_forget(int fd, const struct kp_conn *c);
 
 static void conn_free(struct kp_conn *c)
 {
-	kp_watch_forget_conn(c);
 	finished_forget(-1, c);
 	pthread_mutex_lock(&c->lock);
 	free(c->held);
@@ -137,6 +136,7 @@ static void conn_unref(struct kp_conn *c)
 
 static void give_up(struct kp_conn *c, int fd, const char *why);
 static int flush_held(struct kp_conn *c, int fd, int flags);
+static void unvouch(struct kp_conn *c, int fd, const char *why);
 
 /* Step aside for good.  Caller holds c->lock. */
 static void go_passthrough(struct kp_conn *c, const char *why)
@@ -461,7 +461,7 @@ static void finished_forget(int fd, const struct kp_conn *c)
 }
 
 static bool parkable(const struct kp_conn *c);
-static int park(int fd, struct kp_conn *c, bool close_fd);
+static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms);
 
 /* Move a finished connection to key into the pool, if there is one.
  * Returns true when one was moved. */
@@ -486,12 +486,15 @@ static bool take_finished(const struct pool_key *key)
 	bool moved = false;
 	int dead[2] = { -1, -1 };
 	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
-	if (c->eof_owed && c->refs == 1 && parkable(c) && fdfl >= 0 &&
+	/* only event-loop programs (non-blocking sockets) open their next
+	 * connection before closing the last: a blocking program's fd is left
+	 * a TCP socket to the end */
+	if (c->eof_owed && c->nonblock && c->refs == 1 && parkable(c) && fdfl >= 0 &&
 	    KP_REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (c->nonblock ? SOCK_NONBLOCK : 0),
 				0, dead) == 0) {
 		KP_REAL(close)(dead[1]); /* reads: EOF; writes: EPIPE */
 		kp_watch_detach(fd); /* or epoll would follow the socket */
-		int hidden = park(fd, c, false);
+		int hidden = park(fd, c, false, 0);
 		if (hidden >= 0 &&
 		    KP_REAL(dup3)(dead[0], fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0) {
 			moved = true;
@@ -503,19 +506,29 @@ static bool take_finished(const struct pool_key *key)
 		kp_watch_renew(fd); /* the program's registrations, on what fd is now */
 	}
 	if (moved) {
-		/* fd is no longer a connection of ours: the kernel answers */
-		kp_fd_swap(fd, NULL);
+		/* fd is no longer a connection of ours: the kernel answers.  A
+		 * close racing in another thread may have taken fd's reference
+		 * already (it swapped the table first): then it is its to drop,
+		 * and it must not park what fd holds now. */
+		c->state = KP_PASSTHROUGH;
+		c->poolable = false;
+		bool ours = kp_fd_swap(fd, NULL) == c;
+		if (ours)
+			c->refs--;
 		kp_fl_set(fd, 0);
-		c->refs--;
 		kp_count(parked);
 		kp_debug("fd %d: finished connection moved to the pool for a new connect()", fd);
+		/* (not ours: the racing close drops the reference and frees c) */
+		if (ours)
+			kp_watch_forget_fd(fd);
+		bool free_it = ours && !c->refs;
+		pthread_mutex_unlock(&c->lock);
+		if (free_it)
+			conn_free(c);
+		return true;
 	}
 	pthread_mutex_unlock(&c->lock);
-	if (moved) {
-		kp_watch_forget_fd(fd);
-		conn_free(c);
-	}
-	return moved;
+	return false;
 }
 
 /* ------------------------------------------------------------ connect */
@@ -583,8 +596,15 @@ static int adopt_pooled(int fd, int p, struct kp_conn *c, const struct pool_meta
 	 * share: make it the program's.  FD_CLOEXEC is per fd: dup3 sets it. */
 	if (!prev.nonblock != !nonblock && KP_REAL(fcntl)(p, F_SETFL, nonblock ? O_NONBLOCK : 0) < 0)
 		return -1;
-	if (KP_REAL(dup3)(p, fd, cloexec ? O_CLOEXEC : 0) < 0)
+	/* registrations made before connect() follow the fd to its new socket */
+	kp_watch_detach(fd);
+	int r = KP_REAL(dup3)(p, fd, cloexec ? O_CLOEXEC : 0);
+	int err = errno;
+	kp_watch_renew(fd);
+	if (r < 0) {
+		errno = err;
 		return -1;
+	}
 	c->nonblock = nonblock;
 	return 0;
 }
@@ -612,6 +632,7 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	    (c && !c->poolable)) {
 		if (c)
 			conn_unref(kp_fd_swap(fd, NULL));
+		kp_watch_forget_fd(fd); /* never ours: the kernel's alone */
 		errno = saved;
 		int r = KP_REAL(connect)(fd, addr, len);
 		if (kp_fd_valid(fd))
@@ -682,8 +703,9 @@ static bool parkable(const struct kp_conn *c)
 }
 
 /* Move the connection behind fd into the pool.  Returns the hidden fd it
- * is parked at (fd then closed if close_fd), -1 when not (fd untouched). */
-static int park(int fd, struct kp_conn *c, bool close_fd)
+ * is parked at (fd then closed if close_fd), -1 when not (fd untouched).
+ * parked_ms: when it went idle, for one handed back unused; 0: now. */
+static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 {
 	int hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
 	if (hidden < 0)
@@ -693,6 +715,7 @@ static int park(int fd, struct kp_conn *c, bool close_fd)
 		return -1;
 	}
 	struct pool_meta meta = {
+		.parked_ms = parked_ms,
 		.requests = c->served,
 		.ka_timeout = c->ka_timeout,
 		.ka_max = c->ka_max,
@@ -723,7 +746,7 @@ static int park(int fd, struct kp_conn *c, bool close_fd)
  * then closed) and say so. */
 static bool settle_last(int fd, struct kp_conn *c)
 {
-	bool parked = parkable(c) && park(fd, c, true) >= 0;
+	bool parked = parkable(c) && park(fd, c, true, 0) >= 0;
 	if (parked) {
 		kp_count(parked);
 		kp_debug("fd %d: parked after %u requests", fd, c->served);
@@ -790,7 +813,7 @@ void kp_forget_fd(int fd, bool may_park)
 		/* dup2 onto our last fd would close the socket: park a copy, and
 		 * leave fd open: dup2 replaces it atomically, where closing it
 		 * here would let another thread's open() take the number first */
-		if (park(fd, c, false) >= 0)
+		if (park(fd, c, false, 0) >= 0)
 			kp_count(parked);
 	} else if (!left && c->state != KP_PRECONNECT) {
 		kp_count(closed);
@@ -845,6 +868,7 @@ bool kp_shutdown(struct kp_conn *c, int fd, int how)
 		kp_debug("fd %d: shutdown(%d) answered without the kernel", fd, how);
 	} else {
 		/* the server sees our FIN and closes after answering: nothing to owe */
+		unvouch(c, fd, "shutdown");
 		flush_held(c, fd, 0);
 		go_passthrough(c, "shutdown");
 	}
@@ -940,7 +964,7 @@ static int flush_held(struct kp_conn *c, int fd, int flags)
 	int r = 0;
 	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
 		size_t sent;
-		r = send_all(fd, c->held, c->held_len, flags, false, &sent) < 0 ? -1 : 0;
+		r = send_all(fd, c->held, c->held_len, flags | MSG_NOSIGNAL, false, &sent) < 0 ? -1 : 0;
 		if (r < 0)
 			c->poolable = false;
 		c->held_len = 0;
@@ -950,6 +974,8 @@ static int flush_held(struct kp_conn *c, int fd, int flags)
 
 static void give_up(struct kp_conn *c, int fd, const char *why)
 {
+	if (fd >= 0)
+		unvouch(c, fd, why);
 	flush_held(c, fd, 0);
 	for (unsigned i = 0; i < c->n_reqs && !c->lost; i++) {
 		if (c->reqs[i].rewritten) {
@@ -1046,29 +1072,48 @@ fail:;
  * untouched. */
 static int swap_fresh(struct kp_conn *c, int fd, bool repark)
 {
-	if (c->refs != 1) { /* other fds share the old socket: leave it be */
-		errno = EBUSY;
-		return -1;
+	/* every fd of the program that holds the old socket (dup family) */
+	int fds[16], n = 0;
+	if (c->refs == 1) {
+		fds[n++] = fd;
+	} else {
+		int high = kp_fd_high();
+		for (int i = 0; i <= high && n < 16; i++)
+			if (kp_fd_conn(i) == c)
+				fds[n++] = i;
+		if (n != c->refs) {
+			errno = EBUSY;
+			return -1;
+		}
 	}
 	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
 	int s = fdfl < 0 ? -1 : connect_fresh(c);
 	if (s < 0)
 		return -1;
-	kp_watch_detach(fd); /* else epoll follows the old socket (kept in the pool) */
-	int hidden = repark ? park(fd, c, false) : -1;
-	if (KP_REAL(dup3)(s, fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) < 0) {
+	for (int i = 0; i < n; i++)
+		kp_watch_detach(fds[i]); /* else epoll follows the old socket (kept in the pool) */
+	int hidden = repark ? park(fd, c, false, c->parked_ms) : -1;
+	for (int i = 0; i < n; i++) {
+		int cl = i == 0 ? fdfl : KP_REAL(fcntl)(fds[i], F_GETFD);
+		if (cl >= 0 && KP_REAL(dup3)(s, fds[i], (cl & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0)
+			continue;
 		int err = errno;
-		if (hidden >= 0 && pool_owns_fd(hidden, true)) { /* one owner only */
-			kp_fd_swap(hidden, NULL);
-			KP_REAL(close)(hidden);
+		if (i == 0) { /* nothing moved: all back as it was */
+			if (hidden >= 0 && pool_owns_fd(hidden, true)) { /* one owner only */
+				kp_fd_swap(hidden, NULL);
+				KP_REAL(close)(hidden);
+			}
+			KP_REAL(close)(s);
+			for (int k = 0; k < n; k++)
+				kp_watch_renew(fds[k]);
+			errno = err;
+			return -1;
 		}
-		KP_REAL(close)(s);
-		kp_watch_renew(fd);
-		errno = err;
-		return -1;
+		c->poolable = false; /* a dup left on the old socket: never again */
 	}
 	KP_REAL(close)(s);
-	kp_watch_renew(fd); /* the program's registrations, on the new socket */
+	for (int i = 0; i < n; i++)
+		kp_watch_renew(fds[i]); /* the program's registrations, on the new socket */
 	c->reused = false;
 	c->first = KP_FIRST_DONE;
 	c->served = 0;
@@ -1093,6 +1138,15 @@ static void first_request_fresh(struct kp_conn *c, int fd, const char *why)
 	kp_debug("fd %d: %s: sent on a fresh connection, the pooled one put back", fd, why);
 }
 
+/* About to step aside (passthrough) before the first request on a reused
+ * connection went out: what follows can neither be seen nor replayed, so
+ * it goes on a fresh connection. */
+static void unvouch(struct kp_conn *c, int fd, const char *why)
+{
+	if (c->first == KP_FIRST_UNSENT)
+		first_request_fresh(c, fd, why);
+}
+
 /* The reused connection died under its first request, before any response
  * byte: learn from it, and send the request again on a fresh connection
  * under the same fd.  Caller holds c->lock.  True when fd now holds the
@@ -1100,7 +1154,7 @@ static void first_request_fresh(struct kp_conn *c, int fd, const char *why)
 static bool replay(struct kp_conn *c, int fd, const char *why)
 {
 	c->first = KP_FIRST_DONE;
-	pool_note_dead(&c->key, kp_now_ms() - c->parked_ms, c->served_at_checkout);
+	pool_note_dead(&c->key, c->sent_ms - c->parked_ms, c->served_at_checkout, kp_now_ms());
 	if (swap_fresh(c, fd, false) < 0) {
 		kp_debug("fd %d: %s on a reused connection; no replay: %s", fd, why, strerror(errno));
 		c->poolable = false;
@@ -1159,8 +1213,8 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 		return;
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && c->held_len)
 		give_up(c, fd, "a send we cannot see into follows a held head");
-	else if (c->first == KP_FIRST_UNSENT)
-		first_request_fresh(c, fd, "a request we cannot see into");
+	else
+		unvouch(c, fd, "a request we cannot see into");
 	pthread_mutex_unlock(&c->lock);
 	errno = saved;
 }
@@ -1175,6 +1229,7 @@ void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only)
 	bool rewritten = false;
 	for (unsigned i = 0; i < c->n_reqs; i++)
 		rewritten |= c->reqs[i].rewritten;
+	unvouch(c, fd, "stdio");
 	flush_held(c, fd, 0);
 	go_passthrough(c, "fdopen: stdio reads go past us");
 	/* Our EOF cannot reach stdio's reads, so the server's must: it closes
@@ -1320,6 +1375,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	long hl = head_parse(data, dlen, old_held, &h);
 	if (hl < 0) {
 		c->held_len = old_held; /* the program's bytes go out as they are */
+		unvouch(c, fd, "not an HTTP request");
 		go_passthrough(c, dlen && (uint8_t)data[0] == 0x16 ? "TLS" : "not an HTTP request");
 		goto pass_flush;
 	}
@@ -1395,7 +1451,8 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		 * one (once), and the request goes there */
 		if (r < 0 && keep_copy && c->first == KP_FIRST_UNSENT &&
 		    (errno == EPIPE || errno == ECONNRESET)) {
-			pool_note_dead(&c->key, kp_now_ms() - c->parked_ms, c->served_at_checkout);
+			uint64_t now = kp_now_ms();
+			pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
 			int err = errno;
 			if (swap_fresh(c, fd, false) == 0) {
 				kp_count(replayed);
@@ -1443,8 +1500,10 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		return true;
 	}
 	c->held_len = 0;
-	if (keep_copy)
+	if (keep_copy && c->first == KP_FIRST_UNSENT) {
 		c->first = KP_FIRST_SENT;
+		c->sent_ms = kp_now_ms();
+	}
 	if (!queue_request(c, &h, outlen > 0)) {
 		go_passthrough(c, "too many pipelined requests");
 		*ret = (ssize_t)mine;
@@ -1675,7 +1734,8 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return false;
-	if (c->first == KP_FIRST_SENT) {
+	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->shut_how &&
+	    iov_total(iov, iovcnt) > 0) { /* a read of 0 bytes returns 0: no EOF */
 		bool again = false;
 		if (ret == 0 || (ret < 0 && (errno == ECONNRESET || errno == EPIPE)))
 			again = replay(c, fd, ret == 0 ? "EOF" : "reset");
@@ -1683,7 +1743,8 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 			again = replay(c, fd, "408");
 		else if (ret > 0) {
 			c->first = KP_FIRST_DONE; /* the server answers: vouched for */
-			pool_note_alive(&c->key, kp_now_ms() - c->parked_ms, c->served_at_checkout);
+			pool_note_alive(&c->key, c->sent_ms - c->parked_ms, c->served_at_checkout,
+					kp_now_ms());
 		}
 		if (again) {
 			pthread_mutex_unlock(&c->lock);
@@ -1695,7 +1756,8 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			c->poolable = false;
 	} else if (ret == 0) {
-		c->poolable = false; /* the server closed */
+		if (iov_total(iov, iovcnt) > 0)
+			c->poolable = false; /* the server closed */
 	} else if (!(flags & MSG_PEEK)) {
 		c->last_rx_ms = kp_now_ms();
 		if (flags & MSG_TRUNC) {
@@ -1716,13 +1778,37 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 
 /* ------------------------------------------------------------ fork */
 
+/* Held across fork() so the child finds every structure whole.  None of
+ * these is ever taken while another of them is held. */
+void kp_conn_before_fork(void)
+{
+	pthread_mutex_lock(&free_lock);
+	pthread_mutex_lock(&finished_lock);
+	pthread_mutex_lock(&defaults_lock);
+	kp_watch_before_fork();
+	pool_before_fork();
+}
+
+void kp_conn_after_fork_parent(void)
+{
+	pool_after_fork_parent();
+	kp_watch_after_fork_parent();
+	pthread_mutex_unlock(&defaults_lock);
+	pthread_mutex_unlock(&finished_lock);
+	pthread_mutex_unlock(&free_lock);
+}
+
 void kp_conn_after_fork_child(void)
 {
 	/* The child's copies of tracked fds are the parent's connections: the
 	 * child uses them raw, and never parks them.  Its copies of pooled
 	 * sockets are closed (the parent's stay open). */
+	/* recycled objects may be locked by threads the child does not have */
+	free_conns = NULL;
 	pthread_mutex_init(&free_lock, NULL);
 	pthread_mutex_init(&finished_lock, NULL);
+	pthread_mutex_init(&defaults_lock, NULL);
+	kp_watch_after_fork_child();
 	__atomic_store_n(&n_finished, 0, __ATOMIC_RELAXED);
 	kp_fdtab_after_fork_child();
 	pool_after_fork_child();

@@ -74,6 +74,7 @@ struct kp_conn {
 
 	uint8_t first;       /* enum kp_first */
 	uint64_t parked_ms;  /* reused: when it had been parked */
+	uint64_t sent_ms;    /* KP_FIRST_SENT: when that request went out */
 	uint32_t served_at_checkout;
 	char *replay;        /* KP_FIRST_SENT: the bytes of that request */
 	size_t replay_len, replay_cap;
@@ -187,7 +188,9 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n);
  * running), -1 when it is up to the kernel. */
 int kp_conn_wait_ms(struct kp_conn *c);
 
-/* fork() in the child. */
+/* fork(): prepare, parent and child handlers. */
+void kp_conn_before_fork(void);
+void kp_conn_after_fork_parent(void);
 void kp_conn_after_fork_child(void);
 
 #endif

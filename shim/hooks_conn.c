@@ -31,7 +31,6 @@ static void after_fork_child(void)
 {
 	__atomic_store_n(&our_pid, getpid(), __ATOMIC_RELAXED);
 	kp_conn_after_fork_child();
-	kp_watch_after_fork_child();
 }
 
 __attribute__((constructor)) static void kp_init(void)
@@ -44,7 +43,7 @@ __attribute__((constructor)) static void kp_init(void)
 	if (kp_fdtab_init() < 0)
 		return; /* the table stays empty: everything passes through */
 	our_pid = getpid();
-	pthread_atfork(NULL, NULL, after_fork_child);
+	pthread_atfork(kp_conn_before_fork, kp_conn_after_fork_parent, after_fork_child);
 	kp_debug("loaded");
 }
 
@@ -494,8 +493,10 @@ KP_EXPORT long syscall(long number, ...)
 			return close((int)a[0]);
 		case SYS_close_range:
 			return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
+#ifdef SYS_dup2 /* not on aarch64 */
 		case SYS_dup2:
 			return dup2((int)a[0], (int)a[1]);
+#endif
 		case SYS_dup3:
 			return dup3((int)a[0], (int)a[1], (int)a[2]);
 		}

@@ -247,10 +247,14 @@ KP_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct
 KP_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
 	int r = KP_REAL(epoll_ctl)(epfd, op, fd, ev);
+	if (r < 0 || !kp_fd_valid(fd))
+		return r;
 	struct kp_conn *c = kp_fd_conn(fd);
-	if (r == 0 && c && c != KP_POOLED) {
+	uint8_t fl = kp_fl(fd);
+	/* ours, or a TCP socket not yet connected: it may become ours */
+	if ((c && c != KP_POOLED) || ((fl & KP_FD_TCP) && !(fl & KP_FD_CONNECTED))) {
 		int saved = errno;
-		kp_watch_ctl(epfd, op, fd, c, ev);
+		kp_watch_ctl(epfd, op, fd, ev);
 		errno = saved;
 	}
 	return r;

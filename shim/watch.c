@@ -11,6 +11,7 @@
 #include <stdlib.h>
 
 #include "conn.h"
+#include "fdtable.h"
 #include "real.h"
 
 struct watch {
@@ -18,7 +19,6 @@ struct watch {
 	uint32_t events;
 	epoll_data_t data;
 	bool armed; /* EPOLLONESHOT/EPOLLET: reported once until re-armed */
-	struct kp_conn *c;
 };
 
 unsigned kp_watch_count;
@@ -43,7 +43,7 @@ static struct watch *find(int epfd, int fd)
 	return NULL;
 }
 
-void kp_watch_ctl(int epfd, int op, int fd, struct kp_conn *c, const struct epoll_event *ev)
+void kp_watch_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 {
 	pthread_mutex_lock(&lock);
 	struct watch *w = find(epfd, fd);
@@ -69,7 +69,6 @@ void kp_watch_ctl(int epfd, int op, int fd, struct kp_conn *c, const struct epol
 			w->events = ev->events;
 			w->data = ev->data;
 			w->armed = true;
-			w->c = c;
 		}
 	}
 out:
@@ -100,11 +99,6 @@ static bool by_epfd(const struct watch *w, intptr_t epfd)
 	return w->epfd == epfd;
 }
 
-static bool by_conn(const struct watch *w, intptr_t c)
-{
-	return (intptr_t)w->c == c;
-}
-
 void kp_watch_forget_fd(int fd)
 {
 	forget_if(by_fd, fd);
@@ -113,11 +107,6 @@ void kp_watch_forget_fd(int fd)
 void kp_watch_forget_epfd(int epfd)
 {
 	forget_if(by_epfd, epfd);
-}
-
-void kp_watch_forget_conn(struct kp_conn *c)
-{
-	forget_if(by_conn, (intptr_t)c);
 }
 
 void kp_watch_detach(int fd)
@@ -156,7 +145,12 @@ int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, int *due_ms
 		uint32_t want = w->events & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
 		if (w->epfd != epfd || !want || !w->armed)
 			continue;
-		int ms = kp_conn_wait_ms(w->c);
+		/* connection objects are never freed (conn.h): a stale one only
+		 * answers for a moment */
+		struct kp_conn *c = kp_fd_conn(w->fd);
+		if (!c || c == KP_POOLED)
+			continue;
+		int ms = kp_conn_wait_ms(c);
 		if (ms < 0)
 			continue;
 		if (*due_ms < 0 || ms < *due_ms)
@@ -179,6 +173,16 @@ int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, int *due_ms
 	}
 	pthread_mutex_unlock(&lock);
 	return n;
+}
+
+void kp_watch_before_fork(void)
+{
+	pthread_mutex_lock(&lock);
+}
+
+void kp_watch_after_fork_parent(void)
+{
+	pthread_mutex_unlock(&lock);
 }
 
 void kp_watch_after_fork_child(void)

@@ -15,22 +15,18 @@
 #include <stdbool.h>
 #include <sys/epoll.h>
 
-struct kp_conn;
-
 /* Registrations held: epoll_wait's whole fast path is a load of this. */
 extern unsigned kp_watch_count;
 
-/* epoll_ctl(epfd, op, fd, ev) succeeded on fd, which holds connection c. */
-void kp_watch_ctl(int epfd, int op, int fd, struct kp_conn *c, const struct epoll_event *ev);
+/* epoll_ctl(epfd, op, fd, ev) succeeded on fd, a connection of ours or a
+ * TCP socket that may become one (registered before its connect()). */
+void kp_watch_ctl(int epfd, int op, int fd, const struct epoll_event *ev);
 
 /* fd (tracked) is being closed or replaced by another file. */
 void kp_watch_forget_fd(int fd);
 
 /* The epoll set epfd is closed. */
 void kp_watch_forget_epfd(int epfd);
-
-/* c is being freed. */
-void kp_watch_forget_conn(struct kp_conn *c);
 
 /* fd is about to be replaced by another file (dup3 onto it): take its
  * registrations out of the kernel's sets first, or epoll would go on
@@ -51,6 +47,9 @@ void kp_watch_renew(int fd);
  */
 int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, int *due_ms);
 
+/* fork(): the lock is held across it */
+void kp_watch_before_fork(void);
+void kp_watch_after_fork_parent(void);
 void kp_watch_after_fork_child(void);
 
 #endif

@@ -60,6 +60,19 @@ threads_check() {
 	[ "$SHIM_CONNS" -le 8 ]
 }
 
+# ---- event loops
+
+@test "epoll registration made before connect(): follows the pooled socket, EOF wakes it, closed sockets stay silent" {
+	scripted_start idle_close300
+	run_both 3 "$CLIENTS/fdlife" epoll-first "$SCRIPTED_PORT"
+	assert_both_ok
+	assert_same_output
+	assert_equal "$(count_matches 'read a response, woken with its own data: 1, then EOF' "$BATS_TEST_TMPDIR/shim.out")" 3
+	run grep -c '^after the closes: 0 events' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
 # ---- fork and exec
 
 @test "exec after pooling: the new program holds the same fds as without the shim" {
@@ -100,6 +113,26 @@ threads_check() {
 	# connection ids count accepted connections, used or not
 	run bash -c "awk '{ print \$1 }' '$SCRIPTED_LOG' | sort -u"
 	assert_output 1
+}
+
+@test "a POST on a pooled socket dup()ed before its first write: both fds moved to a fresh connection" {
+	nginx_start
+	run_both 2 "$CLIENTS/fdlife" dup-post "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	assert_equal "unvouched=$(stat_value unvouched) conns=$SHIM_CONNS" "unvouched=1 conns=2"
+	# the POST was the first request of the second connection
+	run awk '$3 == "POST" { print $2 }' "$NGINX_DIR/access.log"
+	assert_output 1
+}
+
+@test "a read() of 0 bytes on a reused connection is no EOF: nothing replayed" {
+	nginx_start
+	run_both 3 "$CLIENTS/fdlife" zero-read "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	assert_equal "shim requests $SHIM_REQS" "shim requests 3"
+	assert_equal "replayed=$(stat_value replayed) conns=$SHIM_CONNS" "replayed=0 conns=1"
 }
 
 # ---- stale connections (DESIGN 4)

@@ -31,6 +31,16 @@
  *                   then the real stdout (kept aside) dup2()ed back over it
  *   close-range     close_range(3, ~0U, 0) with a finished connection open and
  *                   one pooled, files on the freed numbers, more requests
+ *   epoll-first     one epoll set for the whole run; 3 times: a socket
+ *                   registered (data = the request number) before connect(),
+ *                   request, epoll_wait + read until EOF, close; then 600 ms
+ *                   more of epoll_wait, which must stay silent (a server
+ *                   closing the idle connections must not reach the program
+ *                   through the sockets it closed)
+ *   dup-post        a GET; then a socket (a pooled one under the shim) dup()ed
+ *                   before its first write, a POST on it, read to EOF
+ *   zero-read       3 requests, each followed by a read() of 0 bytes (returns
+ *                   0 and is no EOF), then read until EOF
  *   stale-flags     a blocking socket dup2()ed onto the number of a closed
  *                   non-blocking one, then connected (from the pool): it
  *                   must stay blocking
@@ -390,6 +400,62 @@ int main(int argc, char **argv)
 			}
 			printf("request %d: %s, then EOF\n", i, got ? "read a response" : "read nothing");
 			close(ep);
+			close(s);
+		}
+	} else if (!strcmp(what, "epoll-first")) {
+		int ep = epoll_create1(0);
+		for (int i = 0; i < 3; i++) {
+			int s = socket(AF_INET, SOCK_STREAM, 0);
+			struct epoll_event ev = { .events = EPOLLIN, .data.u64 = 100 + (uint64_t)i };
+			if (s < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev) < 0)
+				die("epoll_ctl");
+			struct sockaddr_in a = addr();
+			if (connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+				die("connect");
+			put(s, get_close);
+			fcntl(s, F_SETFL, O_NONBLOCK);
+			char buf[4096];
+			ssize_t n;
+			int got = 0, woke = 0;
+			for (;;) {
+				struct epoll_event out;
+				int k = epoll_wait(ep, &out, 1, 5000);
+				if (k < 0)
+					die("epoll_wait");
+				if (k == 0) {
+					printf("request %d: epoll_wait timed out\n", i);
+					break;
+				}
+				woke += out.data.u64 == 100 + (uint64_t)i;
+				n = read(s, buf, sizeof(buf));
+				if (n == 0)
+					break;
+				if (n < 0 && errno != EAGAIN)
+					die("read");
+				got |= n > 0;
+			}
+			printf("request %d: %s, woken with its own data: %d, then EOF\n", i,
+			       got ? "read a response" : "read nothing", woke > 0);
+			close(s);
+		}
+		struct epoll_event out;
+		int k = epoll_wait(ep, &out, 1, 600);
+		printf("after the closes: %d events\n", k);
+		close(ep);
+	} else if (!strcmp(what, "dup-post")) {
+		one_request();
+		int s = dial(), d = dup(s);
+		put(s, "POST /f HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+		drain(d, 0);
+		close(d);
+		close(s);
+	} else if (!strcmp(what, "zero-read")) {
+		for (int i = 0; i < 3; i++) {
+			int s = dial();
+			char b[1];
+			put(s, get_close);
+			printf("read(s, b, 0) = %zd\n", read(s, b, 0));
+			drain(s, 0);
 			close(s);
 		}
 	} else if (!strcmp(what, "stale-flags")) {

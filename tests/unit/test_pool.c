@@ -163,15 +163,16 @@ int main(void)
 	reset(4, 10, 30000);
 	uint64_t cap;
 	uint32_t maxr;
+	const uint64_t T = 3000; /* the clock of the learning calls */
 	struct pool_meta m2 = meta(2, -1, -1), m3 = meta(3, -1, -1);
 	pool_checkin(&a, 50, &m, 0);
 	dead_fd = 50;
 	CHECK(pool_checkout(&a, 400, &out) == -1 && was_closed(50));
-	pool_learnt(&a, &cap, &maxr);
+	pool_learnt(&a, T, &cap, &maxr);
 	CHECK(cap == 0 && maxr == 0);
-	pool_note_alive(&a, 100, 1);
-	pool_note_dead(&a, 320, 1); /* same count, but 1: idle time is blamed */
-	pool_learnt(&a, &cap, &maxr);
+	pool_note_alive(&a, 100, 1, T);
+	pool_note_dead(&a, 320, 1, T); /* same count, but 1: idle time is blamed */
+	pool_learnt(&a, T, &cap, &maxr);
 	CHECK(cap == 240 && maxr == 0);
 	/* sockets parked before are held to it too; younger ones are handed out */
 	pool_checkin(&a, 51, &m2, 1000);
@@ -179,34 +180,46 @@ int main(void)
 	pool_checkin(&a, 52, &m2, 2000);
 	CHECK(pool_checkout(&a, 2239, &out) == 52 && out.parked_ms == 2000);
 	/* a younger death shrinks it, not below the oldest age seen to answer */
-	pool_note_dead(&a, 200, 5);
-	pool_learnt(&a, &cap, &maxr);
+	pool_note_dead(&a, 200, 5, T);
+	pool_learnt(&a, T, &cap, &maxr);
 	CHECK(cap == 150);
-	pool_note_alive(&a, 180, 1);
-	pool_note_dead(&a, 190, 6);
-	pool_learnt(&a, &cap, &maxr);
+	pool_note_alive(&a, 180, 1, T);
+	pool_note_dead(&a, 190, 6, T);
+	pool_learnt(&a, T, &cap, &maxr);
 	CHECK(cap == 150); /* max(180, 142) = 180 is not below 150 */
 	/* a death no older than a live socket: a reset; nothing learnt */
-	pool_note_dead(&a, 100, 7);
-	pool_learnt(&a, &cap, &maxr);
+	pool_note_dead(&a, 100, 7, T);
+	pool_learnt(&a, T, &cap, &maxr);
 	CHECK(cap == 150 && maxr == 0);
-	pool_learnt(&b, &cap, &maxr);
+	pool_learnt(&b, T, &cap, &maxr);
 	CHECK(cap == 0 && maxr == 0);
 
 	/* deaths at the same count n, sockets seen to answer after n - 1:
 	 * the server closes after n requests; those sockets are not parked,
 	 * and idle time is not blamed */
 	reset(4, 10, 30000);
-	pool_note_alive(&a, 50, 2);
-	pool_note_dead(&a, 5, 3);
-	pool_note_dead(&a, 7, 3);
-	pool_learnt(&a, &cap, &maxr);
+	pool_note_alive(&a, 50, 2, T);
+	pool_note_dead(&a, 5, 3, T);
+	pool_note_dead(&a, 7, 3, T);
+	pool_learnt(&a, T, &cap, &maxr);
 	CHECK(cap == 0 && maxr == 3);
 	CHECK(pool_checkin(&a, 60, &m3, 0) == -1);
 	CHECK(pool_checkin(&a, 61, &m2, 0) == 0);
-	pool_note_dead(&a, 9, 4); /* explained by the max: nothing new */
-	pool_learnt(&a, &cap, &maxr);
+	pool_note_dead(&a, 9, 4, T); /* explained by the max: nothing new */
+	pool_learnt(&a, T, &cap, &maxr);
 	CHECK(cap == 0 && maxr == 3);
+	/* forgotten ten minutes after it was last added to */
+	pool_learnt(&a, T + 10 * 60 * 1000 + 1, &cap, &maxr);
+	CHECK(cap == 0 && maxr == 0);
+	CHECK(pool_checkin(&a, 62, &m3, T + 10 * 60 * 1000 + 2) == 0);
+
+	/* a socket handed back unused keeps its idle time */
+	reset(4, 10, 1000);
+	struct pool_meta back = meta(1, -1, -1);
+	back.parked_ms = 100;
+	CHECK(pool_checkin(&a, 70, &back, 700) == 0);
+	CHECK(pool_checkout(&a, 1100, &out) == -1 && was_closed(70));
+	CHECK(pool_checkin(&a, 71, &back, 1200) == -1); /* idle 1100 ms already */
 
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed != 0;
