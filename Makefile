@@ -76,7 +76,7 @@ build/clients/%: tests/clients/%.c $(wildcard tests/clients/*.h) Makefile
 # without libFuzzer by $(CC).
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_NAMES := response request rewrite
+FUZZ_NAMES := response request rewrite llhttp
 FUZZ_BINS := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_NAMES))
 REPLAY_BINS := $(patsubst %,build/fuzz-replay/fuzz_%,$(FUZZ_NAMES))
 FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 $(WARN) -Ishim \
@@ -90,6 +90,23 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h shim/framer.c shim/fram
 build/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h shim/framer.c shim/framer.h Makefile
 	@mkdir -p build/fuzz-replay
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c shim/framer.c
+
+# our response framer against llhttp on arbitrary bytes (llhttp built for
+# libFuzzer too, without our warnings)
+FUZZ_LLHTTP_OBJS := $(patsubst $(LLHTTP_DIR)/%.c,build/fuzz/llhttp/%.o,$(LLHTTP_SRCS))
+
+build/fuzz/llhttp/%.o: $(LLHTTP_DIR)/%.c $(LLHTTP_INC)/llhttp.h Makefile
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang (apt-get install clang)" >&2; exit 1; }
+	@mkdir -p build/fuzz/llhttp
+	$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -g -O1 -w -I$(LLHTTP_INC) \
+		-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -c -o $@ $<
+
+build/fuzz/fuzz_llhttp: tests/fuzz/fuzz_llhttp.c tests/fuzz/fuzz.h $(FUZZ_LLHTTP_OBJS) shim/framer.c shim/framer.h Makefile
+	$(FUZZ_CC) $(FUZZ_FLAGS) -I$(LLHTTP_INC) -o $@ $< shim/framer.c $(FUZZ_LLHTTP_OBJS)
+
+build/fuzz-replay/fuzz_llhttp: tests/fuzz/fuzz_llhttp.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(LLHTTP_OBJS) shim/framer.c shim/framer.h Makefile
+	@mkdir -p build/fuzz-replay
+	$(CC) $(ALLFLAGS) -I$(LLHTTP_INC) $(SAN) -o $@ $< tests/fuzz/replay.c shim/framer.c $(LLHTTP_OBJS)
 
 fuzz-build: $(FUZZ_BINS)
 

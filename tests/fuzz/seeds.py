@@ -3,14 +3,16 @@
 
 Usage: seeds.py CORPUS_DIR OUT_DIR
 
-Writes OUT_DIR/response/, OUT_DIR/request/, OUT_DIR/rewrite/ (emptied
-first), in the input format of each harness (see tests/fuzz/*.c):
+Writes OUT_DIR/response/, OUT_DIR/request/, OUT_DIR/rewrite/,
+OUT_DIR/llhttp/ (emptied first), in the input format of each harness (see
+tests/fuzz/*.c):
   response: 16-byte control header (the file's method in both nibbles of
             byte 0; no splits, or 3 splits for a second copy), then the
             bytes of a response file; plus a few pipelined streams;
   request:  4-byte control header (prefix length, body split), then the
             bytes of a request file;
-  rewrite:  the bytes of a request file.
+  rewrite:  the bytes of a request file;
+  llhttp:   the method code (byte 0), then the bytes of a response file.
 The regression inputs of CORPUS_DIR/fuzz-<harness>/ are copied as they are.
 The fuzzers then write only into OUT_DIR, never into tests/.
 """
@@ -45,13 +47,14 @@ def resp_header(code, splits=()):
 
 def main():
     corpus, out = sys.argv[1], sys.argv[2]
-    seeds = {"response": [], "request": [], "rewrite": []}
+    seeds = {"response": [], "request": [], "rewrite": [], "llhttp": []}
     gets = []
     for sub in ("response", "response-hand"):
         for path in files(os.path.join(corpus, sub)):
             data = open(path, "rb").read()
             code = method_code(os.path.basename(path))
             seeds["response"].append(resp_header(code) + data)
+            seeds["llhttp"].append(bytes([code]) + data)
             n = len(data)
             seeds["response"].append(resp_header(code, (n // 4, n // 2, 3 * n // 4)) + data)
             if code == 0 and n < 4096:

@@ -1,0 +1,175 @@
+/*
+ * fuzz_llhttp.c - libFuzzer harness: our response framer against llhttp
+ * (Debian's node-llhttp) on arbitrary bytes, the differential test of
+ * tests/unit/test_llhttp.c without a corpus.
+ *
+ * Input: byte 0 & 7 picks the request method (GET HEAD POST CONNECT OPTIONS
+ * PUT DELETE OTHER); the rest is the response stream, fed whole to both,
+ * up to our first final event / llhttp's first final message.  llhttp is
+ * stricter in many places (it refuses what we frame leniently, without
+ * pooling); a refusal is no disagreement.  abort() when both could frame
+ * it and:
+ * - ours says reusable, and llhttp ends a message elsewhere (1xx ends
+ *   included), ends it only at EOF, or would not keep the connection;
+ * - ours ends it (DONE, reusable or not) and llhttp ends it by its framing
+ *   somewhere else;
+ * - ours finds no end where llhttp finds one by its framing.
+ */
+#include "framer.h"
+#include "fuzz.h"
+#include "llhttp.h"
+
+static const enum frm_method methods[8] = {
+	FRM_M_GET, FRM_M_HEAD,   FRM_M_POST,   FRM_M_CONNECT,
+	FRM_M_OPTIONS, FRM_M_PUT, FRM_M_DELETE, FRM_M_OTHER,
+};
+
+#define MAX_ENDS 64
+
+struct ends {
+	size_t off[MAX_ENDS]; /* message ends, 1xx included */
+	size_t n;
+	char last;            /* D done, C close-delimited, U upgrade, E error,
+	                         N no end, F (llhttp) ended at EOF */
+	bool reusable;        /* ours: frm_resp_reusable; llhttp: keep-alive */
+};
+
+static void add(struct ends *e, size_t off)
+{
+	INVARIANT(e->n < MAX_ENDS, "too many ends");
+	e->off[e->n++] = off;
+}
+
+static void ours(const char *data, size_t n, enum frm_method m, struct ends *e)
+{
+	struct frm_resp r;
+	enum frm_resp_event ev;
+	char *p = fz_copy(data, n);
+	size_t off = 0, k;
+
+	memset(e, 0, sizeof(*e));
+	e->last = 'N';
+	frm_resp_begin(&r, m, false);
+	while (off < n) {
+		k = frm_resp_feed(&r, p + off, n - off, &ev);
+		INVARIANT(k <= n - off, "consumed %zu of %zu", k, n - off);
+		off += k;
+		if (ev == FRM_EV_NONE)
+			break;
+		if (ev == FRM_EV_INTERIM) {
+			add(e, off);
+			continue;
+		}
+		e->last = "NIDCUE"[ev];
+		if (ev == FRM_EV_DONE) {
+			add(e, off);
+			e->reusable = frm_resp_reusable(&r);
+		}
+		break;
+	}
+	free(p);
+}
+
+struct ll_ctx {
+	enum frm_method m;
+	int status;
+	bool ka, done;
+};
+
+static int on_headers_complete(llhttp_t *p)
+{
+	struct ll_ctx *c = p->data;
+	int st = llhttp_get_status_code(p);
+
+	/* RFC 9112 6.3 rule 1, which llhttp leaves to its caller */
+	if (c->m == FRM_M_CONNECT && st / 100 == 2)
+		return 2;
+	if (c->m == FRM_M_HEAD || (st / 100 == 1 && st != 101) || st == 204 || st == 304)
+		return 1;
+	return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+	struct ll_ctx *c = p->data;
+
+	c->status = llhttp_get_status_code(p);
+	c->ka = llhttp_should_keep_alive(p);
+	c->done = true;
+	return HPE_PAUSED;
+}
+
+static void oracle(const char *data, size_t n, enum frm_method m, struct ends *e)
+{
+	llhttp_settings_t st;
+	llhttp_t p;
+	struct ll_ctx c = { .m = m };
+	size_t pos = 0;
+	llhttp_errno_t err;
+
+	memset(e, 0, sizeof(*e));
+	llhttp_settings_init(&st);
+	st.on_headers_complete = on_headers_complete;
+	st.on_message_complete = on_message_complete;
+	llhttp_init(&p, HTTP_RESPONSE, &st);
+	p.data = &c;
+	for (;;) {
+		c.done = false;
+		err = llhttp_execute(&p, data + pos, n - pos);
+		if (err == HPE_OK)
+			break;
+		if (err != HPE_PAUSED) {
+			e->last = err == HPE_PAUSED_UPGRADE ? 'U' : 'E';
+			return;
+		}
+		pos = (size_t)(llhttp_get_error_pos(&p) - data);
+		llhttp_resume(&p);
+		if (c.status == 101 || (m == FRM_M_CONNECT && c.status / 100 == 2)) {
+			e->last = 'U';
+			return;
+		}
+		add(e, pos);
+		if (c.status / 100 != 1) {
+			e->last = 'D';
+			e->reusable = c.ka;
+			return;
+		}
+	}
+	c.done = false;
+	err = llhttp_finish(&p);
+	e->last = c.done ? 'F' : err == HPE_OK ? 'N' : 'E';
+}
+
+static bool same_ends(const struct ends *a, const struct ends *b)
+{
+	return a->n == b->n && memcmp(a->off, b->off, a->n * sizeof(a->off[0])) == 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
+{
+	struct ends o, l;
+	enum frm_method m;
+	const char *data;
+	size_t n;
+
+	if (size < 1)
+		return 0;
+	m = methods[in[0] & 7];
+	data = (const char *)in + 1;
+	n = size - 1;
+	ours(data, n, m, &o);
+	oracle(data, n, m, &l);
+
+	if (l.last == 'E' || l.last == 'U')
+		return 0; /* llhttp refuses (or is done with HTTP): nothing to compare */
+	if (o.last == 'D' && o.reusable)
+		INVARIANT(l.last == 'D' && l.reusable && same_ends(&o, &l),
+			  "reusable, llhttp: %c ka=%d, ends %zu vs %zu", l.last, l.reusable,
+			  o.n ? o.off[o.n - 1] : 0, l.n ? l.off[l.n - 1] : 0);
+	if (o.last == 'D' && l.last == 'D')
+		INVARIANT(same_ends(&o, &l), "ends %zu vs llhttp %zu",
+			  o.off[o.n - 1], l.off[l.n - 1]);
+	if (o.last == 'N')
+		INVARIANT(l.last != 'D', "no end, llhttp ends it at %zu", l.off[l.n - 1]);
+	return 0;
+}
