@@ -948,12 +948,17 @@ static size_t resp_head_end(struct frm_resp *r, char *buf, size_t off,
 
 	if (cls == 1 && r->status != 101) {
 		/* interim: the final response to the same request follows;
-		 * a sloppy interim makes the whole exchange doubtful */
+		 * a sloppy interim makes the whole exchange doubtful, and an
+		 * interim that says the server will close (Connection: close,
+		 * or HTTP/1.0, which has no 1xx: RFC 9110 15.2) is believed:
+		 * llhttp, for one, treats the connection as closed after it */
 		enum frm_method m = r->req_method;
 		bool rw = r->rewrite_ka_to_close, doubt = r->doubt;
+		bool server_close = r->server_close;
 
 		frm_resp_begin(r, m, rw);
 		r->doubt = doubt;
+		r->server_close = server_close;
 		*ev = FRM_EV_INTERIM;
 		return off;
 	}

@@ -362,6 +362,14 @@ static void test_resp_nobody(void)
 		  H11 "Content-Length: 0\r\n\r\n", "P", "I@?; D@$ 200 L r; ");
 	resp_case("sloppy 100 taints", "HTTP/1.1 100 Continue\n\n"
 		  H11 "Content-Length: 0\r\n\r\n", "P", "I@?; D@$ 200 L d; ");
+	/* found by fuzz_llhttp: an interim that says the server will close
+	 * (llhttp then treats the connection as closed) */
+	resp_case("1.0 interim: close", "HTTP/1.0 100 Continue\r\n\r\n"
+		  H11 "Content-Length: 2\r\n\r\nok", "P", "I@25; D@$ 200 L c; ");
+	resp_case("interim with close", "HTTP/1.1 103 Early Hints\r\nConnection: close\r\n\r\n"
+		  H11 "Content-Length: 0\r\n\r\n", "G", "I@?; D@$ 200 L c; ");
+	resp_case("1.0 interim keep-alive", "HTTP/1.0 100 Continue\r\nConnection: keep-alive\r\n\r\n"
+		  H11 "Content-Length: 0\r\n\r\n", "P", "I@?; D@$ 200 L r; ");
 	resp_case("101", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
 		  "Connection: Upgrade\r\n\r\n", "G", "U@$ 101; ");
 	resp_case("101 + frames", "HTTP/1.1 101 Switching\r\n\r\n\x81\x05hello",
