@@ -58,7 +58,7 @@ assert_reused_all() {
 @test "curl -H 'Connection: close', 200 URLs in one process: one connection, same output" {
 	# curl hangs at start-up (setlocale lock) whenever libasan is preloaded,
 	# with or without our library: the sanitizer run cannot include it
-	[ -z "${KEEPALIVE_ASAN:-}" ] || skip "curl cannot run with libasan preloaded"
+	curl_ok || skip "curl cannot run with libasan preloaded"
 	run_both $N "$CURL" -sS -H 'Connection: close' "http://127.0.0.1:$NGINX_PORT/f?n=[1-$N]"
 	assert_plain_output_is "$NGINX_DIR/www/f" $N
 	assert_same_output

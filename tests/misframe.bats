@@ -41,8 +41,10 @@ misframe() {
 	[ "$method" = HEAD ] && curl_m=(-I)
 	run_both 2 "$CLIENTS/httpget" 127.0.0.1 "$SCRIPTED_PORT" /x 2 "$method"
 	check_reuse "$want"
-	run_both 2 curl -s -i "${curl_m[@]}" -H 'Connection: close' "$url" "$url"
-	check_reuse "$want"
+	if curl_ok; then
+		run_both 2 curl -s -i "${curl_m[@]}" -H 'Connection: close' "$url" "$url"
+		check_reuse "$want"
+	fi
 	run_both 2 "$RUBY" "$SCRIPTS/nethttp_print.rb" 127.0.0.1 "$SCRIPTED_PORT" "$method" /x 2
 	check_reuse "$want"
 	[ "$python" = no-python ] && return
@@ -87,6 +89,7 @@ early() {
 	head -c 4000000 /dev/zero >"$BATS_TEST_TMPDIR/body"
 	run_both 2 "$PYTHON" "$SCRIPTS/http_client.py" 127.0.0.1 "$SCRIPTED_PORT" POST /upload 2 4000000
 	check_reuse fresh
+	curl_ok || return 0
 	run_both 2 curl -s -i -H 'Connection: close' -H 'Expect:' --data-binary "@$BATS_TEST_TMPDIR/body" "$url" "$url"
 	check_reuse fresh
 }
@@ -97,10 +100,12 @@ early() {
 @test "100 MB Content-Length body: the same bytes, reused" {
 	scripted_start cl_100mb
 	local url="http://127.0.0.1:$SCRIPTED_PORT/x"
-	run_both 2 curl -s -o /dev/null -w '%{http_code} %{size_download}\n' -H 'Connection: close' "$url" "$url"
-	check_reuse reuse
-	run grep -c '^200 104857600$' "$BATS_TEST_TMPDIR/shim.out"
-	assert_output 1
+	if curl_ok; then
+		run_both 2 curl -s -o /dev/null -w '%{http_code} %{size_download}\n' -H 'Connection: close' "$url" "$url"
+		check_reuse reuse
+		run grep -c '^200 104857600$' "$BATS_TEST_TMPDIR/shim.out"
+		assert_output 1
+	fi
 	run_both 2 sh -c "'$CLIENTS/httpget' 127.0.0.1 $SCRIPTED_PORT /x 2 | sha1sum"
 	check_reuse reuse
 }
