@@ -74,12 +74,47 @@ struct ll_ctx {
 	enum frm_method m;
 	int status;
 	bool ka, done;
+	bool in_trailers;     /* the head is over: fields are trailer fields */
+	bool trailer_framing; /* a trailer field llhttp applies to framing */
+	char name[24];
+	size_t nlen;
 };
+
+/* llhttp parses trailer fields as header fields: a Transfer-Encoding,
+ * Content-Length or Connection trailer changes its keep-alive verdict,
+ * while trailers cannot frame or manage a connection (RFC 9110 6.5.1) and
+ * we ignore them.  Noted so that its verdict is not held against ours. */
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+	struct ll_ctx *c = p->data;
+	size_t k = len < sizeof(c->name) - c->nlen ? len : sizeof(c->name) - c->nlen;
+
+	memcpy(c->name + c->nlen, at, k);
+	c->nlen += k;
+	return 0;
+}
+
+static int on_header_field_complete(llhttp_t *p)
+{
+	struct ll_ctx *c = p->data;
+
+	static const char *names[] = { "transfer-encoding", "content-length",
+				       "connection", "keep-alive" };
+	size_t k;
+
+	for (k = 0; k < 4 && c->in_trailers; k++)
+		if (c->nlen == strlen(names[k]) && fz_iprefix(c->name, c->nlen, names[k]))
+			c->trailer_framing = true;
+	c->nlen = 0;
+	return 0;
+}
 
 static int on_headers_complete(llhttp_t *p)
 {
 	struct ll_ctx *c = p->data;
 	int st = llhttp_get_status_code(p);
+
+	c->in_trailers = true;
 
 	/* RFC 9112 6.3 rule 1, which llhttp leaves to its caller */
 	if (c->m == FRM_M_CONNECT && st / 100 == 2)
@@ -96,6 +131,7 @@ static int on_message_complete(llhttp_t *p)
 	c->status = llhttp_get_status_code(p);
 	c->ka = llhttp_should_keep_alive(p);
 	c->done = true;
+	c->in_trailers = false;
 	return HPE_PAUSED;
 }
 
@@ -111,6 +147,8 @@ static void oracle(const char *data, size_t n, enum frm_method m, struct ends *e
 	llhttp_settings_init(&st);
 	st.on_headers_complete = on_headers_complete;
 	st.on_message_complete = on_message_complete;
+	st.on_header_field = on_header_field;
+	st.on_header_field_complete = on_header_field_complete;
 	llhttp_init(&p, HTTP_RESPONSE, &st);
 	p.data = &c;
 	for (;;) {
@@ -131,7 +169,7 @@ static void oracle(const char *data, size_t n, enum frm_method m, struct ends *e
 		add(e, pos);
 		if (c.status / 100 != 1) {
 			e->last = 'D';
-			e->reusable = c.ka;
+			e->reusable = c.ka || c.trailer_framing;
 			return;
 		}
 	}
