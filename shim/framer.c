@@ -173,8 +173,11 @@ static int clen_parse(const char *v, size_t vn, bool *have, uint64_t *len)
 }
 
 /* Transfer-Encoding value: 1 when its last coding is chunked, 0 when it is
- * another coding, -1 when the list is empty (RFC 9112 6.1). */
-static int te_last_chunked(const char *v, size_t vn)
+ * another coding, -1 when the list is empty (RFC 9112 6.1).  *odd is set
+ * when that chunked carries parameters or other bytes ("chunked;x=1",
+ * "chunked;"): chunked has none, and RFC 9112 7.1 says to treat them as an
+ * error; other parsers (llhttp) then do not take the body for chunked. */
+static int te_last_chunked(const char *v, size_t vn, bool *odd)
 {
 	const char *p = v, *s;
 	size_t n, k;
@@ -187,6 +190,8 @@ static int te_last_chunked(const char *v, size_t vn)
 		for (k = 0; k < n && s[k] != ';' && !is_ows(s[k]); k++)
 			;
 		rc = ieq(s, k, "chunked");
+		if (rc && k < n)
+			*odd = true;
 	}
 	return rc;
 }
@@ -541,7 +546,7 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out)
 			break;
 		case H_TE:
 			have_te = true;
-			rc = te_last_chunked(buf + vs, ve - vs);
+			rc = te_last_chunked(buf + vs, ve - vs, &out->doubt);
 			if (rc < 0)
 				out->doubt = true;
 			else
@@ -856,7 +861,7 @@ static void resp_field_end(struct frm_resp *r, char *buf, long voff)
 		break;
 	case H_TE:
 		r->have_te = true;
-		rc = te_last_chunked(v, r->vlen);
+		rc = te_last_chunked(v, r->vlen, &r->doubt);
 		if (rc < 0)
 			r->doubt = true;
 		else

@@ -549,7 +549,7 @@ static void doubt_hint(const char *in, size_t n, bool resp, char *out, size_t ca
 	const char *end = in + n, *p, *q;
 	size_t i, k = 0, ncl = 0;
 	bool bare_lf = false, fold = false, te = false, v10, long_val = false;
-	bool cl_differ = false;
+	bool cl_differ = false, te_param = false;
 	uint64_t cl = 0, x;
 
 	for (i = 0; i + 1 < n; i++) {
@@ -578,8 +578,20 @@ static void doubt_hint(const char *in, size_t n, bool resp, char *out, size_t ca
 			cl = x;
 			ncl++;
 		}
-		if (left > 18 && !strncasecmp(p + 1, "transfer-encoding:", 18))
+		if (left > 18 && !strncasecmp(p + 1, "transfer-encoding:", 18)) {
+			const char *v = p + 19, *ve = q, *c;
+
 			te = true;
+			/* the last coding: "chunked" followed by anything */
+			for (c = ve; c > v && c[-1] != ','; c--)
+				;
+			while (c < ve && (*c == ' ' || *c == '\t'))
+				c++;
+			while (ve > c && (ve[-1] == '\r' || ve[-1] == ' ' || ve[-1] == '\t'))
+				ve--;
+			if (ve - c > 7 && !strncasecmp(c, "chunked", 7))
+				te_param = true;
+		}
 		if (q - p > 256 + 12 && (!strncasecmp(p + 1, "connection:", 11) ||
 					 !strncasecmp(p + 1, "keep-alive:", 11)))
 			long_val = true;
@@ -597,6 +609,7 @@ static void doubt_hint(const char *in, size_t n, bool resp, char *out, size_t ca
 	HINT(ncl && te, "Transfer-Encoding with Content-Length");
 	HINT(te && v10, "Transfer-Encoding in HTTP/1.0");
 	HINT(cl_differ && !te, "Content-Length values that differ");
+	HINT(te_param, "parameters on chunked");
 	HINT(long_val, "a Connection/Keep-Alive value over 256 bytes");
 	HINT(k == 0 && te, "lenient chunked framing: whitespace or bare LF in a chunk line");
 	HINT(k == 0, "see the bytes");
