@@ -1,7 +1,8 @@
 /*
  * fuzz_llhttp.c - libFuzzer harness: our response framer against llhttp
- * (Debian's node-llhttp) on arbitrary bytes, the differential test of
- * tests/unit/test_llhttp.c without a corpus.
+ * (Debian's node-llhttp, built in its strict mode: the default build takes
+ * any two bytes after chunk data for the CRLF) on arbitrary bytes, the
+ * differential test of tests/unit/test_llhttp.c without a corpus.
  *
  * Input: byte 0 & 7 picks the request method (GET HEAD POST CONNECT OPTIONS
  * PUT DELETE OTHER); the rest is the response stream, fed whole to both,

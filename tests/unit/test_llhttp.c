@@ -1,7 +1,7 @@
 /*
  * test_llhttp.c - differential test of shim/framer.c against llhttp (the
  * parser of Node.js, from Debian's node-llhttp; compiled into this test
- * only).  Usage: test_llhttp [CORPUS_DIR]   (default tests/corpus; see its
+ * only, in its strict mode: see the Makefile).  Usage: test_llhttp [CORPUS_DIR]   (default tests/corpus; see its
  * README.md)
  *
  * Responses: every file of response/ and response-hand/, named
