@@ -652,8 +652,9 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 	struct pool_meta meta;
 	int p;
-	while ((p = pool_checkout(&key, kp_now_ms(), &meta)) >= 0 ||
-	       (take_finished(&key) && (p = pool_checkout(&key, kp_now_ms(), &meta)) >= 0)) {
+	uint64_t now = kp_now_ms();
+	while ((p = pool_checkout(&key, now, &meta)) >= 0 ||
+	       (take_finished(&key) && (p = pool_checkout(&key, now, &meta)) >= 0)) {
 		kp_fd_swap(p, NULL);
 		int ok = adopt_pooled(fd, p, c, &meta);
 		KP_REAL(close)(p);
@@ -662,6 +663,7 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 			c->reused = true;
 			c->first = KP_FIRST_UNSENT;
 			c->parked_ms = meta.parked_ms;
+			c->sent_ms = now; /* the first request follows at once, as a rule */
 			c->served_at_checkout = meta.requests;
 			c->served = meta.requests;
 			c->ka_timeout = meta.ka_timeout;
@@ -1500,10 +1502,8 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		return true;
 	}
 	c->held_len = 0;
-	if (keep_copy && c->first == KP_FIRST_UNSENT) {
+	if (keep_copy && c->first == KP_FIRST_UNSENT)
 		c->first = KP_FIRST_SENT;
-		c->sent_ms = kp_now_ms();
-	}
 	if (!queue_request(c, &h, outlen > 0)) {
 		go_passthrough(c, "too many pipelined requests");
 		*ret = (ssize_t)mine;
@@ -1744,7 +1744,7 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 		else if (ret > 0) {
 			c->first = KP_FIRST_DONE; /* the server answers: vouched for */
 			pool_note_alive(&c->key, c->sent_ms - c->parked_ms, c->served_at_checkout,
-					kp_now_ms());
+					c->sent_ms);
 		}
 		if (again) {
 			pthread_mutex_unlock(&c->lock);

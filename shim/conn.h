@@ -74,7 +74,8 @@ struct kp_conn {
 
 	uint8_t first;       /* enum kp_first */
 	uint64_t parked_ms;  /* reused: when it had been parked */
-	uint64_t sent_ms;    /* KP_FIRST_SENT: when that request went out */
+	uint64_t sent_ms;    /* reused: when it was handed out (its first request
+	                        follows at once, as a rule) */
 	uint32_t served_at_checkout;
 	char *replay;        /* KP_FIRST_SENT: the bytes of that request */
 	size_t replay_len, replay_cap;
