@@ -11,8 +11,8 @@ setup_file() { suite_setup; }
 	[ -z "${KEEPALIVE_ASAN-}" ] || skip "measures the plain build"
 	run "$ROOT/scripts/bench" -n 20 -r 1 -c nethttp,tcpsocket,c
 	assert_success
-	assert_line --regexp '^client +req/s off +req/s on +speedup +CPU us/req +syscalls/req +conns +TIME_WAIT$'
-	assert_line --regexp '^Net::HTTP.start per request +[0-9]+ +[0-9]+ +[0-9.]+x +[0-9]+/[0-9]+ +[0-9.]+/[0-9.]+ +20/1 +[0-9]+/[0-9]+$'
+	assert_line --regexp '^client +req/s off +req/s on +speedup +CPU us/req +syscalls/req +conns +TIME_WAIT +identical$'
+	assert_line --regexp '^Net::HTTP.start per request +[0-9]+ +[0-9]+ +[0-9.]+x +[0-9]+/[0-9]+ +[0-9.]+/[0-9.]+ +20/1 +[0-9]+/[0-9]+ +yes$'
 	assert_line --regexp '^TCPSocket HTTP/1.0, read to EOF +[0-9]+ +[0-9]+ +[0-9.]+x .* 20/1 '
 	assert_line --regexp '^C client, socket per request +[0-9]+ +[0-9]+ +[0-9.]+x .* 20/1 '
 }
@@ -21,8 +21,8 @@ setup_file() { suite_setup; }
 	[ -z "${KEEPALIVE_ASAN-}" ] || skip "measures the plain build"
 	run "$ROOT/scripts/bench" -n 10 -r 1 -c c --no-strace --json
 	assert_success
-	run "$PYTHON" -c 'import json, sys; d = json.loads(sys.stdin.read()); c = d["clients"][0]; print(d["requests"], c["client"], c["conns_off"], c["conns_on"], c["syscalls_per_req_on"])' <<<"$output"
-	assert_output "10 c 10 1 None"
+	run "$PYTHON" -c 'import json, sys; d = json.loads(sys.stdin.read()); c = d["clients"][0]; print(d["requests"], c["client"], c["conns_off"], c["conns_on"], c["syscalls_per_req_on"], c["identical"])' <<<"$output"
+	assert_output "10 c 10 1 None True"
 }
 
 @test "scripts/bench-large (8 MiB): uploads and download arrive whole (SHA-1), with and without the shim" {
