@@ -176,7 +176,9 @@ static int clen_parse(const char *v, size_t vn, bool *have, uint64_t *len)
  * another coding, -1 when the list is empty (RFC 9112 6.1).  *odd is set
  * when that chunked carries parameters or other bytes ("chunked;x=1",
  * "chunked;"): chunked has none, and RFC 9112 7.1 says to treat them as an
- * error; other parsers (llhttp) then do not take the body for chunked. */
+ * error; and when the list has empty elements ("chunked,"): RFC 9110 5.6.1
+ * ignores them, but other parsers (llhttp) then do not take the body for
+ * chunked either. */
 static int te_last_chunked(const char *v, size_t vn, bool *odd)
 {
 	const char *p = v, *s;
@@ -184,8 +186,10 @@ static int te_last_chunked(const char *v, size_t vn, bool *odd)
 	int rc = -1;
 
 	while (list_next(&p, v + vn, ',', &s, &n)) {
-		if (n == 0)
+		if (n == 0) {
+			*odd = true;
 			continue;
+		}
 		/* transfer-coding = token *( OWS ";" OWS transfer-parameter ) */
 		for (k = 0; k < n && s[k] != ';' && !is_ows(s[k]); k++)
 			;

@@ -334,6 +334,11 @@ static void test_resp_basic(void)
 		  "0\r\n\r\n", "G", "D@$ 200 K d; ");
 	resp_case("te gzip;q, chunked", H11 "Transfer-Encoding: gzip;q=1, chunked\r\n\r\n"
 		  "0\r\n\r\n", "G", "D@$ 200 K r; ");
+	/* empty list elements: llhttp then does not take it for chunked */
+	resp_case("te chunked,", H11 "Transfer-Encoding: chunked,\r\n\r\n"
+		  "0\r\n\r\n", "G", "D@$ 200 K d; ");
+	resp_case("te , chunked", H11 "Transfer-Encoding: , chunked\r\n\r\n"
+		  "0\r\n\r\n", "G", "D@$ 200 K d; ");
 	resp_case("te chunked, gzip -> close",
 		  H11 "Transfer-Encoding: chunked, gzip\r\n\r\nxxxx", "G",
 		  "C@? 200 C -; ");
@@ -871,6 +876,7 @@ static void test_req_parse(void)
 		 "$ m7 1.1 L3 d");
 	req_case("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", "$ m7 1.0 K cd");
 	req_case("POST / HTTP/1.1\r\nTransfer-Encoding: chunked;x=1\r\n\r\n", "$ m7 1.1 K d");
+	req_case("POST / HTTP/1.1\r\nTransfer-Encoding: chunked,\r\n\r\n", "$ m7 1.1 K d");
 	/* not HTTP/1.x, or malformed: as early as possible */
 	req_case("", "0");
 	req_case("G", "0");

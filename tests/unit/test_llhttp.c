@@ -549,7 +549,7 @@ static void doubt_hint(const char *in, size_t n, bool resp, char *out, size_t ca
 	const char *end = in + n, *p, *q;
 	size_t i, k = 0, ncl = 0;
 	bool bare_lf = false, fold = false, te = false, v10, long_val = false;
-	bool cl_differ = false, te_param = false;
+	bool cl_differ = false, te_param = false, te_empty = false;
 	uint64_t cl = 0, x;
 
 	for (i = 0; i + 1 < n; i++) {
@@ -591,6 +591,17 @@ static void doubt_hint(const char *in, size_t n, bool resp, char *out, size_t ca
 				ve--;
 			if (ve - c > 7 && !strncasecmp(c, "chunked", 7))
 				te_param = true;
+			/* an empty list element: ",," or a leading/trailing ',' */
+			for (c = v;; c++) {
+				while (c < ve && (*c == ' ' || *c == '\t'))
+					c++;
+				if (c == ve || *c == ',')
+					te_empty = true;
+				while (c < ve && *c != ',')
+					c++;
+				if (c == ve)
+					break;
+			}
 		}
 		if (q - p > 256 + 12 && (!strncasecmp(p + 1, "connection:", 11) ||
 					 !strncasecmp(p + 1, "keep-alive:", 11)))
@@ -610,6 +621,7 @@ static void doubt_hint(const char *in, size_t n, bool resp, char *out, size_t ca
 	HINT(te && v10, "Transfer-Encoding in HTTP/1.0");
 	HINT(cl_differ && !te, "Content-Length values that differ");
 	HINT(te_param, "parameters on chunked");
+	HINT(te_empty, "an empty element in Transfer-Encoding");
 	HINT(long_val, "a Connection/Keep-Alive value over 256 bytes");
 	HINT(k == 0 && te, "lenient chunked framing: whitespace or bare LF in a chunk line");
 	HINT(k == 0, "see the bytes");
