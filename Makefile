@@ -20,7 +20,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
-.PHONY: all asan tsan test test-asan unit bats clients clean install fuzz fuzz-build
+.PHONY: all asan tsan test test-asan unit bats clients clean install fuzz fuzz-build bench
 all: $(LIB)
 
 $(LIB): $(SRCS) $(HDRS) Makefile
@@ -76,6 +76,10 @@ build/clients/%: tests/clients/%.c $(wildcard tests/clients/*.h) Makefile
 build/latency-proxy: scripts/latency-proxy.c Makefile
 	@mkdir -p build
 	$(CC) -std=gnu11 -D_GNU_SOURCE -pthread $(WARN) $(CFLAGS) -o $@ $<
+
+# the before/after measurement (README, "Measuring"); BENCH_ARGS: its options
+bench: $(LIB) build/clients/httpget build/latency-proxy
+	scripts/bench $(BENCH_ARGS)
 
 # libFuzzer harnesses of the framer (clang): make fuzz [FUZZ_SECONDS=60]
 # runs each on a scratch corpus under build/fuzz/ seeded from tests/corpus/;
