@@ -42,7 +42,7 @@ $(TSAN_LIB): $(SRCS) $(HDRS) Makefile
 tsan: $(TSAN_LIB)
 
 # unit tests link the pure modules directly and run under ASan+UBSan
-build/unit/%: tests/unit/%.c $(SRCS) $(HDRS) Makefile
+build/unit/%: tests/unit/%.c $(SRCS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
 	@mkdir -p build/unit
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< $(PURE_SRCS) $(LDLIBS)
 
@@ -64,7 +64,7 @@ build/llhttp/%.o: $(LLHTTP_DIR)/%.c $(LLHTTP_INC)/llhttp.h Makefile
 	@mkdir -p build/llhttp
 	$(CC) $(LLHTTP_FLAGS) $(CFLAGS) $(SAN) -c -o $@ $<
 
-build/unit/test_llhttp: tests/unit/test_llhttp.c $(LLHTTP_OBJS) $(SRCS) $(HDRS) Makefile
+build/unit/test_llhttp: tests/unit/test_llhttp.c $(LLHTTP_OBJS) $(SRCS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
 	@mkdir -p build/unit
 	$(CC) $(ALLFLAGS) -I$(LLHTTP_INC) $(SAN) -o $@ $< $(PURE_SRCS) $(LLHTTP_OBJS) $(LDLIBS)
 

@@ -394,7 +394,7 @@ long frm_body_feed(struct frm_body *b, const char *buf, size_t len)
 
 /* ---------------------------------------------------------------- requests */
 
-static enum frm_method method_id(const char *s, size_t n)
+enum frm_method frm_method_id(const char *s, size_t n)
 {
 	/* RFC 9110 9.1: method names are case-sensitive */
 	static const struct {
@@ -481,7 +481,7 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out)
 		return more;
 	if (i == 0 || buf[i] != ' ')
 		return -1;
-	out->method = method_id(buf, i);
+	out->method = frm_method_id(buf, i);
 	s = ++i;
 	while (i < lim && is_target(buf[i]))
 		i++;

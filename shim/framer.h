@@ -34,6 +34,10 @@ enum frm_body_kind {
 	FRM_BODY_CLOSE,   /* responses only: delimited by the server's close */
 };
 
+/* The method named by s[0..n) (case-sensitive, RFC 9110 9.1); FRM_M_OTHER
+ * for any other token. */
+enum frm_method frm_method_id(const char *s, size_t n);
+
 /* ---------------------------------------------------------------- bodies */
 
 /* Incremental body framer shared by requests and responses (Content-Length

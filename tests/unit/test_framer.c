@@ -32,31 +32,7 @@ static int passed, failed;
 /* ---------------------------------------------------------------- guard */
 
 #define GUARD_AREA (4u << 20)
-static char *guard_base;
-
-static void guard_init(void)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	char *p = mmap(NULL, GUARD_AREA + pg, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED || mprotect(p + GUARD_AREA, pg, PROT_NONE) != 0) {
-		perror("mmap");
-		exit(2);
-	}
-	guard_base = p;
-}
-
-/* a copy of src[0..n) that ends exactly at the guard page */
-static char *guarded(const char *src, size_t n)
-{
-	char *p = guard_base + GUARD_AREA - n;
-
-	if (n > GUARD_AREA)
-		abort();
-	memcpy(p, src, n);
-	return p;
-}
+#include "guard.h"
 
 /* ---------------------------------------------------------------- strings */
 

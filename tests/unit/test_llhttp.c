@@ -50,31 +50,7 @@ static int failures;
 /* ---------------------------------------------------------------- guard */
 
 #define GUARD_AREA (2 * MAX_FILE)
-static char *guard_base;
-
-static void guard_init(void)
-{
-	size_t pg = (size_t)sysconf(_SC_PAGESIZE);
-	char *p = mmap(NULL, GUARD_AREA + pg, PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-
-	if (p == MAP_FAILED || mprotect(p + GUARD_AREA, pg, PROT_NONE) != 0) {
-		perror("mmap");
-		exit(2);
-	}
-	guard_base = p;
-}
-
-/* a copy of src[0..n) that ends exactly at the guard page */
-static char *guarded(const char *src, size_t n)
-{
-	char *p = guard_base + GUARD_AREA - n;
-
-	if (n > GUARD_AREA)
-		abort();
-	memmove(p, src, n);
-	return p;
-}
+#include "guard.h"
 
 /* ---------------------------------------------------------------- events */
 
@@ -209,22 +185,7 @@ static bool split_here(const char *in, size_t n, size_t k)
 
 static enum frm_method method_of(const char *name)
 {
-	static const struct {
-		const char *name;
-		enum frm_method m;
-	} tab[] = {
-		{ "GET", FRM_M_GET },         { "HEAD", FRM_M_HEAD },
-		{ "OPTIONS", FRM_M_OPTIONS }, { "TRACE", FRM_M_TRACE },
-		{ "PUT", FRM_M_PUT },         { "DELETE", FRM_M_DELETE },
-		{ "POST", FRM_M_POST },       { "PATCH", FRM_M_PATCH },
-		{ "CONNECT", FRM_M_CONNECT },
-	};
-	size_t k;
-
-	for (k = 0; k < sizeof(tab) / sizeof(tab[0]); k++)
-		if (strcmp(tab[k].name, name) == 0)
-			return tab[k].m;
-	return FRM_M_OTHER;
+	return frm_method_id(name, strlen(name));
 }
 
 static char kind_char(uint8_t kind)
