@@ -4,10 +4,12 @@ CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Werror -Wshadow -Wno-unused-parameter
 ALLFLAGS := -std=gnu11 -fPIC -fvisibility=hidden -D_GNU_SOURCE -pthread $(WARN) -Ishim -Ipool $(CFLAGS)
 LDLIBS  := -ldl -pthread
+# the libssl wrappers carry libssl 3's symbol version (see the map)
+LDMAP   := -Wl,--version-script=shim/exports.map
 PREFIX  ?= /usr/local
 
 SRCS := $(wildcard shim/*.c) $(wildcard pool/*.c)
-HDRS := $(wildcard shim/*.h) $(wildcard pool/*.h)
+HDRS := $(wildcard shim/*.h) $(wildcard pool/*.h) shim/exports.map
 LIB  := build/libkeepalive.so
 ASAN_LIB := build/libkeepalive-asan.so
 TSAN_LIB := build/libkeepalive-tsan.so
@@ -25,11 +27,11 @@ all: $(LIB)
 
 $(LIB): $(SRCS) $(HDRS) Makefile
 	@mkdir -p build
-	$(CC) $(ALLFLAGS) -shared -o $@ $(SRCS) $(LDLIBS)
+	$(CC) $(ALLFLAGS) -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
 
 $(ASAN_LIB): $(SRCS) $(HDRS) Makefile
 	@mkdir -p build
-	$(CC) $(ALLFLAGS) $(SAN) -shared -o $@ $(SRCS) $(LDLIBS)
+	$(CC) $(ALLFLAGS) $(SAN) -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
 
 asan: $(ASAN_LIB)
 
@@ -37,7 +39,7 @@ asan: $(ASAN_LIB)
 # (bats builds it: see tests/survive.bats)
 $(TSAN_LIB): $(SRCS) $(HDRS) Makefile
 	@mkdir -p build
-	$(CC) $(ALLFLAGS) -fsanitize=thread -fno-omit-frame-pointer -shared -o $@ $(SRCS) $(LDLIBS)
+	$(CC) $(ALLFLAGS) -fsanitize=thread -fno-omit-frame-pointer -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
 
 tsan: $(TSAN_LIB)
 

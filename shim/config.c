@@ -118,7 +118,7 @@ static int parse_level(const char *s)
 
 void kp_config_load(void)
 {
-	static const char default_ports[] = "80,8080";
+	static const char default_ports[] = "80,443,8080,8443";
 	const char *s;
 	uint64_t v;
 
@@ -154,7 +154,7 @@ void kp_config_load(void)
 	if ((s = getenv("KEEPALIVE_STATS")) && *s && strcmp(s, "0") != 0)
 		kp_cfg.stats = true;
 	if ((s = getenv("KEEPALIVE_PORTS")) && kp_parse_ports(s, kp_cfg.ports) < 0) {
-		warn_setting("KEEPALIVE_PORTS", s, "want e.g. 80,8080,9000-9010, using 80,8080");
+		warn_setting("KEEPALIVE_PORTS", s, "want e.g. 80,8080,9000-9010, using 80,443,8080,8443");
 		kp_parse_ports(default_ports, kp_cfg.ports);
 	}
 	env_u64("KEEPALIVE_IDLE_MS", 1, 24ull * 3600 * 1000, &kp_cfg.idle_ms);

@@ -61,7 +61,9 @@ void kp_log_write(int level, const char *func, const char *fmt, ...)
 	X(unvouched)   /* reused connections given back unused: their first  \
 	                  request may not be replayed, so it went on a fresh  \
 	                  connection */                                       \
-	X(passthrough) /* tracked connections the shim stepped aside from */
+	X(passthrough) /* tracked connections the shim stepped aside from */ \
+	X(tls_reused)  /* SSL handshakes answered with a pooled TLS connection */ \
+	X(tls_declined) /* pooled TLS connections a handshake could not take */
 
 #define KP_STAT_FIELD(name) uint64_t name;
 struct kp_stats {

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "fdtable.h"
 #include "real.h"
+#include "tls.h"
 #include "watch.h"
 
 uint64_t kp_now_ms(void)
@@ -37,6 +38,9 @@ uint64_t kp_now_ms(void)
 
 static int pool_close_fd(int fd)
 {
+	struct kp_tls *t = kp_tls_unpark(fd);
+	if (t)
+		kp_tls_put(t);
 	kp_fd_swap(fd, NULL); /* before the number can be reused */
 	kp_count(dropped);
 	return KP_REAL(close)(fd);
@@ -101,6 +105,10 @@ static void conn_free(struct kp_conn *c)
 {
 	finished_forget(-1, c);
 	pthread_mutex_lock(&c->lock);
+	if (c->tls) { /* its socket is gone */
+		kp_tls_put(c->tls);
+		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
+	}
 	free(c->held);
 	free(c->replay);
 	c->held = c->replay = NULL;
@@ -656,10 +664,14 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	while ((p = pool_checkout(&key, now, &meta)) >= 0 ||
 	       (take_finished(&key) && (p = pool_checkout(&key, now, &meta)) >= 0)) {
 		kp_fd_swap(p, NULL);
+		struct kp_tls *t = kp_tls_unpark(p); /* a whole TLS connection */
 		int ok = adopt_pooled(fd, p, c, &meta);
 		KP_REAL(close)(p);
 		if (ok == 0) {
 			c->state = KP_ACTIVE;
+			/* handed to the program's SSL at its handshake, if it matches */
+			c->tls_pending = t != NULL;
+			__atomic_store_n(&c->tls, t, __ATOMIC_RELEASE);
 			c->reused = true;
 			c->first = KP_FIRST_UNSENT;
 			c->parked_ms = meta.parked_ms;
@@ -673,6 +685,8 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 			errno = saved;
 			return 0;
 		}
+		if (t)
+			kp_tls_put(t);
 		kp_count(dropped);
 		kp_debug("fd %d: could not adopt pooled socket: %s", fd, strerror(errno));
 	}
@@ -733,12 +747,22 @@ static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 		tag.opts[tag.n_opts++] = c->pending[i];
 	}
 	memcpy(meta.tag, &tag, sizeof(tag));
-	kp_fd_swap(hidden, KP_POOLED);
-	if (pool_checkin(&c->key, hidden, &meta, kp_now_ms()) < 0) {
-		kp_fd_swap(hidden, NULL);
+	/* a TLS connection goes with its socket, detached from the program */
+	if (c->tls && !kp_tls_park(c->tls, hidden, c->tls_ssl)) {
 		KP_REAL(close)(hidden);
 		return -1;
 	}
+	kp_fd_swap(hidden, KP_POOLED);
+	if (pool_checkin(&c->key, hidden, &meta, kp_now_ms()) < 0) {
+		kp_fd_swap(hidden, NULL);
+		struct kp_tls *t = kp_tls_unpark(hidden);
+		if (t)
+			kp_tls_put(t);
+		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
+		KP_REAL(close)(hidden);
+		return -1;
+	}
+	__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE); /* the pool holds it now */
 	if (close_fd)
 		KP_REAL(close)(fd);
 	return hidden;
@@ -923,13 +947,31 @@ static int held_append(struct kp_conn *c, const struct iovec *iov, int n, size_t
 	return 0;
 }
 
+/* The program's request bytes go out: on the socket, or through the TLS
+ * connection it carries (which never answers EAGAIN: a TLS record begun
+ * must be finished, so kp_tls_xmit waits, boundedly). */
+static ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flags)
+{
+	if (c->tls)
+		return kp_tls_xmit(c->tls, fd, m->msg_iov, (int)m->msg_iovlen);
+	return KP_REAL(sendmsg)(fd, m, flags);
+}
+
 /* Send all of buf.  A non-blocking socket is waited for (bounded), except
  * when nothing at all was sent and fail_clean is set: then -1/EAGAIN, and
  * the caller reports EAGAIN to the program exactly as the kernel would. */
-static ssize_t send_all(int fd, const char *buf, size_t len, int flags, bool fail_clean, size_t *sent)
+static ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
+			bool fail_clean, size_t *sent)
 {
 	int waited_ms = 0;
 	*sent = 0;
+	if (c->tls) {
+		struct iovec v = { (void *)buf, len };
+		ssize_t r = kp_tls_xmit(c->tls, fd, &v, 1);
+		if (r > 0)
+			*sent = (size_t)r;
+		return r;
+	}
 	while (*sent < len) {
 		ssize_t r = KP_REAL(send)(fd, buf + *sent, len - *sent, flags);
 		if (r > 0) {
@@ -966,7 +1008,7 @@ static int flush_held(struct kp_conn *c, int fd, int flags)
 	int r = 0;
 	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
 		size_t sent;
-		r = send_all(fd, c->held, c->held_len, flags | MSG_NOSIGNAL, false, &sent) < 0 ? -1 : 0;
+		r = send_all(c, fd, c->held, c->held_len, flags | MSG_NOSIGNAL, false, &sent) < 0 ? -1 : 0;
 		if (r < 0)
 			c->poolable = false;
 		c->held_len = 0;
@@ -1103,6 +1145,9 @@ static int swap_fresh(struct kp_conn *c, int fd, bool repark)
 		if (i == 0) { /* nothing moved: all back as it was */
 			if (hidden >= 0 && pool_owns_fd(hidden, true)) { /* one owner only */
 				kp_fd_swap(hidden, NULL);
+				struct kp_tls *t = kp_tls_unpark(hidden);
+				if (t)
+					kp_tls_put(t);
 				KP_REAL(close)(hidden);
 			}
 			KP_REAL(close)(s);
@@ -1122,6 +1167,17 @@ static int swap_fresh(struct kp_conn *c, int fd, bool repark)
 	c->ka_timeout = c->ka_max = -1;
 	c->n_pending = 0; /* a new socket has no previous owner's options */
 	kp_count(fresh);
+	c->tls_pending = false;
+	if (c->tls_handed) {
+		/* the program's SSL was speaking through the pooled engine: it
+		 * makes its own handshake on the fresh connection now */
+		c->tls_handed = false;
+		if (kp_tls_rehandshake(c, fd, c->tls_ssl) < 0)
+			c->poolable = false;
+	} else if (c->tls) { /* a pending engine that was not handed out */
+		kp_tls_put(c->tls);
+		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
+	}
 	return 0;
 }
 
@@ -1163,7 +1219,7 @@ static bool replay(struct kp_conn *c, int fd, const char *why)
 		return false;
 	}
 	size_t sent;
-	if (send_all(fd, c->replay, c->replay_len, MSG_NOSIGNAL, false, &sent) < 0)
+	if (send_all(c, fd, c->replay, c->replay_len, MSG_NOSIGNAL, false, &sent) < 0)
 		c->poolable = false;
 	c->replay_len = 0;
 	c->resp_started = false;
@@ -1206,9 +1262,22 @@ static bool answered_408(const struct iovec *iov, int iovcnt, ssize_t ret)
 	return !memcmp(p, "HTTP/1.", 7) && !memcmp(p + 8, " 408", 4);
 }
 
+/* The program reaches past TLS to its socket (sendfile, splice, stdio: kTLS
+ * at most): nothing we can follow.  True when c carries TLS. */
+static bool tls_bypassed(struct kp_conn *c, int fd)
+{
+	if (!__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+		return false;
+	if (conn_lock(c, fd)) {
+		c->poolable = false;
+		pthread_mutex_unlock(&c->lock);
+	}
+	return true;
+}
+
 void kp_send_bypass(struct kp_conn *c, int fd)
 {
-	if (c == KP_POOLED)
+	if (c == KP_POOLED || tls_bypassed(c, fd))
 		return;
 	int saved = errno;
 	if (!conn_lock(c, fd))
@@ -1223,7 +1292,7 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 
 void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only)
 {
-	if (c == KP_POOLED)
+	if (c == KP_POOLED || tls_bypassed(c, fd))
 		return;
 	int saved = errno;
 	if (!conn_lock(c, fd))
@@ -1330,11 +1399,9 @@ static void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt,
 		c->req_mode = KP_REQ_HEAD;
 }
 
-bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
-		       ssize_t *ret)
+static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+			   ssize_t *ret)
 {
-	if (c == KP_POOLED)
-		return false;
 	if (!conn_lock(c, fd))
 		return false;
 	if (c->state != KP_ACTIVE || c->req_mode != KP_REQ_HEAD) {
@@ -1447,7 +1514,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	ssize_t r;
 	for (;;) {
 		do
-			r = KP_REAL(sendmsg)(fd, &m, send_flags);
+			r = conn_sendmsg(c, fd, &m, send_flags);
 		while (r < 0 && errno == EINTR);
 		/* the pooled socket was dead before our request got out: a fresh
 		 * one (once), and the request goes there */
@@ -1476,7 +1543,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		/* the rest of the head alone; the body waits for the next call */
 		size_t more;
 		sent = r > 0 ? (size_t)r : 0;
-		sr = send_all(fd, head + sent, headlen - sent, flags, old_held == 0 && !sent, &more);
+		sr = send_all(c, fd, head + sent, headlen - sent, flags, old_held == 0 && !sent, &more);
 		sent += more;
 	} else {
 		sr = -1;
@@ -1541,10 +1608,35 @@ pass:
 	return false;
 }
 
-void kp_send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret)
+bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+		       ssize_t *ret)
 {
 	if (c == KP_POOLED)
-		return;
+		return false;
+	struct kp_tls *t = __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
+	void *hs = kp_tls_handshaking;
+	if (t && !__atomic_load_n(&c->tls_pending, __ATOMIC_ACQUIRE))
+		return false; /* ciphertext: the SSL_* wrappers frame its plaintext */
+	if (t || hs) {
+		/* a handshake's first write (the fd of a BIO of the program's
+		 * own: curl), or plain bytes on a pooled TLS connection */
+		int saved = errno;
+		switch (kp_conn_tls_start(fd, hs)) {
+		case KP_TLS_HANDED: /* nothing may go out: the handshake is over */
+			*ret = -1;
+			errno = EAGAIN;
+			return true;
+		case KP_TLS_FRESH:
+			errno = saved;
+			return false;
+		}
+		errno = saved;
+	}
+	return send_intercept(c, fd, iov, iovcnt, flags, ret);
+}
+
+static void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret)
+{
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return;
@@ -1556,9 +1648,16 @@ void kp_send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 	errno = saved;
 }
 
+void kp_send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret)
+{
+	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+		return;
+	send_done(c, fd, iov, iovcnt, ret);
+}
+
 void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 {
-	if (c == KP_POOLED || ret == 0)
+	if (c == KP_POOLED || ret == 0 || tls_bypassed(c, out_fd))
 		return;
 	int saved = errno;
 	if (!conn_lock(c, out_fd))
@@ -1616,10 +1715,8 @@ static bool lost_quiet(struct kp_conn *c, int fd)
 	}
 }
 
-bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
+static bool recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 {
-	if (c == KP_POOLED)
-		return false;
 	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE)) {
 		kp_count(eofs);
 		*ret = 0;
@@ -1641,9 +1738,17 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 	return false;
 }
 
+bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
+{
+	/* TLS: its owed EOF is a TLS EOF, answered by the SSL_* wrappers */
+	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+		return false;
+	return recv_intercept(c, fd, ret);
+}
+
 void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 {
-	if (c == KP_POOLED || n < 0)
+	if (c == KP_POOLED || n < 0 || tls_bypassed(c, fd))
 		return;
 	int saved = errno;
 	if (!conn_lock(c, fd))
@@ -1707,7 +1812,7 @@ static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 				__atomic_store_n(&c->eof_owed, true, __ATOMIC_RELEASE);
 				if (n || c->n_reqs)
 					c->poolable = false;
-				else if (c->refs == 1 && parkable(c))
+				else if (c->refs == 1 && parkable(c) && !c->tls)
 					finished_add(fd, c);
 				return;
 			}
@@ -1726,11 +1831,9 @@ static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 	}
 }
 
-bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
-		  int flags)
+static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+		      int flags)
 {
-	if (c == KP_POOLED)
-		return false;
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return false;
@@ -1776,6 +1879,125 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 	return false;
 }
 
+bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+		  int flags)
+{
+	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+		return false; /* ciphertext */
+	return recv_done(c, fd, iov, iovcnt, ret, flags);
+}
+
+/* ------------------------------------------------------------ HTTPS */
+
+int kp_conn_tls_start(int fd, void *ssl)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c || c == KP_POOLED || !conn_lock(c, fd))
+		return KP_TLS_NONE;
+	int saved = errno, r = KP_TLS_NONE;
+	if (c->state != KP_ACTIVE)
+		goto out;
+	if (c->tls && !c->tls_pending) {
+		/* a second SSL on a socket whose TLS we follow: no longer ours */
+		if (ssl && ssl != c->tls_ssl)
+			c->poolable = false;
+		goto out;
+	}
+	if (c->tls) {
+		if (ssl && kp_tls_handout(c->tls, ssl, fd) == 0) {
+			c->tls_pending = false;
+			c->tls_handed = true;
+			c->tls_ssl = ssl;
+			kp_debug("fd %d: a pooled TLS connection handed to the program's SSL", fd);
+			r = KP_TLS_HANDED;
+			goto out;
+		}
+		/* not for this program (or not TLS at all): the pooled connection
+		 * goes back, fd gets a fresh one */
+		first_request_fresh(c, fd, ssl ? "the pooled TLS connection does not match"
+					       : "plain bytes on a pooled TLS connection");
+		if (c->tls) { /* no fresh connection: the program's bytes meet it */
+			kp_tls_put(c->tls);
+			__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
+			c->poolable = false;
+		}
+		c->tls_pending = false;
+	}
+	if (!ssl)
+		goto out;
+	if (c->reused && c->first == KP_FIRST_UNSENT) /* a plain pooled connection */
+		first_request_fresh(c, fd, "TLS");
+	if (c->reused || c->n_reqs || c->served || c->req_mode != KP_REQ_HEAD || c->held_len)
+		goto out; /* TLS after plain HTTP (a CONNECT tunnel, say): not ours */
+	struct kp_tls *t = kp_tls_bind(ssl, fd);
+	if (t) {
+		c->tls_ssl = ssl;
+		c->tls_handed = false;
+		__atomic_store_n(&c->tls, t, __ATOMIC_RELEASE);
+		r = KP_TLS_FRESH;
+	}
+out:
+	pthread_mutex_unlock(&c->lock);
+	errno = saved;
+	return r;
+}
+
+/* c carries TLS and fd still maps to it: locked */
+static bool tls_lock(struct kp_conn *c, int fd)
+{
+	if (!conn_lock(c, fd))
+		return false;
+	if (c->tls && !c->tls_pending)
+		return true;
+	pthread_mutex_unlock(&c->lock);
+	return false;
+}
+
+bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t *ret)
+{
+	struct iovec iov = { (void *)buf, n };
+	return send_intercept(c, fd, &iov, 1, 0, ret);
+}
+
+void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t ret)
+{
+	struct iovec iov = { (void *)buf, n };
+	send_done(c, fd, &iov, 1, ret);
+}
+
+bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending)
+{
+	ssize_t r;
+	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || (!pending && c->lost))
+		return recv_intercept(c, fd, &r);
+	return false;
+}
+
+bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t ret, int flags)
+{
+	struct iovec iov = { buf, n };
+	return recv_done(c, fd, &iov, 1, ret, flags);
+}
+
+bool kp_conn_tls_at_end(struct kp_conn *c, int fd)
+{
+	if (!tls_lock(c, fd))
+		return false;
+	bool end = __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || parkable(c);
+	pthread_mutex_unlock(&c->lock);
+	return end;
+}
+
+void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why)
+{
+	if (!conn_lock(c, fd))
+		return;
+	if (c->poolable)
+		kp_debug("fd %d: %s: not pooled", fd, why);
+	c->poolable = false;
+	pthread_mutex_unlock(&c->lock);
+}
+
 /* ------------------------------------------------------------ fork */
 
 /* Held across fork() so the child finds every structure whole.  None of
@@ -1800,6 +2022,7 @@ void kp_conn_after_fork_parent(void)
 
 void kp_conn_after_fork_child(void)
 {
+	kp_tls_after_fork_child();
 	/* The child's copies of tracked fds are the parent's connections: the
 	 * child uses them raw, and never parks them.  Its copies of pooled
 	 * sockets are closed (the parent's stay open). */

@@ -106,6 +106,14 @@ struct kp_conn {
 	 * TCP_NODELAY right after connect: then no syscall at all) */
 	struct kp_sockopt pending[KP_MAX_OPTS];
 	uint8_t n_pending;
+
+	/* HTTPS (tls.h): the TLS connection this socket carries.  The socket
+	 * wrappers read it without the lock and leave its ciphertext alone;
+	 * the SSL_* wrappers frame its plaintext with the fields above. */
+	struct kp_tls *tls;
+	void *tls_ssl;       /* the program's SSL speaking through tls */
+	bool tls_pending;    /* tls came from the pool; no handshake yet */
+	bool tls_handed;     /* tls_ssl speaks through a pooled engine */
 };
 
 /* Called from the constructor. */
@@ -188,6 +196,32 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n);
  * now (EOF owed), n > 0 when it will in n ms (framing lost, quiet period
  * running), -1 when it is up to the kernel. */
 int kp_conn_wait_ms(struct kp_conn *c);
+
+/*
+ * HTTPS.  kp_conn_tls_start(): the program's ssl begins its handshake on
+ * fd (or, ssl NULL, plain bytes go out on it): a pooled TLS connection
+ * behind fd is handed to ssl, or put back and fd gets a fresh connection;
+ * a fresh connection gets ssl as its engine.  Returns what happened.
+ */
+enum kp_tls_start { KP_TLS_NONE = 0, KP_TLS_FRESH, KP_TLS_HANDED };
+int kp_conn_tls_start(int fd, void *ssl);
+
+/* The plaintext side, fed by the SSL_* wrappers: the same framing as the
+ * socket calls above, the bytes going through c->tls. */
+bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t *ret);
+void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t ret);
+/* true: the read is answered with a clean TLS EOF (owed, or lost framing
+ * gone quiet; pending: plaintext already buffered in the engine) */
+bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending);
+/* ret: bytes, 0 for the server's close_notify or EOF, -1 with errno (EAGAIN
+ * for WANT_READ/WANT_WRITE).  True: read again (replayed on a fresh
+ * connection). */
+bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t ret, int flags);
+/* SSL_shutdown(): true when the exchange is complete (or its end owed), so
+ * no close_notify is needed and the connection may be parked */
+bool kp_conn_tls_at_end(struct kp_conn *c, int fd);
+/* something the shim cannot follow happened on the TLS connection */
+void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why);
 
 /* fork(): prepare, parent and child handlers. */
 void kp_conn_before_fork(void);

@@ -8,9 +8,14 @@
 #                           "$connection $connection_requests $request_method $uri $status"
 #   nginx_local_stop        stop it (SIGTERM, then SIGKILL)
 #   free_port               a port free on 127.0.0.1 and [::1]
+#
+# With NGINX_TLS=1 the same site is also served over HTTPS on 127.0.0.1:
+# TLS 1.3 on NGINX_TLS13_PORT, TLS 1.2 on NGINX_TLS12_PORT, with a test CA
+# made in DIR/tls (scripts/lib/tls.sh: DIR/tls/ca.pem and the others).
 
 NGINX=${NGINX:-/usr/sbin/nginx}
 NGINX_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+source "$NGINX_LIB_DIR/tls.sh"
 
 # Below the kernel's ephemeral range (32768+), so the thousands of client
 # sockets a run leaves in TIME_WAIT can never sit on it.
@@ -68,10 +73,21 @@ nginx_local_start() {
 	chmod 0755 "$dir"
 	chmod -R a+rX "$dir/www"
 	mkdir -p "$dir/tmp"
+	sed -e "s|@DIR@|$dir|g" "$NGINX_LIB_DIR/nginx-site.conf.in" >"$dir/site.conf"
+	if [ "${NGINX_TLS:-0}" = 1 ] && [ ! -s "$dir/tls/server.pem" ]; then
+		tls_make "$dir/tls" || { echo "could not make the test CA" >&2; return 1; }
+	fi
 	for attempt in 1 2 3 4 5; do
 		NGINX_PORT="$(free_port)" || return 1
-		sed -e "s|@DIR@|$dir|g" -e "s|@PORT@|$NGINX_PORT|g" \
-			"$NGINX_LIB_DIR/nginx.conf.in" >"$dir/nginx.conf"
+		local tls=
+		if [ "${NGINX_TLS:-0}" = 1 ]; then
+			NGINX_TLS13_PORT="$(free_port)" && NGINX_TLS12_PORT="$(free_port)" || return 1
+			tls=$(sed -e "s|@DIR@|$dir|g" -e "s|@TLS13_PORT@|$NGINX_TLS13_PORT|g" \
+				-e "s|@TLS12_PORT@|$NGINX_TLS12_PORT|g" "$NGINX_LIB_DIR/nginx-tls.conf.in")
+		fi
+		local conf
+		conf=$(sed -e "s|@DIR@|$dir|g" -e "s|@PORT@|$NGINX_PORT|g" "$NGINX_LIB_DIR/nginx.conf.in")
+		printf '%s\n' "${conf//@TLS@/$tls}" >"$dir/nginx.conf"
 		rm -f "$dir/nginx.pid"
 		# 3>&-: bats waits for fd 3 to close; a server holding it hangs bats
 		"$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" \

@@ -1,0 +1,38 @@
+# tls.sh - a test CA and its certificates, made with the openssl command
+# line (Debian's openssl).  Bash; sourced (scripts/lib/nginx.sh).
+#
+#   tls_make DIR   DIR/ca.pem (the test CA), server.pem/.key (DNS:localhost,
+#                  IP:127.0.0.1, IP:::1), client-a.pem/.key and client-b
+#                  (client certificates from the CA), other-ca.pem (a CA
+#                  that signed nothing here: trusting only it must fail)
+
+_tls_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+
+# _tls_cert DIR NAME SUBJECT EXTENSIONS: NAME.pem signed by DIR/ca
+_tls_cert() {
+	local dir=$1 name=$2 subj=$3 ext=$4
+	_tls_key "$dir/$name.key" &&
+		openssl req -new -key "$dir/$name.key" -subj "$subj" -out "$dir/$name.csr" 2>/dev/null &&
+		printf '%s\n' "$ext" >"$dir/$name.ext" &&
+		openssl x509 -req -in "$dir/$name.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+			-CAcreateserial -days 3650 -extfile "$dir/$name.ext" \
+			-out "$dir/$name.pem" 2>/dev/null
+}
+
+tls_make() {
+	local dir=$1
+	mkdir -p "$dir" || return 1
+	_tls_key "$dir/ca.key" &&
+		openssl req -x509 -new -key "$dir/ca.key" -subj "/CN=libkeepalive test CA" \
+			-days 3650 -out "$dir/ca.pem" 2>/dev/null &&
+		_tls_key "$dir/other-ca.key" &&
+		openssl req -x509 -new -key "$dir/other-ca.key" -subj "/CN=some other CA" \
+			-days 3650 -out "$dir/other-ca.pem" 2>/dev/null &&
+		_tls_cert "$dir" server "/CN=localhost" \
+			"subjectAltName=DNS:localhost,IP:127.0.0.1,IP:::1
+basicConstraints=CA:FALSE
+extendedKeyUsage=serverAuth" &&
+		_tls_cert "$dir" client-a "/CN=client-a" "extendedKeyUsage=clientAuth" &&
+		_tls_cert "$dir" client-b "/CN=client-b" "extendedKeyUsage=clientAuth" &&
+		chmod -R a+rX "$dir"
+}

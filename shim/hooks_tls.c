@@ -1,0 +1,323 @@
+/*
+ * hooks_tls.c - exported wrappers for libssl 3's client path.
+ *
+ * Exported under the version OPENSSL_3.0.0 (shim/exports.map): a program
+ * linked against another libssl (1.1) binds its own, never these.  Each
+ * wrapper binds the real functions on first use (tls_real.c); until the
+ * shim follows a TLS connection (kp_tls_used) each is one load and a call.
+ *
+ * Routed: every call that reads the connection's state is answered by the
+ * engine when the program's SSL was handed a pooled connection (tls.h).
+ * A getter missed here would answer with a fresh SSL's defaults, so the
+ * list covers what Ruby's openssl, CPython's _ssl and libcurl import, and
+ * the rest of libssl's connection getters.
+ */
+#include <errno.h>
+
+#include "tls.h"
+#include "tls_real.h"
+
+#define KP_EXPORT __attribute__((visibility("default")))
+
+/* no real function at all: libssl without a symbol it exports (cannot
+ * happen with libssl 3, whose callers reach us) */
+#define MISSING(name) (!kp_ssl.name && !(kp_ssl_bind(), kp_ssl.name))
+
+/* ret name(const SSL *s, ...): answered by the engine */
+#define ROUTED(ret, name, params, args)                       \
+	KP_EXPORT ret name params                             \
+	{                                                     \
+		if (MISSING(name))                            \
+			return (ret)0;                        \
+		SSL *e = kp_tls_route(s);                     \
+		kp_tls_depth++;                               \
+		ret r = kp_ssl.name args;                     \
+		kp_tls_depth--;                               \
+		return r;                                     \
+	}
+
+#define ROUTED_VOID(name, params, args)                       \
+	KP_EXPORT void name params                            \
+	{                                                     \
+		if (MISSING(name))                            \
+			return;                               \
+		SSL *e = kp_tls_route(s);                     \
+		kp_tls_depth++;                               \
+		kp_ssl.name args;                             \
+		kp_tls_depth--;                               \
+	}
+
+ROUTED(X509 *, SSL_get1_peer_certificate, (const SSL *s), (e))
+ROUTED(X509 *, SSL_get0_peer_certificate, (const SSL *s), (e))
+ROUTED(STACK_OF(X509) *, SSL_get_peer_cert_chain, (const SSL *s), (e))
+ROUTED_VOID(SSL_get0_alpn_selected, (const SSL *s, const unsigned char **d, unsigned int *l), (e, d, l))
+ROUTED_VOID(SSL_get0_next_proto_negotiated, (const SSL *s, const unsigned char **d, unsigned *l),
+	    (e, d, l))
+ROUTED(SSL_SESSION *, SSL_get_session, (const SSL *s), (e))
+ROUTED(SSL_SESSION *, SSL_get1_session, (SSL *s), (e))
+ROUTED(int, SSL_session_reused, (const SSL *s), (e))
+ROUTED(const SSL_CIPHER *, SSL_get_current_cipher, (const SSL *s), (e))
+ROUTED(const SSL_CIPHER *, SSL_get_pending_cipher, (const SSL *s), (e))
+ROUTED(const COMP_METHOD *, SSL_get_current_compression, (const SSL *s), (e))
+ROUTED(const COMP_METHOD *, SSL_get_current_expansion, (const SSL *s), (e))
+ROUTED(STACK_OF(SSL_CIPHER) *, SSL_get_client_ciphers, (const SSL *s), (e))
+ROUTED(STACK_OF(X509_NAME) *, SSL_get_client_CA_list, (const SSL *s), (e))
+ROUTED(const STACK_OF(X509_NAME) *, SSL_get0_peer_CA_list, (const SSL *s), (e))
+ROUTED(size_t, SSL_get_finished, (const SSL *s, void *buf, size_t n), (e, buf, n))
+ROUTED(size_t, SSL_get_peer_finished, (const SSL *s, void *buf, size_t n), (e, buf, n))
+ROUTED(const char *, SSL_get_version, (const SSL *s), (e))
+ROUTED(int, SSL_version, (const SSL *s), (e))
+ROUTED(int, SSL_client_version, (const SSL *s), (e))
+ROUTED(int, SSL_is_init_finished, (const SSL *s), (e))
+ROUTED(int, SSL_in_init, (const SSL *s), (e))
+ROUTED(int, SSL_in_before, (const SSL *s), (e))
+ROUTED(OSSL_HANDSHAKE_STATE, SSL_get_state, (const SSL *s), (e))
+ROUTED(const char *, SSL_state_string, (const SSL *s), (e))
+ROUTED(const char *, SSL_state_string_long, (const SSL *s), (e))
+ROUTED(const char *, SSL_get_servername, (const SSL *s, const int type), (e, type))
+ROUTED(int, SSL_get_servername_type, (const SSL *s), (e))
+ROUTED(long, SSL_ctrl, (SSL *s, int cmd, long larg, void *parg), (e, cmd, larg, parg))
+ROUTED(char *, SSL_get_shared_ciphers, (const SSL *s, char *buf, int size), (e, buf, size))
+ROUTED(size_t, SSL_get_client_random, (const SSL *s, unsigned char *out, size_t n), (e, out, n))
+ROUTED(size_t, SSL_get_server_random, (const SSL *s, unsigned char *out, size_t n), (e, out, n))
+ROUTED(int, SSL_export_keying_material,
+       (SSL *s, unsigned char *out, size_t olen, const char *label, size_t llen,
+	const unsigned char *ctx, size_t clen, int use_ctx),
+       (e, out, olen, label, llen, ctx, clen, use_ctx))
+ROUTED(int, SSL_get_peer_signature_type_nid, (const SSL *s, int *nid), (e, nid))
+ROUTED(int, SSL_verify_client_post_handshake, (SSL *s), (e))
+ROUTED(int, SSL_key_update, (SSL *s, int type), (e, type))
+ROUTED(int, SSL_get_key_update_type, (const SSL *s), (e))
+ROUTED(int, SSL_renegotiate, (SSL *s), (e))
+ROUTED(int, SSL_renegotiate_abbreviated, (SSL *s), (e))
+ROUTED(int, SSL_renegotiate_pending, (const SSL *s), (e))
+ROUTED(int, SSL_get_early_data_status, (const SSL *s), (e))
+
+/* ------------------------------------------------------------ handshake */
+
+KP_EXPORT int SSL_connect(SSL *s)
+{
+	if (MISSING(SSL_connect))
+		return -1;
+	return kp_tls_handshake(s, kp_ssl.SSL_connect);
+}
+
+KP_EXPORT int SSL_do_handshake(SSL *s)
+{
+	if (MISSING(SSL_do_handshake))
+		return -1;
+	return kp_tls_handshake(s, kp_ssl.SSL_do_handshake);
+}
+
+KP_EXPORT void SSL_free(SSL *s)
+{
+	if (MISSING(SSL_free) || !s)
+		return;
+	kp_tls_free(s);
+}
+
+KP_EXPORT SSL *SSL_new(SSL_CTX *ctx)
+{
+	if (MISSING(SSL_new))
+		return NULL;
+	kp_tls_depth++;
+	SSL *s = kp_ssl.SSL_new(ctx);
+	kp_tls_depth--;
+	if (s && kp_tls_depth == 0 && kp_ssl_bind())
+		kp_tls_note_new(s, ctx);
+	return s;
+}
+
+KP_EXPORT SSL_CTX *SSL_CTX_new(const SSL_METHOD *m)
+{
+	if (MISSING(SSL_CTX_new))
+		return NULL;
+	kp_tls_depth++;
+	SSL_CTX *ctx = kp_ssl.SSL_CTX_new(m);
+	kp_tls_depth--;
+	if (ctx && kp_tls_depth == 0 && kp_ssl_bind())
+		kp_tls_note_new(ctx, NULL);
+	return ctx;
+}
+
+KP_EXPORT int SSL_clear(SSL *s)
+{
+	if (MISSING(SSL_clear))
+		return 0;
+	if (!kp_tls_depth && kp_ssl_bind())
+		kp_tls_reset(s, true);
+	kp_tls_depth++;
+	int r = kp_ssl.SSL_clear(s);
+	kp_tls_depth--;
+	return r;
+}
+
+KP_EXPORT void SSL_set_connect_state(SSL *s)
+{
+	if (MISSING(SSL_set_connect_state))
+		return;
+	if (!kp_tls_depth && kp_ssl_bind() && kp_tls_reset(s, false))
+		return;
+	kp_tls_depth++;
+	kp_ssl.SSL_set_connect_state(s);
+	kp_tls_depth--;
+}
+
+/* ------------------------------------------------------------ I/O */
+
+KP_EXPORT int SSL_read(SSL *s, void *buf, int num)
+{
+	if (MISSING(SSL_read))
+		return -1;
+	if (num < 0 || !kp_ssl_bind())
+		return kp_tls_io_real(s, KP_TLS_READ, buf, (size_t)num, NULL);
+	return kp_tls_io(s, KP_TLS_READ, buf, (size_t)num, NULL);
+}
+
+KP_EXPORT int SSL_read_ex(SSL *s, void *buf, size_t num, size_t *got)
+{
+	if (MISSING(SSL_read_ex))
+		return 0;
+	if (!kp_ssl_bind())
+		return kp_tls_io_real(s, KP_TLS_READ_EX, buf, num, got);
+	return kp_tls_io(s, KP_TLS_READ_EX, buf, num, got);
+}
+
+KP_EXPORT int SSL_peek(SSL *s, void *buf, int num)
+{
+	if (MISSING(SSL_peek))
+		return -1;
+	if (num < 0 || !kp_ssl_bind())
+		return kp_tls_io_real(s, KP_TLS_PEEK, buf, (size_t)num, NULL);
+	return kp_tls_io(s, KP_TLS_PEEK, buf, (size_t)num, NULL);
+}
+
+KP_EXPORT int SSL_peek_ex(SSL *s, void *buf, size_t num, size_t *got)
+{
+	if (MISSING(SSL_peek_ex))
+		return 0;
+	if (!kp_ssl_bind())
+		return kp_tls_io_real(s, KP_TLS_PEEK_EX, buf, num, got);
+	return kp_tls_io(s, KP_TLS_PEEK_EX, buf, num, got);
+}
+
+KP_EXPORT int SSL_write(SSL *s, const void *buf, int num)
+{
+	if (MISSING(SSL_write))
+		return -1;
+	if (num < 0 || !kp_ssl_bind())
+		return kp_tls_io_real(s, KP_TLS_WRITE, (void *)buf, (size_t)num, NULL);
+	return kp_tls_io(s, KP_TLS_WRITE, (void *)buf, (size_t)num, NULL);
+}
+
+KP_EXPORT int SSL_write_ex(SSL *s, const void *buf, size_t num, size_t *put)
+{
+	if (MISSING(SSL_write_ex))
+		return 0;
+	if (!kp_ssl_bind())
+		return kp_tls_io_real(s, KP_TLS_WRITE_EX, (void *)buf, num, put);
+	return kp_tls_io(s, KP_TLS_WRITE_EX, (void *)buf, num, put);
+}
+
+KP_EXPORT int SSL_pending(const SSL *s)
+{
+	if (MISSING(SSL_pending))
+		return 0;
+	return kp_tls_pending(s, false);
+}
+
+KP_EXPORT int SSL_has_pending(const SSL *s)
+{
+	if (MISSING(SSL_has_pending))
+		return 0;
+	return kp_tls_pending(s, true);
+}
+
+KP_EXPORT int SSL_get_error(const SSL *s, int ret)
+{
+	if (MISSING(SSL_get_error))
+		return SSL_ERROR_SSL;
+	return kp_tls_get_error(s, ret);
+}
+
+KP_EXPORT int SSL_shutdown(SSL *s)
+{
+	if (MISSING(SSL_shutdown))
+		return -1;
+	return kp_tls_shutdown(s);
+}
+
+KP_EXPORT int SSL_get_shutdown(const SSL *s)
+{
+	if (MISSING(SSL_get_shutdown))
+		return 0;
+	return kp_tls_get_shutdown(s);
+}
+
+/* ------------------------------------------------------------ verification */
+
+KP_EXPORT long SSL_get_verify_result(const SSL *s)
+{
+	if (MISSING(SSL_get_verify_result))
+		return X509_V_ERR_UNSPECIFIED;
+	long result;
+	STACK_OF(X509) *chain;
+	if (kp_tls_verify_result(s, &result, &chain))
+		return result;
+	kp_tls_depth++;
+	result = kp_ssl.SSL_get_verify_result(kp_tls_route(s));
+	kp_tls_depth--;
+	return result;
+}
+
+KP_EXPORT STACK_OF(X509) *SSL_get0_verified_chain(const SSL *s)
+{
+	if (MISSING(SSL_get0_verified_chain))
+		return NULL;
+	long result;
+	STACK_OF(X509) *chain;
+	if (kp_tls_verify_result(s, &result, &chain))
+		return chain;
+	kp_tls_depth++;
+	chain = kp_ssl.SSL_get0_verified_chain(kp_tls_route(s));
+	kp_tls_depth--;
+	return chain;
+}
+
+/* ------------------------------------------------------------ what no getter tells */
+
+KP_EXPORT int SSL_set_alpn_protos(SSL *s, const unsigned char *p, unsigned int len)
+{
+	if (MISSING(SSL_set_alpn_protos))
+		return 1;
+	kp_tls_depth++;
+	int r = kp_ssl.SSL_set_alpn_protos(s, p, len);
+	kp_tls_depth--;
+	if (r == 0 && kp_tls_depth == 0 && kp_ssl_bind())
+		kp_tls_note_alpn(s, p, len);
+	return r;
+}
+
+KP_EXPORT int SSL_CTX_set_alpn_protos(SSL_CTX *ctx, const unsigned char *p, unsigned int len)
+{
+	if (MISSING(SSL_CTX_set_alpn_protos))
+		return 1;
+	kp_tls_depth++;
+	int r = kp_ssl.SSL_CTX_set_alpn_protos(ctx, p, len);
+	kp_tls_depth--;
+	if (r == 0 && kp_tls_depth == 0 && kp_ssl_bind())
+		kp_tls_note_alpn(ctx, p, len);
+	return r;
+}
+
+KP_EXPORT void SSL_CTX_set_cert_verify_callback(SSL_CTX *ctx, int (*cb)(X509_STORE_CTX *, void *),
+						void *arg)
+{
+	if (MISSING(SSL_CTX_set_cert_verify_callback))
+		return;
+	kp_tls_depth++;
+	kp_ssl.SSL_CTX_set_cert_verify_callback(ctx, cb, arg);
+	kp_tls_depth--;
+	if (kp_tls_depth == 0 && kp_ssl_bind())
+		kp_tls_note_app_verify(ctx, cb != NULL);
+}

@@ -1,0 +1,951 @@
+/*
+ * tls.c - whole TLS connections in the pool: engines and handles (tls.h).
+ *
+ * A TLS connection is handed only to a program that would have accepted
+ * it from a handshake of its own: the same destination (the pool's key),
+ * SNI, offered ALPN, client certificate and protocol limits, and its own
+ * verification (trust store, verify parameters such as the hostname,
+ * verify callback) passing on the connection's peer chain, run afresh for
+ * each hand-out as OpenSSL's ssl_verify_cert_chain() runs it.  The
+ * verification result the program reads is that one, never the engine's.
+ */
+#include "tls.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <openssl/err.h>
+#include <uthash.h>
+
+#include "config.h"
+#include "conn.h"
+#include "fdtable.h"
+#include "real.h"
+#include "tls_real.h"
+
+__thread int kp_tls_depth;
+__thread void *kp_tls_handshaking;
+bool kp_tls_used;
+
+/* wait at most this long for a TLS record to go out, or for the handshake
+ * a fresh connection makes behind the program's back */
+#define TLS_WAIT_MS 30000
+
+struct kp_tls {
+	SSL *ssl;
+	int refs;            /* handles mapped to it, the socket carrying it */
+	int fd;              /* where its BIO writes (or the program's BIO did) */
+	bool own_bio;        /* the program's BIO and callbacks are detached */
+	bool dead;           /* its socket went away under it: never parked */
+	bool foreign;        /* ssl is the program's again (SSL_clear): never freed */
+	char *sni;           /* what its handshake asked for */
+	unsigned char *alpn;
+	unsigned alpn_len;
+	X509 *cert;          /* the client certificate it had (NULL: none) */
+	UT_hash_handle hh;   /* in parked, by fd */
+};
+
+/* a program's SSL that we follow */
+struct handle {
+	SSL *ssl;
+	struct kp_tls *e;    /* answers for it (e->ssl == ssl: its own) */
+	int fd;
+	bool closed;         /* its fd was closed and its engine parked */
+	int synth_err;       /* SSL_get_error() for a result we made up */
+	int shut;            /* SSL_get_shutdown() bits we made up */
+	bool verified;       /* handed out: verify_result/vchain are its own */
+	long verify_result;
+	STACK_OF(X509) *vchain;
+	UT_hash_handle hh;
+};
+
+/* ALPN lists the program offered (no getter exists), and contexts with an
+ * application verify callback (no getter either): by object address */
+struct record {
+	const void *obj;
+	unsigned char *alpn;
+	unsigned alpn_len;
+	bool app_verify;
+	UT_hash_handle hh;
+};
+
+static pthread_mutex_t tls_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct handle *handles;
+static struct kp_tls *parked;
+static struct record *records;
+static SSL_CTX *shim_ctx; /* parked engines belong to it: no program callbacks */
+
+/* Run a real libssl call with our wrappers out of the way. */
+#define TLS_CALL(expr)          \
+	do {                    \
+		kp_tls_depth++; \
+		expr;           \
+		kp_tls_depth--; \
+	} while (0)
+
+/* ------------------------------------------------------------ records */
+
+static struct record *record_get(const void *obj, bool create)
+{
+	struct record *r;
+	HASH_FIND_PTR(records, &obj, r);
+	if (!r && create && (r = calloc(1, sizeof(*r)))) {
+		r->obj = obj;
+		HASH_ADD_PTR(records, obj, r);
+	}
+	return r;
+}
+
+static void record_drop(const void *obj)
+{
+	struct record *r;
+	HASH_FIND_PTR(records, &obj, r);
+	if (r) {
+		HASH_DEL(records, r);
+		free(r->alpn);
+		free(r);
+	}
+}
+
+static int record_alpn(struct record *r, const unsigned char *p, unsigned len)
+{
+	unsigned char *copy = len ? malloc(len) : NULL;
+	if (len && !copy)
+		return -1;
+	if (len)
+		memcpy(copy, p, len);
+	free(r->alpn);
+	r->alpn = copy;
+	r->alpn_len = len;
+	return 0;
+}
+
+void kp_tls_note_alpn(const void *obj, const unsigned char *p, unsigned len)
+{
+	pthread_mutex_lock(&tls_lock);
+	struct record *r = record_get(obj, true);
+	if (r && record_alpn(r, p, len) < 0)
+		r->app_verify = true; /* offer unknown (out of memory): never hand out */
+	pthread_mutex_unlock(&tls_lock);
+}
+
+void kp_tls_note_app_verify(const void *ctx, bool on)
+{
+	pthread_mutex_lock(&tls_lock);
+	struct record *r = record_get(ctx, on);
+	if (r)
+		r->app_verify = on;
+	pthread_mutex_unlock(&tls_lock);
+}
+
+/* A new object at an address: nothing recorded of an older one applies;
+ * an SSL starts with its context's ALPN list. */
+void kp_tls_note_new(const void *obj, const void *ctx)
+{
+	pthread_mutex_lock(&tls_lock);
+	record_drop(obj);
+	struct record *cr = ctx ? record_get(ctx, false) : NULL;
+	if (cr) {
+		struct record *r = record_get(obj, true);
+		if (r && (record_alpn(r, cr->alpn, cr->alpn_len) < 0 || cr->app_verify))
+			r->app_verify = true;
+	}
+	pthread_mutex_unlock(&tls_lock);
+}
+
+/* ------------------------------------------------------------ engines */
+
+static struct handle *handle_find(const SSL *ssl)
+{
+	struct handle *h;
+	HASH_FIND_PTR(handles, &ssl, h);
+	return h;
+}
+
+static void engine_free(struct kp_tls *e)
+{
+	if (!e->foreign)
+		TLS_CALL(kp_ssl.SSL_free(e->ssl));
+	if (e->cert)
+		kp_ssl.X509_free(e->cert);
+	free(e->sni);
+	free(e->alpn);
+	free(e);
+}
+
+/* Caller holds tls_lock.  True when the caller must engine_free(e) after
+ * letting go of the lock. */
+static bool engine_unref(struct kp_tls *e)
+{
+	return --e->refs == 0;
+}
+
+void kp_tls_put(struct kp_tls *e)
+{
+	pthread_mutex_lock(&tls_lock);
+	bool last = engine_unref(e);
+	pthread_mutex_unlock(&tls_lock);
+	if (last)
+		engine_free(e);
+}
+
+static void handle_free(struct handle *h)
+{
+	if (h->vchain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain, (void (*)(void *))kp_ssl.X509_free);
+	free(h);
+}
+
+static bool bind_ok(void)
+{
+	return kp_ssl_bind();
+}
+
+struct kp_tls *kp_tls_bind(void *ssl_, int fd)
+{
+	SSL *ssl = ssl_;
+	if (!bind_ok())
+		return NULL;
+	struct kp_tls *e = calloc(1, sizeof(*e));
+	struct handle *h = calloc(1, sizeof(*h));
+	const char *sni;
+	TLS_CALL(sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
+	if (!e || !h || (sni && !(e->sni = strdup(sni))))
+		goto fail;
+	pthread_mutex_lock(&tls_lock);
+	struct record *r = record_get(ssl, false);
+	if (handle_find(ssl) || (r && r->app_verify) ||
+	    (r && r->alpn_len && !(e->alpn = malloc(r->alpn_len)))) {
+		pthread_mutex_unlock(&tls_lock);
+		goto fail;
+	}
+	if (r && r->alpn_len) {
+		memcpy(e->alpn, r->alpn, r->alpn_len);
+		e->alpn_len = r->alpn_len;
+	}
+	e->ssl = ssl;
+	e->fd = fd;
+	e->refs = 2; /* its own handle, and the connection */
+	h->ssl = ssl;
+	h->e = e;
+	h->fd = fd;
+	HASH_ADD_PTR(handles, ssl, h);
+	__atomic_store_n(&kp_tls_used, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&tls_lock);
+	kp_debug("fd %d: following the TLS connection of SSL %p", fd, (void *)ssl);
+	return e;
+fail:
+	if (e)
+		free(e->sni);
+	free(e);
+	free(h);
+	return NULL;
+}
+
+/* The program is done with e's SSL as its own object (freed it, or closed
+ * its socket to park it): give e a BIO of ours on fd, and cut every path by
+ * which OpenSSL could call back into the program: callbacks, ex_data (its
+ * objects behind them), and the context (its session and info callbacks).
+ * Caller holds tls_lock. */
+static int detach_program(struct kp_tls *e, int fd)
+{
+	if (e->own_bio) {
+		kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
+		e->fd = fd;
+		return 0;
+	}
+	if (!shim_ctx) {
+		TLS_CALL(shim_ctx = kp_ssl.SSL_CTX_new(kp_ssl.TLS_client_method()));
+		if (!shim_ctx)
+			return -1;
+	}
+	BIO *b = kp_ssl.BIO_new_socket(fd, BIO_NOCLOSE);
+	if (!b)
+		return -1;
+	kp_tls_depth++;
+	kp_ssl.SSL_set_bio(e->ssl, b, b); /* frees the program's BIO (curl's) now */
+	X509 *cert = kp_ssl.SSL_get_certificate(e->ssl);
+	if (cert && kp_ssl.X509_up_ref(cert))
+		e->cert = cert;
+	kp_ssl.SSL_set_info_callback(e->ssl, NULL);
+	kp_ssl.SSL_set_msg_callback(e->ssl, NULL);
+	kp_ssl.SSL_set_verify(e->ssl, kp_ssl.SSL_get_verify_mode(e->ssl), NULL);
+	for (int i = 0; i < 32; i++)
+		kp_ssl.SSL_set_ex_data(e->ssl, i, NULL);
+	SSL_CTX *ctx = kp_ssl.SSL_set_SSL_CTX(e->ssl, shim_ctx);
+	kp_tls_depth--;
+	e->own_bio = true;
+	e->fd = fd;
+	return ctx == shim_ctx ? 0 : -1;
+}
+
+bool kp_tls_park(struct kp_tls *e, int hidden, void *user)
+{
+	int pending, shut, done;
+	TLS_CALL(pending = kp_ssl.SSL_has_pending(e->ssl); shut = kp_ssl.SSL_get_shutdown(e->ssl);
+		 done = kp_ssl.SSL_is_init_finished(e->ssl));
+	if (e->dead || pending || shut || !done)
+		return false;
+	pthread_mutex_lock(&tls_lock);
+	bool ok = detach_program(e, hidden) == 0;
+	if (ok) {
+		struct handle *h = user ? handle_find(user) : NULL;
+		if (h && h->e == e)
+			h->closed = true;
+		/* the program's own SSL may still be alive (Ruby frees it at GC) */
+		h = handle_find(e->ssl);
+		if (h && h->e == e)
+			h->closed = true;
+		HASH_ADD_INT(parked, fd, e);
+	}
+	pthread_mutex_unlock(&tls_lock);
+	return ok;
+}
+
+struct kp_tls *kp_tls_unpark(int hidden)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return NULL;
+	struct kp_tls *e;
+	pthread_mutex_lock(&tls_lock);
+	HASH_FIND_INT(parked, &hidden, e);
+	if (e)
+		HASH_DEL(parked, e);
+	pthread_mutex_unlock(&tls_lock);
+	return e;
+}
+
+/* ------------------------------------------------------------ hand-out */
+
+static bool same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+/* Everything a handshake of ssl's own would have made differently.
+ * Caller holds tls_lock. */
+static const char *mismatch(struct kp_tls *e, SSL *ssl)
+{
+	const char *sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	if (!same_str(sni, e->sni))
+		return "SNI";
+	struct record *r = record_get(ssl, false);
+	struct record *cr = record_get(kp_ssl.SSL_get_SSL_CTX(ssl), false);
+	if ((r && r->app_verify) || (cr && cr->app_verify))
+		return "an application verify callback";
+	unsigned alen = r ? r->alpn_len : 0;
+	if (alen != e->alpn_len || (alen && memcmp(r->alpn, e->alpn, alen)))
+		return "ALPN offered";
+	const unsigned char *sel;
+	unsigned sel_len;
+	kp_ssl.SSL_get0_alpn_selected(e->ssl, &sel, &sel_len);
+	if (sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8)))
+		return "ALPN selected";
+	X509 *cert = kp_ssl.SSL_get_certificate(ssl);
+	if (!cert != !e->cert || (cert && kp_ssl.X509_cmp(cert, e->cert)))
+		return "client certificate";
+	int ver = kp_ssl.SSL_version(e->ssl);
+	long min = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_MIN_PROTO_VERSION, 0, NULL);
+	long max = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_MAX_PROTO_VERSION, 0, NULL);
+	uint64_t opts = kp_ssl.SSL_get_options(ssl);
+	if ((min && ver < min) || (max && ver > max) ||
+	    (ver == TLS1_3_VERSION && (opts & SSL_OP_NO_TLSv1_3)) ||
+	    (ver == TLS1_2_VERSION && (opts & SSL_OP_NO_TLSv1_2)))
+		return "protocol version";
+	const SSL_CIPHER *cur = kp_ssl.SSL_get_current_cipher(e->ssl);
+	STACK_OF(SSL_CIPHER) *allowed = kp_ssl.SSL_get_ciphers(ssl);
+	bool found = false;
+	for (int i = 0; cur && allowed && i < kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)allowed); i++)
+		found |= kp_ssl.SSL_CIPHER_get_id(kp_ssl.OPENSSL_sk_value(
+				 (OPENSSL_STACK *)allowed, i)) == kp_ssl.SSL_CIPHER_get_id(cur);
+	if (!found)
+		return "cipher";
+	if (kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_TLSEXT_STATUS_REQ_TYPE, 0, NULL) != -1)
+		return "OCSP stapling asked";
+	if (kp_ssl.SSL_ct_is_enabled(ssl))
+		return "certificate transparency";
+	return NULL;
+}
+
+/* ssl's own verification of e's peer chain, as OpenSSL's handshake runs it
+ * (ssl/statem: ssl_verify_cert_chain).  Returns the verify callback's (or
+ * X509_verify_cert's) verdict, > 0 for good, with the error and chain. */
+static int verify_as(SSL *ssl, struct kp_tls *e, long *result, STACK_OF(X509) **chain)
+{
+	X509 *leaf = kp_ssl.SSL_get0_peer_certificate(e->ssl);
+	STACK_OF(X509) *untrusted = kp_ssl.SSL_get_peer_cert_chain(e->ssl);
+	X509_STORE *store = NULL;
+	kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_VERIFY_CERT_STORE, 0, &store);
+	if (!store)
+		store = kp_ssl.SSL_CTX_get_cert_store(kp_ssl.SSL_get_SSL_CTX(ssl));
+	X509_STORE_CTX *sctx = kp_ssl.X509_STORE_CTX_new();
+	int ok = 0;
+	*result = X509_V_ERR_UNSPECIFIED;
+	*chain = NULL;
+	if (!leaf || !store || !sctx || !kp_ssl.X509_STORE_CTX_init(sctx, store, leaf, untrusted) ||
+	    !kp_ssl.X509_STORE_CTX_set_ex_data(sctx, kp_ssl.SSL_get_ex_data_X509_STORE_CTX_idx(), ssl))
+		goto out;
+	kp_ssl.X509_STORE_CTX_set_default(sctx, "ssl_server");
+	kp_ssl.X509_VERIFY_PARAM_set1(kp_ssl.X509_STORE_CTX_get0_param(sctx), kp_ssl.SSL_get0_param(ssl));
+	SSL_verify_cb cb = kp_ssl.SSL_get_verify_callback(ssl);
+	if (cb)
+		kp_ssl.X509_STORE_CTX_set_verify_cb(sctx, cb);
+	ok = kp_ssl.X509_verify_cert(sctx);
+	*result = kp_ssl.X509_STORE_CTX_get_error(sctx);
+	*chain = kp_ssl.X509_STORE_CTX_get1_chain(sctx);
+out:
+	if (sctx)
+		kp_ssl.X509_STORE_CTX_free(sctx);
+	return ok;
+}
+
+int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
+{
+	SSL *ssl = ssl_;
+	if (!bind_ok() || e->dead)
+		return -1;
+	struct handle *h = calloc(1, sizeof(*h));
+	if (!h)
+		return -1;
+	kp_tls_depth++;
+	pthread_mutex_lock(&tls_lock);
+	const char *why = handle_find(ssl) ? "the SSL is already in use" : mismatch(e, ssl);
+	pthread_mutex_unlock(&tls_lock);
+	long result = 0;
+	STACK_OF(X509) *chain = NULL;
+	if (!why) {
+		/* the program's verify callback runs here, as in a handshake: no
+		 * lock of ours held.  Its errors stay off the program's queue. */
+		kp_ssl.ERR_set_mark();
+		int ok = verify_as(ssl, e, &result, &chain);
+		kp_ssl.ERR_pop_to_mark();
+		if (ok <= 0 && (kp_ssl.SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER)) {
+			why = "the program's verification fails on it";
+			kp_debug("fd %d: verification error %ld", fd, result);
+		}
+	}
+	if (why) {
+		kp_tls_depth--;
+		if (chain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
+		free(h);
+		kp_count(tls_declined);
+		kp_debug("fd %d: pooled TLS connection not handed out: %s", fd, why);
+		return -1;
+	}
+	/* the engine does the program's I/O now: the program's modes apply */
+	long mode = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL);
+	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_CLEAR_MODE, ~0L, NULL);
+	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, mode | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, NULL);
+	kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
+	kp_tls_depth--;
+	pthread_mutex_lock(&tls_lock);
+	e->fd = fd;
+	e->refs++;
+	h->ssl = ssl;
+	h->e = e;
+	h->fd = fd;
+	h->verified = true;
+	h->verify_result = result;
+	h->vchain = chain;
+	HASH_ADD_PTR(handles, ssl, h);
+	pthread_mutex_unlock(&tls_lock);
+	kp_count(tls_reused);
+	return 0;
+}
+
+/* ------------------------------------------------------------ fresh again */
+
+/* Run ssl's handshake on fd to its end, waiting (bounded) as a blocking
+ * socket would. */
+static int handshake_wait(SSL *ssl, int fd)
+{
+	int waited = 0;
+	for (;;) {
+		int r;
+		TLS_CALL(r = kp_ssl.SSL_connect(ssl));
+		if (r == 1)
+			return 0;
+		int err;
+		TLS_CALL(err = kp_ssl.SSL_get_error(ssl, r));
+		short ev = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+		if (!ev || waited >= TLS_WAIT_MS)
+			return -1;
+		struct pollfd pfd = { .fd = fd, .events = ev };
+		KP_REAL(poll)(&pfd, 1, 100);
+		waited += 100;
+	}
+}
+
+int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl_)
+{
+	SSL *ssl = ssl_;
+	struct kp_tls *old = c->tls, *e = calloc(1, sizeof(*e));
+	__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
+	bool free_old = false;
+	pthread_mutex_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h && e) {
+		free_old = engine_unref(h->e); /* the handle's reference */
+		e->ssl = ssl;
+		e->fd = fd;
+		e->refs = 2;
+		if (h->e->sni)
+			e->sni = strdup(h->e->sni);
+		if (h->e->alpn_len && (e->alpn = malloc(h->e->alpn_len))) {
+			memcpy(e->alpn, h->e->alpn, h->e->alpn_len);
+			e->alpn_len = h->e->alpn_len;
+		}
+		if (free_old && h->e != old)
+			engine_free(h->e);
+		free_old = false;
+		h->e = e;
+		h->verified = false;
+		if (h->vchain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain,
+						   (void (*)(void *))kp_ssl.X509_free);
+		h->vchain = NULL;
+	}
+	if (old)
+		free_old = engine_unref(old);
+	pthread_mutex_unlock(&tls_lock);
+	if (free_old) {
+		old->dead = true;
+		engine_free(old);
+	} else if (old) {
+		old->dead = true; /* its socket is gone; an old handle may still ask it things */
+	}
+	if (!h || !e) {
+		free(e);
+		return -1;
+	}
+	__atomic_store_n(&c->tls, e, __ATOMIC_RELEASE);
+	int r = handshake_wait(ssl, fd);
+	kp_debug("fd %d: the program's SSL made its own handshake on a fresh connection: %s", fd,
+		 r == 0 ? "done" : "failed");
+	return r;
+}
+
+/* ------------------------------------------------------------ I/O */
+
+ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcnt)
+{
+	size_t len = 0;
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	char small[4096], *buf = small;
+	if (iovcnt != 1 && len > sizeof(small) && !(buf = malloc(len))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (iovcnt == 1) {
+		buf = iov[0].iov_base;
+	} else {
+		size_t off = 0;
+		for (int i = 0; i < iovcnt; i++) {
+			memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
+			off += iov[i].iov_len;
+		}
+	}
+	ssize_t ret = -1;
+	int waited = 0, err = EPIPE;
+	for (;;) {
+		size_t w = 0;
+		int r, e2;
+		TLS_CALL(r = kp_ssl.SSL_write_ex(e->ssl, buf, len, &w));
+		if (r == 1) {
+			ret = (ssize_t)w;
+			break;
+		}
+		int saved = errno;
+		TLS_CALL(e2 = kp_ssl.SSL_get_error(e->ssl, r));
+		short ev = e2 == SSL_ERROR_WANT_READ ? POLLIN : e2 == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+		if (!ev || waited >= TLS_WAIT_MS) {
+			err = e2 == SSL_ERROR_SYSCALL && saved ? saved : EPIPE;
+			break;
+		}
+		struct pollfd pfd = { .fd = fd, .events = ev };
+		KP_REAL(poll)(&pfd, 1, 100);
+		waited += 100;
+	}
+	if (buf != small && buf != iov[0].iov_base)
+		free(buf);
+	if (ret < 0)
+		errno = err;
+	return ret;
+}
+
+/* ------------------------------------------------------------ wrappers' logic */
+
+SSL *kp_tls_route(const SSL *ssl)
+{
+	if (kp_tls_depth || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return (SSL *)ssl;
+	pthread_mutex_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	SSL *e = h ? h->e->ssl : (SSL *)ssl;
+	pthread_mutex_unlock(&tls_lock);
+	return e;
+}
+
+/* The handle of ssl with what it needs for I/O, or NULL: not ours. */
+struct io {
+	struct handle *h;
+	SSL *e;
+	struct kp_conn *c; /* the connection that frames it, or NULL */
+	int fd;
+	bool closed;
+};
+
+static bool io_get(SSL *ssl, struct io *io)
+{
+	if (kp_tls_depth || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	pthread_mutex_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h) {
+		h->synth_err = 0;
+		io->h = h;
+		io->e = h->e->ssl;
+		io->fd = h->fd;
+		io->closed = h->closed;
+		struct kp_conn *c = kp_fd_conn(h->fd);
+		io->c = c && c != KP_POOLED && __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) == h->e &&
+				c->tls_ssl == ssl
+			? c
+			: NULL;
+	}
+	pthread_mutex_unlock(&tls_lock);
+	return h != NULL;
+}
+
+static void synth(struct io *io, int err)
+{
+	pthread_mutex_lock(&tls_lock);
+	struct handle *h = handle_find(io->h->ssl);
+	if (h) {
+		h->synth_err = err;
+		if (err == SSL_ERROR_ZERO_RETURN)
+			h->shut |= SSL_RECEIVED_SHUTDOWN;
+	}
+	pthread_mutex_unlock(&tls_lock);
+}
+
+/* a closed handle's I/O: what the program would have got from its fd */
+static int refused(struct io *io)
+{
+	synth(io, SSL_ERROR_SYSCALL);
+	errno = EBADF;
+	return -1;
+}
+
+int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
+{
+	struct io io;
+	if (!bind_ok() || kp_tls_depth)
+		return real(ssl);
+	if (io_get(ssl, &io)) {
+		if (io.closed)
+			return refused(&io);
+		if (io.e != ssl)
+			return 1; /* handed out: the connection is established */
+	} else {
+		int fd;
+		TLS_CALL(fd = kp_ssl.SSL_get_fd(ssl));
+		if (fd >= 0 && kp_fd_conn(fd) && kp_conn_tls_start(fd, ssl) == KP_TLS_HANDED)
+			return 1;
+	}
+	/* its own handshake; a BIO of the program's own shows us the fd when
+	 * the first record goes out (kp_send_intercept) */
+	void *prev = kp_tls_handshaking;
+	kp_tls_handshaking = ssl;
+	int r;
+	TLS_CALL(r = real(ssl));
+	kp_tls_handshaking = prev;
+	if (io_get(ssl, &io) && io.e != ssl) {
+		/* handed out at that first write, which never went out */
+		TLS_CALL(kp_ssl.ERR_clear_error());
+		return 1;
+	}
+	if (r == 1 && io_get(ssl, &io) && io.c) {
+		const unsigned char *sel;
+		unsigned sel_len;
+		TLS_CALL(kp_ssl.SSL_get0_alpn_selected(ssl, &sel, &sel_len));
+		if (sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8)))
+			kp_conn_tls_spoil(io.c, io.fd, "ALPN chose a protocol other than HTTP/1.1");
+	}
+	return r;
+}
+
+int kp_tls_io_real(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
+{
+	int r = -1;
+	kp_tls_depth++;
+	switch (op) {
+	case KP_TLS_READ:
+		r = kp_ssl.SSL_read(ssl, buf, (int)n);
+		break;
+	case KP_TLS_READ_EX:
+		r = kp_ssl.SSL_read_ex(ssl, buf, n, done);
+		break;
+	case KP_TLS_PEEK:
+		r = kp_ssl.SSL_peek(ssl, buf, (int)n);
+		break;
+	case KP_TLS_PEEK_EX:
+		r = kp_ssl.SSL_peek_ex(ssl, buf, n, done);
+		break;
+	case KP_TLS_WRITE:
+		r = kp_ssl.SSL_write(ssl, buf, (int)n);
+		break;
+	case KP_TLS_WRITE_EX:
+		r = kp_ssl.SSL_write_ex(ssl, buf, n, done);
+		break;
+	}
+	kp_tls_depth--;
+	return r;
+}
+
+/* A failed SSL call as a socket call's result: 0 for the server's end
+ * (close_notify, or EOF without it: OpenSSL 3 calls that an error), -1
+ * with errno (EAGAIN for WANT_READ/WANT_WRITE). */
+static ssize_t io_error(SSL *e, int r)
+{
+	int saved = errno, err;
+	unsigned long code;
+	TLS_CALL(err = kp_ssl.SSL_get_error(e, r); code = kp_ssl.ERR_peek_error());
+	switch (err) {
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	case SSL_ERROR_WANT_READ:
+	case SSL_ERROR_WANT_WRITE:
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_SYSCALL:
+		if (!saved)
+			return 0;
+		errno = saved;
+		return -1;
+	case SSL_ERROR_SSL:
+		if (ERR_GET_LIB(code) == ERR_LIB_SSL &&
+		    ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+			return 0;
+		/* fall through */
+	default:
+		errno = EPROTO;
+		return -1;
+	}
+}
+
+/* Plaintext I/O through the handle's engine, framed. */
+int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
+{
+	struct io io;
+	bool ex = op == KP_TLS_READ_EX || op == KP_TLS_PEEK_EX || op == KP_TLS_WRITE_EX;
+	bool write = op == KP_TLS_WRITE || op == KP_TLS_WRITE_EX;
+	bool peek = op == KP_TLS_PEEK || op == KP_TLS_PEEK_EX;
+	if (!io_get(ssl, &io))
+		return kp_tls_io_real(ssl, op, buf, n, done);
+	if (io.closed) {
+		int r = refused(&io);
+		return ex ? 0 : r;
+	}
+	struct kp_conn *c = io.c;
+	if (!c)
+		return kp_tls_io_real(io.e, op, buf, n, done);
+	if (write) {
+		ssize_t ret;
+		int saved = errno;
+		if (n && kp_conn_tls_send(c, io.fd, buf, n, &ret)) {
+			if (ret >= 0) {
+				if (done)
+					*done = (size_t)ret;
+				errno = saved;
+				return ex ? 1 : (int)ret;
+			}
+			synth(&io, SSL_ERROR_SYSCALL);
+			return ex ? 0 : -1;
+		}
+		io_get(ssl, &io); /* a fresh connection may have been made */
+		int r = kp_tls_io_real(io.e, op, buf, n, done);
+		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
+		saved = errno;
+		if (got <= 0)
+			got = io_error(io.e, r);
+		kp_conn_tls_send_done(c, io.fd, buf, n, got);
+		errno = saved;
+		return r;
+	}
+	for (;;) {
+		int pending;
+		TLS_CALL(pending = kp_ssl.SSL_has_pending(io.e));
+		if (kp_conn_tls_eof(c, io.fd, pending)) {
+			synth(&io, SSL_ERROR_ZERO_RETURN);
+			if (done)
+				*done = 0;
+			return 0;
+		}
+		int r = kp_tls_io_real(io.e, op, buf, n, done);
+		int saved = errno;
+		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
+		if (got <= 0) /* as the socket calls would say it (recv_done) */
+			got = io_error(io.e, r);
+		bool again = kp_conn_tls_recv_done(c, io.fd, buf, n, got, peek ? MSG_PEEK : 0);
+		errno = saved;
+		if (!again)
+			return r;
+		/* replayed on a fresh connection: the dead one's errors go */
+		TLS_CALL(kp_ssl.ERR_clear_error());
+		if (!io_get(ssl, &io) || !(c = io.c))
+			return r;
+	}
+}
+
+int kp_tls_get_error(const SSL *ssl, int ret)
+{
+	if (!kp_tls_depth && __atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&tls_lock);
+		struct handle *h = handle_find(ssl);
+		int synth_err = h ? h->synth_err : 0;
+		SSL *e = h ? h->e->ssl : (SSL *)ssl;
+		pthread_mutex_unlock(&tls_lock);
+		if (synth_err)
+			return synth_err;
+		ssl = e;
+	}
+	int r;
+	TLS_CALL(r = kp_ssl.SSL_get_error(ssl, ret));
+	return r;
+}
+
+int kp_tls_shutdown(SSL *ssl)
+{
+	struct io io;
+	int r;
+	if (!io_get(ssl, &io)) {
+		TLS_CALL(r = kp_ssl.SSL_shutdown(ssl));
+		return r;
+	}
+	if (io.closed)
+		return refused(&io);
+	if (io.c && kp_conn_tls_at_end(io.c, io.fd)) {
+		/* no close_notify: the connection may be parked.  The program
+		 * saw the server's (our EOF) if it read to the end. */
+		pthread_mutex_lock(&tls_lock);
+		io.h->shut |= SSL_SENT_SHUTDOWN;
+		r = io.h->shut & SSL_RECEIVED_SHUTDOWN ? 1 : 0;
+		io.h->synth_err = r ? 0 : SSL_ERROR_SYSCALL;
+		pthread_mutex_unlock(&tls_lock);
+		return r;
+	}
+	if (io.c)
+		kp_conn_tls_spoil(io.c, io.fd, "SSL_shutdown mid-exchange");
+	TLS_CALL(r = kp_ssl.SSL_shutdown(io.e));
+	return r;
+}
+
+int kp_tls_get_shutdown(const SSL *ssl)
+{
+	int shut = 0, r;
+	if (!kp_tls_depth && __atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
+		pthread_mutex_lock(&tls_lock);
+		struct handle *h = handle_find(ssl);
+		if (h) {
+			shut = h->shut;
+			ssl = h->e->ssl;
+		}
+		pthread_mutex_unlock(&tls_lock);
+	}
+	TLS_CALL(r = kp_ssl.SSL_get_shutdown(ssl));
+	return r | shut;
+}
+
+int kp_tls_pending(const SSL *ssl, bool has)
+{
+	struct io io;
+	int r;
+	if (io_get((SSL *)ssl, &io)) {
+		if (io.closed || (io.c && __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE)))
+			return 0;
+		ssl = io.e;
+	}
+	TLS_CALL(r = has ? kp_ssl.SSL_has_pending(ssl) : kp_ssl.SSL_pending(ssl));
+	return r;
+}
+
+bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
+{
+	if (kp_tls_depth || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	pthread_mutex_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool own = h && h->verified;
+	if (own) {
+		*result = h->verify_result;
+		*chain = h->vchain;
+	}
+	pthread_mutex_unlock(&tls_lock);
+	return own;
+}
+
+void kp_tls_free(SSL *ssl)
+{
+	if (kp_tls_depth || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
+		TLS_CALL(kp_ssl.SSL_free(ssl));
+		return;
+	}
+	pthread_mutex_lock(&tls_lock);
+	record_drop(ssl);
+	struct handle *h = handle_find(ssl);
+	struct kp_tls *e = h ? h->e : NULL;
+	bool last = false, own = e && e->ssl == ssl;
+	if (h) {
+		HASH_DEL(handles, h);
+		if (own && e->refs > 1 && !e->dead && detach_program(e, e->fd) < 0)
+			e->dead = true; /* kept for the socket, but never parked */
+		last = engine_unref(e);
+	}
+	pthread_mutex_unlock(&tls_lock);
+	if (h)
+		handle_free(h);
+	if (!own)
+		TLS_CALL(kp_ssl.SSL_free(ssl));
+	if (last)
+		engine_free(e);
+}
+
+bool kp_tls_reset(SSL *ssl, bool clear)
+{
+	struct io io;
+	if (!io_get(ssl, &io))
+		return false;
+	bool own = io.e == ssl;
+	if (!clear && own && (io.closed || (io.c && kp_conn_tls_at_end(io.c, io.fd))))
+		return true; /* curl, just before SSL_free: the engine stays whole */
+	if (io.c)
+		kp_conn_tls_spoil(io.c, io.fd, clear ? "SSL_clear" : "SSL_set_connect_state");
+	if (clear) { /* a new connection on this object: we follow it no more */
+		bool last = false;
+		pthread_mutex_lock(&tls_lock);
+		struct handle *h = handle_find(ssl);
+		if (h) {
+			HASH_DEL(handles, h);
+			if (own)
+				h->e->dead = h->e->foreign = true;
+			last = engine_unref(h->e);
+		}
+		pthread_mutex_unlock(&tls_lock);
+		if (h) {
+			if (last)
+				engine_free(h->e);
+			handle_free(h);
+		}
+	}
+	return false;
+}
+
+void kp_tls_after_fork_child(void)
+{
+	pthread_mutex_init(&tls_lock, NULL);
+}

@@ -1,0 +1,103 @@
+/*
+ * tls.h - whole TLS connections in the pool (DESIGN 5; issue 5).
+ *
+ * The program's SSL object is a "handle".  The TLS connection itself is an
+ * "engine" (struct kp_tls): at first the program's own SSL object, which we
+ * keep alive when the program frees it while its socket can still be
+ * parked, and later handed to another handle whose every SSL_* call is then
+ * answered by the engine.  Engines travel with their socket: c->tls while
+ * a program's fd holds it, the parked map (by hidden fd) while in the pool.
+ *
+ * Locks: callers may hold a connection's lock when calling in here; this
+ * module never takes one itself.
+ */
+#ifndef KEEPALIVE_TLS_H
+#define KEEPALIVE_TLS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+struct kp_conn;
+struct kp_tls;
+
+/* > 0 while the shim itself is inside a real libssl call on this thread:
+ * libssl's internal calls to its exported functions then pass straight
+ * through our wrappers. */
+extern __thread int kp_tls_depth;
+/* The program's SSL whose real handshake runs on this thread (SSL_connect
+ * or SSL_do_handshake): the socket writes it makes tell us its fd, also
+ * through a BIO of the program's own (curl). */
+extern __thread void *kp_tls_handshaking;
+/* Set once the first engine exists: until then every wrapper passes through. */
+extern bool kp_tls_used;
+
+/* --- for conn.c (the connection's lock held) --- */
+
+/* The program's ssl starts a handshake on a fresh connection at fd: a new
+ * engine (its ssl), with a reference for the connection; NULL if none. */
+struct kp_tls *kp_tls_bind(void *ssl, int fd);
+
+/* Hand pooled engine e, now behind fd, to the program's ssl (before its
+ * handshake), if everything that would make a handshake differ matches
+ * and the program's own verification passes on e's peer chain.  0: from
+ * now on ssl speaks through e; -1: declined (nothing changed). */
+int kp_tls_handout(struct kp_tls *e, void *ssl, int fd);
+
+/* Park e at hidden fd (its BIO moved there, the program's callbacks and
+ * BIO detached); the connection's reference moves to the parked map.
+ * user: the program's handle that used it last (its I/O is refused from
+ * now on).  False when e's TLS state forbids it (nothing changed). */
+bool kp_tls_park(struct kp_tls *e, int hidden, void *user);
+
+/* The engine parked at hidden fd, taken out of the parked map (its
+ * reference to the caller), or NULL. */
+struct kp_tls *kp_tls_unpark(int hidden);
+
+/* Drop one reference (the last frees the engine's SSL). */
+void kp_tls_put(struct kp_tls *e);
+
+/* fd now holds a fresh TCP connection in place of the reused one whose
+ * engine the program's ssl was using (c->tls: put by this call, if any):
+ * the program's ssl becomes its own engine and makes its own handshake
+ * (with its own verification), bounded in time.  Sets c->tls.  0 or -1. */
+int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl);
+
+/* Send all of iov through e (TLS records on fd), waiting for the socket
+ * (bounded) when it is full.  Returns the bytes or -1 with errno. */
+ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcnt);
+
+/* --- for the SSL_* wrappers (hooks_tls.c) --- */
+#include <openssl/ssl.h>
+
+enum kp_tls_op { KP_TLS_READ, KP_TLS_READ_EX, KP_TLS_PEEK, KP_TLS_PEEK_EX, KP_TLS_WRITE, KP_TLS_WRITE_EX };
+
+/* The SSL that answers for ssl: its engine when ssl is a handle we hand
+ * a pooled connection to, else ssl. */
+SSL *kp_tls_route(const SSL *ssl);
+/* SSL_connect/SSL_do_handshake (real: the one the program called) */
+int kp_tls_handshake(SSL *ssl, int (*real)(SSL *));
+/* the read/peek/write family, framed; done for the _ex forms */
+int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done);
+int kp_tls_io_real(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done);
+int kp_tls_get_error(const SSL *ssl, int ret);
+int kp_tls_shutdown(SSL *ssl);
+int kp_tls_get_shutdown(const SSL *ssl);
+int kp_tls_pending(const SSL *ssl, bool has);
+/* true when ssl was handed a pooled connection: the verification that
+ * counts is the one we ran for it */
+bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain);
+void kp_tls_free(SSL *ssl);
+/* SSL_clear (clear) or SSL_set_connect_state: true when the call must not
+ * reach the SSL (the pooled connection it is would be reset) */
+bool kp_tls_reset(SSL *ssl, bool clear);
+/* what no getter tells: ALPN offered, application verify callbacks */
+void kp_tls_note_alpn(const void *obj, const unsigned char *p, unsigned len);
+void kp_tls_note_app_verify(const void *ctx, bool on);
+void kp_tls_note_new(const void *obj, const void *ctx);
+
+/* fork(): the child starts with a fresh lock. */
+void kp_tls_after_fork_child(void);
+
+#endif

@@ -1,0 +1,154 @@
+/*
+ * tls_real.h - the real libssl 3 / libcrypto 3 functions, bound lazily.
+ *
+ * The library is never linked against OpenSSL: a program that does not
+ * load libssl pays nothing.  The first SSL_* call the program makes (it has
+ * libssl loaded by then) binds this table with dlvsym(RTLD_NEXT, name,
+ * "OPENSSL_3.0.0"), or from dlopen(..., RTLD_NOLOAD) when libssl was
+ * loaded RTLD_LOCAL (CPython's _ssl module).  Every call the shim makes to
+ * a function it wraps goes through kp_ssl, inside KP_TLS_REAL (see tls.h:
+ * libssl calls its own exported functions through the PLT, and those
+ * internal calls must not re-enter our wrappers).
+ */
+#ifndef KEEPALIVE_TLS_REAL_H
+#define KEEPALIVE_TLS_REAL_H
+
+#include <stdbool.h>
+
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+#include <openssl/x509_vfy.h>
+
+/* X(return type, name, parameter list): libssl.  The wrapped functions
+ * (hooks_tls.c) first, then helpers we only call. */
+#define KP_SSL_FUNCS(X)                                                           \
+	X(int, SSL_connect, (SSL *))                                               \
+	X(int, SSL_do_handshake, (SSL *))                                          \
+	X(void, SSL_free, (SSL *))                                                 \
+	X(SSL *, SSL_new, (SSL_CTX *))                                             \
+	X(int, SSL_clear, (SSL *))                                                 \
+	X(void, SSL_set_connect_state, (SSL *))                                    \
+	X(int, SSL_read, (SSL *, void *, int))                                     \
+	X(int, SSL_read_ex, (SSL *, void *, size_t, size_t *))                     \
+	X(int, SSL_peek, (SSL *, void *, int))                                     \
+	X(int, SSL_peek_ex, (SSL *, void *, size_t, size_t *))                     \
+	X(int, SSL_write, (SSL *, const void *, int))                              \
+	X(int, SSL_write_ex, (SSL *, const void *, size_t, size_t *))              \
+	X(int, SSL_pending, (const SSL *))                                         \
+	X(int, SSL_has_pending, (const SSL *))                                     \
+	X(int, SSL_get_error, (const SSL *, int))                                  \
+	X(int, SSL_shutdown, (SSL *))                                              \
+	X(int, SSL_get_shutdown, (const SSL *))                                    \
+	X(long, SSL_get_verify_result, (const SSL *))                              \
+	X(STACK_OF(X509) *, SSL_get0_verified_chain, (const SSL *))                \
+	X(X509 *, SSL_get1_peer_certificate, (const SSL *))                        \
+	X(X509 *, SSL_get0_peer_certificate, (const SSL *))                        \
+	X(STACK_OF(X509) *, SSL_get_peer_cert_chain, (const SSL *))                \
+	X(void, SSL_get0_alpn_selected, (const SSL *, const unsigned char **, unsigned int *)) \
+	X(void, SSL_get0_next_proto_negotiated, (const SSL *, const unsigned char **, unsigned *)) \
+	X(SSL_SESSION *, SSL_get_session, (const SSL *))                           \
+	X(SSL_SESSION *, SSL_get1_session, (SSL *))                                \
+	X(int, SSL_session_reused, (const SSL *))                                  \
+	X(const SSL_CIPHER *, SSL_get_current_cipher, (const SSL *))               \
+	X(const SSL_CIPHER *, SSL_get_pending_cipher, (const SSL *))               \
+	X(const COMP_METHOD *, SSL_get_current_compression, (const SSL *))         \
+	X(const COMP_METHOD *, SSL_get_current_expansion, (const SSL *))           \
+	X(STACK_OF(SSL_CIPHER) *, SSL_get_client_ciphers, (const SSL *))           \
+	X(STACK_OF(X509_NAME) *, SSL_get_client_CA_list, (const SSL *))            \
+	X(const STACK_OF(X509_NAME) *, SSL_get0_peer_CA_list, (const SSL *))       \
+	X(size_t, SSL_get_finished, (const SSL *, void *, size_t))                 \
+	X(size_t, SSL_get_peer_finished, (const SSL *, void *, size_t))            \
+	X(const char *, SSL_get_version, (const SSL *))                            \
+	X(int, SSL_version, (const SSL *))                                         \
+	X(int, SSL_client_version, (const SSL *))                                  \
+	X(int, SSL_is_init_finished, (const SSL *))                                \
+	X(int, SSL_in_init, (const SSL *))                                         \
+	X(int, SSL_in_before, (const SSL *))                                       \
+	X(OSSL_HANDSHAKE_STATE, SSL_get_state, (const SSL *))                      \
+	X(const char *, SSL_state_string, (const SSL *))                           \
+	X(const char *, SSL_state_string_long, (const SSL *))                      \
+	X(const char *, SSL_get_servername, (const SSL *, const int))              \
+	X(int, SSL_get_servername_type, (const SSL *))                             \
+	X(long, SSL_ctrl, (SSL *, int, long, void *))                              \
+	X(char *, SSL_get_shared_ciphers, (const SSL *, char *, int))              \
+	X(size_t, SSL_get_client_random, (const SSL *, unsigned char *, size_t))   \
+	X(size_t, SSL_get_server_random, (const SSL *, unsigned char *, size_t))   \
+	X(int, SSL_export_keying_material, (SSL *, unsigned char *, size_t, const char *, \
+					    size_t, const unsigned char *, size_t, int)) \
+	X(int, SSL_get_peer_signature_type_nid, (const SSL *, int *))              \
+	X(int, SSL_verify_client_post_handshake, (SSL *))                          \
+	X(int, SSL_key_update, (SSL *, int))                                       \
+	X(int, SSL_get_key_update_type, (const SSL *))                             \
+	X(int, SSL_renegotiate, (SSL *))                                           \
+	X(int, SSL_renegotiate_abbreviated, (SSL *))                               \
+	X(int, SSL_renegotiate_pending, (const SSL *))                             \
+	X(int, SSL_get_early_data_status, (const SSL *))                           \
+	X(int, SSL_set_alpn_protos, (SSL *, const unsigned char *, unsigned int)) \
+	X(int, SSL_CTX_set_alpn_protos, (SSL_CTX *, const unsigned char *, unsigned int)) \
+	X(void, SSL_CTX_set_cert_verify_callback, (SSL_CTX *, int (*)(X509_STORE_CTX *, void *), \
+						   void *))                          \
+	X(SSL_CTX *, SSL_CTX_new, (const SSL_METHOD *))                            \
+	/* helpers */                                                              \
+	X(int, SSL_get_fd, (const SSL *))                                          \
+	X(void, SSL_set_bio, (SSL *, BIO *, BIO *))                                \
+	X(BIO *, SSL_get_rbio, (const SSL *))                                      \
+	X(SSL_CTX *, SSL_set_SSL_CTX, (SSL *, SSL_CTX *))                          \
+	X(SSL_CTX *, SSL_get_SSL_CTX, (const SSL *))                               \
+	X(const SSL_METHOD *, TLS_client_method, (void))                           \
+	X(int, SSL_set_ex_data, (SSL *, int, void *))                              \
+	X(void, SSL_set_info_callback, (SSL *, void (*)(const SSL *, int, int)))   \
+	X(void, SSL_set_msg_callback, (SSL *, void (*)(int, int, int, const void *, size_t, \
+						      SSL *, void *)))              \
+	X(void, SSL_set_verify, (SSL *, int, SSL_verify_cb))                       \
+	X(int, SSL_get_verify_mode, (const SSL *))                                 \
+	X(SSL_verify_cb, SSL_get_verify_callback, (const SSL *))                   \
+	X(X509_VERIFY_PARAM *, SSL_get0_param, (SSL *))                            \
+	X(X509_STORE *, SSL_CTX_get_cert_store, (const SSL_CTX *))                 \
+	X(X509 *, SSL_get_certificate, (const SSL *))                              \
+	X(STACK_OF(SSL_CIPHER) *, SSL_get_ciphers, (const SSL *))                  \
+	X(uint64_t, SSL_get_options, (const SSL *))                                \
+	X(uint32_t, SSL_CIPHER_get_id, (const SSL_CIPHER *))                       \
+	X(int, SSL_get_ex_data_X509_STORE_CTX_idx, (void))                         \
+	X(int, SSL_ct_is_enabled, (const SSL *))
+
+/* libcrypto */
+#define KP_CRYPTO_FUNCS(X)                                                        \
+	X(BIO *, BIO_new_socket, (int, int))                                       \
+	X(long, BIO_int_ctrl, (BIO *, int, long, int))                             \
+	X(X509_STORE_CTX *, X509_STORE_CTX_new, (void))                            \
+	X(void, X509_STORE_CTX_free, (X509_STORE_CTX *))                           \
+	X(int, X509_STORE_CTX_init, (X509_STORE_CTX *, X509_STORE *, X509 *, STACK_OF(X509) *)) \
+	X(int, X509_STORE_CTX_set_ex_data, (X509_STORE_CTX *, int, void *))        \
+	X(int, X509_STORE_CTX_set_default, (X509_STORE_CTX *, const char *))       \
+	X(X509_VERIFY_PARAM *, X509_STORE_CTX_get0_param, (const X509_STORE_CTX *)) \
+	X(void, X509_STORE_CTX_set_verify_cb, (X509_STORE_CTX *, X509_STORE_CTX_verify_cb)) \
+	X(int, X509_STORE_CTX_get_error, (const X509_STORE_CTX *))                 \
+	X(STACK_OF(X509) *, X509_STORE_CTX_get1_chain, (const X509_STORE_CTX *))   \
+	X(int, X509_VERIFY_PARAM_set1, (X509_VERIFY_PARAM *, const X509_VERIFY_PARAM *)) \
+	X(int, X509_verify_cert, (X509_STORE_CTX *))                               \
+	X(int, X509_cmp, (const X509 *, const X509 *))                             \
+	X(int, X509_up_ref, (X509 *))                                              \
+	X(void, X509_free, (X509 *))                                               \
+	X(void, OPENSSL_sk_pop_free, (OPENSSL_STACK *, void (*)(void *)))           \
+	X(int, OPENSSL_sk_num, (const OPENSSL_STACK *))                            \
+	X(void *, OPENSSL_sk_value, (const OPENSSL_STACK *, int))                  \
+	X(int, ERR_set_mark, (void))                                               \
+	X(int, ERR_pop_to_mark, (void))                                            \
+	X(void, ERR_clear_error, (void))                                           \
+	X(unsigned long, ERR_peek_error, (void))
+
+#define KP_TLS_FIELD(ret, name, args) ret(*name) args;
+struct kp_ssl_table {
+	KP_SSL_FUNCS(KP_TLS_FIELD)
+	KP_CRYPTO_FUNCS(KP_TLS_FIELD)
+};
+#undef KP_TLS_FIELD
+
+extern struct kp_ssl_table kp_ssl;
+
+/* Bind the table (idempotent, thread-safe).  True when every function was
+ * found; false leaves the TLS layer off for good (the wrappers then only
+ * pass calls through, to whatever was found). */
+bool kp_ssl_bind(void);
+
+#endif
