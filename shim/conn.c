@@ -1617,9 +1617,19 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	void *hs = kp_tls_handshaking;
 	if (t && !__atomic_load_n(&c->tls_pending, __ATOMIC_ACQUIRE))
 		return false; /* ciphertext: the SSL_* wrappers frame its plaintext */
+	if (t && hs) {
+		/* A handshake's first write on a pooled TLS connection, through a
+		 * BIO of the program's own (curl): it tells us the fd.  Nothing
+		 * goes out; the decision waits for the program's next call, as
+		 * curl loads its trust store only after its first SSL_connect. */
+		kp_tls_defer(hs, fd);
+		*ret = -1;
+		errno = EAGAIN;
+		return true;
+	}
 	if (t || hs) {
-		/* a handshake's first write (the fd of a BIO of the program's
-		 * own: curl), or plain bytes on a pooled TLS connection */
+		/* a fresh connection's handshake (the fd of a BIO of the
+		 * program's own), or plain bytes on a pooled TLS connection */
 		int saved = errno;
 		switch (kp_conn_tls_start(fd, hs)) {
 		case KP_TLS_HANDED: /* nothing may go out: the handshake is over */

@@ -68,6 +68,7 @@ struct record {
 	unsigned char *alpn;
 	unsigned alpn_len;
 	bool app_verify;
+	int defer_fd;        /* + 1: kp_tls_defer */
 	UT_hash_handle hh;
 };
 
@@ -138,6 +139,26 @@ void kp_tls_note_app_verify(const void *ctx, bool on)
 	if (r)
 		r->app_verify = on;
 	pthread_mutex_unlock(&tls_lock);
+}
+
+void kp_tls_defer(void *ssl, int fd)
+{
+	pthread_mutex_lock(&tls_lock);
+	struct record *r = record_get(ssl, true);
+	if (r)
+		r->defer_fd = fd + 1;
+	pthread_mutex_unlock(&tls_lock);
+}
+
+static int deferred_fd(SSL *ssl)
+{
+	pthread_mutex_lock(&tls_lock);
+	struct record *r = record_get(ssl, false);
+	int fd = r ? r->defer_fd - 1 : -1;
+	if (r)
+		r->defer_fd = 0;
+	pthread_mutex_unlock(&tls_lock);
+	return fd;
 }
 
 /* A new object at an address: nothing recorded of an older one applies;
@@ -652,8 +673,9 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		if (io.e != ssl)
 			return 1; /* handed out: the connection is established */
 	} else {
-		int fd;
-		TLS_CALL(fd = kp_ssl.SSL_get_fd(ssl));
+		int fd = deferred_fd(ssl);
+		if (fd < 0)
+			TLS_CALL(fd = kp_ssl.SSL_get_fd(ssl));
 		if (fd >= 0 && kp_fd_conn(fd) && kp_conn_tls_start(fd, ssl) == KP_TLS_HANDED)
 			return 1;
 	}
@@ -921,8 +943,9 @@ bool kp_tls_reset(SSL *ssl, bool clear)
 	if (!io_get(ssl, &io))
 		return false;
 	bool own = io.e == ssl;
-	if (!clear && own && (io.closed || (io.c && kp_conn_tls_at_end(io.c, io.fd))))
-		return true; /* curl, just before SSL_free: the engine stays whole */
+	if (!clear && (io.closed || (io.c && kp_conn_tls_at_end(io.c, io.fd))))
+		return own; /* curl, before SSL_free: the engine stays whole; a
+			       handle handed a pooled one is a shell anyway */
 	if (io.c)
 		kp_conn_tls_spoil(io.c, io.fd, clear ? "SSL_clear" : "SSL_set_connect_state");
 	if (clear) { /* a new connection on this object: we follow it no more */

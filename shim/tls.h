@@ -68,6 +68,10 @@ int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl);
  * (bounded) when it is full.  Returns the bytes or -1 with errno. */
 ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcnt);
 
+/* ssl's handshake tried to write on fd, which holds a pooled TLS
+ * connection: decide at its next handshake call (kp_tls_handshake). */
+void kp_tls_defer(void *ssl, int fd);
+
 /* --- for the SSL_* wrappers (hooks_tls.c) --- */
 #include <openssl/ssl.h>
 
