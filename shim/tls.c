@@ -523,6 +523,8 @@ int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl_)
 			engine_free(h->e);
 		free_old = false;
 		h->e = e;
+		h->closed = false; /* parking the old engine closed it */
+		h->shut = h->synth_err = 0;
 		h->verified = false;
 		if (h->vchain)
 			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain,

@@ -1,0 +1,48 @@
+# One process, many SSL contexts, one HTTPS request per step on its own
+# connection (raw socket + ctx.wrap_socket, "Connection: close", read to
+# EOF).  Under the shim the connections of earlier steps sit in the pool:
+# each step must get exactly what it gets without the shim -- its own
+# trust store, verify mode, hostname and client certificate decide.
+# Prints one line per step: "<step> ok <status line> <body>" or
+# "<step> fail <reason>".
+# Usage: python3 tls_trust.py PORT TLSDIR STEP...
+#   STEP = CTX@NAME: CTX one of trust (the test CA), other (a CA that did
+#   not sign the server), none (CERT_NONE), trust+a / trust+b (client
+#   certificate a or b); NAME the name to verify (and send as SNI unless
+#   it is an IP address).
+import socket, ssl, sys
+
+port, tls = int(sys.argv[1]), sys.argv[2]
+
+
+def context(kind):
+    if kind == "none":
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+        return ctx
+    base, _, cert = kind.partition("+")
+    ctx = ssl.create_default_context(cafile="%s/%s-ca.pem" % (tls, "other") if base == "other" else "%s/ca.pem" % tls)
+    if cert:
+        ctx.load_cert_chain("%s/client-%s.pem" % (tls, cert), "%s/client-%s.key" % (tls, cert))
+    return ctx
+
+
+for i, step in enumerate(sys.argv[3:]):
+    kind, _, name = step.partition("@")
+    try:
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            with context(kind).wrap_socket(sock, server_hostname=name) as s:
+                s.sendall(b"GET /echo/%d HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (i, name.encode()))
+                data = b""
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    data += chunk
+        head, _, body = data.partition(b"\r\n\r\n")
+        print(step, "ok", head.split(b"\r\n")[0].decode(), body.decode().strip())
+    except ssl.SSLCertVerificationError as e:
+        print(step, "fail", e.verify_message)
+    except (ssl.SSLError, OSError) as e:
+        print(step, "fail", type(e).__name__)

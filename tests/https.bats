@@ -1,0 +1,198 @@
+#!/usr/bin/env bats
+# HTTPS (issue 5): whole TLS connections pooled through the libssl 3
+# wrappers.  nginx serves the same site over TLS 1.3 and TLS 1.2 with a
+# test CA made for the run (scripts/lib/tls.sh); its log names the TLS
+# connection ($connection) and the client certificate it carried.  Every
+# test compares a real client's output with and without the shim.
+
+load helpers
+
+setup_file() { suite_setup; }
+setup() {
+	NGINX_TLS=1 nginx_start
+	TLS="$NGINX_DIR/tls"
+}
+teardown() { servers_stop; }
+
+N=50
+
+# use_tls 13|12: the shim pools that HTTPS port
+use_tls() {
+	local var="NGINX_TLS$1_PORT"
+	SERVER_PORT=${!var}
+	URL="https://127.0.0.1:$SERVER_PORT"
+}
+
+assert_one_connection() {
+	assert_both_ok
+	assert_equal "plain requests $PLAIN_REQS" "plain requests $1"
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns $1"
+	assert_equal "shim requests $SHIM_REQS" "shim requests $1"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	assert_equal "handed out $(stat_value tls_reused)" "handed out $(($1 - 1))"
+}
+
+@test "ruby Net::HTTPS per request, TLS 1.3: one TLS connection, same output" {
+	use_tls 13
+	run_both $N "$RUBY" "$PRODUCT_CLIENTS/nethttp_fresh.rb" 127.0.0.1 "$SERVER_PORT" /f $N GET "$TLS/ca.pem"
+	assert_plain_output_is "$NGINX_DIR/www/f" $N
+	assert_same_output
+	assert_one_connection $N
+	run grep -c ' TLSv1.3 ' "$NGINX_DIR/access.log"
+	assert_output $N
+}
+
+@test "ruby Net::HTTPS per request, TLS 1.2: one TLS connection, same output" {
+	use_tls 12
+	run_both $N "$RUBY" "$PRODUCT_CLIENTS/nethttp_fresh.rb" 127.0.0.1 "$SERVER_PORT" /f $N GET "$TLS/ca.pem"
+	assert_plain_output_is "$NGINX_DIR/www/f" $N
+	assert_same_output
+	assert_one_connection $N
+	run grep -c ' TLSv1.2 ' "$NGINX_DIR/access.log"
+	assert_output $N
+}
+
+@test "python urllib with an SSL context, TLS 1.3 and 1.2: one TLS connection, same output" {
+	for v in 13 12; do
+		use_tls $v
+		run_both $N "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SERVER_PORT" /f $N "$TLS/ca.pem"
+		assert_plain_output_is "$NGINX_DIR/www/f" $N
+		assert_same_output
+		assert_one_connection $N
+	done
+}
+
+@test "curl --cacert, Connection: close, many URLs in one process: one TLS connection, same output" {
+	curl_ok || skip "curl cannot run with libasan preloaded"
+	for v in 13 12; do
+		use_tls $v
+		run_both $N "$CURL" -sS --cacert "$TLS/ca.pem" -H 'Connection: close' "$URL/f?n=[1-$N]"
+		assert_plain_output_is "$NGINX_DIR/www/f" $N
+		assert_same_output
+		assert_one_connection $N
+	done
+}
+
+@test "ruby TLS read to EOF: the owed end is a clean TLS EOF, and the connection is pooled" {
+	use_tls 13
+	run_both 20 "$RUBY" "$SCRIPTS/tls_read_eof.rb" 127.0.0.1 "$SERVER_PORT" "$TLS/ca.pem" 20
+	assert_equal "$(count_matches '^HTTP/1\.1 200 OK' "$BATS_TEST_TMPDIR/plain.out")" 20
+	assert_same_output --headers
+	assert_one_connection 20
+}
+
+# ------------------------------------------------------------ trust
+
+# tls_trust.py runs each step on its own connection in one process: with
+# the shim, earlier steps' connections wait in the pool; every step must
+# end exactly as it does without the shim.
+trust_steps() {
+	use_tls 13
+	run_both "$1" "$PYTHON" "$SCRIPTS/tls_trust.py" "$SERVER_PORT" "$TLS" "${@:2}"
+	assert_both_ok
+	assert_same_output
+	cat "$BATS_TEST_TMPDIR/shim.out"
+}
+
+@test "trust never leaks: a context that does not trust the CA fails after trusted connections were pooled" {
+	trust_steps 2 trust@localhost trust@localhost other@localhost
+	assert_equal "$(sed -n 3p "$BATS_TEST_TMPDIR/shim.out")" \
+		"other@localhost fail unable to get local issuer certificate"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1" # the two trusted steps shared
+	[ "$(stat_value tls_reused)" -eq 1 ] && [ "$(stat_value tls_declined)" -eq 1 ]
+}
+
+@test "trust never leaks: the verified name is the program's own (IP 127.0.0.2 fails on 127.0.0.1's connection)" {
+	trust_steps 1 trust@127.0.0.1 trust@127.0.0.2
+	assert_equal "$(sed -n 2p "$BATS_TEST_TMPDIR/shim.out")" \
+		"trust@127.0.0.2 fail IP address mismatch, certificate is not valid for '127.0.0.2'."
+	# same SNI (none): only the program's own verification could refuse it
+	[ "$(stat_value tls_declined)" -eq 1 ]
+}
+
+@test "trust never leaks: an unverified (CERT_NONE) connection is not handed to a context that verifies" {
+	trust_steps 2 none@localhost other@localhost none@localhost
+	assert_equal "$(sed -n 2p "$BATS_TEST_TMPDIR/shim.out")" \
+		"other@localhost fail unable to get local issuer certificate"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+@test "trust never leaks: different client certificates never share a connection" {
+	# (only the newest pooled connection is tried: a repeated certificate
+	# reuses, a changed one makes a new connection)
+	trust_steps 7 trust+a@localhost trust+a@localhost trust+b@localhost trust+b@localhost \
+		trust@localhost trust@localhost trust+a@localhost
+	assert_equal "$(count_matches ' ok HTTP/1.1 200 ' "$BATS_TEST_TMPDIR/shim.out")" 7
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 4"
+	# each connection carried one certificate (or none), never two
+	run bash -c "awk '{ print \$1, \$NF }' '$NGINX_DIR/access.log' | sort -u | awk '{ print \$1 }' | uniq -d"
+	assert_output ''
+	[ "$(stat_value tls_reused)" -ge 1 ]
+}
+
+@test "curl -k after a verified connection was pooled: the verify result is the program's own (20), not X509_V_OK" {
+	curl_ok || skip "curl cannot run with libasan preloaded"
+	use_tls 13
+	local w='%{http_code} verify=%{ssl_verify_result}\n'
+	run_both 2 "$CURL" -sS -H 'Connection: close' --cacert "$TLS/ca.pem" "$URL/echo/1" -w "$w" \
+		--next -H 'Connection: close' -k --cacert "$TLS/other-ca.pem" "$URL/echo/2" -w "$w"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "200 verify=20"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+@test "curl with other options for the next URL: a wrong name fails, other limits get their own connection" {
+	curl_ok || skip "curl cannot run with libasan preloaded"
+	use_tls 13
+	local c=(-sS -H 'Connection: close' --cacert "$TLS/ca.pem" -w ' %{http_code}\n')
+	run_both 2 "$CURL" "${c[@]}" "$URL/echo/1" --next "${c[@]}" --tls-max 1.2 "$URL/echo/2" \
+		--next "${c[@]}" --resolve "wrong.example:$SERVER_PORT:127.0.0.1" "https://wrong.example:$SERVER_PORT/echo/3"
+	# curl exits with the last failure: 35 (TLS 1.2 against a 1.3-only
+	# server) for the second URL, then 60 (name) for the third
+	assert_equal "plain status $PLAIN_STATUS" "plain status 60"
+	assert_equal "shim status $SHIM_STATUS" "shim status 60"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.err"
+	assert_line --partial "curl: (35)"
+	assert_line --partial "curl: (60)"
+	[ "$(stat_value tls_reused)" -eq 0 ]
+}
+
+# ------------------------------------------------------------ first use
+
+@test "a POST on a pooled TLS connection goes on a fresh one: sent once, answered" {
+	use_tls 13
+	run_both 3 "$PYTHON" "$SCRIPTS/https_steps.py" "$TLS/ca.pem" localhost "$SERVER_PORT" \
+		GET /echo/1 POST /echo/2 GET /echo/3
+	assert_both_ok
+	assert_same_output
+	# the POST was never written on the pooled connection: nginx saw it once,
+	# as the first request of its connection
+	run awk '$3 == "POST" { print $2 }' "$NGINX_DIR/access.log"
+	assert_output 1
+	[ "$(stat_value unvouched)" -ge 1 ]
+}
+
+@test "a pooled TLS connection the server closed while idle is not handed out" {
+	use_tls 13
+	run_both 2 "$PYTHON" "$SCRIPTS/https_steps.py" "$TLS/ca.pem" localhost "$SERVER_PORT" \
+		GET /short/f SLEEP 1.5 GET /short/f
+	assert_both_ok
+	assert_same_output
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 2"
+	[ "$(stat_value tls_reused)" -eq 0 ]
+}
+
+# ------------------------------------------------------------ cost
+
+@test "a program that never touches TLS does not load libssl" {
+	run env LD_PRELOAD="$PRELOAD" cat /proc/self/maps
+	assert_success
+	refute_output --partial libssl
+	refute_output --partial libcrypto
+	run objdump -T "$LIB"
+	assert_output --regexp 'OPENSSL_3\.0\.0 +SSL_read'
+	refute_output --partial 'libssl'
+}
