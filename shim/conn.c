@@ -2019,10 +2019,12 @@ void kp_conn_before_fork(void)
 	pthread_mutex_lock(&defaults_lock);
 	kp_watch_before_fork();
 	pool_before_fork();
+	kp_tls_before_fork(); /* after the pool's: the pool's close takes it */
 }
 
 void kp_conn_after_fork_parent(void)
 {
+	kp_tls_after_fork_parent();
 	pool_after_fork_parent();
 	kp_watch_after_fork_parent();
 	pthread_mutex_unlock(&defaults_lock);

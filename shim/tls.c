@@ -970,6 +970,16 @@ bool kp_tls_reset(SSL *ssl, bool clear)
 	return false;
 }
 
+void kp_tls_before_fork(void)
+{
+	pthread_mutex_lock(&tls_lock);
+}
+
+void kp_tls_after_fork_parent(void)
+{
+	pthread_mutex_unlock(&tls_lock);
+}
+
 void kp_tls_after_fork_child(void)
 {
 	pthread_mutex_init(&tls_lock, NULL);

@@ -101,7 +101,10 @@ void kp_tls_note_alpn(const void *obj, const unsigned char *p, unsigned len);
 void kp_tls_note_app_verify(const void *ctx, bool on);
 void kp_tls_note_new(const void *obj, const void *ctx);
 
-/* fork(): the child starts with a fresh lock. */
+/* fork(): the registries' lock is held across; the child starts with a
+ * fresh one. */
+void kp_tls_before_fork(void);
+void kp_tls_after_fork_parent(void);
 void kp_tls_after_fork_child(void);
 
 #endif

@@ -4,19 +4,22 @@
 # can approach) and "persistent" (Net::HTTP::Persistent: the library-level
 # fix, for reference).  Prints every body; "rate=<requests/s>" on stderr
 # (timed around the requests only: interpreter and gem start-up excluded).
-# Usage: ruby ruby_clients.rb CLIENT HOST PORT PATH N
+# With "https": HTTPS, trusting what OpenSSL's default paths trust (the
+# bench sets SSL_CERT_FILE to its test CA).
+# Usage: ruby ruby_clients.rb CLIENT HOST PORT PATH N [https]
 client, host, port, path, n = ARGV.fetch(0), ARGV.fetch(1), Integer(ARGV.fetch(2)), ARGV.fetch(3),
                                Integer(ARGV.fetch(4))
-url = "http://#{host.include?(':') ? "[#{host}]" : host}:#{port}#{path}"
+tls = ARGV[5] == 'https'
+url = "#{tls ? 'https' : 'http'}://#{host.include?(':') ? "[#{host}]" : host}:#{port}#{path}"
 $stdout.binmode
 
 get = case client
       when 'nethttp'
         require 'net/http'
-        -> { Net::HTTP.start(host, port) { |h| h.get(path).body } }
+        -> { Net::HTTP.start(host, port, use_ssl: tls) { |h| h.get(path).body } }
       when 'nethttp_keep'
         require 'net/http'
-        conn = Net::HTTP.start(host, port)
+        conn = Net::HTTP.start(host, port, use_ssl: tls)
         -> { conn.get(path).body }
       when 'persistent'
         require 'net/http/persistent'
