@@ -23,36 +23,41 @@
  * happen with libssl 3, whose callers reach us) */
 #define MISSING(name) (!kp_ssl.name && !(kp_ssl_bind(), kp_ssl.name))
 
-/* ret name(const SSL *s, ...): answered by the engine */
-#define ROUTED(ret, name, params, args)                       \
-	KP_EXPORT ret name params                             \
-	{                                                     \
-		if (MISSING(name))                            \
-			return (ret)0;                        \
-		SSL *e = kp_tls_route(s);                     \
-		kp_tls_depth++;                               \
-		ret r = kp_ssl.name args;                     \
-		kp_tls_depth--;                               \
-		return r;                                     \
-	}
+/* A call libssl makes to its own exported function (through the PLT):
+ * straight to the real one.  Decided by the caller's address, not by a
+ * flag of ours: the program's callbacks run inside our real calls, and
+ * their SSL_* calls are the program's. */
+#define INTERNAL() kp_from_libssl(__builtin_return_address(0))
 
-#define ROUTED_VOID(name, params, args)                       \
-	KP_EXPORT void name params                            \
-	{                                                     \
-		if (MISSING(name))                            \
-			return;                               \
-		SSL *e = kp_tls_route(s);                     \
-		kp_tls_depth++;                               \
-		kp_ssl.name args;                             \
-		kp_tls_depth--;                               \
+/* ret name(const SSL *s, ...): answered by the engine; mutators (mut)
+ * refused on an SSL whose connection went to the pool */
+#define ROUTED_AS(ret, name, params, args, mut)                      \
+	KP_EXPORT ret name params                                    \
+	{                                                            \
+		if (MISSING(name))                                   \
+			return (ret)0;                               \
+		SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, mut); \
+		if (!e)                                              \
+			return (ret)0;                               \
+		return kp_ssl.name args;                             \
+	}
+#define ROUTED(ret, name, params, args) ROUTED_AS(ret, name, params, args, false)
+#define MUTATOR(ret, name, params, args) ROUTED_AS(ret, name, params, args, true)
+
+#define ROUTED_VOID(name, params, ...)                               \
+	KP_EXPORT void name params                                   \
+	{                                                            \
+		if (MISSING(name))                                   \
+			return;                                      \
+		kp_ssl.name(INTERNAL() ? (SSL *)s : kp_tls_route(s, false), \
+			    __VA_ARGS__);                            \
 	}
 
 ROUTED(X509 *, SSL_get1_peer_certificate, (const SSL *s), (e))
 ROUTED(X509 *, SSL_get0_peer_certificate, (const SSL *s), (e))
 ROUTED(STACK_OF(X509) *, SSL_get_peer_cert_chain, (const SSL *s), (e))
-ROUTED_VOID(SSL_get0_alpn_selected, (const SSL *s, const unsigned char **d, unsigned int *l), (e, d, l))
-ROUTED_VOID(SSL_get0_next_proto_negotiated, (const SSL *s, const unsigned char **d, unsigned *l),
-	    (e, d, l))
+ROUTED_VOID(SSL_get0_alpn_selected, (const SSL *s, const unsigned char **d, unsigned int *l), d, l)
+ROUTED_VOID(SSL_get0_next_proto_negotiated, (const SSL *s, const unsigned char **d, unsigned *l), d, l)
 ROUTED(SSL_SESSION *, SSL_get_session, (const SSL *s), (e))
 ROUTED(SSL_SESSION *, SSL_get1_session, (SSL *s), (e))
 ROUTED(int, SSL_session_reused, (const SSL *s), (e))
@@ -76,7 +81,6 @@ ROUTED(const char *, SSL_state_string, (const SSL *s), (e))
 ROUTED(const char *, SSL_state_string_long, (const SSL *s), (e))
 ROUTED(const char *, SSL_get_servername, (const SSL *s, const int type), (e, type))
 ROUTED(int, SSL_get_servername_type, (const SSL *s), (e))
-ROUTED(long, SSL_ctrl, (SSL *s, int cmd, long larg, void *parg), (e, cmd, larg, parg))
 ROUTED(char *, SSL_get_shared_ciphers, (const SSL *s, char *buf, int size), (e, buf, size))
 ROUTED(size_t, SSL_get_client_random, (const SSL *s, unsigned char *out, size_t n), (e, out, n))
 ROUTED(size_t, SSL_get_server_random, (const SSL *s, unsigned char *out, size_t n), (e, out, n))
@@ -85,13 +89,43 @@ ROUTED(int, SSL_export_keying_material,
 	const unsigned char *ctx, size_t clen, int use_ctx),
        (e, out, olen, label, llen, ctx, clen, use_ctx))
 ROUTED(int, SSL_get_peer_signature_type_nid, (const SSL *s, int *nid), (e, nid))
-ROUTED(int, SSL_verify_client_post_handshake, (SSL *s), (e))
-ROUTED(int, SSL_key_update, (SSL *s, int type), (e, type))
+MUTATOR(int, SSL_verify_client_post_handshake, (SSL *s), (e))
+MUTATOR(int, SSL_key_update, (SSL *s, int type), (e, type))
 ROUTED(int, SSL_get_key_update_type, (const SSL *s), (e))
-ROUTED(int, SSL_renegotiate, (SSL *s), (e))
-ROUTED(int, SSL_renegotiate_abbreviated, (SSL *s), (e))
+MUTATOR(int, SSL_renegotiate, (SSL *s), (e))
+MUTATOR(int, SSL_renegotiate_abbreviated, (SSL *s), (e))
 ROUTED(int, SSL_renegotiate_pending, (const SSL *s), (e))
 ROUTED(int, SSL_get_early_data_status, (const SSL *s), (e))
+ROUTED(int, SSL_want, (const SSL *s), (e))
+ROUTED(int, SSL_get_shared_sigalgs, (SSL *s, int idx, int *sign, int *hash, int *signhash,
+				    unsigned char *rsig, unsigned char *rhash),
+       (e, idx, sign, hash, signhash, rsig, rhash))
+ROUTED(int, SSL_get_sigalgs, (SSL *s, int idx, int *sign, int *hash, int *signhash,
+			      unsigned char *rsig, unsigned char *rhash),
+       (e, idx, sign, hash, signhash, rsig, rhash))
+ROUTED(const STACK_OF(SCT) *, SSL_get0_peer_scts, (SSL *s), (e))
+
+/* SSL_ctrl: the commands that read the connection go to the engine, mode
+ * changes to both (the engine does the program's I/O), the rest (the
+ * program's settings) stay on the program's SSL. */
+KP_EXPORT long SSL_ctrl(SSL *s, int cmd, long larg, void *parg)
+{
+	if (MISSING(SSL_ctrl))
+		return 0;
+	if (INTERNAL())
+		return kp_ssl.SSL_ctrl(s, cmd, larg, parg);
+	return kp_tls_ctrl(s, cmd, larg, parg);
+}
+
+KP_EXPORT const char *SSL_get0_peername(SSL *s)
+{
+	if (MISSING(SSL_get0_peername))
+		return NULL;
+	const char *name;
+	if (!INTERNAL() && kp_tls_peername(s, &name))
+		return name;
+	return kp_ssl.SSL_get0_peername(s);
+}
 
 /* ------------------------------------------------------------ handshake */
 
@@ -99,6 +133,8 @@ KP_EXPORT int SSL_connect(SSL *s)
 {
 	if (MISSING(SSL_connect))
 		return -1;
+	if (INTERNAL())
+		return kp_ssl.SSL_connect(s);
 	return kp_tls_handshake(s, kp_ssl.SSL_connect);
 }
 
@@ -106,6 +142,8 @@ KP_EXPORT int SSL_do_handshake(SSL *s)
 {
 	if (MISSING(SSL_do_handshake))
 		return -1;
+	if (INTERNAL())
+		return kp_ssl.SSL_do_handshake(s);
 	return kp_tls_handshake(s, kp_ssl.SSL_do_handshake);
 }
 
@@ -113,17 +151,18 @@ KP_EXPORT void SSL_free(SSL *s)
 {
 	if (MISSING(SSL_free) || !s)
 		return;
-	kp_tls_free(s);
+	if (INTERNAL())
+		kp_ssl.SSL_free(s);
+	else
+		kp_tls_free(s);
 }
 
 KP_EXPORT SSL *SSL_new(SSL_CTX *ctx)
 {
 	if (MISSING(SSL_new))
 		return NULL;
-	kp_tls_depth++;
 	SSL *s = kp_ssl.SSL_new(ctx);
-	kp_tls_depth--;
-	if (s && kp_tls_depth == 0 && kp_ssl_bind())
+	if (s && !INTERNAL() && kp_ssl_bind())
 		kp_tls_note_new(s, ctx);
 	return s;
 }
@@ -132,10 +171,8 @@ KP_EXPORT SSL_CTX *SSL_CTX_new(const SSL_METHOD *m)
 {
 	if (MISSING(SSL_CTX_new))
 		return NULL;
-	kp_tls_depth++;
 	SSL_CTX *ctx = kp_ssl.SSL_CTX_new(m);
-	kp_tls_depth--;
-	if (ctx && kp_tls_depth == 0 && kp_ssl_bind())
+	if (ctx && !INTERNAL() && kp_ssl_bind())
 		kp_tls_note_new(ctx, NULL);
 	return ctx;
 }
@@ -144,23 +181,18 @@ KP_EXPORT int SSL_clear(SSL *s)
 {
 	if (MISSING(SSL_clear))
 		return 0;
-	if (!kp_tls_depth && kp_ssl_bind())
+	if (!INTERNAL() && kp_ssl_bind())
 		kp_tls_reset(s, true);
-	kp_tls_depth++;
-	int r = kp_ssl.SSL_clear(s);
-	kp_tls_depth--;
-	return r;
+	return kp_ssl.SSL_clear(s);
 }
 
 KP_EXPORT void SSL_set_connect_state(SSL *s)
 {
 	if (MISSING(SSL_set_connect_state))
 		return;
-	if (!kp_tls_depth && kp_ssl_bind() && kp_tls_reset(s, false))
+	if (!INTERNAL() && kp_ssl_bind() && kp_tls_reset(s, false))
 		return;
-	kp_tls_depth++;
 	kp_ssl.SSL_set_connect_state(s);
-	kp_tls_depth--;
 }
 
 /* ------------------------------------------------------------ I/O */
@@ -169,8 +201,8 @@ KP_EXPORT int SSL_read(SSL *s, void *buf, int num)
 {
 	if (MISSING(SSL_read))
 		return -1;
-	if (num < 0 || !kp_ssl_bind())
-		return kp_tls_io_real(s, KP_TLS_READ, buf, (size_t)num, NULL);
+	if (num < 0 || INTERNAL() || !kp_ssl_bind())
+		return kp_ssl.SSL_read(s, buf, num);
 	return kp_tls_io(s, KP_TLS_READ, buf, (size_t)num, NULL);
 }
 
@@ -178,8 +210,8 @@ KP_EXPORT int SSL_read_ex(SSL *s, void *buf, size_t num, size_t *got)
 {
 	if (MISSING(SSL_read_ex))
 		return 0;
-	if (!kp_ssl_bind())
-		return kp_tls_io_real(s, KP_TLS_READ_EX, buf, num, got);
+	if (INTERNAL() || !kp_ssl_bind())
+		return kp_ssl.SSL_read_ex(s, buf, num, got);
 	return kp_tls_io(s, KP_TLS_READ_EX, buf, num, got);
 }
 
@@ -187,8 +219,8 @@ KP_EXPORT int SSL_peek(SSL *s, void *buf, int num)
 {
 	if (MISSING(SSL_peek))
 		return -1;
-	if (num < 0 || !kp_ssl_bind())
-		return kp_tls_io_real(s, KP_TLS_PEEK, buf, (size_t)num, NULL);
+	if (num < 0 || INTERNAL() || !kp_ssl_bind())
+		return kp_ssl.SSL_peek(s, buf, num);
 	return kp_tls_io(s, KP_TLS_PEEK, buf, (size_t)num, NULL);
 }
 
@@ -196,8 +228,8 @@ KP_EXPORT int SSL_peek_ex(SSL *s, void *buf, size_t num, size_t *got)
 {
 	if (MISSING(SSL_peek_ex))
 		return 0;
-	if (!kp_ssl_bind())
-		return kp_tls_io_real(s, KP_TLS_PEEK_EX, buf, num, got);
+	if (INTERNAL() || !kp_ssl_bind())
+		return kp_ssl.SSL_peek_ex(s, buf, num, got);
 	return kp_tls_io(s, KP_TLS_PEEK_EX, buf, num, got);
 }
 
@@ -205,8 +237,8 @@ KP_EXPORT int SSL_write(SSL *s, const void *buf, int num)
 {
 	if (MISSING(SSL_write))
 		return -1;
-	if (num < 0 || !kp_ssl_bind())
-		return kp_tls_io_real(s, KP_TLS_WRITE, (void *)buf, (size_t)num, NULL);
+	if (num < 0 || INTERNAL() || !kp_ssl_bind())
+		return kp_ssl.SSL_write(s, buf, num);
 	return kp_tls_io(s, KP_TLS_WRITE, (void *)buf, (size_t)num, NULL);
 }
 
@@ -214,8 +246,8 @@ KP_EXPORT int SSL_write_ex(SSL *s, const void *buf, size_t num, size_t *put)
 {
 	if (MISSING(SSL_write_ex))
 		return 0;
-	if (!kp_ssl_bind())
-		return kp_tls_io_real(s, KP_TLS_WRITE_EX, (void *)buf, num, put);
+	if (INTERNAL() || !kp_ssl_bind())
+		return kp_ssl.SSL_write_ex(s, buf, num, put);
 	return kp_tls_io(s, KP_TLS_WRITE_EX, (void *)buf, num, put);
 }
 
@@ -223,6 +255,8 @@ KP_EXPORT int SSL_pending(const SSL *s)
 {
 	if (MISSING(SSL_pending))
 		return 0;
+	if (INTERNAL())
+		return kp_ssl.SSL_pending(s);
 	return kp_tls_pending(s, false);
 }
 
@@ -230,6 +264,8 @@ KP_EXPORT int SSL_has_pending(const SSL *s)
 {
 	if (MISSING(SSL_has_pending))
 		return 0;
+	if (INTERNAL())
+		return kp_ssl.SSL_has_pending(s);
 	return kp_tls_pending(s, true);
 }
 
@@ -237,6 +273,8 @@ KP_EXPORT int SSL_get_error(const SSL *s, int ret)
 {
 	if (MISSING(SSL_get_error))
 		return SSL_ERROR_SSL;
+	if (INTERNAL())
+		return kp_ssl.SSL_get_error(s, ret);
 	return kp_tls_get_error(s, ret);
 }
 
@@ -244,6 +282,8 @@ KP_EXPORT int SSL_shutdown(SSL *s)
 {
 	if (MISSING(SSL_shutdown))
 		return -1;
+	if (INTERNAL())
+		return kp_ssl.SSL_shutdown(s);
 	return kp_tls_shutdown(s);
 }
 
@@ -251,6 +291,8 @@ KP_EXPORT int SSL_get_shutdown(const SSL *s)
 {
 	if (MISSING(SSL_get_shutdown))
 		return 0;
+	if (INTERNAL())
+		return kp_ssl.SSL_get_shutdown(s);
 	return kp_tls_get_shutdown(s);
 }
 
@@ -262,12 +304,11 @@ KP_EXPORT long SSL_get_verify_result(const SSL *s)
 		return X509_V_ERR_UNSPECIFIED;
 	long result;
 	STACK_OF(X509) *chain;
+	if (INTERNAL())
+		return kp_ssl.SSL_get_verify_result(s);
 	if (kp_tls_verify_result(s, &result, &chain))
 		return result;
-	kp_tls_depth++;
-	result = kp_ssl.SSL_get_verify_result(kp_tls_route(s));
-	kp_tls_depth--;
-	return result;
+	return kp_ssl.SSL_get_verify_result(kp_tls_route(s, false));
 }
 
 KP_EXPORT STACK_OF(X509) *SSL_get0_verified_chain(const SSL *s)
@@ -276,12 +317,11 @@ KP_EXPORT STACK_OF(X509) *SSL_get0_verified_chain(const SSL *s)
 		return NULL;
 	long result;
 	STACK_OF(X509) *chain;
+	if (INTERNAL())
+		return kp_ssl.SSL_get0_verified_chain(s);
 	if (kp_tls_verify_result(s, &result, &chain))
 		return chain;
-	kp_tls_depth++;
-	chain = kp_ssl.SSL_get0_verified_chain(kp_tls_route(s));
-	kp_tls_depth--;
-	return chain;
+	return kp_ssl.SSL_get0_verified_chain(kp_tls_route(s, false));
 }
 
 /* ------------------------------------------------------------ what no getter tells */
@@ -290,10 +330,8 @@ KP_EXPORT int SSL_set_alpn_protos(SSL *s, const unsigned char *p, unsigned int l
 {
 	if (MISSING(SSL_set_alpn_protos))
 		return 1;
-	kp_tls_depth++;
 	int r = kp_ssl.SSL_set_alpn_protos(s, p, len);
-	kp_tls_depth--;
-	if (r == 0 && kp_tls_depth == 0 && kp_ssl_bind())
+	if (r == 0 && !INTERNAL() && kp_ssl_bind())
 		kp_tls_note_alpn(s, p, len);
 	return r;
 }
@@ -302,10 +340,8 @@ KP_EXPORT int SSL_CTX_set_alpn_protos(SSL_CTX *ctx, const unsigned char *p, unsi
 {
 	if (MISSING(SSL_CTX_set_alpn_protos))
 		return 1;
-	kp_tls_depth++;
 	int r = kp_ssl.SSL_CTX_set_alpn_protos(ctx, p, len);
-	kp_tls_depth--;
-	if (r == 0 && kp_tls_depth == 0 && kp_ssl_bind())
+	if (r == 0 && !INTERNAL() && kp_ssl_bind())
 		kp_tls_note_alpn(ctx, p, len);
 	return r;
 }
@@ -315,9 +351,18 @@ KP_EXPORT void SSL_CTX_set_cert_verify_callback(SSL_CTX *ctx, int (*cb)(X509_STO
 {
 	if (MISSING(SSL_CTX_set_cert_verify_callback))
 		return;
-	kp_tls_depth++;
 	kp_ssl.SSL_CTX_set_cert_verify_callback(ctx, cb, arg);
-	kp_tls_depth--;
-	if (kp_tls_depth == 0 && kp_ssl_bind())
+	if (!INTERNAL() && kp_ssl_bind())
 		kp_tls_note_app_verify(ctx, cb != NULL);
+}
+
+/* DANE changes what the handshake verifies: never handed a pooled one */
+KP_EXPORT int SSL_dane_enable(SSL *s, const char *basedomain)
+{
+	if (MISSING(SSL_dane_enable))
+		return -1;
+	int r = kp_ssl.SSL_dane_enable(s, basedomain);
+	if (r > 0 && !INTERNAL() && kp_ssl_bind())
+		kp_tls_note_app_verify(s, true);
+	return r;
 }

@@ -25,7 +25,6 @@
 #include "real.h"
 #include "tls_real.h"
 
-__thread int kp_tls_depth;
 __thread void *kp_tls_handshaking;
 bool kp_tls_used;
 
@@ -44,6 +43,7 @@ struct kp_tls {
 	unsigned char *alpn;
 	unsigned alpn_len;
 	X509 *cert;          /* the client certificate it had (NULL: none) */
+	int seclevel;        /* the security level its handshake ran at */
 	UT_hash_handle hh;   /* in parked, by fd */
 };
 
@@ -58,6 +58,7 @@ struct handle {
 	bool verified;       /* handed out: verify_result/vchain are its own */
 	long verify_result;
 	STACK_OF(X509) *vchain;
+	char *peername;      /* the name our verification matched */
 	UT_hash_handle hh;
 };
 
@@ -78,13 +79,16 @@ static struct kp_tls *parked;
 static struct record *records;
 static SSL_CTX *shim_ctx; /* parked engines belong to it: no program callbacks */
 
-/* Run a real libssl call with our wrappers out of the way. */
-#define TLS_CALL(expr)          \
-	do {                    \
-		kp_tls_depth++; \
-		expr;           \
-		kp_tls_depth--; \
+/* A real libssl call of ours (kp_ssl: never through our wrappers). */
+#define TLS_CALL(expr) \
+	do {           \
+		expr;  \
 	} while (0)
+
+static struct handle *handle_find(const SSL *ssl);
+static bool engine_unref(struct kp_tls *e);
+static void engine_free(struct kp_tls *e);
+static void handle_free(struct handle *h);
 
 /* ------------------------------------------------------------ records */
 
@@ -167,6 +171,17 @@ void kp_tls_note_new(const void *obj, const void *ctx)
 {
 	pthread_mutex_lock(&tls_lock);
 	record_drop(obj);
+	/* an SSL freed behind our back (never seen by SSL_free): its handle
+	 * must not answer for the new one */
+	struct handle *stale = ctx ? handle_find(obj) : NULL;
+	struct kp_tls *drop = NULL;
+	if (stale) {
+		HASH_DEL(handles, stale);
+		if (stale->e->ssl == obj)
+			stale->e->dead = stale->e->foreign = true;
+		if (engine_unref(stale->e))
+			drop = stale->e;
+	}
 	struct record *cr = ctx ? record_get(ctx, false) : NULL;
 	if (cr) {
 		struct record *r = record_get(obj, true);
@@ -174,6 +189,10 @@ void kp_tls_note_new(const void *obj, const void *ctx)
 			r->app_verify = true;
 	}
 	pthread_mutex_unlock(&tls_lock);
+	if (stale)
+		handle_free(stale);
+	if (drop)
+		engine_free(drop);
 }
 
 /* ------------------------------------------------------------ engines */
@@ -187,8 +206,12 @@ static struct handle *handle_find(const SSL *ssl)
 
 static void engine_free(struct kp_tls *e)
 {
-	if (!e->foreign)
-		TLS_CALL(kp_ssl.SSL_free(e->ssl));
+	if (!e->foreign) {
+		/* a clean end for OpenSSL: no session removal (the first
+		 * owner's remove-session callback) for a connection never shut */
+		kp_ssl.SSL_set_shutdown(e->ssl, SSL_SENT_SHUTDOWN);
+		kp_ssl.SSL_free(e->ssl);
+	}
 	if (e->cert)
 		kp_ssl.X509_free(e->cert);
 	free(e->sni);
@@ -214,6 +237,7 @@ void kp_tls_put(struct kp_tls *e)
 
 static void handle_free(struct handle *h)
 {
+	free(h->peername);
 	if (h->vchain)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain, (void (*)(void *))kp_ssl.X509_free);
 	free(h);
@@ -248,6 +272,7 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 	}
 	e->ssl = ssl;
 	e->fd = fd;
+	e->seclevel = kp_ssl.SSL_get_security_level(ssl);
 	e->refs = 2; /* its own handle, and the connection */
 	h->ssl = ssl;
 	h->e = e;
@@ -285,7 +310,6 @@ static int detach_program(struct kp_tls *e, int fd)
 	BIO *b = kp_ssl.BIO_new_socket(fd, BIO_NOCLOSE);
 	if (!b)
 		return -1;
-	kp_tls_depth++;
 	kp_ssl.SSL_set_bio(e->ssl, b, b); /* frees the program's BIO (curl's) now */
 	X509 *cert = kp_ssl.SSL_get_certificate(e->ssl);
 	if (cert && kp_ssl.X509_up_ref(cert))
@@ -293,10 +317,11 @@ static int detach_program(struct kp_tls *e, int fd)
 	kp_ssl.SSL_set_info_callback(e->ssl, NULL);
 	kp_ssl.SSL_set_msg_callback(e->ssl, NULL);
 	kp_ssl.SSL_set_verify(e->ssl, kp_ssl.SSL_get_verify_mode(e->ssl), NULL);
+	/* a server's renegotiation would verify against nobody's trust now */
+	kp_ssl.SSL_set_options(e->ssl, SSL_OP_NO_RENEGOTIATION);
 	for (int i = 0; i < 32; i++)
 		kp_ssl.SSL_set_ex_data(e->ssl, i, NULL);
 	SSL_CTX *ctx = kp_ssl.SSL_set_SSL_CTX(e->ssl, shim_ctx);
-	kp_tls_depth--;
 	e->own_bio = true;
 	e->fd = fd;
 	return ctx == shim_ctx ? 0 : -1;
@@ -304,10 +329,12 @@ static int detach_program(struct kp_tls *e, int fd)
 
 bool kp_tls_park(struct kp_tls *e, int hidden, void *user)
 {
+	if (e->dead)
+		return false;
 	int pending, shut, done;
 	TLS_CALL(pending = kp_ssl.SSL_has_pending(e->ssl); shut = kp_ssl.SSL_get_shutdown(e->ssl);
 		 done = kp_ssl.SSL_is_init_finished(e->ssl));
-	if (e->dead || pending || shut || !done)
+	if (pending || shut || !done)
 		return false;
 	pthread_mutex_lock(&tls_lock);
 	bool ok = detach_program(e, hidden) == 0;
@@ -373,8 +400,16 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
 	uint64_t opts = kp_ssl.SSL_get_options(ssl);
 	if ((min && ver < min) || (max && ver > max) ||
 	    (ver == TLS1_3_VERSION && (opts & SSL_OP_NO_TLSv1_3)) ||
-	    (ver == TLS1_2_VERSION && (opts & SSL_OP_NO_TLSv1_2)))
+	    (ver == TLS1_2_VERSION && (opts & SSL_OP_NO_TLSv1_2)) ||
+	    (ver == TLS1_1_VERSION && (opts & SSL_OP_NO_TLSv1_1)) ||
+	    (ver == TLS1_VERSION && (opts & SSL_OP_NO_TLSv1)))
 		return "protocol version";
+	/* a stricter program would have refused keys, groups or signatures
+	 * its handshake allowed */
+	if (kp_ssl.SSL_get_security_level(ssl) > e->seclevel)
+		return "security level";
+	if (kp_ssl.SSL_ctrl(ssl, SSL_CTRL_CERT_FLAGS, 0, NULL) & SSL_CERT_FLAG_SUITEB_128_LOS)
+		return "Suite B";
 	const SSL_CIPHER *cur = kp_ssl.SSL_get_current_cipher(e->ssl);
 	STACK_OF(SSL_CIPHER) *allowed = kp_ssl.SSL_get_ciphers(ssl);
 	bool found = false;
@@ -393,7 +428,8 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
 /* ssl's own verification of e's peer chain, as OpenSSL's handshake runs it
  * (ssl/statem: ssl_verify_cert_chain).  Returns the verify callback's (or
  * X509_verify_cert's) verdict, > 0 for good, with the error and chain. */
-static int verify_as(SSL *ssl, struct kp_tls *e, long *result, STACK_OF(X509) **chain)
+static int verify_as(SSL *ssl, struct kp_tls *e, long *result, STACK_OF(X509) **chain,
+		     char **peername)
 {
 	X509 *leaf = kp_ssl.SSL_get0_peer_certificate(e->ssl);
 	STACK_OF(X509) *untrusted = kp_ssl.SSL_get_peer_cert_chain(e->ssl);
@@ -405,17 +441,22 @@ static int verify_as(SSL *ssl, struct kp_tls *e, long *result, STACK_OF(X509) **
 	int ok = 0;
 	*result = X509_V_ERR_UNSPECIFIED;
 	*chain = NULL;
+	*peername = NULL;
 	if (!leaf || !store || !sctx || !kp_ssl.X509_STORE_CTX_init(sctx, store, leaf, untrusted) ||
 	    !kp_ssl.X509_STORE_CTX_set_ex_data(sctx, kp_ssl.SSL_get_ex_data_X509_STORE_CTX_idx(), ssl))
 		goto out;
 	kp_ssl.X509_STORE_CTX_set_default(sctx, "ssl_server");
-	kp_ssl.X509_VERIFY_PARAM_set1(kp_ssl.X509_STORE_CTX_get0_param(sctx), kp_ssl.SSL_get0_param(ssl));
+	X509_VERIFY_PARAM *param = kp_ssl.X509_STORE_CTX_get0_param(sctx);
+	kp_ssl.X509_VERIFY_PARAM_set1(param, kp_ssl.SSL_get0_param(ssl));
+	kp_ssl.X509_VERIFY_PARAM_set_auth_level(param, kp_ssl.SSL_get_security_level(ssl));
 	SSL_verify_cb cb = kp_ssl.SSL_get_verify_callback(ssl);
 	if (cb)
 		kp_ssl.X509_STORE_CTX_set_verify_cb(sctx, cb);
 	ok = kp_ssl.X509_verify_cert(sctx);
 	*result = kp_ssl.X509_STORE_CTX_get_error(sctx);
 	*chain = kp_ssl.X509_STORE_CTX_get1_chain(sctx);
+	const char *pn = kp_ssl.X509_VERIFY_PARAM_get0_peername(param);
+	*peername = pn ? strdup(pn) : NULL;
 out:
 	if (sctx)
 		kp_ssl.X509_STORE_CTX_free(sctx);
@@ -430,17 +471,17 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	struct handle *h = calloc(1, sizeof(*h));
 	if (!h)
 		return -1;
-	kp_tls_depth++;
 	pthread_mutex_lock(&tls_lock);
 	const char *why = handle_find(ssl) ? "the SSL is already in use" : mismatch(e, ssl);
 	pthread_mutex_unlock(&tls_lock);
 	long result = 0;
 	STACK_OF(X509) *chain = NULL;
+	char *peername = NULL;
 	if (!why) {
 		/* the program's verify callback runs here, as in a handshake: no
 		 * lock of ours held.  Its errors stay off the program's queue. */
 		kp_ssl.ERR_set_mark();
-		int ok = verify_as(ssl, e, &result, &chain);
+		int ok = verify_as(ssl, e, &result, &chain, &peername);
 		kp_ssl.ERR_pop_to_mark();
 		if (ok <= 0 && (kp_ssl.SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER)) {
 			why = "the program's verification fails on it";
@@ -448,7 +489,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		}
 	}
 	if (why) {
-		kp_tls_depth--;
+		free(peername);
 		if (chain)
 			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
 		free(h);
@@ -461,7 +502,6 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_CLEAR_MODE, ~0L, NULL);
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, mode | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, NULL);
 	kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
-	kp_tls_depth--;
 	pthread_mutex_lock(&tls_lock);
 	e->fd = fd;
 	e->refs++;
@@ -471,6 +511,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	h->verified = true;
 	h->verify_result = result;
 	h->vchain = chain;
+	h->peername = peername;
 	HASH_ADD_PTR(handles, ssl, h);
 	pthread_mutex_unlock(&tls_lock);
 	kp_count(tls_reused);
@@ -530,6 +571,8 @@ int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl_)
 			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain,
 						   (void (*)(void *))kp_ssl.X509_free);
 		h->vchain = NULL;
+		free(h->peername);
+		h->peername = NULL;
 	}
 	if (old)
 		free_old = engine_unref(old);
@@ -573,20 +616,28 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 		}
 	}
 	ssize_t ret = -1;
+	size_t off = 0;
 	int waited = 0, err = EPIPE;
 	for (;;) {
 		size_t w = 0;
 		int r, e2;
-		TLS_CALL(r = kp_ssl.SSL_write_ex(e->ssl, buf, len, &w));
+		/* the program's SSL_MODE_ENABLE_PARTIAL_WRITE (Ruby) may write
+		 * a record at a time */
+		TLS_CALL(r = kp_ssl.SSL_write_ex(e->ssl, buf + off, len - off, &w));
 		if (r == 1) {
-			ret = (ssize_t)w;
+			off += w;
+			if (off < len)
+				continue;
+			ret = (ssize_t)len;
 			break;
 		}
 		int saved = errno;
 		TLS_CALL(e2 = kp_ssl.SSL_get_error(e->ssl, r));
 		short ev = e2 == SSL_ERROR_WANT_READ ? POLLIN : e2 == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
 		if (!ev || waited >= TLS_WAIT_MS) {
-			err = e2 == SSL_ERROR_SYSCALL && saved ? saved : EPIPE;
+			err = e2 == SSL_ERROR_SYSCALL && saved ? saved
+			      : e2 == SSL_ERROR_SSL	     ? EPROTO
+							     : EPIPE;
 			break;
 		}
 		struct pollfd pfd = { .fd = fd, .events = ev };
@@ -602,15 +653,66 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 
 /* ------------------------------------------------------------ wrappers' logic */
 
-SSL *kp_tls_route(const SSL *ssl)
+SSL *kp_tls_route(const SSL *ssl, bool mutates)
 {
-	if (kp_tls_depth || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return (SSL *)ssl;
 	pthread_mutex_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	SSL *e = h ? h->e->ssl : (SSL *)ssl;
+	/* its connection went to the pool (maybe to another owner by now):
+	 * it may still be asked what it was, but not act on it */
+	if (h && h->closed && mutates)
+		e = NULL;
 	pthread_mutex_unlock(&tls_lock);
 	return e;
+}
+
+long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
+{
+	SSL *e = kp_tls_route(ssl, false);
+	if (e == ssl)
+		return kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
+	switch (cmd) {
+	case SSL_CTRL_MODE:
+	case SSL_CTRL_CLEAR_MODE:
+		if (!kp_tls_route(ssl, true))
+			break;
+		kp_ssl.SSL_ctrl(e, cmd, larg, parg); /* the engine does its I/O */
+		break;
+	case SSL_CTRL_GET_CLIENT_CERT_REQUEST:
+	case SSL_CTRL_GET_NUM_RENEGOTIATIONS:
+	case SSL_CTRL_GET_TOTAL_RENEGOTIATIONS:
+	case SSL_CTRL_GET_FLAGS:
+	case SSL_CTRL_GET_RI_SUPPORT:
+	case SSL_CTRL_GET_PEER_SIGNATURE_NID:
+	case SSL_CTRL_GET_PEER_TMP_KEY:
+	case SSL_CTRL_GET_TMP_KEY:
+	case SSL_CTRL_GET_SIGNATURE_NID:
+	case SSL_CTRL_GET_RAW_CIPHERLIST:
+	case SSL_CTRL_GET_EC_POINT_FORMATS:
+	case SSL_CTRL_GET_SHARED_GROUP:
+	case SSL_CTRL_GET_NEGOTIATED_GROUP:
+	case SSL_CTRL_GET_EXTMS_SUPPORT:
+	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_OCSP_RESP:
+	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_EXTS:
+	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_IDS:
+		return kp_ssl.SSL_ctrl(e, cmd, larg, parg);
+	}
+	return kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
+}
+
+bool kp_tls_peername(SSL *ssl, const char **name)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	pthread_mutex_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool own = h && h->verified;
+	if (own)
+		*name = h->peername;
+	pthread_mutex_unlock(&tls_lock);
+	return own;
 }
 
 /* The handle of ssl with what it needs for I/O, or NULL: not ours. */
@@ -624,7 +726,7 @@ struct io {
 
 static bool io_get(SSL *ssl, struct io *io)
 {
-	if (kp_tls_depth || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return false;
 	pthread_mutex_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
@@ -667,7 +769,7 @@ static int refused(struct io *io)
 int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 {
 	struct io io;
-	if (!bind_ok() || kp_tls_depth)
+	if (!bind_ok())
 		return real(ssl);
 	if (io_get(ssl, &io)) {
 		if (io.closed)
@@ -703,10 +805,9 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	return r;
 }
 
-int kp_tls_io_real(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
+static int io_real(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
 	int r = -1;
-	kp_tls_depth++;
 	switch (op) {
 	case KP_TLS_READ:
 		r = kp_ssl.SSL_read(ssl, buf, (int)n);
@@ -727,7 +828,6 @@ int kp_tls_io_real(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *don
 		r = kp_ssl.SSL_write_ex(ssl, buf, n, done);
 		break;
 	}
-	kp_tls_depth--;
 	return r;
 }
 
@@ -770,14 +870,14 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	bool write = op == KP_TLS_WRITE || op == KP_TLS_WRITE_EX;
 	bool peek = op == KP_TLS_PEEK || op == KP_TLS_PEEK_EX;
 	if (!io_get(ssl, &io))
-		return kp_tls_io_real(ssl, op, buf, n, done);
+		return io_real(ssl, op, buf, n, done);
 	if (io.closed) {
 		int r = refused(&io);
 		return ex ? 0 : r;
 	}
 	struct kp_conn *c = io.c;
 	if (!c)
-		return kp_tls_io_real(io.e, op, buf, n, done);
+		return io_real(io.e, op, buf, n, done);
 	if (write) {
 		ssize_t ret;
 		int saved = errno;
@@ -792,7 +892,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 			return ex ? 0 : -1;
 		}
 		io_get(ssl, &io); /* a fresh connection may have been made */
-		int r = kp_tls_io_real(io.e, op, buf, n, done);
+		int r = io_real(io.e, op, buf, n, done);
 		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
 		saved = errno;
 		if (got <= 0)
@@ -810,7 +910,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 				*done = 0;
 			return 0;
 		}
-		int r = kp_tls_io_real(io.e, op, buf, n, done);
+		int r = io_real(io.e, op, buf, n, done);
 		int saved = errno;
 		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
 		if (got <= 0) /* as the socket calls would say it (recv_done) */
@@ -828,7 +928,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 
 int kp_tls_get_error(const SSL *ssl, int ret)
 {
-	if (!kp_tls_depth && __atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
+	if (__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
 		pthread_mutex_lock(&tls_lock);
 		struct handle *h = handle_find(ssl);
 		int synth_err = h ? h->synth_err : 0;
@@ -872,7 +972,7 @@ int kp_tls_shutdown(SSL *ssl)
 int kp_tls_get_shutdown(const SSL *ssl)
 {
 	int shut = 0, r;
-	if (!kp_tls_depth && __atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
+	if (__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
 		pthread_mutex_lock(&tls_lock);
 		struct handle *h = handle_find(ssl);
 		if (h) {
@@ -900,7 +1000,7 @@ int kp_tls_pending(const SSL *ssl, bool has)
 
 bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
 {
-	if (kp_tls_depth || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return false;
 	pthread_mutex_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
@@ -915,7 +1015,7 @@ bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
 
 void kp_tls_free(SSL *ssl)
 {
-	if (kp_tls_depth || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
 		TLS_CALL(kp_ssl.SSL_free(ssl));
 		return;
 	}

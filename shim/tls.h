@@ -22,10 +22,6 @@
 struct kp_conn;
 struct kp_tls;
 
-/* > 0 while the shim itself is inside a real libssl call on this thread:
- * libssl's internal calls to its exported functions then pass straight
- * through our wrappers. */
-extern __thread int kp_tls_depth;
 /* The program's SSL whose real handshake runs on this thread (SSL_connect
  * or SSL_do_handshake): the socket writes it makes tell us its fd, also
  * through a BIO of the program's own (curl). */
@@ -78,13 +74,17 @@ void kp_tls_defer(void *ssl, int fd);
 enum kp_tls_op { KP_TLS_READ, KP_TLS_READ_EX, KP_TLS_PEEK, KP_TLS_PEEK_EX, KP_TLS_WRITE, KP_TLS_WRITE_EX };
 
 /* The SSL that answers for ssl: its engine when ssl is a handle we hand
- * a pooled connection to, else ssl. */
-SSL *kp_tls_route(const SSL *ssl);
+ * a pooled connection to, else ssl.  NULL for a call that acts on the
+ * connection (mutates) from an SSL whose connection went to the pool. */
+SSL *kp_tls_route(const SSL *ssl, bool mutates);
+/* SSL_ctrl: connection getters to the engine, settings to ssl */
+long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg);
+/* SSL_get0_peername of an SSL handed a pooled connection */
+bool kp_tls_peername(SSL *ssl, const char **name);
 /* SSL_connect/SSL_do_handshake (real: the one the program called) */
 int kp_tls_handshake(SSL *ssl, int (*real)(SSL *));
 /* the read/peek/write family, framed; done for the _ex forms */
 int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done);
-int kp_tls_io_real(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done);
 int kp_tls_get_error(const SSL *ssl, int ret);
 int kp_tls_shutdown(SSL *ssl);
 int kp_tls_get_shutdown(const SSL *ssl);

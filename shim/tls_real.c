@@ -4,6 +4,7 @@
 #include "tls_real.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -11,7 +12,25 @@
 
 struct kp_ssl_table kp_ssl;
 
+uintptr_t kp_libssl_lo, kp_libssl_hi;
+
 static pthread_once_t bind_once = PTHREAD_ONCE_INIT;
+
+/* the executable segment of the object loaded at base */
+static int find_text(struct dl_phdr_info *info, size_t size, void *base)
+{
+	if ((void *)info->dlpi_addr != base)
+		return 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
+			kp_libssl_lo = info->dlpi_addr + ph->p_vaddr;
+			kp_libssl_hi = kp_libssl_lo + ph->p_memsz;
+			return 1;
+		}
+	}
+	return 1;
+}
 static bool bound_all;
 
 #define OSSL_VERSION "OPENSSL_3.0.0"
@@ -42,7 +61,10 @@ static void bind_all(void)
 	ok = ok && kp_ssl.name;
 	KP_CRYPTO_FUNCS(KP_TLS_BIND)
 #undef KP_TLS_BIND
-	bound_all = ok;
+	Dl_info di;
+	if (kp_ssl.SSL_read && dladdr(*(void **)&kp_ssl.SSL_read, &di) && di.dli_fbase)
+		dl_iterate_phdr(find_text, di.dli_fbase);
+	bound_all = ok && kp_libssl_hi;
 	if (!ok)
 		kp_warn("libssl 3 functions missing: HTTPS connections are left alone");
 }

@@ -14,6 +14,7 @@
 #define KEEPALIVE_TLS_REAL_H
 
 #include <stdbool.h>
+#include <stdint.h>
 
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
@@ -88,6 +89,14 @@
 	X(void, SSL_CTX_set_cert_verify_callback, (SSL_CTX *, int (*)(X509_STORE_CTX *, void *), \
 						   void *))                          \
 	X(SSL_CTX *, SSL_CTX_new, (const SSL_METHOD *))                            \
+	X(int, SSL_want, (const SSL *))                                            \
+	X(int, SSL_get_shared_sigalgs, (SSL *, int, int *, int *, int *, unsigned char *, \
+					unsigned char *))                            \
+	X(int, SSL_get_sigalgs, (SSL *, int, int *, int *, int *, unsigned char *,  \
+				 unsigned char *))                                   \
+	X(const STACK_OF(SCT) *, SSL_get0_peer_scts, (SSL *))                      \
+	X(const char *, SSL_get0_peername, (SSL *))                                \
+	X(int, SSL_dane_enable, (SSL *, const char *))                             \
 	/* helpers */                                                              \
 	X(int, SSL_get_fd, (const SSL *))                                          \
 	X(void, SSL_set_bio, (SSL *, BIO *, BIO *))                                \
@@ -109,7 +118,10 @@
 	X(uint64_t, SSL_get_options, (const SSL *))                                \
 	X(uint32_t, SSL_CIPHER_get_id, (const SSL_CIPHER *))                       \
 	X(int, SSL_get_ex_data_X509_STORE_CTX_idx, (void))                         \
-	X(int, SSL_ct_is_enabled, (const SSL *))
+	X(int, SSL_ct_is_enabled, (const SSL *))                                   \
+	X(void, SSL_set_shutdown, (SSL *, int))                                    \
+	X(uint64_t, SSL_set_options, (SSL *, uint64_t))                            \
+	X(int, SSL_get_security_level, (const SSL *))
 
 /* libcrypto */
 #define KP_CRYPTO_FUNCS(X)                                                        \
@@ -125,6 +137,8 @@
 	X(int, X509_STORE_CTX_get_error, (const X509_STORE_CTX *))                 \
 	X(STACK_OF(X509) *, X509_STORE_CTX_get1_chain, (const X509_STORE_CTX *))   \
 	X(int, X509_VERIFY_PARAM_set1, (X509_VERIFY_PARAM *, const X509_VERIFY_PARAM *)) \
+	X(void, X509_VERIFY_PARAM_set_auth_level, (X509_VERIFY_PARAM *, int))      \
+	X(char *, X509_VERIFY_PARAM_get0_peername, (const X509_VERIFY_PARAM *))    \
 	X(int, X509_verify_cert, (X509_STORE_CTX *))                               \
 	X(int, X509_cmp, (const X509 *, const X509 *))                             \
 	X(int, X509_up_ref, (X509 *))                                              \
@@ -150,5 +164,13 @@ extern struct kp_ssl_table kp_ssl;
  * found; false leaves the TLS layer off for good (the wrappers then only
  * pass calls through, to whatever was found). */
 bool kp_ssl_bind(void);
+
+/* True when addr is in libssl's code: a wrapper called from there is
+ * libssl calling its own export, and passes straight through. */
+extern uintptr_t kp_libssl_lo, kp_libssl_hi;
+static inline bool kp_from_libssl(const void *addr)
+{
+	return (uintptr_t)addr - kp_libssl_lo < kp_libssl_hi - kp_libssl_lo;
+}
 
 #endif

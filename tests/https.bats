@@ -196,3 +196,17 @@ trust_steps() {
 	assert_output --regexp 'OPENSSL_3\.0\.0 +SSL_read'
 	refute_output --partial 'libssl'
 }
+
+@test "a verify callback that runs the garbage collector (SSL_free inside the re-verification): one connection, same output" {
+	use_tls 13
+	run_both 30 "$RUBY" "$SCRIPTS/nethttp_verify_gc.rb" 127.0.0.1 "$SERVER_PORT" /f 30 "$TLS/ca.pem"
+	assert_plain_output_is "$NGINX_DIR/www/f" 30
+	assert_same_output
+	assert_one_connection 30
+}
+
+@test "trust never leaks: a stricter security level is not handed a connection made at a laxer one" {
+	trust_steps 2 trust@localhost trust+sec4@localhost trust@localhost
+	assert_equal "$(sed -n 2p "$BATS_TEST_TMPDIR/shim.out")" "trust+sec4@localhost fail SSLError"
+	[ "$(stat_value tls_declined)" -eq 1 ] && [ "$(stat_value tls_reused)" -eq 1 ]
+}

@@ -8,8 +8,9 @@
 # Usage: python3 tls_trust.py PORT TLSDIR STEP...
 #   STEP = CTX@NAME: CTX one of trust (the test CA), other (a CA that did
 #   not sign the server), none (CERT_NONE), trust+a / trust+b (client
-#   certificate a or b); NAME the name to verify (and send as SNI unless
-#   it is an IP address).
+#   certificate a or b), trust+sec4 (security level 4: the server's P-256
+#   key is too weak for it); NAME the name to verify (and send as SNI
+#   unless it is an IP address).
 import socket, ssl, sys
 
 port, tls = int(sys.argv[1]), sys.argv[2]
@@ -23,7 +24,9 @@ def context(kind):
         return ctx
     base, _, cert = kind.partition("+")
     ctx = ssl.create_default_context(cafile="%s/%s-ca.pem" % (tls, "other") if base == "other" else "%s/ca.pem" % tls)
-    if cert:
+    if cert == "sec4":
+        ctx.set_ciphers("DEFAULT:@SECLEVEL=4")
+    elif cert:
         ctx.load_cert_chain("%s/client-%s.pem" % (tls, cert), "%s/client-%s.key" % (tls, cert))
     return ctx
 
