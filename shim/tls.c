@@ -554,6 +554,7 @@ int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl_)
 		e->ssl = ssl;
 		e->fd = fd;
 		e->refs = 2;
+		e->seclevel = kp_ssl.SSL_get_security_level(ssl);
 		if (h->e->sni)
 			e->sni = strdup(h->e->sni);
 		if (h->e->alpn_len && (e->alpn = malloc(h->e->alpn_len))) {

@@ -108,13 +108,22 @@ nginx_reset() { : >"$NGINX_DIR/access.log"; }
 # scripted_start CASE [PORT]: tests/servers/scripted.py answering every
 # request with tests/servers/cases/CASE.  Its log has one line per request,
 # "<conn_id> <request line>", written before the response is sent.
+#
+# SCRIPTED_TLS=1 scripted_start CASE [PORT], or scripted_start_tls CASE
+# [PORT]: the same server over TLS (scripted.py --tls), with a test CA made
+# for the test by tls_make (scripts/lib/tls.sh) in
+# $BATS_TEST_TMPDIR/scripted/tls; SCRIPTED_CA is its ca.pem (the server's
+# certificate is valid for localhost, 127.0.0.1 and ::1).  scripted_restart
+# keeps TLS on (SCRIPTED_TLS_ON).
 SCRIPTED_PID=
 SCRIPTED_PORT=
 SCRIPTED_CASE=
 SCRIPTED_LOG=
+SCRIPTED_TLS_ON=0
+SCRIPTED_CA=
 
 scripted_start() {
-	local dir="$BATS_TEST_TMPDIR/scripted"
+	local dir="$BATS_TEST_TMPDIR/scripted" tls=()
 	SCRIPTED_CASE="$1"
 	SCRIPTED_LOG="$dir/requests.log"
 	[ -f "$CASES/$SCRIPTED_CASE" ] || {
@@ -122,10 +131,20 @@ scripted_start() {
 		return 1
 	}
 	mkdir -p "$dir"
+	SCRIPTED_TLS_ON="${SCRIPTED_TLS:-0}"
+	SCRIPTED_CA=
+	if [ "$SCRIPTED_TLS_ON" = 1 ]; then
+		[ -s "$dir/tls/server.pem" ] || tls_make "$dir/tls" || {
+			echo "could not make the test CA" >&2
+			return 1
+		}
+		SCRIPTED_CA="$dir/tls/ca.pem"
+		tls=(--tls "$dir/tls/server.pem" "$dir/tls/server.key")
+	fi
 	rm -f "$dir/port" "$SCRIPTED_LOG"
 	: >"$SCRIPTED_LOG"
 	"$PYTHON" "$ROOT/tests/servers/scripted.py" --case "$CASES/$SCRIPTED_CASE" \
-		--log "$SCRIPTED_LOG" --port "${2:-0}" --port-file "$dir/port" \
+		--log "$SCRIPTED_LOG" --port "${2:-0}" --port-file "$dir/port" "${tls[@]}" \
 		</dev/null >>"$dir/stderr" 2>&1 3>&- &
 	SCRIPTED_PID=$!
 	wait_until _scripted_ready || true
@@ -139,6 +158,8 @@ scripted_start() {
 	SERVER_PORT=$SCRIPTED_PORT
 }
 
+scripted_start_tls() { SCRIPTED_TLS=1 scripted_start "$@"; }
+
 _scripted_ready() { [ -s "$BATS_TEST_TMPDIR/scripted/port" ] || _pid_gone "$SCRIPTED_PID"; }
 
 scripted_stop() {
@@ -150,7 +171,7 @@ scripted_stop() {
 # numbered from 1 again (so both halves of run_both see the same bytes).
 scripted_restart() {
 	scripted_stop
-	scripted_start "$SCRIPTED_CASE" "$SCRIPTED_PORT"
+	SCRIPTED_TLS="$SCRIPTED_TLS_ON" scripted_start "$SCRIPTED_CASE" "$SCRIPTED_PORT"
 }
 
 scripted_log() { cat "$SCRIPTED_LOG"; }

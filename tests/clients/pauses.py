@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""pauses.py HOST PORT N METHOD SEED MAX_PAUSE_MS - pauses.rb in Python.
+"""pauses.py [--ca CAFILE] HOST PORT N METHOD SEED MAX_PAUSE_MS - pauses.rb
+in Python.
 
 N requests, each on its own http.client.HTTPConnection (connect, one request,
 close: the unmodified-program pattern), with random pauses between them: the
@@ -10,6 +11,8 @@ client for stale pooled connections.
   SEED          random.Random(SEED): the same pauses on every run (not the
                 same as pauses.rb's for the same SEED)
   MAX_PAUSE_MS  after each request but the last, sleep randint(0, MAX_PAUSE_MS) ms
+  --ca CAFILE   HTTPS: an http.client.HTTPSConnection per request, all with
+                one SSL context trusting CAFILE (hostname checked)
 
 Prints "<i> <status> <body>" per request (the body with one trailing newline
 dropped), or "ERROR <i> <exception class>: <message>" and carries on; exits 1
@@ -18,13 +21,18 @@ if any request raised.  A non-2xx status is printed, not an error.  Timeout
 """
 import http.client
 import random
+import ssl
 import sys
 import time
 
 
 def main():
+    ctx = None
+    if sys.argv[1:2] == ["--ca"]:
+        ctx = ssl.create_default_context(cafile=sys.argv[2])
+        del sys.argv[1:3]
     if len(sys.argv) != 7:
-        sys.exit("usage: pauses.py HOST PORT N METHOD SEED MAX_PAUSE_MS")
+        sys.exit("usage: pauses.py [--ca CAFILE] HOST PORT N METHOD SEED MAX_PAUSE_MS")
     host, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     method = sys.argv[4].upper()
     rng = random.Random(int(sys.argv[5]))
@@ -35,7 +43,10 @@ def main():
     out = sys.stdout.buffer
     errors = 0
     for i in range(1, count + 1):
-        conn = http.client.HTTPConnection(host, port, timeout=10)
+        if ctx:
+            conn = http.client.HTTPSConnection(host, port, context=ctx, timeout=10)
+        else:
+            conn = http.client.HTTPConnection(host, port, timeout=10)
         try:
             if method == "GET":
                 conn.request("GET", "/r/%d" % i)

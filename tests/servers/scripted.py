@@ -7,6 +7,7 @@ and to witness connection reuse honestly.
 
 Usage:
     scripted.py --case FILE --log FILE [--port N] [--port-file FILE] [--no-ipv6]
+                [--tls CERT KEY]
 
 Listens on 127.0.0.1 and, unless --no-ipv6, on [::1] with the same port.
 --port 0 (the default) picks a free port; the chosen port is written to
@@ -125,6 +126,26 @@ Options (JSON, all optional; an unknown name or a bad value is an error):
 
 Diagnostics (idle closes, 408s, resets) go to stderr, one line each, never to
 the --log file.
+
+TLS (--tls CERT KEY)
+--------------------
+With --tls (PEM files: the certificate chain and its key) every accepted
+connection is wrapped server-side (ssl.SSLContext(PROTOCOL_TLS_SERVER),
+TLS 1.2 or 1.3) and its handshake is made in the connection's thread before
+anything above happens: the connection id, the log, the templates and every
+option then apply to the decrypted stream unchanged.  A failed handshake is
+a diagnostic, takes no connection id and logs nothing.  How the closes look
+over TLS (as nginx does them):
+  * a close (close, close_after, the client's "Connection: close", idle_close_ms,
+    idle_408_ms after its 408, late_action "close" and "408") first sends the
+    TLS close_notify alert, without waiting for the client's, then the FIN
+    (and, where the plain server lingers, reads and drops what the client
+    still sends: raw bytes, never decrypted);
+  * a reset (idle_reset_ms, reset_prob, late_action "reset") sends no alert:
+    just the RST;
+  * the idle timers count from the end of the handshake, and a request
+    already decrypted and held by the TLS layer (SSLSocket.pending()) counts
+    as arrived, as buffered bytes do.
 """
 
 import argparse
@@ -137,6 +158,7 @@ import re
 import select
 import selectors
 import socket
+import ssl
 import struct
 import sys
 import termios
@@ -283,8 +305,9 @@ class Reader:
 
 
 class Server:
-    def __init__(self, options, templates, log_path):
+    def __init__(self, options, templates, log_path, tls=None):
         self.options = options
+        self.tls = tls  # an ssl.SSLContext (server side), or None: plain
         self.templates = templates
         self.log = open(log_path, "ab", buffering=0)
         self.lock = threading.Lock()
@@ -360,8 +383,13 @@ class Server:
     def wait_request(sock, rd, ms):
         """Wait at most ms for the first byte of the next request (or for
         EOF/an error, which read_request then meets).  Pipelined bytes
-        already buffered count as arrived.  False on timeout."""
+        already buffered count as arrived, and so do bytes the TLS layer
+        has already decrypted (the socket would not show them).  False on
+        timeout."""
         if rd.buf:
+            return True
+        pending = getattr(sock, "pending", None)  # ssl.SSLSocket only
+        if pending and pending():
             return True
         poller = select.poll()  # not select(): fds may exceed FD_SETSIZE
         poller.register(sock, select.POLLIN)
@@ -403,6 +431,8 @@ class Server:
             self.finish(sock)
         elif name == "idle_reset_ms":
             self.abort(sock)
+        elif self.tls:
+            self.close_notify(sock)
         # idle_close_ms: the caller's close() sends the FIN
 
     def template(self, served, req_id):
@@ -440,8 +470,22 @@ class Server:
             sock.sendall(RESPONSE_408)
         self.finish(sock)
 
+    @staticmethod
+    def close_notify(sock):
+        """TLS: send the close_notify alert, without waiting for the
+        client's (nginx: one SSL_shutdown, then the close).  unwrap() on a
+        non-blocking socket sends it, then stops at SSLWantReadError."""
+        try:
+            sock.settimeout(0)
+            sock.unwrap()
+        except (OSError, ValueError):  # ssl.SSLError is an OSError
+            pass
+
     def finish(self, sock):
         """Half-close, let the client read everything, then close."""
+        if self.tls:
+            self.finish_tls(sock)
+            return
         try:
             sock.shutdown(socket.SHUT_WR)
             sock.settimeout(self.options.get("linger_ms", 5000) / 1000.0)
@@ -449,6 +493,32 @@ class Server:
                 pass
         except OSError:
             pass
+
+    def finish_tls(self, sock):
+        """finish() over TLS: close_notify, then the same half-close and
+        drain on the raw socket (what the client still sends is dropped
+        undecrypted: after close_notify, OpenSSL would drop it anyway)."""
+        self.close_notify(sock)
+        try:
+            socket.socket.shutdown(sock, socket.SHUT_WR)
+            sock.settimeout(self.options.get("linger_ms", 5000) / 1000.0)
+            while socket.socket.recv(sock, 65536):
+                pass
+        except OSError:
+            pass
+
+    def serve(self, sock):
+        """A connection's thread: the TLS handshake (--tls), then handle()."""
+        if self.tls:
+            try:
+                sock.settimeout(10)
+                sock = self.tls.wrap_socket(sock, server_side=True)
+                sock.settimeout(None)
+            except (OSError, ValueError) as e:
+                self.diag("TLS handshake failed: %s" % e)
+                sock.close()
+                return
+        self.handle(sock)
 
     def handle(self, sock):
         with self.lock:
@@ -541,10 +611,15 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--port-file")
     ap.add_argument("--no-ipv6", action="store_true")
+    ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
     args = ap.parse_args()
 
     options, templates = load_case(args.case)
-    server = Server(options, templates, args.log)
+    tls = None
+    if args.tls:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(args.tls[0], args.tls[1])
+    server = Server(options, templates, args.log, tls)
     listeners = open_listeners(args.port, not args.no_ipv6)
     port = listeners[0].getsockname()[1]
     if args.port_file:
@@ -562,7 +637,7 @@ def main():
                 conn, _ = key.fileobj.accept()
             except OSError:
                 continue
-            threading.Thread(target=server.handle, args=(conn,), daemon=True).start()
+            threading.Thread(target=server.serve, args=(conn,), daemon=True).start()
 
 
 if __name__ == "__main__":
