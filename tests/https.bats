@@ -210,3 +210,17 @@ trust_steps() {
 	assert_equal "$(sed -n 2p "$BATS_TEST_TMPDIR/shim.out")" "trust+sec4@localhost fail SSLError"
 	[ "$(stat_value tls_declined)" -eq 1 ] && [ "$(stat_value tls_reused)" -eq 1 ]
 }
+
+@test "curl under valgrind (memcheck) across park, hand-out, re-verification and a declined hand-out: no error" {
+	# curl cannot start with libasan preloaded: valgrind watches it instead
+	curl_ok || skip "the ASan run preloads libasan, which valgrind cannot follow"
+	use_tls 13
+	local c=(-sS -H 'Connection: close' --cacert "$TLS/ca.pem" -o /dev/null -w '%{http_code}\n')
+	run_both 7 valgrind -q --error-exitcode=99 "$CURL" "${c[@]}" "$URL/f?n=[1-5]" \
+		--next "${c[@]}" -k "$URL/echo/6" --next "${c[@]}" --cert "$TLS/client-a.pem" \
+		--key "$TLS/client-a.key" "$URL/echo/7"
+	assert_both_ok
+	assert_same_output
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 2" # the client certificate's own
+	[ "$(stat_value tls_reused)" -eq 5 ] && [ "$(stat_value tls_declined)" -eq 1 ]
+}
