@@ -25,6 +25,18 @@ setup_file() { suite_setup; }
 	assert_output "10 c 10 1 None True"
 }
 
+@test "scripts/bench --tls 13 and --tls 12: HTTPS rows, one TLS connection with the shim, same output" {
+	[ -z "${KEEPALIVE_ASAN-}" ] || skip "measures the plain build"
+	for v in 13 12; do
+		run "$ROOT/scripts/bench" --tls $v -n 10 -r 1 --no-strace -c nethttp,urllib,curl
+		assert_success
+		assert_line --regexp "HTTPS TLS 1\.${v#1}\$"
+		assert_line --regexp '^Net::HTTP.start per request +[0-9]+ +[0-9]+ +[0-9.]+x .* 10/1 .* yes$'
+		assert_line --regexp '^Python urllib.urlopen +[0-9]+ +[0-9]+ +[0-9.]+x .* 10/1 .* yes$'
+		assert_line --regexp '^curl, N URLs, Connection: close +[0-9]+ +[0-9]+ +[0-9.]+x .* 10/1 .* yes$'
+	done
+}
+
 @test "scripts/bench-large (8 MiB): uploads and download arrive whole (SHA-1), with and without the shim" {
 	[ -z "${KEEPALIVE_ASAN-}" ] || skip "measures the plain build"
 	run "$ROOT/scripts/bench-large" -m 8 -r 1
