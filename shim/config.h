@@ -63,7 +63,8 @@ void kp_log_write(int level, const char *func, const char *fmt, ...)
 	                  connection */                                       \
 	X(passthrough) /* tracked connections the shim stepped aside from */ \
 	X(tls_reused)  /* SSL handshakes answered with a pooled TLS connection */ \
-	X(tls_declined) /* pooled TLS connections a handshake could not take */
+	X(tls_declined) /* pooled TLS connections a handshake could not take */ \
+	X(tls_resumed) /* cached TLS sessions offered to a fresh handshake */
 
 #define KP_STAT_FIELD(name) uint64_t name;
 struct kp_stats {

@@ -748,7 +748,7 @@ static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 	}
 	memcpy(meta.tag, &tag, sizeof(tag));
 	/* a TLS connection goes with its socket, detached from the program */
-	if (c->tls && !kp_tls_park(c->tls, hidden, c->tls_ssl)) {
+	if (c->tls && !kp_tls_park(c->tls, hidden, c->tls_ssl, &c->key)) {
 		KP_REAL(close)(hidden);
 		return -1;
 	}
@@ -1939,6 +1939,7 @@ int kp_conn_tls_start(int fd, void *ssl)
 		first_request_fresh(c, fd, "TLS");
 	if (c->reused || c->n_reqs || c->served || c->req_mode != KP_REQ_HEAD || c->held_len)
 		goto out; /* TLS after plain HTTP (a CONNECT tunnel, say): not ours */
+	kp_tls_offer_session(ssl, &c->key);
 	struct kp_tls *t = kp_tls_bind(ssl, fd);
 	if (t) {
 		c->tls_ssl = ssl;

@@ -73,7 +73,27 @@ struct record {
 	UT_hash_handle hh;
 };
 
+/* The fallback where no pooled connection can serve: the newest session
+ * of a parked connection per destination and SNI, with what its handshake
+ * asked for and the peer chain it verified (a resumed handshake skips the
+ * certificate: the program's own verification runs on this chain before
+ * the session is offered). */
+struct ticket {
+	struct pool_key key;
+	char *sni;
+	unsigned char *alpn;
+	unsigned alpn_len;
+	X509 *cert;
+	int seclevel;
+	SSL_SESSION *sess;
+	X509 *leaf;
+	STACK_OF(X509) *chain;
+	struct ticket *next;
+};
+#define MAX_TICKETS 64
+
 static pthread_mutex_t tls_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ticket *tickets; /* newest first */
 static struct handle *handles;
 static struct kp_tls *parked;
 static struct record *records;
@@ -89,6 +109,7 @@ static struct handle *handle_find(const SSL *ssl);
 static bool engine_unref(struct kp_tls *e);
 static void engine_free(struct kp_tls *e);
 static void handle_free(struct handle *h);
+static void ticket_keep(struct kp_tls *e, const struct pool_key *key);
 
 /* ------------------------------------------------------------ records */
 
@@ -327,7 +348,7 @@ static int detach_program(struct kp_tls *e, int fd)
 	return ctx == shim_ctx ? 0 : -1;
 }
 
-bool kp_tls_park(struct kp_tls *e, int hidden, void *user)
+bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key)
 {
 	if (e->dead)
 		return false;
@@ -349,6 +370,8 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user)
 		HASH_ADD_INT(parked, fd, e);
 	}
 	pthread_mutex_unlock(&tls_lock);
+	if (ok) /* detached: e->cert says which client certificate it carries */
+		ticket_keep(e, key);
 	return ok;
 }
 
@@ -372,29 +395,35 @@ static bool same_str(const char *a, const char *b)
 	return a == b || (a && b && !strcmp(a, b));
 }
 
-/* Everything a handshake of ssl's own would have made differently.
- * Caller holds tls_lock. */
-static const char *mismatch(struct kp_tls *e, SSL *ssl)
+/* What a past handshake asked for and got: a pooled engine's, or a
+ * cached session's. */
+struct shape {
+	const char *sni;
+	const unsigned char *alpn;
+	unsigned alpn_len;
+	X509 *cert;
+	int seclevel;
+	int version;
+};
+
+/* What a handshake of ssl's own would have asked differently, or under
+ * stricter rules than the handshake that made sh.  Caller holds tls_lock. */
+static const char *shape_mismatch(const struct shape *sh, SSL *ssl)
 {
 	const char *sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
-	if (!same_str(sni, e->sni))
+	if (!same_str(sni, sh->sni))
 		return "SNI";
 	struct record *r = record_get(ssl, false);
 	struct record *cr = record_get(kp_ssl.SSL_get_SSL_CTX(ssl), false);
 	if ((r && r->app_verify) || (cr && cr->app_verify))
 		return "an application verify callback";
 	unsigned alen = r ? r->alpn_len : 0;
-	if (alen != e->alpn_len || (alen && memcmp(r->alpn, e->alpn, alen)))
+	if (alen != sh->alpn_len || (alen && memcmp(r->alpn, sh->alpn, alen)))
 		return "ALPN offered";
-	const unsigned char *sel;
-	unsigned sel_len;
-	kp_ssl.SSL_get0_alpn_selected(e->ssl, &sel, &sel_len);
-	if (sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8)))
-		return "ALPN selected";
 	X509 *cert = kp_ssl.SSL_get_certificate(ssl);
-	if (!cert != !e->cert || (cert && kp_ssl.X509_cmp(cert, e->cert)))
+	if (!cert != !sh->cert || (cert && kp_ssl.X509_cmp(cert, sh->cert)))
 		return "client certificate";
-	int ver = kp_ssl.SSL_version(e->ssl);
+	int ver = sh->version;
 	long min = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_MIN_PROTO_VERSION, 0, NULL);
 	long max = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_MAX_PROTO_VERSION, 0, NULL);
 	uint64_t opts = kp_ssl.SSL_get_options(ssl);
@@ -406,18 +435,10 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
 		return "protocol version";
 	/* a stricter program would have refused keys, groups or signatures
 	 * its handshake allowed */
-	if (kp_ssl.SSL_get_security_level(ssl) > e->seclevel)
+	if (kp_ssl.SSL_get_security_level(ssl) > sh->seclevel)
 		return "security level";
 	if (kp_ssl.SSL_ctrl(ssl, SSL_CTRL_CERT_FLAGS, 0, NULL) & SSL_CERT_FLAG_SUITEB_128_LOS)
 		return "Suite B";
-	const SSL_CIPHER *cur = kp_ssl.SSL_get_current_cipher(e->ssl);
-	STACK_OF(SSL_CIPHER) *allowed = kp_ssl.SSL_get_ciphers(ssl);
-	bool found = false;
-	for (int i = 0; cur && allowed && i < kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)allowed); i++)
-		found |= kp_ssl.SSL_CIPHER_get_id(kp_ssl.OPENSSL_sk_value(
-				 (OPENSSL_STACK *)allowed, i)) == kp_ssl.SSL_CIPHER_get_id(cur);
-	if (!found)
-		return "cipher";
 	if (kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_TLSEXT_STATUS_REQ_TYPE, 0, NULL) != -1)
 		return "OCSP stapling asked";
 	if (kp_ssl.SSL_ct_is_enabled(ssl))
@@ -425,14 +446,36 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
 	return NULL;
 }
 
-/* ssl's own verification of e's peer chain, as OpenSSL's handshake runs it
- * (ssl/statem: ssl_verify_cert_chain).  Returns the verify callback's (or
- * X509_verify_cert's) verdict, > 0 for good, with the error and chain. */
-static int verify_as(SSL *ssl, struct kp_tls *e, long *result, STACK_OF(X509) **chain,
-		     char **peername)
+/* ... and for a pooled engine, also what the server chose.  Caller holds
+ * tls_lock. */
+static const char *mismatch(struct kp_tls *e, SSL *ssl)
 {
-	X509 *leaf = kp_ssl.SSL_get0_peer_certificate(e->ssl);
-	STACK_OF(X509) *untrusted = kp_ssl.SSL_get_peer_cert_chain(e->ssl);
+	struct shape sh = { e->sni, e->alpn, e->alpn_len, e->cert, e->seclevel,
+			    kp_ssl.SSL_version(e->ssl) };
+	const char *why = shape_mismatch(&sh, ssl);
+	if (why)
+		return why;
+	const unsigned char *sel;
+	unsigned sel_len;
+	kp_ssl.SSL_get0_alpn_selected(e->ssl, &sel, &sel_len);
+	if (sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8)))
+		return "ALPN selected";
+	const SSL_CIPHER *cur = kp_ssl.SSL_get_current_cipher(e->ssl);
+	STACK_OF(SSL_CIPHER) *allowed = kp_ssl.SSL_get_ciphers(ssl);
+	bool found = false;
+	for (int i = 0; cur && allowed && i < kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)allowed); i++)
+		found |= kp_ssl.SSL_CIPHER_get_id(kp_ssl.OPENSSL_sk_value(
+				 (OPENSSL_STACK *)allowed, i)) == kp_ssl.SSL_CIPHER_get_id(cur);
+	return found ? NULL : "cipher";
+}
+
+/* ssl's own verification of a peer chain (leaf, untrusted), as OpenSSL's
+ * handshake runs it (ssl/statem: ssl_verify_cert_chain).  Returns the
+ * verify callback's (or X509_verify_cert's) verdict, > 0 for good, with
+ * the error, the verified chain and the name matched. */
+static int verify_as(SSL *ssl, X509 *leaf, STACK_OF(X509) *untrusted, long *result,
+		     STACK_OF(X509) **chain, char **peername)
+{
 	X509_STORE *store = NULL;
 	kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_VERIFY_CERT_STORE, 0, &store);
 	if (!store)
@@ -481,7 +524,8 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		/* the program's verify callback runs here, as in a handshake: no
 		 * lock of ours held.  Its errors stay off the program's queue. */
 		kp_ssl.ERR_set_mark();
-		int ok = verify_as(ssl, e, &result, &chain, &peername);
+		int ok = verify_as(ssl, kp_ssl.SSL_get0_peer_certificate(e->ssl),
+				   kp_ssl.SSL_get_peer_cert_chain(e->ssl), &result, &chain, &peername);
 		kp_ssl.ERR_pop_to_mark();
 		if (ok <= 0 && (kp_ssl.SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER)) {
 			why = "the program's verification fails on it";
@@ -516,6 +560,132 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	pthread_mutex_unlock(&tls_lock);
 	kp_count(tls_reused);
 	return 0;
+}
+
+/* ------------------------------------------------------------ resumption */
+
+static void ticket_free(struct ticket *t)
+{
+	kp_ssl.SSL_SESSION_free(t->sess);
+	if (t->leaf)
+		kp_ssl.X509_free(t->leaf);
+	if (t->chain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)t->chain, (void (*)(void *))kp_ssl.X509_free);
+	if (t->cert)
+		kp_ssl.X509_free(t->cert);
+	free(t->sni);
+	free(t->alpn);
+	free(t);
+}
+
+/* Keep e's session for key, replacing the one of the same destination and
+ * SNI.  Only a session whose handshake verified its peer (X509_V_OK):
+ * resumed, it tells the program "verified", so it is offered only where
+ * the program's own verification also says so. */
+static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
+{
+	SSL_SESSION *sess = kp_ssl.SSL_get1_session(e->ssl);
+	if (!sess)
+		return;
+	struct ticket *t = calloc(1, sizeof(*t));
+	STACK_OF(X509) *chain = kp_ssl.SSL_get_peer_cert_chain(e->ssl);
+	if (!t || !kp_ssl.SSL_SESSION_is_resumable(sess) ||
+	    kp_ssl.SSL_get_verify_result(e->ssl) != X509_V_OK ||
+	    !(t->leaf = kp_ssl.SSL_get1_peer_certificate(e->ssl)) ||
+	    (chain && !(t->chain = kp_ssl.X509_chain_up_ref(chain))) ||
+	    (e->sni && !(t->sni = strdup(e->sni))) ||
+	    (e->alpn_len && !(t->alpn = malloc(e->alpn_len)))) {
+		if (t) {
+			t->sess = sess;
+			ticket_free(t);
+		} else {
+			kp_ssl.SSL_SESSION_free(sess);
+		}
+		return;
+	}
+	t->key = *key;
+	t->sess = sess;
+	if (e->alpn_len)
+		memcpy(t->alpn, e->alpn, e->alpn_len);
+	t->alpn_len = e->alpn_len;
+	if (e->cert && kp_ssl.X509_up_ref(e->cert))
+		t->cert = e->cert;
+	t->seclevel = e->seclevel;
+	struct ticket *drop = NULL, **pp;
+	pthread_mutex_lock(&tls_lock);
+	unsigned n = 0;
+	for (pp = &tickets; *pp;) {
+		struct ticket *o = *pp;
+		if ((!memcmp(&o->key, key, sizeof(*key)) && same_str(o->sni, t->sni)) ||
+		    ++n >= MAX_TICKETS) {
+			*pp = o->next;
+			o->next = drop;
+			drop = o;
+			continue;
+		}
+		pp = &o->next;
+	}
+	t->next = tickets;
+	tickets = t;
+	pthread_mutex_unlock(&tls_lock);
+	while (drop) {
+		struct ticket *o = drop;
+		drop = o->next;
+		ticket_free(o);
+	}
+}
+
+void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
+{
+	SSL *ssl = ssl_;
+	if (!bind_ok() || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) ||
+	    kp_ssl.SSL_get_session(ssl)) /* the program resumes one of its own */
+		return;
+	SSL_SESSION *sess = NULL;
+	X509 *leaf = NULL;
+	STACK_OF(X509) *untrusted = NULL;
+	const char *why = "none kept";
+	pthread_mutex_lock(&tls_lock);
+	const char *sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	for (struct ticket *t = tickets; t; t = t->next) {
+		if (memcmp(&t->key, key, sizeof(*key)) || !same_str(t->sni, sni))
+			continue;
+		struct shape sh = { t->sni, t->alpn, t->alpn_len, t->cert, t->seclevel,
+				    kp_ssl.SSL_SESSION_get_protocol_version(t->sess) };
+		why = shape_mismatch(&sh, ssl);
+		if (!why && kp_ssl.SSL_SESSION_up_ref(t->sess) && kp_ssl.X509_up_ref(t->leaf)) {
+			sess = t->sess;
+			leaf = t->leaf;
+			untrusted = t->chain ? kp_ssl.X509_chain_up_ref(t->chain) : NULL;
+		}
+		break;
+	}
+	pthread_mutex_unlock(&tls_lock);
+	if (sess) {
+		long result;
+		STACK_OF(X509) *chain;
+		char *peername;
+		kp_ssl.ERR_set_mark();
+		int ok = verify_as(ssl, leaf, untrusted, &result, &chain, &peername);
+		kp_ssl.ERR_pop_to_mark();
+		free(peername);
+		if (chain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
+		if (ok > 0 && result == X509_V_OK && kp_ssl.SSL_set_session(ssl, sess)) {
+			kp_count(tls_resumed);
+			why = NULL;
+		} else {
+			why = "the program's verification fails on its chain";
+		}
+		kp_ssl.SSL_SESSION_free(sess);
+		kp_ssl.X509_free(leaf);
+		if (untrusted)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)untrusted, (void (*)(void *))kp_ssl.X509_free);
+	}
+	if (why)
+		kp_debug("no session offered: %s", why);
+	else
+		kp_debug("a cached session offered for resumption");
 }
 
 /* ------------------------------------------------------------ fresh again */

@@ -21,6 +21,7 @@
 
 struct kp_conn;
 struct kp_tls;
+struct pool_key;
 
 /* The program's SSL whose real handshake runs on this thread (SSL_connect
  * or SSL_do_handshake): the socket writes it makes tell us its fd, also
@@ -45,7 +46,12 @@ int kp_tls_handout(struct kp_tls *e, void *ssl, int fd);
  * BIO detached); the connection's reference moves to the parked map.
  * user: the program's handle that used it last (its I/O is refused from
  * now on).  False when e's TLS state forbids it (nothing changed). */
-bool kp_tls_park(struct kp_tls *e, int hidden, void *user);
+bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key);
+
+/* No pooled connection for ssl's handshake to key: offer it the session of
+ * an earlier one (resumption), if its handshake would ask for the same
+ * and its own verification passes on that session's peer chain. */
+void kp_tls_offer_session(void *ssl, const struct pool_key *key);
 
 /* The engine parked at hidden fd, taken out of the parked map (its
  * reference to the caller), or NULL. */

@@ -121,7 +121,12 @@
 	X(int, SSL_ct_is_enabled, (const SSL *))                                   \
 	X(void, SSL_set_shutdown, (SSL *, int))                                    \
 	X(uint64_t, SSL_set_options, (SSL *, uint64_t))                            \
-	X(int, SSL_get_security_level, (const SSL *))
+	X(int, SSL_get_security_level, (const SSL *))                              \
+	X(int, SSL_set_session, (SSL *, SSL_SESSION *))                            \
+	X(int, SSL_SESSION_is_resumable, (const SSL_SESSION *))                    \
+	X(int, SSL_SESSION_up_ref, (SSL_SESSION *))                                \
+	X(void, SSL_SESSION_free, (SSL_SESSION *))                                 \
+	X(int, SSL_SESSION_get_protocol_version, (const SSL_SESSION *))
 
 /* libcrypto */
 #define KP_CRYPTO_FUNCS(X)                                                        \
@@ -143,6 +148,7 @@
 	X(int, X509_cmp, (const X509 *, const X509 *))                             \
 	X(int, X509_up_ref, (X509 *))                                              \
 	X(void, X509_free, (X509 *))                                               \
+	X(STACK_OF(X509) *, X509_chain_up_ref, (STACK_OF(X509) *))                 \
 	X(void, OPENSSL_sk_pop_free, (OPENSSL_STACK *, void (*)(void *)))           \
 	X(int, OPENSSL_sk_num, (const OPENSSL_STACK *))                            \
 	X(void *, OPENSSL_sk_value, (const OPENSSL_STACK *, int))                  \

@@ -224,3 +224,43 @@ trust_steps() {
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 2" # the client certificate's own
 	[ "$(stat_value tls_reused)" -eq 5 ] && [ "$(stat_value tls_declined)" -eq 1 ]
 }
+
+# ------------------------------------------------------------ resumption
+
+# tls_concurrent.py: one request (CTX1), then two connections opened
+# together (CTX2): the second cannot have the pooled connection
+concurrent() {
+	use_tls 13
+	run_both 3 "$PYTHON" "$SCRIPTS/tls_concurrent.py" "$SERVER_PORT" "$TLS" "$@"
+	assert_both_ok
+	assert_same_output
+	cat "$BATS_TEST_TMPDIR/shim.out"
+}
+
+@test "no pooled connection free: a fresh handshake resumes the session of a pooled one (fallback)" {
+	concurrent trust trust
+	assert_equal "$(count_matches ' ok HTTP/1.1 200 OK /echo/' "$BATS_TEST_TMPDIR/shim.out")" 3
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 2"
+	# nginx's $ssl_session_reused: the new connection resumed ("r")
+	run awk '$1 != first { if (!first) first = $1; else print $7 }' "$NGINX_DIR/access.log"
+	assert_output r
+	[ "$(stat_value tls_resumed)" -eq 1 ] && [ "$(stat_value tls_reused)" -eq 1 ]
+}
+
+@test "trust never leaks through resumption: a context that does not trust the CA is offered no session" {
+	concurrent trust other
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "1 ok HTTP/1.1 200 OK /echo/0"
+	assert_line "connect 1 fail unable to get local issuer certificate"
+	assert_line "connect 2 fail unable to get local issuer certificate"
+	[ "$(stat_value tls_resumed)" -eq 0 ] && [ "$(stat_value tls_reused)" -eq 0 ]
+}
+
+@test "trust never leaks through resumption: a client certificate's session is not offered to a program without one" {
+	concurrent trust+a trust
+	assert_equal "$(count_matches ' ok HTTP/1.1 200 OK /echo/' "$BATS_TEST_TMPDIR/shim.out")" 3
+	[ "$(stat_value tls_resumed)" -eq 0 ]
+	# no connection without a certificate was taken for client-a's
+	run awk '$NF == "CN=client-a" { print $4 }' "$NGINX_DIR/access.log"
+	assert_output /echo/0
+}

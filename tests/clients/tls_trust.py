@@ -13,10 +13,7 @@
 #   unless it is an IP address).
 import socket, ssl, sys
 
-port, tls = int(sys.argv[1]), sys.argv[2]
-
-
-def context(kind):
+def context(tls, kind):
     if kind == "none":
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
         ctx.check_hostname = False
@@ -31,11 +28,17 @@ def context(kind):
     return ctx
 
 
-for i, step in enumerate(sys.argv[3:]):
+def main():
+    port, tls = int(sys.argv[1]), sys.argv[2]
+    for i, step in enumerate(sys.argv[3:]):
+        run_step(port, tls, i, step)
+
+
+def run_step(port, tls, i, step):
     kind, _, name = step.partition("@")
     try:
         with socket.create_connection(("127.0.0.1", port)) as sock:
-            with context(kind).wrap_socket(sock, server_hostname=name) as s:
+            with context(tls, kind).wrap_socket(sock, server_hostname=name) as s:
                 s.sendall(b"GET /echo/%d HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (i, name.encode()))
                 data = b""
                 while True:
@@ -49,3 +52,7 @@ for i, step in enumerate(sys.argv[3:]):
         print(step, "fail", e.verify_message)
     except (ssl.SSLError, OSError) as e:
         print(step, "fail", type(e).__name__)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,59 @@
+# TLS session resumption as the fallback where no pooled connection can
+# serve: one HTTPS request on its own connection (CTX1), then two
+# connections opened together (CTX2, both handshakes before either
+# request), a request on each, both closed.  Under the shim the first
+# connection is pooled: one of the two gets it, the other must make a
+# handshake of its own.  Prints "<step> ok <status line> <body>" or
+# "<step> fail <reason>" per request.
+# Usage: python3 tls_concurrent.py PORT TLSDIR CTX1 CTX2 (CTX as in tls_trust.py)
+import socket, ssl, sys
+
+sys.path.insert(0, __file__.rsplit("/", 1)[0])
+from tls_trust import context  # noqa: E402
+
+port, tls, kinds = int(sys.argv[1]), sys.argv[2], sys.argv[3:5]
+
+
+def connect(kind):
+    sock = socket.create_connection(("127.0.0.1", port))
+    return context(tls, kind).wrap_socket(sock, server_hostname="localhost")
+
+
+def fetch(s, i):
+    s.sendall(b"GET /echo/%d HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n" % i)
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.split(b"\r\n")[0].decode() + " " + body.decode().strip()
+
+
+def step(label, fn):
+    try:
+        print(label, "ok", fn())
+    except ssl.SSLCertVerificationError as e:
+        print(label, "fail", e.verify_message)
+    except (ssl.SSLError, OSError) as e:
+        print(label, "fail", type(e).__name__)
+
+
+def first():
+    with connect(kinds[0]) as s:
+        return fetch(s, 0)
+
+
+step("1", first)
+socks = []
+for i in (1, 2):
+    try:
+        socks.append(connect(kinds[1]))
+    except ssl.SSLCertVerificationError as e:
+        print("connect", i, "fail", e.verify_message)
+    except (ssl.SSLError, OSError) as e:
+        print("connect", i, "fail", type(e).__name__)
+for i, s in enumerate(socks, 1):
+    step(str(i + 1), lambda: fetch(s, i))
+    s.close()
