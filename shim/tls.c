@@ -99,11 +99,6 @@ static struct kp_tls *parked;
 static struct record *records;
 static SSL_CTX *shim_ctx; /* parked engines belong to it: no program callbacks */
 
-/* A real libssl call of ours (kp_ssl: never through our wrappers). */
-#define TLS_CALL(expr) \
-	do {           \
-		expr;  \
-	} while (0)
 
 static struct handle *handle_find(const SSL *ssl);
 static bool engine_unref(struct kp_tls *e);
@@ -264,20 +259,15 @@ static void handle_free(struct handle *h)
 	free(h);
 }
 
-static bool bind_ok(void)
-{
-	return kp_ssl_bind();
-}
-
 struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 {
 	SSL *ssl = ssl_;
-	if (!bind_ok())
+	if (!kp_ssl_bind())
 		return NULL;
 	struct kp_tls *e = calloc(1, sizeof(*e));
 	struct handle *h = calloc(1, sizeof(*h));
 	const char *sni;
-	TLS_CALL(sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name));
+	sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
 	if (!e || !h || (sni && !(e->sni = strdup(sni))))
 		goto fail;
 	pthread_mutex_lock(&tls_lock);
@@ -324,7 +314,7 @@ static int detach_program(struct kp_tls *e, int fd)
 		return 0;
 	}
 	if (!shim_ctx) {
-		TLS_CALL(shim_ctx = kp_ssl.SSL_CTX_new(kp_ssl.TLS_client_method()));
+		shim_ctx = kp_ssl.SSL_CTX_new(kp_ssl.TLS_client_method());
 		if (!shim_ctx)
 			return -1;
 	}
@@ -352,10 +342,8 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 {
 	if (e->dead)
 		return false;
-	int pending, shut, done;
-	TLS_CALL(pending = kp_ssl.SSL_has_pending(e->ssl); shut = kp_ssl.SSL_get_shutdown(e->ssl);
-		 done = kp_ssl.SSL_is_init_finished(e->ssl));
-	if (pending || shut || !done)
+	if (kp_ssl.SSL_has_pending(e->ssl) || kp_ssl.SSL_get_shutdown(e->ssl) ||
+	    !kp_ssl.SSL_is_init_finished(e->ssl))
 		return false;
 	pthread_mutex_lock(&tls_lock);
 	bool ok = detach_program(e, hidden) == 0;
@@ -509,7 +497,7 @@ out:
 int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 {
 	SSL *ssl = ssl_;
-	if (!bind_ok() || e->dead)
+	if (!kp_ssl_bind() || e->dead)
 		return -1;
 	struct handle *h = calloc(1, sizeof(*h));
 	if (!h)
@@ -638,7 +626,7 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 {
 	SSL *ssl = ssl_;
-	if (!bind_ok() || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) ||
+	if (!kp_ssl_bind() || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) ||
 	    kp_ssl.SSL_get_session(ssl)) /* the program resumes one of its own */
 		return;
 	SSL_SESSION *sess = NULL;
@@ -697,11 +685,11 @@ static int handshake_wait(SSL *ssl, int fd)
 	int waited = 0;
 	for (;;) {
 		int r;
-		TLS_CALL(r = kp_ssl.SSL_connect(ssl));
+		r = kp_ssl.SSL_connect(ssl);
 		if (r == 1)
 			return 0;
 		int err;
-		TLS_CALL(err = kp_ssl.SSL_get_error(ssl, r));
+		err = kp_ssl.SSL_get_error(ssl, r);
 		short ev = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
 		if (!ev || waited >= TLS_WAIT_MS)
 			return -1;
@@ -794,7 +782,7 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 		int r, e2;
 		/* the program's SSL_MODE_ENABLE_PARTIAL_WRITE (Ruby) may write
 		 * a record at a time */
-		TLS_CALL(r = kp_ssl.SSL_write_ex(e->ssl, buf + off, len - off, &w));
+		r = kp_ssl.SSL_write_ex(e->ssl, buf + off, len - off, &w);
 		if (r == 1) {
 			off += w;
 			if (off < len)
@@ -803,7 +791,7 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 			break;
 		}
 		int saved = errno;
-		TLS_CALL(e2 = kp_ssl.SSL_get_error(e->ssl, r));
+		e2 = kp_ssl.SSL_get_error(e->ssl, r);
 		short ev = e2 == SSL_ERROR_WANT_READ ? POLLIN : e2 == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
 		if (!ev || waited >= TLS_WAIT_MS) {
 			err = e2 == SSL_ERROR_SYSCALL && saved ? saved
@@ -940,7 +928,7 @@ static int refused(struct io *io)
 int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 {
 	struct io io;
-	if (!bind_ok())
+	if (!kp_ssl_bind())
 		return real(ssl);
 	if (io_get(ssl, &io)) {
 		if (io.closed)
@@ -950,7 +938,7 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	} else {
 		int fd = deferred_fd(ssl);
 		if (fd < 0)
-			TLS_CALL(fd = kp_ssl.SSL_get_fd(ssl));
+			fd = kp_ssl.SSL_get_fd(ssl);
 		if (fd >= 0 && kp_fd_conn(fd) && kp_conn_tls_start(fd, ssl) == KP_TLS_HANDED)
 			return 1;
 	}
@@ -959,17 +947,17 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	void *prev = kp_tls_handshaking;
 	kp_tls_handshaking = ssl;
 	int r;
-	TLS_CALL(r = real(ssl));
+	r = real(ssl);
 	kp_tls_handshaking = prev;
 	if (io_get(ssl, &io) && io.e != ssl) {
 		/* handed out at that first write, which never went out */
-		TLS_CALL(kp_ssl.ERR_clear_error());
+		kp_ssl.ERR_clear_error();
 		return 1;
 	}
 	if (r == 1 && io_get(ssl, &io) && io.c) {
 		const unsigned char *sel;
 		unsigned sel_len;
-		TLS_CALL(kp_ssl.SSL_get0_alpn_selected(ssl, &sel, &sel_len));
+		kp_ssl.SSL_get0_alpn_selected(ssl, &sel, &sel_len);
 		if (sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8)))
 			kp_conn_tls_spoil(io.c, io.fd, "ALPN chose a protocol other than HTTP/1.1");
 	}
@@ -1007,9 +995,8 @@ static int io_real(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *don
  * with errno (EAGAIN for WANT_READ/WANT_WRITE). */
 static ssize_t io_error(SSL *e, int r)
 {
-	int saved = errno, err;
-	unsigned long code;
-	TLS_CALL(err = kp_ssl.SSL_get_error(e, r); code = kp_ssl.ERR_peek_error());
+	int saved = errno, err = kp_ssl.SSL_get_error(e, r);
+	unsigned long code = kp_ssl.ERR_peek_error();
 	switch (err) {
 	case SSL_ERROR_ZERO_RETURN:
 		return 0;
@@ -1074,7 +1061,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	}
 	for (;;) {
 		int pending;
-		TLS_CALL(pending = kp_ssl.SSL_has_pending(io.e));
+		pending = kp_ssl.SSL_has_pending(io.e);
 		if (kp_conn_tls_eof(c, io.fd, pending)) {
 			synth(&io, SSL_ERROR_ZERO_RETURN);
 			if (done)
@@ -1091,7 +1078,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 		if (!again)
 			return r;
 		/* replayed on a fresh connection: the dead one's errors go */
-		TLS_CALL(kp_ssl.ERR_clear_error());
+		kp_ssl.ERR_clear_error();
 		if (!io_get(ssl, &io) || !(c = io.c))
 			return r;
 	}
@@ -1110,7 +1097,7 @@ int kp_tls_get_error(const SSL *ssl, int ret)
 		ssl = e;
 	}
 	int r;
-	TLS_CALL(r = kp_ssl.SSL_get_error(ssl, ret));
+	r = kp_ssl.SSL_get_error(ssl, ret);
 	return r;
 }
 
@@ -1119,7 +1106,7 @@ int kp_tls_shutdown(SSL *ssl)
 	struct io io;
 	int r;
 	if (!io_get(ssl, &io)) {
-		TLS_CALL(r = kp_ssl.SSL_shutdown(ssl));
+		r = kp_ssl.SSL_shutdown(ssl);
 		return r;
 	}
 	if (io.closed)
@@ -1136,7 +1123,7 @@ int kp_tls_shutdown(SSL *ssl)
 	}
 	if (io.c)
 		kp_conn_tls_spoil(io.c, io.fd, "SSL_shutdown mid-exchange");
-	TLS_CALL(r = kp_ssl.SSL_shutdown(io.e));
+	r = kp_ssl.SSL_shutdown(io.e);
 	return r;
 }
 
@@ -1152,7 +1139,7 @@ int kp_tls_get_shutdown(const SSL *ssl)
 		}
 		pthread_mutex_unlock(&tls_lock);
 	}
-	TLS_CALL(r = kp_ssl.SSL_get_shutdown(ssl));
+	r = kp_ssl.SSL_get_shutdown(ssl);
 	return r | shut;
 }
 
@@ -1165,7 +1152,7 @@ int kp_tls_pending(const SSL *ssl, bool has)
 			return 0;
 		ssl = io.e;
 	}
-	TLS_CALL(r = has ? kp_ssl.SSL_has_pending(ssl) : kp_ssl.SSL_pending(ssl));
+	r = has ? kp_ssl.SSL_has_pending(ssl) : kp_ssl.SSL_pending(ssl);
 	return r;
 }
 
@@ -1187,7 +1174,7 @@ bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
 void kp_tls_free(SSL *ssl)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
-		TLS_CALL(kp_ssl.SSL_free(ssl));
+		kp_ssl.SSL_free(ssl);
 		return;
 	}
 	pthread_mutex_lock(&tls_lock);
@@ -1205,7 +1192,7 @@ void kp_tls_free(SSL *ssl)
 	if (h)
 		handle_free(h);
 	if (!own)
-		TLS_CALL(kp_ssl.SSL_free(ssl));
+		kp_ssl.SSL_free(ssl);
 	if (last)
 		engine_free(e);
 }

@@ -6,9 +6,9 @@
  * libssl loaded by then) binds this table with dlvsym(RTLD_NEXT, name,
  * "OPENSSL_3.0.0"), or from dlopen(..., RTLD_NOLOAD) when libssl was
  * loaded RTLD_LOCAL (CPython's _ssl module).  Every call the shim makes to
- * a function it wraps goes through kp_ssl, inside KP_TLS_REAL (see tls.h:
- * libssl calls its own exported functions through the PLT, and those
- * internal calls must not re-enter our wrappers).
+ * a function it wraps goes through kp_ssl, never through our wrappers;
+ * libssl's own calls to its exports (through the PLT) are told apart by
+ * the caller's address (kp_from_libssl) and pass straight through.
  */
 #ifndef KEEPALIVE_TLS_REAL_H
 #define KEEPALIVE_TLS_REAL_H

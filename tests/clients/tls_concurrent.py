@@ -9,7 +9,7 @@
 import socket, ssl, sys
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
-from tls_trust import context  # noqa: E402
+from tls_trust import context, fetch, report  # noqa: E402
 
 port, tls, kinds = int(sys.argv[1]), sys.argv[2], sys.argv[3:5]
 
@@ -19,33 +19,12 @@ def connect(kind):
     return context(tls, kind).wrap_socket(sock, server_hostname="localhost")
 
 
-def fetch(s, i):
-    s.sendall(b"GET /echo/%d HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n" % i)
-    data = b""
-    while True:
-        chunk = s.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-    head, _, body = data.partition(b"\r\n\r\n")
-    return head.split(b"\r\n")[0].decode() + " " + body.decode().strip()
-
-
-def step(label, fn):
-    try:
-        print(label, "ok", fn())
-    except ssl.SSLCertVerificationError as e:
-        print(label, "fail", e.verify_message)
-    except (ssl.SSLError, OSError) as e:
-        print(label, "fail", type(e).__name__)
-
-
 def first():
     with connect(kinds[0]) as s:
-        return fetch(s, 0)
+        return fetch(s, 0, "localhost")
 
 
-step("1", first)
+report("1", first)
 socks = []
 for i in (1, 2):
     try:
@@ -55,5 +34,5 @@ for i in (1, 2):
     except (ssl.SSLError, OSError) as e:
         print("connect", i, "fail", type(e).__name__)
 for i, s in enumerate(socks, 1):
-    step(str(i + 1), lambda: fetch(s, i))
+    report(str(i + 1), lambda: fetch(s, i, "localhost"))
     s.close()

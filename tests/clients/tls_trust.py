@@ -28,30 +28,44 @@ def context(tls, kind):
     return ctx
 
 
-def main():
-    port, tls = int(sys.argv[1]), sys.argv[2]
-    for i, step in enumerate(sys.argv[3:]):
-        run_step(port, tls, i, step)
+def fetch(s, i, name):
+    """GET /echo/<i> with "Connection: close" on s, read to EOF: "<status line> <body>"."""
+    s.sendall(b"GET /echo/%d HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (i, name.encode()))
+    data = b""
+    while True:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.split(b"\r\n")[0].decode() + " " + body.decode().strip()
+
+
+def report(label, fn):
+    """Print "<label> ok <fn()>" or "<label> fail <reason>"."""
+    try:
+        print(label, "ok", fn())
+    except ssl.SSLCertVerificationError as e:
+        print(label, "fail", e.verify_message)
+    except (ssl.SSLError, OSError) as e:
+        print(label, "fail", type(e).__name__)
 
 
 def run_step(port, tls, i, step):
     kind, _, name = step.partition("@")
-    try:
+
+    def one():
         with socket.create_connection(("127.0.0.1", port)) as sock:
             with context(tls, kind).wrap_socket(sock, server_hostname=name) as s:
-                s.sendall(b"GET /echo/%d HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (i, name.encode()))
-                data = b""
-                while True:
-                    chunk = s.recv(65536)
-                    if not chunk:
-                        break
-                    data += chunk
-        head, _, body = data.partition(b"\r\n\r\n")
-        print(step, "ok", head.split(b"\r\n")[0].decode(), body.decode().strip())
-    except ssl.SSLCertVerificationError as e:
-        print(step, "fail", e.verify_message)
-    except (ssl.SSLError, OSError) as e:
-        print(step, "fail", type(e).__name__)
+                return fetch(s, i, name)
+
+    report(step, one)
+
+
+def main():
+    port, tls = int(sys.argv[1]), sys.argv[2]
+    for i, step in enumerate(sys.argv[3:]):
+        run_step(port, tls, i, step)
 
 
 if __name__ == "__main__":
