@@ -74,6 +74,11 @@ build/clients/%: tests/clients/%.c $(wildcard tests/clients/*.h) Makefile
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $<
 
+# clients that speak TLS themselves link libssl (libssl-dev)
+build/clients/tls_%: tests/clients/tls_%.c $(wildcard tests/clients/*.h) Makefile
+	@mkdir -p build/clients
+	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $< -lssl -lcrypto
+
 # the WAN emulator the benchmarks put between client and server (not in all)
 build/latency-proxy: scripts/latency-proxy.c Makefile
 	@mkdir -p build

@@ -665,7 +665,8 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	       (take_finished(&key) && (p = pool_checkout(&key, now, &meta)) >= 0)) {
 		kp_fd_swap(p, NULL);
 		struct kp_tls *t = kp_tls_unpark(p); /* a whole TLS connection */
-		int ok = adopt_pooled(fd, p, c, &meta);
+		/* its SSL went back to its program (SSL_clear) */
+		int ok = t && kp_tls_dead(t) ? (errno = ESTALE, -1) : adopt_pooled(fd, p, c, &meta);
 		KP_REAL(close)(p);
 		if (ok == 0) {
 			c->state = KP_ACTIVE;

@@ -114,7 +114,21 @@ KP_EXPORT long SSL_ctrl(SSL *s, int cmd, long larg, void *parg)
 		return 0;
 	if (INTERNAL())
 		return kp_ssl.SSL_ctrl(s, cmd, larg, parg);
-	return kp_tls_ctrl(s, cmd, larg, parg);
+	long r = kp_tls_ctrl(s, cmd, larg, parg);
+	if (r > 0 && kp_ssl_bind())
+		kp_tls_note_ctrl(s, cmd, larg, parg);
+	return r;
+}
+
+/* only noted: the settings that no getter tells (groups, sigalgs) */
+KP_EXPORT long SSL_CTX_ctrl(SSL_CTX *ctx, int cmd, long larg, void *parg)
+{
+	if (MISSING(SSL_CTX_ctrl))
+		return 0;
+	long r = kp_ssl.SSL_CTX_ctrl(ctx, cmd, larg, parg);
+	if (r > 0 && !INTERNAL() && kp_ssl_bind())
+		kp_tls_note_ctrl(ctx, cmd, larg, parg);
+	return r;
 }
 
 KP_EXPORT const char *SSL_get0_peername(SSL *s)
@@ -181,8 +195,8 @@ KP_EXPORT int SSL_clear(SSL *s)
 {
 	if (MISSING(SSL_clear))
 		return 0;
-	if (!INTERNAL() && kp_ssl_bind())
-		kp_tls_reset(s, true);
+	if (!INTERNAL() && kp_ssl_bind() && kp_tls_reset(s, true) == KP_RESET_REFUSE)
+		return 0;
 	return kp_ssl.SSL_clear(s);
 }
 
@@ -190,7 +204,7 @@ KP_EXPORT void SSL_set_connect_state(SSL *s)
 {
 	if (MISSING(SSL_set_connect_state))
 		return;
-	if (!INTERNAL() && kp_ssl_bind() && kp_tls_reset(s, false))
+	if (!INTERNAL() && kp_ssl_bind() && kp_tls_reset(s, false) == KP_RESET_SKIP)
 		return;
 	kp_ssl.SSL_set_connect_state(s);
 }
@@ -332,7 +346,7 @@ KP_EXPORT int SSL_set_alpn_protos(SSL *s, const unsigned char *p, unsigned int l
 		return 1;
 	int r = kp_ssl.SSL_set_alpn_protos(s, p, len);
 	if (r == 0 && !INTERNAL() && kp_ssl_bind())
-		kp_tls_note_alpn(s, p, len);
+		kp_tls_note_list(s, CONF_ALPN, p, len);
 	return r;
 }
 
@@ -342,7 +356,7 @@ KP_EXPORT int SSL_CTX_set_alpn_protos(SSL_CTX *ctx, const unsigned char *p, unsi
 		return 1;
 	int r = kp_ssl.SSL_CTX_set_alpn_protos(ctx, p, len);
 	if (r == 0 && !INTERNAL() && kp_ssl_bind())
-		kp_tls_note_alpn(ctx, p, len);
+		kp_tls_note_list(ctx, CONF_ALPN, p, len);
 	return r;
 }
 
@@ -353,7 +367,7 @@ KP_EXPORT void SSL_CTX_set_cert_verify_callback(SSL_CTX *ctx, int (*cb)(X509_STO
 		return;
 	kp_ssl.SSL_CTX_set_cert_verify_callback(ctx, cb, arg);
 	if (!INTERNAL() && kp_ssl_bind())
-		kp_tls_note_app_verify(ctx, cb != NULL);
+		kp_tls_note_never(ctx, NEVER_APP_VERIFY, cb != NULL);
 }
 
 /* DANE changes what the handshake verifies: never handed a pooled one */
@@ -363,6 +377,58 @@ KP_EXPORT int SSL_dane_enable(SSL *s, const char *basedomain)
 		return -1;
 	int r = kp_ssl.SSL_dane_enable(s, basedomain);
 	if (r > 0 && !INTERNAL() && kp_ssl_bind())
-		kp_tls_note_app_verify(s, true);
+		kp_tls_note_never(s, NEVER_DANE, true);
+	return r;
+}
+
+/* Settings that decide things during the handshake in the program's code,
+ * or that nothing can read back: never handed a pooled connection. */
+#define NOTED_SETTER(type, name, obj_params, obj_args, on, why)             \
+	KP_EXPORT void name obj_params                                      \
+	{                                                                   \
+		if (MISSING(name))                                          \
+			return;                                             \
+		kp_ssl.name obj_args;                                       \
+		if (!INTERNAL() && kp_ssl_bind())                           \
+			kp_tls_note_never(o, why, on);                      \
+	}
+
+/* a certificate callback chooses the client certificate */
+NOTED_SETTER(SSL_CTX, SSL_CTX_set_cert_cb, (SSL_CTX * o, int (*cb)(SSL *, void *), void *arg),
+	     (o, cb, arg), cb != NULL, NEVER_CERT_CB)
+NOTED_SETTER(SSL, SSL_set_cert_cb, (SSL * o, int (*cb)(SSL *, void *), void *arg), (o, cb, arg),
+	     cb != NULL, NEVER_CERT_CB)
+/* NPN may choose another protocol than HTTP/1.1 */
+NOTED_SETTER(SSL_CTX, SSL_CTX_set_next_proto_select_cb,
+	     (SSL_CTX * o, SSL_CTX_npn_select_cb_func cb, void *arg), (o, cb, arg), cb != NULL,
+	     NEVER_NPN)
+
+/* the server may ask for a certificate at any time after the handshake */
+KP_EXPORT void SSL_CTX_set_post_handshake_auth(SSL_CTX *ctx, int val)
+{
+	if (MISSING(SSL_CTX_set_post_handshake_auth))
+		return;
+	kp_ssl.SSL_CTX_set_post_handshake_auth(ctx, val);
+	if (!INTERNAL() && kp_ssl_bind())
+		kp_tls_note_list(ctx, CONF_PHA, "1", val != 0);
+}
+
+KP_EXPORT void SSL_set_post_handshake_auth(SSL *s, int val)
+{
+	if (MISSING(SSL_set_post_handshake_auth))
+		return;
+	kp_ssl.SSL_set_post_handshake_auth(s, val);
+	if (!INTERNAL() && kp_ssl_bind())
+		kp_tls_note_list(s, CONF_PHA, "1", val != 0);
+}
+
+/* the client certificate comes from an engine */
+KP_EXPORT int SSL_CTX_set_client_cert_engine(SSL_CTX *ctx, ENGINE *e)
+{
+	if (MISSING(SSL_CTX_set_client_cert_engine))
+		return 0;
+	int r = kp_ssl.SSL_CTX_set_client_cert_engine(ctx, e);
+	if (r > 0 && !INTERNAL() && kp_ssl_bind())
+		kp_tls_note_never(ctx, NEVER_ENGINE, true);
 	return r;
 }

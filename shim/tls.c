@@ -1,13 +1,23 @@
 /*
  * tls.c - whole TLS connections in the pool: engines and handles (tls.h).
  *
- * A TLS connection is handed only to a program that would have accepted
- * it from a handshake of its own: the same destination (the pool's key),
- * SNI, offered ALPN, client certificate and protocol limits, and its own
- * verification (trust store, verify parameters such as the hostname,
- * verify callback) passing on the connection's peer chain, run afresh for
- * each hand-out as OpenSSL's ssl_verify_cert_chain() runs it.  The
- * verification result the program reads is that one, never the engine's.
+ * A TLS connection (or a session, for resumption) is handed only to a
+ * program that would have accepted it from a handshake of its own:
+ *  - everything its handshake would offer or limit is what the connection
+ *    was made with, or allows what it negotiated: the destination (the
+ *    pool's key), SNI, ALPN, key-exchange groups and signature algorithms
+ *    (compared as the program set them: no getter tells them), client
+ *    certificate, protocol versions, cipher, security level;
+ *  - its own verification (trust store, verify parameters such as the
+ *    hostname, verify callback) passes on the connection's peer chain,
+ *    run afresh for each hand-out as OpenSSL's ssl_verify_cert_chain()
+ *    runs it in a client's handshake;
+ *  - nothing is decided during the handshake by code of the program's that
+ *    we cannot ask (a client-certificate or certificate callback, a
+ *    security callback, an application verify callback, DANE, NPN, post-
+ *    handshake authentication): such a program gets a fresh handshake.
+ * The verification result the program reads is its own, never the
+ * engine's.  Where anything cannot be read or compared: decline.
  */
 #include "tls.h"
 
@@ -36,14 +46,17 @@ struct kp_tls {
 	SSL *ssl;
 	int refs;            /* handles mapped to it, the socket carrying it */
 	int fd;              /* where its BIO writes (or the program's BIO did) */
-	bool own_bio;        /* the program's BIO and callbacks are detached */
+	bool own_bio;        /* detached: the program's BIO, callbacks, context gone */
 	bool dead;           /* its socket went away under it: never parked */
 	bool foreign;        /* ssl is the program's again (SSL_clear): never freed */
+	bool cert_known;     /* cert below was read */
+	int prog_fd;         /* the program's socket BIO's fd and close flag, */
+	int prog_close;      /* before parking moved it (-1: none) */
 	char *sni;           /* what its handshake asked for */
-	unsigned char *alpn;
-	unsigned alpn_len;
+	struct conf conf;    /* what its handshake offered that no getter tells */
 	X509 *cert;          /* the client certificate it had (NULL: none) */
 	int seclevel;        /* the security level its handshake ran at */
+	struct saved *saved; /* the program's settings, kept when detached */
 	UT_hash_handle hh;   /* in parked, by fd */
 };
 
@@ -62,13 +75,12 @@ struct handle {
 	UT_hash_handle hh;
 };
 
-/* ALPN lists the program offered (no getter exists), and contexts with an
- * application verify callback (no getter either): by object address */
+/* A context's or an SSL's settings that no getter tells, by object
+ * address.  SSL_new copies a context's into the SSL, as libssl copies the
+ * settings themselves. */
 struct record {
 	const void *obj;
-	unsigned char *alpn;
-	unsigned alpn_len;
-	bool app_verify;
+	struct conf conf;
 	int defer_fd;        /* + 1: kp_tls_defer */
 	UT_hash_handle hh;
 };
@@ -81,8 +93,7 @@ struct record {
 struct ticket {
 	struct pool_key key;
 	char *sni;
-	unsigned char *alpn;
-	unsigned alpn_len;
+	struct conf conf;
 	X509 *cert;
 	int seclevel;
 	SSL_SESSION *sess;
@@ -106,7 +117,72 @@ static void engine_free(struct kp_tls *e);
 static void handle_free(struct handle *h);
 static void ticket_keep(struct kp_tls *e, const struct pool_key *key);
 
-/* ------------------------------------------------------------ records */
+/* ------------------------------------------------------------ settings */
+
+static const char *const never_why[] = {
+	[NEVER_APP_VERIFY] = "an application verify callback",
+	[NEVER_DANE] = "DANE",
+	[NEVER_CERT_CB] = "a certificate callback",
+	[NEVER_NPN] = "NPN",
+	[NEVER_ENGINE] = "a client certificate engine",
+	[NEVER_TMP_ECDH] = "a temporary ECDH key",
+	[NEVER_UNKNOWN] = "settings not recorded (out of memory)",
+};
+
+static const char *const list_what[CONF_LISTS] = {
+	[CONF_ALPN] = "ALPN offered",
+	[CONF_GROUPS] = "key-exchange groups",
+	[CONF_SIGALGS] = "signature algorithms",
+	[CONF_CLIENT_SIGALGS] = "client signature algorithms",
+	[CONF_PHA] = "post-handshake authentication",
+};
+
+static void conf_free(struct conf *c)
+{
+	for (int i = 0; i < CONF_LISTS; i++)
+		free(c->list[i]);
+	memset(c, 0, sizeof(*c));
+}
+
+/* list i of c becomes a copy of p (n bytes); an empty one is the default */
+static void conf_set(struct conf *c, int i, const void *p, size_t n)
+{
+	unsigned char *copy = n ? malloc(n) : NULL;
+	if (n && !copy)
+		c->never |= 1u << NEVER_UNKNOWN;
+	else if (n)
+		memcpy(copy, p, n);
+	free(c->list[i]);
+	c->list[i] = copy;
+	c->len[i] = copy ? n : 0;
+}
+
+static void conf_copy(struct conf *dst, const struct conf *src)
+{
+	conf_free(dst);
+	dst->never = src->never;
+	for (int i = 0; i < CONF_LISTS; i++)
+		conf_set(dst, i, src->list[i], src->len[i]);
+}
+
+/* What a handshake with settings b would offer differently from one with
+ * settings a: compared as set, so an equal list written another way
+ * declines (a fresh handshake is always correct). */
+static const char *conf_mismatch(const struct conf *a, const struct conf *b)
+{
+	for (int i = 0; i < CONF_LISTS; i++)
+		if (a->len[i] != b->len[i] || (a->len[i] && memcmp(a->list[i], b->list[i], a->len[i])))
+			return list_what[i];
+	return NULL;
+}
+
+static const char *never_reason(unsigned never)
+{
+	for (unsigned i = 0; i < sizeof(never_why) / sizeof(never_why[0]); i++)
+		if (never & (1u << i))
+			return never_why[i];
+	return NULL;
+}
 
 static struct record *record_get(const void *obj, bool create)
 {
@@ -125,40 +201,76 @@ static void record_drop(const void *obj)
 	HASH_FIND_PTR(records, &obj, r);
 	if (r) {
 		HASH_DEL(records, r);
-		free(r->alpn);
+		conf_free(&r->conf);
 		free(r);
 	}
 }
 
-static int record_alpn(struct record *r, const unsigned char *p, unsigned len)
-{
-	unsigned char *copy = len ? malloc(len) : NULL;
-	if (len && !copy)
-		return -1;
-	if (len)
-		memcpy(copy, p, len);
-	free(r->alpn);
-	r->alpn = copy;
-	r->alpn_len = len;
-	return 0;
-}
-
-void kp_tls_note_alpn(const void *obj, const unsigned char *p, unsigned len)
+void kp_tls_note_list(const void *obj, enum kp_conf_list i, const void *p, size_t n)
 {
 	pthread_mutex_lock(&tls_lock);
 	struct record *r = record_get(obj, true);
-	if (r && record_alpn(r, p, len) < 0)
-		r->app_verify = true; /* offer unknown (out of memory): never hand out */
+	if (r)
+		conf_set(&r->conf, i, p, n);
 	pthread_mutex_unlock(&tls_lock);
 }
 
-void kp_tls_note_app_verify(const void *ctx, bool on)
+void kp_tls_note_never(const void *obj, enum kp_never why, bool on)
 {
 	pthread_mutex_lock(&tls_lock);
-	struct record *r = record_get(ctx, on);
-	if (r)
-		r->app_verify = on;
+	struct record *r = record_get(obj, on);
+	if (r && on)
+		r->conf.never |= 1u << why;
+	else if (r)
+		r->conf.never &= ~(1u << why);
 	pthread_mutex_unlock(&tls_lock);
+}
+
+/* SSL_ctrl and SSL_CTX_ctrl setters of what no getter tells */
+void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg)
+{
+	enum kp_conf_list i;
+	switch (cmd) {
+	case SSL_CTRL_SET_GROUPS:
+		i = CONF_GROUPS;
+		break;
+	case SSL_CTRL_SET_SIGALGS:
+		i = CONF_SIGALGS;
+		break;
+	case SSL_CTRL_SET_CLIENT_SIGALGS:
+		i = CONF_CLIENT_SIGALGS;
+		break;
+	case SSL_CTRL_SET_GROUPS_LIST:
+	case SSL_CTRL_SET_SIGALGS_LIST:
+	case SSL_CTRL_SET_CLIENT_SIGALGS_LIST: {
+		i = cmd == SSL_CTRL_SET_GROUPS_LIST    ? CONF_GROUPS
+		    : cmd == SSL_CTRL_SET_SIGALGS_LIST ? CONF_SIGALGS
+						       : CONF_CLIENT_SIGALGS;
+		/* 's' and the text: never equal to a list of numbers */
+		size_t n = parg ? strlen(parg) : 0;
+		char *b = malloc(n + 1);
+		if (!b) {
+			kp_tls_note_never(obj, NEVER_UNKNOWN, true);
+			return;
+		}
+		b[0] = 's';
+		if (n)
+			memcpy(b + 1, parg, n);
+		kp_tls_note_list(obj, i, b, n + 1);
+		free(b);
+		return;
+	}
+	case SSL_CTRL_SET_TMP_ECDH: /* sets the groups to its key's: unreadable */
+		kp_tls_note_never(obj, NEVER_TMP_ECDH, true);
+		return;
+	default:
+		return;
+	}
+	/* a count of ints (sigalgs: pairs of them) */
+	if (larg < 0 || larg > 1024 || (larg && !parg))
+		kp_tls_note_never(obj, NEVER_UNKNOWN, true);
+	else
+		kp_tls_note_list(obj, i, parg, (size_t)larg * sizeof(int));
 }
 
 void kp_tls_defer(void *ssl, int fd)
@@ -201,8 +313,8 @@ void kp_tls_note_new(const void *obj, const void *ctx)
 	struct record *cr = ctx ? record_get(ctx, false) : NULL;
 	if (cr) {
 		struct record *r = record_get(obj, true);
-		if (r && (record_alpn(r, cr->alpn, cr->alpn_len) < 0 || cr->app_verify))
-			r->app_verify = true;
+		if (r)
+			conf_copy(&r->conf, &cr->conf);
 	}
 	pthread_mutex_unlock(&tls_lock);
 	if (stale)
@@ -220,6 +332,30 @@ static struct handle *handle_find(const SSL *ssl)
 	return h;
 }
 
+/* What detaching took from the program's SSL, given back if the program
+ * makes it a new connection (SSL_clear) while its old one is parked. */
+struct saved {
+	SSL_CTX *ctx; /* a reference of ours */
+	int verify_mode;
+	SSL_verify_cb verify_cb;
+	void (*info_cb)(const SSL *, int, int);
+	uint64_t options;
+	void *ex[32];
+};
+
+/* fd and close flag of the program's socket BIO, or fd -1 (a BIO of its
+ * own, or not the same one both ways) */
+static int prog_socket_bio(SSL *ssl, int *close_flag)
+{
+	BIO *b = kp_ssl.SSL_get_rbio(ssl);
+	int fd = -1;
+	if (!b || b != kp_ssl.SSL_get_wbio(ssl) || kp_ssl.BIO_method_type(b) != BIO_TYPE_SOCKET ||
+	    kp_ssl.BIO_ctrl(b, BIO_C_GET_FD, 0, &fd) < 0)
+		return -1;
+	*close_flag = (int)kp_ssl.BIO_ctrl(b, BIO_CTRL_GET_CLOSE, 0, NULL);
+	return fd;
+}
+
 static void engine_free(struct kp_tls *e)
 {
 	if (!e->foreign) {
@@ -230,8 +366,11 @@ static void engine_free(struct kp_tls *e)
 	}
 	if (e->cert)
 		kp_ssl.X509_free(e->cert);
+	if (e->saved && e->saved->ctx)
+		kp_ssl.SSL_CTX_free(e->saved->ctx);
+	free(e->saved);
 	free(e->sni);
-	free(e->alpn);
+	conf_free(&e->conf);
 	free(e);
 }
 
@@ -259,6 +398,69 @@ static void handle_free(struct handle *h)
 	free(h);
 }
 
+/* Not the default security callback: a program with its own may refuse
+ * what its handshake would meet.  Caller holds tls_lock. */
+static bool custom_security_cb(SSL *ssl)
+{
+	if (!shim_ctx && !(shim_ctx = kp_ssl.SSL_CTX_new(kp_ssl.TLS_client_method())))
+		return true;
+	return kp_ssl.SSL_get_security_callback(ssl) != kp_ssl.SSL_CTX_get_security_callback(shim_ctx);
+}
+
+/* More than one certificate with its key set for ssl: the handshake picks
+ * one by what the server asks, and which one it sent is not told.  Walks
+ * them as SSL_CTX_set_current_cert does, and leaves the current one as it
+ * was. */
+static bool several_certs(SSL *ssl)
+{
+	X509 *cur = kp_ssl.SSL_get_certificate(ssl);
+	if (!cur)
+		return false; /* at most one: a key without its certificate */
+	int n = 0;
+	for (long r = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_SET_CURRENT_CERT, SSL_CERT_SET_FIRST, NULL);
+	     r > 0 && n < 2; r = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_SET_CURRENT_CERT, SSL_CERT_SET_NEXT, NULL))
+		n++;
+	for (long r = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_SET_CURRENT_CERT, SSL_CERT_SET_FIRST, NULL);
+	     r > 0 && kp_ssl.SSL_get_certificate(ssl) != cur;
+	     r = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_SET_CURRENT_CERT, SSL_CERT_SET_NEXT, NULL))
+		;
+	return n > 1;
+}
+
+/* Why ssl's handshake (with recorded settings conf) can neither be handed
+ * a pooled connection or session nor have its own connection pooled, or
+ * NULL.  Caller holds tls_lock. */
+static const char *never_for(SSL *ssl, const struct conf *conf)
+{
+	/* a TLS_method() SSL says "server" until its handshake starts:
+	 * kp_tls_handshake made SSL_connect's own choice by then */
+	if (kp_ssl.SSL_is_server(ssl))
+		return "not a client handshake";
+	SSL_CTX *ctx = kp_ssl.SSL_get_SSL_CTX(ssl);
+	struct record *cr = record_get(ctx, false);
+	/* the context's own too: its callbacks are read from it during the
+	 * handshake, not copied at SSL_new */
+	const char *why = never_reason(conf->never | (cr ? cr->conf.never : 0));
+	if (why)
+		return why;
+	if (kp_ssl.SSL_CTX_get_client_cert_cb(ctx))
+		return "a client certificate callback";
+	if (custom_security_cb(ssl))
+		return "a security callback";
+	if (several_certs(ssl))
+		return "several client certificates";
+	return NULL;
+}
+
+static const struct conf no_conf;
+
+/* ssl's recorded settings.  Caller holds tls_lock. */
+static const struct conf *conf_of(const SSL *ssl)
+{
+	struct record *r = record_get(ssl, false);
+	return r ? &r->conf : &no_conf;
+}
+
 struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 {
 	SSL *ssl = ssl_;
@@ -271,18 +473,20 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 	if (!e || !h || (sni && !(e->sni = strdup(sni))))
 		goto fail;
 	pthread_mutex_lock(&tls_lock);
-	struct record *r = record_get(ssl, false);
-	if (handle_find(ssl) || (r && r->app_verify) ||
-	    (r && r->alpn_len && !(e->alpn = malloc(r->alpn_len)))) {
-		pthread_mutex_unlock(&tls_lock);
-		goto fail;
+	const struct conf *conf = conf_of(ssl);
+	const char *never = handle_find(ssl) ? "already followed" : never_for(ssl, conf);
+	if (!never) {
+		conf_copy(&e->conf, conf);
+		never = never_reason(e->conf.never);
 	}
-	if (r && r->alpn_len) {
-		memcpy(e->alpn, r->alpn, r->alpn_len);
-		e->alpn_len = r->alpn_len;
+	if (never) {
+		pthread_mutex_unlock(&tls_lock);
+		kp_debug("fd %d: TLS connection not followed: %s", fd, never);
+		goto fail;
 	}
 	e->ssl = ssl;
 	e->fd = fd;
+	e->prog_fd = -1;
 	e->seclevel = kp_ssl.SSL_get_security_level(ssl);
 	e->refs = 2; /* its own handle, and the connection */
 	h->ssl = ssl;
@@ -294,18 +498,33 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 	kp_debug("fd %d: following the TLS connection of SSL %p", fd, (void *)ssl);
 	return e;
 fail:
-	if (e)
+	if (e) {
+		conf_free(&e->conf);
 		free(e->sni);
+	}
 	free(e);
 	free(h);
 	return NULL;
 }
 
-/* The program is done with e's SSL as its own object (freed it, or closed
- * its socket to park it): give e a BIO of ours on fd, and cut every path by
- * which OpenSSL could call back into the program: callbacks, ex_data (its
+/* The client certificate e's handshake had (set in the context or the
+ * SSL): read once, before detaching replaces the SSL's certificates with
+ * the shim context's. */
+static void note_cert(struct kp_tls *e)
+{
+	if (e->cert_known)
+		return;
+	X509 *cert = kp_ssl.SSL_get_certificate(e->ssl);
+	if (cert && kp_ssl.X509_up_ref(cert))
+		e->cert = cert;
+	e->cert_known = true;
+}
+
+/* e's SSL is about to serve another SSL of the program's, or the program
+ * freed it: give e a BIO of ours on fd, and cut every path by which
+ * OpenSSL could call back into the program: callbacks, ex_data (its
  * objects behind them), and the context (its session and info callbacks).
- * Caller holds tls_lock. */
+ * What is cut is kept (e->saved) for SSL_clear.  Caller holds tls_lock. */
 static int detach_program(struct kp_tls *e, int fd)
 {
 	if (e->own_bio) {
@@ -318,16 +537,27 @@ static int detach_program(struct kp_tls *e, int fd)
 		if (!shim_ctx)
 			return -1;
 	}
-	BIO *b = kp_ssl.BIO_new_socket(fd, BIO_NOCLOSE);
-	if (!b)
+	struct saved *sv = calloc(1, sizeof(*sv));
+	BIO *b = sv ? kp_ssl.BIO_new_socket(fd, BIO_NOCLOSE) : NULL;
+	if (!b) {
+		free(sv);
 		return -1;
+	}
+	note_cert(e);
+	sv->ctx = kp_ssl.SSL_get_SSL_CTX(e->ssl);
+	if (!kp_ssl.SSL_CTX_up_ref(sv->ctx))
+		sv->ctx = NULL;
+	sv->verify_mode = kp_ssl.SSL_get_verify_mode(e->ssl);
+	sv->verify_cb = kp_ssl.SSL_get_verify_callback(e->ssl);
+	sv->info_cb = kp_ssl.SSL_get_info_callback(e->ssl);
+	sv->options = kp_ssl.SSL_get_options(e->ssl);
+	for (int i = 0; i < 32; i++)
+		sv->ex[i] = kp_ssl.SSL_get_ex_data(e->ssl, i);
+	e->saved = sv;
 	kp_ssl.SSL_set_bio(e->ssl, b, b); /* frees the program's BIO (curl's) now */
-	X509 *cert = kp_ssl.SSL_get_certificate(e->ssl);
-	if (cert && kp_ssl.X509_up_ref(cert))
-		e->cert = cert;
 	kp_ssl.SSL_set_info_callback(e->ssl, NULL);
 	kp_ssl.SSL_set_msg_callback(e->ssl, NULL);
-	kp_ssl.SSL_set_verify(e->ssl, kp_ssl.SSL_get_verify_mode(e->ssl), NULL);
+	kp_ssl.SSL_set_verify(e->ssl, sv->verify_mode, NULL);
 	/* a server's renegotiation would verify against nobody's trust now */
 	kp_ssl.SSL_set_options(e->ssl, SSL_OP_NO_RENEGOTIATION);
 	for (int i = 0; i < 32; i++)
@@ -338,6 +568,31 @@ static int detach_program(struct kp_tls *e, int fd)
 	return ctx == shim_ctx ? 0 : -1;
 }
 
+/* The program makes its SSL, e's, a new connection (SSL_clear) while e
+ * is parked: give it back what it had.  Caller holds tls_lock. */
+static void restore_program(struct kp_tls *e)
+{
+	struct saved *sv = e->saved;
+	if (!sv) { /* never detached: only its BIO followed the socket */
+		if (e->prog_fd >= 0)
+			kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, e->prog_close,
+					    e->prog_fd);
+		return;
+	}
+	if (sv->ctx)
+		kp_ssl.SSL_set_SSL_CTX(e->ssl, sv->ctx);
+	kp_ssl.SSL_set_verify(e->ssl, sv->verify_mode, sv->verify_cb);
+	kp_ssl.SSL_set_info_callback(e->ssl, sv->info_cb);
+	kp_ssl.SSL_clear_options(e->ssl, ~sv->options);
+	kp_ssl.SSL_set_options(e->ssl, sv->options);
+	for (int i = 0; i < 32; i++)
+		kp_ssl.SSL_set_ex_data(e->ssl, i, sv->ex[i]);
+	/* the program's BIO is gone: one like it on its old fd */
+	BIO *b = e->prog_fd >= 0 ? kp_ssl.BIO_new_socket(e->prog_fd, e->prog_close) : NULL;
+	if (b)
+		kp_ssl.SSL_set_bio(e->ssl, b, b);
+}
+
 bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key)
 {
 	if (e->dead)
@@ -346,7 +601,21 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 	    !kp_ssl.SSL_is_init_finished(e->ssl))
 		return false;
 	pthread_mutex_lock(&tls_lock);
-	bool ok = detach_program(e, hidden) == 0;
+	bool ok = true;
+	note_cert(e);
+	int close_flag = BIO_NOCLOSE, prog_fd = e->own_bio ? -1 : prog_socket_bio(e->ssl, &close_flag);
+	if (prog_fd >= 0) {
+		/* the program's SSL is alive (not freed) and speaks through a
+		 * socket BIO: left as it is until another SSL is handed it
+		 * (detach_program then), so that an SSL_clear finds it whole;
+		 * only its BIO follows the socket */
+		e->prog_fd = prog_fd;
+		e->prog_close = close_flag;
+		kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, hidden);
+		e->fd = hidden;
+	} else {
+		ok = detach_program(e, hidden) == 0;
+	}
 	if (ok) {
 		struct handle *h = user ? handle_find(user) : NULL;
 		if (h && h->e == e)
@@ -358,9 +627,17 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 		HASH_ADD_INT(parked, fd, e);
 	}
 	pthread_mutex_unlock(&tls_lock);
-	if (ok) /* detached: e->cert says which client certificate it carries */
+	if (ok) /* e->cert says which client certificate it carries */
 		ticket_keep(e, key);
 	return ok;
+}
+
+bool kp_tls_dead(struct kp_tls *e)
+{
+	pthread_mutex_lock(&tls_lock);
+	bool dead = e->dead;
+	pthread_mutex_unlock(&tls_lock);
+	return dead;
 }
 
 struct kp_tls *kp_tls_unpark(int hidden)
@@ -387,11 +664,11 @@ static bool same_str(const char *a, const char *b)
  * cached session's. */
 struct shape {
 	const char *sni;
-	const unsigned char *alpn;
-	unsigned alpn_len;
+	const struct conf *conf;
 	X509 *cert;
 	int seclevel;
 	int version;
+	const SSL_CIPHER *cipher;
 };
 
 /* What a handshake of ssl's own would have asked differently, or under
@@ -401,16 +678,18 @@ static const char *shape_mismatch(const struct shape *sh, SSL *ssl)
 	const char *sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
 	if (!same_str(sni, sh->sni))
 		return "SNI";
-	struct record *r = record_get(ssl, false);
-	struct record *cr = record_get(kp_ssl.SSL_get_SSL_CTX(ssl), false);
-	if ((r && r->app_verify) || (cr && cr->app_verify))
-		return "an application verify callback";
-	unsigned alen = r ? r->alpn_len : 0;
-	if (alen != sh->alpn_len || (alen && memcmp(r->alpn, sh->alpn, alen)))
-		return "ALPN offered";
+	const struct conf *conf = conf_of(ssl);
+	const char *why = never_for(ssl, conf);
+	if (why || (why = conf_mismatch(conf, sh->conf)))
+		return why;
+	/* set in the context or the SSL (a callback's was declined above) */
 	X509 *cert = kp_ssl.SSL_get_certificate(ssl);
 	if (!cert != !sh->cert || (cert && kp_ssl.X509_cmp(cert, sh->cert)))
 		return "client certificate";
+	/* (Ruby and curl offer it always.)  A detached engine has no
+	 * certificate left to answer the server's later request with */
+	if (cert && conf->len[CONF_PHA])
+		return "post-handshake authentication with a client certificate";
 	int ver = sh->version;
 	long min = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_MIN_PROTO_VERSION, 0, NULL);
 	long max = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_MAX_PROTO_VERSION, 0, NULL);
@@ -421,6 +700,15 @@ static const char *shape_mismatch(const struct shape *sh, SSL *ssl)
 	    (ver == TLS1_1_VERSION && (opts & SSL_OP_NO_TLSv1_1)) ||
 	    (ver == TLS1_VERSION && (opts & SSL_OP_NO_TLSv1)))
 		return "protocol version";
+	/* the cipher (TLS 1.3: suite) must be one ssl offers: a server
+	 * answers the resumption of another with illegal_parameter */
+	STACK_OF(SSL_CIPHER) *allowed = kp_ssl.SSL_get_ciphers(ssl);
+	bool found = false;
+	for (int i = 0; sh->cipher && allowed && i < kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)allowed); i++)
+		found |= kp_ssl.SSL_CIPHER_get_id(kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)allowed, i)) ==
+			 kp_ssl.SSL_CIPHER_get_id(sh->cipher);
+	if (!found)
+		return "cipher";
 	/* a stricter program would have refused keys, groups or signatures
 	 * its handshake allowed */
 	if (kp_ssl.SSL_get_security_level(ssl) > sh->seclevel)
@@ -438,8 +726,8 @@ static const char *shape_mismatch(const struct shape *sh, SSL *ssl)
  * tls_lock. */
 static const char *mismatch(struct kp_tls *e, SSL *ssl)
 {
-	struct shape sh = { e->sni, e->alpn, e->alpn_len, e->cert, e->seclevel,
-			    kp_ssl.SSL_version(e->ssl) };
+	struct shape sh = { e->sni, &e->conf, e->cert, e->seclevel, kp_ssl.SSL_version(e->ssl),
+			    kp_ssl.SSL_get_current_cipher(e->ssl) };
 	const char *why = shape_mismatch(&sh, ssl);
 	if (why)
 		return why;
@@ -448,13 +736,7 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
 	kp_ssl.SSL_get0_alpn_selected(e->ssl, &sel, &sel_len);
 	if (sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8)))
 		return "ALPN selected";
-	const SSL_CIPHER *cur = kp_ssl.SSL_get_current_cipher(e->ssl);
-	STACK_OF(SSL_CIPHER) *allowed = kp_ssl.SSL_get_ciphers(ssl);
-	bool found = false;
-	for (int i = 0; cur && allowed && i < kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)allowed); i++)
-		found |= kp_ssl.SSL_CIPHER_get_id(kp_ssl.OPENSSL_sk_value(
-				 (OPENSSL_STACK *)allowed, i)) == kp_ssl.SSL_CIPHER_get_id(cur);
-	return found ? NULL : "cipher";
+	return NULL;
 }
 
 /* ssl's own verification of a peer chain (leaf, untrusted), as OpenSSL's
@@ -476,10 +758,12 @@ static int verify_as(SSL *ssl, X509 *leaf, STACK_OF(X509) *untrusted, long *resu
 	if (!leaf || !store || !sctx || !kp_ssl.X509_STORE_CTX_init(sctx, store, leaf, untrusted) ||
 	    !kp_ssl.X509_STORE_CTX_set_ex_data(sctx, kp_ssl.SSL_get_ex_data_X509_STORE_CTX_idx(), ssl))
 		goto out;
-	kp_ssl.X509_STORE_CTX_set_default(sctx, "ssl_server");
+	/* in ssl_verify_cert_chain's order: the program's own parameters
+	 * (an auth level among them) override the defaults */
 	X509_VERIFY_PARAM *param = kp_ssl.X509_STORE_CTX_get0_param(sctx);
-	kp_ssl.X509_VERIFY_PARAM_set1(param, kp_ssl.SSL_get0_param(ssl));
 	kp_ssl.X509_VERIFY_PARAM_set_auth_level(param, kp_ssl.SSL_get_security_level(ssl));
+	kp_ssl.X509_STORE_CTX_set_default(sctx, "ssl_server"); /* a client's check */
+	kp_ssl.X509_VERIFY_PARAM_set1(param, kp_ssl.SSL_get0_param(ssl));
 	SSL_verify_cb cb = kp_ssl.SSL_get_verify_callback(ssl);
 	if (cb)
 		kp_ssl.X509_STORE_CTX_set_verify_cb(sctx, cb);
@@ -529,6 +813,20 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		kp_debug("fd %d: pooled TLS connection not handed out: %s", fd, why);
 		return -1;
 	}
+	pthread_mutex_lock(&tls_lock);
+	/* its first owner's SSL, left whole while parked, serves another now */
+	if (!e->dead && detach_program(e, fd) < 0)
+		e->dead = true;
+	bool dead = e->dead;
+	pthread_mutex_unlock(&tls_lock);
+	if (dead) {
+		free(peername);
+		if (chain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
+		free(h);
+		kp_debug("fd %d: pooled TLS connection not handed out: cannot detach it", fd);
+		return -1;
+	}
 	/* the engine does the program's I/O now: the program's modes apply */
 	long mode = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL);
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_CLEAR_MODE, ~0L, NULL);
@@ -562,7 +860,7 @@ static void ticket_free(struct ticket *t)
 	if (t->cert)
 		kp_ssl.X509_free(t->cert);
 	free(t->sni);
-	free(t->alpn);
+	conf_free(&t->conf);
 	free(t);
 }
 
@@ -581,8 +879,7 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 	    kp_ssl.SSL_get_verify_result(e->ssl) != X509_V_OK ||
 	    !(t->leaf = kp_ssl.SSL_get1_peer_certificate(e->ssl)) ||
 	    (chain && !(t->chain = kp_ssl.X509_chain_up_ref(chain))) ||
-	    (e->sni && !(t->sni = strdup(e->sni))) ||
-	    (e->alpn_len && !(t->alpn = malloc(e->alpn_len)))) {
+	    (e->sni && !(t->sni = strdup(e->sni)))) {
 		if (t) {
 			t->sess = sess;
 			ticket_free(t);
@@ -593,14 +890,12 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 	}
 	t->key = *key;
 	t->sess = sess;
-	if (e->alpn_len)
-		memcpy(t->alpn, e->alpn, e->alpn_len);
-	t->alpn_len = e->alpn_len;
 	if (e->cert && kp_ssl.X509_up_ref(e->cert))
 		t->cert = e->cert;
 	t->seclevel = e->seclevel;
 	struct ticket *drop = NULL, **pp;
 	pthread_mutex_lock(&tls_lock);
+	conf_copy(&t->conf, &e->conf);
 	unsigned n = 0;
 	for (pp = &tickets; *pp;) {
 		struct ticket *o = *pp;
@@ -638,8 +933,9 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 	for (struct ticket *t = tickets; t; t = t->next) {
 		if (memcmp(&t->key, key, sizeof(*key)) || !same_str(t->sni, sni))
 			continue;
-		struct shape sh = { t->sni, t->alpn, t->alpn_len, t->cert, t->seclevel,
-				    kp_ssl.SSL_SESSION_get_protocol_version(t->sess) };
+		struct shape sh = { t->sni, &t->conf, t->cert, t->seclevel,
+				    kp_ssl.SSL_SESSION_get_protocol_version(t->sess),
+				    kp_ssl.SSL_SESSION_get0_cipher(t->sess) };
 		why = shape_mismatch(&sh, ssl);
 		if (!why && kp_ssl.SSL_SESSION_up_ref(t->sess) && kp_ssl.X509_up_ref(t->leaf)) {
 			sess = t->sess;
@@ -715,10 +1011,8 @@ int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl_)
 		e->seclevel = kp_ssl.SSL_get_security_level(ssl);
 		if (h->e->sni)
 			e->sni = strdup(h->e->sni);
-		if (h->e->alpn_len && (e->alpn = malloc(h->e->alpn_len))) {
-			memcpy(e->alpn, h->e->alpn, h->e->alpn_len);
-			e->alpn_len = h->e->alpn_len;
-		}
+		e->prog_fd = -1;
+		conf_copy(&e->conf, conf_of(ssl));
 		if (free_old && h->e != old)
 			engine_free(h->e);
 		free_old = false;
@@ -939,8 +1233,16 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		int fd = deferred_fd(ssl);
 		if (fd < 0)
 			fd = kp_ssl.SSL_get_fd(ssl);
-		if (fd >= 0 && kp_fd_conn(fd) && kp_conn_tls_start(fd, ssl) == KP_TLS_HANDED)
-			return 1;
+		if (fd >= 0 && kp_fd_conn(fd)) {
+			/* what SSL_connect does first (a TLS_method() SSL says
+			 * "server" until then): the re-verification runs as a
+			 * client's, as the program's verify callback expects */
+			if (real == kp_ssl.SSL_connect && kp_ssl.SSL_in_before(ssl) &&
+			    kp_ssl.SSL_is_server(ssl))
+				kp_ssl.SSL_set_connect_state(ssl);
+			if (kp_conn_tls_start(fd, ssl) == KP_TLS_HANDED)
+				return 1;
+		}
 	}
 	/* its own handshake; a BIO of the program's own shows us the fd when
 	 * the first record goes out (kp_send_intercept) */
@@ -1197,35 +1499,57 @@ void kp_tls_free(SSL *ssl)
 		engine_free(e);
 }
 
-bool kp_tls_reset(SSL *ssl, bool clear)
+enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 {
 	struct io io;
 	if (!io_get(ssl, &io))
-		return false;
+		return KP_RESET_PASS;
 	bool own = io.e == ssl;
+	/* curl, before SSL_free: the engine stays whole; a handle handed a
+	 * pooled one is a shell anyway */
 	if (!clear && (io.closed || (io.c && kp_conn_tls_at_end(io.c, io.fd))))
-		return own; /* curl, before SSL_free: the engine stays whole; a
-			       handle handed a pooled one is a shell anyway */
+		return own ? KP_RESET_SKIP : KP_RESET_PASS;
 	if (io.c)
 		kp_conn_tls_spoil(io.c, io.fd, clear ? "SSL_clear" : "SSL_set_connect_state");
-	if (clear) { /* a new connection on this object: we follow it no more */
-		bool last = false;
-		pthread_mutex_lock(&tls_lock);
-		struct handle *h = handle_find(ssl);
-		if (h) {
-			HASH_DEL(handles, h);
-			if (own)
-				h->e->dead = h->e->foreign = true;
-			last = engine_unref(h->e);
-		}
-		pthread_mutex_unlock(&tls_lock);
-		if (h) {
-			if (last)
-				engine_free(h->e);
-			handle_free(h);
+	if (!clear)
+		return KP_RESET_PASS;
+	/* a new connection on this object: we follow it no more */
+	enum kp_tls_reset_do r = KP_RESET_PASS;
+	bool last = false;
+	pthread_mutex_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	struct kp_tls *e = h ? h->e : NULL, *p = NULL;
+	if (e && own && h->closed) {
+		HASH_FIND_INT(parked, &e->fd, p);
+		if (p != e) {
+			/* it serves another SSL of the program's: resetting it
+			 * would cut that one's connection */
+			r = KP_RESET_REFUSE;
+			h = NULL;
+		} else {
+			/* parked: the pool drops it (dead), and the program gets
+			 * its SSL back as it had it, with the close_notify it
+			 * asked for "sent" (SSL_clear keeps the session for
+			 * resumption only after one) */
+			restore_program(e);
+			kp_ssl.SSL_set_shutdown(ssl, kp_ssl.SSL_get_shutdown(ssl) | h->shut);
 		}
 	}
-	return false;
+	if (h) {
+		HASH_DEL(handles, h);
+		if (own)
+			e->dead = e->foreign = true;
+		last = engine_unref(e);
+	}
+	pthread_mutex_unlock(&tls_lock);
+	if (h) {
+		if (last)
+			engine_free(e);
+		handle_free(h);
+	}
+	if (r == KP_RESET_REFUSE)
+		kp_debug("SSL_clear refused: the SSL's connection serves another SSL now");
+	return r;
 }
 
 void kp_tls_before_fork(void)

@@ -55,6 +55,8 @@ void kp_tls_offer_session(void *ssl, const struct pool_key *key);
 
 /* The engine parked at hidden fd, taken out of the parked map (its
  * reference to the caller), or NULL. */
+/* e can never serve again (its SSL went back to the program): drop it */
+bool kp_tls_dead(struct kp_tls *e);
 struct kp_tls *kp_tls_unpark(int hidden);
 
 /* Drop one reference (the last frees the engine's SSL). */
@@ -99,12 +101,37 @@ int kp_tls_pending(const SSL *ssl, bool has);
  * counts is the one we ran for it */
 bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain);
 void kp_tls_free(SSL *ssl);
-/* SSL_clear (clear) or SSL_set_connect_state: true when the call must not
- * reach the SSL (the pooled connection it is would be reset) */
-bool kp_tls_reset(SSL *ssl, bool clear);
-/* what no getter tells: ALPN offered, application verify callbacks */
-void kp_tls_note_alpn(const void *obj, const unsigned char *p, unsigned len);
-void kp_tls_note_app_verify(const void *ctx, bool on);
+/* SSL_clear (clear) or SSL_set_connect_state: what to do with the call */
+enum kp_tls_reset_do {
+	KP_RESET_PASS,   /* make the real call */
+	KP_RESET_SKIP,   /* not at all: it would reset the pooled connection the SSL is */
+	KP_RESET_REFUSE, /* fail it: the SSL serves another SSL of the program's */
+};
+enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear);
+/* What no getter tells, recorded from the setters on a context or an SSL.
+ * Lists (exact bytes as set: a handshake is handed a pooled connection
+ * only if its lists equal the connection's): */
+enum kp_conf_list {
+	CONF_ALPN, CONF_GROUPS, CONF_SIGALGS, CONF_CLIENT_SIGALGS,
+	CONF_PHA, /* "1": post-handshake authentication offered */
+	CONF_LISTS
+};
+/* ... and settings that decide things during the handshake in code of
+ * the program's: such a handshake is never handed a pooled connection or
+ * session, nor its connection pooled. */
+enum kp_never {
+	NEVER_APP_VERIFY, NEVER_DANE, NEVER_CERT_CB, NEVER_NPN, NEVER_ENGINE, NEVER_TMP_ECDH,
+	NEVER_UNKNOWN,
+};
+struct conf {
+	unsigned char *list[CONF_LISTS];
+	size_t len[CONF_LISTS];
+	unsigned never; /* 1 << enum kp_never */
+};
+void kp_tls_note_list(const void *obj, enum kp_conf_list i, const void *p, size_t n);
+void kp_tls_note_never(const void *obj, enum kp_never why, bool on);
+/* SSL_ctrl / SSL_CTX_ctrl setters of the lists above */
+void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg);
 void kp_tls_note_new(const void *obj, const void *ctx);
 
 /* fork(): the registries' lock is held across; the child starts with a

@@ -20,6 +20,11 @@
 #include <openssl/x509.h>
 #include <openssl/x509_vfy.h>
 
+/* function pointer types libssl's getters return */
+typedef void (*kp_info_cb)(const SSL *, int, int);
+typedef int (*kp_client_cert_cb)(SSL *, X509 **, EVP_PKEY **);
+typedef int (*kp_security_cb)(const SSL *, const SSL_CTX *, int, int, int, void *, void *);
+
 /* X(return type, name, parameter list): libssl.  The wrapped functions
  * (hooks_tls.c) first, then helpers we only call. */
 #define KP_SSL_FUNCS(X)                                                           \
@@ -97,6 +102,13 @@
 	X(const STACK_OF(SCT) *, SSL_get0_peer_scts, (SSL *))                      \
 	X(const char *, SSL_get0_peername, (SSL *))                                \
 	X(int, SSL_dane_enable, (SSL *, const char *))                             \
+	X(long, SSL_CTX_ctrl, (SSL_CTX *, int, long, void *))                      \
+	X(void, SSL_CTX_set_cert_cb, (SSL_CTX *, int (*)(SSL *, void *), void *))  \
+	X(void, SSL_set_cert_cb, (SSL *, int (*)(SSL *, void *), void *))          \
+	X(void, SSL_CTX_set_post_handshake_auth, (SSL_CTX *, int))                 \
+	X(void, SSL_set_post_handshake_auth, (SSL *, int))                         \
+	X(void, SSL_CTX_set_next_proto_select_cb, (SSL_CTX *, SSL_CTX_npn_select_cb_func, void *)) \
+	X(int, SSL_CTX_set_client_cert_engine, (SSL_CTX *, ENGINE *))              \
 	/* helpers */                                                              \
 	X(int, SSL_get_fd, (const SSL *))                                          \
 	X(void, SSL_set_bio, (SSL *, BIO *, BIO *))                                \
@@ -126,11 +138,24 @@
 	X(int, SSL_SESSION_is_resumable, (const SSL_SESSION *))                    \
 	X(int, SSL_SESSION_up_ref, (SSL_SESSION *))                                \
 	X(void, SSL_SESSION_free, (SSL_SESSION *))                                 \
-	X(int, SSL_SESSION_get_protocol_version, (const SSL_SESSION *))
+	X(int, SSL_SESSION_get_protocol_version, (const SSL_SESSION *))            \
+	X(const SSL_CIPHER *, SSL_SESSION_get0_cipher, (const SSL_SESSION *))      \
+	X(int, SSL_is_server, (const SSL *))                                       \
+	X(BIO *, SSL_get_wbio, (const SSL *))                                      \
+	X(void *, SSL_get_ex_data, (const SSL *, int))                             \
+	X(uint64_t, SSL_clear_options, (SSL *, uint64_t))                          \
+	X(int, SSL_CTX_up_ref, (SSL_CTX *))                                        \
+	X(void, SSL_CTX_free, (SSL_CTX *))                                         \
+	X(kp_info_cb, SSL_get_info_callback, (const SSL *))                        \
+	X(kp_client_cert_cb, SSL_CTX_get_client_cert_cb, (SSL_CTX *))              \
+	X(kp_security_cb, SSL_get_security_callback, (const SSL *))                \
+	X(kp_security_cb, SSL_CTX_get_security_callback, (const SSL_CTX *))
 
 /* libcrypto */
 #define KP_CRYPTO_FUNCS(X)                                                        \
 	X(BIO *, BIO_new_socket, (int, int))                                       \
+	X(long, BIO_ctrl, (BIO *, int, long, void *))                              \
+	X(int, BIO_method_type, (const BIO *))                                     \
 	X(long, BIO_int_ctrl, (BIO *, int, long, int))                             \
 	X(X509_STORE_CTX *, X509_STORE_CTX_new, (void))                            \
 	X(void, X509_STORE_CTX_free, (X509_STORE_CTX *))                           \

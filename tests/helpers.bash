@@ -234,6 +234,8 @@ run_both() {
 	[ "$PLAIN_STATUS" -eq 0 ] && server_wait_requests "$n"
 	PLAIN_CONNS=$(server_conns)
 	PLAIN_REQS=$(server_requests)
+	# what nginx saw without the shim, for tests that compare it
+	[ "$SERVER_KIND" != nginx ] || cp "$NGINX_DIR/access.log" "$BATS_TEST_TMPDIR/plain.log"
 	server_reset
 	run_shim "$@"
 	[ "$SHIM_STATUS" -eq 0 ] && server_wait_requests "$n"

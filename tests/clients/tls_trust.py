@@ -9,7 +9,9 @@
 #   STEP = CTX@NAME: CTX one of trust (the test CA), other (a CA that did
 #   not sign the server), none (CERT_NONE), trust+a / trust+b (client
 #   certificate a or b), trust+sec4 (security level 4: the server's P-256
-#   key is too weak for it); NAME the name to verify (and send as SNI
+#   key is too weak for it), trust+p384 (key exchange limited to the
+#   group secp384r1), trust+aes128 / trust+aes256 (TLS 1.2 ciphers limited
+#   to AES-128-GCM / AES-256-GCM); NAME the name to verify (and send as SNI
 #   unless it is an IP address).
 import socket, ssl, sys
 
@@ -23,6 +25,10 @@ def context(tls, kind):
     ctx = ssl.create_default_context(cafile="%s/%s-ca.pem" % (tls, "other") if base == "other" else "%s/ca.pem" % tls)
     if cert == "sec4":
         ctx.set_ciphers("DEFAULT:@SECLEVEL=4")
+    elif cert == "p384":
+        ctx.set_ecdh_curve("secp384r1")
+    elif cert in ("aes128", "aes256"):
+        ctx.set_ciphers("ECDHE-ECDSA-AES128-GCM-SHA256" if cert == "aes128" else "ECDHE-ECDSA-AES256-GCM-SHA384")
     elif cert:
         ctx.load_cert_chain("%s/client-%s.pem" % (tls, cert), "%s/client-%s.key" % (tls, cert))
     return ctx

@@ -1,0 +1,194 @@
+#!/usr/bin/env bats
+# HTTPS trust (issue 18): a pooled connection or session is offered only
+# where the program's own handshake would have verified it the same way
+# and negotiated something it allows.  Each test runs one program that
+# uses several TLS settings in turn, without and with the shim, and
+# compares what it printed and what nginx saw for each request (its log
+# names the key-exchange group, the cipher and the client certificate of
+# every request's connection): never a hard-coded expectation alone.
+
+load helpers
+
+setup_file() { suite_setup; }
+setup() {
+	NGINX_TLS=1 nginx_start
+	TLS="$NGINX_DIR/tls"
+}
+teardown() { servers_stop; }
+
+# use_tls 13|12
+use_tls() {
+	local var="NGINX_TLS$1_PORT"
+	SERVER_PORT=${!var}
+	URL="https://127.0.0.1:$SERVER_PORT"
+}
+
+# nginx's view of each request, from a log: "<uri> <fields...>" with the
+# fields named (reused: the session was resumed, curve, cipher, dn).
+_tls_view() {
+	awk -v want="$2" 'BEGIN { n = split(want, w, " ") }
+		{ line = $4; for (i = 1; i <= n; i++) {
+			f = w[i] == "reused" ? $7 : w[i] == "curve" ? $8 : w[i] == "cipher" ? $9 : $NF
+			line = line " " f }
+		  print line }' "$1" | sort
+}
+
+# assert_server_saw_same FIELDS: per request, nginx saw the same group,
+# cipher and/or client certificate with and without the shim
+assert_server_saw_same() {
+	local plain shim
+	plain=$(_tls_view "$BATS_TEST_TMPDIR/plain.log" "$1")
+	shim=$(_tls_view "$NGINX_DIR/access.log" "$1")
+	echo "nginx without the shim:"
+	echo "$plain"
+	echo "nginx with it:"
+	echo "$shim"
+	[ -n "$plain" ]
+	assert_equal "$shim" "$plain"
+}
+
+# steps N CLIENT ARGS...: a multi-step client without and with the shim,
+# same exit status and output
+steps() {
+	local n=$1
+	shift
+	run_both "$n" "$@"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_same_output
+	cat "$BATS_TEST_TMPDIR/shim.out"
+}
+
+ruby_steps() { steps "$1" "$RUBY" "$SCRIPTS/tls_trust.rb" "$SERVER_PORT" "$TLS" "${@:2}"; }
+python_steps() { steps "$1" "$PYTHON" "$SCRIPTS/tls_trust.py" "$SERVER_PORT" "$TLS" "${@:2}"; }
+
+# ------------------------------------------------------------ 1. verification as a client
+
+@test "ruby verify_hostname: a context that checks the name is not handed a connection made without the check (TLS 1.3, 1.2)" {
+	for v in 13 12; do
+		use_tls $v
+		ruby_steps 1 nohost@wrong.example trust@wrong.example
+		run cat "$BATS_TEST_TMPDIR/plain.out"
+		assert_line "trust@wrong.example fail hostname mismatch"
+		[ "$(stat_value tls_reused)" -eq 0 ]
+	done
+}
+
+@test "ruby verify_hostname through resumption: no pooled connection free, no session offered to a context that checks the name" {
+	use_tls 12
+	ruby_steps 1 nohost@wrong.example 2xtrust@wrong.example
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_line "2xtrust@wrong.example connect 2 fail hostname mismatch"
+	[ "$(stat_value tls_reused)" -eq 0 ] && [ "$(stat_value tls_resumed)" -eq 0 ]
+}
+
+@test "ruby verify_hostname: a connection verified with the name check is still shared by the same settings" {
+	use_tls 13
+	ruby_steps 3 trust@localhost trust@localhost trust@localhost
+	assert_equal "$(count_matches ' ok HTTP/1.1 200 OK ' "$BATS_TEST_TMPDIR/shim.out")" 3
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+# ------------------------------------------------------------ 2. key-exchange groups
+
+@test "groups: python set_ecdh_curve(secp384r1) is not handed an X25519 connection (TLS 1.3, 1.2)" {
+	for v in 13 12; do
+		use_tls $v
+		python_steps 3 trust@localhost trust+p384@localhost trust@localhost
+		assert_server_saw_same "curve cipher"
+	done
+	# over TLS 1.2 the server's P-256 certificate needs P-256 among the
+	# groups: without the shim that handshake fails, and so with it
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "trust+p384@localhost fail SSLError"
+}
+
+@test "groups: curl --curves secp384r1 after a default connection gets its own (TLS 1.3, 1.2)" {
+	curl_ok || skip "curl cannot run with libasan preloaded"
+	for v in 13 12; do
+		use_tls $v
+		local c=(-sS -H 'Connection: close' --cacert "$TLS/ca.pem" -w ' %{http_code}\n')
+		run_both 3 "$CURL" "${c[@]}" "$URL/echo/1" --next "${c[@]}" --curves secp384r1 "$URL/echo/2" \
+			--next "${c[@]}" "$URL/echo/3"
+		assert_both_ok
+		assert_same_output
+		assert_server_saw_same "curve cipher"
+	done
+}
+
+@test "groups through resumption: a context limited to secp384r1 resumes nothing made with X25519" {
+	use_tls 13
+	run_both 3 "$PYTHON" "$SCRIPTS/tls_concurrent.py" "$SERVER_PORT" "$TLS" trust trust+p384
+	assert_both_ok
+	assert_same_output
+	assert_server_saw_same "curve cipher"
+	[ "$(stat_value tls_resumed)" -eq 0 ] && [ "$(stat_value tls_reused)" -eq 0 ]
+}
+
+# ------------------------------------------------------------ 3. client certificate from a callback
+
+@test "client_cert_cb: a ruby context that supplies its certificate by callback is not handed an anonymous connection" {
+	use_tls 13
+	ruby_steps 3 trust@localhost cb+a@localhost trust@localhost
+	assert_equal "$(count_matches ' ok HTTP/1.1 200 OK ' "$BATS_TEST_TMPDIR/shim.out")" 3
+	assert_server_saw_same dn
+	run grep -c 'CN=client-a' "$NGINX_DIR/access.log"
+	assert_output 1
+}
+
+@test "client_cert_cb, the other way: an anonymous context is not handed the callback's connection (TLS 1.3, 1.2)" {
+	for v in 13 12; do
+		use_tls $v
+		ruby_steps 3 cb+a@localhost trust@localhost cb+a@localhost
+		assert_server_saw_same dn
+	done
+}
+
+@test "client certificate in the context, ruby: the same certificate shares, another does not" {
+	use_tls 13
+	ruby_steps 4 trust+a@localhost trust+a@localhost trust@localhost trust+a@localhost
+	assert_server_saw_same dn
+}
+
+# ------------------------------------------------------------ 4. cipher limits on resumption
+
+@test "resumption respects cipher limits: an AES-128 context is offered no AES-256 session (TLS 1.2)" {
+	use_tls 12
+	run_both 3 "$PYTHON" "$SCRIPTS/tls_concurrent.py" "$SERVER_PORT" "$TLS" trust+aes256 trust+aes128
+	assert_both_ok
+	assert_same_output
+	assert_equal "$(count_matches ' ok HTTP/1.1 200 OK ' "$BATS_TEST_TMPDIR/shim.out")" 3
+	assert_server_saw_same cipher
+}
+
+@test "pooled connections respect cipher limits: AES-128 after AES-256, and back (TLS 1.2)" {
+	use_tls 12
+	python_steps 3 trust+aes256@localhost trust+aes128@localhost trust+aes256@localhost
+	assert_equal "$(count_matches ' ok HTTP/1.1 200 OK ' "$BATS_TEST_TMPDIR/shim.out")" 3
+	assert_server_saw_same cipher
+}
+
+# ------------------------------------------------------------ 5. SSL_clear
+
+@test "SSL_clear: one SSL object reused for many connections verifies each as without the shim (TLS 1.3, 1.2)" {
+	for v in 13 12; do
+		use_tls $v
+		run_both 5 "$CLIENTS/tls_clear" "$SERVER_PORT" "$TLS/ca.pem" localhost localhost \
+			localhost localhost localhost
+		assert_both_ok
+		assert_same_output
+		assert_equal "$(count_matches ' ok HTTP/1.1 200 OK ' "$BATS_TEST_TMPDIR/shim.out")" 5
+	done
+}
+
+@test "SSL_clear: the session the program keeps, and what it resumes, are its own (another name between)" {
+	for v in 13 12; do
+		use_tls $v
+		# SSL_clear keeps the session for resumption (only after a
+		# close_notify: the one the shim did not send counts as sent)
+		run_both 4 "$CLIENTS/tls_clear" "$SERVER_PORT" "$TLS/ca.pem" localhost localhost \
+			wrong.example localhost
+		assert_both_ok
+		assert_same_output
+		assert_server_saw_same reused
+	done
+}
