@@ -97,6 +97,13 @@ nginx_stop() {
 }
 
 nginx_log() { cat "$NGINX_DIR/access.log"; }
+# use_tls 13|12: the HTTPS server of that TLS version (NGINX_TLS=1), as
+# SERVER_PORT (pooled) and URL
+use_tls() {
+	local var="NGINX_TLS$1_PORT"
+	SERVER_PORT=${!var}
+	URL="https://127.0.0.1:$SERVER_PORT"
+}
 # number of distinct nginx connections ($connection) in the access log
 nginx_conns() { awk '{ print $1 }' "$NGINX_DIR/access.log" | sort -u | wc -l; }
 nginx_requests() { wc -l <"$NGINX_DIR/access.log"; }

@@ -16,13 +16,6 @@ teardown() { servers_stop; }
 
 N=50
 
-# use_tls 13|12: the shim pools that HTTPS port
-use_tls() {
-	local var="NGINX_TLS$1_PORT"
-	SERVER_PORT=${!var}
-	URL="https://127.0.0.1:$SERVER_PORT"
-}
-
 assert_one_connection() {
 	assert_both_ok
 	assert_equal "plain requests $PLAIN_REQS" "plain requests $1"

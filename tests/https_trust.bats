@@ -16,13 +16,6 @@ setup() {
 }
 teardown() { servers_stop; }
 
-# use_tls 13|12
-use_tls() {
-	local var="NGINX_TLS$1_PORT"
-	SERVER_PORT=${!var}
-	URL="https://127.0.0.1:$SERVER_PORT"
-}
-
 # nginx's view of each request, from a log: "<uri> <fields...>" with the
 # fields named (reused: the session was resumed, curve, cipher, dn).
 _tls_view() {
