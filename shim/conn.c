@@ -1399,6 +1399,47 @@ static void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt,
 		c->req_mode = KP_REQ_HEAD;
 }
 
+/* Do request bytes follow the request whose head ends at byte off of iov,
+ * beyond its body, within this call?  (Pure: a copy of the body framer
+ * runs over the rest.) */
+static bool bytes_follow(const struct frm_req_head *h, const struct iovec *iov, int iovcnt,
+			 size_t off)
+{
+	struct frm_body b;
+	frm_body_init(&b, h->body_kind, h->body_len);
+	for (int i = 0; i < iovcnt; i++) {
+		size_t l = iov[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		const char *p = (const char *)iov[i].iov_base + off;
+		l -= off;
+		off = 0;
+		if (b.done)
+			return true;
+		long u = frm_body_feed(&b, p, l);
+		if (u < 0)
+			return false; /* a malformed body: account_sent gives up */
+		if ((size_t)u < l)
+			return true;
+	}
+	return false;
+}
+
+/* A request that asked the server to close (and that we rewrote) is still
+ * waiting for its response.  Without us the server would answer it and
+ * close, never reading what the program writes after it (RFC 9112 9.6:
+ * such a client is wrong, but the server must see what it would have
+ * seen): those bytes are taken from the program and not sent. */
+static bool after_close(const struct kp_conn *c)
+{
+	for (unsigned i = 0; i < c->n_reqs; i++)
+		if (c->reqs[i].rewritten)
+			return true;
+	return false;
+}
+
 static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 			   ssize_t *ret)
 {
@@ -1426,6 +1467,15 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		finished_forget(-1, c);
 	}
 	size_t total = iov_total(iov, iovcnt);
+	if (total && after_close(c)) {
+		kp_debug("fd %d: %zu bytes written after a request that asked to close: "
+			 "not sent (the server would have closed without reading them)",
+			 fd, total);
+		*ret = (ssize_t)total;
+		pthread_mutex_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
 	size_t old_held = c->held_len;
 	const char *data;
 	size_t dlen;
@@ -1477,6 +1527,13 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	long outlen = 0;
 	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT &&
 			   c->n_reqs < KP_MAX_PIPELINE;
+	/* More requests pipelined behind one that asks to close, in the same
+	 * write: the server must get the close and execute nothing after it,
+	 * exactly as without us; so no rewrite, and no reuse. */
+	if (may_rewrite && h.app_close && bytes_follow(&h, iov, iovcnt, mine)) {
+		kp_debug("fd %d: not rewritten: requests follow one that asks to close", fd);
+		may_rewrite = false;
+	}
 	/* a rewrite adds one header line, or 5 bytes per "close" token */
 	if (may_rewrite && (size_t)hl + 64 + (size_t)hl / 2 > out_cap) {
 		out_cap = (size_t)hl + 64 + (size_t)hl / 2;
@@ -1784,7 +1841,9 @@ static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 			return;
 		}
 		if (!c->resp_started) {
-			frm_resp_begin(&c->resp, c->reqs[0].method, c->reqs[0].app_close);
+			/* the mask only where we changed the request: a close that
+			 * reached the server as it was gets the server's own answer */
+			frm_resp_begin(&c->resp, c->reqs[0].method, c->reqs[0].rewritten);
 			c->resp_started = true;
 		}
 		enum frm_resp_event ev;

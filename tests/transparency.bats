@@ -1,0 +1,155 @@
+#!/usr/bin/env bats
+# Transparency (issue 16): the server sees exactly the requests it would
+# have seen without the shim, and the program reads what it would have
+# read: a response "Connection" header that is exactly "close" (leading
+# whitespace aside, which every parser strips), never "keep-alive",
+# however the program splits its reads.
+
+load helpers
+
+setup_file() { suite_setup; }
+setup() { nginx_start; }
+teardown() { servers_stop; }
+
+# the requests nginx executed: method, URI, status (connection ids aside)
+_served() { awk '{ print $3, $4, $5 }' "$NGINX_DIR/access.log"; }
+
+# run_both_served N CMD...: run_both, keeping what nginx executed in each
+# half (PLAIN_SERVED, SHIM_SERVED)
+run_both_served() {
+	local n="$1"
+	shift
+	server_reset
+	run_plain "$@"
+	server_wait_requests "$n"
+	sleep 0.2 # nginx logs a request after its response: let stragglers in
+	PLAIN_SERVED="$(_served)"
+	PLAIN_CONNS=$(server_conns)
+	server_reset
+	run_shim "$@"
+	server_wait_requests "$n"
+	sleep 0.2
+	SHIM_SERVED="$(_served)"
+	SHIM_CONNS=$(server_conns)
+	echo "plain: status=$PLAIN_STATUS conns=$PLAIN_CONNS served:"
+	echo "$PLAIN_SERVED"
+	echo "shim:  status=$SHIM_STATUS conns=$SHIM_CONNS served:"
+	echo "$SHIM_SERVED"
+	echo "shim stderr (first lines):"
+	head -n 5 "$BATS_TEST_TMPDIR/shim.err"
+}
+
+assert_same_served() {
+	assert_equal "$SHIM_SERVED" "$PLAIN_SERVED"
+}
+
+# the output of both halves with the Date lines dropped and, with --ows,
+# the whitespace before a Connection value made one space (the mask pads
+# there: "Connection:      close")
+assert_same_bytes() {
+	local a="$BATS_TEST_TMPDIR/plain.out" b="$BATS_TEST_TMPDIR/shim.out" f
+	for f in "$a" "$b"; do
+		if [ "${1-}" = --ows ]; then
+			sed -E '/^Date:/Id; s/^(Connection):[ \t]*/\1: /I' "$f"
+		else
+			sed -E '/^Date:/Id' "$f"
+		fi >"$f.cmp"
+	done
+	if ! cmp -s "$a.cmp" "$b.cmp"; then
+		diff -a "$a.cmp" "$b.cmp" | head -n 30
+		fail "the program read other bytes with the shim"
+	fi
+}
+
+assert_never_keepalive() {
+	if grep -a -i -q 'keep-alive' "$BATS_TEST_TMPDIR/shim.out"; then
+		grep -a -i -n 'keep-alive' "$BATS_TEST_TMPDIR/shim.out" | head -n 5
+		fail "the program read keep-alive"
+	fi
+}
+
+# ------------------------------------------------------------ pipelining
+
+@test "GET with Connection: close and a POST in one write: nginx executes only the GET, same bytes read" {
+	run_both_served 2 "$PYTHON" "$SCRIPTS/raw.py" 127.0.0.1 "$NGINX_PORT" 2 \
+		'GET /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\nPOST /echo/p{N} HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc'
+	assert_both_ok
+	assert_equal "$PLAIN_SERVED" "$(printf 'GET /f 200\nGET /f 200')"
+	assert_same_served
+	assert_same_bytes
+}
+
+@test "HTTP/1.0 GET and a POST in one write: nginx executes only the GET, same bytes read" {
+	run_both_served 2 "$PYTHON" "$SCRIPTS/raw.py" 127.0.0.1 "$NGINX_PORT" 2 \
+		'GET /f HTTP/1.0\r\n\r\nPOST /echo/p{N} HTTP/1.0\r\nContent-Length: 3\r\n\r\nabc'
+	assert_both_ok
+	assert_equal "$PLAIN_SERVED" "$(printf 'GET /f 200\nGET /f 200')"
+	assert_same_served
+	assert_same_bytes
+}
+
+@test "a POST written after a Connection: close GET, before its response: never executed, same bytes read" {
+	run_both_served 2 "$PYTHON" "$SCRIPTS/raw.py" 127.0.0.1 "$NGINX_PORT" 2 \
+		'GET /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n{SEND}POST /echo/p{N} HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc'
+	assert_both_ok
+	assert_equal "$PLAIN_SERVED" "$(printf 'GET /f 200\nGET /f 200')"
+	assert_same_served
+	assert_same_bytes --ows
+	assert_never_keepalive
+}
+
+# ------------------------------------------------------------ the mask
+
+# a raw client reading N bytes at a time: the Connection header straddles
+# most of its reads
+raw_reads() {
+	run_both_served 3 "$PYTHON" "$SCRIPTS/raw.py" 127.0.0.1 "$NGINX_PORT" 3 \
+		'GET /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' --recv "$1"
+	assert_both_ok
+	assert_same_served
+	assert_equal "$(count_matches '^Connection: close' "$BATS_TEST_TMPDIR/plain.out")" 3
+	assert_never_keepalive
+	assert_same_bytes --ows
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+@test "raw client, recv(1): reads Connection: close, never keep-alive" { raw_reads 1; }
+@test "raw client, recv(7): reads Connection: close, never keep-alive" { raw_reads 7; }
+@test "raw client, recv(16): reads Connection: close, never keep-alive" { raw_reads 16; }
+
+@test "python http.client, Connection across its 8 KiB reads (long Location): reads 'close', same requests" {
+	run_both_served 13 "$PYTHON" "$SCRIPTS/conn_header.py" straddle 127.0.0.1 "$NGINX_PORT"
+	assert_both_ok
+	assert_equal "$(count_matches "^[0-9]+ 302 'close' True$" "$BATS_TEST_TMPDIR/plain.out")" 12
+	assert_same_bytes
+	assert_same_served
+	# every request on a connection of its own without the shim; the
+	# program closes each (it read "close"), so the shim may pool them
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 13"
+}
+
+# ------------------------------------------------------------ header values
+
+@test "python requests reads Connection as exactly 'close'" {
+	run_both_served 3 "$PYTHON" "$SCRIPTS/conn_header.py" requests 127.0.0.1 "$NGINX_PORT"
+	assert_both_ok
+	assert_equal "$(count_matches "^[0-9] 200 'close' $NGINX_F_SIZE$" "$BATS_TEST_TMPDIR/plain.out")" 3
+	assert_same_bytes
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+@test "python urllib (http.client) reads Connection as exactly 'close'" {
+	run_both_served 3 "$PYTHON" "$SCRIPTS/conn_header.py" urllib 127.0.0.1 "$NGINX_PORT"
+	assert_both_ok
+	assert_equal "$(count_matches "^[0-9] 200 'close' $NGINX_F_SIZE$" "$BATS_TEST_TMPDIR/plain.out")" 3
+	assert_same_bytes
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+@test "perl LWP reads Connection as exactly 'close'" {
+	run_both_served 3 perl "$SCRIPTS/lwp_get.pl" "http://127.0.0.1:$NGINX_PORT/f" 3
+	assert_both_ok
+	assert_equal "$(count_matches "^[0-9] 200 \[close\] eq-close $NGINX_F_SIZE$" "$BATS_TEST_TMPDIR/plain.out")" 3
+	assert_same_bytes
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
