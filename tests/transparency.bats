@@ -101,10 +101,10 @@ assert_never_keepalive() {
 # ------------------------------------------------------------ the mask
 
 # a raw client reading N bytes at a time: the Connection header straddles
-# most of its reads
+# most of its reads (more raw.py options after N)
 raw_reads() {
 	run_both_served 3 "$PYTHON" "$SCRIPTS/raw.py" 127.0.0.1 "$NGINX_PORT" 3 \
-		'GET /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' --recv "$1"
+		'GET /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' --recv "$@"
 	assert_both_ok
 	assert_same_served
 	assert_equal "$(count_matches '^Connection: close' "$BATS_TEST_TMPDIR/plain.out")" 3
@@ -153,3 +153,22 @@ raw_reads() {
 	assert_same_bytes
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
+
+# ------------------------------------------------------------ php-curl
+
+# PHP loads its extensions with RTLD_DEEPBIND: libcurl under curl.so binds
+# connect/send/recv/close to libc, past the shim (README, "Limits").  The
+# documented limit: the program works exactly as without the shim, one
+# connection per request, and the debug log names the library.
+@test "php-curl (RTLD_DEEPBIND): works as without the shim, and the debug log names curl.so" {
+	command -v php >/dev/null || skip "php-cli missing (scripts/deps)"
+	php -m | grep -qx curl || skip "php-curl missing (scripts/deps)"
+	run_both_served 3 KEEPALIVE_LOG=debug php "$SCRIPTS/php_curl.php" "http://127.0.0.1:$NGINX_PORT/f" 3
+	assert_both_ok
+	assert_equal "$(count_matches '^== [0-9] 200$' "$BATS_TEST_TMPDIR/plain.out")" 3
+	assert_same_bytes
+	assert_same_served
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 3"
+	assert_equal "$(count_matches 'debug .*dlopen\(/.*/curl\.so, RTLD_DEEPBIND\).*not seen' "$BATS_TEST_TMPDIR/shim.err")" 1
+}
+
