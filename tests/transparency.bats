@@ -172,3 +172,18 @@ raw_reads() {
 	assert_equal "$(count_matches 'debug .*dlopen\(/.*/curl\.so, RTLD_DEEPBIND\).*not seen' "$BATS_TEST_TMPDIR/shim.err")" 1
 }
 
+# ------------------------------------------------------------ the debug log
+
+@test "wget --no-http-keep-alive, a 404 left unread: every real close has its debug line" {
+	command -v wget >/dev/null || skip "wget missing (scripts/deps)"
+	run_both_served 2 KEEPALIVE_LOG=debug wget -q --no-http-keep-alive -O /dev/null \
+		"http://127.0.0.1:$NGINX_PORT/nope" "http://127.0.0.1:$NGINX_PORT/f"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_equal "plain status $PLAIN_STATUS" "plain status 8" # wget: a server error response
+	assert_same_served
+	local closed
+	closed=$(stat_value closed)
+	[ "$closed" -ge 1 ] || fail "no real close: $SHIM_STATS"
+	assert_equal "$(count_matches 'debug .*really closed after [0-9]+ requests: .' "$BATS_TEST_TMPDIR/shim.err")" "$closed"
+	assert_equal "$(count_matches 'really closed after 0 requests: a response not read to its end' "$BATS_TEST_TMPDIR/shim.err")" 1
+}
