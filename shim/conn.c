@@ -1939,6 +1939,27 @@ static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 	}
 }
 
+/* A peek shows the program bytes it will read again: they get the mask
+ * the read will give them (the program never sees keep-alive), from a copy
+ * of the framer; the read frames them for real.  The mask lies in the
+ * head, which the first event ends.  Caller holds c->lock. */
+static void mask_peeked(const struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t n)
+{
+	struct frm_resp r;
+	enum frm_resp_event ev = FRM_EV_NONE;
+	if (c->state != KP_ACTIVE || !c->n_reqs || !c->reqs[0].rewritten)
+		return;
+	if (c->resp_started)
+		r = c->resp;
+	else
+		frm_resp_begin(&r, c->reqs[0].method, true);
+	for (int i = 0; i < iovcnt && n && ev == FRM_EV_NONE; i++) {
+		size_t l = iov[i].iov_len < n ? iov[i].iov_len : n;
+		frm_resp_feed(&r, iov[i].iov_base, l, &ev);
+		n -= l;
+	}
+}
+
 static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
 		      int flags)
 {
@@ -1969,7 +1990,9 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	} else if (ret == 0) {
 		if (iov_total(iov, iovcnt) > 0)
 			unpool(c, "the server closed"); /* the server closed */
-	} else if (!(flags & MSG_PEEK)) {
+	} else if (flags & MSG_PEEK) {
+		mask_peeked(c, iov, iovcnt, (size_t)ret);
+	} else {
 		c->last_rx_ms = kp_now_ms();
 		if (flags & MSG_TRUNC) {
 			give_up(c, fd, "MSG_TRUNC read");

@@ -101,7 +101,7 @@ assert_never_keepalive() {
 # ------------------------------------------------------------ the mask
 
 # a raw client reading N bytes at a time: the Connection header straddles
-# most of its reads (more raw.py options after N)
+# most of its reads (more raw.py options after N: --peek)
 raw_reads() {
 	run_both_served 3 "$PYTHON" "$SCRIPTS/raw.py" 127.0.0.1 "$NGINX_PORT" 3 \
 		'GET /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n' --recv "$@"
@@ -116,6 +116,7 @@ raw_reads() {
 @test "raw client, recv(1): reads Connection: close, never keep-alive" { raw_reads 1; }
 @test "raw client, recv(7): reads Connection: close, never keep-alive" { raw_reads 7; }
 @test "raw client, recv(16): reads Connection: close, never keep-alive" { raw_reads 16; }
+@test "raw client, recv(16, MSG_PEEK) before each read: peeks Connection: close, never keep-alive" { raw_reads 16 --peek; }
 
 @test "python http.client, Connection across its 8 KiB reads (long Location): reads 'close', same requests" {
 	run_both_served 13 "$PYTHON" "$SCRIPTS/conn_header.py" straddle 127.0.0.1 "$NGINX_PORT"

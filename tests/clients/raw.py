@@ -2,12 +2,13 @@
 """raw.py - one TCP connection per request, raw bytes out, read to EOF.
 
 Usage: raw.py HOST PORT N PAYLOAD [--shutdown] [--sleep SECONDS] [--fork]
-              [--recv BYTES]
+              [--recv BYTES] [--peek]
 
 PAYLOAD is sent in one sendall() with the escapes \\r \\n \\xHH expanded and
 {N} replaced by the request number; a {SEND} in it ends one sendall() and
 starts the next (two writes, no read between).  --recv: read at most this
-many bytes per recv() (default 65536).  --shutdown: shutdown(SHUT_WR) after
+many bytes per recv() (default 65536).  --peek: each read is a
+recv(MSG_PEEK) whose bytes are printed, then a recv() of as many.  --shutdown: shutdown(SHUT_WR) after
 sending.  --sleep: pause between requests.  --fork: after half of the
 requests, fork; the child makes N requests with "child" in {who}, the parent
 waits for it, then makes the rest with "parent" (before the fork: "parent").
@@ -24,6 +25,7 @@ shut = "--shutdown" in args
 sleep = float(args[args.index("--sleep") + 1]) if "--sleep" in args else 0
 fork = "--fork" in args
 rsize = int(args[args.index("--recv") + 1]) if "--recv" in args else 65536
+peek = "--peek" in args
 payload = payload.encode().decode("unicode_escape").encode("latin-1")
 out = sys.stdout.buffer
 
@@ -39,7 +41,12 @@ def one(who, i):
         s.shutdown(socket.SHUT_WR)
     out.write(b"== %s %d\n" % (who.encode(), i))
     while True:
-        b = s.recv(rsize)
+        if peek:
+            b = s.recv(rsize, socket.MSG_PEEK)
+            if b:
+                s.recv(len(b))
+        else:
+            b = s.recv(rsize)
         if not b:
             break
         out.write(b)
