@@ -1438,14 +1438,12 @@ static void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt,
 		c->req_mode = KP_REQ_HEAD;
 }
 
-/* Do request bytes follow the request whose head ends at byte off of iov,
- * beyond its body, within this call?  (Pure: a copy of the body framer
- * runs over the rest.) */
-static bool bytes_follow(const struct frm_req_head *h, const struct iovec *iov, int iovcnt,
-			 size_t off)
+/* How many bytes of iov from byte off belong to the body b is in: a copy
+ * of its framer runs over them (pure).  SIZE_MAX when the body does not
+ * end within them, or is malformed (account_sent gives up on it then). */
+static size_t body_span(struct frm_body b, const struct iovec *iov, int iovcnt, size_t off)
 {
-	struct frm_body b;
-	frm_body_init(&b, h->body_kind, h->body_len);
+	size_t n = 0;
 	for (int i = 0; i < iovcnt; i++) {
 		size_t l = iov[i].iov_len;
 		if (off >= l) {
@@ -1456,14 +1454,26 @@ static bool bytes_follow(const struct frm_req_head *h, const struct iovec *iov, 
 		l -= off;
 		off = 0;
 		if (b.done)
-			return true;
+			return n;
 		long u = frm_body_feed(&b, p, l);
 		if (u < 0)
-			return false; /* a malformed body: account_sent gives up */
+			return SIZE_MAX;
+		n += (size_t)u;
 		if ((size_t)u < l)
-			return true;
+			return n;
 	}
-	return false;
+	return b.done && n ? n : SIZE_MAX;
+}
+
+/* Do request bytes follow, within this call, the request whose head ends
+ * at byte off of iov (beyond its own body)? */
+static bool bytes_follow(const struct frm_req_head *h, const struct iovec *iov, int iovcnt,
+			 size_t off)
+{
+	struct frm_body b;
+	frm_body_init(&b, h->body_kind, h->body_len);
+	size_t n = body_span(b, iov, iovcnt, off);
+	return n != SIZE_MAX && off + n < iov_total(iov, iovcnt);
 }
 
 /* A request that asked the server to close (and that we rewrote) is still
@@ -1479,16 +1489,69 @@ static bool after_close(const struct kp_conn *c)
 	return false;
 }
 
+/* The body of a rewritten close request ends inside this write and more
+ * bytes follow it: only the body goes out (after_close: the server would
+ * never have read the rest), and the program is told all were taken.  A
+ * short send is reported as such (the program offers the rest again).
+ * Returns false when the body does not end here: the real call as it is.
+ * Caller holds c->lock. */
+static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+			  ssize_t *ret)
+{
+	size_t n = body_span(c->req_body, iov, iovcnt, 0), total = iov_total(iov, iovcnt);
+	if (n == SIZE_MAX || n >= total)
+		return false;
+	struct iovec *v = malloc((size_t)iovcnt * sizeof(*v));
+	if (!v)
+		return false;
+	int k = 0;
+	for (size_t left = n; left && k < iovcnt; k++) {
+		v[k] = iov[k];
+		if (v[k].iov_len > left)
+			v[k].iov_len = left;
+		left -= v[k].iov_len;
+	}
+	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)k };
+	ssize_t r;
+	do
+		r = conn_sendmsg(c, fd, &m, flags);
+	while (r < 0 && errno == EINTR);
+	int err = errno;
+	free(v);
+	if (r < 0) {
+		if (err != EAGAIN && err != EWOULDBLOCK)
+			unpool(c, "a send failed");
+		*ret = -1;
+		errno = err;
+		return true;
+	}
+	account_sent(c, iov, iovcnt, 0, (size_t)r);
+	if ((size_t)r < n) {
+		*ret = r;
+		return true;
+	}
+	kp_debug("fd %d: %zu bytes written after a request that asked to close: "
+		 "not sent (the server would have closed without reading them)",
+		 fd, total - n);
+	*ret = (ssize_t)total;
+	return true;
+}
+
 static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 			   ssize_t *ret)
 {
 	if (!conn_lock(c, fd))
 		return false;
-	if (c->state != KP_ACTIVE || c->req_mode != KP_REQ_HEAD) {
-		pthread_mutex_unlock(&c->lock);
-		return false;
-	}
 	int saved = errno;
+	if (c->state != KP_ACTIVE || c->req_mode != KP_REQ_HEAD) {
+		bool taken = c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
+			     c->reqs[c->n_reqs - 1].rewritten &&
+			     send_body_end(c, fd, iov, iovcnt, flags, ret);
+		int err = errno;
+		pthread_mutex_unlock(&c->lock);
+		errno = taken && *ret < 0 ? err : saved;
+		return taken;
+	}
 	if (c->shut_how) {
 		/* writing after shutdown: the kernel's answer (EPIPE), for real */
 		KP_REAL(shutdown)(fd, c->shut_how - 1);
