@@ -1195,7 +1195,7 @@ static int swap_fresh(struct kp_conn *c, int fd, bool repark)
 			errno = err;
 			return -1;
 		}
-		unpool(c, "a dup left on the replaced socket"); /* a dup left on the old socket: never again */
+		unpool(c, "a dup left on the old socket: never again");
 	}
 	KP_REAL(close)(s);
 	for (int i = 0; i < n; i++)
@@ -2052,7 +2052,7 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 			unpool(c, "a read failed");
 	} else if (ret == 0) {
 		if (iov_total(iov, iovcnt) > 0)
-			unpool(c, "the server closed"); /* the server closed */
+			unpool(c, "the server closed");
 	} else if (flags & MSG_PEEK) {
 		mask_peeked(c, iov, iovcnt, (size_t)ret);
 	} else {
