@@ -6,14 +6,14 @@
  * curl.so, and through it libcurl) looks up its symbols in its own
  * dependencies before the global scope, so its connect/send/recv/close
  * bind straight to libc and never reach our wrappers: those connections
- * are neither framed nor pooled (they work as without the shim).  We do
- * not force our way in: clearing the flag changes what the library binds
- * for every symbol, not only ours (the isolation the program asked for);
- * patching its GOT after loading it rewrites another library's
- * relocations; an rtld-audit module (LD_AUDIT, la_symbind64) could
- * redirect only our symbols, but is a second library auditing every
- * binding of the program.  So we name the library in the log (README,
- * "Limits").
+ * are neither framed nor pooled (they work as without the shim).  From
+ * inside the preloaded library there is no clean way in: clearing the
+ * flag changes what the library binds for every symbol, not only ours
+ * (the isolation the program asked for); patching its GOT after loading
+ * it rewrites another library's relocations.  The dynamic linker's own
+ * way is an rtld-audit module, audit/audit.c (LD_AUDIT, opt-in): it
+ * redirects exactly those bindings.  Here we name each such library in
+ * the debug log, and say whether the module is there (README, "Limits").
  *
  * The wrapper must not change what dlopen does, and glibc's dlopen looks
  * at its caller's return address (the caller's namespace, and its RPATH
@@ -23,6 +23,8 @@
  * wrapped.
  */
 #include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "config.h"
 
@@ -47,10 +49,16 @@ __attribute__((used, visibility("hidden"))) void *kp_dl_bind(void)
 
 __attribute__((used, visibility("hidden"))) void kp_dl_deepbind(const char *file)
 {
-	kp_debug("dlopen(%s, RTLD_DEEPBIND): this library and its dependencies call libc "
-		"directly; connections they make are not seen (not pooled, not changed; "
-		"README: Limits)",
-		file ? file : "NULL");
+	const char *audit = getenv("LD_AUDIT");
+	if (audit && strstr(audit, "libkeepalive-audit"))
+		kp_debug("dlopen(%s, RTLD_DEEPBIND): its calls into libc reach us through "
+			 "libkeepalive-audit.so (LD_AUDIT)",
+			 file ? file : "NULL");
+	else
+		kp_debug("dlopen(%s, RTLD_DEEPBIND): this library and its dependencies call "
+			 "libc directly; connections they make are not seen (not pooled, not "
+			 "changed) unless LD_AUDIT names libkeepalive-audit.so (README: Limits)",
+			 file ? file : "NULL");
 }
 
 /* void *dlopen(const char *file, int mode): rdi, rsi.  At entry rsp is

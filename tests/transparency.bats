@@ -186,6 +186,28 @@ raw_reads() {
 	assert_equal "$(count_matches 'debug .*dlopen\(/.*/curl\.so, RTLD_DEEPBIND\).*not seen' "$BATS_TEST_TMPDIR/shim.err")" 1
 }
 
+# The way in: the rtld-audit module (LD_AUDIT) redirects the deep-bound
+# library's bindings to libc onto the shim.  LD_AUDIT is set in the shim
+# half only (the plain half runs without LD_PRELOAD, hence without it).
+@test "php-curl with LD_AUDIT=libkeepalive-audit.so: seen through RTLD_DEEPBIND, one connection, same output" {
+	command -v php >/dev/null || skip "php-cli missing (scripts/deps)"
+	php -m | grep -qx curl || skip "php-curl missing (scripts/deps)"
+	[ -z "${KEEPALIVE_ASAN:-}" ] || skip "libasan aborts at PHP's RTLD_DEEPBIND dlopen"
+	local audit="$ROOT/build/libkeepalive-audit.so"
+	[ -f "$audit" ] || fail "missing $audit: make"
+	run_both_served 5 KEEPALIVE_LOG=debug sh -c \
+		'exec env ${LD_PRELOAD:+LD_AUDIT="$0"} php "$1" "$2" 5' \
+		"$audit" "$SCRIPTS/php_curl.php" "http://127.0.0.1:$NGINX_PORT/f"
+	assert_both_ok
+	assert_equal "$(count_matches '^== [0-9] 200$' "$BATS_TEST_TMPDIR/plain.out")" 5
+	assert_same_bytes
+	assert_same_served
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 5"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	assert_equal "reused=$(stat_value reused)" "reused=4"
+	assert_equal "$(count_matches 'dlopen\(/.*/curl\.so, RTLD_DEEPBIND\): its calls into libc reach us' "$BATS_TEST_TMPDIR/shim.err")" 1
+}
+
 # ------------------------------------------------------------ the debug log
 
 @test "wget --no-http-keep-alive, a 404 left unread: every real close has its debug line" {
