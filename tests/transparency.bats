@@ -68,6 +68,19 @@ assert_never_keepalive() {
 	fi
 }
 
+# The second write of the program may meet, without the shim, a server that
+# has already answered and closed: the kernel answers it with a reset (a
+# race; seen once in 31 runs, under load), and the program's read fails
+# (raw.py --resets notes it on stderr and goes on).  With the shim it never
+# does.  So the bytes are compared only when the plain half met no reset.
+check_plain_reset() {
+	PLAIN_RESET=0
+	! grep -q '^raw.py: reset' "$BATS_TEST_TMPDIR/shim.err" || fail "a reset with the shim"
+	if grep -q '^raw.py: reset' "$BATS_TEST_TMPDIR/plain.err"; then
+		PLAIN_RESET=1
+	fi
+}
+
 # ------------------------------------------------------------ pipelining
 
 @test "GET with Connection: close and a POST in one write: nginx executes only the GET, same bytes read" {
@@ -90,22 +103,24 @@ assert_never_keepalive() {
 
 @test "a POST written after a Connection: close GET, before its response: never executed, same bytes read" {
 	run_both_served 2 "$PYTHON" "$SCRIPTS/raw.py" 127.0.0.1 "$NGINX_PORT" 2 \
-		'GET /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n{SEND}POST /echo/p{N} HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc'
+		'GET /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n{SEND}POST /echo/p{N} HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc' --resets
 	assert_both_ok
 	assert_equal "$PLAIN_SERVED" "$(printf 'GET /f 200\nGET /f 200')"
 	assert_same_served
-	assert_same_bytes --ows
 	assert_never_keepalive
+	check_plain_reset
+	[ "$PLAIN_RESET" = 1 ] || assert_same_bytes --ows
 }
 
 @test "a request written with the end of a close request's body, after its head: never executed, same bytes read" {
 	run_both_served 2 "$PYTHON" "$SCRIPTS/raw.py" 127.0.0.1 "$NGINX_PORT" 2 \
-		'POST /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 3\r\n\r\n{SEND}abcGET /echo/g{N} HTTP/1.1\r\nHost: t\r\n\r\n'
+		'POST /f HTTP/1.1\r\nHost: t\r\nConnection: close\r\nContent-Length: 3\r\n\r\n{SEND}abcGET /echo/g{N} HTTP/1.1\r\nHost: t\r\n\r\n' --resets
 	assert_both_ok
 	assert_equal "$PLAIN_SERVED" "$(printf 'POST /f 405\nPOST /f 405')"
 	assert_same_served
-	assert_same_bytes --ows
 	assert_never_keepalive
+	check_plain_reset
+	[ "$PLAIN_RESET" = 1 ] || assert_same_bytes --ows
 }
 
 # ------------------------------------------------------------ the mask
