@@ -6,8 +6,8 @@
  * first, find libc's connect/send/recv/close..., and so never reach the
  * preloaded wrappers.  The dynamic linker asks this module about every
  * symbol binding (la_symbind64); a binding that
- *   - resolved to libc,
- *   - is made by an object other than libc and libkeepalive itself,
+ *   - resolved to libc, or to libssl 3 (its SSL_* calls: the HTTPS pool),
+ *   - is made by an object other than those two and libkeepalive itself,
  *   - in the program's main namespace, after start-up (la_preinit),
  *   - not through dlsym() (libkeepalive finds the real functions with
  *     dlsym(RTLD_NEXT): those must stay libc's),
@@ -27,7 +27,7 @@
 
 #define KP_EXPORT __attribute__((visibility("default")))
 
-static struct link_map *ours, *libc;
+static struct link_map *ours, *libc, *libssl;
 static int started;
 
 KP_EXPORT unsigned la_version(unsigned v)
@@ -51,6 +51,8 @@ KP_EXPORT unsigned la_objopen(struct link_map *map, Lmid_t lmid, uintptr_t *cook
 		ours = map;
 	else if (map->l_name && !libc && ends_with(map->l_name, "/libc.so.6"))
 		libc = map;
+	else if (map->l_name && !libssl && ends_with(map->l_name, "/libssl.so.3"))
+		libssl = map;
 	return LA_FLG_BINDTO | LA_FLG_BINDFROM;
 }
 
@@ -111,8 +113,9 @@ KP_EXPORT uintptr_t la_symbind64(ElfW(Sym) *sym, unsigned ndx, uintptr_t *refcoo
 {
 	struct link_map *ref = (struct link_map *)*refcook, *def = (struct link_map *)*defcook;
 	(void)ndx;
-	if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE) || !ours || !libc || def != libc ||
-	    ref == libc || ref == ours || (*flags & LA_SYMB_DLSYM))
+	if (!__atomic_load_n(&started, __ATOMIC_ACQUIRE) || !ours || !def ||
+	    (def != libc && def != libssl) || ref == libc || ref == libssl || ref == ours ||
+	    (*flags & LA_SYMB_DLSYM))
 		return sym->st_value;
 	uintptr_t f = lookup(ours, name);
 	return f ? f : sym->st_value;

@@ -223,6 +223,25 @@ raw_reads() {
 	assert_equal "$(count_matches 'dlopen\(/.*/curl\.so, RTLD_DEEPBIND\): its calls into libc reach us' "$BATS_TEST_TMPDIR/shim.err")" 1
 }
 
+@test "php-curl HTTPS with LD_AUDIT=libkeepalive-audit.so: one TLS connection, same output" {
+	command -v php >/dev/null || skip "php-cli missing (scripts/deps)"
+	php -m | grep -qx curl || skip "php-curl missing (scripts/deps)"
+	[ -z "${KEEPALIVE_ASAN:-}" ] || skip "libasan aborts at PHP's RTLD_DEEPBIND dlopen"
+	nginx_stop
+	NGINX_TLS=1 nginx_start
+	SERVER_PORT=$NGINX_TLS13_PORT
+	run_both_served 5 sh -c 'exec env ${LD_PRELOAD:+LD_AUDIT="$0"} php "$1" "$2" 5 "$3"' \
+		"$ROOT/build/libkeepalive-audit.so" "$SCRIPTS/php_curl.php" \
+		"https://127.0.0.1:$SERVER_PORT/f" "$NGINX_DIR/tls/ca.pem"
+	assert_both_ok
+	assert_equal "$(count_matches '^== [0-9] 200$' "$BATS_TEST_TMPDIR/plain.out")" 5
+	assert_same_bytes
+	assert_same_served
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 5"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	assert_equal "handed out $(stat_value tls_reused)" "handed out 4"
+}
+
 # ------------------------------------------------------------ the debug log
 
 @test "wget --no-http-keep-alive, a 404 left unread: every real close has its debug line" {
