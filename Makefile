@@ -13,6 +13,9 @@ HDRS := $(wildcard shim/*.h) $(wildcard pool/*.h) shim/exports.map
 LIB  := build/libkeepalive.so
 ASAN_LIB := build/libkeepalive-asan.so
 TSAN_LIB := build/libkeepalive-tsan.so
+# the rtld-audit module (LD_AUDIT) that lets RTLD_DEEPBIND libraries see
+# the shim: audit/audit.c, a library of its own
+AUDIT_LIB := build/libkeepalive-audit.so
 SAN  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # the pure modules (no syscalls): unit-tested and fuzzed on their own
@@ -23,7 +26,7 @@ CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
 .PHONY: all asan tsan test test-asan unit bats clients clean install fuzz fuzz-build bench
-all: $(LIB)
+all: $(LIB) $(AUDIT_LIB)
 
 $(LIB): $(SRCS) $(HDRS) Makefile
 	@mkdir -p build
@@ -34,6 +37,10 @@ $(ASAN_LIB): $(SRCS) $(HDRS) Makefile
 	$(CC) $(ALLFLAGS) $(SAN) -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
 
 asan: $(ASAN_LIB)
+
+$(AUDIT_LIB): audit/audit.c Makefile
+	@mkdir -p build
+	$(CC) -std=gnu11 -fPIC -fvisibility=hidden -D_GNU_SOURCE $(WARN) $(CFLAGS) -shared -o $@ $<
 
 # ThreadSanitizer build: the threads tests run under it when it is built
 # (bats builds it: see tests/survive.bats)
@@ -159,9 +166,10 @@ test-asan: $(ASAN_LIB) $(TSAN_LIB) clients
 	KEEPALIVE_ASAN=1 KEEPALIVE_PRELOAD="$$($(CC) -print-file-name=libasan.so) $(CURDIR)/$(ASAN_LIB)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 bats tests/*.bats
 
-install: $(LIB)
+install: $(LIB) $(AUDIT_LIB)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
 	install -m 0644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libkeepalive.so
+	install -m 0644 $(AUDIT_LIB) $(DESTDIR)$(PREFIX)/lib/libkeepalive-audit.so
 	install -m 0755 scripts/keepalive $(DESTDIR)$(PREFIX)/bin/keepalive
 
 clean:

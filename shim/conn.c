@@ -147,6 +147,27 @@ static int flush_held(struct kp_conn *c, int fd, int flags);
 static void unvouch(struct kp_conn *c, int fd, const char *why);
 
 /* Step aside for good.  Caller holds c->lock. */
+/* The connection may no longer be parked.  The first reason is kept for
+ * the debug line of its real close (settle_last). */
+static void unpool(struct kp_conn *c, const char *why)
+{
+	if (!c->unpooled)
+		c->unpooled = why;
+	c->poolable = false;
+}
+
+/* why a complete response leaves its connection unreusable */
+static const char *resp_why(const struct frm_resp *r)
+{
+	if (r->server_close)
+		return "the server closes (Connection: close, or HTTP/1.0)";
+	if (r->conn_bound)
+		return "NTLM or Negotiate binds the connection";
+	if (r->doubt)
+		return "the response was framed only leniently";
+	return "the response's framing is not reusable";
+}
+
 static void go_passthrough(struct kp_conn *c, const char *why)
 {
 	if (c->state != KP_PASSTHROUGH) {
@@ -154,7 +175,7 @@ static void go_passthrough(struct kp_conn *c, const char *why)
 		kp_count(passthrough);
 	}
 	c->state = KP_PASSTHROUGH;
-	c->poolable = false;
+	unpool(c, why);
 }
 
 /* ------------------------------------------------------------ options */
@@ -323,7 +344,7 @@ static void flush_pending(struct kp_conn *c, int fd)
 		/* opts_transfer() cached every default it deferred */
 		if (!default_of(-1, &c->pending[i], &def) ||
 		    KP_REAL(setsockopt)(fd, opt_levels[def.level], def.name, def.val, def.len) < 0)
-			c->poolable = false;
+			unpool(c, "a socket option of the previous owner could not be reset");
 	}
 	c->n_pending = 0;
 }
@@ -346,7 +367,7 @@ bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const vo
 		same = o->len == len && !memcmp(o->val, val, len);
 		c->pending[i] = c->pending[--c->n_pending]; /* the program owns it now */
 		if (same && !opts_record(c, level, name, val, len))
-			c->poolable = false;
+			unpool(c, "too many socket options to carry");
 		break;
 	}
 	pthread_mutex_unlock(&c->lock);
@@ -387,7 +408,7 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 		kp_fl_or(fd, KP_FD_ROUTED);
 		struct kp_conn *c = kp_fd_conn(fd);
 		if (c && c != KP_POOLED && conn_lock(c, fd)) {
-			c->poolable = false;
+			unpool(c, "a routing socket option");
 			pthread_mutex_unlock(&c->lock);
 		}
 		return;
@@ -409,7 +430,7 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 	if (!conn_lock(c, fd))
 		return;
 	if (!opts_record(c, level, name, val, len))
-		c->poolable = false;
+		unpool(c, "a socket option we cannot carry");
 	pthread_mutex_unlock(&c->lock);
 }
 
@@ -519,7 +540,7 @@ static bool take_finished(const struct pool_key *key)
 		 * already (it swapped the table first): then it is its to drop,
 		 * and it must not park what fd holds now. */
 		c->state = KP_PASSTHROUGH;
-		c->poolable = false;
+		unpool(c, "its fd was taken over");
 		bool ours = kp_fd_swap(fd, NULL) == c;
 		if (ours)
 			c->refs--;
@@ -769,6 +790,22 @@ static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 	return hidden;
 }
 
+/* Why c is not parked: every real close is explained in the debug log. */
+static const char *close_why(const struct kp_conn *c)
+{
+	if (!c->poolable)
+		return c->unpooled ? c->unpooled : "not reusable";
+	if (c->n_reqs || c->resp_started)
+		return "a response not read to its end";
+	if (c->req_mode != KP_REQ_HEAD || c->held_len)
+		return "a request not fully written";
+	if (!c->served)
+		return "no response was completed";
+	if (c->ka_max >= 0 && c->served >= (uint32_t)c->ka_max)
+		return "the server's Keep-Alive max reached";
+	return "the pool could not take it (fd limit or caps)";
+}
+
 /* The last fd of c is going away: park it if allowed and possible (fd is
  * then closed) and say so. */
 static bool settle_last(int fd, struct kp_conn *c)
@@ -779,6 +816,8 @@ static bool settle_last(int fd, struct kp_conn *c)
 		kp_debug("fd %d: parked after %u requests", fd, c->served);
 	} else if (c->state != KP_PRECONNECT) {
 		kp_count(closed);
+		kp_debug("fd %d: really closed after %u requests: %s", fd, c->served,
+			 close_why(c));
 	}
 	return parked;
 }
@@ -1011,7 +1050,7 @@ static int flush_held(struct kp_conn *c, int fd, int flags)
 		size_t sent;
 		r = send_all(c, fd, c->held, c->held_len, flags | MSG_NOSIGNAL, false, &sent) < 0 ? -1 : 0;
 		if (r < 0)
-			c->poolable = false;
+			unpool(c, "sending held request bytes failed");
 		c->held_len = 0;
 	}
 	return r;
@@ -1157,7 +1196,7 @@ static int swap_fresh(struct kp_conn *c, int fd, bool repark)
 			errno = err;
 			return -1;
 		}
-		c->poolable = false; /* a dup left on the old socket: never again */
+		unpool(c, "a dup left on the old socket: never again");
 	}
 	KP_REAL(close)(s);
 	for (int i = 0; i < n; i++)
@@ -1174,7 +1213,7 @@ static int swap_fresh(struct kp_conn *c, int fd, bool repark)
 		 * makes its own handshake on the fresh connection now */
 		c->tls_handed = false;
 		if (kp_tls_rehandshake(c, fd, c->tls_ssl) < 0)
-			c->poolable = false;
+			unpool(c, "TLS handshake after a replay failed");
 	} else if (c->tls) { /* a pending engine that was not handed out */
 		kp_tls_put(c->tls);
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
@@ -1216,12 +1255,12 @@ static bool replay(struct kp_conn *c, int fd, const char *why)
 	pool_note_dead(&c->key, c->sent_ms - c->parked_ms, c->served_at_checkout, kp_now_ms());
 	if (swap_fresh(c, fd, false) < 0) {
 		kp_debug("fd %d: %s on a reused connection; no replay: %s", fd, why, strerror(errno));
-		c->poolable = false;
+		unpool(c, "a replay found no fresh connection");
 		return false;
 	}
 	size_t sent;
 	if (send_all(c, fd, c->replay, c->replay_len, MSG_NOSIGNAL, false, &sent) < 0)
-		c->poolable = false;
+		unpool(c, "resending the request failed");
 	c->replay_len = 0;
 	c->resp_started = false;
 	kp_count(replayed);
@@ -1270,7 +1309,7 @@ static bool tls_bypassed(struct kp_conn *c, int fd)
 	if (!__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false;
 	if (conn_lock(c, fd)) {
-		c->poolable = false;
+		unpool(c, "TLS bytes written past OpenSSL");
 		pthread_mutex_unlock(&c->lock);
 	}
 	return true;
@@ -1333,7 +1372,7 @@ static bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool 
 	r->app_close = h->app_close;
 	r->rewritten = rewritten;
 	if (h->upgrade || h->method == FRM_M_CONNECT || h->doubt)
-		c->poolable = false;
+		unpool(c, "an upgrade, CONNECT or doubtful request");
 	frm_body_init(&c->req_body, h->body_kind, h->body_len);
 	/* Content-Length: 0 is as bodiless as no length at all */
 	c->req_mode = c->req_body.done || h->body_kind == FRM_BODY_NONE ? KP_REQ_HEAD : KP_REQ_BODY;
@@ -1400,16 +1439,120 @@ static void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt,
 		c->req_mode = KP_REQ_HEAD;
 }
 
+/* How many bytes of iov from byte off belong to the body b is in: a copy
+ * of its framer runs over them (pure).  SIZE_MAX when the body does not
+ * end within them, or is malformed (account_sent gives up on it then). */
+static size_t body_span(struct frm_body b, const struct iovec *iov, int iovcnt, size_t off)
+{
+	size_t n = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		size_t l = iov[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		const char *p = (const char *)iov[i].iov_base + off;
+		l -= off;
+		off = 0;
+		if (b.done)
+			return n;
+		long u = frm_body_feed(&b, p, l);
+		if (u < 0)
+			return SIZE_MAX;
+		n += (size_t)u;
+		if ((size_t)u < l)
+			return n;
+	}
+	return b.done && n ? n : SIZE_MAX;
+}
+
+/* Do request bytes follow, within this call, the request whose head ends
+ * at byte off of iov (beyond its own body)? */
+static bool bytes_follow(const struct frm_req_head *h, const struct iovec *iov, int iovcnt,
+			 size_t off)
+{
+	struct frm_body b;
+	frm_body_init(&b, h->body_kind, h->body_len);
+	size_t n = body_span(b, iov, iovcnt, off);
+	return n != SIZE_MAX && off + n < iov_total(iov, iovcnt);
+}
+
+/* A request that asked the server to close (and that we rewrote) is still
+ * waiting for its response.  Without us the server would answer it and
+ * close, never reading what the program writes after it (RFC 9112 9.6:
+ * such a client is wrong, but the server must see what it would have
+ * seen): those bytes are taken from the program and not sent. */
+static bool after_close(const struct kp_conn *c)
+{
+	for (unsigned i = 0; i < c->n_reqs; i++)
+		if (c->reqs[i].rewritten)
+			return true;
+	return false;
+}
+
+/* The body of a rewritten close request ends inside this write and more
+ * bytes follow it: only the body goes out (after_close: the server would
+ * never have read the rest), and the program is told all were taken.  A
+ * short send is reported as such (the program offers the rest again).
+ * Returns false when the body does not end here: the real call as it is.
+ * Caller holds c->lock. */
+static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+			  ssize_t *ret)
+{
+	size_t n = body_span(c->req_body, iov, iovcnt, 0), total = iov_total(iov, iovcnt);
+	if (n == SIZE_MAX || n >= total)
+		return false;
+	struct iovec *v = malloc((size_t)iovcnt * sizeof(*v));
+	if (!v)
+		return false;
+	int k = 0;
+	for (size_t left = n; left && k < iovcnt; k++) {
+		v[k] = iov[k];
+		if (v[k].iov_len > left)
+			v[k].iov_len = left;
+		left -= v[k].iov_len;
+	}
+	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)k };
+	ssize_t r;
+	do
+		r = conn_sendmsg(c, fd, &m, flags);
+	while (r < 0 && errno == EINTR);
+	int err = errno;
+	free(v);
+	if (r < 0) {
+		if (err != EAGAIN && err != EWOULDBLOCK)
+			unpool(c, "a send failed");
+		*ret = -1;
+		errno = err;
+		return true;
+	}
+	account_sent(c, iov, iovcnt, 0, (size_t)r);
+	if ((size_t)r < n) {
+		*ret = r;
+		return true;
+	}
+	kp_debug("fd %d: %zu bytes written after a request that asked to close: "
+		 "not sent (the server would have closed without reading them)",
+		 fd, total - n);
+	*ret = (ssize_t)total;
+	return true;
+}
+
 static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 			   ssize_t *ret)
 {
 	if (!conn_lock(c, fd))
 		return false;
-	if (c->state != KP_ACTIVE || c->req_mode != KP_REQ_HEAD) {
-		pthread_mutex_unlock(&c->lock);
-		return false;
-	}
 	int saved = errno;
+	if (c->state != KP_ACTIVE || c->req_mode != KP_REQ_HEAD) {
+		bool taken = c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
+			     c->reqs[c->n_reqs - 1].rewritten &&
+			     send_body_end(c, fd, iov, iovcnt, flags, ret);
+		int err = errno;
+		pthread_mutex_unlock(&c->lock);
+		errno = taken && *ret < 0 ? err : saved;
+		return taken;
+	}
 	if (c->shut_how) {
 		/* writing after shutdown: the kernel's answer (EPIPE), for real */
 		KP_REAL(shutdown)(fd, c->shut_how - 1);
@@ -1427,6 +1570,15 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		finished_forget(-1, c);
 	}
 	size_t total = iov_total(iov, iovcnt);
+	if (total && after_close(c)) {
+		kp_debug("fd %d: %zu bytes written after a request that asked to close: "
+			 "not sent (the server would have closed without reading them)",
+			 fd, total);
+		*ret = (ssize_t)total;
+		pthread_mutex_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
 	size_t old_held = c->held_len;
 	const char *data;
 	size_t dlen;
@@ -1478,6 +1630,13 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	long outlen = 0;
 	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT &&
 			   c->n_reqs < KP_MAX_PIPELINE;
+	/* More requests pipelined behind one that asks to close, in the same
+	 * write: the server must get the close and execute nothing after it,
+	 * exactly as without us; so no rewrite, and no reuse. */
+	if (may_rewrite && h.app_close && bytes_follow(&h, iov, iovcnt, mine)) {
+		kp_debug("fd %d: not rewritten: requests follow one that asks to close", fd);
+		may_rewrite = false;
+	}
 	/* a rewrite adds one header line, or 5 bytes per "close" token */
 	if (may_rewrite && (size_t)hl + 64 + (size_t)hl / 2 > out_cap) {
 		out_cap = (size_t)hl + 64 + (size_t)hl / 2;
@@ -1652,7 +1811,7 @@ static void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	if (!conn_lock(c, fd))
 		return;
 	if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-		c->poolable = false;
+		unpool(c, "a send failed");
 	if (ret > 0 && c->state == KP_ACTIVE)
 		account_sent(c, iov, iovcnt, 0, (size_t)ret);
 	pthread_mutex_unlock(&c->lock);
@@ -1675,7 +1834,7 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 		return;
 	if (ret < 0) {
 		if (errno != EAGAIN && errno != EINTR)
-			c->poolable = false;
+			unpool(c, "sendfile failed");
 	} else if (c->state == KP_ACTIVE) {
 		/* zero-copy: we never see the bytes, so only a Content-Length body
 		 * can be followed (by arithmetic) */
@@ -1765,7 +1924,7 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 	if (!conn_lock(c, fd))
 		return;
 	if (n == 0) {
-		c->poolable = false;
+		unpool(c, "EOF read unseen (splice)");
 	} else {
 		if (c->state == KP_ACTIVE)
 			give_up(c, fd, "response read unseen (splice)");
@@ -1785,7 +1944,9 @@ static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 			return;
 		}
 		if (!c->resp_started) {
-			frm_resp_begin(&c->resp, c->reqs[0].method, c->reqs[0].app_close);
+			/* the mask only where we changed the request: a close that
+			 * reached the server as it was gets the server's own answer */
+			frm_resp_begin(&c->resp, c->reqs[0].method, c->reqs[0].rewritten);
 			c->resp_started = true;
 		}
 		enum frm_resp_event ev;
@@ -1801,7 +1962,7 @@ static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 			 * was fully written (413/417/401 during an upload).  Not a
 			 * 100 Continue: that one is the server asking for the body. */
 			if (c->n_reqs == 1 && c->req_mode != KP_REQ_HEAD)
-				c->poolable = false;
+				unpool(c, "a response before its request was fully written");
 			struct kp_request done = c->reqs[0];
 			memmove(c->reqs, c->reqs + 1, (c->n_reqs - 1) * sizeof(c->reqs[0]));
 			c->n_reqs--;
@@ -1813,16 +1974,16 @@ static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 			if (c->resp.ka_max >= 0)
 				c->ka_max = c->resp.ka_max + (int32_t)c->served;
 			if (!frm_resp_reusable(&c->resp))
-				c->poolable = false;
+				unpool(c, resp_why(&c->resp));
 			if (done.app_close && !done.rewritten) {
 				/* its "close" reached the server (pipelined behind a head
 				 * we rewrote, or not rewritable): the server closes */
-				c->poolable = false;
+				unpool(c, "the request's close reached the server");
 			} else if (done.app_close && !c->resp.server_close) {
 				/* the program expects the server's FIN now */
 				__atomic_store_n(&c->eof_owed, true, __ATOMIC_RELEASE);
 				if (n || c->n_reqs)
-					c->poolable = false;
+					unpool(c, "bytes or requests after the response owed EOF");
 				else if (c->refs == 1 && parkable(c) && !c->tls)
 					finished_add(fd, c);
 				return;
@@ -1839,6 +2000,27 @@ static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 			give_up(c, fd, "unparsable response");
 			return;
 		}
+	}
+}
+
+/* A peek shows the program bytes it will read again: they get the mask
+ * the read will give them (the program never sees keep-alive), from a copy
+ * of the framer; the read frames them for real.  The mask lies in the
+ * head, which the first event ends.  Caller holds c->lock. */
+static void mask_peeked(const struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t n)
+{
+	struct frm_resp r;
+	enum frm_resp_event ev = FRM_EV_NONE;
+	if (c->state != KP_ACTIVE || !c->n_reqs || !c->reqs[0].rewritten)
+		return;
+	if (c->resp_started)
+		r = c->resp;
+	else
+		frm_resp_begin(&r, c->reqs[0].method, true);
+	for (int i = 0; i < iovcnt && n && ev == FRM_EV_NONE; i++) {
+		size_t l = iov[i].iov_len < n ? iov[i].iov_len : n;
+		frm_resp_feed(&r, iov[i].iov_base, l, &ev);
+		n -= l;
 	}
 }
 
@@ -1868,11 +2050,13 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	}
 	if (ret < 0) {
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-			c->poolable = false;
+			unpool(c, "a read failed");
 	} else if (ret == 0) {
 		if (iov_total(iov, iovcnt) > 0)
-			c->poolable = false; /* the server closed */
-	} else if (!(flags & MSG_PEEK)) {
+			unpool(c, "the server closed");
+	} else if (flags & MSG_PEEK) {
+		mask_peeked(c, iov, iovcnt, (size_t)ret);
+	} else {
 		c->last_rx_ms = kp_now_ms();
 		if (flags & MSG_TRUNC) {
 			give_up(c, fd, "MSG_TRUNC read");
@@ -1911,7 +2095,7 @@ int kp_conn_tls_start(int fd, void *ssl)
 	if (c->tls && !c->tls_pending) {
 		/* a second SSL on a socket whose TLS we follow: no longer ours */
 		if (ssl && ssl != c->tls_ssl)
-			c->poolable = false;
+			unpool(c, "a second SSL on the socket");
 		goto out;
 	}
 	if (c->tls) {
@@ -1930,7 +2114,7 @@ int kp_conn_tls_start(int fd, void *ssl)
 		if (c->tls) { /* no fresh connection: the program's bytes meet it */
 			kp_tls_put(c->tls);
 			__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
-			c->poolable = false;
+			unpool(c, "plain bytes on a pooled TLS connection");
 		}
 		c->tls_pending = false;
 	}
@@ -2006,7 +2190,7 @@ void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why)
 		return;
 	if (c->poolable)
 		kp_debug("fd %d: %s: not pooled", fd, why);
-	c->poolable = false;
+	unpool(c, why);
 	pthread_mutex_unlock(&c->lock);
 }
 

@@ -64,6 +64,7 @@ struct kp_conn {
 	uint8_t state;       /* enum kp_conn_state */
 	bool reused;         /* came from the pool */
 	bool poolable;       /* nothing has happened that forbids parking */
+	const char *unpooled; /* why poolable went false first (a literal) */
 	bool eof_owed;       /* the final response is complete: reads return 0 */
 	bool lost;           /* framing lost after a rewrite: see kp_conn_wait_ms */
 	bool resp_started;   /* resp is framing a response to reqs[0] */

@@ -752,7 +752,6 @@ enum resp_state {
 
 #define VAL_CAP sizeof(((struct frm_resp *)0)->val)
 #define VAL_OVERFLOW (VAL_CAP + 1) /* vlen value: the value did not fit */
-#define NO_OFF LONG_MIN
 /* r->line_len once the status line is parsed */
 #define HEAD_BAD_CLEN 1u /* a conflicting or malformed Content-Length */
 #define HEAD_BAD_TE 2u   /* a Transfer-Encoding too long for val[] */
@@ -834,10 +833,9 @@ static void ka_param(struct frm_resp *r, const char *s, size_t n)
 		r->ka_max = (int32_t)x;
 }
 
-/* The value of header r->hdr is complete in val[0..vlen).  voff is where
- * val[0] lies in this call's buf (negative: it began in an earlier call), or
- * NO_OFF. */
-static void resp_field_end(struct frm_resp *r, char *buf, long voff)
+/* The value of header r->hdr is complete in val[0..vlen) (the bytes as the
+ * server sent them, before any mask). */
+static void resp_field_end(struct frm_resp *r)
 {
 	const char *v = r->val, *end, *p, *q, *s, *t;
 	size_t n, m;
@@ -878,9 +876,6 @@ static void resp_field_end(struct frm_resp *r, char *buf, long voff)
 				r->close_token = true;
 			} else if (ieq(s, n, "keep-alive")) {
 				r->ka_token = true;
-				if (r->rewrite_ka_to_close && voff != NO_OFF &&
-				    voff + (s - v) >= 0)
-					memcpy(buf + voff + (s - v), "close     ", 10);
 			}
 		}
 		break;
@@ -901,13 +896,47 @@ static void resp_field_end(struct frm_resp *r, char *buf, long voff)
 	}
 }
 
-static void resp_value_byte(struct frm_resp *r, unsigned char c, size_t i,
-			    long *voff)
+/*
+ * The mask (framer.h): every "keep-alive" element of a Connection value is
+ * shown to the program as "     close", a byte at a time as the bytes pass,
+ * because the program may read the value in pieces (a recv(1) loop, or a
+ * header straddling http.client's 8 KiB reads) and we hold nothing back.
+ * The spaces come first: leading OWS is not part of a field value or of a
+ * list element (RFC 9110 5.5, 5.6.1), and every parser strips it, while
+ * trailing spaces are kept by many (http.client, LWP read "close     ").
+ * Each byte is decided from the bytes before it only, so the program sees
+ * the same bytes however the response is split into reads; the price is
+ * that an element which starts like keep-alive and then turns out to be
+ * another token has its first bytes already blanked (no such Connection
+ * option is known).  r->mask_pos: MASK_START at an element's start (OWS
+ * skipped), 1..10 bytes of keep-alive matched (and replaced), MASK_NO: not
+ * ours, until the next comma.
+ */
+#define MASK_START 0
+#define MASK_NO 11
+static void mask_byte(struct frm_resp *r, char *p)
+{
+	static const char from[] = "keep-alive", to[] = "     close";
+	unsigned char c = (unsigned char)*p;
+	unsigned k = r->mask_pos;
+
+	if (c == ',') {
+		r->mask_pos = MASK_START;
+	} else if (k == MASK_START && is_ows(c)) {
+		/* OWS before the element */
+	} else if (k < 10 && lower(c) == (unsigned char)from[k]) {
+		*p = to[k];
+		r->mask_pos = (uint8_t)(k + 1);
+	} else if (!(k == 10 && is_ows(c))) {
+		r->mask_pos = MASK_NO;
+	}
+}
+
+static void resp_value_byte(struct frm_resp *r, unsigned char c)
 {
 	if (r->hdr == H_AUTH && r->vlen == VAL_CAP)
 		auth_slide(r);
 	if (r->vlen < VAL_CAP) {
-		*voff = (long)i - (long)r->vlen;
 		r->val[r->vlen++] = (char)c;
 	} else {
 		r->vlen = VAL_OVERFLOW;
@@ -1021,7 +1050,6 @@ static size_t resp_head_end(struct frm_resp *r, char *buf, size_t off,
 
 size_t frm_resp_feed(struct frm_resp *r, char *buf, size_t len, enum frm_resp_event *ev)
 {
-	long voff = NO_OFF;
 	size_t i;
 
 	*ev = FRM_EV_NONE;
@@ -1132,7 +1160,7 @@ size_t frm_resp_feed(struct frm_resp *r, char *buf, size_t len, enum frm_resp_ev
 			if (c == ':') {
 				r->hdr = header_id(r->val, r->vlen, true);
 				r->vlen = 0;
-				voff = NO_OFF;
+				r->mask_pos = MASK_START;
 				r->st = RS_OWS;
 			} else if (is_tchar(c)) {
 				/* long names are simply not ours */
@@ -1159,14 +1187,16 @@ size_t frm_resp_feed(struct frm_resp *r, char *buf, size_t len, enum frm_resp_ev
 			}
 			if (c == '\0') /* RFC 9110 5.5 */
 				goto error;
+			if (r->hdr == H_CONN && r->rewrite_ka_to_close)
+				mask_byte(r, buf + i);
 			if (r->hdr != H_NONE)
-				resp_value_byte(r, c, i, &voff);
+				resp_value_byte(r, c);
 			break;
 		case RS_VALUE_LF:
 			if (c != '\n')
 				goto error;
 		field_end:
-			resp_field_end(r, buf, voff);
+			resp_field_end(r);
 			r->st = RS_LINE;
 			break;
 		case RS_FOLD:

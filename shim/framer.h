@@ -120,8 +120,9 @@ struct frm_resp {
 	/* set by the caller before the first feed (frm_resp_begin) */
 	enum frm_method req_method;
 	bool rewrite_ka_to_close; /* show "Connection: keep-alive" to the
-	                             program as "Connection: close" padded
-	                             with spaces (length-preserving) */
+	                             program as "Connection:      close":
+	                             the same length, the spaces before the
+	                             value (see frm_resp_feed) */
 	/* facts, valid once the head is parsed */
 	uint16_t status;
 	uint8_t version_minor;
@@ -137,6 +138,8 @@ struct frm_resp {
 	/* private parser state */
 	uint8_t st;
 	uint8_t hdr;          /* which header we are in */
+	uint8_t mask_pos;     /* the keep-alive mask's place in a Connection
+	                         list element (framer.c mask_byte) */
 	uint16_t vlen;        /* bytes in val[] */
 	uint32_t line_len;
 	uint64_t clen;
@@ -152,8 +155,11 @@ void frm_resp_begin(struct frm_resp *r, enum frm_method m, bool rewrite_ka_to_cl
  * (INTERIM, DONE, CLOSE_BODY, UPGRADE), so the caller loops over the rest.
  * After INTERIM the framer is ready for the final response of the same
  * request; after DONE call frm_resp_begin again for the next request.
- * buf is written only when rewrite_ka_to_close is set, only inside a
- * Connection header value that lies entirely within this call's bytes. */
+ * buf is written only when rewrite_ka_to_close is set, only inside
+ * Connection header values: each byte of a "keep-alive" list element
+ * becomes, as it passes, the byte at the same offset of "     close" (OWS
+ * then close: the program reads the value as exactly "close", never
+ * "keep-alive", and the same bytes however the response is split). */
 size_t frm_resp_feed(struct frm_resp *r, char *buf, size_t len, enum frm_resp_event *ev);
 
 /* May this (DONE) response leave the connection reusable? (not

@@ -199,7 +199,7 @@ static size_t bounds_buf[1 << 17];
 
 /* Feed whole, split at every offset, and byte by byte: all logs must agree
  * and match want; in rewrite mode the whole-feed output must be want_out, and
- * split feeds may only leave some tokens unrewritten.  Returns the log of
+ * every split feed must give the program the very same bytes.  Returns the log of
  * the whole feed (static). */
 static const char *resp_case3(const char *name, const char *in, size_t n,
 			      const char *methods, bool rw, const char *want,
@@ -208,7 +208,7 @@ static const char *resp_case3(const char *name, const char *in, size_t n,
 	static struct sb whole;
 	struct sb lg;
 	char *out_whole = malloc(n + 1), *out = malloc(n + 1);
-	size_t k, i;
+	size_t k;
 	bool same = true, outok = true;
 
 	memset(&whole, 0, sizeof(whole));
@@ -235,9 +235,8 @@ static const char *resp_case3(const char *name, const char *in, size_t n,
 			same = false;
 			fprintf(stderr, "  split at %zu: [%s]\n", k, lg.s);
 		}
-		for (i = 0; i < n; i++)
-			if (out[i] != in[i] && out[i] != out_whole[i])
-				outok = false;
+		if (memcmp(out, out_whole, n) != 0)
+			outok = false;
 	}
 	CHECK(same, "%s: split feed differs from whole [%s]", name, whole.s);
 
@@ -249,9 +248,8 @@ static const char *resp_case3(const char *name, const char *in, size_t n,
 		drive(in, n, methods, rw, bounds_buf, n, &lg, out);
 		CHECK(strcmp(lg.s, whole.s) == 0,
 		      "%s: bytewise [%s] vs whole [%s]", name, lg.s, whole.s);
-		for (i = 0; i < n; i++)
-			if (out[i] != in[i] && out[i] != out_whole[i])
-				outok = false;
+		if (memcmp(out, out_whole, n) != 0)
+			outok = false;
 	}
 	CHECK(outok, "%s: split feed wrote unexpected bytes", name);
 	free(out_whole);
@@ -567,9 +565,9 @@ static void test_resp_pipelined(void)
 static void test_resp_rewrite(void)
 {
 	const char *in = H11 "Connection: keep-alive\r\nContent-Length: 0\r\n\r\n";
-	const char *out = H11 "Connection: close     \r\nContent-Length: 0\r\n\r\n";
+	const char *out = H11 "Connection:      close\r\nContent-Length: 0\r\n\r\n";
 	const char *in2 = H11 "connection: Upgrade,Keep-Alive , x\r\nContent-Length: 2\r\n\r\nok";
-	const char *out2 = H11 "connection: Upgrade,close      , x\r\nContent-Length: 2\r\n\r\nok";
+	const char *out2 = H11 "connection: Upgrade,     close , x\r\nContent-Length: 2\r\n\r\nok";
 	const char *in3 = H11 "Keep-Alive: timeout=5\r\nX: keep-alive\r\nContent-Length: 0\r\n\r\n";
 
 	resp_case3("rewrite ka", in, strlen(in), "G", true, "D@$ 200 L r; ", out);
@@ -577,8 +575,30 @@ static void test_resp_rewrite(void)
 	resp_case3("rewrite ka list", in2, strlen(in2), "G", true, "D@$ 200 L r; ", out2);
 	resp_case3("rewrite only Connection", in3, strlen(in3), "G", true,
 		   "D@$ 200 L r ka=5,-1; ", NULL);
+	/* the value reads exactly "close" after OWS stripping, every split */
+	resp_case3("rewrite no OWS", H11 "Connection:keep-alive\r\nContent-Length: 0\r\n\r\n",
+		   strlen(H11 "Connection:keep-alive\r\nContent-Length: 0\r\n\r\n"), "G", true,
+		   "D@$ 200 L r; ", H11 "Connection:     close\r\nContent-Length: 0\r\n\r\n");
+	resp_case3("rewrite first of list",
+		   H11 "Connection: Keep-Alive, TE\r\nContent-Length: 0\r\n\r\n",
+		   strlen(H11 "Connection: Keep-Alive, TE\r\nContent-Length: 0\r\n\r\n"), "G", true,
+		   "D@$ 200 L r; ", H11 "Connection:      close, TE\r\nContent-Length: 0\r\n\r\n");
+	/* HTTP/1.0 keep-alive: still framed as reusable, shown as close */
+	resp_case3("rewrite 1.0",
+		   "HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok",
+		   strlen("HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nContent-Length: 2\r\n\r\nok"),
+		   "G", true, "D@$ 200 L r; ",
+		   "HTTP/1.0 200 OK\r\nConnection:      close\r\nContent-Length: 2\r\n\r\nok");
+	/* not an element of its own: a longer token keeps its tail; a body
+	 * that looks like a header is never touched */
+	resp_case3("rewrite longer token",
+		   H11 "Connection: keep-alivex\r\nContent-Length: 24\r\n\r\nConnection: keep-alive\r\n",
+		   strlen(H11 "Connection: keep-alivex\r\nContent-Length: 24\r\n\r\nConnection: keep-alive\r\n"),
+		   "G", true, "D@$ 200 L r; ",
+		   H11 "Connection:      closex\r\nContent-Length: 24\r\n\r\nConnection: keep-alive\r\n");
 	{
-		/* the token straddles two feeds: left alone */
+		/* the token straddles two feeds: masked all the same (issue 16:
+		 * a header across http.client's 8 KiB reads, recv(1) loops) */
 		struct frm_resp r;
 		enum frm_resp_event ev;
 		char buf[128];
@@ -590,7 +610,7 @@ static void test_resp_rewrite(void)
 		CHECK(k == cut && ev == FRM_EV_NONE, "straddle 1");
 		k = frm_resp_feed(&r, buf + cut, n - cut, &ev);
 		CHECK(k == n - cut && ev == FRM_EV_DONE, "straddle 2");
-		CHECK(memcmp(buf, in, n) == 0, "straddled token untouched");
+		CHECK(memcmp(buf, out, n) == 0, "straddled token masked");
 		/* started in an earlier call, but wholly in this one */
 		cut = strlen(H11 "Connection: ");
 		memcpy(buf, in, n);

@@ -1,0 +1,95 @@
+/*
+ * hooks_dl.c - dlopen(), only to say when a library is loaded where the
+ * shim cannot see it.
+ *
+ * A library opened with RTLD_DEEPBIND (PHP opens every extension so: its
+ * curl.so, and through it libcurl) looks up its symbols in its own
+ * dependencies before the global scope, so its connect/send/recv/close
+ * bind straight to libc and never reach our wrappers: those connections
+ * are neither framed nor pooled (they work as without the shim).  From
+ * inside the preloaded library there is no clean way in: clearing the
+ * flag changes what the library binds for every symbol, not only ours
+ * (the isolation the program asked for); patching its GOT after loading
+ * it rewrites another library's relocations.  The dynamic linker's own
+ * way is an rtld-audit module, audit/audit.c (LD_AUDIT, opt-in): it
+ * redirects exactly those bindings.  Here we name each such library in
+ * the debug log, and say whether the module is there (README, "Limits").
+ *
+ * The wrapper must not change what dlopen does, and glibc's dlopen looks
+ * at its caller's return address (the caller's namespace, and its RPATH
+ * and RUNPATH for a bare name): so on x86-64 it is a tail jump to the real
+ * dlopen in assembly, the program's return address left in place, after a
+ * note when the flags carry RTLD_DEEPBIND.  Elsewhere dlopen is not
+ * wrapped.
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+#if defined(__x86_64__) && defined(RTLD_DEEPBIND)
+
+#define KP_STR2(x) #x
+#define KP_STR(x) KP_STR2(x)
+
+/* the real dlopen; bound at the first call (a constructor may dlopen
+ * before ours has run) */
+__attribute__((used, visibility("hidden"))) void *kp_dl_real;
+
+__attribute__((used, visibility("hidden"))) void *kp_dl_bind(void)
+{
+	void *p = __atomic_load_n(&kp_dl_real, __ATOMIC_ACQUIRE);
+	if (!p) {
+		p = dlsym(RTLD_NEXT, "dlopen");
+		__atomic_store_n(&kp_dl_real, p, __ATOMIC_RELEASE);
+	}
+	return p;
+}
+
+__attribute__((used, visibility("hidden"))) void kp_dl_deepbind(const char *file)
+{
+	const char *audit = getenv("LD_AUDIT");
+	if (audit && strstr(audit, "libkeepalive-audit"))
+		kp_debug("dlopen(%s, RTLD_DEEPBIND): its calls into libc reach us through "
+			 "libkeepalive-audit.so (LD_AUDIT)",
+			 file ? file : "NULL");
+	else
+		kp_debug("dlopen(%s, RTLD_DEEPBIND): this library and its dependencies call "
+			 "libc directly; connections they make are not seen (not pooled, not "
+			 "changed) unless LD_AUDIT names libkeepalive-audit.so (README: Limits)",
+			 file ? file : "NULL");
+}
+
+/* void *dlopen(const char *file, int mode): rdi, rsi.  At entry rsp is
+ * 8 mod 16; after two pushes and 8 more, calls are aligned again. */
+__asm__(".text\n"
+	".globl dlopen\n"
+	".type dlopen, @function\n"
+	"dlopen:\n"
+	"	.cfi_startproc\n"
+	"	push %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	push %rsi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	sub $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	test $" KP_STR(RTLD_DEEPBIND) ", %esi\n"
+	"	jz 1f\n"
+	"	call kp_dl_deepbind\n"
+	"1:	call kp_dl_bind\n"
+	"	add $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rsi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	test %rax, %rax\n"
+	"	jz 2f\n"
+	"	jmp *%rax\n"
+	"2:	xor %eax, %eax\n" /* no dlopen to be found: fail as dlopen fails */
+	"	ret\n"
+	"	.cfi_endproc\n"
+	".size dlopen, .-dlopen\n");
+
+#endif
