@@ -163,6 +163,7 @@ install: $(LIB)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
 	install -m 0644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libkeepalive.so
 	install -m 0755 scripts/keepalive $(DESTDIR)$(PREFIX)/bin/keepalive
+	install -D -m 0755 scripts/compare $(DESTDIR)$(PREFIX)/lib/libkeepalive/compare
 
 clean:
 	rm -rf build
