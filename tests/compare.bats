@@ -41,7 +41,7 @@ httpget_loop() {
 compare() { timeout 300 "$COMPARE" --compare --ports "$NGINX_PORT" "$@"; }
 
 # the table's row NAME: prints "<without> <with>"
-row() { sed -n "s/^$1  *\([^ ]*\)  *\([^ ]*\).*/\1 \2/p" <<<"$output"; }
+row() { awk -v n="$1" 'index($0, n " ") == 1 { split(substr($0, length(n) + 1), f, " "); print f[1], f[2] }' <<<"$output"; }
 
 # the TIME_WAIT row: no more with the shim than without, over all rounds
 # (a row shows one number when the rounds agree, else each round's)
