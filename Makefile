@@ -171,6 +171,7 @@ install: $(LIB) $(AUDIT_LIB)
 	install -m 0644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libkeepalive.so
 	install -m 0644 $(AUDIT_LIB) $(DESTDIR)$(PREFIX)/lib/libkeepalive-audit.so
 	install -m 0755 scripts/keepalive $(DESTDIR)$(PREFIX)/bin/keepalive
+	install -D -m 0755 scripts/compare $(DESTDIR)$(PREFIX)/lib/libkeepalive/compare
 
 clean:
 	rm -rf build

@@ -16,6 +16,8 @@
 
 struct kp_config kp_cfg = { .log_fd = 2 };
 struct kp_stats kp_stats;
+/* KEEPALIVE_STATS_FILE, copied: the program may change its environment */
+static char stats_path[4096];
 
 static const char *prog_name(void)
 {
@@ -153,6 +155,16 @@ void kp_config_load(void)
 		kp_cfg.disabled = true;
 	if ((s = getenv("KEEPALIVE_STATS")) && *s && strcmp(s, "0") != 0)
 		kp_cfg.stats = true;
+	if ((s = getenv("KEEPALIVE_STATS_FILE")) && *s) {
+		if (strlen(s) < sizeof(stats_path)) {
+			strcpy(stats_path, s);
+			kp_cfg.stats = true;
+		} else {
+			warn_setting("KEEPALIVE_STATS_FILE", s, "too long, ignored");
+		}
+	}
+	if ((s = getenv("KEEPALIVE_OBSERVE")) && *s && strcmp(s, "0") != 0)
+		kp_cfg.observe = true;
 	if ((s = getenv("KEEPALIVE_PORTS")) && kp_parse_ports(s, kp_cfg.ports) < 0) {
 		warn_setting("KEEPALIVE_PORTS", s, "want e.g. 80,8080,9000-9010, using 80,443,8080,8443");
 		kp_parse_ports(default_ports, kp_cfg.ports);
@@ -167,11 +179,18 @@ void kp_config_load(void)
 	kp_cfg.max_idle_total = (unsigned)v;
 }
 
+/* One line per process: to stderr, or appended to KEEPALIVE_STATS_FILE in
+ * a single write (O_APPEND: the lines of a process tree never interleave).
+ * The file is opened only now: a program may have closed or reused any fd
+ * we could have kept open since start-up. */
 void kp_stats_print(void)
 {
 	char line[512];
 	size_t n = 0;
-	n += (size_t)snprintf(line, sizeof(line), "libkeepalive:");
+	if (stats_path[0])
+		n += (size_t)snprintf(line, sizeof(line), "libkeepalive[%s:%d]:", prog_name(), (int)getpid());
+	else
+		n += (size_t)snprintf(line, sizeof(line), "libkeepalive:");
 #define KP_STAT_PRINT(name)                                                                          \
 	if (n < sizeof(line))                                                                        \
 		n += (size_t)snprintf(line + n, sizeof(line) - n, " %s=%llu", #name,                 \
@@ -181,5 +200,13 @@ void kp_stats_print(void)
 	if (n >= sizeof(line) - 1)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
-	KP_REAL(write)(2, line, n);
+	int fd = 2;
+	if (stats_path[0]) {
+		fd = KP_REAL(open)(stats_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+		if (fd < 0)
+			fd = 2;
+	}
+	KP_REAL(write)(fd, line, n);
+	if (fd != 2)
+		KP_REAL(close)(fd);
 }

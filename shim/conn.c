@@ -669,6 +669,17 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 		return r;
 	}
 	kp_count(connects);
+	if (kp_cfg.observe) { /* KEEPALIVE_OBSERVE: counted, then the kernel's alone */
+		if (c)
+			conn_unref(kp_fd_swap(fd, NULL));
+		kp_watch_forget_fd(fd);
+		kp_fl_or(fd, KP_FD_CONNECTED); /* a second connect() (Ruby's) is not counted */
+		errno = saved;
+		int r = KP_REAL(connect)(fd, addr, len);
+		if (r == 0 || errno == EINPROGRESS)
+			kp_count(fresh);
+		return r;
+	}
 	if (!c) {
 		c = conn_new();
 		if (!c) {

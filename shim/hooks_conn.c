@@ -30,6 +30,8 @@ static pid_t our_pid;
 static void after_fork_child(void)
 {
 	__atomic_store_n(&our_pid, getpid(), __ATOMIC_RELAXED);
+	/* the parent's counts are the parent's: each process prints its own */
+	memset(&kp_stats, 0, sizeof(kp_stats));
 	kp_conn_after_fork_child();
 }
 

@@ -1,0 +1,209 @@
+#!/usr/bin/env bats
+# keepalive --compare (scripts/compare): a user's own command without and
+# with the shim, and the library settings it rests on (KEEPALIVE_OBSERVE,
+# KEEPALIVE_STATS_FILE).  Real programs against nginx; no timing asserted.
+#
+# The connection columns are the library's own counters, summed over every
+# process of the command tree.  Each curl is its own process and the pool
+# is per process: a loop of 20 curls opens 20 connections with the shim
+# too.  When processes share a pool, the loop tests below change to 20 -> 1
+# (their "with" column of opened/reused).
+
+load helpers
+
+setup_file() { suite_setup; }
+setup() { nginx_start; }
+teardown() { servers_stop; }
+
+COMPARE="$ROOT/scripts/keepalive"
+
+# a shell script running 20 curl processes, one request each
+curl_loop() {
+	cat >"$BATS_TEST_TMPDIR/loop.sh" <<-EOF
+		#!/bin/sh
+		for i in \$(seq 20); do $CURL -s http://127.0.0.1:$NGINX_PORT/f || exit 1; done
+	EOF
+	chmod +x "$BATS_TEST_TMPDIR/loop.sh"
+	echo "$BATS_TEST_TMPDIR/loop.sh"
+}
+
+# a shell script running 20 processes of our C client, one request each
+# (runs under ASan, unlike curl)
+httpget_loop() {
+	cat >"$BATS_TEST_TMPDIR/hloop.sh" <<-EOF
+		#!/bin/sh
+		for i in \$(seq 20); do $CLIENTS/httpget 127.0.0.1 $NGINX_PORT /f 1 || exit 1; done
+	EOF
+	chmod +x "$BATS_TEST_TMPDIR/hloop.sh"
+	echo "$BATS_TEST_TMPDIR/hloop.sh"
+}
+
+compare() { timeout 300 "$COMPARE" --compare --ports "$NGINX_PORT" "$@"; }
+
+# the table's row NAME: prints "<without> <with>"
+row() { awk -v n="$1" 'index($0, n " ") == 1 { split(substr($0, length(n) + 1), f, " "); print f[1], f[2] }' <<<"$output"; }
+
+# the TIME_WAIT row: no more with the shim than without, over all rounds
+# (a row shows one number when the rounds agree, else each round's)
+assert_tw_not_more() {
+	local tw
+	read -r -a tw <<<"$(row 'TIME_WAIT left behind')"
+	[[ ${tw[0]} =~ ^[0-9,]+$ && ${tw[1]} =~ ^[0-9,]+$ ]] || fail "TIME_WAIT row: ${tw[*]}"
+	local off=$((${tw[0]//,/+})) on=$((${tw[1]//,/+}))
+	[[ ${tw[0]} == *,* ]] || off=$((off * ROUNDS))
+	[[ ${tw[1]} == *,* ]] || on=$((on * ROUNDS))
+	((on <= off)) || fail "more TIME_WAIT with the shim: ${tw[*]}"
+}
+
+@test "KEEPALIVE_OBSERVE=1: counts the connects, pools and rewrites nothing (nginx: one connection per request)" {
+	local st=$BATS_TEST_TMPDIR/stats
+	# one process, a socket per request, each asking "Connection: close"
+	run_both 20 KEEPALIVE_OBSERVE=1 KEEPALIVE_STATS=0 KEEPALIVE_STATS_FILE="$st" \
+		"$CLIENTS/httpget" 127.0.0.1 "$NGINX_PORT" /f 20
+	assert_both_ok
+	assert_equal "observed conns $SHIM_CONNS" "observed conns 20"
+	assert_equal "$(wc -l <"$st")" 1
+	run cat "$st"
+	assert_output --regexp '^libkeepalive\[httpget:[0-9]+\]: connects=20 fresh=20 reused=0 parked=0 closed=0 dropped=0 rewritten=0 '
+	# not rewritten: nginx answered "Connection: close" every time
+	assert_equal "$(count_matches '^Connection: close' "$BATS_TEST_TMPDIR/shim.out")" 20
+	assert_same_output --headers
+	# the stats went to the file, not to the program's stderr
+	assert_equal "$(count_matches libkeepalive "$BATS_TEST_TMPDIR/shim.err")" 0
+}
+
+@test "KEEPALIVE_STATS_FILE: one line per process of a command tree, appended" {
+	local st=$BATS_TEST_TMPDIR/stats loop
+	loop=$(httpget_loop)
+	run_shim KEEPALIVE_STATS=0 KEEPALIVE_STATS_FILE="$st" "$loop"
+	assert_equal "status $SHIM_STATUS" "status 0"
+	# sh and 20 httpget processes; each reused nothing (its own pool)
+	assert_equal "$(wc -l <"$st")" 21
+	assert_equal "$(count_matches '^libkeepalive\[httpget:[0-9]+\]: connects=1 fresh=1 reused=0 ' "$st")" 20
+	assert_equal "$(count_matches libkeepalive "$BATS_TEST_TMPDIR/shim.err")" 0
+}
+
+@test "KEEPALIVE_STATS_FILE: a forked child counts only its own connects" {
+	local st=$BATS_TEST_TMPDIR/stats
+	run_shim KEEPALIVE_STATS=0 KEEPALIVE_STATS_FILE="$st" "$PYTHON" -c '
+import os, sys, urllib.request
+url = "http://127.0.0.1:%s/f" % sys.argv[1]
+def get(): urllib.request.urlopen(url).read()
+for _ in range(3): get()
+pid = os.fork()
+if pid == 0:
+    get()
+    sys.exit(0)
+os.waitpid(pid, 0)' "$NGINX_PORT"
+	assert_equal "status $SHIM_STATUS" "status 0"
+	run sort "$st"
+	assert_equal "${#lines[@]}" 2
+	assert_equal "$(count_matches ': connects=3 ' "$st") $(count_matches ': connects=1 ' "$st")" "1 1"
+}
+
+@test "keepalive --compare --help: says the command runs 2 x (rounds + warm-up) times" {
+	run "$COMPARE" --compare --help
+	assert_success
+	assert_output --partial 'CMD runs 2 x (rounds + warm-up) times'
+	run "$COMPARE" --compare -r 0 true
+	assert_failure 2
+}
+
+@test "keepalive --compare, 20 curl processes: the table; 20 connections each side, TIME_WAIT no higher, same output" {
+	curl_ok || skip "curl does not start under ASan"
+	local loop
+	loop=$(curl_loop)
+	ROUNDS=2
+	run compare -r $ROUNDS --warmup 1 --same-output "$loop"
+	assert_success
+	assert_line "keepalive --compare: 2 interleaved rounds (after 1 warm-up), pooled ports $NGINX_PORT"
+	assert_line "command: $loop"
+	assert_line --regexp '^ +without +with the shim *$'
+	assert_line --regexp '^wall time, median \(s\) +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +speed-up [0-9]+\.[0-9]{2}x '
+	assert_line --regexp '^wall time, min-max \(s\) +[0-9.]+-[0-9.]+ +[0-9.]+-[0-9.]+ *$'
+	assert_line --regexp '^CPU user\+sys, median \(s\) +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} *$'
+	# each curl is its own process with its own pool (see the top)
+	assert_equal "opened $(row 'TCP connections opened')" "opened 20 20"
+	assert_equal "reused $(row 'connections reused')" "reused 0 0"
+	assert_equal "processes $(row processes)" "processes 21 21"
+	assert_equal "exit $(row 'exit status')" "exit 0 0"
+	assert_equal "same $(row 'same stdout')" "same yes "
+	# new TIME_WAIT sockets on nginx's port only (other tests make theirs)
+	assert_tw_not_more
+}
+
+@test "keepalive --compare, one curl over 20 URLs: 20 connections without, 1 with, 19 reused" {
+	curl_ok || skip "curl does not start under ASan"
+	ROUNDS=1
+	run compare -r $ROUNDS --same-output "$CURL" -s -H 'Connection: close' "http://127.0.0.1:$NGINX_PORT/f?[1-20]"
+	assert_success
+	assert_equal "opened $(row 'TCP connections opened')" "opened 20 1"
+	assert_equal "reused $(row 'connections reused')" "reused 0 19"
+	assert_equal "processes $(row processes)" "processes 1 1"
+	assert_equal "same $(row 'same stdout')" "same yes "
+	assert_tw_not_more
+}
+
+@test "keepalive --compare, a shell loop of our C client (also under ASan): counts summed over the tree" {
+	local loop
+	loop=$(httpget_loop)
+	run compare -r 1 "$loop"
+	assert_success
+	assert_equal "opened $(row 'TCP connections opened')" "opened 20 20"
+	assert_equal "processes $(row processes)" "processes 21 21"
+	assert_equal "exit $(row 'exit status')" "exit 0 0"
+	assert_equal "same $(row 'same stdout')" "same - "
+}
+
+@test "keepalive --compare --json: valid JSON, hyperfine-like fields, the library's counts" {
+	local loop
+	loop=$(httpget_loop)
+	# (no --same-output: our client prints the headers, Date among them)
+	run compare -r 2 --json "$loop"
+	assert_success
+	echo "$output" | "$PYTHON" -m json.tool >/dev/null
+	run "$PYTHON" -c '
+import json, sys
+d = json.loads(sys.stdin.read())
+off, on = d["results"]
+for r in off, on:
+    assert len(r["times"]) == 2 and r["min"] <= r["median"] <= r["max"], r
+    assert r["user"] >= 0 and r["system"] >= 0 and r["mean"] > 0
+print(d["rounds"], off["label"], on["label"], off["exit_codes"], on["exit_codes"],
+      off["connections_opened"], on["connections_opened"], on["connections_reused"],
+      off["processes"], d["same_output"], len(d["speedup_per_round"]), d["speedup"] > 0)' <<<"$output"
+	assert_success
+	assert_output "2 without with [0, 0] [0, 0] [20, 20] [20, 20] [0, 0] [21, 21] None 2 True"
+}
+
+@test "keepalive --compare, a failing command: both exit statuses, the table still printed, non-zero exit" {
+	local loop
+	loop=$(httpget_loop)
+	printf 'echo it broke >&2\nexit 3\n' >>"$loop"
+	run compare -r 2 "$loop"
+	assert_failure 1
+	assert_equal "exit $(row 'exit status')" "exit 3 3"
+	assert_equal "opened $(row 'TCP connections opened')" "opened 20 20"
+	assert_line --regexp '^wall time, median \(s\) +[0-9.]+ +[0-9.]+ +speed-up '
+	assert_line --partial "exit status 3 without the shim; its stderr ends:"
+	assert_line --partial "exit status 3 with the shim; its stderr ends:"
+	assert_line "  it broke"
+}
+
+@test "keepalive --compare --plot: a PNG of the rounds" {
+	[ -z "${KEEPALIVE_ASAN-}" ] || skip "gnuplot under ASan: nothing of ours to check"
+	run compare -r 2 --plot "$BATS_TEST_TMPDIR/c.png" "$CLIENTS/httpget" 127.0.0.1 "$NGINX_PORT" /f 5
+	assert_success
+	assert_line "plot: $BATS_TEST_TMPDIR/c.png"
+	assert_equal "opened $(row 'TCP connections opened')" "opened 5 1"
+	run file "$BATS_TEST_TMPDIR/c.png"
+	assert_output --partial 'PNG image data'
+}
+
+@test "keepalive --compare --same-output: a difference is shown and fails the run" {
+	# a command that prints which side it is on
+	run compare -r 3 --same-output sh -c 'echo "observing: $KEEPALIVE_OBSERVE"'
+	assert_failure 1
+	assert_line --regexp '^same stdout +NO \(3 of 3 rounds\)$'
+	assert_equal "exit $(row 'exit status')" "exit 0 0"
+}
