@@ -144,6 +144,7 @@ static void conn_unref(struct kp_conn *c)
 
 static void give_up(struct kp_conn *c, int fd, const char *why);
 static int flush_held(struct kp_conn *c, int fd, int flags);
+static void handoff_fin_if_due(struct kp_conn *c, int fd);
 static void unvouch(struct kp_conn *c, int fd, const char *why);
 
 /* Step aside for good.  Caller holds c->lock. */
@@ -1475,7 +1476,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	char small[2048], *out = small;
 	size_t out_cap = sizeof(small);
 	long outlen = 0;
-	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT &&
+	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT && !c->handed_off &&
 			   c->n_reqs < KP_MAX_PIPELINE;
 	/* a rewrite adds one header line, or 5 bytes per "close" token */
 	if (may_rewrite && (size_t)hl + 64 + (size_t)hl / 2 > out_cap) {
@@ -1587,6 +1588,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		account_sent(c, iov, iovcnt, mine, body_sent);
 		*ret += (ssize_t)body_sent;
 	}
+	handoff_fin_if_due(c, fd);
 	pthread_mutex_unlock(&c->lock);
 	errno = saved;
 	return true;
@@ -1654,6 +1656,7 @@ static void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 		c->poolable = false;
 	if (ret > 0 && c->state == KP_ACTIVE)
 		account_sent(c, iov, iovcnt, 0, (size_t)ret);
+	handoff_fin_if_due(c, fd);
 	pthread_mutex_unlock(&c->lock);
 	errno = saved;
 }
@@ -1687,6 +1690,7 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 			give_up(c, out_fd, "sendfile outside a Content-Length body");
 		}
 	}
+	handoff_fin_if_due(c, out_fd);
 	pthread_mutex_unlock(&c->lock);
 	errno = saved;
 }
@@ -2009,12 +2013,95 @@ void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* ------------------------------------------------------------ hand-off */
+
+/*
+ * A child process that reads the program's connection (subprocess.run
+ * with stdin=sock; fork, dup2 onto stdin, exec sed) runs a copy of the
+ * library that never saw the request we rewrote to keep-alive: it cannot
+ * show the EOF we owe, and would wait for the server's idle timeout (75 s
+ * with nginx, forever with a server that has none).  So when such a
+ * connection leaves our hands, the server is made to close as it would
+ * have without us: our FIN (shutdown(SHUT_WR)) once the request is whole,
+ * and the server answers, then closes.  Whoever reads sees the response,
+ * then EOF.  Such a connection is never pooled, its later requests are not
+ * rewritten, and its first request is not replayed (the reader may be the
+ * child, which holds the old socket).
+ */
+
+/* Our FIN, now.  Caller holds c->lock. */
+static void handoff_fin(struct kp_conn *c, int fd)
+{
+	c->fin_due = false;
+	if (KP_REAL(shutdown)(fd, SHUT_WR) == 0)
+		kp_debug("fd %d: handed off with an exchange we rewrote: FIN sent, the server closes", fd);
+}
+
+/* Caller holds c->lock. */
+static void handoff_locked(struct kp_conn *c, int fd, const char *why)
+{
+	if (c->handed_off || c->tls || (c->state != KP_ACTIVE && !c->lost))
+		return;
+	bool owed = c->eof_owed || c->lost;
+	for (unsigned i = 0; i < c->n_reqs; i++)
+		owed |= c->reqs[i].rewritten;
+	if (!owed)
+		return; /* nothing of ours to owe: the program's own requests speak */
+	c->handed_off = true;
+	c->poolable = false;
+	c->first = KP_FIRST_DONE;
+	kp_debug("fd %d: leaves our hands (%s)", fd, why);
+	c->fin_due = true;
+	handoff_fin_if_due(c, fd);
+}
+
+/* Our FIN once the request being written is whole (a FIN now would cut
+ * off the rest of its head or body).  Caller holds c->lock. */
+static void handoff_fin_if_due(struct kp_conn *c, int fd)
+{
+	if (c->fin_due && (c->state != KP_ACTIVE || (c->req_mode == KP_REQ_HEAD && !c->held_len)))
+		handoff_fin(c, fd);
+}
+
+void kp_conn_handoff_fd(int fd, const char *why)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c || c == KP_POOLED)
+		return;
+	int saved = errno;
+	if (conn_lock(c, fd)) {
+		handoff_locked(c, fd, why);
+		pthread_mutex_unlock(&c->lock);
+	}
+	errno = saved;
+}
+
+void kp_conn_handoff_all(bool inherited_only, const char *why)
+{
+	int high = kp_fd_high();
+	int saved = errno;
+	for (int fd = 0; fd <= high; fd++) {
+		struct kp_conn *c = kp_fd_conn(fd);
+		if (!c || c == KP_POOLED)
+			continue;
+		if (inherited_only) {
+			int fl = KP_REAL(fcntl)(fd, F_GETFD);
+			if (fl < 0 || (fl & FD_CLOEXEC))
+				continue;
+		}
+		kp_conn_handoff_fd(fd, why);
+	}
+	errno = saved;
+}
+
 /* ------------------------------------------------------------ fork */
 
 /* Held across fork() so the child finds every structure whole.  None of
  * these is ever taken while another of them is held. */
 void kp_conn_before_fork(void)
 {
+	/* the child may read any of them (and exec what reads them) */
+	kp_conn_handoff_all(false, "fork");
 	pthread_mutex_lock(&free_lock);
 	pthread_mutex_lock(&finished_lock);
 	pthread_mutex_lock(&defaults_lock);

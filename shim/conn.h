@@ -70,6 +70,10 @@ struct kp_conn {
 	bool nonblock;       /* O_NONBLOCK of the open file description */
 	int8_t shut_how;     /* a shutdown() we answered without the kernel:
 	                        its how + 1, made real if the program writes */
+	bool handed_off;     /* its fd left our hands (fork, exec, spawn):
+	                        never pooled, never rewritten again */
+	bool fin_due;        /* handed off mid-request: our FIN goes out when
+	                        the request is whole */
 	struct pool_key key;
 
 	uint8_t first;       /* enum kp_first */
@@ -222,6 +226,21 @@ bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize
 bool kp_conn_tls_at_end(struct kp_conn *c, int fd);
 /* something the shim cannot follow happened on the TLS connection */
 void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why);
+
+/*
+ * The program's fds leave our hands: another process may read them, and
+ * its copy of the library cannot owe the EOF of a request we rewrote.
+ * kp_conn_handoff_all(): every tracked fd (inherited_only: those without
+ * FD_CLOEXEC, as exec keeps them); kp_conn_handoff_fd(): one (dup2 onto a
+ * child's stdin in a vfork child).  Safe in a vfork child: only the
+ * connection objects (shared memory, locked) and the sockets change.
+ */
+void kp_conn_handoff_all(bool inherited_only, const char *why);
+void kp_conn_handoff_fd(int fd, const char *why);
+
+/* In a vfork() child (no atfork handler ran; our memory is the parent's,
+ * the fd table the child's own): one getpid(), for the rare calls only. */
+bool kp_in_vfork_child(void);
 
 /* fork(): prepare, parent and child handlers. */
 void kp_conn_before_fork(void);

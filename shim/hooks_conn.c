@@ -283,10 +283,12 @@ KP_EXPORT int close(int fd)
  * there) our memory is the parent's, but the fd table is not: settling or
  * parking anything would wreck the parent's state.  vfork runs no atfork
  * handler, so the pid tells.  Only the rare range calls pay the getpid. */
-static bool in_vfork_child(void)
+bool kp_in_vfork_child(void)
 {
 	return getpid() != __atomic_load_n(&our_pid, __ATOMIC_RELAXED);
 }
+
+#define in_vfork_child kp_in_vfork_child
 
 static int close_gaps(unsigned first, unsigned last, int flags, const int *keep, size_t n);
 
@@ -376,9 +378,21 @@ KP_EXPORT int dup(int fd)
 	return nfd;
 }
 
+/* dup2/dup3 in a vfork child (CPython's subprocess moving a socket onto
+ * the child's stdin): the table is the parent's and must not change; the
+ * connection leaves our hands for the image the child will exec. */
+static int dup_onto_in_vfork_child(struct kp_conn *c, int oldfd, int newfd, int flags, bool is_dup2)
+{
+	if (c && c != KP_POOLED && !(flags & O_CLOEXEC))
+		kp_conn_handoff_fd(oldfd, "dup2 in a vfork child");
+	return is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
+}
+
 static int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
 {
 	struct kp_conn *c = kp_fd_conn(oldfd);
+	if ((c || kp_fd_conn(newfd)) && in_vfork_child())
+		return dup_onto_in_vfork_child(c, oldfd, newfd, flags, is_dup2);
 	if (!c && !kp_fd_conn(newfd)) {
 		int r = is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
 		if (r >= 0 && r != oldfd)

@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 #include <stdio.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -72,7 +73,18 @@
 		       const sigset_t *))                                            \
 	X(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *))        \
 	X(int, pselect, (int, fd_set *, fd_set *, fd_set *, const struct timespec *, \
-			 const sigset_t *))
+			 const sigset_t *))                                            \
+	X(int, execve, (const char *, char *const[], char *const[]))                 \
+	X(int, execv, (const char *, char *const[]))                                 \
+	X(int, execvp, (const char *, char *const[]))                                \
+	X(int, execvpe, (const char *, char *const[], char *const[]))                \
+	X(int, fexecve, (int, char *const[], char *const[]))                         \
+	X(int, posix_spawn, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
+			     const posix_spawnattr_t *, char *const[], char *const[]))   \
+	X(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
+			      const posix_spawnattr_t *, char *const[], char *const[]))  \
+	X(int, system, (const char *))                                               \
+	X(FILE *, popen, (const char *, const char *))
 
 #define KP_REAL_FIELD(ret, name, args) ret(*name) args;
 struct kp_real_table {
