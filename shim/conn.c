@@ -1893,6 +1893,54 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	return false;
 }
 
+/*
+ * Readiness (poll, select, epoll) is about to tell the program something
+ * of fd.  A reused connection the server closed or reset under its first
+ * request reports POLLERR|POLLHUP (or EOF) there, and a program that
+ * trusts it gives up (ab counts an exception and never reads, and its
+ * counts never meet) where its read would have met our replay.  So settle
+ * it here: what the read would do, done now.  Caller holds c->lock.
+ */
+static bool ready_settle(struct kp_conn *c, int fd)
+{
+	if (c->state != KP_ACTIVE || c->tls || c->shut_how || c->handed_off)
+		return false;
+	char b[12];
+	ssize_t r = KP_REAL(recv)(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return false; /* nothing yet: the kernel's answer stands */
+	if (c->first == KP_FIRST_UNSENT) {
+		/* dead before the program wrote a byte: a fresh one in its place */
+		uint64_t now = kp_now_ms();
+		pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+		if (swap_fresh(c, fd, false) < 0)
+			return false;
+		kp_debug("fd %d: a reused connection died before its first request: a fresh one", fd);
+		return true;
+	}
+	struct iovec v = { b, sizeof(b) };
+	if (r == 0 || (r < 0 && (errno == ECONNRESET || errno == EPIPE)))
+		return replay(c, fd, r == 0 ? "EOF" : "reset");
+	if (r > 0 && answered_408(&v, 1, r))
+		return replay(c, fd, "408");
+	return false; /* an answer, or an error the read reports as it would */
+}
+
+bool kp_conn_ready_settle(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) == KP_FIRST_DONE)
+		return false;
+	int saved = errno;
+	bool swapped = false;
+	if (conn_lock(c, fd)) {
+		if (c->first != KP_FIRST_DONE)
+			swapped = ready_settle(c, fd);
+		pthread_mutex_unlock(&c->lock);
+	}
+	errno = saved;
+	return swapped;
+}
+
 bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
 		  int flags)
 {

@@ -196,6 +196,12 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
  * (splice): the framing is lost. */
 void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n);
 
+/* Readiness the kernel reports for fd (any event): when fd's connection is
+ * a reused one that died under (or before) its first request, replay it on
+ * a fresh connection now, as the program's read would.  True: fd holds the
+ * fresh connection; ask the kernel again (its readiness is the program's). */
+bool kp_conn_ready_settle(struct kp_conn *c, int fd);
+
 /* Readiness the kernel cannot know of: 0 when the fd must report readable
  * now (EOF owed), n > 0 when it will in n ms (framing lost, quiet period
  * running), -1 when it is up to the kernel. */

@@ -52,3 +52,53 @@ teardown() { servers_stop; }
 	assert_both_ok
 	assert_same_output
 }
+
+# ---- readiness on a connection the shim replays
+#
+# tests/servers/cases/late_reset_after1 answers the first request on a
+# connection and resets it when a second arrives.  Without the shim every
+# request has its own connection; with it every reused connection meets
+# the reset and its request is replayed on a fresh one.  poll and epoll
+# must report what the program would see on that fresh connection, never
+# the reset (EPOLLERR|EPOLLHUP): ab counts it as an exception, starts
+# another connection and stops waiting for the one it thinks failed.
+
+# ab_counts FILE: "complete=N failed=M" from ab's report
+ab_counts() {
+	echo "complete=$(sed -nE 's/^Complete requests: +([0-9]+)/\1/p' "$1")" \
+		"failed=$(sed -nE 's/^Failed requests: +([0-9]+)/\1/p' "$1")"
+}
+
+@test "ab -n 4 -c 1 against a server that resets every second request on a connection: same counts as without the shim" {
+	scripted_start late_reset_after1
+	run_both 4 ab -s 3 -n 4 -c 1 "http://127.0.0.1:$SCRIPTED_PORT/"
+	assert_both_ok
+	assert_equal "without: $(ab_counts "$BATS_TEST_TMPDIR/plain.out")" "without: complete=4 failed=0"
+	assert_equal "with: $(ab_counts "$BATS_TEST_TMPDIR/shim.out")" "with: complete=4 failed=0"
+	[ "$(stat_value replayed)" -ge 1 ] # the resets happened, and were replayed
+}
+
+@test "ab -n 2000 -c 8 against a server that resets every second request on a connection: same counts as without the shim" {
+	scripted_start late_reset_after1
+	CLIENT_TIMEOUT=60 run_both 2000 ab -s 3 -n 2000 -c 8 "http://127.0.0.1:$SCRIPTED_PORT/"
+	assert_both_ok
+	assert_equal "without: $(ab_counts "$BATS_TEST_TMPDIR/plain.out")" "without: complete=2000 failed=0"
+	assert_equal "with: $(ab_counts "$BATS_TEST_TMPDIR/shim.out")" "with: complete=2000 failed=0"
+	[ "$(stat_value replayed)" -ge 100 ]
+}
+
+@test "a poll() client that treats POLLERR/POLLHUP as fatal, reused connections reset: no error, same output" {
+	scripted_start late_reset_after1
+	run_both 10 "$CLIENTS/ready_fatal" poll 127.0.0.1 "$SCRIPTED_PORT" / 10
+	assert_both_ok
+	assert_same_output --headers
+	[ "$(stat_value replayed)" -ge 1 ]
+}
+
+@test "an edge-triggered epoll client that treats EPOLLERR/EPOLLHUP as fatal, reused connections reset: no error, same output" {
+	scripted_start late_reset_after1
+	run_both 10 "$CLIENTS/ready_fatal" epoll-et 127.0.0.1 "$SCRIPTED_PORT" / 10
+	assert_both_ok
+	assert_same_output --headers
+	[ "$(stat_value replayed)" -ge 1 ]
+}
