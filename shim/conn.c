@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,6 +65,45 @@ void kp_conn_init(void)
 	};
 	struct pool_ops ops = { .close = pool_close_fd, .alive = pool_alive_fd };
 	pool_init(&pc, &ops);
+}
+
+/* ------------------------------------------------------------ fd budget */
+
+static uint64_t fd_soft; /* the soft RLIMIT_NOFILE the plan was made for */
+
+void kp_conn_fd_limits(bool changed)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	uint64_t soft = rl.rlim_cur == RLIM_INFINITY ? 1u << 20 : rl.rlim_cur;
+	uint64_t was = __atomic_exchange_n(&fd_soft, soft, __ATOMIC_RELAXED);
+	if (changed && soft == was)
+		return;
+	unsigned cap;
+	int base;
+	pool_fd_plan(soft, kp_cfg.max_idle_total, &cap, &base);
+	/* pooled sockets above a lowered limit, or placed for the old one:
+	 * a few reconnects, where keeping them would cost the program fds */
+	if (changed && soft < was)
+		pool_drain();
+	kp_fd_set_hidden_base(base);
+	pool_set_max_total(cap);
+	kp_debug("fd budget: soft limit %llu, up to %u pooled sockets from fd %d",
+		 (unsigned long long)soft, cap, base);
+}
+
+bool kp_fds_short(void)
+{
+	int err = errno;
+	if (err != EMFILE && err != ENFILE)
+		return false;
+	unsigned n = pool_drain();
+	if (n)
+		kp_debug("out of fds (%s): %u pooled sockets closed, the call made again",
+			 strerror(err), n);
+	errno = err;
+	return n > 0;
 }
 
 /* ------------------------------------------------------------ objects */
@@ -1076,6 +1116,8 @@ static int connect_fresh(struct kp_conn *c)
 	struct sockaddr_storage ss;
 	socklen_t sl = key_sockaddr(&c->key, &ss);
 	int s = KP_REAL(socket)(c->key.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0 && kp_fds_short())
+		s = KP_REAL(socket)(c->key.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s < 0)
 		return -1;
 	for (unsigned i = 0; i < c->n_opts; i++) {

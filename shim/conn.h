@@ -125,6 +125,17 @@ void kp_conn_init(void);
 
 uint64_t kp_now_ms(void);
 
+/* The program's fd budget (RLIMIT_NOFILE) was read at start-up or has
+ * changed (setrlimit, prlimit): size the pool's share and place it
+ * (pool_fd_plan); a lowered limit drops every pooled socket first. */
+void kp_conn_fd_limits(bool changed);
+
+/* An fd-making call of the program failed: when errno is EMFILE or ENFILE
+ * and the pool held sockets, they are closed and true says "make the call
+ * again" (fail open: never an EMFILE the program would not have had
+ * without us).  errno is kept. */
+bool kp_fds_short(void);
+
 /* connect(): returns what the program's connect() returns. */
 int kp_connect(int fd, const struct sockaddr *addr, socklen_t len);
 

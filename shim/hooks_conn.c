@@ -12,6 +12,7 @@
 #include <string.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -42,6 +43,7 @@ __attribute__((constructor)) static void kp_init(void)
 	kp_conn_init();
 	if (kp_fdtab_init() < 0)
 		return; /* the table stays empty: everything passes through */
+	kp_conn_fd_limits(false);
 	our_pid = getpid();
 	pthread_atfork(kp_conn_before_fork, kp_conn_after_fork_parent, after_fork_child);
 	kp_debug("loaded");
@@ -65,11 +67,61 @@ static void fresh_fd(int fd, uint8_t flags)
 	kp_fl_set(fd, flags);
 }
 
+/* ------------------------------------------------------------ fd budget */
+
+/* An fd-making call that failed for want of fd numbers while the pool held
+ * some gets them back and one more try (conn.c kp_fds_short).  Costs the
+ * fast path nothing but the test of the result it already has. */
+#define RETRY_IF_SHORT(call)                          \
+	({                                            \
+		__typeof__(call) r_ = (call);         \
+		if (r_ < 0 && kp_fds_short())         \
+			r_ = (call);                  \
+		r_;                                   \
+	})
+
+/* RLIMIT_NOFILE changed under the program: the pool's share follows (a
+ * lowered limit would otherwise leave it parking at numbers the kernel no
+ * longer hands out: no pooling at all, silently). */
+static int rlimit_set(int resource, int r)
+{
+	if (r == 0 && resource == RLIMIT_NOFILE && kp_fdtab_len) {
+		int saved = errno;
+		kp_conn_fd_limits(true);
+		errno = saved;
+	}
+	return r;
+}
+
+KP_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *rl)
+{
+	return rlimit_set(resource, KP_REAL(setrlimit)(resource, rl));
+}
+
+KP_EXPORT int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *rl)
+{
+	return rlimit_set(resource, KP_REAL(setrlimit64)(resource, rl));
+}
+
+KP_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rlimit *rl,
+		      struct rlimit *old)
+{
+	int r = KP_REAL(prlimit)(pid, resource, rl, old);
+	return rl && (pid == 0 || pid == getpid()) ? rlimit_set(resource, r) : r;
+}
+
+KP_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t resource, const struct rlimit64 *rl,
+			struct rlimit64 *old)
+{
+	int r = KP_REAL(prlimit64)(pid, resource, rl, old);
+	return rl && (pid == 0 || pid == getpid()) ? rlimit_set(resource, r) : r;
+}
+
 /* ------------------------------------------------------------ socket */
 
 KP_EXPORT int socket(int domain, int type, int protocol)
 {
-	int fd = KP_REAL(socket)(domain, type, protocol);
+	int fd = RETRY_IF_SHORT(KP_REAL(socket)(domain, type, protocol));
 	if (fd >= 0 && kp_fdtab_len) {
 		int saved = errno;
 		bool tcp = (domain == AF_INET || domain == AF_INET6) &&
@@ -124,52 +176,56 @@ static int fresh_pair(int r, const int fds[2])
 
 KP_EXPORT int open(const char *path, int flags, ...)
 {
-	return fresh(KP_REAL(open)(path, flags, OPEN_MODE(flags, flags)));
+	mode_t mode = OPEN_MODE(flags, flags);
+	return fresh(RETRY_IF_SHORT(KP_REAL(open)(path, flags, mode)));
 }
 
 KP_EXPORT int open64(const char *path, int flags, ...)
 {
-	return fresh(KP_REAL(open64)(path, flags, OPEN_MODE(flags, flags)));
+	mode_t mode = OPEN_MODE(flags, flags);
+	return fresh(RETRY_IF_SHORT(KP_REAL(open64)(path, flags, mode)));
 }
 
 KP_EXPORT int openat(int dirfd, const char *path, int flags, ...)
 {
-	return fresh(KP_REAL(openat)(dirfd, path, flags, OPEN_MODE(flags, flags)));
+	mode_t mode = OPEN_MODE(flags, flags);
+	return fresh(RETRY_IF_SHORT(KP_REAL(openat)(dirfd, path, flags, mode)));
 }
 
 KP_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
 {
-	return fresh(KP_REAL(openat64)(dirfd, path, flags, OPEN_MODE(flags, flags)));
+	mode_t mode = OPEN_MODE(flags, flags);
+	return fresh(RETRY_IF_SHORT(KP_REAL(openat64)(dirfd, path, flags, mode)));
 }
 
 KP_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	return fresh(KP_REAL(accept)(fd, addr, len));
+	return fresh(RETRY_IF_SHORT(KP_REAL(accept)(fd, addr, len)));
 }
 
 KP_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
-	return fresh(KP_REAL(accept4)(fd, addr, len, flags));
+	return fresh(RETRY_IF_SHORT(KP_REAL(accept4)(fd, addr, len, flags)));
 }
 
 KP_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 {
-	return fresh_pair(KP_REAL(socketpair)(domain, type, protocol, sv), sv);
+	return fresh_pair(RETRY_IF_SHORT(KP_REAL(socketpair)(domain, type, protocol, sv)), sv);
 }
 
 KP_EXPORT int pipe(int fds[2])
 {
-	return fresh_pair(KP_REAL(pipe)(fds), fds);
+	return fresh_pair(RETRY_IF_SHORT(KP_REAL(pipe)(fds)), fds);
 }
 
 KP_EXPORT int pipe2(int fds[2], int flags)
 {
-	return fresh_pair(KP_REAL(pipe2)(fds, flags), fds);
+	return fresh_pair(RETRY_IF_SHORT(KP_REAL(pipe2)(fds, flags)), fds);
 }
 
 KP_EXPORT int eventfd(unsigned int count, int flags)
 {
-	return fresh(KP_REAL(eventfd)(count, flags));
+	return fresh(RETRY_IF_SHORT(KP_REAL(eventfd)(count, flags)));
 }
 
 static int fresh_epoll(int epfd)
@@ -186,12 +242,12 @@ static int fresh_epoll(int epfd)
 
 KP_EXPORT int epoll_create(int size)
 {
-	return fresh_epoll(KP_REAL(epoll_create)(size));
+	return fresh_epoll(RETRY_IF_SHORT(KP_REAL(epoll_create)(size)));
 }
 
 KP_EXPORT int epoll_create1(int flags)
 {
-	return fresh_epoll(KP_REAL(epoll_create1)(flags));
+	return fresh_epoll(RETRY_IF_SHORT(KP_REAL(epoll_create1)(flags)));
 }
 
 /* stdio closes its fd inside libc, where we cannot see it.  Its reads and
@@ -369,7 +425,7 @@ KP_EXPORT int shutdown(int fd, int how)
 
 KP_EXPORT int dup(int fd)
 {
-	int nfd = KP_REAL(dup)(fd);
+	int nfd = RETRY_IF_SHORT(KP_REAL(dup)(fd));
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (nfd >= 0 && c && c != KP_POOLED)
 		kp_dup_to(c, fd, nfd);
@@ -436,6 +492,8 @@ KP_EXPORT int fcntl(int fd, int cmd, ...)
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
 	int r = KP_REAL(fcntl)(fd, cmd, arg);
+	if (r < 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && kp_fds_short())
+		r = KP_REAL(fcntl)(fd, cmd, arg);
 	if (r < 0 || !kp_fd_valid(fd))
 		return r;
 	int saved = errno;

@@ -102,3 +102,65 @@ ab_counts() {
 	assert_same_output --headers
 	[ "$(stat_value replayed)" -ge 1 ]
 }
+
+# ---- a small fd table shared with the pool
+#
+# The program's fd budget (the soft RLIMIT_NOFILE, here set by `ulimit -n`
+# in the shell that execs it) is the program's: the pool keeps a sixteenth
+# of it at its top, and an fd-making call that fails with EMFILE while the
+# pool holds sockets gets them back and one more try.  The scripted server
+# listens on 127.0.0.1 .. 127.0.0.100, one destination each.
+
+# "${ULIMITED[@]}" N CMD...: CMD with its soft fd limit at N (bash runs
+# under the shim too, and execs CMD)
+ULIMITED=(bash -c 'ulimit -S -n "$0" && exec "$@"')
+
+@test "ulimit -n 32: GETs to 20 destinations, then 25 files: all 25 opened, as without the shim" {
+	SCRIPTED_MORE_V4=99 # kept for the restarts of run_both
+	scripted_start keepalive
+	run_both 20 "${ULIMITED[@]}" 32 "$PYTHON" "$SCRIPTS/fd_pressure.py" dests "$SCRIPTED_PORT" 20 25
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "$(printf 'responses=20\nfiles=25')"
+}
+
+@test "ulimit -n 64: GETs to 100 destinations, then 50 files: all 50 opened, as without the shim" {
+	SCRIPTED_MORE_V4=99 # kept for the restarts of run_both
+	scripted_start keepalive
+	run_both 100 "${ULIMITED[@]}" 64 "$PYTHON" "$SCRIPTS/fd_pressure.py" dests "$SCRIPTED_PORT" 100 50
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "$(printf 'responses=100\nfiles=50')"
+}
+
+@test "ulimit -n 64: 20 GETs, then files until EMFILE: as many as without the shim" {
+	scripted_start keepalive
+	run_both 20 "${ULIMITED[@]}" 64 "$PYTHON" "$SCRIPTS/fd_pressure.py" until-emfile "$SCRIPTED_PORT" 20
+	assert_both_ok
+	assert_same_output
+	run grep -c '^files=[0-9]* error=Too many open files$' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+	# and the pool was used before the files took the fds back
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+@test "ulimit -n 32: 16 python threads x 50 GETs over 20 destinations: no EMFILE, as without the shim" {
+	SCRIPTED_MORE_V4=19 # kept for the restarts of run_both
+	scripted_start keepalive
+	CLIENT_TIMEOUT=60 run_both 800 "${ULIMITED[@]}" 32 "$PYTHON" "$SCRIPTS/fd_pressure.py" threads "$SCRIPTED_PORT" 16 50 20
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "errors=0"
+}
+
+@test "a program that lowers its own RLIMIT_NOFILE (setrlimit 64) before its requests: still pooled" {
+	scripted_start keepalive
+	run_both 10 "$PYTHON" "$SCRIPTS/fd_pressure.py" setrlimit "$SCRIPTED_PORT" 64 10
+	assert_both_ok
+	assert_same_output
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 10"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
