@@ -98,6 +98,7 @@ bool kp_fds_short(void)
 	int err = errno;
 	if (err != EMFILE && err != ENFILE)
 		return false;
+	kp_conn_fd_limits(true); /* the program may have lowered its limit */
 	unsigned n = pool_drain();
 	if (n)
 		kp_debug("out of fds (%s): %u pooled sockets closed, the call made again",
@@ -765,6 +766,12 @@ static bool parkable(const struct kp_conn *c)
 static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 {
 	int hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
+	if (hidden < 0 && errno == EINVAL) {
+		/* our numbers lie beyond the limit: the program lowered it
+		 * (setrlimit after start-up); plan again, once */
+		kp_conn_fd_limits(true);
+		hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
+	}
 	if (hidden < 0)
 		return -1;
 	if (!kp_fd_valid(hidden)) {

@@ -125,9 +125,12 @@ void kp_conn_init(void);
 
 uint64_t kp_now_ms(void);
 
-/* The program's fd budget (RLIMIT_NOFILE) was read at start-up or has
- * changed (setrlimit, prlimit): size the pool's share and place it
- * (pool_fd_plan); a lowered limit drops every pooled socket first. */
+/* The program's fd budget (RLIMIT_NOFILE), read at start-up and again
+ * when it may have changed (a park that finds its numbers beyond the
+ * limit, an EMFILE): size the pool's share and place it (pool_fd_plan); a
+ * lowered limit drops every pooled socket first.  Not a wrapper of
+ * setrlimit: ASan's runtime calls setrlimit before anything of ours may
+ * run, and a program's limit changes are rare enough to be found late. */
 void kp_conn_fd_limits(bool changed);
 
 /* An fd-making call of the program failed: when errno is EMFILE or ENFILE

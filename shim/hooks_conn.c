@@ -12,7 +12,6 @@
 #include <string.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
-#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -79,43 +78,6 @@ static void fresh_fd(int fd, uint8_t flags)
 			r_ = (call);                  \
 		r_;                                   \
 	})
-
-/* RLIMIT_NOFILE changed under the program: the pool's share follows (a
- * lowered limit would otherwise leave it parking at numbers the kernel no
- * longer hands out: no pooling at all, silently). */
-static int rlimit_set(int resource, int r)
-{
-	if (r == 0 && resource == RLIMIT_NOFILE && kp_fdtab_len) {
-		int saved = errno;
-		kp_conn_fd_limits(true);
-		errno = saved;
-	}
-	return r;
-}
-
-KP_EXPORT int setrlimit(__rlimit_resource_t resource, const struct rlimit *rl)
-{
-	return rlimit_set(resource, KP_REAL(setrlimit)(resource, rl));
-}
-
-KP_EXPORT int setrlimit64(__rlimit_resource_t resource, const struct rlimit64 *rl)
-{
-	return rlimit_set(resource, KP_REAL(setrlimit64)(resource, rl));
-}
-
-KP_EXPORT int prlimit(pid_t pid, __rlimit_resource_t resource, const struct rlimit *rl,
-		      struct rlimit *old)
-{
-	int r = KP_REAL(prlimit)(pid, resource, rl, old);
-	return rl && (pid == 0 || pid == getpid()) ? rlimit_set(resource, r) : r;
-}
-
-KP_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t resource, const struct rlimit64 *rl,
-			struct rlimit64 *old)
-{
-	int r = KP_REAL(prlimit64)(pid, resource, rl, old);
-	return rl && (pid == 0 || pid == getpid()) ? rlimit_set(resource, r) : r;
-}
 
 /* ------------------------------------------------------------ socket */
 

@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/resource.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -85,12 +84,7 @@
 	X(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
 			      const posix_spawnattr_t *, char *const[], char *const[]))  \
 	X(int, system, (const char *))                                               \
-	X(FILE *, popen, (const char *, const char *))                              \
-	X(int, setrlimit, (__rlimit_resource_t, const struct rlimit *))              \
-	X(int, setrlimit64, (__rlimit_resource_t, const struct rlimit64 *))          \
-	X(int, prlimit, (pid_t, __rlimit_resource_t, const struct rlimit *, struct rlimit *)) \
-	X(int, prlimit64, (pid_t, __rlimit_resource_t, const struct rlimit64 *,     \
-			   struct rlimit64 *))
+	X(FILE *, popen, (const char *, const char *))
 
 #define KP_REAL_FIELD(ret, name, args) ret(*name) args;
 struct kp_real_table {
