@@ -36,6 +36,13 @@ teardown() { servers_stop; }
 	assert_same_output
 }
 
+@test "child reader: dup2 onto stdin + exec wc -l in the program itself, HTTP/1.1 Connection: close: same output, no hang" {
+	nginx_start
+	CLIENT_TIMEOUT=10 run_both 1 "$CLIENTS/child_reader" --no-fork 127.0.0.1 "$NGINX_PORT" /f 1.1 wc -l
+	assert_both_ok
+	assert_same_output
+}
+
 @test "child reader: python subprocess.run(sed, stdin=sock) (vfork), HTTP/1.1 Connection: close: same output, no hang" {
 	nginx_start
 	CLIENT_TIMEOUT=10 run_both 1 "$PYTHON" "$SCRIPTS/child_reader.py" 127.0.0.1 "$NGINX_PORT" /f 1.1 \

@@ -3,11 +3,14 @@
  * process read the response: fork, dup2 the socket onto the child's stdin,
  * exec CMD (sed, wc...).  The parent closes its copy and waits.
  *
- * Usage: child_reader host port path 1.0|1.1 CMD [ARG...]
+ * Usage: child_reader [--no-fork] host port path 1.0|1.1 CMD [ARG...]
  *   1.1: "GET path HTTP/1.1" with "Connection: close"; 1.0: "GET path
  *   HTTP/1.0" without a Connection header.  Exit status: the child's.
+ *   --no-fork: the program itself moves the socket onto its stdin and
+ *   execs CMD (the shell's `exec sed <&3`).
  */
 #include <netdb.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +27,11 @@ int main(int argc, char **argv)
 	int len, s, st;
 	pid_t pid;
 
+	bool no_fork = argc > 1 && !strcmp(argv[1], "--no-fork");
+	if (no_fork) {
+		argv++;
+		argc--;
+	}
 	if (argc < 6) {
 		fprintf(stderr, "usage: %s host port path 1.0|1.1 CMD [ARG...]\n", argv[0]);
 		return 2;
@@ -40,7 +48,7 @@ int main(int argc, char **argv)
 		perror("request");
 		return 1;
 	}
-	pid = fork();
+	pid = no_fork ? 0 : fork();
 	if (pid < 0) {
 		perror("fork");
 		return 1;
