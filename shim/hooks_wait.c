@@ -84,14 +84,21 @@ static struct kp_conn *unsettled(int fd)
 		       : NULL;
 }
 
-/* After the kernel answered r > 0: every reported fd whose connection was
- * replayed (or replaced) just now is asked again, alone, without waiting.
- * Returns the new count. */
+/* What a dead connection reports and a program may give up on.  A FIN
+ * alone reports POLLIN: the program reads, and the read replays; so only
+ * these cost the peek of kp_conn_ready_settle. */
+#define POLL_DEAD (POLLERR | POLLHUP | POLLRDHUP)
+#define EPOLL_DEAD (EPOLLERR | EPOLLHUP | EPOLLRDHUP)
+
+/* After the kernel answered r > 0: every fd reported dead whose connection
+ * was replayed (or replaced) just now is asked again, alone, without
+ * waiting.  Returns the new count. */
 static int poll_settle(struct pollfd *fds, nfds_t n, int r)
 {
 	for (nfds_t i = 0; i < n; i++) {
 		struct kp_conn *c;
-		if (!fds[i].revents || !(c = unsettled(fds[i].fd)) || !kp_conn_ready_settle(c, fds[i].fd))
+		if (!(fds[i].revents & POLL_DEAD) || !(c = unsettled(fds[i].fd)) ||
+		    !kp_conn_ready_settle(c, fds[i].fd))
 			continue;
 		struct pollfd one = { .fd = fds[i].fd, .events = fds[i].events };
 		if (KP_REAL(poll)(&one, 1, 0) < 0)
@@ -425,10 +432,17 @@ static int ep_real(enum ep_kind kind, int epfd, struct epoll_event *evs, int max
  * program registered it.  Returns the new count. */
 static int ep_settle(int epfd, struct epoll_event *evs, int n)
 {
+	int d = 0;
+	while (d < n && !(evs[d].events & EPOLL_DEAD))
+		d++;
+	if (d == n)
+		return n; /* the common case: nothing reported dead */
 	struct kp_watch_hit hits[16];
 	int nh = kp_watch_hits(epfd, evs, n, hits, 16);
 	bool dropped = false;
 	for (int i = 0; i < nh; i++) {
+		if (!(evs[hits[i].index].events & EPOLL_DEAD))
+			continue;
 		struct kp_conn *c = unsettled(hits[i].fd);
 		if (c && kp_conn_ready_settle(c, hits[i].fd)) {
 			evs[hits[i].index].events = 0;
