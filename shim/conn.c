@@ -186,6 +186,7 @@ static void conn_unref(struct kp_conn *c)
 static void give_up(struct kp_conn *c, int fd, const char *why);
 static int flush_held(struct kp_conn *c, int fd, int flags);
 static void handoff_fin_if_due(struct kp_conn *c, int fd);
+static bool ready_settle(struct kp_conn *c, int fd);
 static void unvouch(struct kp_conn *c, int fd, const char *why);
 
 /* Step aside for good.  Caller holds c->lock. */
@@ -2134,6 +2135,25 @@ static void handoff_fin(struct kp_conn *c, int fd)
 		kp_debug("fd %d: handed off with an exchange we rewrote: FIN sent, the server closes", fd);
 }
 
+/* The server's first word on a reused connection decides whether its
+ * request must be replayed; the child about to read it cannot replay.  So
+ * wait for that word here (the child would wait for it anyway): a byte of
+ * the response, or the close or reset that makes us replay now, under the
+ * same fd, before the fd leaves.  Bounded: a server silent longer gets no
+ * replay.  Caller holds c->lock. */
+#define HANDOFF_VERDICT_MS 10000
+
+static void handoff_verdict(struct kp_conn *c, int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r;
+	do
+		r = KP_REAL(poll)(&p, 1, HANDOFF_VERDICT_MS);
+	while (r < 0 && errno == EINTR);
+	if (r > 0 && ready_settle(c, fd))
+		kp_debug("fd %d: replayed before leaving our hands", fd);
+}
+
 /* Caller holds c->lock. */
 static void handoff_locked(struct kp_conn *c, int fd, const char *why)
 {
@@ -2144,6 +2164,8 @@ static void handoff_locked(struct kp_conn *c, int fd, const char *why)
 		owed |= c->reqs[i].rewritten;
 	if (!owed)
 		return; /* nothing of ours to owe: the program's own requests speak */
+	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->tls)
+		handoff_verdict(c, fd);
 	c->handed_off = true;
 	c->poolable = false;
 	c->first = KP_FIRST_DONE;

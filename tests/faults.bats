@@ -60,6 +60,18 @@ teardown() { servers_stop; }
 	assert_same_output
 }
 
+@test "child reader on a reused connection the server resets: the child still gets the response (replayed before it leaves our hands)" {
+	scripted_start late_reset_after1
+	CLIENT_TIMEOUT=10 run_both 2 "$PYTHON" "$SCRIPTS/child_reader.py" --warm 127.0.0.1 "$SCRIPTED_PORT" / 1.1 \
+		sed -e 's/\r$//'
+	assert_both_ok
+	assert_same_output --headers
+	run grep -c '^00000002$' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+	# the program's own stats line (the child's, a new image, has its own)
+	[[ "$SHIM_STATS" == *" reused=1 "*" replayed=1 "* ]]
+}
+
 # ---- readiness on a connection the shim replays
 #
 # tests/servers/cases/late_reset_after1 answers the first request on a
