@@ -4,6 +4,7 @@
  * family and fcntl; plus the library's constructor, destructor and fork
  * handler.  Each wrapper: fast-path check, then conn.c.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -12,7 +13,10 @@
 #include <string.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -188,6 +192,62 @@ KP_EXPORT int pipe2(int fds[2], int flags)
 KP_EXPORT int eventfd(unsigned int count, int flags)
 {
 	return fresh(RETRY_IF_SHORT(KP_REAL(eventfd)(count, flags)));
+}
+
+/* Calls that make an fd inside libc (glibc's fopen and opendir call its
+ * internal open, which we never see): only the EMFILE retry, and what we
+ * knew of the number is forgotten as for open(). */
+static FILE *fresh_file(FILE *fp)
+{
+	if (fp)
+		fresh(fileno(fp));
+	return fp;
+}
+
+#define RETRY_NULL_IF_SHORT(call)                     \
+	({                                            \
+		__typeof__(call) p_ = (call);         \
+		if (!p_ && kp_fds_short())            \
+			p_ = (call);                  \
+		p_;                                   \
+	})
+
+KP_EXPORT FILE *fopen(const char *path, const char *mode)
+{
+	return fresh_file(RETRY_NULL_IF_SHORT(KP_REAL(fopen)(path, mode)));
+}
+
+KP_EXPORT FILE *fopen64(const char *path, const char *mode)
+{
+	return fresh_file(RETRY_NULL_IF_SHORT(KP_REAL(fopen64)(path, mode)));
+}
+
+KP_EXPORT DIR *opendir(const char *path)
+{
+	DIR *d = RETRY_NULL_IF_SHORT(KP_REAL(opendir)(path));
+	if (d)
+		fresh(dirfd(d));
+	return d;
+}
+
+KP_EXPORT int creat(const char *path, mode_t mode)
+{
+	return fresh(RETRY_IF_SHORT(KP_REAL(creat)(path, mode)));
+}
+
+KP_EXPORT int memfd_create(const char *name, unsigned int flags)
+{
+	return fresh(RETRY_IF_SHORT(KP_REAL(memfd_create)(name, flags)));
+}
+
+KP_EXPORT int timerfd_create(int clock, int flags)
+{
+	return fresh(RETRY_IF_SHORT(KP_REAL(timerfd_create)(clock, flags)));
+}
+
+KP_EXPORT int inotify_init1(int flags)
+{
+	return fresh(RETRY_IF_SHORT(KP_REAL(inotify_init1)(flags)));
 }
 
 static int fresh_epoll(int epfd)

@@ -5,6 +5,7 @@
 #ifndef KEEPALIVE_REAL_H
 #define KEEPALIVE_REAL_H
 
+#include <dirent.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <stdio.h>
@@ -41,6 +42,13 @@
 	X(long, syscall, (long, ...))                                                \
 	X(int, fclose, (FILE *))                                                     \
 	X(FILE *, fdopen, (int, const char *))                                       \
+	X(FILE *, fopen, (const char *, const char *))                               \
+	X(FILE *, fopen64, (const char *, const char *))                             \
+	X(DIR *, opendir, (const char *))                                            \
+	X(int, creat, (const char *, mode_t))                                        \
+	X(int, memfd_create, (const char *, unsigned int))                           \
+	X(int, timerfd_create, (int, int))                                           \
+	X(int, inotify_init1, (int))                                                 \
 	X(int, close, (int))                                                         \
 	X(int, close_range, (unsigned int, unsigned int, int))                       \
 	X(void, closefrom, (int))                                                    \

@@ -144,6 +144,16 @@ ULIMITED=(bash -c 'ulimit -S -n "$0" && exec "$@"')
 	assert_output "$(printf 'responses=20\nfiles=25')"
 }
 
+@test "ulimit -n 32: a C program, GETs to 20 destinations, then fopen() until EMFILE: as many as without the shim" {
+	SCRIPTED_MORE_V4=19 # kept for the restarts of run_both
+	scripted_start keepalive
+	run_both 20 "${ULIMITED[@]}" 32 "$CLIENTS/fd_fopen" "$SCRIPTED_PORT" 20
+	assert_both_ok
+	assert_same_output
+	run grep -c '^files=[0-9]* error=Too many open files$' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+}
+
 @test "ulimit -n 64: GETs to 100 destinations, then 50 files: all 50 opened, as without the shim" {
 	SCRIPTED_MORE_V4=99 # kept for the restarts of run_both
 	scripted_start keepalive
