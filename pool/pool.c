@@ -416,6 +416,55 @@ void pool_after_fork_child(void)
 	/* what was learnt of the servers stays true in the child */
 }
 
+void pool_fd_plan(uint64_t soft, unsigned max_total, unsigned *cap, int *base)
+{
+	uint64_t c = soft / 16;
+	if (c > max_total)
+		c = max_total;
+	*cap = (unsigned)c;
+	if (soft >= 2048)
+		*base = 1024;
+	else if (soft > c + 1)
+		*base = (int)(soft - c - 1);
+	else
+		*base = soft ? (int)soft - 1 : 0;
+}
+
+/* Close idle sockets, oldest first, until at most keep are left. */
+static unsigned trim(size_t keep)
+{
+	unsigned total = 0;
+	for (;;) {
+		int victims[EVICT_BATCH];
+		size_t n = 0;
+		pthread_mutex_lock(&lock);
+		while (n_idle > keep && n < EVICT_BATCH) {
+			struct idle *old = all_idle;
+			victims[n++] = old->fd;
+			unlink_idle(old);
+			free(old);
+		}
+		pthread_mutex_unlock(&lock);
+		close_all(victims, n);
+		total += (unsigned)n;
+		if (n < EVICT_BATCH)
+			return total;
+	}
+}
+
+unsigned pool_set_max_total(unsigned max_total)
+{
+	pthread_mutex_lock(&lock);
+	cfg.max_total = max_total;
+	pthread_mutex_unlock(&lock);
+	return trim(max_total);
+}
+
+unsigned pool_drain(void)
+{
+	return trim(0);
+}
+
 size_t pool_size(void)
 {
 	pthread_mutex_lock(&lock);

@@ -106,6 +106,24 @@ void pool_before_fork(void);
 void pool_after_fork_parent(void);
 void pool_after_fork_child(void);
 
+/*
+ * The pool's share of the program's fd table (RLIMIT_NOFILE soft limit
+ * `soft`): *cap idle sockets at most (a sixteenth of the table, never more
+ * than max_total: 2 of 32, 4 of 64, 64 of 1024), parked from fd number
+ * *base up: the top of the table, which a program allocating lowest-first
+ * reaches last (one spare number, so that parking the newest while the
+ * oldest is evicted still finds a place), or 1024 for a table of 2048 or
+ * more (out of select()'s FD_SETSIZE).  Pure policy.
+ */
+void pool_fd_plan(uint64_t soft, unsigned max_total, unsigned *cap, int *base);
+
+/* Set the cap on idle sockets in all; the oldest beyond it are closed.
+ * Returns how many were. */
+unsigned pool_set_max_total(unsigned max_total);
+
+/* Close every idle socket (the program is out of fds).  Returns how many. */
+unsigned pool_drain(void);
+
 /* Number of idle sockets. */
 size_t pool_size(void);
 

@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -64,6 +65,46 @@ void kp_conn_init(void)
 	};
 	struct pool_ops ops = { .close = pool_close_fd, .alive = pool_alive_fd };
 	pool_init(&pc, &ops);
+}
+
+/* ------------------------------------------------------------ fd budget */
+
+static uint64_t fd_soft; /* the soft RLIMIT_NOFILE the plan was made for */
+
+void kp_conn_fd_limits(bool changed)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+		return;
+	uint64_t soft = rl.rlim_cur == RLIM_INFINITY ? 1u << 20 : rl.rlim_cur;
+	uint64_t was = __atomic_exchange_n(&fd_soft, soft, __ATOMIC_RELAXED);
+	if (changed && soft == was)
+		return;
+	unsigned cap;
+	int base;
+	pool_fd_plan(soft, kp_cfg.max_idle_total, &cap, &base);
+	/* pooled sockets above a lowered limit, or placed for the old one:
+	 * a few reconnects, where keeping them would cost the program fds */
+	if (changed && soft < was)
+		pool_drain();
+	kp_fd_set_hidden_base(base);
+	pool_set_max_total(cap);
+	kp_debug("fd budget: soft limit %llu, up to %u pooled sockets from fd %d",
+		 (unsigned long long)soft, cap, base);
+}
+
+bool kp_fds_short(void)
+{
+	int err = errno;
+	if (err != EMFILE && err != ENFILE)
+		return false;
+	kp_conn_fd_limits(true); /* the program may have lowered its limit */
+	unsigned n = pool_drain();
+	if (n)
+		kp_debug("out of fds (%s): %u pooled sockets closed, the call made again",
+			 strerror(err), n);
+	errno = err;
+	return n > 0;
 }
 
 /* ------------------------------------------------------------ objects */
@@ -144,6 +185,8 @@ static void conn_unref(struct kp_conn *c)
 
 static void give_up(struct kp_conn *c, int fd, const char *why);
 static int flush_held(struct kp_conn *c, int fd, int flags);
+static void handoff_fin_if_due(struct kp_conn *c, int fd);
+static bool ready_settle(struct kp_conn *c, int fd);
 static void unvouch(struct kp_conn *c, int fd, const char *why);
 
 /* Step aside for good.  Caller holds c->lock. */
@@ -757,6 +800,12 @@ static bool parkable(const struct kp_conn *c)
 static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 {
 	int hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
+	if (hidden < 0 && errno == EINVAL) {
+		/* our numbers lie beyond the limit: the program lowered it
+		 * (setrlimit after start-up); plan again, once */
+		kp_conn_fd_limits(true);
+		hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
+	}
 	if (hidden < 0)
 		return -1;
 	if (!kp_fd_valid(hidden)) {
@@ -1126,6 +1175,8 @@ static int connect_fresh(struct kp_conn *c)
 	struct sockaddr_storage ss;
 	socklen_t sl = key_sockaddr(&c->key, &ss);
 	int s = KP_REAL(socket)(c->key.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0 && kp_fds_short())
+		s = KP_REAL(socket)(c->key.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s < 0)
 		return -1;
 	for (unsigned i = 0; i < c->n_opts; i++) {
@@ -1639,7 +1690,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	char small[2048], *out = small;
 	size_t out_cap = sizeof(small);
 	long outlen = 0;
-	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT &&
+	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT && !c->handed_off &&
 			   c->n_reqs < KP_MAX_PIPELINE;
 	/* More requests pipelined behind one that asks to close, in the same
 	 * write: the server must get the close and execute nothing after it,
@@ -1758,6 +1809,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		account_sent(c, iov, iovcnt, mine, body_sent);
 		*ret += (ssize_t)body_sent;
 	}
+	handoff_fin_if_due(c, fd);
 	pthread_mutex_unlock(&c->lock);
 	errno = saved;
 	return true;
@@ -1825,6 +1877,7 @@ static void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 		unpool(c, "a send failed");
 	if (ret > 0 && c->state == KP_ACTIVE)
 		account_sent(c, iov, iovcnt, 0, (size_t)ret);
+	handoff_fin_if_due(c, fd);
 	pthread_mutex_unlock(&c->lock);
 	errno = saved;
 }
@@ -1858,6 +1911,7 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 			give_up(c, out_fd, "sendfile outside a Content-Length body");
 		}
 	}
+	handoff_fin_if_due(c, out_fd);
 	pthread_mutex_unlock(&c->lock);
 	errno = saved;
 }
@@ -2085,6 +2139,54 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	return false;
 }
 
+/*
+ * Readiness (poll, select, epoll) is about to tell the program something
+ * of fd.  A reused connection the server closed or reset under its first
+ * request reports POLLERR|POLLHUP (or EOF) there, and a program that
+ * trusts it gives up (ab counts an exception and never reads, and its
+ * counts never meet) where its read would have met our replay.  So settle
+ * it here: what the read would do, done now.  Caller holds c->lock.
+ */
+static bool ready_settle(struct kp_conn *c, int fd)
+{
+	if (c->state != KP_ACTIVE || c->tls || c->shut_how || c->handed_off)
+		return false;
+	char b[12];
+	ssize_t r = KP_REAL(recv)(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return false; /* nothing yet: the kernel's answer stands */
+	if (c->first == KP_FIRST_UNSENT) {
+		/* dead before the program wrote a byte: a fresh one in its place */
+		uint64_t now = kp_now_ms();
+		pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+		if (swap_fresh(c, fd, false) < 0)
+			return false;
+		kp_debug("fd %d: a reused connection died before its first request: a fresh one", fd);
+		return true;
+	}
+	struct iovec v = { b, sizeof(b) };
+	if (r == 0 || (r < 0 && (errno == ECONNRESET || errno == EPIPE)))
+		return replay(c, fd, r == 0 ? "EOF" : "reset");
+	if (r > 0 && answered_408(&v, 1, r))
+		return replay(c, fd, "408");
+	return false; /* an answer, or an error the read reports as it would */
+}
+
+bool kp_conn_ready_settle(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) == KP_FIRST_DONE)
+		return false;
+	int saved = errno;
+	bool swapped = false;
+	if (conn_lock(c, fd)) {
+		if (c->first != KP_FIRST_DONE)
+			swapped = ready_settle(c, fd);
+		pthread_mutex_unlock(&c->lock);
+	}
+	errno = saved;
+	return swapped;
+}
+
 bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
 		  int flags)
 {
@@ -2205,12 +2307,116 @@ void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why)
 	pthread_mutex_unlock(&c->lock);
 }
 
+/* ------------------------------------------------------------ hand-off */
+
+/*
+ * A child process that reads the program's connection (subprocess.run
+ * with stdin=sock; fork, dup2 onto stdin, exec sed) runs a copy of the
+ * library that never saw the request we rewrote to keep-alive: it cannot
+ * show the EOF we owe, and would wait for the server's idle timeout (75 s
+ * with nginx, forever with a server that has none).  So when such a
+ * connection leaves our hands, the server is made to close as it would
+ * have without us: our FIN (shutdown(SHUT_WR)) once the request is whole,
+ * and the server answers, then closes.  Whoever reads sees the response,
+ * then EOF.  Such a connection is never pooled, its later requests are not
+ * rewritten, and its first request is not replayed (the reader may be the
+ * child, which holds the old socket).
+ */
+
+/* Our FIN, now.  Caller holds c->lock. */
+static void handoff_fin(struct kp_conn *c, int fd)
+{
+	c->fin_due = false;
+	if (KP_REAL(shutdown)(fd, SHUT_WR) == 0)
+		kp_debug("fd %d: handed off with an exchange we rewrote: FIN sent, the server closes", fd);
+}
+
+/* The server's first word on a reused connection decides whether its
+ * request must be replayed; the child about to read it cannot replay.  So
+ * wait for that word here (the child would wait for it anyway): a byte of
+ * the response, or the close or reset that makes us replay now, under the
+ * same fd, before the fd leaves.  Bounded: a server silent longer gets no
+ * replay.  Caller holds c->lock. */
+#define HANDOFF_VERDICT_MS 10000
+
+static void handoff_verdict(struct kp_conn *c, int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r;
+	do
+		r = KP_REAL(poll)(&p, 1, HANDOFF_VERDICT_MS);
+	while (r < 0 && errno == EINTR);
+	if (r > 0 && ready_settle(c, fd))
+		kp_debug("fd %d: replayed before leaving our hands", fd);
+}
+
+/* Caller holds c->lock. */
+static void handoff_locked(struct kp_conn *c, int fd, const char *why)
+{
+	if (c->handed_off || c->tls || (c->state != KP_ACTIVE && !c->lost))
+		return;
+	bool owed = c->eof_owed || c->lost;
+	for (unsigned i = 0; i < c->n_reqs; i++)
+		owed |= c->reqs[i].rewritten;
+	if (!owed)
+		return; /* nothing of ours to owe: the program's own requests speak */
+	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->tls)
+		handoff_verdict(c, fd);
+	c->handed_off = true;
+	c->poolable = false;
+	c->first = KP_FIRST_DONE;
+	kp_debug("fd %d: leaves our hands (%s)", fd, why);
+	c->fin_due = true;
+	handoff_fin_if_due(c, fd);
+}
+
+/* Our FIN once the request being written is whole (a FIN now would cut
+ * off the rest of its head or body).  Caller holds c->lock. */
+static void handoff_fin_if_due(struct kp_conn *c, int fd)
+{
+	if (c->fin_due && (c->state != KP_ACTIVE || (c->req_mode == KP_REQ_HEAD && !c->held_len)))
+		handoff_fin(c, fd);
+}
+
+void kp_conn_handoff_fd(int fd, const char *why)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c || c == KP_POOLED)
+		return;
+	int saved = errno;
+	if (conn_lock(c, fd)) {
+		handoff_locked(c, fd, why);
+		pthread_mutex_unlock(&c->lock);
+	}
+	errno = saved;
+}
+
+void kp_conn_handoff_all(bool inherited_only, const char *why)
+{
+	int high = kp_fd_high();
+	int saved = errno;
+	for (int fd = 0; fd <= high; fd++) {
+		struct kp_conn *c = kp_fd_conn(fd);
+		if (!c || c == KP_POOLED)
+			continue;
+		if (inherited_only) {
+			int fl = KP_REAL(fcntl)(fd, F_GETFD);
+			if (fl < 0 || (fl & FD_CLOEXEC))
+				continue;
+		}
+		kp_conn_handoff_fd(fd, why);
+	}
+	errno = saved;
+}
+
 /* ------------------------------------------------------------ fork */
 
 /* Held across fork() so the child finds every structure whole.  None of
  * these is ever taken while another of them is held. */
 void kp_conn_before_fork(void)
 {
+	/* the child may read any of them (and exec what reads them) */
+	kp_conn_handoff_all(false, "fork");
 	pthread_mutex_lock(&free_lock);
 	pthread_mutex_lock(&finished_lock);
 	pthread_mutex_lock(&defaults_lock);

@@ -71,6 +71,10 @@ struct kp_conn {
 	bool nonblock;       /* O_NONBLOCK of the open file description */
 	int8_t shut_how;     /* a shutdown() we answered without the kernel:
 	                        its how + 1, made real if the program writes */
+	bool handed_off;     /* its fd left our hands (fork, exec, spawn):
+	                        never pooled, never rewritten again */
+	bool fin_due;        /* handed off mid-request: our FIN goes out when
+	                        the request is whole */
 	struct pool_key key;
 
 	uint8_t first;       /* enum kp_first */
@@ -121,6 +125,20 @@ struct kp_conn {
 void kp_conn_init(void);
 
 uint64_t kp_now_ms(void);
+
+/* The program's fd budget (RLIMIT_NOFILE), read at start-up and again
+ * when it may have changed (a park that finds its numbers beyond the
+ * limit, an EMFILE): size the pool's share and place it (pool_fd_plan); a
+ * lowered limit drops every pooled socket first.  Not a wrapper of
+ * setrlimit: ASan's runtime calls setrlimit before anything of ours may
+ * run, and a program's limit changes are rare enough to be found late. */
+void kp_conn_fd_limits(bool changed);
+
+/* An fd-making call of the program failed: when errno is EMFILE or ENFILE
+ * and the pool held sockets, they are closed and true says "make the call
+ * again" (fail open: never an EMFILE the program would not have had
+ * without us).  errno is kept. */
+bool kp_fds_short(void);
 
 /* connect(): returns what the program's connect() returns. */
 int kp_connect(int fd, const struct sockaddr *addr, socklen_t len);
@@ -193,6 +211,12 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
  * (splice): the framing is lost. */
 void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n);
 
+/* Readiness the kernel reports for fd (any event): when fd's connection is
+ * a reused one that died under (or before) its first request, replay it on
+ * a fresh connection now, as the program's read would.  True: fd holds the
+ * fresh connection; ask the kernel again (its readiness is the program's). */
+bool kp_conn_ready_settle(struct kp_conn *c, int fd);
+
 /* Readiness the kernel cannot know of: 0 when the fd must report readable
  * now (EOF owed), n > 0 when it will in n ms (framing lost, quiet period
  * running), -1 when it is up to the kernel. */
@@ -223,6 +247,21 @@ bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize
 bool kp_conn_tls_at_end(struct kp_conn *c, int fd);
 /* something the shim cannot follow happened on the TLS connection */
 void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why);
+
+/*
+ * The program's fds leave our hands: another process may read them, and
+ * its copy of the library cannot owe the EOF of a request we rewrote.
+ * kp_conn_handoff_all(): every tracked fd (inherited_only: those without
+ * FD_CLOEXEC, as exec keeps them); kp_conn_handoff_fd(): one (dup2 onto a
+ * child's stdin in a vfork child).  Safe in a vfork child: only the
+ * connection objects (shared memory, locked) and the sockets change.
+ */
+void kp_conn_handoff_all(bool inherited_only, const char *why);
+void kp_conn_handoff_fd(int fd, const char *why);
+
+/* In a vfork() child (no atfork handler ran; our memory is the parent's,
+ * the fd table the child's own): one getpid(), for the rare calls only. */
+bool kp_in_vfork_child(void);
 
 /* fork(): prepare, parent and child handlers. */
 void kp_conn_before_fork(void);

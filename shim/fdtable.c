@@ -61,7 +61,12 @@ struct kp_conn *kp_fd_swap(int fd, struct kp_conn *c)
 
 int kp_fd_hidden_base(void)
 {
-	return hidden_base;
+	return __atomic_load_n(&hidden_base, __ATOMIC_RELAXED);
+}
+
+void kp_fd_set_hidden_base(int base)
+{
+	__atomic_store_n(&hidden_base, base, __ATOMIC_RELAXED);
 }
 
 int kp_fd_high(void)

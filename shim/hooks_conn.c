@@ -4,6 +4,7 @@
  * family and fcntl; plus the library's constructor, destructor and fork
  * handler.  Each wrapper: fast-path check, then conn.c.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -12,7 +13,10 @@
 #include <string.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
+#include <sys/inotify.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -44,6 +48,7 @@ __attribute__((constructor)) static void kp_init(void)
 	kp_conn_init();
 	if (kp_fdtab_init() < 0)
 		return; /* the table stays empty: everything passes through */
+	kp_conn_fd_limits(false);
 	our_pid = getpid();
 	pthread_atfork(kp_conn_before_fork, kp_conn_after_fork_parent, after_fork_child);
 	kp_debug("loaded");
@@ -67,11 +72,24 @@ static void fresh_fd(int fd, uint8_t flags)
 	kp_fl_set(fd, flags);
 }
 
+/* ------------------------------------------------------------ fd budget */
+
+/* An fd-making call that failed for want of fd numbers while the pool held
+ * some gets them back and one more try (conn.c kp_fds_short).  Costs the
+ * fast path nothing but the test of the result it already has. */
+#define RETRY_IF_SHORT(call)                          \
+	({                                            \
+		__typeof__(call) r_ = (call);         \
+		if (r_ < 0 && kp_fds_short())         \
+			r_ = (call);                  \
+		r_;                                   \
+	})
+
 /* ------------------------------------------------------------ socket */
 
 KP_EXPORT int socket(int domain, int type, int protocol)
 {
-	int fd = KP_REAL(socket)(domain, type, protocol);
+	int fd = RETRY_IF_SHORT(KP_REAL(socket)(domain, type, protocol));
 	if (fd >= 0 && kp_fdtab_len) {
 		int saved = errno;
 		bool tcp = (domain == AF_INET || domain == AF_INET6) &&
@@ -126,52 +144,112 @@ static int fresh_pair(int r, const int fds[2])
 
 KP_EXPORT int open(const char *path, int flags, ...)
 {
-	return fresh(KP_REAL(open)(path, flags, OPEN_MODE(flags, flags)));
+	mode_t mode = OPEN_MODE(flags, flags);
+	return fresh(RETRY_IF_SHORT(KP_REAL(open)(path, flags, mode)));
 }
 
 KP_EXPORT int open64(const char *path, int flags, ...)
 {
-	return fresh(KP_REAL(open64)(path, flags, OPEN_MODE(flags, flags)));
+	mode_t mode = OPEN_MODE(flags, flags);
+	return fresh(RETRY_IF_SHORT(KP_REAL(open64)(path, flags, mode)));
 }
 
 KP_EXPORT int openat(int dirfd, const char *path, int flags, ...)
 {
-	return fresh(KP_REAL(openat)(dirfd, path, flags, OPEN_MODE(flags, flags)));
+	mode_t mode = OPEN_MODE(flags, flags);
+	return fresh(RETRY_IF_SHORT(KP_REAL(openat)(dirfd, path, flags, mode)));
 }
 
 KP_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
 {
-	return fresh(KP_REAL(openat64)(dirfd, path, flags, OPEN_MODE(flags, flags)));
+	mode_t mode = OPEN_MODE(flags, flags);
+	return fresh(RETRY_IF_SHORT(KP_REAL(openat64)(dirfd, path, flags, mode)));
 }
 
 KP_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	return fresh(KP_REAL(accept)(fd, addr, len));
+	return fresh(RETRY_IF_SHORT(KP_REAL(accept)(fd, addr, len)));
 }
 
 KP_EXPORT int accept4(int fd, struct sockaddr *addr, socklen_t *len, int flags)
 {
-	return fresh(KP_REAL(accept4)(fd, addr, len, flags));
+	return fresh(RETRY_IF_SHORT(KP_REAL(accept4)(fd, addr, len, flags)));
 }
 
 KP_EXPORT int socketpair(int domain, int type, int protocol, int sv[2])
 {
-	return fresh_pair(KP_REAL(socketpair)(domain, type, protocol, sv), sv);
+	return fresh_pair(RETRY_IF_SHORT(KP_REAL(socketpair)(domain, type, protocol, sv)), sv);
 }
 
 KP_EXPORT int pipe(int fds[2])
 {
-	return fresh_pair(KP_REAL(pipe)(fds), fds);
+	return fresh_pair(RETRY_IF_SHORT(KP_REAL(pipe)(fds)), fds);
 }
 
 KP_EXPORT int pipe2(int fds[2], int flags)
 {
-	return fresh_pair(KP_REAL(pipe2)(fds, flags), fds);
+	return fresh_pair(RETRY_IF_SHORT(KP_REAL(pipe2)(fds, flags)), fds);
 }
 
 KP_EXPORT int eventfd(unsigned int count, int flags)
 {
-	return fresh(KP_REAL(eventfd)(count, flags));
+	return fresh(RETRY_IF_SHORT(KP_REAL(eventfd)(count, flags)));
+}
+
+/* Calls that make an fd inside libc (glibc's fopen and opendir call its
+ * internal open, which we never see): only the EMFILE retry, and what we
+ * knew of the number is forgotten as for open(). */
+static FILE *fresh_file(FILE *fp)
+{
+	if (fp)
+		fresh(fileno(fp));
+	return fp;
+}
+
+#define RETRY_NULL_IF_SHORT(call)                     \
+	({                                            \
+		__typeof__(call) p_ = (call);         \
+		if (!p_ && kp_fds_short())            \
+			p_ = (call);                  \
+		p_;                                   \
+	})
+
+KP_EXPORT FILE *fopen(const char *path, const char *mode)
+{
+	return fresh_file(RETRY_NULL_IF_SHORT(KP_REAL(fopen)(path, mode)));
+}
+
+KP_EXPORT FILE *fopen64(const char *path, const char *mode)
+{
+	return fresh_file(RETRY_NULL_IF_SHORT(KP_REAL(fopen64)(path, mode)));
+}
+
+KP_EXPORT DIR *opendir(const char *path)
+{
+	DIR *d = RETRY_NULL_IF_SHORT(KP_REAL(opendir)(path));
+	if (d)
+		fresh(dirfd(d));
+	return d;
+}
+
+KP_EXPORT int creat(const char *path, mode_t mode)
+{
+	return fresh(RETRY_IF_SHORT(KP_REAL(creat)(path, mode)));
+}
+
+KP_EXPORT int memfd_create(const char *name, unsigned int flags)
+{
+	return fresh(RETRY_IF_SHORT(KP_REAL(memfd_create)(name, flags)));
+}
+
+KP_EXPORT int timerfd_create(int clock, int flags)
+{
+	return fresh(RETRY_IF_SHORT(KP_REAL(timerfd_create)(clock, flags)));
+}
+
+KP_EXPORT int inotify_init1(int flags)
+{
+	return fresh(RETRY_IF_SHORT(KP_REAL(inotify_init1)(flags)));
 }
 
 static int fresh_epoll(int epfd)
@@ -188,12 +266,12 @@ static int fresh_epoll(int epfd)
 
 KP_EXPORT int epoll_create(int size)
 {
-	return fresh_epoll(KP_REAL(epoll_create)(size));
+	return fresh_epoll(RETRY_IF_SHORT(KP_REAL(epoll_create)(size)));
 }
 
 KP_EXPORT int epoll_create1(int flags)
 {
-	return fresh_epoll(KP_REAL(epoll_create1)(flags));
+	return fresh_epoll(RETRY_IF_SHORT(KP_REAL(epoll_create1)(flags)));
 }
 
 /* stdio closes its fd inside libc, where we cannot see it.  Its reads and
@@ -285,10 +363,12 @@ KP_EXPORT int close(int fd)
  * there) our memory is the parent's, but the fd table is not: settling or
  * parking anything would wreck the parent's state.  vfork runs no atfork
  * handler, so the pid tells.  Only the rare range calls pay the getpid. */
-static bool in_vfork_child(void)
+bool kp_in_vfork_child(void)
 {
 	return getpid() != __atomic_load_n(&our_pid, __ATOMIC_RELAXED);
 }
+
+#define in_vfork_child kp_in_vfork_child
 
 static int close_gaps(unsigned first, unsigned last, int flags, const int *keep, size_t n);
 
@@ -369,7 +449,7 @@ KP_EXPORT int shutdown(int fd, int how)
 
 KP_EXPORT int dup(int fd)
 {
-	int nfd = KP_REAL(dup)(fd);
+	int nfd = RETRY_IF_SHORT(KP_REAL(dup)(fd));
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (nfd >= 0 && c && c != KP_POOLED)
 		kp_dup_to(c, fd, nfd);
@@ -378,9 +458,21 @@ KP_EXPORT int dup(int fd)
 	return nfd;
 }
 
+/* dup2/dup3 in a vfork child (CPython's subprocess moving a socket onto
+ * the child's stdin): the table is the parent's and must not change; the
+ * connection leaves our hands for the image the child will exec. */
+static int dup_onto_in_vfork_child(struct kp_conn *c, int oldfd, int newfd, int flags, bool is_dup2)
+{
+	if (c && c != KP_POOLED && !(flags & O_CLOEXEC))
+		kp_conn_handoff_fd(oldfd, "dup2 in a vfork child");
+	return is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
+}
+
 static int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
 {
 	struct kp_conn *c = kp_fd_conn(oldfd);
+	if ((c || kp_fd_conn(newfd)) && in_vfork_child())
+		return dup_onto_in_vfork_child(c, oldfd, newfd, flags, is_dup2);
 	if (!c && !kp_fd_conn(newfd)) {
 		int r = is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
 		if (r >= 0 && r != oldfd)
@@ -424,6 +516,8 @@ KP_EXPORT int fcntl(int fd, int cmd, ...)
 	void *arg = va_arg(ap, void *);
 	va_end(ap);
 	int r = KP_REAL(fcntl)(fd, cmd, arg);
+	if (r < 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && kp_fds_short())
+		r = KP_REAL(fcntl)(fd, cmd, arg);
 	if (r < 0 || !kp_fd_valid(fd))
 		return r;
 	int saved = errno;

@@ -74,10 +74,73 @@ static int ms_of(const struct timespec *ts)
 	return ts ? ms_ceil(ts->tv_sec, ts->tv_nsec) : -1;
 }
 
-/* poll/ppoll with our readiness folded in: when one of our decisions falls
- * due before the program's timeout, wait only that long and look again. */
+/* A reused connection that may still be replayed: its readiness is not
+ * yet the program's (kp_conn_ready_settle).  A load and a compare. */
+static struct kp_conn *unsettled(int fd)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	return c && c != KP_POOLED && __atomic_load_n(&c->first, __ATOMIC_RELAXED) != KP_FIRST_DONE
+		       ? c
+		       : NULL;
+}
+
+/* What a dead connection reports and a program may give up on.  A FIN
+ * alone reports POLLIN: the program reads, and the read replays; so only
+ * these cost the peek of kp_conn_ready_settle. */
+#define POLL_DEAD (POLLERR | POLLHUP | POLLRDHUP)
+#define EPOLL_DEAD (EPOLLERR | EPOLLHUP | EPOLLRDHUP)
+
+/* After the kernel answered r > 0: every fd reported dead whose connection
+ * was replayed (or replaced) just now is asked again, alone, without
+ * waiting.  Returns the new count. */
+static int poll_settle(struct pollfd *fds, nfds_t n, int r)
+{
+	for (nfds_t i = 0; i < n; i++) {
+		struct kp_conn *c;
+		if (!(fds[i].revents & POLL_DEAD) || !(c = unsettled(fds[i].fd)) ||
+		    !kp_conn_ready_settle(c, fds[i].fd))
+			continue;
+		struct pollfd one = { .fd = fds[i].fd, .events = fds[i].events };
+		if (KP_REAL(poll)(&one, 1, 0) < 0)
+			one.revents = 0;
+		r -= !one.revents;
+		fds[i].revents = one.revents;
+	}
+	return r;
+}
+
+static int poll_wait(struct pollfd *fds, nfds_t n, const struct timespec *ts, int timeout,
+		     const sigset_t *mask, bool is_ppoll);
+
+/* poll/ppoll: the kernel's answer with our readiness folded in, and with
+ * no report of a connection replayed meanwhile: if nothing else is left
+ * to report, wait on for the rest of the program's timeout. */
 static int poll_common(struct pollfd *fds, nfds_t n, const struct timespec *ts, int timeout,
 		       const sigset_t *mask, bool is_ppoll)
+{
+	struct timespec left;
+	for (;;) {
+		uint64_t start = kp_now_ms();
+		int r = poll_wait(fds, n, ts, timeout, mask, is_ppoll);
+		if (r <= 0 || (r = poll_settle(fds, n, r)) > 0)
+			return r;
+		if (timeout >= 0) {
+			uint64_t spent = kp_now_ms() - start;
+			if (spent >= (uint64_t)timeout)
+				return 0;
+			timeout -= (int)spent;
+		}
+		left.tv_sec = timeout / 1000;
+		left.tv_nsec = (long)(timeout % 1000) * 1000000;
+		if (ts)
+			ts = &left;
+	}
+}
+
+/* poll/ppoll with our readiness folded in: when one of our decisions falls
+ * due before the program's timeout, wait only that long and look again. */
+static int poll_wait(struct pollfd *fds, nfds_t n, const struct timespec *ts, int timeout,
+		     const sigset_t *mask, bool is_ppoll)
 {
 	struct timespec left;
 	for (;;) {
@@ -155,6 +218,55 @@ static int select_due_ms(int nfds, const fd_set *rd)
 	return due;
 }
 
+/* Is any fd in select()'s sets a connection that may still be replayed? */
+static bool select_unsettled(int nfds, const fd_set *rd, const fd_set *wr, const fd_set *ex)
+{
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	for (int fd = 0; fd < nfds; fd++)
+		if (((rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr)) || (ex && FD_ISSET(fd, ex))) &&
+		    unsettled(fd))
+			return true;
+	return false;
+}
+
+/* As poll_settle, over select()'s sets; rd0, wr0, ex0: what the program
+ * asked.  Returns the new count. */
+static int select_settle(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const fd_set *rd0,
+			 const fd_set *wr0, const fd_set *ex0, int r)
+{
+	if (nfds > FD_SETSIZE)
+		nfds = FD_SETSIZE;
+	for (int fd = 0; fd < nfds; fd++) {
+		bool in_rd = rd && FD_ISSET(fd, rd), in_wr = wr && FD_ISSET(fd, wr),
+		     in_ex = ex && FD_ISSET(fd, ex);
+		struct kp_conn *c;
+		if (!(in_rd || in_wr || in_ex) || !(c = unsettled(fd)) || !kp_conn_ready_settle(c, fd))
+			continue;
+		struct pollfd one = { .fd = fd };
+		if (rd && FD_ISSET(fd, rd0))
+			one.events |= POLLIN;
+		if (wr && FD_ISSET(fd, wr0))
+			one.events |= POLLOUT;
+		if (ex && FD_ISSET(fd, ex0))
+			one.events |= POLLPRI;
+		if (KP_REAL(poll)(&one, 1, 0) < 0)
+			one.revents = 0;
+		/* select's own mapping of poll bits (fs/select.c) */
+		bool now_rd = (one.events & POLLIN) && (one.revents & (POLLIN | POLLHUP | POLLERR));
+		bool now_wr = (one.events & POLLOUT) && (one.revents & (POLLOUT | POLLERR));
+		bool now_ex = (one.events & POLLPRI) && (one.revents & POLLPRI);
+		r += (now_rd - in_rd) + (now_wr - in_wr) + (now_ex - in_ex);
+		if (rd && !now_rd)
+			FD_CLR(fd, rd);
+		if (wr && !now_wr)
+			FD_CLR(fd, wr);
+		if (ex && !now_ex)
+			FD_CLR(fd, ex);
+	}
+	return r;
+}
+
 static int select_owed(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
 {
 	fd_set want = *rd;
@@ -173,10 +285,51 @@ static int select_owed(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
 	return r;
 }
 
-/* select/pselect with our readiness folded in, as poll_common does. */
+static int select_wait(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int timeout,
+		       const sigset_t *mask, bool is_pselect, struct timeval *tv,
+		       const struct timespec *ts);
+
+/* select/pselect: as poll_common. */
 static int select_common(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int timeout,
 			 const sigset_t *mask, bool is_pselect, struct timeval *tv,
 			 const struct timespec *ts)
+{
+	fd_set rd0, wr0, ex0;
+	if (rd)
+		rd0 = *rd;
+	if (wr)
+		wr0 = *wr;
+	if (ex)
+		ex0 = *ex;
+	struct timespec left;
+	for (;;) {
+		uint64_t start = kp_now_ms();
+		int r = select_wait(nfds, rd, wr, ex, timeout, mask, is_pselect, tv, ts);
+		if (r <= 0 || (r = select_settle(nfds, rd, wr, ex, &rd0, &wr0, &ex0, r)) > 0)
+			return r;
+		if (timeout >= 0) {
+			uint64_t spent = kp_now_ms() - start;
+			if (spent >= (uint64_t)timeout)
+				return 0;
+			timeout -= (int)spent;
+		}
+		left.tv_sec = timeout / 1000;
+		left.tv_nsec = (long)(timeout % 1000) * 1000000;
+		if (ts)
+			ts = &left;
+		if (rd)
+			*rd = rd0;
+		if (wr)
+			*wr = wr0;
+		if (ex)
+			*ex = ex0;
+	}
+}
+
+/* select/pselect with our readiness folded in, as poll_wait does. */
+static int select_wait(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int timeout,
+		       const sigset_t *mask, bool is_pselect, struct timeval *tv,
+		       const struct timespec *ts)
 {
 	fd_set rd0, wr0, ex0;
 	if (rd)
@@ -229,7 +382,7 @@ static int ms_of_tv(const struct timeval *tv)
 
 KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
-	if (!kp_fdtab_len || select_due_ms(nfds, rd) < 0)
+	if (!kp_fdtab_len || (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_common(nfds, rd, wr, ex, ms_of_tv(tv), NULL, false, tv, NULL);
 }
@@ -237,7 +390,7 @@ KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeva
 KP_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
 		      const sigset_t *mask)
 {
-	if (!kp_fdtab_len || select_due_ms(nfds, rd) < 0)
+	if (!kp_fdtab_len || (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
 	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);
 }
@@ -273,9 +426,42 @@ static int ep_real(enum ep_kind kind, int epfd, struct epoll_event *evs, int max
 	return KP_REAL(epoll_pwait2)(epfd, evs, max, ms < 0 ? NULL : &t, mask);
 }
 
+/* Drop from evs the events of connections replayed just now (see
+ * poll_settle): the fresh socket is registered in their place (watch.c
+ * kp_watch_renew) and reports for itself, level, edge or one-shot as the
+ * program registered it.  Returns the new count. */
+static int ep_settle(int epfd, struct epoll_event *evs, int n)
+{
+	int d = 0;
+	while (d < n && !(evs[d].events & EPOLL_DEAD))
+		d++;
+	if (d == n)
+		return n; /* the common case: nothing reported dead */
+	struct kp_watch_hit hits[16];
+	int nh = kp_watch_hits(epfd, evs, n, hits, 16);
+	bool dropped = false;
+	for (int i = 0; i < nh; i++) {
+		if (!(evs[hits[i].index].events & EPOLL_DEAD))
+			continue;
+		struct kp_conn *c = unsettled(hits[i].fd);
+		if (c && kp_conn_ready_settle(c, hits[i].fd)) {
+			evs[hits[i].index].events = 0;
+			dropped = true;
+		}
+	}
+	if (!dropped)
+		return n;
+	int k = 0;
+	for (int j = 0; j < n; j++)
+		if (evs[j].events)
+			evs[k++] = evs[j];
+	return k;
+}
+
 /* epoll_wait and friends with our readiness folded in (watch.c): when one
  * of our decisions falls due before the program's timeout, wait only that
- * long and look again.  timeout: ms, -1 for none. */
+ * long and look again; and no report of a replayed connection.  timeout:
+ * ms, -1 for none. */
 static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int max, int timeout,
 		     const sigset_t *mask)
 {
@@ -283,6 +469,7 @@ static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int m
 		return ep_real(kind, epfd, evs, max, timeout, mask);
 	for (;;) {
 		int due;
+		uint64_t start = kp_now_ms();
 		kp_watch_fold(epfd, NULL, 0, 0, &due);
 		int t = timeout;
 		if (due >= 0 && (t < 0 || due < t))
@@ -291,12 +478,17 @@ static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int m
 		if (n < 0)
 			return n;
 		int saved = errno;
+		n = ep_settle(epfd, evs, n);
 		n = kp_watch_fold(epfd, evs, n, max, &due);
 		errno = saved;
-		if (n > 0 || t == timeout)
+		if (n > 0 || timeout == 0)
 			return n;
-		if (timeout > 0)
-			timeout -= t;
+		if (timeout > 0) {
+			uint64_t spent = kp_now_ms() - start;
+			if (spent >= (uint64_t)timeout)
+				return 0;
+			timeout -= (int)spent;
+		}
 	}
 }
 

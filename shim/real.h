@@ -5,10 +5,12 @@
 #ifndef KEEPALIVE_REAL_H
 #define KEEPALIVE_REAL_H
 
+#include <dirent.h>
 #include <poll.h>
 #include <sys/epoll.h>
 #include <stdio.h>
 #include <signal.h>
+#include <spawn.h>
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -40,6 +42,13 @@
 	X(long, syscall, (long, ...))                                                \
 	X(int, fclose, (FILE *))                                                     \
 	X(FILE *, fdopen, (int, const char *))                                       \
+	X(FILE *, fopen, (const char *, const char *))                               \
+	X(FILE *, fopen64, (const char *, const char *))                             \
+	X(DIR *, opendir, (const char *))                                            \
+	X(int, creat, (const char *, mode_t))                                        \
+	X(int, memfd_create, (const char *, unsigned int))                           \
+	X(int, timerfd_create, (int, int))                                           \
+	X(int, inotify_init1, (int))                                                 \
 	X(int, close, (int))                                                         \
 	X(int, close_range, (unsigned int, unsigned int, int))                       \
 	X(void, closefrom, (int))                                                    \
@@ -72,7 +81,18 @@
 		       const sigset_t *))                                            \
 	X(int, select, (int, fd_set *, fd_set *, fd_set *, struct timeval *))        \
 	X(int, pselect, (int, fd_set *, fd_set *, fd_set *, const struct timespec *, \
-			 const sigset_t *))
+			 const sigset_t *))                                            \
+	X(int, execve, (const char *, char *const[], char *const[]))                 \
+	X(int, execv, (const char *, char *const[]))                                 \
+	X(int, execvp, (const char *, char *const[]))                                \
+	X(int, execvpe, (const char *, char *const[], char *const[]))                \
+	X(int, fexecve, (int, char *const[], char *const[]))                         \
+	X(int, posix_spawn, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
+			     const posix_spawnattr_t *, char *const[], char *const[]))   \
+	X(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
+			      const posix_spawnattr_t *, char *const[], char *const[]))  \
+	X(int, system, (const char *))                                               \
+	X(FILE *, popen, (const char *, const char *))
 
 #define KP_REAL_FIELD(ret, name, args) ret(*name) args;
 struct kp_real_table {

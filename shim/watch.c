@@ -175,6 +175,27 @@ int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, int *due_ms
 	return n;
 }
 
+int kp_watch_hits(int epfd, const struct epoll_event *evs, int n, struct kp_watch_hit *hits,
+		  int cap)
+{
+	int nh = 0;
+	pthread_mutex_lock(&lock);
+	for (unsigned i = 0; i < kp_watch_count && nh < cap; i++) {
+		const struct watch *w = &watches[i];
+		if (w->epfd != epfd)
+			continue;
+		for (int j = 0; j < n && nh < cap; j++) {
+			if (evs[j].data.u64 == w->data.u64) {
+				hits[nh].fd = w->fd;
+				hits[nh].index = j;
+				nh++;
+			}
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return nh;
+}
+
 void kp_watch_before_fork(void)
 {
 	pthread_mutex_lock(&lock);

@@ -47,6 +47,16 @@ void kp_watch_renew(int fd);
  */
 int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, int *due_ms);
 
+/* Which registered fds of ours the events evs[0..n) of epfd stand for
+ * (epoll reports the program's data, not the fd).  Fills up to cap hits;
+ * returns their number. */
+struct kp_watch_hit {
+	int fd;
+	int index; /* in evs */
+};
+int kp_watch_hits(int epfd, const struct epoll_event *evs, int n, struct kp_watch_hit *hits,
+		  int cap);
+
 /* fork(): the lock is held across it */
 void kp_watch_before_fork(void);
 void kp_watch_after_fork_parent(void);

@@ -116,6 +116,9 @@ nginx_reset() { : >"$NGINX_DIR/access.log"; }
 # request with tests/servers/cases/CASE.  Its log has one line per request,
 # "<conn_id> <request line>", written before the response is sent.
 #
+# SCRIPTED_MORE_V4=N: it also listens on 127.0.0.2 .. 127.0.0.N+1 (same
+# port): N more destinations for the pool.
+#
 # SCRIPTED_TLS=1 scripted_start CASE [PORT], or scripted_start_tls CASE
 # [PORT]: the same server over TLS (scripted.py --tls), with a test CA made
 # for the test by tls_make (scripts/lib/tls.sh) in
@@ -130,7 +133,7 @@ SCRIPTED_TLS_ON=0
 SCRIPTED_CA=
 
 scripted_start() {
-	local dir="$BATS_TEST_TMPDIR/scripted" tls=()
+	local dir="$BATS_TEST_TMPDIR/scripted" tls=() more=()
 	SCRIPTED_CASE="$1"
 	SCRIPTED_LOG="$dir/requests.log"
 	[ -f "$CASES/$SCRIPTED_CASE" ] || {
@@ -150,8 +153,9 @@ scripted_start() {
 	fi
 	rm -f "$dir/port" "$SCRIPTED_LOG"
 	: >"$SCRIPTED_LOG"
+	[ -n "${SCRIPTED_MORE_V4:-}" ] && more=(--more-v4 "$SCRIPTED_MORE_V4")
 	"$PYTHON" "$ROOT/tests/servers/scripted.py" --case "$CASES/$SCRIPTED_CASE" \
-		--log "$SCRIPTED_LOG" --port "${2:-0}" --port-file "$dir/port" "${tls[@]}" \
+		--log "$SCRIPTED_LOG" --port "${2:-0}" --port-file "$dir/port" "${tls[@]}" "${more[@]}" \
 		</dev/null >>"$dir/stderr" 2>&1 3>&- &
 	SCRIPTED_PID=$!
 	wait_until _scripted_ready || true

@@ -7,7 +7,7 @@ and to witness connection reuse honestly.
 
 Usage:
     scripted.py --case FILE --log FILE [--port N] [--port-file FILE] [--no-ipv6]
-                [--tls CERT KEY]
+                [--tls CERT KEY] [--more-v4 N]
 
 Listens on 127.0.0.1 and, unless --no-ipv6, on [::1] with the same port.
 --port 0 (the default) picks a free port; the chosen port is written to
@@ -612,6 +612,9 @@ def main():
     ap.add_argument("--port-file")
     ap.add_argument("--no-ipv6", action="store_true")
     ap.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
+    ap.add_argument("--more-v4", type=int, default=0, metavar="N",
+                    help="also listen on 127.0.0.2 .. 127.0.0.N+1, same port "
+                         "(N more destinations for the pool, all loopback)")
     args = ap.parse_args()
 
     options, templates = load_case(args.case)
@@ -622,6 +625,8 @@ def main():
     server = Server(options, templates, args.log, tls)
     listeners = open_listeners(args.port, not args.no_ipv6)
     port = listeners[0].getsockname()[1]
+    for i in range(args.more_v4):
+        listeners.append(listen(socket.AF_INET, "127.0.0.%d" % (i + 2), port))
     if args.port_file:
         tmp = args.port_file + ".tmp"
         with open(tmp, "w") as f:

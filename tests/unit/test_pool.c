@@ -129,6 +129,35 @@ int main(void)
 	CHECK(pool_checkin(&a, 11, &room, 0) == 0);
 	CHECK(pool_checkout(&a, 1, &out) == 11 && out.requests == 4 && out.ka_max == 5);
 
+	/* the fd budget: a sixteenth of the table at its top, one spare */
+	unsigned fcap;
+	int base;
+	pool_fd_plan(32, 64, &fcap, &base);
+	CHECK(fcap == 2 && base == 29);
+	pool_fd_plan(64, 64, &fcap, &base);
+	CHECK(fcap == 4 && base == 59);
+	pool_fd_plan(1024, 64, &fcap, &base);
+	CHECK(fcap == 64 && base == 959);
+	pool_fd_plan(1024, 10, &fcap, &base); /* KEEPALIVE_MAX_IDLE=10 */
+	CHECK(fcap == 10 && base == 1013);
+	pool_fd_plan(4096, 64, &fcap, &base); /* above select()'s FD_SETSIZE */
+	CHECK(fcap == 64 && base == 1024);
+	pool_fd_plan(8, 64, &fcap, &base); /* too small to share */
+	CHECK(fcap == 0);
+	pool_fd_plan(0, 64, &fcap, &base);
+	CHECK(fcap == 0 && base == 0);
+
+	/* lowering the cap closes the oldest; drain closes everything */
+	reset(4, 10, 30000);
+	pool_checkin(&a, 10, &m, 0);
+	pool_checkin(&b, 20, &m, 1);
+	pool_checkin(&a, 11, &m, 2);
+	CHECK(pool_set_max_total(2) == 1 && was_closed(10) && pool_size() == 2);
+	pool_checkin(&b, 21, &m, 3); /* the cap holds for later check-ins */
+	CHECK(was_closed(20) && pool_size() == 2);
+	CHECK(pool_drain() == 2 && pool_size() == 0 && was_closed(11) && was_closed(21));
+	CHECK(pool_drain() == 0);
+
 	/* a dead socket is closed and the next one handed out */
 	reset(4, 10, 30000);
 	pool_checkin(&a, 10, &m, 0);
