@@ -112,21 +112,22 @@ KP_EXPORT long SSL_ctrl(SSL *s, int cmd, long larg, void *parg)
 {
 	if (MISSING(SSL_ctrl))
 		return 0;
-	if (INTERNAL())
-		return kp_ssl.SSL_ctrl(s, cmd, larg, parg);
-	long r = kp_tls_ctrl(s, cmd, larg, parg);
+	/* settings are noted also when libssl makes them for the program
+	 * (SSL_CONF_cmd, an openssl.cnf section) */
+	long r = INTERNAL() ? kp_ssl.SSL_ctrl(s, cmd, larg, parg) : kp_tls_ctrl(s, cmd, larg, parg);
 	if (r > 0 && kp_ssl_bind())
 		kp_tls_note_ctrl(s, cmd, larg, parg);
 	return r;
 }
 
-/* only noted: the settings that no getter tells (groups, sigalgs) */
+/* only noted: the settings that no getter tells (groups, sigalgs), also
+ * when libssl makes them (SSL_CONF_cmd, openssl.cnf) */
 KP_EXPORT long SSL_CTX_ctrl(SSL_CTX *ctx, int cmd, long larg, void *parg)
 {
 	if (MISSING(SSL_CTX_ctrl))
 		return 0;
 	long r = kp_ssl.SSL_CTX_ctrl(ctx, cmd, larg, parg);
-	if (r > 0 && !INTERNAL() && kp_ssl_bind())
+	if (r > 0 && kp_ssl_bind())
 		kp_tls_note_ctrl(ctx, cmd, larg, parg);
 	return r;
 }
@@ -176,8 +177,12 @@ KP_EXPORT SSL *SSL_new(SSL_CTX *ctx)
 	if (MISSING(SSL_new))
 		return NULL;
 	SSL *s = kp_ssl.SSL_new(ctx);
-	if (s && !INTERNAL() && kp_ssl_bind())
+	if (s && kp_ssl_bind()) {
 		kp_tls_note_new(s, ctx);
+		/* SSL_dup: the copy's settings are its source's, not known */
+		if (INTERNAL())
+			kp_tls_note_never(s, NEVER_UNKNOWN, true);
+	}
 	return s;
 }
 
@@ -188,6 +193,21 @@ KP_EXPORT SSL_CTX *SSL_CTX_new(const SSL_METHOD *m)
 	SSL_CTX *ctx = kp_ssl.SSL_CTX_new(m);
 	if (ctx && !INTERNAL() && kp_ssl_bind())
 		kp_tls_note_new(ctx, NULL);
+	return ctx;
+}
+
+/* a context in a library context of its own (FIPS, say): its handshake
+ * verifies with providers our re-verification would not use */
+KP_EXPORT SSL_CTX *SSL_CTX_new_ex(OSSL_LIB_CTX *libctx, const char *propq, const SSL_METHOD *m)
+{
+	if (MISSING(SSL_CTX_new_ex))
+		return NULL;
+	SSL_CTX *ctx = kp_ssl.SSL_CTX_new_ex(libctx, propq, m);
+	if (ctx && !INTERNAL() && kp_ssl_bind()) {
+		kp_tls_note_new(ctx, NULL);
+		if (libctx || propq)
+			kp_tls_note_never(ctx, NEVER_LIBCTX, true);
+	}
 	return ctx;
 }
 
@@ -207,6 +227,18 @@ KP_EXPORT void SSL_set_connect_state(SSL *s)
 	if (!INTERNAL() && kp_ssl_bind() && kp_tls_reset(s, false) == KP_RESET_SKIP)
 		return;
 	kp_ssl.SSL_set_connect_state(s);
+	if (!INTERNAL() && kp_ssl_bind())
+		kp_tls_note_never(s, NEVER_ACCEPT, false);
+}
+
+/* noted: an SSL_connect after it stays a server's handshake */
+KP_EXPORT void SSL_set_accept_state(SSL *s)
+{
+	if (MISSING(SSL_set_accept_state))
+		return;
+	kp_ssl.SSL_set_accept_state(s);
+	if (!INTERNAL() && kp_ssl_bind())
+		kp_tls_note_never(s, NEVER_ACCEPT, true);
 }
 
 /* ------------------------------------------------------------ I/O */
@@ -420,6 +452,61 @@ KP_EXPORT void SSL_set_post_handshake_auth(SSL *s, int val)
 	kp_ssl.SSL_set_post_handshake_auth(s, val);
 	if (!INTERNAL() && kp_ssl_bind())
 		kp_tls_note_list(s, CONF_PHA, "1", val != 0);
+}
+
+/* PSK: the program's callbacks choose an identity during the handshake */
+NOTED_SETTER(SSL_CTX, SSL_CTX_set_psk_client_callback, (SSL_CTX * o, SSL_psk_client_cb_func cb),
+	     (o, cb), cb != NULL, NEVER_PSK)
+NOTED_SETTER(SSL, SSL_set_psk_client_callback, (SSL * o, SSL_psk_client_cb_func cb), (o, cb),
+	     cb != NULL, NEVER_PSK)
+NOTED_SETTER(SSL_CTX, SSL_CTX_set_psk_use_session_callback,
+	     (SSL_CTX * o, SSL_psk_use_session_cb_func cb), (o, cb), cb != NULL, NEVER_PSK)
+NOTED_SETTER(SSL, SSL_set_psk_use_session_callback, (SSL * o, SSL_psk_use_session_cb_func cb),
+	     (o, cb), cb != NULL, NEVER_PSK)
+
+/* custom extensions: the program's callbacks run in its handshake */
+KP_EXPORT int SSL_CTX_add_client_custom_ext(SSL_CTX *ctx, unsigned int type,
+					    custom_ext_add_cb add, custom_ext_free_cb fr,
+					    void *add_arg, custom_ext_parse_cb parse,
+					    void *parse_arg)
+{
+	if (MISSING(SSL_CTX_add_client_custom_ext))
+		return 0;
+	int r = kp_ssl.SSL_CTX_add_client_custom_ext(ctx, type, add, fr, add_arg, parse, parse_arg);
+	if (r > 0 && !INTERNAL() && kp_ssl_bind())
+		kp_tls_note_never(ctx, NEVER_CUSTOM_EXT, true);
+	return r;
+}
+
+KP_EXPORT int SSL_CTX_add_custom_ext(SSL_CTX *ctx, unsigned int type, unsigned int context,
+				     SSL_custom_ext_add_cb_ex add, SSL_custom_ext_free_cb_ex fr,
+				     void *add_arg, SSL_custom_ext_parse_cb_ex parse, void *parse_arg)
+{
+	if (MISSING(SSL_CTX_add_custom_ext))
+		return 0;
+	int r = kp_ssl.SSL_CTX_add_custom_ext(ctx, type, context, add, fr, add_arg, parse, parse_arg);
+	if (r > 0 && !INTERNAL() && kp_ssl_bind())
+		kp_tls_note_never(ctx, NEVER_CUSTOM_EXT, true);
+	return r;
+}
+
+/* no getter: noted, so that SSL_clear can give it back */
+KP_EXPORT void SSL_CTX_set_msg_callback(SSL_CTX *ctx, kp_msg_cb cb)
+{
+	if (MISSING(SSL_CTX_set_msg_callback))
+		return;
+	kp_ssl.SSL_CTX_set_msg_callback(ctx, cb);
+	if (!INTERNAL() && kp_ssl_bind())
+		kp_tls_note_msg_cb(ctx, cb);
+}
+
+KP_EXPORT void SSL_set_msg_callback(SSL *s, kp_msg_cb cb)
+{
+	if (MISSING(SSL_set_msg_callback))
+		return;
+	kp_ssl.SSL_set_msg_callback(s, cb);
+	if (!INTERNAL() && kp_ssl_bind())
+		kp_tls_note_msg_cb(s, cb);
 }
 
 /* the client certificate comes from an engine */

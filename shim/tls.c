@@ -49,7 +49,8 @@ struct kp_tls {
 	bool own_bio;        /* detached: the program's BIO, callbacks, context gone */
 	bool dead;           /* its socket went away under it: never parked */
 	bool foreign;        /* ssl is the program's again (SSL_clear): never freed */
-	bool cert_known;     /* cert below was read */
+	bool cert_known;     /* cert and chain below were read */
+	STACK_OF(X509) *chain; /* the certificate chain it sends with cert */
 	int prog_fd;         /* the program's socket BIO's fd and close flag, */
 	int prog_close;      /* before parking moved it (-1: none) */
 	char *sni;           /* what its handshake asked for */
@@ -95,6 +96,7 @@ struct ticket {
 	char *sni;
 	struct conf conf;
 	X509 *cert;
+	STACK_OF(X509) *cchain; /* the chain sent with cert */
 	int seclevel;
 	SSL_SESSION *sess;
 	X509 *leaf;
@@ -109,10 +111,26 @@ static struct handle *handles;
 static struct kp_tls *parked;
 static struct record *records;
 static SSL_CTX *shim_ctx; /* parked engines belong to it: no program callbacks */
+static pthread_once_t shim_ctx_once = PTHREAD_ONCE_INIT;
+
+static void shim_ctx_make(void)
+{
+	shim_ctx = kp_ssl.SSL_CTX_new(kp_ssl.TLS_client_method());
+}
+
+/* The shim's context, made once and never under tls_lock: making one
+ * reads the system's OpenSSL configuration, whose settings reach our
+ * SSL_CTX_ctrl wrapper (which takes the lock to note them). */
+static SSL_CTX *shim_ctx_get(void)
+{
+	pthread_once(&shim_ctx_once, shim_ctx_make);
+	return shim_ctx;
+}
 
 
 static struct handle *handle_find(const SSL *ssl);
 static bool engine_unref(struct kp_tls *e);
+static STACK_OF(X509) *client_chain(SSL *ssl, X509 *cert);
 static void engine_free(struct kp_tls *e);
 static void handle_free(struct handle *h);
 static void ticket_keep(struct kp_tls *e, const struct pool_key *key);
@@ -126,7 +144,11 @@ static const char *const never_why[] = {
 	[NEVER_NPN] = "NPN",
 	[NEVER_ENGINE] = "a client certificate engine",
 	[NEVER_TMP_ECDH] = "a temporary ECDH key",
-	[NEVER_UNKNOWN] = "settings not recorded (out of memory)",
+	[NEVER_CUSTOM_EXT] = "custom TLS extensions",
+	[NEVER_PSK] = "a PSK callback",
+	[NEVER_ACCEPT] = "the server side (SSL_set_accept_state)",
+	[NEVER_LIBCTX] = "a library context of its own (our re-verification uses the default)",
+	[NEVER_UNKNOWN] = "settings not recorded (out of memory, or SSL_dup)",
 };
 
 static const char *const list_what[CONF_LISTS] = {
@@ -161,6 +183,7 @@ static void conf_copy(struct conf *dst, const struct conf *src)
 {
 	conf_free(dst);
 	dst->never = src->never;
+	dst->msg_cb = src->msg_cb;
 	for (int i = 0; i < CONF_LISTS; i++)
 		conf_set(dst, i, src->list[i], src->len[i]);
 }
@@ -223,6 +246,15 @@ void kp_tls_note_never(const void *obj, enum kp_never why, bool on)
 		r->conf.never |= 1u << why;
 	else if (r)
 		r->conf.never &= ~(1u << why);
+	pthread_mutex_unlock(&tls_lock);
+}
+
+void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb)
+{
+	pthread_mutex_lock(&tls_lock);
+	struct record *r = record_get(obj, true);
+	if (r)
+		r->conf.msg_cb = cb;
 	pthread_mutex_unlock(&tls_lock);
 }
 
@@ -336,12 +368,32 @@ static struct handle *handle_find(const SSL *ssl)
  * makes it a new connection (SSL_clear) while its old one is parked. */
 struct saved {
 	SSL_CTX *ctx; /* a reference of ours */
+	SSL *hold;    /* shares the program's certificates, keys and their
+			 settings (SSL_copy_session_id), which a change of
+			 context would replace */
+	BIO *rbio, *wbio; /* references of ours */
 	int verify_mode;
 	SSL_verify_cb verify_cb;
 	void (*info_cb)(const SSL *, int, int);
 	uint64_t options;
+	long mode;
 	void *ex[32];
 };
+
+static void saved_free(struct saved *sv)
+{
+	if (!sv)
+		return;
+	if (sv->ctx)
+		kp_ssl.SSL_CTX_free(sv->ctx);
+	if (sv->hold)
+		kp_ssl.SSL_free(sv->hold);
+	if (sv->rbio)
+		kp_ssl.BIO_free(sv->rbio);
+	if (sv->wbio && sv->wbio != sv->rbio)
+		kp_ssl.BIO_free(sv->wbio);
+	free(sv);
+}
 
 /* fd and close flag of the program's socket BIO, or fd -1 (a BIO of its
  * own, or not the same one both ways) */
@@ -366,9 +418,9 @@ static void engine_free(struct kp_tls *e)
 	}
 	if (e->cert)
 		kp_ssl.X509_free(e->cert);
-	if (e->saved && e->saved->ctx)
-		kp_ssl.SSL_CTX_free(e->saved->ctx);
-	free(e->saved);
+	saved_free(e->saved);
+	if (e->chain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)e->chain, (void (*)(void *))kp_ssl.X509_free);
 	free(e->sni);
 	conf_free(&e->conf);
 	free(e);
@@ -402,9 +454,8 @@ static void handle_free(struct handle *h)
  * what its handshake would meet.  Caller holds tls_lock. */
 static bool custom_security_cb(SSL *ssl)
 {
-	if (!shim_ctx && !(shim_ctx = kp_ssl.SSL_CTX_new(kp_ssl.TLS_client_method())))
-		return true;
-	return kp_ssl.SSL_get_security_callback(ssl) != kp_ssl.SSL_CTX_get_security_callback(shim_ctx);
+	return !shim_ctx ||
+	       kp_ssl.SSL_get_security_callback(ssl) != kp_ssl.SSL_CTX_get_security_callback(shim_ctx);
 }
 
 /* More than one certificate with its key set for ssl: the handshake picks
@@ -416,6 +467,10 @@ static bool several_certs(SSL *ssl)
 	X509 *cur = kp_ssl.SSL_get_certificate(ssl);
 	if (!cur)
 		return false; /* at most one: a key without its certificate */
+	/* the walk visits only certificates with their keys: it could not
+	 * come back to this one */
+	if (!kp_ssl.SSL_get_privatekey(ssl))
+		return true;
 	int n = 0;
 	for (long r = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_SET_CURRENT_CERT, SSL_CERT_SET_FIRST, NULL);
 	     r > 0 && n < 2; r = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_SET_CURRENT_CERT, SSL_CERT_SET_NEXT, NULL))
@@ -464,7 +519,7 @@ static const struct conf *conf_of(const SSL *ssl)
 struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 {
 	SSL *ssl = ssl_;
-	if (!kp_ssl_bind())
+	if (!kp_ssl_bind() || !shim_ctx_get())
 		return NULL;
 	struct kp_tls *e = calloc(1, sizeof(*e));
 	struct handle *h = calloc(1, sizeof(*h));
@@ -515,49 +570,109 @@ static void note_cert(struct kp_tls *e)
 	if (e->cert_known)
 		return;
 	X509 *cert = kp_ssl.SSL_get_certificate(e->ssl);
-	if (cert && kp_ssl.X509_up_ref(cert))
+	if (cert && kp_ssl.X509_up_ref(cert)) {
 		e->cert = cert;
+		e->chain = client_chain(e->ssl, cert);
+	}
 	e->cert_known = true;
+}
+
+/* The chain ssl's handshake sends with its client certificate cert, as
+ * libssl builds it (ssl_add_cert_chain): the certificate's own chain, or
+ * the context's extra chain certificates, or else (unless
+ * SSL_MODE_NO_AUTO_CHAIN) what the chain store (the verify store if none)
+ * builds from cert.  NULL for the leaf alone.  Caller holds tls_lock. */
+static STACK_OF(X509) *client_chain(SSL *ssl, X509 *cert)
+{
+	STACK_OF(X509) *sk = NULL;
+	kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_CHAIN_CERTS, 0, &sk);
+	if (!sk || !kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)sk))
+		kp_ssl.SSL_CTX_ctrl(kp_ssl.SSL_get_SSL_CTX(ssl), SSL_CTRL_GET_EXTRA_CHAIN_CERTS, 1, &sk);
+	if (sk && kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)sk))
+		return kp_ssl.X509_chain_up_ref(sk);
+	if (kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL) & SSL_MODE_NO_AUTO_CHAIN)
+		return NULL;
+	X509_STORE *store = NULL;
+	kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_CHAIN_CERT_STORE, 0, &store);
+	if (!store)
+		store = kp_ssl.SSL_CTX_get_cert_store(kp_ssl.SSL_get_SSL_CTX(ssl));
+	X509_STORE_CTX *sctx = store ? kp_ssl.X509_STORE_CTX_new() : NULL;
+	STACK_OF(X509) *chain = NULL;
+	kp_ssl.ERR_set_mark();
+	if (sctx && kp_ssl.X509_STORE_CTX_init(sctx, store, cert, NULL)) {
+		kp_ssl.X509_verify_cert(sctx); /* errors do not matter: what it built */
+		chain = kp_ssl.X509_STORE_CTX_get1_chain(sctx);
+	}
+	kp_ssl.ERR_pop_to_mark();
+	if (sctx)
+		kp_ssl.X509_STORE_CTX_free(sctx);
+	return chain;
+}
+
+/* ssl (whose certificate is cert) would send the chain want.  Caller
+ * holds tls_lock. */
+static bool chain_equal(X509 *cert, SSL *ssl, STACK_OF(X509) *want)
+{
+	STACK_OF(X509) *have = client_chain(ssl, cert);
+	int n = have ? kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)have) : 0;
+	bool same = n == (want ? kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)want) : 0);
+	for (int i = 0; same && i < n; i++)
+		same = !kp_ssl.X509_cmp(kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)have, i),
+					kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)want, i));
+	if (have)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)have, (void (*)(void *))kp_ssl.X509_free);
+	return same;
 }
 
 /* e's SSL is about to serve another SSL of the program's, or the program
  * freed it: give e a BIO of ours on fd, and cut every path by which
  * OpenSSL could call back into the program: callbacks, ex_data (its
  * objects behind them), and the context (its session and info callbacks).
- * What is cut is kept (e->saved) for SSL_clear.  Caller holds tls_lock. */
-static int detach_program(struct kp_tls *e, int fd)
+ * An SSL the program still holds (prog_alive) keeps what was cut in
+ * e->saved, for SSL_clear.  Caller holds tls_lock. */
+static int detach_program(struct kp_tls *e, int fd, bool prog_alive)
 {
 	if (e->own_bio) {
 		kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
 		e->fd = fd;
 		return 0;
 	}
-	if (!shim_ctx) {
-		shim_ctx = kp_ssl.SSL_CTX_new(kp_ssl.TLS_client_method());
-		if (!shim_ctx)
-			return -1;
-	}
-	struct saved *sv = calloc(1, sizeof(*sv));
-	BIO *b = sv ? kp_ssl.BIO_new_socket(fd, BIO_NOCLOSE) : NULL;
-	if (!b) {
-		free(sv);
+	if (!shim_ctx)
+		return -1;
+	struct saved *sv = prog_alive ? calloc(1, sizeof(*sv)) : NULL;
+	BIO *b = kp_ssl.BIO_new_socket(fd, BIO_NOCLOSE);
+	if (!b || (prog_alive && (!sv || !(sv->hold = kp_ssl.SSL_new(shim_ctx)) ||
+				  !kp_ssl.SSL_copy_session_id(sv->hold, e->ssl)))) {
+		if (b)
+			kp_ssl.BIO_free(b);
+		saved_free(sv);
 		return -1;
 	}
 	note_cert(e);
-	sv->ctx = kp_ssl.SSL_get_SSL_CTX(e->ssl);
-	if (!kp_ssl.SSL_CTX_up_ref(sv->ctx))
-		sv->ctx = NULL;
-	sv->verify_mode = kp_ssl.SSL_get_verify_mode(e->ssl);
-	sv->verify_cb = kp_ssl.SSL_get_verify_callback(e->ssl);
-	sv->info_cb = kp_ssl.SSL_get_info_callback(e->ssl);
-	sv->options = kp_ssl.SSL_get_options(e->ssl);
-	for (int i = 0; i < 32; i++)
-		sv->ex[i] = kp_ssl.SSL_get_ex_data(e->ssl, i);
-	e->saved = sv;
+	if (sv) {
+		sv->ctx = kp_ssl.SSL_get_SSL_CTX(e->ssl);
+		if (!kp_ssl.SSL_CTX_up_ref(sv->ctx))
+			sv->ctx = NULL;
+		/* its BIOs outlive SSL_set_bio below (which frees one reference) */
+		sv->rbio = kp_ssl.SSL_get_rbio(e->ssl);
+		sv->wbio = kp_ssl.SSL_get_wbio(e->ssl);
+		if (sv->rbio && !kp_ssl.BIO_up_ref(sv->rbio))
+			sv->rbio = NULL;
+		if (sv->wbio && sv->wbio != sv->rbio && !kp_ssl.BIO_up_ref(sv->wbio))
+			sv->wbio = NULL;
+		sv->verify_mode = kp_ssl.SSL_get_verify_mode(e->ssl);
+		sv->verify_cb = kp_ssl.SSL_get_verify_callback(e->ssl);
+		sv->info_cb = kp_ssl.SSL_get_info_callback(e->ssl);
+		sv->options = kp_ssl.SSL_get_options(e->ssl);
+		sv->mode = kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, 0, NULL);
+		for (int i = 0; i < 32; i++)
+			sv->ex[i] = kp_ssl.SSL_get_ex_data(e->ssl, i);
+		e->saved = sv;
+	}
 	kp_ssl.SSL_set_bio(e->ssl, b, b); /* frees the program's BIO (curl's) now */
 	kp_ssl.SSL_set_info_callback(e->ssl, NULL);
 	kp_ssl.SSL_set_msg_callback(e->ssl, NULL);
-	kp_ssl.SSL_set_verify(e->ssl, sv->verify_mode, NULL);
+	kp_ssl.SSL_set_verify(e->ssl, kp_ssl.SSL_get_verify_mode(e->ssl), NULL);
 	/* a server's renegotiation would verify against nobody's trust now */
 	kp_ssl.SSL_set_options(e->ssl, SSL_OP_NO_RENEGOTIATION);
 	for (int i = 0; i < 32; i++)
@@ -568,8 +683,8 @@ static int detach_program(struct kp_tls *e, int fd)
 	return ctx == shim_ctx ? 0 : -1;
 }
 
-/* The program makes its SSL, e's, a new connection (SSL_clear) while e
- * is parked: give it back what it had.  Caller holds tls_lock. */
+/* The program makes its SSL, e's, a new connection (SSL_clear) while the
+ * pool has e: give it back what it had.  Caller holds tls_lock. */
 static void restore_program(struct kp_tls *e)
 {
 	struct saved *sv = e->saved;
@@ -581,21 +696,37 @@ static void restore_program(struct kp_tls *e)
 	}
 	if (sv->ctx)
 		kp_ssl.SSL_set_SSL_CTX(e->ssl, sv->ctx);
+	/* its own certificates and their settings, which the change of
+	 * context replaced (SSL_copy_session_id also sets the session: its
+	 * current one is kept) */
+	SSL_SESSION *sess = kp_ssl.SSL_get1_session(e->ssl);
+	kp_ssl.SSL_copy_session_id(e->ssl, sv->hold);
+	kp_ssl.SSL_set_session(e->ssl, sess);
+	if (sess)
+		kp_ssl.SSL_SESSION_free(sess);
 	kp_ssl.SSL_set_verify(e->ssl, sv->verify_mode, sv->verify_cb);
 	kp_ssl.SSL_set_info_callback(e->ssl, sv->info_cb);
+	kp_ssl.SSL_set_msg_callback(e->ssl, conf_of(e->ssl)->msg_cb);
 	kp_ssl.SSL_clear_options(e->ssl, ~sv->options);
 	kp_ssl.SSL_set_options(e->ssl, sv->options);
+	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_CLEAR_MODE, ~0L, NULL);
+	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, sv->mode, NULL);
 	for (int i = 0; i < 32; i++)
 		kp_ssl.SSL_set_ex_data(e->ssl, i, sv->ex[i]);
-	/* the program's BIO is gone: one like it on its old fd */
-	BIO *b = e->prog_fd >= 0 ? kp_ssl.BIO_new_socket(e->prog_fd, e->prog_close) : NULL;
-	if (b)
-		kp_ssl.SSL_set_bio(e->ssl, b, b);
+	if (sv->rbio || sv->wbio) { /* its BIOs, our references handed back */
+		kp_ssl.SSL_set_bio(e->ssl, sv->rbio, sv->wbio);
+		sv->rbio = sv->wbio = NULL;
+		if (e->prog_fd >= 0) /* a socket BIO that followed the socket */
+			kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, e->prog_close,
+					    e->prog_fd);
+	}
+	e->saved = NULL;
+	saved_free(sv);
 }
 
 bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key)
 {
-	if (e->dead)
+	if (e->dead || !shim_ctx_get())
 		return false;
 	if (kp_ssl.SSL_has_pending(e->ssl) || kp_ssl.SSL_get_shutdown(e->ssl) ||
 	    !kp_ssl.SSL_is_init_finished(e->ssl))
@@ -614,7 +745,7 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 		kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, hidden);
 		e->fd = hidden;
 	} else {
-		ok = detach_program(e, hidden) == 0;
+		ok = detach_program(e, hidden, true) == 0;
 	}
 	if (ok) {
 		struct handle *h = user ? handle_find(user) : NULL;
@@ -666,6 +797,7 @@ struct shape {
 	const char *sni;
 	const struct conf *conf;
 	X509 *cert;
+	STACK_OF(X509) *chain;
 	int seclevel;
 	int version;
 	const SSL_CIPHER *cipher;
@@ -686,6 +818,8 @@ static const char *shape_mismatch(const struct shape *sh, SSL *ssl)
 	X509 *cert = kp_ssl.SSL_get_certificate(ssl);
 	if (!cert != !sh->cert || (cert && kp_ssl.X509_cmp(cert, sh->cert)))
 		return "client certificate";
+	if (cert && !chain_equal(cert, ssl, sh->chain))
+		return "client certificate chain";
 	/* (Ruby and curl offer it always.)  A detached engine has no
 	 * certificate left to answer the server's later request with */
 	if (cert && conf->len[CONF_PHA])
@@ -726,7 +860,7 @@ static const char *shape_mismatch(const struct shape *sh, SSL *ssl)
  * tls_lock. */
 static const char *mismatch(struct kp_tls *e, SSL *ssl)
 {
-	struct shape sh = { e->sni, &e->conf, e->cert, e->seclevel, kp_ssl.SSL_version(e->ssl),
+	struct shape sh = { e->sni, &e->conf, e->cert, e->chain, e->seclevel, kp_ssl.SSL_version(e->ssl),
 			    kp_ssl.SSL_get_current_cipher(e->ssl) };
 	const char *why = shape_mismatch(&sh, ssl);
 	if (why)
@@ -781,7 +915,7 @@ out:
 int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 {
 	SSL *ssl = ssl_;
-	if (!kp_ssl_bind() || e->dead)
+	if (!kp_ssl_bind() || !shim_ctx_get() || e->dead)
 		return -1;
 	struct handle *h = calloc(1, sizeof(*h));
 	if (!h)
@@ -815,7 +949,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	}
 	pthread_mutex_lock(&tls_lock);
 	/* its first owner's SSL, left whole while parked, serves another now */
-	if (!e->dead && detach_program(e, fd) < 0)
+	if (!e->dead && detach_program(e, fd, true) < 0)
 		e->dead = true;
 	bool dead = e->dead;
 	pthread_mutex_unlock(&tls_lock);
@@ -859,6 +993,8 @@ static void ticket_free(struct ticket *t)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)t->chain, (void (*)(void *))kp_ssl.X509_free);
 	if (t->cert)
 		kp_ssl.X509_free(t->cert);
+	if (t->cchain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)t->cchain, (void (*)(void *))kp_ssl.X509_free);
 	free(t->sni);
 	conf_free(&t->conf);
 	free(t);
@@ -892,6 +1028,8 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 	t->sess = sess;
 	if (e->cert && kp_ssl.X509_up_ref(e->cert))
 		t->cert = e->cert;
+	if (e->chain)
+		t->cchain = kp_ssl.X509_chain_up_ref(e->chain);
 	t->seclevel = e->seclevel;
 	struct ticket *drop = NULL, **pp;
 	pthread_mutex_lock(&tls_lock);
@@ -921,8 +1059,9 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 {
 	SSL *ssl = ssl_;
-	if (!kp_ssl_bind() || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) ||
-	    kp_ssl.SSL_get_session(ssl)) /* the program resumes one of its own */
+	if (!kp_ssl_bind() || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) || !shim_ctx_get() ||
+	    kp_ssl.SSL_get_session(ssl) || /* the program resumes one of its own */
+	    (kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_TICKET)) /* or wants none */
 		return;
 	SSL_SESSION *sess = NULL;
 	X509 *leaf = NULL;
@@ -933,7 +1072,7 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 	for (struct ticket *t = tickets; t; t = t->next) {
 		if (memcmp(&t->key, key, sizeof(*key)) || !same_str(t->sni, sni))
 			continue;
-		struct shape sh = { t->sni, &t->conf, t->cert, t->seclevel,
+		struct shape sh = { t->sni, &t->conf, t->cert, t->cchain, t->seclevel,
 				    kp_ssl.SSL_SESSION_get_protocol_version(t->sess),
 				    kp_ssl.SSL_SESSION_get0_cipher(t->sess) };
 		why = shape_mismatch(&sh, ssl);
@@ -1219,6 +1358,16 @@ static int refused(struct io *io)
 	return -1;
 }
 
+/* SSL_set_accept_state was called on ssl: it is a server, even on a
+ * socket it connected */
+static bool told_to_accept(SSL *ssl)
+{
+	pthread_mutex_lock(&tls_lock);
+	bool accept = conf_of(ssl)->never & (1u << NEVER_ACCEPT);
+	pthread_mutex_unlock(&tls_lock);
+	return accept;
+}
+
 int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 {
 	struct io io;
@@ -1238,7 +1387,7 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 			 * "server" until then): the re-verification runs as a
 			 * client's, as the program's verify callback expects */
 			if (real == kp_ssl.SSL_connect && kp_ssl.SSL_in_before(ssl) &&
-			    kp_ssl.SSL_is_server(ssl))
+			    kp_ssl.SSL_is_server(ssl) && !told_to_accept(ssl))
 				kp_ssl.SSL_set_connect_state(ssl);
 			if (kp_conn_tls_start(fd, ssl) == KP_TLS_HANDED)
 				return 1;
@@ -1479,6 +1628,7 @@ void kp_tls_free(SSL *ssl)
 		kp_ssl.SSL_free(ssl);
 		return;
 	}
+	shim_ctx_get(); /* detach_program's, not to be made under the lock */
 	pthread_mutex_lock(&tls_lock);
 	record_drop(ssl);
 	struct handle *h = handle_find(ssl);
@@ -1486,8 +1636,14 @@ void kp_tls_free(SSL *ssl)
 	bool last = false, own = e && e->ssl == ssl;
 	if (h) {
 		HASH_DEL(handles, h);
-		if (own && e->refs > 1 && !e->dead && detach_program(e, e->fd) < 0)
+		if (own && e->refs > 1 && !e->dead && detach_program(e, e->fd, false) < 0)
 			e->dead = true; /* kept for the socket, but never parked */
+		if (own && e->saved) {
+			/* nothing to give back to a freed SSL; its BIOs go now,
+			 * while their methods (curl's) still exist */
+			saved_free(e->saved);
+			e->saved = NULL;
+		}
 		last = engine_unref(e);
 	}
 	pthread_mutex_unlock(&tls_lock);
@@ -1518,21 +1674,25 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 	bool last = false;
 	pthread_mutex_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
-	struct kp_tls *e = h ? h->e : NULL, *p = NULL;
+	struct kp_tls *e = h ? h->e : NULL;
 	if (e && own && h->closed) {
-		HASH_FIND_INT(parked, &e->fd, p);
-		if (p != e) {
+		struct handle *user = NULL;
+		for (struct handle *x = handles; x && !user; x = x->hh.next)
+			if (x->e == e && x != h && !x->closed)
+				user = x;
+		if (user) {
 			/* it serves another SSL of the program's: resetting it
 			 * would cut that one's connection */
 			r = KP_RESET_REFUSE;
 			h = NULL;
 		} else {
-			/* parked: the pool drops it (dead), and the program gets
-			 * its SSL back as it had it, with the close_notify it
-			 * asked for "sent" (SSL_clear keeps the session for
-			 * resumption only after one) */
-			restore_program(e);
+			/* parked, or in the pool's hands: dropped from it (dead),
+			 * and the program gets its SSL back as it had it, with
+			 * the close_notify it asked for "sent" first (else
+			 * libssl takes its session for a bad one and makes it
+			 * unresumable, at SSL_clear or a SSL_set_session) */
 			kp_ssl.SSL_set_shutdown(ssl, kp_ssl.SSL_get_shutdown(ssl) | h->shut);
+			restore_program(e);
 		}
 	}
 	if (h) {
@@ -1547,8 +1707,12 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 			engine_free(e);
 		handle_free(h);
 	}
-	if (r == KP_RESET_REFUSE)
+	if (r == KP_RESET_REFUSE) {
+		kp_ssl.ERR_new();
+		kp_ssl.ERR_set_error(ERR_LIB_SSL, ERR_R_SHOULD_NOT_HAVE_BEEN_CALLED,
+				     "libkeepalive: this SSL's connection serves another SSL");
 		kp_debug("SSL_clear refused: the SSL's connection serves another SSL now");
+	}
 	return r;
 }
 

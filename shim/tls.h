@@ -18,6 +18,7 @@
 #include <stddef.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <openssl/ssl.h>
 
 struct kp_conn;
 struct kp_tls;
@@ -77,7 +78,6 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 void kp_tls_defer(void *ssl, int fd);
 
 /* --- for the SSL_* wrappers (hooks_tls.c) --- */
-#include <openssl/ssl.h>
 
 enum kp_tls_op { KP_TLS_READ, KP_TLS_READ_EX, KP_TLS_PEEK, KP_TLS_PEEK_EX, KP_TLS_WRITE, KP_TLS_WRITE_EX };
 
@@ -121,18 +121,21 @@ enum kp_conf_list {
  * session, nor its connection pooled. */
 enum kp_never {
 	NEVER_APP_VERIFY, NEVER_DANE, NEVER_CERT_CB, NEVER_NPN, NEVER_ENGINE, NEVER_TMP_ECDH,
-	NEVER_UNKNOWN,
+	NEVER_CUSTOM_EXT, NEVER_PSK, NEVER_ACCEPT, NEVER_LIBCTX, NEVER_UNKNOWN,
 };
+typedef void (*kp_msg_cb)(int, int, int, const void *, size_t, SSL *, void *);
 struct conf {
 	unsigned char *list[CONF_LISTS];
 	size_t len[CONF_LISTS];
-	unsigned never; /* 1 << enum kp_never */
+	unsigned never;    /* 1 << enum kp_never */
+	kp_msg_cb msg_cb;  /* not compared: given back by SSL_clear */
 };
 void kp_tls_note_list(const void *obj, enum kp_conf_list i, const void *p, size_t n);
 void kp_tls_note_never(const void *obj, enum kp_never why, bool on);
 /* SSL_ctrl / SSL_CTX_ctrl setters of the lists above */
 void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg);
 void kp_tls_note_new(const void *obj, const void *ctx);
+void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb);
 
 /* fork(): the registries' lock is held across; the child starts with a
  * fresh one. */

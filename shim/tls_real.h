@@ -24,6 +24,7 @@
 typedef void (*kp_info_cb)(const SSL *, int, int);
 typedef int (*kp_client_cert_cb)(SSL *, X509 **, EVP_PKEY **);
 typedef int (*kp_security_cb)(const SSL *, const SSL_CTX *, int, int, int, void *, void *);
+typedef void (*kp_msg_cb)(int, int, int, const void *, size_t, SSL *, void *);
 
 /* X(return type, name, parameter list): libssl.  The wrapped functions
  * (hooks_tls.c) first, then helpers we only call. */
@@ -94,6 +95,7 @@ typedef int (*kp_security_cb)(const SSL *, const SSL_CTX *, int, int, int, void 
 	X(void, SSL_CTX_set_cert_verify_callback, (SSL_CTX *, int (*)(X509_STORE_CTX *, void *), \
 						   void *))                          \
 	X(SSL_CTX *, SSL_CTX_new, (const SSL_METHOD *))                            \
+	X(SSL_CTX *, SSL_CTX_new_ex, (OSSL_LIB_CTX *, const char *, const SSL_METHOD *)) \
 	X(int, SSL_want, (const SSL *))                                            \
 	X(int, SSL_get_shared_sigalgs, (SSL *, int, int *, int *, int *, unsigned char *, \
 					unsigned char *))                            \
@@ -141,6 +143,20 @@ typedef int (*kp_security_cb)(const SSL *, const SSL_CTX *, int, int, int, void 
 	X(int, SSL_SESSION_get_protocol_version, (const SSL_SESSION *))            \
 	X(const SSL_CIPHER *, SSL_SESSION_get0_cipher, (const SSL_SESSION *))      \
 	X(int, SSL_is_server, (const SSL *))                                       \
+	X(int, SSL_copy_session_id, (SSL *, const SSL *))                          \
+	X(EVP_PKEY *, SSL_get_privatekey, (const SSL *))                           \
+	X(void, SSL_set_accept_state, (SSL *))                                     \
+	X(int, SSL_CTX_add_client_custom_ext, (SSL_CTX *, unsigned int, custom_ext_add_cb, \
+					       custom_ext_free_cb, void *,     \
+					       custom_ext_parse_cb, void *))   \
+	X(int, SSL_CTX_add_custom_ext, (SSL_CTX *, unsigned int, unsigned int,     \
+					SSL_custom_ext_add_cb_ex, SSL_custom_ext_free_cb_ex, \
+					void *, SSL_custom_ext_parse_cb_ex, void *)) \
+	X(void, SSL_CTX_set_psk_client_callback, (SSL_CTX *, SSL_psk_client_cb_func)) \
+	X(void, SSL_set_psk_client_callback, (SSL *, SSL_psk_client_cb_func))      \
+	X(void, SSL_CTX_set_psk_use_session_callback, (SSL_CTX *, SSL_psk_use_session_cb_func)) \
+	X(void, SSL_set_psk_use_session_callback, (SSL *, SSL_psk_use_session_cb_func)) \
+	X(void, SSL_CTX_set_msg_callback, (SSL_CTX *, kp_msg_cb))                  \
 	X(BIO *, SSL_get_wbio, (const SSL *))                                      \
 	X(void *, SSL_get_ex_data, (const SSL *, int))                             \
 	X(uint64_t, SSL_clear_options, (SSL *, uint64_t))                          \
@@ -155,6 +171,10 @@ typedef int (*kp_security_cb)(const SSL *, const SSL_CTX *, int, int, int, void 
 #define KP_CRYPTO_FUNCS(X)                                                        \
 	X(BIO *, BIO_new_socket, (int, int))                                       \
 	X(long, BIO_ctrl, (BIO *, int, long, void *))                              \
+	X(int, BIO_up_ref, (BIO *))                                                \
+	X(int, BIO_free, (BIO *))                                                  \
+	X(void, ERR_new, (void))                                                   \
+	X(void, ERR_set_error, (int, int, const char *, ...))                      \
 	X(int, BIO_method_type, (const BIO *))                                     \
 	X(long, BIO_int_ctrl, (BIO *, int, long, int))                             \
 	X(X509_STORE_CTX *, X509_STORE_CTX_new, (void))                            \

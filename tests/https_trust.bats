@@ -17,11 +17,12 @@ setup() {
 teardown() { servers_stop; }
 
 # nginx's view of each request, from a log: "<uri> <fields...>" with the
-# fields named (reused: the session was resumed, curve, cipher, dn).
+# fields named (status, reused: the session was resumed, curve, cipher, dn).
 _tls_view() {
 	awk -v want="$2" 'BEGIN { n = split(want, w, " ") }
 		{ line = $4; for (i = 1; i <= n; i++) {
-			f = w[i] == "reused" ? $7 : w[i] == "curve" ? $8 : w[i] == "cipher" ? $9 : $NF
+			f = w[i] == "status" ? $5 : w[i] == "reused" ? $7 : w[i] == "curve" ? $8 \
+			    : w[i] == "cipher" ? $9 : $NF
 			line = line " " f }
 		  print line }' "$1" | sort
 }
@@ -184,4 +185,89 @@ python_steps() { steps "$1" "$PYTHON" "$SCRIPTS/tls_trust.py" "$SERVER_PORT" "$T
 		assert_same_output
 		assert_server_saw_same reused
 	done
+}
+
+# ------------------------------------------------------------ found by a review of the above
+
+# probe SCENARIO [ARG]: tests/clients/tls_probe.c, without and with the shim
+probe() {
+	run_both "$N_REQ" "$CLIENTS/tls_probe" "$1" "$SERVER_PORT" "$TLS" "${@:2}"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_same_output
+	cat "$BATS_TEST_TMPDIR/shim.out"
+}
+
+@test "client certificate chain: the same leaf sent without its intermediate is not handed the chain's connection (C, python)" {
+	for v in 13 12; do
+		use_tls $v
+		N_REQ=2 probe chain
+		assert_server_saw_same "status dn"
+		# nginx verified the chain, and refused the leaf alone
+		run awk '{ print $5 }' "$BATS_TEST_TMPDIR/plain.log"
+		assert_output "$(printf '200\n400')"
+	done
+	use_tls 13
+	run_both 2 "$PYTHON" "$SCRIPTS/tls_chain.py" "$SERVER_PORT" "$TLS"
+	assert_both_ok
+	assert_same_output
+	assert_server_saw_same "status dn"
+}
+
+@test "groups set through SSL_CONF_cmd (libssl's own calls) are compared too (TLS 1.3, 1.2)" {
+	for v in 13 12; do
+		use_tls $v
+		N_REQ=1 probe conf_groups
+		assert_server_saw_same "curve"
+	done
+}
+
+@test "SSL_clear after its connection served another SSL: the server sees its own certificate again" {
+	use_tls 13
+	# (its third connection may resume a session of the pool's where it
+	# set none: the fallback; what it is and presents must be its own)
+	run_both 3 "$CLIENTS/tls_probe" restore "$SERVER_PORT" "$TLS" fresh
+	assert_both_ok
+	assert_equal "$(grep '^A ' "$BATS_TEST_TMPDIR/shim.out")" "$(grep '^A ' "$BATS_TEST_TMPDIR/plain.out")"
+	assert_server_saw_same "status dn"
+	run grep -c 'CN=client-a' "$NGINX_DIR/access.log"
+	assert_output 3
+}
+
+@test "SSL_clear with two BIOs of the program's: they are its own again (SSL_get_fd)" {
+	use_tls 13
+	N_REQ=2 probe restore_bio
+}
+
+@test "SSL_clear after the next connect(), and after the pool dropped the connection: works as without the shim" {
+	use_tls 13
+	N_REQ=3 probe clear_after_dial
+	N_REQ=4 run_both 4 env KEEPALIVE_MAX_IDLE_PER_HOST=1 "$CLIENTS/tls_probe" evict "$SERVER_PORT" "$TLS"
+	assert_both_ok
+	assert_same_output
+}
+
+@test "several certificates, the current one without its key: the one sent is the program's choice (TLS 1.2)" {
+	use_tls 12
+	N_REQ=1 probe several_certs
+	assert_server_saw_same "dn"
+}
+
+@test "custom TLS extensions: the program's callback runs in its handshake (no pooled connection)" {
+	use_tls 13
+	N_REQ=2 probe custom_ext
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "custom extension add callback calls: 1"
+}
+
+@test "resumption is not offered to a context that turned tickets off" {
+	use_tls 13
+	N_REQ=3 probe no_ticket
+	assert_server_saw_same "reused"
+}
+
+@test "SSL_set_accept_state, then SSL_connect on a connected socket: still a server's handshake" {
+	use_tls 13
+	# the server waits for a ClientHello it never gets: both time out
+	CLIENT_TIMEOUT=3 N_REQ=0 probe accept_connect
+	assert_equal "shim status $SHIM_STATUS" "shim status 124"
 }

@@ -4,17 +4,22 @@
 #   tls_make DIR   DIR/ca.pem (the test CA), server.pem/.key (DNS:localhost,
 #                  IP:127.0.0.1, IP:::1), client-a.pem/.key and client-b
 #                  (client certificates from the CA), other-ca.pem (a CA
-#                  that signed nothing here: trusting only it must fail)
+#                  that signed nothing here: trusting only it must fail),
+#                  client-rsa.pem/.key (an RSA client certificate),
+#                  int.pem (an intermediate CA), client-int.pem/.key (a
+#                  client certificate under it) and client-chain.pem (that
+#                  certificate followed by int.pem)
 
 _tls_key() { openssl genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256 -out "$1" 2>/dev/null; }
+_tls_rsa_key() { openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$1" 2>/dev/null; }
 
-# _tls_cert DIR NAME SUBJECT EXTENSIONS: NAME.pem signed by DIR/ca
+# _tls_cert DIR NAME SUBJECT EXTENSIONS [CA] [KEYGEN]: NAME.pem signed by DIR/CA (ca)
 _tls_cert() {
-	local dir=$1 name=$2 subj=$3 ext=$4
-	_tls_key "$dir/$name.key" &&
+	local dir=$1 name=$2 subj=$3 ext=$4 ca=${5:-ca}
+	${6:-_tls_key} "$dir/$name.key" &&
 		openssl req -new -key "$dir/$name.key" -subj "$subj" -out "$dir/$name.csr" 2>/dev/null &&
 		printf '%s\n' "$ext" >"$dir/$name.ext" &&
-		openssl x509 -req -in "$dir/$name.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" \
+		openssl x509 -req -in "$dir/$name.csr" -CA "$dir/$ca.pem" -CAkey "$dir/$ca.key" \
 			-CAcreateserial -days 3650 -extfile "$dir/$name.ext" \
 			-out "$dir/$name.pem" 2>/dev/null
 }
@@ -34,5 +39,10 @@ basicConstraints=CA:FALSE
 extendedKeyUsage=serverAuth" &&
 		_tls_cert "$dir" client-a "/CN=client-a" "extendedKeyUsage=clientAuth" &&
 		_tls_cert "$dir" client-b "/CN=client-b" "extendedKeyUsage=clientAuth" &&
+		_tls_cert "$dir" client-rsa "/CN=client-rsa" "extendedKeyUsage=clientAuth" ca _tls_rsa_key &&
+		_tls_cert "$dir" int "/CN=libkeepalive test intermediate" "basicConstraints=critical,CA:TRUE
+keyUsage=keyCertSign,cRLSign" &&
+		_tls_cert "$dir" client-int "/CN=client-under-int" "extendedKeyUsage=clientAuth" int &&
+		cat "$dir/client-int.pem" "$dir/int.pem" >"$dir/client-chain.pem" &&
 		chmod -R a+rX "$dir"
 }
