@@ -27,6 +27,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -129,12 +131,28 @@ static uint64_t netns_of(pid_t pid)
 	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
 }
 
+/* The network namespace a socket lives in (SIOCGSKNS, which the kernel
+ * allows only with CAP_NET_ADMIN).  Returns false when it cannot tell. */
+static bool socket_netns(int fd, uint64_t *ns)
+{
+	int nsfd = ioctl(fd, SIOCGSKNS);
+	if (nsfd < 0)
+		return false;
+	struct stat st;
+	bool ok = fstat(nsfd, &st) == 0;
+	close(nsfd);
+	if (ok)
+		*ns = st.st_ino;
+	return ok;
+}
+
 /* ------------------------------------------------------------ clients */
 
+/* Keeps the order of the others (oldest first). */
 static void client_drop(unsigned i)
 {
 	close(clients[i].fd);
-	clients[i] = clients[--n_clients];
+	memmove(&clients[i], &clients[i + 1], (--n_clients - i) * sizeof(clients[0]));
 }
 
 static void accept_clients(int lfd)
@@ -159,13 +177,10 @@ static void accept_clients(int lfd)
 			close(fd);
 			continue;
 		}
+		/* 0 when the process is gone already (it handed over its
+		 * connections as it exited): then its message's own word is taken,
+		 * checked against the socket where the kernel lets us (serve) */
 		uint64_t ns = netns_of(cred.pid);
-		if (!ns) {
-			logmsg(2, "refused pid %d: cannot read its network namespace", (int)cred.pid);
-			counts.refused++;
-			close(fd);
-			continue;
-		}
 		if (n_clients == MAX_CLIENTS) {
 			logmsg(2, "refused pid %d: %d clients already", (int)cred.pid, MAX_CLIENTS);
 			close(fd);
@@ -180,10 +195,10 @@ static void reply(struct client *cl, const struct bk_msg *req)
 	struct bk_msg m;
 	struct pool_key key = req->key;
 	struct pool_meta meta;
-	key.netns = cl->netns;
+	key.netns = req->netns; /* checked against the peer's in serve() */
 	uint64_t now = now_ms();
 	int fd = pool_checkout(&key, now, &meta);
-	bk_encode(&m, BK_REPLY, fd >= 0 ? BK_OK : BK_NONE, cl->netns, &req->key, fd >= 0 ? &meta : NULL);
+	bk_encode(&m, BK_REPLY, fd >= 0 ? BK_OK : BK_NONE, req->netns, &req->key, fd >= 0 ? &meta : NULL);
 
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
@@ -248,12 +263,15 @@ static bool serve(unsigned i)
 	}
 	struct bk_msg m;
 	const char *why = NULL;
+	uint64_t ns;
 	int truncated = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
 	if (bk_decode(buf, (size_t)n, nfds, truncated, BK_AT_BROKER, &m, &why) == 0 &&
-	    m.netns != cl->netns)
+	    ((cl->netns && m.netns != cl->netns) || !m.netns))
 		why = "network namespace is not the sender's";
 	else if (why == NULL && m.type == BK_PUT)
 		why = bk_check_conn(fds[0], &m.key, getsockopt);
+	if (!why && m.type == BK_PUT && socket_netns(fds[0], &ns) && ns != m.netns)
+		why = "connection is from another network namespace";
 	if (why) {
 		logmsg(2, "refused a message from pid %d: %s (%zd bytes, %u fds)", (int)cl->pid, why,
 		       n, nfds);
@@ -267,7 +285,7 @@ static bool serve(unsigned i)
 		return true;
 	}
 	/* BK_PUT: the key's namespace is the one the connection was made in */
-	m.key.netns = cl->netns;
+	m.key.netns = m.netns;
 	if (!op_alive(fds[0]) || pool_checkin(&m.key, fds[0], &m.meta, now_ms()) < 0) {
 		close(fds[0]);
 		return true;
@@ -520,14 +538,18 @@ int main(int argc, char **argv)
 				op_close(p->fd);
 			}
 		}
-		/* clients from the last down: client_drop moves the last into i */
-		for (unsigned i = n_clients; i-- > 0;) {
+		/* oldest client first: a process that exited handing over its
+		 * connection was here before the one that wants it next */
+		unsigned served_n = n_clients;
+		bool done[MAX_CLIENTS] = { false };
+		for (unsigned i = 0; i < served_n; i++) {
 			short re = pfd[1 + i].revents;
-			if (!re)
-				continue;
-			if (!serve(i) || (re & (POLLHUP | POLLERR) && !(re & POLLIN)))
-				client_drop(i);
+			if (re)
+				done[i] = !serve(i) || (re & (POLLHUP | POLLERR) && !(re & POLLIN));
 		}
+		for (unsigned i = served_n; i-- > 0;)
+			if (done[i])
+				client_drop(i);
 		if (pfd[0].revents)
 			accept_clients(lfd);
 	}

@@ -4,6 +4,7 @@
  */
 #include "broker_check.h"
 
+#include <errno.h>
 #include <limits.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -62,7 +63,8 @@ const char *bk_check_dir(const char *sock_path)
 	else
 		snprintf(dir, sizeof(dir), "%.*s", (int)(slash - sock_path), sock_path);
 	if (lstat(dir, &st) < 0)
-		return "socket directory missing";
+		return errno == ENOENT ? "socket directory missing"
+				       : "cannot reach the socket directory (another user's?)";
 	if (S_ISLNK(st.st_mode))
 		return "socket directory is a symlink";
 	if (!S_ISDIR(st.st_mode))

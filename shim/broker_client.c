@@ -38,7 +38,11 @@ void kp_broker_init(void)
 		return;
 	const char *why = bk_check_dir(kp_cfg.broker_path);
 	if (why) {
-		kp_warn("not using the broker at %s: %s", kp_cfg.broker_path, why);
+		/* no directory: no broker was ever started there, nothing odd */
+		if (!strcmp(why, "socket directory missing"))
+			kp_info("not using the broker at %s: %s", kp_cfg.broker_path, why);
+		else
+			kp_warn("not using the broker at %s: %s", kp_cfg.broker_path, why);
 		return;
 	}
 	struct stat st;
