@@ -253,3 +253,34 @@ python_loop() { echo "for i in \$(seq $1); do $PYTHON -c 'import sys, urllib.req
 	assert_failure
 	assert_output --partial "group or others"
 }
+
+@test "broker: keepalive --daemon, --status, --stop: a per-user broker for plain LD_PRELOAD processes (KEEPALIVE_BROKER=1)" {
+	nginx_start
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon
+	assert_success
+	BROKER_PID=$(cat "$XDG/keepalive/broker.pid")
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --status
+	assert_success
+	assert_output --partial "running at $XDG/keepalive/broker.sock"
+	# a second --daemon finds it and starts nothing
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon
+	assert_success
+	assert_output --partial "already running"
+	for i in 1 2 3; do
+		run_shim XDG_RUNTIME_DIR="$XDG" KEEPALIVE_BROKER=1 "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+		assert_equal "status $SHIM_STATUS" "status 0"
+	done
+	server_wait_requests 3
+	assert_equal "conns $(nginx_conns)" "conns 1"
+	# keepalive CMD uses the running one rather than starting its own
+	run_shim XDG_RUNTIME_DIR="$XDG" "$WRAP" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	assert_equal "got $(stat_sum broker_got)" "got 1"
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --stop
+	assert_success
+	wait_until _pid_gone "$BROKER_PID"
+	_pid_gone "$BROKER_PID"
+	BROKER_PID=
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --status
+	assert_failure
+}
