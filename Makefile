@@ -99,7 +99,7 @@ bench: $(LIB) build/clients/httpget build/latency-proxy
 # without libFuzzer by $(CC).
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_NAMES := response request rewrite llhttp
+FUZZ_NAMES := response request rewrite llhttp broker
 FUZZ_BINS := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_NAMES))
 REPLAY_BINS := $(patsubst %,build/fuzz-replay/fuzz_%,$(FUZZ_NAMES))
 FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 $(WARN) -Ishim \
@@ -113,6 +113,16 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h shim/framer.c shim/fram
 build/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h shim/framer.c shim/framer.h Makefile
 	@mkdir -p build/fuzz-replay
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c shim/framer.c
+
+# the broker's message decoder (pool/broker_proto.c), not the framer
+build/fuzz/fuzz_broker: tests/fuzz/fuzz_broker.c tests/fuzz/fuzz.h pool/broker_proto.c pool/broker_proto.h pool/pool.h Makefile
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang (apt-get install clang)" >&2; exit 1; }
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Ipool -o $@ $< pool/broker_proto.c
+
+build/fuzz-replay/fuzz_broker: tests/fuzz/fuzz_broker.c tests/fuzz/replay.c tests/fuzz/fuzz.h pool/broker_proto.c pool/broker_proto.h pool/pool.h Makefile
+	@mkdir -p build/fuzz-replay
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c pool/broker_proto.c
 
 # our response framer against llhttp on arbitrary bytes (llhttp built for
 # libFuzzer too, without our warnings)
