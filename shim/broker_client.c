@@ -166,6 +166,11 @@ int kp_broker_get(const struct pool_key *key, struct pool_meta *meta)
 	if (why) {
 		for (unsigned j = 0; j < nfds; j++)
 			KP_REAL(close)(fds[j]);
+		/* a connection that died on its way here is no lie: just a miss */
+		if (!strcmp(why, "not an established connection")) {
+			kp_debug("broker gave a dead connection: dialling");
+			return -1;
+		}
 		kp_warn("broker reply refused: %s", why);
 		back_off("bad reply");
 		return -1;

@@ -72,7 +72,9 @@ broker_start() {
 # shell loops: one process per request
 curl_loop() { echo "for i in \$(seq $1); do $CURL -sS http://127.0.0.1:$NGINX_PORT/f || exit 1; done"; }
 ruby_loop() { echo "for i in \$(seq $1); do $RUBY -rnet/http -e 'print Net::HTTP.get(URI(ARGV[0]))' http://127.0.0.1:$NGINX_PORT/f || exit 1; done"; }
-python_loop() { echo "for i in \$(seq $1); do $PYTHON -c 'import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1]).read())' http://127.0.0.1:$NGINX_PORT/f || exit 1; done"; }
+# pyget URL: a command line that prints URL's body (python3 urllib)
+pyget() { echo "$PYTHON -c 'import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1]).read())' $1"; }
+python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PORT/f) || exit 1; done"; }
 
 @test "broker: a shell loop of 20 curl processes under keepalive runs on one connection, same output" {
 	curl_ok || skip "curl cannot start with libasan preloaded"
@@ -130,12 +132,13 @@ python_loop() { echo "for i in \$(seq $1); do $PYTHON -c 'import sys, urllib.req
 }
 
 @test "broker: a process of another uid never gets a connection a root process pooled" {
-	curl_ok || skip "curl cannot start with libasan preloaded"
 	[ "$(id -u)" = 0 ] || skip "needs root to run a client as nobody"
 	command -v setpriv >/dev/null || skip "no setpriv"
 	nginx_start
 	local nobody="setpriv --reuid=65534 --regid=65534 --clear-groups"
-	run_wrapped 5 sh -c "$CURL -sS http://127.0.0.1:$NGINX_PORT/f && for i in 1 2 3; do $nobody $CURL -sS http://127.0.0.1:$NGINX_PORT/f || exit 1; done && $CURL -sS http://127.0.0.1:$NGINX_PORT/f"
+	local get
+	get=$(pyget http://127.0.0.1:$NGINX_PORT/f)
+	run_wrapped 5 sh -c "$get && for i in 1 2 3; do $nobody $get || exit 1; done && $get"
 	assert_both_ok
 	assert_same_output
 	# root: 1 connection, reused by the last root curl; nobody: 3 of its own
@@ -168,9 +171,8 @@ python_loop() { echo "for i in \$(seq $1); do $PYTHON -c 'import sys, urllib.req
 }
 
 @test "broker: killed (SIGKILL) in the middle of a loop: every request still succeeds, on fresh connections" {
-	curl_ok || skip "curl cannot start with libasan preloaded"
 	nginx_start
-	run_wrapped 10 sh -c "for i in \$(seq 10); do $CURL -sS http://127.0.0.1:$NGINX_PORT/f || exit 1; [ \$i = 5 ] && kill -9 \$KEEPALIVE_BROKER_PID; done; exit 0"
+	run_wrapped 10 sh -c "for i in \$(seq 10); do $(pyget http://127.0.0.1:$NGINX_PORT/f) || exit 1; [ \$i = 5 ] && kill -9 \$KEEPALIVE_BROKER_PID; done; exit 0"
 	assert_both_ok
 	assert_plain_output_is "$NGINX_DIR/www/f" 10
 	assert_same_output
@@ -180,7 +182,6 @@ python_loop() { echo "for i in \$(seq $1); do $PYTHON -c 'import sys, urllib.req
 }
 
 @test "broker: junk, truncated, oversized messages and wrong fds are refused with a log line; it keeps serving" {
-	curl_ok || skip "curl cannot start with libasan preloaded"
 	nginx_start
 	broker_start
 	run "$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" junk 127.0.0.1 "$NGINX_PORT"
@@ -200,10 +201,10 @@ python_loop() { echo "for i in \$(seq $1); do $PYTHON -c 'import sys, urllib.req
 		grep -q "refused a message from pid [0-9]*: $why" "$log" || fail "no log line: $why"
 	done
 	kill -0 "$BROKER_PID"
-	# and it still serves: a loop of curls shares one connection
+	# and it still serves: four processes share one connection
 	nginx_reset
 	for i in 1 2 3 4; do
-		run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$CURL" -sS "http://127.0.0.1:$NGINX_PORT/f"
+		run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
 		assert_equal "status $SHIM_STATUS" "status 0"
 	done
 	server_wait_requests 4
@@ -219,15 +220,14 @@ python_loop() { echo "for i in \$(seq $1); do $PYTHON -c 'import sys, urllib.req
 }
 
 @test "broker: a connection its server closed while in the broker is not handed out" {
-	curl_ok || skip "curl cannot start with libasan preloaded"
 	# the server closes a connection idle for 300 ms (without a word)
 	scripted_start idle_close300
 	broker_start KEEPALIVE_LOG=debug
-	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$CURL" -sS "http://127.0.0.1:$SCRIPTED_PORT/"
+	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SCRIPTED_PORT" / 1
 	assert_equal "status $SHIM_STATUS" "status 0"
 	assert_equal "gave $(stat_value broker_gave)" "gave 1"
 	sleep 0.8
-	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$CURL" -sS "http://127.0.0.1:$SCRIPTED_PORT/"
+	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SCRIPTED_PORT" / 1
 	assert_equal "status $SHIM_STATUS" "status 0"
 	assert_equal "got $(stat_value broker_got)" "got 0"
 	assert_equal "replayed $(stat_value replayed)" "replayed 0"
@@ -236,16 +236,15 @@ python_loop() { echo "for i in \$(seq $1); do $PYTHON -c 'import sys, urllib.req
 }
 
 @test "broker: none running at KEEPALIVE_BROKER, or its directory open to others: requests go on as before" {
-	curl_ok || skip "curl cannot start with libasan preloaded"
 	nginx_start
-	run_shim KEEPALIVE_BROKER="$XDG/none/broker.sock" "$CURL" -sS "http://127.0.0.1:$NGINX_PORT/f"
+	run_shim KEEPALIVE_BROKER="$XDG/none/broker.sock" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
 	assert_equal "status $SHIM_STATUS" "status 0"
 	mkdir -m 0777 "$XDG/open"
-	run_shim KEEPALIVE_BROKER="$XDG/open/broker.sock" "$CURL" -sS "http://127.0.0.1:$NGINX_PORT/f"
+	run_shim KEEPALIVE_BROKER="$XDG/open/broker.sock" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
 	assert_equal "status $SHIM_STATUS" "status 0"
 	grep -q "not using the broker .*open to group or others" "$BATS_TEST_TMPDIR/shim.err"
 	ln -s "$XDG/open" "$XDG/link"
-	run_shim KEEPALIVE_BROKER="$XDG/link/broker.sock" "$CURL" -sS "http://127.0.0.1:$NGINX_PORT/f"
+	run_shim KEEPALIVE_BROKER="$XDG/link/broker.sock" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
 	assert_equal "status $SHIM_STATUS" "status 0"
 	grep -q "not using the broker .*symlink" "$BATS_TEST_TMPDIR/shim.err"
 	# and the broker itself refuses such a directory, saying why
@@ -283,4 +282,16 @@ python_loop() { echo "for i in \$(seq $1); do $PYTHON -c 'import sys, urllib.req
 	BROKER_PID=
 	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --status
 	assert_failure
+}
+
+@test "broker: a process that exits without closing its finished connection hands it over too" {
+	nginx_start
+	run_wrapped 5 sh -c "for i in 1 2 3 4 5; do $CLIENTS/exit_open 127.0.0.1 $NGINX_PORT /f || exit 1; done"
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "$(count_matches '^HTTP/1\.1 200 OK' "$BATS_TEST_TMPDIR/plain.out")" 5
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 5"
+	assert_equal "wrapped requests $SHIM_REQS" "wrapped requests 5"
+	[ "$SHIM_CONNS" -le 2 ] || fail "wrapped conns $SHIM_CONNS, want 1 (2 at most)"
+	[ "$(stat_sum broker_gave)" -eq 5 ] || fail "broker_gave $(stat_sum broker_gave)"
 }
