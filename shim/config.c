@@ -173,6 +173,9 @@ void kp_config_load(void)
 		kp_cfg.disabled = true;
 	if ((s = getenv("KEEPALIVE_STATS")) && *s && strcmp(s, "0") != 0)
 		kp_cfg.stats = true;
+	if ((s = getenv("KEEPALIVE_STATS_FILE")) && *s &&
+	    snprintf(kp_cfg.stats_file, sizeof(kp_cfg.stats_file), "%s", s) >= (int)sizeof(kp_cfg.stats_file))
+		kp_cfg.stats_file[0] = 0;
 	if ((s = getenv("KEEPALIVE_PORTS")) && kp_parse_ports(s, kp_cfg.ports) < 0) {
 		warn_setting("KEEPALIVE_PORTS", s, "want e.g. 80,8080,9000-9010, using 80,443,8080,8443");
 		kp_parse_ports(default_ports, kp_cfg.ports);
@@ -195,6 +198,10 @@ void kp_stats_print(void)
 {
 	char line[512];
 	size_t n = 0;
+	bool any = false;
+#define KP_STAT_ANY(name) any = any || __atomic_load_n(&kp_stats.name, __ATOMIC_RELAXED);
+	KP_STATS(KP_STAT_ANY)
+#undef KP_STAT_ANY
 	n += (size_t)snprintf(line, sizeof(line), "libkeepalive:");
 #define KP_STAT_PRINT(name)                                                                          \
 	if (n < sizeof(line))                                                                        \
@@ -205,5 +212,18 @@ void kp_stats_print(void)
 	if (n >= sizeof(line) - 1)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
-	KP_REAL(write)(2, line, n);
+	if (!kp_cfg.stats_file[0]) {
+		KP_REAL(write)(2, line, n);
+		return;
+	}
+	/* for the wrapper's one line per command: a process that did nothing
+	 * (a shell, a pyenv shim) says nothing; one short O_APPEND write per
+	 * process, so lines never interleave */
+	if (!any)
+		return;
+	int fd = KP_REAL(open)(kp_cfg.stats_file, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return;
+	KP_REAL(write)(fd, line, n);
+	KP_REAL(close)(fd);
 }

@@ -12,6 +12,8 @@ enum kp_log_level { KP_LOG_OFF = 0, KP_LOG_ERROR, KP_LOG_WARN, KP_LOG_INFO, KP_L
 struct kp_config {
 	bool disabled;            /* KEEPALIVE_DISABLE=1, or a setuid process */
 	bool stats;               /* KEEPALIVE_STATS=1 */
+	char stats_file[256];     /* KEEPALIVE_STATS_FILE: append the line there
+	                             (the wrapper sums them), "" stderr */
 	int log_level;            /* KEEPALIVE_LOG */
 	int log_fd;               /* stderr or KEEPALIVE_LOG_FILE */
 	uint64_t idle_ms;         /* KEEPALIVE_IDLE_MS: max idle time in the pool */

@@ -90,6 +90,11 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	[ "$SHIM_CONNS" -le 2 ] || fail "wrapped conns $SHIM_CONNS, want 1 (2 at most)"
 	[ "$(stat_sum broker_got)" -ge 18 ] || fail "broker_got $(stat_sum broker_got)"
 	[ "$(stat_sum broker_gave)" -eq 20 ] || fail "broker_gave $(stat_sum broker_gave)"
+	# KEEPALIVE_STATS=1: one line for the whole command, its 20 curls (the
+	# shell did nothing and adds nothing)
+	assert_equal "$(grep -c '^libkeepalive: ' <<<"$SHIM_STATS")" 1
+	assert_equal "$(grep -o 'processes=[0-9]*' <<<"$SHIM_STATS")" "processes=20"
+	assert_equal "$(stat_sum connects)" 20
 }
 
 @test "broker: a loop of ruby -e Net::HTTP.get processes reuses one connection, same output" {
