@@ -308,3 +308,28 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	[ "$SHIM_CONNS" -le 2 ] || fail "wrapped conns $SHIM_CONNS, want 1 (2 at most)"
 	[ "$(stat_sum broker_gave)" -eq 5 ] || fail "broker_gave $(stat_sum broker_gave)"
 }
+
+@test "broker: xargs -P 8 running 200 curls: same output, about 8 server connections" {
+	curl_ok || skip "curl cannot start with libasan preloaded"
+	nginx_start
+	run_wrapped 200 sh -c "seq 200 | xargs -P 8 -I{} $CURL -sS http://127.0.0.1:$NGINX_PORT/f"
+	assert_both_ok
+	assert_plain_output_is "$NGINX_DIR/www/f" 200
+	assert_same_output
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 200"
+	assert_equal "wrapped requests $SHIM_REQS" "wrapped requests 200"
+	# at most 8 at a time are in use; a process dials only when the broker
+	# has none idle (a little slack for a hand-over still on its way)
+	[ "$SHIM_CONNS" -le 10 ] || fail "wrapped conns $SHIM_CONNS, want about 8"
+}
+
+@test "broker: a shell loop of 10 wget processes under keepalive runs on one connection, same output" {
+	command -v wget >/dev/null || skip "no wget"
+	nginx_start
+	run_wrapped 10 sh -c "for i in \$(seq 10); do wget -q -O - http://127.0.0.1:$NGINX_PORT/f || exit 1; done"
+	assert_both_ok
+	assert_plain_output_is "$NGINX_DIR/www/f" 10
+	assert_same_output
+	assert_equal "wrapped requests $SHIM_REQS" "wrapped requests 10"
+	[ "$SHIM_CONNS" -le 2 ] || fail "wrapped conns $SHIM_CONNS, want 1 (2 at most)"
+}
