@@ -16,6 +16,7 @@
  * A malformed message costs its sender the connection and a log line.
  */
 #include <errno.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <netinet/in.h>
@@ -53,7 +54,7 @@ static struct client clients[MAX_CLIENTS];
 static unsigned n_clients;
 static int log_level = 2; /* 0 off, 1 error, 2 warn, 3 info, 4 debug */
 static int log_fd = 2;
-static volatile sig_atomic_t stop;
+static volatile sig_atomic_t stop, status_asked;
 static struct {
 	uint64_t got, gave, missed, refused, dropped;
 } counts;
@@ -394,6 +395,46 @@ static void on_signal(int sig)
 	stop = 1;
 }
 
+static void on_usr1(int sig)
+{
+	(void)sig;
+	status_asked = 1;
+}
+
+/* SIGUSR1: write what we hold and our counters to path (keepalive
+ * --status shows it), whole or not at all (a rename). */
+static void write_status(const char *path, const char *sock, uint64_t started)
+{
+	char tmp[PATH_MAX + 8];
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	FILE *f = fopen(tmp, "we");
+	if (!f)
+		return;
+	uint64_t now = now_ms();
+	static struct pool_entry e[MAX_POOLED_POLL];
+	size_t n = pool_list(e, MAX_POOLED_POLL);
+	fprintf(f, "keepalive-broker pid %d at %s, up %llu s, %u clients\n", (int)getpid(), sock,
+		(unsigned long long)((now - started) / 1000), n_clients);
+	fprintf(f, "counters: got=%llu gave=%llu missed=%llu refused=%llu dropped=%llu\n",
+		(unsigned long long)counts.got, (unsigned long long)counts.gave,
+		(unsigned long long)counts.missed, (unsigned long long)counts.refused,
+		(unsigned long long)counts.dropped);
+	fprintf(f, "idle connections: %zu\n", n);
+	for (size_t i = 0; i < n; i++) {
+		char addr[INET6_ADDRSTRLEN] = "?";
+		inet_ntop(e[i].key.family, e[i].key.addr, addr, sizeof(addr));
+		fprintf(f, "  %s%s%s:%u netns %llu: %u requests served, idle %llu ms, expires in %llu ms\n",
+			e[i].key.family == AF_INET6 ? "[" : "", addr, e[i].key.family == AF_INET6 ? "]" : "",
+			e[i].key.port, (unsigned long long)e[i].key.netns, e[i].meta.requests,
+			(unsigned long long)(now - e[i].meta.parked_ms),
+			(unsigned long long)(e[i].expires_ms > now ? e[i].expires_ms - now : 0));
+	}
+	if (fclose(f) == 0)
+		rename(tmp, path);
+	else
+		unlink(tmp);
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: keepalive-broker [--socket PATH] [--exit-ms MS] [--with-parent]\n"
@@ -456,6 +497,9 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	struct sigaction su = { .sa_handler = on_usr1 };
+	sigaction(SIGUSR1, &su, NULL);
+	uint64_t started = now_ms();
 
 	int lfd = activated_fd();
 	bool bound = false;
@@ -501,8 +545,19 @@ int main(int argc, char **argv)
 	uint64_t last_busy = now_ms();
 	static struct pollfd pfd[1 + MAX_CLIENTS + MAX_POOLED_POLL];
 	static int pooled[MAX_POOLED_POLL];
+	char status_path[PATH_MAX + 16] = "";
+	if (bound) {
+		snprintf(status_path, sizeof(status_path), "%s", pidfile);
+		char *dot = strrchr(status_path, '.');
+		if (dot)
+			snprintf(dot, sizeof(status_path) - (size_t)(dot - status_path), ".status");
+	}
 	while (!stop) {
 		uint64_t now = now_ms();
+		if (status_asked && status_path[0]) {
+			status_asked = 0;
+			write_status(status_path, path, started);
+		}
 		pool_expire(now);
 		if (n_clients || pool_size())
 			last_busy = now;
@@ -568,6 +623,7 @@ int main(int argc, char **argv)
 	if (bound && stat(path, &now_st) == 0 && now_st.st_ino == lst.st_ino) {
 		unlink(path);
 		unlink(pidfile);
+		unlink(status_path);
 	}
 	logmsg(3, "exiting: got=%llu gave=%llu missed=%llu refused=%llu dropped=%llu",
 	       (unsigned long long)counts.got, (unsigned long long)counts.gave,

@@ -376,6 +376,20 @@ int pool_take_fd(int fd, struct pool_key *key, struct pool_meta *meta)
 	return r;
 }
 
+size_t pool_list(struct pool_entry *out, size_t cap)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&lock);
+	struct idle *e;
+	DL_FOREACH2(all_idle, e, gnext) {
+		if (n == cap)
+			break;
+		out[n++] = (struct pool_entry){ e->fd, e->dest->key, e->meta, e->expires_ms };
+	}
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
 uint64_t pool_next_expiry(void)
 {
 	uint64_t next = UINT64_MAX;

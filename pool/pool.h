@@ -105,6 +105,18 @@ bool pool_owns_fd(int fd, bool take);
  * its key and record.  Returns 0, or -1 when fd is not pooled. */
 int pool_take_fd(int fd, struct pool_key *key, struct pool_meta *meta);
 
+/* One idle socket, as pool_list() shows it. */
+struct pool_entry {
+	int fd;
+	struct pool_key key;
+	struct pool_meta meta;
+	uint64_t expires_ms;
+};
+
+/* Copy up to cap idle sockets' entries into out, oldest first; returns
+ * the count.  For a status display. */
+size_t pool_list(struct pool_entry *out, size_t cap);
+
 /* The earliest expiry of any idle socket (for a timer), or UINT64_MAX
  * when the pool is empty. */
 uint64_t pool_next_expiry(void);

@@ -284,6 +284,12 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	done
 	server_wait_requests 3
 	assert_equal "conns $(nginx_conns)" "conns 1"
+	# --status shows what it holds and its counters
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --status
+	assert_success
+	assert_line --partial "counters: got=3 gave=2 missed=1 refused=0"
+	assert_line "idle connections: 1"
+	assert_line --regexp "^  127\.0\.0\.1:$NGINX_PORT netns [0-9]+: 3 requests served, idle [0-9]+ ms, expires in [0-9]+ ms$"
 	# keepalive CMD uses the running one rather than starting its own
 	run_shim XDG_RUNTIME_DIR="$XDG" "$WRAP" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
 	assert_equal "status $SHIM_STATUS" "status 0"

@@ -179,6 +179,12 @@ int main(void)
 	CHECK(pool_checkin(&kn, 12, &meta, 300) == 0);
 	CHECK(pool_checkout(&k, 400, &mout) == -1);
 	CHECK(pool_checkout(&kn, 400, &mout) == 12);
+	CHECK(pool_checkin(&kn, 12, &meta, 450) == 0);
+	CHECK(pool_checkin(&k, 13, &meta, 460) == 0);
+	struct pool_entry ents[4];
+	CHECK(pool_list(ents, 4) == 2 && ents[0].fd == 12 && ents[1].fd == 13 &&
+	      ents[0].key.netns == 7 && ents[1].expires_ms == 1460 && ents[0].meta.parked_ms == 450);
+	CHECK(pool_list(ents, 1) == 1);
 
 	printf("test_broker_proto: %d passed, %d failed\n", passed, failed);
 	return failed != 0;
