@@ -339,3 +339,36 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	assert_equal "wrapped requests $SHIM_REQS" "wrapped requests 10"
 	[ "$SHIM_CONNS" -le 2 ] || fail "wrapped conns $SHIM_CONNS, want 1 (2 at most)"
 }
+
+@test "broker: a process in another network namespace never gets a connection pooled in ours" {
+	[ "$(id -u)" = 0 ] || skip "needs root for unshare -n"
+	unshare -n true 2>/dev/null || skip "unshare -n not permitted here"
+	nginx_start
+	broker_start
+	# ours: a connection to 127.0.0.1:PORT goes to the broker
+	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	assert_equal "gave $(stat_value broker_gave)" "gave 1"
+	# another namespace: its own server at the same address and port
+	local other="$BATS_TEST_TMPDIR/other"
+	mkdir -p "$other"
+	echo "the other namespace's server" >"$other/f"
+	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" unshare -n sh -c "
+		ip link set lo up
+		cd '$other' && env -u LD_PRELOAD '$PYTHON' -m http.server --bind 127.0.0.1 $NGINX_PORT >/dev/null 2>&1 &
+		for i in \$(seq 200); do
+			env -u LD_PRELOAD '$PYTHON' -c 'import socket, sys; socket.create_connection((\"127.0.0.1\", int(sys.argv[1])))' $NGINX_PORT 2>/dev/null && break
+			sleep 0.05
+		done
+		'$PYTHON' '$PRODUCT_CLIENTS/urllib_get.py' 127.0.0.1 $NGINX_PORT /f 1; rc=\$?
+		kill %1; exit \$rc"
+	assert_equal "status $SHIM_STATUS" "status 0"
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/shim.out")" "the other namespace's server"
+	assert_equal "got $(stat_sum broker_got)" "got 0"
+	# and ours is still there for us
+	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	assert_equal "got $(stat_value broker_got)" "got 1"
+	server_wait_requests 2
+	assert_equal "conns $(nginx_conns)" "conns 1"
+}
