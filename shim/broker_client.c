@@ -51,12 +51,12 @@ void kp_broker_init(void)
 		return;
 	}
 	our_netns = st.st_ino;
-	enabled = true;
+	__atomic_store_n(&enabled, true, __ATOMIC_RELAXED);
 }
 
 bool kp_broker_enabled(void)
 {
-	return enabled;
+	return __atomic_load_n(&enabled, __ATOMIC_RELAXED);
 }
 
 static void back_off(const char *why)
@@ -89,7 +89,7 @@ static int dial(void)
 	if (KP_REAL(getsockopt)(s, SOL_SOCKET, SO_PEERCRED, &cred, &l) < 0 || cred.uid != geteuid()) {
 		KP_REAL(close)(s);
 		kp_warn("broker at %s is not run by our uid: not used", kp_cfg.broker_path);
-		enabled = false;
+		__atomic_store_n(&enabled, false, __ATOMIC_RELAXED);
 		return -1;
 	}
 	return s;
@@ -119,7 +119,7 @@ static ssize_t recv_reply(int s, struct msghdr *mh, uint64_t deadline)
 
 int kp_broker_get(const struct pool_key *key, struct pool_meta *meta)
 {
-	if (!enabled)
+	if (!kp_broker_enabled())
 		return -1;
 	uint64_t deadline = kp_now_ms() + kp_cfg.broker_timeout_ms;
 	int s = dial();
@@ -184,7 +184,7 @@ int kp_broker_get(const struct pool_key *key, struct pool_meta *meta)
 
 int kp_broker_put(int *link, const struct pool_key *key, int fd, const struct pool_meta *meta)
 {
-	if (!enabled)
+	if (!kp_broker_enabled())
 		return -1;
 	if (*link < 0 && (*link = dial()) < 0)
 		return -1;

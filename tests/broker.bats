@@ -64,7 +64,7 @@ broker_start() {
 	mkdir -p -m 0700 "$XDG/b"
 	BROKER_SOCK="$XDG/b/broker.sock"
 	env -u LD_PRELOAD "$@" "$BROKER" --socket "$BROKER_SOCK" </dev/null \
-		>/dev/null 2>>"$BATS_TEST_TMPDIR/broker.log" &
+		>/dev/null 2>>"$BATS_TEST_TMPDIR/broker.log" 3>&- &
 	BROKER_PID=$!
 	wait_until test -S "$BROKER_SOCK"
 }
@@ -162,7 +162,7 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	chmod 0755 "$OPEN_DIR"
 	local open="$OPEN_DIR"
 	"$PYTHON" "$BROKER_CLIENT" "$open/broker.sock" listen-exec "$BROKER" </dev/null \
-		>/dev/null 2>"$BATS_TEST_TMPDIR/broker.log" &
+		>/dev/null 2>"$BATS_TEST_TMPDIR/broker.log" 3>&- &
 	BROKER_PID=$!
 	wait_until test -S "$open/broker.sock"
 	# root hands in a connection, nobody asks for it, root still gets it
@@ -268,14 +268,15 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 
 @test "broker: keepalive --daemon, --status, --stop: a per-user broker for plain LD_PRELOAD processes (KEEPALIVE_BROKER=1)" {
 	nginx_start
-	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon
+	# (3>&-: the detached broker must not hold bats' output open)
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon 3>&-
 	assert_success
 	BROKER_PID=$(cat "$XDG/keepalive/broker.pid")
 	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --status
 	assert_success
 	assert_output --partial "running at $XDG/keepalive/broker.sock"
 	# a second --daemon finds it and starts nothing
-	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon 3>&-
 	assert_success
 	assert_output --partial "already running"
 	for i in 1 2 3; do
@@ -355,13 +356,14 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	echo "the other namespace's server" >"$other/f"
 	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" unshare -n sh -c "
 		ip link set lo up
-		cd '$other' && env -u LD_PRELOAD '$PYTHON' -m http.server --bind 127.0.0.1 $NGINX_PORT >/dev/null 2>&1 &
+		cd '$other' && env -u LD_PRELOAD '$PYTHON' -m http.server --bind 127.0.0.1 $NGINX_PORT >/dev/null 2>&1 3>&- &
+		srv=\$!
 		for i in \$(seq 200); do
 			env -u LD_PRELOAD '$PYTHON' -c 'import socket, sys; socket.create_connection((\"127.0.0.1\", int(sys.argv[1])))' $NGINX_PORT 2>/dev/null && break
 			sleep 0.05
 		done
 		'$PYTHON' '$PRODUCT_CLIENTS/urllib_get.py' 127.0.0.1 $NGINX_PORT /f 1; rc=\$?
-		kill %1; exit \$rc"
+		kill \$srv; wait \$srv; exit \$rc"
 	assert_equal "status $SHIM_STATUS" "status 0"
 	assert_equal "$(cat "$BATS_TEST_TMPDIR/shim.out")" "the other namespace's server"
 	assert_equal "got $(stat_sum broker_got)" "got 0"

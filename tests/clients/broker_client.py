@@ -148,7 +148,9 @@ def listen_exec(path, argv):
     s.bind(path)
     os.chmod(path, 0o777)
     s.listen(16)
-    os.dup2(s.fileno(), 3)  # dup2 leaves fd 3 inheritable
+    if s.fileno() != 3:
+        os.dup2(s.fileno(), 3)
+    os.set_inheritable(3, True)  # the socket may be fd 3 already
     env = dict(os.environ, LISTEN_FDS="1", LISTEN_PID=str(os.getpid()))
     os.execve(argv[0], argv, env)
 
