@@ -8,9 +8,14 @@ LDLIBS  := -ldl -pthread
 LDMAP   := -Wl,--version-script=shim/exports.map
 PREFIX  ?= /usr/local
 
-SRCS := $(wildcard shim/*.c) $(wildcard pool/*.c)
+# the library: the shim and the pool (not the broker's main)
+SRCS := $(wildcard shim/*.c) $(filter-out pool/broker.c,$(wildcard pool/*.c))
 HDRS := $(wildcard shim/*.h) $(wildcard pool/*.h) shim/exports.map
 LIB  := build/libkeepalive.so
+# the per-user pool process (DESIGN 8): its own small program, never
+# preloaded, sharing pool.c's policy
+BROKER := build/keepalive-broker
+BROKER_SRCS := pool/broker.c pool/broker_proto.c pool/broker_check.c pool/pool.c
 ASAN_LIB := build/libkeepalive-asan.so
 TSAN_LIB := build/libkeepalive-tsan.so
 # the rtld-audit module (LD_AUDIT) that lets RTLD_DEEPBIND libraries see
@@ -19,14 +24,18 @@ AUDIT_LIB := build/libkeepalive-audit.so
 SAN  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # the pure modules (no syscalls): unit-tested and fuzzed on their own
-PURE_SRCS := $(wildcard shim/framer.c pool/pool.c)
+PURE_SRCS := $(wildcard shim/framer.c pool/pool.c pool/broker_proto.c)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
 .PHONY: all asan tsan test test-asan unit bats clients clean install fuzz fuzz-build bench
-all: $(LIB) $(AUDIT_LIB)
+all: $(LIB) $(AUDIT_LIB) $(BROKER)
+
+$(BROKER): $(BROKER_SRCS) $(wildcard pool/*.h) Makefile
+	@mkdir -p build
+	$(CC) -std=gnu11 -D_GNU_SOURCE -pthread $(WARN) -Ipool $(CFLAGS) -o $@ $(BROKER_SRCS) -pthread
 
 $(LIB): $(SRCS) $(HDRS) Makefile
 	@mkdir -p build
@@ -102,7 +111,7 @@ bench: $(LIB) build/clients/httpget build/latency-proxy
 # without libFuzzer by $(CC).
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_NAMES := response request rewrite llhttp
+FUZZ_NAMES := response request rewrite llhttp broker
 FUZZ_BINS := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_NAMES))
 REPLAY_BINS := $(patsubst %,build/fuzz-replay/fuzz_%,$(FUZZ_NAMES))
 FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 $(WARN) -Ishim \
@@ -116,6 +125,16 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h shim/framer.c shim/fram
 build/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h shim/framer.c shim/framer.h Makefile
 	@mkdir -p build/fuzz-replay
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c shim/framer.c
+
+# the broker's message decoder (pool/broker_proto.c), not the framer
+build/fuzz/fuzz_broker: tests/fuzz/fuzz_broker.c tests/fuzz/fuzz.h pool/broker_proto.c pool/broker_proto.h pool/pool.h Makefile
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang (apt-get install clang)" >&2; exit 1; }
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -Ipool -o $@ $< pool/broker_proto.c
+
+build/fuzz-replay/fuzz_broker: tests/fuzz/fuzz_broker.c tests/fuzz/replay.c tests/fuzz/fuzz.h pool/broker_proto.c pool/broker_proto.h pool/pool.h Makefile
+	@mkdir -p build/fuzz-replay
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c pool/broker_proto.c
 
 # our response framer against llhttp on arbitrary bytes (llhttp built for
 # libFuzzer too, without our warnings)
@@ -154,7 +173,7 @@ unit: $(UNIT_BINS) $(REPLAY_BINS)
 
 clients: $(CLIENT_BINS)
 
-bats: $(LIB) $(TSAN_LIB) clients
+bats: $(LIB) $(BROKER) $(TSAN_LIB) clients
 	bats tests/*.bats
 
 # everything: the unit tests, the suites against the library, and the same
@@ -162,16 +181,17 @@ bats: $(LIB) $(TSAN_LIB) clients
 test: $(LIB) unit bats test-asan
 
 # the whole bats suite with the ASan+UBSan build of the library
-test-asan: $(ASAN_LIB) $(TSAN_LIB) clients
+test-asan: $(ASAN_LIB) $(BROKER) $(TSAN_LIB) clients
 	KEEPALIVE_ASAN=1 KEEPALIVE_PRELOAD="$$($(CC) -print-file-name=libasan.so) $(CURDIR)/$(ASAN_LIB)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 bats tests/*.bats
 
-install: $(LIB) $(AUDIT_LIB)
+install: $(LIB) $(AUDIT_LIB) $(BROKER)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
 	install -m 0644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libkeepalive.so
 	install -m 0644 $(AUDIT_LIB) $(DESTDIR)$(PREFIX)/lib/libkeepalive-audit.so
 	install -m 0755 scripts/keepalive $(DESTDIR)$(PREFIX)/bin/keepalive
 	install -D -m 0755 scripts/compare $(DESTDIR)$(PREFIX)/lib/libkeepalive/compare
+	install -m 0755 $(BROKER) $(DESTDIR)$(PREFIX)/bin/keepalive-broker
 
 clean:
 	rm -rf build

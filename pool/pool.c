@@ -219,11 +219,26 @@ static void close_all(const int *fds, size_t n)
 		ops.close(fds[i]);
 }
 
+/* A live socket the caps pushed out: someone else (the broker) may want
+ * it.  Outside the lock. */
+struct victim {
+	int fd;
+	struct pool_key key;
+	struct pool_meta meta;
+};
+
+static void evict_all(const struct victim *v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!ops.evicted || ops.evicted(v[i].fd, &v[i].key, &v[i].meta) < 0)
+			ops.close(v[i].fd);
+}
+
 #define EVICT_BATCH 16
 
 int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *meta, uint64_t now_ms)
 {
-	int victims[EVICT_BATCH];
+	struct victim victims[EVICT_BATCH];
 	size_t n_victims = 0;
 
 	if (!cfg.max_per_dest || !cfg.max_total)
@@ -272,19 +287,19 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 	/* Per-destination cap: drop this destination's oldest (the stack's tail). */
 	while (d->count > cfg.max_per_dest && n_victims < EVICT_BATCH) {
 		struct idle *old = d->stack->dprev; /* utlist: head->prev is the tail */
-		victims[n_victims++] = old->fd;
+		victims[n_victims++] = (struct victim){ old->fd, d->key, old->meta };
 		unlink_idle(old); /* d survives: it still holds e */
 		free(old);
 	}
 	/* Total cap: drop the oldest anywhere. */
 	while (n_idle > cfg.max_total && n_victims < EVICT_BATCH) {
 		struct idle *old = all_idle;
-		victims[n_victims++] = old->fd;
+		victims[n_victims++] = (struct victim){ old->fd, old->dest->key, old->meta };
 		unlink_idle(old);
 		free(old);
 	}
 	pthread_mutex_unlock(&lock);
-	close_all(victims, n_victims);
+	evict_all(victims, n_victims);
 	return 0;
 }
 
@@ -340,6 +355,51 @@ bool pool_owns_fd(int fd, bool take)
 	}
 	pthread_mutex_unlock(&lock);
 	return found;
+}
+
+int pool_take_fd(int fd, struct pool_key *key, struct pool_meta *meta)
+{
+	int r = -1;
+	pthread_mutex_lock(&lock);
+	struct idle *e;
+	DL_FOREACH2(all_idle, e, gnext) {
+		if (e->fd == fd) {
+			*key = e->dest->key;
+			*meta = e->meta;
+			unlink_idle(e);
+			free(e);
+			r = 0;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&lock);
+	return r;
+}
+
+size_t pool_list(struct pool_entry *out, size_t cap)
+{
+	size_t n = 0;
+	pthread_mutex_lock(&lock);
+	struct idle *e;
+	DL_FOREACH2(all_idle, e, gnext) {
+		if (n == cap)
+			break;
+		out[n++] = (struct pool_entry){ e->fd, e->dest->key, e->meta, e->expires_ms };
+	}
+	pthread_mutex_unlock(&lock);
+	return n;
+}
+
+uint64_t pool_next_expiry(void)
+{
+	uint64_t next = UINT64_MAX;
+	pthread_mutex_lock(&lock);
+	struct idle *e;
+	DL_FOREACH2(all_idle, e, gnext)
+		if (e->expires_ms < next)
+			next = e->expires_ms;
+	pthread_mutex_unlock(&lock);
+	return next;
 }
 
 unsigned pool_expire(uint64_t now_ms)

@@ -26,6 +26,10 @@ struct pool_key {
 	uint16_t port;   /* host byte order */
 	uint32_t scope;  /* IPv6 scope id */
 	uint8_t addr[16];
+	/* network namespace (inode of /proc/PID/ns/net): the broker's pool
+	 * serves many processes, and the same address in another namespace is
+	 * another server.  0 in the in-process pool. */
+	uint64_t netns;
 };
 
 #define POOL_TAG_MAX 192
@@ -53,6 +57,10 @@ struct pool_ops {
 	/* 1 if the idle socket is still usable (nothing to read, no EOF, no
 	 * error), 0 if not. Must not block. */
 	int (*alive)(int fd);
+	/* Optional: a live socket the caps push out (not an expired or dead
+	 * one).  Returns 0 when it took fd (the library hands it to the
+	 * broker), -1 to have it closed. */
+	int (*evicted)(int fd, const struct pool_key *key, const struct pool_meta *meta);
 };
 
 /* (Re)initialise an empty pool.  Not thread-safe against other calls. */
@@ -92,6 +100,26 @@ void pool_learnt(const struct pool_key *key, uint64_t now_ms, uint64_t *idle_cap
  * it without closing it (the program is about to close or replace that fd
  * number itself). */
 bool pool_owns_fd(int fd, bool take);
+
+/* Remove the idle socket fd from the pool without closing it, and give
+ * its key and record.  Returns 0, or -1 when fd is not pooled. */
+int pool_take_fd(int fd, struct pool_key *key, struct pool_meta *meta);
+
+/* One idle socket, as pool_list() shows it. */
+struct pool_entry {
+	int fd;
+	struct pool_key key;
+	struct pool_meta meta;
+	uint64_t expires_ms;
+};
+
+/* Copy up to cap idle sockets' entries into out, oldest first; returns
+ * the count.  For a status display. */
+size_t pool_list(struct pool_entry *out, size_t cap);
+
+/* The earliest expiry of any idle socket (for a timer), or UINT64_MAX
+ * when the pool is empty. */
+uint64_t pool_next_expiry(void);
 
 /* Close everything that expired by now_ms.  Returns the number closed. */
 unsigned pool_expire(uint64_t now_ms);

@@ -118,6 +118,26 @@ static int parse_level(const char *s)
 	return -1;
 }
 
+/* KEEPALIVE_BROKER: a socket path, or 1 for the per-user default (where
+ * keepalive-broker listens by default). */
+static void broker_path(const char *s)
+{
+	char *p = kp_cfg.broker_path;
+	size_t cap = sizeof(kp_cfg.broker_path);
+	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	int n;
+	if (!strcmp(s, "1") && xdg && *xdg == '/')
+		n = snprintf(p, cap, "%s/keepalive/broker.sock", xdg);
+	else if (!strcmp(s, "1"))
+		n = snprintf(p, cap, "/tmp/keepalive-%u/broker.sock", (unsigned)geteuid());
+	else
+		n = snprintf(p, cap, "%s", s);
+	if (n < 0 || (size_t)n >= cap || p[0] != '/') {
+		warn_setting("KEEPALIVE_BROKER", s, "want an absolute socket path shorter than 108 bytes, or 1");
+		p[0] = 0;
+	}
+}
+
 void kp_config_load(void)
 {
 	static const char default_ports[] = "80,443,8080,8443";
@@ -169,6 +189,10 @@ void kp_config_load(void)
 		warn_setting("KEEPALIVE_PORTS", s, "want e.g. 80,8080,9000-9010, using 80,443,8080,8443");
 		kp_parse_ports(default_ports, kp_cfg.ports);
 	}
+	if ((s = getenv("KEEPALIVE_BROKER")) && *s && strcmp(s, "0") != 0)
+		broker_path(s);
+	kp_cfg.broker_timeout_ms = 100;
+	env_u64("KEEPALIVE_BROKER_TIMEOUT_MS", 1, 10000, &kp_cfg.broker_timeout_ms);
 	env_u64("KEEPALIVE_IDLE_MS", 1, 24ull * 3600 * 1000, &kp_cfg.idle_ms);
 	env_u64("KEEPALIVE_QUIET_MS", 10, 600000, &kp_cfg.quiet_ms);
 	v = kp_cfg.max_idle_per_dest;

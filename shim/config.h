@@ -20,6 +20,8 @@ struct kp_config {
 	unsigned max_idle_total;  /* KEEPALIVE_MAX_IDLE */
 	uint64_t quiet_ms;        /* KEEPALIVE_QUIET_MS: see conn.c, lost framing */
 	uint8_t ports[65536 / 8]; /* KEEPALIVE_PORTS as a bitmap */
+	char broker_path[108];    /* KEEPALIVE_BROKER: the broker's socket, "" none */
+	uint64_t broker_timeout_ms; /* KEEPALIVE_BROKER_TIMEOUT_MS: longest wait for it */
 };
 
 extern struct kp_config kp_cfg;
@@ -65,7 +67,9 @@ void kp_log_write(int level, const char *func, const char *fmt, ...)
 	X(passthrough) /* tracked connections the shim stepped aside from */ \
 	X(tls_reused)  /* SSL handshakes answered with a pooled TLS connection */ \
 	X(tls_declined) /* pooled TLS connections a handshake could not take */ \
-	X(tls_resumed) /* cached TLS sessions offered to a fresh handshake */
+	X(tls_resumed) /* cached TLS sessions offered to a fresh handshake */ \
+	X(broker_got)  /* connections the broker handed us */                \
+	X(broker_gave) /* idle connections handed to the broker */
 
 #define KP_STAT_FIELD(name) uint64_t name;
 struct kp_stats {

@@ -22,6 +22,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "broker_check.h"
+#include "broker_client.h"
 #include "config.h"
 #include "fdtable.h"
 #include "real.h"
@@ -56,6 +58,22 @@ static int pool_alive_fd(int fd)
 	return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
+/* A live socket the local caps push out goes to the broker, if there is
+ * one, rather than to close(): another process may want it.  A TLS one
+ * cannot leave (its state is ours): the pool closes it. */
+static int pool_evicted_fd(int fd, const struct pool_key *key, const struct pool_meta *meta)
+{
+	int link = -1;
+	if (!kp_broker_enabled() || kp_tls_is_parked(fd) || kp_broker_put(&link, key, fd, meta) < 0) {
+		kp_broker_close(link);
+		return -1;
+	}
+	kp_broker_close(link);
+	kp_fd_swap(fd, NULL);
+	KP_REAL(close)(fd);
+	return 0;
+}
+
 void kp_conn_init(void)
 {
 	struct pool_config pc = {
@@ -63,8 +81,10 @@ void kp_conn_init(void)
 		.max_per_dest = kp_cfg.max_idle_per_dest,
 		.max_total = kp_cfg.max_idle_total,
 	};
-	struct pool_ops ops = { .close = pool_close_fd, .alive = pool_alive_fd };
+	struct pool_ops ops = { .close = pool_close_fd, .alive = pool_alive_fd,
+				.evicted = pool_evicted_fd };
 	pool_init(&pc, &ops);
+	kp_broker_init();
 }
 
 /* ------------------------------------------------------------ fd budget */
@@ -681,6 +701,40 @@ static int adopt_pooled(int fd, int p, struct kp_conn *c, const struct pool_meta
 	return 0;
 }
 
+/* Hand pooled socket p (the local pool's, or the broker's) to the
+ * program's fd as its connection.  p is closed either way.  Returns 0
+ * when fd now holds it, -1 when it could not be adopted (dropped). */
+static int hand_out(int fd, struct kp_conn *c, int p, const struct pool_meta *meta, uint64_t now)
+{
+	kp_fd_swap(p, NULL);
+	struct kp_tls *t = kp_tls_unpark(p); /* a whole TLS connection */
+	/* its SSL went back to its program (SSL_clear) */
+	int ok = t && kp_tls_dead(t) ? (errno = ESTALE, -1) : adopt_pooled(fd, p, c, meta);
+	KP_REAL(close)(p);
+	if (ok == 0) {
+		c->state = KP_ACTIVE;
+		/* handed to the program's SSL at its handshake, if it matches */
+		c->tls_pending = t != NULL;
+		__atomic_store_n(&c->tls, t, __ATOMIC_RELEASE);
+		c->reused = true;
+		c->first = KP_FIRST_UNSENT;
+		c->parked_ms = meta->parked_ms;
+		c->sent_ms = now; /* the first request follows at once, as a rule */
+		c->served_at_checkout = meta->requests;
+		c->served = meta->requests;
+		c->ka_timeout = meta->ka_timeout;
+		c->ka_max = meta->ka_max;
+		kp_count(reused);
+		kp_debug("fd %d: reused a pooled connection (%u requests served)", fd, meta->requests);
+		return 0;
+	}
+	if (t)
+		kp_tls_put(t);
+	kp_count(dropped);
+	kp_debug("fd %d: could not adopt pooled socket: %s", fd, strerror(errno));
+	return -1;
+}
+
 int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
@@ -738,33 +792,19 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	uint64_t now = kp_now_ms();
 	while ((p = pool_checkout(&key, now, &meta)) >= 0 ||
 	       (take_finished(&key) && (p = pool_checkout(&key, now, &meta)) >= 0)) {
-		kp_fd_swap(p, NULL);
-		struct kp_tls *t = kp_tls_unpark(p); /* a whole TLS connection */
-		/* its SSL went back to its program (SSL_clear) */
-		int ok = t && kp_tls_dead(t) ? (errno = ESTALE, -1) : adopt_pooled(fd, p, c, &meta);
-		KP_REAL(close)(p);
-		if (ok == 0) {
-			c->state = KP_ACTIVE;
-			/* handed to the program's SSL at its handshake, if it matches */
-			c->tls_pending = t != NULL;
-			__atomic_store_n(&c->tls, t, __ATOMIC_RELEASE);
-			c->reused = true;
-			c->first = KP_FIRST_UNSENT;
-			c->parked_ms = meta.parked_ms;
-			c->sent_ms = now; /* the first request follows at once, as a rule */
-			c->served_at_checkout = meta.requests;
-			c->served = meta.requests;
-			c->ka_timeout = meta.ka_timeout;
-			c->ka_max = meta.ka_max;
-			kp_count(reused);
-			kp_debug("fd %d: reused a pooled connection (%u requests served)", fd, meta.requests);
+		if (hand_out(fd, c, p, &meta, now) == 0) {
 			errno = saved;
 			return 0;
 		}
-		if (t)
-			kp_tls_put(t);
-		kp_count(dropped);
-		kp_debug("fd %d: could not adopt pooled socket: %s", fd, strerror(errno));
+	}
+	/* the local pool stays first: only a miss asks the broker */
+	if ((p = kp_broker_get(&key, &meta)) >= 0) {
+		if (kp_fd_conn(p)) /* a number whose close went past us */
+			kp_forget_fd(p, false);
+		if (hand_out(fd, c, p, &meta, now) == 0) {
+			errno = saved;
+			return 0;
+		}
 	}
 	errno = saved;
 	int r = KP_REAL(connect)(fd, addr, len);
@@ -2450,4 +2490,65 @@ void kp_conn_after_fork_child(void)
 	__atomic_store_n(&n_finished, 0, __ATOMIC_RELAXED);
 	kp_fdtab_after_fork_child();
 	pool_after_fork_child();
+}
+
+/* ------------------------------------------------------------ exit */
+
+/* The process is exiting: its idle plain-HTTP connections go to the
+ * broker, oldest first (the broker's stack then has the newest on top),
+ * so the next process finds them.  TLS ones stay: their state dies with
+ * us (and OpenSSL may be torn down already: leave it alone). */
+/* A finished connection the program never closed (the response complete,
+ * nothing owed but an EOF): as idle as a closed one.  Park a copy; the
+ * program's own fd dies with the process.  Only sockets still connected
+ * to their key's destination: a close we never saw (a raw syscall) may
+ * have left the number to a file. */
+static void park_unclosed(void)
+{
+	for (unsigned fd = 0; fd < kp_fdtab_len; fd++) {
+		struct kp_conn *c = kp_fd_conn((int)fd);
+		if (!c || c == KP_POOLED || !conn_lock(c, (int)fd))
+			continue;
+		if (!c->tls && c->refs == 1 && parkable(c) &&
+		    !bk_check_conn((int)fd, &c->key, KP_REAL(getsockopt)) && park((int)fd, c, false, 0) >= 0) {
+			c->poolable = false; /* a second exit path must not park it again */
+			kp_count(parked);
+			kp_debug("fd %d: parked at exit, never closed", fd);
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+}
+
+void kp_conn_exit(void)
+{
+	if (!kp_broker_enabled())
+		return;
+	park_unclosed();
+	if (!pool_size())
+		return;
+	static int fds[256];
+	static struct leaving {
+		int fd;
+		struct pool_key key;
+		struct pool_meta meta;
+	} out[256];
+	size_t n = pool_fds(fds, sizeof(fds) / sizeof(fds[0])), m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!kp_tls_is_parked(fds[i]) && pool_take_fd(fds[i], &out[m].key, &out[m].meta) == 0)
+			out[m++].fd = fds[i];
+	/* insertion sort by park time (at most 256) */
+	for (size_t i = 1; i < m; i++)
+		for (size_t j = i; j > 0 && out[j - 1].meta.parked_ms > out[j].meta.parked_ms; j--) {
+			struct leaving t = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	int link = -1;
+	for (size_t i = 0; i < m; i++) {
+		/* sent or not, our copy goes: we are exiting */
+		kp_broker_put(&link, &out[i].key, out[i].fd, &out[i].meta);
+		kp_fd_swap(out[i].fd, NULL);
+		KP_REAL(close)(out[i].fd);
+	}
+	kp_broker_close(link);
 }

@@ -123,6 +123,8 @@ struct kp_conn {
 
 /* Called from the constructor. */
 void kp_conn_init(void);
+/* From the destructor: idle connections go to the broker, if any. */
+void kp_conn_exit(void);
 
 uint64_t kp_now_ms(void);
 

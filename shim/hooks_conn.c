@@ -56,6 +56,9 @@ __attribute__((constructor)) static void kp_init(void)
 
 __attribute__((destructor)) static void kp_fini(void)
 {
+	/* not in a child that forgot the pool, nor when we never started */
+	if (!kp_cfg.disabled && kp_fdtab_len && getpid() == __atomic_load_n(&our_pid, __ATOMIC_RELAXED))
+		kp_conn_exit();
 	if (kp_cfg.stats)
 		kp_stats_print();
 }

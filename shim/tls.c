@@ -784,6 +784,17 @@ struct kp_tls *kp_tls_unpark(int hidden)
 	return e;
 }
 
+bool kp_tls_is_parked(int hidden)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	struct kp_tls *e;
+	pthread_mutex_lock(&tls_lock);
+	HASH_FIND_INT(parked, &hidden, e);
+	pthread_mutex_unlock(&tls_lock);
+	return e != NULL;
+}
+
 /* ------------------------------------------------------------ hand-out */
 
 static bool same_str(const char *a, const char *b)

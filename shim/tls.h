@@ -60,6 +60,10 @@ void kp_tls_offer_session(void *ssl, const struct pool_key *key);
 bool kp_tls_dead(struct kp_tls *e);
 struct kp_tls *kp_tls_unpark(int hidden);
 
+/* Is a TLS connection parked at hidden?  (It then cannot leave the
+ * process: its TLS state lives here.) */
+bool kp_tls_is_parked(int hidden);
+
 /* Drop one reference (the last frees the engine's SSL). */
 void kp_tls_put(struct kp_tls *e);
 

@@ -45,9 +45,26 @@ def resp_header(code, splits=()):
     return h.ljust(16, b"\0")
 
 
+def broker_seeds():
+    """well-formed broker messages (pool/broker_proto.h, struct bk_msg),
+    each behind its control byte (fds, side)"""
+    def msg(typ, status, family, port, addr):
+        m = struct.pack("=IHHIIQ", 0x6B61626B, 1, typ, status, 0, 4026531840)
+        m += struct.pack("=HHI16sQ", family, port, 0, addr.ljust(16, b"\0"), 0)
+        m += struct.pack("=IiiIQH192s6x", 3, 5, 100, 0, 12345, 4, b"tag!")
+        return m
+    lo4, lo6 = b"\x7f\0\0\x01", b"\0" * 15 + b"\x01"
+    return [
+        b"\x01" + msg(1, 0, 2, 8080, lo4),   # PUT, one fd
+        b"\x00" + msg(2, 0, 10, 80, lo6),    # GET
+        b"\x05" + msg(3, 0, 2, 8080, lo4),   # REPLY with its fd
+        b"\x04" + msg(3, 1, 2, 8080, lo4),   # REPLY: none
+    ]
+
+
 def main():
     corpus, out = sys.argv[1], sys.argv[2]
-    seeds = {"response": [], "request": [], "rewrite": [], "llhttp": []}
+    seeds = {"response": [], "request": [], "rewrite": [], "llhttp": [], "broker": []}
     gets = []
     for sub in ("response", "response-hand"):
         for path in files(os.path.join(corpus, sub)):
@@ -66,6 +83,7 @@ def main():
         data = open(path, "rb").read()
         seeds["request"].append(struct.pack("<HH", len(data) // 2, len(data) // 3) + data)
         seeds["rewrite"].append(data)
+    seeds["broker"] = broker_seeds()
     for name, lst in seeds.items():
         d = os.path.join(out, name)
         shutil.rmtree(d, ignore_errors=True)

@@ -1,0 +1,85 @@
+/*
+ * broker_proto.c - encoding and checking the broker's messages (see
+ * broker_proto.h).  Pure: no syscalls, no allocation.
+ */
+#include "broker_proto.h"
+
+#include <string.h>
+#include <sys/socket.h>
+
+void bk_encode(struct bk_msg *m, enum bk_type type, enum bk_status status, uint64_t netns,
+	       const struct pool_key *key, const struct pool_meta *meta)
+{
+	memset(m, 0, sizeof(*m));
+	m->magic = BK_MAGIC;
+	m->version = BK_VERSION;
+	m->type = (uint16_t)type;
+	m->status = (uint32_t)status;
+	m->netns = netns;
+	if (key)
+		m->key = *key;
+	if (meta)
+		m->meta = *meta;
+}
+
+static int key_ok(const struct pool_key *k)
+{
+	static const uint8_t zero[12];
+	if (!k->port)
+		return 0;
+	if (k->family == AF_INET)
+		return !k->scope && !memcmp(k->addr + 4, zero, sizeof(zero));
+	return k->family == AF_INET6;
+}
+
+#define REFUSE(text)             \
+	do {                     \
+		*why = (text);   \
+		return -1;       \
+	} while (0)
+
+int bk_decode(const void *buf, size_t len, unsigned nfds, int truncated, enum bk_side side,
+	      struct bk_msg *out, const char **why)
+{
+	if (truncated || len > sizeof(*out))
+		REFUSE("oversized message");
+	if (len < sizeof(*out))
+		REFUSE("short message");
+	memcpy(out, buf, sizeof(*out)); /* buf may be unaligned */
+	if (out->magic != BK_MAGIC)
+		REFUSE("bad magic");
+	if (out->version != BK_VERSION)
+		REFUSE("unknown protocol version");
+	if (out->reserved)
+		REFUSE("reserved field set");
+	switch (out->type) {
+	case BK_PUT:
+	case BK_GET:
+		if (side != BK_AT_BROKER)
+			REFUSE("request sent to a client");
+		if (out->status)
+			REFUSE("status set in a request");
+		if (nfds != (out->type == BK_PUT ? 1u : 0u))
+			REFUSE(out->type == BK_PUT ? "put without exactly one fd" : "get with an fd");
+		break;
+	case BK_REPLY:
+		if (side != BK_AT_CLIENT)
+			REFUSE("reply sent to the broker");
+		if (out->status != BK_OK && out->status != BK_NONE)
+			REFUSE("unknown reply status");
+		if (nfds != (out->status == BK_OK ? 1u : 0u))
+			REFUSE("reply fd count does not match its status");
+		if (out->status == BK_NONE)
+			return 0;
+		break;
+	default:
+		REFUSE("unknown message type");
+	}
+	if (!key_ok(&out->key))
+		REFUSE("bad destination key");
+	if (out->meta.tag_len > POOL_TAG_MAX)
+		REFUSE("tag too long");
+	if (out->type != BK_GET && out->meta.ka_max < -1)
+		REFUSE("bad keep-alive max");
+	return 0;
+}

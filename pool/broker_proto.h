@@ -1,0 +1,69 @@
+/*
+ * broker_proto.h - the messages between the library and the broker (the
+ * per-user pool process, pool/broker.c).  Prefix: bk_.
+ *
+ * One message is one SOCK_SEQPACKET datagram of exactly sizeof(struct
+ * bk_msg) bytes: the kernel keeps message boundaries, so a client that dies
+ * mid-message leaves nothing half-read, and a message of any other length
+ * is refused whole.  A connection travels beside its message as one fd
+ * (SCM_RIGHTS); the broker never touches the bytes on it.
+ *
+ * Versioned and fixed-size so it can grow: a new field takes reserved
+ * space or a new version; a new request is a new type (a broker that holds
+ * TLS connections itself and relays plaintext would add its own).  Both
+ * ends run on one machine, so integers are in host order.
+ *
+ * Decoding is pure (no syscalls): unit-tested in tests/unit.
+ */
+#ifndef KEEPALIVE_BROKER_PROTO_H
+#define KEEPALIVE_BROKER_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pool.h"
+
+#define BK_MAGIC 0x6b61626bu /* "kbak" */
+#define BK_VERSION 1
+
+enum bk_type {
+	BK_PUT = 1,   /* client -> broker: park this fd under key (one fd) */
+	BK_GET = 2,   /* client -> broker: a connection to key, please */
+	BK_REPLY = 3, /* broker -> client: answer to GET (one fd if BK_OK) */
+};
+
+enum bk_status {
+	BK_OK = 0,   /* an fd is attached */
+	BK_NONE = 1, /* nothing pooled for that key */
+};
+
+struct bk_msg {
+	uint32_t magic;
+	uint16_t version;
+	uint16_t type;   /* enum bk_type */
+	uint32_t status; /* enum bk_status (BK_REPLY), else 0 */
+	uint32_t reserved;
+	/* the sender's network namespace; the broker checks it against the
+	 * peer's own (/proc/PID/ns/net) and keys by what it found */
+	uint64_t netns;
+	struct pool_key key;
+	struct pool_meta meta; /* PUT: the connection's record; REPLY: its */
+};
+
+_Static_assert(sizeof(struct bk_msg) == 280, "bk_msg is a wire format: change BK_VERSION");
+
+/* Which end is decoding: a broker accepts PUT and GET, a client REPLY. */
+enum bk_side { BK_AT_BROKER, BK_AT_CLIENT };
+
+/* Check len bytes received with nfds descriptors (and the kernel's
+ * truncation flags folded into truncated) as a message for side.  Returns
+ * 0 with *out filled, or -1 with *why saying what was wrong (a static
+ * string for the log). */
+int bk_decode(const void *buf, size_t len, unsigned nfds, int truncated, enum bk_side side,
+	      struct bk_msg *out, const char **why);
+
+/* Fill a message (zeroing what is not given). */
+void bk_encode(struct bk_msg *m, enum bk_type type, enum bk_status status, uint64_t netns,
+	       const struct pool_key *key, const struct pool_meta *meta);
+
+#endif

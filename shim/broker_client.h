@@ -1,0 +1,35 @@
+/*
+ * broker_client.h - the library's side of the broker (pool/broker.c, DESIGN
+ * 8): ask it for a connection before dialling, hand it the idle ones at
+ * exit.  Everything fails open: no broker, a dead, slow or lying one costs
+ * reuse, never a request.  Prefix: kp_broker_.
+ */
+#ifndef KEEPALIVE_BROKER_CLIENT_H
+#define KEEPALIVE_BROKER_CLIENT_H
+
+#include <stdbool.h>
+
+#include "pool.h"
+
+/* From the constructor, after the settings: checks the socket's directory
+ * once (a refusal is logged, and the broker is not used). */
+void kp_broker_init(void);
+
+/* Is a broker configured (KEEPALIVE_BROKER) and its directory sound? */
+bool kp_broker_enabled(void);
+
+/* A pooled connection to key from the broker, checked (a connected TCP
+ * socket whose peer is key's destination), with its record in *meta;
+ * -1 when there is none or the broker did not answer within
+ * KEEPALIVE_BROKER_TIMEOUT_MS. */
+int kp_broker_get(const struct pool_key *key, struct pool_meta *meta);
+
+/* Hand the idle connection fd (plain HTTP only: a TLS connection's state
+ * cannot leave the process) to the broker.  *link is the connection to
+ * the broker, opened on first use (start with -1; kp_broker_close it after
+ * a batch).  Returns 0 when sent (the caller still closes its fd), -1. */
+int kp_broker_put(int *link, const struct pool_key *key, int fd, const struct pool_meta *meta);
+
+void kp_broker_close(int link);
+
+#endif

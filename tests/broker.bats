@@ -1,0 +1,376 @@
+#!/usr/bin/env bats
+# The broker (keepalive-broker, DESIGN 8): separate processes, one per
+# request, share pooled connections through it.  Each test has its own
+# XDG_RUNTIME_DIR (mode 0700) under $BATS_TEST_TMPDIR, so no broker of
+# another test, suite or user is ever reused; the wrapper's brokers live
+# in a mktemp -d directory below it and die with the wrapper.
+
+load helpers
+
+setup_file() {
+	suite_setup
+	make -s -C "$ROOT" build/keepalive-broker >&2
+}
+setup() {
+	XDG="$BATS_TEST_TMPDIR/xdg"
+	mkdir -m 0700 "$XDG"
+	BROKER_PID=
+}
+teardown() {
+	[ -n "$BROKER_PID" ] && _stop_pid "$BROKER_PID"
+	[ -n "${OPEN_DIR:-}" ] && rm -rf "$OPEN_DIR"
+	servers_stop
+}
+
+BROKER="$ROOT/build/keepalive-broker"
+WRAP="$ROOT/scripts/keepalive"
+BROKER_CLIENT="$ROOT/tests/clients/broker_client.py"
+
+# run_wrapped N [VAR=VALUE...] CMD...: CMD without the shim, then under
+# scripts/keepalive (so with a broker for its lifetime); like run_both.
+# The stats lines of all its processes -> SHIM_STATS.
+run_wrapped() {
+	local n="$1"
+	shift
+	server_reset
+	run_plain "$@"
+	[ "$PLAIN_STATUS" -eq 0 ] && server_wait_requests "$n"
+	PLAIN_CONNS=$(server_conns)
+	PLAIN_REQS=$(server_requests)
+	server_reset
+	SHIM_STATUS=0
+	timeout "$CLIENT_TIMEOUT" env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_STATS=1 "$WRAP" "$@" \
+		>"$BATS_TEST_TMPDIR/shim.out" 2>"$BATS_TEST_TMPDIR/shim.err" </dev/null ||
+		SHIM_STATUS=$?
+	SHIM_STATS="$(grep '^libkeepalive: ' "$BATS_TEST_TMPDIR/shim.err" || true)"
+	[ "$SHIM_STATUS" -eq 0 ] && server_wait_requests "$n"
+	SHIM_CONNS=$(server_conns)
+	SHIM_REQS=$(server_requests)
+	echo "plain: status=$PLAIN_STATUS requests=$PLAIN_REQS conns=$PLAIN_CONNS"
+	echo "wrapped: status=$SHIM_STATUS requests=$SHIM_REQS conns=$SHIM_CONNS"
+	echo "wrapped stderr (first lines):"
+	grep -v '^libkeepalive: ' "$BATS_TEST_TMPDIR/shim.err" | head -n 10
+}
+
+# stat_sum NAME: NAME summed over every process's stats line
+stat_sum() {
+	sed -nE "s/.*[ :]$1=([0-9]+).*/\\1/p" <<<"$SHIM_STATS" | awk '{ s += $1 } END { print s + 0 }'
+}
+
+# broker_start [VAR=VALUE...]: a broker of our own at $XDG/b/broker.sock,
+# its log in $BATS_TEST_TMPDIR/broker.log
+broker_start() {
+	mkdir -p -m 0700 "$XDG/b"
+	BROKER_SOCK="$XDG/b/broker.sock"
+	env -u LD_PRELOAD "$@" "$BROKER" --socket "$BROKER_SOCK" </dev/null \
+		>/dev/null 2>>"$BATS_TEST_TMPDIR/broker.log" 3>&- &
+	BROKER_PID=$!
+	wait_until test -S "$BROKER_SOCK"
+}
+
+# shell loops: one process per request
+curl_loop() { echo "for i in \$(seq $1); do $CURL -sS http://127.0.0.1:$NGINX_PORT/f || exit 1; done"; }
+ruby_loop() { echo "for i in \$(seq $1); do $RUBY -rnet/http -e 'print Net::HTTP.get(URI(ARGV[0]))' http://127.0.0.1:$NGINX_PORT/f || exit 1; done"; }
+# pyget URL: a command line that prints URL's body (python3 urllib)
+pyget() { echo "$PYTHON -c 'import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1]).read())' $1"; }
+python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PORT/f) || exit 1; done"; }
+
+@test "broker: a shell loop of 20 curl processes under keepalive runs on one connection, same output" {
+	curl_ok || skip "curl cannot start with libasan preloaded"
+	nginx_start
+	run_wrapped 20 sh -c "$(curl_loop 20)"
+	assert_both_ok
+	assert_plain_output_is "$NGINX_DIR/www/f" 20
+	assert_same_output
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 20"
+	assert_equal "wrapped requests $SHIM_REQS" "wrapped requests 20"
+	# one, or two if the machine was slow enough for the broker to see a
+	# process's question before the last one's hand-over
+	[ "$SHIM_CONNS" -le 2 ] || fail "wrapped conns $SHIM_CONNS, want 1 (2 at most)"
+	[ "$(stat_sum broker_got)" -ge 18 ] || fail "broker_got $(stat_sum broker_got)"
+	[ "$(stat_sum broker_gave)" -eq 20 ] || fail "broker_gave $(stat_sum broker_gave)"
+	# KEEPALIVE_STATS=1: one line for the whole command, its 20 curls (the
+	# shell did nothing and adds nothing)
+	assert_equal "$(grep -c '^libkeepalive: ' <<<"$SHIM_STATS")" 1
+	assert_equal "$(grep -o 'processes=[0-9]*' <<<"$SHIM_STATS")" "processes=20"
+	assert_equal "$(stat_sum connects)" 20
+}
+
+@test "broker: a loop of ruby -e Net::HTTP.get processes reuses one connection, same output" {
+	nginx_start
+	run_wrapped 10 sh -c "$(ruby_loop 10)"
+	assert_both_ok
+	assert_plain_output_is "$NGINX_DIR/www/f" 10
+	assert_same_output
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 10"
+	assert_equal "wrapped requests $SHIM_REQS" "wrapped requests 10"
+	[ "$SHIM_CONNS" -le 2 ] || fail "wrapped conns $SHIM_CONNS, want 1 (2 at most)"
+}
+
+@test "broker: a loop of python3 urllib processes reuses one connection, same output" {
+	nginx_start
+	run_wrapped 10 sh -c "$(python_loop 10)"
+	assert_both_ok
+	assert_plain_output_is "$NGINX_DIR/www/f" 10
+	assert_same_output
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 10"
+	assert_equal "wrapped requests $SHIM_REQS" "wrapped requests 10"
+	[ "$SHIM_CONNS" -le 2 ] || fail "wrapped conns $SHIM_CONNS, want 1 (2 at most)"
+}
+
+@test "broker: plain LD_PRELOAD processes with a long-running broker (KEEPALIVE_BROKER) share one connection" {
+	nginx_start
+	broker_start
+	for i in 1 2 3 4 5; do
+		run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+		assert_equal "status $SHIM_STATUS" "status 0"
+		cat "$BATS_TEST_TMPDIR/shim.out" >>"$BATS_TEST_TMPDIR/all.out"
+	done
+	server_wait_requests 5
+	for i in 1 2 3 4 5; do cat "$NGINX_DIR/www/f"; done | cmp - "$BATS_TEST_TMPDIR/all.out"
+	assert_equal "conns $(nginx_conns)" "conns 1"
+	# the broker stays, holding the connection, after they all exited
+	kill -0 "$BROKER_PID"
+	run "$BROKER_CLIENT" "$BROKER_SOCK" get 127.0.0.1 "$NGINX_PORT"
+	assert_output "got"
+}
+
+@test "broker: a process of another uid never gets a connection a root process pooled" {
+	[ "$(id -u)" = 0 ] || skip "needs root to run a client as nobody"
+	command -v setpriv >/dev/null || skip "no setpriv"
+	nginx_start
+	local nobody="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	local get
+	get=$(pyget http://127.0.0.1:$NGINX_PORT/f)
+	run_wrapped 5 sh -c "$get && for i in 1 2 3; do $nobody $get || exit 1; done && $get"
+	assert_both_ok
+	assert_same_output
+	# root: 1 connection, reused by the last root curl; nobody: 3 of its own
+	assert_equal "wrapped conns $SHIM_CONNS" "wrapped conns 4"
+	assert_equal "got $(stat_sum broker_got)" "got 1"
+	# nobody's library refused root's socket directory, and said why
+	assert_equal "$(count_matches 'not using the broker ' "$BATS_TEST_TMPDIR/shim.err")" 3
+}
+
+@test "broker: refuses a peer of another uid (SO_PEERCRED), served by socket activation (LISTEN_FDS)" {
+	[ "$(id -u)" = 0 ] || skip "needs root to run a client as nobody"
+	command -v setpriv >/dev/null || skip "no setpriv"
+	nginx_start
+	# a socket anyone may reach, so that only the broker's own check stands
+	OPEN_DIR="$(mktemp -d /tmp/keepalive-test-open.XXXXXX)"
+	chmod 0755 "$OPEN_DIR"
+	local open="$OPEN_DIR"
+	"$PYTHON" "$BROKER_CLIENT" "$open/broker.sock" listen-exec "$BROKER" </dev/null \
+		>/dev/null 2>"$BATS_TEST_TMPDIR/broker.log" 3>&- &
+	BROKER_PID=$!
+	wait_until test -S "$open/broker.sock"
+	# root hands in a connection, nobody asks for it, root still gets it
+	run "$PYTHON" "$BROKER_CLIENT" "$open/broker.sock" put 127.0.0.1 "$NGINX_PORT"
+	assert_output "open"
+	run setpriv --reuid=65534 --regid=65534 --clear-groups "$PYTHON" "$BROKER_CLIENT" "$open/broker.sock" get 127.0.0.1 "$NGINX_PORT"
+	refute_output "got"
+	grep -q "refused pid [0-9]*: uid 65534 is not ours" "$BATS_TEST_TMPDIR/broker.log"
+	run "$PYTHON" "$BROKER_CLIENT" "$open/broker.sock" get 127.0.0.1 "$NGINX_PORT"
+	assert_output "got"
+}
+
+@test "broker: killed (SIGKILL) in the middle of a loop: every request still succeeds; reuse resumes when a broker is back" {
+	nginx_start
+	# 1-5 share a connection; after 5 the broker is killed; 6 and 7 dial
+	# their own; after 7 a new broker comes up at the same path; 8 dials
+	# and hands its connection over, 9 and 10 reuse it
+	local get restart
+	get=$(pyget http://127.0.0.1:$NGINX_PORT/f)
+	restart="env -u LD_PRELOAD $BROKER --socket \$KEEPALIVE_BROKER --with-parent </dev/null & while ! $BROKER --check \$KEEPALIVE_BROKER; do sleep 0.01; done"
+	# (the plain half has no broker to kill or restart)
+	run_wrapped 10 sh -c "for i in \$(seq 10); do $get || exit 1; [ -n \"\$KEEPALIVE_BROKER_PID\" ] || continue; [ \$i = 5 ] && kill -9 \$KEEPALIVE_BROKER_PID; [ \$i = 7 ] && { $restart; }; done; exit 0"
+	assert_both_ok
+	assert_plain_output_is "$NGINX_DIR/www/f" 10
+	assert_same_output
+	assert_equal "wrapped requests $SHIM_REQS" "wrapped requests 10"
+	# 1-5, 6, 7, 8-10: 4 connections (5 if the machine was slow)
+	[ "$SHIM_CONNS" -ge 4 ] && [ "$SHIM_CONNS" -le 5 ] || fail "wrapped conns $SHIM_CONNS, want 4"
+	[ "$(stat_sum broker_got)" -ge 5 ] || fail "broker_got $(stat_sum broker_got), want 6"
+}
+
+@test "broker: junk, truncated, oversized messages and wrong fds are refused with a log line; it keeps serving" {
+	nginx_start
+	broker_start
+	run "$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" junk 127.0.0.1 "$NGINX_PORT"
+	assert_success
+	# every bad message costs its sender the connection
+	for c in garbage truncated oversized bad-version bad-magic reply-to-broker other-netns \
+		put-without-fd put-pipe put-udp put-listening put-other-destination put-two-fds; do
+		assert_line "$c closed"
+	done
+	assert_line "vanished ok"
+	local log="$BATS_TEST_TMPDIR/broker.log"
+	cat "$log"
+	for why in "short message" "oversized message" "unknown protocol version" "bad magic" \
+		"reply sent to the broker" "network namespace is not the sender's" \
+		"put without exactly one fd" "not a socket" "not a stream socket" "a listening socket" \
+		"peer is not the key's destination"; do
+		grep -q "refused a message from pid [0-9]*: $why" "$log" || fail "no log line: $why"
+	done
+	kill -0 "$BROKER_PID"
+	# and it still serves: four processes share one connection
+	nginx_reset
+	for i in 1 2 3 4; do
+		run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+		assert_equal "status $SHIM_STATUS" "status 0"
+	done
+	server_wait_requests 4
+	assert_equal "conns $(nginx_conns)" "conns 1"
+}
+
+@test "broker: exits after KEEPALIVE_BROKER_EXIT_MS idle with nothing pooled, and removes its socket" {
+	broker_start KEEPALIVE_BROKER_EXIT_MS=300
+	wait_until _pid_gone "$BROKER_PID"
+	_pid_gone "$BROKER_PID"
+	[ ! -e "$BROKER_SOCK" ]
+	BROKER_PID=
+}
+
+@test "broker: a connection its server closed while in the broker is not handed out" {
+	# the server closes a connection idle for 300 ms (without a word)
+	scripted_start idle_close300
+	broker_start KEEPALIVE_LOG=debug
+	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SCRIPTED_PORT" / 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	assert_equal "gave $(stat_value broker_gave)" "gave 1"
+	sleep 0.8
+	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SCRIPTED_PORT" / 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	assert_equal "got $(stat_value broker_got)" "got 0"
+	assert_equal "replayed $(stat_value replayed)" "replayed 0"
+	assert_equal "conns $(scripted_conns)" "conns 2"
+	grep -q "server closed a pooled connection" "$BATS_TEST_TMPDIR/broker.log"
+}
+
+@test "broker: none running at KEEPALIVE_BROKER, or its directory open to others: requests go on as before" {
+	nginx_start
+	run_shim KEEPALIVE_BROKER="$XDG/none/broker.sock" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	mkdir -m 0777 "$XDG/open"
+	run_shim KEEPALIVE_BROKER="$XDG/open/broker.sock" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	grep -q "not using the broker .*open to group or others" "$BATS_TEST_TMPDIR/shim.err"
+	ln -s "$XDG/open" "$XDG/link"
+	run_shim KEEPALIVE_BROKER="$XDG/link/broker.sock" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	grep -q "not using the broker .*symlink" "$BATS_TEST_TMPDIR/shim.err"
+	# and the broker itself refuses such a directory, saying why
+	run env -u LD_PRELOAD "$BROKER" --socket "$XDG/open/broker.sock"
+	assert_failure
+	assert_output --partial "group or others"
+}
+
+@test "broker: keepalive --daemon, --status, --stop: a per-user broker for plain LD_PRELOAD processes (KEEPALIVE_BROKER=1)" {
+	nginx_start
+	# (3>&-: the detached broker must not hold bats' output open)
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon 3>&-
+	assert_success
+	BROKER_PID=$(cat "$XDG/keepalive/broker.pid")
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --status
+	assert_success
+	assert_output --partial "running at $XDG/keepalive/broker.sock"
+	# a second --daemon finds it and starts nothing
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon 3>&-
+	assert_success
+	assert_output --partial "already running"
+	for i in 1 2 3; do
+		run_shim XDG_RUNTIME_DIR="$XDG" KEEPALIVE_BROKER=1 "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+		assert_equal "status $SHIM_STATUS" "status 0"
+	done
+	server_wait_requests 3
+	assert_equal "conns $(nginx_conns)" "conns 1"
+	# --status shows what it holds and its counters
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --status
+	assert_success
+	assert_line --partial "counters: got=3 gave=2 missed=1 refused=0"
+	assert_line "idle connections: 1"
+	assert_line --regexp "^  127\.0\.0\.1:$NGINX_PORT netns [0-9]+: 3 requests served, idle [0-9]+ ms, expires in [0-9]+ ms$"
+	# keepalive CMD uses the running one rather than starting its own
+	run_shim XDG_RUNTIME_DIR="$XDG" "$WRAP" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	assert_equal "got $(stat_sum broker_got)" "got 1"
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --stop
+	assert_success
+	wait_until _pid_gone "$BROKER_PID"
+	_pid_gone "$BROKER_PID"
+	BROKER_PID=
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --status
+	assert_failure
+}
+
+@test "broker: a process that exits without closing its finished connection hands it over too" {
+	nginx_start
+	run_wrapped 5 sh -c "for i in 1 2 3 4 5; do $CLIENTS/exit_open 127.0.0.1 $NGINX_PORT /f || exit 1; done"
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "$(count_matches '^HTTP/1\.1 200 OK' "$BATS_TEST_TMPDIR/plain.out")" 5
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 5"
+	assert_equal "wrapped requests $SHIM_REQS" "wrapped requests 5"
+	[ "$SHIM_CONNS" -le 2 ] || fail "wrapped conns $SHIM_CONNS, want 1 (2 at most)"
+	[ "$(stat_sum broker_gave)" -eq 5 ] || fail "broker_gave $(stat_sum broker_gave)"
+}
+
+@test "broker: xargs -P 8 running 200 curls: same output, about 8 server connections" {
+	curl_ok || skip "curl cannot start with libasan preloaded"
+	nginx_start
+	run_wrapped 200 sh -c "seq 200 | xargs -P 8 -I{} $CURL -sS http://127.0.0.1:$NGINX_PORT/f"
+	assert_both_ok
+	assert_plain_output_is "$NGINX_DIR/www/f" 200
+	assert_same_output
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 200"
+	assert_equal "wrapped requests $SHIM_REQS" "wrapped requests 200"
+	# at most 8 at a time are in use; a process dials only when the broker
+	# has none idle (a little slack for a hand-over still on its way)
+	[ "$SHIM_CONNS" -le 10 ] || fail "wrapped conns $SHIM_CONNS, want about 8"
+}
+
+@test "broker: a shell loop of 10 wget processes under keepalive runs on one connection, same output" {
+	command -v wget >/dev/null || skip "no wget"
+	nginx_start
+	run_wrapped 10 sh -c "for i in \$(seq 10); do wget -q -O - http://127.0.0.1:$NGINX_PORT/f || exit 1; done"
+	assert_both_ok
+	assert_plain_output_is "$NGINX_DIR/www/f" 10
+	assert_same_output
+	assert_equal "wrapped requests $SHIM_REQS" "wrapped requests 10"
+	[ "$SHIM_CONNS" -le 2 ] || fail "wrapped conns $SHIM_CONNS, want 1 (2 at most)"
+}
+
+@test "broker: a process in another network namespace never gets a connection pooled in ours" {
+	[ "$(id -u)" = 0 ] || skip "needs root for unshare -n"
+	unshare -n true 2>/dev/null || skip "unshare -n not permitted here"
+	nginx_start
+	broker_start
+	# ours: a connection to 127.0.0.1:PORT goes to the broker
+	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	assert_equal "gave $(stat_value broker_gave)" "gave 1"
+	# another namespace: its own server at the same address and port
+	local other="$BATS_TEST_TMPDIR/other"
+	mkdir -p "$other"
+	echo "the other namespace's server" >"$other/f"
+	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" unshare -n sh -c "
+		ip link set lo up
+		cd '$other' && env -u LD_PRELOAD '$PYTHON' -m http.server --bind 127.0.0.1 $NGINX_PORT >/dev/null 2>&1 3>&- &
+		srv=\$!
+		for i in \$(seq 200); do
+			env -u LD_PRELOAD '$PYTHON' -c 'import socket, sys; socket.create_connection((\"127.0.0.1\", int(sys.argv[1])))' $NGINX_PORT 2>/dev/null && break
+			sleep 0.05
+		done
+		'$PYTHON' '$PRODUCT_CLIENTS/urllib_get.py' 127.0.0.1 $NGINX_PORT /f 1; rc=\$?
+		kill \$srv; wait \$srv; exit \$rc"
+	assert_equal "status $SHIM_STATUS" "status 0"
+	assert_equal "$(cat "$BATS_TEST_TMPDIR/shim.out")" "the other namespace's server"
+	assert_equal "got $(stat_sum broker_got)" "got 0"
+	# and ours is still there for us
+	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	assert_equal "got $(stat_value broker_got)" "got 1"
+	server_wait_requests 2
+	assert_equal "conns $(nginx_conns)" "conns 1"
+}

@@ -1,0 +1,63 @@
+/*
+ * fuzz_broker.c - libFuzzer harness for the broker's message decoder
+ * (pool/broker_proto.c, bk_decode): what a hostile or broken peer could
+ * send over the broker's socket.
+ *
+ * Input: a 1-byte control header, then the datagram.
+ *   [0]  bits 0-1: the number of fds that came with it; bit 2: decode at
+ *        the client (else at the broker); bit 3: the kernel said truncated
+ *
+ * abort() unless: the decoder reads only the bytes given (the datagram is
+ * in a buffer of its own size: ASan); an accepted message is exactly one
+ * struct bk_msg with our magic and version, a type the decoding side takes,
+ * the fd count its type and status call for, a valid destination (port,
+ * family, an IPv4 address with nothing past its 4 bytes) and a tag that
+ * fits; it is accepted the same again; a refused one always says why.
+ */
+#include <sys/socket.h>
+
+#include "broker_proto.h"
+#include "fuzz.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 1)
+		return 0;
+	unsigned nfds = data[0] & 3;
+	enum bk_side side = (data[0] & 4) ? BK_AT_CLIENT : BK_AT_BROKER;
+	int truncated = (data[0] >> 3) & 1;
+	size_t len = size - 1;
+	char *p = fz_copy(data + 1, len);
+	struct bk_msg m, again;
+	const char *why = NULL;
+	int rc = bk_decode(p, len, nfds, truncated, side, &m, &why);
+	if (rc < 0) {
+		INVARIANT(rc == -1 && why && *why, "refused without a reason");
+		free(p);
+		return 0;
+	}
+	INVARIANT(rc == 0, "rc %d", rc);
+	INVARIANT(len == sizeof(m) && !truncated, "accepted %zu bytes (truncated %d)", len, truncated);
+	INVARIANT(m.magic == BK_MAGIC && m.version == BK_VERSION && !m.reserved, "header");
+	if (side == BK_AT_BROKER) {
+		INVARIANT(m.type == BK_PUT || m.type == BK_GET, "type %u at the broker", m.type);
+		INVARIANT(nfds == (m.type == BK_PUT ? 1u : 0u), "%u fds with type %u", nfds, m.type);
+		INVARIANT(m.status == 0, "status in a request");
+	} else {
+		INVARIANT(m.type == BK_REPLY, "type %u at a client", m.type);
+		INVARIANT(m.status == BK_OK || m.status == BK_NONE, "status %u", m.status);
+		INVARIANT(nfds == (m.status == BK_OK ? 1u : 0u), "%u fds with status %u", nfds, m.status);
+	}
+	if (m.type != BK_REPLY || m.status == BK_OK) {
+		INVARIANT(m.key.port && (m.key.family == AF_INET || m.key.family == AF_INET6), "key");
+		if (m.key.family == AF_INET)
+			for (int i = 4; i < 16; i++)
+				INVARIANT(!m.key.addr[i] && !m.key.scope, "IPv4 key with more");
+		INVARIANT(m.meta.tag_len <= POOL_TAG_MAX, "tag_len %u", m.meta.tag_len);
+	}
+	INVARIANT(bk_decode(p, len, nfds, truncated, side, &again, &why) == 0 &&
+			  !memcmp(&m, &again, sizeof(m)),
+		  "not the same twice");
+	free(p);
+	return 0;
+}

@@ -1,0 +1,191 @@
+/*
+ * test_broker_proto.c - the broker's message checks (pool/broker_proto.c):
+ * every well-formed message passes, and every way of being malformed
+ * (length, magic, version, type for the wrong side, fd count, key, tag) is
+ * refused with a reason; each message is decoded from right before a
+ * PROT_NONE guard page, so an over-read crashes.  Also the pool calls the
+ * broker relies on: pool_take_fd, pool_next_expiry and the eviction hook.
+ */
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#define GUARD_AREA 4096
+#include "broker_proto.h"
+#include "guard.h"
+#include "pool.h"
+
+static int passed, failed;
+#define CHECK(cond)                                                              \
+	do {                                                                     \
+		if (cond) {                                                      \
+			passed++;                                                \
+		} else {                                                         \
+			failed++;                                                \
+			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
+		}                                                                \
+	} while (0)
+
+static struct pool_key key4(uint16_t port)
+{
+	struct pool_key k;
+	memset(&k, 0, sizeof(k));
+	k.family = AF_INET;
+	k.port = port;
+	inet_pton(AF_INET, "127.0.0.1", k.addr);
+	return k;
+}
+
+/* decode m (len bytes of it) from behind a guard page */
+static int decode(const struct bk_msg *m, size_t len, unsigned nfds, int trunc, enum bk_side side,
+		  const char **why)
+{
+	struct bk_msg out;
+	const char *buf = guarded((const char *)m, len);
+	*why = NULL;
+	int r = bk_decode(buf, len, nfds, trunc, side, &out, why);
+	if (r == 0)
+		CHECK(!memcmp(&out, m, sizeof(out)));
+	else
+		CHECK(*why != NULL);
+	return r;
+}
+
+static int refused(const struct bk_msg *m, unsigned nfds, enum bk_side side, const char *want)
+{
+	const char *why;
+	int r = decode(m, sizeof(*m), nfds, 0, side, &why);
+	if (r == 0 || !why || !strstr(why, want)) {
+		fprintf(stderr, "  want refusal containing '%s', got %s\n", want, why ? why : "(accepted)");
+		return 0;
+	}
+	return 1;
+}
+
+static int closed_fd = -1, evicted_fd = -1;
+static int fake_close(int fd)
+{
+	closed_fd = fd;
+	return 0;
+}
+static int fake_alive(int fd)
+{
+	return 1;
+}
+static int take_evicted(int fd, const struct pool_key *k, const struct pool_meta *m)
+{
+	evicted_fd = fd;
+	return 0;
+}
+
+int main(void)
+{
+	struct pool_key k = key4(8080);
+	struct pool_meta meta = { .requests = 3, .ka_timeout = -1, .ka_max = -1, .tag_len = 5 };
+	struct bk_msg m, bad;
+	const char *why;
+
+	guard_init();
+	/* the well-formed ones */
+	bk_encode(&m, BK_PUT, BK_OK, 42, &k, &meta);
+	CHECK(decode(&m, sizeof(m), 1, 0, BK_AT_BROKER, &why) == 0);
+	bk_encode(&m, BK_GET, BK_OK, 42, &k, NULL);
+	CHECK(decode(&m, sizeof(m), 0, 0, BK_AT_BROKER, &why) == 0);
+	bk_encode(&m, BK_REPLY, BK_OK, 42, &k, &meta);
+	CHECK(decode(&m, sizeof(m), 1, 0, BK_AT_CLIENT, &why) == 0);
+	bk_encode(&m, BK_REPLY, BK_NONE, 42, &k, NULL);
+	CHECK(decode(&m, sizeof(m), 0, 0, BK_AT_CLIENT, &why) == 0);
+	struct pool_key k6 = k;
+	k6.family = AF_INET6;
+	inet_pton(AF_INET6, "::1", k6.addr);
+	bk_encode(&m, BK_GET, BK_OK, 42, &k6, NULL);
+	CHECK(decode(&m, sizeof(m), 0, 0, BK_AT_BROKER, &why) == 0);
+
+	/* length: every shorter prefix, one byte more, the kernel's truncation */
+	bk_encode(&m, BK_PUT, BK_OK, 42, &k, &meta);
+	for (size_t len = 0; len < sizeof(m); len++)
+		CHECK(decode(&m, len, 1, 0, BK_AT_BROKER, &why) < 0 && strstr(why, "short"));
+	{
+		char big[sizeof(m) + 1] = { 0 };
+		memcpy(big, &m, sizeof(m));
+		struct bk_msg out;
+		CHECK(bk_decode(big, sizeof(big), 1, 0, BK_AT_BROKER, &out, &why) < 0 &&
+		      strstr(why, "oversized"));
+	}
+	CHECK(decode(&m, sizeof(m), 1, 1, BK_AT_BROKER, &why) < 0 && strstr(why, "oversized"));
+
+	/* header fields */
+	bad = m, bad.magic ^= 1;
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "magic"));
+	bad = m, bad.version = 2;
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "version"));
+	bad = m, bad.reserved = 1;
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "reserved"));
+	bad = m, bad.type = 0;
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "type"));
+	bad = m, bad.type = 99;
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "type"));
+	bad = m, bad.status = 1;
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "status"));
+
+	/* the wrong side, the wrong number of fds */
+	CHECK(refused(&m, 1, BK_AT_CLIENT, "client"));
+	CHECK(refused(&m, 0, BK_AT_BROKER, "fd"));
+	CHECK(refused(&m, 2, BK_AT_BROKER, "fd"));
+	bk_encode(&bad, BK_GET, BK_OK, 42, &k, NULL);
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "fd"));
+	bk_encode(&bad, BK_REPLY, BK_OK, 42, &k, &meta);
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "broker"));
+	CHECK(refused(&bad, 0, BK_AT_CLIENT, "fd"));
+	bk_encode(&bad, BK_REPLY, BK_NONE, 42, &k, NULL);
+	CHECK(refused(&bad, 1, BK_AT_CLIENT, "fd"));
+	bad.status = 7;
+	CHECK(refused(&bad, 0, BK_AT_CLIENT, "status"));
+
+	/* the key and the record */
+	bad = m, bad.key.family = AF_UNIX;
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "key"));
+	bad = m, bad.key.port = 0;
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "key"));
+	bad = m, bad.key.addr[9] = 1; /* IPv4 with bytes past its 4 */
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "key"));
+	bad = m, bad.key.scope = 3;
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "key"));
+	bad = m, bad.meta.tag_len = POOL_TAG_MAX + 1;
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "tag"));
+	bad = m, bad.meta.ka_max = -5;
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "max"));
+
+	/* the pool calls the broker uses */
+	struct pool_config pc = { .idle_ms = 1000, .max_per_dest = 1, .max_total = 8 };
+	struct pool_ops ops = { .close = fake_close, .alive = fake_alive, .evicted = take_evicted };
+	pool_init(&pc, &ops);
+	CHECK(pool_next_expiry() == UINT64_MAX);
+	CHECK(pool_checkin(&k, 10, &meta, 100) == 0);
+	CHECK(pool_next_expiry() == 1100);
+	CHECK(pool_checkin(&k, 11, &meta, 200) == 0); /* cap 1: 10 is evicted, to the hook */
+	CHECK(evicted_fd == 10 && closed_fd == -1);
+	struct pool_key kout;
+	struct pool_meta mout;
+	CHECK(pool_take_fd(10, &kout, &mout) < 0);
+	CHECK(pool_take_fd(11, &kout, &mout) == 0 && !memcmp(&kout, &k, sizeof(k)) &&
+	      mout.requests == 3 && mout.parked_ms == 200);
+	CHECK(pool_size() == 0 && closed_fd == -1);
+
+	/* a key in another network namespace is another destination */
+	struct pool_key kn = k;
+	kn.netns = 7;
+	CHECK(pool_checkin(&kn, 12, &meta, 300) == 0);
+	CHECK(pool_checkout(&k, 400, &mout) == -1);
+	CHECK(pool_checkout(&kn, 400, &mout) == 12);
+	CHECK(pool_checkin(&kn, 12, &meta, 450) == 0);
+	CHECK(pool_checkin(&k, 13, &meta, 460) == 0);
+	struct pool_entry ents[4];
+	CHECK(pool_list(ents, 4) == 2 && ents[0].fd == 12 && ents[1].fd == 13 &&
+	      ents[0].key.netns == 7 && ents[1].expires_ms == 1460 && ents[0].meta.parked_ms == 450);
+	CHECK(pool_list(ents, 1) == 1);
+
+	printf("test_broker_proto: %d passed, %d failed\n", passed, failed);
+	return failed != 0;
+}
