@@ -16,7 +16,7 @@ TSAN_LIB := build/libkeepalive-tsan.so
 SAN  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # the pure modules (no syscalls): unit-tested and fuzzed on their own
-PURE_SRCS := $(wildcard shim/framer.c pool/pool.c)
+PURE_SRCS := $(wildcard shim/framer.c shim/replay.c pool/pool.c)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
