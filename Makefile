@@ -43,6 +43,13 @@ $(TSAN_LIB): $(SRCS) $(HDRS) Makefile
 
 tsan: $(TSAN_LIB)
 
+# a test build without the liveness probe before a non-idempotent request's
+# first byte, so that tests can make such a request meet a dead connection
+# (tests/methods.bats builds it)
+build/libkeepalive-noprobe.so: $(SRCS) $(HDRS) Makefile
+	@mkdir -p build
+	$(CC) $(ALLFLAGS) -DKP_TEST_NO_PROBE -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
+
 # unit tests link the pure modules directly and run under ASan+UBSan
 build/unit/%: tests/unit/%.c $(SRCS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
 	@mkdir -p build/unit

@@ -1312,6 +1312,11 @@ static bool replay_proved(struct kp_conn *c, int fd, const char *why)
  * connect() and this write.  False when the server closed it meanwhile. */
 static bool still_alive(struct kp_conn *c, int fd)
 {
+#ifdef KP_TEST_NO_PROBE
+	/* test build (tests/methods.bats): the request meets the dead socket,
+	 * and only the proof by TCP's count can save it */
+	return true;
+#endif
 	if (c->tls) {
 		/* ciphertext waiting (a session ticket) is no sign of death; a
 		 * close_notify with its FIN, or a reset, is */
