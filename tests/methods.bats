@@ -56,11 +56,10 @@ figures() {
 # timer fires just as the request lands, its close (acknowledged: the
 # program sees the failure; not seen in our runs, allowed and counted).
 @test "every method, idle timer at random 0-30 ms, 15 ms between connect and request, no probe: dead connections replayed by the proof, never twice" {
-	[ -z "${KEEPALIVE_ASAN-}" ] || skip "not under the ASan run"
-	make -s -C "$ROOT" build/libkeepalive-noprobe.so >/dev/null
+	noprobe_lib
 	local n=120 errors
 	scripted_start idle_random30
-	run_both $n env LD_PRELOAD="$ROOT/build/libkeepalive-noprobe.so" "$PYTHON" "$SCRIPTS/pauses.py" \
+	PRELOAD="$NOPROBE" run_both $n "$PYTHON" "$SCRIPTS/pauses.py" \
 		--think 15 127.0.0.1 "$SCRIPTED_PORT" $n MIX 12 0
 	figures
 	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
@@ -172,7 +171,8 @@ late_post() {
 think() {
 	local lib="$1" n=6
 	shift
-	run_both $n env LD_PRELOAD="$lib" "$PYTHON" "$SCRIPTS/pauses.py" "$@" --think 250 \
+	# the shim half only (run_shim preloads $PRELOAD)
+	PRELOAD="$lib" run_both $n "$PYTHON" "$SCRIPTS/pauses.py" "$@" --think 250 \
 		127.0.0.1 "$SCRIPTED_PORT" $n MIX 1 0
 	figures
 	assert_both_ok
@@ -182,10 +182,12 @@ think() {
 	assert_output ""
 }
 
+# the test build without the probe (not under the ASan run: it is a
+# plain build)
 noprobe_lib() {
 	[ -z "${KEEPALIVE_ASAN-}" ] || skip "not under the ASan run"
 	make -s -C "$ROOT" build/libkeepalive-noprobe.so >/dev/null
-	echo "$ROOT/build/libkeepalive-noprobe.so"
+	NOPROBE="$ROOT/build/libkeepalive-noprobe.so"
 }
 
 @test "connect, 250 ms before the POST, server closed meanwhile: seen right before the first byte, sent fresh" {
@@ -198,10 +200,9 @@ noprobe_lib() {
 }
 
 @test "connect, 250 ms before the POST, no probe: the request meets the RST, nothing acknowledged, replayed" {
-	local lib
-	lib="$(noprobe_lib)"
+	noprobe_lib
 	scripted_start idle_after_response100
-	think "$lib"
+	think "$NOPROBE"
 	# requests 2-6 (POST, PUT, PATCH, DELETE, the 20 KiB POST): every one
 	# that got a pooled connection met it dead, and was replayed by the proof
 	[ "$(stat_value reused)" -ge 2 ] || fail "too few reused: $SHIM_STATS"
@@ -210,10 +211,9 @@ noprobe_lib() {
 }
 
 @test "https: connect, 250 ms before the POST, no probe: replayed on a fresh TLS connection by the proof" {
-	local lib
-	lib="$(noprobe_lib)"
+	noprobe_lib
 	scripted_start_tls idle_after_response100
-	think "$lib" --ca "$SCRIPTED_CA"
+	think "$NOPROBE" --ca "$SCRIPTED_CA"
 	[ "$(stat_value tls_reused)" -ge 2 ] || fail "too few pooled TLS connections: $SHIM_STATS"
 	assert_equal "replayed_unacked=$(stat_value replayed_unacked)" "replayed_unacked=$(stat_value tls_reused)"
 	assert_equal "not_replayed=$(stat_value not_replayed)" "not_replayed=0"
