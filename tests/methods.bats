@@ -48,6 +48,24 @@ figures() {
 	assert_equal "unvouched=$(stat_value unvouched)" "unvouched=0"
 }
 
+# Each program taking 15 ms between its connect() and its request (and no
+# other pause): about half the reused connections die meanwhile; the probe
+# right before a non-idempotent request's first byte sees it (sent fresh),
+# a GET meets it and is replayed as ever.
+@test "every method, idle timer at random 0-30 ms, 15 ms between connect and request: dead ones probed or replayed, no error, never twice" {
+	local n=120
+	scripted_start idle_random30
+	run_both $n "$PYTHON" "$SCRIPTS/pauses.py" --think 15 127.0.0.1 "$SCRIPTED_PORT" $n MIX 12 0
+	figures
+	assert_both_ok
+	assert_same_output
+	assert_equal "shim requests $SHIM_REQS" "shim requests $n"
+	run bash -c "awk '{ print \$3 }' '$SCRIPTED_LOG' | sort | uniq -d"
+	assert_output ""
+	# (one run: 70 of 120 reused, 37 probed dead, 6 GETs replayed)
+	[ "$(stat_value probed_dead)" -ge 10 ] || fail "probe: $SHIM_STATS"
+}
+
 # The same with each program taking 15 ms between its connect() and its
 # request (and no other pause: the pool's learnt idle cap stays out of the
 # way), and the test build without the probe before the first byte: about
