@@ -1041,11 +1041,12 @@ static void give_up(struct kp_conn *c, int fd, const char *why)
  * DESIGN 4.  A pooled connection may have been closed by the server while
  * it sat idle, and the program, believing its connect() fresh, will not
  * retry.  So the first request on a reused connection either may be
- * replayed (idempotent, bodiless: a copy is kept until the first response
- * byte; EOF, a reset or a 408 before it sends the copy again on a fresh
- * connection, once), or it goes on a fresh connection in the first place
- * and the pooled one goes back unused: a POST is never sent on a
- * connection we cannot vouch for, and never sent twice.
+ * replayed (a copy is kept until the first response byte; EOF, a reset or
+ * a 408 before it sends the copy again on a fresh connection, once) or it
+ * goes on a fresh connection in the first place and the pooled one goes
+ * back unused.  Which, and whether the copy may really go out again, is
+ * replay.h's: an idempotent request always; any other only while TCP
+ * shows none of its bytes acknowledged, so it is never applied twice.
  */
 
 static socklen_t key_sockaddr(const struct pool_key *k, struct sockaddr_storage *ss)
