@@ -24,7 +24,7 @@ AUDIT_LIB := build/libkeepalive-audit.so
 SAN  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # the pure modules (no syscalls): unit-tested and fuzzed on their own
-PURE_SRCS := $(wildcard shim/framer.c pool/pool.c pool/broker_proto.c)
+PURE_SRCS := $(wildcard shim/framer.c shim/replay.c pool/pool.c pool/broker_proto.c)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
@@ -58,6 +58,13 @@ $(TSAN_LIB): $(SRCS) $(HDRS) Makefile
 	$(CC) $(ALLFLAGS) -fsanitize=thread -fno-omit-frame-pointer -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
 
 tsan: $(TSAN_LIB)
+
+# a test build without the liveness probe before a non-idempotent request's
+# first byte, so that tests can make such a request meet a dead connection
+# (tests/methods.bats builds it)
+build/libkeepalive-noprobe.so: $(SRCS) $(HDRS) Makefile
+	@mkdir -p build
+	$(CC) $(ALLFLAGS) -DKP_TEST_NO_PROBE -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
 
 # unit tests link the pure modules directly and run under ASan+UBSan
 build/unit/%: tests/unit/%.c $(SRCS) $(HDRS) $(wildcard tests/unit/*.h) Makefile

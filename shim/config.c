@@ -148,6 +148,8 @@ void kp_config_load(void)
 	kp_cfg.max_idle_per_dest = 16;
 	kp_cfg.max_idle_total = 64;
 	kp_cfg.quiet_ms = 2000;
+	kp_cfg.any_method = true;
+	kp_cfg.replay_max = 65536;
 	kp_parse_ports(default_ports, kp_cfg.ports);
 
 	/* torsocks' rule: a setuid/setgid process does not obey the caller's
@@ -195,6 +197,13 @@ void kp_config_load(void)
 	env_u64("KEEPALIVE_BROKER_TIMEOUT_MS", 1, 10000, &kp_cfg.broker_timeout_ms);
 	env_u64("KEEPALIVE_IDLE_MS", 1, 24ull * 3600 * 1000, &kp_cfg.idle_ms);
 	env_u64("KEEPALIVE_QUIET_MS", 10, 600000, &kp_cfg.quiet_ms);
+	env_u64("KEEPALIVE_REPLAY_MAX", 0, 16u << 20, &kp_cfg.replay_max);
+	if ((s = getenv("KEEPALIVE_METHODS")) && *s) {
+		if (!strcmp(s, "idempotent"))
+			kp_cfg.any_method = false;
+		else if (strcmp(s, "all") != 0)
+			warn_setting("KEEPALIVE_METHODS", s, "want all|idempotent, using all");
+	}
 	v = kp_cfg.max_idle_per_dest;
 	env_u64("KEEPALIVE_MAX_IDLE_PER_HOST", 0, 65536, &v);
 	kp_cfg.max_idle_per_dest = (unsigned)v;

@@ -19,6 +19,10 @@ struct kp_config {
 	unsigned max_idle_per_dest; /* KEEPALIVE_MAX_IDLE_PER_HOST */
 	unsigned max_idle_total;  /* KEEPALIVE_MAX_IDLE */
 	uint64_t quiet_ms;        /* KEEPALIVE_QUIET_MS: see conn.c, lost framing */
+	bool any_method;          /* KEEPALIVE_METHODS=all (default): every method
+	                             rides reused connections (replay.h) */
+	uint64_t replay_max;      /* KEEPALIVE_REPLAY_MAX: the largest request a
+	                             replay copy holds */
 	uint8_t ports[65536 / 8]; /* KEEPALIVE_PORTS as a bitmap */
 	char broker_path[108];    /* KEEPALIVE_BROKER: the broker's socket, "" none */
 	uint64_t broker_timeout_ms; /* KEEPALIVE_BROKER_TIMEOUT_MS: longest wait for it */
@@ -61,6 +65,13 @@ void kp_log_write(int level, const char *func, const char *fmt, ...)
 	X(rewritten)   /* requests whose Connection header was rewritten */  \
 	X(eofs)        /* synthetic EOFs shown to the program */             \
 	X(replayed)    /* requests re-sent on a fresh connection */          \
+	X(replayed_unacked) /* ... of those, not idempotent: proved unread by \
+	                  TCP (none of their bytes acknowledged) */           \
+	X(not_replayed) /* requests a reused connection failed before any    \
+	                  response byte, not re-sent: some of their bytes     \
+	                  were acknowledged (the program sees the failure) */ \
+	X(probed_dead) /* reused connections found dead right before a       \
+	                  non-idempotent request's first byte */              \
 	X(unvouched)   /* reused connections given back unused: their first  \
 	                  request may not be replayed, so it went on a fresh  \
 	                  connection */                                       \

@@ -27,6 +27,7 @@
 #include "config.h"
 #include "fdtable.h"
 #include "real.h"
+#include "replay.h"
 #include "tls.h"
 #include "watch.h"
 
@@ -1179,11 +1180,12 @@ static void give_up(struct kp_conn *c, int fd, const char *why)
  * DESIGN 4.  A pooled connection may have been closed by the server while
  * it sat idle, and the program, believing its connect() fresh, will not
  * retry.  So the first request on a reused connection either may be
- * replayed (idempotent, bodiless: a copy is kept until the first response
- * byte; EOF, a reset or a 408 before it sends the copy again on a fresh
- * connection, once), or it goes on a fresh connection in the first place
- * and the pooled one goes back unused: a POST is never sent on a
- * connection we cannot vouch for, and never sent twice.
+ * replayed (a copy is kept until the first response byte; EOF, a reset or
+ * a 408 before it sends the copy again on a fresh connection, once) or it
+ * goes on a fresh connection in the first place and the pooled one goes
+ * back unused.  Which, and whether the copy may really go out again, is
+ * replay.h's: an idempotent request always; any other only while TCP
+ * shows none of its bytes acknowledged, so it is never applied twice.
  */
 
 static socklen_t key_sockaddr(const struct pool_key *k, struct sockaddr_storage *ss)
@@ -1351,10 +1353,18 @@ static void unvouch(struct kp_conn *c, int fd, const char *why)
  * byte: learn from it, and send the request again on a fresh connection
  * under the same fd.  Caller holds c->lock.  True when fd now holds the
  * fresh connection (the program's call is to be made again). */
+static bool replay_proved(struct kp_conn *c, int fd, const char *why);
+static void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n);
+
 static bool replay(struct kp_conn *c, int fd, const char *why)
 {
 	c->first = KP_FIRST_DONE;
 	pool_note_dead(&c->key, c->sent_ms - c->parked_ms, c->served_at_checkout, kp_now_ms());
+	if (!replay_proved(c, fd, why)) {
+		c->poolable = false;
+		c->replay_len = 0;
+		return false;
+	}
 	if (swap_fresh(c, fd, false) < 0) {
 		kp_debug("fd %d: %s on a reused connection; no replay: %s", fd, why, strerror(errno));
 		unpool(c, "a replay found no fresh connection");
@@ -1396,6 +1406,162 @@ static bool replayable(const struct frm_req_head *h)
 	return idempotent && bodiless && !h->upgrade;
 }
 
+/* Keep a copy of n request bytes at byte offset off of iov. */
+static bool replay_keep_iov(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off,
+			    size_t n)
+{
+	for (int i = 0; i < iovcnt && n; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		size_t l = iov[i].iov_len - off < n ? iov[i].iov_len - off : n;
+		if (!replay_keep(c, (const char *)iov[i].iov_base + off, l))
+			return false;
+		n -= l;
+		off = 0;
+	}
+	return true;
+}
+
+/* The request met a dead reused connection before any response byte: may
+ * it go out again?  The method alone, or else TCP's count of the bytes the
+ * server's stack acknowledged since its first byte (replay.h, DESIGN 4).
+ * Read before the socket is swapped; says why in the log either way. */
+static bool replay_proved(struct kp_conn *c, int fd, const char *why)
+{
+	uint64_t acked = 0;
+	bool known = c->first_plan == KP_PLAN_UNACKED && c->acked_known &&
+		     kp_tcp_bytes_acked(fd, &acked) == 0;
+	enum kp_replay_verdict v = kp_replay_verdict(c->first_plan, known, c->acked_at_first, acked);
+	if (kp_replay_allowed(v)) {
+		if (c->first_plan == KP_PLAN_UNACKED)
+			kp_count(replayed_unacked);
+		kp_debug("fd %d: %s before any response byte; may be sent again: %s", fd, why,
+			 kp_replay_verdict_str(v));
+		return true;
+	}
+	kp_count(not_replayed);
+	kp_debug("fd %d: %s on a reused connection before any response byte, %llu request bytes "
+		 "acknowledged: %s; the program sees the %s", fd, why,
+		 (unsigned long long)(known ? acked - c->acked_at_first : 0), kp_replay_verdict_str(v),
+		 why);
+	return false;
+}
+
+/* Right before a non-idempotent request's first byte on a reused
+ * connection (DESIGN 4): the program may have spent a while between its
+ * connect() and this write.  False when the server closed it meanwhile. */
+static bool still_alive(struct kp_conn *c, int fd)
+{
+#ifdef KP_TEST_NO_PROBE
+	/* test build (tests/methods.bats): the request meets the dead socket,
+	 * and only the proof by TCP's count can save it */
+	return true;
+#endif
+	if (c->tls) {
+		/* ciphertext waiting (a session ticket) is no sign of death; a
+		 * close_notify with its FIN, or a reset, is */
+		struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLRDHUP };
+		return KP_REAL(poll)(&pfd, 1, 0) <= 0 ||
+		       !(pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
+	}
+	return pool_alive_fd(fd);
+}
+
+/* The first request on a reused connection, its head whole and none of it
+ * sent: how it goes out (replay.h kp_replay_plan).  True when it rides the
+ * reused connection with a copy kept (the plan, and TCP's count for the
+ * proof, noted in c); false when it goes on a fresh connection, or is not
+ * replayable at all.  extra: bytes in the call after the head.  Caller
+ * holds c->lock. */
+static bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
+			       size_t extra)
+{
+	if (c->first == KP_FIRST_SENT) {
+		c->first = KP_FIRST_DONE; /* pipelined behind the first: no replay */
+		return false;
+	}
+	struct kp_req_facts f = {
+		.idempotent = replayable(h),
+		.framable = !h->upgrade && !h->doubt && h->method != FRM_M_CONNECT &&
+			    (h->body_kind == FRM_BODY_NONE || h->body_kind == FRM_BODY_LENGTH),
+		.body_len = h->body_kind == FRM_BODY_LENGTH ? h->body_len : 0,
+		.extra = extra,
+	};
+	/* the rewrite adds a few bytes to the head: the bound is about memory */
+	f.bytes = h->head_len + f.body_len;
+	uint64_t acked = 0;
+	bool known = !f.idempotent && kp_tcp_bytes_acked(fd, &acked) == 0;
+	enum kp_first_plan plan = kp_replay_plan(&f, known, kp_cfg.any_method, kp_cfg.replay_max);
+	if (plan == KP_PLAN_FRESH) {
+		first_request_fresh(c, fd, "a request that may not be replayed");
+		return false;
+	}
+	if (plan == KP_PLAN_UNACKED && !still_alive(c, fd)) {
+		uint64_t now = kp_now_ms();
+		pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+		kp_count(probed_dead);
+		if (swap_fresh(c, fd, false) == 0) {
+			kp_debug("fd %d: the reused connection died before the request's first byte: "
+				 "sent on a fresh one", fd);
+		} else {
+			kp_debug("fd %d: the reused connection died before the request's first byte, "
+				 "no fresh connection (%s)", fd, strerror(errno));
+			c->first = KP_FIRST_DONE;
+			c->poolable = false;
+		}
+		return false;
+	}
+	c->first_plan = (uint8_t)plan;
+	c->acked_known = known;
+	c->acked_at_first = acked;
+	return true;
+}
+
+/* A write into the body of the first request on a reused connection
+ * (KP_FIRST_SENT): its bytes join the copy, and a connection found dead
+ * under them (EPIPE, reset) gets the request again on a fresh one where
+ * replay_proved() allows; then this call's bytes follow there.  Caller
+ * holds c->lock; released here.  Returns as kp_send_intercept. */
+static bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
+			    int flags, ssize_t *ret)
+{
+	int saved = errno;
+	if (c->shut_how) { /* the ordinary path makes the kernel say EPIPE */
+		c->first = KP_FIRST_DONE;
+		pthread_mutex_unlock(&c->lock);
+		return false;
+	}
+	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	ssize_t r;
+	for (;;) {
+		do
+			r = conn_sendmsg(c, fd, &m, flags | MSG_NOSIGNAL);
+		while (r < 0 && errno == EINTR);
+		if (r >= 0 || c->first != KP_FIRST_SENT || (errno != EPIPE && errno != ECONNRESET))
+			break;
+		int err = errno;
+		if (!replay(c, fd, err == EPIPE ? "EPIPE" : "reset")) {
+			errno = err;
+			break;
+		}
+	}
+	int err = errno;
+	if (r > 0) {
+		uint64_t body = c->req_body.left < (uint64_t)r ? c->req_body.left : (uint64_t)r;
+		if (c->first == KP_FIRST_SENT && !replay_keep_iov(c, iov, iovcnt, 0, (size_t)body))
+			c->first = KP_FIRST_DONE;
+		account_sent(c, iov, iovcnt, 0, (size_t)r);
+	} else if (r < 0 && err != EAGAIN && err != EWOULDBLOCK) {
+		c->poolable = false;
+	}
+	pthread_mutex_unlock(&c->lock);
+	*ret = r;
+	errno = r < 0 ? err : saved;
+	return true;
+}
+
 static bool answered_408(const struct iovec *iov, int iovcnt, ssize_t ret)
 {
 	if (iovcnt < 1 || ret < 12 || iov[0].iov_len < 12)
@@ -1424,10 +1590,15 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return;
-	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && c->held_len)
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && c->held_len) {
 		give_up(c, fd, "a send we cannot see into follows a held head");
-	else
+	} else if (c->first == KP_FIRST_SENT) {
+		/* zero-copy bytes the copy cannot hold: no replay for this one */
+		c->first = KP_FIRST_DONE;
+		kp_debug("fd %d: request bytes by sendfile/splice: not replayable", fd);
+	} else {
 		unvouch(c, fd, "a request we cannot see into");
+	}
 	pthread_mutex_unlock(&c->lock);
 	errno = saved;
 }
@@ -1645,6 +1816,10 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 {
 	if (!conn_lock(c, fd))
 		return false;
+	/* the body of the first request on a reused connection: it joins the
+	 * copy a replay would send (issue 12) */
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->first == KP_FIRST_SENT)
+		return first_body_send(c, fd, iov, iovcnt, flags, ret);
 	int saved = errno;
 	if (c->state != KP_ACTIVE || c->req_mode != KP_REQ_HEAD) {
 		bool taken = c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
@@ -1719,13 +1894,9 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	bool keep_copy = false;
 	int send_flags = flags;
 	if (c->first != KP_FIRST_DONE) {
-		keep_copy = replayable(&h) && total == mine; /* nothing pipelined behind */
+		keep_copy = first_request_plan(c, fd, &h, total - mine);
 		if (keep_copy)
 			send_flags |= MSG_NOSIGNAL; /* a dead socket is ours to handle */
-		else if (c->first == KP_FIRST_UNSENT)
-			first_request_fresh(c, fd, "a request that may not be replayed");
-		else
-			c->first = KP_FIRST_DONE; /* pipelined: no replay */
 	}
 	char small[2048], *out = small;
 	size_t out_cap = sizeof(small);
@@ -1786,7 +1957,9 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
 			int err = errno;
 			if (swap_fresh(c, fd, false) == 0) {
-				kp_count(replayed);
+				kp_count(replayed); /* none of it went out: any method */
+				if (c->first_plan == KP_PLAN_UNACKED)
+					kp_count(replayed_unacked);
 				keep_copy = false;
 				c->replay_len = 0;
 				send_flags = flags;
@@ -1845,6 +2018,10 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		kp_debug("fd %d: request rewritten to keep-alive", fd);
 	}
 	*ret = (ssize_t)mine;
+	/* body bytes that went with the head join the copy */
+	if (body_sent && keep_copy && c->first == KP_FIRST_SENT &&
+	    !replay_keep_iov(c, iov, iovcnt, mine, body_sent))
+		c->first = KP_FIRST_DONE;
 	if (body_sent) {
 		account_sent(c, iov, iovcnt, mine, body_sent);
 		*ret += (ssize_t)body_sent;
@@ -2144,6 +2321,7 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 			again = replay(c, fd, "408");
 		else if (ret > 0) {
 			c->first = KP_FIRST_DONE; /* the server answers: vouched for */
+			c->replay_len = 0;
 			pool_note_alive(&c->key, c->sent_ms - c->parked_ms, c->served_at_checkout,
 					c->sent_ms);
 		}

@@ -48,10 +48,12 @@ struct kp_request {
 enum kp_first {
 	KP_FIRST_DONE = 0, /* a fresh connection, or the reused one answered */
 	KP_FIRST_UNSENT,   /* reused; nothing sent yet: a request that may not
-	                      be replayed goes on a fresh connection instead */
-	KP_FIRST_SENT,     /* reused; an idempotent request went out (copy in
-	                      replay) and no response byte came yet: EOF, reset
-	                      or a 408 now means "replay on a fresh connection" */
+	                      ride it goes on a fresh connection instead
+	                      (replay.h kp_replay_plan) */
+	KP_FIRST_SENT,     /* reused; a request went out (copy in replay) and
+	                      no response byte came yet: EOF, reset or a 408
+	                      now means "replay on a fresh connection" if
+	                      first_plan and TCP's count allow (replay.h) */
 };
 
 /* Connection objects are never freed, only recycled (conn.c conn_new):
@@ -84,6 +86,9 @@ struct kp_conn {
 	uint32_t served_at_checkout;
 	char *replay;        /* KP_FIRST_SENT: the bytes of that request */
 	size_t replay_len, replay_cap;
+	uint8_t first_plan;  /* enum kp_first_plan of that request */
+	bool acked_known;    /* acked_at_first holds the kernel's count */
+	uint64_t acked_at_first; /* tcpi_bytes_acked just before its first byte */
 
 	/* request side */
 	uint8_t req_mode;    /* enum kp_req_mode */

@@ -1,5 +1,6 @@
 # ruby_clients.rb - the Ruby HTTP clients of scripts/bench, each used the way
 # an unmodified program uses it: a new connection per request, except
+# "nethttp_post" (Net::HTTP.post of a 1 KiB body per request to /post/PATH),
 # "nethttp_keep" (one Net::HTTP.start around all requests: the ideal a shim
 # can approach) and "persistent" (Net::HTTP::Persistent: the library-level
 # fix, for reference).  Prints every body; "rate=<requests/s>" on stderr
@@ -17,6 +18,13 @@ get = case client
       when 'nethttp'
         require 'net/http'
         -> { Net::HTTP.start(host, port, use_ssl: tls) { |h| h.get(path).body } }
+      when 'nethttp_post'
+        # an API client's POST (a webhook, a JSON record): Net::HTTP.post
+        # makes a connection per call; nginx answers /post/... with its URI
+        require 'net/http'
+        uri = URI(url.sub("#{port}#{path}", "#{port}/post#{path}"))
+        body = 'x' * 1024
+        -> { Net::HTTP.post(uri, body, 'Content-Type' => 'application/octet-stream').body }
       when 'nethttp_keep'
         require 'net/http'
         conn = Net::HTTP.start(host, port, use_ssl: tls)

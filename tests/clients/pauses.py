@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""pauses.py [--ca CAFILE] HOST PORT N METHOD SEED MAX_PAUSE_MS - pauses.rb
+"""pauses.py [--ca CAFILE] [--think MS] HOST PORT N METHOD SEED MAX_PAUSE_MS - pauses.rb
 in Python.
 
 N requests, each on its own http.client.HTTPConnection (connect, one request,
@@ -7,10 +7,18 @@ close: the unmodified-program pattern), with random pauses between them: the
 client for stale pooled connections.
 
   METHOD        GET or POST; request i (1..N) is METHOD /r/<i>, a POST with
-                the body "id=<i>" (Content-Length, form-urlencoded)
+                the body "id=<i>" (Content-Length, form-urlencoded); or any
+                other single method (PUT, PATCH, DELETE: DELETE bodiless, the
+                others with that body); or MIX: request i takes, in turn,
+                GET, POST, PUT, PATCH, DELETE and a POST whose body is
+                "id=<i>&" padded with "x" to 20 KiB (20480 bytes)
   SEED          random.Random(SEED): the same pauses on every run (not the
                 same as pauses.rb's for the same SEED)
-  MAX_PAUSE_MS  after each request but the last, sleep randint(0, MAX_PAUSE_MS) ms
+  MAX_PAUSE_MS  after each request but the last, sleep randint(0, MAX_PAUSE_MS) ms;
+                or MIN-MAX: randint(MIN, MAX) ms
+  --think MS    connect, then wait MS ms before writing the request (a
+                program building its body): the pooled connection it got may
+                die meanwhile
   --ca CAFILE   HTTPS: an http.client.HTTPSConnection per request, all with
                 one SSL context trusting CAFILE (hostname checked)
 
@@ -31,14 +39,21 @@ def main():
     if sys.argv[1:2] == ["--ca"]:
         ctx = ssl.create_default_context(cafile=sys.argv[2])
         del sys.argv[1:3]
+    think = 0
+    if sys.argv[1:2] == ["--think"]:
+        think = int(sys.argv[2]) / 1000.0
+        del sys.argv[1:3]
     if len(sys.argv) != 7:
         sys.exit("usage: pauses.py [--ca CAFILE] HOST PORT N METHOD SEED MAX_PAUSE_MS")
     host, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     method = sys.argv[4].upper()
     rng = random.Random(int(sys.argv[5]))
-    max_pause = int(sys.argv[6])
-    if method not in ("GET", "POST"):
-        sys.exit("pauses.py: METHOD must be GET or POST, not %s" % sys.argv[4])
+    min_pause, _, max_pause = sys.argv[6].rpartition("-")
+    min_pause, max_pause = int(min_pause or 0), int(max_pause)
+    mix = ("GET", "POST", "PUT", "PATCH", "DELETE", "POST20K")
+    if method not in mix + ("MIX",):
+        sys.exit("pauses.py: METHOD must be GET, POST, PUT, PATCH, DELETE or MIX, not %s"
+                 % sys.argv[4])
 
     out = sys.stdout.buffer
     errors = 0
@@ -48,10 +63,17 @@ def main():
         else:
             conn = http.client.HTTPConnection(host, port, timeout=10)
         try:
-            if method == "GET":
-                conn.request("GET", "/r/%d" % i)
+            if think:
+                conn.connect()
+                time.sleep(think)
+            m = mix[(i - 1) % len(mix)] if method == "MIX" else method
+            if m in ("GET", "DELETE"):
+                conn.request(m, "/r/%d" % i)
             else:
-                conn.request("POST", "/r/%d" % i, body=b"id=%d" % i,
+                body = b"id=%d" % i
+                if m == "POST20K":
+                    m, body = "POST", (body + b"&").ljust(20480, b"x")
+                conn.request(m, "/r/%d" % i, body=body,
                              headers={"Content-Type": "application/x-www-form-urlencoded"})
             res = conn.getresponse()
             body = res.read()
@@ -65,7 +87,7 @@ def main():
             conn.close()
         out.flush()
         if i < count:
-            time.sleep(rng.randint(0, max_pause) / 1000.0)
+            time.sleep(rng.randint(min_pause, max_pause) / 1000.0)
     return 1 if errors else 0
 
 

@@ -115,6 +115,17 @@ Options (JSON, all optional; an unknown name or a bad value is an error):
                                 template (k - 1) mod count, whatever its
                                 connection, so a client's output does not
                                 depend on which requests shared a connection.
+  idle_random_ms (int, none)    the keep-alive timer as clients meet it in the
+                                wild: after each response, a connection whose
+                                next request has not begun within a deadline
+                                drawn from 0..this ms is closed (FIN; over
+                                TLS, close_notify first) without reading what
+                                may be arriving.  Drawn from
+                                random.Random(seed * 1000003 + conn id), one
+                                draw per response: the same deadlines on every
+                                run.  Never before the first request.
+  idle_random_min_ms (int, 0)   the shortest such deadline (equal to
+                                idle_random_ms: a fixed one)
   late_action    ("close")      "close" (a FIN), "reset" (a RST) or "408"
                                 (the 408 above, then a FIN).
   ignore_client_close (bool, false)  by default the server behaves like a real
@@ -195,6 +206,8 @@ OPTIONS = {
     "send_bytes": _count(1),
     "send_pause_ms": _count(0),
     "cycle": lambda v: type(v) is bool,
+    "idle_random_ms": _count(0),
+    "idle_random_min_ms": _count(0),
 }
 
 
@@ -529,12 +542,21 @@ class Server:
         served = 0
         late_idle = self.options.get("late_idle_ms")
         late_after = self.options.get("late_close_after")
+        idle_random = self.options.get("idle_random_ms")
+        idle_rng = random.Random(self.options.get("seed", 1) * 1000003 + conn_id)
         try:
             while True:
                 idle_since = time.monotonic()
                 if self.idle and not self.wait_request(sock, rd, self.idle[0]):
                     self.idle_expired(sock, conn_id, served)
                     return
+                if idle_random is not None and served:
+                    ms = idle_rng.randint(self.options.get("idle_random_min_ms", 0), idle_random)
+                    if not self.wait_request(sock, rd, ms):
+                        self.diag("conn %d: idle %d ms after %d request(s): close" % (conn_id, ms, served))
+                        if self.tls:
+                            self.close_notify(sock)
+                        return
                 if late_idle:
                     self.wait_request(sock, rd, 1 << 30)
                 idle_ms = (time.monotonic() - idle_since) * 1000
