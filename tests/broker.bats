@@ -73,6 +73,20 @@ broker_start() {
 curl_loop() { echo "for i in \$(seq $1); do $CURL -sS http://127.0.0.1:$NGINX_PORT/f || exit 1; done"; }
 ruby_loop() { echo "for i in \$(seq $1); do $RUBY -rnet/http -e 'print Net::HTTP.get(URI(ARGV[0]))' http://127.0.0.1:$NGINX_PORT/f || exit 1; done"; }
 # pyget URL: a command line that prints URL's body (python3 urllib)
+# open_dir: OPEN_DIR, a folder anyone may enter (the checkout may sit in
+# a 0700 one, as CI's does), removed by teardown
+open_dir() {
+	[ -n "${OPEN_DIR:-}" ] || OPEN_DIR="$(mktemp -d /tmp/keepalive-test-open.XXXXXX)"
+	chmod 0755 "$OPEN_DIR"
+}
+
+# open_copy FILE: a copy of FILE that another uid can read, in OPEN_DIR
+open_copy() {
+	open_dir
+	cp "$1" "$OPEN_DIR/" && chmod a+rx "$OPEN_DIR/$(basename "$1")"
+	echo "$OPEN_DIR/$(basename "$1")"
+}
+
 pyget() { echo "$PYTHON -c 'import sys, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1]).read())' $1"; }
 python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PORT/f) || exit 1; done"; }
 
@@ -140,7 +154,13 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	[ "$(id -u)" = 0 ] || skip "needs root to run a client as nobody"
 	command -v setpriv >/dev/null || skip "no setpriv"
 	nginx_start
-	local nobody="setpriv --reuid=65534 --regid=65534 --clear-groups"
+	local nobody="setpriv --reuid=65534 --regid=65534 --clear-groups" f preload=
+	# nobody's processes load the library too: from where nobody can read it
+	for f in $PRELOAD; do
+		case $f in "$ROOT"/*) f=$(open_copy "$f") ;; esac
+		preload="$preload${preload:+ }$f"
+	done
+	PRELOAD=$preload
 	local get
 	get=$(pyget http://127.0.0.1:$NGINX_PORT/f)
 	run_wrapped 5 sh -c "$get && for i in 1 2 3; do $nobody $get || exit 1; done && $get"
@@ -158,9 +178,9 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	command -v setpriv >/dev/null || skip "no setpriv"
 	nginx_start
 	# a socket anyone may reach, so that only the broker's own check stands
-	OPEN_DIR="$(mktemp -d /tmp/keepalive-test-open.XXXXXX)"
-	chmod 0755 "$OPEN_DIR"
-	local open="$OPEN_DIR"
+	open_dir
+	local open="$OPEN_DIR" client
+	client=$(open_copy "$BROKER_CLIENT") # nobody runs it
 	"$PYTHON" "$BROKER_CLIENT" "$open/broker.sock" listen-exec "$BROKER" </dev/null \
 		>/dev/null 2>"$BATS_TEST_TMPDIR/broker.log" 3>&- &
 	BROKER_PID=$!
@@ -168,7 +188,7 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	# root hands in a connection, nobody asks for it, root still gets it
 	run "$PYTHON" "$BROKER_CLIENT" "$open/broker.sock" put 127.0.0.1 "$NGINX_PORT"
 	assert_output "open"
-	run setpriv --reuid=65534 --regid=65534 --clear-groups "$PYTHON" "$BROKER_CLIENT" "$open/broker.sock" get 127.0.0.1 "$NGINX_PORT"
+	run setpriv --reuid=65534 --regid=65534 --clear-groups "$PYTHON" "$client" "$open/broker.sock" get 127.0.0.1 "$NGINX_PORT"
 	refute_output "got"
 	grep -q "refused pid [0-9]*: uid 65534 is not ours" "$BATS_TEST_TMPDIR/broker.log"
 	run "$PYTHON" "$BROKER_CLIENT" "$open/broker.sock" get 127.0.0.1 "$NGINX_PORT"
