@@ -211,14 +211,19 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
 
-@test "POST with Content-Length: 0 is bodiless: parked, but never sent on a pooled connection" {
+@test "POST with Content-Length: 0 is bodiless: parked, and sent on pooled connections (KEEPALIVE_METHODS=idempotent: never)" {
 	scripted_start keepalive
 	run_both 5 "$CLIENTS/httpget" 127.0.0.1 "$SCRIPTED_PORT" /p 5 POST 'Content-Length: 0'
 	assert_both_ok
 	assert_same_output --headers
-	# framed to the end each time (parked), yet each POST on a fresh
-	# connection: a POST may not be replayed, so it never meets a
-	# connection the server may have closed meanwhile (DESIGN 4)
+	# framed to the end each time (parked) and reused: a POST rides a
+	# pooled connection, replayed only if TCP proves the server never got
+	# it (DESIGN 4, issue 12)
+	assert_equal "parked=$(stat_value parked) unvouched=$(stat_value unvouched)" "parked=5 unvouched=0"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	# the old rule: each POST on a fresh connection, the pooled one given back
+	run_both 5 KEEPALIVE_METHODS=idempotent "$CLIENTS/httpget" 127.0.0.1 "$SCRIPTED_PORT" /p 5 POST 'Content-Length: 0'
+	assert_both_ok
 	assert_equal "parked=$(stat_value parked) unvouched=$(stat_value unvouched)" "parked=5 unvouched=4"
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 5"
 }

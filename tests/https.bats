@@ -155,14 +155,22 @@ trust_steps() {
 
 # ------------------------------------------------------------ first use
 
-@test "a POST on a pooled TLS connection goes on a fresh one: sent once, answered" {
+@test "a POST on a pooled TLS connection: sent once, answered, on the pooled connection (KEEPALIVE_METHODS=idempotent: a fresh one)" {
 	use_tls 13
 	run_both 3 "$PYTHON" "$SCRIPTS/https_steps.py" "$TLS/ca.pem" localhost "$SERVER_PORT" \
 		GET /echo/1 POST /echo/2 GET /echo/3
 	assert_both_ok
 	assert_same_output
-	# the POST was never written on the pooled connection: nginx saw it once,
-	# as the first request of its connection
+	# nginx saw the POST once, as the second request of the connection
+	run awk '$3 == "POST" { print $2 }' "$NGINX_DIR/access.log"
+	assert_output 2
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	# the old rule: never written on the pooled connection, the first
+	# request of its own
+	run_both 3 KEEPALIVE_METHODS=idempotent "$PYTHON" "$SCRIPTS/https_steps.py" "$TLS/ca.pem" \
+		localhost "$SERVER_PORT" GET /echo/1 POST /echo/2 GET /echo/3
+	assert_both_ok
+	assert_same_output
 	run awk '$3 == "POST" { print $2 }' "$NGINX_DIR/access.log"
 	assert_output 1
 	[ "$(stat_value unvouched)" -ge 1 ]
