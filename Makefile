@@ -30,7 +30,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
-.PHONY: all asan tsan test test-asan unit bats clients clean install fuzz fuzz-build bench
+.PHONY: all asan tsan test test-asan unit bats clients clean install fuzz fuzz-build bench bench-fastpath
 all: $(LIB) $(AUDIT_LIB) $(BROKER)
 
 $(BROKER): $(BROKER_SRCS) $(wildcard pool/*.h) Makefile
@@ -202,3 +202,7 @@ install: $(LIB) $(AUDIT_LIB) $(BROKER)
 
 clean:
 	rm -rf build
+
+# instructions an untracked read()/write() and start-up cost (callgrind)
+bench-fastpath: $(LIB)
+	scripts/bench-fastpath $(LIB)

@@ -32,6 +32,11 @@ extern struct kp_conn **kp_fdtab;
 extern uint8_t *kp_fdflags;
 extern unsigned kp_fdtab_len;
 
+/* The tracked-fd half of an exported wrapper: kept out of line, so that
+ * the wrapper itself is the bounds check, the load, the test and a tail
+ * jump to libc (no registers saved for the fd that is not ours). */
+#define KP_SLOW __attribute__((noinline))
+
 static inline struct kp_conn *kp_fd_conn(int fd)
 {
 	if ((unsigned)fd >= kp_fdtab_len)

@@ -2,7 +2,9 @@
  * hooks_io.c - exported wrappers for the write family (write, writev, send,
  * sendto, sendmsg, sendfile) and the read family (read, readv, recv,
  * recvfrom, recvmsg and the fortified __read_chk, __recv_chk,
- * __recvfrom_chk).  For an fd that is not ours each costs one array load.
+ * __recvfrom_chk).  For an fd that is not ours each costs one array load
+ * and a tail jump (KP_FAST below); everything else is in its out-of-line
+ * name_slow().
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,11 +17,26 @@
 
 #define KP_EXPORT __attribute__((visibility("default")))
 
+/* The whole of an exported wrapper for an fd that is not ours: a bounds
+ * check, a load, a test and a tail jump to libc (about a dozen
+ * instructions).  The table gets its length in the constructor only
+ * after the real functions are bound, so below the length kp_real needs
+ * no check; calls before that, or on fds beyond the table, and tracked
+ * fds take name_slow(), out of line. */
+#define KP_FAST(fd, name, ...)                                                   \
+	do {                                                                     \
+		if (__builtin_expect((unsigned)(fd) >= kp_fdtab_len, 0))         \
+			return name##_slow(NULL, __VA_ARGS__);                   \
+		struct kp_conn *c_ = __atomic_load_n(&kp_fdtab[fd], __ATOMIC_ACQUIRE); \
+		if (__builtin_expect(c_ != NULL, 0))                             \
+			return name##_slow(c_, __VA_ARGS__);                     \
+		return kp_real.name(__VA_ARGS__);                                \
+	} while (0)
+
 /* ------------------------------------------------------------ write */
 
-KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
+static KP_SLOW ssize_t write_slow(struct kp_conn *c, int fd, const void *buf, size_t n)
 {
-	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c)
 		return KP_REAL(write)(fd, buf, n);
 	struct iovec iov = { (void *)buf, n };
@@ -31,9 +48,13 @@ KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	return r;
 }
 
-KP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
+KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
-	struct kp_conn *c = kp_fd_conn(fd);
+	KP_FAST(fd, write, fd, buf, n);
+}
+
+static KP_SLOW ssize_t writev_slow(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
+{
 	if (!c)
 		return KP_REAL(writev)(fd, iov, iovcnt);
 	ssize_t r;
@@ -44,9 +65,13 @@ KP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 	return r;
 }
 
-KP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+KP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
-	struct kp_conn *c = kp_fd_conn(fd);
+	KP_FAST(fd, writev, fd, iov, iovcnt);
+}
+
+static KP_SLOW ssize_t send_slow(struct kp_conn *c, int fd, const void *buf, size_t n, int flags)
+{
 	if (!c)
 		return KP_REAL(send)(fd, buf, n, flags);
 	struct iovec iov = { (void *)buf, n };
@@ -58,10 +83,14 @@ KP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	return r;
 }
 
-KP_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
+KP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
+{
+	KP_FAST(fd, send, fd, buf, n, flags);
+}
+
+static KP_SLOW ssize_t sendto_slow(struct kp_conn *c, int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
 			 socklen_t tolen)
 {
-	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c)
 		return KP_REAL(sendto)(fd, buf, n, flags, to, tolen);
 	struct iovec iov = { (void *)buf, n };
@@ -77,9 +106,14 @@ KP_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 	return r;
 }
 
-KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+KP_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
+			 socklen_t tolen)
 {
-	struct kp_conn *c = kp_fd_conn(fd);
+	KP_FAST(fd, sendto, fd, buf, n, flags, to, tolen);
+}
+
+static KP_SLOW ssize_t sendmsg_slow(struct kp_conn *c, int fd, const struct msghdr *msg, int flags)
+{
 	if (!c)
 		return KP_REAL(sendmsg)(fd, msg, flags);
 	ssize_t r;
@@ -92,6 +126,11 @@ KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	r = KP_REAL(sendmsg)(fd, msg, flags);
 	kp_send_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, r);
 	return r;
+}
+
+KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
+{
+	KP_FAST(fd, sendmsg, fd, msg, flags);
 }
 
 KP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
@@ -142,9 +181,8 @@ KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 
 /* ------------------------------------------------------------ read */
 
-KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
+static KP_SLOW ssize_t read_slow(struct kp_conn *c, int fd, void *buf, size_t n)
 {
-	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c)
 		return KP_REAL(read)(fd, buf, n);
 	ssize_t r;
@@ -157,9 +195,13 @@ KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 	return r;
 }
 
-KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
+KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
-	struct kp_conn *c = kp_fd_conn(fd);
+	KP_FAST(fd, read, fd, buf, n);
+}
+
+static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
+{
 	if (!c)
 		return KP_REAL(readv)(fd, iov, iovcnt);
 	ssize_t r;
@@ -171,9 +213,13 @@ KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 	return r;
 }
 
-KP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-	struct kp_conn *c = kp_fd_conn(fd);
+	KP_FAST(fd, readv, fd, iov, iovcnt);
+}
+
+static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n, int flags)
+{
 	if (!c)
 		return KP_REAL(recv)(fd, buf, n, flags);
 	ssize_t r;
@@ -186,10 +232,14 @@ KP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 	return r;
 }
 
-KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+KP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
+{
+	KP_FAST(fd, recv, fd, buf, n, flags);
+}
+
+static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_t n, int flags, struct sockaddr *from,
 			   socklen_t *fromlen)
 {
-	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c)
 		return KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
 	ssize_t r;
@@ -202,9 +252,14 @@ KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	return r;
 }
 
-KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
+KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+			   socklen_t *fromlen)
 {
-	struct kp_conn *c = kp_fd_conn(fd);
+	KP_FAST(fd, recvfrom, fd, buf, n, flags, from, fromlen);
+}
+
+static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
+{
 	if (!c)
 		return KP_REAL(recvmsg)(fd, msg, flags);
 	ssize_t r;
@@ -219,9 +274,13 @@ KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	return r;
 }
 
-KP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
+KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	struct kp_conn *c = kp_fd_conn(fd);
+	KP_FAST(fd, recvmsg, fd, msg, flags);
+}
+
+static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
+{
 	if (!c)
 		return KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
 	ssize_t r0;
@@ -247,6 +306,11 @@ KP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags, s
 		errno = saved;
 	} while (again);
 	return r;
+}
+
+KP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
+{
+	KP_FAST(fd, recvmmsg, fd, vec, n, flags, ts);
 }
 
 /* _FORTIFY_SOURCE versions: same checks as glibc, then our logic. */
