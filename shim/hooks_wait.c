@@ -112,6 +112,21 @@ static int poll_settle(struct pollfd *fds, nfds_t n, int r)
 static int poll_wait(struct pollfd *fds, nfds_t n, const struct timespec *ts, int timeout,
 		     const sigset_t *mask, bool is_ppoll);
 
+/* After a wait that began at start, what is left of timeout ms (negative:
+ * none): false when it is spent, else timeout and *left updated. */
+static bool timeout_left(uint64_t start, int *timeout, struct timespec *left)
+{
+	if (*timeout >= 0) {
+		uint64_t spent = kp_now_ms() - start;
+		if (spent >= (uint64_t)*timeout)
+			return false;
+		*timeout -= (int)spent;
+	}
+	left->tv_sec = *timeout / 1000;
+	left->tv_nsec = (long)(*timeout % 1000) * 1000000;
+	return true;
+}
+
 /* poll/ppoll: the kernel's answer with our readiness folded in, and with
  * no report of a connection replayed meanwhile: if nothing else is left
  * to report, wait on for the rest of the program's timeout. */
@@ -124,14 +139,8 @@ static int poll_common(struct pollfd *fds, nfds_t n, const struct timespec *ts, 
 		int r = poll_wait(fds, n, ts, timeout, mask, is_ppoll);
 		if (r <= 0 || (r = poll_settle(fds, n, r)) > 0)
 			return r;
-		if (timeout >= 0) {
-			uint64_t spent = kp_now_ms() - start;
-			if (spent >= (uint64_t)timeout)
-				return 0;
-			timeout -= (int)spent;
-		}
-		left.tv_sec = timeout / 1000;
-		left.tv_nsec = (long)(timeout % 1000) * 1000000;
+		if (!timeout_left(start, &timeout, &left))
+			return 0;
 		if (ts)
 			ts = &left;
 	}
@@ -307,14 +316,8 @@ static int select_common(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int timeo
 		int r = select_wait(nfds, rd, wr, ex, timeout, mask, is_pselect, tv, ts);
 		if (r <= 0 || (r = select_settle(nfds, rd, wr, ex, &rd0, &wr0, &ex0, r)) > 0)
 			return r;
-		if (timeout >= 0) {
-			uint64_t spent = kp_now_ms() - start;
-			if (spent >= (uint64_t)timeout)
-				return 0;
-			timeout -= (int)spent;
-		}
-		left.tv_sec = timeout / 1000;
-		left.tv_nsec = (long)(timeout % 1000) * 1000000;
+		if (!timeout_left(start, &timeout, &left))
+			return 0;
 		if (ts)
 			ts = &left;
 		if (rd)

@@ -16,16 +16,7 @@
 #include "guard.h"
 #include "pool.h"
 
-static int passed, failed;
-#define CHECK(cond)                                                              \
-	do {                                                                     \
-		if (cond) {                                                      \
-			passed++;                                                \
-		} else {                                                         \
-			failed++;                                                \
-			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                \
-	} while (0)
+#include "check.h"
 
 static struct pool_key key4(uint16_t port)
 {

@@ -9,16 +9,7 @@
 
 #include "pool.h"
 
-static int passed, failed;
-#define CHECK(cond)                                                              \
-	do {                                                                     \
-		if (cond) {                                                      \
-			passed++;                                                \
-		} else {                                                         \
-			failed++;                                                \
-			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                \
-	} while (0)
+#include "check.h"
 
 static int closed[1000], n_closed;
 static int dead_fd = -1;

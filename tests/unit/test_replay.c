@@ -6,16 +6,7 @@
 
 #include "replay.h"
 
-static int passed, failed;
-#define CHECK(cond)                                                              \
-	do {                                                                     \
-		if (cond) {                                                      \
-			passed++;                                                \
-		} else {                                                         \
-			failed++;                                                \
-			fprintf(stderr, "%s:%d: FAILED: %s\n", __FILE__, __LINE__, #cond); \
-		}                                                                \
-	} while (0)
+#include "check.h"
 
 #define MAX 65536
 
