@@ -1524,6 +1524,9 @@ static bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_h
  * under them (EPIPE, reset) gets the request again on a fresh one where
  * replay_proved() allows; then this call's bytes follow there.  Caller
  * holds c->lock; released here.  Returns as kp_send_intercept. */
+static size_t body_span(struct frm_body b, const struct iovec *iov, int iovcnt, size_t off);
+static bool after_close(const struct kp_conn *c);
+
 static bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
 			    int flags, ssize_t *ret)
 {
@@ -1533,7 +1536,29 @@ static bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, 
 		pthread_mutex_unlock(&c->lock);
 		return false;
 	}
-	struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+	/* a rewritten close request whose body ends in this write: only the
+	 * body goes out (after_close, as send_body_end) */
+	size_t total = iov_total(iov, iovcnt), n = total;
+	struct iovec small[8], *v = (struct iovec *)iov;
+	int nv = iovcnt;
+	if (after_close(c) && (n = body_span(c->req_body, iov, iovcnt, 0)) < total) {
+		v = iovcnt <= 8 ? small : malloc((size_t)iovcnt * sizeof(*v));
+		if (!v) {
+			v = (struct iovec *)iov; /* sent whole, as before issue 16 */
+			n = total;
+		} else {
+			nv = 0;
+			for (size_t left = n; left && nv < iovcnt; nv++) {
+				v[nv] = iov[nv];
+				if (v[nv].iov_len > left)
+					v[nv].iov_len = left;
+				left -= v[nv].iov_len;
+			}
+		}
+	} else {
+		n = total;
+	}
+	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)nv };
 	ssize_t r;
 	for (;;) {
 		do
@@ -1548,6 +1573,13 @@ static bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, 
 		}
 	}
 	int err = errno;
+	if (v != iov && v != small)
+		free(v);
+	if (r > 0 && (size_t)r == n && n < total) {
+		kp_debug("fd %d: %zu bytes written after a request that asked to close: "
+			 "not sent (the server would have closed without reading them)",
+			 fd, total - n);
+	}
 	if (r > 0) {
 		uint64_t body = c->req_body.left < (uint64_t)r ? c->req_body.left : (uint64_t)r;
 		if (c->first == KP_FIRST_SENT && !replay_keep_iov(c, iov, iovcnt, 0, (size_t)body))
@@ -1557,7 +1589,8 @@ static bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, 
 		c->poolable = false;
 	}
 	pthread_mutex_unlock(&c->lock);
-	*ret = r;
+	/* the program is told the bytes after the body were taken */
+	*ret = r > 0 && (size_t)r == n ? (ssize_t)total : r;
 	errno = r < 0 ? err : saved;
 	return true;
 }
