@@ -20,6 +20,8 @@
 #include <sys/uio.h>
 #include <openssl/ssl.h>
 
+#include "tls_real.h" /* kp_msg_cb, the libssl callback types */
+
 struct kp_conn;
 struct kp_tls;
 struct pool_key;
@@ -127,7 +129,6 @@ enum kp_never {
 	NEVER_APP_VERIFY, NEVER_DANE, NEVER_CERT_CB, NEVER_NPN, NEVER_ENGINE, NEVER_TMP_ECDH,
 	NEVER_CUSTOM_EXT, NEVER_PSK, NEVER_ACCEPT, NEVER_LIBCTX, NEVER_UNKNOWN,
 };
-typedef void (*kp_msg_cb)(int, int, int, const void *, size_t, SSL *, void *);
 struct conf {
 	unsigned char *list[CONF_LISTS];
 	size_t len[CONF_LISTS];
