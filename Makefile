@@ -7,10 +7,14 @@ LDLIBS  := -ldl -pthread
 # the libssl wrappers carry libssl 3's symbol version (see the map)
 LDMAP   := -Wl,--version-script=shim/exports.map
 PREFIX  ?= /usr/local
+# the one version number: the first line of debian/changelog (the package's
+# version, and what the library, the broker and keepalive --version report)
+VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
+ALLFLAGS += -DKP_VERSION='"$(VERSION)"'
 
 # the library: the shim and the pool (not the broker's main)
 SRCS := $(wildcard shim/*.c) $(filter-out pool/broker.c,$(wildcard pool/*.c))
-HDRS := $(wildcard shim/*.h) $(wildcard pool/*.h) shim/exports.map
+HDRS := $(wildcard shim/*.h) $(wildcard pool/*.h) shim/exports.map debian/changelog
 LIB  := build/libkeepalive.so
 # the per-user pool process (DESIGN 8): its own small program, never
 # preloaded, sharing pool.c's policy
@@ -33,13 +37,13 @@ CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 .PHONY: all asan tsan test test-asan unit bats clients clean install fuzz fuzz-build bench bench-fastpath
 all: $(LIB) $(AUDIT_LIB) $(BROKER)
 
-$(BROKER): $(BROKER_SRCS) $(wildcard pool/*.h) Makefile
+$(BROKER): $(BROKER_SRCS) $(wildcard pool/*.h) Makefile debian/changelog
 	@mkdir -p build
-	$(CC) -std=gnu11 -D_GNU_SOURCE -pthread $(WARN) -Ipool $(CFLAGS) -o $@ $(BROKER_SRCS) -pthread
+	$(CC) -std=gnu11 -D_GNU_SOURCE -pthread $(WARN) -Ipool -DKP_VERSION='"$(VERSION)"' $(CFLAGS) -o $@ $(BROKER_SRCS) -pthread
 
 $(LIB): $(SRCS) $(HDRS) Makefile
 	@mkdir -p build
-	$(CC) $(ALLFLAGS) -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
+	$(CC) $(ALLFLAGS) -shared -Wl,-soname,libkeepalive.so $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
 
 $(ASAN_LIB): $(SRCS) $(HDRS) Makefile
 	@mkdir -p build
@@ -49,7 +53,7 @@ asan: $(ASAN_LIB)
 
 $(AUDIT_LIB): audit/audit.c Makefile
 	@mkdir -p build
-	$(CC) -std=gnu11 -fPIC -fvisibility=hidden -D_GNU_SOURCE $(WARN) $(CFLAGS) -shared -o $@ $<
+	$(CC) -std=gnu11 -fPIC -fvisibility=hidden -D_GNU_SOURCE $(WARN) $(CFLAGS) -shared -Wl,-soname,libkeepalive-audit.so -o $@ $<
 
 # ThreadSanitizer build: the threads tests run under it when it is built
 # (bats builds it: see tests/survive.bats)
@@ -192,13 +196,31 @@ test-asan: $(ASAN_LIB) $(BROKER) $(TSAN_LIB) clients
 	KEEPALIVE_ASAN=1 KEEPALIVE_PRELOAD="$$($(CC) -print-file-name=libasan.so) $(CURDIR)/$(ASAN_LIB)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 bats tests/*.bats
 
+# make install [PREFIX=/usr/local] [DESTDIR=] [LIBDIR=] ...: the package
+# (debian/rules) sets LIBDIR to the multiarch directory.  The installed
+# keepalive finds the library and the helpers relative to itself.
+BINDIR ?= $(PREFIX)/bin
+LIBDIR ?= $(PREFIX)/lib
+HELPERDIR ?= $(LIBDIR)/libkeepalive
+MANDIR ?= $(PREFIX)/share/man
+USERUNITDIR ?= $(PREFIX)/lib/systemd/user
+relpath = $(shell realpath -m -s --relative-to=$(BINDIR) $(1))
+
 install: $(LIB) $(AUDIT_LIB) $(BROKER)
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin
-	install -m 0644 $(LIB) $(DESTDIR)$(PREFIX)/lib/libkeepalive.so
-	install -m 0644 $(AUDIT_LIB) $(DESTDIR)$(PREFIX)/lib/libkeepalive-audit.so
-	install -m 0755 scripts/keepalive $(DESTDIR)$(PREFIX)/bin/keepalive
-	install -D -m 0755 scripts/compare $(DESTDIR)$(PREFIX)/lib/libkeepalive/compare
-	install -m 0755 $(BROKER) $(DESTDIR)$(PREFIX)/bin/keepalive-broker
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(HELPERDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(USERUNITDIR)
+	install -m 0644 $(LIB) $(DESTDIR)$(LIBDIR)/libkeepalive.so
+	install -m 0644 $(AUDIT_LIB) $(DESTDIR)$(LIBDIR)/libkeepalive-audit.so
+	sed -e 's|^libdir=.*|libdir=$(call relpath,$(LIBDIR))|' \
+		-e 's|^helperdir=.*|helperdir=$(call relpath,$(HELPERDIR))|' \
+		scripts/keepalive >$(DESTDIR)$(BINDIR)/keepalive
+	chmod 0755 $(DESTDIR)$(BINDIR)/keepalive
+	install -m 0755 scripts/compare $(BROKER) $(DESTDIR)$(HELPERDIR)/
+	install -m 0644 man/keepalive.1 $(DESTDIR)$(MANDIR)/man1/keepalive.1
+	install -m 0644 man/libkeepalive.7 $(DESTDIR)$(MANDIR)/man7/libkeepalive.7
+	install -m 0644 scripts/systemd/keepalive-broker.socket $(DESTDIR)$(USERUNITDIR)/
+	sed 's|^ExecStart=.*|ExecStart=$(HELPERDIR)/keepalive-broker|' \
+		scripts/systemd/keepalive-broker.service >$(DESTDIR)$(USERUNITDIR)/keepalive-broker.service
 
 clean:
 	rm -rf build

@@ -438,7 +438,7 @@ static void write_status(const char *path, const char *sock, uint64_t started)
 static void usage(void)
 {
 	fprintf(stderr, "usage: keepalive-broker [--socket PATH] [--exit-ms MS] [--with-parent]\n"
-			"       keepalive-broker --print-path | --check PATH\n"
+			"       keepalive-broker --print-path | --check PATH | --version\n"
 			"  default socket: $XDG_RUNTIME_DIR/keepalive/broker.sock\n"
 			"  (else /tmp/keepalive-UID/broker.sock); LISTEN_FDS: socket activation\n");
 }
@@ -470,6 +470,9 @@ int main(int argc, char **argv)
 			exit_ms_given = true;
 		} else if (!strcmp(argv[i], "--with-parent")) {
 			with_parent = true;
+		} else if (!strcmp(argv[i], "--version")) {
+			printf("keepalive-broker %s\n", KP_VERSION);
+			return 0;
 		} else if (!strcmp(argv[i], "--print-path")) {
 			/* the default path, for the wrapper: one rule, kept here */
 			default_path(path, sizeof(path));

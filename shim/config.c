@@ -221,9 +221,10 @@ void kp_stats_print(void)
 	char line[512];
 	size_t n = 0;
 	if (stats_path[0])
-		n += (size_t)snprintf(line, sizeof(line), "libkeepalive[%s:%d]:", prog_name(), (int)getpid());
+		n += (size_t)snprintf(line, sizeof(line), "libkeepalive[%s:%d]: version=%s", prog_name(),
+				      (int)getpid(), KP_VERSION);
 	else
-		n += (size_t)snprintf(line, sizeof(line), "libkeepalive:");
+		n += (size_t)snprintf(line, sizeof(line), "libkeepalive: version=%s", KP_VERSION);
 #define KP_STAT_PRINT(name)                                                                          \
 	if (n < sizeof(line))                                                                        \
 		n += (size_t)snprintf(line + n, sizeof(line) - n, " %s=%llu", #name,                 \

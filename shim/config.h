@@ -7,6 +7,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* the version, from debian/changelog's first line (the Makefile passes it) */
+#ifndef KP_VERSION
+#error "KP_VERSION is undefined: build with make"
+#endif
+
 enum kp_log_level { KP_LOG_OFF = 0, KP_LOG_ERROR, KP_LOG_WARN, KP_LOG_INFO, KP_LOG_DEBUG };
 
 struct kp_config {

@@ -51,7 +51,7 @@ __attribute__((constructor)) static void kp_init(void)
 	kp_conn_fd_limits(false);
 	our_pid = getpid();
 	pthread_atfork(kp_conn_before_fork, kp_conn_after_fork_parent, after_fork_child);
-	kp_debug("loaded");
+	kp_debug("loaded version=%s", KP_VERSION);
 }
 
 __attribute__((destructor)) static void kp_fini(void)
