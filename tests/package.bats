@@ -9,6 +9,7 @@
 # Its own temporary directories and free ports: safe beside other files.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 setup_file() {
 	suite_setup
