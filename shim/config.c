@@ -221,16 +221,18 @@ void kp_stats_print(void)
 	char line[512];
 	size_t n = 0;
 	if (stats_path[0])
-		n += (size_t)snprintf(line, sizeof(line), "libkeepalive[%s:%d]: version=%s", prog_name(),
-				      (int)getpid(), KP_VERSION);
+		n += (size_t)snprintf(line, sizeof(line), "libkeepalive[%s:%d]:", prog_name(), (int)getpid());
 	else
-		n += (size_t)snprintf(line, sizeof(line), "libkeepalive: version=%s", KP_VERSION);
+		n += (size_t)snprintf(line, sizeof(line), "libkeepalive:");
 #define KP_STAT_PRINT(name)                                                                          \
 	if (n < sizeof(line))                                                                        \
 		n += (size_t)snprintf(line + n, sizeof(line) - n, " %s=%llu", #name,                 \
 				      (unsigned long long)__atomic_load_n(&kp_stats.name, __ATOMIC_RELAXED));
 	KP_STATS(KP_STAT_PRINT)
 #undef KP_STAT_PRINT
+	/* last: what parses the counters by position keeps working */
+	if (n < sizeof(line))
+		n += (size_t)snprintf(line + n, sizeof(line) - n, " version=%s", KP_VERSION);
 	if (n >= sizeof(line) - 1)
 		n = sizeof(line) - 2;
 	line[n++] = '\n';
