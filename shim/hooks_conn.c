@@ -41,7 +41,9 @@ static void after_fork_child(void)
 
 __attribute__((constructor)) static void kp_init(void)
 {
+#ifndef KP_REAL_LAZY
 	kp_real_bind();
+#endif
 	kp_config_load();
 	if (kp_cfg.disabled)
 		return;

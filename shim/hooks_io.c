@@ -30,7 +30,7 @@
 		struct kp_conn *c_ = __atomic_load_n(&kp_fdtab[fd], __ATOMIC_ACQUIRE); \
 		if (__builtin_expect(c_ != NULL, 0))                             \
 			return name##_slow(c_, __VA_ARGS__);                     \
-		return kp_real.name(__VA_ARGS__);                                \
+		return KP_REAL_BOUND(name)(__VA_ARGS__);                              \
 	} while (0)
 
 /* ------------------------------------------------------------ write */

@@ -513,12 +513,8 @@ KP_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeou
 KP_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct timespec *ts,
 			   const sigset_t *mask)
 {
-	kp_real_bind();
-	if (!kp_real.epoll_pwait2) { /* an older libc: as it would say */
-		errno = ENOSYS;
-		return -1;
-	}
+	/* an older libc without it: ENOSYS, as that libc would say (real.c) */
 	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
-		return kp_real.epoll_pwait2(epfd, evs, max, ts, mask);
+		return KP_REAL(epoll_pwait2)(epfd, evs, max, ts, mask);
 	return ep_common(EP_PWAIT2, epfd, evs, max, ms_of(ts), mask);
 }
