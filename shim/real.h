@@ -101,7 +101,8 @@ struct kp_real_table {
 };
 #undef KP_REAL_FIELD
 
-extern struct kp_real_table kp_real;
+/* hidden: one instruction from a wrapper, no GOT load */
+extern __attribute__((visibility("hidden"))) struct kp_real_table kp_real;
 
 #if defined(__x86_64__)
 /* Lazy: each pointer starts at its own resolver stub (real.c), which binds
