@@ -350,6 +350,10 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 }
 
 @test "I/O before our constructor (.preinit_array: pipe, dup, fcntl, poll, one request) works as without the shim; later requests pooled" {
+	# a preloaded libasan maps its shadow memory in its own constructor:
+	# any instrumented code before that faults (the build before lazy
+	# binding did too), so only the plain build can run this
+	[ -z "${KEEPALIVE_ASAN-}" ] || skip "instrumented code cannot run before libasan's constructor"
 	nginx_start
 	run_both 6 "$CLIENTS/early_io" 127.0.0.1 "$NGINX_PORT" /f 5
 	assert_both_ok
