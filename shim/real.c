@@ -5,7 +5,9 @@
  * Binding the whole table in the constructor cost every program ~58k
  * instructions at start-up (callgrind, /bin/true: dlsym is ~800 each),
  * most of it for functions the program never calls.  Lazily, a program
- * pays one dlsym per function it does call, on its first call.
+ * pays one dlsym per function it does call, on its first call (from a
+ * signal handler too, if that is where the first call is: the dynamic
+ * linker's own lazy binding does the same for every PLT call).
  */
 #include "real.h"
 
