@@ -67,9 +67,55 @@ static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-static void env_u64(const char *name, uint64_t min, uint64_t max, uint64_t *val)
+/* The KEEPALIVE_* variables the library reads, found in one pass over the
+ * environment: getenv() for each walked it a dozen times at every start. */
+#define KP_ENV(X) \
+	X(LOG_FILE) \
+	X(LOG) \
+	X(DISABLE) \
+	X(STATS) \
+	X(STATS_FILE) \
+	X(OBSERVE) \
+	X(PORTS) \
+	X(BROKER) \
+	X(BROKER_TIMEOUT_MS) \
+	X(IDLE_MS) \
+	X(QUIET_MS) \
+	X(REPLAY_MAX) \
+	X(METHODS) \
+	X(MAX_IDLE_PER_HOST) \
+	X(MAX_IDLE)
+#define KP_ENV_ENUM(name) E_##name,
+enum { KP_ENV(KP_ENV_ENUM) ENV_N };
+#define KP_ENV_NAME(name) "KEEPALIVE_" #name,
+static const char *const env_names[ENV_N] = { KP_ENV(KP_ENV_NAME) };
+static const char *env_vals[ENV_N];
+
+static void env_scan(void)
 {
-	const char *s = getenv(name);
+	extern char **environ;
+	for (char **e = environ; e && *e; e++) {
+		const char *v = *e;
+		if (v[0] != 'K' || strncmp(v, "KEEPALIVE_", 10) != 0)
+			continue;
+		for (size_t i = 0; i < ENV_N; i++) {
+			size_t n = strlen(env_names[i]);
+			/* the first of a name wins, as with getenv() */
+			if (!strncmp(v, env_names[i], n) && v[n] == '=') {
+				if (!env_vals[i])
+					env_vals[i] = v + n + 1;
+				break;
+			}
+		}
+	}
+}
+
+/* getenv("KEEPALIVE_" #name) as it was when env_scan() ran */
+#define env(name) env_vals[E_##name]
+
+static void env_u64(int i, uint64_t min, uint64_t max, uint64_t *val)
+{
+	const char *name = env_names[i], *s = env_vals[i];
 	if (!s)
 		return;
 	if (parse_u64(s, min, max, val) < 0) {
@@ -138,9 +184,16 @@ static void broker_path(const char *s)
 	}
 }
 
+/* 80,443,8080,8443 (what the warnings below name), into an empty bitmap */
+static void set_default_ports(uint8_t *bitmap)
+{
+	static const uint16_t ports[] = { 80, 443, 8080, 8443 };
+	for (size_t i = 0; i < sizeof(ports) / sizeof(ports[0]); i++)
+		bitmap[ports[i] >> 3] |= (uint8_t)(1u << (ports[i] & 7));
+}
+
 void kp_config_load(void)
 {
-	static const char default_ports[] = "80,443,8080,8443";
 	const char *s;
 	uint64_t v;
 
@@ -150,7 +203,7 @@ void kp_config_load(void)
 	kp_cfg.quiet_ms = 2000;
 	kp_cfg.any_method = true;
 	kp_cfg.replay_max = 65536;
-	kp_parse_ports(default_ports, kp_cfg.ports);
+	set_default_ports(kp_cfg.ports);
 
 	/* torsocks' rule: a setuid/setgid process does not obey the caller's
 	 * environment.  We go further and step aside entirely. */
@@ -158,14 +211,15 @@ void kp_config_load(void)
 		kp_cfg.disabled = true;
 		return;
 	}
-	if ((s = getenv("KEEPALIVE_LOG_FILE")) && *s) {
+	env_scan();
+	if ((s = env(LOG_FILE)) && *s) {
 		int fd = open(s, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
 		if (fd >= 0)
 			kp_cfg.log_fd = fd;
 		else
 			warn_setting("KEEPALIVE_LOG_FILE", s, "cannot open it, logging to stderr");
 	}
-	if ((s = getenv("KEEPALIVE_LOG")) && *s) {
+	if ((s = env(LOG)) && *s) {
 		int level = parse_level(s);
 		if (level < 0)
 			warn_setting("KEEPALIVE_LOG", s, "want off|error|warn|info|debug, using warn");
@@ -173,11 +227,11 @@ void kp_config_load(void)
 	} else {
 		kp_cfg.log_level = KP_LOG_WARN;
 	}
-	if ((s = getenv("KEEPALIVE_DISABLE")) && *s && strcmp(s, "0") != 0)
+	if ((s = env(DISABLE)) && *s && strcmp(s, "0") != 0)
 		kp_cfg.disabled = true;
-	if ((s = getenv("KEEPALIVE_STATS")) && *s && strcmp(s, "0") != 0)
+	if ((s = env(STATS)) && *s && strcmp(s, "0") != 0)
 		kp_cfg.stats = true;
-	if ((s = getenv("KEEPALIVE_STATS_FILE")) && *s) {
+	if ((s = env(STATS_FILE)) && *s) {
 		if (strlen(s) < sizeof(stats_path)) {
 			strcpy(stats_path, s);
 			kp_cfg.stats = true;
@@ -185,30 +239,31 @@ void kp_config_load(void)
 			warn_setting("KEEPALIVE_STATS_FILE", s, "too long, ignored");
 		}
 	}
-	if ((s = getenv("KEEPALIVE_OBSERVE")) && *s && strcmp(s, "0") != 0)
+	if ((s = env(OBSERVE)) && *s && strcmp(s, "0") != 0)
 		kp_cfg.observe = true;
-	if ((s = getenv("KEEPALIVE_PORTS")) && kp_parse_ports(s, kp_cfg.ports) < 0) {
+	if ((s = env(PORTS)) && kp_parse_ports(s, kp_cfg.ports) < 0) {
 		warn_setting("KEEPALIVE_PORTS", s, "want e.g. 80,8080,9000-9010, using 80,443,8080,8443");
-		kp_parse_ports(default_ports, kp_cfg.ports);
+		memset(kp_cfg.ports, 0, sizeof(kp_cfg.ports));
+		set_default_ports(kp_cfg.ports);
 	}
-	if ((s = getenv("KEEPALIVE_BROKER")) && *s && strcmp(s, "0") != 0)
+	if ((s = env(BROKER)) && *s && strcmp(s, "0") != 0)
 		broker_path(s);
 	kp_cfg.broker_timeout_ms = 100;
-	env_u64("KEEPALIVE_BROKER_TIMEOUT_MS", 1, 10000, &kp_cfg.broker_timeout_ms);
-	env_u64("KEEPALIVE_IDLE_MS", 1, 24ull * 3600 * 1000, &kp_cfg.idle_ms);
-	env_u64("KEEPALIVE_QUIET_MS", 10, 600000, &kp_cfg.quiet_ms);
-	env_u64("KEEPALIVE_REPLAY_MAX", 0, 16u << 20, &kp_cfg.replay_max);
-	if ((s = getenv("KEEPALIVE_METHODS")) && *s) {
+	env_u64(E_BROKER_TIMEOUT_MS, 1, 10000, &kp_cfg.broker_timeout_ms);
+	env_u64(E_IDLE_MS, 1, 24ull * 3600 * 1000, &kp_cfg.idle_ms);
+	env_u64(E_QUIET_MS, 10, 600000, &kp_cfg.quiet_ms);
+	env_u64(E_REPLAY_MAX, 0, 16u << 20, &kp_cfg.replay_max);
+	if ((s = env(METHODS)) && *s) {
 		if (!strcmp(s, "idempotent"))
 			kp_cfg.any_method = false;
 		else if (strcmp(s, "all") != 0)
 			warn_setting("KEEPALIVE_METHODS", s, "want all|idempotent, using all");
 	}
 	v = kp_cfg.max_idle_per_dest;
-	env_u64("KEEPALIVE_MAX_IDLE_PER_HOST", 0, 65536, &v);
+	env_u64(E_MAX_IDLE_PER_HOST, 0, 65536, &v);
 	kp_cfg.max_idle_per_dest = (unsigned)v;
 	v = kp_cfg.max_idle_total;
-	env_u64("KEEPALIVE_MAX_IDLE", 0, 65536, &v);
+	env_u64(E_MAX_IDLE, 0, 65536, &v);
 	kp_cfg.max_idle_total = (unsigned)v;
 }
 

@@ -12,6 +12,7 @@
 struct kp_conn **kp_fdtab;
 uint8_t *kp_fdflags;
 unsigned kp_fdtab_len;
+unsigned kp_fd_live;
 
 static int fd_high = -1;
 static int hidden_base = 3;
@@ -56,7 +57,11 @@ struct kp_conn *kp_fd_swap(int fd, struct kp_conn *c)
 								 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
 			;
 	}
-	return __atomic_exchange_n(&kp_fdtab[fd], c, __ATOMIC_ACQ_REL);
+	struct kp_conn *old = __atomic_exchange_n(&kp_fdtab[fd], c, __ATOMIC_ACQ_REL);
+	int live = (c && c != KP_POOLED) - (old && old != KP_POOLED);
+	if (live)
+		__atomic_add_fetch(&kp_fd_live, (unsigned)live, __ATOMIC_ACQ_REL);
+	return old;
 }
 
 int kp_fd_hidden_base(void)
@@ -79,4 +84,5 @@ void kp_fdtab_after_fork_child(void)
 	int high = kp_fd_high();
 	if (high >= 0)
 		memset(kp_fdtab, 0, (size_t)(high + 1) * sizeof(*kp_fdtab));
+	__atomic_store_n(&kp_fd_live, 0, __ATOMIC_RELEASE);
 }

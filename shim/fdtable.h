@@ -28,9 +28,18 @@ enum {
 	KP_FD_EPOLL = 128,   /* an epoll set (its close drops our registrations) */
 };
 
-extern struct kp_conn **kp_fdtab;
-extern uint8_t *kp_fdflags;
-extern unsigned kp_fdtab_len;
+/* Hidden: the fast paths then reach them in one instruction each, not
+ * through a GOT load (-fvisibility=hidden covers definitions only). */
+#define KP_HIDDEN __attribute__((visibility("hidden")))
+
+extern KP_HIDDEN struct kp_conn **kp_fdtab;
+extern KP_HIDDEN uint8_t *kp_fdflags;
+extern KP_HIDDEN unsigned kp_fdtab_len;
+/* How many of the program's fds are connections (entries neither NULL nor
+ * KP_POOLED).  0: no readiness answer of ours can differ from the
+ * kernel's, and poll/select pass straight through without looking at
+ * each fd (most programs, and every one that never spoke HTTP). */
+extern KP_HIDDEN unsigned kp_fd_live;
 
 /* The tracked-fd half of an exported wrapper: kept out of line, so that
  * the wrapper itself is the bounds check, the load, the test and a tail
@@ -42,6 +51,11 @@ static inline struct kp_conn *kp_fd_conn(int fd)
 	if ((unsigned)fd >= kp_fdtab_len)
 		return 0;
 	return __atomic_load_n(&kp_fdtab[fd], __ATOMIC_ACQUIRE);
+}
+
+static inline bool kp_fd_any_live(void)
+{
+	return __atomic_load_n(&kp_fd_live, __ATOMIC_ACQUIRE) != 0;
 }
 
 static inline bool kp_fd_valid(int fd)

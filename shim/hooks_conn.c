@@ -41,7 +41,9 @@ static void after_fork_child(void)
 
 __attribute__((constructor)) static void kp_init(void)
 {
+#ifndef KP_REAL_LAZY
 	kp_real_bind();
+#endif
 	kp_config_load();
 	if (kp_cfg.disabled)
 		return;
@@ -112,13 +114,17 @@ KP_EXPORT int socket(int domain, int type, int protocol)
 /* Every other call that hands out an fd number: whatever we knew of that
  * number belongs to a socket whose close we did not see (fclose(),
  * syscall(SYS_close)...), and must not follow the new file around. */
-static int fresh(int fd)
+static KP_SLOW void fresh_slow(int fd)
 {
-	if (fd >= 0 && kp_fd_valid(fd) && (kp_fd_conn(fd) || kp_fl(fd))) {
-		int saved = errno;
-		fresh_fd(fd, 0);
-		errno = saved;
-	}
+	int saved = errno;
+	fresh_fd(fd, 0);
+	errno = saved;
+}
+
+static inline int fresh(int fd)
+{
+	if (fd >= 0 && kp_fd_valid(fd) && (kp_fd_conn(fd) || kp_fl(fd)))
+		fresh_slow(fd);
 	return fd;
 }
 
@@ -131,6 +137,23 @@ static int fresh_pair(int r, const int fds[2])
 	return r;
 }
 
+/* open, fcntl and ioctl take one optional argument (a mode, an int or a
+ * pointer).  On x86-64 it arrives in a register just as a fixed one would
+ * (SysV ABI: a variadic callee differs only in reading %al), so there the
+ * wrappers are defined with it fixed, under the libc names: no va_list to
+ * set up, and fcntl and ioctl calls that teach us nothing are a compare
+ * and a tail jump.  open's mode is passed on whatever the register holds:
+ * libc reads it only with O_CREAT or O_TMPFILE, as before.  Elsewhere the
+ * wrappers are variadic. */
+#if defined(__x86_64__)
+#define KP_FIXED_VARARG 1
+#define KP_OPEN_WRAPPER(name, params, ...)                                      \
+	KP_EXPORT int kp_##name params __asm__(#name);                          \
+	int kp_##name params                                                    \
+	{                                                                       \
+		return fresh(RETRY_IF_SHORT(KP_REAL(name)(__VA_ARGS__)));       \
+	}
+#else
 /* The mode argument of an open call, present only with O_CREAT/O_TMPFILE.
  * A macro: va_start must run in the variadic function itself. */
 #define OPEN_MODE(last_named, flags)                                              \
@@ -144,30 +167,23 @@ static int fresh_pair(int r, const int fds[2])
 		}                                                                 \
 		mode_;                                                            \
 	})
+#define KP_OPEN_WRAPPER(name, params, ...)                                      \
+	KP_EXPORT int name(KP_OPEN_PARAMS_##name, ...)                          \
+	{                                                                       \
+		mode_t mode = OPEN_MODE(flags, flags);                          \
+		return fresh(RETRY_IF_SHORT(KP_REAL(name)(__VA_ARGS__)));       \
+	}
+#define KP_OPEN_PARAMS_open const char *path, int flags
+#define KP_OPEN_PARAMS_open64 const char *path, int flags
+#define KP_OPEN_PARAMS_openat int dirfd, const char *path, int flags
+#define KP_OPEN_PARAMS_openat64 int dirfd, const char *path, int flags
+#endif
 
-KP_EXPORT int open(const char *path, int flags, ...)
-{
-	mode_t mode = OPEN_MODE(flags, flags);
-	return fresh(RETRY_IF_SHORT(KP_REAL(open)(path, flags, mode)));
-}
-
-KP_EXPORT int open64(const char *path, int flags, ...)
-{
-	mode_t mode = OPEN_MODE(flags, flags);
-	return fresh(RETRY_IF_SHORT(KP_REAL(open64)(path, flags, mode)));
-}
-
-KP_EXPORT int openat(int dirfd, const char *path, int flags, ...)
-{
-	mode_t mode = OPEN_MODE(flags, flags);
-	return fresh(RETRY_IF_SHORT(KP_REAL(openat)(dirfd, path, flags, mode)));
-}
-
-KP_EXPORT int openat64(int dirfd, const char *path, int flags, ...)
-{
-	mode_t mode = OPEN_MODE(flags, flags);
-	return fresh(RETRY_IF_SHORT(KP_REAL(openat64)(dirfd, path, flags, mode)));
-}
+KP_OPEN_WRAPPER(open, (const char *path, int flags, mode_t mode), path, flags, mode)
+KP_OPEN_WRAPPER(open64, (const char *path, int flags, mode_t mode), path, flags, mode)
+KP_OPEN_WRAPPER(openat, (int dirfd, const char *path, int flags, mode_t mode), dirfd, path, flags, mode)
+KP_OPEN_WRAPPER(openat64, (int dirfd, const char *path, int flags, mode_t mode), dirfd, path, flags,
+		mode)
 
 KP_EXPORT int accept(int fd, struct sockaddr *addr, socklen_t *len)
 {
@@ -316,7 +332,7 @@ KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 	return KP_REAL(bind)(fd, addr, len);
 }
 
-KP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+static KP_SLOW int setsockopt_slow(int fd, int level, int name, const void *val, socklen_t len)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (c && kp_sockopt_already(c, fd, level, name, val, len))
@@ -330,11 +346,27 @@ KP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t
 	return r;
 }
 
+/* Options matter only on TCP sockets whose socket() we saw (carried onto
+ * a pooled connection) and on connections: for other fds a tail jump. */
+KP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	if (kp_fd_valid(fd) && (kp_fd_conn(fd) || (kp_fl(fd) & KP_FD_TCP)))
+		return setsockopt_slow(fd, level, name, val, len);
+	return KP_REAL(setsockopt)(fd, level, name, val, len);
+}
+
+static KP_SLOW int getsockopt_slow(struct kp_conn *c, int fd, int level, int name, void *val,
+				   socklen_t *len)
+{
+	kp_before_getsockopt(c, fd);
+	return KP_REAL(getsockopt)(fd, level, name, val, len);
+}
+
 KP_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (c)
-		kp_before_getsockopt(c, fd);
+		return getsockopt_slow(c, fd, level, name, val, len);
 	return KP_REAL(getsockopt)(fd, level, name, val, len);
 }
 
@@ -347,19 +379,26 @@ KP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 /* ------------------------------------------------------------ close */
 
-KP_EXPORT int close(int fd)
+static KP_SLOW int close_slow(int fd)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
-	if (!c) {
-		/* what socket()/fcntl() taught us dies with the fd */
-		if (kp_fd_valid(fd) && kp_fl(fd)) {
-			if (kp_fl(fd) & KP_FD_EPOLL)
-				kp_watch_forget_epfd(fd);
-			kp_fl_set(fd, 0);
-		}
-		return KP_REAL(close)(fd);
-	}
-	return kp_close(fd, c);
+	if (c)
+		return kp_close(fd, c);
+	/* what socket()/fcntl() taught us dies with the fd */
+	if (kp_fl(fd) & KP_FD_EPOLL)
+		kp_watch_forget_epfd(fd);
+	kp_fl_set(fd, 0);
+	return KP_REAL(close)(fd);
+}
+
+/* An fd with neither a connection nor anything learnt of it (most of them:
+ * files, pipes, sockets made before us): a tail jump to libc. */
+KP_EXPORT int close(int fd)
+{
+	if (__builtin_expect((unsigned)fd < kp_fdtab_len, 1) &&
+	    __builtin_expect(kp_fd_conn(fd) || kp_fl(fd), 0))
+		return close_slow(fd);
+	return KP_REAL(close)(fd);
 }
 
 /* In a vfork() child (CPython's subprocess closes fds with close_range()
@@ -439,18 +478,31 @@ KP_EXPORT void closefrom(int lowfd)
 			close(fd);
 }
 
-KP_EXPORT int shutdown(int fd, int how)
+static KP_SLOW int shutdown_slow(struct kp_conn *c, int fd, int how)
 {
-	struct kp_conn *c = kp_fd_conn(fd);
-	if (c && c != KP_POOLED && (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR) &&
+	if (c != KP_POOLED && (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR) &&
 	    kp_shutdown(c, fd, how))
 		return 0;
 	return KP_REAL(shutdown)(fd, how);
 }
 
+KP_EXPORT int shutdown(int fd, int how)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (c)
+		return shutdown_slow(c, fd, how);
+	return KP_REAL(shutdown)(fd, how);
+}
+
 /* ------------------------------------------------------------ dup */
 
-KP_EXPORT int dup(int fd)
+/* The number has a connection or something we learnt of it. */
+static inline bool fd_known(int fd)
+{
+	return kp_fd_valid(fd) && (kp_fd_conn(fd) || kp_fl(fd));
+}
+
+static KP_SLOW int dup_slow(int fd)
 {
 	int nfd = RETRY_IF_SHORT(KP_REAL(dup)(fd));
 	struct kp_conn *c = kp_fd_conn(fd);
@@ -459,6 +511,15 @@ KP_EXPORT int dup(int fd)
 	else if (nfd >= 0)
 		dup_fdflags(fd, nfd, false);
 	return nfd;
+}
+
+/* An fd we know nothing of: its copy only needs the new number's stale
+ * state forgotten, as any fresh fd (dup_fdflags with no flags to copy). */
+KP_EXPORT int dup(int fd)
+{
+	if (__builtin_expect(fd_known(fd), 0))
+		return dup_slow(fd);
+	return fresh(RETRY_IF_SHORT(KP_REAL(dup)(fd)));
 }
 
 /* dup2/dup3 in a vfork child (CPython's subprocess moving a socket onto
@@ -471,7 +532,7 @@ static int dup_onto_in_vfork_child(struct kp_conn *c, int oldfd, int newfd, int 
 	return is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
 }
 
-static int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
+static KP_SLOW int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
 {
 	struct kp_conn *c = kp_fd_conn(oldfd);
 	if ((c || kp_fd_conn(newfd)) && in_vfork_child())
@@ -501,23 +562,25 @@ static int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
 	return r;
 }
 
+/* Neither number known to us: the copy teaches us nothing (dup_onto would
+ * find nothing to forget and no flags to copy), a tail jump. */
 KP_EXPORT int dup2(int oldfd, int newfd)
 {
+	if (!fd_known(oldfd) && !fd_known(newfd))
+		return KP_REAL(dup2)(oldfd, newfd);
 	return dup_onto(oldfd, newfd, 0, true);
 }
 
 KP_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
+	if (!fd_known(oldfd) && !fd_known(newfd))
+		return KP_REAL(dup3)(oldfd, newfd, flags);
 	return dup_onto(oldfd, newfd, flags, false);
 }
 
-KP_EXPORT int fcntl(int fd, int cmd, ...)
+/* fcntl and ioctl: see open above for their fixed third parameter */
+static KP_SLOW int fcntl_slow(int fd, int cmd, void *arg)
 {
-	va_list ap;
-	va_start(ap, cmd);
-	/* every fcntl argument is an int or a pointer, passed in one register */
-	void *arg = va_arg(ap, void *);
-	va_end(ap);
 	int r = KP_REAL(fcntl)(fd, cmd, arg);
 	if (r < 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && kp_fds_short())
 		r = KP_REAL(fcntl)(fd, cmd, arg);
@@ -548,12 +611,15 @@ KP_EXPORT int fcntl(int fd, int cmd, ...)
 	return r;
 }
 
-KP_EXPORT int ioctl(int fd, unsigned long req, ...)
+static inline int fcntl_fast(int fd, int cmd, void *arg)
 {
-	va_list ap;
-	va_start(ap, req);
-	void *arg = va_arg(ap, void *);
-	va_end(ap);
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC || cmd == F_SETFL || cmd == F_SETFD)
+		return fcntl_slow(fd, cmd, arg);
+	return KP_REAL(fcntl)(fd, cmd, arg);
+}
+
+static KP_SLOW int ioctl_slow(int fd, unsigned long req, void *arg)
+{
 	int r = KP_REAL(ioctl)(fd, req, arg);
 	if (r == 0 && kp_fd_valid(fd)) {
 		int saved = errno;
@@ -567,6 +633,46 @@ KP_EXPORT int ioctl(int fd, unsigned long req, ...)
 	}
 	return r;
 }
+
+static inline int ioctl_fast(int fd, unsigned long req, void *arg)
+{
+	if (req == FIONBIO || req == FIOCLEX || req == FIONCLEX)
+		return ioctl_slow(fd, req, arg);
+	return KP_REAL(ioctl)(fd, req, arg);
+}
+
+#ifdef KP_FIXED_VARARG
+KP_EXPORT int kp_fcntl(int fd, int cmd, void *arg) __asm__("fcntl");
+KP_EXPORT int kp_ioctl(int fd, unsigned long req, void *arg) __asm__("ioctl");
+
+int kp_fcntl(int fd, int cmd, void *arg)
+{
+	return fcntl_fast(fd, cmd, arg);
+}
+
+int kp_ioctl(int fd, unsigned long req, void *arg)
+{
+	return ioctl_fast(fd, req, arg);
+}
+#else
+KP_EXPORT int fcntl(int fd, int cmd, ...)
+{
+	va_list ap;
+	va_start(ap, cmd);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return fcntl_fast(fd, cmd, arg);
+}
+
+KP_EXPORT int ioctl(int fd, unsigned long req, ...)
+{
+	va_list ap;
+	va_start(ap, req);
+	void *arg = va_arg(ap, void *);
+	va_end(ap);
+	return ioctl_fast(fd, req, arg);
+}
+#endif
 
 /* fcntl64 is the same function on 64-bit glibc; programs built against
  * _FILE_OFFSET_BITS=64 on 32-bit call it. */

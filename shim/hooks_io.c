@@ -18,11 +18,11 @@
 #define KP_EXPORT __attribute__((visibility("default")))
 
 /* The whole of an exported wrapper for an fd that is not ours: a bounds
- * check, a load, a test and a tail jump to libc (about a dozen
- * instructions).  The table gets its length in the constructor only
- * after the real functions are bound, so below the length kp_real needs
- * no check; calls before that, or on fds beyond the table, and tracked
- * fds take name_slow(), out of line. */
+ * check, a load, a test and a tail jump to libc (eight instructions).
+ * kp_real needs no check: on x86-64 its pointers start
+ * at lazy binding stubs, elsewhere they are bound before the constructor
+ * gives the table its length (real.h).  Calls before that, or on fds
+ * beyond the table, and tracked fds take name_slow(), out of line. */
 #define KP_FAST(fd, name, ...)                                                   \
 	do {                                                                     \
 		if (__builtin_expect((unsigned)(fd) >= kp_fdtab_len, 0))         \
@@ -30,7 +30,7 @@
 		struct kp_conn *c_ = __atomic_load_n(&kp_fdtab[fd], __ATOMIC_ACQUIRE); \
 		if (__builtin_expect(c_ != NULL, 0))                             \
 			return name##_slow(c_, __VA_ARGS__);                     \
-		return kp_real.name(__VA_ARGS__);                                \
+		return KP_REAL_BOUND(name)(__VA_ARGS__);                         \
 	} while (0)
 
 /* ------------------------------------------------------------ write */

@@ -130,8 +130,8 @@ static bool timeout_left(uint64_t start, int *timeout, struct timespec *left)
 /* poll/ppoll: the kernel's answer with our readiness folded in, and with
  * no report of a connection replayed meanwhile: if nothing else is left
  * to report, wait on for the rest of the program's timeout. */
-static int poll_common(struct pollfd *fds, nfds_t n, const struct timespec *ts, int timeout,
-		       const sigset_t *mask, bool is_ppoll)
+static KP_SLOW int poll_common(struct pollfd *fds, nfds_t n, const struct timespec *ts, int timeout,
+				const sigset_t *mask, bool is_ppoll)
 {
 	struct timespec left;
 	for (;;) {
@@ -177,18 +177,26 @@ static int poll_wait(struct pollfd *fds, nfds_t n, const struct timespec *ts, in
 	}
 }
 
+/* With no connection among the program's fds (kp_fd_live), each of these
+ * is a load, a test and a tail jump; the rest out of line. */
 KP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
-	if (!kp_fdtab_len)
+	if (!kp_fd_any_live())
 		return KP_REAL(poll)(fds, n, timeout);
 	return poll_common(fds, n, NULL, timeout, NULL, false);
 }
 
+static KP_SLOW int ppoll_slow(struct pollfd *fds, nfds_t n, const struct timespec *ts,
+			      const sigset_t *mask)
+{
+	return poll_common(fds, n, ts, ms_of(ts), mask, true);
+}
+
 KP_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
-	if (!kp_fdtab_len)
+	if (!kp_fd_any_live())
 		return KP_REAL(ppoll)(fds, n, ts, mask);
-	return poll_common(fds, n, ts, ms_of(ts), mask, true);
+	return ppoll_slow(fds, n, ts, mask);
 }
 
 KP_EXPORT int __poll_chk(struct pollfd *fds, nfds_t n, int timeout, size_t fdslen)
@@ -383,37 +391,62 @@ static int ms_of_tv(const struct timeval *tv)
 	return tv ? ms_ceil(tv->tv_sec, (long)tv->tv_usec * 1000) : -1;
 }
 
-KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
+static KP_SLOW int select_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
-	if (!kp_fdtab_len || (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
+	if (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex))
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_common(nfds, rd, wr, ex, ms_of_tv(tv), NULL, false, tv, NULL);
+}
+
+KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
+{
+	if (!kp_fd_any_live())
+		return KP_REAL(select)(nfds, rd, wr, ex, tv);
+	return select_slow(nfds, rd, wr, ex, tv);
+}
+
+static KP_SLOW int pselect_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
+				const sigset_t *mask)
+{
+	if (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex))
+		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
+	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);
 }
 
 KP_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
 		      const sigset_t *mask)
 {
-	if (!kp_fdtab_len || (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
+	if (!kp_fd_any_live())
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
-	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);
+	return pselect_slow(nfds, rd, wr, ex, ts, mask);
 }
 
-/* ------------------------------------------------------------ epoll */
+/* ours, or a TCP socket not yet connected: it may become ours */
+static inline bool ep_watched(int fd)
+{
+	if (!kp_fd_valid(fd))
+		return false;
+	struct kp_conn *c = kp_fd_conn(fd);
+	uint8_t fl = kp_fl(fd);
+	return (c && c != KP_POOLED) || ((fl & KP_FD_TCP) && !(fl & KP_FD_CONNECTED));
+}
+
+static KP_SLOW int epoll_ctl_slow(int epfd, int op, int fd, struct epoll_event *ev)
+{
+	int r = KP_REAL(epoll_ctl)(epfd, op, fd, ev);
+	if (r < 0 || !ep_watched(fd))
+		return r;
+	int saved = errno;
+	kp_watch_ctl(epfd, op, fd, ev);
+	errno = saved;
+	return r;
+}
 
 KP_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	int r = KP_REAL(epoll_ctl)(epfd, op, fd, ev);
-	if (r < 0 || !kp_fd_valid(fd))
-		return r;
-	struct kp_conn *c = kp_fd_conn(fd);
-	uint8_t fl = kp_fl(fd);
-	/* ours, or a TCP socket not yet connected: it may become ours */
-	if ((c && c != KP_POOLED) || ((fl & KP_FD_TCP) && !(fl & KP_FD_CONNECTED))) {
-		int saved = errno;
-		kp_watch_ctl(epfd, op, fd, ev);
-		errno = saved;
-	}
-	return r;
+	if (ep_watched(fd))
+		return epoll_ctl_slow(epfd, op, fd, ev);
+	return KP_REAL(epoll_ctl)(epfd, op, fd, ev);
 }
 
 enum ep_kind { EP_WAIT, EP_PWAIT, EP_PWAIT2 };
@@ -513,12 +546,8 @@ KP_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeou
 KP_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct timespec *ts,
 			   const sigset_t *mask)
 {
-	kp_real_bind();
-	if (!kp_real.epoll_pwait2) { /* an older libc: as it would say */
-		errno = ENOSYS;
-		return -1;
-	}
+	/* an older libc without it: ENOSYS, as that libc would say (real.c) */
 	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
-		return kp_real.epoll_pwait2(epfd, evs, max, ts, mask);
+		return KP_REAL(epoll_pwait2)(epfd, evs, max, ts, mask);
 	return ep_common(EP_PWAIT2, epfd, evs, max, ms_of(ts), mask);
 }

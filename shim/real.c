@@ -1,10 +1,148 @@
 /*
- * real.c - bind the real libc functions once.
+ * real.c - the real libc functions: each bound by its first call (x86-64),
+ * or all at once (elsewhere).
+ *
+ * Binding the whole table in the constructor cost every program ~58k
+ * instructions at start-up (callgrind, /bin/true: dlsym is ~800 each),
+ * most of it for functions the program never calls.  Lazily, a program
+ * pays one dlsym per function it does call, on its first call (from a
+ * signal handler too, if that is where the first call is: the dynamic
+ * linker's own lazy binding does the same for every PLT call).
  */
 #include "real.h"
 
 #include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
+
+/* A symbol this libc lacks (epoll_pwait2, close_range before glibc 2.34):
+ * the call fails as an unimplemented one does.  Every function in the
+ * list that returns a pointer exists in every glibc. */
+static long missing(void)
+{
+	errno = ENOSYS;
+	return -1;
+}
+
+#if defined(KP_REAL_LAZY)
+
+/* dlsym(RTLD_NEXT) from here names the object after ours: libc, or what
+ * the program preloaded after us.  Two threads may both get here for one
+ * symbol: they store the same pointer.  errno is the caller's: a call
+ * that succeeds must leave it as it was, and dlsym may touch it. */
+static void *resolve(void **slot, const char *name)
+{
+	int saved = errno;
+	void *p = dlsym(RTLD_NEXT, name);
+	if (!p)
+		p = (void *)missing;
+	__atomic_store_n(slot, p, __ATOMIC_RELEASE);
+	errno = saved;
+	return p;
+}
+
+/* kp_resolve_<name>(): what the stub of <name> calls to learn where to go */
+#define KP_REAL_RESOLVER(ret, name, args)                                            \
+	__attribute__((used, visibility("hidden"))) void *kp_resolve_##name(void);   \
+	void *kp_resolve_##name(void)                                                \
+	{                                                                            \
+		return resolve((void **)&kp_real.name, #name);                      \
+	}
+KP_REAL_FUNCS(KP_REAL_RESOLVER)
+#undef KP_REAL_RESOLVER
+
+/* kp_lazy_<name>: where kp_real.<name> points until its first call.  The
+ * caller's arguments are in registers (none of these functions takes more
+ * than six integer arguments, syscall()'s seventh aside, which is on the
+ * stack and stays there): the stub saves them, asks kp_resolve_<name>(),
+ * puts them back and jumps, so the real function returns straight to the
+ * caller.  %rax too (%al counts a variadic call's vector registers), and
+ * %xmm0-7, which dlsym may use. */
+#define KP_REAL_STUB(ret, name, args)                                                \
+	".globl kp_lazy_" #name "\n"                                                 \
+	".hidden kp_lazy_" #name "\n"                                                \
+	".type kp_lazy_" #name ", @function\n"                                       \
+	".p2align 4\n"                                                               \
+	"kp_lazy_" #name ":\n"                                                       \
+	"	.cfi_startproc\n"                                                    \
+	"	endbr64\n"                                                           \
+	"	lea kp_resolve_" #name "(%rip), %r11\n"                              \
+	"	jmp kp_lazy_common\n"                                                \
+	"	.cfi_endproc\n"                                                      \
+	".size kp_lazy_" #name ", .-kp_lazy_" #name "\n"
+
+/* At entry %rsp is 8 mod 16; seven pushes make it 0 again for the call. */
+__asm__(".text\n"
+	".p2align 4\n"
+	".type kp_lazy_common, @function\n"
+	"kp_lazy_common:\n"
+	"	.cfi_startproc\n"
+	"	push %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	push %rsi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	push %rdx\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	push %rcx\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	push %r8\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	push %r9\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	push %rax\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	sub $128, %rsp\n"
+	"	.cfi_adjust_cfa_offset 128\n"
+	"	movaps %xmm0, 0(%rsp)\n"
+	"	movaps %xmm1, 16(%rsp)\n"
+	"	movaps %xmm2, 32(%rsp)\n"
+	"	movaps %xmm3, 48(%rsp)\n"
+	"	movaps %xmm4, 64(%rsp)\n"
+	"	movaps %xmm5, 80(%rsp)\n"
+	"	movaps %xmm6, 96(%rsp)\n"
+	"	movaps %xmm7, 112(%rsp)\n"
+	"	call *%r11\n"
+	"	mov %rax, %r11\n"
+	"	movaps 0(%rsp), %xmm0\n"
+	"	movaps 16(%rsp), %xmm1\n"
+	"	movaps 32(%rsp), %xmm2\n"
+	"	movaps 48(%rsp), %xmm3\n"
+	"	movaps 64(%rsp), %xmm4\n"
+	"	movaps 80(%rsp), %xmm5\n"
+	"	movaps 96(%rsp), %xmm6\n"
+	"	movaps 112(%rsp), %xmm7\n"
+	"	add $128, %rsp\n"
+	"	.cfi_adjust_cfa_offset -128\n"
+	"	pop %rax\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %r9\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %r8\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rcx\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rdx\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rsi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	jmp *%r11\n"
+	"	.cfi_endproc\n"
+	".size kp_lazy_common, .-kp_lazy_common\n" KP_REAL_FUNCS(KP_REAL_STUB));
+#undef KP_REAL_STUB
+
+#define KP_REAL_STUB_DECL(ret, name, args) __attribute__((visibility("hidden"))) extern ret kp_lazy_##name args;
+KP_REAL_FUNCS(KP_REAL_STUB_DECL)
+#undef KP_REAL_STUB_DECL
+
+/* Filled in by the dynamic linker's relocations, before any code of the
+ * process runs: no call ever finds a NULL here. */
+#define KP_REAL_STUB_INIT(ret, name, args) .name = kp_lazy_##name,
+struct kp_real_table kp_real = { KP_REAL_FUNCS(KP_REAL_STUB_INIT) };
+#undef KP_REAL_STUB_INIT
+
+#else /* !KP_REAL_LAZY */
 
 struct kp_real_table kp_real;
 
@@ -13,7 +151,10 @@ static pthread_once_t bind_once = PTHREAD_ONCE_INIT;
 static void bind_all(void)
 {
 	/* dlsym returns void *; the cast through the field's type is the POSIX way */
-#define KP_REAL_BIND(ret, name, args) *(void **)&kp_real.name = dlsym(RTLD_NEXT, #name);
+#define KP_REAL_BIND(ret, name, args)                                  \
+	*(void **)&kp_real.name = dlsym(RTLD_NEXT, #name);             \
+	if (!kp_real.name)                                             \
+		*(void **)&kp_real.name = (void *)missing;
 	KP_REAL_FUNCS(KP_REAL_BIND)
 #undef KP_REAL_BIND
 }
@@ -22,3 +163,5 @@ void kp_real_bind(void)
 {
 	pthread_once(&bind_once, bind_all);
 }
+
+#endif

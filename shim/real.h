@@ -1,6 +1,7 @@
 /*
- * real.h - the real libc functions, bound once with dlsym(RTLD_NEXT).
- * Every call the shim makes to a wrapped function goes through kp_real.
+ * real.h - the real libc functions, each bound with dlsym(RTLD_NEXT) the
+ * first time it is called.  Every call the shim makes to a wrapped
+ * function goes through kp_real.
  */
 #ifndef KEEPALIVE_REAL_H
 #define KEEPALIVE_REAL_H
@@ -100,12 +101,29 @@ struct kp_real_table {
 };
 #undef KP_REAL_FIELD
 
-extern struct kp_real_table kp_real;
+/* hidden: one instruction from a wrapper, no GOT load */
+extern __attribute__((visibility("hidden"))) struct kp_real_table kp_real;
 
-/* Bind every symbol (idempotent, thread-safe).  Wrappers call this before
- * their first use; it is also run from the library constructor. */
+#if defined(__x86_64__)
+/* Lazy: each pointer starts at its own resolver stub (real.c), which binds
+ * that one symbol, stores it and jumps on with the caller's arguments, as
+ * the dynamic linker's lazy PLT does.  Start-up binds nothing; a pointer
+ * is never NULL, also before our constructor has run; a call costs a
+ * load and an indirect call, and the first one a dlsym. */
+#define KP_REAL_LAZY 1
+#define KP_REAL(name) KP_REAL_BOUND(name)
+#else
+/* Elsewhere: every symbol bound at once, from the constructor or by the
+ * first call to find its pointer NULL (idempotent, thread-safe). */
 void kp_real_bind(void);
-
 #define KP_REAL(name) (kp_real.name ? kp_real.name : (kp_real_bind(), kp_real.name))
+#endif
+
+/* The pointer without a check: lazily it is never NULL; bound eagerly,
+ * it is set before the constructor gives kp_fdtab_len its value, so a
+ * caller that saw a valid fd may use it (hooks_io.c KP_FAST).  Relaxed
+ * atomic: a plain load, and no race for ThreadSanitizer with the store
+ * of a first call in another thread. */
+#define KP_REAL_BOUND(name) (__atomic_load_n(&kp_real.name, __ATOMIC_RELAXED))
 
 #endif

@@ -16,7 +16,7 @@
 #include <sys/epoll.h>
 
 /* Registrations held: epoll_wait's whole fast path is a load of this. */
-extern unsigned kp_watch_count;
+extern __attribute__((visibility("hidden"))) unsigned kp_watch_count;
 
 /* epoll_ctl(epfd, op, fd, ev) succeeded on fd, a connection of ours or a
  * TCP socket that may become one (registered before its connect()). */
