@@ -75,12 +75,25 @@ static int pool_evicted_fd(int fd, const struct pool_key *key, const struct pool
 	return 0;
 }
 
+/* A socket parked less than this long ago is handed out without the
+ * liveness probe (one recv(MSG_PEEK) a reuse): the first request on it is
+ * covered anyway.  An idempotent one is replayed on a fresh connection if
+ * the socket turns out dead (EOF, reset or 408 before a response byte);
+ * any other is preceded by its own probe right before its first byte
+ * (still_alive), and replayed only when TCP proves the server never got
+ * it; a program that waits for readiness first has a dead one replaced
+ * there (ready_settle).  What the probe still buys at hand-out is not
+ * having to replay: worth a syscall only for a socket idle long enough
+ * for a server to have closed it, which a few milliseconds are not. */
+#define KP_UNPROBED_MS 10
+
 void kp_conn_init(void)
 {
 	struct pool_config pc = {
 		.idle_ms = kp_cfg.idle_ms,
 		.max_per_dest = kp_cfg.max_idle_per_dest,
 		.max_total = kp_cfg.max_idle_total,
+		.unprobed_ms = KP_UNPROBED_MS,
 	};
 	struct pool_ops ops = { .close = pool_close_fd, .alive = pool_alive_fd,
 				.evicted = pool_evicted_fd };
