@@ -387,12 +387,14 @@ static int close_range_keep_pool(unsigned first, unsigned last, int flags)
 				kp_close(fd, c);
 		}
 	}
-	/* only now: the loop above may have parked connections in the range */
-	size_t cap = pool_size() + 16;
+	/* only now: the loop above may have parked connections in the range.
+	 * Kept: pooled sockets, and the twins of connections in use outside
+	 * the range (conn.c) */
+	size_t cap = kp_hidden_count() + 16;
 	int *pooled = malloc(cap * sizeof(*pooled));
 	if (!pooled)
 		return (int)KP_REAL(syscall)(SYS_close_range, first, last, flags);
-	size_t n = pool_fds(pooled, cap);
+	size_t n = kp_hidden_fds(pooled, cap);
 	int r = close_gaps(first, last, flags, pooled, n);
 	free(pooled);
 	return r;

@@ -175,6 +175,18 @@ ULIMITED=(bash -c 'ulimit -S -n "$0" && exec "$@"')
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
 
+@test "ulimit -n 32: a reused connection held open, then files until EMFILE: as many as without the shim" {
+	# under the shim the held connection came from the pool and keeps its
+	# hidden fd (its twin, conn.c) while in use: EMFILE must get it back
+	scripted_start keepalive
+	run_both 4 "${ULIMITED[@]}" 32 "$PYTHON" "$SCRIPTS/fd_pressure.py" held "$SCRIPTED_PORT" 3
+	assert_both_ok
+	assert_same_output
+	run grep -c '^files=[0-9]* error=Too many open files$' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
 @test "ulimit -n 32: 16 python threads x 50 GETs over 20 destinations: no EMFILE, as without the shim" {
 	SCRIPTED_MORE_V4=19 # kept for the restarts of run_both
 	scripted_start keepalive

@@ -84,7 +84,30 @@ threads_check() {
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
 
+@test "fork while a reused connection is in use: the child holds the same sockets as without the shim" {
+	# under the shim the connection keeps its hidden fd (its twin, conn.c)
+	# while in use: a child's copy would keep the socket open after the
+	# parent closed it
+	nginx_start
+	run_both 3 "$CLIENTS/fdlife" fork-held "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	# one: its copy of the program's socket
+	run grep -cE '^the child holds sockets: [0-9]+$' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+}
+
 # ---- fds moved around
+
+@test "close_range() above a reused connection in use: it survives, is parked and reused, one connection" {
+	# its hidden fd (twin) lies above it: close_range must leave it alone
+	nginx_start
+	run_both 4 "$CLIENTS/fdlife" close-range-above "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	assert_equal "reused=$(stat_value reused) dropped=$(stat_value dropped) conns=$SHIM_CONNS" \
+		"reused=3 dropped=0 conns=1"
+}
 
 @test "a socket dup2()ed onto stdout, used there, replaced: parked, reused, same output" {
 	nginx_start
