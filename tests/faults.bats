@@ -114,6 +114,24 @@ ab_counts() {
 	[ "$(stat_value replayed)" -ge 1 ]
 }
 
+@test "a non-blocking select() client, reused connections reset: no error, same output" {
+	# select() has no error bits: a reset connection is reported readable
+	# and the read that follows replays it (then EAGAIN: select again)
+	scripted_start late_reset_after1
+	run_both 10 "$CLIENTS/ready_fatal" select 127.0.0.1 "$SCRIPTED_PORT" / 10
+	assert_both_ok
+	assert_same_output --headers
+	[ "$(stat_value replayed)" -ge 1 ]
+}
+
+@test "Perl LWP (a blocking select() client), reused connections reset: same output" {
+	scripted_start late_reset_after1
+	run_both 6 perl "$SCRIPTS/lwp_get.pl" "http://127.0.0.1:$SCRIPTED_PORT/" 6
+	assert_both_ok
+	assert_same_output
+	[ "$(stat_value replayed)" -ge 1 ]
+}
+
 @test "an edge-triggered epoll client that treats EPOLLERR/EPOLLHUP as fatal, reused connections reset: no error, same output" {
 	scripted_start late_reset_after1
 	run_both 10 "$CLIENTS/ready_fatal" epoll-et 127.0.0.1 "$SCRIPTED_PORT" / 10
