@@ -994,6 +994,28 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	return r;
 }
 
+static int swap_fresh(struct kp_conn *c, int fd, bool repark);
+
+bool kp_conn_dead_seen(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) != KP_FIRST_UNSENT)
+		return false;
+	int saved = errno;
+	bool swapped = false;
+	if (conn_lock(c, fd)) {
+		if (c->first == KP_FIRST_UNSENT && c->state == KP_ACTIVE && c->reused) {
+			uint64_t now = kp_now_ms();
+			pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+			swapped = swap_fresh(c, fd, false) == 0;
+			kp_debug("fd %d: a reused connection found reset before its first request: %s", fd,
+				 swapped ? "a fresh one" : "no fresh one");
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	errno = saved;
+	return swapped;
+}
+
 /* ------------------------------------------------------------ close */
 
 static bool parkable(const struct kp_conn *c)
@@ -1081,9 +1103,17 @@ static const char *close_why(const struct kp_conn *c)
 
 /* The last fd of c is going away: park it if allowed and possible (fd is
  * then closed) and say so. */
+/* When a connection about to be parked went idle: now, or for one handed
+ * out and given back unused, when it was parked before (its age goes on,
+ * and with it the liveness probe of KP_UNPROBED_MS). */
+static uint64_t idle_since(const struct kp_conn *c)
+{
+	return c->reused && c->first == KP_FIRST_UNSENT ? c->parked_ms : 0;
+}
+
 static bool settle_last(int fd, struct kp_conn *c)
 {
-	bool parked = parkable(c) && park(fd, c, true, 0) >= 0;
+	bool parked = parkable(c) && park(fd, c, true, idle_since(c)) >= 0;
 	if (parked) {
 		kp_count(parked);
 		kp_debug("fd %d: parked after %u requests", fd, c->served);
@@ -1154,7 +1184,7 @@ void kp_forget_fd(int fd, bool may_park)
 		/* dup2 onto our last fd would close the socket: park a copy, and
 		 * leave fd open: dup2 replaces it atomically, where closing it
 		 * here would let another thread's open() take the number first */
-		if (park(fd, c, false, 0) >= 0)
+		if (park(fd, c, false, idle_since(c)) >= 0)
 			kp_count(parked);
 	} else if (!left && c->state != KP_PRECONNECT) {
 		kp_count(closed);

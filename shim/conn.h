@@ -185,6 +185,13 @@ bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const vo
  * options first, so the program reads its own socket's values. */
 void kp_before_getsockopt(struct kp_conn *c, int fd);
 
+/* getpeername() said ENOTCONN, or getsockopt(SO_ERROR) an error, on a
+ * tracked fd: if it is a reused connection whose first request has not
+ * gone out, the socket was reset while it sat in the pool (handed out
+ * unprobed, conn.c KP_UNPROBED_MS): a fresh connection takes its place
+ * under fd and true says "ask again".  errno is kept. */
+bool kp_conn_dead_seen(struct kp_conn *c, int fd);
+
 /* The program changed O_NONBLOCK (fcntl F_SETFL, ioctl FIONBIO). */
 void kp_note_nonblock(int fd, bool on);
 

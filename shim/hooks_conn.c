@@ -333,9 +333,36 @@ KP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t
 KP_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
-	if (c)
-		kp_before_getsockopt(c, fd);
-	return KP_REAL(getsockopt)(fd, level, name, val, len);
+	if (!c)
+		return KP_REAL(getsockopt)(fd, level, name, val, len);
+	kp_before_getsockopt(c, fd);
+	socklen_t len0 = len ? *len : 0;
+	int r = KP_REAL(getsockopt)(fd, level, name, val, len);
+	/* SO_ERROR of a pooled socket reset while idle (curl asks it after
+	 * its connect): the program gets a fresh connection's answer */
+	if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && len && *len >= sizeof(int) &&
+	    *(int *)val != 0 && kp_conn_dead_seen(c, fd)) {
+		*len = len0;
+		r = KP_REAL(getsockopt)(fd, level, name, val, len);
+	}
+	return r;
+}
+
+/* getpeername() says ENOTCONN on a pooled socket reset while idle
+ * (CPython's ssl asks it before its handshake): as for SO_ERROR */
+KP_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c)
+		return KP_REAL(getpeername)(fd, addr, len);
+	socklen_t len0 = len ? *len : 0;
+	int r = KP_REAL(getpeername)(fd, addr, len);
+	if (r < 0 && errno == ENOTCONN && kp_conn_dead_seen(c, fd)) {
+		if (len)
+			*len = len0;
+		r = KP_REAL(getpeername)(fd, addr, len);
+	}
+	return r;
 }
 
 KP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)

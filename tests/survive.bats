@@ -227,6 +227,30 @@ stale() {
 	assert_posts_reused
 }
 
+@test "stale: random resets after responses, a client that reads SO_ERROR and getpeername() before writing: same answers" {
+	# a pooled connection reset a moment ago is handed out unprobed
+	# (KP_UNPROBED_MS): SO_ERROR would say ECONNRESET and getpeername()
+	# ENOTCONN; the program gets a fresh connection's answers instead
+	scripted_start random_reset
+	run_both 30 "$PYTHON" "$SCRIPTS/sock_state.py" 127.0.0.1 "$SCRIPTED_PORT" 30
+	assert_both_ok
+	assert_same_output
+	assert_equal "shim requests $SHIM_REQS" "shim requests 30"
+	[ "$SHIM_CONNS" -lt 30 ] # and some were reused
+}
+
+@test "stale: random resets after responses, curl with N URLs (SO_ERROR read after each connect): same output" {
+	# a pooled connection reset a moment ago is handed out unprobed
+	# (KP_UNPROBED_MS): curl's getsockopt(SO_ERROR) would see the reset and
+	# fail the transfer; it gets the fresh connection's answer instead
+	scripted_start random_reset
+	run_both 30 curl -sS -H 'Connection: close' "http://127.0.0.1:$SCRIPTED_PORT/r/[1-30]"
+	assert_both_ok
+	assert_same_output
+	assert_equal "shim requests $SHIM_REQS" "shim requests 30"
+	[ "$SHIM_CONNS" -lt 30 ] # and some were reused
+}
+
 # POSTs ride reused connections now (issue 12), and are still never sent
 # twice (stale() checks the server's log)
 assert_posts_reused() {
