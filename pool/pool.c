@@ -325,7 +325,7 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 
 		if (fd < 0)
 			return -1;
-		if (!expired && ops.alive(fd))
+		if (!expired && (now_ms < meta->parked_ms + cfg.unprobed_ms || ops.alive(fd)))
 			return fd;
 		ops.close(fd);
 		if (!expired)

@@ -50,6 +50,11 @@ struct pool_config {
 	uint64_t idle_ms;        /* never hand out a socket idle longer */
 	unsigned max_per_dest;   /* idle sockets per destination */
 	unsigned max_total;      /* idle sockets in all */
+	uint64_t unprobed_ms;    /* hand out a socket parked less than this
+	                            long ago without the liveness probe (the
+	                            caller replays a request a dead one fails,
+	                            and probes before one it may not); 0:
+	                            probe every socket */
 };
 
 struct pool_ops {
@@ -74,7 +79,8 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 
 /* Take the newest live idle socket for key.  Returns its fd (the caller
  * owns it now) with its record in *meta, or -1 when there is none.  Closes
- * expired and dead sockets on the way. */
+ * expired and dead sockets on the way.  A socket parked less than
+ * unprobed_ms ago is taken as live without the probe. */
 int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta *meta);
 
 /* A socket handed out by pool_checkout() turned out dead when first used

@@ -75,12 +75,168 @@ static int pool_evicted_fd(int fd, const struct pool_key *key, const struct pool
 	return 0;
 }
 
+/* ------------------------------------------------------------ twins */
+
+/*
+ * A connection handed out from the pool keeps the hidden fd it was parked
+ * at (its twin) while the program uses it: the hand-out is then one dup3
+ * (no close of the hidden fd) and the next park no F_DUPFD, so a reused
+ * request costs the program's own syscalls and no more (issue 13).  A
+ * twin is the pool's to answer for, as a parked socket is: CLOEXEC (exec
+ * drops it), marked KP_POOLED in the table (the program's calls on that
+ * number see EBADF), closed in a forked child, kept out of close_range,
+ * given back on EMFILE, and counted with the pooled sockets against the
+ * pool's share of the fd table.  It is closed before the program's fd
+ * whenever the connection is really closed, so the program's close() is
+ * still the last one of the socket (FIN, SO_LINGER) and it drops the
+ * socket's epoll registrations as it would.
+ */
+#define KP_MAX_TWINS 64
+
+static struct twin {
+	int fd;
+	struct kp_conn *c;
+} twins[KP_MAX_TWINS];
+static unsigned n_twins;
+static unsigned twin_cap; /* the pool's share of the fd table (pool_fd_plan) */
+static pthread_mutex_t twin_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* Keep p, the hidden fd c's socket was handed out from, as c's twin.
+ * False when the fd budget has no room for it (the caller closes p). */
+static bool twin_keep(struct kp_conn *c, int p)
+{
+	size_t pooled = pool_size();
+	bool kept = false;
+	pthread_mutex_lock(&twin_lock);
+	if (__atomic_load_n(&c->twin, __ATOMIC_RELAXED) < 0 && n_twins < KP_MAX_TWINS &&
+	    pooled + n_twins < __atomic_load_n(&twin_cap, __ATOMIC_RELAXED)) {
+		twins[n_twins++] = (struct twin){ p, c };
+		__atomic_store_n(&c->twin, p, __ATOMIC_RELAXED);
+		kept = true;
+	}
+	pthread_mutex_unlock(&twin_lock);
+	return kept;
+}
+
+static void twin_unlist(unsigned i)
+{
+	twins[i] = twins[--n_twins];
+}
+
+/* Take c's twin away from the registry: the caller owns the fd now (it
+ * is still marked KP_POOLED).  -1 when c has none. */
+static int twin_take(struct kp_conn *c)
+{
+	if (__atomic_load_n(&c->twin, __ATOMIC_RELAXED) < 0)
+		return -1;
+	int fd = -1;
+	pthread_mutex_lock(&twin_lock);
+	for (unsigned i = 0; i < n_twins; i++) {
+		if (twins[i].c == c) {
+			fd = twins[i].fd;
+			twin_unlist(i);
+			break;
+		}
+	}
+	__atomic_store_n(&c->twin, -1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&twin_lock);
+	return fd;
+}
+
+/* c's socket is leaving (really closed, or replaced under the program's
+ * fd): close its twin first. */
+static void twin_drop(struct kp_conn *c)
+{
+	int fd = twin_take(c);
+	if (fd < 0)
+		return;
+	kp_fd_swap(fd, NULL); /* before the number can be reused */
+	KP_REAL(close)(fd);
+}
+
+/* The program closes (or dup2s onto) a number it never had, which is a
+ * twin: its connection forgets it; the caller closes it or lets the
+ * kernel.  True when fd was a twin. */
+static bool twin_forget_fd(int fd)
+{
+	bool found = false;
+	pthread_mutex_lock(&twin_lock);
+	for (unsigned i = 0; i < n_twins; i++) {
+		if (twins[i].fd == fd) {
+			__atomic_store_n(&twins[i].c->twin, -1, __ATOMIC_RELAXED);
+			twin_unlist(i);
+			found = true;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&twin_lock);
+	return found;
+}
+
+/* Out of fds: every twin is closed (their connections go on without). */
+static unsigned twins_drain(void)
+{
+	int fds[KP_MAX_TWINS];
+	unsigned n;
+	pthread_mutex_lock(&twin_lock);
+	n = n_twins;
+	for (unsigned i = 0; i < n; i++) {
+		fds[i] = twins[i].fd;
+		__atomic_store_n(&twins[i].c->twin, -1, __ATOMIC_RELAXED);
+	}
+	n_twins = 0;
+	pthread_mutex_unlock(&twin_lock);
+	for (unsigned i = 0; i < n; i++) {
+		kp_fd_swap(fds[i], NULL);
+		KP_REAL(close)(fds[i]);
+	}
+	return n;
+}
+
+size_t kp_hidden_count(void)
+{
+	size_t n = pool_size();
+	pthread_mutex_lock(&twin_lock);
+	n += n_twins;
+	pthread_mutex_unlock(&twin_lock);
+	return n;
+}
+
+static int int_cmp(const void *a, const void *b)
+{
+	return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
+}
+
+size_t kp_hidden_fds(int *fds, size_t cap)
+{
+	size_t n = pool_fds(fds, cap);
+	pthread_mutex_lock(&twin_lock);
+	for (unsigned i = 0; i < n_twins && n < cap; i++)
+		fds[n++] = twins[i].fd;
+	pthread_mutex_unlock(&twin_lock);
+	qsort(fds, n, sizeof(*fds), int_cmp);
+	return n;
+}
+
+/* A socket parked less than this long ago is handed out without the
+ * liveness probe (one recv(MSG_PEEK) a reuse): the first request on it is
+ * covered anyway.  An idempotent one is replayed on a fresh connection if
+ * the socket turns out dead (EOF, reset or 408 before a response byte);
+ * any other is preceded by its own probe right before its first byte
+ * (still_alive), and replayed only when TCP proves the server never got
+ * it; a program that waits for readiness first has a dead one replaced
+ * there (ready_settle).  What the probe still buys at hand-out is not
+ * having to replay: worth a syscall only for a socket idle long enough
+ * for a server to have closed it, which a few milliseconds are not. */
+#define KP_UNPROBED_MS 10
+
 void kp_conn_init(void)
 {
 	struct pool_config pc = {
 		.idle_ms = kp_cfg.idle_ms,
 		.max_per_dest = kp_cfg.max_idle_per_dest,
 		.max_total = kp_cfg.max_idle_total,
+		.unprobed_ms = KP_UNPROBED_MS,
 	};
 	struct pool_ops ops = { .close = pool_close_fd, .alive = pool_alive_fd,
 				.evicted = pool_evicted_fd };
@@ -106,9 +262,12 @@ void kp_conn_fd_limits(bool changed)
 	pool_fd_plan(soft, kp_cfg.max_idle_total, &cap, &base);
 	/* pooled sockets above a lowered limit, or placed for the old one:
 	 * a few reconnects, where keeping them would cost the program fds */
-	if (changed && soft < was)
+	if (changed && soft < was) {
 		pool_drain();
+		twins_drain();
+	}
 	kp_fd_set_hidden_base(base);
+	__atomic_store_n(&twin_cap, cap, __ATOMIC_RELAXED);
 	pool_set_max_total(cap);
 	kp_debug("fd budget: soft limit %llu, up to %u pooled sockets from fd %d",
 		 (unsigned long long)soft, cap, base);
@@ -120,9 +279,9 @@ bool kp_fds_short(void)
 	if (err != EMFILE && err != ENFILE)
 		return false;
 	kp_conn_fd_limits(true); /* the program may have lowered its limit */
-	unsigned n = pool_drain();
+	unsigned n = pool_drain() + twins_drain();
 	if (n)
-		kp_debug("out of fds (%s): %u pooled sockets closed, the call made again",
+		kp_debug("out of fds (%s): %u pooled sockets (or twins) closed, the call made again",
 			 strerror(err), n);
 	errno = err;
 	return n > 0;
@@ -154,6 +313,7 @@ static struct kp_conn *conn_new(void)
 	memset((char *)c + offsetof(struct kp_conn, next_free), 0,
 	       sizeof(*c) - offsetof(struct kp_conn, next_free));
 	c->refs = 1;
+	__atomic_store_n(&c->twin, -1, __ATOMIC_RELAXED);
 	c->poolable = true;
 	c->ka_timeout = -1;
 	c->ka_max = -1;
@@ -165,6 +325,7 @@ static void finished_forget(int fd, const struct kp_conn *c);
 
 static void conn_free(struct kp_conn *c)
 {
+	twin_drop(c); /* before the program's fd, whose close is then the last */
 	finished_forget(-1, c);
 	pthread_mutex_lock(&c->lock);
 	if (c->tls) { /* its socket is gone */
@@ -703,15 +864,20 @@ static int adopt_pooled(int fd, int p, struct kp_conn *c, const struct pool_meta
 }
 
 /* Hand pooled socket p (the local pool's, or the broker's) to the
- * program's fd as its connection.  p is closed either way.  Returns 0
- * when fd now holds it, -1 when it could not be adopted (dropped). */
-static int hand_out(int fd, struct kp_conn *c, int p, const struct pool_meta *meta, uint64_t now)
+ * program's fd as its connection.  p is closed, or kept as c's twin when
+ * it is a hidden fd of ours (local).  Returns 0 when fd now holds it, -1
+ * when it could not be adopted (dropped). */
+static int hand_out(int fd, struct kp_conn *c, int p, const struct pool_meta *meta, uint64_t now,
+		    bool local)
 {
 	kp_fd_swap(p, NULL);
 	struct kp_tls *t = kp_tls_unpark(p); /* a whole TLS connection */
 	/* its SSL went back to its program (SSL_clear) */
 	int ok = t && kp_tls_dead(t) ? (errno = ESTALE, -1) : adopt_pooled(fd, p, c, meta);
-	KP_REAL(close)(p);
+	if (ok == 0 && local && twin_keep(c, p))
+		kp_fd_swap(p, KP_POOLED);
+	else
+		KP_REAL(close)(p);
 	if (ok == 0) {
 		c->state = KP_ACTIVE;
 		/* handed to the program's SSL at its handshake, if it matches */
@@ -793,7 +959,7 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	uint64_t now = kp_now_ms();
 	while ((p = pool_checkout(&key, now, &meta)) >= 0 ||
 	       (take_finished(&key) && (p = pool_checkout(&key, now, &meta)) >= 0)) {
-		if (hand_out(fd, c, p, &meta, now) == 0) {
+		if (hand_out(fd, c, p, &meta, now, true) == 0) {
 			errno = saved;
 			return 0;
 		}
@@ -802,7 +968,9 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	if ((p = kp_broker_get(&key, &meta)) >= 0) {
 		if (kp_fd_conn(p)) /* a number whose close went past us */
 			kp_forget_fd(p, false);
-		if (hand_out(fd, c, p, &meta, now) == 0) {
+		/* a number received over the broker's socket: the lowest free
+		 * one, the program's to have back at once */
+		if (hand_out(fd, c, p, &meta, now, false) == 0) {
 			errno = saved;
 			return 0;
 		}
@@ -826,6 +994,28 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	return r;
 }
 
+static int swap_fresh(struct kp_conn *c, int fd, bool repark);
+
+bool kp_conn_dead_seen(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) != KP_FIRST_UNSENT)
+		return false;
+	int saved = errno;
+	bool swapped = false;
+	if (conn_lock(c, fd)) {
+		if (c->first == KP_FIRST_UNSENT && c->state == KP_ACTIVE && c->reused) {
+			uint64_t now = kp_now_ms();
+			pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+			swapped = swap_fresh(c, fd, false) == 0;
+			kp_debug("fd %d: a reused connection found reset before its first request: %s", fd,
+				 swapped ? "a fresh one" : "no fresh one");
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	errno = saved;
+	return swapped;
+}
+
 /* ------------------------------------------------------------ close */
 
 static bool parkable(const struct kp_conn *c)
@@ -840,7 +1030,9 @@ static bool parkable(const struct kp_conn *c)
  * parked_ms: when it went idle, for one handed back unused; 0: now. */
 static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 {
-	int hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
+	int hidden = twin_take(c); /* the hidden fd it came from, still open */
+	if (hidden < 0)
+		hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
 	if (hidden < 0 && errno == EINVAL) {
 		/* our numbers lie beyond the limit: the program lowered it
 		 * (setrlimit after start-up); plan again, once */
@@ -864,6 +1056,7 @@ static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 	memcpy(tag.opts, c->opts, c->n_opts * sizeof(c->opts[0]));
 	for (unsigned i = 0; i < c->n_pending; i++) {
 		if (tag.n_opts == KP_MAX_OPTS) {
+			kp_fd_swap(hidden, NULL); /* a twin's mark */
 			KP_REAL(close)(hidden);
 			return -1;
 		}
@@ -872,6 +1065,7 @@ static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 	memcpy(meta.tag, &tag, sizeof(tag));
 	/* a TLS connection goes with its socket, detached from the program */
 	if (c->tls && !kp_tls_park(c->tls, hidden, c->tls_ssl, &c->key)) {
+		kp_fd_swap(hidden, NULL);
 		KP_REAL(close)(hidden);
 		return -1;
 	}
@@ -909,9 +1103,17 @@ static const char *close_why(const struct kp_conn *c)
 
 /* The last fd of c is going away: park it if allowed and possible (fd is
  * then closed) and say so. */
+/* When a connection about to be parked went idle: now, or for one handed
+ * out and given back unused, when it was parked before (its age goes on,
+ * and with it the liveness probe of KP_UNPROBED_MS). */
+static uint64_t idle_since(const struct kp_conn *c)
+{
+	return c->reused && c->first == KP_FIRST_UNSENT ? c->parked_ms : 0;
+}
+
 static bool settle_last(int fd, struct kp_conn *c)
 {
-	bool parked = parkable(c) && park(fd, c, true, 0) >= 0;
+	bool parked = parkable(c) && park(fd, c, true, idle_since(c)) >= 0;
 	if (parked) {
 		kp_count(parked);
 		kp_debug("fd %d: parked after %u requests", fd, c->served);
@@ -931,7 +1133,7 @@ int kp_close(int fd, struct kp_conn *c)
 		 * before exec, say): the pool loses that socket, and the program
 		 * hears what it would have heard without us. */
 		kp_fd_swap(fd, NULL);
-		if (pool_owns_fd(fd, true))
+		if (pool_owns_fd(fd, true) || twin_forget_fd(fd))
 			KP_REAL(close)(fd);
 		errno = EBADF;
 		return -1;
@@ -966,7 +1168,9 @@ void kp_forget_fd(int fd, bool may_park)
 	if (!c)
 		return;
 	if (c == KP_POOLED) {
-		pool_owns_fd(fd, true); /* the kernel is about to close it */
+		/* the kernel is about to close it */
+		if (!pool_owns_fd(fd, true))
+			twin_forget_fd(fd);
 		return;
 	}
 	int saved = errno;
@@ -980,7 +1184,7 @@ void kp_forget_fd(int fd, bool may_park)
 		/* dup2 onto our last fd would close the socket: park a copy, and
 		 * leave fd open: dup2 replaces it atomically, where closing it
 		 * here would let another thread's open() take the number first */
-		if (park(fd, c, false, 0) >= 0)
+		if (park(fd, c, false, idle_since(c)) >= 0)
 			kp_count(parked);
 	} else if (!left && c->state != KP_PRECONNECT) {
 		kp_count(closed);
@@ -1005,8 +1209,8 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 	c->refs++;
 	pthread_mutex_unlock(&c->lock);
 	struct kp_conn *old = kp_fd_swap(newfd, c);
-	if (old == KP_POOLED)
-		pool_owns_fd(newfd, true); /* closed behind our back: forget it */
+	if (old == KP_POOLED && !pool_owns_fd(newfd, true)) /* closed behind our back: forget it */
+		twin_forget_fd(newfd);
 	else if (old)
 		conn_unref(old);
 }
@@ -1303,6 +1507,7 @@ static int swap_fresh(struct kp_conn *c, int fd, bool repark)
 		unpool(c, "a dup left on the old socket: never again");
 	}
 	KP_REAL(close)(s);
+	twin_drop(c); /* the old socket's (unless park took it) */
 	for (int i = 0; i < n; i++)
 		kp_watch_renew(fds[i]); /* the program's registrations, on the new socket */
 	c->reused = false;
@@ -2674,10 +2879,12 @@ void kp_conn_before_fork(void)
 	kp_watch_before_fork();
 	pool_before_fork();
 	kp_tls_before_fork(); /* after the pool's: the pool's close takes it */
+	pthread_mutex_lock(&twin_lock);
 }
 
 void kp_conn_after_fork_parent(void)
 {
+	pthread_mutex_unlock(&twin_lock);
 	kp_tls_after_fork_parent();
 	pool_after_fork_parent();
 	kp_watch_after_fork_parent();
@@ -2701,6 +2908,12 @@ void kp_conn_after_fork_child(void)
 	__atomic_store_n(&n_finished, 0, __ATOMIC_RELAXED);
 	kp_fdtab_after_fork_child();
 	pool_after_fork_child();
+	/* the twins too: a child holding a copy would keep the parent's
+	 * socket open after the parent closed it */
+	for (unsigned i = 0; i < n_twins; i++)
+		KP_REAL(close)(twins[i].fd);
+	n_twins = 0;
+	pthread_mutex_init(&twin_lock, NULL);
 }
 
 /* ------------------------------------------------------------ exit */

@@ -63,6 +63,11 @@ struct kp_conn {
 	pthread_mutex_t lock;
 	struct kp_conn *next_free;
 	int refs;            /* fds sharing it (dup family) */
+	int twin;            /* reused: the pooled socket's hidden fd, kept
+	                        open (CLOEXEC, marked KP_POOLED) while the
+	                        program uses the socket, so that parking it
+	                        again needs no dup and handing it out no close;
+	                        -1: none.  Written under conn.c's twin_lock */
 	uint8_t state;       /* enum kp_conn_state */
 	bool reused;         /* came from the pool */
 	bool poolable;       /* nothing has happened that forbids parking */
@@ -147,6 +152,12 @@ void kp_conn_fd_limits(bool changed);
  * without us).  errno is kept. */
 bool kp_fds_short(void);
 
+/* The hidden fds that hold our sockets (the pool's idle ones and the
+ * twins of connections in use): up to cap into fds, sorted ascending;
+ * returns the count.  kp_hidden_count(): how many there are. */
+size_t kp_hidden_fds(int *fds, size_t cap);
+size_t kp_hidden_count(void);
+
 /* connect(): returns what the program's connect() returns. */
 int kp_connect(int fd, const struct sockaddr *addr, socklen_t len);
 
@@ -173,6 +184,13 @@ bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const vo
 /* getsockopt() on a reused connection: settle the previous owner's
  * options first, so the program reads its own socket's values. */
 void kp_before_getsockopt(struct kp_conn *c, int fd);
+
+/* getpeername() said ENOTCONN, or getsockopt(SO_ERROR) an error, on a
+ * tracked fd: if it is a reused connection whose first request has not
+ * gone out, the socket was reset while it sat in the pool (handed out
+ * unprobed, conn.c KP_UNPROBED_MS): a fresh connection takes its place
+ * under fd and true says "ask again".  errno is kept. */
+bool kp_conn_dead_seen(struct kp_conn *c, int fd);
 
 /* The program changed O_NONBLOCK (fcntl F_SETFL, ioctl FIONBIO). */
 void kp_note_nonblock(int fd, bool on);

@@ -359,7 +359,16 @@ static KP_SLOW int getsockopt_slow(struct kp_conn *c, int fd, int level, int nam
 				   socklen_t *len)
 {
 	kp_before_getsockopt(c, fd);
-	return KP_REAL(getsockopt)(fd, level, name, val, len);
+	socklen_t len0 = len ? *len : 0;
+	int r = KP_REAL(getsockopt)(fd, level, name, val, len);
+	/* SO_ERROR of a pooled socket reset while idle (curl asks it after
+	 * its connect): the program gets a fresh connection's answer */
+	if (r == 0 && level == SOL_SOCKET && name == SO_ERROR && len && *len >= sizeof(int) &&
+	    *(int *)val != 0 && kp_conn_dead_seen(c, fd)) {
+		*len = len0;
+		r = KP_REAL(getsockopt)(fd, level, name, val, len);
+	}
+	return r;
 }
 
 KP_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
@@ -368,6 +377,29 @@ KP_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 	if (c)
 		return getsockopt_slow(c, fd, level, name, val, len);
 	return KP_REAL(getsockopt)(fd, level, name, val, len);
+}
+
+/* getpeername() says ENOTCONN on a pooled socket reset while idle
+ * (CPython's ssl asks it before its handshake): as for SO_ERROR */
+static KP_SLOW int getpeername_slow(struct kp_conn *c, int fd, struct sockaddr *addr,
+				    socklen_t *len)
+{
+	socklen_t len0 = len ? *len : 0;
+	int r = KP_REAL(getpeername)(fd, addr, len);
+	if (r < 0 && errno == ENOTCONN && kp_conn_dead_seen(c, fd)) {
+		if (len)
+			*len = len0;
+		r = KP_REAL(getpeername)(fd, addr, len);
+	}
+	return r;
+}
+
+KP_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (c)
+		return getpeername_slow(c, fd, addr, len);
+	return KP_REAL(getpeername)(fd, addr, len);
 }
 
 KP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
@@ -426,12 +458,14 @@ static int close_range_keep_pool(unsigned first, unsigned last, int flags)
 				kp_close(fd, c);
 		}
 	}
-	/* only now: the loop above may have parked connections in the range */
-	size_t cap = pool_size() + 16;
+	/* only now: the loop above may have parked connections in the range.
+	 * Kept: pooled sockets, and the twins of connections in use outside
+	 * the range (conn.c) */
+	size_t cap = kp_hidden_count() + 16;
 	int *pooled = malloc(cap * sizeof(*pooled));
 	if (!pooled)
 		return (int)KP_REAL(syscall)(SYS_close_range, first, last, flags);
-	size_t n = pool_fds(pooled, cap);
+	size_t n = kp_hidden_fds(pooled, cap);
 	int r = close_gaps(first, last, flags, pooled, n);
 	free(pooled);
 	return r;

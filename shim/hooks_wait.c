@@ -235,20 +235,25 @@ static int select_due_ms(int nfds, const fd_set *rd)
 	return due;
 }
 
-/* Is any fd in select()'s sets a connection that may still be replayed? */
-static bool select_unsettled(int nfds, const fd_set *rd, const fd_set *wr, const fd_set *ex)
+/* Is any fd in select()'s write or exception set a connection that may
+ * still be replayed?  (The read set's are left to the read: select_settle.) */
+static bool select_unsettled(int nfds, const fd_set *wr, const fd_set *ex)
 {
 	if (nfds > FD_SETSIZE)
 		nfds = FD_SETSIZE;
 	for (int fd = 0; fd < nfds; fd++)
-		if (((rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr)) || (ex && FD_ISSET(fd, ex))) &&
-		    unsettled(fd))
+		if (((wr && FD_ISSET(fd, wr)) || (ex && FD_ISSET(fd, ex))) && unsettled(fd))
 			return true;
 	return false;
 }
 
 /* As poll_settle, over select()'s sets; rd0, wr0, ex0: what the program
- * asked.  Returns the new count. */
+ * asked.  Returns the new count.  Only fds reported writable or
+ * exceptional are settled: select() has no error bits, so an fd reported
+ * readable alone is read next, and the read replays a dead connection
+ * (a blocking read then waits for the fresh one's answer, a non-blocking
+ * one says EAGAIN: spurious readiness, which select(2) allows).  Settling
+ * it here would cost a peek for every response not there yet (curb). */
 static int select_settle(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const fd_set *rd0,
 			 const fd_set *wr0, const fd_set *ex0, int r)
 {
@@ -258,7 +263,7 @@ static int select_settle(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const fd_
 		bool in_rd = rd && FD_ISSET(fd, rd), in_wr = wr && FD_ISSET(fd, wr),
 		     in_ex = ex && FD_ISSET(fd, ex);
 		struct kp_conn *c;
-		if (!(in_rd || in_wr || in_ex) || !(c = unsettled(fd)) || !kp_conn_ready_settle(c, fd))
+		if (!(in_wr || in_ex) || !(c = unsettled(fd)) || !kp_conn_ready_settle(c, fd))
 			continue;
 		struct pollfd one = { .fd = fd };
 		if (rd && FD_ISSET(fd, rd0))
@@ -393,7 +398,7 @@ static int ms_of_tv(const struct timeval *tv)
 
 static KP_SLOW int select_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
-	if (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex))
+	if (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, wr, ex))
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_common(nfds, rd, wr, ex, ms_of_tv(tv), NULL, false, tv, NULL);
 }
@@ -408,7 +413,7 @@ KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeva
 static KP_SLOW int pselect_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
 				const sigset_t *mask)
 {
-	if (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex))
+	if (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, wr, ex))
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
 	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);
 }

@@ -60,6 +60,7 @@
 	X(int, fcntl, (int, int, ...))                                               \
 	X(int, setsockopt, (int, int, int, const void *, socklen_t))                 \
 	X(int, getsockopt, (int, int, int, void *, socklen_t *))                     \
+	X(int, getpeername, (int, struct sockaddr *, socklen_t *))                   \
 	X(int, ioctl, (int, unsigned long, ...))                                     \
 	X(ssize_t, write, (int, const void *, size_t))                               \
 	X(ssize_t, writev, (int, const struct iovec *, int))                         \

@@ -366,3 +366,29 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_equal "shim requests $SHIM_REQS" "shim requests 6"
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 2"
 }
+
+# socket-level calls between the 2nd and 3rd socket() of a strace log (the
+# 2nd request's, a reused connection under the shim), reads and writes of
+# the response aside, one line
+second_request_calls() {
+	awk '/socket\(AF_INET/ { n++ } n == 2 { sub(/^[0-9]+ +/, ""); sub(/\(.*/, ""); print }' "$1" |
+		grep -Ev '^(read|write|newfstatat|ioctl)$' | tr '\n' ' '
+}
+
+@test "a reused connection costs the kernel no call the program did not make: socket, dup3, send, close (strace)" {
+	# issue 13: the blocking C client makes socket, connect, write, reads
+	# and close per request.  Reused, its connect is one dup3 of the pooled
+	# socket (no close of the hidden fd: it stays the connection's twin, no
+	# liveness probe for a socket parked a moment ago), and its close parks
+	# the socket with no F_DUPFD.
+	[ -z "${KEEPALIVE_ASAN-}" ] || skip "counts the plain build's calls (ASan's allocator maps memory)"
+	command -v strace >/dev/null || skip "strace missing (scripts/deps)"
+	nginx_start
+	run_plain strace -o "$BATS_TEST_TMPDIR/plain.trace" "$CLIENTS/httpget" 127.0.0.1 "$NGINX_PORT" /f 3
+	run_shim strace -o "$BATS_TEST_TMPDIR/shim.trace" "$CLIENTS/httpget" 127.0.0.1 "$NGINX_PORT" /f 3
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "without: $(second_request_calls "$BATS_TEST_TMPDIR/plain.trace")" "without: socket connect close "
+	assert_equal "with: $(second_request_calls "$BATS_TEST_TMPDIR/shim.trace")" "with: socket dup3 sendmsg close "
+	assert_equal "reused=$(stat_value reused)" "reused=2"
+}

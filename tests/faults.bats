@@ -114,6 +114,24 @@ ab_counts() {
 	[ "$(stat_value replayed)" -ge 1 ]
 }
 
+@test "a non-blocking select() client, reused connections reset: no error, same output" {
+	# select() has no error bits: a reset connection is reported readable
+	# and the read that follows replays it (then EAGAIN: select again)
+	scripted_start late_reset_after1
+	run_both 10 "$CLIENTS/ready_fatal" select 127.0.0.1 "$SCRIPTED_PORT" / 10
+	assert_both_ok
+	assert_same_output --headers
+	[ "$(stat_value replayed)" -ge 1 ]
+}
+
+@test "Perl LWP (a blocking select() client), reused connections reset: same output" {
+	scripted_start late_reset_after1
+	run_both 6 perl "$SCRIPTS/lwp_get.pl" "http://127.0.0.1:$SCRIPTED_PORT/" 6
+	assert_both_ok
+	assert_same_output
+	[ "$(stat_value replayed)" -ge 1 ]
+}
+
 @test "an edge-triggered epoll client that treats EPOLLERR/EPOLLHUP as fatal, reused connections reset: no error, same output" {
 	scripted_start late_reset_after1
 	run_both 10 "$CLIENTS/ready_fatal" epoll-et 127.0.0.1 "$SCRIPTED_PORT" / 10
@@ -172,6 +190,18 @@ ULIMITED=(bash -c 'ulimit -S -n "$0" && exec "$@"')
 	run grep -c '^files=[0-9]* error=Too many open files$' "$BATS_TEST_TMPDIR/shim.out"
 	assert_output 1
 	# and the pool was used before the files took the fds back
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+@test "ulimit -n 32: a reused connection held open, then files until EMFILE: as many as without the shim" {
+	# under the shim the held connection came from the pool and keeps its
+	# hidden fd (its twin, conn.c) while in use: EMFILE must get it back
+	scripted_start keepalive
+	run_both 4 "${ULIMITED[@]}" 32 "$PYTHON" "$SCRIPTS/fd_pressure.py" held "$SCRIPTED_PORT" 3
+	assert_both_ok
+	assert_same_output
+	run grep -c '^files=[0-9]* error=Too many open files$' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
 

@@ -84,7 +84,30 @@ threads_check() {
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
 
+@test "fork while a reused connection is in use: the child holds the same sockets as without the shim" {
+	# under the shim the connection keeps its hidden fd (its twin, conn.c)
+	# while in use: a child's copy would keep the socket open after the
+	# parent closed it
+	nginx_start
+	run_both 3 "$CLIENTS/fdlife" fork-held "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	# one: its copy of the program's socket
+	run grep -cE '^the child holds sockets: [0-9]+$' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+}
+
 # ---- fds moved around
+
+@test "close_range() above a reused connection in use: it survives, is parked and reused, one connection" {
+	# its hidden fd (twin) lies above it: close_range must leave it alone
+	nginx_start
+	run_both 4 "$CLIENTS/fdlife" close-range-above "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	assert_equal "reused=$(stat_value reused) dropped=$(stat_value dropped) conns=$SHIM_CONNS" \
+		"reused=3 dropped=0 conns=1"
+}
 
 @test "a socket dup2()ed onto stdout, used there, replaced: parked, reused, same output" {
 	nginx_start
@@ -202,6 +225,31 @@ stale() {
 @test "stale: random resets after responses, POSTs: each served once, no error" {
 	stale random_reset POST pauses.py 30 30
 	assert_posts_reused
+}
+
+@test "stale: random resets after responses, a client that reads SO_ERROR and getpeername() before writing: same answers" {
+	# a pooled connection reset a moment ago is handed out unprobed
+	# (KP_UNPROBED_MS): SO_ERROR would say ECONNRESET and getpeername()
+	# ENOTCONN; the program gets a fresh connection's answers instead
+	scripted_start random_reset
+	run_both 30 "$PYTHON" "$SCRIPTS/sock_state.py" 127.0.0.1 "$SCRIPTED_PORT" 30
+	assert_both_ok
+	assert_same_output
+	assert_equal "shim requests $SHIM_REQS" "shim requests 30"
+	[ "$SHIM_CONNS" -lt 30 ] # and some were reused
+}
+
+@test "stale: random resets after responses, curl with N URLs (SO_ERROR read after each connect): same output" {
+	# a pooled connection reset a moment ago is handed out unprobed
+	# (KP_UNPROBED_MS): curl's getsockopt(SO_ERROR) would see the reset and
+	# fail the transfer; it gets the fresh connection's answer instead
+	curl_ok || skip "curl cannot run with libasan preloaded"
+	scripted_start random_reset
+	run_both 30 curl -sS -H 'Connection: close' "http://127.0.0.1:$SCRIPTED_PORT/r/[1-30]"
+	assert_both_ok
+	assert_same_output
+	assert_equal "shim requests $SHIM_REQS" "shim requests 30"
+	[ "$SHIM_CONNS" -lt 30 ] # and some were reused
 }
 
 # POSTs ride reused connections now (issue 12), and are still never sent

@@ -13,9 +13,13 @@ run without the shim.
                          and closed after each: "errors=E"
   setrlimit PORT LIMIT N lower the soft RLIMIT_NOFILE to LIMIT first, then N
                          GETs: "responses=N" (the server counts connections)
+  held PORT N            N GETs, then one more on a socket of its own (a
+                         pooled one under the shim) read to EOF and held
+                         open, then open /dev/null until EMFILE: "files=K"
 """
 import os
 import resource
+import socket
 import sys
 import threading
 import urllib.request
@@ -77,5 +81,20 @@ elif mode == "setrlimit":
     for _ in range(n):
         get("http://127.0.0.1:%d/" % port)
     print("responses=%d" % n)
+elif mode == "held":
+    n = int(sys.argv[3])
+    for _ in range(n):
+        get("http://127.0.0.1:%d/" % port)
+    s = socket.create_connection(("127.0.0.1", port))
+    s.sendall(b"GET / HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+    got = b""
+    while True:
+        b = s.recv(65536)
+        if not b:
+            break
+        got += b
+    print("responses=%d status=%s" % (n + 1, got.split(b"\r\n", 1)[0].decode()))
+    open_files(None)  # s still open
+    s.close()
 else:
     sys.exit("unknown mode " + mode)

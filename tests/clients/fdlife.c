@@ -44,6 +44,13 @@
  *   stale-flags     a blocking socket dup2()ed onto the number of a closed
  *                   non-blocking one, then connected (from the pool): it
  *                   must stay blocking
+ *   fork-held       a socket (a pooled one under the shim) used, then held
+ *                   open across fork(): the child lists the sockets it
+ *                   holds (its copy of that one only), the parent closes
+ *                   it after the child exits; one more request
+ *   close-range-above  a socket (a pooled one under the shim) in use while
+ *                   close_range(s + 1, ~0U, 0) closes everything above it;
+ *                   then its request, its close, two more requests
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -53,6 +60,8 @@
 #include <sys/select.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <dirent.h>
 
 #include "common.h"
 
@@ -135,6 +144,34 @@ static void files_then_requests(void)
 		bad += !is_devnull(files[i]);
 	/* not how many files: the pool's hidden fd may take one number */
 	printf("%d of the files no longer /dev/null\n", bad);
+}
+
+/* the fd numbers of this process that are sockets, in one line */
+static void list_sockets(const char *who)
+{
+	DIR *d = opendir("/proc/self/fd");
+	if (!d)
+		die("opendir");
+	int fds[64], n = 0;
+	struct dirent *e;
+	while ((e = readdir(d)) && n < 64) {
+		char path[300], link[64];
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		ssize_t l = readlink(path, link, sizeof(link) - 1);
+		if (l > 0 && (link[l] = 0, !strncmp(link, "socket:", 7)))
+			fds[n++] = atoi(e->d_name);
+	}
+	closedir(d);
+	for (int i = 1; i < n; i++) /* insertion sort */
+		for (int j = i; j > 0 && fds[j - 1] > fds[j]; j--) {
+			int t = fds[j];
+			fds[j] = fds[j - 1];
+			fds[j - 1] = t;
+		}
+	printf("%s holds sockets:", who);
+	for (int i = 0; i < n; i++)
+		printf(" %d", fds[i]);
+	printf("\n");
 }
 
 int main(int argc, char **argv)
@@ -348,6 +385,33 @@ int main(int argc, char **argv)
 		printf("after close_range: socket %s, file %s\n", fcntl(s, F_GETFD) < 0 ? "closed" : "open",
 		       fcntl(f, F_GETFD) < 0 ? "closed" : "open");
 		files_then_requests();
+	} else if (!strcmp(what, "fork-held")) {
+		one_request(); /* so that the next socket comes from the pool */
+		int s = dial();
+		put(s, get_close);
+		drain(s, 0);
+		pid_t pid = fork();
+		if (pid < 0)
+			die("fork");
+		if (pid == 0) {
+			list_sockets("the child");
+			_exit(0);
+		}
+		int status;
+		if (waitpid(pid, &status, 0) != pid)
+			die("waitpid");
+		printf("close(s) = %d\n", close(s));
+		one_request();
+	} else if (!strcmp(what, "close-range-above")) {
+		one_request(); /* so that the next socket comes from the pool */
+		int s = dial();
+		if (close_range((unsigned)s + 1, ~0U, 0) < 0)
+			die("close_range");
+		put(s, get_close);
+		drain(s, 0);
+		printf("close(s) = %d\n", close(s));
+		one_request();
+		one_request();
 	} else if (!strcmp(what, "sockopts")) {
 		for (int i = 0; i < 3; i++) {
 			int s = socket(AF_INET, SOCK_STREAM, 0), one = 1;

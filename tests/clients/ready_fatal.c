@@ -3,14 +3,18 @@
  * hang-up reported by poll() or epoll is fatal, as in programs that give
  * up on POLLHUP without reading (ab counts an exception).
  *
- * Usage: ready_fatal poll|epoll-et host port path count
+ * Usage: ready_fatal poll|epoll-et|select host port path count
  *   count requests, each on a new non-blocking socket: connect, wait
  *   writable, write "GET path HTTP/1.1" with "Connection: close", wait
  *   readable and read to EOF; poll: POLLIN|POLLRDHUP; epoll-et: one epoll
  *   set for the whole run, EPOLLIN|EPOLLRDHUP|EPOLLET, read until EAGAIN
  *   after each event.  The responses go to stdout; POLLERR/POLLHUP (or
- *   EPOLLERR/EPOLLHUP) prints "fatal: ..." and exits 1.
+ *   EPOLLERR/EPOLLHUP) prints "fatal: ..." and exits 1.  select: select()
+ *   for readable, then read until EAGAIN (select has no error bits: a
+ *   read error is fatal; a readable fd that reads EAGAIN is waited for
+ *   again, as select(2) tells programs to).
  */
+#include <sys/select.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -54,10 +58,10 @@ int main(int argc, char **argv)
 			*ai;
 	char req[1024];
 	if (argc != 6) {
-		fprintf(stderr, "usage: %s poll|epoll-et host port path count\n", argv[0]);
+		fprintf(stderr, "usage: %s poll|epoll-et|select host port path count\n", argv[0]);
 		return 2;
 	}
-	bool use_epoll = !strcmp(argv[1], "epoll-et");
+	bool use_epoll = !strcmp(argv[1], "epoll-et"), use_select = !strcmp(argv[1], "select");
 	int n = atoi(argv[5]);
 	if (getaddrinfo(argv[2], argv[3], &hints, &ai) != 0)
 		return 2;
@@ -92,6 +96,20 @@ int main(int argc, char **argv)
 					fatal("an event for another request", i);
 				if (got.events & (EPOLLERR | EPOLLHUP))
 					fatal("EPOLLERR/EPOLLHUP", i);
+				if (drain(s, i))
+					break;
+			}
+		} else if (use_select) {
+			for (;;) {
+				fd_set rd;
+				FD_ZERO(&rd);
+				FD_SET(s, &rd);
+				struct timeval tv = { 10, 0 };
+				int r = select(s + 1, &rd, NULL, NULL, &tv);
+				if (r == 0)
+					fatal("timeout", i);
+				if (r < 0)
+					continue;
 				if (drain(s, i))
 					break;
 			}

@@ -156,6 +156,19 @@ int main(void)
 	dead_fd = 11;
 	CHECK(pool_checkout(&a, 2, &out) == 10 && was_closed(11));
 
+	/* unprobed_ms: a socket parked less than that long ago is handed out
+	 * without the probe (a dead one is the caller's replay to make) */
+	reset(4, 10, 30000);
+	struct pool_config quick = { .idle_ms = 30000, .max_per_dest = 4, .max_total = 10,
+				     .unprobed_ms = 10 };
+	struct pool_ops fake = { .close = fake_close, .alive = fake_alive };
+	pool_init(&quick, &fake);
+	dead_fd = 12;
+	pool_checkin(&a, 12, &m, 100);
+	CHECK(pool_checkout(&a, 109, &out) == 12 && !was_closed(12));
+	pool_checkin(&a, 12, &m, 100);
+	CHECK(pool_checkout(&a, 110, &out) == -1 && was_closed(12));
+
 	/* pool_expire, pool_owns_fd, pool_fds */
 	reset(4, 10, 1000);
 	pool_checkin(&a, 30, &m, 0);
