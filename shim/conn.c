@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/single_threaded.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -170,6 +171,10 @@ static void conn_free(struct kp_conn *c)
 	if (c->tls) { /* its socket is gone */
 		kp_tls_put(c->tls);
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
+	}
+	if (c->deferred) {
+		c->deferred = false;
+		__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
 	}
 	free(c->held);
 	free(c->replay);
@@ -555,6 +560,7 @@ static void finished_forget(int fd, const struct kp_conn *c)
 
 static bool parkable(const struct kp_conn *c);
 static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms);
+static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_only);
 
 /* Move a finished connection to key into the pool, if there is one.
  * Returns true when one was moved. */
@@ -936,6 +942,8 @@ int kp_close(int fd, struct kp_conn *c)
 		errno = EBADF;
 		return -1;
 	}
+	/* closed unread: the request goes as the program wrote it */
+	send_deferred(c, fd, true, true);
 	c = kp_fd_swap(fd, NULL);
 	if (!c || c == KP_POOLED) { /* raced with another close */
 		errno = saved;
@@ -960,6 +968,9 @@ int kp_close(int fd, struct kp_conn *c)
 
 void kp_forget_fd(int fd, bool may_park)
 {
+	struct kp_conn *c0 = may_park ? kp_fd_conn(fd) : NULL;
+	if (c0)
+		send_deferred(c0, fd, true, true);
 	struct kp_conn *c = kp_fd_swap(fd, NULL);
 	if (kp_fd_valid(fd))
 		kp_fl_set(fd, 0);
@@ -1013,6 +1024,8 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 
 bool kp_shutdown(struct kp_conn *c, int fd, int how)
 {
+	/* the program counts on the server's close after its FIN */
+	send_deferred(c, fd, true, false);
 	if (!conn_lock(c, fd))
 		return false;
 	int saved = errno;
@@ -1147,6 +1160,10 @@ static ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, 
 static int flush_held(struct kp_conn *c, int fd, int flags)
 {
 	int r = 0;
+	if (c->deferred) { /* it goes now, as written */
+		c->deferred = false;
+		__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
+	}
 	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
 		size_t sent;
 		r = send_all(c, fd, c->held, c->held_len, flags | MSG_NOSIGNAL, false, &sent) < 0 ? -1 : 0;
@@ -1620,6 +1637,7 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))
 		return;
+	send_deferred(c, fd, false, false);
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return;
@@ -1636,9 +1654,12 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 	errno = saved;
 }
 
-void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only)
+void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))
+		return;
+	/* stdio's writes go through us (hooks_stdio.c); its reads do not */
+	if (write_only)
 		return;
 	int saved = errno;
 	if (!conn_lock(c, fd))
@@ -1844,6 +1865,80 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 	return true;
 }
 
+/* conn.h, "A request head that stdio wrote".  Caller holds c->lock. */
+__thread bool kp_stdio_writing;
+int kp_deferred_heads;
+
+static bool may_defer(const struct kp_conn *c, const struct frm_req_head *h, bool head_only)
+{
+	return kp_stdio_writing && head_only && __libc_single_threaded && !c->forked &&
+	       !c->handed_off && !c->verbatim && !c->tls && !c->n_reqs && h->app_close &&
+	       (h->body_kind == FRM_BODY_NONE || (h->body_kind == FRM_BODY_LENGTH && !h->body_len)) &&
+	       !h->upgrade && !h->doubt && h->method != FRM_M_CONNECT && !h->expect_continue;
+}
+
+static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+			   ssize_t *ret);
+
+/* Send c's deferred head: rewritten, or as written (verbatim).  last_only:
+ * only when fd is its last fd (a close; one of several fds closing is
+ * not the end of the connection).  Caller does not hold c->lock.  True
+ * when it went out now. */
+static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_only)
+{
+	if (c == KP_POOLED || !__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
+		return false;
+	int saved = errno;
+	if (!conn_lock(c, fd))
+		return false;
+	if (!c->deferred || (last_only && c->refs > 1)) {
+		pthread_mutex_unlock(&c->lock);
+		errno = saved;
+		return false;
+	}
+	c->deferred = false;
+	__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
+	struct iovec v = { c->held, c->held_len };
+	c->held = NULL;
+	c->held_len = c->held_cap = 0;
+	c->verbatim = verbatim;
+	pthread_mutex_unlock(&c->lock);
+	kp_debug("fd %d: the deferred head goes out%s", fd, verbatim ? " as written" : "");
+	bool was = kp_stdio_writing;
+	kp_stdio_writing = false;
+	ssize_t r;
+	if (!send_intercept(c, fd, &v, 1, MSG_NOSIGNAL, &r)) {
+		/* stepped aside meanwhile: the bytes as they are */
+		size_t sent = 0;
+		while (sent < v.iov_len) {
+			r = KP_REAL(send)(fd, (char *)v.iov_base + sent, v.iov_len - sent, MSG_NOSIGNAL);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				break;
+			sent += (size_t)r;
+		}
+	}
+	kp_stdio_writing = was;
+	if (conn_lock(c, fd)) {
+		c->verbatim = false;
+		pthread_mutex_unlock(&c->lock);
+	}
+	free(v.iov_base);
+	errno = saved;
+	return true;
+}
+
+void kp_send_deferred_all(bool verbatim)
+{
+	int high = kp_fd_high();
+	for (int fd = 0; fd <= high && __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED); fd++) {
+		struct kp_conn *c = kp_fd_conn(fd);
+		if (c && c != KP_POOLED)
+			send_deferred(c, fd, verbatim, false);
+	}
+}
+
 static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 			   ssize_t *ret)
 {
@@ -1923,6 +2018,17 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 
 	/* The head is whole: rewrite, send all of it, then the rest of the call. */
 	size_t mine = (size_t)hl - old_held; /* the program's bytes in the head */
+	if (may_defer(c, &h, mine == total)) {
+		if (data != c->held && held_append(c, iov, iovcnt, 0, total) < 0)
+			goto pass_flush;
+		c->deferred = true;
+		__atomic_fetch_add(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
+		kp_debug("fd %d: a head written through stdio waits for the program's next call", fd);
+		*ret = (ssize_t)total;
+		pthread_mutex_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
 	/* First use of a reused connection: keep a copy, or go fresh. */
 	bool keep_copy = false;
 	int send_flags = flags;
@@ -1935,7 +2041,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	size_t out_cap = sizeof(small);
 	long outlen = 0;
 	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT && !c->handed_off &&
-			   c->n_reqs < KP_MAX_PIPELINE;
+			   !c->verbatim && c->n_reqs < KP_MAX_PIPELINE;
 	/* More requests pipelined behind one that asks to close, in the same
 	 * write: the server must get the close and execute nothing after it,
 	 * exactly as without us; so no rewrite, and no reuse. */
@@ -2086,6 +2192,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 {
 	if (c == KP_POOLED)
 		return false;
+	send_deferred(c, fd, false, false);
 	struct kp_tls *t = __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
 	void *hs = kp_tls_handshaking;
 	if (t && !__atomic_load_n(&c->tls_pending, __ATOMIC_ACQUIRE))
@@ -2228,6 +2335,7 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 	/* TLS: its owed EOF is a TLS EOF, answered by the SSL_* wrappers */
 	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false;
+	send_deferred(c, fd, false, false);
 	return recv_intercept(c, fd, ret);
 }
 
@@ -2604,6 +2712,7 @@ static void handoff_verdict(struct kp_conn *c, int fd)
 /* Caller holds c->lock. */
 static void handoff_locked(struct kp_conn *c, int fd, const char *why)
 {
+	c->forked = true;
 	if (c->handed_off || c->tls || (c->state != KP_ACTIVE && !c->lost))
 		return;
 	bool owed = c->eof_owed || c->lost;
@@ -2635,7 +2744,11 @@ void kp_conn_handoff_fd(int fd, const char *why)
 	if (!c || c == KP_POOLED)
 		return;
 	int saved = errno;
+	/* the reader may be the child: the program's own request, unchanged */
+	bool sent = send_deferred(c, fd, true, false);
 	if (conn_lock(c, fd)) {
+		if (sent && c->first == KP_FIRST_SENT && c->state == KP_ACTIVE)
+			handoff_verdict(c, fd);
 		handoff_locked(c, fd, why);
 		pthread_mutex_unlock(&c->lock);
 	}
@@ -2646,6 +2759,8 @@ void kp_conn_handoff_all(bool inherited_only, const char *why)
 {
 	int high = kp_fd_high();
 	int saved = errno;
+	/* exec ends this image, CLOEXEC fds and all: nothing may stay held */
+	kp_send_deferred_all(true);
 	for (int fd = 0; fd <= high; fd++) {
 		struct kp_conn *c = kp_fd_conn(fd);
 		if (!c || c == KP_POOLED)

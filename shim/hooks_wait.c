@@ -179,6 +179,7 @@ static int poll_wait(struct pollfd *fds, nfds_t n, const struct timespec *ts, in
 
 KP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
+	kp_send_deferred_any();
 	if (!kp_fdtab_len)
 		return KP_REAL(poll)(fds, n, timeout);
 	return poll_common(fds, n, NULL, timeout, NULL, false);
@@ -186,6 +187,7 @@ KP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 
 KP_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
+	kp_send_deferred_any();
 	if (!kp_fdtab_len)
 		return KP_REAL(ppoll)(fds, n, ts, mask);
 	return poll_common(fds, n, ts, ms_of(ts), mask, true);
@@ -385,6 +387,7 @@ static int ms_of_tv(const struct timeval *tv)
 
 KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
+	kp_send_deferred_any();
 	if (!kp_fdtab_len || (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_common(nfds, rd, wr, ex, ms_of_tv(tv), NULL, false, tv, NULL);
@@ -393,6 +396,7 @@ KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeva
 KP_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
 		      const sigset_t *mask)
 {
+	kp_send_deferred_any();
 	if (!kp_fdtab_len || (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
 	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);
@@ -497,6 +501,7 @@ static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int m
 
 KP_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 {
+	kp_send_deferred_any();
 	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
 		return KP_REAL(epoll_wait)(epfd, evs, max, timeout);
 	return ep_common(EP_WAIT, epfd, evs, max, timeout, NULL);
@@ -505,6 +510,7 @@ KP_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout
 KP_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout,
 			  const sigset_t *mask)
 {
+	kp_send_deferred_any();
 	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
 		return KP_REAL(epoll_pwait)(epfd, evs, max, timeout, mask);
 	return ep_common(EP_PWAIT, epfd, evs, max, timeout, mask);
@@ -514,6 +520,7 @@ KP_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const str
 			   const sigset_t *mask)
 {
 	kp_real_bind();
+	kp_send_deferred_any();
 	if (!kp_real.epoll_pwait2) { /* an older libc: as it would say */
 		errno = ENOSYS;
 		return -1;
