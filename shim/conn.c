@@ -18,6 +18,8 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/single_threaded.h>
 #include <time.h>
@@ -834,6 +836,54 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 /* ------------------------------------------------------------ close */
 
+/* The kernel's count of bytes written to fd's socket, plus one for the
+ * SYN: those it acknowledged, and those still in its send queue. */
+static int kernel_tx(int fd, uint64_t *w)
+{
+	uint64_t acked;
+	int outq;
+	if (kp_tcp_bytes_acked(fd, &acked) < 0 || KP_REAL(ioctl)(fd, SIOCOUTQ, &outq) < 0 || outq < 0)
+		return -1;
+	*w = acked + (uint64_t)outq;
+	return 0;
+}
+
+/* Caller holds c->lock. */
+static void tx_watch_start(struct kp_conn *c, int fd)
+{
+	if (c->tx_watch || c->state != KP_ACTIVE || c->tls)
+		return;
+	int saved = errno;
+	if (kernel_tx(fd, &c->tx_kernel0) == 0) {
+		c->tx_watch = true;
+		c->tx0 = c->tx;
+	} else {
+		unpool(c, "stdio on a socket the kernel gives no byte count for");
+	}
+	errno = saved;
+}
+
+/* Did the socket take bytes that never went through us since the watch
+ * began?  A count we cannot read is a doubt: yes.  Caller holds c->lock. */
+static bool tx_unseen(struct kp_conn *c, int fd)
+{
+	if (!c->tx_watch)
+		return false;
+	int saved = errno;
+	uint64_t w;
+	bool unseen = kernel_tx(fd, &w) < 0 || w - c->tx_kernel0 != c->tx - c->tx0;
+	errno = saved;
+	return unseen;
+}
+
+void kp_stdio_watch(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || !conn_lock(c, fd))
+		return;
+	tx_watch_start(c, fd);
+	pthread_mutex_unlock(&c->lock);
+}
+
 static bool parkable(const struct kp_conn *c)
 {
 	return c->state == KP_ACTIVE && c->poolable && !c->n_reqs && c->req_mode == KP_REQ_HEAD &&
@@ -846,6 +896,11 @@ static bool parkable(const struct kp_conn *c)
  * parked_ms: when it went idle, for one handed back unused; 0: now. */
 static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 {
+	if (tx_unseen(c, fd)) {
+		unpool(c, "bytes reached the socket behind our back (stdio)");
+		kp_debug("fd %d: the kernel took bytes we never saw: not parked", fd);
+		return -1;
+	}
 	int hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
 	if (hidden < 0 && errno == EINVAL) {
 		/* our numbers lie beyond the limit: the program lowered it
@@ -1014,6 +1069,9 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 		return;
 	}
 	c->refs++;
+	/* onto stdin, stdout or stderr: stdio's own FILEs may write to it */
+	if (newfd <= 2)
+		tx_watch_start(c, oldfd);
 	pthread_mutex_unlock(&c->lock);
 	struct kp_conn *old = kp_fd_swap(newfd, c);
 	if (old == KP_POOLED)
@@ -1108,7 +1166,10 @@ static ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, i
 {
 	if (c->tls)
 		return kp_tls_xmit(c->tls, fd, m->msg_iov, (int)m->msg_iovlen);
-	return KP_REAL(sendmsg)(fd, m, flags);
+	ssize_t r = KP_REAL(sendmsg)(fd, m, flags);
+	if (r > 0)
+		c->tx += (uint64_t)r;
+	return r;
 }
 
 /* Send all of buf.  A non-blocking socket is waited for (bounded), except
@@ -1130,6 +1191,7 @@ static ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, 
 		ssize_t r = KP_REAL(send)(fd, buf + *sent, len - *sent, flags);
 		if (r > 0) {
 			*sent += (size_t)r;
+			c->tx += (uint64_t)r;
 			continue;
 		}
 		if (r < 0 && errno == EINTR)
@@ -1327,6 +1389,11 @@ static int swap_fresh(struct kp_conn *c, int fd, bool repark)
 	c->served = 0;
 	c->ka_timeout = c->ka_max = -1;
 	c->n_pending = 0; /* a new socket has no previous owner's options */
+	if (c->tx_watch) { /* the count starts again with the new socket */
+		c->tx_watch = false;
+		c->tx = 0;
+		tx_watch_start(c, fd);
+	}
 	kp_count(fresh);
 	c->tls_pending = false;
 	if (c->tls_handed) {
@@ -1659,8 +1726,10 @@ void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only)
 	if (c == KP_POOLED || tls_bypassed(c, fd))
 		return;
 	/* stdio's writes go through us (hooks_stdio.c); its reads do not */
-	if (write_only)
+	if (write_only) {
+		kp_stdio_watch(c, fd);
 		return;
+	}
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return;
@@ -1907,20 +1976,21 @@ static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_on
 	bool was = kp_stdio_writing;
 	kp_stdio_writing = false;
 	ssize_t r;
+	size_t raw = 0;
 	if (!send_intercept(c, fd, &v, 1, MSG_NOSIGNAL, &r)) {
 		/* stepped aside meanwhile: the bytes as they are */
-		size_t sent = 0;
-		while (sent < v.iov_len) {
-			r = KP_REAL(send)(fd, (char *)v.iov_base + sent, v.iov_len - sent, MSG_NOSIGNAL);
+		while (raw < v.iov_len) {
+			r = KP_REAL(send)(fd, (char *)v.iov_base + raw, v.iov_len - raw, MSG_NOSIGNAL);
 			if (r < 0 && errno == EINTR)
 				continue;
 			if (r <= 0)
 				break;
-			sent += (size_t)r;
+			raw += (size_t)r;
 		}
 	}
 	kp_stdio_writing = was;
 	if (conn_lock(c, fd)) {
+		c->tx += raw;
 		c->verbatim = false;
 		pthread_mutex_unlock(&c->lock);
 	}
@@ -2232,6 +2302,8 @@ static void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 		return;
 	if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 		unpool(c, "a send failed");
+	if (ret > 0)
+		c->tx += (uint64_t)ret;
 	if (ret > 0 && c->state == KP_ACTIVE)
 		account_sent(c, iov, iovcnt, 0, (size_t)ret);
 	handoff_fin_if_due(c, fd);
@@ -2253,6 +2325,8 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 	int saved = errno;
 	if (!conn_lock(c, out_fd))
 		return;
+	if (ret > 0)
+		c->tx += (uint64_t)ret;
 	if (ret < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			unpool(c, "sendfile failed");

@@ -83,6 +83,11 @@ struct kp_conn {
 	bool verbatim;       /* the deferred head goes out as written */
 	bool forked;         /* it crossed a fork or spawn: another process
 	                        may read it (nothing is deferred then) */
+	/* Bytes written behind our back (stdio's own flushes: kp_stdio_watch):
+	 * what this socket took from us since tx_watch began, and the
+	 * kernel's count of bytes written to it then (bytes_acked + SIOCOUTQ) */
+	bool tx_watch;
+	uint64_t tx, tx0, tx_kernel0;
 	struct pool_key key;
 
 	uint8_t first;       /* enum kp_first */
@@ -200,6 +205,11 @@ void kp_send_bypass(struct kp_conn *c, int fd);
  * fork: there nobody else can be waiting for its response.
  */
 extern __thread bool kp_stdio_writing;
+/* A FILE writes to fd (or may: fdopen, a dup onto 0, 1 or 2): stdio's own
+ * flushes (exit, setvbuf, fseek, the wide calls...) can reach the socket
+ * unseen, so from now on its byte count is checked against the kernel's
+ * before the connection is parked. */
+void kp_stdio_watch(struct kp_conn *c, int fd);
 extern int kp_deferred_heads;
 void kp_send_deferred_all(bool verbatim);
 static inline void kp_send_deferred_any(void)

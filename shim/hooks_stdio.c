@@ -206,6 +206,9 @@ static bool put_locked(FILE *fp, const char *p, size_t n, size_t *taken)
 static KP_SLOW bool put(FILE *fp, bool lock, const char *p, size_t n, size_t *taken)
 {
 	int saved = errno;
+	struct kp_conn *c = file_conn(fp);
+	if (c)
+		kp_stdio_watch(c, fp->_fileno);
 	if (lock)
 		flockfile(fp);
 	bool ours = put_locked(fp, p, n, taken);
