@@ -60,7 +60,7 @@ __attribute__((destructor)) static void kp_fini(void)
 	/* not in a child that forgot the pool, nor when we never started */
 	if (!kp_cfg.disabled && kp_fdtab_len && getpid() == __atomic_load_n(&our_pid, __ATOMIC_RELAXED)) {
 		/* exit() flushes every FILE after us, inside libc */
-		kp_stdio_drain_all();
+		kp_stdio_drain_all(true);
 		kp_send_deferred_all(true);
 		kp_conn_exit();
 	}
@@ -291,8 +291,10 @@ KP_EXPORT int fclose(FILE *fp)
 	int fd = fp ? fileno(fp) : -1;
 	if (fd >= 0 && kp_fd_conn(fd) && kp_fd_conn(fd) != KP_POOLED) {
 		int saved = errno;
-		kp_stdio_before_fclose(fp);
-		kp_forget_fd(fd, true);
+		/* what we could not empty (a wide stream's buffer) goes out
+		 * unseen in libc's fclose: then the connection is not parked */
+		bool clean = kp_stdio_before_fclose(fp);
+		kp_forget_fd(fd, clean);
 		errno = saved;
 	}
 	return KP_REAL(fclose)(fp);

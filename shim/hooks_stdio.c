@@ -479,7 +479,7 @@ static KP_SLOW int fflush_slow(FILE *fp, bool lock)
 	return lock ? KP_REAL(fflush)(fp) : KP_REAL(fflush_unlocked)(fp);
 }
 
-void kp_stdio_drain_all(void)
+void kp_stdio_drain_all(bool at_exit)
 {
 	/* glibc's own list of open FILEs, under its own lock, then each
 	 * FILE's lock: the order its fflush(NULL) takes them in */
@@ -487,7 +487,12 @@ void kp_stdio_drain_all(void)
 	for (FILE *fp = (FILE *)_IO_list_all; fp; fp = fp->_chain) {
 		if (!file_conn(fp))
 			continue;
-		flockfile(fp);
+		if (at_exit) {
+			if (ftrylockfile(fp) != 0)
+				continue;
+		} else {
+			flockfile(fp);
+		}
 		if (fp->_mode <= 0 && (fp->_flags & KP_IO_CURRENTLY_PUTTING))
 			drain(fp);
 		funlockfile(fp);
@@ -499,7 +504,7 @@ KP_EXPORT int fflush(FILE *fp)
 {
 	if (__builtin_expect(fp == NULL, 0)) {
 		int saved = errno;
-		kp_stdio_drain_all();
+		kp_stdio_drain_all(false);
 		errno = saved;
 		return KP_REAL(fflush)(fp);
 	}
@@ -512,7 +517,7 @@ KP_EXPORT int fflush_unlocked(FILE *fp)
 {
 	if (__builtin_expect(fp == NULL, 0)) {
 		int saved = errno;
-		kp_stdio_drain_all();
+		kp_stdio_drain_all(false);
 		errno = saved;
 		return KP_REAL(fflush_unlocked)(fp);
 	}
@@ -522,14 +527,16 @@ KP_EXPORT int fflush_unlocked(FILE *fp)
 }
 
 /* fclose() flushes inside libc: the buffer goes out through us first. */
-void kp_stdio_before_fclose(FILE *fp)
+bool kp_stdio_before_fclose(FILE *fp)
 {
 	if (!file_conn(fp))
-		return;
+		return true;
 	int saved = errno;
 	flockfile(fp);
 	if (fp->_mode <= 0 && (fp->_flags & KP_IO_CURRENTLY_PUTTING))
 		drain(fp);
+	bool clean = __fpending(fp) == 0;
 	funlockfile(fp);
 	errno = saved;
+	return clean;
 }

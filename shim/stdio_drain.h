@@ -7,12 +7,16 @@
 #ifndef KEEPALIVE_STDIO_DRAIN_H
 #define KEEPALIVE_STDIO_DRAIN_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
-/* Every open FILE of ours (fflush(NULL), exit). */
-void kp_stdio_drain_all(void);
+/* Every open FILE of ours (fflush(NULL); at_exit: exit, where a FILE
+ * another thread holds locked is left to libc, as its own exit flush
+ * takes no locks). */
+void kp_stdio_drain_all(bool at_exit);
 
-/* fp is about to be closed: its buffer, if fp is ours. */
-void kp_stdio_before_fclose(FILE *fp);
+/* fp is about to be closed: its buffer, if fp is ours.  False when output
+ * is left that libc's fclose will write unseen (a wide stream). */
+bool kp_stdio_before_fclose(FILE *fp);
 
 #endif
