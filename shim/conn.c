@@ -2833,8 +2833,6 @@ void kp_conn_handoff_all(bool inherited_only, const char *why)
 {
 	int high = kp_fd_high();
 	int saved = errno;
-	/* exec ends this image, CLOEXEC fds and all: nothing may stay held */
-	kp_send_deferred_all(true);
 	for (int fd = 0; fd <= high; fd++) {
 		struct kp_conn *c = kp_fd_conn(fd);
 		if (!c || c == KP_POOLED)
@@ -2846,6 +2844,8 @@ void kp_conn_handoff_all(bool inherited_only, const char *why)
 		}
 		kp_conn_handoff_fd(fd, why);
 	}
+	/* exec ends this image, CLOEXEC fds and all: nothing may stay held */
+	kp_send_deferred_all(true);
 	errno = saved;
 }
 

@@ -59,6 +59,15 @@ assert_same_but_date() {
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
 
+@test "bash: a request written through printf, the connection closed unread: the server still gets every request" {
+	nginx_start
+	run_both 10 bash "$DEVTCP" unread "$NGINX_PORT" 10
+	assert_both_ok
+	assert_same_output
+	assert_equal "plain requests $PLAIN_REQS" "plain requests 10"
+	assert_equal "shim requests $SHIM_REQS" "shim requests 10"
+}
+
 @test "C client: fprintf of a head bigger than the stdio buffer on fdopen(s, \"w\"), fflush: same output, 1 server connection" {
 	nginx_start
 	run_both 20 "$CLIENTS/stdio_http" big "$NGINX_PORT" 20
