@@ -179,6 +179,8 @@ static size_t put_bytes(FILE *fp, const char *p, size_t n)
 		if (room == 0) {
 			if (drain(fp) == EOF)
 				return done;
+			if (fp->_IO_write_ptr >= fp->_IO_buf_end) /* no room at all */
+				return file_write(fp, p + done, n - done) == EOF ? done : n;
 			continue;
 		}
 		size_t k = n - done < room ? n - done : room;
@@ -194,7 +196,7 @@ static size_t put_bytes(FILE *fp, const char *p, size_t n)
 }
 
 /* The slow half of every byte-writing wrapper: false means "not ours
- * after all" (wide, read-only, a passthrough connection); call libc. */
+ * after all" (a wide or read-only stream); call libc. */
 static bool put_locked(FILE *fp, const char *p, size_t n, size_t *taken)
 {
 	if (!byte_stream(fp))
