@@ -175,7 +175,7 @@ static void conn_free(struct kp_conn *c)
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
 	}
 	if (c->deferred) {
-		c->deferred = false;
+		__atomic_store_n(&c->deferred, false, __ATOMIC_RELEASE);
 		__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
 	}
 	free(c->held);
@@ -1223,7 +1223,7 @@ static int flush_held(struct kp_conn *c, int fd, int flags)
 {
 	int r = 0;
 	if (c->deferred) { /* it goes now, as written */
-		c->deferred = false;
+		__atomic_store_n(&c->deferred, false, __ATOMIC_RELEASE);
 		__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
 	}
 	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
@@ -1965,7 +1965,7 @@ static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_on
 		errno = saved;
 		return false;
 	}
-	c->deferred = false;
+	__atomic_store_n(&c->deferred, false, __ATOMIC_RELEASE);
 	__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
 	struct iovec v = { c->held, c->held_len };
 	c->held = NULL;
@@ -2091,7 +2091,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	if (may_defer(c, &h, mine == total)) {
 		if (data != c->held && held_append(c, iov, iovcnt, 0, total) < 0)
 			goto pass_flush;
-		c->deferred = true;
+		__atomic_store_n(&c->deferred, true, __ATOMIC_RELEASE);
 		__atomic_fetch_add(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
 		kp_debug("fd %d: a head written through stdio waits for the program's next call", fd);
 		*ret = (ssize_t)total;
@@ -2262,7 +2262,8 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 {
 	if (c == KP_POOLED)
 		return false;
-	send_deferred(c, fd, false, false);
+	if (__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
+		send_deferred(c, fd, false, false);
 	struct kp_tls *t = __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
 	void *hs = kp_tls_handshaking;
 	if (t && !__atomic_load_n(&c->tls_pending, __ATOMIC_ACQUIRE))
@@ -2409,7 +2410,8 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 	/* TLS: its owed EOF is a TLS EOF, answered by the SSL_* wrappers */
 	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false;
-	send_deferred(c, fd, false, false);
+	if (__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
+		send_deferred(c, fd, false, false);
 	return recv_intercept(c, fd, ret);
 }
 
