@@ -18,7 +18,10 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/single_threaded.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -331,6 +334,10 @@ static void conn_free(struct kp_conn *c)
 	if (c->tls) { /* its socket is gone */
 		kp_tls_put(c->tls);
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
+	}
+	if (c->deferred) {
+		__atomic_store_n(&c->deferred, false, __ATOMIC_RELEASE);
+		__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
 	}
 	free(c->held);
 	free(c->replay);
@@ -716,6 +723,7 @@ static void finished_forget(int fd, const struct kp_conn *c)
 
 static bool parkable(const struct kp_conn *c);
 static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms);
+static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_only);
 
 /* Move a finished connection to key into the pool, if there is one.
  * Returns true when one was moved. */
@@ -1018,6 +1026,54 @@ bool kp_conn_dead_seen(struct kp_conn *c, int fd)
 
 /* ------------------------------------------------------------ close */
 
+/* The kernel's count of bytes written to fd's socket, plus one for the
+ * SYN: those it acknowledged, and those still in its send queue. */
+static int kernel_tx(int fd, uint64_t *w)
+{
+	uint64_t acked;
+	int outq;
+	if (kp_tcp_bytes_acked(fd, &acked) < 0 || KP_REAL(ioctl)(fd, SIOCOUTQ, &outq) < 0 || outq < 0)
+		return -1;
+	*w = acked + (uint64_t)outq;
+	return 0;
+}
+
+/* Caller holds c->lock. */
+static void tx_watch_start(struct kp_conn *c, int fd)
+{
+	if (c->tx_watch || c->state != KP_ACTIVE || c->tls)
+		return;
+	int saved = errno;
+	if (kernel_tx(fd, &c->tx_kernel0) == 0) {
+		c->tx_watch = true;
+		c->tx0 = c->tx;
+	} else {
+		unpool(c, "stdio on a socket the kernel gives no byte count for");
+	}
+	errno = saved;
+}
+
+/* Did the socket take bytes that never went through us since the watch
+ * began?  A count we cannot read is a doubt: yes.  Caller holds c->lock. */
+static bool tx_unseen(struct kp_conn *c, int fd)
+{
+	if (!c->tx_watch)
+		return false;
+	int saved = errno;
+	uint64_t w;
+	bool unseen = kernel_tx(fd, &w) < 0 || w - c->tx_kernel0 != c->tx - c->tx0;
+	errno = saved;
+	return unseen;
+}
+
+void kp_stdio_watch(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || !conn_lock(c, fd))
+		return;
+	tx_watch_start(c, fd);
+	pthread_mutex_unlock(&c->lock);
+}
+
 static bool parkable(const struct kp_conn *c)
 {
 	return c->state == KP_ACTIVE && c->poolable && !c->n_reqs && c->req_mode == KP_REQ_HEAD &&
@@ -1030,6 +1086,11 @@ static bool parkable(const struct kp_conn *c)
  * parked_ms: when it went idle, for one handed back unused; 0: now. */
 static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 {
+	if (tx_unseen(c, fd)) {
+		unpool(c, "bytes reached the socket behind our back (stdio)");
+		kp_debug("fd %d: the kernel took bytes we never saw: not parked", fd);
+		return -1;
+	}
 	int hidden = twin_take(c); /* the hidden fd it came from, still open */
 	if (hidden < 0)
 		hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
@@ -1138,6 +1199,8 @@ int kp_close(int fd, struct kp_conn *c)
 		errno = EBADF;
 		return -1;
 	}
+	/* closed unread: the request goes as the program wrote it */
+	send_deferred(c, fd, true, true);
 	c = kp_fd_swap(fd, NULL);
 	if (!c || c == KP_POOLED) { /* raced with another close */
 		errno = saved;
@@ -1162,6 +1225,9 @@ int kp_close(int fd, struct kp_conn *c)
 
 void kp_forget_fd(int fd, bool may_park)
 {
+	struct kp_conn *c0 = may_park ? kp_fd_conn(fd) : NULL;
+	if (c0)
+		send_deferred(c0, fd, true, true);
 	struct kp_conn *c = kp_fd_swap(fd, NULL);
 	if (kp_fd_valid(fd))
 		kp_fl_set(fd, 0);
@@ -1207,6 +1273,9 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 		return;
 	}
 	c->refs++;
+	/* onto stdin, stdout or stderr: stdio's own FILEs may write to it */
+	if (newfd <= 2)
+		tx_watch_start(c, oldfd);
 	pthread_mutex_unlock(&c->lock);
 	struct kp_conn *old = kp_fd_swap(newfd, c);
 	if (old == KP_POOLED && !pool_owns_fd(newfd, true)) /* closed behind our back: forget it */
@@ -1217,6 +1286,8 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 
 bool kp_shutdown(struct kp_conn *c, int fd, int how)
 {
+	/* the program counts on the server's close after its FIN */
+	send_deferred(c, fd, true, false);
 	if (!conn_lock(c, fd))
 		return false;
 	int saved = errno;
@@ -1299,7 +1370,10 @@ static ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, i
 {
 	if (c->tls)
 		return kp_tls_xmit(c->tls, fd, m->msg_iov, (int)m->msg_iovlen);
-	return KP_REAL(sendmsg)(fd, m, flags);
+	ssize_t r = KP_REAL(sendmsg)(fd, m, flags);
+	if (r > 0)
+		c->tx += (uint64_t)r;
+	return r;
 }
 
 /* Send all of buf.  A non-blocking socket is waited for (bounded), except
@@ -1321,6 +1395,7 @@ static ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, 
 		ssize_t r = KP_REAL(send)(fd, buf + *sent, len - *sent, flags);
 		if (r > 0) {
 			*sent += (size_t)r;
+			c->tx += (uint64_t)r;
 			continue;
 		}
 		if (r < 0 && errno == EINTR)
@@ -1351,6 +1426,10 @@ static ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, 
 static int flush_held(struct kp_conn *c, int fd, int flags)
 {
 	int r = 0;
+	if (c->deferred) { /* it goes now, as written */
+		__atomic_store_n(&c->deferred, false, __ATOMIC_RELEASE);
+		__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
+	}
 	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
 		size_t sent;
 		r = send_all(c, fd, c->held, c->held_len, flags | MSG_NOSIGNAL, false, &sent) < 0 ? -1 : 0;
@@ -1515,6 +1594,11 @@ static int swap_fresh(struct kp_conn *c, int fd, bool repark)
 	c->served = 0;
 	c->ka_timeout = c->ka_max = -1;
 	c->n_pending = 0; /* a new socket has no previous owner's options */
+	if (c->tx_watch) { /* the count starts again with the new socket */
+		c->tx_watch = false;
+		c->tx = 0;
+		tx_watch_start(c, fd);
+	}
 	kp_count(fresh);
 	c->tls_pending = false;
 	if (c->tls_handed) {
@@ -1825,6 +1909,7 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))
 		return;
+	send_deferred(c, fd, false, false);
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return;
@@ -1841,10 +1926,15 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 	errno = saved;
 }
 
-void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only)
+void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))
 		return;
+	/* stdio's writes go through us (hooks_stdio.c); its reads do not */
+	if (write_only) {
+		kp_stdio_watch(c, fd);
+		return;
+	}
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return;
@@ -2049,6 +2139,81 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 	return true;
 }
 
+/* conn.h, "A request head that stdio wrote".  Caller holds c->lock. */
+__thread bool kp_stdio_writing;
+int kp_deferred_heads;
+
+static bool may_defer(const struct kp_conn *c, const struct frm_req_head *h, bool head_only)
+{
+	return kp_stdio_writing && head_only && __libc_single_threaded && !c->forked &&
+	       !c->handed_off && !c->verbatim && !c->tls && !c->n_reqs && h->app_close &&
+	       (h->body_kind == FRM_BODY_NONE || (h->body_kind == FRM_BODY_LENGTH && !h->body_len)) &&
+	       !h->upgrade && !h->doubt && h->method != FRM_M_CONNECT && !h->expect_continue;
+}
+
+static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+			   ssize_t *ret);
+
+/* Send c's deferred head: rewritten, or as written (verbatim).  last_only:
+ * only when fd is its last fd (a close; one of several fds closing is
+ * not the end of the connection).  Caller does not hold c->lock.  True
+ * when it went out now. */
+static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_only)
+{
+	if (c == KP_POOLED || !__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
+		return false;
+	int saved = errno;
+	if (!conn_lock(c, fd))
+		return false;
+	if (!c->deferred || (last_only && c->refs > 1)) {
+		pthread_mutex_unlock(&c->lock);
+		errno = saved;
+		return false;
+	}
+	__atomic_store_n(&c->deferred, false, __ATOMIC_RELEASE);
+	__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
+	struct iovec v = { c->held, c->held_len };
+	c->held = NULL;
+	c->held_len = c->held_cap = 0;
+	c->verbatim = verbatim;
+	pthread_mutex_unlock(&c->lock);
+	kp_debug("fd %d: the deferred head goes out%s", fd, verbatim ? " as written" : "");
+	bool was = kp_stdio_writing;
+	kp_stdio_writing = false;
+	ssize_t r;
+	size_t raw = 0;
+	if (!send_intercept(c, fd, &v, 1, MSG_NOSIGNAL, &r)) {
+		/* stepped aside meanwhile: the bytes as they are */
+		while (raw < v.iov_len) {
+			r = KP_REAL(send)(fd, (char *)v.iov_base + raw, v.iov_len - raw, MSG_NOSIGNAL);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				break;
+			raw += (size_t)r;
+		}
+	}
+	kp_stdio_writing = was;
+	if (conn_lock(c, fd)) {
+		c->tx += raw;
+		c->verbatim = false;
+		pthread_mutex_unlock(&c->lock);
+	}
+	free(v.iov_base);
+	errno = saved;
+	return true;
+}
+
+void kp_send_deferred_all(bool verbatim)
+{
+	int high = kp_fd_high();
+	for (int fd = 0; fd <= high && __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED); fd++) {
+		struct kp_conn *c = kp_fd_conn(fd);
+		if (c && c != KP_POOLED)
+			send_deferred(c, fd, verbatim, false);
+	}
+}
+
 static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 			   ssize_t *ret)
 {
@@ -2128,6 +2293,17 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 
 	/* The head is whole: rewrite, send all of it, then the rest of the call. */
 	size_t mine = (size_t)hl - old_held; /* the program's bytes in the head */
+	if (may_defer(c, &h, mine == total)) {
+		if (data != c->held && held_append(c, iov, iovcnt, 0, total) < 0)
+			goto pass_flush;
+		__atomic_store_n(&c->deferred, true, __ATOMIC_RELEASE);
+		__atomic_fetch_add(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
+		kp_debug("fd %d: a head written through stdio waits for the program's next call", fd);
+		*ret = (ssize_t)total;
+		pthread_mutex_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
 	/* First use of a reused connection: keep a copy, or go fresh. */
 	bool keep_copy = false;
 	int send_flags = flags;
@@ -2140,7 +2316,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	size_t out_cap = sizeof(small);
 	long outlen = 0;
 	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT && !c->handed_off &&
-			   c->n_reqs < KP_MAX_PIPELINE;
+			   !c->verbatim && c->n_reqs < KP_MAX_PIPELINE;
 	/* More requests pipelined behind one that asks to close, in the same
 	 * write: the server must get the close and execute nothing after it,
 	 * exactly as without us; so no rewrite, and no reuse. */
@@ -2291,6 +2467,8 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 {
 	if (c == KP_POOLED)
 		return false;
+	if (__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
+		send_deferred(c, fd, false, false);
 	struct kp_tls *t = __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
 	void *hs = kp_tls_handshaking;
 	if (t && !__atomic_load_n(&c->tls_pending, __ATOMIC_ACQUIRE))
@@ -2330,6 +2508,8 @@ static void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 		return;
 	if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 		unpool(c, "a send failed");
+	if (ret > 0)
+		c->tx += (uint64_t)ret;
 	if (ret > 0 && c->state == KP_ACTIVE)
 		account_sent(c, iov, iovcnt, 0, (size_t)ret);
 	handoff_fin_if_due(c, fd);
@@ -2351,6 +2531,8 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 	int saved = errno;
 	if (!conn_lock(c, out_fd))
 		return;
+	if (ret > 0)
+		c->tx += (uint64_t)ret;
 	if (ret < 0) {
 		if (errno != EAGAIN && errno != EINTR)
 			unpool(c, "sendfile failed");
@@ -2433,6 +2615,8 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 	/* TLS: its owed EOF is a TLS EOF, answered by the SSL_* wrappers */
 	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false;
+	if (__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
+		send_deferred(c, fd, false, false);
 	return recv_intercept(c, fd, ret);
 }
 
@@ -2809,6 +2993,7 @@ static void handoff_verdict(struct kp_conn *c, int fd)
 /* Caller holds c->lock. */
 static void handoff_locked(struct kp_conn *c, int fd, const char *why)
 {
+	c->forked = true;
 	if (c->handed_off || c->tls || (c->state != KP_ACTIVE && !c->lost))
 		return;
 	bool owed = c->eof_owed || c->lost;
@@ -2840,7 +3025,11 @@ void kp_conn_handoff_fd(int fd, const char *why)
 	if (!c || c == KP_POOLED)
 		return;
 	int saved = errno;
+	/* the reader may be the child: the program's own request, unchanged */
+	bool sent = send_deferred(c, fd, true, false);
 	if (conn_lock(c, fd)) {
+		if (sent && c->first == KP_FIRST_SENT && c->state == KP_ACTIVE)
+			handoff_verdict(c, fd);
 		handoff_locked(c, fd, why);
 		pthread_mutex_unlock(&c->lock);
 	}
@@ -2862,6 +3051,8 @@ void kp_conn_handoff_all(bool inherited_only, const char *why)
 		}
 		kp_conn_handoff_fd(fd, why);
 	}
+	/* exec ends this image, CLOEXEC fds and all: nothing may stay held */
+	kp_send_deferred_all(true);
 	errno = saved;
 }
 

@@ -82,6 +82,17 @@ struct kp_conn {
 	                        never pooled, never rewritten again */
 	bool fin_due;        /* handed off mid-request: our FIN goes out when
 	                        the request is whole */
+	bool deferred;       /* held is a whole bodiless head that stdio wrote
+	                        and we would rewrite: it waits for the
+	                        program's next call (kp_send_deferred) */
+	bool verbatim;       /* the deferred head goes out as written */
+	bool forked;         /* it crossed a fork or spawn: another process
+	                        may read it (nothing is deferred then) */
+	/* Bytes written behind our back (stdio's own flushes: kp_stdio_watch):
+	 * what this socket took from us since tx_watch began, and the
+	 * kernel's count of bytes written to it then (bytes_acked + SIOCOUTQ) */
+	bool tx_watch;
+	uint64_t tx, tx0, tx_kernel0;
 	struct pool_key key;
 
 	uint8_t first;       /* enum kp_first */
@@ -200,8 +211,34 @@ void kp_note_nonblock(int fd, bool on);
  * head bytes still held must go first. */
 void kp_send_bypass(struct kp_conn *c, int fd);
 
-/* fdopen() of a tracked fd: stdio's reads will go past us. */
-void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only);
+/*
+ * A request head that stdio wrote (hooks_stdio.c sets kp_stdio_writing
+ * around its writes) and that we would rewrite to keep-alive is held,
+ * whole, until the program's next call on the connection: a read, a
+ * write, poll/select/epoll, shutdown go on with it rewritten; a fork,
+ * spawn or exec, a close of its last fd or the exit send it as written
+ * (then a child that reads the response, bash's `cat <&3`, gets the
+ * server's own answer to the program's own request).  Only in a process
+ * that never started a thread, on a connection that never crossed a
+ * fork: there nobody else can be waiting for its response.
+ */
+extern __thread bool kp_stdio_writing;
+/* A FILE writes to fd (or may: fdopen, a dup onto 0, 1 or 2): stdio's own
+ * flushes (exit, setvbuf, fseek, the wide calls...) can reach the socket
+ * unseen, so from now on its byte count is checked against the kernel's
+ * before the connection is parked. */
+void kp_stdio_watch(struct kp_conn *c, int fd);
+extern int kp_deferred_heads;
+void kp_send_deferred_all(bool verbatim);
+static inline void kp_send_deferred_any(void)
+{
+	if (__builtin_expect(__atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0, 0))
+		kp_send_deferred_all(false);
+}
+
+/* fdopen() of a tracked fd: stdio's reads will go past us (its writes
+ * do not: a write_only stream changes nothing). */
+void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only);
 
 /* shutdown() of a tracked connection.  Returns true when the call is
  * answered (0) without reaching the kernel: the exchange is complete or

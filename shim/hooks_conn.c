@@ -23,6 +23,7 @@
 #include "conn.h"
 #include "fdtable.h"
 #include "real.h"
+#include "stdio_drain.h"
 #include "watch.h"
 
 #define KP_EXPORT __attribute__((visibility("default")))
@@ -59,8 +60,12 @@ __attribute__((constructor)) static void kp_init(void)
 __attribute__((destructor)) static void kp_fini(void)
 {
 	/* not in a child that forgot the pool, nor when we never started */
-	if (!kp_cfg.disabled && kp_fdtab_len && getpid() == __atomic_load_n(&our_pid, __ATOMIC_RELAXED))
+	if (!kp_cfg.disabled && kp_fdtab_len && getpid() == __atomic_load_n(&our_pid, __ATOMIC_RELAXED)) {
+		/* exit() flushes every FILE after us, inside libc */
+		kp_stdio_drain_all(true);
+		kp_send_deferred_all(true);
 		kp_conn_exit();
+	}
 	if (kp_cfg.stats)
 		kp_stats_print();
 }
@@ -293,15 +298,19 @@ KP_EXPORT int epoll_create1(int flags)
 	return fresh_epoll(RETRY_IF_SHORT(KP_REAL(epoll_create1)(flags)));
 }
 
-/* stdio closes its fd inside libc, where we cannot see it.  Its reads and
- * writes went past us too, so such a connection was never framed and is
- * never parked: just forget it. */
+/* stdio closes its fd inside libc, where we cannot see it.  Its writes
+ * went through us (hooks_stdio.c): what is still buffered goes out first,
+ * then the connection is let go as a close would (parked from a copy when
+ * it may be: libc's close takes the program's fd). */
 KP_EXPORT int fclose(FILE *fp)
 {
 	int fd = fp ? fileno(fp) : -1;
 	if (fd >= 0 && kp_fd_conn(fd) && kp_fd_conn(fd) != KP_POOLED) {
 		int saved = errno;
-		kp_forget_fd(fd, false);
+		/* what we could not empty (a wide stream's buffer) goes out
+		 * unseen in libc's fclose: then the connection is not parked */
+		bool clean = kp_stdio_before_fclose(fp);
+		kp_forget_fd(fd, clean);
 		errno = saved;
 	}
 	return KP_REAL(fclose)(fp);
@@ -311,7 +320,8 @@ KP_EXPORT FILE *fdopen(int fd, const char *mode)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (c && c != KP_POOLED && mode)
-		kp_note_fdopen(c, fd, mode[0] == 'r' && !strchr(mode, '+'));
+		kp_note_fdopen(c, fd, mode[0] == 'r' && !strchr(mode, '+'),
+			       (mode[0] == 'w' || mode[0] == 'a') && !strchr(mode, '+'));
 	return KP_REAL(fdopen)(fd, mode);
 }
 

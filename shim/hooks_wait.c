@@ -181,6 +181,7 @@ static int poll_wait(struct pollfd *fds, nfds_t n, const struct timespec *ts, in
  * is a load, a test and a tail jump; the rest out of line. */
 KP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 {
+	kp_send_deferred_any();
 	if (!kp_fd_any_live())
 		return KP_REAL(poll)(fds, n, timeout);
 	return poll_common(fds, n, NULL, timeout, NULL, false);
@@ -194,6 +195,7 @@ static KP_SLOW int ppoll_slow(struct pollfd *fds, nfds_t n, const struct timespe
 
 KP_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
+	kp_send_deferred_any();
 	if (!kp_fd_any_live())
 		return KP_REAL(ppoll)(fds, n, ts, mask);
 	return ppoll_slow(fds, n, ts, mask);
@@ -405,6 +407,7 @@ static KP_SLOW int select_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, str
 
 KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
+	kp_send_deferred_any();
 	if (!kp_fd_any_live())
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_slow(nfds, rd, wr, ex, tv);
@@ -421,6 +424,7 @@ static KP_SLOW int pselect_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, co
 KP_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
 		      const sigset_t *mask)
 {
+	kp_send_deferred_any();
 	if (!kp_fd_any_live())
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
 	return pselect_slow(nfds, rd, wr, ex, ts, mask);
@@ -535,6 +539,7 @@ static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int m
 
 KP_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
 {
+	kp_send_deferred_any();
 	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
 		return KP_REAL(epoll_wait)(epfd, evs, max, timeout);
 	return ep_common(EP_WAIT, epfd, evs, max, timeout, NULL);
@@ -543,6 +548,7 @@ KP_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout
 KP_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout,
 			  const sigset_t *mask)
 {
+	kp_send_deferred_any();
 	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
 		return KP_REAL(epoll_pwait)(epfd, evs, max, timeout, mask);
 	return ep_common(EP_PWAIT, epfd, evs, max, timeout, mask);
@@ -551,6 +557,7 @@ KP_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeou
 KP_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct timespec *ts,
 			   const sigset_t *mask)
 {
+	kp_send_deferred_any();
 	/* an older libc without it: ENOSYS, as that libc would say (real.c) */
 	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
 		return KP_REAL(epoll_pwait2)(epfd, evs, max, ts, mask);

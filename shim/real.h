@@ -11,6 +11,7 @@
 #include <sys/epoll.h>
 #include <stdio.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <spawn.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -94,7 +95,22 @@
 	X(int, posix_spawnp, (pid_t *, const char *, const posix_spawn_file_actions_t *, \
 			      const posix_spawnattr_t *, char *const[], char *const[]))  \
 	X(int, system, (const char *))                                               \
-	X(FILE *, popen, (const char *, const char *))
+	X(FILE *, popen, (const char *, const char *))                               \
+	X(int, fputc, (int, FILE *))                                                 \
+	X(int, putc, (int, FILE *))                                                  \
+	X(int, _IO_putc, (int, FILE *))                                              \
+	X(int, fputc_unlocked, (int, FILE *))                                        \
+	X(int, putc_unlocked, (int, FILE *))                                         \
+	X(int, __overflow, (FILE *, int))                                            \
+	X(int, fputs, (const char *, FILE *))                                        \
+	X(int, fputs_unlocked, (const char *, FILE *))                               \
+	X(int, puts, (const char *))                                                 \
+	X(size_t, fwrite, (const void *, size_t, size_t, FILE *))                    \
+	X(size_t, fwrite_unlocked, (const void *, size_t, size_t, FILE *))           \
+	X(int, vfprintf, (FILE *, const char *, va_list))                            \
+	X(int, __vfprintf_chk, (FILE *, int, const char *, va_list))                 \
+	X(int, fflush, (FILE *))                                                     \
+	X(int, fflush_unlocked, (FILE *))
 
 #define KP_REAL_FIELD(ret, name, args) ret(*name) args;
 struct kp_real_table {

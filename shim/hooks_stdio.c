@@ -1,0 +1,544 @@
+/*
+ * hooks_stdio.c - exported wrappers for stdio's output calls (fputc, putc,
+ * putchar, fputs, puts, fwrite, the printf family, fflush, __overflow) on
+ * a FILE whose fd is one of our connections.
+ *
+ * stdio writes its buffer with glibc's internal write, which no preload
+ * sees: a request written through a FILE would reach the server behind
+ * our back.  bash's /dev/tcp is the common case: bash moves the socket
+ * onto fd 1 with dup2 and its printf and echo builtins write to the
+ * line-buffered stdout (putchar per format character, printf per
+ * conversion, fflush at the end).  So on a FILE whose fd is ours the
+ * bytes go into the FILE's own buffer as stdio would put them, and every
+ * time stdio would write (a newline on a line-buffered stream, a full
+ * buffer, an unbuffered stream, fflush) the buffer goes out through the
+ * shim's write path instead (framing, the Connection rewrite).  The
+ * program sees the same return values, the same ferror(), and the bytes
+ * reach the kernel at the same points.  Any other FILE costs the load of
+ * its fd number and the fd-table check, then a tail call to libc.
+ *
+ * What still reaches the socket behind our back (the wide-character
+ * calls, exit()'s flush of everything, setvbuf/fseek flushing a pending
+ * buffer, an inline putc_unlocked filling a buffer that glibc itself then
+ * flushes) is stdio's own: a tracked FILE's buffer is emptied through us
+ * before fflush(NULL) and at exit (kp_stdio_drain_all), and conn.c checks
+ * the kernel's byte count before it parks a connection.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdio_ext.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <wchar.h>
+
+#include "conn.h"
+#include "fdtable.h"
+#include "real.h"
+#include "stdio_drain.h"
+
+#define KP_EXPORT __attribute__((visibility("default")))
+
+/* glibc's list of open FILEs and its lock (exported since 2.2.5) */
+extern FILE *_IO_list_all;
+extern void _IO_list_lock(void);
+extern void _IO_list_unlock(void);
+/* the fortified entry points (declared by <stdio.h> only under
+ * _FORTIFY_SOURCE) */
+extern int __vsnprintf_chk(char *, size_t, int, size_t, const char *, va_list);
+int __vfprintf_chk(FILE *, int, const char *, va_list);
+int __vprintf_chk(int, const char *, va_list);
+int __fprintf_chk(FILE *, int, const char *, ...);
+int __printf_chk(int, const char *, ...);
+extern int __overflow(FILE *, int);
+extern int _IO_putc(int, FILE *);
+
+/* glibc's FILE flags (libio.h; the values have been part of the ABI since
+ * the libio of the 1990s: struct _IO_FILE is public and the old inline
+ * macros read them) */
+#define KP_IO_UNBUFFERED 0x0002
+#define KP_IO_NO_WRITES 0x0008
+#define KP_IO_LINE_BUF 0x0200
+#define KP_IO_CURRENTLY_PUTTING 0x0800
+
+/* The connection behind fp's fd, or NULL: the whole fast path. */
+static inline struct kp_conn *file_conn(FILE *fp)
+{
+	if (__builtin_expect(fp == NULL, 0))
+		return NULL;
+	struct kp_conn *c = kp_fd_conn(fp->_fileno);
+	return c == KP_POOLED ? NULL : c;
+}
+
+/* The write() wrapper's slow half, for bytes stdio would have written. */
+static ssize_t conn_write(int fd, const char *p, size_t n)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c || c == KP_POOLED)
+		return KP_REAL(write)(fd, p, n);
+	struct iovec iov = { (void *)p, n };
+	ssize_t r;
+	kp_stdio_writing = true;
+	bool taken = kp_send_intercept(c, fd, &iov, 1, 0, &r);
+	kp_stdio_writing = false;
+	if (taken)
+		return r;
+	r = KP_REAL(write)(fd, p, n);
+	kp_send_done(c, fd, &iov, 1, r);
+	return r;
+}
+
+/* Write n bytes as glibc's _IO_new_file_write does: to the end or the
+ * first error (which sets the stream's error flag).  0 or EOF. */
+static int file_write(FILE *fp, const char *p, size_t n)
+{
+	while (n > 0) {
+		ssize_t r = conn_write(fp->_fileno, p, n);
+		if (r < 0) {
+			if (errno == EINTR)
+				continue;
+			fp->_flags |= _IO_ERR_SEEN;
+			return EOF;
+		}
+		p += r;
+		n -= (size_t)r;
+	}
+	return 0;
+}
+
+/* Empty fp's put area through us.  As glibc's new_do_write, the buffer is
+ * emptied whatever the outcome. */
+static int drain(FILE *fp)
+{
+	if (!fp->_IO_write_base || fp->_IO_write_ptr <= fp->_IO_write_base)
+		return 0;
+	size_t n = (size_t)(fp->_IO_write_ptr - fp->_IO_write_base);
+	fp->_IO_write_ptr = fp->_IO_write_base;
+	return file_write(fp, fp->_IO_write_base, n);
+}
+
+/* A line-buffered stream writes up to its last newline and keeps the
+ * rest (which a program may yet flush elsewhere, after a dup2). */
+static int drain_lines(FILE *fp)
+{
+	char *base = fp->_IO_write_base, *end = fp->_IO_write_ptr, *nl = end;
+	while (nl > base && nl[-1] != '\n')
+		nl--;
+	if (nl == base)
+		return 0;
+	size_t rest = (size_t)(end - nl);
+	fp->_IO_write_ptr = base;
+	int r = file_write(fp, base, (size_t)(nl - base));
+	memmove(base, nl, rest);
+	fp->_IO_write_ptr = base + rest;
+	return r;
+}
+
+/* fp is ours, byte-oriented and writable: may we keep its buffer? */
+static bool byte_stream(FILE *fp)
+{
+	if (fp->_mode > 0 || (fp->_flags & KP_IO_NO_WRITES))
+		return false;
+	if (fp->_mode == 0)
+		fwide(fp, -1);
+	return true;
+}
+
+/* fp's put area, made by glibc as its first write would make it: the
+ * buffer allocated, the stream in put mode.  __overflow(fp, EOF) on an
+ * empty put area does just that and writes nothing. */
+static bool put_area(FILE *fp)
+{
+	if ((fp->_flags & KP_IO_CURRENTLY_PUTTING) && fp->_IO_write_base && fp->_IO_buf_end)
+		return true;
+	if (KP_REAL(__overflow)(fp, EOF) == EOF)
+		return false;
+	return (fp->_flags & KP_IO_CURRENTLY_PUTTING) && fp->_IO_write_base && fp->_IO_buf_end;
+}
+
+/* Put n bytes on fp (locked, ours) as glibc's xsputn would: into the
+ * buffer, which goes out when it is full, at a newline of a line-buffered
+ * stream, at once for an unbuffered one; a block at least a buffer long
+ * goes straight out.  Returns the bytes taken (n unless an error). */
+static size_t put_bytes(FILE *fp, const char *p, size_t n)
+{
+	if (!put_area(fp))
+		return 0;
+	size_t size = (size_t)(fp->_IO_buf_end - fp->_IO_buf_base), done = 0;
+	/* unbuffered, or a block no smaller than the buffer: what is pending
+	 * first, then the block, straight out */
+	if ((fp->_flags & KP_IO_UNBUFFERED) || n >= size) {
+		if (drain(fp) == EOF || file_write(fp, p, n) == EOF)
+			return 0;
+		return n;
+	}
+	bool newline = false;
+	while (done < n) {
+		size_t room = (size_t)(fp->_IO_buf_end - fp->_IO_write_ptr);
+		if (room == 0) {
+			if (drain(fp) == EOF)
+				return done;
+			if (fp->_IO_write_ptr >= fp->_IO_buf_end) /* no room at all */
+				return file_write(fp, p + done, n - done) == EOF ? done : n;
+			continue;
+		}
+		size_t k = n - done < room ? n - done : room;
+		if ((fp->_flags & KP_IO_LINE_BUF) && memchr(p + done, '\n', k))
+			newline = true;
+		memcpy(fp->_IO_write_ptr, p + done, k);
+		fp->_IO_write_ptr += k;
+		done += k;
+	}
+	if (newline && drain_lines(fp) == EOF)
+		return n; /* taken, then lost with the error, as in glibc */
+	return n;
+}
+
+/* The slow half of every byte-writing wrapper: false means "not ours
+ * after all" (a wide or read-only stream); call libc. */
+static bool put_locked(FILE *fp, const char *p, size_t n, size_t *taken)
+{
+	if (!byte_stream(fp))
+		return false;
+	*taken = put_bytes(fp, p, n);
+	return true;
+}
+
+static KP_SLOW bool put(FILE *fp, bool lock, const char *p, size_t n, size_t *taken)
+{
+	int saved = errno;
+	struct kp_conn *c = file_conn(fp);
+	if (c)
+		kp_stdio_watch(c, fp->_fileno);
+	if (lock)
+		flockfile(fp);
+	bool ours = put_locked(fp, p, n, taken);
+	if (lock)
+		funlockfile(fp);
+	if (ours && *taken == n)
+		errno = saved;
+	return ours;
+}
+
+/* ------------------------------------------------------------ characters */
+
+static KP_SLOW int putc_slow(int ch, FILE *fp, bool lock, int (*real)(int, FILE *))
+{
+	char b = (char)ch;
+	size_t taken;
+	if (!put(fp, lock, &b, 1, &taken))
+		return real(ch, fp);
+	return taken == 1 ? (unsigned char)ch : EOF;
+}
+
+#define KP_PUTC(name, lock)                                            \
+	KP_EXPORT int name(int ch, FILE *fp)                           \
+	{                                                              \
+		if (__builtin_expect(file_conn(fp) != NULL, 0))        \
+			return putc_slow(ch, fp, lock, KP_REAL(name)); \
+		return KP_REAL(name)(ch, fp);                          \
+	}
+
+KP_PUTC(fputc, true)
+KP_PUTC(putc, true)
+KP_PUTC(_IO_putc, true)
+KP_PUTC(fputc_unlocked, false)
+KP_PUTC(putc_unlocked, false)
+
+KP_EXPORT int putchar(int ch)
+{
+	return putc(ch, stdout);
+}
+
+KP_EXPORT int putchar_unlocked(int ch)
+{
+	return putc_unlocked(ch, stdout);
+}
+
+/* The inline putc_unlocked of <stdio.h> calls it when the buffer is full
+ * (or, line-buffered, at every character); unlocked, as glibc's. */
+static KP_SLOW int overflow_slow(FILE *fp, int ch)
+{
+	char b = (char)ch;
+	size_t taken;
+	if (!put(fp, false, &b, 1, &taken))
+		return KP_REAL(__overflow)(fp, ch);
+	return taken == 1 ? (unsigned char)ch : EOF;
+}
+
+KP_EXPORT int __overflow(FILE *fp, int ch)
+{
+	if (__builtin_expect(file_conn(fp) != NULL, 0) && ch != EOF)
+		return overflow_slow(fp, ch);
+	return KP_REAL(__overflow)(fp, ch);
+}
+
+/* ------------------------------------------------------------ strings */
+
+static KP_SLOW int fputs_slow(const char *s, FILE *fp, bool lock)
+{
+	size_t n = strlen(s), taken;
+	if (!put(fp, lock, s, n, &taken))
+		return lock ? KP_REAL(fputs)(s, fp) : KP_REAL(fputs_unlocked)(s, fp);
+	return taken == n ? 1 : EOF;
+}
+
+KP_EXPORT int fputs(const char *s, FILE *fp)
+{
+	if (__builtin_expect(file_conn(fp) != NULL, 0))
+		return fputs_slow(s, fp, true);
+	return KP_REAL(fputs)(s, fp);
+}
+
+KP_EXPORT int fputs_unlocked(const char *s, FILE *fp)
+{
+	if (__builtin_expect(file_conn(fp) != NULL, 0))
+		return fputs_slow(s, fp, false);
+	return KP_REAL(fputs_unlocked)(s, fp);
+}
+
+static KP_SLOW int puts_slow(const char *s)
+{
+	FILE *fp = stdout;
+	size_t n = strlen(s), taken = 0;
+	int saved = errno, r;
+	flockfile(fp);
+	if (!byte_stream(fp)) {
+		funlockfile(fp);
+		return KP_REAL(puts)(s);
+	}
+	/* one put of both, as glibc's puts: a line-buffered stdout writes
+	 * the line and its newline together */
+	char *line = malloc(n + 1);
+	if (line) {
+		memcpy(line, s, n);
+		line[n] = '\n';
+		taken = put_bytes(fp, line, n + 1);
+		free(line);
+		r = taken == n + 1 ? (int)(n + 1 > INT32_MAX ? INT32_MAX : n + 1) : EOF;
+	} else {
+		r = put_bytes(fp, s, n) == n && put_bytes(fp, "\n", 1) == 1
+			    ? (int)(n + 1 > INT32_MAX ? INT32_MAX : n + 1)
+			    : EOF;
+	}
+	funlockfile(fp);
+	if (r != EOF)
+		errno = saved;
+	return r;
+}
+
+KP_EXPORT int puts(const char *s)
+{
+	if (__builtin_expect(file_conn(stdout) != NULL, 0))
+		return puts_slow(s);
+	return KP_REAL(puts)(s);
+}
+
+static KP_SLOW size_t fwrite_slow(const void *p, size_t size, size_t nmemb, FILE *fp, bool lock)
+{
+	size_t n = size * nmemb, taken;
+	if (size && n / size != nmemb)
+		return lock ? KP_REAL(fwrite)(p, size, nmemb, fp)
+			    : KP_REAL(fwrite_unlocked)(p, size, nmemb, fp);
+	if (n == 0)
+		return 0;
+	if (!put(fp, lock, p, n, &taken))
+		return lock ? KP_REAL(fwrite)(p, size, nmemb, fp)
+			    : KP_REAL(fwrite_unlocked)(p, size, nmemb, fp);
+	return taken == n ? nmemb : taken / size;
+}
+
+KP_EXPORT size_t fwrite(const void *p, size_t size, size_t nmemb, FILE *fp)
+{
+	if (__builtin_expect(file_conn(fp) != NULL, 0))
+		return fwrite_slow(p, size, nmemb, fp, true);
+	return KP_REAL(fwrite)(p, size, nmemb, fp);
+}
+
+#undef fwrite_unlocked /* a macro of <bits/stdio.h> when optimising */
+KP_EXPORT size_t fwrite_unlocked(const void *p, size_t size, size_t nmemb, FILE *fp)
+{
+	if (__builtin_expect(file_conn(fp) != NULL, 0))
+		return fwrite_slow(p, size, nmemb, fp, false);
+	return KP_REAL(fwrite_unlocked)(p, size, nmemb, fp);
+}
+
+/* ------------------------------------------------------------ printf */
+
+/* Format as the program asked (flag >= 0: the fortified check level),
+ * then put the result.  -1 with the real call's errno when formatting
+ * fails, which then writes nothing, as glibc's would not either. */
+static KP_SLOW int vprintf_slow(FILE *fp, int flag, const char *fmt, va_list ap)
+{
+	char small[512], *buf = small;
+	va_list ap2;
+	va_copy(ap2, ap);
+	int n = flag >= 0 ? __vsnprintf_chk(small, sizeof(small), flag, sizeof(small), fmt, ap)
+			  : vsnprintf(small, sizeof(small), fmt, ap);
+	if (n >= (int)sizeof(small)) {
+		buf = malloc((size_t)n + 1);
+		if (!buf) {
+			va_end(ap2);
+			errno = ENOMEM;
+			fp->_flags |= _IO_ERR_SEEN;
+			return -1;
+		}
+		n = flag >= 0 ? __vsnprintf_chk(buf, (size_t)n + 1, flag, (size_t)n + 1, fmt, ap2)
+			      : vsnprintf(buf, (size_t)n + 1, fmt, ap2);
+	}
+	va_end(ap2);
+	int r = n;
+	if (n > 0) {
+		size_t taken;
+		if (!put(fp, true, buf, (size_t)n, &taken))
+			r = -2; /* not ours: written below by stdio itself */
+		else if (taken != (size_t)n)
+			r = -1;
+	}
+	if (r == -2)
+		r = KP_REAL(fwrite)(buf, 1, (size_t)n, fp) == (size_t)n ? n : -1;
+	if (buf != small)
+		free(buf);
+	return r;
+}
+
+KP_EXPORT int vfprintf(FILE *fp, const char *fmt, va_list ap)
+{
+	if (__builtin_expect(file_conn(fp) != NULL, 0))
+		return vprintf_slow(fp, -1, fmt, ap);
+	return KP_REAL(vfprintf)(fp, fmt, ap);
+}
+
+KP_EXPORT int vprintf(const char *fmt, va_list ap)
+{
+	return vfprintf(stdout, fmt, ap);
+}
+
+KP_EXPORT int fprintf(FILE *fp, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfprintf(fp, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+KP_EXPORT int printf(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfprintf(stdout, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+KP_EXPORT int __vfprintf_chk(FILE *fp, int flag, const char *fmt, va_list ap)
+{
+	if (__builtin_expect(file_conn(fp) != NULL, 0))
+		return vprintf_slow(fp, flag, fmt, ap);
+	return KP_REAL(__vfprintf_chk)(fp, flag, fmt, ap);
+}
+
+KP_EXPORT int __vprintf_chk(int flag, const char *fmt, va_list ap)
+{
+	return __vfprintf_chk(stdout, flag, fmt, ap);
+}
+
+KP_EXPORT int __fprintf_chk(FILE *fp, int flag, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = __vfprintf_chk(fp, flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+KP_EXPORT int __printf_chk(int flag, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = __vfprintf_chk(stdout, flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* ------------------------------------------------------------ flush */
+
+static KP_SLOW int fflush_slow(FILE *fp, bool lock)
+{
+	int saved = errno, r = 0;
+	if (lock)
+		flockfile(fp);
+	if (fp->_mode <= 0 && (fp->_flags & KP_IO_CURRENTLY_PUTTING))
+		r = drain(fp);
+	if (lock)
+		funlockfile(fp);
+	if (r == EOF)
+		return EOF;
+	errno = saved;
+	/* the rest (nothing to write now) is glibc's */
+	return lock ? KP_REAL(fflush)(fp) : KP_REAL(fflush_unlocked)(fp);
+}
+
+void kp_stdio_drain_all(bool at_exit)
+{
+	/* glibc's own list of open FILEs, under its own lock, then each
+	 * FILE's lock: the order its fflush(NULL) takes them in */
+	_IO_list_lock();
+	for (FILE *fp = (FILE *)_IO_list_all; fp; fp = fp->_chain) {
+		if (!file_conn(fp))
+			continue;
+		if (at_exit) {
+			if (ftrylockfile(fp) != 0)
+				continue;
+		} else {
+			flockfile(fp);
+		}
+		if (fp->_mode <= 0 && (fp->_flags & KP_IO_CURRENTLY_PUTTING))
+			drain(fp);
+		funlockfile(fp);
+	}
+	_IO_list_unlock();
+}
+
+KP_EXPORT int fflush(FILE *fp)
+{
+	if (__builtin_expect(fp == NULL, 0)) {
+		int saved = errno;
+		kp_stdio_drain_all(false);
+		errno = saved;
+		return KP_REAL(fflush)(fp);
+	}
+	if (__builtin_expect(file_conn(fp) != NULL, 0))
+		return fflush_slow(fp, true);
+	return KP_REAL(fflush)(fp);
+}
+
+KP_EXPORT int fflush_unlocked(FILE *fp)
+{
+	if (__builtin_expect(fp == NULL, 0)) {
+		int saved = errno;
+		kp_stdio_drain_all(false);
+		errno = saved;
+		return KP_REAL(fflush_unlocked)(fp);
+	}
+	if (__builtin_expect(file_conn(fp) != NULL, 0))
+		return fflush_slow(fp, false);
+	return KP_REAL(fflush_unlocked)(fp);
+}
+
+/* fclose() flushes inside libc: the buffer goes out through us first. */
+bool kp_stdio_before_fclose(FILE *fp)
+{
+	if (!file_conn(fp))
+		return true;
+	int saved = errno;
+	flockfile(fp);
+	if (fp->_mode <= 0 && (fp->_flags & KP_IO_CURRENTLY_PUTTING))
+		drain(fp);
+	bool clean = __fpending(fp) == 0;
+	funlockfile(fp);
+	errno = saved;
+	return clean;
+}

@@ -1,0 +1,42 @@
+#!/bin/bash
+# devtcp.sh MODE PORT N - N requests for /f through bash's /dev/tcp, with
+# bash's own builtins (tests/shell.bats).
+#   builtins  exec 5<>/dev/tcp/...; the head written a line per printf or
+#             echo (bash moves the socket onto fd 1 with dup2 for each, and
+#             back); the response read with `while IFS= read -r` (fd 5
+#             moved onto fd 0; bash reads a socket a byte per read()) and
+#             printed line by line
+#   cat       exec 3<>/dev/tcp/...; one printf of the head; the response
+#             read by cat, a child process (fork, exec) that inherits fd 3
+#   mixed     N-1 requests as in builtins, then one as in cat
+#   unread    as builtins, but fd 5 closed without reading the response
+set -e
+mode=$1 port=$2 n=$3
+builtins() {
+	exec 5<>"/dev/tcp/127.0.0.1/$port"
+	printf 'GET /f HTTP/1.0\r\n' >&5
+	echo -ne 'Host: 127.0.0.1\r\n' >&5
+	printf '\r\n' >&5
+	while IFS= read -r line; do printf '%s\n' "$line"; done <&5
+	exec 5<&-
+}
+unread() {
+	exec 5<>"/dev/tcp/127.0.0.1/$port"
+	printf 'GET /f HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&5
+	exec 5<&-
+}
+with_cat() {
+	exec 3<>"/dev/tcp/127.0.0.1/$port"
+	printf 'GET /f HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' >&3
+	cat <&3
+	exec 3<&-
+}
+for ((i = 0; i < n; i++)); do
+	case $mode in
+	builtins) builtins ;;
+	cat) with_cat ;;
+	unread) unread ;;
+	mixed) if ((i < n - 1)); then builtins; else with_cat; fi ;;
+	*) echo "unknown mode $mode" >&2; exit 2 ;;
+	esac
+done
