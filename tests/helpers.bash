@@ -62,6 +62,8 @@ servers_stop() {
 # free_port, wait_until, _pid_gone, _stop_pid and the nginx launcher are
 # shared with the demo.
 source "$ROOT/scripts/lib/nginx.sh"
+# one test CA for the whole bats run, copied to each test (scripts/lib/tls.sh)
+export TLS_MAKE_CACHE="${TLS_MAKE_CACHE:-$BATS_RUN_TMPDIR/tls}"
 
 # ------------------------------------------------------------------ nginx
 
