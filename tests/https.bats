@@ -217,7 +217,9 @@ trust_steps() {
 	curl_ok || skip "the ASan run preloads libasan, which valgrind cannot follow"
 	use_tls 13
 	local c=(-sS -H 'Connection: close' --cacert "$TLS/ca.pem" -o /dev/null -w '%{http_code}\n')
-	run_both 7 valgrind -q --error-exitcode=99 "$CURL" "${c[@]}" "$URL/f?n=[1-5]" \
+	# valgrind runs curl tens of times slower, and the parallel run shares
+	# the cores: more than the default 20 s before calling it a hang
+	CLIENT_TIMEOUT=120 run_both 7 valgrind -q --error-exitcode=99 "$CURL" "${c[@]}" "$URL/f?n=[1-5]" \
 		--next "${c[@]}" -k "$URL/echo/6" --next "${c[@]}" --cert "$TLS/client-a.pem" \
 		--key "$TLS/client-a.key" "$URL/echo/7"
 	assert_both_ok
