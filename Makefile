@@ -34,7 +34,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
-.PHONY: all asan tsan test test-asan unit bats clients clean install fuzz fuzz-build bench bench-fastpath
+.PHONY: all asan tsan test test-asan check unit bats clients clean install fuzz fuzz-build bench bench-fastpath
 all: $(LIB) $(AUDIT_LIB) $(BROKER)
 
 $(BROKER): $(BROKER_SRCS) $(wildcard pool/*.h) Makefile debian/changelog
@@ -189,17 +189,40 @@ unit: $(UNIT_BINS) $(REPLAY_BINS)
 
 clients: $(CLIENT_BINS)
 
-bats: $(LIB) $(BROKER) $(TSAN_LIB) clients
-	bats tests/*.bats
+# The bats files run in parallel, JOBS tests at a time (GNU parallel, from
+# scripts/deps): the tests mostly wait on servers, idle timers and
+# interpreters' start-up, so twice the cores keeps 2 cores busy.  Every
+# test has its own servers on free ports and its files under
+# $$BATS_TEST_TMPDIR.  make test JOBS=1: one at a time, as before (no
+# parallel needed).  BATS_FLAGS: more options (--timing, --filter ...).
+JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
+# (without GNU parallel installed, one at a time)
+BATS := bats $(if $(filter-out 0 1,$(JOBS)),$(if $(shell command -v parallel),--jobs $(JOBS))) $(BATS_FLAGS)
+# what the tests build on demand, built before they run (two files must
+# not build the same target at once)
+BATS_DEPS := $(LIB) $(AUDIT_LIB) $(BROKER) $(TSAN_LIB) build/libkeepalive-noprobe.so \
+	build/latency-proxy clients
 
-# everything: the unit tests, the suites against the library, and the same
-# suites against its ASan+UBSan build
+bats: $(BATS_DEPS)
+	$(BATS) tests/*.bats
+
+# everything: the unit tests, the suites against the library, and the
+# suites again against its ASan+UBSan build (ASAN_BATS)
 test: $(LIB) unit bats test-asan
 
-# the whole bats suite with the ASan+UBSan build of the library
-test-asan: $(ASAN_LIB) $(BROKER) $(TSAN_LIB) clients
+# day to day: the unit tests and the bats suites, without the ASan pass
+check: $(LIB) unit bats
+
+# The ASan pass runs the files where the ASan+UBSan build of the library
+# runs: every file that preloads it.  Left out, as nothing there can
+# differ: tests/bench.bats (the benchmark scripts measure the plain build;
+# every test skips under ASan), tests/proxy.bats (the latency proxy, no
+# library at all), tests/package.bats (packaging).
+ASAN_BATS := $(filter-out tests/bench.bats tests/proxy.bats tests/package.bats,$(wildcard tests/*.bats))
+
+test-asan: $(ASAN_LIB) $(BATS_DEPS)
 	KEEPALIVE_ASAN=1 KEEPALIVE_PRELOAD="$$($(CC) -print-file-name=libasan.so) $(CURDIR)/$(ASAN_LIB)" \
-	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 bats tests/*.bats
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 $(BATS) $(ASAN_BATS)
 
 # make install [PREFIX=/usr/local] [DESTDIR=] [LIBDIR=] ...: the package
 # (debian/rules) sets LIBDIR to the multiarch directory.  The installed

@@ -42,7 +42,9 @@ SERVER_PORT=
 # object, and every "no reuse" test would then pass for the wrong reason.
 suite_setup() {
 	local f
-	make -s -C "$ROOT" clients >&2
+	# files run in parallel (make test: bats --jobs): one make at a time
+	mkdir -p "$ROOT/build"
+	flock "$ROOT/build/.make.lock" make -s -C "$ROOT" clients >&2
 	for f in $PRELOAD; do
 		[ -f "$f" ] || {
 			echo "missing $f: build the shim first (make)" >&2
@@ -60,6 +62,8 @@ servers_stop() {
 # free_port, wait_until, _pid_gone, _stop_pid and the nginx launcher are
 # shared with the demo.
 source "$ROOT/scripts/lib/nginx.sh"
+# one test CA for the whole bats run, copied to each test (scripts/lib/tls.sh)
+export TLS_MAKE_CACHE="${TLS_MAKE_CACHE:-$BATS_RUN_TMPDIR/tls}"
 
 # ------------------------------------------------------------------ nginx
 

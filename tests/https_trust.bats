@@ -87,7 +87,8 @@ python_steps() { steps "$1" "$PYTHON" "$SCRIPTS/tls_trust.py" "$SERVER_PORT" "$T
 @test "groups: python set_ecdh_curve(secp384r1) is not handed an X25519 connection (TLS 1.3, 1.2)" {
 	for v in 13 12; do
 		use_tls $v
-		python_steps 3 trust@localhost trust+p384@localhost trust@localhost
+		# 3 requests; 2 over TLS 1.2, where the P-384 step fails (below)
+		python_steps $((v == 13 ? 3 : 2)) trust@localhost trust+p384@localhost trust@localhost
 		assert_server_saw_same "curve cipher"
 	done
 	# over TLS 1.2 the server's P-256 certificate needs P-256 among the
@@ -101,7 +102,9 @@ python_steps() { steps "$1" "$PYTHON" "$SCRIPTS/tls_trust.py" "$SERVER_PORT" "$T
 	for v in 13 12; do
 		use_tls $v
 		local c=(-sS -H 'Connection: close' --cacert "$TLS/ca.pem" -w ' %{http_code}\n')
-		run_both 3 "$CURL" "${c[@]}" "$URL/echo/1" --next "${c[@]}" --curves secp384r1 "$URL/echo/2" \
+		# over TLS 1.2 the P-384 transfer fails as in python's (curl's
+		# status is the last transfer's): 2 requests
+		run_both $((v == 13 ? 3 : 2)) "$CURL" "${c[@]}" "$URL/echo/1" --next "${c[@]}" --curves secp384r1 "$URL/echo/2" \
 			--next "${c[@]}" "$URL/echo/3"
 		assert_both_ok
 		assert_same_output

@@ -204,7 +204,7 @@ think() {
 # plain build)
 noprobe_lib() {
 	[ -z "${KEEPALIVE_ASAN-}" ] || skip "not under the ASan run"
-	make -s -C "$ROOT" build/libkeepalive-noprobe.so >/dev/null
+	flock "$ROOT/build/.make.lock" make -s -C "$ROOT" build/libkeepalive-noprobe.so >/dev/null
 	NOPROBE="$ROOT/build/libkeepalive-noprobe.so"
 }
 
