@@ -79,4 +79,31 @@ static __attribute__((unused)) void write_stdout(const char *buf, size_t len)
 		die("stdout");
 }
 
+/* Request number i (from 0) on a socket of its own: connect, write the
+ * request, copy the response to stdout up to EOF, close. */
+static __attribute__((unused)) void get_one(const struct job *job, long i)
+{
+	char buf[16384];
+	int fd = socket(job->ai->ai_family, SOCK_STREAM, 0);
+	ssize_t n;
+
+	if (fd < 0)
+		die("socket");
+	if (connect(fd, job->ai->ai_addr, job->ai->ai_addrlen) < 0)
+		die("connect (request %ld)", i + 1);
+	n = write(fd, job->req, job->req_len);
+	if (n != (ssize_t)job->req_len)
+		die("write (request %ld) returned %zd", i + 1, n);
+	while ((n = read(fd, buf, sizeof(buf))) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			die("read (request %ld)", i + 1);
+		}
+		write_stdout(buf, n);
+	}
+	if (close(fd) < 0)
+		die("close (request %ld)", i + 1);
+}
+
 #endif

@@ -111,7 +111,6 @@ __attribute__((section(".preinit_array"), used)) static void (*early_hook)(int, 
 int main(int argc, char **argv)
 {
 	struct job job;
-	char buf[16384];
 
 	if (early_failed) {
 		fprintf(stderr, "early_io: early step %d failed\n", early_failed);
@@ -120,26 +119,7 @@ int main(int argc, char **argv)
 	write_stdout(early_out, early_len);
 	parse_args(&job, argc, argv);
 	for (long i = 0; i < job.count; i++) {
-		int fd = socket(job.ai->ai_family, SOCK_STREAM, 0);
-		ssize_t n;
-
-		if (fd < 0)
-			die("socket");
-		if (connect(fd, job.ai->ai_addr, job.ai->ai_addrlen) < 0)
-			die("connect (request %ld)", i + 1);
-		n = write(fd, job.req, job.req_len);
-		if (n != (ssize_t)job.req_len)
-			die("write (request %ld) returned %zd", i + 1, n);
-		while ((n = read(fd, buf, sizeof(buf))) != 0) {
-			if (n < 0) {
-				if (errno == EINTR)
-					continue;
-				die("read (request %ld)", i + 1);
-			}
-			write_stdout(buf, n);
-		}
-		if (close(fd) < 0)
-			die("close (request %ld)", i + 1);
+		get_one(&job, i);
 	}
 	freeaddrinfo(job.ai);
 	return fflush(stdout) == 0 ? 0 : 1;

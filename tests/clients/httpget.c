@@ -12,32 +12,12 @@
 int main(int argc, char **argv)
 {
 	struct job job;
-	char buf[16384];
 
 	parse_args(&job, argc, argv);
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (long i = 0; i < job.count; i++) {
-		int fd = socket(job.ai->ai_family, SOCK_STREAM, 0);
-		ssize_t n;
-
-		if (fd < 0)
-			die("socket");
-		if (connect(fd, job.ai->ai_addr, job.ai->ai_addrlen) < 0)
-			die("connect (request %ld)", i + 1);
-		n = write(fd, job.req, job.req_len);
-		if (n != (ssize_t)job.req_len)
-			die("write (request %ld) returned %zd", i + 1, n);
-		while ((n = read(fd, buf, sizeof(buf))) != 0) {
-			if (n < 0) {
-				if (errno == EINTR)
-					continue;
-				die("read (request %ld)", i + 1);
-			}
-			write_stdout(buf, n);
-		}
-		if (close(fd) < 0)
-			die("close (request %ld)", i + 1);
+		get_one(&job, i);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	double dt = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9;
