@@ -2143,9 +2143,22 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 __thread bool kp_stdio_writing;
 int kp_deferred_heads;
 
+/* The socket is the program's fd 0 when it writes a head: stdin's FILE
+ * (fgets, scanf, getchar) may read it with libc's internal read, past us,
+ * so our EOF after a rewritten response could never reach it: the head is
+ * sent as written (the server's own close ends the response), and never
+ * held (nothing of ours would see the read that waits for it).  Not for a
+ * held head going out at the program's next call (deferred_sending): that
+ * call is ours (bash's read builtin reads fd 0 with read()). */
+static __thread bool deferred_sending;
+static inline bool stdin_reads(const struct kp_conn *c)
+{
+	return !deferred_sending && kp_fd_conn(0) == c;
+}
+
 static bool may_defer(const struct kp_conn *c, const struct frm_req_head *h, bool head_only)
 {
-	return kp_stdio_writing && head_only && __libc_single_threaded && !c->forked &&
+	return kp_stdio_writing && head_only && __libc_single_threaded && !c->forked && !stdin_reads(c) &&
 	       !c->handed_off && !c->verbatim && !c->tls && !c->n_reqs && h->app_close &&
 	       (h->body_kind == FRM_BODY_NONE || (h->body_kind == FRM_BODY_LENGTH && !h->body_len)) &&
 	       !h->upgrade && !h->doubt && h->method != FRM_M_CONNECT && !h->expect_continue;
@@ -2182,7 +2195,10 @@ static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_on
 	kp_stdio_writing = false;
 	ssize_t r;
 	size_t raw = 0;
-	if (!send_intercept(c, fd, &v, 1, MSG_NOSIGNAL, &r)) {
+	deferred_sending = true;
+	bool taken = send_intercept(c, fd, &v, 1, MSG_NOSIGNAL, &r);
+	deferred_sending = false;
+	if (!taken) {
 		/* stepped aside meanwhile: the bytes as they are */
 		while (raw < v.iov_len) {
 			r = KP_REAL(send)(fd, (char *)v.iov_base + raw, v.iov_len - raw, MSG_NOSIGNAL);
@@ -2316,7 +2332,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	size_t out_cap = sizeof(small);
 	long outlen = 0;
 	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT && !c->handed_off &&
-			   !c->verbatim && c->n_reqs < KP_MAX_PIPELINE;
+			   !c->verbatim && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
 	/* More requests pipelined behind one that asks to close, in the same
 	 * write: the server must get the close and execute nothing after it,
 	 * exactly as without us; so no rewrite, and no reuse. */

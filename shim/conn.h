@@ -218,7 +218,12 @@ void kp_send_bypass(struct kp_conn *c, int fd);
  * write, poll/select/epoll, shutdown go on with it rewritten; a fork,
  * spawn or exec, a close of its last fd or the exit send it as written
  * (then a child that reads the response, bash's `cat <&3`, gets the
- * server's own answer to the program's own request).  Only in a process
+ * server's own answer to the program's own request).  A call that may
+ * wait on something else goes on with it as written too: a read on an fd
+ * that is not ours (hooks_io.c), a blocking wait for a child or a signal
+ * (hooks_proc.c), as the awaited thing may need the server to have the
+ * request; an ioctl on the connection (FIONREAD) with it rewritten.  Not
+ * held when the socket is fd 0 (stdin's FILE reads past us).  Only in a process
  * that never started a thread, on a connection that never crossed a
  * fork: there nobody else can be waiting for its response.
  */

@@ -680,6 +680,11 @@ static KP_SLOW int ioctl_slow(int fd, unsigned long req, void *arg)
 
 static inline int ioctl_fast(int fd, unsigned long req, void *arg)
 {
+	/* FIONREAD and the like on a connection: a head held from stdio
+	 * goes first (conn.h), as it would for a read */
+	if (__builtin_expect(__atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0, 0) &&
+	    kp_fd_conn(fd))
+		kp_send_deferred_all(false);
 	if (req == FIONBIO || req == FIOCLEX || req == FIONCLEX)
 		return ioctl_slow(fd, req, arg);
 	return KP_REAL(ioctl)(fd, req, arg);

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -130,4 +131,80 @@ KP_EXPORT FILE *popen(const char *cmd, const char *mode)
 {
 	before_exec();
 	return KP_REAL(popen)(cmd, mode);
+}
+
+/* Waiting for a child or a signal: what is awaited may come only once the
+ * server has a request that stdio wrote and we hold (conn.h; a child
+ * forked before the connection that watches the server, a signal from
+ * another process).  The head goes first, as written: the connection
+ * never crossed a fork, so the child does not read the response, but
+ * nothing says who will.  WNOHANG does not wait. */
+static inline void before_wait(void)
+{
+	if (__builtin_expect(__atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0, 0))
+		kp_send_deferred_all(true);
+}
+
+KP_EXPORT pid_t wait(int *status)
+{
+	before_wait();
+	return KP_REAL(wait)(status);
+}
+
+KP_EXPORT pid_t waitpid(pid_t pid, int *status, int options)
+{
+	if (!(options & WNOHANG))
+		before_wait();
+	return KP_REAL(waitpid)(pid, status, options);
+}
+
+KP_EXPORT pid_t wait3(int *status, int options, struct rusage *ru)
+{
+	if (!(options & WNOHANG))
+		before_wait();
+	return KP_REAL(wait3)(status, options, ru);
+}
+
+KP_EXPORT pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
+{
+	if (!(options & WNOHANG))
+		before_wait();
+	return KP_REAL(wait4)(pid, status, options, ru);
+}
+
+KP_EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
+{
+	if (!(options & WNOHANG))
+		before_wait();
+	return KP_REAL(waitid)(idtype, id, info, options);
+}
+
+KP_EXPORT int pause(void)
+{
+	before_wait();
+	return KP_REAL(pause)();
+}
+
+KP_EXPORT int sigsuspend(const sigset_t *mask)
+{
+	before_wait();
+	return KP_REAL(sigsuspend)(mask);
+}
+
+KP_EXPORT int sigwait(const sigset_t *set, int *sig)
+{
+	before_wait();
+	return KP_REAL(sigwait)(set, sig);
+}
+
+KP_EXPORT int sigwaitinfo(const sigset_t *set, siginfo_t *info)
+{
+	before_wait();
+	return KP_REAL(sigwaitinfo)(set, info);
+}
+
+KP_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *ts)
+{
+	before_wait();
+	return KP_REAL(sigtimedwait)(set, info, ts);
 }
