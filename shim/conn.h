@@ -222,7 +222,8 @@ void kp_send_bypass(struct kp_conn *c, int fd);
  * wait on something else goes on with it as written too: a read on an fd
  * that is not ours (hooks_io.c), a blocking wait for a child or a signal
  * (hooks_proc.c), as the awaited thing may need the server to have the
- * request; an ioctl on the connection (FIONREAD) with it rewritten.  Not
+ * request; a sleep (a server may time an idle connection out meanwhile)
+ * and _exit (exit's handlers do not run); an ioctl on the connection (FIONREAD) with it rewritten.  Not
  * held when the socket is fd 0 (stdin's FILE reads past us).  Only in a process
  * that never started a thread, on a connection that never crossed a
  * fork: there nobody else can be waiting for its response.

@@ -208,3 +208,46 @@ KP_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct ti
 	before_wait();
 	return KP_REAL(sigtimedwait)(set, info, ts);
 }
+
+/* _exit without exit's handlers (kp_conn_exit): a held head would never
+ * reach the server (a request sent and forgotten). */
+KP_EXPORT void _exit(int status)
+{
+	before_wait();
+	KP_REAL(_exit)(status);
+	__builtin_unreachable();
+}
+
+KP_EXPORT void _Exit(int status)
+{
+	before_wait();
+	KP_REAL(_Exit)(status);
+	__builtin_unreachable();
+}
+
+/* Sleeping: the server would get the held head only after the sleep, and
+ * a server that closes a connection idle too long (a 408) would then not
+ * answer it. */
+KP_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	before_wait();
+	return KP_REAL(nanosleep)(req, rem);
+}
+
+KP_EXPORT int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct timespec *rem)
+{
+	before_wait();
+	return KP_REAL(clock_nanosleep)(clk, flags, req, rem);
+}
+
+KP_EXPORT unsigned int sleep(unsigned int secs)
+{
+	before_wait();
+	return KP_REAL(sleep)(secs);
+}
+
+KP_EXPORT int usleep(useconds_t usecs)
+{
+	before_wait();
+	return KP_REAL(usleep)(usecs);
+}

@@ -104,6 +104,12 @@
 	X(pid_t, wait4, (pid_t, int *, int, struct rusage *))                        \
 	X(int, waitid, (idtype_t, id_t, siginfo_t *, int))                           \
 	X(int, pause, (void))                                                        \
+	X(void, _exit, (int))                                                        \
+	X(void, _Exit, (int))                                                        \
+	X(int, nanosleep, (const struct timespec *, struct timespec *))              \
+	X(int, clock_nanosleep, (clockid_t, int, const struct timespec *, struct timespec *)) \
+	X(unsigned int, sleep, (unsigned int))                                       \
+	X(int, usleep, (useconds_t))                                                 \
 	X(int, sigsuspend, (const sigset_t *))                                       \
 	X(int, sigwait, (const sigset_t *, int *))                                   \
 	X(int, sigwaitinfo, (const sigset_t *, siginfo_t *))                         \

@@ -130,3 +130,20 @@ hold_case() {
 	servers_stop
 	hold_case recv
 }
+
+@test "C client: fprintf+fflush, sleep(1), then read, from a server that answers a connection idle 300 ms with a 408: the program's 200, as without the shim" {
+	scripted_start idle_408
+	CLIENT_TIMEOUT=10 run_both 1 "$CLIENTS/stdio_hold" sleep "$SERVER_PORT" /dev/null
+	assert_both_ok
+	assert_same_output
+	assert_equal "$(count_matches '^HTTP/1.1 200 OK' "$BATS_TEST_TMPDIR/shim.out")" 1
+	assert_equal "shim requests $SHIM_REQS" "shim requests 1"
+}
+
+@test "C client: fprintf+fflush, then _exit(0) without reading (sent and forgotten): the server still gets the request" {
+	nginx_start
+	CLIENT_TIMEOUT=10 run_both 1 "$CLIENTS/stdio_hold" _exit "$NGINX_PORT" /dev/null
+	assert_both_ok
+	assert_equal "plain requests $PLAIN_REQS" "plain requests 1"
+	assert_equal "shim requests $SHIM_REQS" "shim requests 1"
+}

@@ -14,6 +14,8 @@
  *               parent waitpid()s for it, then reads
  *     pipe      the same child writes a byte on a pipe instead; the
  *               parent read()s the pipe, then the socket
+ *     sleep     sleep(1), then read
+ *     _exit     no response: _exit(0) (a request sent and forgotten)
  *     rafter    fread on fdopen(dup(s), "r") made after the write
  *     recv      recv() on the socket
  * Exit 4: FIONREAD never saw the response; 5: the server never saw the
@@ -122,6 +124,11 @@ int main(int argc, char **argv)
 			return 5;
 		}
 		response(s);
+	} else if (!strcmp(mode, "sleep")) {
+		sleep(1);
+		response(s);
+	} else if (!strcmp(mode, "_exit")) {
+		_exit(0);
 	} else if (!strcmp(mode, "rafter")) {
 		FILE *r = fdopen(dup(s), "r");
 		if (!r)
