@@ -2220,6 +2220,23 @@ static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_on
 	return true;
 }
 
+/* A call on connection c: heads held on other connections go first, as
+ * written, so the server gets the program's requests in the program's
+ * order (a GET on a second connection must not overtake a DELETE written
+ * through stdio on the first). */
+static void others_first(struct kp_conn *c)
+{
+	int n = __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED);
+	if (__builtin_expect(n == 0, 1) || (n == 1 && __atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE)))
+		return;
+	int high = kp_fd_high();
+	for (int fd = 0; fd <= high && __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED); fd++) {
+		struct kp_conn *o = kp_fd_conn(fd);
+		if (o && o != KP_POOLED && o != c)
+			send_deferred(o, fd, true, false);
+	}
+}
+
 void kp_send_deferred_all(bool verbatim)
 {
 	int high = kp_fd_high();
@@ -2483,6 +2500,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 {
 	if (c == KP_POOLED)
 		return false;
+	others_first(c);
 	if (__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
 		send_deferred(c, fd, false, false);
 	struct kp_tls *t = __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
@@ -2629,7 +2647,10 @@ static bool recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 {
 	/* TLS: its owed EOF is a TLS EOF, answered by the SSL_* wrappers */
-	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+	if (c == KP_POOLED)
+		return false;
+	others_first(c);
+	if (__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false;
 	if (__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
 		send_deferred(c, fd, false, false);

@@ -22,24 +22,16 @@
  * kp_real needs no check: on x86-64 its pointers start
  * at lazy binding stubs, elsewhere they are bound before the constructor
  * gives the table its length (real.h).  Calls before that, or on fds
- * beyond the table, and tracked fds take name_slow(), out of line. */
-#define KP_FAST(fd, name, ...)                                                   \
-	do {                                                                     \
-		if (__builtin_expect((unsigned)(fd) >= kp_fdtab_len, 0))         \
-			return name##_slow(NULL, __VA_ARGS__);                   \
-		struct kp_conn *c_ = __atomic_load_n(&kp_fdtab[fd], __ATOMIC_ACQUIRE); \
-		if (__builtin_expect(c_ != NULL, 0))                             \
-			return name##_slow(c_, __VA_ARGS__);                     \
-		return KP_REAL_BOUND(name)(__VA_ARGS__);                         \
-	} while (0)
-
-/* The read family's version: a read on an fd that is not ours may wait
- * for something that only the server's answer to a head held from stdio
- * can bring (a pipe from a process that watches the server): the held
- * head goes first, as written (a read elsewhere says nothing of who will
- * read the response: bash reading the rest of a piped script before its
- * `cat <&3`).  One more load while nothing is held. */
-#define KP_FAST_RD(fd, name, ...)                                                \
+ * beyond the table, and tracked fds take name_slow(), out of line.
+ *
+ * A read on an fd that is not ours may wait for something that only the
+ * server's answer to a head held from stdio can bring (a pipe from a
+ * process that watches the server), a write may tell another party to
+ * look at the server: held heads go first, as written (a call elsewhere
+ * says nothing of who will read the response: bash reading the rest of a
+ * piped script before its `cat <&3`).  One more load while nothing is
+ * held (conn.h). */
+#define KP_FAST(fd, name, ...)                                                \
 	do {                                                                     \
 		if (__builtin_expect((unsigned)(fd) >= kp_fdtab_len, 0))         \
 			return name##_slow(NULL, __VA_ARGS__);                   \
@@ -215,7 +207,7 @@ static KP_SLOW ssize_t read_slow(struct kp_conn *c, int fd, void *buf, size_t n)
 
 KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
-	KP_FAST_RD(fd, read, fd, buf, n);
+	KP_FAST(fd, read, fd, buf, n);
 }
 
 static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
@@ -233,7 +225,7 @@ static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec 
 
 KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
-	KP_FAST_RD(fd, readv, fd, iov, iovcnt);
+	KP_FAST(fd, readv, fd, iov, iovcnt);
 }
 
 static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n, int flags)
@@ -252,7 +244,7 @@ static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n,
 
 KP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
-	KP_FAST_RD(fd, recv, fd, buf, n, flags);
+	KP_FAST(fd, recv, fd, buf, n, flags);
 }
 
 static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_t n, int flags, struct sockaddr *from,
@@ -273,7 +265,7 @@ static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_
 KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
 			   socklen_t *fromlen)
 {
-	KP_FAST_RD(fd, recvfrom, fd, buf, n, flags, from, fromlen);
+	KP_FAST(fd, recvfrom, fd, buf, n, flags, from, fromlen);
 }
 
 static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
@@ -294,7 +286,7 @@ static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *ms
 
 KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	KP_FAST_RD(fd, recvmsg, fd, msg, flags);
+	KP_FAST(fd, recvmsg, fd, msg, flags);
 }
 
 static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
@@ -328,7 +320,7 @@ static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec,
 
 KP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
 {
-	KP_FAST_RD(fd, recvmmsg, fd, vec, n, flags, ts);
+	KP_FAST(fd, recvmmsg, fd, vec, n, flags, ts);
 }
 
 /* _FORTIFY_SOURCE versions: same checks as glibc, then our logic. */

@@ -147,3 +147,12 @@ hold_case() {
 	assert_equal "plain requests $PLAIN_REQS" "plain requests 1"
 	assert_equal "shim requests $SHIM_REQS" "shim requests 1"
 }
+
+@test "C client: GET /f through stdio on one connection, then a whole exchange on a second: the server gets them in the program's order" {
+	nginx_start
+	CLIENT_TIMEOUT=10 run_both 2 "$CLIENTS/stdio_hold" order "$NGINX_PORT" /dev/null
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "plain order: $(awk '{ print $4 }' "$BATS_TEST_TMPDIR/plain.log" | tr '\n' ' ')" "plain order: /f /empty "
+	assert_equal "shim order: $(awk '{ print $4 }' "$NGINX_DIR/access.log" | tr '\n' ' ')" "shim order: /f /empty "
+}

@@ -16,6 +16,8 @@
  *               parent read()s the pipe, then the socket
  *     sleep     sleep(1), then read
  *     _exit     no response: _exit(0) (a request sent and forgotten)
+ *     order     a GET /empty on a second connection (write, its
+ *               response read to EOF), then the first one's response
  *     rafter    fread on fdopen(dup(s), "r") made after the write
  *     recv      recv() on the socket
  * Exit 4: FIONREAD never saw the response; 5: the server never saw the
@@ -95,7 +97,17 @@ int main(int argc, char **argv)
 		die("fprintf");
 	char buf[4096];
 	ssize_t n;
-	if (!strcmp(mode, "stdin")) {
+	if (!strcmp(mode, "order")) {
+		/* the first request is GET /f, written through stdio; then a
+		 * whole exchange on a second connection (write, read to EOF) */
+		int s2 = dial(port);
+		const char *q = "GET /empty HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+		if (write(s2, q, strlen(q)) != (ssize_t)strlen(q))
+			die("write");
+		response(s2);
+		close(s2);
+		response(s);
+	} else if (!strcmp(mode, "stdin")) {
 		while (fgets(buf, sizeof(buf), stdin))
 			write_stdout(buf, strlen(buf));
 	} else if (!strcmp(mode, "fionread")) {
