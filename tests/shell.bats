@@ -156,3 +156,7 @@ hold_case() {
 	assert_equal "plain order: $(awk '{ print $4 }' "$BATS_TEST_TMPDIR/plain.log" | tr '\n' ' ')" "plain order: /f /empty "
 	assert_equal "shim order: $(awk '{ print $4 }' "$NGINX_DIR/access.log" | tr '\n' ' ')" "shim order: /f /empty "
 }
+
+@test "C client: fprintf+fflush, then the response read with syscall(SYS_read): no hang" {
+	hold_case syscall
+}

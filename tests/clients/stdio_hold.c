@@ -14,6 +14,7 @@
  *               parent waitpid()s for it, then reads
  *     pipe      the same child writes a byte on a pipe instead; the
  *               parent read()s the pipe, then the socket
+ *     syscall   syscall(SYS_read) on the socket (past the read wrapper)
  *     sleep     sleep(1), then read
  *     _exit     no response: _exit(0) (a request sent and forgotten)
  *     order     a GET /empty on a second connection (write, its
@@ -28,6 +29,7 @@
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #include "common.h"
@@ -136,6 +138,9 @@ int main(int argc, char **argv)
 			return 5;
 		}
 		response(s);
+	} else if (!strcmp(mode, "syscall")) {
+		while ((n = syscall(SYS_read, s, buf, sizeof(buf))) > 0)
+			write_stdout(buf, (size_t)n);
 	} else if (!strcmp(mode, "sleep")) {
 		sleep(1);
 		response(s);
