@@ -2143,9 +2143,22 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 __thread bool kp_stdio_writing;
 int kp_deferred_heads;
 
+/* The socket is the program's fd 0 when it writes a head: stdin's FILE
+ * (fgets, scanf, getchar) may read it with libc's internal read, past us,
+ * so our EOF after a rewritten response could never reach it: the head is
+ * sent as written (the server's own close ends the response), and never
+ * held (nothing of ours would see the read that waits for it).  Not for a
+ * held head going out at the program's next call (deferred_sending): that
+ * call is ours (bash's read builtin reads fd 0 with read()). */
+static __thread bool deferred_sending;
+static inline bool stdin_reads(const struct kp_conn *c)
+{
+	return !deferred_sending && kp_fd_conn(0) == c;
+}
+
 static bool may_defer(const struct kp_conn *c, const struct frm_req_head *h, bool head_only)
 {
-	return kp_stdio_writing && head_only && __libc_single_threaded && !c->forked &&
+	return kp_stdio_writing && head_only && __libc_single_threaded && !c->forked && !stdin_reads(c) &&
 	       !c->handed_off && !c->verbatim && !c->tls && !c->n_reqs && h->app_close &&
 	       (h->body_kind == FRM_BODY_NONE || (h->body_kind == FRM_BODY_LENGTH && !h->body_len)) &&
 	       !h->upgrade && !h->doubt && h->method != FRM_M_CONNECT && !h->expect_continue;
@@ -2182,7 +2195,10 @@ static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_on
 	kp_stdio_writing = false;
 	ssize_t r;
 	size_t raw = 0;
-	if (!send_intercept(c, fd, &v, 1, MSG_NOSIGNAL, &r)) {
+	deferred_sending = true;
+	bool taken = send_intercept(c, fd, &v, 1, MSG_NOSIGNAL, &r);
+	deferred_sending = false;
+	if (!taken) {
 		/* stepped aside meanwhile: the bytes as they are */
 		while (raw < v.iov_len) {
 			r = KP_REAL(send)(fd, (char *)v.iov_base + raw, v.iov_len - raw, MSG_NOSIGNAL);
@@ -2202,6 +2218,23 @@ static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_on
 	free(v.iov_base);
 	errno = saved;
 	return true;
+}
+
+/* A call on connection c: heads held on other connections go first, as
+ * written, so the server gets the program's requests in the program's
+ * order (a GET on a second connection must not overtake a DELETE written
+ * through stdio on the first). */
+static void others_first(struct kp_conn *c)
+{
+	int n = __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED);
+	if (__builtin_expect(n == 0, 1) || (n == 1 && __atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE)))
+		return;
+	int high = kp_fd_high();
+	for (int fd = 0; fd <= high && __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED); fd++) {
+		struct kp_conn *o = kp_fd_conn(fd);
+		if (o && o != KP_POOLED && o != c)
+			send_deferred(o, fd, true, false);
+	}
 }
 
 void kp_send_deferred_all(bool verbatim)
@@ -2316,7 +2349,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	size_t out_cap = sizeof(small);
 	long outlen = 0;
 	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT && !c->handed_off &&
-			   !c->verbatim && c->n_reqs < KP_MAX_PIPELINE;
+			   !c->verbatim && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
 	/* More requests pipelined behind one that asks to close, in the same
 	 * write: the server must get the close and execute nothing after it,
 	 * exactly as without us; so no rewrite, and no reuse. */
@@ -2467,6 +2500,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 {
 	if (c == KP_POOLED)
 		return false;
+	others_first(c);
 	if (__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
 		send_deferred(c, fd, false, false);
 	struct kp_tls *t = __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
@@ -2613,7 +2647,10 @@ static bool recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 {
 	/* TLS: its owed EOF is a TLS EOF, answered by the SSL_* wrappers */
-	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+	if (c == KP_POOLED)
+		return false;
+	others_first(c);
+	if (__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false;
 	if (__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
 		send_deferred(c, fd, false, false);

@@ -680,6 +680,11 @@ static KP_SLOW int ioctl_slow(int fd, unsigned long req, void *arg)
 
 static inline int ioctl_fast(int fd, unsigned long req, void *arg)
 {
+	/* FIONREAD and the like on a connection: a head held from stdio
+	 * goes first (conn.h), as it would for a read */
+	if (__builtin_expect(__atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0, 0) &&
+	    kp_fd_conn(fd))
+		kp_send_deferred_all(false);
 	if (req == FIONBIO || req == FIOCLEX || req == FIONCLEX)
 		return ioctl_slow(fd, req, arg);
 	return KP_REAL(ioctl)(fd, req, arg);
@@ -750,5 +755,9 @@ KP_EXPORT long syscall(long number, ...)
 			return dup3((int)a[0], (int)a[1], (int)a[2]);
 		}
 	}
+	/* a read (or anything) past the wrappers: a head held from stdio
+	 * goes first, as written (conn.h) */
+	if (__builtin_expect(__atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0, 0))
+		kp_send_deferred_all(true);
 	return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

@@ -22,14 +22,24 @@
  * kp_real needs no check: on x86-64 its pointers start
  * at lazy binding stubs, elsewhere they are bound before the constructor
  * gives the table its length (real.h).  Calls before that, or on fds
- * beyond the table, and tracked fds take name_slow(), out of line. */
-#define KP_FAST(fd, name, ...)                                                   \
+ * beyond the table, and tracked fds take name_slow(), out of line.
+ *
+ * A read on an fd that is not ours may wait for something that only the
+ * server's answer to a head held from stdio can bring (a pipe from a
+ * process that watches the server), a write may tell another party to
+ * look at the server: held heads go first, as written (a call elsewhere
+ * says nothing of who will read the response: bash reading the rest of a
+ * piped script before its `cat <&3`).  One more load while nothing is
+ * held (conn.h). */
+#define KP_FAST(fd, name, ...)                                                \
 	do {                                                                     \
 		if (__builtin_expect((unsigned)(fd) >= kp_fdtab_len, 0))         \
 			return name##_slow(NULL, __VA_ARGS__);                   \
 		struct kp_conn *c_ = __atomic_load_n(&kp_fdtab[fd], __ATOMIC_ACQUIRE); \
 		if (__builtin_expect(c_ != NULL, 0))                             \
 			return name##_slow(c_, __VA_ARGS__);                     \
+		if (__builtin_expect(__atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0, 0)) \
+			kp_send_deferred_all(true);                              \
 		return KP_REAL_BOUND(name)(__VA_ARGS__);                         \
 	} while (0)
 

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "conn.h"
@@ -130,4 +131,123 @@ KP_EXPORT FILE *popen(const char *cmd, const char *mode)
 {
 	before_exec();
 	return KP_REAL(popen)(cmd, mode);
+}
+
+/* Waiting for a child or a signal: what is awaited may come only once the
+ * server has a request that stdio wrote and we hold (conn.h; a child
+ * forked before the connection that watches the server, a signal from
+ * another process).  The head goes first, as written: the connection
+ * never crossed a fork, so the child does not read the response, but
+ * nothing says who will.  WNOHANG does not wait. */
+static inline void before_wait(void)
+{
+	if (__builtin_expect(__atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0, 0))
+		kp_send_deferred_all(true);
+}
+
+KP_EXPORT pid_t wait(int *status)
+{
+	before_wait();
+	return KP_REAL(wait)(status);
+}
+
+KP_EXPORT pid_t waitpid(pid_t pid, int *status, int options)
+{
+	if (!(options & WNOHANG))
+		before_wait();
+	return KP_REAL(waitpid)(pid, status, options);
+}
+
+KP_EXPORT pid_t wait3(int *status, int options, struct rusage *ru)
+{
+	if (!(options & WNOHANG))
+		before_wait();
+	return KP_REAL(wait3)(status, options, ru);
+}
+
+KP_EXPORT pid_t wait4(pid_t pid, int *status, int options, struct rusage *ru)
+{
+	if (!(options & WNOHANG))
+		before_wait();
+	return KP_REAL(wait4)(pid, status, options, ru);
+}
+
+KP_EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t *info, int options)
+{
+	if (!(options & WNOHANG))
+		before_wait();
+	return KP_REAL(waitid)(idtype, id, info, options);
+}
+
+KP_EXPORT int pause(void)
+{
+	before_wait();
+	return KP_REAL(pause)();
+}
+
+KP_EXPORT int sigsuspend(const sigset_t *mask)
+{
+	before_wait();
+	return KP_REAL(sigsuspend)(mask);
+}
+
+KP_EXPORT int sigwait(const sigset_t *set, int *sig)
+{
+	before_wait();
+	return KP_REAL(sigwait)(set, sig);
+}
+
+KP_EXPORT int sigwaitinfo(const sigset_t *set, siginfo_t *info)
+{
+	before_wait();
+	return KP_REAL(sigwaitinfo)(set, info);
+}
+
+KP_EXPORT int sigtimedwait(const sigset_t *set, siginfo_t *info, const struct timespec *ts)
+{
+	before_wait();
+	return KP_REAL(sigtimedwait)(set, info, ts);
+}
+
+/* _exit without exit's handlers (kp_conn_exit): a held head would never
+ * reach the server (a request sent and forgotten). */
+KP_EXPORT void _exit(int status)
+{
+	before_wait();
+	KP_REAL(_exit)(status);
+	__builtin_unreachable();
+}
+
+KP_EXPORT void _Exit(int status)
+{
+	before_wait();
+	KP_REAL(_Exit)(status);
+	__builtin_unreachable();
+}
+
+/* Sleeping: the server would get the held head only after the sleep, and
+ * a server that closes a connection idle too long (a 408) would then not
+ * answer it. */
+KP_EXPORT int nanosleep(const struct timespec *req, struct timespec *rem)
+{
+	before_wait();
+	return KP_REAL(nanosleep)(req, rem);
+}
+
+KP_EXPORT int clock_nanosleep(clockid_t clk, int flags, const struct timespec *req, struct timespec *rem)
+{
+	before_wait();
+	return KP_REAL(clock_nanosleep)(clk, flags, req, rem);
+}
+
+KP_EXPORT unsigned int sleep(unsigned int secs)
+{
+	before_wait();
+	return KP_REAL(sleep)(secs);
+}
+
+KP_EXPORT int usleep(useconds_t usecs)
+{
+	before_wait();
+	return KP_REAL(usleep)(usecs);
 }

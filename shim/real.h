@@ -17,6 +17,8 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <time.h>
 
 /* X(return type, name, parameter list) */
@@ -96,6 +98,22 @@
 			      const posix_spawnattr_t *, char *const[], char *const[]))  \
 	X(int, system, (const char *))                                               \
 	X(FILE *, popen, (const char *, const char *))                               \
+	X(pid_t, wait, (int *))                                                      \
+	X(pid_t, waitpid, (pid_t, int *, int))                                       \
+	X(pid_t, wait3, (int *, int, struct rusage *))                               \
+	X(pid_t, wait4, (pid_t, int *, int, struct rusage *))                        \
+	X(int, waitid, (idtype_t, id_t, siginfo_t *, int))                           \
+	X(int, pause, (void))                                                        \
+	X(void, _exit, (int))                                                        \
+	X(void, _Exit, (int))                                                        \
+	X(int, nanosleep, (const struct timespec *, struct timespec *))              \
+	X(int, clock_nanosleep, (clockid_t, int, const struct timespec *, struct timespec *)) \
+	X(unsigned int, sleep, (unsigned int))                                       \
+	X(int, usleep, (useconds_t))                                                 \
+	X(int, sigsuspend, (const sigset_t *))                                       \
+	X(int, sigwait, (const sigset_t *, int *))                                   \
+	X(int, sigwaitinfo, (const sigset_t *, siginfo_t *))                         \
+	X(int, sigtimedwait, (const sigset_t *, siginfo_t *, const struct timespec *)) \
 	X(int, fputc, (int, FILE *))                                                 \
 	X(int, putc, (int, FILE *))                                                  \
 	X(int, _IO_putc, (int, FILE *))                                              \

@@ -93,3 +93,70 @@ assert_same_but_date() {
 	[ -n "$first" ] && [ -n "$second" ] || fail "two answered requests expected: $(nginx_log)"
 	[ "$first" != "$second" ] || fail "the second request rode the connection stdio wrote to behind our back: $(nginx_log)"
 }
+
+# A head written through stdio is held until the program's next call on the
+# connection (conn.h): a program whose next call is something else must not
+# hang.  Each: the same output as without the shim, one connection, and no
+# timeout (CLIENT_TIMEOUT=10: a hang fails as status 124).
+hold_case() {
+	nginx_start
+	CLIENT_TIMEOUT=10 run_both 1 "$CLIENTS/stdio_hold" "$1" "$NGINX_PORT" "$NGINX_DIR/access.log"
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "$(count_matches '^libkeepalive test file /f, line 6 ' "$BATS_TEST_TMPDIR/shim.out")" 1
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 1"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	assert_equal "shim requests $SHIM_REQS" "shim requests 1"
+}
+
+@test "C client: socket on fd 0, fprintf+fflush, response read with fgets(stdin) (libc's own read): no hang, the server's own close" {
+	hold_case stdin
+}
+
+@test "C client: fprintf+fflush, then ioctl(FIONREAD) polled until the response waits: the held head goes out" {
+	hold_case fionread
+}
+
+@test "C client: fprintf+fflush, then waitpid() for a child (forked before) that waits for the server to log the request: no hang" {
+	hold_case waitpid
+}
+
+@test "C client: fprintf+fflush, then read() on a pipe from a child (forked before) that waits for the server to log the request: no hang" {
+	hold_case pipe
+}
+
+@test "C client: fprintf+fflush, then fread on fdopen(dup(s), \"r\") made after the write, or recv(): same output" {
+	hold_case rafter
+	servers_stop
+	hold_case recv
+}
+
+@test "C client: fprintf+fflush, sleep(1), then read, from a server that answers a connection idle 300 ms with a 408: the program's 200, as without the shim" {
+	scripted_start idle_408
+	CLIENT_TIMEOUT=10 run_both 1 "$CLIENTS/stdio_hold" sleep "$SERVER_PORT" /dev/null
+	assert_both_ok
+	assert_same_output
+	assert_equal "$(count_matches '^HTTP/1.1 200 OK' "$BATS_TEST_TMPDIR/shim.out")" 1
+	assert_equal "shim requests $SHIM_REQS" "shim requests 1"
+}
+
+@test "C client: fprintf+fflush, then _exit(0) without reading (sent and forgotten): the server still gets the request" {
+	nginx_start
+	CLIENT_TIMEOUT=10 run_both 1 "$CLIENTS/stdio_hold" _exit "$NGINX_PORT" /dev/null
+	assert_both_ok
+	assert_equal "plain requests $PLAIN_REQS" "plain requests 1"
+	assert_equal "shim requests $SHIM_REQS" "shim requests 1"
+}
+
+@test "C client: GET /f through stdio on one connection, then a whole exchange on a second: the server gets them in the program's order" {
+	nginx_start
+	CLIENT_TIMEOUT=10 run_both 2 "$CLIENTS/stdio_hold" order "$NGINX_PORT" /dev/null
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "plain order: $(awk '{ print $4 }' "$BATS_TEST_TMPDIR/plain.log" | tr '\n' ' ')" "plain order: /f /empty "
+	assert_equal "shim order: $(awk '{ print $4 }' "$NGINX_DIR/access.log" | tr '\n' ' ')" "shim order: /f /empty "
+}
+
+@test "C client: fprintf+fflush, then the response read with syscall(SYS_read): no hang" {
+	hold_case syscall
+}
