@@ -237,12 +237,22 @@ extern __thread bool kp_stdio_writing;
  * unseen, so from now on its byte count is checked against the kernel's
  * before the connection is parked. */
 void kp_stdio_watch(struct kp_conn *c, int fd);
-extern int kp_deferred_heads;
+extern __attribute__((visibility("hidden"))) int kp_deferred_heads;
 void kp_send_deferred_all(bool verbatim);
+static inline bool kp_held_any(void)
+{
+	return __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0;
+}
 static inline void kp_send_deferred_any(void)
 {
-	if (__builtin_expect(__atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0, 0))
+	if (__builtin_expect(kp_held_any(), 0))
 		kp_send_deferred_all(false);
+}
+/* before a call on an fd that is not ours: held heads go as written */
+static inline void kp_send_held_verbatim(void)
+{
+	if (__builtin_expect(kp_held_any(), 0))
+		kp_send_deferred_all(true);
 }
 
 /* fdopen() of a tracked fd: stdio's reads will go past us (its writes

@@ -664,6 +664,10 @@ static inline int fcntl_fast(int fd, int cmd, void *arg)
 
 static KP_SLOW int ioctl_slow(int fd, unsigned long req, void *arg)
 {
+	/* FIONREAD and the like on a connection: a head held from stdio
+	 * goes first (conn.h), as it would for a read */
+	if (kp_fd_conn(fd))
+		kp_send_deferred_any();
 	int r = KP_REAL(ioctl)(fd, req, arg);
 	if (r == 0 && kp_fd_valid(fd)) {
 		int saved = errno;
@@ -680,12 +684,8 @@ static KP_SLOW int ioctl_slow(int fd, unsigned long req, void *arg)
 
 static inline int ioctl_fast(int fd, unsigned long req, void *arg)
 {
-	/* FIONREAD and the like on a connection: a head held from stdio
-	 * goes first (conn.h), as it would for a read */
-	if (__builtin_expect(__atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0, 0) &&
-	    kp_fd_conn(fd))
-		kp_send_deferred_all(false);
-	if (req == FIONBIO || req == FIOCLEX || req == FIONCLEX)
+	if (__builtin_expect(kp_held_any(), 0) || req == FIONBIO || req == FIOCLEX ||
+	    req == FIONCLEX)
 		return ioctl_slow(fd, req, arg);
 	return KP_REAL(ioctl)(fd, req, arg);
 }

@@ -30,7 +30,8 @@
  * look at the server: held heads go first, as written (a call elsewhere
  * says nothing of who will read the response: bash reading the rest of a
  * piped script before its `cat <&3`).  One more load while nothing is
- * held (conn.h). */
+ * held (conn.h), and the send is in name_slow(NULL, ...): a call in line
+ * would cost every call a stack frame. */
 #define KP_FAST(fd, name, ...)                                                \
 	do {                                                                     \
 		if (__builtin_expect((unsigned)(fd) >= kp_fdtab_len, 0))         \
@@ -38,8 +39,8 @@
 		struct kp_conn *c_ = __atomic_load_n(&kp_fdtab[fd], __ATOMIC_ACQUIRE); \
 		if (__builtin_expect(c_ != NULL, 0))                             \
 			return name##_slow(c_, __VA_ARGS__);                     \
-		if (__builtin_expect(__atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0, 0)) \
-			kp_send_deferred_all(true);                              \
+		if (__builtin_expect(kp_held_any(), 0))                          \
+			return name##_slow(NULL, __VA_ARGS__);                   \
 		return KP_REAL_BOUND(name)(__VA_ARGS__);                         \
 	} while (0)
 
@@ -47,8 +48,10 @@
 
 static KP_SLOW ssize_t write_slow(struct kp_conn *c, int fd, const void *buf, size_t n)
 {
-	if (!c)
+	if (!c) {
+		kp_send_held_verbatim();
 		return KP_REAL(write)(fd, buf, n);
+	}
 	struct iovec iov = { (void *)buf, n };
 	ssize_t r;
 	if (kp_send_intercept(c, fd, &iov, 1, 0, &r))
@@ -65,8 +68,10 @@ KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 
 static KP_SLOW ssize_t writev_slow(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
 {
-	if (!c)
+	if (!c) {
+		kp_send_held_verbatim();
 		return KP_REAL(writev)(fd, iov, iovcnt);
+	}
 	ssize_t r;
 	if (iovcnt > 0 && kp_send_intercept(c, fd, iov, iovcnt, 0, &r))
 		return r;
@@ -82,8 +87,10 @@ KP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 
 static KP_SLOW ssize_t send_slow(struct kp_conn *c, int fd, const void *buf, size_t n, int flags)
 {
-	if (!c)
+	if (!c) {
+		kp_send_held_verbatim();
 		return KP_REAL(send)(fd, buf, n, flags);
+	}
 	struct iovec iov = { (void *)buf, n };
 	ssize_t r;
 	if (kp_send_intercept(c, fd, &iov, 1, flags, &r))
@@ -101,8 +108,10 @@ KP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 static KP_SLOW ssize_t sendto_slow(struct kp_conn *c, int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
 			 socklen_t tolen)
 {
-	if (!c)
+	if (!c) {
+		kp_send_held_verbatim();
 		return KP_REAL(sendto)(fd, buf, n, flags, to, tolen);
+	}
 	struct iovec iov = { (void *)buf, n };
 	ssize_t r;
 	/* on a connected TCP socket the address is ignored (or EISCONN, which
@@ -124,8 +133,10 @@ KP_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const str
 
 static KP_SLOW ssize_t sendmsg_slow(struct kp_conn *c, int fd, const struct msghdr *msg, int flags)
 {
-	if (!c)
+	if (!c) {
+		kp_send_held_verbatim();
 		return KP_REAL(sendmsg)(fd, msg, flags);
+	}
 	ssize_t r;
 	bool plain = !msg->msg_name && !msg->msg_controllen && msg->msg_iovlen <= 1024;
 	if (plain && msg->msg_iovlen > 0 &&
@@ -193,8 +204,10 @@ KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 
 static KP_SLOW ssize_t read_slow(struct kp_conn *c, int fd, void *buf, size_t n)
 {
-	if (!c)
+	if (!c) {
+		kp_send_held_verbatim();
 		return KP_REAL(read)(fd, buf, n);
+	}
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r))
 		return r;
@@ -212,8 +225,10 @@ KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 
 static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
 {
-	if (!c)
+	if (!c) {
+		kp_send_held_verbatim();
 		return KP_REAL(readv)(fd, iov, iovcnt);
+	}
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r))
 		return r;
@@ -230,8 +245,10 @@ KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 
 static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n, int flags)
 {
-	if (!c)
+	if (!c) {
+		kp_send_held_verbatim();
 		return KP_REAL(recv)(fd, buf, n, flags);
+	}
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r))
 		return r;
@@ -250,8 +267,10 @@ KP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_t n, int flags, struct sockaddr *from,
 			   socklen_t *fromlen)
 {
-	if (!c)
+	if (!c) {
+		kp_send_held_verbatim();
 		return KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
+	}
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r))
 		return r;
@@ -270,8 +289,10 @@ KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 
 static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
 {
-	if (!c)
+	if (!c) {
+		kp_send_held_verbatim();
 		return KP_REAL(recvmsg)(fd, msg, flags);
+	}
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r)) {
 		msg->msg_flags = 0;
@@ -291,8 +312,10 @@ KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 
 static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
 {
-	if (!c)
+	if (!c) {
+		kp_send_held_verbatim();
 		return KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
+	}
 	ssize_t r0;
 	if (n > 0 && kp_recv_intercept(c, fd, &r0)) {
 		/* what the kernel reports at EOF: one message of length 0 */

@@ -177,26 +177,37 @@ static int poll_wait(struct pollfd *fds, nfds_t n, const struct timespec *ts, in
 	}
 }
 
-/* With no connection among the program's fds (kp_fd_live), each of these
- * is a load, a test and a tail jump; the rest out of line. */
-KP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+/* With no connection among the program's fds (kp_fd_live) and no head
+ * held from stdio (a wait goes on once it is sent, conn.h), each of these
+ * is two loads, a test and a tail jump; the rest out of line. */
+static inline bool wait_untouched(void)
+{
+	return !kp_fd_any_live() && !kp_held_any();
+}
+
+static KP_SLOW int poll_slow(struct pollfd *fds, nfds_t n, int timeout)
 {
 	kp_send_deferred_any();
-	if (!kp_fd_any_live())
-		return KP_REAL(poll)(fds, n, timeout);
 	return poll_common(fds, n, NULL, timeout, NULL, false);
+}
+
+KP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
+{
+	if (wait_untouched())
+		return KP_REAL(poll)(fds, n, timeout);
+	return poll_slow(fds, n, timeout);
 }
 
 static KP_SLOW int ppoll_slow(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 			      const sigset_t *mask)
 {
+	kp_send_deferred_any();
 	return poll_common(fds, n, ts, ms_of(ts), mask, true);
 }
 
 KP_EXPORT int ppoll(struct pollfd *fds, nfds_t n, const struct timespec *ts, const sigset_t *mask)
 {
-	kp_send_deferred_any();
-	if (!kp_fd_any_live())
+	if (wait_untouched())
 		return KP_REAL(ppoll)(fds, n, ts, mask);
 	return ppoll_slow(fds, n, ts, mask);
 }
@@ -400,6 +411,7 @@ static int ms_of_tv(const struct timeval *tv)
 
 static KP_SLOW int select_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
+	kp_send_deferred_any();
 	if (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, wr, ex))
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_common(nfds, rd, wr, ex, ms_of_tv(tv), NULL, false, tv, NULL);
@@ -407,8 +419,7 @@ static KP_SLOW int select_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, str
 
 KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
-	kp_send_deferred_any();
-	if (!kp_fd_any_live())
+	if (wait_untouched())
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_slow(nfds, rd, wr, ex, tv);
 }
@@ -416,6 +427,7 @@ KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeva
 static KP_SLOW int pselect_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
 				const sigset_t *mask)
 {
+	kp_send_deferred_any();
 	if (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, wr, ex))
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
 	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);
@@ -424,8 +436,7 @@ static KP_SLOW int pselect_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, co
 KP_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
 		      const sigset_t *mask)
 {
-	kp_send_deferred_any();
-	if (!kp_fd_any_live())
+	if (wait_untouched())
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
 	return pselect_slow(nfds, rd, wr, ex, ts, mask);
 }
@@ -537,29 +548,39 @@ static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int m
 	}
 }
 
-KP_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
+/* as poll_slow(), for the epoll family */
+static KP_SLOW int ep_slow(enum ep_kind kind, int epfd, struct epoll_event *evs, int max,
+			   int timeout, const sigset_t *mask)
 {
 	kp_send_deferred_any();
-	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
+	return ep_common(kind, epfd, evs, max, timeout, mask);
+}
+
+static inline bool ep_untouched(void)
+{
+	return !__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE) && !kp_held_any();
+}
+
+KP_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)
+{
+	if (ep_untouched())
 		return KP_REAL(epoll_wait)(epfd, evs, max, timeout);
-	return ep_common(EP_WAIT, epfd, evs, max, timeout, NULL);
+	return ep_slow(EP_WAIT, epfd, evs, max, timeout, NULL);
 }
 
 KP_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeout,
 			  const sigset_t *mask)
 {
-	kp_send_deferred_any();
-	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
+	if (ep_untouched())
 		return KP_REAL(epoll_pwait)(epfd, evs, max, timeout, mask);
-	return ep_common(EP_PWAIT, epfd, evs, max, timeout, mask);
+	return ep_slow(EP_PWAIT, epfd, evs, max, timeout, mask);
 }
 
 KP_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct timespec *ts,
 			   const sigset_t *mask)
 {
-	kp_send_deferred_any();
 	/* an older libc without it: ENOSYS, as that libc would say (real.c) */
-	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
+	if (ep_untouched())
 		return KP_REAL(epoll_pwait2)(epfd, evs, max, ts, mask);
-	return ep_common(EP_PWAIT2, epfd, evs, max, ms_of(ts), mask);
+	return ep_slow(EP_PWAIT2, epfd, evs, max, ms_of(ts), mask);
 }
