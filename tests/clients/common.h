@@ -12,6 +12,7 @@
 #ifndef TEST_CLIENTS_COMMON_H
 #define TEST_CLIENTS_COMMON_H
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <netdb.h>
 #include <stdarg.h>
@@ -77,6 +78,28 @@ static __attribute__((unused)) void write_stdout(const char *buf, size_t len)
 {
 	if (len && fwrite(buf, 1, len, stdout) != len)
 		die("stdout");
+}
+
+/* A blocking TCP connection to 127.0.0.1:port. */
+static __attribute__((unused)) int dial_loopback(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+		die("connect");
+	return s;
+}
+
+/* Copy what s says to stdout, up to EOF. */
+static __attribute__((unused)) void copy_response(int s)
+{
+	char buf[4096];
+	ssize_t n;
+	while ((n = read(s, buf, sizeof(buf))) > 0)
+		write_stdout(buf, (size_t)n);
+	if (n < 0)
+		die("read");
 }
 
 /* Request number i (from 0) on a socket of its own: connect, write the

@@ -34,26 +34,6 @@
 
 #include "common.h"
 
-static int dial(int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	int s = socket(AF_INET, SOCK_STREAM, 0);
-	if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
-		die("connect");
-	return s;
-}
-
-static void response(int s)
-{
-	char buf[4096];
-	ssize_t n;
-	while ((n = read(s, buf, sizeof(buf))) > 0)
-		write_stdout(buf, (size_t)n);
-	if (n < 0)
-		die("read");
-}
-
 /* the child: 0 once LOG is not empty, 5 after 5 s */
 static int log_seen(const char *log)
 {
@@ -88,7 +68,7 @@ int main(int argc, char **argv)
 		}
 		close(p[1]);
 	}
-	int s = dial(port);
+	int s = dial_loopback(port);
 	if (!strcmp(mode, "stdin") && dup2(s, 0) < 0)
 		die("dup2");
 	FILE *f = fdopen(s, "w");
@@ -102,13 +82,13 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "order")) {
 		/* the first request is GET /f, written through stdio; then a
 		 * whole exchange on a second connection (write, read to EOF) */
-		int s2 = dial(port);
+		int s2 = dial_loopback(port);
 		const char *q = "GET /empty HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
 		if (write(s2, q, strlen(q)) != (ssize_t)strlen(q))
 			die("write");
-		response(s2);
+		copy_response(s2);
 		close(s2);
-		response(s);
+		copy_response(s);
 	} else if (!strcmp(mode, "stdin")) {
 		while (fgets(buf, sizeof(buf), stdin))
 			write_stdout(buf, strlen(buf));
@@ -121,7 +101,7 @@ int main(int argc, char **argv)
 			fprintf(stderr, "FIONREAD never saw the response\n");
 			return 4;
 		}
-		response(s);
+		copy_response(s);
 	} else if (!strcmp(mode, "waitpid")) {
 		int st;
 		if (waitpid(kid, &st, 0) < 0)
@@ -130,20 +110,20 @@ int main(int argc, char **argv)
 			fprintf(stderr, "the server never saw the request\n");
 			return 5;
 		}
-		response(s);
+		copy_response(s);
 	} else if (!strcmp(mode, "pipe")) {
 		char c;
 		if (read(p[0], &c, 1) != 1) {
 			fprintf(stderr, "the server never saw the request\n");
 			return 5;
 		}
-		response(s);
+		copy_response(s);
 	} else if (!strcmp(mode, "syscall")) {
 		while ((n = syscall(SYS_read, s, buf, sizeof(buf))) > 0)
 			write_stdout(buf, (size_t)n);
 	} else if (!strcmp(mode, "sleep")) {
 		sleep(1);
-		response(s);
+		copy_response(s);
 	} else if (!strcmp(mode, "_exit")) {
 		_exit(0);
 	} else if (!strcmp(mode, "rafter")) {

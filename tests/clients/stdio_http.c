@@ -22,26 +22,6 @@
 
 #include "common.h"
 
-static int dial(int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	int s = socket(AF_INET, SOCK_STREAM, 0);
-	if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
-		die("connect");
-	return s;
-}
-
-static void response(int s)
-{
-	char buf[4096];
-	ssize_t n;
-	while ((n = read(s, buf, sizeof(buf))) > 0)
-		write_stdout(buf, (size_t)n);
-	if (n < 0)
-		die("read");
-}
-
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -55,25 +35,25 @@ int main(int argc, char **argv)
 		static char pad[6001];
 		memset(pad, 'p', sizeof(pad) - 1);
 		for (long i = 0; i < n; i++) {
-			int s = dial(port);
+			int s = dial_loopback(port);
 			FILE *f = fdopen(s, "w");
 			if (!f)
 				die("fdopen");
 			if (fprintf(f, "GET /f HTTP/1.0\r\nHost: 127.0.0.1\r\nX-Pad: %s\r\n\r\n", pad) < 0 ||
 			    fflush(f) != 0)
 				die("fprintf");
-			response(s);
+			copy_response(s);
 			fclose(f);
 		}
 	} else if (!strcmp(argv[1], "behind")) {
-		int s = dial(port);
+		int s = dial_loopback(port);
 		FILE *f = fdopen(s, "w");
 		if (!f)
 			die("fdopen");
 		fprintf(f, "GET /f HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
 		if (fflush(f) != 0)
 			die("fflush");
-		response(s);
+		copy_response(s);
 		FILE *g = fdopen(dup(s), "w");
 		if (!g)
 			die("fdopen");
@@ -82,11 +62,11 @@ int main(int argc, char **argv)
 		fflush(g);
 		fclose(g);
 		fclose(f);
-		s = dial(port);
+		s = dial_loopback(port);
 		const char *req = "GET /f HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
 		if (write(s, req, strlen(req)) != (ssize_t)strlen(req))
 			die("write");
-		response(s);
+		copy_response(s);
 		close(s);
 	} else {
 		die("unknown mode %s", argv[1]);
