@@ -757,7 +757,6 @@ KP_EXPORT long syscall(long number, ...)
 	}
 	/* a read (or anything) past the wrappers: a head held from stdio
 	 * goes first, as written (conn.h) */
-	if (__builtin_expect(__atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0, 0))
-		kp_send_deferred_all(true);
+	kp_send_held_verbatim();
 	return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

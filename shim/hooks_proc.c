@@ -141,8 +141,7 @@ KP_EXPORT FILE *popen(const char *cmd, const char *mode)
  * nothing says who will.  WNOHANG does not wait. */
 static inline void before_wait(void)
 {
-	if (__builtin_expect(__atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0, 0))
-		kp_send_deferred_all(true);
+	kp_send_held_verbatim();
 }
 
 KP_EXPORT pid_t wait(int *status)
