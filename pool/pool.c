@@ -26,7 +26,8 @@ struct dest {
 struct idle {
 	int fd;
 	uint64_t parked_ms;
-	uint64_t expires_ms;
+	uint64_t expires_ms;  /* with the idle cap learnt when it was parked */
+	uint64_t limit_ms;    /* without it: the configured or announced limit */
 	struct pool_meta meta;
 	struct dest *dest;
 	struct idle *dnext, *dprev; /* in dest->stack */
@@ -50,6 +51,20 @@ struct idle {
  *    it again, so it converges below the server's timeout;
  *  - else (a death no older and no more used than live ones: a reset, a
  *    restart) nothing is learnt; the replay covers it.
+ * The cap must be able to grow, or it learns only from the evidence it
+ * lets through: a server whose idle timer is not one fixed timeout (drawn
+ * at random per connection, or shortened under load) has early deaths that
+ * set a small cap, sockets older than it are then dropped unseen, so no
+ * older socket is ever seen to answer (one run against a 0-30 ms random
+ * timer: the cap stuck at 6 ms after two deaths, 30 of 180 requests reused
+ * where about half would be).  So one in TRIAL_EVERY sockets found past
+ * the cap (but within the configured or announced limit) is a trial: it
+ * is probed, handed out when alive, and if it answers, the cap rises to
+ * its age (the oldest age seen to answer, the same bound as above).  A
+ * trial that dies teaches what any death does.  Against a fixed timeout
+ * the cap then settles at the oldest age seen to work below it; a trial
+ * past the timeout costs one probe (a dead socket), or a replay when its
+ * close crosses our request.
  * Ages are idle times up to when the request was sent (the shim measures
  * them so).  What was learnt is forgotten LEARNT_TTL_MS after it was last
  * added to: servers are reconfigured, and a cap can only shrink.
@@ -64,11 +79,13 @@ struct learnt {
 	uint64_t last_age_ms;
 	uint64_t alive_age_ms;   /* oldest idle age seen to answer */
 	uint32_t alive_requests; /* most requests served seen to answer */
+	uint32_t over_cap;       /* sockets found past the cap since the last trial */
 	uint64_t updated_ms;
 	UT_hash_handle hh;
 };
 #define LEARNT_TTL_MS (10 * 60 * 1000)
 #define MAX_LEARNT 256
+#define TRIAL_EVERY 4
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct learnt *learnts; /* uthash by key */
@@ -117,6 +134,7 @@ static struct learnt *learnt_find(const struct pool_key *key, uint64_t now_ms)
 	if (l && now_ms > l->updated_ms + LEARNT_TTL_MS) { /* start over */
 		l->idle_cap_ms = l->last_age_ms = l->alive_age_ms = 0;
 		l->max_requests = l->last_requests = l->alive_requests = 0;
+		l->over_cap = 0;
 		l->seen_death = false;
 		l->updated_ms = now_ms;
 	}
@@ -175,6 +193,8 @@ void pool_note_alive(const struct pool_key *key, uint64_t idle_ms, uint32_t requ
 	struct learnt *l = learnt_get(key, now_ms);
 	if (l && idle_ms > l->alive_age_ms)
 		l->alive_age_ms = idle_ms;
+	if (l && l->idle_cap_ms && idle_ms > l->idle_cap_ms)
+		l->idle_cap_ms = idle_ms; /* a trial past the cap answered */
 	if (l && requests > l->alive_requests)
 		l->alive_requests = requests;
 	pthread_mutex_unlock(&lock);
@@ -261,7 +281,8 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 
 	pthread_mutex_lock(&lock);
 	struct learnt *l = learnt_find(key, now_ms);
-	e->expires_ms = learnt_expiry(l, pool_expiry(&cfg, meta, parked), parked);
+	e->limit_ms = pool_expiry(&cfg, meta, parked);
+	e->expires_ms = learnt_expiry(l, e->limit_ms, parked);
 	if (e->expires_ms <= now_ms || (l && l->max_requests && meta->requests >= l->max_requests)) {
 		pthread_mutex_unlock(&lock);
 		free(e);
@@ -307,7 +328,7 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 {
 	for (;;) {
 		int fd = -1;
-		bool expired = false;
+		bool expired = false, trial = false;
 
 		pthread_mutex_lock(&lock);
 		struct dest *d;
@@ -315,8 +336,14 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 		if (d) {
 			struct idle *e = d->stack;
 			fd = e->fd;
-			/* limits learnt since it was parked apply too */
-			expired = learnt_expiry(learnt_find(key, now_ms), e->expires_ms, e->parked_ms) <= now_ms;
+			/* the cap as learnt by now, grown or shrunk since it was parked */
+			struct learnt *l = learnt_find(key, now_ms);
+			expired = learnt_expiry(l, e->limit_ms, e->parked_ms) <= now_ms;
+			if (expired && e->limit_ms > now_ms && ++l->over_cap >= TRIAL_EVERY) {
+				l->over_cap = 0;
+				expired = false;
+				trial = true;
+			}
 			*meta = e->meta;
 			unlink_idle(e);
 			free(e);
@@ -325,7 +352,7 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 
 		if (fd < 0)
 			return -1;
-		if (!expired && (now_ms < meta->parked_ms + cfg.unprobed_ms || ops.alive(fd)))
+		if (!expired && ((!trial && now_ms < meta->parked_ms + cfg.unprobed_ms) || ops.alive(fd)))
 			return fd;
 		ops.close(fd);
 		if (!expired)

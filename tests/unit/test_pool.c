@@ -13,6 +13,8 @@
 
 static int closed[1000], n_closed;
 static int dead_fd = -1;
+static int n_probed;
+static uint64_t unprobed_ms; /* the next reset()'s */
 
 static int fake_close(int fd)
 {
@@ -22,6 +24,7 @@ static int fake_close(int fd)
 
 static int fake_alive(int fd)
 {
+	n_probed++;
 	return fd != dead_fd;
 }
 
@@ -56,11 +59,13 @@ static struct pool_meta meta(uint32_t requests, int timeout, int max)
 
 static void reset(unsigned per_dest, unsigned total, uint64_t idle_ms)
 {
-	struct pool_config cfg = { .idle_ms = idle_ms, .max_per_dest = per_dest, .max_total = total };
+	struct pool_config cfg = { .idle_ms = idle_ms, .max_per_dest = per_dest, .max_total = total,
+				   .unprobed_ms = unprobed_ms };
 	struct pool_ops ops = { .close = fake_close, .alive = fake_alive };
 	pool_after_fork_child(); /* empties whatever the last test left */
 	pool_init(&cfg, &ops);
 	n_closed = 0;
+	n_probed = 0;
 	dead_fd = -1;
 }
 
@@ -216,14 +221,18 @@ int main(void)
 	pool_note_dead(&a, 200, 5, T);
 	pool_learnt(&a, T, &cap, &maxr);
 	CHECK(cap == 150);
-	pool_note_alive(&a, 180, 1, T);
-	pool_note_dead(&a, 190, 6, T);
+	pool_note_alive(&a, 145, 1, T);
+	pool_note_dead(&a, 210, 6, T);
 	pool_learnt(&a, T, &cap, &maxr);
-	CHECK(cap == 150); /* max(180, 142) = 180 is not below 150 */
+	CHECK(cap == 150); /* max(145, 158) = 158 is not below 150 */
+	/* a socket seen to answer past the cap (a trial, below) raises it */
+	pool_note_alive(&a, 180, 1, T);
+	pool_learnt(&a, T, &cap, &maxr);
+	CHECK(cap == 180);
 	/* a death no older than a live socket: a reset; nothing learnt */
 	pool_note_dead(&a, 100, 7, T);
 	pool_learnt(&a, T, &cap, &maxr);
-	CHECK(cap == 150 && maxr == 0);
+	CHECK(cap == 180 && maxr == 0);
 	pool_learnt(&b, T, &cap, &maxr);
 	CHECK(cap == 0 && maxr == 0);
 
@@ -245,6 +254,52 @@ int main(void)
 	pool_learnt(&a, T + 10 * 60 * 1000 + 1, &cap, &maxr);
 	CHECK(cap == 0 && maxr == 0);
 	CHECK(pool_checkin(&a, 62, &m3, T + 10 * 60 * 1000 + 2) == 0);
+
+	/* the cap can grow: one in four sockets found past it (within the
+	 * configured limit) is a trial, probed even when parked less than
+	 * unprobed_ms ago, and handed out when alive; one that answers
+	 * raises the cap to its age.  (A 0-30 ms random server timer: the cap
+	 * stuck at 6 ms without this.) */
+	unprobed_ms = 10;
+	reset(4, 10, 30000);
+	unprobed_ms = 0;
+	pool_note_alive(&a, 2, 1, T);
+	pool_note_dead(&a, 8, 1, T);
+	pool_note_dead(&a, 8, 1, T);
+	pool_learnt(&a, T, &cap, &maxr);
+	CHECK(cap == 6);
+	for (int i = 0; i < 3; i++) {
+		pool_checkin(&a, 80 + i, &m, 100);
+		CHECK(pool_checkout(&a, 108, &out) == -1 && was_closed(80 + i));
+	}
+	CHECK(n_probed == 0);
+	pool_checkin(&a, 83, &m, 100);
+	CHECK(pool_checkout(&a, 108, &out) == 83 && n_probed == 1); /* the trial */
+	pool_note_alive(&a, 8, 1, T);
+	pool_learnt(&a, T, &cap, &maxr);
+	CHECK(cap == 8);
+	pool_checkin(&a, 84, &m, 200);
+	CHECK(pool_checkout(&a, 207, &out) == 84 && n_probed == 1); /* under it, unprobed */
+	/* a trial found dead is dropped, and a death older than every socket
+	 * seen to answer cannot shrink the cap below them */
+	dead_fd = 93;
+	for (int i = 0; i < 4; i++) {
+		pool_checkin(&a, 90 + i, &m, 300);
+		CHECK(pool_checkout(&a, 320, &out) == -1 && was_closed(90 + i));
+	}
+	CHECK(n_probed == 2 && pool_size() == 0);
+	pool_learnt(&a, T, &cap, &maxr);
+	CHECK(cap == 8);
+	/* never past the configured limit */
+	reset(4, 10, 50);
+	pool_note_alive(&a, 2, 1, T);
+	pool_note_dead(&a, 8, 1, T);
+	pool_note_dead(&a, 8, 1, T);
+	for (int i = 0; i < 4; i++) {
+		pool_checkin(&a, 95, &m, 0);
+		CHECK(pool_checkout(&a, 60, &out) == -1);
+	}
+	CHECK(n_probed == 0);
 
 	/* a socket handed back unused keeps its idle time */
 	reset(4, 10, 1000);
