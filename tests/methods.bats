@@ -42,9 +42,12 @@ figures() {
 	for m in GET POST PUT PATCH DELETE; do
 		[ "$(count_matches "^[0-9]+ $m /r/" "$SCRIPTED_LOG")" -ge $((n / 6)) ] || fail "too few $m"
 	done
+	# (the pool's learnt idle cap must be able to grow back: stuck at the
+	# first deaths' 6 ms it gave 8-40 of the 150; growing, 56-71 with and
+	# without six CPU burners on two cores, 2026-12-03)
 	local reused_non_get
 	reused_non_get=$(reused_requests '^(POST|PUT|PATCH|DELETE)$' "$SCRIPTED_LOG")
-	[ "$reused_non_get" -ge 10 ] || fail "non-GETs on reused connections: $reused_non_get"
+	[ "$reused_non_get" -ge 40 ] || fail "non-GETs on reused connections: $reused_non_get"
 	assert_equal "unvouched=$(stat_value unvouched)" "unvouched=0"
 }
 
