@@ -7,6 +7,7 @@ LDLIBS  := -ldl -pthread
 # the libssl wrappers carry libssl 3's symbol version (see the map)
 LDMAP   := -Wl,--version-script=shim/exports.map
 PREFIX  ?= /usr/local
+NPROC   := $(shell nproc 2>/dev/null || echo 1)
 # the one version number: the first line of debian/changelog (the package's
 # version, and what the library, the broker and keepalive --version report)
 VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
@@ -191,13 +192,11 @@ clients: $(CLIENT_BINS)
 
 # The bats files run in parallel, JOBS tests at a time (GNU parallel, from
 # scripts/deps): the tests mostly wait on servers, idle timers and
-# interpreters' start-up, so twice the cores keeps 2 cores busy (a fresh
-# 2-core VM, 2026-12-03: the whole .ci/run 7m38s).  Four times (make test
-# 5m15s) loads the machine enough that tests/methods.bats' random idle
-# timers leave fewer than 10 of 180 non-GETs on reused connections (the
-# pool's learnt idle cap, README Limits): not the default until that
-# test's count does not depend on the load.
-JOBS ?= $(shell echo $$(( $$(nproc 2>/dev/null || echo 1) * 2 )))
+# interpreters' start-up, so four times the cores keeps 2 cores busy.
+# (Until the pool's learnt idle cap could grow back, tests/methods.bats'
+# reuse count under a random idle timer depended on the load, and this
+# was twice the cores.)
+JOBS ?= $(shell echo $$(( $(NPROC) * 4 )))
 # (without GNU parallel installed, one at a time)
 BATS := bats $(if $(filter-out 0 1,$(JOBS)),$(if $(shell command -v parallel),--jobs $(JOBS))) $(BATS_FLAGS)
 # what the tests build on demand, built before they run (two files must
@@ -209,11 +208,20 @@ bats: $(BATS_DEPS)
 	$(BATS) tests/*.bats
 
 # everything: the unit tests, the suites against the library, and the
-# suites again against its ASan+UBSan build (ASAN_BATS)
-test: $(LIB) unit bats test-asan
+# suites again against its ASan+UBSan build (ASAN_BATS).  What they need is
+# built first, NPROC compilers at a time (a minute and a half of compiling
+# one at a time: four builds of the library, the sanitized unit tests and
+# fuzz replayers); then they run one after the other.
+TEST_DEPS := $(LIB) $(ASAN_LIB) $(UNIT_BINS) $(REPLAY_BINS) $(BATS_DEPS)
+
+test:
+	$(MAKE) -j$(NPROC) $(TEST_DEPS)
+	$(MAKE) unit bats test-asan
 
 # day to day: the unit tests and the bats suites, without the ASan pass
-check: $(LIB) unit bats
+check:
+	$(MAKE) -j$(NPROC) $(filter-out $(ASAN_LIB),$(TEST_DEPS))
+	$(MAKE) unit bats
 
 # The ASan pass runs the files where the ASan+UBSan build of the library
 # runs: every file that preloads it.  Left out, as nothing there can
