@@ -71,10 +71,17 @@ build/libkeepalive-noprobe.so: $(SRCS) $(HDRS) Makefile
 	@mkdir -p build
 	$(CC) $(ALLFLAGS) -DKP_TEST_NO_PROBE -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
 
-# unit tests link the pure modules directly and run under ASan+UBSan
-build/unit/%: tests/unit/%.c $(SRCS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
+# unit tests link the pure modules directly and run under ASan+UBSan; the
+# modules are compiled once for them and the fuzz replayers (build/san/)
+PURE_SAN_OBJS := $(patsubst %.c,build/san/%.o,$(PURE_SRCS))
+
+build/san/%.o: %.c $(HDRS) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLFLAGS) $(SAN) -c -o $@ $<
+
+build/unit/%: tests/unit/%.c $(PURE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
 	@mkdir -p build/unit
-	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< $(PURE_SRCS) $(LDLIBS)
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< $(PURE_SAN_OBJS) $(LDLIBS)
 
 # the differential test against llhttp (Debian's node-llhttp): its C sources
 # are compiled into this test only, never into the library
@@ -94,9 +101,9 @@ build/llhttp/%.o: $(LLHTTP_DIR)/%.c $(LLHTTP_INC)/llhttp.h Makefile
 	@mkdir -p build/llhttp
 	$(CC) $(LLHTTP_FLAGS) $(CFLAGS) $(SAN) -c -o $@ $<
 
-build/unit/test_llhttp: tests/unit/test_llhttp.c $(LLHTTP_OBJS) $(SRCS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
+build/unit/test_llhttp: tests/unit/test_llhttp.c $(LLHTTP_OBJS) $(PURE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
 	@mkdir -p build/unit
-	$(CC) $(ALLFLAGS) -I$(LLHTTP_INC) $(SAN) -o $@ $< $(PURE_SRCS) $(LLHTTP_OBJS) $(LDLIBS)
+	$(CC) $(ALLFLAGS) -I$(LLHTTP_INC) $(SAN) -o $@ $< $(PURE_SAN_OBJS) $(LLHTTP_OBJS) $(LDLIBS)
 
 build/clients/%: tests/clients/%.c $(wildcard tests/clients/*.h) Makefile
 	@mkdir -p build/clients
@@ -139,9 +146,9 @@ build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/fuzz.h shim/framer.c shim/fram
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< shim/framer.c
 
-build/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h shim/framer.c shim/framer.h Makefile
+build/fuzz-replay/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c tests/fuzz/fuzz.h build/san/shim/framer.o Makefile
 	@mkdir -p build/fuzz-replay
-	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c shim/framer.c
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c build/san/shim/framer.o
 
 # the broker's message decoder (pool/broker_proto.c), not the framer
 build/fuzz/fuzz_broker: tests/fuzz/fuzz_broker.c tests/fuzz/fuzz.h pool/broker_proto.c pool/broker_proto.h pool/pool.h Makefile
@@ -149,9 +156,9 @@ build/fuzz/fuzz_broker: tests/fuzz/fuzz_broker.c tests/fuzz/fuzz.h pool/broker_p
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(FUZZ_FLAGS) -Ipool -o $@ $< pool/broker_proto.c
 
-build/fuzz-replay/fuzz_broker: tests/fuzz/fuzz_broker.c tests/fuzz/replay.c tests/fuzz/fuzz.h pool/broker_proto.c pool/broker_proto.h pool/pool.h Makefile
+build/fuzz-replay/fuzz_broker: tests/fuzz/fuzz_broker.c tests/fuzz/replay.c tests/fuzz/fuzz.h build/san/pool/broker_proto.o Makefile
 	@mkdir -p build/fuzz-replay
-	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c pool/broker_proto.c
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c build/san/pool/broker_proto.o
 
 # our response framer against llhttp on arbitrary bytes (llhttp built for
 # libFuzzer too, without our warnings)
@@ -166,9 +173,9 @@ build/fuzz/llhttp/%.o: $(LLHTTP_DIR)/%.c $(LLHTTP_INC)/llhttp.h Makefile
 build/fuzz/fuzz_llhttp: tests/fuzz/fuzz_llhttp.c tests/fuzz/fuzz.h $(FUZZ_LLHTTP_OBJS) shim/framer.c shim/framer.h Makefile
 	$(FUZZ_CC) $(FUZZ_FLAGS) -I$(LLHTTP_INC) -o $@ $< shim/framer.c $(FUZZ_LLHTTP_OBJS)
 
-build/fuzz-replay/fuzz_llhttp: tests/fuzz/fuzz_llhttp.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(LLHTTP_OBJS) shim/framer.c shim/framer.h Makefile
+build/fuzz-replay/fuzz_llhttp: tests/fuzz/fuzz_llhttp.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(LLHTTP_OBJS) build/san/shim/framer.o Makefile
 	@mkdir -p build/fuzz-replay
-	$(CC) $(ALLFLAGS) -I$(LLHTTP_INC) $(SAN) -o $@ $< tests/fuzz/replay.c shim/framer.c $(LLHTTP_OBJS)
+	$(CC) $(ALLFLAGS) -I$(LLHTTP_INC) $(SAN) -o $@ $< tests/fuzz/replay.c build/san/shim/framer.o $(LLHTTP_OBJS)
 
 fuzz-build: $(FUZZ_BINS)
 
