@@ -200,7 +200,9 @@ trust_steps() {
 
 @test "a verify callback that runs the garbage collector (SSL_free inside the re-verification): one connection, same output" {
 	use_tls 13
-	run_both 30 "$RUBY" "$SCRIPTS/nethttp_verify_gc.rb" 127.0.0.1 "$SERVER_PORT" /f 30 "$TLS/ca.pem"
+	# a full GC in each of 30 verifications: ~6 s a half on an idle 2-core
+	# VM, over 20 s (the default timeout) on one running 20 jobs
+	CLIENT_TIMEOUT=60 run_both 30 "$RUBY" "$SCRIPTS/nethttp_verify_gc.rb" 127.0.0.1 "$SERVER_PORT" /f 30 "$TLS/ca.pem"
 	assert_plain_output_is "$NGINX_DIR/www/f" 30
 	assert_same_output
 	assert_one_connection 30
