@@ -7,13 +7,19 @@
  * then owe the program the EOF it expects right after the last byte of the
  * final response; on anything unusual step aside (passthrough) and really
  * close.  Every real call goes through kp_real; errno is preserved.
+ *
+ * Here, in this order: pool ops, twins, the fd budget, connection
+ * objects, the finished list, connect() and hand-out, close() and park,
+ * the write side, the read side, HTTPS, hand-off, fork, exit.  Beside it,
+ * sharing conn_internal.h: the program's socket options carried onto a
+ * pooled socket (sockopts.c), and the first use of a reused connection,
+ * fresh connections and replay (conn_replay.c, DESIGN 4).
  */
-#include "conn.h"
+#include "conn_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -55,7 +61,7 @@ static int pool_close_fd(int fd)
 
 /* An idle socket is alive when reading would block: no EOF, no error, and
  * no unsolicited bytes (a 408 or garbage means the server is done with it). */
-static int pool_alive_fd(int fd)
+int pool_alive_fd(int fd)
 {
 	char c;
 	ssize_t r = KP_REAL(recv)(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -148,7 +154,7 @@ static int twin_take(struct kp_conn *c)
 
 /* c's socket is leaving (really closed, or replaced under the program's
  * fd): close its twin first. */
-static void twin_drop(struct kp_conn *c)
+void twin_drop(struct kp_conn *c)
 {
 	int fd = twin_take(c);
 	if (fd < 0)
@@ -299,7 +305,7 @@ bool kp_fds_short(void)
 static struct kp_conn *free_conns;
 static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static struct kp_conn *conn_new(void)
+struct kp_conn *conn_new(void)
 {
 	pthread_mutex_lock(&free_lock);
 	struct kp_conn *c = free_conns;
@@ -351,19 +357,8 @@ static void conn_free(struct kp_conn *c)
 	pthread_mutex_unlock(&free_lock);
 }
 
-/* Lock c for work on fd; false (not locked) when fd no longer holds c:
- * the program closed it meanwhile, in another thread. */
-static bool conn_lock(struct kp_conn *c, int fd)
-{
-	pthread_mutex_lock(&c->lock);
-	if (kp_fd_conn(fd) == c)
-		return true;
-	pthread_mutex_unlock(&c->lock);
-	return false;
-}
-
 /* Drop one fd's reference; the last one frees.  Caller does not hold lock. */
-static void conn_unref(struct kp_conn *c)
+void conn_unref(struct kp_conn *c)
 {
 	pthread_mutex_lock(&c->lock);
 	int left = --c->refs;
@@ -375,18 +370,6 @@ static void conn_unref(struct kp_conn *c)
 static void give_up(struct kp_conn *c, int fd, const char *why);
 static int flush_held(struct kp_conn *c, int fd, int flags);
 static void handoff_fin_if_due(struct kp_conn *c, int fd);
-static bool ready_settle(struct kp_conn *c, int fd);
-static void unvouch(struct kp_conn *c, int fd, const char *why);
-
-/* Step aside for good.  Caller holds c->lock. */
-/* The connection may no longer be parked.  The first reason is kept for
- * the debug line of its real close (settle_last). */
-static void unpool(struct kp_conn *c, const char *why)
-{
-	if (!c->unpooled)
-		c->unpooled = why;
-	c->poolable = false;
-}
 
 /* why a complete response leaves its connection unreusable */
 static const char *resp_why(const struct frm_resp *r)
@@ -400,6 +383,7 @@ static const char *resp_why(const struct frm_resp *r)
 	return "the response's framing is not reusable";
 }
 
+/* Step aside for good.  Caller holds c->lock. */
 static void go_passthrough(struct kp_conn *c, const char *why)
 {
 	if (c->state != KP_PASSTHROUGH) {
@@ -408,262 +392,6 @@ static void go_passthrough(struct kp_conn *c, const char *why)
 	}
 	c->state = KP_PASSTHROUGH;
 	unpool(c, why);
-}
-
-/* ------------------------------------------------------------ options */
-
-/* Socket options we know how to carry from the program's fresh socket to
- * a pooled one (and back to the default for the next owner).  Anything
- * else the program sets makes the connection unpoolable; options that
- * change the route (SO_MARK, SO_BINDTODEVICE...) keep it out of the pool
- * entirely (fdtable KP_FD_ROUTED). */
-static const int opt_levels[] = { SOL_SOCKET, IPPROTO_TCP, IPPROTO_IP, IPPROTO_IPV6 };
-
-static int opt_level_index(int level)
-{
-	for (unsigned i = 0; i < sizeof(opt_levels) / sizeof(opt_levels[0]); i++)
-		if (opt_levels[i] == level)
-			return (int)i;
-	return -1;
-}
-
-static bool opt_carried(int level, int name)
-{
-	switch (level) {
-	case SOL_SOCKET:
-		return name == SO_KEEPALIVE || name == SO_RCVTIMEO || name == SO_SNDTIMEO ||
-		       name == SO_LINGER || name == SO_PRIORITY || name == SO_OOBINLINE ||
-#ifdef SO_RCVTIMEO_NEW
-		       name == SO_RCVTIMEO_NEW || name == SO_SNDTIMEO_NEW ||
-#endif
-		       /* only meaningful before bind/listen: harmless to drop */
-		       name == SO_REUSEADDR || name == SO_REUSEPORT;
-	case IPPROTO_TCP:
-		return name == TCP_NODELAY || name == TCP_KEEPIDLE || name == TCP_KEEPINTVL ||
-		       name == TCP_KEEPCNT || name == TCP_USER_TIMEOUT || name == TCP_QUICKACK;
-	case IPPROTO_IP:
-		return name == IP_TOS;
-	case IPPROTO_IPV6:
-		return name == IPV6_TCLASS || name == IPV6_V6ONLY;
-	}
-	return false;
-}
-
-static bool opt_routes(int level, int name)
-{
-	return (level == SOL_SOCKET && (name == SO_MARK || name == SO_BINDTODEVICE)) ||
-	       (level == IPPROTO_IP && (name == IP_TRANSPARENT || name == IP_FREEBIND ||
-					name == IP_BIND_ADDRESS_NO_PORT));
-}
-
-/* only meaningful before bind/connect (Ruby sets IPV6_V6ONLY on every
- * IPv6 socket): harmless to drop */
-static bool opt_ignored(int level, int name)
-{
-	return (level == SOL_SOCKET && (name == SO_REUSEADDR || name == SO_REUSEPORT)) ||
-	       (level == IPPROTO_IPV6 && name == IPV6_V6ONLY);
-}
-
-/* Record in c; returns false when the option cannot be carried. */
-static bool opts_record(struct kp_conn *c, int level, int name, const void *val, socklen_t len)
-{
-	int li = opt_level_index(level);
-	if (li < 0 || !opt_carried(level, name) || name > 255 || len > sizeof(c->opts[0].val) || !val)
-		return false;
-	if (opt_ignored(level, name))
-		return true;
-	struct kp_sockopt *o = NULL;
-	for (unsigned i = 0; i < c->n_opts; i++)
-		if (c->opts[i].level == li && c->opts[i].name == name)
-			o = &c->opts[i];
-	if (!o) {
-		if (c->n_opts == KP_MAX_OPTS)
-			return false;
-		o = &c->opts[c->n_opts++];
-	}
-	o->level = (uint8_t)li;
-	o->name = (uint8_t)name;
-	o->len = (uint8_t)len;
-	memcpy(o->val, val, len);
-	return true;
-}
-
-static const struct kp_sockopt *opts_find(const struct kp_sockopt *opts, unsigned n,
-					  const struct kp_sockopt *want)
-{
-	for (unsigned i = 0; i < n; i++)
-		if (opts[i].level == want->level && opts[i].name == want->name)
-			return &opts[i];
-	return NULL;
-}
-
-/* Default values of the options we carry, learnt once from a fresh
- * socket (they come from sysctls that do not change under a running
- * program), so that resetting a previous owner's option costs no getsockopt. */
-static struct kp_sockopt defaults[16];
-static unsigned n_defaults;
-static pthread_mutex_t defaults_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* fresh: an untouched socket to read a missing default from, or -1 */
-static bool default_of(int fresh, const struct kp_sockopt *o, struct kp_sockopt *def)
-{
-	bool found = false;
-	pthread_mutex_lock(&defaults_lock);
-	const struct kp_sockopt *d = opts_find(defaults, n_defaults, o);
-	if (d) {
-		*def = *d;
-		found = true;
-	} else if (fresh >= 0) {
-		socklen_t len = sizeof(def->val);
-		*def = *o;
-		if (KP_REAL(getsockopt)(fresh, opt_levels[o->level], o->name, def->val, &len) == 0 &&
-		    len <= sizeof(def->val)) {
-			def->len = (uint8_t)len;
-			found = true;
-			if (n_defaults < sizeof(defaults) / sizeof(defaults[0]))
-				defaults[n_defaults++] = *def;
-		}
-	}
-	pthread_mutex_unlock(&defaults_lock);
-	return found;
-}
-
-static bool opt_same(const struct kp_sockopt *a, const struct kp_sockopt *b)
-{
-	return a->len == b->len && !memcmp(a->val, b->val, a->len);
-}
-
-/* The record a parked socket carries (pool_meta.tag). */
-struct kp_tag {
-	uint8_t nonblock;
-	uint8_t n_opts;
-	struct kp_sockopt opts[KP_MAX_OPTS]; /* what is set on the socket now */
-};
-
-/* Give pooled socket `pooled` the options of the program's fresh socket
- * `fresh`: the program's own where it set them; where only the previous
- * owner had set one, its default, lazily (c->pending).  Returns 0 or -1. */
-static int opts_transfer(int fresh, int pooled, struct kp_conn *c, const struct kp_tag *prev)
-{
-	c->n_pending = 0;
-	for (unsigned i = 0; i < prev->n_opts && i < KP_MAX_OPTS; i++) {
-		const struct kp_sockopt *o = &prev->opts[i];
-		struct kp_sockopt def;
-		if (opts_find(c->opts, c->n_opts, o))
-			continue;
-		if (!default_of(fresh, o, &def))
-			return -1;
-		if (!opt_same(&def, o))
-			c->pending[c->n_pending++] = *o;
-	}
-	for (unsigned i = 0; i < c->n_opts; i++) {
-		const struct kp_sockopt *p = opts_find(prev->opts, prev->n_opts, &c->opts[i]);
-		if (p && opt_same(p, &c->opts[i]))
-			continue;
-		if (KP_REAL(setsockopt)(pooled, opt_levels[c->opts[i].level], c->opts[i].name,
-					c->opts[i].val, c->opts[i].len) < 0)
-			return -1;
-	}
-	return 0;
-}
-
-/* Reset what the previous owner left and this one did not claim.  Caller
- * holds c->lock; runs before the first request byte goes out. */
-static void flush_pending(struct kp_conn *c, int fd)
-{
-	for (unsigned i = 0; i < c->n_pending; i++) {
-		struct kp_sockopt def;
-		/* opts_transfer() cached every default it deferred */
-		if (!default_of(-1, &c->pending[i], &def) ||
-		    KP_REAL(setsockopt)(fd, opt_levels[def.level], def.name, def.val, def.len) < 0)
-			unpool(c, "a socket option of the previous owner could not be reset");
-	}
-	c->n_pending = 0;
-}
-
-bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const void *val,
-			socklen_t len)
-{
-	if (c == KP_POOLED || !c->n_pending)
-		return false;
-	int li = opt_level_index(level);
-	if (li < 0 || !val || len > sizeof(c->pending[0].val))
-		return false;
-	bool same = false;
-	if (!conn_lock(c, fd))
-		return false;
-	for (unsigned i = 0; i < c->n_pending; i++) {
-		struct kp_sockopt *o = &c->pending[i];
-		if (o->level != li || o->name != name)
-			continue;
-		same = o->len == len && !memcmp(o->val, val, len);
-		c->pending[i] = c->pending[--c->n_pending]; /* the program owns it now */
-		if (same && !opts_record(c, level, name, val, len))
-			unpool(c, "too many socket options to carry");
-		break;
-	}
-	pthread_mutex_unlock(&c->lock);
-	return same;
-}
-
-void kp_before_getsockopt(struct kp_conn *c, int fd)
-{
-	if (c == KP_POOLED || !c->n_pending)
-		return;
-	int saved = errno;
-	if (conn_lock(c, fd)) {
-		flush_pending(c, fd);
-		pthread_mutex_unlock(&c->lock);
-	}
-	errno = saved;
-}
-
-void kp_note_nonblock(int fd, bool on)
-{
-	if (!kp_fd_valid(fd))
-		return;
-	if (on)
-		kp_fl_or(fd, KP_FD_NONBLOCK);
-	else
-		kp_fl_clear(fd, KP_FD_NONBLOCK);
-	struct kp_conn *c = kp_fd_conn(fd);
-	if (c && c != KP_POOLED)
-		c->nonblock = on; /* O_NONBLOCK belongs to the description all dups share */
-}
-
-void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len)
-{
-	if (!kp_fd_valid(fd))
-		return;
-	uint8_t fl = kp_fl(fd);
-	if (opt_routes(level, name)) {
-		kp_fl_or(fd, KP_FD_ROUTED);
-		struct kp_conn *c = kp_fd_conn(fd);
-		if (c && c != KP_POOLED && conn_lock(c, fd)) {
-			unpool(c, "a routing socket option");
-			pthread_mutex_unlock(&c->lock);
-		}
-		return;
-	}
-	struct kp_conn *c = kp_fd_conn(fd);
-	if (c == KP_POOLED)
-		return;
-	if (!c) {
-		/* only unconnected TCP sockets can become ours */
-		if (!(fl & KP_FD_TCP) || (fl & KP_FD_CONNECTED))
-			return;
-		c = conn_new();
-		if (!c)
-			return;
-		struct kp_conn *old = kp_fd_swap(fd, c);
-		if (old && old != KP_POOLED)
-			conn_unref(old);
-	}
-	if (!conn_lock(c, fd))
-		return;
-	if (!opts_record(c, level, name, val, len))
-		unpool(c, "a socket option we cannot carry");
-	pthread_mutex_unlock(&c->lock);
 }
 
 /* ------------------------------------------------------------ finished */
@@ -722,7 +450,6 @@ static void finished_forget(int fd, const struct kp_conn *c)
 }
 
 static bool parkable(const struct kp_conn *c);
-static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms);
 static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_only);
 
 /* Move a finished connection to key into the pool, if there is one.
@@ -1002,28 +729,6 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	return r;
 }
 
-static int swap_fresh(struct kp_conn *c, int fd, bool repark);
-
-bool kp_conn_dead_seen(struct kp_conn *c, int fd)
-{
-	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) != KP_FIRST_UNSENT)
-		return false;
-	int saved = errno;
-	bool swapped = false;
-	if (conn_lock(c, fd)) {
-		if (c->first == KP_FIRST_UNSENT && c->state == KP_ACTIVE && c->reused) {
-			uint64_t now = kp_now_ms();
-			pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
-			swapped = swap_fresh(c, fd, false) == 0;
-			kp_debug("fd %d: a reused connection found reset before its first request: %s", fd,
-				 swapped ? "a fresh one" : "no fresh one");
-		}
-		pthread_mutex_unlock(&c->lock);
-	}
-	errno = saved;
-	return swapped;
-}
-
 /* ------------------------------------------------------------ close */
 
 /* The kernel's count of bytes written to fd's socket, plus one for the
@@ -1039,7 +744,7 @@ static int kernel_tx(int fd, uint64_t *w)
 }
 
 /* Caller holds c->lock. */
-static void tx_watch_start(struct kp_conn *c, int fd)
+void tx_watch_start(struct kp_conn *c, int fd)
 {
 	if (c->tx_watch || c->state != KP_ACTIVE || c->tls)
 		return;
@@ -1084,7 +789,7 @@ static bool parkable(const struct kp_conn *c)
 /* Move the connection behind fd into the pool.  Returns the hidden fd it
  * is parked at (fd then closed if close_fd), -1 when not (fd untouched).
  * parked_ms: when it went idle, for one handed back unused; 0: now. */
-static int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
+int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 {
 	if (tx_unseen(c, fd)) {
 		unpool(c, "bytes reached the socket behind our back (stdio)");
@@ -1321,17 +1026,6 @@ bool kp_shutdown(struct kp_conn *c, int fd, int how)
 
 /* ------------------------------------------------------------ write side */
 
-static size_t iov_total(const struct iovec *iov, int n)
-{
-	size_t t = 0;
-	for (int i = 0; i < n; i++) {
-		if (iov[i].iov_len > SIZE_MAX - t)
-			return SIZE_MAX;
-		t += iov[i].iov_len;
-	}
-	return t;
-}
-
 /* Append up to max bytes of iov starting at byte off to c->held. */
 static int held_append(struct kp_conn *c, const struct iovec *iov, int n, size_t off, size_t max)
 {
@@ -1366,7 +1060,7 @@ static int held_append(struct kp_conn *c, const struct iovec *iov, int n, size_t
 /* The program's request bytes go out: on the socket, or through the TLS
  * connection it carries (which never answers EAGAIN: a TLS record begun
  * must be finished, so kp_tls_xmit waits, boundedly). */
-static ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flags)
+ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flags)
 {
 	if (c->tls)
 		return kp_tls_xmit(c->tls, fd, m->msg_iov, (int)m->msg_iovlen);
@@ -1379,8 +1073,8 @@ static ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, i
 /* Send all of buf.  A non-blocking socket is waited for (bounded), except
  * when nothing at all was sent and fail_clean is set: then -1/EAGAIN, and
  * the caller reports EAGAIN to the program exactly as the kernel would. */
-static ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
-			bool fail_clean, size_t *sent)
+ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
+		 bool fail_clean, size_t *sent)
 {
 	int waited_ms = 0;
 	*sent = 0;
@@ -1455,441 +1149,6 @@ static void give_up(struct kp_conn *c, int fd, const char *why)
 		}
 	}
 	go_passthrough(c, why);
-}
-
-/* ------------------------------------------------------------ first use */
-
-/*
- * DESIGN 4.  A pooled connection may have been closed by the server while
- * it sat idle, and the program, believing its connect() fresh, will not
- * retry.  So the first request on a reused connection either may be
- * replayed (a copy is kept until the first response byte; EOF, a reset or
- * a 408 before it sends the copy again on a fresh connection, once) or it
- * goes on a fresh connection in the first place and the pooled one goes
- * back unused.  Which, and whether the copy may really go out again, is
- * replay.h's: an idempotent request always; any other only while TCP
- * shows none of its bytes acknowledged, so it is never applied twice.
- */
-
-static socklen_t key_sockaddr(const struct pool_key *k, struct sockaddr_storage *ss)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (k->family == AF_INET) {
-		struct sockaddr_in *in = (struct sockaddr_in *)ss;
-		in->sin_family = AF_INET;
-		in->sin_port = htons(k->port);
-		memcpy(&in->sin_addr, k->addr, 4);
-		return sizeof(*in);
-	}
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-	in6->sin6_family = AF_INET6;
-	in6->sin6_port = htons(k->port);
-	in6->sin6_scope_id = k->scope;
-	memcpy(&in6->sin6_addr, k->addr, 16);
-	return sizeof(*in6);
-}
-
-/* The program believes it is connected already, so the handshake is
- * waited for, boundedly: one round trip where it goes well. */
-#define FRESH_CONNECT_MS 30000
-
-/* A new connection to c's destination with the program's socket options
- * and O_NONBLOCK.  Returns the socket, or -1 with errno. */
-static int connect_fresh(struct kp_conn *c)
-{
-	struct sockaddr_storage ss;
-	socklen_t sl = key_sockaddr(&c->key, &ss);
-	int s = KP_REAL(socket)(c->key.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (s < 0 && kp_fds_short())
-		s = KP_REAL(socket)(c->key.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-	if (s < 0)
-		return -1;
-	for (unsigned i = 0; i < c->n_opts; i++) {
-		const struct kp_sockopt *o = &c->opts[i];
-		if (KP_REAL(setsockopt)(s, opt_levels[o->level], o->name, o->val, o->len) < 0)
-			goto fail;
-	}
-	if (KP_REAL(connect)(s, (struct sockaddr *)&ss, sl) < 0) {
-		if (errno != EINPROGRESS)
-			goto fail;
-		struct pollfd pfd = { .fd = s, .events = POLLOUT };
-		int r, err = 0;
-		socklen_t el = sizeof(err);
-		do
-			r = KP_REAL(poll)(&pfd, 1, FRESH_CONNECT_MS);
-		while (r < 0 && errno == EINTR);
-		if (r == 0)
-			errno = ETIMEDOUT;
-		if (r <= 0 || KP_REAL(getsockopt)(s, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
-			goto fail;
-		if (err) {
-			errno = err;
-			goto fail;
-		}
-	}
-	if (!c->nonblock && KP_REAL(fcntl)(s, F_SETFL, 0) < 0)
-		goto fail;
-	return s;
-fail:;
-	int err = errno;
-	KP_REAL(close)(s);
-	errno = err;
-	return -1;
-}
-
-/* Put a fresh connection under the program's fd in place of the reused
- * one, which goes back to the pool when repark (it was never used), else
- * is closed.  Caller holds c->lock.  Returns 0, or -1 with errno and fd
- * untouched. */
-static int swap_fresh(struct kp_conn *c, int fd, bool repark)
-{
-	/* every fd of the program that holds the old socket (dup family) */
-	int fds[16], n = 0;
-	if (c->refs == 1) {
-		fds[n++] = fd;
-	} else {
-		int high = kp_fd_high();
-		for (int i = 0; i <= high && n < 16; i++)
-			if (kp_fd_conn(i) == c)
-				fds[n++] = i;
-		if (n != c->refs) {
-			errno = EBUSY;
-			return -1;
-		}
-	}
-	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
-	int s = fdfl < 0 ? -1 : connect_fresh(c);
-	if (s < 0)
-		return -1;
-	for (int i = 0; i < n; i++)
-		kp_watch_detach(fds[i]); /* else epoll follows the old socket (kept in the pool) */
-	int hidden = repark ? park(fd, c, false, c->parked_ms) : -1;
-	for (int i = 0; i < n; i++) {
-		int cl = i == 0 ? fdfl : KP_REAL(fcntl)(fds[i], F_GETFD);
-		if (cl >= 0 && KP_REAL(dup3)(s, fds[i], (cl & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0)
-			continue;
-		int err = errno;
-		if (i == 0) { /* nothing moved: all back as it was */
-			if (hidden >= 0 && pool_owns_fd(hidden, true)) { /* one owner only */
-				kp_fd_swap(hidden, NULL);
-				struct kp_tls *t = kp_tls_unpark(hidden);
-				if (t)
-					kp_tls_put(t);
-				KP_REAL(close)(hidden);
-			}
-			KP_REAL(close)(s);
-			for (int k = 0; k < n; k++)
-				kp_watch_renew(fds[k]);
-			errno = err;
-			return -1;
-		}
-		unpool(c, "a dup left on the old socket: never again");
-	}
-	KP_REAL(close)(s);
-	twin_drop(c); /* the old socket's (unless park took it) */
-	for (int i = 0; i < n; i++)
-		kp_watch_renew(fds[i]); /* the program's registrations, on the new socket */
-	c->reused = false;
-	c->first = KP_FIRST_DONE;
-	c->served = 0;
-	c->ka_timeout = c->ka_max = -1;
-	c->n_pending = 0; /* a new socket has no previous owner's options */
-	if (c->tx_watch) { /* the count starts again with the new socket */
-		c->tx_watch = false;
-		c->tx = 0;
-		tx_watch_start(c, fd);
-	}
-	kp_count(fresh);
-	c->tls_pending = false;
-	if (c->tls_handed) {
-		/* the program's SSL was speaking through the pooled engine: it
-		 * makes its own handshake on the fresh connection now */
-		c->tls_handed = false;
-		if (kp_tls_rehandshake(c, fd, c->tls_ssl) < 0)
-			unpool(c, "TLS handshake after a replay failed");
-	} else if (c->tls) { /* a pending engine that was not handed out */
-		kp_tls_put(c->tls);
-		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
-	}
-	return 0;
-}
-
-/* The first request on a reused connection may not be replayed: it goes
- * on a fresh connection.  If none can be made, it goes on the reused one
- * after all (fail open: the program gets what that connection gives). */
-static void first_request_fresh(struct kp_conn *c, int fd, const char *why)
-{
-	c->first = KP_FIRST_DONE;
-	if (swap_fresh(c, fd, true) < 0) {
-		kp_debug("fd %d: %s, but no fresh connection (%s): sent on the reused one", fd, why,
-			 strerror(errno));
-		return;
-	}
-	kp_count(unvouched);
-	kp_debug("fd %d: %s: sent on a fresh connection, the pooled one put back", fd, why);
-}
-
-/* About to step aside (passthrough) before the first request on a reused
- * connection went out: what follows can neither be seen nor replayed, so
- * it goes on a fresh connection. */
-static void unvouch(struct kp_conn *c, int fd, const char *why)
-{
-	if (c->first == KP_FIRST_UNSENT)
-		first_request_fresh(c, fd, why);
-}
-
-/* The reused connection died under its first request, before any response
- * byte: learn from it, and send the request again on a fresh connection
- * under the same fd.  Caller holds c->lock.  True when fd now holds the
- * fresh connection (the program's call is to be made again). */
-static bool replay_proved(struct kp_conn *c, int fd, const char *why);
-static void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n);
-
-static bool replay(struct kp_conn *c, int fd, const char *why)
-{
-	c->first = KP_FIRST_DONE;
-	pool_note_dead(&c->key, c->sent_ms - c->parked_ms, c->served_at_checkout, kp_now_ms());
-	if (!replay_proved(c, fd, why)) {
-		c->poolable = false;
-		c->replay_len = 0;
-		return false;
-	}
-	if (swap_fresh(c, fd, false) < 0) {
-		kp_debug("fd %d: %s on a reused connection; no replay: %s", fd, why, strerror(errno));
-		unpool(c, "a replay found no fresh connection");
-		return false;
-	}
-	size_t sent;
-	if (send_all(c, fd, c->replay, c->replay_len, MSG_NOSIGNAL, false, &sent) < 0)
-		unpool(c, "resending the request failed");
-	c->replay_len = 0;
-	c->resp_started = false;
-	kp_count(replayed);
-	kp_debug("fd %d: %s on a reused connection before any response byte: sent again on a "
-		 "fresh one", fd, why);
-	return true;
-}
-
-/* Keep a copy of request bytes sent on a reused connection. */
-static bool replay_keep(struct kp_conn *c, const char *p, size_t n)
-{
-	if (c->replay_len + n > c->replay_cap) {
-		size_t cap = c->replay_len + n + 256;
-		char *b = realloc(c->replay, cap);
-		if (!b)
-			return false;
-		c->replay = b;
-		c->replay_cap = cap;
-	}
-	memcpy(c->replay + c->replay_len, p, n);
-	c->replay_len += n;
-	return true;
-}
-
-static bool replayable(const struct frm_req_head *h)
-{
-	bool idempotent = h->method == FRM_M_GET || h->method == FRM_M_HEAD ||
-			  h->method == FRM_M_OPTIONS || h->method == FRM_M_TRACE || h->idempotency_key;
-	bool bodiless = h->body_kind == FRM_BODY_NONE ||
-			(h->body_kind == FRM_BODY_LENGTH && h->body_len == 0);
-	return idempotent && bodiless && !h->upgrade;
-}
-
-/* Keep a copy of n request bytes at byte offset off of iov. */
-static bool replay_keep_iov(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off,
-			    size_t n)
-{
-	for (int i = 0; i < iovcnt && n; i++) {
-		if (off >= iov[i].iov_len) {
-			off -= iov[i].iov_len;
-			continue;
-		}
-		size_t l = iov[i].iov_len - off < n ? iov[i].iov_len - off : n;
-		if (!replay_keep(c, (const char *)iov[i].iov_base + off, l))
-			return false;
-		n -= l;
-		off = 0;
-	}
-	return true;
-}
-
-/* The request met a dead reused connection before any response byte: may
- * it go out again?  The method alone, or else TCP's count of the bytes the
- * server's stack acknowledged since its first byte (replay.h, DESIGN 4).
- * Read before the socket is swapped; says why in the log either way. */
-static bool replay_proved(struct kp_conn *c, int fd, const char *why)
-{
-	uint64_t acked = 0;
-	bool known = c->first_plan == KP_PLAN_UNACKED && c->acked_known &&
-		     kp_tcp_bytes_acked(fd, &acked) == 0;
-	enum kp_replay_verdict v = kp_replay_verdict(c->first_plan, known, c->acked_at_first, acked);
-	if (kp_replay_allowed(v)) {
-		if (c->first_plan == KP_PLAN_UNACKED)
-			kp_count(replayed_unacked);
-		kp_debug("fd %d: %s before any response byte; may be sent again: %s", fd, why,
-			 kp_replay_verdict_str(v));
-		return true;
-	}
-	kp_count(not_replayed);
-	kp_debug("fd %d: %s on a reused connection before any response byte, %llu request bytes "
-		 "acknowledged: %s; the program sees the %s", fd, why,
-		 (unsigned long long)(known ? acked - c->acked_at_first : 0), kp_replay_verdict_str(v),
-		 why);
-	return false;
-}
-
-/* Right before a non-idempotent request's first byte on a reused
- * connection (DESIGN 4): the program may have spent a while between its
- * connect() and this write.  False when the server closed it meanwhile. */
-static bool still_alive(struct kp_conn *c, int fd)
-{
-#ifdef KP_TEST_NO_PROBE
-	/* test build (tests/methods.bats): the request meets the dead socket,
-	 * and only the proof by TCP's count can save it */
-	return true;
-#endif
-	if (c->tls) {
-		/* ciphertext waiting (a session ticket) is no sign of death; a
-		 * close_notify with its FIN, or a reset, is */
-		struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLRDHUP };
-		return KP_REAL(poll)(&pfd, 1, 0) <= 0 ||
-		       !(pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
-	}
-	return pool_alive_fd(fd);
-}
-
-/* The first request on a reused connection, its head whole and none of it
- * sent: how it goes out (replay.h kp_replay_plan).  True when it rides the
- * reused connection with a copy kept (the plan, and TCP's count for the
- * proof, noted in c); false when it goes on a fresh connection, or is not
- * replayable at all.  extra: bytes in the call after the head.  Caller
- * holds c->lock. */
-static bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
-			       size_t extra)
-{
-	if (c->first == KP_FIRST_SENT) {
-		c->first = KP_FIRST_DONE; /* pipelined behind the first: no replay */
-		return false;
-	}
-	struct kp_req_facts f = {
-		.idempotent = replayable(h),
-		.framable = !h->upgrade && !h->doubt && h->method != FRM_M_CONNECT &&
-			    (h->body_kind == FRM_BODY_NONE || h->body_kind == FRM_BODY_LENGTH),
-		.body_len = h->body_kind == FRM_BODY_LENGTH ? h->body_len : 0,
-		.extra = extra,
-	};
-	/* the rewrite adds a few bytes to the head: the bound is about memory */
-	f.bytes = h->head_len + f.body_len;
-	uint64_t acked = 0;
-	bool known = !f.idempotent && kp_tcp_bytes_acked(fd, &acked) == 0;
-	enum kp_first_plan plan = kp_replay_plan(&f, known, kp_cfg.any_method, kp_cfg.replay_max);
-	if (plan == KP_PLAN_FRESH) {
-		first_request_fresh(c, fd, "a request that may not be replayed");
-		return false;
-	}
-	if (plan == KP_PLAN_UNACKED && !still_alive(c, fd)) {
-		uint64_t now = kp_now_ms();
-		pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
-		kp_count(probed_dead);
-		if (swap_fresh(c, fd, false) == 0) {
-			kp_debug("fd %d: the reused connection died before the request's first byte: "
-				 "sent on a fresh one", fd);
-		} else {
-			kp_debug("fd %d: the reused connection died before the request's first byte, "
-				 "no fresh connection (%s)", fd, strerror(errno));
-			c->first = KP_FIRST_DONE;
-			c->poolable = false;
-		}
-		return false;
-	}
-	c->first_plan = (uint8_t)plan;
-	c->acked_known = known;
-	c->acked_at_first = acked;
-	return true;
-}
-
-/* A write into the body of the first request on a reused connection
- * (KP_FIRST_SENT): its bytes join the copy, and a connection found dead
- * under them (EPIPE, reset) gets the request again on a fresh one where
- * replay_proved() allows; then this call's bytes follow there.  Caller
- * holds c->lock; released here.  Returns as kp_send_intercept. */
-static size_t body_span(struct frm_body b, const struct iovec *iov, int iovcnt, size_t off);
-static bool after_close(const struct kp_conn *c);
-
-static bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
-			    int flags, ssize_t *ret)
-{
-	int saved = errno;
-	if (c->shut_how) { /* the ordinary path makes the kernel say EPIPE */
-		c->first = KP_FIRST_DONE;
-		pthread_mutex_unlock(&c->lock);
-		return false;
-	}
-	/* a rewritten close request whose body ends in this write: only the
-	 * body goes out (after_close, as send_body_end) */
-	size_t total = iov_total(iov, iovcnt), n = total;
-	struct iovec small[8], *v = (struct iovec *)iov;
-	int nv = iovcnt;
-	if (after_close(c) && (n = body_span(c->req_body, iov, iovcnt, 0)) < total) {
-		v = iovcnt <= 8 ? small : malloc((size_t)iovcnt * sizeof(*v));
-		if (!v) {
-			v = (struct iovec *)iov; /* sent whole, as before issue 16 */
-			n = total;
-		} else {
-			nv = 0;
-			for (size_t left = n; left && nv < iovcnt; nv++) {
-				v[nv] = iov[nv];
-				if (v[nv].iov_len > left)
-					v[nv].iov_len = left;
-				left -= v[nv].iov_len;
-			}
-		}
-	} else {
-		n = total;
-	}
-	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)nv };
-	ssize_t r;
-	for (;;) {
-		do
-			r = conn_sendmsg(c, fd, &m, flags | MSG_NOSIGNAL);
-		while (r < 0 && errno == EINTR);
-		if (r >= 0 || c->first != KP_FIRST_SENT || (errno != EPIPE && errno != ECONNRESET))
-			break;
-		int err = errno;
-		if (!replay(c, fd, err == EPIPE ? "EPIPE" : "reset")) {
-			errno = err;
-			break;
-		}
-	}
-	int err = errno;
-	if (v != iov && v != small)
-		free(v);
-	if (r > 0 && (size_t)r == n && n < total) {
-		kp_debug("fd %d: %zu bytes written after a request that asked to close: "
-			 "not sent (the server would have closed without reading them)",
-			 fd, total - n);
-	}
-	if (r > 0) {
-		uint64_t body = c->req_body.left < (uint64_t)r ? c->req_body.left : (uint64_t)r;
-		if (c->first == KP_FIRST_SENT && !replay_keep_iov(c, iov, iovcnt, 0, (size_t)body))
-			c->first = KP_FIRST_DONE;
-		account_sent(c, iov, iovcnt, 0, (size_t)r);
-	} else if (r < 0 && err != EAGAIN && err != EWOULDBLOCK) {
-		c->poolable = false;
-	}
-	pthread_mutex_unlock(&c->lock);
-	/* the program is told the bytes after the body were taken */
-	*ret = r > 0 && (size_t)r == n ? (ssize_t)total : r;
-	errno = r < 0 ? err : saved;
-	return true;
-}
-
-static bool answered_408(const struct iovec *iov, int iovcnt, ssize_t ret)
-{
-	if (iovcnt < 1 || ret < 12 || iov[0].iov_len < 12)
-		return false;
-	const char *p = iov[0].iov_base;
-	return !memcmp(p, "HTTP/1.", 7) && !memcmp(p + 8, " 408", 4);
 }
 
 /* The program reaches past TLS to its socket (sendfile, splice, stdio: kTLS
@@ -1982,7 +1241,7 @@ static bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool 
 
 /* Account for n request bytes at byte offset off of iov that went out
  * unchanged: body bytes, and heads that began mid-write.  Caller holds lock. */
-static void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n)
+void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n)
 {
 	int i = 0;
 	while (i < iovcnt && off >= iov[i].iov_len)
@@ -2043,7 +1302,7 @@ static void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt,
 /* How many bytes of iov from byte off belong to the body b is in: a copy
  * of its framer runs over them (pure).  SIZE_MAX when the body does not
  * end within them, or is malformed (account_sent gives up on it then). */
-static size_t body_span(struct frm_body b, const struct iovec *iov, int iovcnt, size_t off)
+size_t body_span(struct frm_body b, const struct iovec *iov, int iovcnt, size_t off)
 {
 	size_t n = 0;
 	for (int i = 0; i < iovcnt; i++) {
@@ -2083,7 +1342,7 @@ static bool bytes_follow(const struct frm_req_head *h, const struct iovec *iov, 
  * close, never reading what the program writes after it (RFC 9112 9.6:
  * such a client is wrong, but the server must see what it would have
  * seen): those bytes are taken from the program and not sent. */
-static bool after_close(const struct kp_conn *c)
+bool after_close(const struct kp_conn *c)
 {
 	for (unsigned i = 0; i < c->n_reqs; i++)
 		if (c->reqs[i].rewritten)
@@ -2816,54 +2075,6 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	return false;
 }
 
-/*
- * Readiness (poll, select, epoll) is about to tell the program something
- * of fd.  A reused connection the server closed or reset under its first
- * request reports POLLERR|POLLHUP (or EOF) there, and a program that
- * trusts it gives up (ab counts an exception and never reads, and its
- * counts never meet) where its read would have met our replay.  So settle
- * it here: what the read would do, done now.  Caller holds c->lock.
- */
-static bool ready_settle(struct kp_conn *c, int fd)
-{
-	if (c->state != KP_ACTIVE || c->tls || c->shut_how || c->handed_off)
-		return false;
-	char b[12];
-	ssize_t r = KP_REAL(recv)(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
-	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-		return false; /* nothing yet: the kernel's answer stands */
-	if (c->first == KP_FIRST_UNSENT) {
-		/* dead before the program wrote a byte: a fresh one in its place */
-		uint64_t now = kp_now_ms();
-		pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
-		if (swap_fresh(c, fd, false) < 0)
-			return false;
-		kp_debug("fd %d: a reused connection died before its first request: a fresh one", fd);
-		return true;
-	}
-	struct iovec v = { b, sizeof(b) };
-	if (r == 0 || (r < 0 && (errno == ECONNRESET || errno == EPIPE)))
-		return replay(c, fd, r == 0 ? "EOF" : "reset");
-	if (r > 0 && answered_408(&v, 1, r))
-		return replay(c, fd, "408");
-	return false; /* an answer, or an error the read reports as it would */
-}
-
-bool kp_conn_ready_settle(struct kp_conn *c, int fd)
-{
-	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) == KP_FIRST_DONE)
-		return false;
-	int saved = errno;
-	bool swapped = false;
-	if (conn_lock(c, fd)) {
-		if (c->first != KP_FIRST_DONE)
-			swapped = ready_settle(c, fd);
-		pthread_mutex_unlock(&c->lock);
-	}
-	errno = saved;
-	return swapped;
-}
-
 bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
 		  int flags)
 {
@@ -3103,7 +2314,7 @@ void kp_conn_before_fork(void)
 	kp_conn_handoff_all(false, "fork");
 	pthread_mutex_lock(&free_lock);
 	pthread_mutex_lock(&finished_lock);
-	pthread_mutex_lock(&defaults_lock);
+	kp_sockopts_before_fork();
 	kp_watch_before_fork();
 	pool_before_fork();
 	kp_tls_before_fork(); /* after the pool's: the pool's close takes it */
@@ -3116,7 +2327,7 @@ void kp_conn_after_fork_parent(void)
 	kp_tls_after_fork_parent();
 	pool_after_fork_parent();
 	kp_watch_after_fork_parent();
-	pthread_mutex_unlock(&defaults_lock);
+	kp_sockopts_after_fork_parent();
 	pthread_mutex_unlock(&finished_lock);
 	pthread_mutex_unlock(&free_lock);
 }
@@ -3131,7 +2342,7 @@ void kp_conn_after_fork_child(void)
 	free_conns = NULL;
 	pthread_mutex_init(&free_lock, NULL);
 	pthread_mutex_init(&finished_lock, NULL);
-	pthread_mutex_init(&defaults_lock, NULL);
+	kp_sockopts_after_fork_child();
 	kp_watch_after_fork_child();
 	__atomic_store_n(&n_finished, 0, __ATOMIC_RELAXED);
 	kp_fdtab_after_fork_child();

@@ -29,7 +29,7 @@ enum kp_req_mode {
 
 #define KP_MAX_OPTS 8
 struct kp_sockopt {
-	uint8_t level; /* index: see conn.c opt_levels */
+	uint8_t level; /* index: see sockopts.c opt_levels */
 	uint8_t name;
 	uint8_t len;
 	uint8_t val[17];

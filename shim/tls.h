@@ -33,7 +33,7 @@ extern __thread void *kp_tls_handshaking;
 /* Set once the first engine exists: until then every wrapper passes through. */
 extern bool kp_tls_used;
 
-/* --- for conn.c (the connection's lock held) --- */
+/* --- for conn.c and conn_replay.c (the connection's lock held) --- */
 
 /* The program's ssl starts a handshake on a fresh connection at fd: a new
  * engine (its ssl), with a reference for the connection; NULL if none. */

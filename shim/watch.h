@@ -6,8 +6,8 @@
  * epoll set: so we remember what epoll_ctl() registered for tracked fds
  * and report the owed EOF ourselves.  And when a connection's socket is
  * replaced under the program's fd (a replay on a fresh connection, see
- * conn.c), the kernel drops the old socket's registrations: they are made
- * again on the new one.  Prefix: kp_watch_.
+ * conn_replay.c swap_fresh), the kernel drops the old socket's
+ * registrations: they are made again on the new one.  Prefix: kp_watch_.
  */
 #ifndef KEEPALIVE_WATCH_H
 #define KEEPALIVE_WATCH_H

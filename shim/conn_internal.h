@@ -1,0 +1,116 @@
+/*
+ * conn_internal.h - what the files of one connection's life share, and
+ * nothing outside them sees: conn.c (the life itself: pool ops, twins,
+ * objects, hand-out, park, close, the send path, the response feed, TLS,
+ * hand-off, fork, exit), sockopts.c (the program's socket options
+ * carried onto a pooled socket) and conn_replay.c (the first use of a
+ * reused connection: fresh connections and replay).  The wrappers'
+ * interface is conn.h.  Every name here is hidden (never exported),
+ * declarations included, so that calls and loads go direct.
+ */
+#ifndef KEEPALIVE_CONN_INTERNAL_H
+#define KEEPALIVE_CONN_INTERNAL_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#include "conn.h"
+#include "fdtable.h"
+
+#pragma GCC visibility push(hidden)
+
+/* ------------------------------------------------------------ conn.c */
+
+/* Lock c for work on fd; false (not locked) when fd no longer holds c:
+ * the program closed it meanwhile, in another thread. */
+static inline bool conn_lock(struct kp_conn *c, int fd)
+{
+	pthread_mutex_lock(&c->lock);
+	if (kp_fd_conn(fd) == c)
+		return true;
+	pthread_mutex_unlock(&c->lock);
+	return false;
+}
+
+/* The connection may no longer be parked.  The first reason is kept for
+ * the debug line of its real close (settle_last). */
+static inline void unpool(struct kp_conn *c, const char *why)
+{
+	if (!c->unpooled)
+		c->unpooled = why;
+	c->poolable = false;
+}
+
+/* the bytes in iov; SIZE_MAX when they overflow */
+static inline size_t iov_total(const struct iovec *iov, int n)
+{
+	size_t t = 0;
+	for (int i = 0; i < n; i++) {
+		if (iov[i].iov_len > SIZE_MAX - t)
+			return SIZE_MAX;
+		t += iov[i].iov_len;
+	}
+	return t;
+}
+
+/* pool ops, twins, objects, park */
+int pool_alive_fd(int fd);
+void twin_drop(struct kp_conn *c);
+struct kp_conn *conn_new(void);
+void conn_unref(struct kp_conn *c);
+void tx_watch_start(struct kp_conn *c, int fd);
+int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms);
+
+/* the write side */
+ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flags);
+ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
+		 bool fail_clean, size_t *sent);
+void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n);
+size_t body_span(struct frm_body b, const struct iovec *iov, int iovcnt, size_t off);
+bool after_close(const struct kp_conn *c);
+
+/* ------------------------------------------------------------ sockopts.c */
+
+/* the levels a struct kp_sockopt's level indexes */
+extern const int opt_levels[];
+
+/* The record a parked socket carries (pool_meta.tag). */
+struct kp_tag {
+	uint8_t nonblock;
+	uint8_t n_opts;
+	struct kp_sockopt opts[KP_MAX_OPTS]; /* what is set on the socket now */
+};
+
+/* at hand-out (adopt_pooled), and before the first request byte */
+int opts_transfer(int fresh, int pooled, struct kp_conn *c, const struct kp_tag *prev);
+void flush_pending(struct kp_conn *c, int fd);
+
+/* fork(): the defaults' lock, taken and released in kp_conn_*_fork's order */
+void kp_sockopts_before_fork(void);
+void kp_sockopts_after_fork_parent(void);
+void kp_sockopts_after_fork_child(void);
+
+/* ------------------------------------------------------------ conn_replay.c */
+
+int swap_fresh(struct kp_conn *c, int fd, bool repark);
+void first_request_fresh(struct kp_conn *c, int fd, const char *why);
+void unvouch(struct kp_conn *c, int fd, const char *why);
+bool replay(struct kp_conn *c, int fd, const char *why);
+bool replay_keep(struct kp_conn *c, const char *p, size_t n);
+bool replay_keep_iov(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off,
+		     size_t n);
+bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
+			size_t extra);
+bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
+		     int flags, ssize_t *ret);
+bool answered_408(const struct iovec *iov, int iovcnt, ssize_t ret);
+bool ready_settle(struct kp_conn *c, int fd);
+
+#pragma GCC visibility pop
+
+#endif

@@ -1,0 +1,523 @@
+/*
+ * conn_replay.c - the first use of a connection taken from the pool
+ * (DESIGN 4): the part of replay that makes syscalls.  replay.c decides
+ * (pure: may this request ride the reused connection, may it be sent
+ * again); here that is carried out on the connection: the copy kept of
+ * the first request, the liveness probe before a non-idempotent one, a
+ * fresh connection put under the program's fd in place of the reused one
+ * (swap_fresh), the replay itself, and the same found out early, where
+ * the program asks for readiness or an error (ready_settle,
+ * kp_conn_dead_seen).  Called from conn.c's send and read paths, with
+ * c->lock held, through conn_internal.h.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "conn_internal.h"
+#include "fdtable.h"
+#include "real.h"
+#include "replay.h"
+#include "tls.h"
+#include "watch.h"
+
+/*
+ * DESIGN 4.  A pooled connection may have been closed by the server while
+ * it sat idle, and the program, believing its connect() fresh, will not
+ * retry.  So the first request on a reused connection either may be
+ * replayed (a copy is kept until the first response byte; EOF, a reset or
+ * a 408 before it sends the copy again on a fresh connection, once) or it
+ * goes on a fresh connection in the first place and the pooled one goes
+ * back unused.  Which, and whether the copy may really go out again, is
+ * replay.h's: an idempotent request always; any other only while TCP
+ * shows none of its bytes acknowledged, so it is never applied twice.
+ */
+
+static socklen_t key_sockaddr(const struct pool_key *k, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (k->family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(k->port);
+		memcpy(&in->sin_addr, k->addr, 4);
+		return sizeof(*in);
+	}
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+	in6->sin6_family = AF_INET6;
+	in6->sin6_port = htons(k->port);
+	in6->sin6_scope_id = k->scope;
+	memcpy(&in6->sin6_addr, k->addr, 16);
+	return sizeof(*in6);
+}
+
+/* The program believes it is connected already, so the handshake is
+ * waited for, boundedly: one round trip where it goes well. */
+#define FRESH_CONNECT_MS 30000
+
+/* A new connection to c's destination with the program's socket options
+ * and O_NONBLOCK.  Returns the socket, or -1 with errno. */
+static int connect_fresh(struct kp_conn *c)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = key_sockaddr(&c->key, &ss);
+	int s = KP_REAL(socket)(c->key.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0 && kp_fds_short())
+		s = KP_REAL(socket)(c->key.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	if (s < 0)
+		return -1;
+	for (unsigned i = 0; i < c->n_opts; i++) {
+		const struct kp_sockopt *o = &c->opts[i];
+		if (KP_REAL(setsockopt)(s, opt_levels[o->level], o->name, o->val, o->len) < 0)
+			goto fail;
+	}
+	if (KP_REAL(connect)(s, (struct sockaddr *)&ss, sl) < 0) {
+		if (errno != EINPROGRESS)
+			goto fail;
+		struct pollfd pfd = { .fd = s, .events = POLLOUT };
+		int r, err = 0;
+		socklen_t el = sizeof(err);
+		do
+			r = KP_REAL(poll)(&pfd, 1, FRESH_CONNECT_MS);
+		while (r < 0 && errno == EINTR);
+		if (r == 0)
+			errno = ETIMEDOUT;
+		if (r <= 0 || KP_REAL(getsockopt)(s, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
+			goto fail;
+		if (err) {
+			errno = err;
+			goto fail;
+		}
+	}
+	if (!c->nonblock && KP_REAL(fcntl)(s, F_SETFL, 0) < 0)
+		goto fail;
+	return s;
+fail:;
+	int err = errno;
+	KP_REAL(close)(s);
+	errno = err;
+	return -1;
+}
+
+/* Put a fresh connection under the program's fd in place of the reused
+ * one, which goes back to the pool when repark (it was never used), else
+ * is closed.  Caller holds c->lock.  Returns 0, or -1 with errno and fd
+ * untouched. */
+int swap_fresh(struct kp_conn *c, int fd, bool repark)
+{
+	/* every fd of the program that holds the old socket (dup family) */
+	int fds[16], n = 0;
+	if (c->refs == 1) {
+		fds[n++] = fd;
+	} else {
+		int high = kp_fd_high();
+		for (int i = 0; i <= high && n < 16; i++)
+			if (kp_fd_conn(i) == c)
+				fds[n++] = i;
+		if (n != c->refs) {
+			errno = EBUSY;
+			return -1;
+		}
+	}
+	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
+	int s = fdfl < 0 ? -1 : connect_fresh(c);
+	if (s < 0)
+		return -1;
+	for (int i = 0; i < n; i++)
+		kp_watch_detach(fds[i]); /* else epoll follows the old socket (kept in the pool) */
+	int hidden = repark ? park(fd, c, false, c->parked_ms) : -1;
+	for (int i = 0; i < n; i++) {
+		int cl = i == 0 ? fdfl : KP_REAL(fcntl)(fds[i], F_GETFD);
+		if (cl >= 0 && KP_REAL(dup3)(s, fds[i], (cl & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0)
+			continue;
+		int err = errno;
+		if (i == 0) { /* nothing moved: all back as it was */
+			if (hidden >= 0 && pool_owns_fd(hidden, true)) { /* one owner only */
+				kp_fd_swap(hidden, NULL);
+				struct kp_tls *t = kp_tls_unpark(hidden);
+				if (t)
+					kp_tls_put(t);
+				KP_REAL(close)(hidden);
+			}
+			KP_REAL(close)(s);
+			for (int k = 0; k < n; k++)
+				kp_watch_renew(fds[k]);
+			errno = err;
+			return -1;
+		}
+		unpool(c, "a dup left on the old socket: never again");
+	}
+	KP_REAL(close)(s);
+	twin_drop(c); /* the old socket's (unless park took it) */
+	for (int i = 0; i < n; i++)
+		kp_watch_renew(fds[i]); /* the program's registrations, on the new socket */
+	c->reused = false;
+	c->first = KP_FIRST_DONE;
+	c->served = 0;
+	c->ka_timeout = c->ka_max = -1;
+	c->n_pending = 0; /* a new socket has no previous owner's options */
+	if (c->tx_watch) { /* the count starts again with the new socket */
+		c->tx_watch = false;
+		c->tx = 0;
+		tx_watch_start(c, fd);
+	}
+	kp_count(fresh);
+	c->tls_pending = false;
+	if (c->tls_handed) {
+		/* the program's SSL was speaking through the pooled engine: it
+		 * makes its own handshake on the fresh connection now */
+		c->tls_handed = false;
+		if (kp_tls_rehandshake(c, fd, c->tls_ssl) < 0)
+			unpool(c, "TLS handshake after a replay failed");
+	} else if (c->tls) { /* a pending engine that was not handed out */
+		kp_tls_put(c->tls);
+		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
+	}
+	return 0;
+}
+
+/* The first request on a reused connection may not be replayed: it goes
+ * on a fresh connection.  If none can be made, it goes on the reused one
+ * after all (fail open: the program gets what that connection gives). */
+void first_request_fresh(struct kp_conn *c, int fd, const char *why)
+{
+	c->first = KP_FIRST_DONE;
+	if (swap_fresh(c, fd, true) < 0) {
+		kp_debug("fd %d: %s, but no fresh connection (%s): sent on the reused one", fd, why,
+			 strerror(errno));
+		return;
+	}
+	kp_count(unvouched);
+	kp_debug("fd %d: %s: sent on a fresh connection, the pooled one put back", fd, why);
+}
+
+/* About to step aside (passthrough) before the first request on a reused
+ * connection went out: what follows can neither be seen nor replayed, so
+ * it goes on a fresh connection. */
+void unvouch(struct kp_conn *c, int fd, const char *why)
+{
+	if (c->first == KP_FIRST_UNSENT)
+		first_request_fresh(c, fd, why);
+}
+
+/* The reused connection died under its first request, before any response
+ * byte: learn from it, and send the request again on a fresh connection
+ * under the same fd.  Caller holds c->lock.  True when fd now holds the
+ * fresh connection (the program's call is to be made again). */
+static bool replay_proved(struct kp_conn *c, int fd, const char *why);
+
+bool replay(struct kp_conn *c, int fd, const char *why)
+{
+	c->first = KP_FIRST_DONE;
+	pool_note_dead(&c->key, c->sent_ms - c->parked_ms, c->served_at_checkout, kp_now_ms());
+	if (!replay_proved(c, fd, why)) {
+		c->poolable = false;
+		c->replay_len = 0;
+		return false;
+	}
+	if (swap_fresh(c, fd, false) < 0) {
+		kp_debug("fd %d: %s on a reused connection; no replay: %s", fd, why, strerror(errno));
+		unpool(c, "a replay found no fresh connection");
+		return false;
+	}
+	size_t sent;
+	if (send_all(c, fd, c->replay, c->replay_len, MSG_NOSIGNAL, false, &sent) < 0)
+		unpool(c, "resending the request failed");
+	c->replay_len = 0;
+	c->resp_started = false;
+	kp_count(replayed);
+	kp_debug("fd %d: %s on a reused connection before any response byte: sent again on a "
+		 "fresh one", fd, why);
+	return true;
+}
+
+/* Keep a copy of request bytes sent on a reused connection. */
+bool replay_keep(struct kp_conn *c, const char *p, size_t n)
+{
+	if (c->replay_len + n > c->replay_cap) {
+		size_t cap = c->replay_len + n + 256;
+		char *b = realloc(c->replay, cap);
+		if (!b)
+			return false;
+		c->replay = b;
+		c->replay_cap = cap;
+	}
+	memcpy(c->replay + c->replay_len, p, n);
+	c->replay_len += n;
+	return true;
+}
+
+static bool replayable(const struct frm_req_head *h)
+{
+	bool idempotent = h->method == FRM_M_GET || h->method == FRM_M_HEAD ||
+			  h->method == FRM_M_OPTIONS || h->method == FRM_M_TRACE || h->idempotency_key;
+	bool bodiless = h->body_kind == FRM_BODY_NONE ||
+			(h->body_kind == FRM_BODY_LENGTH && h->body_len == 0);
+	return idempotent && bodiless && !h->upgrade;
+}
+
+/* Keep a copy of n request bytes at byte offset off of iov. */
+bool replay_keep_iov(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off,
+		     size_t n)
+{
+	for (int i = 0; i < iovcnt && n; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		size_t l = iov[i].iov_len - off < n ? iov[i].iov_len - off : n;
+		if (!replay_keep(c, (const char *)iov[i].iov_base + off, l))
+			return false;
+		n -= l;
+		off = 0;
+	}
+	return true;
+}
+
+/* The request met a dead reused connection before any response byte: may
+ * it go out again?  The method alone, or else TCP's count of the bytes the
+ * server's stack acknowledged since its first byte (replay.h, DESIGN 4).
+ * Read before the socket is swapped; says why in the log either way. */
+static bool replay_proved(struct kp_conn *c, int fd, const char *why)
+{
+	uint64_t acked = 0;
+	bool known = c->first_plan == KP_PLAN_UNACKED && c->acked_known &&
+		     kp_tcp_bytes_acked(fd, &acked) == 0;
+	enum kp_replay_verdict v = kp_replay_verdict(c->first_plan, known, c->acked_at_first, acked);
+	if (kp_replay_allowed(v)) {
+		if (c->first_plan == KP_PLAN_UNACKED)
+			kp_count(replayed_unacked);
+		kp_debug("fd %d: %s before any response byte; may be sent again: %s", fd, why,
+			 kp_replay_verdict_str(v));
+		return true;
+	}
+	kp_count(not_replayed);
+	kp_debug("fd %d: %s on a reused connection before any response byte, %llu request bytes "
+		 "acknowledged: %s; the program sees the %s", fd, why,
+		 (unsigned long long)(known ? acked - c->acked_at_first : 0), kp_replay_verdict_str(v),
+		 why);
+	return false;
+}
+
+/* Right before a non-idempotent request's first byte on a reused
+ * connection (DESIGN 4): the program may have spent a while between its
+ * connect() and this write.  False when the server closed it meanwhile. */
+static bool still_alive(struct kp_conn *c, int fd)
+{
+#ifdef KP_TEST_NO_PROBE
+	/* test build (tests/methods.bats): the request meets the dead socket,
+	 * and only the proof by TCP's count can save it */
+	return true;
+#endif
+	if (c->tls) {
+		/* ciphertext waiting (a session ticket) is no sign of death; a
+		 * close_notify with its FIN, or a reset, is */
+		struct pollfd pfd = { .fd = fd, .events = POLLIN | POLLRDHUP };
+		return KP_REAL(poll)(&pfd, 1, 0) <= 0 ||
+		       !(pfd.revents & (POLLRDHUP | POLLHUP | POLLERR));
+	}
+	return pool_alive_fd(fd);
+}
+
+/* The first request on a reused connection, its head whole and none of it
+ * sent: how it goes out (replay.h kp_replay_plan).  True when it rides the
+ * reused connection with a copy kept (the plan, and TCP's count for the
+ * proof, noted in c); false when it goes on a fresh connection, or is not
+ * replayable at all.  extra: bytes in the call after the head.  Caller
+ * holds c->lock. */
+bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
+			size_t extra)
+{
+	if (c->first == KP_FIRST_SENT) {
+		c->first = KP_FIRST_DONE; /* pipelined behind the first: no replay */
+		return false;
+	}
+	struct kp_req_facts f = {
+		.idempotent = replayable(h),
+		.framable = !h->upgrade && !h->doubt && h->method != FRM_M_CONNECT &&
+			    (h->body_kind == FRM_BODY_NONE || h->body_kind == FRM_BODY_LENGTH),
+		.body_len = h->body_kind == FRM_BODY_LENGTH ? h->body_len : 0,
+		.extra = extra,
+	};
+	/* the rewrite adds a few bytes to the head: the bound is about memory */
+	f.bytes = h->head_len + f.body_len;
+	uint64_t acked = 0;
+	bool known = !f.idempotent && kp_tcp_bytes_acked(fd, &acked) == 0;
+	enum kp_first_plan plan = kp_replay_plan(&f, known, kp_cfg.any_method, kp_cfg.replay_max);
+	if (plan == KP_PLAN_FRESH) {
+		first_request_fresh(c, fd, "a request that may not be replayed");
+		return false;
+	}
+	if (plan == KP_PLAN_UNACKED && !still_alive(c, fd)) {
+		uint64_t now = kp_now_ms();
+		pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+		kp_count(probed_dead);
+		if (swap_fresh(c, fd, false) == 0) {
+			kp_debug("fd %d: the reused connection died before the request's first byte: "
+				 "sent on a fresh one", fd);
+		} else {
+			kp_debug("fd %d: the reused connection died before the request's first byte, "
+				 "no fresh connection (%s)", fd, strerror(errno));
+			c->first = KP_FIRST_DONE;
+			c->poolable = false;
+		}
+		return false;
+	}
+	c->first_plan = (uint8_t)plan;
+	c->acked_known = known;
+	c->acked_at_first = acked;
+	return true;
+}
+
+/* A write into the body of the first request on a reused connection
+ * (KP_FIRST_SENT): its bytes join the copy, and a connection found dead
+ * under them (EPIPE, reset) gets the request again on a fresh one where
+ * replay_proved() allows; then this call's bytes follow there.  Caller
+ * holds c->lock; released here.  Returns as kp_send_intercept. */
+bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
+		     int flags, ssize_t *ret)
+{
+	int saved = errno;
+	if (c->shut_how) { /* the ordinary path makes the kernel say EPIPE */
+		c->first = KP_FIRST_DONE;
+		pthread_mutex_unlock(&c->lock);
+		return false;
+	}
+	/* a rewritten close request whose body ends in this write: only the
+	 * body goes out (after_close, as send_body_end) */
+	size_t total = iov_total(iov, iovcnt), n = total;
+	struct iovec small[8], *v = (struct iovec *)iov;
+	int nv = iovcnt;
+	if (after_close(c) && (n = body_span(c->req_body, iov, iovcnt, 0)) < total) {
+		v = iovcnt <= 8 ? small : malloc((size_t)iovcnt * sizeof(*v));
+		if (!v) {
+			v = (struct iovec *)iov; /* sent whole, as before issue 16 */
+			n = total;
+		} else {
+			nv = 0;
+			for (size_t left = n; left && nv < iovcnt; nv++) {
+				v[nv] = iov[nv];
+				if (v[nv].iov_len > left)
+					v[nv].iov_len = left;
+				left -= v[nv].iov_len;
+			}
+		}
+	} else {
+		n = total;
+	}
+	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)nv };
+	ssize_t r;
+	for (;;) {
+		do
+			r = conn_sendmsg(c, fd, &m, flags | MSG_NOSIGNAL);
+		while (r < 0 && errno == EINTR);
+		if (r >= 0 || c->first != KP_FIRST_SENT || (errno != EPIPE && errno != ECONNRESET))
+			break;
+		int err = errno;
+		if (!replay(c, fd, err == EPIPE ? "EPIPE" : "reset")) {
+			errno = err;
+			break;
+		}
+	}
+	int err = errno;
+	if (v != iov && v != small)
+		free(v);
+	if (r > 0 && (size_t)r == n && n < total) {
+		kp_debug("fd %d: %zu bytes written after a request that asked to close: "
+			 "not sent (the server would have closed without reading them)",
+			 fd, total - n);
+	}
+	if (r > 0) {
+		uint64_t body = c->req_body.left < (uint64_t)r ? c->req_body.left : (uint64_t)r;
+		if (c->first == KP_FIRST_SENT && !replay_keep_iov(c, iov, iovcnt, 0, (size_t)body))
+			c->first = KP_FIRST_DONE;
+		account_sent(c, iov, iovcnt, 0, (size_t)r);
+	} else if (r < 0 && err != EAGAIN && err != EWOULDBLOCK) {
+		c->poolable = false;
+	}
+	pthread_mutex_unlock(&c->lock);
+	/* the program is told the bytes after the body were taken */
+	*ret = r > 0 && (size_t)r == n ? (ssize_t)total : r;
+	errno = r < 0 ? err : saved;
+	return true;
+}
+
+bool answered_408(const struct iovec *iov, int iovcnt, ssize_t ret)
+{
+	if (iovcnt < 1 || ret < 12 || iov[0].iov_len < 12)
+		return false;
+	const char *p = iov[0].iov_base;
+	return !memcmp(p, "HTTP/1.", 7) && !memcmp(p + 8, " 408", 4);
+}
+
+bool kp_conn_dead_seen(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) != KP_FIRST_UNSENT)
+		return false;
+	int saved = errno;
+	bool swapped = false;
+	if (conn_lock(c, fd)) {
+		if (c->first == KP_FIRST_UNSENT && c->state == KP_ACTIVE && c->reused) {
+			uint64_t now = kp_now_ms();
+			pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+			swapped = swap_fresh(c, fd, false) == 0;
+			kp_debug("fd %d: a reused connection found reset before its first request: %s", fd,
+				 swapped ? "a fresh one" : "no fresh one");
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
+	errno = saved;
+	return swapped;
+}
+
+/*
+ * Readiness (poll, select, epoll) is about to tell the program something
+ * of fd.  A reused connection the server closed or reset under its first
+ * request reports POLLERR|POLLHUP (or EOF) there, and a program that
+ * trusts it gives up (ab counts an exception and never reads, and its
+ * counts never meet) where its read would have met our replay.  So settle
+ * it here: what the read would do, done now.  Caller holds c->lock.
+ */
+bool ready_settle(struct kp_conn *c, int fd)
+{
+	if (c->state != KP_ACTIVE || c->tls || c->shut_how || c->handed_off)
+		return false;
+	char b[12];
+	ssize_t r = KP_REAL(recv)(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return false; /* nothing yet: the kernel's answer stands */
+	if (c->first == KP_FIRST_UNSENT) {
+		/* dead before the program wrote a byte: a fresh one in its place */
+		uint64_t now = kp_now_ms();
+		pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+		if (swap_fresh(c, fd, false) < 0)
+			return false;
+		kp_debug("fd %d: a reused connection died before its first request: a fresh one", fd);
+		return true;
+	}
+	struct iovec v = { b, sizeof(b) };
+	if (r == 0 || (r < 0 && (errno == ECONNRESET || errno == EPIPE)))
+		return replay(c, fd, r == 0 ? "EOF" : "reset");
+	if (r > 0 && answered_408(&v, 1, r))
+		return replay(c, fd, "408");
+	return false; /* an answer, or an error the read reports as it would */
+}
+
+bool kp_conn_ready_settle(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) == KP_FIRST_DONE)
+		return false;
+	int saved = errno;
+	bool swapped = false;
+	if (conn_lock(c, fd)) {
+		if (c->first != KP_FIRST_DONE)
+			swapped = ready_settle(c, fd);
+		pthread_mutex_unlock(&c->lock);
+	}
+	errno = saved;
+	return swapped;
+}
