@@ -867,8 +867,6 @@ static const char *close_why(const struct kp_conn *c)
 	return "the pool could not take it (fd limit or caps)";
 }
 
-/* The last fd of c is going away: park it if allowed and possible (fd is
- * then closed) and say so. */
 /* When a connection about to be parked went idle: now, or for one handed
  * out and given back unused, when it was parked before (its age goes on,
  * and with it the liveness probe of KP_UNPROBED_MS). */
@@ -877,6 +875,8 @@ static uint64_t idle_since(const struct kp_conn *c)
 	return c->reused && c->first == KP_FIRST_UNSENT ? c->parked_ms : 0;
 }
 
+/* The last fd of c is going away: park it if allowed and possible (fd is
+ * then closed) and say so. */
 static bool settle_last(int fd, struct kp_conn *c)
 {
 	bool parked = parkable(c) && park(fd, c, true, idle_since(c)) >= 0;
@@ -1109,11 +1109,6 @@ ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int fla
 	return (ssize_t)len;
 }
 
-/* Step aside in the middle of things: bytes we held from an unfinished head
- * were promised to the program as sent, so they go out first; and if a
- * rewritten request is still waiting for its response, nobody will close
- * the connection for the program: let the quiet period end it (lost).
- * fd < 0: no held bytes can be pending here.  Caller holds c->lock. */
 /* Send head bytes held from earlier calls (the program was told they went
  * out), unchanged.  Returns 0, or -1 with errno when the send failed (the
  * connection is then unpoolable).  Caller holds c->lock. */
@@ -1134,6 +1129,11 @@ static int flush_held(struct kp_conn *c, int fd, int flags)
 	return r;
 }
 
+/* Step aside in the middle of things: bytes we held from an unfinished head
+ * were promised to the program as sent, so they go out first; and if a
+ * rewritten request is still waiting for its response, nobody will close
+ * the connection for the program: let the quiet period end it (lost).
+ * fd < 0: no held bytes can be pending here.  Caller holds c->lock. */
 static void give_up(struct kp_conn *c, int fd, const char *why)
 {
 	if (fd >= 0)
@@ -2357,10 +2357,6 @@ void kp_conn_after_fork_child(void)
 
 /* ------------------------------------------------------------ exit */
 
-/* The process is exiting: its idle plain-HTTP connections go to the
- * broker, oldest first (the broker's stack then has the newest on top),
- * so the next process finds them.  TLS ones stay: their state dies with
- * us (and OpenSSL may be torn down already: leave it alone). */
 /* A finished connection the program never closed (the response complete,
  * nothing owed but an EOF): as idle as a closed one.  Park a copy; the
  * program's own fd dies with the process.  Only sockets still connected
@@ -2382,6 +2378,10 @@ static void park_unclosed(void)
 	}
 }
 
+/* The process is exiting: its idle plain-HTTP connections go to the
+ * broker, oldest first (the broker's stack then has the newest on top),
+ * so the next process finds them.  TLS ones stay: their state dies with
+ * us (and OpenSSL may be torn down already: leave it alone). */
 void kp_conn_exit(void)
 {
 	if (!kp_broker_enabled())
