@@ -2252,7 +2252,7 @@ static void handoff_locked(struct kp_conn *c, int fd, const char *why)
 	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->tls)
 		handoff_verdict(c, fd);
 	c->handed_off = true;
-	c->poolable = false;
+	unpool(c, why);
 	c->first = KP_FIRST_DONE;
 	kp_debug("fd %d: leaves our hands (%s)", fd, why);
 	c->fin_due = true;

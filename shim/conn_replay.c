@@ -215,7 +215,7 @@ bool replay(struct kp_conn *c, int fd, const char *why)
 	c->first = KP_FIRST_DONE;
 	pool_note_dead(&c->key, c->sent_ms - c->parked_ms, c->served_at_checkout, kp_now_ms());
 	if (!replay_proved(c, fd, why)) {
-		c->poolable = false;
+		unpool(c, "died under its first request, not replayed");
 		c->replay_len = 0;
 		return false;
 	}
@@ -363,7 +363,7 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 			kp_debug("fd %d: the reused connection died before the request's first byte, "
 				 "no fresh connection (%s)", fd, strerror(errno));
 			c->first = KP_FIRST_DONE;
-			c->poolable = false;
+			unpool(c, "dead before the first byte, no fresh connection");
 		}
 		return false;
 	}
@@ -437,7 +437,7 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 			c->first = KP_FIRST_DONE;
 		account_sent(c, iov, iovcnt, 0, (size_t)r);
 	} else if (r < 0 && err != EAGAIN && err != EWOULDBLOCK) {
-		c->poolable = false;
+		unpool(c, "a write failed");
 	}
 	pthread_mutex_unlock(&c->lock);
 	/* the program is told the bytes after the body were taken */
