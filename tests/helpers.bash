@@ -57,6 +57,7 @@ suite_setup() {
 servers_stop() {
 	nginx_stop
 	scripted_stop
+	_scripted_forker_stop
 }
 
 # free_port, wait_until, _pid_gone, _stop_pid and the nginx launcher are
@@ -158,28 +159,80 @@ scripted_start() {
 	rm -f "$dir/port" "$SCRIPTED_LOG"
 	: >"$SCRIPTED_LOG"
 	[ -n "${SCRIPTED_MORE_V4:-}" ] && more=(--more-v4 "$SCRIPTED_MORE_V4")
-	"$PYTHON" "$ROOT/tests/servers/scripted.py" --case "$CASES/$SCRIPTED_CASE" \
-		--log "$SCRIPTED_LOG" --port "${2:-0}" --port-file "$dir/port" "${tls[@]}" "${more[@]}" \
-		</dev/null >>"$dir/stderr" 2>&1 3>&- &
-	SCRIPTED_PID=$!
-	wait_until _scripted_ready || true
-	if ! [ -s "$dir/port" ] || _pid_gone "$SCRIPTED_PID"; then
+	_scripted_forker_start "$dir" || return 1
+	# the fork server's child answers on the reply fifo: "ready PID PORT"
+	# once it listens, or "failed PID" (read -t: no polling, no sleep)
+	local reply word pid port=
+	exec {reply}<>"$dir/reply"
+	_scripted_send "$dir" "$dir/stderr" --case "$CASES/$SCRIPTED_CASE" \
+		--log "$SCRIPTED_LOG" --port "${2:-0}" --port-file "$dir/port" "${tls[@]}" "${more[@]}"
+	while read -r -t 20 -u "$reply" word pid port; do
+		[ "$word" = ready ] || [ "$word" = failed ] && break
+	done
+	exec {reply}<&-
+	if [ "${word-}" != ready ]; then
 		echo "scripted server did not start:" >&2
 		cat "$dir/stderr" >&2
 		return 1
 	fi
-	SCRIPTED_PORT="$(cat "$dir/port")"
+	SCRIPTED_PID=$pid
+	SCRIPTED_PORT=$port
 	SERVER_KIND=scripted
 	SERVER_PORT=$SCRIPTED_PORT
 }
 
 scripted_start_tls() { SCRIPTED_TLS=1 scripted_start "$@"; }
 
-_scripted_ready() { [ -s "$BATS_TEST_TMPDIR/scripted/port" ] || _pid_gone "$SCRIPTED_PID"; }
+# The servers are children of one scripted.py --fork-server per test
+# (started with the first): a restart costs a fork, not Python's start-up
+# and imports (~0.1 s of CPU; misframe.bats restarts 250 times).  Each
+# child is still a process of its own, stopped by SIGTERM as before.
+SCRIPTED_FORKER_PID=
+_scripted_forker_start() {
+	local dir=$1 reply word pid
+	[ -n "$SCRIPTED_FORKER_PID" ] && return 0
+	rm -f "$dir/control" "$dir/reply"
+	mkfifo "$dir/control" "$dir/reply" || return 1
+	exec {reply}<>"$dir/reply"
+	"$PYTHON" "$ROOT/tests/servers/scripted.py" --fork-server "$dir/control" "$dir/reply" \
+		</dev/null >>"$dir/stderr" 2>&1 3>&- {reply}<&- &
+	SCRIPTED_FORKER_PID=$!
+	read -r -t 20 -u "$reply" word pid || true
+	exec {reply}<&-
+	[ "${word-}" = forker ] && return 0
+	echo "scripted.py --fork-server did not start:" >&2
+	cat "$dir/stderr" >&2
+	_scripted_forker_stop
+	return 1
+}
+
+# _scripted_send DIR FIELD...: one line of tab-separated fields to the fork
+# server (<>: the open never blocks, also if it has died)
+_scripted_send() {
+	local dir=$1 IFS=$'\t'
+	shift
+	printf '%s\n' "$*" 1<>"$dir/control"
+}
 
 scripted_stop() {
-	[ -n "$SCRIPTED_PID" ] && _stop_pid "$SCRIPTED_PID"
+	local dir="$BATS_TEST_TMPDIR/scripted" reply word pid
+	if [ -n "$SCRIPTED_PID" ]; then
+		# the fork server reaps its child, then says "gone PID"
+		exec {reply}<>"$dir/reply"
+		if kill -TERM "$SCRIPTED_PID" 2>/dev/null; then
+			while read -r -t 20 -u "$reply" word pid; do
+				[ "$word $pid" = "gone $SCRIPTED_PID" ] && break
+			done || kill -KILL "$SCRIPTED_PID" 2>/dev/null
+		fi
+		exec {reply}<&-
+	fi
 	SCRIPTED_PID=
+}
+
+# the fork server and any child it still has (teardown)
+_scripted_forker_stop() {
+	[ -n "$SCRIPTED_FORKER_PID" ] && _stop_pid "$SCRIPTED_FORKER_PID"
+	SCRIPTED_FORKER_PID=
 }
 
 # A fresh server on the same port: empty log, {{ID}} and connection ids
