@@ -16,7 +16,8 @@
 #   CLIENT_TIMEOUT     seconds (default 20)
 #   BATS_LIB_DIR       where bats-support/bats-assert live (/usr/lib/bats)
 
-ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+# (no $(...) or dirname here: this file is loaded once per test)
+ROOT="${BATS_TEST_DIRNAME%/*}"
 LIB="${KEEPALIVE_LIB:-$ROOT/build/libkeepalive.so}"
 PRELOAD="${KEEPALIVE_PRELOAD:-$LIB}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
@@ -28,8 +29,16 @@ SCRIPTS="$ROOT/tests/clients"    # Ruby/Python test clients
 PRODUCT_CLIENTS="$ROOT/scripts/clients" # the demo's clients, tested too
 CASES="$ROOT/tests/servers/cases"
 
-source "${BATS_LIB_DIR:-/usr/lib/bats}/bats-support/load.bash"
-source "${BATS_LIB_DIR:-/usr/lib/bats}/bats-assert/load.bash"
+# bats-support and bats-assert: the files their load.bash sources, in its
+# order, sourced here directly (load.bash runs dirname 15 times per test)
+for _f in output error lang; do
+	source "${BATS_LIB_DIR:-/usr/lib/bats}/bats-support/src/$_f.bash"
+done
+for _f in assert refute assert_equal assert_not_equal assert_success assert_failure \
+	assert_output refute_output assert_line refute_line assert_regex refute_regex; do
+	source "${BATS_LIB_DIR:-/usr/lib/bats}/bats-assert/src/$_f.bash"
+done
+unset _f
 
 # Which server the generic server_* helpers talk to: nginx or scripted.
 SERVER_KIND=

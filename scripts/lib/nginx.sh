@@ -14,7 +14,10 @@
 # made in DIR/tls (scripts/lib/tls.sh: DIR/tls/ca.pem and the others).
 
 NGINX=${NGINX:-/usr/sbin/nginx}
-NGINX_LIB_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# (no dirname: the tests source this once per test)
+NGINX_LIB_DIR=${BASH_SOURCE[0]%/*}
+[ "$NGINX_LIB_DIR" != "${BASH_SOURCE[0]}" ] || NGINX_LIB_DIR=.
+NGINX_LIB_DIR=$(cd "$NGINX_LIB_DIR" && pwd)
 source "$NGINX_LIB_DIR/tls.sh"
 
 # Below the kernel's ephemeral range (32768+), so the thousands of client
