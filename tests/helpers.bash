@@ -424,6 +424,10 @@ curl_ok() { [ -z "${KEEPALIVE_ASAN:-}" ]; }
 count_matches() { grep -c -a -E "$1" "$2" || true; }
 
 # stat_value NAME: NAME=<n> from the shim's stats line
+# (a bash regex, not sed | head: the first line that has NAME, which every
+# stats line has once)
 stat_value() {
-	sed -nE "s/.*[ :]$1=([0-9]+).*/\\1/p" <<<"$SHIM_STATS" | head -n 1
+	local re="[ :]$1=([0-9]+)"
+	[[ $SHIM_STATS =~ $re ]] && echo "${BASH_REMATCH[1]}"
+	return 0
 }
