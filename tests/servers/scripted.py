@@ -8,6 +8,8 @@ and to witness connection reuse honestly.
 Usage:
     scripted.py --case FILE --log FILE [--port N] [--port-file FILE] [--no-ipv6]
                 [--tls CERT KEY] [--more-v4 N]
+    scripted.py --fork-server CTL REP   (servers forked on request: see
+                                         fork_server(); tests/helpers.bash)
 
 Listens on 127.0.0.1 and, unless --no-ipv6, on [::1] with the same port.
 --port 0 (the default) picks a free port; the chosen port is written to
