@@ -16,7 +16,8 @@
 #   CLIENT_TIMEOUT     seconds (default 20)
 #   BATS_LIB_DIR       where bats-support/bats-assert live (/usr/lib/bats)
 
-ROOT="$(cd "$BATS_TEST_DIRNAME/.." && pwd)"
+# (no $(...) or dirname here: this file is loaded once per test)
+ROOT="${BATS_TEST_DIRNAME%/*}"
 LIB="${KEEPALIVE_LIB:-$ROOT/build/libkeepalive.so}"
 PRELOAD="${KEEPALIVE_PRELOAD:-$LIB}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
@@ -28,8 +29,16 @@ SCRIPTS="$ROOT/tests/clients"    # Ruby/Python test clients
 PRODUCT_CLIENTS="$ROOT/scripts/clients" # the demo's clients, tested too
 CASES="$ROOT/tests/servers/cases"
 
-source "${BATS_LIB_DIR:-/usr/lib/bats}/bats-support/load.bash"
-source "${BATS_LIB_DIR:-/usr/lib/bats}/bats-assert/load.bash"
+# bats-support and bats-assert: the files their load.bash sources, in its
+# order, sourced here directly (load.bash runs dirname 15 times per test)
+for _f in output error lang; do
+	source "${BATS_LIB_DIR:-/usr/lib/bats}/bats-support/src/$_f.bash"
+done
+for _f in assert refute assert_equal assert_not_equal assert_success assert_failure \
+	assert_output refute_output assert_line refute_line assert_regex refute_regex; do
+	source "${BATS_LIB_DIR:-/usr/lib/bats}/bats-assert/src/$_f.bash"
+done
+unset _f
 
 # Which server the generic server_* helpers talk to: nginx or scripted.
 SERVER_KIND=
@@ -57,6 +66,7 @@ suite_setup() {
 servers_stop() {
 	nginx_stop
 	scripted_stop
+	_scripted_forker_stop
 }
 
 # free_port, wait_until, _pid_gone, _stop_pid and the nginx launcher are
@@ -78,17 +88,18 @@ NGINX_PID=
 NGINX_PORT=
 
 nginx_start() {
-	local www i
+	local www f
 	NGINX_DIR="$(mktemp -d /tmp/keepalive-test-nginx.XXXXXX)"
 	www="$NGINX_DIR/www"
-	mkdir -p "$www"
-	for i in 1 2 3 4 5 6; do
-		printf 'libkeepalive test file /f, line %d of 6: the quick brown fox\n' "$i"
-	done >"$www/f"
+	# (tmp: for nginx_local_start, one mkdir for both)
+	mkdir -p "$www" "$NGINX_DIR/tmp"
+	printf -v f 'libkeepalive test file /f, line %d of 6: the quick brown fox\n' 1 2 3 4 5 6
+	printf '%s' "$f" >"$www/f"
 	touch -d '2020-01-01 00:00:00 UTC' "$www/f"
 	seq 1 100000 | head -c 102400 >"$www/big"
 	: >"$www/empty"
-	NGINX_F_SIZE=$(stat -c %s "$www/f")
+	# ASCII: its length in characters is its size in bytes (no stat)
+	NGINX_F_SIZE=${#f}
 	nginx_local_start "$NGINX_DIR" || return 1
 	SERVER_KIND=nginx
 	SERVER_PORT=$NGINX_PORT
@@ -109,8 +120,8 @@ use_tls() {
 	URL="https://127.0.0.1:$SERVER_PORT"
 }
 # number of distinct nginx connections ($connection) in the access log
-nginx_conns() { awk '{ print $1 }' "$NGINX_DIR/access.log" | sort -u | wc -l; }
-nginx_requests() { wc -l <"$NGINX_DIR/access.log"; }
+nginx_conns() { _distinct_first_fields "$NGINX_DIR/access.log"; }
+nginx_requests() { _count_lines "$NGINX_DIR/access.log"; echo "$REPLY"; }
 # nginx keeps the log open with O_APPEND: truncating it is safe
 nginx_reset() { : >"$NGINX_DIR/access.log"; }
 
@@ -144,7 +155,7 @@ scripted_start() {
 		echo "no case file $CASES/$SCRIPTED_CASE" >&2
 		return 1
 	}
-	mkdir -p "$dir"
+	[ -d "$dir" ] || mkdir -p "$dir"
 	SCRIPTED_TLS_ON="${SCRIPTED_TLS:-0}"
 	SCRIPTED_CA=
 	if [ "$SCRIPTED_TLS_ON" = 1 ]; then
@@ -155,31 +166,83 @@ scripted_start() {
 		SCRIPTED_CA="$dir/tls/ca.pem"
 		tls=(--tls "$dir/tls/server.pem" "$dir/tls/server.key")
 	fi
-	rm -f "$dir/port" "$SCRIPTED_LOG"
+	# (truncated, not removed: no server has it open any more, stop waited)
 	: >"$SCRIPTED_LOG"
 	[ -n "${SCRIPTED_MORE_V4:-}" ] && more=(--more-v4 "$SCRIPTED_MORE_V4")
-	"$PYTHON" "$ROOT/tests/servers/scripted.py" --case "$CASES/$SCRIPTED_CASE" \
-		--log "$SCRIPTED_LOG" --port "${2:-0}" --port-file "$dir/port" "${tls[@]}" "${more[@]}" \
-		</dev/null >>"$dir/stderr" 2>&1 3>&- &
-	SCRIPTED_PID=$!
-	wait_until _scripted_ready || true
-	if ! [ -s "$dir/port" ] || _pid_gone "$SCRIPTED_PID"; then
+	_scripted_forker_start "$dir" || return 1
+	# the fork server's child answers on the reply fifo: "ready PID PORT"
+	# once it listens, or "failed PID" (read -t: no polling, no sleep)
+	local reply word pid port=
+	exec {reply}<>"$dir/reply"
+	_scripted_send "$dir" "$dir/stderr" --case "$CASES/$SCRIPTED_CASE" \
+		--log "$SCRIPTED_LOG" --port "${2:-0}" "${tls[@]}" "${more[@]}"
+	while read -r -t 20 -u "$reply" word pid port; do
+		[ "$word" = ready ] || [ "$word" = failed ] && break
+	done
+	exec {reply}<&-
+	if [ "${word-}" != ready ]; then
 		echo "scripted server did not start:" >&2
 		cat "$dir/stderr" >&2
 		return 1
 	fi
-	SCRIPTED_PORT="$(cat "$dir/port")"
+	SCRIPTED_PID=$pid
+	SCRIPTED_PORT=$port
 	SERVER_KIND=scripted
 	SERVER_PORT=$SCRIPTED_PORT
 }
 
 scripted_start_tls() { SCRIPTED_TLS=1 scripted_start "$@"; }
 
-_scripted_ready() { [ -s "$BATS_TEST_TMPDIR/scripted/port" ] || _pid_gone "$SCRIPTED_PID"; }
+# The servers are children of one scripted.py --fork-server per test
+# (started with the first): a restart costs a fork, not Python's start-up
+# and imports (~0.1 s of CPU; misframe.bats restarts 250 times).  Each
+# child is still a process of its own, stopped by SIGTERM as before.
+SCRIPTED_FORKER_PID=
+_scripted_forker_start() {
+	local dir=$1 reply word pid
+	[ -n "$SCRIPTED_FORKER_PID" ] && return 0
+	rm -f "$dir/control" "$dir/reply"
+	mkfifo "$dir/control" "$dir/reply" || return 1
+	exec {reply}<>"$dir/reply"
+	"$PYTHON" "$ROOT/tests/servers/scripted.py" --fork-server "$dir/control" "$dir/reply" \
+		</dev/null >>"$dir/stderr" 2>&1 3>&- {reply}<&- &
+	SCRIPTED_FORKER_PID=$!
+	read -r -t 20 -u "$reply" word pid || true
+	exec {reply}<&-
+	[ "${word-}" = forker ] && return 0
+	echo "scripted.py --fork-server did not start:" >&2
+	cat "$dir/stderr" >&2
+	_scripted_forker_stop
+	return 1
+}
+
+# _scripted_send DIR FIELD...: one line of tab-separated fields to the fork
+# server (<>: the open never blocks, also if it has died)
+_scripted_send() {
+	local dir=$1 IFS=$'\t'
+	shift
+	printf '%s\n' "$*" 1<>"$dir/control"
+}
 
 scripted_stop() {
-	[ -n "$SCRIPTED_PID" ] && _stop_pid "$SCRIPTED_PID"
+	local dir="$BATS_TEST_TMPDIR/scripted" reply word pid
+	if [ -n "$SCRIPTED_PID" ]; then
+		# the fork server reaps its child, then says "gone PID"
+		exec {reply}<>"$dir/reply"
+		if kill -TERM "$SCRIPTED_PID" 2>/dev/null; then
+			while read -r -t 20 -u "$reply" word pid; do
+				[ "$word $pid" = "gone $SCRIPTED_PID" ] && break
+			done || kill -KILL "$SCRIPTED_PID" 2>/dev/null
+		fi
+		exec {reply}<&-
+	fi
 	SCRIPTED_PID=
+}
+
+# the fork server and any child it still has (teardown)
+_scripted_forker_stop() {
+	[ -n "$SCRIPTED_FORKER_PID" ] && _stop_pid "$SCRIPTED_FORKER_PID"
+	SCRIPTED_FORKER_PID=
 }
 
 # A fresh server on the same port: empty log, {{ID}} and connection ids
@@ -190,13 +253,43 @@ scripted_restart() {
 }
 
 scripted_log() { cat "$SCRIPTED_LOG"; }
-scripted_conns() { awk '{ print $1 }' "$SCRIPTED_LOG" | sort -u | wc -l; }
-scripted_requests() { wc -l <"$SCRIPTED_LOG"; }
+scripted_conns() { _distinct_first_fields "$SCRIPTED_LOG"; }
+scripted_requests() { _count_lines "$SCRIPTED_LOG"; echo "$REPLY"; }
+
+# The counting behind *_conns and *_requests.  run_both counts twice per
+# half, so without a fork where it can: every fork of the bats shell costs
+# a few ms of CPU (its page tables, its DEBUG trap).
+# _count_lines FILE: REPLY = its number of lines (mapfile, a builtin; both
+# servers write a log line with one write(), so none is ever seen partial)
+_count_lines() {
+	local -a lines
+	mapfile -t lines <"$1"
+	REPLY=${#lines[@]}
+}
+# _distinct_first_fields FILE: the number of distinct first fields (one awk)
+_distinct_first_fields() { awk '!seen[$1]++ { n++ } END { print n + 0 }' "$1"; }
 
 # ------------------------------------------------- the current server
 
 server_conns() { "${SERVER_KIND}_conns"; }
 server_requests() { "${SERVER_KIND}_requests"; }
+# _server_log_path: REPLY = the current server's log
+_server_log_path() {
+	case "$SERVER_KIND" in
+	nginx) REPLY="$NGINX_DIR/access.log" ;;
+	scripted) REPLY="$SCRIPTED_LOG" ;;
+	esac
+}
+# _server_counts: REPLY_REQS and REPLY_CONNS, as $(server_requests) and
+# $(server_conns) would print them, with one fork (the awk) instead of six
+_server_counts() {
+	_server_log_path
+	local log=$REPLY
+	_count_lines "$log"
+	REPLY_REQS=$REPLY
+	_distinct_first_fields "$log" >"$BATS_TEST_TMPDIR/conns.count"
+	read -r REPLY_CONNS <"$BATS_TEST_TMPDIR/conns.count"
+}
 server_log() { "${SERVER_KIND}_log"; }
 server_reset() {
 	case "$SERVER_KIND" in
@@ -205,7 +298,11 @@ server_reset() {
 	esac
 }
 
-_has_requests() { [ "$(server_requests)" -ge "$1" ]; }
+_has_requests() {
+	_server_log_path
+	_count_lines "$REPLY"
+	[ "$REPLY" -ge "$1" ]
+}
 
 # server_wait_requests N: nginx logs a request just after sending the
 # response, so a client can exit before its last request is in the log.
@@ -234,7 +331,11 @@ run_shim() {
 		KEEPALIVE_STATS=1 "$@" \
 		>"$BATS_TEST_TMPDIR/shim.out" 2>"$BATS_TEST_TMPDIR/shim.err" </dev/null ||
 		SHIM_STATUS=$?
-	SHIM_STATS="$(grep '^libkeepalive: ' "$BATS_TEST_TMPDIR/shim.err" || true)"
+	# (into a file and read back: $(grep) would fork the bats shell too)
+	grep '^libkeepalive: ' "$BATS_TEST_TMPDIR/shim.err" >"$BATS_TEST_TMPDIR/shim.stats" || true
+	SHIM_STATS=
+	IFS= read -r -d '' SHIM_STATS <"$BATS_TEST_TMPDIR/shim.stats" || true
+	SHIM_STATS=${SHIM_STATS%$'\n'}
 }
 
 # run_both N [VAR=VALUE...] CMD...: CMD without the shim, then with it; the
@@ -247,20 +348,24 @@ run_both() {
 	server_reset
 	run_plain "$@"
 	[ "$PLAIN_STATUS" -eq 0 ] && server_wait_requests "$n"
-	PLAIN_CONNS=$(server_conns)
-	PLAIN_REQS=$(server_requests)
+	_server_counts
+	PLAIN_CONNS=$REPLY_CONNS
+	PLAIN_REQS=$REPLY_REQS
 	# what nginx saw without the shim, for tests that compare it
 	[ "$SERVER_KIND" != nginx ] || cp "$NGINX_DIR/access.log" "$BATS_TEST_TMPDIR/plain.log"
 	server_reset
 	run_shim "$@"
 	[ "$SHIM_STATUS" -eq 0 ] && server_wait_requests "$n"
-	SHIM_CONNS=$(server_conns)
-	SHIM_REQS=$(server_requests)
+	_server_counts
+	SHIM_CONNS=$REPLY_CONNS
+	SHIM_REQS=$REPLY_REQS
 	# shown by bats only when the test fails
 	echo "plain: status=$PLAIN_STATUS requests=$PLAIN_REQS conns=$PLAIN_CONNS"
 	echo "shim:  status=$SHIM_STATUS requests=$SHIM_REQS conns=$SHIM_CONNS"
 	echo "shim stderr (first lines):"
-	head -n 5 "$BATS_TEST_TMPDIR/shim.err"
+	local -a first
+	mapfile -t -n 5 first <"$BATS_TEST_TMPDIR/shim.err"
+	[ "${#first[@]}" -eq 0 ] || printf '%s\n' "${first[@]}"
 }
 
 # ------------------------------------------------------------ assertions
@@ -296,9 +401,16 @@ assert_same_output() {
 
 # assert_plain_output_is FILE N: plain.out is FILE's content N times over
 # (proves the no-shim half tested what we think it did).
+# (one cat of FILE named N times, not N cats: N is 200 in core.bats, and a
+# fork of the bats shell costs a few ms)
 assert_plain_output_is() {
-	local i
-	for ((i = 0; i < $2; i++)); do cat "$1"; done >"$BATS_TEST_TMPDIR/expected.out"
+	local names
+	printf -v names "%$2s" ''
+	names=${names// /"$1"$'\n'}
+	local IFS=$'\n' -
+	set -f
+	# shellcheck disable=SC2086 # split on newlines only, no globbing
+	cat /dev/null $names >"$BATS_TEST_TMPDIR/expected.out"
 	cmp -s "$BATS_TEST_TMPDIR/expected.out" "$BATS_TEST_TMPDIR/plain.out" ||
 		fail "plain output is not $1 x $2 ($(wc -c <"$BATS_TEST_TMPDIR/plain.out") bytes)"
 }
@@ -312,6 +424,10 @@ curl_ok() { [ -z "${KEEPALIVE_ASAN:-}" ]; }
 count_matches() { grep -c -a -E "$1" "$2" || true; }
 
 # stat_value NAME: NAME=<n> from the shim's stats line
+# (a bash regex, not sed | head: the first line that has NAME, which every
+# stats line has once)
 stat_value() {
-	sed -nE "s/.*[ :]$1=([0-9]+).*/\\1/p" <<<"$SHIM_STATS" | head -n 1
+	local re="[ :]$1=([0-9]+)"
+	[[ $SHIM_STATS =~ $re ]] && echo "${BASH_REMATCH[1]}"
+	return 0
 }

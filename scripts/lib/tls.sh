@@ -32,7 +32,8 @@ tls_make() {
 	local dir=$1 cache=${TLS_MAKE_CACHE:-}
 	[ -n "$cache" ] || { _tls_make "$dir"; return; }
 	mkdir -p "$cache" "$dir" || return 1
-	(
+	# (made last, once the set is whole: seen, the lock is not needed)
+	[ -e "$cache/made" ] || (
 		flock 9 || exit 1
 		[ -e "$cache/made" ] || { _tls_make "$cache" && : >"$cache/made"; }
 	) 9>"$cache.lock" || return 1

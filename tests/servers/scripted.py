@@ -8,6 +8,8 @@ and to witness connection reuse honestly.
 Usage:
     scripted.py --case FILE --log FILE [--port N] [--port-file FILE] [--no-ipv6]
                 [--tls CERT KEY] [--more-v4 N]
+    scripted.py --fork-server CTL REP   (servers forked on request: see
+                                         fork_server(); tests/helpers.bash)
 
 Listens on 127.0.0.1 and, unless --no-ipv6, on [::1] with the same port.
 --port 0 (the default) picks a free port; the chosen port is written to
@@ -168,6 +170,7 @@ import random
 import re
 import select
 import selectors
+import signal
 import socket
 import ssl
 import struct
@@ -626,7 +629,9 @@ def open_listeners(port, ipv6):
     sys.exit("no port free on both 127.0.0.1 and ::1")
 
 
-def main():
+def main(argv=None, ready=None):
+    """Serve until killed.  ready(port), if given, is called once the
+    listeners are up (after the --port-file is written)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--case", required=True)
     ap.add_argument("--log", required=True)
@@ -637,7 +642,7 @@ def main():
     ap.add_argument("--more-v4", type=int, default=0, metavar="N",
                     help="also listen on 127.0.0.2 .. 127.0.0.N+1, same port "
                          "(N more destinations for the pool, all loopback)")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
 
     options, templates = load_case(args.case)
     tls = None
@@ -654,6 +659,8 @@ def main():
         with open(tmp, "w") as f:
             f.write("%d\n" % port)
         os.rename(tmp, args.port_file)
+    if ready:
+        ready(port)
 
     sel = selectors.DefaultSelector()
     for s in listeners:
@@ -667,5 +674,115 @@ def main():
             threading.Thread(target=server.serve, args=(conn,), daemon=True).start()
 
 
+def _tell(rep_path, line):
+    """One line to the fork server's caller, if it is listening (it holds
+    the reply fifo open while it waits); dropped otherwise."""
+    try:
+        fd = os.open(rep_path, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return
+    try:
+        os.write(fd, line.encode())
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _serve_child(fields, rep_path):
+    """In a forked child: the server of one start, as a process of its own
+    (its own listeners, connections, ids and TLS keys; its exit closes them
+    all, as a fresh scripted.py's would)."""
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    stderr_path, argv = fields[0], fields[1:]
+    null = os.open(os.devnull, os.O_RDWR)
+    err = os.open(stderr_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.dup2(err, 2)
+    os.close(null)
+    os.close(err)
+    status = 1
+    try:
+        main(argv, lambda port: _tell(rep_path, "ready %d %d\n" % (os.getpid(), port)))
+        status = 0
+    except SystemExit as e:
+        status = e.code if isinstance(e.code, int) else 1
+        if e.code not in (None, 0) and not isinstance(e.code, int):
+            sys.stderr.write("%s\n" % e.code)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+    finally:
+        _tell(rep_path, "failed %d\n" % os.getpid())
+        sys.stderr.flush()
+        os._exit(status)
+
+
+def fork_server(ctl_path, rep_path):
+    """--fork-server CTL REP: start servers by fork() instead of exec, so a
+    test that restarts its server (tests/helpers.bash, run_both: twice per
+    client run) pays Python's start-up and imports once.  Each line read
+    from the fifo CTL, "STDERR<TAB>ARG<TAB>ARG...", starts a child that
+    serves as "scripted.py ARG..." would, stderr appended to STDERR; the
+    child writes "ready PID PORT" (or "failed PID") to the fifo REP, and
+    "gone PID" follows when it has exited and been reaped (so the caller
+    can wait for that line instead of polling).  It says "forker PID" once
+it reads CTL (a line written before that would be lost).  SIGTERM (or the caller
+    exiting) stops the children, then the fork server."""
+    children = set()
+
+    def reap(*_):
+        while True:
+            try:
+                pid, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            children.discard(pid)
+            _tell(rep_path, "gone %d\n" % pid)
+
+    def stop(*_):
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+        for pid in children:
+            try:
+                os.waitpid(pid, 0)
+            except OSError:
+                pass
+        os._exit(0)
+
+    # O_RDWR: no EOF between writers, and the caller's open never blocks
+    ctl = os.open(ctl_path, os.O_RDWR)
+    signal.signal(signal.SIGCHLD, reap)
+    signal.signal(signal.SIGTERM, stop)
+    _tell(rep_path, "forker %d\n" % os.getpid())
+    parent = os.getppid()
+    buf = b""
+    while True:
+        if not select.select([ctl], [], [], 1.0)[0]:
+            if os.getppid() != parent:  # the test shell is gone
+                stop()
+            continue
+        buf += os.read(ctl, 65536)
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            fields = line.decode().split("\t")
+            pid = os.fork()
+            if pid == 0:
+                os.close(ctl)
+                _serve_child(fields, rep_path)
+            children.add(pid)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--fork-server"]:
+        fork_server(sys.argv[2], sys.argv[3])
+    else:
+        main()
