@@ -67,7 +67,7 @@ struct idle {
  * close crosses our request.
  * Ages are idle times up to when the request was sent (the shim measures
  * them so).  What was learnt is forgotten LEARNT_TTL_MS after it was last
- * added to: servers are reconfigured, and a cap can only shrink.
+ * added to: servers are reconfigured, and a cap grows only by trials.
  * Bounded: at most MAX_LEARNT destinations are remembered.
  */
 struct learnt {
