@@ -46,9 +46,11 @@ $(LIB): $(SRCS) $(HDRS) Makefile
 	@mkdir -p build
 	$(CC) $(ALLFLAGS) -shared -Wl,-soname,libkeepalive.so $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
 
-$(ASAN_LIB): $(SRCS) $(HDRS) Makefile
+# its objects (build/san/, one compiler per file under make -j) are the
+# ones the unit tests and fuzz replayers link too: same flags
+$(ASAN_LIB): $(patsubst %.c,build/san/%.o,$(SRCS)) shim/exports.map Makefile
 	@mkdir -p build
-	$(CC) $(ALLFLAGS) $(SAN) -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
+	$(CC) $(ALLFLAGS) $(SAN) -shared $(LDMAP) -o $@ $(filter %.o,$^) $(LDLIBS)
 
 asan: $(ASAN_LIB)
 
@@ -72,7 +74,8 @@ build/libkeepalive-noprobe.so: $(SRCS) $(HDRS) Makefile
 	$(CC) $(ALLFLAGS) -DKP_TEST_NO_PROBE -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
 
 # unit tests link the pure modules directly and run under ASan+UBSan; the
-# modules are compiled once for them and the fuzz replayers (build/san/)
+# modules are compiled once (build/san/) for them, the fuzz replayers and
+# the ASan library
 PURE_SAN_OBJS := $(patsubst %.c,build/san/%.o,$(PURE_SRCS))
 
 build/san/%.o: %.c $(HDRS) Makefile
