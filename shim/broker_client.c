@@ -59,6 +59,11 @@ bool kp_broker_enabled(void)
 	return __atomic_load_n(&enabled, __ATOMIC_RELAXED);
 }
 
+void kp_broker_disable(void)
+{
+	__atomic_store_n(&enabled, false, __ATOMIC_RELAXED);
+}
+
 static void back_off(const char *why)
 {
 	kp_info("broker: %s; dialling directly for %d ms", why, BROKER_BACKOFF_MS);

@@ -17,6 +17,8 @@ void kp_broker_init(void);
 
 /* Is a broker configured (KEEPALIVE_BROKER) and its directory sound? */
 bool kp_broker_enabled(void);
+/* Never use the broker again in this process (its credentials changed). */
+void kp_broker_disable(void);
 
 /* A pooled connection to key from the broker, checked (a connected TCP
  * socket whose peer is key's destination), with its record in *meta;

@@ -12,12 +12,48 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct kp_config kp_cfg = { .log_fd = 2 };
 struct kp_stats kp_stats;
 /* KEEPALIVE_STATS_FILE, copied: the program may change its environment */
 static char stats_path[4096];
+/* KEEPALIVE_LOG_FILE, and the file its fd is open on: the program may
+ * close our fd (closefrom, close_range) and get its number for a file of
+ * its own, so each write checks the number still holds our file first,
+ * and opens it again when not (the number is the program's then). */
+static char log_path[4096];
+static dev_t log_dev;
+static ino_t log_ino;
+
+static int log_open(void)
+{
+	int fd = KP_REAL(open)(log_path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+	struct stat st;
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) < 0) {
+		KP_REAL(close)(fd);
+		return -1;
+	}
+	log_dev = st.st_dev;
+	log_ino = st.st_ino;
+	__atomic_store_n(&kp_cfg.log_fd, fd, __ATOMIC_RELEASE);
+	return fd;
+}
+
+/* where a log line goes: stderr, or our file (-1: nowhere now) */
+static int log_fd(void)
+{
+	int fd = __atomic_load_n(&kp_cfg.log_fd, __ATOMIC_ACQUIRE);
+	if (!log_path[0])
+		return fd;
+	struct stat st;
+	if (fstat(fd, &st) == 0 && st.st_dev == log_dev && st.st_ino == log_ino)
+		return fd;
+	return log_open();
+}
 
 static const char *prog_name(void)
 {
@@ -31,7 +67,7 @@ static void warn_setting(const char *name, const char *value, const char *used)
 	char line[512];
 	int n = snprintf(line, sizeof(line), "libkeepalive: ignoring %s=%s (%s)\n", name, value, used);
 	if (n > 0)
-		KP_REAL(write)(kp_cfg.log_fd, line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+		KP_REAL(write)(log_fd(), line, (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
 }
 
 void kp_log_write(int level, const char *func, const char *fmt, ...)
@@ -49,7 +85,7 @@ void kp_log_write(int level, const char *func, const char *fmt, ...)
 	if (n > 0) {
 		size_t len = (size_t)n < sizeof(line) - 1 ? (size_t)n : sizeof(line) - 2;
 		line[len++] = '\n';
-		KP_REAL(write)(kp_cfg.log_fd, line, len);
+		KP_REAL(write)(log_fd(), line, len);
 	}
 	errno = saved;
 }
@@ -213,10 +249,12 @@ void kp_config_load(void)
 	}
 	env_scan();
 	if ((s = env(LOG_FILE)) && *s) {
-		int fd = open(s, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-		if (fd >= 0)
-			kp_cfg.log_fd = fd;
-		else
+		if (strlen(s) < sizeof(log_path)) {
+			strcpy(log_path, s);
+			if (log_open() < 0)
+				log_path[0] = '\0';
+		}
+		if (!log_path[0])
 			warn_setting("KEEPALIVE_LOG_FILE", s, "cannot open it, logging to stderr");
 	}
 	if ((s = env(LOG)) && *s) {

@@ -305,6 +305,32 @@ bool kp_fds_short(void)
 static struct kp_conn *free_conns;
 static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Bumped by every change of the process's credentials (before and after
+ * the call): what was made under an older value belongs to another
+ * identity (kp_conn_cred_change). */
+static uint32_t cred_epoch;
+
+/*
+ * The one question every park, hand-out and hand-over to the broker asks
+ * (docs/owner.md): may this connection change owner?  Only while we know
+ * its single owner: we connected it ourselves (kp_connect: a socket whose
+ * socket() we saw, of the address's family, never shared before), every
+ * duplication of it went through us, it never crossed a fork, spawn,
+ * exec or SCM_RIGHTS (shared: for life), and the process's credentials
+ * are still those it was made under.  Caller holds c->lock.
+ */
+static bool one_owner(const struct kp_conn *c)
+{
+	return !c->shared && c->cred_epoch == __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE);
+}
+
+/* The same question for a socket in the pool: parked by one_owner's
+ * leave, under the credentials of its tag. */
+static bool pooled_one_owner(const struct kp_tag *tag)
+{
+	return tag->cred_epoch == __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE);
+}
+
 struct kp_conn *conn_new(void)
 {
 	pthread_mutex_lock(&free_lock);
@@ -322,11 +348,23 @@ struct kp_conn *conn_new(void)
 	memset((char *)c + offsetof(struct kp_conn, next_free), 0,
 	       sizeof(*c) - offsetof(struct kp_conn, next_free));
 	c->refs = 1;
+	c->cred_epoch = __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&c->twin, -1, __ATOMIC_RELAXED);
 	c->poolable = true;
 	c->ka_timeout = -1;
 	c->ka_max = -1;
 	pthread_mutex_unlock(&c->lock);
+	return c;
+}
+
+struct kp_conn *kp_conn_track(int fd)
+{
+	struct kp_conn *c = conn_new();
+	if (!c)
+		return NULL;
+	struct kp_conn *old = kp_fd_swap(fd, c);
+	if (old && old != KP_POOLED)
+		conn_unref(old);
 	return c;
 }
 
@@ -545,25 +583,79 @@ static bool make_key(const struct sockaddr *addr, socklen_t len, struct pool_key
 	return false;
 }
 
-static bool is_tcp(int fd)
+/* Is fd a socket we may make a connection of ours on, to key?  Only one
+ * whose socket() we saw (a socket made before we were loaded was
+ * inherited, or made where we cannot see who else holds it), of key's
+ * family (a pooled socket of the other family dup'ed onto it would change
+ * its SO_DOMAIN, and the kernel answers EINVAL or EAFNOSUPPORT), not
+ * bound, routed, connected before, nor shared (docs/owner.md). */
+static bool ours_to_connect(int fd, const struct pool_key *key)
 {
-	uint8_t fl = kp_fl(fd);
-	if (fl & KP_FD_TCP)
-		return true;
-	if (fl & KP_FD_NOT_TCP)
+	kp_fdfl fl = kp_fl(fd);
+	if (!(fl & KP_FD_TCP) ||
+	    (fl & (KP_FD_BOUND | KP_FD_ROUTED | KP_FD_CONNECTED | KP_FD_SHARED)))
 		return false;
-	/* a socket made before we were loaded, or by a call we do not wrap */
-	int type;
-	socklen_t tl = sizeof(type);
-	return KP_REAL(getsockopt)(fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM;
+	return key->family == ((fl & KP_FD_INET6) ? AF_INET6 : AF_INET);
+}
+
+static bool same_destination(const struct pool_key *a, const struct pool_key *b)
+{
+	return a->family == b->family && a->port == b->port && a->scope == b->scope &&
+	       !memcmp(a->addr, b->addr, sizeof(a->addr));
+}
+
+/* fd's connection stops being ours (a connect() that dissolves or moves
+ * its association): what was held goes out as written, it is never
+ * pooled nor rewritten again, and fd is the kernel's from now on.  Other
+ * fds of the same socket keep the (passthrough) object until they close. */
+static void disown(int fd, struct kp_conn *c, const char *why)
+{
+	send_deferred(c, fd, true, false);
+	if (conn_lock(c, fd)) {
+		c->handed_off = true;
+		c->first = KP_FIRST_DONE;
+		go_passthrough(c, why);
+		pthread_mutex_unlock(&c->lock);
+	}
+	kp_debug("fd %d: no longer ours: %s", fd, why);
+	struct kp_conn *old = kp_fd_swap(fd, NULL);
+	if (old && old != KP_POOLED)
+		conn_unref(old);
+	kp_watch_forget_fd(fd);
+	finished_forget(fd, NULL);
+	kp_fl_or(fd, KP_FD_CONNECTED | KP_FD_SHARED);
+}
+
+/* A connect() on a socket already connected through us.  Ruby's second
+ * connect() after EINPROGRESS (same destination) is the same connection;
+ * AF_UNSPEC dissolves the association (TCP allows it) and a connect to
+ * another destination is the kernel's to answer: either way the socket is
+ * no longer ours, and the kernel's answer stands. */
+static int connect_again(int fd, struct kp_conn *c, const struct sockaddr *addr, socklen_t len)
+{
+	struct pool_key key;
+	if (make_key(addr, len, &key) && same_destination(&key, &c->key)) {
+		if (c->reused) { /* we answered 0 for the kernel: it is connected */
+			errno = EISCONN;
+			return -1;
+		}
+		return KP_REAL(connect)(fd, addr, len);
+	}
+	int saved = errno;
+	disown(fd, c,
+	       addr && len >= sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC
+		       ? "connect(AF_UNSPEC) dissolved its association"
+		       : "connected again to another destination");
+	errno = saved;
+	return KP_REAL(connect)(fd, addr, len);
 }
 
 /* Put pooled socket p in the program's fd, as if connect() had just
  * succeeded on the program's own socket.  Returns 0 or -1 (fd untouched
  * unless the dup3 succeeded). */
-static int adopt_pooled(int fd, int p, struct kp_conn *c, const struct pool_meta *meta)
+static int adopt_pooled(int fd, int p, struct kp_conn *c, const struct pool_meta *meta, bool local)
 {
-	uint8_t fl = kp_fl(fd);
+	kp_fdfl fl = kp_fl(fd);
 	bool nonblock, cloexec;
 	if (fl & KP_FD_TCP) { /* we saw socket() and every flag change since */
 		nonblock = fl & KP_FD_NONBLOCK;
@@ -579,6 +671,12 @@ static int adopt_pooled(int fd, int p, struct kp_conn *c, const struct pool_meta
 	if (meta->tag_len != sizeof(prev))
 		return -1;
 	memcpy(&prev, meta->tag, sizeof(prev));
+	/* (a tag from the broker carries another process's epoch: the broker
+	 * is not used after a change of credentials, kp_conn_cred_change) */
+	if (local && !pooled_one_owner(&prev)) {
+		errno = EPERM;
+		return -1;
+	}
 	if (opts_transfer(fd, p, c, &prev) < 0)
 		return -1;
 	/* O_NONBLOCK lives in the open file description that dup3 makes fd
@@ -608,7 +706,7 @@ static int hand_out(int fd, struct kp_conn *c, int p, const struct pool_meta *me
 	kp_fd_swap(p, NULL);
 	struct kp_tls *t = kp_tls_unpark(p); /* a whole TLS connection */
 	/* its SSL went back to its program (SSL_clear) */
-	int ok = t && kp_tls_dead(t) ? (errno = ESTALE, -1) : adopt_pooled(fd, p, c, meta);
+	int ok = t && kp_tls_dead(t) ? (errno = ESTALE, -1) : adopt_pooled(fd, p, c, meta, local);
 	if (ok == 0 && local && twin_keep(c, p))
 		kp_fd_swap(p, KP_POOLED);
 	else
@@ -643,21 +741,14 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	struct pool_key key;
 	int saved = errno;
 
-	if (c == KP_POOLED) /* not the program's fd: let the kernel say EBADF */
-		return KP_REAL(connect)(fd, addr, len);
-	if (c && c->state != KP_PRECONNECT) {
-		/* a second connect() on the same socket (Ruby: connect, EINPROGRESS,
-		 * ppoll, connect again expecting 0 or EISCONN) */
-		if (c->reused) {
-			errno = EISCONN;
-			return -1;
-		}
-		return KP_REAL(connect)(fd, addr, len);
+	if (c == KP_POOLED) { /* a hidden fd of ours, not the program's */
+		errno = EBADF;
+		return -1;
 	}
+	if (c && c->state != KP_PRECONNECT)
+		return connect_again(fd, c, addr, len);
 	if (!kp_fd_valid(fd) || !make_key(addr, len, &key) || !kp_port_enabled(key.port) ||
-	    /* CONNECTED: a second connect() after we stepped aside at the first */
-	    (kp_fl(fd) & (KP_FD_BOUND | KP_FD_ROUTED | KP_FD_CONNECTED)) || !is_tcp(fd) ||
-	    (c && !c->poolable)) {
+	    !ours_to_connect(fd, &key) || (c && (!c->poolable || !one_owner(c)))) {
 		if (c)
 			conn_unref(kp_fd_swap(fd, NULL));
 		kp_watch_forget_fd(fd); /* never ours: the kernel's alone */
@@ -690,17 +781,21 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	c->key = key;
 
 	struct pool_meta meta;
-	int p;
+	int p = -1;
 	uint64_t now = kp_now_ms();
-	while ((p = pool_checkout(&key, now, &meta)) >= 0 ||
-	       (take_finished(&key) && (p = pool_checkout(&key, now, &meta)) >= 0)) {
+	/* a pooled socket replaces the program's socket under fd alone: with
+	 * other fds of the same socket (a dup before connect) the program's
+	 * own socket is connected, as those fds expect */
+	bool alone = __atomic_load_n(&c->refs, __ATOMIC_RELAXED) == 1;
+	while (alone && ((p = pool_checkout(&key, now, &meta)) >= 0 ||
+	       (take_finished(&key) && (p = pool_checkout(&key, now, &meta)) >= 0))) {
 		if (hand_out(fd, c, p, &meta, now, true) == 0) {
 			errno = saved;
 			return 0;
 		}
 	}
 	/* the local pool stays first: only a miss asks the broker */
-	if ((p = kp_broker_get(&key, &meta)) >= 0) {
+	if (alone && (p = kp_broker_get(&key, &meta)) >= 0) {
 		if (kp_fd_conn(p)) /* a number whose close went past us */
 			kp_forget_fd(p, false);
 		/* a number received over the broker's socket: the lowest free
@@ -781,7 +876,7 @@ void kp_stdio_watch(struct kp_conn *c, int fd)
 
 static bool parkable(const struct kp_conn *c)
 {
-	return c->state == KP_ACTIVE && c->poolable && !c->n_reqs && c->req_mode == KP_REQ_HEAD &&
+	return c->state == KP_ACTIVE && c->poolable && one_owner(c) && !c->n_reqs && c->req_mode == KP_REQ_HEAD &&
 	       !c->held_len && !c->resp_started && c->served > 0 &&
 	       (c->ka_max < 0 || c->served < (uint32_t)c->ka_max);
 }
@@ -791,6 +886,10 @@ static bool parkable(const struct kp_conn *c)
  * parked_ms: when it went idle, for one handed back unused; 0: now. */
 int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 {
+	if (!one_owner(c)) {
+		unpool(c, "it may have another owner");
+		return -1;
+	}
 	if (tx_unseen(c, fd)) {
 		unpool(c, "bytes reached the socket behind our back (stdio)");
 		kp_debug("fd %d: the kernel took bytes we never saw: not parked", fd);
@@ -818,7 +917,8 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 		.ka_max = c->ka_max,
 		.tag_len = sizeof(struct kp_tag),
 	};
-	struct kp_tag tag = { .nonblock = c->nonblock, .n_opts = c->n_opts };
+	struct kp_tag tag = { .nonblock = c->nonblock, .n_opts = c->n_opts,
+			      .cred_epoch = c->cred_epoch };
 	memcpy(tag.opts, c->opts, c->n_opts * sizeof(c->opts[0]));
 	for (unsigned i = 0; i < c->n_pending; i++) {
 		if (tag.n_opts == KP_MAX_OPTS) {
@@ -1233,6 +1333,8 @@ static bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool 
 	r->rewritten = rewritten;
 	if (h->upgrade || h->method == FRM_M_CONNECT || h->doubt)
 		unpool(c, "an upgrade, CONNECT or doubtful request");
+	if (h->conn_bound) /* the server may take the connection as this login's */
+		unpool(c, "NTLM, Negotiate or Kerberos credentials in the request");
 	frm_body_init(&c->req_body, h->body_kind, h->body_len);
 	/* Content-Length: 0 is as bodiless as no length at all */
 	c->req_mode = c->req_body.done || h->body_kind == FRM_BODY_NONE ? KP_REQ_HEAD : KP_REQ_BODY;
@@ -1417,7 +1519,7 @@ static inline bool stdin_reads(const struct kp_conn *c)
 
 static bool may_defer(const struct kp_conn *c, const struct frm_req_head *h, bool head_only)
 {
-	return kp_stdio_writing && head_only && __libc_single_threaded && !c->forked && !stdin_reads(c) &&
+	return kp_stdio_writing && head_only && __libc_single_threaded && !c->shared && !stdin_reads(c) &&
 	       !c->handed_off && !c->verbatim && !c->tls && !c->n_reqs && h->app_close &&
 	       (h->body_kind == FRM_BODY_NONE || (h->body_kind == FRM_BODY_LENGTH && !h->body_len)) &&
 	       !h->upgrade && !h->doubt && h->method != FRM_M_CONNECT && !h->expect_continue;
@@ -1607,7 +1709,8 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	char small[2048], *out = small;
 	size_t out_cap = sizeof(small);
 	long outlen = 0;
-	bool may_rewrite = !h.upgrade && !h.doubt && h.method != FRM_M_CONNECT && !c->handed_off &&
+	bool may_rewrite = !h.upgrade && !h.doubt && !h.conn_bound && h.method != FRM_M_CONNECT &&
+			   !c->handed_off &&
 			   !c->verbatim && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
 	/* More requests pipelined behind one that asks to close, in the same
 	 * write: the server must get the close and execute nothing after it,
@@ -2238,22 +2341,28 @@ static void handoff_verdict(struct kp_conn *c, int fd)
 		kp_debug("fd %d: replayed before leaving our hands", fd);
 }
 
-/* Caller holds c->lock. */
+/* Whatever else happens, the socket may have another owner now: it can
+ * never change owner again (one_owner), and once it has left nothing of
+ * it is rewritten or replayed (the other process may read what the
+ * server says).  Caller holds c->lock. */
 static void handoff_locked(struct kp_conn *c, int fd, const char *why)
 {
-	c->forked = true;
-	if (c->handed_off || c->tls || (c->state != KP_ACTIVE && !c->lost))
+	c->shared = true;
+	unpool(c, why);
+	if (c->handed_off)
 		return;
-	bool owed = c->eof_owed || c->lost;
-	for (unsigned i = 0; i < c->n_reqs; i++)
+	bool owed = !c->tls && (c->state == KP_ACTIVE || c->lost) && (c->eof_owed || c->lost);
+	for (unsigned i = 0; !c->tls && c->state == KP_ACTIVE && i < c->n_reqs; i++)
 		owed |= c->reqs[i].rewritten;
-	if (!owed)
-		return; /* nothing of ours to owe: the program's own requests speak */
-	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->tls)
+	/* the server's word on a reused connection's first request: a replay
+	 * is still ours to make, under the same fd, before it leaves (only
+	 * where the reader must be made to see the server's close anyway) */
+	if (owed && c->first == KP_FIRST_SENT && c->state == KP_ACTIVE)
 		handoff_verdict(c, fd);
 	c->handed_off = true;
-	unpool(c, why);
 	c->first = KP_FIRST_DONE;
+	if (!owed)
+		return; /* nothing of ours to owe: the program's own requests speak */
 	kp_debug("fd %d: leaves our hands (%s)", fd, why);
 	c->fin_due = true;
 	handoff_fin_if_due(c, fd);
@@ -2290,17 +2399,56 @@ void kp_conn_handoff_all(bool inherited_only, const char *why)
 	int saved = errno;
 	for (int fd = 0; fd <= high; fd++) {
 		struct kp_conn *c = kp_fd_conn(fd);
-		if (!c || c == KP_POOLED)
+		if (c == KP_POOLED || (!c && !(kp_fl(fd) & KP_FD_TCP)))
 			continue;
 		if (inherited_only) {
 			int fl = KP_REAL(fcntl)(fd, F_GETFD);
 			if (fl < 0 || (fl & FD_CLOEXEC))
 				continue;
 		}
-		kp_conn_handoff_fd(fd, why);
+		/* a TCP socket not connected yet: a connection made on it
+		 * later would have another holder too */
+		if (!c)
+			kp_fl_or(fd, KP_FD_SHARED);
+		else
+			kp_conn_handoff_fd(fd, why);
 	}
 	/* exec ends this image, CLOEXEC fds and all: nothing may stay held */
 	kp_send_deferred_all(true);
+	errno = saved;
+}
+
+bool kp_conn_passing_fd(int fd)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (c == KP_POOLED)
+		return false;
+	if (c)
+		kp_conn_handoff_fd(fd, "passed in SCM_RIGHTS");
+	else if (kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_TCP))
+		kp_fl_or(fd, KP_FD_SHARED);
+	return true;
+}
+
+/* ------------------------------------------------------------ credentials */
+
+void kp_conn_cred_change(void)
+{
+	int saved = errno;
+	__atomic_add_fetch(&cred_epoch, 1, __ATOMIC_ACQ_REL);
+	/* the broker is per user, checked when we dial it: the simple sound
+	 * answer is not to share any more from a process that changed hands */
+	kp_broker_disable();
+	kp_tls_forget_sessions();
+	unsigned n = pool_drain();
+	/* sockets made and not connected yet: their socket() was the old
+	 * identity's (its uid stays on the socket) */
+	int high = kp_fd_high();
+	for (int fd = 0; fd <= high; fd++)
+		if (!kp_fd_conn(fd) && (kp_fl(fd) & KP_FD_TCP))
+			kp_fl_or(fd, KP_FD_SHARED);
+	if (n)
+		kp_debug("credentials change: %u pooled connections closed", n);
 	errno = saved;
 }
 

@@ -86,8 +86,13 @@ struct kp_conn {
 	                        and we would rewrite: it waits for the
 	                        program's next call (kp_send_deferred) */
 	bool verbatim;       /* the deferred head goes out as written */
-	bool forked;         /* it crossed a fork or spawn: another process
-	                        may read it (nothing is deferred then) */
+	bool shared;         /* another process may hold its socket: it
+	                        crossed a fork, spawn or exec, or an
+	                        SCM_RIGHTS message (nothing is deferred then,
+	                        and it can never change owner) */
+	uint32_t cred_epoch; /* the process's credentials when it was made
+	                        (kp_conn_cred_change): another identity's
+	                        connection can never change owner */
 	/* Bytes written behind our back (stdio's own flushes: kp_stdio_watch):
 	 * what this socket took from us since tx_watch began, and the
 	 * kernel's count of bytes written to it then (bytes_acked + SIOCOUTQ) */
@@ -168,6 +173,10 @@ bool kp_fds_short(void);
  * returns the count.  kp_hidden_count(): how many there are. */
 size_t kp_hidden_fds(int *fds, size_t cap);
 size_t kp_hidden_count(void);
+
+/* A connection object for fd, a TCP socket not connected yet (its options
+ * are recorded, its dups counted): NULL when out of memory. */
+struct kp_conn *kp_conn_track(int fd);
 
 /* connect(): returns what the program's connect() returns. */
 int kp_connect(int fd, const struct sockaddr *addr, socklen_t len);
@@ -339,6 +348,18 @@ void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why);
  */
 void kp_conn_handoff_all(bool inherited_only, const char *why);
 void kp_conn_handoff_fd(int fd, const char *why);
+
+/* fd is about to be passed to another process (SCM_RIGHTS): it may
+ * have two owners from now on.  False when fd is a hidden fd of ours (not
+ * the program's: the call must fail with EBADF). */
+bool kp_conn_passing_fd(int fd);
+
+/* The process's credentials change (setuid and the rest, setgroups,
+ * capset): before and after the call.  Nothing made under the old ones
+ * changes owner again: the pool is emptied (real closes), connections in
+ * use and sockets not yet connected are never parked, the broker is left
+ * alone for the rest of the process. */
+void kp_conn_cred_change(void);
 
 /* In a vfork() child (no atfork handler ran; our memory is the parent's,
  * the fd table the child's own): one getpid(), for the rare calls only. */

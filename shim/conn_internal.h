@@ -84,7 +84,9 @@ struct kp_tag {
 	uint8_t nonblock;
 	uint8_t n_opts;
 	struct kp_sockopt opts[KP_MAX_OPTS]; /* what is set on the socket now */
+	uint32_t cred_epoch; /* conn.c one_owner: the credentials it was made under */
 };
+_Static_assert(sizeof(struct kp_tag) <= POOL_TAG_MAX, "the tag travels in pool_meta");
 
 /* at hand-out (adopt_pooled), and before the first request byte */
 int opts_transfer(int fresh, int pooled, struct kp_conn *c, const struct kp_tag *prev);

@@ -10,7 +10,7 @@
 #include <sys/resource.h>
 
 struct kp_conn **kp_fdtab;
-uint8_t *kp_fdflags;
+kp_fdfl *kp_fdflags;
 unsigned kp_fdtab_len;
 unsigned kp_fd_live;
 
@@ -39,7 +39,7 @@ int kp_fdtab_init(void)
 	if (mem == MAP_FAILED)
 		return -1;
 	kp_fdtab = mem;
-	kp_fdflags = (uint8_t *)(kp_fdtab + n);
+	kp_fdflags = (kp_fdfl *)(kp_fdtab + n);
 	/* Pooled sockets live high, out of the way of the program's own
 	 * lowest-first fd numbers and of select()'s FD_SETSIZE. */
 	hidden_base = soft >= 2048 ? 1024 : (int)(soft / 2);
@@ -51,17 +51,21 @@ struct kp_conn *kp_fd_swap(int fd, struct kp_conn *c)
 {
 	if (!kp_fd_valid(fd))
 		return NULL;
-	if (c) {
-		int high = __atomic_load_n(&fd_high, __ATOMIC_RELAXED);
-		while (fd > high && !__atomic_compare_exchange_n(&fd_high, &high, fd, false,
-								 __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-			;
-	}
+	if (c)
+		kp_fd_note_high(fd);
 	struct kp_conn *old = __atomic_exchange_n(&kp_fdtab[fd], c, __ATOMIC_ACQ_REL);
 	int live = (c && c != KP_POOLED) - (old && old != KP_POOLED);
 	if (live)
 		__atomic_add_fetch(&kp_fd_live, (unsigned)live, __ATOMIC_ACQ_REL);
 	return old;
+}
+
+void kp_fd_note_high(int fd)
+{
+	int high = __atomic_load_n(&fd_high, __ATOMIC_RELAXED);
+	while (fd > high && !__atomic_compare_exchange_n(&fd_high, &high, fd, false, __ATOMIC_RELAXED,
+							 __ATOMIC_RELAXED))
+		;
 }
 
 int kp_fd_hidden_base(void)

@@ -26,14 +26,20 @@ enum {
 	KP_FD_NONBLOCK = 32,
 	KP_FD_CLOEXEC = 64,
 	KP_FD_EPOLL = 128,   /* an epoll set (its close drops our registrations) */
+	KP_FD_INET6 = 256,   /* with KP_FD_TCP: socket(AF_INET6), else AF_INET */
+	/* The socket may be held by another process too: it crossed a fork,
+	 * an exec or spawn, or an SCM_RIGHTS message before we connected it.
+	 * Never a connection of ours (docs/owner.md). */
+	KP_FD_SHARED = 512,
 };
+typedef uint16_t kp_fdfl;
 
 /* Hidden: the fast paths then reach them in one instruction each, not
  * through a GOT load (-fvisibility=hidden covers definitions only). */
 #define KP_HIDDEN __attribute__((visibility("hidden")))
 
 extern KP_HIDDEN struct kp_conn **kp_fdtab;
-extern KP_HIDDEN uint8_t *kp_fdflags;
+extern KP_HIDDEN kp_fdfl *kp_fdflags;
 extern KP_HIDDEN unsigned kp_fdtab_len;
 /* How many of the program's fds are connections (entries neither NULL nor
  * KP_POOLED).  0: no readiness answer of ours can differ from the
@@ -66,24 +72,24 @@ static inline bool kp_fd_valid(int fd)
 /* kp_fdflags[fd], for a valid fd.  Relaxed atomics: threads touch the
  * flags of different fds side by side (and ThreadSanitizer, whose own
  * reporter opens files through our open(), must see no race there). */
-static inline uint8_t kp_fl(int fd)
+static inline kp_fdfl kp_fl(int fd)
 {
 	return __atomic_load_n(&kp_fdflags[fd], __ATOMIC_RELAXED);
 }
 
-static inline void kp_fl_set(int fd, uint8_t v)
+static inline void kp_fl_set(int fd, kp_fdfl v)
 {
 	__atomic_store_n(&kp_fdflags[fd], v, __ATOMIC_RELAXED);
 }
 
-static inline void kp_fl_or(int fd, uint8_t v)
+static inline void kp_fl_or(int fd, kp_fdfl v)
 {
 	__atomic_fetch_or(&kp_fdflags[fd], v, __ATOMIC_RELAXED);
 }
 
-static inline void kp_fl_clear(int fd, uint8_t v)
+static inline void kp_fl_clear(int fd, kp_fdfl v)
 {
-	__atomic_fetch_and(&kp_fdflags[fd], (uint8_t)~v, __ATOMIC_RELAXED);
+	__atomic_fetch_and(&kp_fdflags[fd], (kp_fdfl)~v, __ATOMIC_RELAXED);
 }
 
 /* Allocate the table (from the constructor).  Returns 0 or -1. */
@@ -98,8 +104,10 @@ int kp_fd_hidden_base(void);
 /* Move it (RLIMIT_NOFILE changed: conn.c kp_conn_fd_limits). */
 void kp_fd_set_hidden_base(int base);
 
-/* Highest fd ever set (bounds scans after fork). */
+/* Highest fd ever given a connection or KP_FD_TCP (bounds scans). */
 int kp_fd_high(void);
+/* fd now has KP_FD_TCP: the scans must reach it */
+void kp_fd_note_high(int fd);
 
 /* In a forked child: forget every entry (the connections are the parent's). */
 void kp_fdtab_after_fork_child(void);

@@ -41,6 +41,7 @@ enum hdr_id {
 	H_UPGRADE, /* Upgrade (requests) */
 	H_IDEM,    /* Idempotency-Key (requests) */
 	H_EXPECT,  /* Expect (requests) */
+	H_AUTHZ,   /* Authorization, Proxy-Authorization (requests) */
 };
 
 static bool is_digit(unsigned char c)
@@ -138,6 +139,8 @@ static enum hdr_id header_id(const char *name, size_t n, bool response)
 		return H_IDEM;
 	if (ieq(name, n, "expect"))
 		return H_EXPECT;
+	if (ieq(name, n, "authorization") || ieq(name, n, "proxy-authorization"))
+		return H_AUTHZ;
 	return H_NONE;
 }
 
@@ -577,6 +580,18 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out)
 		case H_EXPECT:
 			if (ieq(buf + vs, ve - vs, "100-continue"))
 				out->expect_continue = true;
+			break;
+		case H_AUTHZ:
+			/* credentials = auth-scheme [ 1*SP token68 / params ]
+			 * (RFC 9110 11.4): schemes that authenticate the
+			 * connection, not the request (IIS keeps a Kerberos
+			 * login for the connection's life) */
+			for (t = buf + vs; t < buf + ve && !is_ows(*t); t++)
+				;
+			n = (size_t)(t - (buf + vs));
+			if (ieq(buf + vs, n, "ntlm") || ieq(buf + vs, n, "negotiate") ||
+			    ieq(buf + vs, n, "kerberos"))
+				out->conn_bound = true;
 			break;
 		default:
 			break;

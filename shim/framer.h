@@ -78,6 +78,9 @@ struct frm_req_head {
 	bool upgrade;             /* Upgrade header, or upgrade token */
 	bool idempotency_key;     /* Idempotency-Key header present */
 	bool expect_continue;     /* Expect: 100-continue */
+	bool conn_bound;          /* Authorization or Proxy-Authorization with
+	                             a scheme that logs the connection in (NTLM,
+	                             Negotiate, Kerberos): never pool it */
 	bool doubt;               /* odd but parseable (obs-fold, bare LF, TE+CL
 	                             ...): do not rewrite, do not pool */
 };

@@ -28,6 +28,14 @@
 
 #define KP_EXPORT __attribute__((visibility("default")))
 
+/* A hidden fd of ours (a pooled socket, a twin) is not the program's: to
+ * the program the number is not open (docs/owner.md). */
+static int not_yours(void)
+{
+	errno = EBADF;
+	return -1;
+}
+
 /* ------------------------------------------------------------ life */
 
 static pid_t our_pid;
@@ -71,7 +79,7 @@ __attribute__((destructor)) static void kp_fini(void)
 }
 
 /* Forget what we knew of a number the kernel has just handed out. */
-static void fresh_fd(int fd, uint8_t flags)
+static void fresh_fd(int fd, kp_fdfl flags)
 {
 	if (!kp_fd_valid(fd))
 		return;
@@ -80,6 +88,8 @@ static void fresh_fd(int fd, uint8_t flags)
 	if (kp_fl(fd) & KP_FD_EPOLL)
 		kp_watch_forget_epfd(fd);
 	kp_fl_set(fd, flags);
+	if (flags & KP_FD_TCP)
+		kp_fd_note_high(fd); /* fork and exec must find it (conn.c) */
 }
 
 /* ------------------------------------------------------------ fd budget */
@@ -105,7 +115,9 @@ KP_EXPORT int socket(int domain, int type, int protocol)
 		bool tcp = (domain == AF_INET || domain == AF_INET6) &&
 			   (type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC)) == SOCK_STREAM &&
 			   (protocol == 0 || protocol == IPPROTO_TCP);
-		uint8_t fl = tcp ? KP_FD_TCP : KP_FD_NOT_TCP;
+		kp_fdfl fl = tcp ? KP_FD_TCP : KP_FD_NOT_TCP;
+		if (tcp && domain == AF_INET6)
+			fl |= KP_FD_INET6;
 		if (type & SOCK_NONBLOCK)
 			fl |= KP_FD_NONBLOCK;
 		if (type & SOCK_CLOEXEC)
@@ -319,6 +331,10 @@ KP_EXPORT int fclose(FILE *fp)
 KP_EXPORT FILE *fdopen(int fd, const char *mode)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
+	if (c == KP_POOLED) {
+		errno = EBADF;
+		return NULL;
+	}
 	if (c && c != KP_POOLED && mode)
 		kp_note_fdopen(c, fd, mode[0] == 'r' && !strchr(mode, '+'),
 			       (mode[0] == 'w' || mode[0] == 'a') && !strchr(mode, '+'));
@@ -326,17 +342,32 @@ KP_EXPORT FILE *fdopen(int fd, const char *mode)
 }
 
 /* newfd is a dup of an fd we do not track: it shares what we learnt of
- * oldfd's socket (O_NONBLOCK belongs to the description), its own CLOEXEC. */
+ * oldfd's socket (O_NONBLOCK belongs to the description), its own CLOEXEC.
+ * A TCP socket not connected yet gets a connection object now, shared by
+ * both numbers, so that a connection made on it later knows them all
+ * (docs/owner.md); without one (no memory), neither is ever ours. */
 static void dup_fdflags(int oldfd, int newfd, bool cloexec)
 {
 	fresh(newfd);
-	if (kp_fd_valid(oldfd) && kp_fd_valid(newfd) && kp_fl(oldfd))
-		kp_fl_set(newfd, (uint8_t)((kp_fl(oldfd) & ~KP_FD_CLOEXEC) |
-					      (cloexec ? KP_FD_CLOEXEC : 0)));
+	if (!kp_fd_valid(oldfd) || !kp_fd_valid(newfd) || !kp_fl(oldfd))
+		return;
+	kp_fdfl fl = kp_fl(oldfd);
+	kp_fl_set(newfd, (kp_fdfl)((fl & ~KP_FD_CLOEXEC) | (cloexec ? KP_FD_CLOEXEC : 0)));
+	if (!(fl & KP_FD_TCP) || (fl & (KP_FD_CONNECTED | KP_FD_SHARED)))
+		return;
+	struct kp_conn *c = kp_conn_track(oldfd);
+	if (c) {
+		kp_dup_to(c, oldfd, newfd);
+	} else {
+		kp_fl_or(oldfd, KP_FD_SHARED);
+		kp_fl_or(newfd, KP_FD_SHARED);
+	}
 }
 
 KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	if (kp_fd_conn(fd) == KP_POOLED)
+		return not_yours();
 	if (kp_fd_valid(fd))
 		kp_fl_or(fd, KP_FD_BOUND);
 	return KP_REAL(bind)(fd, addr, len);
@@ -345,6 +376,8 @@ KP_EXPORT int bind(int fd, const struct sockaddr *addr, socklen_t len)
 static KP_SLOW int setsockopt_slow(int fd, int level, int name, const void *val, socklen_t len)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
+	if (c == KP_POOLED)
+		return not_yours();
 	if (c && kp_sockopt_already(c, fd, level, name, val, len))
 		return 0;
 	int r = KP_REAL(setsockopt)(fd, level, name, val, len);
@@ -368,6 +401,8 @@ KP_EXPORT int setsockopt(int fd, int level, int name, const void *val, socklen_t
 static KP_SLOW int getsockopt_slow(struct kp_conn *c, int fd, int level, int name, void *val,
 				   socklen_t *len)
 {
+	if (c == KP_POOLED)
+		return not_yours();
 	kp_before_getsockopt(c, fd);
 	socklen_t len0 = len ? *len : 0;
 	int r = KP_REAL(getsockopt)(fd, level, name, val, len);
@@ -394,6 +429,8 @@ KP_EXPORT int getsockopt(int fd, int level, int name, void *val, socklen_t *len)
 static KP_SLOW int getpeername_slow(struct kp_conn *c, int fd, struct sockaddr *addr,
 				    socklen_t *len)
 {
+	if (c == KP_POOLED)
+		return not_yours();
 	socklen_t len0 = len ? *len : 0;
 	int r = KP_REAL(getpeername)(fd, addr, len);
 	if (r < 0 && errno == ENOTCONN && kp_conn_dead_seen(c, fd)) {
@@ -524,6 +561,8 @@ KP_EXPORT void closefrom(int lowfd)
 
 static KP_SLOW int shutdown_slow(struct kp_conn *c, int fd, int how)
 {
+	if (c == KP_POOLED)
+		return not_yours();
 	if (c != KP_POOLED && (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR) &&
 	    kp_shutdown(c, fd, how))
 		return 0;
@@ -548,6 +587,8 @@ static inline bool fd_known(int fd)
 
 static KP_SLOW int dup_slow(int fd)
 {
+	if (kp_fd_conn(fd) == KP_POOLED)
+		return not_yours();
 	int nfd = RETRY_IF_SHORT(KP_REAL(dup)(fd));
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (nfd >= 0 && c && c != KP_POOLED)
@@ -625,6 +666,8 @@ KP_EXPORT int dup3(int oldfd, int newfd, int flags)
 /* fcntl and ioctl: see open above for their fixed third parameter */
 static KP_SLOW int fcntl_slow(int fd, int cmd, void *arg)
 {
+	if (kp_fd_conn(fd) == KP_POOLED)
+		return not_yours();
 	int r = KP_REAL(fcntl)(fd, cmd, arg);
 	if (r < 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && kp_fds_short())
 		r = KP_REAL(fcntl)(fd, cmd, arg);
@@ -657,6 +700,8 @@ static KP_SLOW int fcntl_slow(int fd, int cmd, void *arg)
 
 static inline int fcntl_fast(int fd, int cmd, void *arg)
 {
+	if (__builtin_expect(kp_fd_conn(fd) == KP_POOLED, 0))
+		return not_yours();
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC || cmd == F_SETFL || cmd == F_SETFD)
 		return fcntl_slow(fd, cmd, arg);
 	return KP_REAL(fcntl)(fd, cmd, arg);
@@ -664,6 +709,8 @@ static inline int fcntl_fast(int fd, int cmd, void *arg)
 
 static KP_SLOW int ioctl_slow(int fd, unsigned long req, void *arg)
 {
+	if (kp_fd_conn(fd) == KP_POOLED)
+		return not_yours();
 	/* FIONREAD and the like on a connection: a head held from stdio
 	 * goes first (conn.h), as it would for a read */
 	if (kp_fd_conn(fd))
@@ -684,6 +731,8 @@ static KP_SLOW int ioctl_slow(int fd, unsigned long req, void *arg)
 
 static inline int ioctl_fast(int fd, unsigned long req, void *arg)
 {
+	if (__builtin_expect(kp_fd_conn(fd) == KP_POOLED, 0))
+		return not_yours();
 	if (__builtin_expect(kp_held_any(), 0) || req == FIONBIO || req == FIOCLEX ||
 	    req == FIONCLEX)
 		return ioctl_slow(fd, req, arg);
@@ -753,6 +802,25 @@ KP_EXPORT long syscall(long number, ...)
 #endif
 		case SYS_dup3:
 			return dup3((int)a[0], (int)a[1], (int)a[2]);
+		case SYS_sendmsg:
+			return sendmsg((int)a[0], (const struct msghdr *)a[1], (int)a[2]);
+		/* credentials, raw (one thread's only): as the libc calls */
+		case SYS_setuid:
+		case SYS_setreuid:
+		case SYS_setresuid:
+		case SYS_setgid:
+		case SYS_setregid:
+		case SYS_setresgid:
+		case SYS_setgroups:
+		case SYS_setfsuid:
+		case SYS_setfsgid:
+		case SYS_capset: {
+			kp_conn_cred_change();
+			long r = KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+			if (r >= 0)
+				kp_conn_cred_change();
+			return r;
+		}
 		}
 	}
 	/* a read (or anything) past the wrappers: a head held from stdio

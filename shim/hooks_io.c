@@ -7,6 +7,7 @@
  * name_slow().
  */
 #include <errno.h>
+#include <string.h>
 #include <fcntl.h>
 #include <sys/sendfile.h>
 #include <unistd.h>
@@ -44,10 +45,20 @@
 		return KP_REAL_BOUND(name)(__VA_ARGS__);                         \
 	} while (0)
 
+/* A hidden fd of ours (a pooled socket, a twin) is not the program's: to
+ * the program the number is not open (docs/owner.md). */
+static ssize_t not_yours(void)
+{
+	errno = EBADF;
+	return -1;
+}
+
 /* ------------------------------------------------------------ write */
 
 static KP_SLOW ssize_t write_slow(struct kp_conn *c, int fd, const void *buf, size_t n)
 {
+	if (c == KP_POOLED)
+		return not_yours();
 	if (!c) {
 		kp_send_held_verbatim();
 		return KP_REAL(write)(fd, buf, n);
@@ -68,6 +79,8 @@ KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 
 static KP_SLOW ssize_t writev_slow(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
 {
+	if (c == KP_POOLED)
+		return not_yours();
 	if (!c) {
 		kp_send_held_verbatim();
 		return KP_REAL(writev)(fd, iov, iovcnt);
@@ -87,6 +100,8 @@ KP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 
 static KP_SLOW ssize_t send_slow(struct kp_conn *c, int fd, const void *buf, size_t n, int flags)
 {
+	if (c == KP_POOLED)
+		return not_yours();
 	if (!c) {
 		kp_send_held_verbatim();
 		return KP_REAL(send)(fd, buf, n, flags);
@@ -108,6 +123,8 @@ KP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 static KP_SLOW ssize_t sendto_slow(struct kp_conn *c, int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
 			 socklen_t tolen)
 {
+	if (c == KP_POOLED)
+		return not_yours();
 	if (!c) {
 		kp_send_held_verbatim();
 		return KP_REAL(sendto)(fd, buf, n, flags, to, tolen);
@@ -149,14 +166,54 @@ static KP_SLOW ssize_t sendmsg_slow(struct kp_conn *c, int fd, const struct msgh
 	return r;
 }
 
+/* The fds an SCM_RIGHTS message passes (n of them at *fds, unaligned),
+ * for each control message of msg; false stops the walk.  The walk stays
+ * inside msg_controllen, whatever the headers claim. */
+static bool each_passed_fd(const struct msghdr *msg, bool (*fn)(int fd))
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR((struct msghdr *)msg, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+		    cm->cmsg_len < CMSG_LEN(0))
+			continue;
+		const unsigned char *end = (const unsigned char *)msg->msg_control + msg->msg_controllen;
+		const unsigned char *p = CMSG_DATA(cm);
+		size_t n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n && p + sizeof(int) <= end; i++, p += sizeof(int)) {
+			int fd;
+			memcpy(&fd, p, sizeof(fd));
+			if (!fn(fd))
+				return false;
+		}
+	}
+	return true;
+}
+
+/* A message that carries control data may pass fds to another process:
+ * each of our connections it passes may have two owners from now on
+ * (conn.c); a hidden fd of ours is not the program's to pass (EBADF, as
+ * for a number that is not open, and nothing is sent). */
+static KP_SLOW ssize_t sendmsg_control(int fd, const struct msghdr *msg, int flags)
+{
+	int saved = errno;
+	bool ok = each_passed_fd(msg, kp_conn_passing_fd);
+	errno = saved;
+	if (!ok)
+		return not_yours();
+	return sendmsg_slow(kp_fd_conn(fd), fd, msg, flags);
+}
+
 KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
+	if (__builtin_expect(msg && msg->msg_controllen, 0) && kp_fdtab_len)
+		return sendmsg_control(fd, msg, flags);
 	KP_FAST(fd, sendmsg, fd, msg, flags);
 }
 
 KP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	struct kp_conn *c = kp_fd_conn(out_fd);
+	if (c == KP_POOLED || kp_fd_conn(in_fd) == KP_POOLED)
+		return not_yours();
 	if (c)
 		kp_send_bypass(c, out_fd);
 	ssize_t r = KP_REAL(sendfile)(out_fd, in_fd, offset, count);
@@ -174,6 +231,8 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 	struct kp_conn *in = kp_fd_conn(fd_in), *out = kp_fd_conn(fd_out);
 	if (!in && !out)
 		return KP_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
+	if (in == KP_POOLED || out == KP_POOLED)
+		return not_yours();
 	ssize_t r;
 	if (in && kp_recv_intercept(in, fd_in, &r))
 		return r;
@@ -189,7 +248,17 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 
 KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 {
+	if (kp_fdtab_len) {
+		int saved = errno;
+		for (unsigned int i = 0; vec && i < n; i++)
+			if (vec[i].msg_hdr.msg_controllen &&
+			    !each_passed_fd(&vec[i].msg_hdr, kp_conn_passing_fd))
+				return (int)not_yours();
+		errno = saved;
+	}
 	struct kp_conn *c = kp_fd_conn(fd);
+	if (c == KP_POOLED)
+		return (int)not_yours();
 	if (c)
 		kp_send_bypass(c, fd);
 	int r = KP_REAL(sendmmsg)(fd, vec, n, flags);
@@ -204,6 +273,8 @@ KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 
 static KP_SLOW ssize_t read_slow(struct kp_conn *c, int fd, void *buf, size_t n)
 {
+	if (c == KP_POOLED)
+		return not_yours();
 	if (!c) {
 		kp_send_held_verbatim();
 		return KP_REAL(read)(fd, buf, n);
@@ -225,6 +296,8 @@ KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 
 static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
 {
+	if (c == KP_POOLED)
+		return not_yours();
 	if (!c) {
 		kp_send_held_verbatim();
 		return KP_REAL(readv)(fd, iov, iovcnt);
@@ -245,6 +318,8 @@ KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 
 static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n, int flags)
 {
+	if (c == KP_POOLED)
+		return not_yours();
 	if (!c) {
 		kp_send_held_verbatim();
 		return KP_REAL(recv)(fd, buf, n, flags);
@@ -267,6 +342,8 @@ KP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_t n, int flags, struct sockaddr *from,
 			   socklen_t *fromlen)
 {
+	if (c == KP_POOLED)
+		return not_yours();
 	if (!c) {
 		kp_send_held_verbatim();
 		return KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
@@ -289,6 +366,8 @@ KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 
 static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
 {
+	if (c == KP_POOLED)
+		return not_yours();
 	if (!c) {
 		kp_send_held_verbatim();
 		return KP_REAL(recvmsg)(fd, msg, flags);
@@ -305,13 +384,39 @@ static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *ms
 	return r;
 }
 
+/* An fd received in SCM_RIGHTS: a number the kernel just handed out.
+ * What we knew of a socket once there (closed past us) is forgotten, and
+ * the received socket is never ours (another process may hold it: we
+ * know only what we made). */
+static bool received_fd(int fd)
+{
+	if (kp_fd_valid(fd) && (kp_fd_conn(fd) || kp_fl(fd)))
+		kp_forget_fd(fd, false);
+	return true;
+}
+
+static KP_SLOW ssize_t recvmsg_control(int fd, struct msghdr *msg, int flags)
+{
+	ssize_t r = recvmsg_slow(kp_fd_conn(fd), fd, msg, flags);
+	if (r >= 0 && msg->msg_controllen) {
+		int saved = errno;
+		each_passed_fd(msg, received_fd);
+		errno = saved;
+	}
+	return r;
+}
+
 KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
+	if (__builtin_expect(msg && msg->msg_controllen, 0) && kp_fdtab_len)
+		return recvmsg_control(fd, msg, flags);
 	KP_FAST(fd, recvmsg, fd, msg, flags);
 }
 
 static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
 {
+	if (c == KP_POOLED)
+		return (int)not_yours();
 	if (!c) {
 		kp_send_held_verbatim();
 		return KP_REAL(recvmmsg)(fd, vec, n, flags, ts);

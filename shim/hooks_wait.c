@@ -447,7 +447,7 @@ static inline bool ep_watched(int fd)
 	if (!kp_fd_valid(fd))
 		return false;
 	struct kp_conn *c = kp_fd_conn(fd);
-	uint8_t fl = kp_fl(fd);
+	kp_fdfl fl = kp_fl(fd);
 	return (c && c != KP_POOLED) || ((fl & KP_FD_TCP) && !(fl & KP_FD_CONNECTED));
 }
 

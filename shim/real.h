@@ -128,7 +128,19 @@
 	X(int, vfprintf, (FILE *, const char *, va_list))                            \
 	X(int, __vfprintf_chk, (FILE *, int, const char *, va_list))                 \
 	X(int, fflush, (FILE *))                                                     \
-	X(int, fflush_unlocked, (FILE *))
+	X(int, fflush_unlocked, (FILE *))                                            \
+	X(int, setuid, (uid_t))                                                      \
+	X(int, seteuid, (uid_t))                                                     \
+	X(int, setreuid, (uid_t, uid_t))                                             \
+	X(int, setresuid, (uid_t, uid_t, uid_t))                                     \
+	X(int, setgid, (gid_t))                                                      \
+	X(int, setegid, (gid_t))                                                     \
+	X(int, setregid, (gid_t, gid_t))                                             \
+	X(int, setresgid, (gid_t, gid_t, gid_t))                                     \
+	X(int, setgroups, (size_t, const gid_t *))                                   \
+	X(int, setfsuid, (uid_t))                                                    \
+	X(int, setfsgid, (gid_t))                                                    \
+	X(int, capset, (void *, const void *))
 
 #define KP_REAL_FIELD(ret, name, args) ret(*name) args;
 struct kp_real_table {

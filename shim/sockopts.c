@@ -237,7 +237,7 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 {
 	if (!kp_fd_valid(fd))
 		return;
-	uint8_t fl = kp_fl(fd);
+	kp_fdfl fl = kp_fl(fd);
 	if (opt_routes(level, name)) {
 		kp_fl_or(fd, KP_FD_ROUTED);
 		struct kp_conn *c = kp_fd_conn(fd);
@@ -254,12 +254,9 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 		/* only unconnected TCP sockets can become ours */
 		if (!(fl & KP_FD_TCP) || (fl & KP_FD_CONNECTED))
 			return;
-		c = conn_new();
+		c = kp_conn_track(fd);
 		if (!c)
 			return;
-		struct kp_conn *old = kp_fd_swap(fd, c);
-		if (old && old != KP_POOLED)
-			conn_unref(old);
 	}
 	if (!conn_lock(c, fd))
 		return;

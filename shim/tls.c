@@ -1067,6 +1067,19 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 	}
 }
 
+void kp_tls_forget_sessions(void)
+{
+	pthread_mutex_lock(&tls_lock);
+	struct ticket *t = tickets;
+	tickets = NULL;
+	pthread_mutex_unlock(&tls_lock);
+	while (t) {
+		struct ticket *next = t->next;
+		ticket_free(t);
+		t = next;
+	}
+}
+
 void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 {
 	SSL *ssl = ssl_;

@@ -56,6 +56,9 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
  * and its own verification passes on that session's peer chain. */
 void kp_tls_offer_session(void *ssl, const struct pool_key *key);
 
+/* Forget every kept session (the process's credentials changed). */
+void kp_tls_forget_sessions(void);
+
 /* The engine parked at hidden fd, taken out of the parked map (its
  * reference to the caller), or NULL. */
 /* e can never serve again (its SSL went back to the program): drop it */

@@ -791,11 +791,11 @@ static const char *req_summary(const char *in, size_t n, struct frm_req_head *h)
 		snprintf(body, sizeof(body), "L%llu", (unsigned long long)h->body_len);
 	else
 		snprintf(body, sizeof(body), "%c", kind_char(h->body_kind));
-	snprintf(s, sizeof(s), "%ld m%d 1.%u %s %s%s%s%s%s%s%s", rc, (int)h->method,
+	snprintf(s, sizeof(s), "%ld m%d 1.%u %s %s%s%s%s%s%s%s%s", rc, (int)h->method,
 		 h->version_minor, body, h->app_close ? "c" : "",
 		 h->has_conn_header ? "h" : "", h->keepalive_token ? "k" : "",
 		 h->upgrade ? "u" : "", h->idempotency_key ? "i" : "",
-		 h->expect_continue ? "e" : "", h->doubt ? "d" : "");
+		 h->expect_continue ? "e" : "", h->doubt ? "d" : "", h->conn_bound ? "b" : "");
 	return s;
 }
 
@@ -857,6 +857,15 @@ static void test_req_parse(void)
 	req_case("GET / HTTP/1.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n",
 		 "$ m1 1.1 - hu");
 	req_case("GET / HTTP/1.1\r\nUpgrade: h2c\r\n\r\n", "$ m1 1.1 - u");
+	/* connection-bound logins from the request side; per-request schemes not */
+	req_case("GET / HTTP/1.1\r\nAuthorization: Negotiate YIIabc==\r\n\r\n", "$ m1 1.1 - b");
+	req_case("GET / HTTP/1.1\r\nauthorization:   NTLM TlRMTVNTUAAB\r\n\r\n", "$ m1 1.1 - b");
+	req_case("GET / HTTP/1.1\r\nProxy-Authorization: kerberos x\r\n\r\n", "$ m1 1.1 - b");
+	req_case("GET / HTTP/1.1\r\nAuthorization: Negotiate\r\n\r\n", "$ m1 1.1 - b");
+	req_case("GET / HTTP/1.1\r\nAuthorization: Basic dTpw\r\n\r\n", "$ m1 1.1 - ");
+	req_case("GET / HTTP/1.1\r\nAuthorization: Bearer NTLM\r\n\r\n", "$ m1 1.1 - ");
+	req_case("GET / HTTP/1.1\r\nAuthorization: NTLMX y\r\n\r\n", "$ m1 1.1 - ");
+	req_case("GET / HTTP/1.1\r\nX-Authorization: NTLM y\r\n\r\n", "$ m1 1.1 - ");
 	req_case("POST / HTTP/1.1\r\nIdempotency-Key: \"8e03\"\r\nContent-Length: 0\r\n\r\n",
 		 "$ m7 1.1 L0 i");
 	req_case("POST / HTTP/1.1\r\nExpect: 100-Continue\r\nContent-Length: 9\r\n\r\n",
