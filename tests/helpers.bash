@@ -65,6 +65,7 @@ suite_setup() {
 # Call from teardown: stops whatever the test started, also after a failure.
 servers_stop() {
 	nginx_stop
+	echo_stop
 	scripted_stop
 	_scripted_forker_stop
 }
@@ -269,6 +270,55 @@ _count_lines() {
 # _distinct_first_fields FILE: the number of distinct first fields (one awk)
 _distinct_first_fields() { awk '!seen[$1]++ { n++ } END { print n + 0 }' "$1"; }
 
+# ------------------------------------------------------------ echo
+
+# tests/servers/echo_server.py: answers every request with its own target
+# and logs "<connection id> <target>" (the process-shape matrix, and tests
+# that must see whose request a response answers).  echo_start [NAME]: a
+# second one with another NAME runs beside the first (ECHO_PORT_NAME,
+# ECHO_LOG_NAME); the first is the current server.
+ECHO_PIDS=()
+ECHO_PORT=
+ECHO_LOG=
+
+echo_start() {
+	local name="${1:-echo}" dir
+	dir="$BATS_TEST_TMPDIR/$name"
+	mkdir -p "$dir"
+	: >"$dir/log"
+	"$PYTHON" "$ROOT/tests/servers/echo_server.py" "$dir/port" "$dir/log" 2>"$dir/stderr" &
+	ECHO_PIDS+=($!)
+	wait_until test -s "$dir/port" || {
+		cat "$dir/stderr" >&2
+		return 1
+	}
+	local port
+	read -r port <"$dir/port"
+	if [ "$name" = echo ]; then
+		ECHO_PORT=$port
+		ECHO_LOG="$dir/log"
+		SERVER_KIND=echo
+		SERVER_PORT=$port
+	else
+		printf -v "ECHO_PORT_$name" %s "$port"
+		printf -v "ECHO_LOG_$name" %s "$dir/log"
+	fi
+}
+
+echo_stop() {
+	local p
+	for p in "${ECHO_PIDS[@]}"; do
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+	ECHO_PIDS=()
+}
+
+echo_log() { cat "$ECHO_LOG"; }
+echo_conns() { _distinct_first_fields "$ECHO_LOG"; }
+echo_requests() { _count_lines "$ECHO_LOG"; echo "$REPLY"; }
+echo_reset() { : >"$ECHO_LOG"; }
+
 # ------------------------------------------------- the current server
 
 server_conns() { "${SERVER_KIND}_conns"; }
@@ -278,6 +328,7 @@ _server_log_path() {
 	case "$SERVER_KIND" in
 	nginx) REPLY="$NGINX_DIR/access.log" ;;
 	scripted) REPLY="$SCRIPTED_LOG" ;;
+	echo) REPLY="$ECHO_LOG" ;;
 	esac
 }
 # _server_counts: REPLY_REQS and REPLY_CONNS, as $(server_requests) and
@@ -295,6 +346,7 @@ server_reset() {
 	case "$SERVER_KIND" in
 	nginx) nginx_reset ;;
 	scripted) scripted_restart ;;
+	echo) echo_reset ;;
 	esac
 }
 

@@ -1,0 +1,310 @@
+/*
+ * owner.c - programs that share, move or re-aim a socket, for
+ * tests/owner.bats (docs/owner.md).  Every request is "GET /<tag>" with
+ * Connection: close; tests/servers/echo_server.py answers with the tag.
+ * Each step prints one line: the response body it read, or the errno
+ * name of the call that failed.
+ *
+ *   owner scm-rights PORT       a request; the socket passed to a child
+ *                               process over a Unix socket (SCM_RIGHTS),
+ *                               the sender closes its copy and makes
+ *                               requests of its own while the child makes
+ *                               its requests on the passed socket
+ *   owner af-unspec PORT_A PORT_B   a request to A; connect(AF_UNSPEC) on
+ *                               the same socket, connect it to B, a
+ *                               request there, close; then a request to A
+ *   owner family PORT           connect() with the other family's address
+ *                               (AF_INET6 socket, sockaddr_in; AF_INET
+ *                               socket, sockaddr_in6): its errno, and the
+ *                               socket's SO_DOMAIN after, then a request
+ *   owner hidden PORT           a request, close (the socket is pooled),
+ *                               then calls on every fd number the program
+ *                               never opened (3..4095): how many answer
+ *                               as open, how many writes succeed; then a
+ *                               request
+ *   owner closefrom-log PORT FILE   closefrom(3), open FILE (the program's
+ *                               own), two requests, close FILE
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+
+#include "common.h"
+
+static int port;
+
+static const char *errname(int e)
+{
+	switch (e) {
+	case EBADF: return "EBADF";
+	case EINVAL: return "EINVAL";
+	case EAFNOSUPPORT: return "EAFNOSUPPORT";
+	case EISCONN: return "EISCONN";
+	case ECONNRESET: return "ECONNRESET";
+	case EPIPE: return "EPIPE";
+	case ENOTCONN: return "ENOTCONN";
+	case EAGAIN: return "EAGAIN";
+	default: return strerrorname_np(e) ? strerrorname_np(e) : "?";
+	}
+}
+
+static struct sockaddr_in addr4(int p)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)p) };
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	return a;
+}
+
+/* A request for /tag on s; prints "tag: <body>" (or the failure) and
+ * leaves s open (the response read up to its end: EOF). */
+static void request(int s, const char *who, const char *tag)
+{
+	char req[256], buf[4096];
+	int n = snprintf(req, sizeof(req), "GET /%s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+			 tag);
+	if (write(s, req, (size_t)n) != n) {
+		printf("%s %s: write %s\n", who, tag, errname(errno));
+		fflush(stdout);
+		return;
+	}
+	size_t have = 0;
+	for (;;) {
+		struct pollfd p = { s, POLLIN, 0 };
+		if (poll(&p, 1, 5000) <= 0) {
+			printf("%s %s: timeout\n", who, tag);
+			fflush(stdout);
+			return;
+		}
+		ssize_t r = read(s, buf + have, sizeof(buf) - 1 - have);
+		if (r < 0) {
+			printf("%s %s: read %s\n", who, tag, errname(errno));
+			fflush(stdout);
+			return;
+		}
+		if (r == 0)
+			break;
+		have += (size_t)r;
+		if (have == sizeof(buf) - 1)
+			break;
+	}
+	buf[have] = '\0';
+	char *body = strstr(buf, "\r\n\r\n");
+	printf("%s %s: %s\n", who, tag, body ? body + 4 : "(no head)");
+	fflush(stdout);
+}
+
+/* A keep-alive request for /tag on s: read up to the end of its
+ * Content-Length body (the echo body is "/tag"), s stays usable. */
+static void request_keep(int s, const char *who, const char *tag)
+{
+	char req[128], buf[1024];
+	int n = snprintf(req, sizeof(req), "GET /%s HTTP/1.1\r\nHost: t\r\n\r\n", tag);
+	if (write(s, req, (size_t)n) != n) {
+		printf("%s %s: write %s\n", who, tag, errname(errno));
+		return;
+	}
+	size_t have = 0, want = 0;
+	for (;;) {
+		char *end = have ? memmem(buf, have, "\r\n\r\n", 4) : NULL;
+		if (end && !want)
+			want = (size_t)(end + 4 - buf) + 1 + strlen(tag);
+		if (want && have >= want)
+			break;
+		struct pollfd p = { s, POLLIN, 0 };
+		ssize_t r = poll(&p, 1, 3000) > 0 ? read(s, buf + have, sizeof(buf) - 1 - have) : -2;
+		if (r <= 0) {
+			printf("%s %s: %s\n", who, tag, r == 0 ? "EOF" : r == -2 ? "timeout" : errname(errno));
+			return;
+		}
+		have += (size_t)r;
+	}
+	buf[have] = '\0';
+	printf("%s %s: %s\n", who, tag, strstr(buf, "\r\n\r\n") + 4);
+}
+
+static int dial(int p)
+{
+	struct sockaddr_in a = addr4(p);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+		die("connect");
+	return s;
+}
+
+static void one(const char *who, const char *tag)
+{
+	int s = dial(port);
+	request(s, who, tag);
+	close(s);
+}
+
+static void scm_rights(void)
+{
+	int pair[2], go[2];
+	if (socketpair(AF_UNIX, SOCK_STREAM, 0, pair) < 0 || pipe(go) < 0)
+		die("socketpair");
+	/* the receiver exists before the socket does: only SCM_RIGHTS
+	 * gives it the socket */
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(pair[0]);
+		char c;
+		union {
+			char b[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} u;
+		struct iovec iov = { &c, 1 };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+				    .msg_controllen = sizeof(u.b) };
+		if (recvmsg(pair[1], &m, 0) != 1)
+			die("recvmsg");
+		int got;
+		memcpy(&got, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof(got));
+		/* the receiver's requests, after each of the sender's */
+		for (int i = 1; i <= 2; i++) {
+			if (read(go[0], &c, 1) != 1)
+				break;
+			char tag[16];
+			snprintf(tag, sizeof(tag), "r%d", i);
+			request_keep(got, "receiver", tag);
+		}
+		_exit(0);
+	}
+	close(pair[1]);
+	close(go[0]);
+	int s = dial(port);
+	request_keep(s, "sender", "s1");
+	char c = 'x';
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct iovec iov = { &c, 1 };
+	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+			    .msg_controllen = sizeof(u.b) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &s, sizeof(s));
+	if (sendmsg(pair[0], &m, 0) != 1)
+		die("sendmsg");
+	close(s);
+	for (int i = 2; i <= 3; i++) {
+		char tag[16];
+		snprintf(tag, sizeof(tag), "s%d", i);
+		one("sender", tag);
+		if (write(go[1], "g", 1) != 1)
+			die("pipe");
+		usleep(100000); /* the receiver's turn */
+	}
+	close(go[1]);
+	waitpid(pid, NULL, 0);
+}
+
+static void af_unspec(int port_b)
+{
+	int s = dial(port);
+	request(s, "A", "a1");
+	struct sockaddr un = { .sa_family = AF_UNSPEC };
+	int r = connect(s, &un, sizeof(un));
+	printf("connect(AF_UNSPEC): %s\n", r == 0 ? "0" : errname(errno));
+	struct sockaddr_in b = addr4(port_b);
+	r = connect(s, (struct sockaddr *)&b, sizeof(b));
+	printf("connect(B): %s\n", r == 0 ? "0" : errname(errno));
+	if (r == 0)
+		request(s, "B", "b1");
+	close(s);
+	one("A", "a2");
+	one("A", "a3");
+}
+
+static void family(void)
+{
+	one("first", "f1"); /* a pooled AF_INET connection exists now */
+	struct sockaddr_in a = addr4(port);
+	int s6 = socket(AF_INET6, SOCK_STREAM, 0);
+	int r = connect(s6, (struct sockaddr *)&a, sizeof(a));
+	int dom;
+	socklen_t l = sizeof(dom);
+	getsockopt(s6, SOL_SOCKET, SO_DOMAIN, &dom, &l);
+	printf("AF_INET6 socket, sockaddr_in: %s, SO_DOMAIN %s\n", r == 0 ? "0" : errname(errno),
+	       dom == AF_INET6 ? "AF_INET6" : dom == AF_INET ? "AF_INET" : "?");
+	close(s6);
+	one("second", "f2");
+	struct sockaddr_in6 a6 = { .sin6_family = AF_INET6, .sin6_port = htons((uint16_t)port) };
+	inet_pton(AF_INET6, "::ffff:127.0.0.1", &a6.sin6_addr);
+	int s4 = socket(AF_INET, SOCK_STREAM, 0);
+	r = connect(s4, (struct sockaddr *)&a6, sizeof(a6));
+	l = sizeof(dom);
+	getsockopt(s4, SOL_SOCKET, SO_DOMAIN, &dom, &l);
+	printf("AF_INET socket, sockaddr_in6: %s, SO_DOMAIN %s\n", r == 0 ? "0" : errname(errno),
+	       dom == AF_INET6 ? "AF_INET6" : dom == AF_INET ? "AF_INET" : "?");
+	close(s4);
+	one("third", "f3");
+}
+
+static void hidden(void)
+{
+	/* which numbers the program has open before: only those are its own */
+	static char mine[4096];
+	for (int fd = 0; fd < 4096; fd++)
+		mine[fd] = fcntl(fd, F_GETFD) >= 0;
+	one("first", "h1"); /* parked now, under the library */
+	int open_ = 0, writes = 0, ebadf = 0;
+	for (int fd = 3; fd < 4096; fd++) {
+		if (mine[fd])
+			continue;
+		if (fcntl(fd, F_GETFD) >= 0)
+			open_++;
+		static const char junk[] = "GET /junk HTTP/1.1\r\nHost: t\r\n\r\n";
+		if (write(fd, junk, sizeof(junk) - 1) > 0)
+			writes++;
+		else if (errno == EBADF)
+			ebadf++;
+	}
+	printf("numbers never opened: %d answer F_GETFD, %d take a write, %d say EBADF\n", open_,
+	       writes, ebadf);
+	one("second", "h2");
+}
+
+static void closefrom_log(const char *file)
+{
+	closefrom(3);
+	int f = open(file, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND, 0644);
+	if (f < 0)
+		die("open");
+	printf("the program's file is fd %d\n", f);
+	one("first", "l1");
+	one("second", "l2");
+	if (write(f, "the program's line\n", 19) != 19)
+		die("write");
+	close(f);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3) {
+		fprintf(stderr, "usage: see owner.c\n");
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	port = atoi(argv[2]);
+	if (!strcmp(argv[1], "scm-rights"))
+		scm_rights();
+	else if (!strcmp(argv[1], "af-unspec") && argc > 3)
+		af_unspec(atoi(argv[3]));
+	else if (!strcmp(argv[1], "family"))
+		family();
+	else if (!strcmp(argv[1], "hidden"))
+		hidden();
+	else if (!strcmp(argv[1], "closefrom-log") && argc > 3)
+		closefrom_log(argv[3]);
+	else
+		return 2;
+	return 0;
+}
