@@ -309,6 +309,10 @@ static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
  * the call): what was made under an older value belongs to another
  * identity (kp_conn_cred_change). */
 static uint32_t cred_epoch;
+/* A thread changed its own identity or namespace (unshare, setns, capset,
+ * a raw set*id) while others ran: from now on the process's threads may
+ * be different owners, and nothing ever changes owner again. */
+static bool divided;
 
 /*
  * The one question every park, hand-out and hand-over to the broker asks
@@ -321,14 +325,16 @@ static uint32_t cred_epoch;
  */
 static bool one_owner(const struct kp_conn *c)
 {
-	return !c->shared && c->cred_epoch == __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE);
+	return !c->shared && c->cred_epoch == __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE) &&
+	       !__atomic_load_n(&divided, __ATOMIC_RELAXED);
 }
 
 /* The same question for a socket in the pool: parked by one_owner's
  * leave, under the credentials of its tag. */
 static bool pooled_one_owner(const struct kp_tag *tag)
 {
-	return tag->cred_epoch == __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE);
+	return tag->cred_epoch == __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE) &&
+	       !__atomic_load_n(&divided, __ATOMIC_RELAXED);
 }
 
 struct kp_conn *conn_new(void)
@@ -1068,8 +1074,19 @@ void kp_forget_fd(int fd, bool may_park)
 
 void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 {
-	if (!kp_fd_valid(newfd) || c == KP_POOLED)
+	if (c == KP_POOLED)
 		return;
+	if (!kp_fd_valid(newfd)) {
+		/* a copy beyond our table (the hard limit was raised after we
+		 * sized it): we cannot count it, so it may outlive every fd we
+		 * know of */
+		if (conn_lock(c, oldfd)) {
+			c->shared = true;
+			unpool(c, "a copy at an fd number beyond our table");
+			pthread_mutex_unlock(&c->lock);
+		}
+		return;
+	}
 	if (!conn_lock(c, oldfd)) {
 		/* oldfd was closed meanwhile: newfd is a socket we never framed */
 		struct kp_conn *old = kp_fd_swap(newfd, NULL);
@@ -2432,9 +2449,13 @@ bool kp_conn_passing_fd(int fd)
 
 /* ------------------------------------------------------------ credentials */
 
-void kp_conn_cred_change(void)
+void kp_conn_cred_change(bool one_thread)
 {
 	int saved = errno;
+	if (one_thread && !__libc_single_threaded && !__atomic_load_n(&divided, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&divided, true, __ATOMIC_RELAXED);
+		kp_debug("a thread changed its own identity or namespace: no more pooling");
+	}
 	__atomic_add_fetch(&cred_epoch, 1, __ATOMIC_ACQ_REL);
 	/* the broker is per user, checked when we dial it: the simple sound
 	 * answer is not to share any more from a process that changed hands */

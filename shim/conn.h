@@ -354,12 +354,15 @@ void kp_conn_handoff_fd(int fd, const char *why);
  * the program's: the call must fail with EBADF). */
 bool kp_conn_passing_fd(int fd);
 
-/* The process's credentials change (setuid and the rest, setgroups,
- * capset): before and after the call.  Nothing made under the old ones
- * changes owner again: the pool is emptied (real closes), connections in
- * use and sockets not yet connected are never parked, the broker is left
- * alone for the rest of the process. */
-void kp_conn_cred_change(void);
+/* The process's credentials or namespaces change (setuid and the rest,
+ * setgroups, capset, unshare, setns): before and after the call.  Nothing
+ * made under the old ones changes owner again: the pool is emptied (real
+ * closes), connections in use and sockets not yet connected are never
+ * parked, the broker is left alone for the rest of the process.
+ * one_thread: the call changes the calling thread only (capset,
+ * setfsuid, unshare, setns, a raw syscall): with other threads running,
+ * nothing is ever pooled again in this process. */
+void kp_conn_cred_change(bool one_thread);
 
 /* In a vfork() child (no atfork handler ran; our memory is the parent's,
  * the fd table the child's own): one getpid(), for the rare calls only. */

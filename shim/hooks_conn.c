@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/inotify.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/timerfd.h>
@@ -78,6 +79,129 @@ __attribute__((destructor)) static void kp_fini(void)
 		kp_stats_print();
 }
 
+static inline int fresh(int fd);
+#define RETRY_IF_SHORT(call)                          \
+	({                                            \
+		__typeof__(call) r_ = (call);         \
+		if (r_ < 0 && kp_fds_short())         \
+			r_ = (call);                  \
+		r_;                                   \
+	})
+
+/* ------------------------------------------------------------ forks past atfork */
+
+/* _Fork() and clone() make a child without the atfork handlers: the child
+ * would hand out the pooled sockets the parent still holds, and the
+ * parent park connections the child holds.  So they get what fork() gets
+ * (docs/owner.md). */
+KP_EXPORT pid_t _Fork(void)
+{
+	if (!kp_fdtab_len)
+		return KP_REAL(_Fork)();
+	kp_conn_before_fork();
+	pid_t pid = KP_REAL(_Fork)();
+	int saved = errno;
+	if (pid == 0)
+		after_fork_child();
+	else
+		kp_conn_after_fork_parent();
+	errno = saved;
+	return pid;
+}
+
+/* the child of a clone() without CLONE_VM runs fn on a copy of our memory */
+struct clone_start {
+	int (*fn)(void *);
+	void *arg;
+};
+
+static int clone_child(void *p)
+{
+	struct clone_start st = *(struct clone_start *)p;
+	after_fork_child();
+	return st.fn(st.arg);
+}
+
+KP_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
+{
+	va_list ap;
+	va_start(ap, arg);
+	void *ptid = va_arg(ap, void *), *tls = va_arg(ap, void *), *ctid = va_arg(ap, void *);
+	va_end(ap);
+	if (!kp_fdtab_len || !fn)
+		return KP_REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
+	if (flags & CLONE_VM) {
+		/* a thread, or vfork-like: the child's calls are seen on our
+		 * memory (its exec and dup2 as a vfork child's); a copy of
+		 * our fds in another memory is not */
+		if (!(flags & CLONE_FILES))
+			kp_conn_handoff_all(false, "clone");
+		return KP_REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
+	}
+	struct clone_start *st = malloc(sizeof(*st));
+	if (!st) {
+		errno = ENOMEM;
+		return -1;
+	}
+	st->fn = fn;
+	st->arg = arg;
+	kp_conn_before_fork();
+	if (flags & CLONE_FILES) /* one fd table, two memories: nothing is known */
+		kp_conn_cred_change(true);
+	int r = KP_REAL(clone)(clone_child, stack, flags, st, ptid, tls, ctid);
+	int saved = errno;
+	kp_conn_after_fork_parent();
+	free(st);
+	errno = saved;
+	return r;
+}
+
+/* A raw clone/fork through syscall(): fork-like (no new stack, no
+ * CLONE_VM) gets fork()'s handlers; anything else the hand-off of every
+ * connection, as for a vfork. */
+static long raw_fork(long number, const long a[6])
+{
+	unsigned long flags = 0;
+	bool own_stack = false;
+	if (number == SYS_clone) {
+		flags = (unsigned long)a[0];
+		own_stack = a[1] != 0;
+	} else if (number == SYS_clone3 && a[0]) {
+		memcpy(&flags, (const void *)a[0], sizeof(flags));
+		uint64_t st;
+		memcpy(&st, (const char *)a[0] + 40, sizeof(st)); /* clone_args.stack */
+		own_stack = st != 0;
+	}
+	if ((flags & CLONE_VM) || own_stack || number == SYS_vfork) {
+		if (!(flags & CLONE_FILES))
+			kp_conn_handoff_all(false, "clone");
+		return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	}
+	kp_conn_before_fork();
+	long r = KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+	int saved = errno;
+	if (r == 0)
+		after_fork_child();
+	else
+		kp_conn_after_fork_parent();
+	errno = saved;
+	return r;
+}
+
+/* pidfd_getfd(): a copy of a process's fd.  Of another process's: a fresh
+ * number for us; of one of ours (pidfd names this process): that
+ * connection has an owner we cannot count.  The call does not say which:
+ * ours with that number is shared from now on, either way. */
+KP_EXPORT int pidfd_getfd(int pidfd, int targetfd, unsigned int flags)
+{
+	if (kp_fdtab_len) {
+		int saved = errno;
+		kp_conn_passing_fd(targetfd);
+		errno = saved;
+	}
+	return fresh(RETRY_IF_SHORT(KP_REAL(pidfd_getfd)(pidfd, targetfd, flags)));
+}
+
 /* Forget what we knew of a number the kernel has just handed out. */
 static void fresh_fd(int fd, kp_fdfl flags)
 {
@@ -95,15 +219,9 @@ static void fresh_fd(int fd, kp_fdfl flags)
 /* ------------------------------------------------------------ fd budget */
 
 /* An fd-making call that failed for want of fd numbers while the pool held
- * some gets them back and one more try (conn.c kp_fds_short).  Costs the
- * fast path nothing but the test of the result it already has. */
-#define RETRY_IF_SHORT(call)                          \
-	({                                            \
-		__typeof__(call) r_ = (call);         \
-		if (r_ < 0 && kp_fds_short())         \
-			r_ = (call);                  \
-		r_;                                   \
-	})
+ * some gets them back and one more try (conn.c kp_fds_short, the macro
+ * RETRY_IF_SHORT above).  Costs the fast path nothing but the test of the
+ * result it already has. */
 
 /* ------------------------------------------------------------ socket */
 
@@ -447,6 +565,13 @@ KP_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 	if (c)
 		return getpeername_slow(c, fd, addr, len);
 	return KP_REAL(getpeername)(fd, addr, len);
+}
+
+KP_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
+{
+	if (__builtin_expect(kp_fd_conn(fd) == KP_POOLED, 0))
+		return not_yours();
+	return KP_REAL(getsockname)(fd, addr, len);
 }
 
 KP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
@@ -804,6 +929,26 @@ KP_EXPORT long syscall(long number, ...)
 			return dup3((int)a[0], (int)a[1], (int)a[2]);
 		case SYS_sendmsg:
 			return sendmsg((int)a[0], (const struct msghdr *)a[1], (int)a[2]);
+		case SYS_sendmmsg:
+			return sendmmsg((int)a[0], (struct mmsghdr *)a[1], (unsigned)a[2], (int)a[3]);
+		case SYS_dup:
+			return dup((int)a[0]);
+		case SYS_fcntl:
+			return fcntl((int)a[0], (int)a[1], (void *)a[2]);
+		case SYS_setsockopt:
+			return setsockopt((int)a[0], (int)a[1], (int)a[2], (const void *)a[3],
+					  (socklen_t)a[4]);
+		case SYS_pidfd_getfd:
+			return pidfd_getfd((int)a[0], (int)a[1], (unsigned)a[2]);
+		case SYS_execve:
+		case SYS_execveat:
+			kp_conn_handoff_all(true, "exec");
+			break;
+		case SYS_fork:
+		case SYS_vfork:
+		case SYS_clone:
+		case SYS_clone3:
+			return raw_fork(number, a);
 		/* credentials, raw (one thread's only): as the libc calls */
 		case SYS_setuid:
 		case SYS_setreuid:
@@ -814,11 +959,13 @@ KP_EXPORT long syscall(long number, ...)
 		case SYS_setgroups:
 		case SYS_setfsuid:
 		case SYS_setfsgid:
-		case SYS_capset: {
-			kp_conn_cred_change();
+		case SYS_capset:
+		case SYS_unshare:
+		case SYS_setns: {
+			kp_conn_cred_change(true);
 			long r = KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 			if (r >= 0)
-				kp_conn_cred_change();
+				kp_conn_cred_change(true);
 			return r;
 		}
 		}

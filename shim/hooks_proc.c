@@ -51,6 +51,13 @@ KP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 	return KP_REAL(execvpe)(file, argv, envp);
 }
 
+KP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
+			int flags)
+{
+	before_exec();
+	return KP_REAL(execveat)(dirfd, path, argv, envp, flags);
+}
+
 KP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	before_exec();

@@ -464,6 +464,10 @@ static KP_SLOW int epoll_ctl_slow(int epfd, int op, int fd, struct epoll_event *
 
 KP_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
+	if (__builtin_expect(kp_fd_conn(fd) == KP_POOLED || kp_fd_conn(epfd) == KP_POOLED, 0)) {
+		errno = EBADF; /* a hidden fd of ours: not the program's */
+		return -1;
+	}
 	if (ep_watched(fd))
 		return epoll_ctl_slow(epfd, op, fd, ev);
 	return KP_REAL(epoll_ctl)(epfd, op, fd, ev);

@@ -64,6 +64,7 @@
 	X(int, setsockopt, (int, int, int, const void *, socklen_t))                 \
 	X(int, getsockopt, (int, int, int, void *, socklen_t *))                     \
 	X(int, getpeername, (int, struct sockaddr *, socklen_t *))                   \
+	X(int, getsockname, (int, struct sockaddr *, socklen_t *))                   \
 	X(int, ioctl, (int, unsigned long, ...))                                     \
 	X(ssize_t, write, (int, const void *, size_t))                               \
 	X(ssize_t, writev, (int, const struct iovec *, int))                         \
@@ -140,7 +141,13 @@
 	X(int, setgroups, (size_t, const gid_t *))                                   \
 	X(int, setfsuid, (uid_t))                                                    \
 	X(int, setfsgid, (gid_t))                                                    \
-	X(int, capset, (void *, const void *))
+	X(int, capset, (void *, const void *))                                       \
+	X(int, unshare, (int))                                                       \
+	X(int, setns, (int, int))                                                    \
+	X(pid_t, _Fork, (void))                                                      \
+	X(int, clone, (int (*)(void *), void *, int, void *, ...))                   \
+	X(int, execveat, (int, const char *, char *const[], char *const[], int))     \
+	X(int, pidfd_getfd, (int, int, unsigned int))
 
 #define KP_REAL_FIELD(ret, name, args) ret(*name) args;
 struct kp_real_table {

@@ -166,6 +166,52 @@ assert_own_answers() {
 	assert_equal "conns $SHIM_CONNS" "conns 1"
 }
 
+@test "forks past the atfork handlers (_Fork, syscall(SYS_clone)): parent and child never get the same pooled socket" {
+	echo_start
+	for mode in 1 2; do
+		run_both 3 "$OWNER" raw-fork "$ECHO_PORT" "$mode"
+		assert_both_ok
+		assert_same_sorted_output
+		assert_own_answers
+	done
+}
+
+@test "copies made past libc's dup (syscall(SYS_dup), syscall(SYS_fcntl, F_DUPFD), pidfd_getfd): never parked under them" {
+	echo_start
+	for mode in 1 2 3; do
+		run_both 2 "$OWNER" raw-dup "$ECHO_PORT" "$mode"
+		assert_both_ok
+		assert_same_output
+		grep -q '^the copy reads: EOF$' "$BATS_TEST_TMPDIR/shim.out"
+	done
+}
+
+@test "SCM_RIGHTS through syscall(SYS_sendmmsg): the passed socket is never parked" {
+	echo_start
+	run_both 2 "$OWNER" raw-mmsg "$ECHO_PORT"
+	assert_both_ok
+	assert_same_output
+	grep -q '^parent p2: /p2$' "$BATS_TEST_TMPDIR/shim.out"
+}
+
+@test "unshare(CLONE_NEWNET): no connection of the old network namespace is handed out in the new one" {
+	[ "$(id -u)" = 0 ] || skip "needs root for unshare(CLONE_NEWNET)"
+	echo_start
+	run_both 1 "$OWNER" netns "$ECHO_PORT"
+	assert_both_ok
+	assert_same_output
+	grep -q '^after unshare: connect ENETUNREACH$' "$BATS_TEST_TMPDIR/shim.out"
+}
+
+@test "a thread drops to nobody with a raw setresuid: its connection is never handed to root's thread" {
+	[ "$(id -u)" = 0 ] || skip "needs root to drop to nobody"
+	echo_start
+	run_both 2 "$OWNER" thread-cred "$ECHO_PORT"
+	assert_both_ok
+	assert_same_output
+	grep -q '^main: socket of uid 0$' "$BATS_TEST_TMPDIR/shim.out"
+}
+
 # ------------------------------------------------------------ the matrix
 
 # run_matrix DEPTH [gen options]: every interesting shape of DEPTH steps

@@ -24,11 +24,32 @@
  *                               request
  *   owner closefrom-log PORT FILE   closefrom(3), open FILE (the program's
  *                               own), two requests, close FILE
+ *   owner raw-fork PORT 1|2     a request; a child made by _Fork() (1) or
+ *                               syscall(SYS_clone) (2), no atfork handlers:
+ *                               child and parent each connect and request
+ *                               at the same time
+ *   owner raw-dup PORT 1|2|3    a copy of the socket made past libc's dup:
+ *                               syscall(SYS_dup) (1), syscall(SYS_fcntl,
+ *                               F_DUPFD) (2), pidfd_getfd() of ourselves
+ *                               (3); a request, close, a new connection's
+ *                               request: what does the copy read?
+ *   owner raw-mmsg PORT         the socket passed with syscall(SYS_sendmmsg)
+ *                               to a child, closed; a new connection's
+ *                               request: what does the child read?
+ *   owner netns PORT            a request, unshare(CLONE_NEWNET), a request
+ *   owner thread-cred PORT      a thread drops to nobody with a raw
+ *                               setresuid and makes a request; then the
+ *                               main thread (root) does: whose sockets?
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 
@@ -286,6 +307,180 @@ static void closefrom_log(const char *file)
 	close(f);
 }
 
+/* Read on s for up to ms: what arrived ("EOF", "nothing", or the body). */
+static void peek_what(int s, const char *who, int ms)
+{
+	char buf[1024];
+	struct pollfd p = { s, POLLIN, 0 };
+	if (poll(&p, 1, ms) <= 0) {
+		printf("%s: nothing\n", who);
+		return;
+	}
+	ssize_t r = read(s, buf, sizeof(buf) - 1);
+	if (r <= 0) {
+		printf("%s: %s\n", who, r == 0 ? "EOF" : errname(errno));
+		return;
+	}
+	buf[r] = '\0';
+	char *body = strstr(buf, "\r\n\r\n");
+	printf("%s: %s\n", who, body ? body + 4 : buf);
+}
+
+static void raw_fork(int mode)
+{
+	int to_parent[2], to_child[2];
+	if (pipe(to_parent) < 0 || pipe(to_child) < 0)
+		die("pipe");
+	one("first", "p0"); /* pooled now */
+	pid_t pid = mode == 1 ? _Fork() : (pid_t)syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0);
+	if (pid < 0)
+		die("fork");
+	char c;
+	if (pid == 0) {
+		int s = dial(port);
+		if (write(to_parent[1], "x", 1) != 1 || read(to_child[0], &c, 1) != 1)
+			_exit(1);
+		request(s, "child", "c1");
+		_exit(0);
+	}
+	if (read(to_parent[0], &c, 1) != 1)
+		die("pipe");
+	int s = dial(port);
+	/* both requests out before either reads */
+	const char req[] = "GET /p1 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+	if (write(s, req, sizeof(req) - 1) < 0 || write(to_child[1], "x", 1) != 1)
+		die("write");
+	usleep(200000);
+	char buf[2048];
+	size_t have = 0;
+	ssize_t r;
+	while ((r = read(s, buf + have, sizeof(buf) - 1 - have)) > 0)
+		have += (size_t)r;
+	buf[have] = '\0';
+	char *body = strstr(buf, "\r\n\r\n");
+	printf("parent p1: %s\n", body ? body + 4 : "(nothing)");
+	close(s);
+	waitpid(pid, NULL, 0);
+}
+
+static void raw_dup(int mode)
+{
+	int s = dial(port), d;
+	if (mode == 1)
+		d = (int)syscall(SYS_dup, s);
+	else if (mode == 2)
+		d = (int)syscall(SYS_fcntl, s, F_DUPFD, 0);
+	else
+		d = (int)syscall(SYS_pidfd_getfd, (int)syscall(SYS_pidfd_open, getpid(), 0), s, 0);
+	if (d < 0)
+		die("copy");
+	request(s, "s", "s1");
+	close(s);
+	int s2 = dial(port);
+	const char req[] = "GET /s2 HTTP/1.1\r\nHost: t\r\n\r\n";
+	if (write(s2, req, sizeof(req) - 1) < 0)
+		die("write");
+	peek_what(d, "the copy reads", 500);
+	peek_what(s2, "s2 reads", 2000);
+}
+
+static void raw_mmsg(void)
+{
+	int pair[2], go[2];
+	if (socketpair(AF_UNIX, SOCK_DGRAM, 0, pair) < 0 || pipe(go) < 0)
+		die("socketpair");
+	pid_t pid = fork(); /* before the socket: only the message passes it */
+	if (pid == 0) {
+		char c;
+		union {
+			char b[CMSG_SPACE(sizeof(int))];
+			struct cmsghdr align;
+		} u;
+		struct iovec iov = { &c, 1 };
+		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+				    .msg_controllen = sizeof(u.b) };
+		if (recvmsg(pair[1], &m, 0) != 1 || read(go[0], &c, 1) != 1)
+			_exit(1);
+		int got;
+		memcpy(&got, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof(got));
+		peek_what(got, "the child reads", 500);
+		_exit(0);
+	}
+	int s = dial(port);
+	request_keep(s, "parent", "p1");
+	char c = 'x';
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	memset(&u, 0, sizeof(u));
+	struct iovec iov = { &c, 1 };
+	struct mmsghdr mm = { .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
+					   .msg_controllen = sizeof(u.b) } };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&mm.msg_hdr);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &s, sizeof(s));
+	if (syscall(SYS_sendmmsg, pair[0], &mm, 1, 0) != 1)
+		die("sendmmsg");
+	close(s);
+	int s2 = dial(port);
+	const char req[] = "GET /p2 HTTP/1.1\r\nHost: t\r\n\r\n";
+	if (write(s2, req, sizeof(req) - 1) < 0 || write(go[1], "g", 1) != 1)
+		die("write");
+	waitpid(pid, NULL, 0);
+	peek_what(s2, "parent p2", 2000);
+}
+
+static void netns(void)
+{
+	one("before", "n1");
+	if (unshare(CLONE_NEWNET) < 0) {
+		printf("unshare: %s\n", errname(errno));
+		return;
+	}
+	struct sockaddr_in a = addr4(port);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(s, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		printf("after unshare: connect %s\n", errname(errno));
+		return;
+	}
+	request(s, "after", "n2");
+}
+
+static uid_t socket_owner(int s)
+{
+	struct stat st;
+	return fstat(s, &st) == 0 ? st.st_uid : (uid_t)-1;
+}
+
+static void *cred_thread(void *arg)
+{
+	(void)arg;
+	if (syscall(SYS_setresuid, 65534, 65534, 65534) < 0) {
+		printf("setresuid: %s\n", errname(errno));
+		return NULL;
+	}
+	int s = dial(port);
+	printf("thread: socket of uid %u\n", (unsigned)socket_owner(s));
+	request(s, "thread", "t1");
+	close(s);
+	return NULL;
+}
+
+static void thread_cred(void)
+{
+	pthread_t t;
+	if (pthread_create(&t, NULL, cred_thread, NULL) != 0)
+		die("pthread_create");
+	pthread_join(t, NULL);
+	int s = dial(port);
+	printf("main: socket of uid %u\n", (unsigned)socket_owner(s));
+	request(s, "main", "m1");
+	close(s);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -304,6 +499,16 @@ int main(int argc, char **argv)
 		hidden();
 	else if (!strcmp(argv[1], "closefrom-log") && argc > 3)
 		closefrom_log(argv[3]);
+	else if (!strcmp(argv[1], "raw-fork") && argc > 3)
+		raw_fork(atoi(argv[3]));
+	else if (!strcmp(argv[1], "raw-dup") && argc > 3)
+		raw_dup(atoi(argv[3]));
+	else if (!strcmp(argv[1], "raw-mmsg"))
+		raw_mmsg();
+	else if (!strcmp(argv[1], "netns"))
+		netns();
+	else if (!strcmp(argv[1], "thread-cred"))
+		thread_cred();
 	else
 		return 2;
 	return 0;

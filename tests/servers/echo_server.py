@@ -23,6 +23,12 @@ next_id = [0]
 
 class Handler(socketserver.StreamRequestHandler):
     def handle(self):
+        try:
+            self.serve()
+        except OSError:
+            pass  # a client that resets: nothing to say
+
+    def serve(self):
         with lock:
             next_id[0] += 1
             cid = next_id[0]
