@@ -5,6 +5,7 @@
  */
 #include "fdtable.h"
 
+#include <limits.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -13,6 +14,7 @@ struct kp_conn **kp_fdtab;
 kp_fdfl *kp_fdflags;
 unsigned kp_fdtab_len;
 unsigned kp_fd_live;
+int kp_fd_pooled_low = INT_MAX;
 
 static int fd_high = -1;
 static int hidden_base = 3;
@@ -53,6 +55,12 @@ struct kp_conn *kp_fd_swap(int fd, struct kp_conn *c)
 		return NULL;
 	if (c)
 		kp_fd_note_high(fd);
+	if (c == KP_POOLED) {
+		int low = __atomic_load_n(&kp_fd_pooled_low, __ATOMIC_RELAXED);
+		while (fd < low && !__atomic_compare_exchange_n(&kp_fd_pooled_low, &low, fd, false,
+								__ATOMIC_RELAXED, __ATOMIC_RELAXED))
+			;
+	}
 	struct kp_conn *old = __atomic_exchange_n(&kp_fdtab[fd], c, __ATOMIC_ACQ_REL);
 	int live = (c && c != KP_POOLED) - (old && old != KP_POOLED);
 	if (live)

@@ -46,6 +46,9 @@ extern KP_HIDDEN unsigned kp_fdtab_len;
  * kernel's, and poll/select pass straight through without looking at
  * each fd (most programs, and every one that never spoke HTTP). */
 extern KP_HIDDEN unsigned kp_fd_live;
+/* The lowest fd number ever marked KP_POOLED (INT_MAX: none yet): the
+ * program's own low numbers are told from ours by one compare. */
+extern KP_HIDDEN int kp_fd_pooled_low;
 
 /* The tracked-fd half of an exported wrapper: kept out of line, so that
  * the wrapper itself is the bounds check, the load, the test and a tail
@@ -57,6 +60,13 @@ static inline struct kp_conn *kp_fd_conn(int fd)
 	if ((unsigned)fd >= kp_fdtab_len)
 		return 0;
 	return __atomic_load_n(&kp_fdtab[fd], __ATOMIC_ACQUIRE);
+}
+
+/* A hidden fd of ours (a pooled socket, a twin): not the program's. */
+static inline bool kp_fd_pooled(int fd)
+{
+	return __builtin_expect(fd >= __atomic_load_n(&kp_fd_pooled_low, __ATOMIC_RELAXED), 0) &&
+	       kp_fd_conn(fd) == KP_POOLED;
 }
 
 static inline bool kp_fd_any_live(void)

@@ -569,7 +569,7 @@ KP_EXPORT int getpeername(int fd, struct sockaddr *addr, socklen_t *len)
 
 KP_EXPORT int getsockname(int fd, struct sockaddr *addr, socklen_t *len)
 {
-	if (__builtin_expect(kp_fd_conn(fd) == KP_POOLED, 0))
+	if (kp_fd_pooled(fd))
 		return not_yours();
 	return KP_REAL(getsockname)(fd, addr, len);
 }
@@ -825,7 +825,7 @@ static KP_SLOW int fcntl_slow(int fd, int cmd, void *arg)
 
 static inline int fcntl_fast(int fd, int cmd, void *arg)
 {
-	if (__builtin_expect(kp_fd_conn(fd) == KP_POOLED, 0))
+	if (kp_fd_pooled(fd))
 		return not_yours();
 	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC || cmd == F_SETFL || cmd == F_SETFD)
 		return fcntl_slow(fd, cmd, arg);
@@ -856,7 +856,7 @@ static KP_SLOW int ioctl_slow(int fd, unsigned long req, void *arg)
 
 static inline int ioctl_fast(int fd, unsigned long req, void *arg)
 {
-	if (__builtin_expect(kp_fd_conn(fd) == KP_POOLED, 0))
+	if (kp_fd_pooled(fd))
 		return not_yours();
 	if (__builtin_expect(kp_held_any(), 0) || req == FIONBIO || req == FIOCLEX ||
 	    req == FIONCLEX)

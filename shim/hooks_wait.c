@@ -464,7 +464,7 @@ static KP_SLOW int epoll_ctl_slow(int epfd, int op, int fd, struct epoll_event *
 
 KP_EXPORT int epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev)
 {
-	if (__builtin_expect(kp_fd_conn(fd) == KP_POOLED || kp_fd_conn(epfd) == KP_POOLED, 0)) {
+	if (kp_fd_pooled(fd) || kp_fd_pooled(epfd)) {
 		errno = EBADF; /* a hidden fd of ours: not the program's */
 		return -1;
 	}
