@@ -233,8 +233,8 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	local log="$BATS_TEST_TMPDIR/broker.log"
 	cat "$log"
 	for why in "short message" "oversized message" "unknown protocol version" "bad magic" \
-		"reply sent to the broker" "network namespace is not the sender's" \
-		"put without exactly one fd" "not a socket" "not a stream socket" "a listening socket" \
+		"reply sent to the broker" "bad destination key" \
+		"put without exactly one fd" "not a socket" "not TCP" "a listening socket" \
 		"peer is not the key's destination"; do
 		grep -q "refused a message from pid [0-9]*: $why" "$log" || fail "no log line: $why"
 	done
@@ -315,7 +315,7 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	assert_success
 	assert_line --partial "counters: got=3 gave=2 missed=1 refused=0"
 	assert_line "idle connections: 1"
-	assert_line --regexp "^  127\.0\.0\.1:$NGINX_PORT netns [0-9]+: 3 requests served, idle [0-9]+ ms, expires in [0-9]+ ms$"
+	assert_line --regexp "^  127\.0\.0\.1:$NGINX_PORT: 3 requests served, idle [0-9]+ ms, expires in [0-9]+ ms$"
 	# keepalive CMD uses the running one rather than starting its own
 	run_shim XDG_RUNTIME_DIR="$XDG" "$WRAP" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
 	assert_equal "status $SHIM_STATUS" "status 0"

@@ -19,18 +19,15 @@ import socket
 import struct
 import sys
 
-MAGIC, VERSION = 0x6B61626B, 1
-PUT, GET, REPLY = 1, 2, 3
+MAGIC, VERSION = 0x6B61626B, 2
+PUT, GET, REPLY, HELLO = 1, 2, 3, 4
+F_PROOF = 1
 SIZE = 280
 
 
-def netns():
-    return os.stat("/proc/self/ns/net").st_ino
-
-
-def key(host, port):
+def key(host, port, ns=0):
     addr = socket.inet_aton(host) + b"\0" * 12
-    return struct.pack("=HHI16sQ", socket.AF_INET, port, 0, addr, 0)
+    return struct.pack("=HHI16sQ", socket.AF_INET, port, 0, addr, ns)
 
 
 def meta(requests=1):
@@ -38,9 +35,10 @@ def meta(requests=1):
     return struct.pack("=IiiIQH192s6x", requests, -1, -1, 0, 0, len(tag), tag)
 
 
-def msg(typ, host, port, status=0, version=VERSION, magic=MAGIC, ns=None):
-    m = struct.pack("=IHHIIQ", magic, version, typ, status, 0, netns() if ns is None else ns)
-    m += key(host, port) + meta()
+def msg(typ, host, port, status=0, version=VERSION, magic=MAGIC, ns=0):
+    """ns: a namespace claim in the key (v1 trusted one; v2 refuses it)"""
+    m = struct.pack("=IHHIIQ", magic, version, typ, status, 0, 0)
+    m += key(host, port, ns) + meta()
     assert len(m) == SIZE, len(m)
     return m
 
@@ -101,7 +99,7 @@ def junk(path, host, port):
         ("bad-version", msg(GET, host, port, version=9), ()),
         ("bad-magic", msg(GET, host, port, magic=1), ()),
         ("reply-to-broker", msg(REPLY, host, port), ()),
-        ("other-netns", msg(GET, host, port, ns=1), ()),
+        ("other-netns", msg(GET, host, port, ns=4026531840), ()),
         ("put-without-fd", msg(PUT, host, port), ()),
         ("put-pipe", msg(PUT, host, port), (r,)),
         ("put-udp", msg(PUT, host, port), (udp.fileno(),)),
@@ -127,7 +125,9 @@ def get(path, host, port):
     if len(data) != SIZE:
         print("bad reply", len(data))
         return 1
-    status = struct.unpack_from("=I", data, 8)[0]
+    status, flags = struct.unpack_from("=II", data, 8)
+    if flags & F_PROOF:  # the broker's listening socket, its proof
+        os.close(fds.pop(0))
     if status != 0 or not fds:
         print("none")
         return 0
