@@ -159,48 +159,52 @@ const char *bk_check_conn(const struct bk_sys *sys, int fd, const struct pool_ke
 		return "not a socket";
 	if (v != IPPROTO_TCP)
 		return "not TCP";
-	/* the family and the destination, in one call */
-	struct sockaddr_storage ss;
-	l = sizeof(ss);
-	memset(&ss, 0, sizeof(ss));
-	int connected = sys->getpeername(fd, (struct sockaddr *)&ss, &l) == 0;
-	if (!connected && errno != ENOTCONN)
-		return "not a socket";
-	if (connected && ss.ss_family != key->family)
-		return "socket family is not the key's";
-	/* before the state: a socket of another namespace is a lie whatever
-	 * its state (self NULL: our own socket, never left the process) */
-	const char *why = self ? bk_check_ns(sys, fd, key->family, self) : NULL;
-	if (why)
-		return why;
 	struct tcp_info ti;
 	l = sizeof(ti);
 	if (sys->getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0)
 		return "not TCP";
 	if (ti.tcpi_state == TCP_LISTEN)
 		return "a listening socket";
-	if (ti.tcpi_state != TCP_ESTABLISHED) {
-		/* CLOSE_WAIT (the server closed it), CLOSE (reset): it died on
-		 * its way; a never-connected socket is something else */
-		if (dead && ti.tcpi_state != TCP_CLOSE)
-			*dead = true;
-		else if (dead && connected)
+	/* the family and the destination, in one call */
+	struct sockaddr_storage ss;
+	l = sizeof(ss);
+	memset(&ss, 0, sizeof(ss));
+	if (sys->getpeername(fd, (struct sockaddr *)&ss, &l) == 0) {
+		if (ss.ss_family != key->family)
+			return "socket family is not the key's";
+		if (key->family == AF_INET) {
+			const struct sockaddr_in *in = (const void *)&ss;
+			if (ntohs(in->sin_port) != key->port || memcmp(&in->sin_addr, key->addr, 4))
+				return "peer is not the key's destination";
+		} else {
+			const struct sockaddr_in6 *in6 = (const void *)&ss;
+			if (ntohs(in6->sin6_port) != key->port || memcmp(&in6->sin6_addr, key->addr, 16) ||
+			    in6->sin6_scope_id != key->scope)
+				return "peer is not the key's destination";
+		}
+	} else if (ti.tcpi_state != TCP_CLOSE) {
+		return "not connected";
+	} else {
+		/* closed: reset on its way here (its error still pending), or
+		 * never connected at all (a lie) */
+		int err = 0;
+		l = sizeof(err);
+		if (sys->getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &l) < 0 ||
+		    (err != ECONNRESET && err != EPIPE && err != ETIMEDOUT))
+			return "not connected";
+		if (dead)
 			*dead = true;
 		return "not an established connection";
 	}
-	if (!connected)
-		return "not connected";
-	if (key->family == AF_INET) {
-		const struct sockaddr_in *in = (const void *)&ss;
-		if (ntohs(in->sin_port) != key->port || memcmp(&in->sin_addr, key->addr, 4))
-			return "peer is not the key's destination";
-	} else {
-		const struct sockaddr_in6 *in6 = (const void *)&ss;
-		if (ntohs(in6->sin6_port) != key->port || memcmp(&in6->sin6_addr, key->addr, 16) ||
-		    in6->sin6_scope_id != key->scope)
-			return "peer is not the key's destination";
+	if (ti.tcpi_state != TCP_ESTABLISHED) {
+		/* CLOSE_WAIT (the server closed it) and the like: it died on
+		 * its way, whichever namespace it was in; it is dropped, unused */
+		if (dead)
+			*dead = true;
+		return "not an established connection";
 	}
-	return NULL;
+	/* self NULL: our own socket, never left the process */
+	return self ? bk_check_ns(sys, fd, key->family, self) : NULL;
 }
 
 const char *bk_check_proof(const struct bk_sys *sys, const struct ucred *link_cred, int proof,

@@ -60,7 +60,8 @@ const char *bk_check_ns(const struct bk_sys *sys, int fd, int family, const stru
  * unconnected socket, one of another namespace, one to another server) is
  * refused.  Returns NULL, or why not; *dead (may be NULL) is set when the
  * only fault is that the connection is no longer established (a server
- * that closed an idle connection: a normal event, not a lie).  self NULL
+ * that closed or reset an idle connection: a normal event, not a lie;
+ * whatever its namespace, such a socket is never used).  self NULL
  * skips the namespace: for a process's own socket that never left it. */
 const char *bk_check_conn(const struct bk_sys *sys, int fd, const struct pool_key *key,
 			  const struct bk_ns *self, bool *dead);
