@@ -202,9 +202,15 @@ static void accept_clients(void)
 			continue;
 		}
 		if (n_clients == MAX_CLIENTS) {
-			logmsg(3, "refused pid %d: %d clients already", (int)cred.pid, MAX_CLIENTS);
-			close_fd(fd);
-			continue;
+			/* full: the one that has been quiet longest goes, so that
+			 * clients that never say a word cannot hold every slot (a
+			 * client in the middle of an exchange was heard from just now) */
+			unsigned q = 0;
+			for (unsigned i = 1; i < n_clients; i++)
+				if (clients[i].last_ms < clients[q].last_ms)
+					q = i;
+			logmsg(4, "%d clients: closed the quietest, pid %d", MAX_CLIENTS, (int)clients[q].pid);
+			client_drop(q);
 		}
 		clients[n_clients++] = (struct client){ fd, cred.pid, now_ms(), false };
 	}
