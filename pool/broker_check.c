@@ -149,20 +149,16 @@ const char *bk_check_ns(const struct bk_sys *sys, int fd, int family, const stru
 const char *bk_check_conn(const struct bk_sys *sys, int fd, const struct pool_key *key,
 			  const struct bk_ns *self, bool *dead)
 {
-	int v;
-	socklen_t l = sizeof(v);
+	socklen_t l;
 	if (dead)
 		*dead = false;
-	/* SO_PROTOCOL answers for sockets only; TCP implies SOCK_STREAM (an
-	 * MPTCP socket says IPPROTO_MPTCP) */
-	if (sys->getsockopt(fd, SOL_SOCKET, SO_PROTOCOL, &v, &l) < 0)
-		return "not a socket";
-	if (v != IPPROTO_TCP)
-		return "not TCP";
+	/* TCP_INFO answers for TCP sockets only (a file or pipe: ENOTSOCK; a
+	 * UDP, Unix or raw socket: ENOPROTOOPT or EOPNOTSUPP): one call for
+	 * the type, the protocol and the state */
 	struct tcp_info ti;
 	l = sizeof(ti);
 	if (sys->getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &l) < 0)
-		return "not TCP";
+		return errno == ENOTSOCK ? "not a socket" : "not TCP";
 	if (ti.tcpi_state == TCP_LISTEN)
 		return "a listening socket";
 	/* the family and the destination, in one call */

@@ -192,16 +192,19 @@ static int link_open(void)
 /* Wait for one datagram until the deadline; returns the bytes read or -1. */
 static ssize_t recv_reply(int s, struct msghdr *mh, uint64_t deadline)
 {
+	/* waiting first: the broker has not answered yet, as a rule (a
+	 * recvmsg first would cost an EAGAIN each time) */
 	for (;;) {
+		uint64_t now = kp_now_ms();
+		struct pollfd p = { s, POLLIN, 0 };
+		int r = KP_REAL(poll)(&p, 1, now >= deadline ? 0 : (int)(deadline - now));
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (r == 0)
+			return -1;
 		ssize_t n = KP_REAL(recvmsg)(s, mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
 			return n;
-		uint64_t now = kp_now_ms();
-		if (now >= deadline)
-			return -1;
-		struct pollfd p = { s, POLLIN, 0 };
-		if (KP_REAL(poll)(&p, 1, (int)(deadline - now)) < 0 && errno != EINTR)
-			return -1;
 	}
 }
 
