@@ -34,6 +34,7 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -644,11 +645,59 @@ static int safe_dir(const char *dir)
 	return why != NULL;
 }
 
+/* NAME='VALUE' for the wrapper's eval, VALUE quoted for sh. */
+static void print_sh(const char *name, const char *v)
+{
+	printf("%s='", name);
+	for (; *v; v++)
+		if (*v == '\'')
+			fputs("'\\''", stdout);
+		else
+			putchar(*v);
+	puts("'");
+}
+
+/* The first safe parent for the wrapper's private directory, quietly. */
+static const char *safe_base(void)
+{
+	const char *cands[] = { getenv("XDG_RUNTIME_DIR"), getenv("TMPDIR"), "/tmp" };
+	for (int i = 0; i < 3; i++) {
+		if (!cands[i] || cands[i][0] != '/')
+			continue;
+		int fd = open(cands[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		const char *why = bk_check_parent(&bk_libc, fd);
+		close(fd);
+		if (!why)
+			return cands[i];
+	}
+	return NULL;
+}
+
+/* keepalive-broker --plan: what the wrapper needs, in one exec (each one
+ * costs a process ~130 syscalls: scripts/bench-broker): the default path,
+ * whether a broker of ours answers there and proves itself, and a safe
+ * parent for a private directory. */
+static int plan(void)
+{
+	char path[PATH_MAX];
+	const char *why;
+	default_path(path, sizeof(path));
+	int dirfd = bk_open_sock_dir(&bk_libc, path, BK_DIR_PARENT, &why);
+	bool running = dirfd >= 0 && answering(dirfd, bk_base(path), true, 1000) == 1;
+	const char *base = safe_base();
+	print_sh("sock", path);
+	print_sh("running", running ? "1" : "");
+	print_sh("base", base ? base : "");
+	return 0;
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: keepalive-broker [--socket PATH] [--exit-ms MS] [--with-parent | --daemon]\n"
 			"       keepalive-broker --print-path | --check PATH | --status PATH | --stop PATH\n"
-			"       keepalive-broker --safe-dir DIR | --version\n"
+			"       keepalive-broker --safe-dir DIR | --plan | --private BASE [--watch PID] | --version\n"
 			"  default socket: $XDG_RUNTIME_DIR/keepalive/broker.sock\n"
 			"  (else /tmp/keepalive-UID/broker.sock); LISTEN_FDS: socket activation\n");
 }
@@ -657,6 +706,8 @@ int main(int argc, char **argv)
 {
 	char path[PATH_MAX] = "";
 	bool with_parent = false, daemonize = false;
+	const char *private_base = NULL;
+	pid_t watch = 0; /* --watch PID: go when it does (the wrapper) */
 	uint64_t exit_ms = 0;
 	bool exit_ms_given = false;
 
@@ -707,6 +758,12 @@ int main(int argc, char **argv)
 			return status_or_stop(argv[i + 1], !strcmp(argv[i], "--stop"));
 		} else if (!strcmp(argv[i], "--safe-dir") && i + 1 == argc - 1) {
 			return safe_dir(argv[i + 1]);
+		} else if (!strcmp(argv[i], "--plan") && argc == 2) {
+			return plan();
+		} else if (!strcmp(argv[i], "--private") && i + 1 < argc) {
+			private_base = argv[++i];
+		} else if (!strcmp(argv[i], "--watch") && i + 1 < argc) {
+			watch = (pid_t)atol(argv[++i]);
 		} else {
 			usage();
 			return 2;
@@ -738,6 +795,28 @@ int main(int argc, char **argv)
 	}
 	close(probe);
 
+	/* --private BASE: a directory of its own for the wrapper's command
+	 * (mkdtemp in a parent no other user can rename it in), served until
+	 * the wrapper exits, removed after */
+	int basefd = -1;
+	char private_name[64] = "";
+	pid_t wrapper = 0;
+	if (private_base) {
+		char tmpl[PATH_MAX];
+		basefd = open(private_base, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		const char *why = basefd < 0 ? "cannot open it" : bk_check_parent(&bk_libc, basefd);
+		if (why || snprintf(tmpl, sizeof(tmpl), "%s/keepalive.XXXXXX", private_base) >= (int)sizeof(tmpl) ||
+		    !mkdtemp(tmpl)) {
+			logmsg(1, "no private directory in %s: %s", private_base, why ? why : strerror(errno));
+			return 1;
+		}
+		snprintf(private_name, sizeof(private_name), "%s", bk_base(tmpl));
+		if (snprintf(path, sizeof(path), "%.*s/broker.sock", (int)(sizeof(path) - 16), tmpl) >= (int)sizeof(path))
+			return 1;
+		wrapper = watch > 1 ? watch : getppid();
+		daemonize = true;
+	}
+
 	lfd = daemonize ? -1 : activated_fd();
 	bool bound = false;
 	int dirfd = -1;
@@ -761,7 +840,7 @@ int main(int argc, char **argv)
 	if (daemonize) {
 		/* detached: its own session, no terminal, its log in its own
 		 * directory, opened through the checked fd (never by name) */
-		int log = open_in(dirfd, "broker.log", O_WRONLY | O_APPEND | O_CREAT, 0600);
+		int log = private_base ? dup(2) : open_in(dirfd, "broker.log", O_WRONLY | O_APPEND | O_CREAT, 0600);
 		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 		if (log < 0 || null < 0) {
 			logmsg(1, "cannot open %s/broker.log: %s", path, strerror(errno));
@@ -782,6 +861,15 @@ int main(int argc, char **argv)
 			if (poll(&p, 1, 5000) != 1 || read(ready[0], &c, 1) != 1)
 				_exit(1);
 			write_pid(dirfd, child);
+			if (private_base) {
+				char dir[PATH_MAX], pid[24];
+				snprintf(dir, sizeof(dir), "%s/%s", private_base, private_name);
+				snprintf(pid, sizeof(pid), "%d", (int)child);
+				print_sh("dir", dir);
+				print_sh("bpid", pid);
+				fflush(stdout);
+				_exit(0);
+			}
 			fprintf(stderr, "keepalive: broker at %s (KEEPALIVE_BROKER=1 uses it; keepalive CMD does anyway)\n",
 				path);
 			_exit(0);
@@ -792,7 +880,10 @@ int main(int argc, char **argv)
 		if (listen(lfd, SOMAXCONN) < 0 || write(ready[1], "", 1) != 1)
 			_exit(1);
 		close(ready[1]);
-		setsid();
+		/* private: in the wrapper's session (its log is the command's
+		 * stderr); it goes when the wrapper does */
+		if (!private_base)
+			setsid();
 		dup2(null, 0);
 		dup2(null, 1);
 		dup2(log, 2);
@@ -814,8 +905,16 @@ int main(int argc, char **argv)
 	logmsg(3, "serving %s (exit after %llu ms idle)", bound ? path : "fd 3",
 	       (unsigned long long)exit_ms);
 
+	/* private: the wrapper's end is ours (a pidfd turns readable when it
+	 * exits; without one, kernel < 5.3, it is asked every second) */
+	int wrapper_fd = -1;
+	if (wrapper > 1) {
+		wrapper_fd = (int)syscall(SYS_pidfd_open, wrapper, 0);
+		if (kill(wrapper, 0) < 0 && errno == ESRCH)
+			stop = 1;
+	}
 	uint64_t last_busy = now_ms();
-	static struct pollfd pfd[1 + MAX_CLIENTS + MAX_POOLED_POLL];
+	static struct pollfd pfd[2 + MAX_CLIENTS + MAX_POOLED_POLL];
 	static int pooled[MAX_POOLED_POLL];
 	while (!stop) {
 		uint64_t now = now_ms();
@@ -848,6 +947,12 @@ int main(int argc, char **argv)
 				wake = clients[i].last_ms + client_idle_ms;
 		if (accept_paused && accept_retry_ms < wake)
 			wake = accept_retry_ms;
+		if (wrapper > 1 && wrapper_fd < 0) {
+			if (kill(wrapper, 0) < 0 && errno == ESRCH)
+				break;
+			if (wake > now + 1000)
+				wake = now + 1000;
+		}
 		int timeout = wake == UINT64_MAX ? -1 : wake <= now ? 0 : wake - now > INT_MAX ? INT_MAX : (int)(wake - now);
 
 		nfds_t n = 0;
@@ -861,12 +966,17 @@ int main(int argc, char **argv)
 		size_t n_pooled = pool_fds(pooled, MAX_POOLED_POLL);
 		for (size_t i = 0; i < n_pooled; i++)
 			pfd[n++] = (struct pollfd){ pooled[i], POLLIN | POLLRDHUP, 0 };
+		nfds_t w = n;
+		if (wrapper_fd >= 0)
+			pfd[n++] = (struct pollfd){ wrapper_fd, POLLIN, 0 };
 		if (poll(pfd, n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			logmsg(1, "poll: %s", strerror(errno));
 			break;
 		}
+		if (wrapper_fd >= 0 && pfd[w].revents)
+			break; /* the wrapper is gone: so is its command */
 		for (size_t i = 0; i < n_pooled; i++) {
 			struct pollfd *p = &pfd[1 + n_clients + i];
 			struct pool_key k;
@@ -908,6 +1018,12 @@ int main(int argc, char **argv)
 		unlinkat(dirfd, bk_base(path), 0);
 		unlinkat(dirfd, "broker.pid", 0);
 		unlinkat(dirfd, "broker.status", 0);
+	}
+	if (private_base) { /* ours alone: the wrapper's files too */
+		unlinkat(dirfd, bk_base(path), 0);
+		unlinkat(dirfd, "broker.pid", 0);
+		unlinkat(dirfd, "stats", 0);
+		unlinkat(basefd, private_name, AT_REMOVEDIR);
 	}
 	logmsg(3, "exiting: got=%llu gave=%llu missed=%llu refused=%llu dropped=%llu",
 	       (unsigned long long)counts.got, (unsigned long long)counts.gave,
