@@ -138,10 +138,8 @@ static int op_close(int fd)
 }
 
 /* As in the library: alive when a read would block (no EOF, no error, no
- * unsolicited bytes such as a 408).  The main loop polls every pooled
- * socket, so the pool never needs to ask (unprobed_ms below); a socket
- * that goes bad between that poll and a hand-out is caught by the
- * receiver's own probe. */
+ * unsolicited bytes such as a 408).  Asked at every checkout; a PUT is not
+ * probed (its state was checked, and the loop polls it from then on). */
 static int op_alive(int fd)
 {
 	char c;
@@ -897,8 +895,11 @@ int main(int argc, char **argv)
 		.idle_ms = env_u64("KEEPALIVE_IDLE_MS", 30000, 1, 24ull * 3600 * 1000),
 		.max_per_dest = (unsigned)env_u64("KEEPALIVE_MAX_IDLE_PER_HOST", 16, 0, 65536),
 		.max_total = (unsigned)env_u64("KEEPALIVE_MAX_IDLE", 64, 0, MAX_POOLED_POLL),
-		/* every pooled socket is polled below: no probe at checkout */
-		.unprobed_ms = 24ull * 3600 * 1000,
+		/* probed at every checkout (docs/broker.md): the library does not
+		 * probe what the broker hands it, and a socket checked in and out
+		 * within one wake of the loop was never polled (a stray 408 may
+		 * wait on it) */
+		.unprobed_ms = 0,
 	};
 	struct pool_ops ops = { .close = op_close, .alive = op_alive };
 	pool_init(&pc, &ops);
