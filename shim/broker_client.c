@@ -52,6 +52,8 @@ static int link_fd = -1;
 static bool link_proved;    /* the broker's proof arrived and passed */
 static struct bk_ns our_ns; /* our namespace, from the link's own socket */
 static struct ucred link_cred;
+static ino_t link_ino; /* the link's socket, to know it is still ours */
+static dev_t link_dev;
 
 static void after_fork_child(void)
 {
@@ -102,29 +104,36 @@ static void refuse_broker(const char *why)
 	__atomic_store_n(&enabled, false, __ATOMIC_RELAXED);
 }
 
+
+/* Is the link still ours?  A program that closed our number behind our
+ * back took the mark with it (close, dup2 onto it); close_range and
+ * closefrom keep only the pool's hidden fds and may leave the mark on a
+ * number the program has since reused: the socket itself must still be
+ * the one we opened (its inode). */
+static bool link_ok(void)
+{
+	struct stat st;
+	if (link_fd >= 0 &&
+	    (kp_fd_conn(link_fd) != KP_POOLED || fstat(link_fd, &st) < 0 || st.st_ino != link_ino ||
+	     st.st_dev != link_dev)) {
+		if (kp_fd_valid(link_fd) && kp_fd_conn(link_fd) == KP_POOLED)
+			kp_fd_swap(link_fd, NULL);
+		link_fd = -1; /* the number is not ours any more: never touch it */
+		link_proved = false;
+	}
+	return link_fd >= 0;
+}
+
 static void link_drop(void)
 {
-	if (link_fd < 0)
-		return;
-	/* still ours (the program closing or dup2-ing onto a number of ours
-	 * takes the mark away, and the number with it) */
-	if (kp_fd_conn(link_fd) == KP_POOLED) {
+	/* closed only while still ours (link_ok), never a number the program
+	 * has taken since */
+	if (link_ok()) {
 		kp_fd_swap(link_fd, NULL);
 		KP_REAL(close)(link_fd);
 	}
 	link_fd = -1;
 	link_proved = false;
-}
-
-/* Is the link still ours?  A program that closed our number behind our
- * back (closefrom before exec, say) took the mark with it. */
-static bool link_ok(void)
-{
-	if (link_fd >= 0 && kp_fd_conn(link_fd) != KP_POOLED) {
-		link_fd = -1; /* the number is not ours any more: never touch it */
-		link_proved = false;
-	}
-	return link_fd >= 0;
 }
 
 /* Open the link (link_lock held): the directory checked on its fd, the
@@ -183,6 +192,13 @@ static int link_open(void)
 		KP_REAL(close)(s);
 		return -1;
 	}
+	struct stat st;
+	if (fstat(s, &st) < 0) {
+		KP_REAL(close)(s);
+		return -1;
+	}
+	link_ino = st.st_ino;
+	link_dev = st.st_dev;
 	kp_fd_swap(s, KP_POOLED);
 	link_fd = s;
 	link_proved = false;
