@@ -86,6 +86,12 @@ build/unit/%: tests/unit/%.c $(PURE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h)
 	@mkdir -p build/unit
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< $(PURE_SAN_OBJS) $(LDLIBS)
 
+# the broker's fd checks on real sockets (their calls are injected: the
+# test passes libc's)
+build/unit/test_broker_check: tests/unit/test_broker_check.c build/san/pool/broker_check.o $(PURE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
+	@mkdir -p build/unit
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< build/san/pool/broker_check.o $(PURE_SAN_OBJS) $(LDLIBS)
+
 # the differential test against llhttp (Debian's node-llhttp): its C sources
 # are compiled into this test only, never into the library
 LLHTTP_DIR := /usr/share/llhttp

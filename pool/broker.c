@@ -1,5 +1,5 @@
 /*
- * broker.c - keepalive-broker, the per-user pool process (DESIGN 8).
+ * broker.c - keepalive-broker, the per-user pool process (docs/broker.md).
  *
  * Processes that preload the library hand it their idle connections as
  * file descriptors (SCM_RIGHTS over a SOCK_SEQPACKET Unix socket) when
@@ -11,9 +11,12 @@
  * What it never does: read or write a byte of a pooled connection (a
  * liveness MSG_PEEK aside), block on one client (every socket is
  * non-blocking and a client gets one datagram back or nothing), serve a
- * peer of another uid (SO_PEERCRED), or key a connection by anything the
- * peer could lie about (the network namespace is read from /proc/PID).
- * A malformed message costs its sender the connection and a log line.
+ * peer of another uid (SO_PEERCRED) or of another network namespace (the
+ * namespace its socket was made in), take a connection that is not an
+ * established TCP socket of our own namespace to the destination its
+ * message names, or believe anything a peer says about itself
+ * (docs/broker.md).  A malformed message costs its sender the connection
+ * and a log line; a connection that died on its way is dropped quietly.
  */
 #include <errno.h>
 #include <arpa/inet.h>
@@ -28,11 +31,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/sockios.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
@@ -47,7 +49,8 @@
 struct client {
 	int fd;
 	pid_t pid;
-	uint64_t netns;
+	uint64_t last_ms; /* its last message (or its arrival) */
+	bool proved;      /* it has our proof (the first reply carries it) */
 };
 
 static struct client clients[MAX_CLIENTS];
@@ -58,6 +61,22 @@ static volatile sig_atomic_t stop, status_asked;
 static struct {
 	uint64_t got, gave, missed, refused, dropped;
 } counts;
+static uid_t our_uid;      /* geteuid(), once */
+static struct bk_ns our_ns; /* our network namespace (docs/broker.md) */
+static int lfd = -1;       /* the listening socket: also our proof */
+/* the listener is not polled while accept4() has no fd to give: until one
+ * of ours is closed (EMFILE), or for a while (ENFILE and the like) */
+static bool accept_paused;
+static uint64_t accept_retry_ms;
+static uint64_t client_idle_ms = 1000; /* KEEPALIVE_BROKER_CLIENT_MS */
+
+static struct bk_sys bk_libc = {
+	.getsockopt = getsockopt,
+	.getpeername = getpeername,
+	.openat = openat,
+	.read = read,
+	.close = close,
+};
 
 static void logmsg(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void logmsg(int level, const char *fmt, ...)
@@ -103,16 +122,24 @@ static uint64_t env_u64(const char *name, uint64_t def, uint64_t min, uint64_t m
 	return v;
 }
 
+/* Every close of ours frees an fd: a listener paused on EMFILE resumes. */
+static int close_fd(int fd)
+{
+	accept_paused = false;
+	return close(fd);
+}
+
 /* ------------------------------------------------------------ pool ops */
 
 static int op_close(int fd)
 {
 	counts.dropped++;
-	return close(fd);
+	return close_fd(fd);
 }
 
 /* As in the library: alive when a read would block (no EOF, no error, no
- * unsolicited bytes such as a 408). */
+ * unsolicited bytes such as a 408).  Asked at every checkout; a PUT is not
+ * probed (its state was checked, and the loop polls it from then on). */
 static int op_alive(int fd)
 {
 	char c;
@@ -120,118 +147,138 @@ static int op_alive(int fd)
 	return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-/* ------------------------------------------------------------ checks */
-
-/* The network namespace of process pid: the inode of /proc/PID/ns/net.
- * 0 when it cannot be read. */
-static uint64_t netns_of(pid_t pid)
-{
-	char path[64];
-	struct stat st;
-	snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
-	return stat(path, &st) == 0 ? (uint64_t)st.st_ino : 0;
-}
-
-/* The network namespace a socket lives in (SIOCGSKNS, which the kernel
- * allows only with CAP_NET_ADMIN).  Returns false when it cannot tell. */
-static bool socket_netns(int fd, uint64_t *ns)
-{
-	int nsfd = ioctl(fd, SIOCGSKNS);
-	if (nsfd < 0)
-		return false;
-	struct stat st;
-	bool ok = fstat(nsfd, &st) == 0;
-	close(nsfd);
-	if (ok)
-		*ns = st.st_ino;
-	return ok;
-}
-
 /* ------------------------------------------------------------ clients */
 
 /* Keeps the order of the others (oldest first). */
 static void client_drop(unsigned i)
 {
-	close(clients[i].fd);
+	close_fd(clients[i].fd);
 	memmove(&clients[i], &clients[i + 1], (--n_clients - i) * sizeof(clients[0]));
 }
 
-static void accept_clients(int lfd)
+/* One client per call: the loop polls the listener again anyway, and a
+ * second accept4 would mostly find EAGAIN (a syscall per client). */
+static void accept_clients(void)
 {
-	for (;;) {
+	for (int once = 0; once < 1; once++) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
-		if (fd < 0)
+		if (fd < 0) {
+			if (errno == EMFILE) {
+				/* the listener stays readable: polling it would spin */
+				accept_paused = true;
+				accept_retry_ms = now_ms() + 1000;
+				logmsg(3, "out of file descriptors: not accepting until one is free");
+			} else if (errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+				accept_paused = true;
+				accept_retry_ms = now_ms() + 100;
+			}
 			return;
+		}
 		struct ucred cred;
 		socklen_t l = sizeof(cred);
 		if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &l) < 0) {
 			logmsg(2, "refused a client: no peer credentials (%s)", strerror(errno));
 			counts.refused++;
-			close(fd);
+			close_fd(fd);
 			continue;
 		}
-		/* DESIGN 8: only processes of our own uid share connections */
-		if (cred.uid != geteuid()) {
+		/* docs/broker.md: only processes of our own uid share connections */
+		if (cred.uid != our_uid) {
 			logmsg(2, "refused pid %d: uid %u is not ours (%u)", (int)cred.pid,
-			       (unsigned)cred.uid, (unsigned)geteuid());
+			       (unsigned)cred.uid, (unsigned)our_uid);
 			counts.refused++;
-			close(fd);
+			close_fd(fd);
 			continue;
 		}
-		/* 0 when the process is gone already (it handed over its
-		 * connections as it exited): then its message's own word is taken,
-		 * checked against the socket where the kernel lets us (serve) */
-		uint64_t ns = netns_of(cred.pid);
+		/* ... and of our own network namespace.  The kernel makes the
+		 * accepted socket in the namespace of the socket that connected,
+		 * so ours says where the client made its own: checked on the fd,
+		 * whatever the client is or says (a non-dumpable process hides
+		 * its /proc/PID/ns/net, and a message can claim anything). */
+		const char *why = bk_check_ns(&bk_libc, fd, AF_UNIX, &our_ns);
+		if (why) {
+			logmsg(2, "refused pid %d: %s", (int)cred.pid, why);
+			counts.refused++;
+			close_fd(fd);
+			continue;
+		}
 		if (n_clients == MAX_CLIENTS) {
-			logmsg(2, "refused pid %d: %d clients already", (int)cred.pid, MAX_CLIENTS);
-			close(fd);
-			continue;
+			/* full: the one that has been quiet longest goes, so that
+			 * clients that never say a word cannot hold every slot (a
+			 * client in the middle of an exchange was heard from just now) */
+			unsigned q = 0;
+			for (unsigned i = 1; i < n_clients; i++)
+				if (clients[i].last_ms < clients[q].last_ms)
+					q = i;
+			logmsg(4, "%d clients: closed the quietest, pid %d", MAX_CLIENTS, (int)clients[q].pid);
+			client_drop(q);
 		}
-		clients[n_clients++] = (struct client){ fd, cred.pid, ns };
+		clients[n_clients++] = (struct client){ fd, cred.pid, now_ms(), false };
 	}
+}
+
+/* Send m to cl with fd (or none); the first reply to a client also
+ * carries our listening socket, the proof a client checks (docs/broker.md).
+ * Returns whether the whole datagram went. */
+static bool send_reply(struct client *cl, struct bk_msg *m, int fd)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int) * 2)];
+		struct cmsghdr align;
+	} u;
+	int fds[2];
+	unsigned n = 0;
+	if (!cl->proved) {
+		m->flags |= BK_F_PROOF;
+		fds[n++] = lfd;
+	}
+	if (fd >= 0)
+		fds[n++] = fd;
+	struct iovec iov = { m, sizeof(*m) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (n) {
+		mh.msg_control = u.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n);
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * n);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * n);
+	}
+	/* never wait for a client: if its buffer is full it gets nothing */
+	bool ok = sendmsg(cl->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*m);
+	if (ok)
+		cl->proved = true;
+	return ok;
 }
 
 static void reply(struct client *cl, const struct bk_msg *req)
 {
 	struct bk_msg m;
+	/* one namespace, ours: every fd in the pool was checked to be in it */
 	struct pool_key key = req->key;
 	struct pool_meta meta;
-	key.netns = req->netns; /* checked against the peer's in serve() */
 	uint64_t now = now_ms();
-	int fd = pool_checkout(&key, now, &meta);
-	bk_encode(&m, BK_REPLY, fd >= 0 ? BK_OK : BK_NONE, req->netns, &req->key, fd >= 0 ? &meta : NULL);
-
-	union {
-		char buf[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (fd >= 0) {
-		mh.msg_control = u.buf;
-		mh.msg_controllen = sizeof(u.buf);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	}
-	/* never wait for a client: if its buffer is full it gets nothing */
-	ssize_t r = sendmsg(cl->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
+	int fd = req->type == BK_GET ? pool_checkout(&key, now, &meta) : -1;
+	bk_encode(&m, BK_REPLY, fd >= 0 ? BK_OK : BK_NONE, 0, fd >= 0 ? &req->key : NULL,
+		  fd >= 0 ? &meta : NULL);
+	bool sent = send_reply(cl, &m, fd);
+	if (req->type != BK_GET)
+		return;
 	if (fd < 0) {
 		counts.missed++;
 		return;
 	}
-	if (r == (ssize_t)sizeof(m)) {
+	if (sent) {
 		counts.gave++;
 		logmsg(4, "gave fd to pid %d (port %u, %u requests served)", (int)cl->pid, key.port,
 		       meta.requests);
-		close(fd);
+		close_fd(fd);
 		return;
 	}
 	/* not delivered: it stays ours, as idle as it was */
 	if (pool_checkin(&key, fd, &meta, now) < 0)
-		close(fd);
+		close_fd(fd);
 }
 
 /* One datagram from client i.  Returns false when the client is done
@@ -252,6 +299,7 @@ static bool serve(unsigned i)
 		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
 	if (n == 0)
 		return false; /* gone, perhaps mid-message: nothing half-read stays */
+	cl->last_ms = now_ms();
 
 	int fds[8];
 	unsigned nfds = 0;
@@ -264,31 +312,33 @@ static bool serve(unsigned i)
 	}
 	struct bk_msg m;
 	const char *why = NULL;
-	uint64_t ns;
+	bool dead = false;
 	int truncated = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
-	if (bk_decode(buf, (size_t)n, nfds, truncated, BK_AT_BROKER, &m, &why) == 0 &&
-	    ((cl->netns && m.netns != cl->netns) || !m.netns))
-		why = "network namespace is not the sender's";
-	else if (why == NULL && m.type == BK_PUT)
-		why = bk_check_conn(fds[0], &m.key, getsockopt);
-	if (!why && m.type == BK_PUT && socket_netns(fds[0], &ns) && ns != m.netns)
-		why = "connection is from another network namespace";
+	if (bk_decode(buf, (size_t)n, nfds, truncated, BK_AT_BROKER, &m, &why) == 0 && m.type == BK_PUT)
+		why = bk_check_conn(&bk_libc, fds[0], &m.key, &our_ns, &dead);
+	if (why && dead) {
+		/* a server that closed an idle connection on its way here: a
+		 * normal event (docs/broker.md), not the client's fault */
+		logmsg(4, "dropped a dead connection from pid %d (port %u)", (int)cl->pid, m.key.port);
+		close_fd(fds[0]);
+		return true;
+	}
 	if (why) {
 		logmsg(2, "refused a message from pid %d: %s (%zd bytes, %u fds)", (int)cl->pid, why,
 		       n, nfds);
 		counts.refused++;
 		for (unsigned j = 0; j < nfds; j++)
-			close(fds[j]);
+			close_fd(fds[j]);
 		return false;
 	}
-	if (m.type == BK_GET) {
+	if (m.type != BK_PUT) {
 		reply(cl, &m);
 		return true;
 	}
-	/* BK_PUT: the key's namespace is the one the connection was made in */
-	m.key.netns = m.netns;
-	if (!op_alive(fds[0]) || pool_checkin(&m.key, fds[0], &m.meta, now_ms()) < 0) {
-		close(fds[0]);
+	/* BK_PUT: checked above (established, ours, to the key's destination);
+	 * not probed: the poll below watches it from now on */
+	if (pool_checkin(&m.key, fds[0], &m.meta, now_ms()) < 0) {
+		close_fd(fds[0]);
 		return true;
 	}
 	counts.got++;
@@ -308,51 +358,107 @@ static void default_path(char *out, size_t cap)
 		snprintf(out, cap, "/tmp/keepalive-%u/broker.sock", (unsigned)geteuid());
 }
 
-/* Is a broker answering at path? */
-static bool answering(const char *path)
+/* Is a broker of ours answering at NAME in directory dirfd?  Connects
+ * without waiting (a Unix connect either succeeds at once or fails; a full
+ * backlog, EAGAIN, is a broker that does not accept: "busy").  With
+ * verify, it must also pass the library's checks: our uid, and its proof
+ * (a HELLO answered within wait_ms with its listening socket, in our
+ * namespace).  Returns 1 answering, 0 none, -1 busy or not ours. */
+static int answering(int dirfd, const char *name, bool verify, int wait_ms)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+	if (bk_fd_path(sa.sun_path, sizeof(sa.sun_path), dirfd, name) < 0)
+		return 0;
+	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return false;
-	bool ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+		return 0;
+	int r = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 ? 1 : errno == EAGAIN ? -1 : 0;
+	struct ucred cred;
+	socklen_t l = sizeof(cred);
+	if (r == 1 && (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &l) < 0 || cred.uid != our_uid))
+		r = -1;
+	struct bk_ns self;
+	if (r == 1 && verify && bk_ns_self(&bk_libc, fd, &self) == 0) {
+		struct bk_msg m;
+		bk_encode(&m, BK_HELLO, BK_OK, 0, NULL, NULL);
+		r = -1;
+		struct pollfd p = { fd, POLLIN, 0 };
+		if (send(fd, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(m) &&
+		    poll(&p, 1, wait_ms) == 1) {
+			union {
+				char buf[CMSG_SPACE(sizeof(int) * 2)];
+				struct cmsghdr align;
+			} u;
+			char buf[sizeof(m) + 1];
+			struct iovec iov = { buf, sizeof(buf) };
+			struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+					     .msg_controllen = sizeof(u.buf) };
+			ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+			struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
+			int fds[2] = { -1, -1 };
+			unsigned nfds = 0;
+			const char *why;
+			if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
+				nfds = (unsigned)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+				memcpy(fds, CMSG_DATA(cm), sizeof(int) * (nfds > 2 ? 2 : nfds));
+			}
+			if (n > 0 && nfds <= 2 &&
+			    bk_decode(buf, (size_t)n, nfds, (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0,
+				      BK_AT_CLIENT, &m, &why) == 0 &&
+			    (m.flags & BK_F_PROOF) && !bk_check_proof(&bk_libc, &cred, fds[0], &self))
+				r = 1;
+			for (unsigned j = 0; j < nfds && j < 2; j++)
+				close(fds[j]);
+		}
+	}
 	close(fd);
-	return ok;
+	return r;
+}
+
+/* Open a file in our checked directory: never following a symlink, never
+ * blocking on a FIFO, and only a regular file of ours.  Returns the fd or
+ * -1. */
+static int open_in(int dirfd, const char *name, int flags, mode_t mode)
+{
+	int fd = openat(dirfd, name, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, mode);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != our_uid) {
+		close(fd);
+		errno = EPERM;
+		return -1;
+	}
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
+	return fd;
 }
 
 /* Returns the listening fd, -1 on error (logged), -2 when a broker is
- * already answering at path. */
-static int listen_at(const char *path)
+ * already answering at path.  *dirfd gets the checked directory. */
+static int listen_at(const char *path, int *dirfd)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	if (strlen(path) >= sizeof(sa.sun_path)) {
-		logmsg(1, "socket path too long: %s", path);
-		return -1;
-	}
-	/* create the last component of the directory, private from the start */
-	char dir[PATH_MAX];
-	snprintf(dir, sizeof(dir), "%s", path);
-	char *slash = strrchr(dir, '/');
-	if (slash && slash != dir) {
-		*slash = 0;
-		if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-			logmsg(1, "cannot create %s: %s", dir, strerror(errno));
-			return -1;
-		}
-	}
-	const char *why = bk_check_dir(path);
-	if (why) {
+	const char *why;
+	*dirfd = bk_open_sock_dir(&bk_libc, path, BK_DIR_CREATE | BK_DIR_PARENT, &why);
+	if (*dirfd < 0) {
 		logmsg(1, "refusing %s: %s", path, why);
 		return -1;
 	}
-	if (answering(path))
+	const char *name = bk_base(path);
+	if (!*name || bk_fd_path(sa.sun_path, sizeof(sa.sun_path), *dirfd, name) < 0) {
+		logmsg(1, "bad socket name: %s", path);
+		return -1;
+	}
+	int a = answering(*dirfd, name, false, 0);
+	if (a == 1 || a == -1)
 		return -2;
-	unlink(path); /* a dead broker's */
-	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+	unlinkat(*dirfd, name, 0); /* a dead broker's (in our own checked directory) */
 	int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 || chmod(path, 0600) < 0 ||
-	    listen(fd, SOMAXCONN) < 0) {
+	/* bound through the directory's fd: the name is never resolved again */
+	if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    fchmodat(*dirfd, name, 0600, 0) < 0 || listen(fd, SOMAXCONN) < 0) {
 		logmsg(1, "cannot listen at %s: %s", path, strerror(errno));
 		if (fd >= 0)
 			close(fd);
@@ -401,15 +507,18 @@ static void on_usr1(int sig)
 	status_asked = 1;
 }
 
-/* SIGUSR1: write what we hold and our counters to path (keepalive
- * --status shows it), whole or not at all (a rename). */
-static void write_status(const char *path, const char *sock, uint64_t started)
+/* SIGUSR1: write what we hold and our counters to broker.status in our
+ * directory (keepalive --status shows it), whole or not at all (a rename
+ * inside the checked directory). */
+static void write_status(int dirfd, const char *sock, uint64_t started)
 {
-	char tmp[PATH_MAX + 8];
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	FILE *f = fopen(tmp, "we");
-	if (!f)
+	int fd = open_in(dirfd, "broker.status.tmp", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
 		return;
+	}
 	uint64_t now = now_ms();
 	static struct pool_entry e[MAX_POOLED_POLL];
 	size_t n = pool_list(e, MAX_POOLED_POLL);
@@ -423,22 +532,170 @@ static void write_status(const char *path, const char *sock, uint64_t started)
 	for (size_t i = 0; i < n; i++) {
 		char addr[INET6_ADDRSTRLEN] = "?";
 		inet_ntop(e[i].key.family, e[i].key.addr, addr, sizeof(addr));
-		fprintf(f, "  %s%s%s:%u netns %llu: %u requests served, idle %llu ms, expires in %llu ms\n",
+		fprintf(f, "  %s%s%s:%u: %u requests served, idle %llu ms, expires in %llu ms\n",
 			e[i].key.family == AF_INET6 ? "[" : "", addr, e[i].key.family == AF_INET6 ? "]" : "",
-			e[i].key.port, (unsigned long long)e[i].key.netns, e[i].meta.requests,
-			(unsigned long long)(now - e[i].meta.parked_ms),
+			e[i].key.port, e[i].meta.requests, (unsigned long long)(now - e[i].meta.parked_ms),
 			(unsigned long long)(e[i].expires_ms > now ? e[i].expires_ms - now : 0));
 	}
 	if (fclose(f) == 0)
-		rename(tmp, path);
+		renameat(dirfd, "broker.status.tmp", dirfd, "broker.status");
 	else
-		unlink(tmp);
+		unlinkat(dirfd, "broker.status.tmp", 0);
+}
+
+/* The pid of the broker answering at NAME in dirfd, when it wrote its pid
+ * file there and that pid is the one that listens on the socket
+ * (SO_PEERCRED): never a stale file's pid.  0 when none. */
+static pid_t broker_pid(int dirfd, const char *name)
+{
+	int fd = open_in(dirfd, "broker.pid", O_RDONLY, 0);
+	if (fd < 0)
+		return 0;
+	char buf[32];
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	long pid = strtol(buf, NULL, 10);
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	if (pid <= 1 || bk_fd_path(sa.sun_path, sizeof(sa.sun_path), dirfd, name) < 0)
+		return 0;
+	int s = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	struct ucred cred = { 0 };
+	socklen_t l = sizeof(cred);
+	bool ok = s >= 0 && connect(s, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+		  getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &l) == 0 && cred.uid == our_uid &&
+		  cred.pid == (pid_t)pid;
+	if (s >= 0)
+		close(s);
+	return ok ? (pid_t)pid : 0;
+}
+
+/* Beside the socket, for "keepalive --stop" and --status (which check it
+ * against the socket's SO_PEERCRED before they signal it). */
+static void write_pid(int dirfd, pid_t pid)
+{
+	int fd = open_in(dirfd, "broker.pid", O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	if (fd >= 0) {
+		dprintf(fd, "%d\n", (int)pid);
+		close(fd);
+	}
+}
+
+/* keepalive --status / --stop, in C: the files live in the broker's
+ * checked directory and are only ever opened through its fd. */
+static int status_or_stop(const char *path, bool stop_it)
+{
+	const char *why;
+	int dirfd = bk_open_sock_dir(&bk_libc, path, BK_DIR_PARENT, &why);
+	const char *name = bk_base(path);
+	if (dirfd < 0 || answering(dirfd, name, false, 0) != 1) {
+		fprintf(stderr, "keepalive: no broker at %s%s%s\n", path, dirfd < 0 ? ": " : "",
+			dirfd < 0 ? why : "");
+		return 1;
+	}
+	pid_t pid = broker_pid(dirfd, name);
+	if (stop_it) {
+		if (!pid || kill(pid, SIGTERM) < 0) {
+			fprintf(stderr, "keepalive: the broker at %s was not started by keepalive (socket activation?): not stopped\n",
+				path);
+			return 1;
+		}
+		fprintf(stderr, "keepalive: broker stopped\n");
+		return 0;
+	}
+	printf("keepalive: broker running at %s\n", path);
+	fflush(stdout);
+	if (!pid)
+		return 0;
+	unlinkat(dirfd, "broker.status", 0);
+	if (kill(pid, SIGUSR1) < 0)
+		return 0;
+	for (int i = 0; i < 200; i++) {
+		int fd = open_in(dirfd, "broker.status", O_RDONLY, 0);
+		if (fd >= 0) {
+			char buf[4096];
+			ssize_t n;
+			while ((n = read(fd, buf, sizeof(buf))) > 0)
+				if (fwrite(buf, 1, (size_t)n, stdout) != (size_t)n)
+					break;
+			close(fd);
+			return 0;
+		}
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
+/* Is dir a safe parent for the wrapper's private directory (mktemp -d):
+ * ours or root's, not writable by others unless sticky? */
+static int safe_dir(const char *dir)
+{
+	int fd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 1;
+	const char *why = bk_check_parent(&bk_libc, fd);
+	close(fd);
+	if (why)
+		logmsg(2, "not using %s: %s", dir, why);
+	return why != NULL;
+}
+
+/* NAME='VALUE' for the wrapper's eval, VALUE quoted for sh. */
+static void print_sh(const char *name, const char *v)
+{
+	printf("%s='", name);
+	for (; *v; v++)
+		if (*v == '\'')
+			fputs("'\\''", stdout);
+		else
+			putchar(*v);
+	puts("'");
+}
+
+/* The first safe parent for the wrapper's private directory, quietly. */
+static const char *safe_base(void)
+{
+	const char *cands[] = { getenv("XDG_RUNTIME_DIR"), getenv("TMPDIR"), "/tmp" };
+	for (int i = 0; i < 3; i++) {
+		if (!cands[i] || cands[i][0] != '/')
+			continue;
+		int fd = open(cands[i], O_PATH | O_DIRECTORY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		const char *why = bk_check_parent(&bk_libc, fd);
+		close(fd);
+		if (!why)
+			return cands[i];
+	}
+	return NULL;
+}
+
+/* keepalive-broker --plan: what the wrapper needs, in one exec (each one
+ * costs a process ~130 syscalls: scripts/bench-broker): the default path,
+ * whether a broker of ours answers there and proves itself, and a safe
+ * parent for a private directory. */
+static int plan(void)
+{
+	char path[PATH_MAX];
+	const char *why;
+	default_path(path, sizeof(path));
+	int dirfd = bk_open_sock_dir(&bk_libc, path, BK_DIR_PARENT, &why);
+	bool running = dirfd >= 0 && answering(dirfd, bk_base(path), true, 1000) == 1;
+	const char *base = safe_base();
+	print_sh("sock", path);
+	print_sh("running", running ? "1" : "");
+	print_sh("base", base ? base : "");
+	return 0;
 }
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: keepalive-broker [--socket PATH] [--exit-ms MS] [--with-parent]\n"
-			"       keepalive-broker --print-path | --check PATH | --version\n"
+	fprintf(stderr, "usage: keepalive-broker [--socket PATH] [--exit-ms MS] [--with-parent | --daemon]\n"
+			"       keepalive-broker --print-path | --check PATH | --status PATH | --stop PATH\n"
+			"       keepalive-broker --safe-dir DIR | --plan | --private BASE [--watch PID] | --version\n"
 			"  default socket: $XDG_RUNTIME_DIR/keepalive/broker.sock\n"
 			"  (else /tmp/keepalive-UID/broker.sock); LISTEN_FDS: socket activation\n");
 }
@@ -446,10 +703,13 @@ static void usage(void)
 int main(int argc, char **argv)
 {
 	char path[PATH_MAX] = "";
-	bool with_parent = false;
+	bool with_parent = false, daemonize = false;
+	const char *private_base = NULL;
+	pid_t watch = 0; /* --watch PID: go when it does (the wrapper) */
 	uint64_t exit_ms = 0;
 	bool exit_ms_given = false;
 
+	our_uid = bk_libc.euid = geteuid();
 	const char *s = getenv("KEEPALIVE_LOG");
 	if (s && *s) {
 		static const char *names[] = { "off", "error", "warn", "info", "debug" };
@@ -458,9 +718,13 @@ int main(int argc, char **argv)
 				log_level = i;
 	}
 	if ((s = getenv("KEEPALIVE_LOG_FILE")) && *s) {
-		int fd = open(s, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-		if (fd >= 0)
+		/* O_NONBLOCK: a FIFO there must not hang us in open() */
+		int fd = open(s, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+		struct stat st;
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == our_uid)
 			log_fd = fd;
+		else if (fd >= 0)
+			close(fd);
 	}
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--socket") && i + 1 < argc) {
@@ -470,6 +734,8 @@ int main(int argc, char **argv)
 			exit_ms_given = true;
 		} else if (!strcmp(argv[i], "--with-parent")) {
 			with_parent = true;
+		} else if (!strcmp(argv[i], "--daemon")) {
+			daemonize = true;
 		} else if (!strcmp(argv[i], "--version")) {
 			printf("keepalive-broker %s\n", KP_VERSION);
 			return 0;
@@ -479,9 +745,23 @@ int main(int argc, char **argv)
 			printf("%s\n", path);
 			return 0;
 		} else if (!strcmp(argv[i], "--check") && i + 1 == argc - 1) {
-			/* exit 0 when a broker answers at the path (and its directory
-			 * is sound) */
-			return bk_check_dir(argv[i + 1]) || !answering(argv[i + 1]);
+			/* exit 0 when a broker of ours answers at the path, in a sound
+			 * directory, and proves itself as the library will check it:
+			 * never waiting long (a broker that does not accept, or does not
+			 * answer within a second, is no broker) */
+			const char *why;
+			int dirfd = bk_open_sock_dir(&bk_libc, argv[i + 1], BK_DIR_PARENT, &why);
+			return dirfd < 0 || answering(dirfd, bk_base(argv[i + 1]), true, 1000) != 1;
+		} else if ((!strcmp(argv[i], "--status") || !strcmp(argv[i], "--stop")) && i + 1 == argc - 1) {
+			return status_or_stop(argv[i + 1], !strcmp(argv[i], "--stop"));
+		} else if (!strcmp(argv[i], "--safe-dir") && i + 1 == argc - 1) {
+			return safe_dir(argv[i + 1]);
+		} else if (!strcmp(argv[i], "--plan") && argc == 2) {
+			return plan();
+		} else if (!strcmp(argv[i], "--private") && i + 1 < argc) {
+			private_base = argv[++i];
+		} else if (!strcmp(argv[i], "--watch") && i + 1 < argc) {
+			watch = (pid_t)atol(argv[++i]);
 		} else {
 			usage();
 			return 2;
@@ -489,6 +769,7 @@ int main(int argc, char **argv)
 	}
 	if (!exit_ms_given) /* ControlPersist-like: linger a while, then go */
 		exit_ms = env_u64("KEEPALIVE_BROKER_EXIT_MS", 300000, 1, 7 * 24 * 3600 * 1000ull);
+	client_idle_ms = env_u64("KEEPALIVE_BROKER_CLIENT_MS", 1000, 10, 3600 * 1000);
 	if (with_parent) {
 		/* run for the wrapper's command only: its death is ours */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -504,13 +785,46 @@ int main(int argc, char **argv)
 	sigaction(SIGUSR1, &su, NULL);
 	uint64_t started = now_ms();
 
-	int lfd = activated_fd();
+	/* our namespace, from a socket of our own making */
+	int probe = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (probe < 0 || bk_ns_self(&bk_libc, probe, &our_ns) < 0) {
+		logmsg(1, "cannot tell our own network namespace");
+		return 1;
+	}
+	close(probe);
+
+	/* --private BASE: a directory of its own for the wrapper's command
+	 * (mkdtemp in a parent no other user can rename it in), served until
+	 * the wrapper exits, removed after */
+	int basefd = -1;
+	char private_name[64] = "";
+	pid_t wrapper = 0;
+	if (private_base) {
+		char tmpl[PATH_MAX];
+		basefd = open(private_base, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		const char *why = basefd < 0 ? "cannot open it" : bk_check_parent(&bk_libc, basefd);
+		if (why || snprintf(tmpl, sizeof(tmpl), "%s/keepalive.XXXXXX", private_base) >= (int)sizeof(tmpl) ||
+		    !mkdtemp(tmpl)) {
+			logmsg(1, "no private directory in %s: %s", private_base, why ? why : strerror(errno));
+			return 1;
+		}
+		snprintf(private_name, sizeof(private_name), "%s", bk_base(tmpl));
+		if (snprintf(path, sizeof(path), "%.*s/broker.sock", (int)(sizeof(path) - 16), tmpl) >= (int)sizeof(path))
+			return 1;
+		wrapper = watch > 1 ? watch : getppid();
+		daemonize = true;
+	}
+
+	lfd = daemonize ? -1 : activated_fd();
 	bool bound = false;
+	int dirfd = -1;
 	if (lfd < 0) {
 		if (!*path)
 			default_path(path, sizeof(path));
-		lfd = listen_at(path);
+		lfd = listen_at(path, &dirfd);
 		if (lfd == -2) {
+			if (daemonize)
+				fprintf(stderr, "keepalive: a broker is already running at %s\n", path);
 			logmsg(3, "a broker is already answering at %s", path);
 			return 0;
 		}
@@ -519,61 +833,133 @@ int main(int argc, char **argv)
 		bound = true;
 	}
 	struct stat lst;
-	if (bound && stat(path, &lst) < 0)
+	if (bound && fstatat(dirfd, bk_base(path), &lst, AT_SYMLINK_NOFOLLOW) < 0)
 		memset(&lst, 0, sizeof(lst));
-	/* beside the socket, for "keepalive --stop" */
-	char pidfile[PATH_MAX + 8] = "";
-	if (bound) {
-		snprintf(pidfile, sizeof(pidfile), "%s", path);
-		char *slash = strrchr(pidfile, '/');
-		snprintf(slash ? slash + 1 : pidfile, sizeof(pidfile) - (size_t)(slash ? slash + 1 - pidfile : 0),
-			 "broker.pid");
-		FILE *f = fopen(pidfile, "we");
-		if (f) {
-			fprintf(f, "%d\n", (int)getpid());
-			fclose(f);
+	if (daemonize) {
+		/* detached: its own session, no terminal, its log in its own
+		 * directory, opened through the checked fd (never by name) */
+		int log = private_base ? dup(2) : open_in(dirfd, "broker.log", O_WRONLY | O_APPEND | O_CREAT, 0600);
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		if (log < 0 || null < 0) {
+			logmsg(1, "cannot open %s/broker.log: %s", path, strerror(errno));
+			return 1;
 		}
+		int ready[2];
+		if (pipe2(ready, O_CLOEXEC) < 0)
+			return 1;
+		pid_t child = fork();
+		if (child < 0)
+			return 1;
+		if (child > 0) {
+			/* back once the child listens as itself (below): a client's
+			 * SO_PEERCRED and our proof's must name the same pid */
+			close(ready[1]);
+			struct pollfd p = { ready[0], POLLIN, 0 };
+			char c;
+			if (poll(&p, 1, 5000) != 1 || read(ready[0], &c, 1) != 1)
+				_exit(1);
+			write_pid(dirfd, child);
+			if (private_base) {
+				char dir[PATH_MAX], pid[24];
+				snprintf(dir, sizeof(dir), "%s/%s", private_base, private_name);
+				snprintf(pid, sizeof(pid), "%d", (int)child);
+				print_sh("dir", dir);
+				print_sh("bpid", pid);
+				fflush(stdout);
+				_exit(0);
+			}
+			fprintf(stderr, "keepalive: broker at %s (KEEPALIVE_BROKER=1 uses it; keepalive CMD does anyway)\n",
+				path);
+			_exit(0);
+		}
+		close(ready[0]);
+		/* listen() again: the socket's credentials become ours, the pid
+		 * that serves it */
+		if (listen(lfd, SOMAXCONN) < 0 || write(ready[1], "", 1) != 1)
+			_exit(1);
+		close(ready[1]);
+		/* private: in the wrapper's session (its log is the command's
+		 * stderr); it goes when the wrapper does */
+		if (!private_base)
+			setsid();
+		dup2(null, 0);
+		dup2(null, 1);
+		dup2(log, 2);
+		close(null);
+		close(log);
 	}
+	if (bound && !daemonize)
+		write_pid(dirfd, getpid());
 
 	struct pool_config pc = {
 		.idle_ms = env_u64("KEEPALIVE_IDLE_MS", 30000, 1, 24ull * 3600 * 1000),
 		.max_per_dest = (unsigned)env_u64("KEEPALIVE_MAX_IDLE_PER_HOST", 16, 0, 65536),
 		.max_total = (unsigned)env_u64("KEEPALIVE_MAX_IDLE", 64, 0, MAX_POOLED_POLL),
+		/* probed at every checkout (docs/broker.md): the library does not
+		 * probe what the broker hands it, and a socket checked in and out
+		 * within one wake of the loop was never polled (a stray 408 may
+		 * wait on it) */
+		.unprobed_ms = 0,
 	};
 	struct pool_ops ops = { .close = op_close, .alive = op_alive };
 	pool_init(&pc, &ops);
 	logmsg(3, "serving %s (exit after %llu ms idle)", bound ? path : "fd 3",
 	       (unsigned long long)exit_ms);
 
-	uint64_t last_busy = now_ms();
-	static struct pollfd pfd[1 + MAX_CLIENTS + MAX_POOLED_POLL];
-	static int pooled[MAX_POOLED_POLL];
-	char status_path[PATH_MAX + 16] = "";
-	if (bound) {
-		snprintf(status_path, sizeof(status_path), "%s", pidfile);
-		char *dot = strrchr(status_path, '.');
-		if (dot)
-			snprintf(dot, sizeof(status_path) - (size_t)(dot - status_path), ".status");
+	/* private: the wrapper's end is ours (a pidfd turns readable when it
+	 * exits; without one, kernel < 5.3, it is asked every second) */
+	int wrapper_fd = -1;
+	if (wrapper > 1) {
+		wrapper_fd = (int)syscall(SYS_pidfd_open, wrapper, 0);
+		if (kill(wrapper, 0) < 0 && errno == ESRCH)
+			stop = 1;
 	}
+	uint64_t last_busy = now_ms();
+	static struct pollfd pfd[2 + MAX_CLIENTS + MAX_POOLED_POLL];
+	static int pooled[MAX_POOLED_POLL];
 	while (!stop) {
 		uint64_t now = now_ms();
-		if (status_asked && status_path[0]) {
+		if (status_asked && bound) {
 			status_asked = 0;
-			write_status(status_path, path, started);
+			write_status(dirfd, path, started);
 		}
 		pool_expire(now);
+		/* a client that has said nothing for a while goes: idle ones must
+		 * not hold every slot (it opens a new link when it needs one) */
+		for (unsigned i = n_clients; i-- > 0;)
+			if (now - clients[i].last_ms >= client_idle_ms) {
+				logmsg(4, "closed idle client pid %d", (int)clients[i].pid);
+				client_drop(i);
+			}
+		if (accept_paused && now >= accept_retry_ms)
+			accept_paused = false;
 		if (n_clients || pool_size())
 			last_busy = now;
 		else if (now - last_busy >= exit_ms)
 			break;
-		/* sleep until the next expiry or the idle exit */
+		/* sleep until the next expiry, client timeout or the idle exit */
 		uint64_t wake = pool_next_expiry();
 		if (!n_clients && !pool_size())
 			wake = last_busy + exit_ms;
+		if (n_clients && clients[0].last_ms + client_idle_ms < wake)
+			wake = clients[0].last_ms + client_idle_ms;
+		for (unsigned i = 1; i < n_clients; i++)
+			if (clients[i].last_ms + client_idle_ms < wake)
+				wake = clients[i].last_ms + client_idle_ms;
+		if (accept_paused && accept_retry_ms < wake)
+			wake = accept_retry_ms;
+		if (wrapper > 1 && wrapper_fd < 0) {
+			if (kill(wrapper, 0) < 0 && errno == ESRCH)
+				break;
+			if (wake > now + 1000)
+				wake = now + 1000;
+		}
 		int timeout = wake == UINT64_MAX ? -1 : wake <= now ? 0 : wake - now > INT_MAX ? INT_MAX : (int)(wake - now);
 
 		nfds_t n = 0;
-		pfd[n++] = (struct pollfd){ lfd, POLLIN, 0 };
+		/* a paused listener is left out: it stays readable, and polling it
+		 * would spin (an fd of -1 is skipped by poll) */
+		pfd[n++] = (struct pollfd){ accept_paused ? -1 : lfd, POLLIN, 0 };
 		for (unsigned i = 0; i < n_clients; i++)
 			pfd[n++] = (struct pollfd){ clients[i].fd, POLLIN, 0 };
 		/* a server that closes a pooled connection makes it readable: drop
@@ -581,12 +967,17 @@ int main(int argc, char **argv)
 		size_t n_pooled = pool_fds(pooled, MAX_POOLED_POLL);
 		for (size_t i = 0; i < n_pooled; i++)
 			pfd[n++] = (struct pollfd){ pooled[i], POLLIN | POLLRDHUP, 0 };
+		nfds_t w = n;
+		if (wrapper_fd >= 0)
+			pfd[n++] = (struct pollfd){ wrapper_fd, POLLIN, 0 };
 		if (poll(pfd, n, timeout) < 0) {
 			if (errno == EINTR)
 				continue;
 			logmsg(1, "poll: %s", strerror(errno));
 			break;
 		}
+		if (wrapper_fd >= 0 && pfd[w].revents)
+			break; /* the wrapper is gone: so is its command */
 		for (size_t i = 0; i < n_pooled; i++) {
 			struct pollfd *p = &pfd[1 + n_clients + i];
 			struct pool_key k;
@@ -609,7 +1000,7 @@ int main(int argc, char **argv)
 			if (done[i])
 				client_drop(i);
 		if (pfd[0].revents)
-			accept_clients(lfd);
+			accept_clients();
 	}
 	int fds[MAX_POOLED_POLL];
 	size_t nf = pool_fds(fds, MAX_POOLED_POLL);
@@ -623,10 +1014,17 @@ int main(int argc, char **argv)
 		client_drop(n_clients - 1);
 	struct stat now_st;
 	/* remove our socket, not one a successor bound in its place */
-	if (bound && stat(path, &now_st) == 0 && now_st.st_ino == lst.st_ino) {
-		unlink(path);
-		unlink(pidfile);
-		unlink(status_path);
+	if (bound && fstatat(dirfd, bk_base(path), &now_st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    now_st.st_ino == lst.st_ino) {
+		unlinkat(dirfd, bk_base(path), 0);
+		unlinkat(dirfd, "broker.pid", 0);
+		unlinkat(dirfd, "broker.status", 0);
+	}
+	if (private_base) { /* ours alone: the wrapper's files too */
+		unlinkat(dirfd, bk_base(path), 0);
+		unlinkat(dirfd, "broker.pid", 0);
+		unlinkat(dirfd, "stats", 0);
+		unlinkat(basefd, private_name, AT_REMOVEDIR);
 	}
 	logmsg(3, "exiting: got=%llu gave=%llu missed=%llu refused=%llu dropped=%llu",
 	       (unsigned long long)counts.got, (unsigned long long)counts.gave,

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-void bk_encode(struct bk_msg *m, enum bk_type type, enum bk_status status, uint64_t netns,
+void bk_encode(struct bk_msg *m, enum bk_type type, enum bk_status status, uint32_t flags,
 	       const struct pool_key *key, const struct pool_meta *meta)
 {
 	memset(m, 0, sizeof(*m));
@@ -15,9 +15,11 @@ void bk_encode(struct bk_msg *m, enum bk_type type, enum bk_status status, uint6
 	m->version = BK_VERSION;
 	m->type = (uint16_t)type;
 	m->status = (uint32_t)status;
-	m->netns = netns;
-	if (key)
+	m->flags = flags;
+	if (key) {
 		m->key = *key;
+		m->key.netns = 0;
+	}
 	if (meta)
 		m->meta = *meta;
 }
@@ -25,7 +27,7 @@ void bk_encode(struct bk_msg *m, enum bk_type type, enum bk_status status, uint6
 static int key_ok(const struct pool_key *k)
 {
 	static const uint8_t zero[12];
-	if (!k->port)
+	if (!k->port || k->netns)
 		return 0;
 	if (k->family == AF_INET)
 		return !k->scope && !memcmp(k->addr + 4, zero, sizeof(zero));
@@ -55,19 +57,29 @@ int bk_decode(const void *buf, size_t len, unsigned nfds, int truncated, enum bk
 	switch (out->type) {
 	case BK_PUT:
 	case BK_GET:
+	case BK_HELLO:
 		if (side != BK_AT_BROKER)
 			REFUSE("request sent to a client");
-		if (out->status)
+		if (out->status || out->flags)
 			REFUSE("status set in a request");
 		if (nfds != (out->type == BK_PUT ? 1u : 0u))
-			REFUSE(out->type == BK_PUT ? "put without exactly one fd" : "get with an fd");
+			REFUSE(out->type == BK_PUT ? "put without exactly one fd" : "request with an fd");
+		if (out->type == BK_HELLO) {
+			static const struct bk_msg zero;
+			if (memcmp(&out->key, &zero.key, sizeof(zero.key)) ||
+			    memcmp(&out->meta, &zero.meta, sizeof(zero.meta)))
+				REFUSE("hello with a key");
+			return 0;
+		}
 		break;
 	case BK_REPLY:
 		if (side != BK_AT_CLIENT)
 			REFUSE("reply sent to the broker");
 		if (out->status != BK_OK && out->status != BK_NONE)
 			REFUSE("unknown reply status");
-		if (nfds != (out->status == BK_OK ? 1u : 0u))
+		if (out->flags & ~BK_F_PROOF)
+			REFUSE("unknown reply flags");
+		if (nfds != (out->status == BK_OK ? 1u : 0u) + (out->flags & BK_F_PROOF ? 1u : 0u))
 			REFUSE("reply fd count does not match its status");
 		if (out->status == BK_NONE)
 			return 0;

@@ -24,13 +24,19 @@
 #include "pool.h"
 
 #define BK_MAGIC 0x6b61626bu /* "kbak" */
-#define BK_VERSION 1
+/* 2: no namespace claim (a peer's word is worth nothing: docs/broker.md),
+ * HELLO, and the broker's proof on the first reply of each link */
+#define BK_VERSION 2
 
 enum bk_type {
 	BK_PUT = 1,   /* client -> broker: park this fd under key (one fd) */
 	BK_GET = 2,   /* client -> broker: a connection to key, please */
-	BK_REPLY = 3, /* broker -> client: answer to GET (one fd if BK_OK) */
+	BK_REPLY = 3, /* broker -> client: answer to GET or HELLO (one fd if BK_OK) */
+	BK_HELLO = 4, /* client -> broker: prove yourself (before a first PUT) */
 };
+
+/* bk_msg.flags of a REPLY */
+#define BK_F_PROOF 1u /* the first fd is the broker's listening socket */
 
 enum bk_status {
 	BK_OK = 0,   /* an fd is attached */
@@ -42,11 +48,9 @@ struct bk_msg {
 	uint16_t version;
 	uint16_t type;   /* enum bk_type */
 	uint32_t status; /* enum bk_status (BK_REPLY), else 0 */
-	uint32_t reserved;
-	/* the sender's network namespace; the broker checks it against the
-	 * peer's own (/proc/PID/ns/net) and keys by what it found */
-	uint64_t netns;
-	struct pool_key key;
+	uint32_t flags;  /* BK_F_* (BK_REPLY), else 0 */
+	uint64_t reserved;
+	struct pool_key key; /* its netns is 0: each end places fds itself */
 	struct pool_meta meta; /* PUT: the connection's record; REPLY: its */
 };
 
@@ -62,8 +66,8 @@ enum bk_side { BK_AT_BROKER, BK_AT_CLIENT };
 int bk_decode(const void *buf, size_t len, unsigned nfds, int truncated, enum bk_side side,
 	      struct bk_msg *out, const char **why);
 
-/* Fill a message (zeroing what is not given). */
-void bk_encode(struct bk_msg *m, enum bk_type type, enum bk_status status, uint64_t netns,
+/* Fill a message (zeroing what is not given; the key's netns too). */
+void bk_encode(struct bk_msg *m, enum bk_type type, enum bk_status status, uint32_t flags,
 	       const struct pool_key *key, const struct pool_meta *meta);
 
 #endif

@@ -1,18 +1,28 @@
 /*
- * broker_client.c - talk to the broker (see broker_client.h).
+ * broker_client.c - talk to the broker (see broker_client.h and
+ * docs/broker.md).
  *
- * One SOCK_SEQPACKET connection per hand-out (a GET and its REPLY) or per
- * batch of PUTs at exit.  Every socket is non-blocking and every wait is
- * bounded, so a broker that hangs costs at most KEEPALIVE_BROKER_TIMEOUT_MS
- * once per connect() that missed the local pool.  Trust nothing that
- * arrives: the peer must be our own uid (SO_PEERCRED), the reply well
- * formed, the fd a TCP connection to the destination we asked for.
+ * One SOCK_SEQPACKET connection to the broker per process at most (the
+ * link), opened on first need, GETs and PUTs on the same one, one request
+ * in flight.  Every socket is non-blocking and every wait is bounded, so a
+ * broker that hangs costs at most KEEPALIVE_BROKER_TIMEOUT_MS once per
+ * connect() that missed the local pool, then a second of leaving it alone.
+ *
+ * Trust nothing that arrives, and give nothing to a broker that has not
+ * proved itself: the link must reach our own uid (SO_PEERCRED) through a
+ * directory checked on its fd, the broker's first reply must carry its
+ * listening socket, living in our network namespace and listened on by the
+ * process we reached (bk_check_proof) - a broker answering at our path
+ * from a sandbox has none, and gets no connection of ours; and every
+ * connection it hands us must be an established TCP socket of our own
+ * namespace to the destination we asked for (bk_check_conn).
  */
 #include "broker_client.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -23,34 +33,57 @@
 #include "broker_proto.h"
 #include "config.h"
 #include "conn.h"
+#include "fdtable.h"
 #include "real.h"
 
 static bool enabled;
-static uint64_t our_netns;
+static uid_t our_uid;
+static struct bk_sys sys; /* kp_real's, never our own exports */
 /* after the broker failed us (refused, hung, gone), leave it alone for a
  * while: a loop of connects must not pay the timeout each time */
 static uint64_t quiet_until_ms;
 #define BROKER_BACKOFF_MS 1000
 
+/* The link.  link_lock is only ever tried (a connect() in a signal
+ * handler, or a thread while another one waits on the broker, dials
+ * instead of waiting). */
+static pthread_mutex_t link_lock = PTHREAD_MUTEX_INITIALIZER;
+static int link_fd = -1;
+static bool link_proved;    /* the broker's proof arrived and passed */
+static struct bk_ns our_ns; /* our namespace, from the link's own socket */
+static struct ucred link_cred;
+static ino_t link_ino; /* the link's socket, to know it is still ours */
+static dev_t link_dev;
+
+static void after_fork_child(void)
+{
+	/* the link is the parent's: its replies are not ours to read */
+	if (link_fd >= 0) {
+		if (kp_fd_valid(link_fd))
+			kp_fd_swap(link_fd, NULL);
+		KP_REAL(close)(link_fd);
+	}
+	link_fd = -1;
+	link_proved = false;
+	pthread_mutex_init(&link_lock, NULL);
+}
+
 void kp_broker_init(void)
 {
 	if (!kp_cfg.broker_path[0])
 		return;
-	const char *why = bk_check_dir(kp_cfg.broker_path);
-	if (why) {
-		/* no directory: no broker was ever started there, nothing odd */
-		if (!strcmp(why, "socket directory missing"))
-			kp_info("not using the broker at %s: %s", kp_cfg.broker_path, why);
-		else
-			kp_warn("not using the broker at %s: %s", kp_cfg.broker_path, why);
-		return;
-	}
-	struct stat st;
-	if (stat("/proc/self/ns/net", &st) < 0) {
-		kp_warn("not using the broker: no /proc/self/ns/net");
-		return;
-	}
-	our_netns = st.st_ino;
+	/* the directory, the socket and the broker are checked when first
+	 * needed: a process that never dials pays nothing */
+	our_uid = geteuid();
+	sys = (struct bk_sys){
+		.getsockopt = KP_REAL(getsockopt),
+		.getpeername = KP_REAL(getpeername),
+		.openat = KP_REAL(openat),
+		.read = KP_REAL(read),
+		.close = KP_REAL(close),
+		.euid = our_uid,
+	};
+	pthread_atfork(NULL, NULL, after_fork_child);
 	__atomic_store_n(&enabled, true, __ATOMIC_RELAXED);
 }
 
@@ -70,86 +103,154 @@ static void back_off(const char *why)
 	__atomic_store_n(&quiet_until_ms, kp_now_ms() + BROKER_BACKOFF_MS, __ATOMIC_RELAXED);
 }
 
-/* Connect to the broker and check it is our own user's.  Returns the
- * socket or -1. */
-static int dial(void)
+static void refuse_broker(const char *why)
+{
+	kp_warn("not using the broker at %s: %s", kp_cfg.broker_path, why);
+	__atomic_store_n(&enabled, false, __ATOMIC_RELAXED);
+}
+
+
+/* Is the link still ours?  A program that closed our number behind our
+ * back took the mark with it (close, dup2 onto it); close_range and
+ * closefrom keep only the pool's hidden fds and may leave the mark on a
+ * number the program has since reused: the socket itself must still be
+ * the one we opened (its inode). */
+static bool link_ok(void)
+{
+	struct stat st;
+	if (link_fd >= 0 &&
+	    (kp_fd_conn(link_fd) != KP_POOLED || fstat(link_fd, &st) < 0 || st.st_ino != link_ino ||
+	     st.st_dev != link_dev)) {
+		if (kp_fd_valid(link_fd) && kp_fd_conn(link_fd) == KP_POOLED)
+			kp_fd_swap(link_fd, NULL);
+		link_fd = -1; /* the number is not ours any more: never touch it */
+		link_proved = false;
+	}
+	return link_fd >= 0;
+}
+
+static void link_drop(void)
+{
+	/* closed only while still ours (link_ok), never a number the program
+	 * has taken since */
+	if (link_ok()) {
+		kp_fd_swap(link_fd, NULL);
+		KP_REAL(close)(link_fd);
+	}
+	link_fd = -1;
+	link_proved = false;
+}
+
+/* Open the link (link_lock held): the directory checked on its fd, the
+ * socket reached through that fd, the peer our own uid.  Returns 0 or -1. */
+static int link_open(void)
 {
 	if (kp_now_ms() < __atomic_load_n(&quiet_until_ms, __ATOMIC_RELAXED))
 		return -1;
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	memcpy(sa.sun_path, kp_cfg.broker_path, sizeof(sa.sun_path));
-	int s = KP_REAL(socket)(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (s < 0)
+	const char *why;
+	int dirfd = bk_open_sock_dir(&sys, kp_cfg.broker_path, 0, &why);
+	if (dirfd < 0) {
+		/* no directory: no broker was ever started there, nothing odd */
+		if (!strcmp(why, "socket directory missing")) {
+			kp_info("not using the broker at %s: %s", kp_cfg.broker_path, why);
+			__atomic_store_n(&enabled, false, __ATOMIC_RELAXED);
+		} else {
+			refuse_broker(why);
+		}
 		return -1;
+	}
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int s = -1;
+	if (bk_fd_path(sa.sun_path, sizeof(sa.sun_path), dirfd, bk_base(kp_cfg.broker_path)) == 0)
+		s = KP_REAL(socket)(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	/* a Unix connect does not wait: it succeeds, or fails at once (EAGAIN
 	 * when the broker's backlog is full) */
-	if (KP_REAL(connect)(s, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int err = errno;
-		KP_REAL(close)(s);
+	int r = s >= 0 ? KP_REAL(connect)(s, (struct sockaddr *)&sa, sizeof(sa)) : -1;
+	int err = errno;
+	KP_REAL(close)(dirfd);
+	if (r < 0) {
+		if (s >= 0)
+			KP_REAL(close)(s);
 		back_off(err == ENOENT || err == ECONNREFUSED ? "none running" : strerror(err));
 		return -1;
 	}
-	struct ucred cred;
-	socklen_t l = sizeof(cred);
-	if (KP_REAL(getsockopt)(s, SOL_SOCKET, SO_PEERCRED, &cred, &l) < 0 || cred.uid != geteuid()) {
+	socklen_t l = sizeof(link_cred);
+	if (KP_REAL(getsockopt)(s, SOL_SOCKET, SO_PEERCRED, &link_cred, &l) < 0 || link_cred.uid != our_uid) {
 		KP_REAL(close)(s);
-		kp_warn("broker at %s is not run by our uid: not used", kp_cfg.broker_path);
-		__atomic_store_n(&enabled, false, __ATOMIC_RELAXED);
+		refuse_broker("it is not run by our uid");
 		return -1;
 	}
-	return s;
+	if (bk_ns_self(&sys, s, &our_ns) < 0) {
+		KP_REAL(close)(s);
+		return -1;
+	}
+	/* hidden where pooled sockets hide: the program's next fd numbers stay
+	 * what they would be, and its calls on this number are refused */
+	int h = KP_REAL(fcntl)(s, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
+	if (h >= 0 && kp_fd_valid(h)) {
+		KP_REAL(close)(s);
+		s = h;
+	} else if (h >= 0) {
+		KP_REAL(close)(h);
+	}
+	if (!kp_fd_valid(s)) { /* cannot be marked ours: not kept */
+		KP_REAL(close)(s);
+		return -1;
+	}
+	struct stat st;
+	if (fstat(s, &st) < 0) {
+		KP_REAL(close)(s);
+		return -1;
+	}
+	link_ino = st.st_ino;
+	link_dev = st.st_dev;
+	kp_fd_swap(s, KP_POOLED);
+	link_fd = s;
+	link_proved = false;
+	return 0;
 }
 
-void kp_broker_close(int link)
-{
-	if (link >= 0)
-		KP_REAL(close)(link);
-}
-
-/* Wait for the reply until the deadline; returns the bytes read or -1. */
+/* Wait for one datagram until the deadline; returns the bytes read or -1. */
 static ssize_t recv_reply(int s, struct msghdr *mh, uint64_t deadline)
 {
+	/* waiting first: the broker has not answered yet, as a rule (a
+	 * recvmsg first would cost an EAGAIN each time) */
 	for (;;) {
+		uint64_t now = kp_now_ms();
+		struct pollfd p = { s, POLLIN, 0 };
+		int r = KP_REAL(poll)(&p, 1, now >= deadline ? 0 : (int)(deadline - now));
+		if (r < 0 && errno != EINTR)
+			return -1;
+		if (r == 0)
+			return -1;
 		ssize_t n = KP_REAL(recvmsg)(s, mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
 			return n;
-		uint64_t now = kp_now_ms();
-		if (now >= deadline)
-			return -1;
-		struct pollfd p = { s, POLLIN, 0 };
-		if (KP_REAL(poll)(&p, 1, (int)(deadline - now)) < 0 && errno != EINTR)
-			return -1;
 	}
 }
 
-int kp_broker_get(const struct pool_key *key, struct pool_meta *meta)
+/* Send req (type GET or HELLO) and read its reply: *out decoded, the
+ * proof checked when it comes, *conn the connection or -1.  Returns 0, or
+ * -1 (the link is dropped: a late reply must never answer a later
+ * request). */
+static int exchange(const struct bk_msg *req, struct bk_msg *out, int *conn, uint64_t deadline)
 {
-	if (!kp_broker_enabled())
-		return -1;
-	uint64_t deadline = kp_now_ms() + kp_cfg.broker_timeout_ms;
-	int s = dial();
-	if (s < 0)
-		return -1;
-	struct bk_msg m;
-	bk_encode(&m, BK_GET, BK_OK, our_netns, key, NULL);
-	if (KP_REAL(send)(s, &m, sizeof(m), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(m)) {
-		KP_REAL(close)(s);
-		back_off("it does not take requests");
-		return -1;
-	}
+	*conn = -1;
+	if (KP_REAL(send)(link_fd, req, sizeof(*req), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(*req))
+		return -1; /* EPIPE: the broker closed an idle link; the caller retries once */
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * 4)];
 		struct cmsghdr align;
 	} u;
-	char buf[sizeof(m) + 1];
+	char buf[sizeof(*out) + 1];
 	struct iovec iov = { buf, sizeof(buf) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 			     .msg_controllen = sizeof(u.buf) };
-	ssize_t n = recv_reply(s, &mh, deadline);
-	KP_REAL(close)(s);
-	if (n < 0) {
-		back_off("no reply in time");
-		return -1;
+	ssize_t n = recv_reply(link_fd, &mh, deadline);
+	if (n <= 0) {
+		link_drop();
+		back_off(n == 0 ? "it closed our link" : "no reply in time");
+		return -2;
 	}
 	int fds[4];
 	unsigned nfds = 0;
@@ -162,41 +263,111 @@ int kp_broker_get(const struct pool_key *key, struct pool_meta *meta)
 	}
 	const char *why = NULL;
 	int truncated = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
-	if (bk_decode(buf, (size_t)n, nfds, truncated, BK_AT_CLIENT, &m, &why) == 0 &&
-	    m.status == BK_OK &&
-	    (m.netns != our_netns || memcmp(&m.key, key, sizeof(*key))))
-		why = "reply for another destination";
-	else if (!why && m.status == BK_OK)
-		why = bk_check_conn(fds[0], key, KP_REAL(getsockopt));
+	bool proof = false;
+	if (bk_decode(buf, (size_t)n, nfds, truncated, BK_AT_CLIENT, out, &why) == 0) {
+		proof = out->flags & BK_F_PROOF;
+		if (!link_proved && !proof)
+			why = "its first reply has no proof";
+		else if (link_proved && proof)
+			why = "a second proof";
+		else if (proof && (why = bk_check_proof(&sys, &link_cred, fds[0], &our_ns)))
+			;
+		else if (out->status == BK_OK &&
+			 (req->type != BK_GET || memcmp(&out->key, &req->key, sizeof(req->key))))
+			why = "reply for another destination";
+	}
+	if (proof && nfds)
+		KP_REAL(close)(fds[0]);
 	if (why) {
-		for (unsigned j = 0; j < nfds; j++)
+		for (unsigned j = proof ? 1 : 0; j < nfds; j++)
 			KP_REAL(close)(fds[j]);
-		/* a connection that died on its way here is no lie: just a miss */
-		if (!strcmp(why, "not an established connection")) {
-			kp_debug("broker gave a dead connection: dialling");
-			return -1;
-		}
 		kp_warn("broker reply refused: %s", why);
+		link_drop();
 		back_off("bad reply");
+		/* a broker that cannot prove itself stays unproved: not used */
+		if (!link_proved && strstr(why, "proof"))
+			refuse_broker(why);
+		return -2;
+	}
+	link_proved = true;
+	if (out->status == BK_OK)
+		*conn = fds[proof ? 1 : 0];
+	return 0;
+}
+
+/* Have a proved link (link_lock held).  hello: prove it now if it is new
+ * (a PUT must not go to a broker that has not proved itself).  Returns 0
+ * or -1. */
+static int link_ready(bool hello, uint64_t deadline)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (!link_ok() && link_open() < 0)
+			return -1;
+		if (link_proved || !hello)
+			return 0;
+		struct bk_msg m, out;
+		int conn;
+		bk_encode(&m, BK_HELLO, BK_OK, 0, NULL, NULL);
+		int r = exchange(&m, &out, &conn, deadline);
+		if (r == 0)
+			return 0;
+		if (r == -2)
+			return -1;
+		link_drop(); /* a stale link (the broker closed it idle): once more */
+	}
+	return -1;
+}
+
+int kp_broker_get(const struct pool_key *key, struct pool_meta *meta)
+{
+	if (!kp_broker_enabled() || pthread_mutex_trylock(&link_lock))
+		return -1;
+	uint64_t deadline = kp_now_ms() + kp_cfg.broker_timeout_ms;
+	int conn = -1;
+	struct bk_msg m, out;
+	bk_encode(&m, BK_GET, BK_OK, 0, key, NULL);
+	for (int attempt = 0; attempt < 2 && conn < 0; attempt++) {
+		if (link_ready(false, deadline) < 0)
+			break;
+		int r = exchange(&m, &out, &conn, deadline);
+		if (r == -2 || (r == 0 && conn < 0))
+			break;
+		if (r < 0)
+			link_drop(); /* a stale link: once more on a new one */
+	}
+	if (conn < 0) {
+		pthread_mutex_unlock(&link_lock);
 		return -1;
 	}
-	if (m.status != BK_OK)
+	bool dead;
+	const char *why = bk_check_conn(&sys, conn, key, &our_ns, &dead);
+	if (why) {
+		KP_REAL(close)(conn);
+		/* a connection that died on its way here is no lie: just a miss */
+		if (dead) {
+			kp_debug("broker gave a dead connection: dialling");
+		} else {
+			kp_warn("broker reply refused: %s", why);
+			link_drop();
+			refuse_broker(why);
+		}
+		pthread_mutex_unlock(&link_lock);
 		return -1;
-	*meta = m.meta;
+	}
+	pthread_mutex_unlock(&link_lock);
+	*meta = out.meta;
 	kp_count(broker_got);
-	return fds[0];
+	return conn;
 }
 
 int kp_broker_put(int *link, const struct pool_key *key, int fd, const struct pool_meta *meta)
 {
-	if (!kp_broker_enabled())
+	(void)link; /* the process's one link is kept here */
+	if (!kp_broker_enabled() || pthread_mutex_trylock(&link_lock))
 		return -1;
-	if (*link < 0 && (*link = dial()) < 0)
-		return -1;
+	uint64_t deadline = kp_now_ms() + kp_cfg.broker_timeout_ms;
 	struct bk_msg m;
-	struct pool_key k = *key;
-	k.netns = 0; /* the broker keys by the namespace it sees us in */
-	bk_encode(&m, BK_PUT, BK_OK, our_netns, &k, meta);
+	bk_encode(&m, BK_PUT, BK_OK, 0, key, meta);
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
@@ -209,9 +380,38 @@ int kp_broker_put(int *link, const struct pool_key *key, int fd, const struct po
 	cm->cmsg_type = SCM_RIGHTS;
 	cm->cmsg_len = CMSG_LEN(sizeof(int));
 	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-	/* never wait: a broker whose queue is full simply does not get it */
-	if (KP_REAL(sendmsg)(*link, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(m))
-		return -1;
-	kp_count(broker_gave);
-	return 0;
+	int r = -1;
+	for (int attempt = 0; attempt < 2 && r < 0; attempt++) {
+		/* only to a broker that proved itself on this link */
+		if (link_ready(true, deadline) < 0)
+			break;
+		/* never wait: a broker whose queue is full simply does not get it */
+		if (KP_REAL(sendmsg)(link_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(m))
+			r = 0;
+		else if (errno == EAGAIN)
+			break;
+		else
+			link_drop(); /* closed while idle: once more on a new link */
+	}
+	pthread_mutex_unlock(&link_lock);
+	if (r == 0)
+		kp_count(broker_gave);
+	return r;
+}
+
+void kp_broker_close(int link)
+{
+	(void)link; /* the link stays for the process's next request */
+}
+
+const char *kp_broker_check_own(int fd, const struct pool_key *key)
+{
+	struct bk_sys s = {
+		.getsockopt = KP_REAL(getsockopt),
+		.getpeername = KP_REAL(getpeername),
+		.openat = KP_REAL(openat),
+		.read = KP_REAL(read),
+		.close = KP_REAL(close),
+	};
+	return bk_check_conn(&s, fd, key, NULL, NULL);
 }

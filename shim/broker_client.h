@@ -11,27 +11,34 @@
 
 #include "pool.h"
 
-/* From the constructor, after the settings: checks the socket's directory
- * once (a refusal is logged, and the broker is not used). */
+/* From the constructor, after the settings.  The socket's directory and
+ * the broker are checked when first needed (a refusal is logged, and the
+ * broker is not used). */
 void kp_broker_init(void);
 
-/* Is a broker configured (KEEPALIVE_BROKER) and its directory sound? */
+/* Is a broker configured (KEEPALIVE_BROKER) and not refused? */
 bool kp_broker_enabled(void);
 /* Never use the broker again in this process (its credentials changed). */
 void kp_broker_disable(void);
 
-/* A pooled connection to key from the broker, checked (a connected TCP
- * socket whose peer is key's destination), with its record in *meta;
+/* A pooled connection to key from the broker, checked (an established
+ * TCP socket of our own network namespace whose peer is key's
+ * destination), with its record in *meta;
  * -1 when there is none or the broker did not answer within
  * KEEPALIVE_BROKER_TIMEOUT_MS. */
 int kp_broker_get(const struct pool_key *key, struct pool_meta *meta);
 
 /* Hand the idle connection fd (plain HTTP only: a TLS connection's state
- * cannot leave the process) to the broker.  *link is the connection to
- * the broker, opened on first use (start with -1; kp_broker_close it after
- * a batch).  Returns 0 when sent (the caller still closes its fd), -1. */
+ * cannot leave the process) to the broker, once it has proved itself on
+ * the process's one link (opened on first use, kept for the next
+ * request; *link and kp_broker_close are kept for the callers and do
+ * nothing).  Returns 0 when sent (the caller still closes its fd), -1. */
 int kp_broker_put(int *link, const struct pool_key *key, int fd, const struct pool_meta *meta);
 
 void kp_broker_close(int link);
+
+/* Is the process's own socket fd (one that never left it) an established
+ * TCP connection to key's destination?  NULL, or why not. */
+const char *kp_broker_check_own(int fd, const struct pool_key *key);
 
 #endif

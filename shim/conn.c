@@ -2538,7 +2538,7 @@ static void park_unclosed(void)
 		if (!c || c == KP_POOLED || !conn_lock(c, (int)fd))
 			continue;
 		if (!c->tls && c->refs == 1 && parkable(c) &&
-		    !bk_check_conn((int)fd, &c->key, KP_REAL(getsockopt)) && park((int)fd, c, false, 0) >= 0) {
+		    !kp_broker_check_own((int)fd, &c->key) && park((int)fd, c, false, 0) >= 0) {
 			c->poolable = false; /* a second exit path must not park it again */
 			kp_count(parked);
 			kp_debug("fd %d: parked at exit, never closed", fd);

@@ -47,3 +47,14 @@ setup_file() { suite_setup; }
 	assert_line --regexp '^upload, chunked .* yes$'
 	assert_line --regexp '^download, curl \| sha1sum .* yes$'
 }
+
+@test "scripts/bench-broker: a loop of curls without and under keepalive, the whole tree's CPU and syscalls per process, one connection with" {
+	[ -z "${KEEPALIVE_ASAN-}" ] || skip "measures the plain build"
+	curl_ok || skip "curl cannot start with libasan preloaded"
+	make -s -C "$ROOT" build/keepalive-broker >&2
+	run "$ROOT/scripts/bench-broker" -n 5 -r 1
+	assert_success
+	assert_line --regexp '^mode +ms/process +CPU ms/proc +CPU ratio +syscalls/proc +vs plain +conns$'
+	assert_line --regexp '^plain +[0-9.]+ +[0-9.]+ +1\.000x +[0-9.]+ +\+0\.0 +5$'
+	assert_line --regexp '^new +[0-9.]+ +[0-9.]+ +[0-9.]+x +[0-9.]+ +[-+][0-9.]+ +1$'
+}

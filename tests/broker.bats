@@ -233,8 +233,8 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	local log="$BATS_TEST_TMPDIR/broker.log"
 	cat "$log"
 	for why in "short message" "oversized message" "unknown protocol version" "bad magic" \
-		"reply sent to the broker" "network namespace is not the sender's" \
-		"put without exactly one fd" "not a socket" "not a stream socket" "a listening socket" \
+		"reply sent to the broker" "bad destination key" \
+		"put without exactly one fd" "not a socket" "not TCP" "a listening socket" \
 		"peer is not the key's destination"; do
 		grep -q "refused a message from pid [0-9]*: $why" "$log" || fail "no log line: $why"
 	done
@@ -315,7 +315,7 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	assert_success
 	assert_line --partial "counters: got=3 gave=2 missed=1 refused=0"
 	assert_line "idle connections: 1"
-	assert_line --regexp "^  127\.0\.0\.1:$NGINX_PORT netns [0-9]+: 3 requests served, idle [0-9]+ ms, expires in [0-9]+ ms$"
+	assert_line --regexp "^  127\.0\.0\.1:$NGINX_PORT: 3 requests served, idle [0-9]+ ms, expires in [0-9]+ ms$"
 	# keepalive CMD uses the running one rather than starting its own
 	run_shim XDG_RUNTIME_DIR="$XDG" "$WRAP" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
 	assert_equal "status $SHIM_STATUS" "status 0"
@@ -398,4 +398,273 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	assert_equal "got $(stat_value broker_got)" "got 1"
 	server_wait_requests 2
 	assert_equal "conns $(nginx_conns)" "conns 1"
+}
+
+# ------------------------------------------------------------------
+# The attacks of docs/broker.md ("What each end checks"), each as it was
+# found: a same-uid process in another network namespace, a second user,
+# a broker that does not accept, one out of fds, clients that say nothing.
+
+# as_other_ns CMD...: CMD in a network namespace of its own.  As root: a
+# plain `unshare -n` with lo up, CMD then run as $AS_USER; otherwise an
+# unprivileged `unshare -U -r -n` (skipped where the kernel refuses it).
+as_other_ns() {
+	if [ "$(id -u)" = 0 ]; then
+		unshare -n sh -c 'ip link set lo up && exec "$@"' sh $AS_USER "$@"
+	else
+		unshare -U -r -n "$@"
+	fi
+}
+other_ns_ok() {
+	if [ "$(id -u)" = 0 ]; then
+		unshare -n true 2>/dev/null || skip "the kernel refuses unshare -n"
+		command -v ip >/dev/null || skip "no ip (iproute2) to bring lo up"
+	else
+		unshare -U -r -n true 2>/dev/null || skip "the kernel refuses unprivileged user namespaces (unshare -U -r -n)"
+	fi
+}
+
+# as_user_setup: run the scenario as a user whose broker cannot read a
+# non-dumpable process's /proc entry nor ask SIOCGSKNS (the finding is
+# about a non-root broker): as root, nobody (65534), with copies of what
+# it runs that nobody can read, and its own socket directory; otherwise
+# ourselves.  Sets AS_USER, U_BROKER, U_CLIENT, U_GET, U_DIR.
+as_user_setup() {
+	AS_USER=
+	U_BROKER=$BROKER U_CLIENT=$BROKER_CLIENT U_GET=$PRODUCT_CLIENTS/urllib_get.py
+	open_dir
+	U_DIR="$OPEN_DIR/b"
+	mkdir -m 0700 "$U_DIR"
+	if [ "$(id -u)" = 0 ]; then
+		command -v setpriv >/dev/null || skip "no setpriv"
+		AS_USER="setpriv --reuid=65534 --regid=65534 --clear-groups"
+		chown 65534:65534 "$U_DIR"
+		U_BROKER=$(open_copy "$BROKER")
+		U_CLIENT=$(open_copy "$BROKER_CLIENT")
+		U_GET=$(open_copy "$PRODUCT_CLIENTS/urllib_get.py")
+		local f preload=
+		for f in $PRELOAD; do
+			case $f in "$ROOT"/*) f=$(open_copy "$f") ;; esac
+			preload="$preload${preload:+ }$f"
+		done
+		PRELOAD=$preload
+	fi
+}
+
+@test "broker: a non-dumpable process of another network namespace claiming ours neither gets a connection nor plants one (finding 1)" {
+	other_ns_ok
+	nginx_start
+	as_user_setup
+	BROKER_SOCK="$U_DIR/broker.sock"
+	env -u LD_PRELOAD $AS_USER "$U_BROKER" --socket "$BROKER_SOCK" </dev/null \
+		>/dev/null 2>>"$BATS_TEST_TMPDIR/broker.log" 3>&- &
+	BROKER_PID=$!
+	wait_until test -S "$BROKER_SOCK"
+	# a host process hands the broker its connection to 127.0.0.1:PORT
+	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" $AS_USER "$PYTHON" "$U_GET" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	assert_equal "gave $(stat_value broker_gave)" "gave 1"
+	# the sandbox: no network of its own but a server at the same address
+	# and port; it makes itself non-dumpable, claims the host's namespace,
+	# asks for a connection and plants one to its own server
+	local log="$OPEN_DIR/sandbox.log" ns
+	: >"$log"
+	chmod 0666 "$log"
+	ns=$(stat -L -c %i /proc/self/ns/net)
+	run as_other_ns timeout 20 env -u LD_PRELOAD "$PYTHON" "$U_CLIENT" "$BROKER_SOCK" attack 127.0.0.1 "$NGINX_PORT" "$log" "$ns"
+	echo "$output"
+	refute_line "get: got"
+	assert_line "put: closed"
+	# the host's next process gets the host's connection: nginx's answer,
+	# on the connection the first one made
+	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" $AS_USER "$PYTHON" "$U_GET" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	cmp "$NGINX_DIR/www/f" "$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "got $(stat_value broker_got)" "got 1"
+	server_wait_requests 2
+	assert_equal "conns $(nginx_conns)" "conns 1"
+	# the sandbox's server saw its own request only
+	assert_equal "sandbox requests $(grep -c '^request' "$log")" "sandbox requests 1"
+	grep -q "refused pid [0-9]*: socket of another network namespace" "$BATS_TEST_TMPDIR/broker.log"
+}
+
+@test "broker: a broker answering at our path from another network namespace gets no connection and gives none (finding 2)" {
+	other_ns_ok
+	nginx_start
+	AS_USER=
+	mkdir -m 0700 "$XDG/b"
+	BROKER_SOCK="$XDG/b/broker.sock"
+	local log="$BATS_TEST_TMPDIR/sandbox.log" ns
+	: >"$log"
+	# (the namespace it would claim, were there still claims to make)
+	ns=$(stat -L -c %i /proc/self/ns/net)
+	as_other_ns env -u LD_PRELOAD "$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" fake-broker 127.0.0.1 "$NGINX_PORT" \
+		"$log" "$ns" </dev/null >/dev/null 2>"$BATS_TEST_TMPDIR/fake.err" 3>&- &
+	BROKER_PID=$!
+	wait_until grep -q listening "$log"
+	# host processes told to use the broker at that path
+	local i
+	for i in 1 2 3; do
+		run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+		assert_equal "status $SHIM_STATUS" "status 0"
+		cmp "$NGINX_DIR/www/f" "$BATS_TEST_TMPDIR/shim.out"
+		assert_equal "got $(stat_value broker_got)" "got 0"
+		assert_equal "gave $(stat_value broker_gave)" "gave 0"
+	done
+	if curl_ok; then
+		run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$CURL" -sS "http://127.0.0.1:$NGINX_PORT/f"
+		assert_equal "status $SHIM_STATUS" "status 0"
+		cmp "$NGINX_DIR/www/f" "$BATS_TEST_TMPDIR/shim.out"
+	fi
+	server_wait_requests 3
+	# every request reached nginx; the sandbox's server saw none of ours,
+	# and the fake broker was handed nothing
+	cat "$log"
+	assert_equal "sandbox requests from us $(grep -c '^request' "$log")" \
+		"sandbox requests from us $(grep -c '^gave a connection' "$log")"
+	assert_equal "puts $(grep -c '^put' "$log")" "puts 0"
+	grep -q "broker reply refused: its listening socket is not in our network namespace" "$BATS_TEST_TMPDIR/shim.err"
+}
+
+@test "broker: keepalive --daemon in a socket directory another user prepared appends to no file and does not hang on a FIFO (findings 3, 4)" {
+	[ "$(id -u)" = 0 ] || skip "needs root to act as a second user"
+	command -v setpriv >/dev/null || skip "no setpriv"
+	local nobody="setpriv --reuid=65534 --regid=65534 --clear-groups" x s victim="$BATS_TEST_TMPDIR/victim"
+	echo precious >"$victim"
+	open_dir
+	# 1. a world-writable (not sticky) XDG_RUNTIME_DIR: the other user made
+	# keepalive/ in it, broker.log a symlink to the victim's file
+	x="$OPEN_DIR/xdg"
+	mkdir -m 0777 "$x"
+	$nobody sh -c "mkdir -m 0777 '$x/keepalive' && ln -s '$victim' '$x/keepalive/broker.log'"
+	run timeout 20 env XDG_RUNTIME_DIR="$x" "$WRAP" --daemon 3>&-
+	echo "$output"
+	[ "$status" -ne 124 ] || fail "keepalive --daemon hung"
+	assert_failure
+	assert_equal "$(cat "$victim")" "precious"
+	# 2. a sticky parent (as /tmp is), the directory made by the other user
+	s="$OPEN_DIR/sticky"
+	mkdir -m 1777 "$s"
+	$nobody sh -c "mkdir -m 0777 '$s/keepalive' && ln -s '$victim' '$s/keepalive/broker.log'"
+	run timeout 20 env XDG_RUNTIME_DIR="$s" "$WRAP" --daemon 3>&-
+	echo "$output"
+	[ "$status" -ne 124 ] || fail "keepalive --daemon hung"
+	assert_failure
+	assert_output --partial "belongs to another user"
+	assert_equal "$(cat "$victim")" "precious"
+	# 3. a FIFO where the log goes: nothing may block in open()
+	$nobody sh -c "rm '$s/keepalive/broker.log' && mkfifo -m 0666 '$s/keepalive/broker.log'"
+	run timeout 20 env XDG_RUNTIME_DIR="$s" "$WRAP" --daemon 3>&-
+	[ "$status" -ne 124 ] || fail "keepalive --daemon hung on a FIFO"
+	assert_failure
+	[ -p "$s/keepalive/broker.log" ]
+	# --status and --stop do no file work there either
+	run timeout 20 env XDG_RUNTIME_DIR="$s" "$WRAP" --status
+	[ "$status" -ne 124 ] || fail "keepalive --status hung"
+	assert_failure
+}
+
+@test "broker: with a world-writable XDG_RUNTIME_DIR, keepalive CMD makes its files in a parent no other user can rename them in (finding 4)" {
+	nginx_start
+	local x="$BATS_TEST_TMPDIR/open-xdg"
+	mkdir -m 0777 "$x"
+	run timeout 20 env XDG_RUNTIME_DIR="$x" KEEPALIVE_PRELOAD="$PRELOAD" KEEPALIVE_STATS=1 \
+		"$WRAP" sh -c 'echo "broker=$KEEPALIVE_BROKER"; echo "stats=$KEEPALIVE_STATS_FILE"'
+	echo "$output"
+	assert_success
+	assert_line --regexp '^broker=/.+/broker\.sock$'
+	assert_line --regexp '^stats=/.+/stats$'
+	refute_output --partial "=$x/"
+	# and the broker itself refuses to listen there
+	run env -u LD_PRELOAD "$BROKER" --socket "$x/keepalive/broker.sock"
+	assert_failure
+	assert_output --partial "writable by others and not sticky"
+	# sharing still works
+	run_wrapped 3 sh -c "$(python_loop 3)"
+	assert_both_ok
+	assert_same_output
+	[ "$SHIM_CONNS" -le 2 ] || fail "wrapped conns $SHIM_CONNS, want 1 (2 at most)"
+}
+
+@test "broker: a broker that does not accept, its backlog full, makes no keepalive command wait (finding 5)" {
+	nginx_start
+	mkdir -m 0700 "$XDG/keepalive"
+	local out="$BATS_TEST_TMPDIR/stuck.out"
+	"$PYTHON" "$BROKER_CLIENT" "$XDG/keepalive/broker.sock" stuck </dev/null >"$out" 2>&1 3>&- &
+	BROKER_PID=$!
+	wait_until grep -q stuck "$out"
+	# the wrapper's check, its --status, and the library under it
+	run timeout 20 env XDG_RUNTIME_DIR="$XDG" "$WRAP" --status
+	[ "$status" -ne 124 ] || fail "keepalive --status hung"
+	run_wrapped 3 sh -c "$(python_loop 3)"
+	[ "$SHIM_STATUS" -ne 124 ] || fail "keepalive CMD hung"
+	assert_both_ok
+	assert_same_output
+	run_shim KEEPALIVE_BROKER=1 XDG_RUNTIME_DIR="$XDG" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	cmp "$NGINX_DIR/www/f" "$BATS_TEST_TMPDIR/shim.out"
+}
+
+# cpu_ticks PID: its user+system CPU time so far, in clock ticks
+cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+
+@test "broker: out of file descriptors (EMFILE on accept) it does not spin, and serves again once fds free up (finding 6)" {
+	command -v prlimit >/dev/null || skip "no prlimit"
+	nginx_start
+	mkdir -p -m 0700 "$XDG/b"
+	BROKER_SOCK="$XDG/b/broker.sock"
+	# 12 fds: 8 clients fill it; idle clients are kept (60 s) so they stay
+	env -u LD_PRELOAD KEEPALIVE_BROKER_CLIENT_MS=60000 prlimit --nofile=12 "$BROKER" --socket "$BROKER_SOCK" \
+		</dev/null >/dev/null 2>>"$BATS_TEST_TMPDIR/broker.log" 3>&- &
+	BROKER_PID=$!
+	wait_until test -S "$BROKER_SOCK"
+	local out="$BATS_TEST_TMPDIR/hog.out" hog t0 t1
+	"$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" hog 20 </dev/null >"$out" 2>&1 3>&- &
+	hog=$!
+	wait_until grep -q holding "$out"
+	sleep 0.3
+	t0=$(cpu_ticks "$BROKER_PID")
+	sleep 2
+	t1=$(cpu_ticks "$BROKER_PID")
+	echo "broker CPU while out of fds: $((t1 - t0)) ticks in 2 s"
+	kill "$hog"
+	wait "$hog" 2>/dev/null || true
+	# a spin is ~200 ticks (100 Hz); idle is 0
+	[ $((t1 - t0)) -le 20 ] || fail "the broker spun: $((t1 - t0)) ticks while idle"
+	# the hogs gone, it accepts again
+	run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	run "$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" get 127.0.0.1 "$NGINX_PORT"
+	assert_output "got"
+}
+
+@test "broker: 128 clients that never say a word do not stop sharing (finding 7)" {
+	nginx_start
+	broker_start
+	local out="$BATS_TEST_TMPDIR/hog.out" hog
+	"$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" hog 128 </dev/null >"$out" 2>&1 3>&- &
+	hog=$!
+	wait_until grep -q holding "$out"
+	local i
+	for i in 1 2 3; do
+		run_shim KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+		assert_equal "status $SHIM_STATUS" "status 0"
+	done
+	kill "$hog"
+	wait "$hog" 2>/dev/null || true
+	server_wait_requests 3
+	assert_equal "conns $(nginx_conns)" "conns 1"
+}
+
+@test "broker: a server that closes idle connections makes no noise on the command's stderr (finding 8)" {
+	# the server closes a connection idle for 300 ms; the process exits
+	# after 600 ms, handing the broker a connection its server closed
+	scripted_start idle_close300
+	local get="$PYTHON -c 'import sys, time, urllib.request; sys.stdout.buffer.write(urllib.request.urlopen(sys.argv[1]).read()); time.sleep(0.6)' http://127.0.0.1:$SCRIPTED_PORT/"
+	run_wrapped 2 sh -c "$get && $get"
+	assert_both_ok
+	assert_same_output
+	grep -v '^libkeepalive: ' "$BATS_TEST_TMPDIR/shim.err" >"$BATS_TEST_TMPDIR/noise" || true
+	cat "$BATS_TEST_TMPDIR/noise"
+	assert_equal "noise lines $(grep -c . "$BATS_TEST_TMPDIR/noise")" "noise lines 0"
 }

@@ -4,15 +4,17 @@
  * send over the broker's socket.
  *
  * Input: a 1-byte control header, then the datagram.
- *   [0]  bits 0-1: the number of fds that came with it; bit 2: decode at
+ *   [0]  bits 0-1: the number of fds that came with it (0-3: a reply may
+ *        carry the broker's proof beside its connection); bit 2: decode at
  *        the client (else at the broker); bit 3: the kernel said truncated
  *
  * abort() unless: the decoder reads only the bytes given (the datagram is
  * in a buffer of its own size: ASan); an accepted message is exactly one
  * struct bk_msg with our magic and version, a type the decoding side takes,
- * the fd count its type and status call for, a valid destination (port,
- * family, an IPv4 address with nothing past its 4 bytes) and a tag that
- * fits; it is accepted the same again; a refused one always says why.
+ * the fd count its type, status and proof flag call for, a valid
+ * destination (port, family, an IPv4 address with nothing past its 4
+ * bytes, no namespace claim) or none at all (HELLO) and a tag that fits;
+ * it is accepted the same again; a refused one always says why.
  */
 #include <sys/socket.h>
 
@@ -40,16 +42,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	INVARIANT(len == sizeof(m) && !truncated, "accepted %zu bytes (truncated %d)", len, truncated);
 	INVARIANT(m.magic == BK_MAGIC && m.version == BK_VERSION && !m.reserved, "header");
 	if (side == BK_AT_BROKER) {
-		INVARIANT(m.type == BK_PUT || m.type == BK_GET, "type %u at the broker", m.type);
+		INVARIANT(m.type == BK_PUT || m.type == BK_GET || m.type == BK_HELLO, "type %u at the broker",
+			  m.type);
 		INVARIANT(nfds == (m.type == BK_PUT ? 1u : 0u), "%u fds with type %u", nfds, m.type);
-		INVARIANT(m.status == 0, "status in a request");
+		INVARIANT(m.status == 0 && m.flags == 0, "status in a request");
 	} else {
 		INVARIANT(m.type == BK_REPLY, "type %u at a client", m.type);
 		INVARIANT(m.status == BK_OK || m.status == BK_NONE, "status %u", m.status);
-		INVARIANT(nfds == (m.status == BK_OK ? 1u : 0u), "%u fds with status %u", nfds, m.status);
+		INVARIANT(!(m.flags & ~BK_F_PROOF), "flags %u", m.flags);
+		INVARIANT(nfds == (m.status == BK_OK ? 1u : 0u) + (m.flags & BK_F_PROOF ? 1u : 0u),
+			  "%u fds with status %u flags %u", nfds, m.status, m.flags);
 	}
-	if (m.type != BK_REPLY || m.status == BK_OK) {
-		INVARIANT(m.key.port && (m.key.family == AF_INET || m.key.family == AF_INET6), "key");
+	if (m.type == BK_HELLO) {
+		static const struct bk_msg zero;
+		INVARIANT(!memcmp(&m.key, &zero.key, sizeof(m.key)) && !memcmp(&m.meta, &zero.meta, sizeof(m.meta)),
+			  "hello with a key");
+	} else if (m.type != BK_REPLY || m.status == BK_OK) {
+		/* v2: the key never carries a namespace (docs/broker.md) */
+		INVARIANT(m.key.port && !m.key.netns && (m.key.family == AF_INET || m.key.family == AF_INET6),
+			  "key");
 		if (m.key.family == AF_INET)
 			for (int i = 4; i < 16; i++)
 				INVARIANT(!m.key.addr[i] && !m.key.scope, "IPv4 key with more");

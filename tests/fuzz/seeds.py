@@ -48,8 +48,11 @@ def resp_header(code, splits=()):
 def broker_seeds():
     """well-formed broker messages (pool/broker_proto.h, struct bk_msg),
     each behind its control byte (fds, side)"""
-    def msg(typ, status, family, port, addr):
-        m = struct.pack("=IHHIIQ", 0x6B61626B, 1, typ, status, 0, 4026531840)
+    def msg(typ, status, family, port, addr, flags=0):
+        # v2: flags (BK_F_PROOF 1) and no namespace claim
+        m = struct.pack("=IHHIIQ", 0x6B61626B, 2, typ, status, flags, 0)
+        if typ == 4:  # HELLO: no key, no record
+            return m + b"\0" * (280 - len(m))
         m += struct.pack("=HHI16sQ", family, port, 0, addr.ljust(16, b"\0"), 0)
         m += struct.pack("=IiiIQH192s6x", 3, 5, 100, 0, 12345, 4, b"tag!")
         return m
@@ -57,8 +60,11 @@ def broker_seeds():
     return [
         b"\x01" + msg(1, 0, 2, 8080, lo4),   # PUT, one fd
         b"\x00" + msg(2, 0, 10, 80, lo6),    # GET
+        b"\x00" + msg(4, 0, 0, 0, b""),      # HELLO
         b"\x05" + msg(3, 0, 2, 8080, lo4),   # REPLY with its fd
         b"\x04" + msg(3, 1, 2, 8080, lo4),   # REPLY: none
+        b"\x06" + msg(3, 0, 2, 8080, lo4, 1),  # REPLY with the proof and its fd
+        b"\x05" + msg(3, 1, 2, 8080, lo4, 1),  # REPLY: the proof, none
     ]
 
 

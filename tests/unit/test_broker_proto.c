@@ -79,22 +79,36 @@ int main(void)
 
 	guard_init();
 	/* the well-formed ones */
-	bk_encode(&m, BK_PUT, BK_OK, 42, &k, &meta);
+	bk_encode(&m, BK_PUT, BK_OK, 0, &k, &meta);
 	CHECK(decode(&m, sizeof(m), 1, 0, BK_AT_BROKER, &why) == 0);
-	bk_encode(&m, BK_GET, BK_OK, 42, &k, NULL);
+	bk_encode(&m, BK_GET, BK_OK, 0, &k, NULL);
 	CHECK(decode(&m, sizeof(m), 0, 0, BK_AT_BROKER, &why) == 0);
-	bk_encode(&m, BK_REPLY, BK_OK, 42, &k, &meta);
+	bk_encode(&m, BK_REPLY, BK_OK, 0, &k, &meta);
 	CHECK(decode(&m, sizeof(m), 1, 0, BK_AT_CLIENT, &why) == 0);
-	bk_encode(&m, BK_REPLY, BK_NONE, 42, &k, NULL);
+	bk_encode(&m, BK_REPLY, BK_NONE, 0, &k, NULL);
 	CHECK(decode(&m, sizeof(m), 0, 0, BK_AT_CLIENT, &why) == 0);
 	struct pool_key k6 = k;
 	k6.family = AF_INET6;
 	inet_pton(AF_INET6, "::1", k6.addr);
-	bk_encode(&m, BK_GET, BK_OK, 42, &k6, NULL);
+	bk_encode(&m, BK_GET, BK_OK, 0, &k6, NULL);
 	CHECK(decode(&m, sizeof(m), 0, 0, BK_AT_BROKER, &why) == 0);
+	/* v2: HELLO, and the broker's proof beside a reply's connection */
+	bk_encode(&m, BK_HELLO, BK_OK, 0, NULL, NULL);
+	CHECK(decode(&m, sizeof(m), 0, 0, BK_AT_BROKER, &why) == 0);
+	bk_encode(&m, BK_REPLY, BK_OK, BK_F_PROOF, &k, &meta);
+	CHECK(decode(&m, sizeof(m), 2, 0, BK_AT_CLIENT, &why) == 0);
+	bk_encode(&m, BK_REPLY, BK_NONE, BK_F_PROOF, NULL, NULL);
+	CHECK(decode(&m, sizeof(m), 1, 0, BK_AT_CLIENT, &why) == 0);
+	/* the key's namespace is never the sender's word: encode zeroes it */
+	{
+		struct pool_key kn = k;
+		kn.netns = 99;
+		bk_encode(&m, BK_GET, BK_OK, 0, &kn, NULL);
+		CHECK(m.key.netns == 0);
+	}
 
 	/* length: every shorter prefix, one byte more, the kernel's truncation */
-	bk_encode(&m, BK_PUT, BK_OK, 42, &k, &meta);
+	bk_encode(&m, BK_PUT, BK_OK, 0, &k, &meta);
 	for (size_t len = 0; len < sizeof(m); len++)
 		CHECK(decode(&m, len, 1, 0, BK_AT_BROKER, &why) < 0 && strstr(why, "short"));
 	{
@@ -109,7 +123,7 @@ int main(void)
 	/* header fields */
 	bad = m, bad.magic ^= 1;
 	CHECK(refused(&bad, 1, BK_AT_BROKER, "magic"));
-	bad = m, bad.version = 2;
+	bad = m, bad.version = 1; /* v1 took a namespace claim */
 	CHECK(refused(&bad, 1, BK_AT_BROKER, "version"));
 	bad = m, bad.reserved = 1;
 	CHECK(refused(&bad, 1, BK_AT_BROKER, "reserved"));
@@ -119,17 +133,29 @@ int main(void)
 	CHECK(refused(&bad, 1, BK_AT_BROKER, "type"));
 	bad = m, bad.status = 1;
 	CHECK(refused(&bad, 1, BK_AT_BROKER, "status"));
+	bad = m, bad.flags = BK_F_PROOF;
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "status"));
+	bad = m, bad.key.netns = 4026531840u; /* a claim of the host's namespace */
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "key"));
+	bk_encode(&bad, BK_HELLO, BK_OK, 0, &k, NULL);
+	CHECK(refused(&bad, 0, BK_AT_BROKER, "hello with a key"));
+	bk_encode(&bad, BK_HELLO, BK_OK, 0, NULL, NULL);
+	CHECK(refused(&bad, 1, BK_AT_BROKER, "fd"));
+	bk_encode(&bad, BK_REPLY, BK_OK, BK_F_PROOF, &k, &meta);
+	CHECK(refused(&bad, 1, BK_AT_CLIENT, "fd"));
+	bk_encode(&bad, BK_REPLY, BK_NONE, 4, NULL, NULL);
+	CHECK(refused(&bad, 0, BK_AT_CLIENT, "flags"));
 
 	/* the wrong side, the wrong number of fds */
 	CHECK(refused(&m, 1, BK_AT_CLIENT, "client"));
 	CHECK(refused(&m, 0, BK_AT_BROKER, "fd"));
 	CHECK(refused(&m, 2, BK_AT_BROKER, "fd"));
-	bk_encode(&bad, BK_GET, BK_OK, 42, &k, NULL);
+	bk_encode(&bad, BK_GET, BK_OK, 0, &k, NULL);
 	CHECK(refused(&bad, 1, BK_AT_BROKER, "fd"));
-	bk_encode(&bad, BK_REPLY, BK_OK, 42, &k, &meta);
+	bk_encode(&bad, BK_REPLY, BK_OK, 0, &k, &meta);
 	CHECK(refused(&bad, 1, BK_AT_BROKER, "broker"));
 	CHECK(refused(&bad, 0, BK_AT_CLIENT, "fd"));
-	bk_encode(&bad, BK_REPLY, BK_NONE, 42, &k, NULL);
+	bk_encode(&bad, BK_REPLY, BK_NONE, 0, &k, NULL);
 	CHECK(refused(&bad, 1, BK_AT_CLIENT, "fd"));
 	bad.status = 7;
 	CHECK(refused(&bad, 0, BK_AT_CLIENT, "status"));
