@@ -92,10 +92,6 @@ bool kp_broker_enabled(void)
 	return __atomic_load_n(&enabled, __ATOMIC_RELAXED);
 }
 
-void kp_broker_disable(void)
-{
-	__atomic_store_n(&enabled, false, __ATOMIC_RELAXED);
-}
 
 static void back_off(const char *why)
 {
@@ -139,6 +135,15 @@ static void link_drop(void)
 	}
 	link_fd = -1;
 	link_proved = false;
+}
+
+void kp_broker_disable(void)
+{
+	__atomic_store_n(&enabled, false, __ATOMIC_RELAXED);
+	/* the link was checked as the old identity's */
+	pthread_mutex_lock(&link_lock);
+	link_drop();
+	pthread_mutex_unlock(&link_lock);
 }
 
 /* Open the link (link_lock held): the directory checked on its fd, the
