@@ -62,6 +62,7 @@ static struct {
 	uint64_t got, gave, missed, refused, dropped;
 } counts;
 static uid_t our_uid;      /* geteuid(), once */
+static gid_t our_gid;      /* getegid(), once */
 static struct bk_ns our_ns; /* our network namespace (docs/broker.md) */
 static int lfd = -1;       /* the listening socket: also our proof */
 /* the listener is not polled while accept4() has no fd to give: until one
@@ -158,6 +159,27 @@ static void client_drop(unsigned i)
 
 /* One client per call: the loop polls the listener again anyway, and a
  * second accept4 would mostly find EAGAIN (a syscall per client). */
+/* The peer's supplementary groups (SO_PEERGROUPS, Linux 4.13) are ours,
+ * as sets.  False when either cannot be read. */
+static bool same_groups(int fd)
+{
+	gid_t theirs[256], ours[256];
+	socklen_t l = sizeof(theirs);
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, theirs, &l) < 0)
+		return false;
+	int nt = (int)(l / sizeof(gid_t)), no = getgroups(256, ours);
+	if (no < 0 || nt != no)
+		return false;
+	for (int i = 0; i < nt; i++) {
+		int j = 0;
+		while (j < no && ours[j] != theirs[i])
+			j++;
+		if (j == no)
+			return false;
+	}
+	return true;
+}
+
 static void accept_clients(void)
 {
 	for (int once = 0; once < 1; once++) {
@@ -186,6 +208,16 @@ static void accept_clients(void)
 		if (cred.uid != our_uid) {
 			logmsg(2, "refused pid %d: uid %u is not ours (%u)", (int)cred.pid,
 			       (unsigned)cred.uid, (unsigned)our_uid);
+			counts.refused++;
+			close_fd(fd);
+			continue;
+		}
+		/* ... and of our own groups (docs/owner.md: nothing crosses
+		 * credentials): a process of our uid under another gid or
+		 * other supplementary groups (sg, setpriv, a privilege-
+		 * separating daemon) is another identity */
+		if (cred.gid != our_gid || !same_groups(fd)) {
+			logmsg(2, "refused pid %d: its groups are not ours", (int)cred.pid);
 			counts.refused++;
 			close_fd(fd);
 			continue;
@@ -710,6 +742,7 @@ int main(int argc, char **argv)
 	bool exit_ms_given = false;
 
 	our_uid = bk_libc.euid = geteuid();
+	our_gid = getegid();
 	const char *s = getenv("KEEPALIVE_LOG");
 	if (s && *s) {
 		static const char *names[] = { "off", "error", "warn", "info", "debug" };

@@ -38,6 +38,7 @@
 
 static bool enabled;
 static uid_t our_uid;
+static gid_t our_gid;
 static struct bk_sys sys; /* kp_real's, never our own exports */
 /* after the broker failed us (refused, hung, gone), leave it alone for a
  * while: a loop of connects must not pay the timeout each time */
@@ -75,6 +76,7 @@ void kp_broker_init(void)
 	/* the directory, the socket and the broker are checked when first
 	 * needed: a process that never dials pays nothing */
 	our_uid = geteuid();
+	our_gid = getegid();
 	sys = (struct bk_sys){
 		.getsockopt = KP_REAL(getsockopt),
 		.getpeername = KP_REAL(getpeername),
@@ -180,7 +182,8 @@ static int link_open(void)
 		return -1;
 	}
 	socklen_t l = sizeof(link_cred);
-	if (KP_REAL(getsockopt)(s, SOL_SOCKET, SO_PEERCRED, &link_cred, &l) < 0 || link_cred.uid != our_uid) {
+	if (KP_REAL(getsockopt)(s, SOL_SOCKET, SO_PEERCRED, &link_cred, &l) < 0 || link_cred.uid != our_uid ||
+	    link_cred.gid != our_gid) {
 		KP_REAL(close)(s);
 		refuse_broker("it is not run by our uid");
 		return -1;

@@ -212,6 +212,30 @@ assert_own_answers() {
 	grep -q '^main: socket of uid 0$' "$BATS_TEST_TMPDIR/shim.out"
 }
 
+@test "broker: a process of our uid under another gid and groups never gets our connection" {
+	[ "$(id -u)" = 0 ] || skip "needs root to change its gid"
+	command -v setpriv >/dev/null || skip "no setpriv"
+	echo_start
+	mkdir -p -m 0700 "$BATS_TEST_TMPDIR/xdg/b"
+	local sock="$BATS_TEST_TMPDIR/xdg/b/broker.sock"
+	env -u LD_PRELOAD "$ROOT/build/keepalive-broker" --socket "$sock" </dev/null >/dev/null \
+		2>>"$BATS_TEST_TMPDIR/broker.log" &
+	BROKER_PID=$!
+	wait_until test -S "$sock"
+	run_shim KEEPALIVE_BROKER="$sock" STRANGER_DONE="$BATS_TEST_TMPDIR/d1" "$PYTHON" "$CASES_PY" stranger "$ECHO_PORT"
+	assert_equal "status $SHIM_STATUS" "status 0"
+	server_wait_requests 2
+	local first
+	first=$(awk '{ print $1 }' "$ECHO_LOG" | sort -u)
+	[ "$(echo "$first" | wc -l)" = 1 ] || fail "the first process did not pool: $first"
+	echo_reset
+	run_shim KEEPALIVE_BROKER="$sock" STRANGER_DONE="$BATS_TEST_TMPDIR/d2" \
+		setpriv --regid=1234 --clear-groups "$PYTHON" "$CASES_PY" stranger "$ECHO_PORT"
+	assert_equal "status $SHIM_STATUS" "status 0"
+	server_wait_requests 2
+	! grep -q "^$first " "$ECHO_LOG" || fail "gid 1234 got gid 0's connection $first"
+}
+
 # ------------------------------------------------------------ the matrix
 
 # run_matrix DEPTH [gen options]: every interesting shape of DEPTH steps
