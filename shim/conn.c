@@ -892,10 +892,8 @@ static bool parkable(const struct kp_conn *c)
  * parked_ms: when it went idle, for one handed back unused; 0: now. */
 int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 {
-	if (!one_owner(c)) {
-		unpool(c, "it may have another owner");
+	if (!one_owner(c))
 		return -1;
-	}
 	if (tx_unseen(c, fd)) {
 		unpool(c, "bytes reached the socket behind our back (stdio)");
 		kp_debug("fd %d: the kernel took bytes we never saw: not parked", fd);
@@ -960,6 +958,8 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 /* Why c is not parked: every real close is explained in the debug log. */
 static const char *close_why(const struct kp_conn *c)
 {
+	if (!one_owner(c))
+		return "it may have another owner (shared, or made under other credentials)";
 	if (!c->poolable)
 		return c->unpooled ? c->unpooled : "not reusable";
 	if (c->n_reqs || c->resp_started)
@@ -1081,8 +1081,7 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 		 * sized it): we cannot count it, so it may outlive every fd we
 		 * know of */
 		if (conn_lock(c, oldfd)) {
-			c->shared = true;
-			unpool(c, "a copy at an fd number beyond our table");
+			c->shared = true; /* a copy at a number beyond our table */
 			pthread_mutex_unlock(&c->lock);
 		}
 		return;
@@ -2364,8 +2363,9 @@ static void handoff_verdict(struct kp_conn *c, int fd)
  * server says).  Caller holds c->lock. */
 static void handoff_locked(struct kp_conn *c, int fd, const char *why)
 {
-	c->shared = true;
-	unpool(c, why);
+	if (!c->shared)
+		kp_debug("fd %d: may have another owner from now on (%s)", fd, why);
+	c->shared = true; /* one_owner() says no for the rest of its life */
 	if (c->handed_off)
 		return;
 	bool owed = !c->tls && (c->state == KP_ACTIVE || c->lost) && (c->eof_owed || c->lost);
