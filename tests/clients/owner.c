@@ -146,6 +146,43 @@ static void request_keep(int s, const char *who, const char *tag)
 	printf("%s %s: %s\n", who, tag, strstr(buf, "\r\n\r\n") + 4);
 }
 
+/* One byte and fd in an SCM_RIGHTS message: m points into *b. */
+struct rights {
+	char byte;
+	struct iovec iov;
+	union {
+		char b[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+};
+
+static void rights_msg(struct rights *r, struct msghdr *m, int fd)
+{
+	memset(r, 0, sizeof(*r));
+	r->byte = 'x';
+	r->iov = (struct iovec){ &r->byte, 1 };
+	*m = (struct msghdr){ .msg_iov = &r->iov, .msg_iovlen = 1, .msg_control = r->u.b,
+			      .msg_controllen = sizeof(r->u.b) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(m);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &fd, sizeof(fd));
+}
+
+/* the fd an SCM_RIGHTS message on sock carries, or -1 */
+static int recv_passed(int sock)
+{
+	struct rights r;
+	struct msghdr m;
+	rights_msg(&r, &m, -1);
+	if (recvmsg(sock, &m, 0) != 1)
+		return -1;
+	int fd;
+	memcpy(&fd, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof(fd));
+	return fd;
+}
+
 static int dial(int p)
 {
 	struct sockaddr_in a = addr4(p);
@@ -173,17 +210,9 @@ static void scm_rights(void)
 	if (pid == 0) {
 		close(pair[0]);
 		char c;
-		union {
-			char b[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} u;
-		struct iovec iov = { &c, 1 };
-		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-				    .msg_controllen = sizeof(u.b) };
-		if (recvmsg(pair[1], &m, 0) != 1)
+		int got = recv_passed(pair[1]);
+		if (got < 0)
 			die("recvmsg");
-		int got;
-		memcpy(&got, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof(got));
 		/* the receiver's requests, after each of the sender's */
 		for (int i = 1; i <= 2; i++) {
 			if (read(go[0], &c, 1) != 1)
@@ -198,20 +227,9 @@ static void scm_rights(void)
 	close(go[0]);
 	int s = dial(port);
 	request_keep(s, "sender", "s1");
-	char c = 'x';
-	union {
-		char b[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct iovec iov = { &c, 1 };
-	struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-			    .msg_controllen = sizeof(u.b) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &s, sizeof(s));
+	struct rights r;
+	struct msghdr m;
+	rights_msg(&r, &m, s);
 	if (sendmsg(pair[0], &m, 0) != 1)
 		die("sendmsg");
 	close(s);
@@ -392,36 +410,17 @@ static void raw_mmsg(void)
 	pid_t pid = fork(); /* before the socket: only the message passes it */
 	if (pid == 0) {
 		char c;
-		union {
-			char b[CMSG_SPACE(sizeof(int))];
-			struct cmsghdr align;
-		} u;
-		struct iovec iov = { &c, 1 };
-		struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-				    .msg_controllen = sizeof(u.b) };
-		if (recvmsg(pair[1], &m, 0) != 1 || read(go[0], &c, 1) != 1)
+		int got = recv_passed(pair[1]);
+		if (got < 0 || read(go[0], &c, 1) != 1)
 			_exit(1);
-		int got;
-		memcpy(&got, CMSG_DATA(CMSG_FIRSTHDR(&m)), sizeof(got));
 		peek_what(got, "the child reads", 500);
 		_exit(0);
 	}
 	int s = dial(port);
 	request_keep(s, "parent", "p1");
-	char c = 'x';
-	union {
-		char b[CMSG_SPACE(sizeof(int))];
-		struct cmsghdr align;
-	} u;
-	memset(&u, 0, sizeof(u));
-	struct iovec iov = { &c, 1 };
-	struct mmsghdr mm = { .msg_hdr = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.b,
-					   .msg_controllen = sizeof(u.b) } };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mm.msg_hdr);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &s, sizeof(s));
+	struct rights r;
+	struct mmsghdr mm = { 0 };
+	rights_msg(&r, &mm.msg_hdr, s);
 	if (syscall(SYS_sendmmsg, pair[0], &mm, 1, 0) != 1)
 		die("sendmmsg");
 	close(s);
