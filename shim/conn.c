@@ -1664,7 +1664,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			int err = errno;
 			if (swap_fresh(c, fd, false) == 0) {
 				kp_count(replayed); /* none of it went out: any method */
-				if (c->first_plan == KP_PLAN_UNACKED)
+				if (c->first_plan == KP_PLAN_PROVE)
 					kp_count(replayed_unacked);
 				keep_copy = false;
 				c->replay_len = 0;
@@ -1926,6 +1926,8 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 	if (n == 0) {
 		unpool(c, "EOF read unseen (splice)");
 	} else {
+		if (c->first == KP_FIRST_UNSENT) /* a response byte: never swapped */
+			c->first = KP_FIRST_DONE;
 		if (c->state == KP_ACTIVE)
 			give_up(c, fd, "response read unseen (splice)");
 		c->last_rx_ms = kp_now_ms();
@@ -2030,13 +2032,17 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return false;
+	/* response bytes before any request we saw (one written where we
+	 * cannot see): the socket is never swapped under them any more */
+	if (ret > 0 && c->first == KP_FIRST_UNSENT)
+		c->first = KP_FIRST_DONE;
 	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->shut_how &&
 	    iov_total(iov, iovcnt) > 0) { /* a read of 0 bytes returns 0: no EOF */
 		bool again = false;
 		if (ret == 0 || (ret < 0 && (errno == ECONNRESET || errno == EPIPE)))
-			again = replay(c, fd, ret == 0 ? "EOF" : "reset");
+			again = replay(c, fd, ret == 0 ? KP_DIED_EOF : KP_DIED_RESET);
 		else if (ret > 0 && answered_408(iov, iovcnt, ret))
-			again = replay(c, fd, "408");
+			again = replay(c, fd, KP_DIED_408);
 		else if (ret > 0) {
 			c->first = KP_FIRST_DONE; /* the server answers: vouched for */
 			c->replay_len = 0;
