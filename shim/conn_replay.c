@@ -328,6 +328,9 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 	c->first = KP_FIRST_DONE;
 	pool_note_dead(&c->key, c->sent_ms - c->parked_ms, c->served_at_checkout, kp_now_ms());
 	if (!replay_proved(c, fd, how)) {
+		/* the program meets an error a fresh connection would not have
+		 * given it: not twice (docs/replay.md, "The residual risk") */
+		pool_note_killed(&c->key, c->served_at_checkout, kp_now_ms());
 		unpool(c, "died under its first request, not replayed");
 		c->replay_len = 0;
 		return false;

@@ -155,6 +155,44 @@ late_post() {
 	late_post late_idle_close 'RemoteDisconnected|SSLEOFError|SSLZeroReturnError' tls
 }
 
+# ---- a server that reads a request on a reused connection, acts on it and
+# aborts inside its delayed-ACK time: the reset carries the acknowledgment,
+# which the client's kernel drops, so "no byte acknowledged" is no proof
+# (docs/replay.md).  Without the shim each POST is the first on its own
+# connection and served; with it, the first to ride a reused connection
+# fails (rightly not replayed: the server executed it), and the destination
+# is then known to kill reused connections: the rest go fresh.
+
+pay_posts() { # N: curl POSTs /pay1../payN, each asking to close
+	curl_ok || skip "curl cannot run with libasan preloaded"
+	scripted_start late_logged_reset
+	run_both "$1" "$CURL" -sS -X POST -d amount=1 -H 'Connection: close' \
+		-w '%{http_code}\n' "http://127.0.0.1:$SCRIPTED_PORT/pay[1-$1]"
+	figures
+	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+	# never executed twice
+	run bash -c "awk '{ print \$3 }' '$SCRIPTED_LOG' | sort | uniq -d"
+	assert_output ""
+	assert_equal "replayed=$(stat_value replayed)" "replayed=0"
+}
+
+@test "curl POSTs /pay1-3, the server reads each one on a reused connection and resets at once: none executed twice" {
+	pay_posts 3
+	# the one that met the reset was executed once, and its error is
+	# curl's own for a reset (56), not an empty reply (52)
+	assert_equal "executed $(wc -l <"$SCRIPTED_LOG")" "executed 3"
+	assert_equal "not_replayed=$(stat_value not_replayed)" "not_replayed=1"
+	assert_equal "errors $(count_matches '^curl: \(56\)' "$BATS_TEST_TMPDIR/shim.err")" "errors 1"
+}
+
+@test "curl POSTs /pay1-6 against the same server: the killed reused connection teaches a request limit, one error only" {
+	pay_posts 6
+	assert_equal "executed $(wc -l <"$SCRIPTED_LOG")" "executed 6"
+	assert_equal "not_replayed=$(stat_value not_replayed)" "not_replayed=1"
+	# every URL answered but the one
+	assert_equal "answers $(count_matches '^[0-9]{8}200$' "$BATS_TEST_TMPDIR/shim.out")" "answers 5"
+}
+
 # ---- the old rule on demand
 
 @test "KEEPALIVE_METHODS=idempotent: POSTs never on a reused connection" {
