@@ -227,25 +227,19 @@ size_t kp_hidden_fds(int *fds, size_t cap)
 	return n;
 }
 
-/* A socket parked less than this long ago is handed out without the
- * liveness probe (one recv(MSG_PEEK) a reuse): the first request on it is
- * covered anyway.  An idempotent one is replayed on a fresh connection if
- * the socket turns out dead (EOF, reset or 408 before a response byte);
- * any other is preceded by its own probe right before its first byte
- * (still_alive), and replayed only when TCP proves the server never got
- * it; a program that waits for readiness first has a dead one replaced
- * there (ready_settle).  What the probe still buys at hand-out is not
- * having to replay: worth a syscall only for a socket idle long enough
- * for a server to have closed it, which a few milliseconds are not. */
-#define KP_UNPROBED_MS 10
-
+/* Every hand-out is probed (pool_config.unprobed_ms 0), however recently
+ * the socket was parked: one recv(MSG_PEEK) a reuse is the price of
+ * handing out neither a socket whose server has just gone (the program
+ * would meet at its read what a fresh connect() refuses) nor one with a
+ * stray response waiting, which would be read as the next request's
+ * answer (docs/replay.md, "Hand-out and park"). */
 void kp_conn_init(void)
 {
 	struct pool_config pc = {
 		.idle_ms = kp_cfg.idle_ms,
 		.max_per_dest = kp_cfg.max_idle_per_dest,
 		.max_total = kp_cfg.max_idle_total,
-		.unprobed_ms = KP_UNPROBED_MS,
+		.unprobed_ms = 0,
 	};
 	struct pool_ops ops = { .close = pool_close_fd, .alive = pool_alive_fd,
 				.evicted = pool_evicted_fd };
@@ -791,6 +785,15 @@ static bool parkable(const struct kp_conn *c)
  * parked_ms: when it went idle, for one handed back unused; 0: now. */
 int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 {
+	int inq = 0;
+	if (!c->tls && KP_REAL(ioctl)(fd, FIONREAD, &inq) == 0 && inq > 0) {
+		/* bytes after a complete response (a stray second response, a
+		 * Content-Length that undercounts): they would be read as the
+		 * next request's answer; a real close (docs/replay.md) */
+		unpool(c, "bytes wait unread after the response");
+		kp_debug("fd %d: %d bytes unread after the response: not parked", fd, inq);
+		return -1;
+	}
 	if (tx_unseen(c, fd)) {
 		unpool(c, "bytes reached the socket behind our back (stdio)");
 		kp_debug("fd %d: the kernel took bytes we never saw: not parked", fd);
@@ -868,8 +871,7 @@ static const char *close_why(const struct kp_conn *c)
 }
 
 /* When a connection about to be parked went idle: now, or for one handed
- * out and given back unused, when it was parked before (its age goes on,
- * and with it the liveness probe of KP_UNPROBED_MS). */
+ * out and given back unused, when it was parked before (its age goes on). */
 static uint64_t idle_since(const struct kp_conn *c)
 {
 	return c->reused && c->first == KP_FIRST_UNSENT ? c->parked_ms : 0;

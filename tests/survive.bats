@@ -228,9 +228,10 @@ stale() {
 }
 
 @test "stale: random resets after responses, a client that reads SO_ERROR and getpeername() before writing: same answers" {
-	# a pooled connection reset a moment ago is handed out unprobed
-	# (KP_UNPROBED_MS): SO_ERROR would say ECONNRESET and getpeername()
-	# ENOTCONN; the program gets a fresh connection's answers instead
+	# a pooled connection reset a moment ago (every hand-out is probed;
+	# one reset between the probe and these calls): SO_ERROR would say
+	# ECONNRESET and getpeername() ENOTCONN; the program gets a fresh
+	# connection's answers instead
 	scripted_start random_reset
 	run_both 30 "$PYTHON" "$SCRIPTS/sock_state.py" 127.0.0.1 "$SCRIPTED_PORT" 30
 	assert_both_ok
@@ -240,9 +241,10 @@ stale() {
 }
 
 @test "stale: random resets after responses, curl with N URLs (SO_ERROR read after each connect): same output" {
-	# a pooled connection reset a moment ago is handed out unprobed
-	# (KP_UNPROBED_MS): curl's getsockopt(SO_ERROR) would see the reset and
-	# fail the transfer; it gets the fresh connection's answer instead
+	# a pooled connection reset a moment ago (every hand-out is probed;
+	# one reset between the probe and this call): curl's
+	# getsockopt(SO_ERROR) would see the reset and fail the transfer; it
+	# gets the fresh connection's answer instead
 	curl_ok || skip "curl cannot run with libasan preloaded"
 	scripted_start random_reset
 	run_both 30 curl -sS -H 'Connection: close' "http://127.0.0.1:$SCRIPTED_PORT/r/[1-30]"
