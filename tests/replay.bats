@@ -1,0 +1,57 @@
+#!/usr/bin/env bats
+# A reused connection changes nothing a program sees (docs/replay.md): the
+# same errors, the same signals, nothing the server would not have had.
+# Each test runs a real client against a scripted server, without and with
+# the library, and compares.
+
+load helpers
+
+setup_file() { suite_setup; }
+teardown() {
+	[ -z "${ONCE_PID:-}" ] || _stop_pid "$ONCE_PID"
+	servers_stop
+}
+
+# ---- hand-out and park
+
+# once_run MODE: a server that answers one request and goes away (its
+# listener closed): gone.py's second GET, 3 ms later, must be refused
+once_run() {
+	local mode="$1" pf="$BATS_TEST_TMPDIR/once.$1"
+	"$PYTHON" "$ROOT/tests/servers/once.py" "$pf" &
+	ONCE_PID=$!
+	wait_until test -s "$pf"
+	local port
+	port=$(cat "$pf")
+	if [ "$mode" = plain ]; then
+		env -u LD_PRELOAD "$PYTHON" "$ROOT/tests/clients/gone.py" 127.0.0.1 "$port" 2 3 \
+			>"$BATS_TEST_TMPDIR/$mode.out" 2>&1 || true
+	else
+		env LD_PRELOAD="$PRELOAD" KEEPALIVE_PORTS="$port" KEEPALIVE_STATS=1 \
+			"$PYTHON" "$ROOT/tests/clients/gone.py" 127.0.0.1 "$port" 2 3 \
+			>"$BATS_TEST_TMPDIR/$mode.out" 2>"$BATS_TEST_TMPDIR/$mode.err" || true
+	fi
+	wait "$ONCE_PID" || true
+	ONCE_PID=
+}
+
+@test "a server gone 3 ms after its answer: the next connect() is refused, as without the library" {
+	once_run plain
+	once_run shim
+	cat "$BATS_TEST_TMPDIR/shim.err"
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_output "1 200 ok
+ERROR 2 ConnectionRefusedError"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "1 200 ok
+ERROR 2 ConnectionRefusedError"
+}
+
+@test "bytes after a complete response (a Content-Length that undercounts), unread at close: never the next request's answer" {
+	scripted_start undercount
+	run_both 6 "$PYTHON" "$SCRIPTS/exact.py" 127.0.0.1 "$SCRIPTED_PORT" 6
+	assert_both_ok
+	assert_same_output
+	assert_equal "errors $(count_matches '^ERROR' "$BATS_TEST_TMPDIR/shim.out")" "errors 0"
+	assert_equal "shim requests $SHIM_REQS" "shim requests 6"
+}
