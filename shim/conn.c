@@ -1513,6 +1513,15 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 {
 	if (!conn_lock(c, fd))
 		return false;
+	if (c->eof_written) {
+		/* TLS, written after the owed EOF already (send_intercept
+		 * below): the SSL layer reports what a close_notify gives */
+		unpool(c, "a write after the owed EOF");
+		pthread_mutex_unlock(&c->lock);
+		*ret = -1;
+		errno = EPIPE;
+		return true;
+	}
 	/* the body of the first request on a reused connection: it joins the
 	 * copy a replay would send (issue 12) */
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->first == KP_FIRST_SENT)
@@ -1537,13 +1546,27 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	}
 	if (c->n_pending)
 		flush_pending(c, fd);
-	/* DESIGN 1: a program that asked to close but writes its next request
-	 * anyway is reusing the connection itself: frame the next exchange */
-	if (c->eof_owed && !c->n_reqs) {
-		__atomic_store_n(&c->eof_owed, false, __ATOMIC_RELEASE);
-		finished_forget(-1, c);
-	}
 	size_t total = iov_total(iov, iovcnt);
+	if (c->eof_owed && !c->n_reqs && total) {
+		/* The program asked to close and was answered: without us the
+		 * server has closed, and these bytes must never reach it
+		 * (docs/replay.md, "Nothing added").  A closed server's client
+		 * sees its first write accepted (the server's TCP answers it
+		 * with a reset) and the next ones fail with EPIPE (and SIGPIPE):
+		 * so this one is taken and dropped, our FIN goes out, and later
+		 * writes meet the kernel's own EPIPE and signal. */
+		finished_forget(-1, c);
+		KP_REAL(shutdown)(fd, SHUT_WR);
+		if (c->tls) /* later writes: a TLS error, not the socket's */
+			c->eof_written = true;
+		else
+			go_passthrough(c, "a write after the owed EOF");
+		kp_debug("fd %d: %zu bytes written after the EOF we owe: not sent", fd, total);
+		*ret = (ssize_t)total;
+		pthread_mutex_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
 	if (total && after_close(c)) {
 		kp_debug("fd %d: %zu bytes written after a request that asked to close: "
 			 "not sent (the server would have closed without reading them)",

@@ -73,6 +73,8 @@ struct kp_conn {
 	bool poolable;       /* nothing has happened that forbids parking */
 	const char *unpooled; /* why poolable went false first (a literal) */
 	bool eof_owed;       /* the final response is complete: reads return 0 */
+	bool eof_written;    /* TLS: the program wrote after that EOF; its
+	                        later writes fail as after a close_notify */
 	bool lost;           /* framing lost after a rewrite: see kp_conn_wait_ms */
 	bool resp_started;   /* resp is framing a response to reqs[0] */
 	bool nonblock;       /* O_NONBLOCK of the open file description */

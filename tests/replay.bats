@@ -55,3 +55,36 @@ ERROR 2 ConnectionRefusedError"
 	assert_equal "errors $(count_matches '^ERROR' "$BATS_TEST_TMPDIR/shim.out")" "errors 0"
 	assert_equal "shim requests $SHIM_REQS" "shim requests 6"
 }
+
+# ---- nothing added
+
+# after_eof [tls]: a program that asked to close, read its answer to EOF,
+# and writes a POST anyway: the server never executes it, and the program
+# sees a closed server's answers (the write taken, EOF, then EPIPE)
+after_eof() {
+	local ca=()
+	if [ "${1-}" = tls ]; then
+		scripted_start_tls keepalive_nolinger
+		ca=(--ca "$SCRIPTED_CA")
+	else
+		scripted_start keepalive_nolinger
+	fi
+	run_both 1 "$PYTHON" "$SCRIPTS/write_after_eof.py" "${ca[@]}" 127.0.0.1 "$SCRIPTED_PORT"
+	assert_both_ok
+	assert_same_output
+	assert_equal "executed $(count_matches '/after' "$SCRIPTED_LOG")" "executed 0"
+	assert_equal "shim requests $SHIM_REQS" "shim requests 1"
+}
+
+@test "a write after the EOF owed to a program that asked to close never reaches the server" {
+	after_eof
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "first HTTP/1.1 200 OK
+write1 ok 55
+read ok 0
+write2 BrokenPipeError"
+}
+
+@test "https: a write after the owed TLS EOF never reaches the server" {
+	after_eof tls
+}
