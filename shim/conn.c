@@ -1700,6 +1700,8 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		}
 		break;
 	}
+	/* the program's own send would have raised SIGPIPE here */
+	bool held_back = r < 0 && errno == EPIPE && (send_flags & ~flags & MSG_NOSIGNAL);
 	size_t sent = 0, body_sent = 0;
 	ssize_t sr = 0;
 	if (r >= 0 && (size_t)r >= headlen) {
@@ -1718,6 +1720,8 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		free(out);
 	if (sr < 0) {
 		int err = errno;
+		if (held_back)
+			sigpipe_as_kernel(flags); /* our MSG_NOSIGNAL kept it back */
 		if (keep_copy)
 			c->replay_len = replay_mark;
 		if (!sent && (err == EAGAIN || err == EWOULDBLOCK)) {

@@ -119,6 +119,7 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
 		     int flags, ssize_t *ret);
 bool answered_408(const struct iovec *iov, int iovcnt, ssize_t ret);
+void sigpipe_as_kernel(int flags);
 bool ready_settle(struct kp_conn *c, int fd);
 
 #pragma GCC visibility pop

@@ -15,6 +15,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/ioctl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -489,6 +491,19 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 	return true;
 }
 
+/* The program's send failed with EPIPE where we had added MSG_NOSIGNAL
+ * to handle a dead connection ourselves, and it is not replayed: the
+ * signal the kernel would have sent with the program's own flags, on the
+ * calling thread (docs/replay.md, "Nothing added": the same signals). */
+void sigpipe_as_kernel(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL)) {
+		int saved = errno;
+		pthread_kill(pthread_self(), SIGPIPE);
+		errno = saved;
+	}
+}
+
 /* A write into the body of the first request on a reused connection
  * (KP_FIRST_SENT): its bytes join the copy, and a connection found dead
  * under them (EPIPE, reset) gets the request again on a fresh one where
@@ -540,6 +555,8 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 		}
 	}
 	int err = errno;
+	if (r < 0 && err == EPIPE)
+		sigpipe_as_kernel(flags);
 	if (v != iov && v != small)
 		free(v);
 	if (r > 0 && (size_t)r == n && n < total) {

@@ -8,7 +8,8 @@
  *   WHICH  both | warm | test   (warm/test: one process each, so that the
  *          connection passes through the broker between them)
  *   BODY   -1: no Content-Length; N >= 0: Content-Length N, the body
- *          written by a second write() 2 ms after the head's
+ *          written in two halves by two write()s, 2 ms and 4 ms after
+ *          the head's
  * One line per request on stdout: "PATH OUTCOME", OUTCOME one of
  *   status CODE body N    the answer, read to EOF: N bytes after its head
  *                         (the head's own hop-by-hop lines may differ)
@@ -91,8 +92,16 @@ static void request(const char *method, long body, const char *path)
 	if (body > 0) {
 		char *b = malloc((size_t)body);
 		memset(b, 'x', (size_t)body);
+		/* two writes, 2 ms apart: a server that closed after the head
+		 * meets the first, and the second meets its reset (EPIPE, and
+		 * SIGPIPE) */
+		size_t half = (size_t)body / 2;
 		msleep(2);
-		int r = write_all(s, b, (size_t)body);
+		int r = write_all(s, b, half);
+		if (r == 0) {
+			msleep(2);
+			r = write_all(s, b + half, (size_t)body - half);
+		}
 		int err = errno;
 		free(b);
 		if (r < 0) {
