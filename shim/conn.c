@@ -2113,9 +2113,22 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
 		  int flags)
 {
+	return kp_recv_done_r(c, fd, iov, iovcnt, &ret, flags);
+}
+
+bool kp_recv_done_r(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,
+		    int flags)
+{
 	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false; /* ciphertext */
-	return recv_done(c, fd, iov, iovcnt, ret, flags);
+	bool again = recv_done(c, fd, iov, iovcnt, *ret, flags);
+	if (!again && kp_replay_interrupted) {
+		/* a signal ended the replay: the program's call says so */
+		kp_replay_interrupted = false;
+		*ret = -1;
+		errno = EINTR;
+	}
+	return again;
 }
 
 /* ------------------------------------------------------------ HTTPS */

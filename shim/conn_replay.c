@@ -63,9 +63,41 @@ static socklen_t key_sockaddr(const struct pool_key *k, struct sockaddr_storage 
  * waited for, boundedly: one round trip where it goes well. */
 #define FRESH_CONNECT_MS 30000
 
+__thread bool kp_replay_interrupted;
+__thread int kp_wait_left_ms = KP_NOT_WAITING;
+
+/* Which of the program's timeouts bounds the call a replay happens in:
+ * SO_RCVTIMEO in a read, SO_SNDTIMEO in a send (replay() sets it). */
+static __thread int call_timeo = SO_SNDTIMEO;
+
+/*
+ * How long the fresh connection a replay needs may be waited for: within
+ * the program's own call (docs/replay.md, "The program's bounds").  In
+ * poll/select/epoll, what is left of that call's timeout; on an
+ * O_NONBLOCK socket not at all (a loopback connect is done by the first
+ * poll, a remote one fails the replay); else the socket's SO_RCVTIMEO or
+ * SO_SNDTIMEO when set; at most FRESH_CONNECT_MS.
+ */
+static int fresh_bound_ms(const struct kp_conn *c, int fd)
+{
+	if (kp_wait_left_ms != KP_NOT_WAITING)
+		return kp_wait_left_ms < 0 || kp_wait_left_ms > FRESH_CONNECT_MS ? FRESH_CONNECT_MS
+										 : kp_wait_left_ms;
+	if (c->nonblock)
+		return 0;
+	struct timeval tv;
+	socklen_t l = sizeof(tv);
+	if (KP_REAL(getsockopt)(fd, SOL_SOCKET, call_timeo, &tv, &l) == 0 &&
+	    (tv.tv_sec || tv.tv_usec) && tv.tv_sec < FRESH_CONNECT_MS / 1000)
+		return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+	return FRESH_CONNECT_MS;
+}
+
 /* A new connection to c's destination with the program's socket options
- * and O_NONBLOCK.  Returns the socket, or -1 with errno. */
-static int connect_fresh(struct kp_conn *c)
+ * and O_NONBLOCK, waited for within fresh_bound_ms().  Returns the socket,
+ * or -1 with errno (EINTR: a signal ended the wait, as it would have ended
+ * the program's call). */
+static int connect_fresh(struct kp_conn *c, int fd)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = key_sockaddr(&c->key, &ss);
@@ -85,11 +117,11 @@ static int connect_fresh(struct kp_conn *c)
 		struct pollfd pfd = { .fd = s, .events = POLLOUT };
 		int r, err = 0;
 		socklen_t el = sizeof(err);
-		do
-			r = KP_REAL(poll)(&pfd, 1, FRESH_CONNECT_MS);
-		while (r < 0 && errno == EINTR);
+		r = KP_REAL(poll)(&pfd, 1, fresh_bound_ms(c, fd));
+		if (r < 0 && errno == EINTR)
+			kp_replay_interrupted = true;
 		if (r == 0)
-			errno = ETIMEDOUT;
+			errno = c->nonblock && kp_wait_left_ms == KP_NOT_WAITING ? EAGAIN : ETIMEDOUT;
 		if (r <= 0 || KP_REAL(getsockopt)(s, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
 			goto fail;
 		if (err) {
@@ -128,7 +160,7 @@ int swap_fresh(struct kp_conn *c, int fd, bool repark)
 		}
 	}
 	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
-	int s = fdfl < 0 ? -1 : connect_fresh(c);
+	int s = fdfl < 0 ? -1 : connect_fresh(c, fd);
 	if (s < 0)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -328,6 +360,7 @@ static bool replay_proved(struct kp_conn *c, int fd, enum kp_died how);
 bool replay(struct kp_conn *c, int fd, enum kp_died how)
 {
 	c->first = KP_FIRST_DONE;
+	call_timeo = how == KP_DIED_SEND_EPIPE || how == KP_DIED_SEND_RESET ? SO_SNDTIMEO : SO_RCVTIMEO;
 	pool_note_dead(&c->key, c->sent_ms - c->parked_ms, c->served_at_checkout, kp_now_ms());
 	if (!replay_proved(c, fd, how)) {
 		/* the program meets an error a fresh connection would not have
@@ -337,7 +370,9 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 		c->replay_len = 0;
 		return false;
 	}
-	if (swap_fresh(c, fd, false) < 0) {
+	int swapped = swap_fresh(c, fd, false);
+	call_timeo = SO_SNDTIMEO;
+	if (swapped < 0) {
 		kp_debug("fd %d: %s on a reused connection; no replay: %s", fd, died_str(how),
 			 strerror(errno));
 		unpool(c, "a replay found no fresh connection");
@@ -468,9 +503,9 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 		first_request_fresh(c, fd, "a request that may not be replayed");
 		return false;
 	}
-	/* probed whatever the plan: a GET would otherwise read stray bytes
-	 * the server sent after the last response as its answer */
-	if (!still_alive(c, fd)) {
+	/* (a GET is not probed again: the hand-out's probe was a moment ago,
+	 * and a dead connection under it is replayed anyway) */
+	if (plan == KP_PLAN_PROVE && !still_alive(c, fd)) {
 		uint64_t now = kp_now_ms();
 		pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
 		kp_count(probed_dead);

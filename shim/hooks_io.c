@@ -214,7 +214,7 @@ static KP_SLOW ssize_t read_slow(struct kp_conn *c, int fd, void *buf, size_t n)
 	struct iovec iov = { buf, n };
 	do
 		r = KP_REAL(read)(fd, buf, n);
-	while (kp_recv_done(c, fd, &iov, 1, r, 0));
+	while (kp_recv_done_r(c, fd, &iov, 1, &r, 0));
 	return r;
 }
 
@@ -234,7 +234,7 @@ static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec 
 		return r;
 	do
 		r = KP_REAL(readv)(fd, iov, iovcnt);
-	while (kp_recv_done(c, fd, iov, iovcnt, r, 0));
+	while (kp_recv_done_r(c, fd, iov, iovcnt, &r, 0));
 	return r;
 }
 
@@ -255,7 +255,7 @@ static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n,
 	struct iovec iov = { buf, n };
 	do
 		r = KP_REAL(recv)(fd, buf, n, flags);
-	while (kp_recv_done(c, fd, &iov, 1, r, flags));
+	while (kp_recv_done_r(c, fd, &iov, 1, &r, flags));
 	return r;
 }
 
@@ -277,7 +277,7 @@ static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_
 	struct iovec iov = { buf, n };
 	do
 		r = KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
-	while (kp_recv_done(c, fd, &iov, 1, r, flags));
+	while (kp_recv_done_r(c, fd, &iov, 1, &r, flags));
 	return r;
 }
 
@@ -301,7 +301,7 @@ static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *ms
 	}
 	do
 		r = KP_REAL(recvmsg)(fd, msg, flags);
-	while (kp_recv_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, r, flags));
+	while (kp_recv_done_r(c, fd, msg->msg_iov, (int)msg->msg_iovlen, &r, flags));
 	return r;
 }
 

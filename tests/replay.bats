@@ -87,6 +87,44 @@ ERROR 2 ConnectionRefusedError"
 	assert_equal "executed + failed $(($(wc -l <"$log") + errors))" "executed + failed 40"
 }
 
+# ---- the program's bounds
+
+# hang_run MODE: GET /1, then alarm(2) and GET /2, against a server that
+# resets the kept connection under GET /2 and takes no new connection
+# (its accept queue full: a SYN is dropped, connect() hangs)
+hang_run() {
+	local mode="$1" pf="$BATS_TEST_TMPDIR/hang.$1" port
+	"$PYTHON" "$ROOT/tests/servers/hang.py" "$pf" &
+	ONCE_PID=$!
+	wait_until test -s "$pf"
+	port=$(cat "$pf")
+	if [ "$mode" = plain ]; then
+		env -u LD_PRELOAD "$CLIENTS/alarm_get" 127.0.0.1 "$port" >"$BATS_TEST_TMPDIR/$mode.out" 2>&1 || true
+	else
+		env LD_PRELOAD="$PRELOAD" KEEPALIVE_PORTS="$port" KEEPALIVE_STATS=1 \
+			"$CLIENTS/alarm_get" 127.0.0.1 "$port" >"$BATS_TEST_TMPDIR/$mode.out" \
+			2>"$BATS_TEST_TMPDIR/$mode.err" || true
+	fi
+	_stop_pid "$ONCE_PID"
+	ONCE_PID=
+}
+
+@test "a replay whose fresh connect hangs ends with the program's alarm(2): EINTR within its 2 s, as its own connect() would" {
+	hang_run plain
+	hang_run shim
+	cat "$BATS_TEST_TMPDIR/shim.err"
+	# without the library the program's connect() is interrupted; with it,
+	# the read the replay happens in
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_output "1 HTTP/1.1 200 OK
+2 EINTR connect
+within 5 s"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "1 HTTP/1.1 200 OK
+2 EINTR read
+within 5 s"
+}
+
 # ---- nothing added
 
 # after_eof [tls]: a program that asked to close, read its answer to EOF,
