@@ -157,3 +157,15 @@ write2 BrokenPipeError"
 @test "https: a write after the owed TLS EOF never reaches the server" {
 	after_eof tls
 }
+
+# ---- recv(MSG_WAITALL)
+
+@test "recv(MSG_WAITALL) for a whole answer returns at the EOF we owe, as at the server's close" {
+	scripted_start keepalive
+	run_both 2 "$CLIENTS/waitall" 127.0.0.1 "$SCRIPTED_PORT"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line --index 0 --regexp '^waitall [0-9]+ HTTP/1.1 200 OK$'
+	assert_equal "reused=$(stat_value reused)" "reused=1"
+}
