@@ -27,15 +27,27 @@ figures() {
 
 # ---- a keep-alive timer that fires at unpredictable moments
 
-@test "every method, idle timer firing at random 0-30 ms, pauses 0-30 ms: no error, each request served once, non-GETs reused" {
-	local n=180
+# The timer can fire just as a non-idempotent request reaches the server's
+# TCP (its close then resets, with no FIN before: docs/replay.md, no proof
+# it was not read): such a request rightly fails.  Guaranteed: never
+# executed twice, and an error only for a request the server dropped, and
+# only where the shim counted one it could not replay.
+@test "every method, idle timer firing at random 0-30 ms, pauses 0-30 ms: each request served once or failed unexecuted, non-GETs reused" {
+	local n=180 errors
 	scripted_start idle_random30
 	run_both $n "$PYTHON" "$SCRIPTS/pauses.py" 127.0.0.1 "$SCRIPTED_PORT" $n MIX 12 30
 	figures
-	assert_both_ok
-	assert_equal "shim 200s $(count_matches '^[0-9]+ 200 [0-9]{8}$' "$BATS_TEST_TMPDIR/shim.out")" "shim 200s $n"
-	assert_same_output
-	assert_equal "shim requests $SHIM_REQS" "shim requests $n"
+	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+	errors=$(count_matches '^ERROR' "$BATS_TEST_TMPDIR/shim.out")
+	assert_equal "errors $errors" "errors $(stat_value not_replayed)"
+	assert_equal "shim 200s $(count_matches '^[0-9]+ 200 [0-9]{8}$' "$BATS_TEST_TMPDIR/shim.out")" "shim 200s $((n - errors))"
+	server_wait_requests $((n - errors))
+	assert_equal "served + failed $(($(wc -l <"$SCRIPTED_LOG") + errors))" "served + failed $n"
+	local i
+	for i in $(sed -n 's/^ERROR \([0-9]*\) .*/\1/p' "$BATS_TEST_TMPDIR/shim.out"); do
+		! grep -q " /r/$i " "$SCRIPTED_LOG" || fail "request $i failed but was executed"
+	done
+	[ "$errors" -gt 0 ] || assert_same_output
 	run bash -c "awk '{ print \$3 }' '$SCRIPTED_LOG' | sort | uniq -d"
 	assert_output ""
 	# every method is there, and the non-GETs rode reused connections too

@@ -169,3 +169,14 @@ write2 BrokenPipeError"
 	assert_line --index 0 --regexp '^waitall [0-9]+ HTTP/1.1 200 OK$'
 	assert_equal "reused=$(stat_value reused)" "reused=1"
 }
+
+# ---- a request the library cannot see
+
+@test "a request written by pwritev2 on a reused connection: its answer is read whole, the socket never swapped under it" {
+	scripted_start keepalive
+	run_both 4 "$CLIENTS/unseen_write" 127.0.0.1 "$SCRIPTED_PORT" 4
+	assert_both_ok
+	assert_same_output
+	assert_equal "shim requests $SHIM_REQS" "shim requests 4"
+	[ "$(stat_value reused)" -ge 1 ] || fail "nothing reused: nothing tested"
+}

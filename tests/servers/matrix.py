@@ -13,10 +13,12 @@ Checked automatically for each cell:
   * the server executed (read the head of) the request under test at most
     once, or, for a GET, at most twice (an idempotent replay);
   * the program's outcome with the library (its output line, its exit
-    status or signal) is one the same server timing gives without it
-    (each plain run is repeated up to 3 times where it differs, so a race
-    of the plain run itself is not a finding), or a replay's correct
-    success: the answer, with the request executed exactly once.
+    status or signal) is one the same server timing gives without it, or
+    a replay's correct success: the answer, with the request executed
+    exactly once.  A cell whose outcome differs is run again, both runs,
+    up to 3 times (the outcomes hang on how the server's thread and the
+    program are scheduled), and fails when it never matches; an execution
+    count above the limit fails at once.
 
 Usage: matrix.py --lib LIB --pair PAIR --broker BROKER [--jobs N]
                  [--only SUBSTRING] [--verbose]
@@ -153,11 +155,17 @@ class Server:
 
     @staticmethod
     def read_head(c, buf):
+        """The head and nothing after it (peeked first: a body already
+        arrived stays unread, whatever the scheduling)."""
         while b"\r\n\r\n" not in buf:
-            d = c.recv(65536)
+            d = c.recv(65536, socket.MSG_PEEK)
             if not d:
                 raise ConnectionError("EOF in head")
-            buf += d
+            end = (buf + d).find(b"\r\n\r\n")
+            if end < 0:
+                buf += c.recv(len(d))
+                continue
+            buf += c.recv(end + 4 - len(buf))
         head, _, rest = buf.partition(b"\r\n\r\n")
         return head, rest
 
@@ -311,14 +319,25 @@ def run_cell(args, cell, broker_sock):
         execs = srv.executed("/test")
         problems = []
         limit = 2 if cell["method"][1] == "GET" else 1
+        # never excused by a second try
         if len(execs) > limit:
             problems.append("executed %d times" % len(execs))
-        if lib_out not in plains:
-            for _ in range(2):
+        # the outcomes hang on the scheduling of both runs (the server's
+        # thread against the program's writes): a differing one is tried
+        # again, both runs, up to 3 times; it fails when it never matches
+        for attempt in range(3):
+            if attempt:
                 srv.reset()
                 plains.append(run_client(args, cell, srv, None, broker_sock))
-        replay_ok = success(lib_out) and (len(execs) == 1 or (limit == 2 and len(execs) <= 2))
-        if lib_out not in plains and not replay_ok:
+                srv.reset()
+                lib_out = run_client(args, cell, srv, args.lib, broker_sock)
+                execs = srv.executed("/test")
+                if len(execs) > limit:
+                    problems.append("executed %d times" % len(execs))
+            replay_ok = success(lib_out) and (len(execs) == 1 or (limit == 2 and len(execs) <= 2))
+            if lib_out in plains or replay_ok:
+                break
+        else:
             problems.append("outcome differs: with %r, without %r" % (lib_out, sorted(set(plains))))
         return name, problems, lib_out, plains
     finally:
