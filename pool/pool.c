@@ -208,6 +208,19 @@ void pool_note_dead(const struct pool_key *key, uint64_t idle_ms, uint32_t reque
 	pthread_mutex_unlock(&lock);
 }
 
+void pool_note_killed(const struct pool_key *key, uint32_t requests, uint64_t now_ms)
+{
+	pthread_mutex_lock(&lock);
+	struct learnt *l = learnt_get(key, now_ms);
+	/* no socket that had served as many was seen to answer again: the
+	 * destination closes after `requests`, silently (a smaller limit
+	 * than the truth costs reuse, never a request) */
+	if (l && requests && requests > l->alive_requests &&
+	    (!l->max_requests || requests < l->max_requests))
+		l->max_requests = requests;
+	pthread_mutex_unlock(&lock);
+}
+
 void pool_learnt(const struct pool_key *key, uint64_t now_ms, uint64_t *idle_cap_ms,
 		 uint32_t *max_requests)
 {

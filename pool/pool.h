@@ -91,6 +91,15 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 void pool_note_dead(const struct pool_key *key, uint64_t idle_ms, uint32_t requests,
 		    uint64_t now_ms);
 
+/* A socket handed out by pool_checkout() was killed under its first
+ * request, and the request could not be sent again: the program met an
+ * error a fresh connection would not have given it.  Learnt at once, so
+ * that it does not happen twice: a request limit of `requests` (the count
+ * the socket had served), unless sockets that had served as many were
+ * seen to answer again (then pool_note_dead's idle learning is the
+ * explanation). */
+void pool_note_killed(const struct pool_key *key, uint32_t requests, uint64_t now_ms);
+
 /* A socket handed out by pool_checkout() answered its first request:
  * evidence for the learning (pool.c). */
 void pool_note_alive(const struct pool_key *key, uint64_t idle_ms, uint32_t requests,

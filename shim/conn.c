@@ -227,25 +227,19 @@ size_t kp_hidden_fds(int *fds, size_t cap)
 	return n;
 }
 
-/* A socket parked less than this long ago is handed out without the
- * liveness probe (one recv(MSG_PEEK) a reuse): the first request on it is
- * covered anyway.  An idempotent one is replayed on a fresh connection if
- * the socket turns out dead (EOF, reset or 408 before a response byte);
- * any other is preceded by its own probe right before its first byte
- * (still_alive), and replayed only when TCP proves the server never got
- * it; a program that waits for readiness first has a dead one replaced
- * there (ready_settle).  What the probe still buys at hand-out is not
- * having to replay: worth a syscall only for a socket idle long enough
- * for a server to have closed it, which a few milliseconds are not. */
-#define KP_UNPROBED_MS 10
-
+/* Every hand-out is probed (pool_config.unprobed_ms 0), however recently
+ * the socket was parked: one recv(MSG_PEEK) a reuse is the price of
+ * handing out neither a socket whose server has just gone (the program
+ * would meet at its read what a fresh connect() refuses) nor one with a
+ * stray response waiting, which would be read as the next request's
+ * answer (docs/replay.md, "Hand-out and park"). */
 void kp_conn_init(void)
 {
 	struct pool_config pc = {
 		.idle_ms = kp_cfg.idle_ms,
 		.max_per_dest = kp_cfg.max_idle_per_dest,
 		.max_total = kp_cfg.max_idle_total,
-		.unprobed_ms = KP_UNPROBED_MS,
+		.unprobed_ms = 0,
 	};
 	struct pool_ops ops = { .close = pool_close_fd, .alive = pool_alive_fd,
 				.evicted = pool_evicted_fd };
@@ -894,6 +888,15 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 {
 	if (!one_owner(c))
 		return -1;
+	int inq = 0;
+	if (!c->tls && KP_REAL(ioctl)(fd, FIONREAD, &inq) == 0 && inq > 0) {
+		/* bytes after a complete response (a stray second response, a
+		 * Content-Length that undercounts): they would be read as the
+		 * next request's answer; a real close (docs/replay.md) */
+		unpool(c, "bytes wait unread after the response");
+		kp_debug("fd %d: %d bytes unread after the response: not parked", fd, inq);
+		return -1;
+	}
 	if (tx_unseen(c, fd)) {
 		unpool(c, "bytes reached the socket behind our back (stdio)");
 		kp_debug("fd %d: the kernel took bytes we never saw: not parked", fd);
@@ -974,8 +977,7 @@ static const char *close_why(const struct kp_conn *c)
 }
 
 /* When a connection about to be parked went idle: now, or for one handed
- * out and given back unused, when it was parked before (its age goes on,
- * and with it the liveness probe of KP_UNPROBED_MS). */
+ * out and given back unused, when it was parked before (its age goes on). */
 static uint64_t idle_since(const struct kp_conn *c)
 {
 	return c->reused && c->first == KP_FIRST_UNSENT ? c->parked_ms : 0;
@@ -1629,6 +1631,15 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 {
 	if (!conn_lock(c, fd))
 		return false;
+	if (c->eof_written) {
+		/* TLS, written after the owed EOF already (send_intercept
+		 * below): the SSL layer reports what a close_notify gives */
+		unpool(c, "a write after the owed EOF");
+		pthread_mutex_unlock(&c->lock);
+		*ret = -1;
+		errno = EPIPE;
+		return true;
+	}
 	/* the body of the first request on a reused connection: it joins the
 	 * copy a replay would send (issue 12) */
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->first == KP_FIRST_SENT)
@@ -1653,13 +1664,27 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	}
 	if (c->n_pending)
 		flush_pending(c, fd);
-	/* DESIGN 1: a program that asked to close but writes its next request
-	 * anyway is reusing the connection itself: frame the next exchange */
-	if (c->eof_owed && !c->n_reqs) {
-		__atomic_store_n(&c->eof_owed, false, __ATOMIC_RELEASE);
-		finished_forget(-1, c);
-	}
 	size_t total = iov_total(iov, iovcnt);
+	if (c->eof_owed && !c->n_reqs && total) {
+		/* The program asked to close and was answered: without us the
+		 * server has closed, and these bytes must never reach it
+		 * (docs/replay.md, "Nothing added").  A closed server's client
+		 * sees its first write accepted (the server's TCP answers it
+		 * with a reset) and the next ones fail with EPIPE (and SIGPIPE):
+		 * so this one is taken and dropped, our FIN goes out, and later
+		 * writes meet the kernel's own EPIPE and signal. */
+		finished_forget(-1, c);
+		KP_REAL(shutdown)(fd, SHUT_WR);
+		if (c->tls) /* later writes: a TLS error, not the socket's */
+			c->eof_written = true;
+		else
+			go_passthrough(c, "a write after the owed EOF");
+		kp_debug("fd %d: %zu bytes written after the EOF we owe: not sent", fd, total);
+		*ret = (ssize_t)total;
+		pthread_mutex_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
 	if (total && after_close(c)) {
 		kp_debug("fd %d: %zu bytes written after a request that asked to close: "
 			 "not sent (the server would have closed without reading them)",
@@ -1783,7 +1808,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			int err = errno;
 			if (swap_fresh(c, fd, false) == 0) {
 				kp_count(replayed); /* none of it went out: any method */
-				if (c->first_plan == KP_PLAN_UNACKED)
+				if (c->first_plan == KP_PLAN_PROVE)
 					kp_count(replayed_unacked);
 				keep_copy = false;
 				c->replay_len = 0;
@@ -1794,6 +1819,8 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		}
 		break;
 	}
+	/* the program's own send would have raised SIGPIPE here */
+	bool held_back = r < 0 && errno == EPIPE && (send_flags & ~flags & MSG_NOSIGNAL);
 	size_t sent = 0, body_sent = 0;
 	ssize_t sr = 0;
 	if (r >= 0 && (size_t)r >= headlen) {
@@ -1812,6 +1839,8 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		free(out);
 	if (sr < 0) {
 		int err = errno;
+		if (held_back)
+			sigpipe_as_kernel(flags); /* our MSG_NOSIGNAL kept it back */
 		if (keep_copy)
 			c->replay_len = replay_mark;
 		if (!sent && (err == EAGAIN || err == EWOULDBLOCK)) {
@@ -2045,6 +2074,8 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 	if (n == 0) {
 		unpool(c, "EOF read unseen (splice)");
 	} else {
+		if (c->first == KP_FIRST_UNSENT) /* a response byte: never swapped */
+			c->first = KP_FIRST_DONE;
 		if (c->state == KP_ACTIVE)
 			give_up(c, fd, "response read unseen (splice)");
 		c->last_rx_ms = kp_now_ms();
@@ -2149,13 +2180,17 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return false;
+	/* response bytes before any request we saw (one written where we
+	 * cannot see): the socket is never swapped under them any more */
+	if (ret > 0 && c->first == KP_FIRST_UNSENT)
+		c->first = KP_FIRST_DONE;
 	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->shut_how &&
 	    iov_total(iov, iovcnt) > 0) { /* a read of 0 bytes returns 0: no EOF */
 		bool again = false;
 		if (ret == 0 || (ret < 0 && (errno == ECONNRESET || errno == EPIPE)))
-			again = replay(c, fd, ret == 0 ? "EOF" : "reset");
+			again = replay(c, fd, ret == 0 ? KP_DIED_EOF : KP_DIED_RESET);
 		else if (ret > 0 && answered_408(iov, iovcnt, ret))
-			again = replay(c, fd, "408");
+			again = replay(c, fd, KP_DIED_408);
 		else if (ret > 0) {
 			c->first = KP_FIRST_DONE; /* the server answers: vouched for */
 			c->replay_len = 0;
@@ -2197,9 +2232,22 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
 		  int flags)
 {
+	return kp_recv_done_r(c, fd, iov, iovcnt, &ret, flags);
+}
+
+bool kp_recv_done_r(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,
+		    int flags)
+{
 	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false; /* ciphertext */
-	return recv_done(c, fd, iov, iovcnt, ret, flags);
+	bool again = recv_done(c, fd, iov, iovcnt, *ret, flags);
+	if (!again && kp_replay_interrupted) {
+		/* a signal ended the replay: the program's call says so */
+		kp_replay_interrupted = false;
+		*ret = -1;
+		errno = EINTR;
+	}
+	return again;
 }
 
 /* ------------------------------------------------------------ HTTPS */

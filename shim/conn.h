@@ -73,6 +73,8 @@ struct kp_conn {
 	bool poolable;       /* nothing has happened that forbids parking */
 	const char *unpooled; /* why poolable went false first (a literal) */
 	bool eof_owed;       /* the final response is complete: reads return 0 */
+	bool eof_written;    /* TLS: the program wrote after that EOF; its
+	                        later writes fail as after a close_notify */
 	bool lost;           /* framing lost after a rewrite: see kp_conn_wait_ms */
 	bool resp_started;   /* resp is framing a response to reqs[0] */
 	bool nonblock;       /* O_NONBLOCK of the open file description */
@@ -296,6 +298,10 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret);
 bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret);
 bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
 		  int flags);
+/* The same, and the call's result may change: -1 with EINTR when a signal
+ * ended the replay it met (docs/replay.md, "The program's bounds"). */
+bool kp_recv_done_r(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,
+		    int flags);
 
 /* n response bytes reached the program where we could not see them
  * (splice): the framing is lost. */
@@ -306,6 +312,12 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n);
  * a fresh connection now, as the program's read would.  True: fd holds the
  * fresh connection; ask the kernel again (its readiness is the program's). */
 bool kp_conn_ready_settle(struct kp_conn *c, int fd);
+
+/* What is left (ms, -1: no limit) of the poll/select/epoll call whose
+ * readiness is being settled in this thread: a replay's fresh connect waits
+ * no longer (docs/replay.md).  KP_NOT_WAITING outside such a call. */
+#define KP_NOT_WAITING (-2)
+extern __attribute__((visibility("hidden"))) __thread int kp_wait_left_ms;
 
 /* Readiness the kernel cannot know of: 0 when the fd must report readable
  * now (EOF owed), n > 0 when it will in n ms (framing lost, quiet period

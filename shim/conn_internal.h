@@ -99,10 +99,20 @@ void kp_sockopts_after_fork_child(void);
 
 /* ------------------------------------------------------------ conn_replay.c */
 
+/* How a reused connection was seen to die under its first request: what
+ * the kernel answered the program's call (docs/replay.md). */
+enum kp_died {
+	KP_DIED_EOF,        /* a read returned 0 (TLS: the SSL layer's EOF) */
+	KP_DIED_RESET,      /* a read failed: ECONNRESET (or EPIPE) */
+	KP_DIED_408,        /* a read returned a 408 before any response */
+	KP_DIED_SEND_EPIPE, /* a send into the body failed with EPIPE */
+	KP_DIED_SEND_RESET, /* ... with ECONNRESET */
+};
+
 int swap_fresh(struct kp_conn *c, int fd, bool repark);
 void first_request_fresh(struct kp_conn *c, int fd, const char *why);
 void unvouch(struct kp_conn *c, int fd, const char *why);
-bool replay(struct kp_conn *c, int fd, const char *why);
+bool replay(struct kp_conn *c, int fd, enum kp_died how);
 bool replay_keep(struct kp_conn *c, const char *p, size_t n);
 bool replay_keep_iov(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off,
 		     size_t n);
@@ -111,6 +121,10 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
 		     int flags, ssize_t *ret);
 bool answered_408(const struct iovec *iov, int iovcnt, ssize_t ret);
+void sigpipe_as_kernel(int flags);
+/* a signal interrupted the replay's fresh connect in this thread: the
+ * program's call is to fail with EINTR (kp_recv_done_r) */
+extern __thread bool kp_replay_interrupted;
 bool ready_settle(struct kp_conn *c, int fd);
 
 #pragma GCC visibility pop

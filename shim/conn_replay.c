@@ -1,6 +1,6 @@
 /*
  * conn_replay.c - the first use of a connection taken from the pool
- * (DESIGN 4): the part of replay that makes syscalls.  replay.c decides
+ * (docs/replay.md): the part of replay that makes syscalls.  replay.c decides
  * (pure: may this request ride the reused connection, may it be sent
  * again); here that is carried out on the connection: the copy kept of
  * the first request, the liveness probe before a non-idempotent one, a
@@ -13,7 +13,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/ioctl.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,15 +30,15 @@
 #include "watch.h"
 
 /*
- * DESIGN 4.  A pooled connection may have been closed by the server while
- * it sat idle, and the program, believing its connect() fresh, will not
- * retry.  So the first request on a reused connection either may be
+ * docs/replay.md.  A pooled connection may have been closed by the server
+ * while it sat idle, and the program, believing its connect() fresh, will
+ * not retry.  So the first request on a reused connection either may be
  * replayed (a copy is kept until the first response byte; EOF, a reset or
  * a 408 before it sends the copy again on a fresh connection, once) or it
  * goes on a fresh connection in the first place and the pooled one goes
  * back unused.  Which, and whether the copy may really go out again, is
- * replay.h's: an idempotent request always; any other only while TCP
- * shows none of its bytes acknowledged, so it is never applied twice.
+ * replay.h's: an idempotent request always; any other only on proof that
+ * no server program read it (settle_facts gathers what the kernel shows).
  */
 
 static socklen_t key_sockaddr(const struct pool_key *k, struct sockaddr_storage *ss)
@@ -59,9 +63,41 @@ static socklen_t key_sockaddr(const struct pool_key *k, struct sockaddr_storage 
  * waited for, boundedly: one round trip where it goes well. */
 #define FRESH_CONNECT_MS 30000
 
+__thread bool kp_replay_interrupted;
+__thread int kp_wait_left_ms = KP_NOT_WAITING;
+
+/* Which of the program's timeouts bounds the call a replay happens in:
+ * SO_RCVTIMEO in a read, SO_SNDTIMEO in a send (replay() sets it). */
+static __thread int call_timeo = SO_SNDTIMEO;
+
+/*
+ * How long the fresh connection a replay needs may be waited for: within
+ * the program's own call (docs/replay.md, "The program's bounds").  In
+ * poll/select/epoll, what is left of that call's timeout; on an
+ * O_NONBLOCK socket not at all (a loopback connect is done by the first
+ * poll, a remote one fails the replay); else the socket's SO_RCVTIMEO or
+ * SO_SNDTIMEO when set; at most FRESH_CONNECT_MS.
+ */
+static int fresh_bound_ms(const struct kp_conn *c, int fd)
+{
+	if (kp_wait_left_ms != KP_NOT_WAITING)
+		return kp_wait_left_ms < 0 || kp_wait_left_ms > FRESH_CONNECT_MS ? FRESH_CONNECT_MS
+										 : kp_wait_left_ms;
+	if (c->nonblock)
+		return 0;
+	struct timeval tv;
+	socklen_t l = sizeof(tv);
+	if (KP_REAL(getsockopt)(fd, SOL_SOCKET, call_timeo, &tv, &l) == 0 &&
+	    (tv.tv_sec || tv.tv_usec) && tv.tv_sec < FRESH_CONNECT_MS / 1000)
+		return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
+	return FRESH_CONNECT_MS;
+}
+
 /* A new connection to c's destination with the program's socket options
- * and O_NONBLOCK.  Returns the socket, or -1 with errno. */
-static int connect_fresh(struct kp_conn *c)
+ * and O_NONBLOCK, waited for within fresh_bound_ms().  Returns the socket,
+ * or -1 with errno (EINTR: a signal ended the wait, as it would have ended
+ * the program's call). */
+static int connect_fresh(struct kp_conn *c, int fd)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = key_sockaddr(&c->key, &ss);
@@ -81,11 +117,11 @@ static int connect_fresh(struct kp_conn *c)
 		struct pollfd pfd = { .fd = s, .events = POLLOUT };
 		int r, err = 0;
 		socklen_t el = sizeof(err);
-		do
-			r = KP_REAL(poll)(&pfd, 1, FRESH_CONNECT_MS);
-		while (r < 0 && errno == EINTR);
+		r = KP_REAL(poll)(&pfd, 1, fresh_bound_ms(c, fd));
+		if (r < 0 && errno == EINTR)
+			kp_replay_interrupted = true;
 		if (r == 0)
-			errno = ETIMEDOUT;
+			errno = c->nonblock && kp_wait_left_ms == KP_NOT_WAITING ? EAGAIN : ETIMEDOUT;
 		if (r <= 0 || KP_REAL(getsockopt)(s, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
 			goto fail;
 		if (err) {
@@ -124,7 +160,7 @@ int swap_fresh(struct kp_conn *c, int fd, bool repark)
 		}
 	}
 	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
-	int s = fdfl < 0 ? -1 : connect_fresh(c);
+	int s = fdfl < 0 ? -1 : connect_fresh(c, fd);
 	if (s < 0)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -200,27 +236,145 @@ void first_request_fresh(struct kp_conn *c, int fd, const char *why)
  * it goes on a fresh connection. */
 void unvouch(struct kp_conn *c, int fd, const char *why)
 {
-	if (c->first == KP_FIRST_UNSENT)
-		first_request_fresh(c, fd, why);
+	if (c->first != KP_FIRST_UNSENT)
+		return;
+	/* bytes waiting may be the answer to a request written where we
+	 * cannot see (wide stdio, pwritev2, io_uring): once any response byte
+	 * exists the socket is never swapped, only given up on */
+	int inq = 0;
+	if (KP_REAL(ioctl)(fd, FIONREAD, &inq) == 0 && inq > 0) {
+		c->first = KP_FIRST_DONE;
+		return;
+	}
+	first_request_fresh(c, fd, why);
+}
+
+static const char *died_str(enum kp_died how)
+{
+	switch (how) {
+	case KP_DIED_EOF:
+		return "EOF";
+	case KP_DIED_RESET:
+		return "reset";
+	case KP_DIED_408:
+		return "408";
+	case KP_DIED_SEND_EPIPE:
+		return "EPIPE";
+	case KP_DIED_SEND_RESET:
+		return "reset at a send";
+	}
+	return "?";
+}
+
+/*
+ * What the kernel shows of the reused connection that died under c's first
+ * request (docs/replay.md, "Measured"): was the server's FIN first, and
+ * then how did the kernel settle our bytes?  Never consumes the socket's
+ * pending error the program may still have to read, except where the order
+ * cannot be seen otherwise and the answer is then ours to give anyway.
+ * Waits at most kp_replay_settle_ms() for a reset after the FIN.  Caller
+ * holds c->lock.
+ */
+static void settle_facts(struct kp_conn *c, int fd, enum kp_died how, struct kp_death *d)
+{
+	memset(d, 0, sizeof(*d));
+	struct kp_tcp_view v;
+	if (c->first_plan != KP_PLAN_PROVE || !c->acked_known || kp_tcp_view(fd, &v) < 0 ||
+	    !v.acked_ok)
+		return; /* idempotent (no facts needed), or nothing to read them */
+	d->count_known = true;
+	uint64_t end = kp_now_ms() + kp_replay_settle_ms(v.srtt_us);
+	int inq = 0;
+	if (!c->tls && how != KP_DIED_EOF && KP_REAL(ioctl)(fd, FIONREAD, &inq) == 0 && inq > 0)
+		d->response = true; /* the server's answer waits unread */
+	switch (how) {
+	case KP_DIED_EOF:
+		/* plain: the kernel returns 0 from a read only once the FIN is
+		 * in (tcp_recvmsg checks SOCK_DONE before the pending error), and
+		 * no FIN is taken after a reset; a reset's error consumed by the
+		 * program's own SO_ERROR ends the replay there
+		 * (kp_conn_dead_seen).  TLS: the SSL layer's EOF says nothing of
+		 * TCP's order: read from the state below. */
+		d->fin_first = !c->tls;
+		break;
+	case KP_DIED_SEND_EPIPE:
+		/* a send fails with EPIPE only after a reset (CLOSE_WAIT
+		 * allows sends), and the reset's error is EPIPE only when the
+		 * FIN came first (tcp_reset in CLOSE_WAIT); ECONNRESET else */
+		d->fin_first = d->reset_after = true;
+		break;
+	case KP_DIED_RESET:
+	case KP_DIED_SEND_RESET:
+		return; /* a reset with no FIN before it: never proof */
+	case KP_DIED_408:
+		break; /* the server's notice of its close: see the FIN below */
+	}
+	if (!d->fin_first && !d->response) {
+		/* wait (within the bound) for the FIN behind a 408 or a
+		 * close_notify, then tell its order from the state */
+		while (v.state == TCP_ESTABLISHED) {
+			int64_t left = (int64_t)(end - kp_now_ms());
+			struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+			if (left <= 0 || KP_REAL(poll)(&p, 1, (int)left) == 0 || kp_tcp_view(fd, &v) < 0)
+				break;
+		}
+		if (v.state == TCP_CLOSE_WAIT) {
+			d->fin_first = true;
+		} else if (v.state == TCP_CLOSE) {
+			/* a peek answers 0 when the FIN came first, leaving the
+			 * reset's EPIPE pending; otherwise it takes the error of a
+			 * reset before any FIN, which the program has already met
+			 * as its EOF (TLS) or its 408 */
+			char b;
+			d->fin_first = KP_REAL(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+			d->reset_after = d->fin_first;
+		}
+	}
+	/* the FIN is in: now the kernel settles our bytes, a reset (they met
+	 * a closed socket) or their acknowledgment, or neither in time */
+	while (d->fin_first && !d->reset_after && v.acked == c->acked_at_first) {
+		if (v.state == TCP_CLOSE) {
+			d->reset_after = true;
+			break;
+		}
+		int64_t left = (int64_t)(end - kp_now_ms());
+		if (left <= 0)
+			break;
+		/* events 0: woken by the reset (POLLERR/POLLHUP) alone; an
+		 * acknowledgment wakes nothing, so look again every 2 ms */
+		struct pollfd p = { .fd = fd, .events = 0 };
+		KP_REAL(poll)(&p, 1, left < 2 ? (int)left : 2);
+		if (kp_tcp_view(fd, &v) < 0)
+			break;
+	}
+	d->acked = v.acked != c->acked_at_first;
 }
 
 /* The reused connection died under its first request, before any response
  * byte: learn from it, and send the request again on a fresh connection
- * under the same fd.  Caller holds c->lock.  True when fd now holds the
- * fresh connection (the program's call is to be made again). */
-static bool replay_proved(struct kp_conn *c, int fd, const char *why);
+ * under the same fd where kp_replay_verdict() allows.  Caller holds
+ * c->lock.  True when fd now holds the fresh connection (the program's
+ * call is to be made again). */
+static bool replay_proved(struct kp_conn *c, int fd, enum kp_died how);
 
-bool replay(struct kp_conn *c, int fd, const char *why)
+bool replay(struct kp_conn *c, int fd, enum kp_died how)
 {
 	c->first = KP_FIRST_DONE;
+	call_timeo = how == KP_DIED_SEND_EPIPE || how == KP_DIED_SEND_RESET ? SO_SNDTIMEO : SO_RCVTIMEO;
 	pool_note_dead(&c->key, c->sent_ms - c->parked_ms, c->served_at_checkout, kp_now_ms());
-	if (!replay_proved(c, fd, why)) {
+	if (!replay_proved(c, fd, how)) {
+		/* the program meets an error a fresh connection would not have
+		 * given it: not twice (docs/replay.md, "The residual risk") */
+		pool_note_killed(&c->key, c->served_at_checkout, kp_now_ms());
 		unpool(c, "died under its first request, not replayed");
 		c->replay_len = 0;
 		return false;
 	}
-	if (swap_fresh(c, fd, false) < 0) {
-		kp_debug("fd %d: %s on a reused connection; no replay: %s", fd, why, strerror(errno));
+	int swapped = swap_fresh(c, fd, false);
+	call_timeo = SO_SNDTIMEO;
+	if (swapped < 0) {
+		kp_debug("fd %d: %s on a reused connection; no replay: %s", fd, died_str(how),
+			 strerror(errno));
 		unpool(c, "a replay found no fresh connection");
 		return false;
 	}
@@ -231,7 +385,7 @@ bool replay(struct kp_conn *c, int fd, const char *why)
 	c->resp_started = false;
 	kp_count(replayed);
 	kp_debug("fd %d: %s on a reused connection before any response byte: sent again on a "
-		 "fresh one", fd, why);
+		 "fresh one", fd, died_str(how));
 	return true;
 }
 
@@ -279,27 +433,24 @@ bool replay_keep_iov(struct kp_conn *c, const struct iovec *iov, int iovcnt, siz
 }
 
 /* The request met a dead reused connection before any response byte: may
- * it go out again?  The method alone, or else TCP's count of the bytes the
- * server's stack acknowledged since its first byte (replay.h, DESIGN 4).
- * Read before the socket is swapped; says why in the log either way. */
-static bool replay_proved(struct kp_conn *c, int fd, const char *why)
+ * it go out again?  The method alone, or else the proof of
+ * kp_replay_verdict() from what the kernel shows (settle_facts).  Read
+ * before the socket is swapped; says why in the log either way. */
+static bool replay_proved(struct kp_conn *c, int fd, enum kp_died how)
 {
-	uint64_t acked = 0;
-	bool known = c->first_plan == KP_PLAN_UNACKED && c->acked_known &&
-		     kp_tcp_bytes_acked(fd, &acked) == 0;
-	enum kp_replay_verdict v = kp_replay_verdict(c->first_plan, known, c->acked_at_first, acked);
+	struct kp_death d;
+	settle_facts(c, fd, how, &d);
+	enum kp_replay_verdict v = kp_replay_verdict(c->first_plan, &d);
 	if (kp_replay_allowed(v)) {
-		if (c->first_plan == KP_PLAN_UNACKED)
+		if (c->first_plan == KP_PLAN_PROVE)
 			kp_count(replayed_unacked);
-		kp_debug("fd %d: %s before any response byte; may be sent again: %s", fd, why,
-			 kp_replay_verdict_str(v));
+		kp_debug("fd %d: %s before any response byte; may be sent again: %s", fd,
+			 died_str(how), kp_replay_verdict_str(v));
 		return true;
 	}
 	kp_count(not_replayed);
-	kp_debug("fd %d: %s on a reused connection before any response byte, %llu request bytes "
-		 "acknowledged: %s; the program sees the %s", fd, why,
-		 (unsigned long long)(known ? acked - c->acked_at_first : 0), kp_replay_verdict_str(v),
-		 why);
+	kp_debug("fd %d: %s on a reused connection before any response byte: %s; the program "
+		 "sees the %s", fd, died_str(how), kp_replay_verdict_str(v), died_str(how));
 	return false;
 }
 
@@ -352,7 +503,9 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 		first_request_fresh(c, fd, "a request that may not be replayed");
 		return false;
 	}
-	if (plan == KP_PLAN_UNACKED && !still_alive(c, fd)) {
+	/* (a GET is not probed again: the hand-out's probe was a moment ago,
+	 * and a dead connection under it is replayed anyway) */
+	if (plan == KP_PLAN_PROVE && !still_alive(c, fd)) {
 		uint64_t now = kp_now_ms();
 		pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
 		kp_count(probed_dead);
@@ -371,6 +524,19 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 	c->acked_known = known;
 	c->acked_at_first = acked;
 	return true;
+}
+
+/* The program's send failed with EPIPE where we had added MSG_NOSIGNAL
+ * to handle a dead connection ourselves, and it is not replayed: the
+ * signal the kernel would have sent with the program's own flags, on the
+ * calling thread (docs/replay.md, "Nothing added": the same signals). */
+void sigpipe_as_kernel(int flags)
+{
+	if (!(flags & MSG_NOSIGNAL)) {
+		int saved = errno;
+		pthread_kill(pthread_self(), SIGPIPE);
+		errno = saved;
+	}
 }
 
 /* A write into the body of the first request on a reused connection
@@ -418,12 +584,14 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 		if (r >= 0 || c->first != KP_FIRST_SENT || (errno != EPIPE && errno != ECONNRESET))
 			break;
 		int err = errno;
-		if (!replay(c, fd, err == EPIPE ? "EPIPE" : "reset")) {
+		if (!replay(c, fd, err == EPIPE ? KP_DIED_SEND_EPIPE : KP_DIED_SEND_RESET)) {
 			errno = err;
 			break;
 		}
 	}
 	int err = errno;
+	if (r < 0 && err == EPIPE)
+		sigpipe_as_kernel(flags);
 	if (v != iov && v != small)
 		free(v);
 	if (r > 0 && (size_t)r == n && n < total) {
@@ -454,14 +622,23 @@ bool answered_408(const struct iovec *iov, int iovcnt, ssize_t ret)
 	return !memcmp(p, "HTTP/1.", 7) && !memcmp(p + 8, " 408", 4);
 }
 
+/* The program read a pending error (SO_ERROR), or ENOTCONN, of fd.  Before
+ * its first request: a fresh connection in its place.  After it: the
+ * program has met the failure itself, so nothing is replayed any more (the
+ * proof reads the kernel's order of FIN and reset, and the error it took
+ * was part of it: docs/replay.md). */
 bool kp_conn_dead_seen(struct kp_conn *c, int fd)
 {
-	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) != KP_FIRST_UNSENT)
+	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) == KP_FIRST_DONE)
 		return false;
 	int saved = errno;
 	bool swapped = false;
 	if (conn_lock(c, fd)) {
-		if (c->first == KP_FIRST_UNSENT && c->state == KP_ACTIVE && c->reused) {
+		if (c->first == KP_FIRST_SENT) {
+			c->first = KP_FIRST_DONE;
+			c->replay_len = 0;
+			unpool(c, "the program read the connection's error under its first request");
+		} else if (c->first == KP_FIRST_UNSENT && c->state == KP_ACTIVE && c->reused) {
 			uint64_t now = kp_now_ms();
 			pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
 			swapped = swap_fresh(c, fd, false) == 0;
@@ -480,15 +657,32 @@ bool kp_conn_dead_seen(struct kp_conn *c, int fd)
  * request reports POLLERR|POLLHUP (or EOF) there, and a program that
  * trusts it gives up (ab counts an exception and never reads, and its
  * counts never meet) where its read would have met our replay.  So settle
- * it here: what the read would do, done now.  Caller holds c->lock.
+ * it here: what the read would do, done now, from TCP's state and without
+ * consuming the socket's pending error (docs/replay.md): a reset the
+ * request is not replayed under stays the program's to read.  Caller holds
+ * c->lock.
  */
 bool ready_settle(struct kp_conn *c, int fd)
 {
 	if (c->state != KP_ACTIVE || c->tls || c->shut_how || c->handed_off)
 		return false;
-	char b[12];
-	ssize_t r = KP_REAL(recv)(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
-	if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+	struct kp_tcp_view v;
+	int inq = 0;
+	if (kp_tcp_view(fd, &v) < 0 || KP_REAL(ioctl)(fd, FIONREAD, &inq) < 0)
+		return false;
+	if (inq > 0) {
+		/* bytes wait: peeking at data takes no error */
+		char b[12];
+		ssize_t r = KP_REAL(recv)(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
+		struct iovec iov = { b, sizeof(b) };
+		if (c->first == KP_FIRST_SENT && r > 0 && answered_408(&iov, 1, r))
+			return replay(c, fd, KP_DIED_408);
+		/* an answer, or (before any request we saw) stray bytes the
+		 * probe before the first request finds, or the answer to a
+		 * request written where we cannot see: never swapped here */
+		return false;
+	}
+	if (v.state == TCP_ESTABLISHED)
 		return false; /* nothing yet: the kernel's answer stands */
 	if (c->first == KP_FIRST_UNSENT) {
 		/* dead before the program wrote a byte: a fresh one in its place */
@@ -499,12 +693,14 @@ bool ready_settle(struct kp_conn *c, int fd)
 		kp_debug("fd %d: a reused connection died before its first request: a fresh one", fd);
 		return true;
 	}
-	struct iovec v = { b, sizeof(b) };
-	if (r == 0 || (r < 0 && (errno == ECONNRESET || errno == EPIPE)))
-		return replay(c, fd, r == 0 ? "EOF" : "reset");
-	if (r > 0 && answered_408(&v, 1, r))
-		return replay(c, fd, "408");
-	return false; /* an answer, or an error the read reports as it would */
+	if (v.state == TCP_CLOSE_WAIT) /* the FIN alone: a read returns 0 */
+		return replay(c, fd, KP_DIED_EOF);
+	if (v.state == TCP_CLOSE && c->first_plan == KP_PLAN_IDEMPOTENT)
+		return replay(c, fd, KP_DIED_RESET); /* any failure: the error is ours */
+	/* a reset under a request that needs the proof: whether a FIN came
+	 * first shows only to a read that takes the error; the program's
+	 * read does, and decides there */
+	return false;
 }
 
 bool kp_conn_ready_settle(struct kp_conn *c, int fd)

@@ -285,7 +285,7 @@ static KP_SLOW ssize_t read_slow(struct kp_conn *c, int fd, void *buf, size_t n)
 	struct iovec iov = { buf, n };
 	do
 		r = KP_REAL(read)(fd, buf, n);
-	while (kp_recv_done(c, fd, &iov, 1, r, 0));
+	while (kp_recv_done_r(c, fd, &iov, 1, &r, 0));
 	return r;
 }
 
@@ -307,13 +307,42 @@ static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec 
 		return r;
 	do
 		r = KP_REAL(readv)(fd, iov, iovcnt);
-	while (kp_recv_done(c, fd, iov, iovcnt, r, 0));
+	while (kp_recv_done_r(c, fd, iov, iovcnt, &r, 0));
 	return r;
 }
 
 KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
 {
 	KP_FAST(fd, readv, fd, iov, iovcnt);
+}
+
+/*
+ * recv(MSG_WAITALL) blocked in the kernel waits for n bytes or the
+ * server's close; the EOF we owe a program that asked to close is no
+ * close the kernel knows of, so it would wait for the server's idle
+ * timeout.  Split: read without MSG_WAITALL, each piece framed, until n
+ * bytes, the owed EOF, the real EOF, an error or a signal; partial data
+ * first, as the kernel answers (docs/replay.md).
+ */
+static ssize_t recv_waitall(struct kp_conn *c, int fd, char *buf, size_t n, int flags,
+			    struct sockaddr *from, socklen_t *fromlen)
+{
+	size_t got = 0;
+	flags &= ~MSG_WAITALL;
+	while (got < n) {
+		ssize_t r;
+		if (kp_recv_intercept(c, fd, &r))
+			return got ? (ssize_t)got : r;
+		struct iovec iov = { buf + got, n - got };
+		do
+			r = from ? KP_REAL(recvfrom)(fd, buf + got, n - got, flags, from, fromlen)
+				 : KP_REAL(recv)(fd, buf + got, n - got, flags);
+		while (kp_recv_done_r(c, fd, &iov, 1, &r, flags));
+		if (r <= 0)
+			return got ? (ssize_t)got : r;
+		got += (size_t)r;
+	}
+	return (ssize_t)got;
 }
 
 static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n, int flags)
@@ -324,13 +353,16 @@ static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n,
 		kp_send_held_verbatim();
 		return KP_REAL(recv)(fd, buf, n, flags);
 	}
+	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && c != KP_POOLED &&
+	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+		return recv_waitall(c, fd, buf, n, flags, NULL, NULL);
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r))
 		return r;
 	struct iovec iov = { buf, n };
 	do
 		r = KP_REAL(recv)(fd, buf, n, flags);
-	while (kp_recv_done(c, fd, &iov, 1, r, flags));
+	while (kp_recv_done_r(c, fd, &iov, 1, &r, flags));
 	return r;
 }
 
@@ -348,13 +380,16 @@ static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_
 		kp_send_held_verbatim();
 		return KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
 	}
+	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && c != KP_POOLED &&
+	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+		return recv_waitall(c, fd, buf, n, flags, from, fromlen);
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r))
 		return r;
 	struct iovec iov = { buf, n };
 	do
 		r = KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
-	while (kp_recv_done(c, fd, &iov, 1, r, flags));
+	while (kp_recv_done_r(c, fd, &iov, 1, &r, flags));
 	return r;
 }
 
@@ -380,7 +415,7 @@ static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *ms
 	}
 	do
 		r = KP_REAL(recvmsg)(fd, msg, flags);
-	while (kp_recv_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, r, flags));
+	while (kp_recv_done_r(c, fd, msg->msg_iov, (int)msg->msg_iovlen, &r, flags));
 	return r;
 }
 

@@ -127,6 +127,16 @@ static bool timeout_left(uint64_t start, int *timeout, struct timespec *left)
 	return true;
 }
 
+/* What is left of timeout ms (negative: none) after a wait that began at
+ * start: the bound of a replay made while settling (kp_wait_left_ms). */
+static int left_of(int timeout, uint64_t start)
+{
+	if (timeout < 0)
+		return -1;
+	uint64_t spent = kp_now_ms() - start;
+	return spent >= (uint64_t)timeout ? 0 : timeout - (int)spent;
+}
+
 /* poll/ppoll: the kernel's answer with our readiness folded in, and with
  * no report of a connection replayed meanwhile: if nothing else is left
  * to report, wait on for the rest of the program's timeout. */
@@ -137,7 +147,12 @@ static KP_SLOW int poll_common(struct pollfd *fds, nfds_t n, const struct timesp
 	for (;;) {
 		uint64_t start = kp_now_ms();
 		int r = poll_wait(fds, n, ts, timeout, mask, is_ppoll);
-		if (r <= 0 || (r = poll_settle(fds, n, r)) > 0)
+		if (r <= 0)
+			return r;
+		kp_wait_left_ms = left_of(timeout, start);
+		r = poll_settle(fds, n, r);
+		kp_wait_left_ms = KP_NOT_WAITING;
+		if (r > 0)
 			return r;
 		if (!timeout_left(start, &timeout, &left))
 			return 0;
@@ -340,7 +355,12 @@ static int select_common(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int timeo
 	for (;;) {
 		uint64_t start = kp_now_ms();
 		int r = select_wait(nfds, rd, wr, ex, timeout, mask, is_pselect, tv, ts);
-		if (r <= 0 || (r = select_settle(nfds, rd, wr, ex, &rd0, &wr0, &ex0, r)) > 0)
+		if (r <= 0)
+			return r;
+		kp_wait_left_ms = left_of(timeout, start);
+		r = select_settle(nfds, rd, wr, ex, &rd0, &wr0, &ex0, r);
+		kp_wait_left_ms = KP_NOT_WAITING;
+		if (r > 0)
 			return r;
 		if (!timeout_left(start, &timeout, &left))
 			return 0;
@@ -538,7 +558,9 @@ static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int m
 		if (n < 0)
 			return n;
 		int saved = errno;
+		kp_wait_left_ms = left_of(timeout, start);
 		n = ep_settle(epfd, evs, n);
+		kp_wait_left_ms = KP_NOT_WAITING;
 		n = kp_watch_fold(epfd, evs, n, max, &due);
 		errno = saved;
 		if (n > 0 || timeout == 0)

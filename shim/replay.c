@@ -1,6 +1,6 @@
 /*
  * replay.c - the first request on a reused connection: ride it or not,
- * replay it or not (DESIGN 4).  No syscalls: unit-tested alone
+ * replay it or not (docs/replay.md).  No syscalls: unit-tested alone
  * (tests/unit/test_replay.c).
  */
 #include "replay.h"
@@ -19,31 +19,63 @@ enum kp_first_plan kp_replay_plan(const struct kp_req_facts *r, bool acked_known
 	if (!any_method || !acked_known || !r->framable || r->bytes > copy_max ||
 	    r->extra > r->body_len)
 		return KP_PLAN_FRESH;
-	return KP_PLAN_UNACKED;
+	return KP_PLAN_PROVE;
 }
 
-enum kp_replay_verdict kp_replay_verdict(enum kp_first_plan plan, bool count_known,
-					 uint64_t acked_before, uint64_t acked_now)
+/*
+ * docs/replay.md, "The rule".  An idempotent request may always go again.
+ * Any other only on proof that no server program can have read it: (a)
+ * none of its bytes left the program, or (b) the server's FIN came before
+ * any reset and any response byte, and then a reset came with none of our
+ * bytes acknowledged (they met a closed socket: the reset is the kernel's
+ * answer to data for a socket nobody can read any more).  A reset with no
+ * FIN before it proves nothing: a server that read the request and aborted
+ * within its delayed-ACK time sends just that, and the client's kernel
+ * drops the acknowledgment the reset carries.  Where the sequences cannot
+ * be told apart: no replay.
+ */
+enum kp_replay_verdict kp_replay_verdict(enum kp_first_plan plan, const struct kp_death *d)
 {
 #if defined(KP_TEST_PROOF_ALWAYS)
 	/* test builds only: the proof disabled, every request replayed (the
 	 * suites must then see requests served twice) */
-	return KP_REPLAY_UNACKED;
-#elif defined(KP_TEST_PROOF_NEVER)
-	/* test builds only: nothing proved, nothing replayed but idempotent */
-	if (plan == KP_PLAN_IDEMPOTENT)
-		return KP_REPLAY_IDEMPOTENT;
-	return KP_REPLAY_NO_ACKED;
+	(void)plan;
+	(void)d;
+	return KP_REPLAY_CLOSED;
 #endif
 	if (plan == KP_PLAN_IDEMPOTENT)
 		return KP_REPLAY_IDEMPOTENT;
-	if (plan != KP_PLAN_UNACKED || !count_known)
+	if (plan != KP_PLAN_PROVE)
+		return KP_REPLAY_NO_COUNT;
+	if (d->unsent)
+		return KP_REPLAY_UNSENT;
+#if defined(KP_TEST_PROOF_NEVER)
+	return KP_REPLAY_NO_ACKED; /* test builds only: nothing proved */
+#endif
+	if (d->response)
+		return KP_REPLAY_NO_RESPONSE;
+	if (!d->fin_first)
+		return KP_REPLAY_NO_RESET;
+	if (!d->count_known)
 		return KP_REPLAY_NO_COUNT;
 	/* The count only grows; anything acknowledged since the request's
 	 * first byte went out may be its bytes (or, where earlier bytes were
-	 * still in flight then, theirs: the safe side).  A RST carrying no
-	 * ACK of our data leaves it where it was. */
-	return acked_now == acked_before ? KP_REPLAY_UNACKED : KP_REPLAY_NO_ACKED;
+	 * still in flight then, theirs: the safe side). */
+	if (d->acked)
+		return KP_REPLAY_NO_ACKED;
+	if (!d->reset_after)
+		return KP_REPLAY_NO_SETTLED;
+	return KP_REPLAY_CLOSED;
+}
+
+unsigned kp_replay_settle_ms(uint32_t srtt_us)
+{
+	/* four round trips: ours to arrive, the reset back, with slack for
+	 * a retransmission's jitter; loopback's ~0.05-6 ms gives the floor */
+	uint64_t ms = ((uint64_t)srtt_us * 4 + 999) / 1000;
+	if (ms < 10)
+		return 10;
+	return ms > 1000 ? 1000 : (unsigned)ms;
 }
 
 const char *kp_replay_verdict_str(enum kp_replay_verdict v)
@@ -54,10 +86,21 @@ const char *kp_replay_verdict_str(enum kp_replay_verdict v)
 		       "applied, so it is not sent again";
 	case KP_REPLAY_NO_COUNT:
 		return "whether the server's TCP took its bytes cannot be read: not sent again";
+	case KP_REPLAY_NO_RESET:
+		return "a reset with no FIN before it (a server that read it and aborted sends the "
+		       "same): not sent again";
+	case KP_REPLAY_NO_SETTLED:
+		return "the server's FIN, and no reset within the bound: its TCP may hold the "
+		       "request; not sent again";
+	case KP_REPLAY_NO_RESPONSE:
+		return "a response byte exists: not sent again";
 	case KP_REPLAY_IDEMPOTENT:
 		return "idempotent";
-	case KP_REPLAY_UNACKED:
-		return "none of its bytes acknowledged by the server's TCP";
+	case KP_REPLAY_UNSENT:
+		return "none of its bytes left the program";
+	case KP_REPLAY_CLOSED:
+		return "the server's FIN, then a reset with none of its bytes acknowledged: they met "
+		       "a closed socket";
 	}
 	return "?";
 }

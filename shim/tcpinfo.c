@@ -1,5 +1,6 @@
 /*
- * tcpinfo.c - the kernel's count of acknowledged bytes (replay.h).  Apart
+ * tcpinfo.c - the kernel's view of a TCP socket (replay.h): the count of
+ * acknowledged bytes, the state, the smoothed RTT.  Apart
  * because glibc's struct tcp_info stops short of tcpi_bytes_acked and
  * <linux/tcp.h>, which has it, cannot share a file with <netinet/tcp.h>.
  */
@@ -7,6 +8,7 @@
 #include <linux/tcp.h>
 #include <netinet/in.h>
 #include <stddef.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "real.h"
@@ -24,5 +26,19 @@ int kp_tcp_bytes_acked(int fd, uint64_t *acked)
 		return -1;
 	}
 	*acked = ti.tcpi_bytes_acked;
+	return 0;
+}
+
+int kp_tcp_view(int fd, struct kp_tcp_view *v)
+{
+	struct tcp_info ti;
+	socklen_t len = sizeof(ti);
+	memset(&ti, 0, sizeof(ti));
+	if (KP_REAL(getsockopt)(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) < 0)
+		return -1;
+	v->state = ti.tcpi_state;
+	v->srtt_us = ti.tcpi_rtt;
+	v->acked_ok = len >= offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof(ti.tcpi_bytes_acked);
+	v->acked = v->acked_ok ? ti.tcpi_bytes_acked : 0;
 	return 0;
 }

@@ -1521,7 +1521,10 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 				errno = saved;
 				return ex ? 1 : (int)ret;
 			}
-			synth(&io, SSL_ERROR_SYSCALL);
+			/* a write after the owed EOF: as after the server's
+			 * close_notify (docs/replay.md, "Nothing added") */
+			synth(&io, __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) ? SSL_ERROR_ZERO_RETURN
+										  : SSL_ERROR_SYSCALL);
 			return ex ? 0 : -1;
 		}
 		io_get(ssl, &io); /* a fresh connection may have been made */

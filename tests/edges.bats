@@ -378,9 +378,9 @@ second_request_calls() {
 @test "a reused connection costs the kernel no call the program did not make: socket, dup3, send, close (strace)" {
 	# issue 13: the blocking C client makes socket, connect, write, reads
 	# and close per request.  Reused, its connect is one dup3 of the pooled
-	# socket (no close of the hidden fd: it stays the connection's twin, no
-	# liveness probe for a socket parked a moment ago), and its close parks
-	# the socket with no F_DUPFD.
+	# socket (no close of the hidden fd: it stays the connection's twin)
+	# after one liveness probe (recvfrom MSG_PEEK: every hand-out is probed,
+	# docs/replay.md), and its close parks the socket with no F_DUPFD.
 	[ -z "${KEEPALIVE_ASAN-}" ] || skip "counts the plain build's calls (ASan's allocator maps memory)"
 	command -v strace >/dev/null || skip "strace missing (scripts/deps)"
 	nginx_start
@@ -389,6 +389,6 @@ second_request_calls() {
 	assert_both_ok
 	assert_same_output --headers
 	assert_equal "without: $(second_request_calls "$BATS_TEST_TMPDIR/plain.trace")" "without: socket connect close "
-	assert_equal "with: $(second_request_calls "$BATS_TEST_TMPDIR/shim.trace")" "with: socket dup3 sendmsg close "
+	assert_equal "with: $(second_request_calls "$BATS_TEST_TMPDIR/shim.trace")" "with: socket recvfrom dup3 sendmsg close "
 	assert_equal "reused=$(stat_value reused)" "reused=2"
 }

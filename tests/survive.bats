@@ -222,15 +222,35 @@ stale() {
 	stale random_reset GET pauses.rb 30 30
 }
 
-@test "stale: random resets after responses, POSTs: each served once, no error" {
-	stale random_reset POST pauses.py 30 30
+# A reset can cross a POST already sent on the reused connection: a reset
+# with no FIN before it is no proof the server never read it
+# (docs/replay.md), so such a POST may rightly fail.  Guaranteed: never
+# executed twice, and an error only for a request the server dropped (not
+# in its log); the answers are not compared, since a failed request shifts
+# the server's draws.
+@test "stale: random resets after responses, POSTs: each executed at most once, an error only for one the server dropped" {
+	local n=30 failed
+	scripted_start random_reset
+	run_both $n "$PYTHON" "$SCRIPTS/pauses.py" 127.0.0.1 "$SCRIPTED_PORT" $n POST 5 30
+	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+	run bash -c "awk '{ print \$3 }' '$SCRIPTED_LOG' | sort | uniq -d"
+	assert_output ""
+	failed=$(count_matches '^ERROR' "$BATS_TEST_TMPDIR/shim.out")
+	server_wait_requests $((n - failed))
+	assert_equal "served + failed $(($(wc -l <"$SCRIPTED_LOG") + failed))" "served + failed $n"
+	local i
+	for i in $(sed -n 's/^ERROR \([0-9]*\) .*/\1/p' "$BATS_TEST_TMPDIR/shim.out"); do
+		! grep -q " /r/$i " "$SCRIPTED_LOG" || fail "request $i failed but was executed"
+	done
+	assert_equal "answered $(count_matches '^[0-9]+ 200 ' "$BATS_TEST_TMPDIR/shim.out")" "answered $((n - failed))"
 	assert_posts_reused
 }
 
 @test "stale: random resets after responses, a client that reads SO_ERROR and getpeername() before writing: same answers" {
-	# a pooled connection reset a moment ago is handed out unprobed
-	# (KP_UNPROBED_MS): SO_ERROR would say ECONNRESET and getpeername()
-	# ENOTCONN; the program gets a fresh connection's answers instead
+	# a pooled connection reset a moment ago (every hand-out is probed;
+	# one reset between the probe and these calls): SO_ERROR would say
+	# ECONNRESET and getpeername() ENOTCONN; the program gets a fresh
+	# connection's answers instead
 	scripted_start random_reset
 	run_both 30 "$PYTHON" "$SCRIPTS/sock_state.py" 127.0.0.1 "$SCRIPTED_PORT" 30
 	assert_both_ok
@@ -240,9 +260,10 @@ stale() {
 }
 
 @test "stale: random resets after responses, curl with N URLs (SO_ERROR read after each connect): same output" {
-	# a pooled connection reset a moment ago is handed out unprobed
-	# (KP_UNPROBED_MS): curl's getsockopt(SO_ERROR) would see the reset and
-	# fail the transfer; it gets the fresh connection's answer instead
+	# a pooled connection reset a moment ago (every hand-out is probed;
+	# one reset between the probe and this call): curl's
+	# getsockopt(SO_ERROR) would see the reset and fail the transfer; it
+	# gets the fresh connection's answer instead
 	curl_ok || skip "curl cannot run with libasan preloaded"
 	scripted_start random_reset
 	run_both 30 curl -sS -H 'Connection: close' "http://127.0.0.1:$SCRIPTED_PORT/r/[1-30]"

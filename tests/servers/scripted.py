@@ -104,6 +104,10 @@ Options (JSON, all optional; an unknown name or a bad value is an error):
                                 the server closes after N requests without a
                                 word, and the client's next request meets that
                                 close in flight.  Then late_action.
+  late_logged    (bool, false)  the late request (late_idle_ms, late_close_after)
+                                is logged, taking an {{ID}}, before late_action:
+                                the server read it, acted on it (a payment
+                                made), then failed without an answer.
   answer_before_body (bool, false)  answer as soon as a request's head is
                                 read, before its body (a server refusing an
                                 upload: 413, 417); the body is read and
@@ -205,6 +209,7 @@ OPTIONS = {
     "late_idle_ms": _count(1),
     "late_close_after": _count(1),
     "late_action": lambda v: v in ("close", "reset", "408"),
+    "late_logged": lambda v: isinstance(v, bool),
     "answer_before_body": lambda v: type(v) is bool,
     "send_bytes": _count(1),
     "send_pause_ms": _count(0),
@@ -579,6 +584,8 @@ class Server:
                 if (late_idle and served and idle_ms >= late_idle) or (
                     late_after and served >= late_after
                 ):
+                    if self.options.get("late_logged"):
+                        self.log_request(conn_id, line)
                     self.late(sock, conn_id, served, idle_ms, line)
                     return
                 if early:

@@ -255,6 +255,28 @@ int main(void)
 	CHECK(cap == 0 && maxr == 0);
 	CHECK(pool_checkin(&a, 62, &m3, T + 10 * 60 * 1000 + 2) == 0);
 
+	/* killed under a request that could not be replayed: a request
+	 * limit at once, unless sockets that had served as many answered */
+	reset(4, 10, 30000);
+	pool_note_killed(&a, 1, T);
+	pool_learnt(&a, T, &cap, &maxr);
+	CHECK(cap == 0 && maxr == 1);
+	CHECK(pool_checkin(&a, 63, &m, 0) == -1); /* served 1: never parked */
+	pool_note_killed(&a, 3, T); /* a higher count: the lower limit stands */
+	pool_learnt(&a, T, &cap, &maxr);
+	CHECK(maxr == 1);
+	pool_learnt(&b, T, &cap, &maxr);
+	CHECK(maxr == 0);
+	reset(4, 10, 30000);
+	pool_note_alive(&a, 5, 4, T);
+	pool_note_killed(&a, 3, T); /* a socket that had served 4 answered */
+	pool_note_killed(&a, 0, T);
+	pool_learnt(&a, T, &cap, &maxr);
+	CHECK(maxr == 0);
+	pool_note_killed(&a, 5, T);
+	pool_learnt(&a, T, &cap, &maxr);
+	CHECK(maxr == 5);
+
 	/* the cap can grow: one in four sockets found past it (within the
 	 * configured limit) is a trial, probed even when parked less than
 	 * unprobed_ms ago, and handed out when alive; one that answers

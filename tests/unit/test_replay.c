@@ -19,9 +19,9 @@ static void plans(void)
 	CHECK(kp_replay_plan(&get, true, true, MAX) == KP_PLAN_FRESH);
 
 	struct kp_req_facts post = { .framable = true, .bytes = 100 + 20480, .body_len = 20480 };
-	CHECK(kp_replay_plan(&post, true, true, MAX) == KP_PLAN_UNACKED);
+	CHECK(kp_replay_plan(&post, true, true, MAX) == KP_PLAN_PROVE);
 	post.extra = 20480; /* the body in the head's call */
-	CHECK(kp_replay_plan(&post, true, true, MAX) == KP_PLAN_UNACKED);
+	CHECK(kp_replay_plan(&post, true, true, MAX) == KP_PLAN_PROVE);
 	post.extra = 20481; /* and a pipelined request */
 	CHECK(kp_replay_plan(&post, true, true, MAX) == KP_PLAN_FRESH);
 	post.extra = 0;
@@ -33,7 +33,7 @@ static void plans(void)
 	struct kp_req_facts big = { .framable = true, .bytes = 1ull << 30, .body_len = 1ull << 30 };
 	CHECK(kp_replay_plan(&big, true, true, MAX) == KP_PLAN_FRESH);
 	post.bytes = MAX;
-	CHECK(kp_replay_plan(&post, true, true, MAX) == KP_PLAN_UNACKED);
+	CHECK(kp_replay_plan(&post, true, true, MAX) == KP_PLAN_PROVE);
 	post.bytes = MAX + 1;
 	CHECK(kp_replay_plan(&post, true, true, MAX) == KP_PLAN_FRESH);
 	/* chunked, upgrade, CONNECT, doubt */
@@ -41,26 +41,79 @@ static void plans(void)
 	CHECK(kp_replay_plan(&chunked, true, true, MAX) == KP_PLAN_FRESH);
 }
 
+/* the measured sequences (docs/replay.md, "Measured"), as facts */
 static void verdicts(void)
 {
-	CHECK(kp_replay_verdict(KP_PLAN_IDEMPOTENT, false, 0, 0) == KP_REPLAY_IDEMPOTENT);
-	CHECK(kp_replay_verdict(KP_PLAN_IDEMPOTENT, true, 10, 500) == KP_REPLAY_IDEMPOTENT);
-	/* RST, nothing acknowledged since the first byte */
-	CHECK(kp_replay_verdict(KP_PLAN_UNACKED, true, 1201, 1201) == KP_REPLAY_UNACKED);
-	/* the server's TCP took some or all of it: never twice */
-	CHECK(kp_replay_verdict(KP_PLAN_UNACKED, true, 1201, 1202) == KP_REPLAY_NO_ACKED);
-	CHECK(kp_replay_verdict(KP_PLAN_UNACKED, true, 1201, 21801) == KP_REPLAY_NO_ACKED);
-	/* the count unreadable now */
-	CHECK(kp_replay_verdict(KP_PLAN_UNACKED, false, 1201, 1201) == KP_REPLAY_NO_COUNT);
-	CHECK(kp_replay_verdict(KP_PLAN_FRESH, true, 1, 1) == KP_REPLAY_NO_COUNT);
-	CHECK(kp_replay_allowed(KP_REPLAY_UNACKED) && kp_replay_allowed(KP_REPLAY_IDEMPOTENT));
-	CHECK(!kp_replay_allowed(KP_REPLAY_NO_ACKED) && !kp_replay_allowed(KP_REPLAY_NO_COUNT));
+	const struct kp_death none = { 0 };
+	/* idempotent: whatever happened */
+	CHECK(kp_replay_verdict(KP_PLAN_IDEMPOTENT, &none) == KP_REPLAY_IDEMPOTENT);
+	struct kp_death d = { .count_known = true, .acked = true, .response = false };
+	CHECK(kp_replay_verdict(KP_PLAN_IDEMPOTENT, &d) == KP_REPLAY_IDEMPOTENT);
+	/* no plan to replay */
+	CHECK(kp_replay_verdict(KP_PLAN_FRESH, &none) == KP_REPLAY_NO_COUNT);
+
+	/* (a) nothing left the program: any method */
+	d = (struct kp_death){ .unsent = true };
+	CHECK(kp_replay_verdict(KP_PLAN_PROVE, &d) == KP_REPLAY_UNSENT);
+
+	/* fin-then-request: FIN, our bytes, a reset, none acknowledged */
+	d = (struct kp_death){ .fin_first = true, .reset_after = true, .count_known = true };
+	CHECK(kp_replay_verdict(KP_PLAN_PROVE, &d) == KP_REPLAY_CLOSED);
+	/* ... acknowledged after all: never twice */
+	d.acked = true;
+	CHECK(kp_replay_verdict(KP_PLAN_PROVE, &d) == KP_REPLAY_NO_ACKED);
+	/* ... the count unreadable */
+	d = (struct kp_death){ .fin_first = true, .reset_after = true };
+	CHECK(kp_replay_verdict(KP_PLAN_PROVE, &d) == KP_REPLAY_NO_COUNT);
+
+	/* read-then-rst (the POST executed twice): a reset, no FIN before
+	 * it, nothing acknowledged: never proof */
+	d = (struct kp_death){ .count_known = true };
+	CHECK(kp_replay_verdict(KP_PLAN_PROVE, &d) == KP_REPLAY_NO_RESET);
+	/* request-then-fin-unread: the same on the wire */
+	CHECK(kp_replay_verdict(KP_PLAN_PROVE, &d) == KP_REPLAY_NO_RESET);
+
+	/* read-then-fin: the FIN acknowledges it */
+	d = (struct kp_death){ .fin_first = true, .count_known = true, .acked = true };
+	CHECK(kp_replay_verdict(KP_PLAN_PROVE, &d) == KP_REPLAY_NO_ACKED);
+	/* halfclose-read-fin: the FIN, nothing acknowledged, no reset in the
+	 * bound: the server's TCP may hold it (and here its program read it) */
+	d = (struct kp_death){ .fin_first = true, .count_known = true };
+	CHECK(kp_replay_verdict(KP_PLAN_PROVE, &d) == KP_REPLAY_NO_SETTLED);
+
+	/* a response byte exists: never, whatever TCP says */
+	d = (struct kp_death){ .fin_first = true, .reset_after = true, .count_known = true,
+			       .response = true };
+	CHECK(kp_replay_verdict(KP_PLAN_PROVE, &d) == KP_REPLAY_NO_RESPONSE);
+	/* ... but nothing left the program: unsent wins (the bytes are stale) */
+	d.unsent = true;
+	CHECK(kp_replay_verdict(KP_PLAN_PROVE, &d) == KP_REPLAY_UNSENT);
+
+	CHECK(kp_replay_allowed(KP_REPLAY_CLOSED) && kp_replay_allowed(KP_REPLAY_IDEMPOTENT) &&
+	      kp_replay_allowed(KP_REPLAY_UNSENT));
+	CHECK(!kp_replay_allowed(KP_REPLAY_NO_ACKED) && !kp_replay_allowed(KP_REPLAY_NO_COUNT) &&
+	      !kp_replay_allowed(KP_REPLAY_NO_RESET) && !kp_replay_allowed(KP_REPLAY_NO_SETTLED) &&
+	      !kp_replay_allowed(KP_REPLAY_NO_RESPONSE));
+	for (int v = KP_REPLAY_NO_ACKED; v <= KP_REPLAY_CLOSED; v++)
+		CHECK(kp_replay_verdict_str((enum kp_replay_verdict)v)[0] != '?');
+}
+
+static void bounds(void)
+{
+	CHECK(kp_replay_settle_ms(0) == 10);
+	CHECK(kp_replay_settle_ms(400) == 10);    /* loopback */
+	CHECK(kp_replay_settle_ms(2500) == 10);
+	CHECK(kp_replay_settle_ms(2501) == 11);
+	CHECK(kp_replay_settle_ms(50000) == 200); /* 50 ms away */
+	CHECK(kp_replay_settle_ms(900000) == 1000);
+	CHECK(kp_replay_settle_ms(UINT32_MAX) == 1000);
 }
 
 int main(void)
 {
 	plans();
 	verdicts();
+	bounds();
 	printf("test_replay: %d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }

@@ -1,0 +1,81 @@
+/*
+ * alarm_get.c - a blocking program with alarm(2): GET /1 on a connection,
+ * read to EOF, close; then alarm(2) and GET /2 on a new connection.  A
+ * SIGALRM handler without SA_RESTART: the call in progress when it fires
+ * fails with EINTR.  Prints "1 <status line>", then for the second request
+ * "2 <status line>" or "2 EINTR <connect|write|read>" or "2 <ERRNO>", and
+ * "within 5 s" or "after N s".
+ *
+ * Usage: alarm_get HOST PORT
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+}
+
+static int get(const struct sockaddr_in *a, const char *path)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(s, (const struct sockaddr *)a, sizeof(*a)) < 0) {
+		printf("%s %s connect\n", path, strerrorname_np(errno));
+		return -1;
+	}
+	char req[128], buf[4096];
+	int n = snprintf(req, sizeof(req), "GET /%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
+	if (write(s, req, (size_t)n) != n) {
+		printf("%s %s write\n", path, strerrorname_np(errno));
+		return -1;
+	}
+	size_t got = 0;
+	for (;;) {
+		ssize_t r = read(s, buf + got, sizeof(buf) - 1 - got);
+		if (r < 0) {
+			printf("%s %s read\n", path, strerrorname_np(errno));
+			close(s);
+			return -1;
+		}
+		if (r == 0 || got + (size_t)r >= sizeof(buf) - 1)
+			break;
+		got += (size_t)r;
+	}
+	buf[got] = 0;
+	char *eol = strstr(buf, "\r\n");
+	if (eol)
+		*eol = 0;
+	printf("%s %s\n", path, got ? buf : "EOF");
+	close(s);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 3)
+		return 2;
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2])) };
+	inet_pton(AF_INET, argv[1], &a.sin_addr);
+	struct sigaction sa = { .sa_handler = on_alarm }; /* no SA_RESTART */
+	sigaction(SIGALRM, &sa, NULL);
+	get(&a, "1");
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	alarm(2);
+	get(&a, "2");
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	if (t1.tv_sec - t0.tv_sec < 5)
+		printf("within 5 s\n");
+	else
+		printf("after %ld s\n", (long)(t1.tv_sec - t0.tv_sec));
+	fflush(stdout);
+	return 0;
+}

@@ -1,0 +1,166 @@
+/*
+ * pair.c - the program of the server-timing matrix (tests/servers/matrix.py):
+ * a warm-up GET, then one request of the method under test, each on its
+ * own connection and asking to close, as a program that knows nothing of
+ * keep-alive makes them.
+ *
+ * Usage: pair HOST PORT WHICH METHOD BODY PATH
+ *   WHICH  both | warm | test   (warm/test: one process each, so that the
+ *          connection passes through the broker between them)
+ *   BODY   -1: no Content-Length; N >= 0: Content-Length N, the body
+ *          written in two halves by two write()s, 2 ms and 4 ms after
+ *          the head's
+ * One line per request on stdout: "PATH OUTCOME", OUTCOME one of
+ *   status CODE body N    the answer, read to EOF: N bytes after its head
+ *                         (the head's own hop-by-hop lines may differ)
+ *   connect ERRNO | write ERRNO | read ERRNO (after N bytes: "read ERRNO N")
+ *   eof N                 EOF after N bytes, no complete status line
+ * SIGPIPE keeps its default action (a write into a closed connection may
+ * kill the program, as it would without the library); reads time out
+ * after 3 s (SO_RCVTIMEO: "read EAGAIN").
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char *host, *port;
+
+static void say(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include <stdarg.h>
+static void say(const char *path, const char *fmt, ...)
+{
+	va_list ap;
+	printf("%s ", path);
+	va_start(ap, fmt);
+	vprintf(fmt, ap);
+	va_end(ap);
+	putchar('\n');
+	fflush(stdout);
+}
+
+static void msleep(int ms)
+{
+	struct timespec t = { 0, ms * 1000000L };
+	nanosleep(&t, NULL);
+}
+
+static int write_all(int s, const char *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(s, p, n);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -1;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+static void request(const char *method, long body, const char *path)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port)) };
+	inet_pton(AF_INET, host, &a.sin_addr);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(s, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		say(path, "connect %s", strerrorname_np(errno));
+		close(s);
+		return;
+	}
+	struct timeval tv = { 3, 0 };
+	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	char head[512];
+	int hl = snprintf(head, sizeof(head), "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n",
+			  method, path, host);
+	if (body >= 0)
+		hl += snprintf(head + hl, sizeof(head) - (size_t)hl, "Content-Length: %ld\r\n", body);
+	hl += snprintf(head + hl, sizeof(head) - (size_t)hl, "\r\n");
+	msleep(5); /* a program's think time between connect() and its request */
+	if (write_all(s, head, (size_t)hl) < 0) {
+		say(path, "write %s", strerrorname_np(errno));
+		close(s);
+		return;
+	}
+	if (body > 0) {
+		char *b = malloc((size_t)body);
+		memset(b, 'x', (size_t)body);
+		/* two writes, 2 ms apart: a server that closed after the head
+		 * meets the first, and the second meets its reset (EPIPE, and
+		 * SIGPIPE) */
+		size_t half = (size_t)body / 2;
+		msleep(2);
+		int r = write_all(s, b, half);
+		if (r == 0) {
+			msleep(2);
+			r = write_all(s, b + half, (size_t)body - half);
+		}
+		int err = errno;
+		free(b);
+		if (r < 0) {
+			say(path, "write %s", strerrorname_np(err));
+			close(s);
+			return;
+		}
+	}
+	char buf[65536], first[65] = "";
+	size_t got = 0, body_got = 0;
+	int crlf = 0; /* of "\r\n\r\n" matched so far; 4: in the body */
+	int code = 0;
+	for (;;) {
+		ssize_t r = read(s, buf, sizeof(buf));
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			say(path, "read %s %zu", strerrorname_np(errno), got);
+			close(s);
+			return;
+		}
+		if (r == 0)
+			break;
+		for (ssize_t i = 0; i < r; i++) {
+			if (crlf == 4)
+				body_got++;
+			else if (buf[i] == "\r\n\r\n"[crlf])
+				crlf++;
+			else
+				crlf = buf[i] == '\r';
+		}
+		if (got < 64) {
+			size_t k = 64 - got < (size_t)r ? 64 - got : (size_t)r;
+			memcpy(first + got, buf, k);
+			first[got + k] = 0;
+		}
+		got += (size_t)r;
+	}
+	if (got >= 12 && !strncmp(first, "HTTP/1.1 ", 9))
+		code = atoi(first + 9);
+	if (code)
+		say(path, "status %d body %zu", code, body_got);
+	else
+		say(path, "eof %zu", got);
+	close(s);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 7) {
+		fprintf(stderr, "usage: pair HOST PORT both|warm|test METHOD BODY PATH\n");
+		return 2;
+	}
+	host = argv[1];
+	port = argv[2];
+	const char *which = argv[3];
+	if (strcmp(which, "test"))
+		request("GET", -1, "/warm");
+	if (strcmp(which, "warm"))
+		request(argv[4], strtol(argv[5], NULL, 10), argv[6]);
+	return 0;
+}

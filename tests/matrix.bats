@@ -1,0 +1,24 @@
+#!/usr/bin/env bats
+# The generated server-timing matrix (docs/replay.md, "The matrix"): every
+# method x how much of the request the server reads x FIN/RST/half-close
+# x when (before the request, inside or outside the delayed-ACK time,
+# after a partial response) x reused or broker-handed connection, each
+# cell run without and with the library by tests/servers/matrix.py: the
+# request under test executed at most once (a GET at most twice: its
+# replay), and the program's outcome one the same server timing gives
+# without the library, or a replay's success.
+
+load helpers
+
+setup_file() {
+	suite_setup
+	make -s -C "$ROOT" build/keepalive-broker build/clients/pair >&2
+}
+
+@test "server-timing matrix (288 cells): never executed twice, the same outcome or a replay's success" {
+	run "$PYTHON" "$ROOT/tests/servers/matrix.py" --lib "$PRELOAD" --pair "$CLIENTS/pair" \
+		--broker "$ROOT/build/keepalive-broker" --jobs 2
+	echo "$output" | tail -n 40
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"matrix: 288 cells, 0 failed,"* ]]
+}

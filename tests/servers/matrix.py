@@ -1,0 +1,434 @@
+#!/usr/bin/python3
+"""matrix.py - the generated server-timing matrix (docs/replay.md, "The matrix").
+
+For every cell of
+    method  x  how much of the request the server reads  x  how it closes
+            x  when  x  how the program's connection came (reused / broker)
+a scripted server fails the second request slot it opens (the first is a
+warm-up GET's), and tests/clients/pair makes a warm-up GET then one request
+of the method, each on its own connection asking to close: once without
+the library (the failing slot is then a fresh connection's), once with it
+(the failing slot is the reused connection's, or the broker-handed one's).
+Checked automatically for each cell:
+  * the server executed (read the head of) the request under test at most
+    once, or, for a GET, at most twice (an idempotent replay);
+  * the program's outcome with the library (its output line, its exit
+    status or signal) is one the same server timing gives without it, or
+    a replay's correct success: the answer, with the request executed
+    exactly once.  A cell whose outcome differs is run again, both runs,
+    up to 3 times (the outcomes hang on how the server's thread and the
+    program are scheduled), and fails when it never matches; an execution
+    count above the limit fails at once.
+
+Usage: matrix.py --lib LIB --pair PAIR --broker BROKER [--jobs N]
+                 [--only SUBSTRING] [--verbose]
+Prints one line per finding and a summary; exits 1 when a cell fails.
+
+The server (one per cell, in this process, a thread per connection):
+  slot k (k = 1, 2, ...): each time a connection starts waiting for a
+  request.  Slot 2 is the failing one; the others answer 200 (and close
+  when the request asks to).
+  read   none: reads nothing; head: reads up to the end of the head (the
+         execution: logged); all: the head and the Content-Length body.
+  close  fin: close() (a FIN, or the kernel's RST when bytes wait unread);
+         rst: SO_LINGER 0 then close(); half: shutdown(SHUT_WR), then read
+         and discard until the client's EOF (at most 1 s), then close.
+  when   before: at the slot's start, before any request byte (reading
+         only after a half-close); quick: as soon as the request's first
+         byte arrived, the read, then the close at once (inside the
+         delayed-ACK time); delayed: the read, then TCP_QUICKACK and 60 ms,
+         then the close; partial: the read, a response head and 10 of its
+         100 body bytes, then the close.
+"""
+
+import argparse
+import fcntl
+import itertools
+import os
+import re
+import select
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import termios
+import threading
+import time
+
+METHODS = [  # name, method, body (-1: no Content-Length)
+    ("GET", "GET", -1),
+    ("POST", "POST", 2000),
+    ("PUT", "PUT", 2000),
+    ("PUT0", "PUT", 0),
+]
+READS = ["none", "head", "all"]
+CLOSES = ["fin", "rst", "half"]
+WHENS = ["before", "quick", "delayed", "partial"]
+VIAS = ["reused", "broker"]
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n%s\r\nanswered"
+PARTIAL = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789"
+
+
+class Server:
+    def __init__(self, read, close, when):
+        self.read, self.close, self.when = read, close, when
+        self.lock = threading.Lock()
+        self.slot = 0
+        self.execs = []  # (slot, path)
+        self.seq = []  # what the failing slot's socket held when closed
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.busy = 0  # connection threads not idle between requests
+        self.stopping = False
+        threading.Thread(target=self.accept_loop, daemon=True).start()
+
+    def reset(self):
+        """Between runs: once no connection of the last run is busy (its
+        late reads must not count in the next run, nor take its slot
+        numbers)."""
+        self.reset_wait()
+        with self.lock:
+            self.slot = 0
+            self.execs = []
+            self.seq = []
+
+    def executed(self, path):
+        """The executions of path in this run, once its connections are over."""
+        self.reset_wait()
+        with self.lock:
+            return [p for _, p in self.execs if p == path]
+
+    def reset_wait(self):
+        """Until every connection is idle between requests or over (a
+        socket the library or the broker keeps stays open), at most 3 s."""
+        end = time.monotonic() + 3.0
+        while time.monotonic() < end:
+            with self.lock:
+                if not self.busy:
+                    return
+            time.sleep(0.002)
+
+    def idle_wait(self, c, ms):
+        with self.lock:
+            self.busy -= 1
+        try:
+            return self.wait_readable(c, ms)
+        finally:
+            with self.lock:
+                self.busy += 1
+
+    def stop(self):
+        self.stopping = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+
+    def accept_loop(self):
+        while not self.stopping:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            with self.lock:
+                self.busy += 1
+            threading.Thread(target=self.handle_counted, args=(c,), daemon=True).start()
+
+    def handle_counted(self, c):
+        try:
+            self.handle(c)
+        finally:
+            with self.lock:
+                self.busy -= 1
+
+    @staticmethod
+    def abort(c):
+        c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        c.close()
+
+    @staticmethod
+    def wait_readable(c, ms):
+        return bool(select.select([c], [], [], ms / 1000.0)[0])
+
+    @staticmethod
+    def read_head(c, buf):
+        """The head and nothing after it (peeked first: a body already
+        arrived stays unread, whatever the scheduling)."""
+        while b"\r\n\r\n" not in buf:
+            d = c.recv(65536, socket.MSG_PEEK)
+            if not d:
+                raise ConnectionError("EOF in head")
+            end = (buf + d).find(b"\r\n\r\n")
+            if end < 0:
+                buf += c.recv(len(d))
+                continue
+            buf += c.recv(end + 4 - len(buf))
+        head, _, rest = buf.partition(b"\r\n\r\n")
+        return head, rest
+
+    @staticmethod
+    def body_len(head):
+        for line in head.split(b"\r\n")[1:]:
+            k, _, v = line.partition(b":")
+            if k.strip().lower() == b"content-length":
+                return int(v.strip())
+        return 0
+
+    def read_all(self, c, head, rest):
+        n = self.body_len(head) - len(rest)
+        while n > 0:
+            d = c.recv(min(n, 65536))
+            if not d:
+                raise ConnectionError("EOF in body")
+            n -= len(d)
+
+    def log(self, slot, head):
+        path = head.split(b"\r\n")[0].split(b" ")[1].decode()
+        with self.lock:
+            self.execs.append((slot, path))
+
+    def fail_close(self, c):
+        # bytes unread at the close make the kernel's close a reset: the
+        # sequence the client meets, recorded to compare like with like
+        unread = bytearray(4)
+        try:
+            fcntl.ioctl(c.fileno(), termios.FIONREAD, unread, True)
+            n = struct.unpack("i", unread)[0]
+        except OSError:
+            n = -1
+        with self.lock:
+            self.seq.append("unread" if n > 0 else "clean")
+        if self.close == "fin":
+            c.close()
+        elif self.close == "rst":
+            self.abort(c)
+        else:
+            c.shutdown(socket.SHUT_WR)
+            end = time.monotonic() + 1.0
+            while time.monotonic() < end and self.wait_readable(c, 100):
+                try:
+                    if not c.recv(65536):
+                        break
+                except OSError:
+                    break
+            c.close()
+
+    def fail(self, c, slot):
+        if self.when == "before":
+            if self.close != "half":
+                return self.fail_close(c)
+            c.shutdown(socket.SHUT_WR)
+            if self.read != "none" and self.wait_readable(c, 1000):
+                head, rest = self.read_head(c, b"")
+                self.log(slot, head)
+                if self.read == "all":
+                    self.read_all(c, head, rest)
+            return self.fail_close(c)
+        if not self.wait_readable(c, 3000):
+            return c.close()
+        if self.read != "none":
+            head, rest = self.read_head(c, b"")
+            self.log(slot, head)
+            if self.read == "all" or self.when == "partial":
+                self.read_all(c, head, rest)
+        if self.when == "delayed":
+            c.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+            time.sleep(0.06)
+        elif self.when == "partial":
+            c.sendall(PARTIAL)
+            time.sleep(0.005)  # sent before a reset throws it away
+        self.fail_close(c)
+
+    def handle(self, c):
+        buf = b""
+        try:
+            while True:
+                with self.lock:
+                    self.slot += 1
+                    slot = self.slot
+                if slot == 2:
+                    return self.fail(c, slot)
+                if not buf and not self.idle_wait(c, 5000):
+                    return c.close()
+                head, buf = self.read_head(c, buf)
+                self.log(slot, head)
+                n = self.body_len(head)
+                while len(buf) < n:
+                    d = c.recv(65536)
+                    if not d:
+                        raise ConnectionError("EOF in body")
+                    buf += d
+                buf = buf[n:]
+                closing = b"connection: close" in head.lower()
+                c.sendall(OK % (b"Connection: close\r\n" if closing else b""))
+                if closing:
+                    c.shutdown(socket.SHUT_WR)
+                    while self.wait_readable(c, 1000) and c.recv(65536):
+                        pass
+                    return c.close()
+        except OSError:
+            try:
+                c.close()
+            except OSError:
+                pass
+
+
+def outcome(proc):
+    out = proc.stdout.decode(errors="replace").strip().replace("\n", " | ")
+    # an error before any response byte: whether the program's write or
+    # its read meets it is the server's scheduling, with or without us
+    out = re.sub(r"(\S+) (?:write (\w+)|read (\w+) 0)\b", lambda m: "%s fails %s" % (
+        m.group(1), m.group(2) or m.group(3)), out)
+    if proc.returncode < 0:
+        out += " | killed by %s" % signal.Signals(-proc.returncode).name
+    elif proc.returncode:
+        out += " | exit %d" % proc.returncode
+    return out
+
+
+def run_client(args, cell, srv, lib, broker_sock):
+    name, method, body = cell["method"]
+    base = [args.pair, "127.0.0.1", str(srv.port)]
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    if lib:
+        env.update(LD_PRELOAD=lib, KEEPALIVE_PORTS=str(srv.port))
+        env.pop("KEEPALIVE_BROKER", None)
+        if cell["via"] == "broker":
+            env["KEEPALIVE_BROKER"] = broker_sock
+    if cell["via"] == "broker":
+        cmds = [base + ["warm", method, str(body), "/test"],
+                base + ["test", method, str(body), "/test"]]
+    else:
+        cmds = [base + ["both", method, str(body), "/test"]]
+    outs = []
+    for cmd in cmds:
+        p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                           timeout=20)
+        outs.append(outcome(p))
+    return " | ".join(outs)
+
+
+def success(out):
+    return "/test status 200 body 8" in out and "killed" not in out and "exit" not in out
+
+
+def run_once(args, cell, srv, lib, broker_sock):
+    """One run: (outcome, the server's sequence, the executions of /test)."""
+    srv.reset()
+    out = run_client(args, cell, srv, lib, broker_sock)
+    execs = srv.executed("/test")
+    with srv.lock:
+        return out, " ".join(srv.seq), execs
+
+
+def run_cell(args, cell, broker_sock):
+    name = "%s read=%s close=%s when=%s via=%s" % (
+        cell["method"][0], cell["read"], cell["close"], cell["when"], cell["via"])
+    srv = Server(cell["read"], cell["close"], cell["when"])
+    try:
+        # plain outcomes by the server's sequence: a lib outcome is
+        # compared with the plain ones that met the same sequence
+        by_seq = {}
+        out, seq, _ = run_once(args, cell, srv, None, broker_sock)
+        by_seq.setdefault(seq, set()).add(out)
+        lib_out, lib_seq, execs = run_once(args, cell, srv, args.lib, broker_sock)
+        plains = list(by_seq.get(lib_seq, ()))
+        problems = []
+        limit = 2 if cell["method"][1] == "GET" else 1
+        # never excused by a second try
+        if len(execs) > limit:
+            problems.append("executed %d times" % len(execs))
+        # the outcomes hang on the scheduling of both runs (the server's
+        # thread against the program's writes): a differing one is tried
+        # again, both runs, up to 3 times; it fails when it never matches
+        unmatched = 0
+        for attempt in range(4):
+            if attempt:
+                out, seq, _ = run_once(args, cell, srv, None, broker_sock)
+                by_seq.setdefault(seq, set()).add(out)
+                if attempt % 2 == 0:
+                    lib_out, lib_seq, execs = run_once(args, cell, srv, args.lib, broker_sock)
+                    if len(execs) > limit:
+                        problems.append("executed %d times" % len(execs))
+                plains = list(by_seq.get(lib_seq, ()))
+            replay_ok = success(lib_out) and (len(execs) == 1 or (limit == 2 and len(execs) <= 2))
+            if lib_out in plains or replay_ok:
+                break
+        else:
+            if plains:
+                problems.append("outcome differs: with %r, without %r" % (lib_out, sorted(plains)))
+            else:
+                unmatched = 1  # the plain runs never met the same server sequence
+        plains = [o for v in by_seq.values() for o in v]
+        return name, problems, lib_out, plains, unmatched
+    finally:
+        srv.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib", required=True)
+    ap.add_argument("--pair", required=True)
+    ap.add_argument("--broker", required=True)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--only", default="")
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    cells = [dict(method=m, read=r, close=c, when=w, via=v)
+             for m, r, c, w, v in itertools.product(METHODS, READS, CLOSES, WHENS, VIAS)]
+    tmp = tempfile.mkdtemp(prefix="kp-matrix-")
+    os.chmod(tmp, 0o700)
+    broker_sock = os.path.join(tmp, "broker.sock")
+    broker = subprocess.Popen([args.broker, "--socket", broker_sock],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL,
+                              env={k: v for k, v in os.environ.items() if k != "LD_PRELOAD"})
+    for _ in range(200):
+        if os.path.exists(broker_sock):
+            break
+        time.sleep(0.01)
+    results = []
+    lock = threading.Lock()
+    todo = [c for c in cells if args.only in "%s read=%s close=%s when=%s via=%s" % (
+        c["method"][0], c["read"], c["close"], c["when"], c["via"])]
+    t0 = time.monotonic()
+
+    def worker():
+        while True:
+            with lock:
+                if not todo:
+                    return
+                cell = todo.pop(0)
+            r = run_cell(args, cell, broker_sock)
+            with lock:
+                results.append(r)
+                if r[1] or args.verbose:
+                    print("%s %s: %s" % ("FAIL" if r[1] else "ok", r[0],
+                                         "; ".join(r[1]) if r[1] else r[2]), flush=True)
+
+    threads = [threading.Thread(target=worker) for _ in range(args.jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    broker.terminate()
+    broker.wait()
+    failed = sum(1 for r in results if r[1])
+    replays = sum(1 for r in results if not r[1] and r[2] not in r[3])
+    unmatched = sum(r[4] for r in results)
+    print("matrix: %d cells, %d failed, %d where the library's answer is a replay's success, "
+          "%d with no plain run of the same server sequence (%.0f s)"
+          % (len(results), failed, replays, unmatched, time.monotonic() - t0))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
