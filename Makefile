@@ -117,6 +117,11 @@ build/clients/tls_%: tests/clients/tls_%.c $(wildcard tests/clients/*.h) Makefil
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $< -lssl -lcrypto
 
+# a GnuTLS server (libgnutls28-dev): what OpenSSL cannot serve
+build/clients/gnutls_%: tests/clients/gnutls_%.c Makefile
+	@mkdir -p build/clients
+	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $< -lgnutls
+
 # the WAN emulator the benchmarks put between client and server (not in all)
 build/latency-proxy: scripts/latency-proxy.c Makefile
 	@mkdir -p build
