@@ -68,6 +68,8 @@ struct cfg {
 struct kp_tls {
 	SSL *ssl;
 	struct cfg cfg;      /* what its handshake was made with */
+	struct pool_key key; /* its destination, once parked */
+	bool key_known;
 	int refs;            /* handles mapped to it, the socket carrying it */
 	int fd;              /* where its BIO writes (or the program's BIO did) */
 	bool own_bio;        /* detached: the program's BIO, callbacks, context gone */
@@ -141,6 +143,22 @@ static struct ticket *tickets; /* newest first */
 static struct handle *handles;
 static struct kp_tls *parked;
 static struct record *records;
+/* Destinations seen resuming a session in a handshake we followed: only
+ * there is a pooled connection handed out as the resumption of its own
+ * session to a program that offers it (a server that never resumes would
+ * have given the program a full handshake).  A small ring; newest last. */
+#define MAX_RESUMERS 16
+static struct pool_key resumers[MAX_RESUMERS];
+static unsigned n_resumers;
+
+/* Caller holds tls_lock. */
+static bool resumer(const struct pool_key *key)
+{
+	for (unsigned i = 0; i < n_resumers && i < MAX_RESUMERS; i++)
+		if (!memcmp(&resumers[i], key, sizeof(*key)))
+			return true;
+	return false;
+}
 static SSL_CTX *shim_ctx; /* parked engines belong to it: no program callbacks */
 static pthread_once_t shim_ctx_once = PTHREAD_ONCE_INIT;
 
@@ -1111,6 +1129,8 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 		ok = detach_program(e, hidden, true) == 0;
 	}
 	if (ok) {
+		e->key = *key;
+		e->key_known = true;
 		struct handle *h = user ? handle_find(user) : NULL;
 		if (h && h->e == e)
 			h->closed = true;
@@ -1257,12 +1277,15 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
 	if (why)
 		return why;
 	/* it resumes a session of its own (SSL_set_session, or kept by
-	 * SSL_clear: curl's cache): only this connection's own session, and
-	 * the connection is then handed out as that resumption (reused, no
-	 * chain verified in it: docs/tls.md "Sessions") */
+	 * SSL_clear: curl's cache): only this connection's own session, at a
+	 * server seen resuming, and the connection is then handed out as
+	 * that resumption (reused, no chain verified in it: docs/tls.md
+	 * "Sessions") */
 	SSL_SESSION *own = resuming(ssl);
 	if (own && own != kp_ssl.SSL_get_session(e->ssl))
 		return "the program resumes a session of another connection";
+	if (own && (!e->key_known || !resumer(&e->key)))
+		return "the program resumes a session, and the server was never seen resuming one";
 	const unsigned char *sel;
 	unsigned sel_len;
 	kp_ssl.SSL_get0_alpn_selected(e->ssl, &sel, &sel_len);
@@ -1829,6 +1852,12 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		/* handed out at that first write, which never went out */
 		kp_ssl.ERR_clear_error();
 		return 1;
+	}
+	if (r == 1 && io_get(ssl, &io) && io.c && io.e == ssl && kp_ssl.SSL_session_reused(ssl)) {
+		pthread_mutex_lock(&tls_lock);
+		if (!resumer(&io.c->key))
+			resumers[n_resumers++ % MAX_RESUMERS] = io.c->key;
+		pthread_mutex_unlock(&tls_lock);
 	}
 	if (r == 1 && io_get(ssl, &io) && io.c) {
 		const unsigned char *sel;
