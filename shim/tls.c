@@ -148,14 +148,25 @@ static struct record *records;
  * session to a program that offers it (a server that never resumes would
  * have given the program a full handshake).  A small ring; newest last. */
 #define MAX_RESUMERS 16
-static struct pool_key resumers[MAX_RESUMERS];
+static struct resumer {
+	struct pool_key key;
+	int kind; /* resumption_kind(): a server may resume tickets, not ids */
+} resumers[MAX_RESUMERS];
 static unsigned n_resumers;
 
+/* How ssl's handshake offers session sess: its protocol version, with a
+ * ticket or by id (SSL_OP_NO_TICKET sends no ticket). */
+static int resumption_kind(SSL *ssl, SSL_SESSION *sess)
+{
+	bool ticket = kp_ssl.SSL_SESSION_has_ticket(sess) && !(kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_TICKET);
+	return kp_ssl.SSL_SESSION_get_protocol_version(sess) << 1 | ticket;
+}
+
 /* Caller holds tls_lock. */
-static bool resumer(const struct pool_key *key)
+static bool resumer(const struct pool_key *key, int kind)
 {
 	for (unsigned i = 0; i < n_resumers && i < MAX_RESUMERS; i++)
-		if (!memcmp(&resumers[i], key, sizeof(*key)))
+		if (resumers[i].kind == kind && !memcmp(&resumers[i].key, key, sizeof(*key)))
 			return true;
 	return false;
 }
@@ -1284,7 +1295,7 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
 	SSL_SESSION *own = resuming(ssl);
 	if (own && own != kp_ssl.SSL_get_session(e->ssl))
 		return "the program resumes a session of another connection";
-	if (own && (!e->key_known || !resumer(&e->key)))
+	if (own && (!e->key_known || !resumer(&e->key, resumption_kind(ssl, own))))
 		return "the program resumes a session, and the server was never seen resuming one";
 	const unsigned char *sel;
 	unsigned sel_len;
@@ -1333,6 +1344,26 @@ out:
 	return ok;
 }
 
+/* A handshake of ssl's own would have told its new-session callback of
+ * its session (a client caches with SSL_SESS_CACHE_CLIENT): the session
+ * of the connection handed to it is its session now (its verification
+ * result equal, kp_tls_handout), told as libssl tells it: the callback
+ * keeps our reference when it returns 1. */
+static void new_session(SSL *ssl, struct kp_tls *e)
+{
+	SSL_CTX *ctx = kp_ssl.SSL_get_SSL_CTX(ssl);
+	kp_new_session_cb cb = kp_ssl.SSL_CTX_sess_get_new_cb(ctx);
+	SSL_SESSION *sess = kp_ssl.SSL_get_session(e->ssl);
+	/* a TLS 1.3 server sends a new ticket after a resumption too; a TLS
+	 * 1.2 one renews its ticket seldom */
+	if (!cb || !sess || (resuming(ssl) && kp_ssl.SSL_version(e->ssl) != TLS1_3_VERSION) ||
+	    !(kp_ssl.SSL_CTX_ctrl(ctx, SSL_CTRL_GET_SESS_CACHE_MODE, 0, NULL) & SSL_SESS_CACHE_CLIENT) ||
+	    !kp_ssl.SSL_SESSION_up_ref(sess))
+		return;
+	if (!cb(ssl, sess))
+		kp_ssl.SSL_SESSION_free(sess);
+}
+
 int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 {
 	SSL *ssl = ssl_;
@@ -1360,6 +1391,13 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		if (ok <= 0 && kp_ssl.SSL_get_verify_mode(ssl) != SSL_VERIFY_NONE) {
 			why = "the program's verification fails on it";
 			kp_debug("fd %d: verification error %ld", fd, result);
+		} else if (result != kp_ssl.SSL_get_verify_result(e->ssl)) {
+			/* the connection's session carries its first owner's
+			 * result: the program's SSL_get_session (and a later
+			 * resumption of it) would read another than its own */
+			why = "the program's verification result differs from the connection's";
+			kp_debug("fd %d: verification result %ld, the connection's %ld", fd, result,
+				 kp_ssl.SSL_get_verify_result(e->ssl));
 		}
 	}
 	if (why) {
@@ -1409,6 +1447,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	HASH_ADD_PTR(handles, ssl, h);
 	pthread_mutex_unlock(&tls_lock);
 	kp_count(tls_reused);
+	new_session(ssl, e);
 	return 0;
 }
 
@@ -1853,10 +1892,13 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		kp_ssl.ERR_clear_error();
 		return 1;
 	}
-	if (r == 1 && io_get(ssl, &io) && io.c && io.e == ssl && kp_ssl.SSL_session_reused(ssl)) {
+	SSL_SESSION *sess;
+	if (r == 1 && io_get(ssl, &io) && io.c && io.e == ssl && kp_ssl.SSL_session_reused(ssl) &&
+	    (sess = kp_ssl.SSL_get_session(ssl))) {
+		int kind = resumption_kind(ssl, sess);
 		pthread_mutex_lock(&tls_lock);
-		if (!resumer(&io.c->key))
-			resumers[n_resumers++ % MAX_RESUMERS] = io.c->key;
+		if (!resumer(&io.c->key, kind))
+			resumers[n_resumers++ % MAX_RESUMERS] = (struct resumer){ io.c->key, kind };
 		pthread_mutex_unlock(&tls_lock);
 	}
 	if (r == 1 && io_get(ssl, &io) && io.c) {

@@ -26,6 +26,7 @@ typedef int (*kp_client_cert_cb)(SSL *, X509 **, EVP_PKEY **);
 typedef int (*kp_security_cb)(const SSL *, const SSL_CTX *, int, int, int, void *, void *);
 typedef void (*kp_msg_cb)(int, int, int, const void *, size_t, SSL *, void *);
 typedef size_t (*kp_padding_cb)(SSL *, int, size_t, void *);
+typedef int (*kp_new_session_cb)(SSL *, SSL_SESSION *);
 
 /* X(return type, name, parameter list): libssl.  The wrapped functions
  * (hooks_tls.c) first, then helpers we only call. */
@@ -153,6 +154,8 @@ typedef size_t (*kp_padding_cb)(SSL *, int, size_t, void *);
 	X(int, SSL_get_security_level, (const SSL *))                              \
 	X(int, SSL_set_session, (SSL *, SSL_SESSION *))                            \
 	X(int, SSL_SESSION_is_resumable, (const SSL_SESSION *))                    \
+	X(int, SSL_SESSION_has_ticket, (const SSL_SESSION *))                      \
+	X(kp_new_session_cb, SSL_CTX_sess_get_new_cb, (SSL_CTX *))                 \
 	X(int, SSL_SESSION_up_ref, (SSL_SESSION *))                                \
 	X(void, SSL_SESSION_free, (SSL_SESSION *))                                 \
 	X(int, SSL_SESSION_get_protocol_version, (const SSL_SESSION *))            \

@@ -7,8 +7,9 @@
  * answered "200" with its own URI as the body; a request with
  * "Connection: close" gets its answer, close_notify, and the end.
  * One process per connection.
- * Usage: gnutls_server CERT KEY PRIORITY PORT_FILE LOG
+ * Usage: gnutls_server CERT KEY PRIORITY PORT_FILE LOG [CA]
  * LOG: "<connection> <request line>" per request, before the answer.
+ * CA: a client certificate from it is required.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -23,6 +24,7 @@
 
 static gnutls_certificate_credentials_t cred;
 static gnutls_priority_t prio;
+static int require_cert;
 
 static void serve(int fd, int id, const char *log)
 {
@@ -31,6 +33,8 @@ static void serve(int fd, int id, const char *log)
 	gnutls_priority_set(s, prio);
 	gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, cred);
 	gnutls_transport_set_int(s, fd);
+	if (require_cert)
+		gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
 	int r;
 	do
 		r = gnutls_handshake(s);
@@ -90,6 +94,13 @@ int main(int argc, char **argv)
 	    gnutls_priority_init(&prio, argv[3], NULL) < 0) {
 		fprintf(stderr, "gnutls_server: bad certificate, key or priority\n");
 		return 1;
+	}
+	if (argc > 6) {
+		if (gnutls_certificate_set_x509_trust_file(cred, argv[6], GNUTLS_X509_FMT_PEM) <= 0) {
+			fprintf(stderr, "gnutls_server: bad CA %s\n", argv[6]);
+			return 1;
+		}
+		require_cert = 1;
 	}
 	int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
 	setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
