@@ -112,6 +112,7 @@ struct record {
 	int defer_fd;        /* + 1: kp_tls_defer */
 	/* a session of ours offered to the SSL (kp_tls_offer_session): what
 	 * the program's own verification said of its peer chain */
+	int offer_kind;      /* + 1: the kind of session its handshake offered */
 	bool offered;
 	long offered_result;
 	STACK_OF(X509) *offered_chain;
@@ -143,14 +144,17 @@ static struct ticket *tickets; /* newest first */
 static struct handle *handles;
 static struct kp_tls *parked;
 static struct record *records;
-/* Destinations seen resuming a session in a handshake we followed: only
- * there is a pooled connection handed out as the resumption of its own
- * session to a program that offers it (a server that never resumes would
- * have given the program a full handshake).  A small ring; newest last. */
+/* What a destination did with the last session a handshake we followed
+ * offered it, by kind of offer: resumed it, or made a full handshake.  A
+ * program offering a session of its own is handed a pooled connection
+ * only where this is known, as what the server would do: the resumption
+ * (its own connection's session only) or a full handshake (docs/tls.md
+ * "Sessions").  A small ring. */
 #define MAX_RESUMERS 16
 static struct resumer {
 	struct pool_key key;
 	int kind; /* resumption_kind(): a server may resume tickets, not ids */
+	bool resumes;
 } resumers[MAX_RESUMERS];
 static unsigned n_resumers;
 
@@ -163,12 +167,12 @@ static int resumption_kind(SSL *ssl, SSL_SESSION *sess)
 }
 
 /* Caller holds tls_lock. */
-static bool resumer(const struct pool_key *key, int kind)
+static struct resumer *resumer(const struct pool_key *key, int kind)
 {
 	for (unsigned i = 0; i < n_resumers && i < MAX_RESUMERS; i++)
 		if (resumers[i].kind == kind && !memcmp(&resumers[i].key, key, sizeof(*key)))
-			return true;
-	return false;
+			return &resumers[i];
+	return NULL;
 }
 static SSL_CTX *shim_ctx; /* parked engines belong to it: no program callbacks */
 static pthread_once_t shim_ctx_once = PTHREAD_ONCE_INIT;
@@ -1293,10 +1297,11 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
 	 * that resumption (reused, no chain verified in it: docs/tls.md
 	 * "Sessions") */
 	SSL_SESSION *own = resuming(ssl);
-	if (own && own != kp_ssl.SSL_get_session(e->ssl))
+	struct resumer *seen = own && e->key_known ? resumer(&e->key, resumption_kind(ssl, own)) : NULL;
+	if (own && !seen)
+		return "the program offers a session, and what the server does with one is not known";
+	if (own && seen->resumes && own != kp_ssl.SSL_get_session(e->ssl))
 		return "the program resumes a session of another connection";
-	if (own && (!e->key_known || !resumer(&e->key, resumption_kind(ssl, own))))
-		return "the program resumes a session, and the server was never seen resuming one";
 	const unsigned char *sel;
 	unsigned sel_len;
 	kp_ssl.SSL_get0_alpn_selected(e->ssl, &sel, &sel_len);
@@ -1344,19 +1349,33 @@ out:
 	return ok;
 }
 
+/* The program's ssl, handed e, offers a session the server would resume
+ * (mismatch() made sure it is e's own).  Takes tls_lock. */
+static bool resumed_as(struct kp_tls *e, SSL *ssl)
+{
+	SSL_SESSION *own = resuming(ssl);
+	if (!own || !e->key_known)
+		return false;
+	pthread_mutex_lock(&tls_lock);
+	struct resumer *seen = resumer(&e->key, resumption_kind(ssl, own));
+	bool resumes = seen && seen->resumes;
+	pthread_mutex_unlock(&tls_lock);
+	return resumes;
+}
+
 /* A handshake of ssl's own would have told its new-session callback of
  * its session (a client caches with SSL_SESS_CACHE_CLIENT): the session
  * of the connection handed to it is its session now (its verification
  * result equal, kp_tls_handout), told as libssl tells it: the callback
  * keeps our reference when it returns 1. */
-static void new_session(SSL *ssl, struct kp_tls *e)
+static void new_session(SSL *ssl, struct kp_tls *e, bool resumed)
 {
 	SSL_CTX *ctx = kp_ssl.SSL_get_SSL_CTX(ssl);
 	kp_new_session_cb cb = kp_ssl.SSL_CTX_sess_get_new_cb(ctx);
 	SSL_SESSION *sess = kp_ssl.SSL_get_session(e->ssl);
 	/* a TLS 1.3 server sends a new ticket after a resumption too; a TLS
 	 * 1.2 one renews its ticket seldom */
-	if (!cb || !sess || (resuming(ssl) && kp_ssl.SSL_version(e->ssl) != TLS1_3_VERSION) ||
+	if (!cb || !sess || (resumed && kp_ssl.SSL_version(e->ssl) != TLS1_3_VERSION) ||
 	    !(kp_ssl.SSL_CTX_ctrl(ctx, SSL_CTRL_GET_SESS_CACHE_MODE, 0, NULL) & SSL_SESS_CACHE_CLIENT) ||
 	    !kp_ssl.SSL_SESSION_up_ref(sess))
 		return;
@@ -1433,6 +1452,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_CLEAR_MODE, ~0L, NULL);
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, mode | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, NULL);
 	kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
+	bool resumed = resumed_as(e, ssl);
 	pthread_mutex_lock(&tls_lock);
 	e->fd = fd;
 	e->refs++;
@@ -1440,14 +1460,14 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	h->e = e;
 	h->fd = fd;
 	h->verified = true;
-	h->resumed = resuming(ssl) != NULL;
+	h->resumed = resumed;
 	h->verify_result = result;
 	h->vchain = chain;
 	h->peername = peername;
 	HASH_ADD_PTR(handles, ssl, h);
 	pthread_mutex_unlock(&tls_lock);
 	kp_count(tls_reused);
-	new_session(ssl, e);
+	new_session(ssl, e, h->resumed);
 	return 0;
 }
 
@@ -1845,6 +1865,19 @@ static int refused(struct io *io)
 	return -1;
 }
 
+/* The kind of session ssl's handshake offered (-1: none): set at its first
+ * call (first), read (and forgotten) when it ends. */
+static int note_offer(SSL *ssl, int kind, bool first)
+{
+	pthread_mutex_lock(&tls_lock);
+	struct record *r = record_get(ssl, first);
+	int was = r ? r->offer_kind - 1 : -1;
+	if (r)
+		r->offer_kind = first ? kind + 1 : 0;
+	pthread_mutex_unlock(&tls_lock);
+	return was;
+}
+
 /* SSL_set_accept_state was called on ssl: it is a server, even on a
  * socket it connected */
 static bool told_to_accept(SSL *ssl)
@@ -1881,25 +1914,34 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		}
 	}
 	/* its own handshake; a BIO of the program's own shows us the fd when
-	 * the first record goes out (kp_send_intercept) */
+	 * the first record goes out (kp_send_intercept).  The session it
+	 * offers, noted at its first call (the record's offer_kind). */
+	if (kp_ssl.SSL_in_before(ssl)) {
+		SSL_SESSION *offer = resuming(ssl);
+		note_offer(ssl, offer ? resumption_kind(ssl, offer) : -1, true);
+	}
 	void *prev = kp_tls_handshaking;
 	kp_tls_handshaking = ssl;
 	int r;
 	r = real(ssl);
 	kp_tls_handshaking = prev;
+	int offer_kind = r == 1 ? note_offer(ssl, -1, false) : -1;
 	if (io_get(ssl, &io) && io.e != ssl) {
 		/* handed out at that first write, which never went out */
 		kp_ssl.ERR_clear_error();
 		return 1;
 	}
-	SSL_SESSION *sess;
-	if (r == 1 && io_get(ssl, &io) && io.c && io.e == ssl && kp_ssl.SSL_session_reused(ssl) &&
-	    (sess = kp_ssl.SSL_get_session(ssl))) {
-		int kind = resumption_kind(ssl, sess);
+	if (r == 1 && offer_kind >= 0 && io_get(ssl, &io) && io.c && io.e == ssl) {
+		/* what the server did with the session offered */
+		bool resumes = kp_ssl.SSL_session_reused(ssl);
 		pthread_mutex_lock(&tls_lock);
-		if (!resumer(&io.c->key, kind))
-			resumers[n_resumers++ % MAX_RESUMERS] = (struct resumer){ io.c->key, kind };
+		struct resumer *seen = resumer(&io.c->key, offer_kind);
+		if (!seen)
+			seen = &resumers[n_resumers++ % MAX_RESUMERS];
+		*seen = (struct resumer){ io.c->key, offer_kind, resumes };
 		pthread_mutex_unlock(&tls_lock);
+		kp_debug("the server %s a session offered (kind %d)", resumes ? "resumed" : "did not resume",
+			 offer_kind);
 	}
 	if (r == 1 && io_get(ssl, &io) && io.c) {
 		const unsigned char *sel;

@@ -63,10 +63,10 @@ assert_one_connection() {
 		assert_plain_output_is "$NGINX_DIR/www/f" $N
 		assert_same_output
 		assert_both_ok
-		# curl resumes its own session from the second URL on: its own
-		# handshake once, until the server is seen resuming; then the
-		# first connection is handed out as that resumption
-		# (docs/tls.md "Sessions")
+		# curl offers its own session from the second URL on: its own
+		# handshake once, which shows what the server does with it (TLS
+		# 1.3: resumes; TLS 1.2 here: a full handshake); then the pool
+		# serves it, as that (docs/tls.md "Sessions")
 		assert_equal "shim conns $SHIM_CONNS" "shim conns 2"
 		assert_equal "handed out $(stat_value tls_reused)" "handed out $((N - 2))"
 	done
