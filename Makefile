@@ -35,7 +35,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
-.PHONY: all asan tsan test test-asan check unit bats clients clean install fuzz fuzz-build bench bench-fastpath owner-matrix
+.PHONY: all asan tsan test test-asan check unit bats clients clean install fuzz fuzz-build bench bench-fastpath owner-matrix tls-pairs
 all: $(LIB) $(AUDIT_LIB) $(BROKER)
 
 $(BROKER): $(BROKER_SRCS) $(wildcard pool/*.h) Makefile debian/changelog
@@ -122,6 +122,11 @@ build/clients/%: tests/clients/%.c $(wildcard tests/clients/*.h) Makefile
 build/clients/tls_%: tests/clients/tls_%.c $(wildcard tests/clients/*.h) Makefile
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $< -lssl -lcrypto
+
+# a GnuTLS server (libgnutls28-dev): what OpenSSL cannot serve
+build/clients/gnutls_%: tests/clients/gnutls_%.c Makefile
+	@mkdir -p build/clients
+	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $< -lgnutls
 
 # the WAN emulator the benchmarks put between client and server (not in all)
 build/latency-proxy: scripts/latency-proxy.c Makefile
@@ -222,6 +227,13 @@ BATS_DEPS := $(LIB) $(AUDIT_LIB) $(BROKER) $(TSAN_LIB) build/libkeepalive-noprob
 
 bats: $(BATS_DEPS)
 	$(BATS) tests/*.bats
+
+# the TLS configuration-pair fuzzer (tests/https_pairs.bats) for longer:
+# make tls-pairs PAIRS=20000 SEED=7
+PAIRS ?= 20000
+SEED ?= 7
+tls-pairs: $(LIB) clients
+	TLS_PAIRS=$(PAIRS) TLS_PAIRS_SEED=$(SEED) bats tests/https_pairs.bats
 
 # everything: the unit tests, the suites against the library, and the
 # suites again against its ASan+UBSan build (ASAN_BATS).  What they need is

@@ -60,7 +60,6 @@ ROUTED_VOID(SSL_get0_alpn_selected, (const SSL *s, const unsigned char **d, unsi
 ROUTED_VOID(SSL_get0_next_proto_negotiated, (const SSL *s, const unsigned char **d, unsigned *l), d, l)
 ROUTED(SSL_SESSION *, SSL_get_session, (const SSL *s), (e))
 ROUTED(SSL_SESSION *, SSL_get1_session, (SSL *s), (e))
-ROUTED(int, SSL_session_reused, (const SSL *s), (e))
 ROUTED(const SSL_CIPHER *, SSL_get_current_cipher, (const SSL *s), (e))
 ROUTED(const SSL_CIPHER *, SSL_get_pending_cipher, (const SSL *s), (e))
 ROUTED(const COMP_METHOD *, SSL_get_current_compression, (const SSL *s), (e))
@@ -115,21 +114,58 @@ KP_EXPORT long SSL_ctrl(SSL *s, int cmd, long larg, void *parg)
 	/* settings are noted also when libssl makes them for the program
 	 * (SSL_CONF_cmd, an openssl.cnf section) */
 	long r = INTERNAL() ? kp_ssl.SSL_ctrl(s, cmd, larg, parg) : kp_tls_ctrl(s, cmd, larg, parg);
-	if (r > 0 && kp_ssl_bind())
-		kp_tls_note_ctrl(s, cmd, larg, parg);
+	if (kp_ssl_bind())
+		kp_tls_note_ctrl(s, cmd, larg, parg, r);
 	return r;
 }
 
 /* only noted: the settings that no getter tells (groups, sigalgs), also
- * when libssl makes them (SSL_CONF_cmd, openssl.cnf) */
+ * when libssl makes them (SSL_CONF_cmd, openssl.cnf); a command not in
+ * the table (docs/tls.md) */
 KP_EXPORT long SSL_CTX_ctrl(SSL_CTX *ctx, int cmd, long larg, void *parg)
 {
 	if (MISSING(SSL_CTX_ctrl))
 		return 0;
 	long r = kp_ssl.SSL_CTX_ctrl(ctx, cmd, larg, parg);
-	if (r > 0 && kp_ssl_bind())
-		kp_tls_note_ctrl(ctx, cmd, larg, parg);
+	if (kp_ssl_bind())
+		kp_tls_note_ctrl(ctx, cmd, larg, parg, r);
 	return r;
+}
+
+/* callbacks set through a ctrl (SSL_set_msg_callback, the OCSP status
+ * callback, SRP...): only the ones in the table are allowed */
+KP_EXPORT long SSL_callback_ctrl(SSL *s, int cmd, void (*fp)(void))
+{
+	if (MISSING(SSL_callback_ctrl))
+		return 0;
+	long r = kp_ssl.SSL_callback_ctrl(s, cmd, fp);
+	if (kp_ssl_bind())
+		kp_tls_note_callback_ctrl(s, cmd, fp != NULL);
+	return r;
+}
+
+KP_EXPORT long SSL_CTX_callback_ctrl(SSL_CTX *ctx, int cmd, void (*fp)(void))
+{
+	if (MISSING(SSL_CTX_callback_ctrl))
+		return 0;
+	long r = kp_ssl.SSL_CTX_callback_ctrl(ctx, cmd, fp);
+	if (kp_ssl_bind())
+		kp_tls_note_callback_ctrl(ctx, cmd, fp != NULL);
+	return r;
+}
+
+/* a program's handshake that resumed a session it did not offer itself
+ * (ours), or a pooled connection handed to it: a full handshake of its
+ * own, as far as it can tell (docs/tls.md) */
+KP_EXPORT int SSL_session_reused(const SSL *s)
+{
+	if (MISSING(SSL_session_reused))
+		return 0;
+	int reused;
+	if (!INTERNAL() && kp_tls_session_reused(s, &reused))
+		return reused;
+	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
+	return e ? kp_ssl.SSL_session_reused(e) : 0;
 }
 
 KP_EXPORT const char *SSL_get0_peername(SSL *s)
@@ -517,5 +553,72 @@ KP_EXPORT int SSL_CTX_set_client_cert_engine(SSL_CTX *ctx, ENGINE *e)
 	int r = kp_ssl.SSL_CTX_set_client_cert_engine(ctx, e);
 	if (r > 0 && !INTERNAL() && kp_ssl_bind())
 		kp_tls_note_never(ctx, NEVER_ENGINE, true);
+	return r;
+}
+
+/* ------------------------------------------------------------ settings without a getter */
+
+/* numbers the handshake or the record layer uses and nothing reads back */
+#define NOTED_VALUE(type, name, vtype, which, norm)                          \
+	KP_EXPORT int name(type *o, vtype v)                                  \
+	{                                                                     \
+		if (MISSING(name))                                            \
+			return 0;                                             \
+		int r = kp_ssl.name(o, v);                                    \
+		if (r > 0 && kp_ssl_bind())                                   \
+			kp_tls_note_val(o, which, norm);                      \
+		return r;                                                     \
+	}
+/* a block of 0 or 1 is no padding */
+NOTED_VALUE(SSL, SSL_set_block_padding, size_t, VAL_BLOCK_PADDING, v > 1 ? (long)v : 0)
+NOTED_VALUE(SSL_CTX, SSL_CTX_set_block_padding, size_t, VAL_BLOCK_PADDING, v > 1 ? (long)v : 0)
+NOTED_VALUE(SSL, SSL_set_tlsext_max_fragment_length, uint8_t, VAL_MAX_FRAG_LEN, (long)v)
+NOTED_VALUE(SSL_CTX, SSL_CTX_set_tlsext_max_fragment_length, uint8_t, VAL_MAX_FRAG_LEN, (long)v)
+
+/* a padding callback decides record sizes in the program's code */
+KP_EXPORT int SSL_set_record_padding_callback(SSL *s, kp_padding_cb cb)
+{
+	if (MISSING(SSL_set_record_padding_callback))
+		return 0;
+	int r = kp_ssl.SSL_set_record_padding_callback(s, cb);
+	if (kp_ssl_bind())
+		kp_tls_note_never(s, NEVER_PADDING_CB, cb != NULL);
+	return r;
+}
+
+NOTED_SETTER(SSL_CTX, SSL_CTX_set_record_padding_callback, (SSL_CTX * o, kp_padding_cb cb), (o, cb),
+	     cb != NULL, NEVER_PADDING_CB)
+
+/* a session ticket of the program's own, or its callback on the server's */
+KP_EXPORT int SSL_set_session_ticket_ext(SSL *s, void *data, int len)
+{
+	if (MISSING(SSL_set_session_ticket_ext))
+		return 0;
+	int r = kp_ssl.SSL_set_session_ticket_ext(s, data, len);
+	if (kp_ssl_bind())
+		kp_tls_note_never(s, NEVER_TICKET_EXT, true);
+	return r;
+}
+
+KP_EXPORT int SSL_set_session_ticket_ext_cb(SSL *s, tls_session_ticket_ext_cb_fn cb, void *arg)
+{
+	if (MISSING(SSL_set_session_ticket_ext_cb))
+		return 0;
+	int r = kp_ssl.SSL_set_session_ticket_ext_cb(s, cb, arg);
+	if (kp_ssl_bind())
+		kp_tls_note_never(s, NEVER_TICKET_EXT, cb != NULL);
+	return r;
+}
+
+/* the SSL takes the context's certificate settings (signature algorithms,
+ * certificate callback among them): noted as the context's */
+KP_EXPORT SSL_CTX *SSL_set_SSL_CTX(SSL *s, SSL_CTX *ctx)
+{
+	if (MISSING(SSL_set_SSL_CTX))
+		return NULL;
+	SSL_CTX *before = kp_ssl.SSL_get_SSL_CTX ? kp_ssl.SSL_get_SSL_CTX(s) : NULL;
+	SSL_CTX *r = kp_ssl.SSL_set_SSL_CTX(s, ctx);
+	if (r && r != before && kp_ssl_bind())
+		kp_tls_note_set_ctx(s, r);
 	return r;
 }

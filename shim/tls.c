@@ -42,8 +42,34 @@ bool kp_tls_used;
  * a fresh connection makes behind the program's back */
 #define TLS_WAIT_MS 30000
 
+/* A client SSL's configuration as libssl will use it in a handshake,
+ * read with libssl's own getters (docs/tls.md "The record"): read for
+ * the SSL that makes a connection when its handshake starts, and for the
+ * program's SSL at every hand-out; compared field by field (cfg_mismatch).
+ * What no getter tells is in struct conf, recorded from the setters. */
+struct cfg {
+	bool read;
+	const SSL_METHOD *method;
+	uint64_t options;
+	long mode;
+	long min_proto, max_proto;
+	int seclevel;
+	long max_cert_list;
+	int read_ahead;
+	int quiet_shutdown;
+	long status_type;
+	int ct;
+	long cert_flags;
+	int ca_names;
+	int nciphers;
+	uint32_t *ciphers; /* ids, in the order offered (TLS 1.3 suites first) */
+};
+
 struct kp_tls {
 	SSL *ssl;
+	struct cfg cfg;      /* what its handshake was made with */
+	struct pool_key key; /* its destination, once parked */
+	bool key_known;
 	int refs;            /* handles mapped to it, the socket carrying it */
 	int fd;              /* where its BIO writes (or the program's BIO did) */
 	bool own_bio;        /* detached: the program's BIO, callbacks, context gone */
@@ -70,6 +96,7 @@ struct handle {
 	int synth_err;       /* SSL_get_error() for a result we made up */
 	int shut;            /* SSL_get_shutdown() bits we made up */
 	bool verified;       /* handed out: verify_result/vchain are its own */
+	bool resumed;        /* ... as the resumption of its own session */
 	long verify_result;
 	STACK_OF(X509) *vchain;
 	char *peername;      /* the name our verification matched */
@@ -83,6 +110,12 @@ struct record {
 	const void *obj;
 	struct conf conf;
 	int defer_fd;        /* + 1: kp_tls_defer */
+	/* a session of ours offered to the SSL (kp_tls_offer_session): what
+	 * the program's own verification said of its peer chain */
+	int offer_kind;      /* + 1: the kind of session its handshake offered */
+	bool offered;
+	long offered_result;
+	STACK_OF(X509) *offered_chain;
 	UT_hash_handle hh;
 };
 
@@ -98,6 +131,7 @@ struct ticket {
 	X509 *cert;
 	STACK_OF(X509) *cchain; /* the chain sent with cert */
 	int seclevel;
+	struct cfg cfg;
 	SSL_SESSION *sess;
 	X509 *leaf;
 	STACK_OF(X509) *chain;
@@ -110,6 +144,36 @@ static struct ticket *tickets; /* newest first */
 static struct handle *handles;
 static struct kp_tls *parked;
 static struct record *records;
+/* What a destination did with the last session a handshake we followed
+ * offered it, by kind of offer: resumed it, or made a full handshake.  A
+ * program offering a session of its own is handed a pooled connection
+ * only where this is known, as what the server would do: the resumption
+ * (its own connection's session only) or a full handshake (docs/tls.md
+ * "Sessions").  A small ring. */
+#define MAX_RESUMERS 16
+static struct resumer {
+	struct pool_key key;
+	int kind; /* resumption_kind(): a server may resume tickets, not ids */
+	bool resumes;
+} resumers[MAX_RESUMERS];
+static unsigned n_resumers;
+
+/* How ssl's handshake offers session sess: its protocol version, with a
+ * ticket or by id (SSL_OP_NO_TICKET sends no ticket). */
+static int resumption_kind(SSL *ssl, SSL_SESSION *sess)
+{
+	bool ticket = kp_ssl.SSL_SESSION_has_ticket(sess) && !(kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_TICKET);
+	return kp_ssl.SSL_SESSION_get_protocol_version(sess) << 1 | ticket;
+}
+
+/* Caller holds tls_lock. */
+static struct resumer *resumer(const struct pool_key *key, int kind)
+{
+	for (unsigned i = 0; i < n_resumers && i < MAX_RESUMERS; i++)
+		if (resumers[i].kind == kind && !memcmp(&resumers[i].key, key, sizeof(*key)))
+			return &resumers[i];
+	return NULL;
+}
 static SSL_CTX *shim_ctx; /* parked engines belong to it: no program callbacks */
 static pthread_once_t shim_ctx_once = PTHREAD_ONCE_INIT;
 
@@ -149,6 +213,20 @@ static const char *const never_why[] = {
 	[NEVER_ACCEPT] = "the server side (SSL_set_accept_state)",
 	[NEVER_LIBCTX] = "a library context of its own (our re-verification uses the default)",
 	[NEVER_UNKNOWN] = "settings not recorded (out of memory, or SSL_dup)",
+	[NEVER_UNKNOWN_CTRL] = "an SSL_ctrl command not in our table",
+	[NEVER_UNKNOWN_CB] = "a callback (SSL_callback_ctrl) not in our table",
+	[NEVER_SRP] = "SRP",
+	[NEVER_STATUS_CB] = "an OCSP status callback",
+	[NEVER_PADDING_CB] = "a record padding callback",
+	[NEVER_TICKET_EXT] = "a session ticket extension of its own",
+};
+
+static const char *const val_what[CONF_VALS] = {
+	[VAL_MAX_SEND_FRAGMENT] = "max send fragment",
+	[VAL_SPLIT_SEND_FRAGMENT] = "split send fragment",
+	[VAL_MAX_PIPELINES] = "max pipelines",
+	[VAL_BLOCK_PADDING] = "record block padding",
+	[VAL_MAX_FRAG_LEN] = "max fragment length extension",
 };
 
 static const char *const list_what[CONF_LISTS] = {
@@ -184,6 +262,7 @@ static void conf_copy(struct conf *dst, const struct conf *src)
 	conf_free(dst);
 	dst->never = src->never;
 	dst->msg_cb = src->msg_cb;
+	memcpy(dst->val, src->val, sizeof(dst->val));
 	for (int i = 0; i < CONF_LISTS; i++)
 		conf_set(dst, i, src->list[i], src->len[i]);
 }
@@ -196,6 +275,9 @@ static const char *conf_mismatch(const struct conf *a, const struct conf *b)
 	for (int i = 0; i < CONF_LISTS; i++)
 		if (a->len[i] != b->len[i] || (a->len[i] && memcmp(a->list[i], b->list[i], a->len[i])))
 			return list_what[i];
+	for (int i = 0; i < CONF_VALS; i++)
+		if (a->val[i] != b->val[i])
+			return val_what[i];
 	return NULL;
 }
 
@@ -225,6 +307,9 @@ static void record_drop(const void *obj)
 	if (r) {
 		HASH_DEL(records, r);
 		conf_free(&r->conf);
+		if (r->offered_chain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)r->offered_chain,
+						   (void (*)(void *))kp_ssl.X509_free);
 		free(r);
 	}
 }
@@ -258,11 +343,167 @@ void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb)
 	pthread_mutex_unlock(&tls_lock);
 }
 
-/* SSL_ctrl and SSL_CTX_ctrl setters of what no getter tells */
-void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg)
+void kp_tls_note_val(const void *obj, enum kp_conf_val i, long v)
 {
+	pthread_mutex_lock(&tls_lock);
+	struct record *r = record_get(obj, true);
+	if (r)
+		r->conf.val[i] = v;
+	pthread_mutex_unlock(&tls_lock);
+}
+
+/* What an SSL_ctrl / SSL_CTX_ctrl command is to a client's handshake
+ * (docs/tls.md "ctrl commands").  Anything not listed is CTRL_UNKNOWN:
+ * the object's handshakes are never pooled. */
+enum ctrl_kind {
+	CTRL_UNKNOWN,
+	CTRL_GETTER, /* reads, changes nothing */
+	CTRL_READ,   /* a setting a getter reads at hand-out */
+	CTRL_RECORD, /* a setting no getter tells: recorded here */
+	CTRL_SERVER, /* used by a server's handshake only */
+	CTRL_ALLOWED, /* cannot change a client's handshake or its I/O (docs/tls.md) */
+	CTRL_NEVER,  /* decided in code of the program's, or unreadable */
+};
+
+static enum ctrl_kind ctrl_kind(int cmd)
+{
+	switch (cmd) {
+	case SSL_CTRL_GET_CLIENT_CERT_REQUEST:
+	case SSL_CTRL_GET_NUM_RENEGOTIATIONS:
+	case SSL_CTRL_CLEAR_NUM_RENEGOTIATIONS:
+	case SSL_CTRL_GET_TOTAL_RENEGOTIATIONS:
+	case SSL_CTRL_GET_FLAGS:
+	case SSL_CTRL_SESS_NUMBER:
+	case SSL_CTRL_SESS_CONNECT:
+	case SSL_CTRL_SESS_CONNECT_GOOD:
+	case SSL_CTRL_SESS_CONNECT_RENEGOTIATE:
+	case SSL_CTRL_SESS_ACCEPT:
+	case SSL_CTRL_SESS_ACCEPT_GOOD:
+	case SSL_CTRL_SESS_ACCEPT_RENEGOTIATE:
+	case SSL_CTRL_SESS_HIT:
+	case SSL_CTRL_SESS_CB_HIT:
+	case SSL_CTRL_SESS_MISSES:
+	case SSL_CTRL_SESS_TIMEOUTS:
+	case SSL_CTRL_SESS_CACHE_FULL:
+	case SSL_CTRL_GET_READ_AHEAD:
+	case SSL_CTRL_GET_SESS_CACHE_SIZE:
+	case SSL_CTRL_GET_SESS_CACHE_MODE:
+	case SSL_CTRL_GET_MAX_CERT_LIST:
+	case SSL_CTRL_GET_TLSEXT_TICKET_KEYS:
+	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_EXTS:
+	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_IDS:
+	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_OCSP_RESP:
+	case SSL_CTRL_GET_RI_SUPPORT:
+	case SSL_CTRL_GET_EXTRA_CHAIN_CERTS:
+	case SSL_CTRL_GET_GROUPS:
+	case SSL_CTRL_GET_SHARED_GROUP:
+	case SSL_CTRL_GET_CLIENT_CERT_TYPES:
+	case SSL_CTRL_GET_PEER_SIGNATURE_NID:
+	case SSL_CTRL_GET_PEER_TMP_KEY:
+	case SSL_CTRL_GET_RAW_CIPHERLIST:
+	case SSL_CTRL_GET_EC_POINT_FORMATS:
+	case SSL_CTRL_GET_CHAIN_CERTS:
+	case SSL_CTRL_GET_EXTMS_SUPPORT:
+	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_TYPE:
+	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_CB:
+	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_CB_ARG:
+	case SSL_CTRL_GET_MIN_PROTO_VERSION:
+	case SSL_CTRL_GET_MAX_PROTO_VERSION:
+	case SSL_CTRL_GET_SIGNATURE_NID:
+	case SSL_CTRL_GET_TMP_KEY:
+	case SSL_CTRL_GET_NEGOTIATED_GROUP:
+	case SSL_CTRL_GET_VERIFY_CERT_STORE:
+	case SSL_CTRL_GET_CHAIN_CERT_STORE:
+		return CTRL_GETTER;
+	case SSL_CTRL_EXTRA_CHAIN_CERT:
+	case SSL_CTRL_MODE:
+	case SSL_CTRL_CLEAR_MODE:
+	case SSL_CTRL_SET_READ_AHEAD:
+	case SSL_CTRL_SET_MAX_CERT_LIST:
+	case SSL_CTRL_SET_TLSEXT_HOSTNAME:
+	case SSL_CTRL_SET_TLSEXT_STATUS_REQ_TYPE:
+	case SSL_CTRL_CLEAR_EXTRA_CHAIN_CERTS:
+	case SSL_CTRL_CHAIN:
+	case SSL_CTRL_CHAIN_CERT:
+	case SSL_CTRL_CERT_FLAGS:
+	case SSL_CTRL_CLEAR_CERT_FLAGS:
+	case SSL_CTRL_BUILD_CERT_CHAIN:
+	case SSL_CTRL_SET_VERIFY_CERT_STORE:
+	case SSL_CTRL_SET_CHAIN_CERT_STORE:
+	case SSL_CTRL_SELECT_CURRENT_CERT:
+	case SSL_CTRL_SET_CURRENT_CERT:
+	case SSL_CTRL_SET_MIN_PROTO_VERSION:
+	case SSL_CTRL_SET_MAX_PROTO_VERSION:
+		return CTRL_READ;
+	case SSL_CTRL_SET_MAX_SEND_FRAGMENT:
+	case SSL_CTRL_SET_SPLIT_SEND_FRAGMENT:
+	case SSL_CTRL_SET_MAX_PIPELINES:
+	case SSL_CTRL_SET_GROUPS:
+	case SSL_CTRL_SET_GROUPS_LIST:
+	case SSL_CTRL_SET_SIGALGS:
+	case SSL_CTRL_SET_SIGALGS_LIST:
+	case SSL_CTRL_SET_CLIENT_SIGALGS:
+	case SSL_CTRL_SET_CLIENT_SIGALGS_LIST:
+		return CTRL_RECORD;
+	case SSL_CTRL_SET_TMP_DH:
+	case SSL_CTRL_SET_TLSEXT_SERVERNAME_ARG:
+	case SSL_CTRL_SET_TLSEXT_TICKET_KEYS:
+	case SSL_CTRL_SET_TLSEXT_STATUS_REQ_OCSP_RESP:
+	case SSL_CTRL_SET_CLIENT_CERT_TYPES:
+	case SSL_CTRL_SET_DH_AUTO:
+		return CTRL_SERVER;
+	case SSL_CTRL_SET_MSG_CALLBACK_ARG:
+	case SSL_CTRL_SET_MTU:
+	case SSL_CTRL_SET_SESS_CACHE_SIZE:
+	case SSL_CTRL_SET_SESS_CACHE_MODE:
+	case SSL_CTRL_SET_TLSEXT_DEBUG_ARG:
+	case SSL_CTRL_SET_TLSEXT_STATUS_REQ_CB_ARG:
+	case SSL_CTRL_SET_TLSEXT_STATUS_REQ_EXTS:
+	case SSL_CTRL_SET_TLSEXT_STATUS_REQ_IDS:
+		return CTRL_ALLOWED;
+	case SSL_CTRL_SET_TMP_ECDH:
+	case SSL_CTRL_SET_TLS_EXT_SRP_USERNAME:
+	case SSL_CTRL_SET_TLS_EXT_SRP_STRENGTH:
+	case SSL_CTRL_SET_TLS_EXT_SRP_PASSWORD:
+	case SSL_CTRL_SET_RETRY_VERIFY:
+		return CTRL_NEVER;
+	}
+	return CTRL_UNKNOWN;
+}
+
+/* SSL_ctrl and SSL_CTX_ctrl: what no getter tells, recorded; the unknown
+ * noted.  Getters and what a getter reads return at once, without a
+ * lock: libssl calls these under ours too (SSL_set_msg_callback). */
+void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg, long ret)
+{
+	enum ctrl_kind kind = ctrl_kind(cmd);
+	if (kind == CTRL_GETTER || kind == CTRL_READ || kind == CTRL_SERVER || kind == CTRL_ALLOWED)
+		return;
+	if (kind == CTRL_UNKNOWN) {
+		kp_tls_note_never(obj, NEVER_UNKNOWN_CTRL, true);
+		return;
+	}
+	if (kind == CTRL_NEVER) {
+		kp_tls_note_never(obj, cmd == SSL_CTRL_SET_TMP_ECDH ? NEVER_TMP_ECDH
+				       : cmd == SSL_CTRL_SET_RETRY_VERIFY ? NEVER_APP_VERIFY
+									   : NEVER_SRP,
+				  true);
+		return;
+	}
+	if (ret <= 0) /* refused: nothing changed */
+		return;
 	enum kp_conf_list i;
 	switch (cmd) {
+	case SSL_CTRL_SET_MAX_SEND_FRAGMENT:
+	case SSL_CTRL_SET_SPLIT_SEND_FRAGMENT:
+		/* 16384 is the default */
+		kp_tls_note_val(obj, cmd == SSL_CTRL_SET_MAX_SEND_FRAGMENT ? VAL_MAX_SEND_FRAGMENT
+									  : VAL_SPLIT_SEND_FRAGMENT,
+				larg == SSL3_RT_MAX_PLAIN_LENGTH ? 0 : larg);
+		return;
+	case SSL_CTRL_SET_MAX_PIPELINES:
+		kp_tls_note_val(obj, VAL_MAX_PIPELINES, larg <= 1 ? 0 : larg);
+		return;
 	case SSL_CTRL_SET_GROUPS:
 		i = CONF_GROUPS;
 		break;
@@ -292,9 +533,6 @@ void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg)
 		free(b);
 		return;
 	}
-	case SSL_CTRL_SET_TMP_ECDH: /* sets the groups to its key's: unreadable */
-		kp_tls_note_never(obj, NEVER_TMP_ECDH, true);
-		return;
 	default:
 		return;
 	}
@@ -303,6 +541,50 @@ void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg)
 		kp_tls_note_never(obj, NEVER_UNKNOWN, true);
 	else
 		kp_tls_note_list(obj, i, parg, (size_t)larg * sizeof(int));
+}
+
+/* SSL_callback_ctrl and SSL_CTX_callback_ctrl: the callbacks in the table
+ * (docs/tls.md); the message and debug callbacks only watch */
+void kp_tls_note_callback_ctrl(const void *obj, int cmd, bool set)
+{
+	switch (cmd) {
+	case SSL_CTRL_SET_MSG_CALLBACK:
+	case SSL_CTRL_SET_TLSEXT_DEBUG_CB:
+	case SSL_CTRL_SET_TLSEXT_SERVERNAME_CB: /* a server's */
+	case SSL_CTRL_SET_TLSEXT_TICKET_KEY_CB:  /* a server's */
+	case SSL_CTRL_SET_TMP_DH_CB:             /* a server's */
+	case SSL_CTRL_SET_NOT_RESUMABLE_SESS_CB: /* a server's */
+		return;
+	case SSL_CTRL_SET_TLSEXT_STATUS_REQ_CB:
+		kp_tls_note_never(obj, NEVER_STATUS_CB, set);
+		return;
+	case SSL_CTRL_SET_TLS_EXT_SRP_USERNAME_CB:
+	case SSL_CTRL_SET_SRP_VERIFY_PARAM_CB:
+	case SSL_CTRL_SET_SRP_GIVE_CLIENT_PWD_CB:
+		if (set)
+			kp_tls_note_never(obj, NEVER_SRP, true);
+		return;
+	}
+	kp_tls_note_never(obj, NEVER_UNKNOWN_CB, true);
+}
+
+/* SSL_set_SSL_CTX: the SSL's certificate settings (libssl's CERT: the
+ * signature algorithms, the certificate callback, ...) are a copy of the
+ * new context's now; the getters read the rest */
+void kp_tls_note_set_ctx(const void *ssl, const void *ctx)
+{
+	pthread_mutex_lock(&tls_lock);
+	struct record *r = record_get(ssl, true), *cr = record_get(ctx, false);
+	if (r) {
+		static const enum kp_conf_list in_cert[] = { CONF_SIGALGS, CONF_CLIENT_SIGALGS };
+		for (unsigned k = 0; k < sizeof(in_cert) / sizeof(in_cert[0]); k++) {
+			enum kp_conf_list i = in_cert[k];
+			conf_set(&r->conf, i, cr ? cr->conf.list[i] : NULL, cr ? cr->conf.len[i] : 0);
+		}
+		unsigned bit = 1u << NEVER_CERT_CB;
+		r->conf.never = (r->conf.never & ~bit) | (cr ? cr->conf.never & bit : 0);
+	}
+	pthread_mutex_unlock(&tls_lock);
 }
 
 void kp_tls_defer(void *ssl, int fd)
@@ -353,6 +635,117 @@ void kp_tls_note_new(const void *obj, const void *ctx)
 		handle_free(stale);
 	if (drop)
 		engine_free(drop);
+}
+
+/* ------------------------------------------------------------ the record */
+
+/* Option bits libssl 3.0 defines (bit 5 is unused); any other bit set
+ * declines: we do not know what it changes. */
+#define KNOWN_OPTIONS ((uint64_t)0xffffffff & ~SSL_OP_BIT(5))
+/* Options that may differ (docs/tls.md "allow-list"): they act only after
+ * the handshake, and the engine takes the program's at hand-out
+ * (SSL_OP_NO_RENEGOTIATION: the engine refuses renegotiation whatever
+ * the program's says, docs/tls.md "Renegotiation"). */
+#define CARRIED_OPTIONS (SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION)
+#define KNOWN_MODES                                                                              \
+	(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_AUTO_RETRY | \
+	 SSL_MODE_NO_AUTO_CHAIN | SSL_MODE_RELEASE_BUFFERS | SSL_MODE_SEND_CLIENTHELLO_TIME |        \
+	 SSL_MODE_SEND_SERVERHELLO_TIME | SSL_MODE_SEND_FALLBACK_SCSV | SSL_MODE_ASYNC |             \
+	 SSL_MODE_DTLS_SCTP_LABEL_LENGTH_BUG)
+/* modes of the I/O calls only: the engine takes the program's */
+#define CARRIED_MODES                                                                            \
+	(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_AUTO_RETRY | \
+	 SSL_MODE_RELEASE_BUFFERS)
+
+static void cfg_free(struct cfg *c)
+{
+	free(c->ciphers);
+	memset(c, 0, sizeof(*c));
+}
+
+/* Read ssl's configuration with the real getters (no wrapper, no lock
+ * needed).  c->read stays false when it cannot (out of memory): such a
+ * record equals nothing. */
+static void cfg_read(SSL *ssl, struct cfg *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->method = kp_ssl.SSL_get_ssl_method(ssl);
+	c->options = kp_ssl.SSL_get_options(ssl);
+	c->mode = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL);
+	c->min_proto = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_MIN_PROTO_VERSION, 0, NULL);
+	c->max_proto = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_MAX_PROTO_VERSION, 0, NULL);
+	c->seclevel = kp_ssl.SSL_get_security_level(ssl);
+	c->max_cert_list = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_MAX_CERT_LIST, 0, NULL);
+	c->read_ahead = kp_ssl.SSL_get_read_ahead(ssl);
+	c->quiet_shutdown = kp_ssl.SSL_get_quiet_shutdown(ssl);
+	c->status_type = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_TLSEXT_STATUS_REQ_TYPE, 0, NULL);
+	c->ct = kp_ssl.SSL_ct_is_enabled(ssl);
+	c->cert_flags = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_CERT_FLAGS, 0, NULL);
+	const STACK_OF(X509_NAME) *ca = kp_ssl.SSL_get0_CA_list(ssl);
+	c->ca_names = ca ? kp_ssl.OPENSSL_sk_num((const OPENSSL_STACK *)ca) : 0;
+	STACK_OF(SSL_CIPHER) *ciphers = kp_ssl.SSL_get_ciphers(ssl);
+	int n = ciphers ? kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)ciphers) : 0;
+	if (n > 0 && !(c->ciphers = malloc((size_t)n * sizeof(*c->ciphers))))
+		return;
+	for (int i = 0; i < n; i++)
+		c->ciphers[i] = kp_ssl.SSL_CIPHER_get_id(kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)ciphers, i));
+	c->nciphers = n;
+	c->read = true;
+}
+
+static void cfg_copy(struct cfg *dst, const struct cfg *src)
+{
+	cfg_free(dst);
+	*dst = *src;
+	dst->ciphers = NULL;
+	if (src->nciphers && !(dst->ciphers = malloc((size_t)src->nciphers * sizeof(*src->ciphers)))) {
+		dst->read = false;
+		dst->nciphers = 0;
+		return;
+	}
+	if (src->nciphers)
+		memcpy(dst->ciphers, src->ciphers, (size_t)src->nciphers * sizeof(*src->ciphers));
+}
+
+/* Where a handshake made with configuration now would differ from one
+ * made with was, field by field; NULL: the same but for the allow-list
+ * (docs/tls.md). */
+static const char *cfg_mismatch(const struct cfg *was, const struct cfg *now)
+{
+	if (!was->read || !now->read)
+		return "configuration not read";
+	if ((was->options | now->options) & ~KNOWN_OPTIONS)
+		return "an option bit not in our table";
+	if ((was->options ^ now->options) & ~CARRIED_OPTIONS)
+		return "options";
+	if ((was->mode | now->mode) & ~KNOWN_MODES)
+		return "a mode bit not in our table";
+	if ((was->mode ^ now->mode) & ~CARRIED_MODES)
+		return "mode";
+	if (was->method != now->method)
+		return "SSL method";
+	if (was->min_proto != now->min_proto || was->max_proto != now->max_proto)
+		return "protocol version limits";
+	if (was->seclevel != now->seclevel)
+		return "security level";
+	if (was->max_cert_list != now->max_cert_list)
+		return "max certificate list";
+	if (was->read_ahead != now->read_ahead)
+		return "read ahead";
+	if (was->quiet_shutdown != now->quiet_shutdown)
+		return "quiet shutdown";
+	if (was->status_type != -1 || now->status_type != -1)
+		return "OCSP stapling asked";
+	if (was->ct || now->ct)
+		return "certificate transparency";
+	if (was->cert_flags != now->cert_flags)
+		return "certificate flags (Suite B)";
+	if (was->ca_names || now->ca_names)
+		return "certificate authorities sent";
+	if (was->nciphers != now->nciphers ||
+	    (was->nciphers && memcmp(was->ciphers, now->ciphers, (size_t)was->nciphers * sizeof(*was->ciphers))))
+		return "ciphers";
+	return NULL;
 }
 
 /* ------------------------------------------------------------ engines */
@@ -423,6 +816,7 @@ static void engine_free(struct kp_tls *e)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)e->chain, (void (*)(void *))kp_ssl.X509_free);
 	free(e->sni);
 	conf_free(&e->conf);
+	cfg_free(&e->cfg);
 	free(e);
 }
 
@@ -543,6 +937,7 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 	e->fd = fd;
 	e->prog_fd = -1;
 	e->seclevel = kp_ssl.SSL_get_security_level(ssl);
+	cfg_read(ssl, &e->cfg);
 	e->refs = 2; /* its own handle, and the connection */
 	h->ssl = ssl;
 	h->e = e;
@@ -555,6 +950,7 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 fail:
 	if (e) {
 		conf_free(&e->conf);
+		cfg_free(&e->cfg);
 		free(e->sni);
 	}
 	free(e);
@@ -748,6 +1144,8 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 		ok = detach_program(e, hidden, true) == 0;
 	}
 	if (ok) {
+		e->key = *key;
+		e->key_known = true;
 		struct handle *h = user ? handle_find(user) : NULL;
 		if (h && h->e == e)
 			h->closed = true;
@@ -807,6 +1205,7 @@ static bool same_str(const char *a, const char *b)
 struct shape {
 	const char *sni;
 	const struct conf *conf;
+	const struct cfg *cfg;
 	X509 *cert;
 	STACK_OF(X509) *chain;
 	int seclevel;
@@ -824,6 +1223,12 @@ static const char *shape_mismatch(const struct shape *sh, SSL *ssl)
 	const struct conf *conf = conf_of(ssl);
 	const char *why = never_for(ssl, conf);
 	if (why || (why = conf_mismatch(conf, sh->conf)))
+		return why;
+	struct cfg now;
+	cfg_read(ssl, &now);
+	why = cfg_mismatch(sh->cfg, &now);
+	cfg_free(&now);
+	if (why)
 		return why;
 	/* set in the context or the SSL (a callback's was declined above) */
 	X509 *cert = kp_ssl.SSL_get_certificate(ssl);
@@ -869,13 +1274,34 @@ static const char *shape_mismatch(const struct shape *sh, SSL *ssl)
 
 /* ... and for a pooled engine, also what the server chose.  Caller holds
  * tls_lock. */
+/* The session ssl's handshake offers for resumption: set by the program
+ * (SSL_set_session, or kept by SSL_clear), or NULL.  A handshake under
+ * way (curl's deferred one) holds a new empty session of libssl's: not
+ * resumable, it offers nothing. */
+static SSL_SESSION *resuming(SSL *ssl)
+{
+	SSL_SESSION *sess = kp_ssl.SSL_get_session(ssl);
+	return sess && kp_ssl.SSL_SESSION_is_resumable(sess) ? sess : NULL;
+}
+
 static const char *mismatch(struct kp_tls *e, SSL *ssl)
 {
-	struct shape sh = { e->sni, &e->conf, e->cert, e->chain, e->seclevel, kp_ssl.SSL_version(e->ssl),
-			    kp_ssl.SSL_get_current_cipher(e->ssl) };
+	struct shape sh = { e->sni, &e->conf, &e->cfg, e->cert, e->chain, e->seclevel,
+			    kp_ssl.SSL_version(e->ssl), kp_ssl.SSL_get_current_cipher(e->ssl) };
 	const char *why = shape_mismatch(&sh, ssl);
 	if (why)
 		return why;
+	/* it resumes a session of its own (SSL_set_session, or kept by
+	 * SSL_clear: curl's cache): only this connection's own session, at a
+	 * server seen resuming, and the connection is then handed out as
+	 * that resumption (reused, no chain verified in it: docs/tls.md
+	 * "Sessions") */
+	SSL_SESSION *own = resuming(ssl);
+	struct resumer *seen = own && e->key_known ? resumer(&e->key, resumption_kind(ssl, own)) : NULL;
+	if (own && !seen)
+		return "the program offers a session, and what the server does with one is not known";
+	if (own && seen->resumes && own != kp_ssl.SSL_get_session(e->ssl))
+		return "the program resumes a session of another connection";
 	const unsigned char *sel;
 	unsigned sel_len;
 	kp_ssl.SSL_get0_alpn_selected(e->ssl, &sel, &sel_len);
@@ -923,6 +1349,40 @@ out:
 	return ok;
 }
 
+/* The program's ssl, handed e, offers a session the server would resume
+ * (mismatch() made sure it is e's own).  Takes tls_lock. */
+static bool resumed_as(struct kp_tls *e, SSL *ssl)
+{
+	SSL_SESSION *own = resuming(ssl);
+	if (!own || !e->key_known)
+		return false;
+	pthread_mutex_lock(&tls_lock);
+	struct resumer *seen = resumer(&e->key, resumption_kind(ssl, own));
+	bool resumes = seen && seen->resumes;
+	pthread_mutex_unlock(&tls_lock);
+	return resumes;
+}
+
+/* A handshake of ssl's own would have told its new-session callback of
+ * its session (a client caches with SSL_SESS_CACHE_CLIENT): the session
+ * of the connection handed to it is its session now (its verification
+ * result equal, kp_tls_handout), told as libssl tells it: the callback
+ * keeps our reference when it returns 1. */
+static void new_session(SSL *ssl, struct kp_tls *e, bool resumed)
+{
+	SSL_CTX *ctx = kp_ssl.SSL_get_SSL_CTX(ssl);
+	kp_new_session_cb cb = kp_ssl.SSL_CTX_sess_get_new_cb(ctx);
+	SSL_SESSION *sess = kp_ssl.SSL_get_session(e->ssl);
+	/* a TLS 1.3 server sends a new ticket after a resumption too; a TLS
+	 * 1.2 one renews its ticket seldom */
+	if (!cb || !sess || (resumed && kp_ssl.SSL_version(e->ssl) != TLS1_3_VERSION) ||
+	    !(kp_ssl.SSL_CTX_ctrl(ctx, SSL_CTRL_GET_SESS_CACHE_MODE, 0, NULL) & SSL_SESS_CACHE_CLIENT) ||
+	    !kp_ssl.SSL_SESSION_up_ref(sess))
+		return;
+	if (!cb(ssl, sess))
+		kp_ssl.SSL_SESSION_free(sess);
+}
+
 int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 {
 	SSL *ssl = ssl_;
@@ -944,9 +1404,19 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		int ok = verify_as(ssl, kp_ssl.SSL_get0_peer_certificate(e->ssl),
 				   kp_ssl.SSL_get_peer_cert_chain(e->ssl), &result, &chain, &peername);
 		kp_ssl.ERR_pop_to_mark();
-		if (ok <= 0 && (kp_ssl.SSL_get_verify_mode(ssl) & SSL_VERIFY_PEER)) {
+		/* OpenSSL aborts a failed verification for any mode but
+		 * SSL_VERIFY_NONE (tls_post_process_server_certificate), not
+		 * only with SSL_VERIFY_PEER */
+		if (ok <= 0 && kp_ssl.SSL_get_verify_mode(ssl) != SSL_VERIFY_NONE) {
 			why = "the program's verification fails on it";
 			kp_debug("fd %d: verification error %ld", fd, result);
+		} else if (result != kp_ssl.SSL_get_verify_result(e->ssl)) {
+			/* the connection's session carries its first owner's
+			 * result: the program's SSL_get_session (and a later
+			 * resumption of it) would read another than its own */
+			why = "the program's verification result differs from the connection's";
+			kp_debug("fd %d: verification result %ld, the connection's %ld", fd, result,
+				 kp_ssl.SSL_get_verify_result(e->ssl));
 		}
 	}
 	if (why) {
@@ -972,11 +1442,17 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		kp_debug("fd %d: pooled TLS connection not handed out: cannot detach it", fd);
 		return -1;
 	}
-	/* the engine does the program's I/O now: the program's modes apply */
+	/* the engine does the program's I/O now: the program's modes and the
+	 * options that act after the handshake apply (the others are equal);
+	 * renegotiation stays refused (docs/tls.md "Renegotiation") */
+	uint64_t opts = kp_ssl.SSL_get_options(ssl);
+	kp_ssl.SSL_clear_options(e->ssl, CARRIED_OPTIONS);
+	kp_ssl.SSL_set_options(e->ssl, (opts & CARRIED_OPTIONS) | SSL_OP_NO_RENEGOTIATION);
 	long mode = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL);
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_CLEAR_MODE, ~0L, NULL);
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, mode | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, NULL);
 	kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
+	bool resumed = resumed_as(e, ssl);
 	pthread_mutex_lock(&tls_lock);
 	e->fd = fd;
 	e->refs++;
@@ -984,12 +1460,14 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	h->e = e;
 	h->fd = fd;
 	h->verified = true;
+	h->resumed = resumed;
 	h->verify_result = result;
 	h->vchain = chain;
 	h->peername = peername;
 	HASH_ADD_PTR(handles, ssl, h);
 	pthread_mutex_unlock(&tls_lock);
 	kp_count(tls_reused);
+	new_session(ssl, e, h->resumed);
 	return 0;
 }
 
@@ -1008,6 +1486,7 @@ static void ticket_free(struct ticket *t)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)t->cchain, (void (*)(void *))kp_ssl.X509_free);
 	free(t->sni);
 	conf_free(&t->conf);
+	cfg_free(&t->cfg);
 	free(t);
 }
 
@@ -1045,6 +1524,7 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 	struct ticket *drop = NULL, **pp;
 	pthread_mutex_lock(&tls_lock);
 	conf_copy(&t->conf, &e->conf);
+	cfg_copy(&t->cfg, &e->cfg);
 	unsigned n = 0;
 	for (pp = &tickets; *pp;) {
 		struct ticket *o = *pp;
@@ -1084,7 +1564,7 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 {
 	SSL *ssl = ssl_;
 	if (!kp_ssl_bind() || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) || !shim_ctx_get() ||
-	    kp_ssl.SSL_get_session(ssl) || /* the program resumes one of its own */
+	    resuming(ssl) || /* the program resumes one of its own */
 	    (kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_TICKET)) /* or wants none */
 		return;
 	SSL_SESSION *sess = NULL;
@@ -1096,7 +1576,7 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 	for (struct ticket *t = tickets; t; t = t->next) {
 		if (memcmp(&t->key, key, sizeof(*key)) || !same_str(t->sni, sni))
 			continue;
-		struct shape sh = { t->sni, &t->conf, t->cert, t->cchain, t->seclevel,
+		struct shape sh = { t->sni, &t->conf, &t->cfg, t->cert, t->cchain, t->seclevel,
 				    kp_ssl.SSL_SESSION_get_protocol_version(t->sess),
 				    kp_ssl.SSL_SESSION_get0_cipher(t->sess) };
 		why = shape_mismatch(&sh, ssl);
@@ -1116,14 +1596,29 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		int ok = verify_as(ssl, leaf, untrusted, &result, &chain, &peername);
 		kp_ssl.ERR_pop_to_mark();
 		free(peername);
-		if (chain)
-			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
 		if (ok > 0 && result == X509_V_OK && kp_ssl.SSL_set_session(ssl, sess)) {
 			kp_count(tls_resumed);
 			why = NULL;
+			/* resumed, the program's SSL says what its own full
+			 * handshake would have: not reused, this chain verified
+			 * (kp_tls_session_reused, kp_tls_verify_result) */
+			pthread_mutex_lock(&tls_lock);
+			struct record *r = record_get(ssl, true);
+			if (r) {
+				if (r->offered_chain)
+					kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)r->offered_chain,
+								   (void (*)(void *))kp_ssl.X509_free);
+				r->offered = true;
+				r->offered_result = result;
+				r->offered_chain = chain;
+				chain = NULL;
+			}
+			pthread_mutex_unlock(&tls_lock);
 		} else {
 			why = "the program's verification fails on its chain";
 		}
+		if (chain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
 		kp_ssl.SSL_SESSION_free(sess);
 		kp_ssl.X509_free(leaf);
 		if (untrusted)
@@ -1176,13 +1671,14 @@ int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl_)
 			e->sni = strdup(h->e->sni);
 		e->prog_fd = -1;
 		conf_copy(&e->conf, conf_of(ssl));
+		cfg_read(ssl, &e->cfg);
 		if (free_old && h->e != old)
 			engine_free(h->e);
 		free_old = false;
 		h->e = e;
 		h->closed = false; /* parking the old engine closed it */
 		h->shut = h->synth_err = 0;
-		h->verified = false;
+		h->verified = h->resumed = false;
 		if (h->vchain)
 			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain,
 						   (void (*)(void *))kp_ssl.X509_free);
@@ -1382,6 +1878,19 @@ static int refused(struct io *io)
 	return -1;
 }
 
+/* The kind of session ssl's handshake offered (-1: none): set at its first
+ * call (first), read (and forgotten) when it ends. */
+static int note_offer(SSL *ssl, int kind, bool first)
+{
+	pthread_mutex_lock(&tls_lock);
+	struct record *r = record_get(ssl, first);
+	int was = r ? r->offer_kind - 1 : -1;
+	if (r)
+		r->offer_kind = first ? kind + 1 : 0;
+	pthread_mutex_unlock(&tls_lock);
+	return was;
+}
+
 /* SSL_set_accept_state was called on ssl: it is a server, even on a
  * socket it connected */
 static bool told_to_accept(SSL *ssl)
@@ -1418,16 +1927,34 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		}
 	}
 	/* its own handshake; a BIO of the program's own shows us the fd when
-	 * the first record goes out (kp_send_intercept) */
+	 * the first record goes out (kp_send_intercept).  The session it
+	 * offers, noted at its first call (the record's offer_kind). */
+	if (kp_ssl.SSL_in_before(ssl)) {
+		SSL_SESSION *offer = resuming(ssl);
+		note_offer(ssl, offer ? resumption_kind(ssl, offer) : -1, true);
+	}
 	void *prev = kp_tls_handshaking;
 	kp_tls_handshaking = ssl;
 	int r;
 	r = real(ssl);
 	kp_tls_handshaking = prev;
+	int offer_kind = r == 1 ? note_offer(ssl, -1, false) : -1;
 	if (io_get(ssl, &io) && io.e != ssl) {
 		/* handed out at that first write, which never went out */
 		kp_ssl.ERR_clear_error();
 		return 1;
+	}
+	if (r == 1 && offer_kind >= 0 && io_get(ssl, &io) && io.c && io.e == ssl) {
+		/* what the server did with the session offered */
+		bool resumes = kp_ssl.SSL_session_reused(ssl);
+		pthread_mutex_lock(&tls_lock);
+		struct resumer *seen = resumer(&io.c->key, offer_kind);
+		if (!seen)
+			seen = &resumers[n_resumers++ % MAX_RESUMERS];
+		*seen = (struct resumer){ io.c->key, offer_kind, resumes };
+		pthread_mutex_unlock(&tls_lock);
+		kp_debug("the server %s a session offered (kind %d)", resumes ? "resumed" : "did not resume",
+			 offer_kind);
 	}
 	if (r == 1 && io_get(ssl, &io) && io.c) {
 		const unsigned char *sel;
@@ -1590,9 +2117,16 @@ int kp_tls_shutdown(SSL *ssl)
 	if (io.closed)
 		return refused(&io);
 	if (io.c && kp_conn_tls_at_end(io.c, io.fd)) {
-		/* no close_notify: the connection may be parked.  The program
-		 * saw the server's (our EOF) if it read to the end. */
+		/* no close_notify: the connection may be parked.  As OpenSSL's
+		 * SSL_shutdown: the first call "sends" ours and returns 1 if the
+		 * server's came (the program read our EOF), else 0; a later one
+		 * waits for the server's, which a server that was asked to close
+		 * sends (the EOF we owe): 1.  Quiet shutdown: 1 at once. */
+		bool quiet = kp_ssl.SSL_get_quiet_shutdown(ssl);
+		bool owed = __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE);
 		pthread_mutex_lock(&tls_lock);
+		if (quiet || (owed && (io.h->shut & SSL_SENT_SHUTDOWN)))
+			io.h->shut |= SSL_RECEIVED_SHUTDOWN;
 		io.h->shut |= SSL_SENT_SHUTDOWN;
 		r = io.h->shut & SSL_RECEIVED_SHUTDOWN ? 1 : 0;
 		io.h->synth_err = r ? 0 : SSL_ERROR_SYSCALL;
@@ -1638,15 +2172,46 @@ bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return false;
+	/* (a real call, outside our lock) */
+	bool resumed = kp_ssl.SSL_session_reused(ssl);
 	pthread_mutex_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	bool own = h && h->verified;
-	if (own) {
+	if (own && h->resumed) {
+		/* what a resumption says: the session's result, no chain */
+		*result = kp_ssl.SSL_get_verify_result(h->e->ssl);
+		*chain = NULL;
+	} else if (own) {
 		*result = h->verify_result;
 		*chain = h->vchain;
+	} else if (resumed) {
+		/* our session resumed: no chain verified in the handshake, the
+		 * one we verified for it before offering it */
+		struct record *r = record_get(ssl, false);
+		if ((own = r && r->offered)) {
+			*result = r->offered_result;
+			*chain = r->offered_chain;
+		}
 	}
 	pthread_mutex_unlock(&tls_lock);
 	return own;
+}
+
+bool kp_tls_session_reused(const SSL *ssl, int *reused)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	pthread_mutex_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	struct record *r = record_get(ssl, false);
+	/* handed a pooled connection (the program offered no session: see
+	 * shape_mismatch), or resuming a session we offered: its own
+	 * handshake would have been a full one */
+	bool ours = (h && h->verified) || (r && r->offered);
+	if (ours)
+		*reused = h && h->verified && h->resumed;
+	pthread_mutex_unlock(&tls_lock);
+	return ours;
 }
 
 void kp_tls_free(SSL *ssl)
@@ -1700,6 +2265,10 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 	enum kp_tls_reset_do r = KP_RESET_PASS;
 	bool last = false;
 	pthread_mutex_lock(&tls_lock);
+	/* the session it keeps is its own now: resumed, it says so */
+	struct record *rec = record_get(ssl, false);
+	if (rec)
+		rec->offered = false;
 	struct handle *h = handle_find(ssl);
 	struct kp_tls *e = h ? h->e : NULL;
 	if (e && own && h->closed) {

@@ -117,7 +117,8 @@ enum kp_tls_reset_do {
 	KP_RESET_REFUSE, /* fail it: the SSL serves another SSL of the program's */
 };
 enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear);
-/* What no getter tells, recorded from the setters on a context or an SSL.
+/* What no getter tells, recorded from the setters on a context or an SSL
+ * (docs/tls.md: everything a getter tells is read at hand-out instead).
  * Lists (exact bytes as set: a handshake is handed a pooled connection
  * only if its lists equal the connection's): */
 enum kp_conf_list {
@@ -125,25 +126,43 @@ enum kp_conf_list {
 	CONF_PHA, /* "1": post-handshake authentication offered */
 	CONF_LISTS
 };
+/* ... numbers (0: libssl's default) ... */
+enum kp_conf_val {
+	VAL_MAX_SEND_FRAGMENT, VAL_SPLIT_SEND_FRAGMENT, VAL_MAX_PIPELINES, VAL_BLOCK_PADDING,
+	VAL_MAX_FRAG_LEN,
+	CONF_VALS
+};
 /* ... and settings that decide things during the handshake in code of
- * the program's: such a handshake is never handed a pooled connection or
- * session, nor its connection pooled. */
+ * the program's, or that we do not know: such a handshake is never
+ * handed a pooled connection or session, nor its connection pooled. */
 enum kp_never {
 	NEVER_APP_VERIFY, NEVER_DANE, NEVER_CERT_CB, NEVER_NPN, NEVER_ENGINE, NEVER_TMP_ECDH,
 	NEVER_CUSTOM_EXT, NEVER_PSK, NEVER_ACCEPT, NEVER_LIBCTX, NEVER_UNKNOWN,
+	NEVER_UNKNOWN_CTRL, NEVER_UNKNOWN_CB, NEVER_SRP, NEVER_STATUS_CB, NEVER_PADDING_CB,
+	NEVER_TICKET_EXT,
 };
 struct conf {
 	unsigned char *list[CONF_LISTS];
 	size_t len[CONF_LISTS];
+	long val[CONF_VALS];
 	unsigned never;    /* 1 << enum kp_never */
 	kp_msg_cb msg_cb;  /* not compared: given back by SSL_clear */
 };
 void kp_tls_note_list(const void *obj, enum kp_conf_list i, const void *p, size_t n);
+void kp_tls_note_val(const void *obj, enum kp_conf_val i, long v);
 void kp_tls_note_never(const void *obj, enum kp_never why, bool on);
-/* SSL_ctrl / SSL_CTX_ctrl setters of the lists above */
-void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg);
+/* SSL_ctrl / SSL_CTX_ctrl (ret: what the real call returned): the
+ * setters of what no getter tells are recorded, a command not in the
+ * table (docs/tls.md) makes obj's handshakes never pooled */
+void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg, long ret);
+/* SSL_callback_ctrl / SSL_CTX_callback_ctrl: set (cb != NULL) or cleared */
+void kp_tls_note_callback_ctrl(const void *obj, int cmd, bool set);
 void kp_tls_note_new(const void *obj, const void *ctx);
+/* SSL_set_SSL_CTX(ssl, ctx): ssl's certificate settings are ctx's now */
+void kp_tls_note_set_ctx(const void *ssl, const void *ctx);
 void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb);
+/* SSL_session_reused for ssl: true (and *reused set) when the answer is ours */
+bool kp_tls_session_reused(const SSL *ssl, int *reused);
 
 /* fork(): the registries' lock is held across; the child starts with a
  * fresh one. */

@@ -25,6 +25,8 @@ typedef void (*kp_info_cb)(const SSL *, int, int);
 typedef int (*kp_client_cert_cb)(SSL *, X509 **, EVP_PKEY **);
 typedef int (*kp_security_cb)(const SSL *, const SSL_CTX *, int, int, int, void *, void *);
 typedef void (*kp_msg_cb)(int, int, int, const void *, size_t, SSL *, void *);
+typedef size_t (*kp_padding_cb)(SSL *, int, size_t, void *);
+typedef int (*kp_new_session_cb)(SSL *, SSL_SESSION *);
 
 /* X(return type, name, parameter list): libssl.  The wrapped functions
  * (hooks_tls.c) first, then helpers we only call. */
@@ -111,11 +113,25 @@ typedef void (*kp_msg_cb)(int, int, int, const void *, size_t, SSL *, void *);
 	X(void, SSL_set_post_handshake_auth, (SSL *, int))                         \
 	X(void, SSL_CTX_set_next_proto_select_cb, (SSL_CTX *, SSL_CTX_npn_select_cb_func, void *)) \
 	X(int, SSL_CTX_set_client_cert_engine, (SSL_CTX *, ENGINE *))              \
+	X(long, SSL_callback_ctrl, (SSL *, int, void (*)(void)))                   \
+	X(long, SSL_CTX_callback_ctrl, (SSL_CTX *, int, void (*)(void)))           \
+	X(int, SSL_set_block_padding, (SSL *, size_t))                             \
+	X(int, SSL_CTX_set_block_padding, (SSL_CTX *, size_t))                     \
+	X(int, SSL_set_tlsext_max_fragment_length, (SSL *, uint8_t))               \
+	X(int, SSL_CTX_set_tlsext_max_fragment_length, (SSL_CTX *, uint8_t))       \
+	X(int, SSL_set_record_padding_callback, (SSL *, kp_padding_cb))            \
+	X(void, SSL_CTX_set_record_padding_callback, (SSL_CTX *, kp_padding_cb))   \
+	X(int, SSL_set_session_ticket_ext, (SSL *, void *, int))                   \
+	X(int, SSL_set_session_ticket_ext_cb, (SSL *, tls_session_ticket_ext_cb_fn, void *)) \
+	X(SSL_CTX *, SSL_set_SSL_CTX, (SSL *, SSL_CTX *))                          \
 	/* helpers */                                                              \
+	X(const SSL_METHOD *, SSL_get_ssl_method, (const SSL *))                   \
+	X(int, SSL_get_read_ahead, (const SSL *))                                  \
+	X(int, SSL_get_quiet_shutdown, (const SSL *))                              \
+	X(const STACK_OF(X509_NAME) *, SSL_get0_CA_list, (const SSL *))            \
 	X(int, SSL_get_fd, (const SSL *))                                          \
 	X(void, SSL_set_bio, (SSL *, BIO *, BIO *))                                \
 	X(BIO *, SSL_get_rbio, (const SSL *))                                      \
-	X(SSL_CTX *, SSL_set_SSL_CTX, (SSL *, SSL_CTX *))                          \
 	X(SSL_CTX *, SSL_get_SSL_CTX, (const SSL *))                               \
 	X(const SSL_METHOD *, TLS_client_method, (void))                           \
 	X(int, SSL_set_ex_data, (SSL *, int, void *))                              \
@@ -138,6 +154,8 @@ typedef void (*kp_msg_cb)(int, int, int, const void *, size_t, SSL *, void *);
 	X(int, SSL_get_security_level, (const SSL *))                              \
 	X(int, SSL_set_session, (SSL *, SSL_SESSION *))                            \
 	X(int, SSL_SESSION_is_resumable, (const SSL_SESSION *))                    \
+	X(int, SSL_SESSION_has_ticket, (const SSL_SESSION *))                      \
+	X(kp_new_session_cb, SSL_CTX_sess_get_new_cb, (SSL_CTX *))                 \
 	X(int, SSL_SESSION_up_ref, (SSL_SESSION *))                                \
 	X(void, SSL_SESSION_free, (SSL_SESSION *))                                 \
 	X(int, SSL_SESSION_get_protocol_version, (const SSL_SESSION *))            \
@@ -183,6 +201,10 @@ typedef void (*kp_msg_cb)(int, int, int, const void *, size_t, SSL *, void *);
 	X(int, X509_STORE_CTX_set_ex_data, (X509_STORE_CTX *, int, void *))        \
 	X(int, X509_STORE_CTX_set_default, (X509_STORE_CTX *, const char *))       \
 	X(X509_VERIFY_PARAM *, X509_STORE_CTX_get0_param, (const X509_STORE_CTX *)) \
+	X(void, X509_STORE_CTX_set_error, (X509_STORE_CTX *, int))                 \
+	X(X509 *, X509_STORE_CTX_get0_cert, (const X509_STORE_CTX *))              \
+	X(STACK_OF(X509) *, X509_STORE_CTX_get0_untrusted, (const X509_STORE_CTX *)) \
+	X(void *, X509_STORE_CTX_get_ex_data, (const X509_STORE_CTX *, int))       \
 	X(void, X509_STORE_CTX_set_verify_cb, (X509_STORE_CTX *, X509_STORE_CTX_verify_cb)) \
 	X(int, X509_STORE_CTX_get_error, (const X509_STORE_CTX *))                 \
 	X(STACK_OF(X509) *, X509_STORE_CTX_get1_chain, (const X509_STORE_CTX *))   \

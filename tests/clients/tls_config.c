@@ -1,0 +1,314 @@
+/*
+ * tls_config - one process, a pooled TLS connection, then an SSL whose
+ * configuration differs in one way that no Ruby/Python/curl option spells
+ * (tests/https_config.bats runs each scenario without and with the
+ * library and compares what it prints: docs/tls.md).  Each request: GET
+ * /echo/<i>, Connection: close unless said otherwise, the response read
+ * by its Content-Length and then to the end.
+ * Prints "<i> ok <status line> reused=<0|1> chain=<n> verify=<n>" or
+ * "<i> fail <reason>", and what a scenario inspects.
+ * Usage: tls_config SCENARIO PORT TLSDIR [ARG]
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+static int port;
+static const char *dir;
+static char path[512];
+static const char *P(const char *f)
+{
+	snprintf(path, sizeof path, "%s/%s", dir, f);
+	return path;
+}
+
+static int dial(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		perror("connect");
+		exit(2);
+	}
+	return fd;
+}
+
+static SSL_CTX *mkctx(void)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL_CTX_load_verify_locations(ctx, P("ca.pem"), NULL);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	return ctx;
+}
+
+static const char *errstr(void)
+{
+	static char eb[256];
+	unsigned long e = ERR_peek_error();
+	const char *r = e ? ERR_reason_error_string(e) : NULL;
+	snprintf(eb, sizeof eb, "%s", r ? r : "no error queued");
+	ERR_clear_error();
+	return eb;
+}
+
+static int handshake(SSL *ssl, int fd, int i)
+{
+	SSL_set_fd(ssl, fd);
+	SSL_set_tlsext_host_name(ssl, "localhost");
+	SSL_set1_host(ssl, "localhost");
+	if (SSL_connect(ssl) != 1) {
+		long v = SSL_get_verify_result(ssl);
+		printf("%d fail %s\n", i, v != X509_V_OK ? X509_verify_cert_error_string(v) : errstr());
+		return -1;
+	}
+	return 0;
+}
+
+/* what the program reads of its handshake */
+static void show(SSL *ssl, int i, const char *status)
+{
+	STACK_OF(X509) *vc = SSL_get0_verified_chain(ssl);
+	printf("%d ok %s reused=%d chain=%d verify=%ld version=%s\n", i, status, SSL_session_reused(ssl),
+	       vc ? sk_X509_num(vc) : -1, SSL_get_verify_result(ssl), SSL_get_version(ssl));
+}
+
+/* GET /echo/i; read the head and Content-Length bytes of body; to_eof:
+ * then read on to the end.  Prints the outcome; 0 when the body came
+ * whole. */
+static int get(SSL *ssl, int i, int close_it, int to_eof)
+{
+	char rq[256], resp[65536];
+	int len = snprintf(rq, sizeof rq, "GET /echo/%d HTTP/1.1\r\nHost: localhost\r\n%s\r\n", i,
+			   close_it ? "Connection: close\r\n" : "");
+	if (SSL_write(ssl, rq, len) != len) {
+		printf("%d fail write\n", i);
+		return -1;
+	}
+	size_t got = 0;
+	char *body = NULL;
+	long want = -1;
+	for (;;) {
+		if (body && (long)(got - (size_t)(body - resp)) >= want && !to_eof)
+			break;
+		int r = SSL_read(ssl, resp + got, (int)(sizeof(resp) - 1 - got));
+		if (r <= 0) {
+			int err = SSL_get_error(ssl, r);
+			resp[got] = 0;
+			long have = body ? (long)(got - (size_t)(body - resp)) : -1;
+			if (body && have >= want && (err == SSL_ERROR_ZERO_RETURN))
+				break;
+			printf("%d read ended: ret=%d SSL_get_error=%d body %ld of %ld (%s) shutdown=%d\n", i, r,
+			       err, have, want, err == SSL_ERROR_SSL ? errstr() : "-", SSL_get_shutdown(ssl));
+			ERR_clear_error();
+			return -1;
+		}
+		got += (size_t)r;
+		resp[got] = 0;
+		if (!body && (body = strstr(resp, "\r\n\r\n"))) {
+			body += 4;
+			char *cl = strcasestr(resp, "Content-Length:");
+			want = cl ? atol(cl + 15) : 0;
+		}
+	}
+	char *eol = strstr(resp, "\r\n");
+	char status[64];
+	snprintf(status, sizeof status, "%.*s", eol ? (int)(eol - resp) : 0, resp);
+	show(ssl, i, status);
+	return 0;
+}
+
+/* the connection pooled first: a default context's request */
+static void first(void)
+{
+	SSL_CTX *ctx = mkctx();
+	SSL *s = SSL_new(ctx);
+	int fd = dial();
+	if (handshake(s, fd, 1) == 0 && get(s, 1, 1, 1) == 0)
+		SSL_shutdown(s);
+	close(fd);
+	SSL_free(s);
+	SSL_CTX_free(ctx);
+}
+
+/* one request on a fresh SSL of ctx (close: Connection: close) */
+static void one(SSL_CTX *ctx, SSL *s, int i)
+{
+	if (!s)
+		s = SSL_new(ctx);
+	int fd = dial();
+	if (handshake(s, fd, i) == 0 && get(s, i, 1, 1) == 0)
+		SSL_shutdown(s);
+	close(fd);
+	SSL_free(s);
+}
+
+static SSL_SESSION *latest;
+static int new_sessions;
+static int new_session_cb(SSL *s, SSL_SESSION *sess)
+{
+	(void)s;
+	new_sessions++;
+	if (latest)
+		SSL_SESSION_free(latest);
+	latest = sess;
+	return 1; /* kept */
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc < 4) {
+		fprintf(stderr, "usage: tls_config SCENARIO PORT TLSDIR [ARG]\n");
+		return 2;
+	}
+	const char *sc = argv[1], *arg = argc > 4 ? argv[4] : "";
+	port = atoi(argv[2]);
+	dir = argv[3];
+	if (!strcmp(sc, "verify_mode")) {
+		/* a connection made without verification, then a context whose
+		 * mode lacks SSL_VERIFY_PEER but is not SSL_VERIFY_NONE, with a
+		 * trust store that cannot verify the server: OpenSSL aborts */
+		SSL_CTX *lax = SSL_CTX_new(TLS_client_method());
+		one(lax, NULL, 1);
+		SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+		SSL_CTX_load_verify_locations(ctx, P("other-ca.pem"), NULL);
+		int mode = !strcmp(arg, "once")	    ? SSL_VERIFY_CLIENT_ONCE
+			   : !strcmp(arg, "post")   ? SSL_VERIFY_POST_HANDSHAKE
+						    : SSL_VERIFY_FAIL_IF_NO_PEER_CERT;
+		SSL_CTX_set_verify(ctx, mode, NULL);
+		one(ctx, NULL, 2);
+	} else if (!strcmp(sc, "legacy")) {
+		/* a server without secure renegotiation (RFC 5746): only a
+		 * context with SSL_OP_LEGACY_SERVER_CONNECT may talk to it */
+		SSL_CTX *ctx = mkctx();
+		SSL_CTX_set_options(ctx, SSL_OP_LEGACY_SERVER_CONNECT);
+		one(ctx, NULL, 1);
+		SSL_CTX *strict = mkctx();
+		SSL_CTX_clear_options(strict, SSL_OP_LEGACY_SERVER_CONNECT);
+		one(strict, NULL, 2);
+		one(ctx, NULL, 3);
+	} else if (!strcmp(sc, "eof")) {
+		/* keep-alive requests to a server whose second response is cut
+		 * short without close_notify: what the second program reads is
+		 * its own options' verdict (ARG strict: the first one lax) */
+		int lax_first = strcmp(arg, "strict_first") != 0;
+		for (int i = 1; i <= 2; i++) {
+			SSL_CTX *ctx = mkctx();
+			if ((i == 1) == lax_first)
+				SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+			SSL *s = SSL_new(ctx);
+			int fd = dial();
+			if (handshake(s, fd, i) == 0)
+				get(s, i, 0, 0);
+			close(fd);
+			SSL_free(s);
+		}
+	} else if (!strcmp(sc, "set_ctx")) {
+		/* an SSL made from a default context, moved to one whose
+		 * signature algorithms the server's ECDSA certificate cannot
+		 * meet: its handshake is the new context's */
+		first();
+		SSL_CTX *ctx = mkctx(), *rsa = mkctx();
+		SSL_CTX_set1_sigalgs_list(rsa, "RSA-PSS+SHA256:RSA+SHA256");
+		SSL *s = SSL_new(ctx);
+		SSL_set_SSL_CTX(s, rsa);
+		one(NULL, s, 2);
+		/* and back: a context like the first */
+		s = SSL_new(rsa);
+		SSL_set_SSL_CTX(s, ctx);
+		one(NULL, s, 3);
+	} else if (!strcmp(sc, "max_cert_list")) {
+		first();
+		SSL_CTX *ctx = mkctx();
+		SSL *s = SSL_new(ctx);
+		SSL_set_max_cert_list(s, 64);
+		one(NULL, s, 2);
+	} else if (!strcmp(sc, "setting")) {
+		/* a setting that acts after the handshake, not readable back
+		 * (padding, fragment size) or readable: a fresh connection, or
+		 * one that behaves the same */
+		first();
+		SSL_CTX *ctx = mkctx();
+		SSL *s = SSL_new(ctx);
+		if (!strcmp(arg, "block_padding"))
+			SSL_set_block_padding(s, 1024);
+		else if (!strcmp(arg, "max_send_fragment"))
+			SSL_set_max_send_fragment(s, 512);
+		else if (!strcmp(arg, "read_ahead"))
+			SSL_set_read_ahead(s, 1);
+		else if (!strcmp(arg, "quiet_shutdown"))
+			SSL_set_quiet_shutdown(s, 1);
+		else if (!strcmp(arg, "ctrl_unknown"))
+			SSL_ctrl(s, 9999, 1, NULL);
+		one(NULL, s, 2);
+	} else if (!strcmp(sc, "shutdown")) {
+		/* Connection: close, the body read by its length (not to EOF),
+		 * then while (SSL_shutdown() == 0): OpenSSL says 0, then 1 */
+		SSL_CTX *ctx = mkctx();
+		for (int i = 1; i <= 2; i++) {
+			SSL *s = SSL_new(ctx);
+			int fd = dial();
+			if (handshake(s, fd, i) == 0 && get(s, i, 1, 0) == 0) {
+				int n = 0, r;
+				printf("%d shutdown:", i);
+				while ((r = SSL_shutdown(s)) == 0 && ++n < 5)
+					printf(" %d", r);
+				printf(" %d get_shutdown=%d\n", r, SSL_get_shutdown(s));
+			}
+			close(fd);
+			SSL_free(s);
+		}
+	} else if (!strcmp(sc, "own_session")) {
+		/* the program keeps its sessions (new-session callback) and
+		 * resumes the latest itself */
+		SSL_CTX *ctx = mkctx();
+		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+		SSL_CTX_sess_set_new_cb(ctx, new_session_cb);
+		one(ctx, NULL, 1);
+		SSL *s = SSL_new(ctx);
+		if (latest)
+			SSL_set_session(s, latest);
+		int before = new_sessions;
+		one(NULL, s, 2);
+		if (strcmp(arg, "tls13"))
+			printf("new sessions during the resumption: %d\n", new_sessions - before);
+		/* a session of another connection: its own handshake */
+		SSL_SESSION *old = latest;
+		SSL_SESSION_up_ref(old);
+		one(ctx, NULL, 3);
+		s = SSL_new(ctx);
+		SSL_set_session(s, old);
+		one(NULL, s, 4);
+	} else if (!strcmp(sc, "observe")) {
+		/* A pooled; B takes it and stays open; C finds none free (the
+		 * library may resume A's session); then D after B and C closed */
+		SSL_CTX *ctx = mkctx();
+		one(ctx, NULL, 1);
+		SSL *b = SSL_new(ctx), *c = SSL_new(ctx);
+		int fb = dial();
+		if (handshake(b, fb, 2) == 0)
+			get(b, 2, 1, 1);
+		int fc = dial();
+		if (handshake(c, fc, 3) == 0)
+			get(c, 3, 1, 1);
+		SSL_shutdown(b);
+		SSL_shutdown(c);
+		close(fb);
+		close(fc);
+		SSL_free(b);
+		SSL_free(c);
+		one(ctx, NULL, 4);
+		one(ctx, NULL, 5);
+	} else {
+		fprintf(stderr, "unknown scenario %s\n", sc);
+		return 2;
+	}
+	return 0;
+}

@@ -1,0 +1,294 @@
+/*
+ * tls_pairs - the configuration-pair fuzzer (docs/tls.md "The fuzzer").
+ * For each pair, from a fixed seed: a server, and two random client
+ * configurations A and B (verify mode, trust store, host check, option
+ * bits, versions, ciphers and TLS 1.3 suites, groups, signature
+ * algorithms, ALPN, client certificate, padding, max cert list, security
+ * level, X509 flags, purpose, depth, mode, quiet shutdown, a session of
+ * the program's own, a change of context); one request with A, then one
+ * with B, each on a fresh SSL and socket, Connection: close, read to the
+ * end, SSL_shutdown until it says 1.  Everything each one reads is
+ * printed, one line per request: tests/https_pairs.bats runs it without
+ * and with the library and compares the two outputs.
+ * Usage: tls_pairs TLSDIR SEED PAIRS PORT...
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <unistd.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+static const char *dir;
+static char path[512];
+static const char *P(const char *f)
+{
+	snprintf(path, sizeof path, "%s/%s", dir, f);
+	return path;
+}
+
+static uint64_t rng;
+static unsigned rnd(unsigned n)
+{
+	rng = rng * 6364136223846793005ULL + 1442695040888963407ULL;
+	return (unsigned)(rng >> 33) % n;
+}
+/* mostly 0 (the default), so that pairs often meet */
+static int pick(int n)
+{
+	return rnd(10) < 6 ? 0 : (int)rnd((unsigned)n);
+}
+
+enum {
+	F_VERIFY, F_CA, F_HOST, F_OPTS, F_MAXV, F_CIPHERS, F_SUITES, F_GROUPS, F_SIGALGS, F_ALPN,
+	F_CERT, F_PAD, F_MAXCERT, F_SECLEVEL, F_SESSION, F_VFLAGS, F_PURPOSE, F_DEPTH, F_MODE,
+	F_QUIET, F_SWITCH, F_N
+};
+static const int choices[F_N] = { 3, 3, 3, 8, 2, 3, 3, 4, 3, 3, 3, 2, 2, 2, 2, 3, 2, 2, 2, 2, 2 };
+static const uint64_t opt_bits[] = { 0,
+				     SSL_OP_IGNORE_UNEXPECTED_EOF,
+				     SSL_OP_NO_TICKET,
+				     SSL_OP_LEGACY_SERVER_CONNECT,
+				     SSL_OP_NO_TLSv1_3,
+				     SSL_OP_NO_RENEGOTIATION,
+				     SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_TICKET,
+				     SSL_OP_CIPHER_SERVER_PREFERENCE };
+static const char *const ciphers[] = { NULL, "ECDHE-ECDSA-AES128-GCM-SHA256",
+				       "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-ECDSA-AES128-GCM-SHA256" };
+static const char *const suites[] = { NULL, "TLS_AES_128_GCM_SHA256", "TLS_CHACHA20_POLY1305_SHA256" };
+static const char *const groups[] = { NULL, "X25519", "P-256", "P-384:P-256" };
+static const char *const sigalgs[] = { NULL, "ECDSA+SHA256", "RSA+SHA256:RSA-PSS+SHA256" };
+static const unsigned char *const alpn[] = { NULL, (const unsigned char *)"\x08http/1.1",
+					     (const unsigned char *)"\x02h2\x08http/1.1" };
+
+static int nservers, ports[8];
+static SSL_SESSION *latest[8], *pending;
+static int cur_server;
+
+/* kept once the request had its whole answer: a server that refuses the
+ * client after a TLS 1.3 handshake sends its tickets or not, by chance */
+static int new_session_cb(SSL *s, SSL_SESSION *sess)
+{
+	(void)s;
+	if (pending)
+		SSL_SESSION_free(pending);
+	pending = sess;
+	return 1;
+}
+
+static void keep_session(bool keep)
+{
+	if (keep && pending) {
+		if (latest[cur_server])
+			SSL_SESSION_free(latest[cur_server]);
+		latest[cur_server] = pending;
+	} else if (pending) {
+		SSL_SESSION_free(pending);
+	}
+	pending = NULL;
+}
+
+static SSL_CTX *make_ctx(const int *f, int sigalg_choice)
+{
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+	SSL_CTX_sess_set_new_cb(ctx, new_session_cb);
+	if (f[F_CA] == 0)
+		SSL_CTX_load_verify_locations(ctx, P("ca.pem"), NULL);
+	else if (f[F_CA] == 1)
+		SSL_CTX_load_verify_locations(ctx, P("other-ca.pem"), NULL);
+	SSL_CTX_set_verify(ctx, f[F_VERIFY] == 0 ? SSL_VERIFY_PEER : f[F_VERIFY] == 1 ? SSL_VERIFY_NONE
+											: SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
+			   NULL);
+	if (sigalgs[sigalg_choice])
+		SSL_CTX_set1_sigalgs_list(ctx, sigalgs[sigalg_choice]);
+	if (f[F_CERT]) {
+		const char *c = f[F_CERT] == 1 ? "client-a" : "client-b";
+		char cert[600], key[600];
+		snprintf(cert, sizeof cert, "%s/%s.pem", dir, c);
+		snprintf(key, sizeof key, "%s/%s.key", dir, c);
+		SSL_CTX_use_certificate_file(ctx, cert, SSL_FILETYPE_PEM);
+		SSL_CTX_use_PrivateKey_file(ctx, key, SSL_FILETYPE_PEM);
+	}
+	return ctx;
+}
+
+static SSL *make_ssl(const int *f, SSL_CTX **ctxs)
+{
+	ctxs[0] = make_ctx(f, f[F_SIGALGS]);
+	ctxs[1] = NULL;
+	SSL *s = SSL_new(ctxs[0]);
+	if (f[F_SWITCH]) {
+		/* made from a context with other signature algorithms, then
+		 * moved to this one */
+		ctxs[1] = make_ctx(f, (f[F_SIGALGS] + 1) % 3);
+		SSL_free(s);
+		s = SSL_new(ctxs[1]);
+		SSL_set_SSL_CTX(s, ctxs[0]);
+	}
+	SSL_set_options(s, opt_bits[f[F_OPTS]]);
+	if (f[F_OPTS] != 3)
+		SSL_clear_options(s, SSL_OP_LEGACY_SERVER_CONNECT);
+	if (f[F_MAXV])
+		SSL_set_max_proto_version(s, TLS1_2_VERSION);
+	if (ciphers[f[F_CIPHERS]])
+		SSL_set_cipher_list(s, ciphers[f[F_CIPHERS]]);
+	if (suites[f[F_SUITES]])
+		SSL_set_ciphersuites(s, suites[f[F_SUITES]]);
+	if (groups[f[F_GROUPS]])
+		SSL_set1_groups_list(s, groups[f[F_GROUPS]]);
+	if (alpn[f[F_ALPN]])
+		SSL_set_alpn_protos(s, alpn[f[F_ALPN]], (unsigned)strlen((const char *)alpn[f[F_ALPN]]));
+	if (f[F_PAD])
+		SSL_set_block_padding(s, 512);
+	if (f[F_MAXCERT])
+		SSL_set_max_cert_list(s, 64);
+	if (f[F_SECLEVEL])
+		SSL_set_security_level(s, 2);
+	X509_VERIFY_PARAM *vp = SSL_get0_param(s);
+	if (f[F_VFLAGS] == 1)
+		X509_VERIFY_PARAM_set_flags(vp, X509_V_FLAG_X509_STRICT);
+	else if (f[F_VFLAGS] == 2)
+		X509_VERIFY_PARAM_set_flags(vp, X509_V_FLAG_PARTIAL_CHAIN);
+	if (f[F_PURPOSE])
+		X509_VERIFY_PARAM_set_purpose(vp, X509_PURPOSE_SSL_CLIENT);
+	if (f[F_DEPTH])
+		SSL_set_verify_depth(s, 0);
+	if (f[F_MODE])
+		SSL_set_mode(s, SSL_MODE_ENABLE_PARTIAL_WRITE);
+	if (f[F_QUIET])
+		SSL_set_quiet_shutdown(s, 1);
+	SSL_set_tlsext_host_name(s, "localhost");
+	if (f[F_HOST])
+		SSL_set1_host(s, f[F_HOST] == 1 ? "localhost" : "wrong.example");
+	if (f[F_SESSION] && latest[cur_server])
+		SSL_set_session(s, latest[cur_server]);
+	return s;
+}
+
+static const char *err_reason(void)
+{
+	static char b[160];
+	unsigned long e = ERR_peek_last_error();
+	const char *r = e ? ERR_reason_error_string(e) : NULL;
+	snprintf(b, sizeof b, "%s", r ? r : "-");
+	ERR_clear_error();
+	return b;
+}
+
+/* one request with configuration f; everything the program reads */
+static void request(int pair, char who, const int *f)
+{
+	printf("%d%c s%d", pair, who, cur_server);
+	for (int i = 0; i < F_N; i++)
+		printf("%c%d", i ? '.' : ' ', f[i]);
+	SSL_CTX *ctxs[2];
+	SSL *s = make_ssl(f, ctxs);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(ports[cur_server]) };
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		printf(" connect failed\n");
+		exit(2);
+	}
+	SSL_set_fd(s, fd);
+	int r = SSL_connect(s);
+	if (r != 1) {
+		/* a failed handshake's verify result is the one of the session
+		 * the program set, if any: which session its cache holds may
+		 * differ (docs/tls.md "Found and left") */
+		printf(" : handshake fails: %d verify=%ld %s\n", SSL_get_error(s, r),
+		       f[F_SESSION] ? -2L : SSL_get_verify_result(s), err_reason());
+		goto out;
+	}
+	const unsigned char *sel;
+	unsigned sel_len;
+	SSL_get0_alpn_selected(s, &sel, &sel_len);
+	STACK_OF(X509) *vc = SSL_get0_verified_chain(s);
+	X509 *peer = SSL_get0_peer_certificate(s);
+	printf(" : %s %s reused=%d chain=%d verify=%ld alpn=%.*s peer=%s pending=%d", SSL_get_version(s),
+	       SSL_get_cipher_name(s), SSL_session_reused(s), vc ? sk_X509_num(vc) : -1,
+	       SSL_get_verify_result(s), (int)sel_len, sel, peer ? "yes" : "no", SSL_pending(s));
+	char rq[128], buf[4096];
+	int len = snprintf(rq, sizeof rq,
+			   "GET /echo/%d%c HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", pair, who);
+	/* a server that refuses the client after a TLS 1.3 handshake (no
+	 * certificate): the write or the read fails first, by chance */
+	if (SSL_write(s, rq, len) != len) {
+		printf(" | no response\n");
+		goto out;
+	}
+	/* the status line and the body (the Connection header may differ:
+	 * hop-by-hop) */
+	size_t got = 0;
+	while (got < sizeof(buf) - 1 && (r = SSL_read(s, buf + got, (int)(sizeof(buf) - 1 - got))) > 0)
+		got += (size_t)r;
+	buf[got] = 0;
+	char *body = strstr(buf, "\r\n\r\n");
+	int status_len = (int)strcspn(buf, "\r\n");
+	body = body ? body + 4 : buf + got;
+	body[strcspn(body, "\r\n")] = 0;
+	if (!got) {
+		printf(" | no response\n");
+		goto out;
+	}
+	int err = SSL_get_error(s, r);
+	printf(" | %.*s | %s | end %d/%d %s | shutdown", status_len, buf, body, r, err,
+	       err == SSL_ERROR_SSL ? err_reason() : "-");
+	ERR_clear_error();
+	for (int i = 0; i < 3; i++) {
+		r = SSL_shutdown(s);
+		printf(" %d", r);
+		if (r != 0)
+			break;
+	}
+	printf(" get_shutdown=%d\n", SSL_get_shutdown(s));
+	keep_session(true);
+out:
+	keep_session(false);
+	ERR_clear_error();
+	close(fd);
+	SSL_free(s);
+	SSL_CTX_free(ctxs[0]);
+	if (ctxs[1])
+		SSL_CTX_free(ctxs[1]);
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc < 5) {
+		fprintf(stderr, "usage: tls_pairs TLSDIR SEED PAIRS PORT...\n");
+		return 2;
+	}
+	signal(SIGPIPE, SIG_IGN); /* a server that hung up: errors, as with any program */
+	dir = argv[1];
+	rng = strtoull(argv[2], NULL, 10);
+	int pairs = atoi(argv[3]);
+	for (int i = 4; i < argc && nservers < 8; i++)
+		ports[nservers++] = atoi(argv[i]);
+	for (int k = 1; k <= pairs; k++) {
+		int fa[F_N], fb[F_N];
+		cur_server = (int)rnd((unsigned)nservers);
+		for (int i = 0; i < F_N; i++)
+			fa[i] = pick(choices[i]);
+		/* B: A with a few fields changed, or anew */
+		for (int i = 0; i < F_N; i++)
+			fb[i] = fa[i];
+		int changes = (int)rnd(4);
+		for (int c = 0; c < changes; c++) {
+			int i = (int)rnd(F_N);
+			fb[i] = (int)rnd((unsigned)choices[i]);
+		}
+		request(k, 'a', fa);
+		request(k, 'b', fb);
+	}
+	return 0;
+}

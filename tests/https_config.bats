@@ -1,0 +1,162 @@
+#!/usr/bin/env bats
+# HTTPS: a pooled connection is handed only to a program whose whole TLS
+# configuration equals the one that made it, but for a short allow-list
+# (docs/tls.md).  Each test runs tests/clients/tls_config.c, a program
+# with a pooled connection and then an SSL configured another way, without
+# and with the library, and compares what it printed and how many
+# connections the server saw.
+
+load helpers
+
+setup_file() { suite_setup; }
+setup() {
+	NGINX_TLS=1 nginx_start
+	TLS="$NGINX_DIR/tls"
+}
+teardown() {
+	servers_stop
+	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
+	OWN_PID=
+}
+
+# config N SCENARIO [ARG]: tls_config against nginx, without and with the
+# library: same status, same output
+config() {
+	run_both "$1" "$CLIENTS/tls_config" "$2" "$SERVER_PORT" "$TLS" "${@:3}"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+}
+
+# own_server CMD...: a server of the test's (it writes its port to
+# $BATS_TEST_TMPDIR/port and a line per request to $OWN_LOG)
+own_server() {
+	OWN_LOG="$BATS_TEST_TMPDIR/own.log"
+	: >"$OWN_LOG"
+	rm -f "$BATS_TEST_TMPDIR/port"
+	"$@" 3>&- &
+	OWN_PID=$!
+	wait_until test -s "$BATS_TEST_TMPDIR/port"
+	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/port"
+}
+
+# own_both SCENARIO [ARG]: tls_config against the test's server, without
+# and with the library (its log emptied between), same status and output;
+# OWN_PLAIN_CONNS, OWN_SHIM_CONNS: the connections it saw
+own_both() {
+	: >"$OWN_LOG"
+	run_plain "$CLIENTS/tls_config" "$1" "$SERVER_PORT" "$TLS" "${@:2}"
+	OWN_PLAIN_CONNS=$(_distinct_first_fields "$OWN_LOG")
+	: >"$OWN_LOG"
+	run_shim "$CLIENTS/tls_config" "$1" "$SERVER_PORT" "$TLS" "${@:2}"
+	OWN_SHIM_CONNS=$(_distinct_first_fields "$OWN_LOG")
+	echo "plain: status=$PLAIN_STATUS conns=$OWN_PLAIN_CONNS; shim: status=$SHIM_STATUS conns=$OWN_SHIM_CONNS"
+	echo "$SHIM_STATS"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+}
+
+@test "verify mode without SSL_VERIFY_PEER (FAIL_IF_NO_PEER_CERT, CLIENT_ONCE, POST_HANDSHAKE alone) still aborts a failed verification: no pooled connection" {
+	for v in 13 12; do
+		use_tls $v
+		for mode in fail once post; do
+			config 2 verify_mode $mode
+			run cat "$BATS_TEST_TMPDIR/plain.out"
+			assert_line "2 fail unable to get local issuer certificate"
+		done
+	done
+}
+
+@test "a server without secure renegotiation (GnuTLS): a context without SSL_OP_LEGACY_SERVER_CONNECT is not handed the connection of one with it" {
+	[ -x "$CLIENTS/gnutls_server" ] || skip "no GnuTLS server (libgnutls28-dev)"
+	use_tls 12
+	own_server "$CLIENTS/gnutls_server" "$TLS/server.pem" "$TLS/server.key" \
+		"NORMAL:-VERS-TLS1.3:%DISABLE_SAFE_RENEGOTIATION" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log"
+	own_both legacy
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_line "2 fail unsafe legacy renegotiation disabled"
+	assert_line --regexp "^3 ok HTTP/1.1 200 OK reused=0"
+	# the third (LEGACY_SERVER_CONNECT again) takes the first's connection
+	assert_equal "shim conns $OWN_SHIM_CONNS" "shim conns 1"
+}
+
+@test "a body cut short without close_notify reads as the program's options say (SSL_OP_IGNORE_UNEXPECTED_EOF), whoever made the connection" {
+	own_server "$PYTHON" "$ROOT/tests/servers/tls_cut.py" "$TLS/server.pem" "$TLS/server.key" \
+		"$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log"
+	for order in lax_first strict_first; do
+		own_both eof $order
+		assert_equal "shim conns $OWN_SHIM_CONNS" "shim conns 1"
+		run cat "$BATS_TEST_TMPDIR/plain.out"
+		# strict second: OpenSSL 3 calls the cut an error (SSL_ERROR_SSL
+		# = 1); lax second: a clean end (SSL_ERROR_ZERO_RETURN = 6)
+		if [ $order = lax_first ]; then
+			assert_line --regexp "^2 read ended: ret=0 SSL_get_error=1 body 5 of 100"
+		else
+			assert_line --regexp "^2 read ended: ret=0 SSL_get_error=6 body 5 of 100"
+		fi
+	done
+}
+
+@test "SSL_set_SSL_CTX: the SSL's signature algorithms are the new context's (no pooled connection its own handshake could not make)" {
+	for v in 13 12; do
+		use_tls $v
+		config 3 set_ctx
+		run cat "$BATS_TEST_TMPDIR/plain.out"
+		assert_line --regexp "^2 fail "
+		assert_line --regexp "^3 ok HTTP/1.1 200 OK"
+		# the third, moved back to a context like the first's, takes
+		# the first's connection
+		assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	done
+}
+
+@test "SSL_set_max_cert_list below the server's certificate: its handshake fails, no pooled connection" {
+	for v in 13 12; do
+		use_tls $v
+		config 1 max_cert_list
+		run cat "$BATS_TEST_TMPDIR/plain.out"
+		assert_line "2 fail excessive message size"
+	done
+}
+
+@test "settings that act after the handshake (block padding, max send fragment, read ahead, quiet shutdown), an unknown SSL_ctrl: a connection of the program's own" {
+	use_tls 13
+	for s in block_padding max_send_fragment read_ahead quiet_shutdown ctrl_unknown; do
+		config 2 setting $s
+		# nginx saw two connections both ways: the second SSL's own
+		assert_equal "$s: shim conns $SHIM_CONNS" "$s: shim conns 2"
+	done
+}
+
+@test "SSL_shutdown after Connection: close, the body read by its length: 0, then 1 (get_shutdown 3), as OpenSSL" {
+	for v in 13 12; do
+		use_tls $v
+		config 2 shutdown
+		assert_line "1 shutdown: 0 1 get_shutdown=3"
+		assert_line "2 shutdown: 0 1 get_shutdown=3"
+		assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	done
+}
+
+@test "a program that resumes its own session is handed only that session's connection, as a resumption (reused=1, no verified chain)" {
+	use_tls 12
+	config 4 own_session
+	assert_line --regexp "^2 ok HTTP/1.1 200 OK reused=1 chain=-1"
+	assert_line "new sessions during the resumption: 0"
+	assert_line --regexp "^4 ok HTTP/1.1 200 OK reused=1 chain=-1"
+	use_tls 13
+	config 4 own_session tls13
+	assert_line --regexp "^2 ok HTTP/1.1 200 OK reused=1 chain=-1"
+}
+
+@test "SSL_session_reused and the verified chain: a full handshake's for a program that offered no session (a session of ours resumed, a resumed connection handed out)" {
+	for v in 13 12; do
+		use_tls $v
+		config 5 observe
+		for i in 1 2 3 4 5; do
+			assert_line "$i ok HTTP/1.1 200 OK reused=0 chain=2 verify=0 version=TLSv1.$((v - 10))"
+		done
+		[ "$(stat_value tls_resumed)" -ge 1 ] && [ "$(stat_value tls_reused)" -ge 2 ]
+	done
+}
