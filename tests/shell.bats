@@ -160,3 +160,17 @@ hold_case() {
 @test "C client: fprintf+fflush, then the response read with syscall(SYS_read): no hang" {
 	hold_case syscall
 }
+
+# Nothing held can wait on the server (docs/hold.md): three programs that
+# wait for the response where no wrapper sees them.
+@test "C client: fdopen(s, \"r+\") before connect(), fprintf+fflush, fgets on that FILE (libc's own read): no hang, same output" {
+	hold_case fdopen_first
+}
+
+@test "C client: request printed on stdout (socket on fd 1), then the socket dup2'd onto fd 0 and fread(stdin): no hang, same output" {
+	hold_case stdin_later
+}
+
+@test "C client: fprintf+fflush, then accept() of a peer that calls back once the server has the request: no hang, same output" {
+	hold_case accept
+}
