@@ -594,12 +594,13 @@ static bool make_key(const struct sockaddr *addr, socklen_t len, struct pool_key
  * inherited, or made where we cannot see who else holds it), of key's
  * family (a pooled socket of the other family dup'ed onto it would change
  * its SO_DOMAIN, and the kernel answers EINVAL or EAFNOSUPPORT), not
- * bound, routed, connected before, nor shared (docs/owner.md). */
+ * bound, routed, connected before, nor shared (docs/owner.md), nor
+ * wrapped in a FILE already (docs/hold.md). */
 static bool ours_to_connect(int fd, const struct pool_key *key)
 {
 	kp_fdfl fl = kp_fl(fd);
 	if (!(fl & KP_FD_TCP) ||
-	    (fl & (KP_FD_BOUND | KP_FD_ROUTED | KP_FD_CONNECTED | KP_FD_SHARED)))
+	    (fl & (KP_FD_BOUND | KP_FD_ROUTED | KP_FD_CONNECTED | KP_FD_SHARED | KP_FD_STDIO)))
 		return false;
 	return key->family == ((fl & KP_FD_INET6) ? AF_INET6 : AF_INET);
 }
@@ -1104,6 +1105,11 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 		twin_forget_fd(newfd);
 	else if (old)
 		conn_unref(old);
+	/* onto stdin: its FILE (fread, fgets, scanf) may read the response
+	 * past us, as if fdopen'ed for reading: our EOF could never reach
+	 * it, so the server's must (docs/hold.md) */
+	if (newfd == 0)
+		kp_note_fdopen(c, oldfd, true, false);
 }
 
 bool kp_shutdown(struct kp_conn *c, int fd, int how)
@@ -1534,14 +1540,6 @@ static inline bool stdin_reads(const struct kp_conn *c)
 	return !deferred_sending && kp_fd_conn(0) == c;
 }
 
-static bool may_defer(const struct kp_conn *c, const struct frm_req_head *h, bool head_only)
-{
-	return kp_stdio_writing && head_only && __libc_single_threaded && !c->shared && !stdin_reads(c) &&
-	       !c->handed_off && !c->verbatim && !c->tls && !c->n_reqs && h->app_close &&
-	       (h->body_kind == FRM_BODY_NONE || (h->body_kind == FRM_BODY_LENGTH && !h->body_len)) &&
-	       !h->upgrade && !h->doubt && h->method != FRM_M_CONNECT && !h->expect_continue;
-}
-
 static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 			   ssize_t *ret);
 
@@ -1704,17 +1702,6 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 
 	/* The head is whole: rewrite, send all of it, then the rest of the call. */
 	size_t mine = (size_t)hl - old_held; /* the program's bytes in the head */
-	if (may_defer(c, &h, mine == total)) {
-		if (data != c->held && held_append(c, iov, iovcnt, 0, total) < 0)
-			goto pass_flush;
-		__atomic_store_n(&c->deferred, true, __ATOMIC_RELEASE);
-		__atomic_fetch_add(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
-		kp_debug("fd %d: a head written through stdio waits for the program's next call", fd);
-		*ret = (ssize_t)total;
-		pthread_mutex_unlock(&c->lock);
-		errno = saved;
-		return true;
-	}
 	/* First use of a reused connection: keep a copy, or go fresh. */
 	bool keep_copy = false;
 	int send_flags = flags;
