@@ -2041,14 +2041,25 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 	errno = saved;
 }
 
-/* Frame n response bytes.  Caller holds c->lock. */
-static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
+/* Bytes after a response to a request that asked to close (we owe EOF
+ * there) that begin a 408: the server's idle timer on the connection we
+ * kept open, which without us it had closed (a program that reads its
+ * response late, after a sleep, say).  Not the program's to see (docs/hold.md).
+ * Any other stray bytes are the server's own: the program sees them. */
+static bool idle_408(const char *p, size_t n)
+{
+	return n >= 12 && !memcmp(p, "HTTP/1.", 7) && !memcmp(p + 8, " 408", 4);
+}
+
+/* Frame n response bytes.  Caller holds c->lock.  Returns how many of
+ * them follow a response after which we owe the program EOF. */
+static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 {
 	while (n && c->state == KP_ACTIVE) {
 		if (!c->n_reqs) {
 			/* bytes nobody asked for (or a response ahead of its request) */
 			give_up(c, fd, "unsolicited response bytes");
-			return;
+			return 0;
 		}
 		if (!c->resp_started) {
 			/* the mask only where we changed the request: a close that
@@ -2093,21 +2104,22 @@ static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 					unpool(c, "bytes or requests after the response owed EOF");
 				else if (c->refs == 1 && parkable(c) && !c->tls)
 					finished_add(fd, c);
-				return;
+				return n;
 			}
 			break;
 		}
 		case FRM_EV_CLOSE_BODY:
 			go_passthrough(c, "close-delimited response");
-			return;
+			return 0;
 		case FRM_EV_UPGRADE:
 			go_passthrough(c, "protocol switched");
-			return;
+			return 0;
 		case FRM_EV_ERROR:
 			give_up(c, fd, "unparsable response");
-			return;
+			return 0;
 		}
 	}
+	return 0;
 }
 
 /* A peek shows the program bytes it will read again: they get the mask
@@ -2131,9 +2143,10 @@ static void mask_peeked(const struct kp_conn *c, const struct iovec *iov, int io
 	}
 }
 
-static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *retp,
 		      int flags)
 {
+	ssize_t ret = *retp;
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return false;
@@ -2172,8 +2185,13 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 			size_t left = (size_t)ret;
 			for (int i = 0; i < iovcnt && left && c->state == KP_ACTIVE; i++) {
 				size_t l = iov[i].iov_len < left ? iov[i].iov_len : left;
-				feed_response(c, fd, iov[i].iov_base, l);
+				size_t extra = feed_response(c, fd, iov[i].iov_base, l);
 				left -= l;
+				if (idle_408((const char *)iov[i].iov_base + (l - extra), extra)) {
+					/* the read ends where the server would have closed */
+					*retp = ret - (ssize_t)(left + extra);
+					break;
+				}
 			}
 		}
 	}
@@ -2182,7 +2200,7 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	return false;
 }
 
-bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,
 		  int flags)
 {
 	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
@@ -2280,7 +2298,7 @@ bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending)
 bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t ret, int flags)
 {
 	struct iovec iov = { buf, n };
-	return recv_done(c, fd, &iov, 1, ret, flags);
+	return recv_done(c, fd, &iov, 1, &ret, flags);
 }
 
 bool kp_conn_tls_at_end(struct kp_conn *c, int fd)

@@ -291,10 +291,12 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret);
  * kp_recv_done() returns true when the wrapper must make the same real
  * call again (and forget this one's result): the first request on a
  * reused connection met the server's close and went out again on a fresh
- * connection, now under fd.
+ * connection, now under fd.  It may shorten *ret: the read ends where a
+ * response after which we owe EOF ends when the server's idle 408 follows
+ * it (conn.c idle_408).
  */
 bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret);
-bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,
 		  int flags);
 
 /* n response bytes reached the program where we could not see them
