@@ -51,9 +51,8 @@ static void after_fork_child(void)
 
 __attribute__((constructor)) static void kp_init(void)
 {
-#ifndef KP_REAL_LAZY
-	kp_real_bind();
-#endif
+	/* also with KEEPALIVE_DISABLE: the wrappers still call through */
+	kp_real_bind_signal_safe();
 	kp_config_load();
 	if (kp_cfg.disabled)
 		return;

@@ -132,6 +132,16 @@ __asm__(".text\n"
 	".size kp_lazy_common, .-kp_lazy_common\n" KP_REAL_FUNCS(KP_REAL_STUB));
 #undef KP_REAL_STUB
 
+/* docs/binding.md: a first call from a signal handler that interrupted
+ * the loader (the program's own dlsym) would re-enter it; these are bound
+ * before main instead. */
+void kp_real_bind_signal_safe(void)
+{
+#define KP_REAL_EAGER(name) kp_resolve_##name();
+	KP_REAL_SIGNAL_SAFE(KP_REAL_EAGER)
+#undef KP_REAL_EAGER
+}
+
 #define KP_REAL_STUB_DECL(ret, name, args) __attribute__((visibility("hidden"))) extern ret kp_lazy_##name args;
 KP_REAL_FUNCS(KP_REAL_STUB_DECL)
 #undef KP_REAL_STUB_DECL
@@ -162,6 +172,11 @@ static void bind_all(void)
 void kp_real_bind(void)
 {
 	pthread_once(&bind_once, bind_all);
+}
+
+void kp_real_bind_signal_safe(void)
+{
+	kp_real_bind();
 }
 
 #endif
