@@ -222,23 +222,14 @@ void kp_send_bypass(struct kp_conn *c, int fd);
 
 /*
  * A request head that stdio wrote (hooks_stdio.c sets kp_stdio_writing
- * around its writes) and that we would rewrite to keep-alive is held,
- * whole, until the program's next call on the connection: a read, a
- * write, poll/select/epoll, shutdown, an ioctl go on with it rewritten; a
- * fork, spawn or exec, a close of its last fd or the exit send it as
- * written (then a child that reads the response, bash's `cat <&3`, gets
- * the server's own answer to the program's own request).  Calls that may
- * wait for something the server's receipt of the request brings, or that
- * order it, send it as written first: a read or write on an fd that is
- * not ours (hooks_io.c) or on another connection, a blocking wait for a
- * child or a signal, a sleep (a server may time the idle connection out
- * meanwhile), _exit (hooks_proc.c), syscall().  Never held (nor rewritten) when the
- * socket is fd 0 as the head is written: stdin's FILE reads past us.
- * Only in a process that never started a thread, on a connection that
- * never crossed a fork: there nobody else can be waiting for its
- * response.  Still unseen: a death by a signal, a long computation (the
- * head waits with it), io_uring, a dup onto fd 0 after the write
- * then stdin's FILE reading it.
+ * around its writes) goes out at once, like any other: nothing is held
+ * waiting for the program's next call, which may never come where a
+ * wrapper sees it (docs/hold.md).  Where stdio may read the response past
+ * us, nothing is rewritten or the server is made to close: the socket is
+ * fd 0 as the head is written (never rewritten), a FILE made on it
+ * before connect() (never ours: KP_FD_STDIO), fdopen for reading or a dup
+ * onto fd 0 after (kp_note_fdopen: our FIN).  The deferred machinery below
+ * is inert (kp_deferred_heads stays 0).
  */
 extern __thread bool kp_stdio_writing;
 /* A FILE writes to fd (or may: fdopen, a dup onto 0, 1 or 2): stdio's own

@@ -5,9 +5,11 @@
  * Binding the whole table in the constructor cost every program ~58k
  * instructions at start-up (callgrind, /bin/true: dlsym is ~800 each),
  * most of it for functions the program never calls.  Lazily, a program
- * pays one dlsym per function it does call, on its first call (from a
- * signal handler too, if that is where the first call is: the dynamic
- * linker's own lazy binding does the same for every PLT call).
+ * pays one dlsym per function it does call, on its first call, except
+ * for the ones a signal handler may call (KP_REAL_SIGNAL_SAFE): those are
+ * bound in the constructor, since a first call from a handler that
+ * interrupted the program's own dlsym would re-enter the loader
+ * (docs/binding.md).
  */
 #include "real.h"
 
