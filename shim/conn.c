@@ -642,7 +642,12 @@ static int connect_again(int fd, struct kp_conn *c, const struct sockaddr *addr,
 {
 	struct pool_key key;
 	if (make_key(addr, len, &key) && same_destination(&key, &c->key)) {
-		if (c->reused) { /* we answered 0 for the kernel: it is connected */
+		if (c->reused) { /* we answered for the kernel: it is connected */
+			/* after our EINPROGRESS the kernel's next answer is 0 */
+			if (c->connect_owed) {
+				c->connect_owed = false;
+				return 0;
+			}
 			errno = EISCONN;
 			return -1;
 		}
@@ -742,6 +747,21 @@ static int hand_out(int fd, struct kp_conn *c, int p, const struct pool_meta *me
 	return -1;
 }
 
+/* connect() handed a pooled connection answers as the kernel does for a
+ * fresh one: 0 when blocking; EINPROGRESS when non-blocking (even on
+ * loopback), the socket then writable at once with SO_ERROR 0, and the
+ * next connect() 0 (connect_again). */
+static int handed_answer(struct kp_conn *c, int saved)
+{
+	if (!c->nonblock) {
+		errno = saved;
+		return 0;
+	}
+	c->connect_owed = true;
+	errno = EINPROGRESS;
+	return -1;
+}
+
 int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
@@ -796,10 +816,8 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	bool alone = __atomic_load_n(&c->refs, __ATOMIC_RELAXED) == 1;
 	while (alone && ((p = pool_checkout(&key, now, &meta)) >= 0 ||
 	       (take_finished(&key) && (p = pool_checkout(&key, now, &meta)) >= 0))) {
-		if (hand_out(fd, c, p, &meta, now, true) == 0) {
-			errno = saved;
-			return 0;
-		}
+		if (hand_out(fd, c, p, &meta, now, true) == 0)
+			return handed_answer(c, saved);
 	}
 	/* the local pool stays first: only a miss asks the broker */
 	if (alone && (p = kp_broker_get(&key, &meta)) >= 0) {
@@ -807,10 +825,8 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 			kp_forget_fd(p, false);
 		/* a number received over the broker's socket: the lowest free
 		 * one, the program's to have back at once */
-		if (hand_out(fd, c, p, &meta, now, false) == 0) {
-			errno = saved;
-			return 0;
-		}
+		if (hand_out(fd, c, p, &meta, now, false) == 0)
+			return handed_answer(c, saved);
 	}
 	errno = saved;
 	int r = KP_REAL(connect)(fd, addr, len);

@@ -70,6 +70,8 @@ struct kp_conn {
 	                        -1: none.  Written under conn.c's twin_lock */
 	uint8_t state;       /* enum kp_conn_state */
 	bool reused;         /* came from the pool */
+	bool connect_owed;   /* connect() answered EINPROGRESS for a pooled
+	                        connection: the next connect() answers 0 */
 	bool poolable;       /* nothing has happened that forbids parking */
 	const char *unpooled; /* why poolable went false first (a literal) */
 	bool eof_owed;       /* the final response is complete: reads return 0 */
