@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Never crash the host (docs/binding.md): every wrapped function POSIX
 # lists as async-signal-safe called for the first time from a signal
-# handler that interrupted the program's own dlsym() or malloc(), run many
+# handler that interrupted the program's own dlsym(), malloc() or a
+# connect() inside our pool's lookup, run many
 # times: no abort, no deadlock, the same output as without the library.
 
 load helpers
@@ -28,4 +29,9 @@ sig_runs() {
 @test "signal handler makes the first call of every async-signal-safe wrapper while the program is in malloc: 30 runs, no abort, no hang" {
 	assert_equal "plain failures $(sig_runs malloc 30 env)" "plain failures 0"
 	assert_equal "shim failures $(sig_runs malloc 30 env LD_PRELOAD="$PRELOAD")" "shim failures 0"
+}
+
+@test "signal handler makes the first call of every async-signal-safe wrapper while the program is in our connect(): 30 runs, no abort, no hang" {
+	assert_equal "plain failures $(sig_runs connect 30 env)" "plain failures 0"
+	assert_equal "shim failures $(sig_runs connect 30 env KEEPALIVE_PORTS=1 LD_PRELOAD="$PRELOAD")" "shim failures 0"
 }

@@ -5,14 +5,19 @@
  * malloc (docs/binding.md).  Each call is on fd -1 or does nothing, so it
  * fails or returns at once.
  *
- *   sig_first dlsym|malloc SEED
+ *   sig_first dlsym|malloc|connect SEED
+ * connect: the loop connects to 127.0.0.1 port 1 (refused; run with
+ * KEEPALIVE_PORTS=1 so that each connect goes through the pool's lookup
+ * and its locks), then closes.
  * A timer fires at a pseudo-random moment (from SEED) within the first few
  * ms of the loop; the handler makes the calls once; the loop stops then.
  * Prints "ok N" (N: the calls made, the same with or without the shim).
  * An abort or a deadlock is the failure (run under timeout).
  */
 #include <dlfcn.h>
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -111,6 +116,9 @@ int main(int argc, char **argv)
 	if (argc < 3)
 		return 2;
 	int malloc_mode = !strcmp(argv[1], "malloc");
+	int connect_mode = !strcmp(argv[1], "connect");
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons(1),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	unsigned seed = (unsigned)atoi(argv[2]);
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
@@ -122,7 +130,13 @@ int main(int argc, char **argv)
 	void *sink = NULL;
 	char name[32];
 	for (unsigned long i = 0; !done; i++) {
-		if (malloc_mode) {
+		if (connect_mode) {
+			int c = socket(AF_INET, SOCK_STREAM, 0);
+			if (c >= 0) {
+				(void)connect(c, (struct sockaddr *)&to, sizeof(to));
+				close(c);
+			}
+		} else if (malloc_mode) {
 			void *q = malloc(16 + i % 4096);
 			free(sink);
 			sink = q;
