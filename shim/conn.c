@@ -588,12 +588,13 @@ static bool make_key(const struct sockaddr *addr, socklen_t len, struct pool_key
  * inherited, or made where we cannot see who else holds it), of key's
  * family (a pooled socket of the other family dup'ed onto it would change
  * its SO_DOMAIN, and the kernel answers EINVAL or EAFNOSUPPORT), not
- * bound, routed, connected before, nor shared (docs/owner.md). */
+ * bound, routed, connected before, nor shared (docs/owner.md), nor
+ * wrapped in a FILE already (docs/hold.md). */
 static bool ours_to_connect(int fd, const struct pool_key *key)
 {
 	kp_fdfl fl = kp_fl(fd);
 	if (!(fl & KP_FD_TCP) ||
-	    (fl & (KP_FD_BOUND | KP_FD_ROUTED | KP_FD_CONNECTED | KP_FD_SHARED)))
+	    (fl & (KP_FD_BOUND | KP_FD_ROUTED | KP_FD_CONNECTED | KP_FD_SHARED | KP_FD_STDIO)))
 		return false;
 	return key->family == ((fl & KP_FD_INET6) ? AF_INET6 : AF_INET);
 }
@@ -635,7 +636,12 @@ static int connect_again(int fd, struct kp_conn *c, const struct sockaddr *addr,
 {
 	struct pool_key key;
 	if (make_key(addr, len, &key) && same_destination(&key, &c->key)) {
-		if (c->reused) { /* we answered 0 for the kernel: it is connected */
+		if (c->reused) { /* we answered for the kernel: it is connected */
+			/* after our EINPROGRESS the kernel's next answer is 0 */
+			if (c->connect_owed) {
+				c->connect_owed = false;
+				return 0;
+			}
 			errno = EISCONN;
 			return -1;
 		}
@@ -735,6 +741,21 @@ static int hand_out(int fd, struct kp_conn *c, int p, const struct pool_meta *me
 	return -1;
 }
 
+/* connect() handed a pooled connection answers as the kernel does for a
+ * fresh one: 0 when blocking; EINPROGRESS when non-blocking (even on
+ * loopback), the socket then writable at once with SO_ERROR 0, and the
+ * next connect() 0 (connect_again). */
+static int handed_answer(struct kp_conn *c, int saved)
+{
+	if (!c->nonblock) {
+		errno = saved;
+		return 0;
+	}
+	c->connect_owed = true;
+	errno = EINPROGRESS;
+	return -1;
+}
+
 int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
@@ -789,10 +810,8 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 	bool alone = __atomic_load_n(&c->refs, __ATOMIC_RELAXED) == 1;
 	while (alone && ((p = pool_checkout(&key, now, &meta)) >= 0 ||
 	       (take_finished(&key) && (p = pool_checkout(&key, now, &meta)) >= 0))) {
-		if (hand_out(fd, c, p, &meta, now, true) == 0) {
-			errno = saved;
-			return 0;
-		}
+		if (hand_out(fd, c, p, &meta, now, true) == 0)
+			return handed_answer(c, saved);
 	}
 	/* the local pool stays first: only a miss asks the broker */
 	if (alone && (p = kp_broker_get(&key, &meta)) >= 0) {
@@ -800,10 +819,8 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 			kp_forget_fd(p, false);
 		/* a number received over the broker's socket: the lowest free
 		 * one, the program's to have back at once */
-		if (hand_out(fd, c, p, &meta, now, false) == 0) {
-			errno = saved;
-			return 0;
-		}
+		if (hand_out(fd, c, p, &meta, now, false) == 0)
+			return handed_answer(c, saved);
 	}
 	errno = saved;
 	int r = KP_REAL(connect)(fd, addr, len);
@@ -1105,6 +1122,11 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 		twin_forget_fd(newfd);
 	else if (old)
 		conn_unref(old);
+	/* onto stdin: its FILE (fread, fgets, scanf) may read the response
+	 * past us, as if fdopen'ed for reading: our EOF could never reach
+	 * it, so the server's must (docs/hold.md) */
+	if (newfd == 0)
+		kp_note_fdopen(c, oldfd, true, false);
 }
 
 bool kp_shutdown(struct kp_conn *c, int fd, int how)
@@ -1535,14 +1557,6 @@ static inline bool stdin_reads(const struct kp_conn *c)
 	return !deferred_sending && kp_fd_conn(0) == c;
 }
 
-static bool may_defer(const struct kp_conn *c, const struct frm_req_head *h, bool head_only)
-{
-	return kp_stdio_writing && head_only && __libc_single_threaded && !c->shared && !stdin_reads(c) &&
-	       !c->handed_off && !c->verbatim && !c->tls && !c->n_reqs && h->app_close &&
-	       (h->body_kind == FRM_BODY_NONE || (h->body_kind == FRM_BODY_LENGTH && !h->body_len)) &&
-	       !h->upgrade && !h->doubt && h->method != FRM_M_CONNECT && !h->expect_continue;
-}
-
 static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 			   ssize_t *ret);
 
@@ -1728,17 +1742,6 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 
 	/* The head is whole: rewrite, send all of it, then the rest of the call. */
 	size_t mine = (size_t)hl - old_held; /* the program's bytes in the head */
-	if (may_defer(c, &h, mine == total)) {
-		if (data != c->held && held_append(c, iov, iovcnt, 0, total) < 0)
-			goto pass_flush;
-		__atomic_store_n(&c->deferred, true, __ATOMIC_RELEASE);
-		__atomic_fetch_add(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
-		kp_debug("fd %d: a head written through stdio waits for the program's next call", fd);
-		*ret = (ssize_t)total;
-		pthread_mutex_unlock(&c->lock);
-		errno = saved;
-		return true;
-	}
 	/* First use of a reused connection: keep a copy, or go fresh. */
 	bool keep_copy = false;
 	int send_flags = flags;
@@ -2084,14 +2087,25 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 	errno = saved;
 }
 
-/* Frame n response bytes.  Caller holds c->lock. */
-static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
+/* Bytes after a response to a request that asked to close (we owe EOF
+ * there) that begin a 408: the server's idle timer on the connection we
+ * kept open, which without us it had closed (a program that reads its
+ * response late, after a sleep, say).  Not the program's to see (docs/hold.md).
+ * Any other stray bytes are the server's own: the program sees them. */
+static bool idle_408(const char *p, size_t n)
+{
+	return n >= 12 && !memcmp(p, "HTTP/1.", 7) && !memcmp(p + 8, " 408", 4);
+}
+
+/* Frame n response bytes.  Caller holds c->lock.  Returns how many of
+ * them follow a response after which we owe the program EOF. */
+static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 {
 	while (n && c->state == KP_ACTIVE) {
 		if (!c->n_reqs) {
 			/* bytes nobody asked for (or a response ahead of its request) */
 			give_up(c, fd, "unsolicited response bytes");
-			return;
+			return 0;
 		}
 		if (!c->resp_started) {
 			/* the mask only where we changed the request: a close that
@@ -2136,21 +2150,22 @@ static void feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 					unpool(c, "bytes or requests after the response owed EOF");
 				else if (c->refs == 1 && parkable(c) && !c->tls)
 					finished_add(fd, c);
-				return;
+				return n;
 			}
 			break;
 		}
 		case FRM_EV_CLOSE_BODY:
 			go_passthrough(c, "close-delimited response");
-			return;
+			return 0;
 		case FRM_EV_UPGRADE:
 			go_passthrough(c, "protocol switched");
-			return;
+			return 0;
 		case FRM_EV_ERROR:
 			give_up(c, fd, "unparsable response");
-			return;
+			return 0;
 		}
 	}
+	return 0;
 }
 
 /* A peek shows the program bytes it will read again: they get the mask
@@ -2174,9 +2189,10 @@ static void mask_peeked(const struct kp_conn *c, const struct iovec *iov, int io
 	}
 }
 
-static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *retp,
 		      int flags)
 {
+	ssize_t ret = *retp;
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return false;
@@ -2219,8 +2235,13 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 			size_t left = (size_t)ret;
 			for (int i = 0; i < iovcnt && left && c->state == KP_ACTIVE; i++) {
 				size_t l = iov[i].iov_len < left ? iov[i].iov_len : left;
-				feed_response(c, fd, iov[i].iov_base, l);
+				size_t extra = feed_response(c, fd, iov[i].iov_base, l);
 				left -= l;
+				if (idle_408((const char *)iov[i].iov_base + (l - extra), extra)) {
+					/* the read ends where the server would have closed */
+					*retp = ret - (ssize_t)(left + extra);
+					break;
+				}
 			}
 		}
 	}
@@ -2229,18 +2250,12 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	return false;
 }
 
-bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,
 		  int flags)
-{
-	return kp_recv_done_r(c, fd, iov, iovcnt, &ret, flags);
-}
-
-bool kp_recv_done_r(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,
-		    int flags)
 {
 	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false; /* ciphertext */
-	bool again = recv_done(c, fd, iov, iovcnt, *ret, flags);
+	bool again = recv_done(c, fd, iov, iovcnt, ret, flags);
 	if (!again && kp_replay_interrupted) {
 		/* a signal ended the replay: the program's call says so */
 		kp_replay_interrupted = false;
@@ -2340,7 +2355,7 @@ bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending)
 bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t ret, int flags)
 {
 	struct iovec iov = { buf, n };
-	return recv_done(c, fd, &iov, 1, ret, flags);
+	return recv_done(c, fd, &iov, 1, &ret, flags);
 }
 
 bool kp_conn_tls_at_end(struct kp_conn *c, int fd)

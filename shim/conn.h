@@ -70,6 +70,8 @@ struct kp_conn {
 	                        -1: none.  Written under conn.c's twin_lock */
 	uint8_t state;       /* enum kp_conn_state */
 	bool reused;         /* came from the pool */
+	bool connect_owed;   /* connect() answered EINPROGRESS for a pooled
+	                        connection: the next connect() answers 0 */
 	bool poolable;       /* nothing has happened that forbids parking */
 	const char *unpooled; /* why poolable went false first (a literal) */
 	bool eof_owed;       /* the final response is complete: reads return 0 */
@@ -224,23 +226,14 @@ void kp_send_bypass(struct kp_conn *c, int fd);
 
 /*
  * A request head that stdio wrote (hooks_stdio.c sets kp_stdio_writing
- * around its writes) and that we would rewrite to keep-alive is held,
- * whole, until the program's next call on the connection: a read, a
- * write, poll/select/epoll, shutdown, an ioctl go on with it rewritten; a
- * fork, spawn or exec, a close of its last fd or the exit send it as
- * written (then a child that reads the response, bash's `cat <&3`, gets
- * the server's own answer to the program's own request).  Calls that may
- * wait for something the server's receipt of the request brings, or that
- * order it, send it as written first: a read or write on an fd that is
- * not ours (hooks_io.c) or on another connection, a blocking wait for a
- * child or a signal, a sleep (a server may time the idle connection out
- * meanwhile), _exit (hooks_proc.c), syscall().  Never held (nor rewritten) when the
- * socket is fd 0 as the head is written: stdin's FILE reads past us.
- * Only in a process that never started a thread, on a connection that
- * never crossed a fork: there nobody else can be waiting for its
- * response.  Still unseen: a death by a signal, a long computation (the
- * head waits with it), io_uring, a dup onto fd 0 after the write
- * then stdin's FILE reading it.
+ * around its writes) goes out at once, like any other: nothing is held
+ * waiting for the program's next call, which may never come where a
+ * wrapper sees it (docs/hold.md).  Where stdio may read the response past
+ * us, nothing is rewritten or the server is made to close: the socket is
+ * fd 0 as the head is written (never rewritten), a FILE made on it
+ * before connect() (never ours: KP_FD_STDIO), fdopen for reading or a dup
+ * onto fd 0 after (kp_note_fdopen: our FIN).  The deferred machinery below
+ * is inert (kp_deferred_heads stays 0).
  */
 extern __thread bool kp_stdio_writing;
 /* A FILE writes to fd (or may: fdopen, a dup onto 0, 1 or 2): stdio's own
@@ -293,15 +286,15 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret);
  * kp_recv_done() returns true when the wrapper must make the same real
  * call again (and forget this one's result): the first request on a
  * reused connection met the server's close and went out again on a fresh
- * connection, now under fd.
+ * connection, now under fd.  It may shorten *ret: the read ends where a
+ * response after which we owe EOF ends when the server's idle 408 follows
+ * it (conn.c idle_408).
  */
 bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret);
-bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+/* *ret also becomes -1 with EINTR when a signal ended the replay the
+ * call met (docs/replay.md, "The program's bounds"). */
+bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,
 		  int flags);
-/* The same, and the call's result may change: -1 with EINTR when a signal
- * ended the replay it met (docs/replay.md, "The program's bounds"). */
-bool kp_recv_done_r(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,
-		    int flags);
 
 /* n response bytes reached the program where we could not see them
  * (splice): the framing is lost. */

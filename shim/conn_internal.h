@@ -123,7 +123,7 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 bool answered_408(const struct iovec *iov, int iovcnt, ssize_t ret);
 void sigpipe_as_kernel(int flags);
 /* a signal interrupted the replay's fresh connect in this thread: the
- * program's call is to fail with EINTR (kp_recv_done_r) */
+ * program's call is to fail with EINTR (kp_recv_done) */
 extern __thread bool kp_replay_interrupted;
 bool ready_settle(struct kp_conn *c, int fd);
 

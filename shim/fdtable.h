@@ -31,6 +31,10 @@ enum {
 	 * an exec or spawn, or an SCM_RIGHTS message before we connected it.
 	 * Never a connection of ours (docs/owner.md). */
 	KP_FD_SHARED = 512,
+	/* A FILE was made on the socket (fdopen) before it was connected:
+	 * stdio's reads go past us, so no request on it may be rewritten
+	 * (docs/hold.md).  Never a connection of ours. */
+	KP_FD_STDIO = 1024,
 };
 typedef uint16_t kp_fdfl;
 

@@ -51,9 +51,8 @@ static void after_fork_child(void)
 
 __attribute__((constructor)) static void kp_init(void)
 {
-#ifndef KP_REAL_LAZY
-	kp_real_bind();
-#endif
+	/* also with KEEPALIVE_DISABLE: the wrappers still call through */
+	kp_real_bind_signal_safe();
 	kp_config_load();
 	if (kp_cfg.disabled)
 		return;
@@ -453,6 +452,10 @@ KP_EXPORT FILE *fdopen(int fd, const char *mode)
 		errno = EBADF;
 		return NULL;
 	}
+	/* a FILE on a socket not connected yet: stdio's reads of whatever it
+	 * connects to will go past us (docs/hold.md) */
+	if (!c && kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_TCP))
+		kp_fl_or(fd, KP_FD_STDIO);
 	if (c && c != KP_POOLED && mode)
 		kp_note_fdopen(c, fd, mode[0] == 'r' && !strchr(mode, '+'),
 			       (mode[0] == 'w' || mode[0] == 'a') && !strchr(mode, '+'));
@@ -919,6 +922,17 @@ KP_EXPORT long syscall(long number, ...)
 		switch (number) {
 		case SYS_close:
 			return close((int)a[0]);
+		/* a read of a connection past the wrappers would miss the EOF
+		 * we owe after a response we had rewritten (docs/hold.md) */
+		case SYS_read:
+			return read((int)a[0], (void *)a[1], (size_t)a[2]);
+		case SYS_readv:
+			return readv((int)a[0], (const struct iovec *)a[1], (int)a[2]);
+		case SYS_recvfrom:
+			return recvfrom((int)a[0], (void *)a[1], (size_t)a[2], (int)a[3],
+					(struct sockaddr *)a[4], (socklen_t *)a[5]);
+		case SYS_recvmsg:
+			return recvmsg((int)a[0], (struct msghdr *)a[1], (int)a[2]);
 		case SYS_close_range:
 			return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
 #ifdef SYS_dup2 /* not on aarch64 */
@@ -970,8 +984,5 @@ KP_EXPORT long syscall(long number, ...)
 		}
 		}
 	}
-	/* a read (or anything) past the wrappers: a head held from stdio
-	 * goes first, as written (conn.h) */
-	kp_send_held_verbatim();
 	return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }

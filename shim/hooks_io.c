@@ -285,7 +285,7 @@ static KP_SLOW ssize_t read_slow(struct kp_conn *c, int fd, void *buf, size_t n)
 	struct iovec iov = { buf, n };
 	do
 		r = KP_REAL(read)(fd, buf, n);
-	while (kp_recv_done_r(c, fd, &iov, 1, &r, 0));
+	while (kp_recv_done(c, fd, &iov, 1, &r, 0));
 	return r;
 }
 
@@ -307,7 +307,7 @@ static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec 
 		return r;
 	do
 		r = KP_REAL(readv)(fd, iov, iovcnt);
-	while (kp_recv_done_r(c, fd, iov, iovcnt, &r, 0));
+	while (kp_recv_done(c, fd, iov, iovcnt, &r, 0));
 	return r;
 }
 
@@ -337,7 +337,7 @@ static ssize_t recv_waitall(struct kp_conn *c, int fd, char *buf, size_t n, int 
 		do
 			r = from ? KP_REAL(recvfrom)(fd, buf + got, n - got, flags, from, fromlen)
 				 : KP_REAL(recv)(fd, buf + got, n - got, flags);
-		while (kp_recv_done_r(c, fd, &iov, 1, &r, flags));
+		while (kp_recv_done(c, fd, &iov, 1, &r, flags));
 		if (r <= 0)
 			return got ? (ssize_t)got : r;
 		got += (size_t)r;
@@ -362,7 +362,7 @@ static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n,
 	struct iovec iov = { buf, n };
 	do
 		r = KP_REAL(recv)(fd, buf, n, flags);
-	while (kp_recv_done_r(c, fd, &iov, 1, &r, flags));
+	while (kp_recv_done(c, fd, &iov, 1, &r, flags));
 	return r;
 }
 
@@ -389,7 +389,7 @@ static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_
 	struct iovec iov = { buf, n };
 	do
 		r = KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
-	while (kp_recv_done_r(c, fd, &iov, 1, &r, flags));
+	while (kp_recv_done(c, fd, &iov, 1, &r, flags));
 	return r;
 }
 
@@ -415,7 +415,7 @@ static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *ms
 	}
 	do
 		r = KP_REAL(recvmsg)(fd, msg, flags);
-	while (kp_recv_done_r(c, fd, msg->msg_iov, (int)msg->msg_iovlen, &r, flags));
+	while (kp_recv_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, &r, flags));
 	return r;
 }
 
@@ -471,11 +471,16 @@ static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec,
 		int saved = errno;
 		again = false;
 		/* a replay can only come with the first message */
-		for (int i = 0; i < r && !again; i++)
+		for (int i = 0; i < r && !again; i++) {
+			ssize_t len = (ssize_t)vec[i].msg_len;
 			again = kp_recv_done(c, fd, vec[i].msg_hdr.msg_iov,
-					     (int)vec[i].msg_hdr.msg_iovlen, (ssize_t)vec[i].msg_len, flags);
-		if (r < 0)
-			again = kp_recv_done(c, fd, NULL, 0, -1, flags);
+					     (int)vec[i].msg_hdr.msg_iovlen, &len, flags);
+			vec[i].msg_len = (unsigned)len;
+		}
+		if (r < 0) {
+			ssize_t neg = -1;
+			again = kp_recv_done(c, fd, NULL, 0, &neg, flags);
+		}
 		errno = saved;
 	} while (again);
 	return r;

@@ -5,9 +5,11 @@
  * Binding the whole table in the constructor cost every program ~58k
  * instructions at start-up (callgrind, /bin/true: dlsym is ~800 each),
  * most of it for functions the program never calls.  Lazily, a program
- * pays one dlsym per function it does call, on its first call (from a
- * signal handler too, if that is where the first call is: the dynamic
- * linker's own lazy binding does the same for every PLT call).
+ * pays one dlsym per function it does call, on its first call, except
+ * for the ones a signal handler may call (KP_REAL_SIGNAL_SAFE): those are
+ * bound in the constructor, since a first call from a handler that
+ * interrupted the program's own dlsym would re-enter the loader
+ * (docs/binding.md).
  */
 #include "real.h"
 
@@ -132,6 +134,16 @@ __asm__(".text\n"
 	".size kp_lazy_common, .-kp_lazy_common\n" KP_REAL_FUNCS(KP_REAL_STUB));
 #undef KP_REAL_STUB
 
+/* docs/binding.md: a first call from a signal handler that interrupted
+ * the loader (the program's own dlsym) would re-enter it; these are bound
+ * before main instead. */
+void kp_real_bind_signal_safe(void)
+{
+#define KP_REAL_EAGER(name) kp_resolve_##name();
+	KP_REAL_SIGNAL_SAFE(KP_REAL_EAGER)
+#undef KP_REAL_EAGER
+}
+
 #define KP_REAL_STUB_DECL(ret, name, args) __attribute__((visibility("hidden"))) extern ret kp_lazy_##name args;
 KP_REAL_FUNCS(KP_REAL_STUB_DECL)
 #undef KP_REAL_STUB_DECL
@@ -162,6 +174,11 @@ static void bind_all(void)
 void kp_real_bind(void)
 {
 	pthread_once(&bind_once, bind_all);
+}
+
+void kp_real_bind_signal_safe(void)
+{
+	kp_real_bind();
 }
 
 #endif

@@ -149,6 +149,24 @@
 	X(int, execveat, (int, const char *, char *const[], char *const[], int))     \
 	X(int, pidfd_getfd, (int, int, unsigned int))
 
+/* The wrapped functions POSIX lists as async-signal-safe (and the Linux
+ * ones of the same kind: accept4, dup3, pipe2, ppoll, readv, writev): a
+ * signal handler may call any of them first while the program is inside
+ * dlsym or malloc, so they are bound before main, never lazily
+ * (docs/binding.md). */
+#define KP_REAL_SIGNAL_SAFE(X)                                                        \
+	X(socket) X(connect) X(bind) X(accept) X(accept4) X(socketpair) X(open)       \
+	X(open64) X(openat) X(openat64) X(creat) X(pipe) X(pipe2) X(close)            \
+	X(shutdown) X(dup) X(dup2) X(dup3) X(fcntl) X(setsockopt) X(getsockopt)      \
+	X(getpeername) X(getsockname) X(write) X(writev) X(send) X(sendto)           \
+	X(sendmsg) X(read) X(readv) X(recv) X(recvfrom) X(recvmsg) X(poll) X(ppoll)  \
+	X(select) X(pselect) X(execve) X(execv) X(fexecve) X(wait) X(waitpid)        \
+	X(pause) X(_exit) X(_Exit) X(nanosleep) X(clock_nanosleep) X(sleep)          \
+	X(sigsuspend) X(setuid) X(setgid) X(_Fork)
+
+/* Bind those now (the constructor). */
+void kp_real_bind_signal_safe(void);
+
 #define KP_REAL_FIELD(ret, name, args) ret(*name) args;
 struct kp_real_table {
 	KP_REAL_FUNCS(KP_REAL_FIELD)

@@ -79,6 +79,17 @@ assert_reused_all() {
 	assert_reused_all $N
 }
 
+# A non-blocking connect handed a pooled connection answers as the kernel
+# would for a fresh one: EINPROGRESS, then writable, SO_ERROR 0, a second
+# connect() 0 and a third EISCONN (an instant 0 made curl -Z's parallel
+# queue stall).
+@test "O_NONBLOCK connect handed a pooled connection: EINPROGRESS, then 0, then EISCONN, as the kernel answers" {
+	run_both $N NB_AGAIN=1 "$CLIENTS/nonblock" 127.0.0.1 "$NGINX_PORT" /f $N
+	assert_equal "$(count_matches '^connect: Operation now in progress, again: 0, third: Transport endpoint is already connected' "$BATS_TEST_TMPDIR/plain.out")" $N
+	assert_same_output --headers
+	assert_reused_all $N
+}
+
 @test "IPv6 [::1]: one connection, same output" {
 	run_both $N "$CLIENTS/httpget" ::1 "$NGINX_PORT" /f $N
 	assert_equal "$(count_matches '^HTTP/1\.1 200 OK' "$BATS_TEST_TMPDIR/plain.out")" $N

@@ -6,6 +6,8 @@
 #             back); the response read with `while IFS= read -r` (fd 5
 #             moved onto fd 0; bash reads a socket a byte per read()) and
 #             printed line by line
+#   builtins_u  as builtins, but the response read with `read -u 5`
+#             (bash reads fd 5 itself: the socket never goes onto fd 0)
 #   cat       exec 3<>/dev/tcp/...; one printf of the head; the response
 #             read by cat, a child process (fork, exec) that inherits fd 3
 #   mixed     N-1 requests as in builtins, then one as in cat
@@ -18,6 +20,14 @@ builtins() {
 	echo -ne 'Host: 127.0.0.1\r\n' >&5
 	printf '\r\n' >&5
 	while IFS= read -r line; do printf '%s\n' "$line"; done <&5
+	exec 5<&-
+}
+builtins_u() {
+	exec 5<>"/dev/tcp/127.0.0.1/$port"
+	printf 'GET /f HTTP/1.0\r\n' >&5
+	echo -ne 'Host: 127.0.0.1\r\n' >&5
+	printf '\r\n' >&5
+	while IFS= read -r -u 5 line; do printf '%s\n' "$line"; done
 	exec 5<&-
 }
 unread() {
@@ -34,6 +44,7 @@ with_cat() {
 for ((i = 0; i < n; i++)); do
 	case $mode in
 	builtins) builtins ;;
+	builtins_u) builtins_u ;;
 	cat) with_cat ;;
 	unread) unread ;;
 	mixed) if ((i < n - 1)); then builtins; else with_cat; fi ;;

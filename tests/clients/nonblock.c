@@ -3,11 +3,14 @@
  * connect(): EINPROGRESS is awaited with poll(POLLOUT) and SO_ERROR, writes
  * and reads wait with poll().  A pooled connection may make connect()
  * succeed at once (POSIX allows it); both paths must work.
- * Usage: see common.h.
+ * Usage: see common.h.  NB_AGAIN=1: print what connect() answered, then
+ * call it again once the connection is up and print that answer too (the
+ * kernel: EINPROGRESS, then 0; a second connect after that, EISCONN).
  */
 #include "common.h"
 
 #include <fcntl.h>
+#include <stdbool.h>
 #include <poll.h>
 
 static void wait_for(int fd, short events, long req)
@@ -36,7 +39,10 @@ int main(int argc, char **argv)
 			die("socket");
 		if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
 			die("fcntl");
-		if (connect(fd, job.ai->ai_addr, job.ai->ai_addrlen) < 0) {
+		int cr = connect(fd, job.ai->ai_addr, job.ai->ai_addrlen), cerr = errno;
+		bool again = getenv("NB_AGAIN") != NULL;
+		errno = cerr;
+		if (cr < 0) {
 			int err = 0;
 			socklen_t len = sizeof(err);
 
@@ -49,6 +55,13 @@ int main(int argc, char **argv)
 				errno = err;
 				die("connect completion (request %ld)", req);
 			}
+		}
+		if (again) {
+			int r2 = connect(fd, job.ai->ai_addr, job.ai->ai_addrlen), e2 = errno;
+			int r3 = connect(fd, job.ai->ai_addr, job.ai->ai_addrlen), e3 = errno;
+			printf("connect: %s, again: %s, third: %s\n", cr ? strerror(cerr) : "0",
+			       r2 ? strerror(e2) : "0", r3 ? strerror(e3) : "0");
+			fflush(stdout);
 		}
 		while (off < job.req_len) {
 			n = write(fd, job.req + off, job.req_len - off);

@@ -21,6 +21,16 @@
  *               response read to EOF), then the first one's response
  *     rafter    fread on fdopen(dup(s), "r") made after the write
  *     recv      recv() on the socket
+ *     fdopen_first  fdopen(s, "r+") made before connect(); the request
+ *               written and the response read (fgets) through that FILE
+ *               (libc's internal read, unseen by the shim)
+ *     stdin_later   the request printed on stdout (the socket dup2'd onto
+ *               fd 1, then stdout put back), then the socket dup2'd onto
+ *               fd 0 and the response read with fread(stdin)
+ *     accept    a child forked before the connection connects back to a
+ *               listening socket of ours once the server's access log LOG
+ *               is not empty (5 s at most); the parent accept()s it, then
+ *               reads the response
  * Exit 4: FIONREAD never saw the response; 5: the server never saw the
  * request (the child's wait timed out).
  */
@@ -68,18 +78,77 @@ int main(int argc, char **argv)
 		}
 		close(p[1]);
 	}
+	int lsn = -1;
+	struct sockaddr_in la = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	if (!strcmp(mode, "accept")) {
+		socklen_t ll = sizeof(la);
+		lsn = socket(AF_INET, SOCK_STREAM, 0);
+		if (lsn < 0 || bind(lsn, (struct sockaddr *)&la, sizeof(la)) < 0 || listen(lsn, 1) < 0 ||
+		    getsockname(lsn, (struct sockaddr *)&la, &ll) < 0)
+			die("listen");
+		if ((kid = fork()) < 0)
+			die("fork");
+		if (kid == 0) {
+			/* the peer calls back once the server has the request */
+			int r = log_seen(log);
+			int c = socket(AF_INET, SOCK_STREAM, 0);
+			if (c < 0 || connect(c, (struct sockaddr *)&la, sizeof(la)) < 0)
+				r = 1;
+			_exit(r);
+		}
+	}
+	char buf[4096];
+	ssize_t n;
+	if (!strcmp(mode, "fdopen_first")) {
+		int s = socket(AF_INET, SOCK_STREAM, 0);
+		FILE *f = s < 0 ? NULL : fdopen(s, "r+");
+		struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+					 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+		if (!f || connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+			die("connect");
+		if (fprintf(f, "GET /f HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n") < 0 ||
+		    fflush(f) != 0)
+			die("fprintf");
+		while (fgets(buf, sizeof(buf), f))
+			write_stdout(buf, strlen(buf));
+		fclose(f);
+		return 0;
+	}
 	int s = dial_loopback(port);
 	if (!strcmp(mode, "stdin") && dup2(s, 0) < 0)
 		die("dup2");
+	if (!strcmp(mode, "stdin_later")) {
+		int out = dup(1);
+		if (out < 0 || dup2(s, 1) < 0)
+			die("dup2");
+		if (printf("GET /f HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n") < 0 ||
+		    fflush(stdout) != 0)
+			die("printf");
+		if (dup2(out, 1) < 0 || dup2(s, 0) < 0)
+			die("dup2");
+		close(out);
+		while ((n = (ssize_t)fread(buf, 1, sizeof(buf), stdin)) > 0)
+			write_stdout(buf, (size_t)n);
+		return 0;
+	}
 	FILE *f = fdopen(s, "w");
 	if (!f)
 		die("fdopen");
 	if (fprintf(f, "GET /f HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n") < 0 ||
 	    fflush(f) != 0)
 		die("fprintf");
-	char buf[4096];
-	ssize_t n;
-	if (!strcmp(mode, "order")) {
+	if (!strcmp(mode, "accept")) {
+		int st, c = accept(lsn, NULL, NULL);
+		if (c < 0)
+			die("accept");
+		close(c);
+		if (waitpid(kid, &st, 0) < 0 || !WIFEXITED(st) || WEXITSTATUS(st)) {
+			fprintf(stderr, "the server never saw the request\n");
+			return 5;
+		}
+		kid = -1;
+		copy_response(s);
+	} else if (!strcmp(mode, "order")) {
 		/* the first request is GET /f, written through stdio; then a
 		 * whole exchange on a second connection (write, read to EOF) */
 		int s2 = dial_loopback(port);
