@@ -756,7 +756,33 @@ static int handed_answer(struct kp_conn *c, int saved)
 	return -1;
 }
 
+/* A connect() or close() of ours in progress on this thread: a signal
+ * handler that interrupted it and calls connect() or close() itself (both
+ * async-signal-safe in libc) must not wait for the locks the interrupted
+ * call holds (the pool's, a connection's, malloc's): it gets the kernel's
+ * call, and that socket is never ours. */
+static __thread unsigned in_conn_call;
+
+static int connect_reentered(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	if (kp_fd_valid(fd))
+		kp_fl_or(fd, KP_FD_CONNECTED | KP_FD_SHARED);
+	return KP_REAL(connect)(fd, addr, len);
+}
+
+static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len);
+
 int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	if (in_conn_call)
+		return connect_reentered(fd, addr, len);
+	in_conn_call++;
+	int r = connect_locked(fd, addr, len);
+	in_conn_call--;
+	return r;
+}
+
+static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
 	struct pool_key key;
@@ -1016,7 +1042,20 @@ static bool settle_last(int fd, struct kp_conn *c)
 	return parked;
 }
 
+static int close_locked(int fd, struct kp_conn *c);
+
 int kp_close(int fd, struct kp_conn *c)
+{
+	if (in_conn_call) /* (see connect_reentered): the kernel's close; what
+			     we knew of fd goes with its next socket() */
+		return KP_REAL(close)(fd);
+	in_conn_call++;
+	int r = close_locked(fd, c);
+	in_conn_call--;
+	return r;
+}
+
+static int close_locked(int fd, struct kp_conn *c)
 {
 	int saved = errno;
 	if (c == KP_POOLED) {

@@ -933,6 +933,24 @@ KP_EXPORT long syscall(long number, ...)
 					(struct sockaddr *)a[4], (socklen_t *)a[5]);
 		case SYS_recvmsg:
 			return recvmsg((int)a[0], (struct msghdr *)a[1], (int)a[2]);
+		case SYS_recvmmsg:
+			return recvmmsg((int)a[0], (struct mmsghdr *)a[1], (unsigned)a[2], (int)a[3],
+					(struct timespec *)a[4]);
+		case SYS_write:
+			return write((int)a[0], (const void *)a[1], (size_t)a[2]);
+		case SYS_writev:
+			return writev((int)a[0], (const struct iovec *)a[1], (int)a[2]);
+		case SYS_sendto:
+			return sendto((int)a[0], (const void *)a[1], (size_t)a[2], (int)a[3],
+				      (const struct sockaddr *)a[4], (socklen_t)a[5]);
+		case SYS_preadv2:
+			if (a[3] == -1)
+				return preadv2((int)a[0], (const struct iovec *)a[1], (int)a[2], -1, (int)a[5]);
+			break;
+		case SYS_pwritev2:
+			if (a[3] == -1)
+				return pwritev2((int)a[0], (const struct iovec *)a[1], (int)a[2], -1, (int)a[5]);
+			break;
 		case SYS_close_range:
 			return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
 #ifdef SYS_dup2 /* not on aarch64 */

@@ -458,16 +458,22 @@ static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec,
 	}
 	ssize_t r0;
 	if (n > 0 && kp_recv_intercept(c, fd, &r0)) {
-		/* what the kernel reports at EOF: one message of length 0 */
-		vec[0].msg_len = 0;
-		vec[0].msg_hdr.msg_flags = 0;
-		vec[0].msg_hdr.msg_controllen = 0;
-		return 1;
+		/* what the kernel reports at a TCP EOF: every message of
+		 * length 0 */
+		for (unsigned int i = 0; i < n; i++) {
+			vec[i].msg_len = 0;
+			vec[i].msg_hdr.msg_flags = 0;
+			vec[i].msg_hdr.msg_controllen = 0;
+		}
+		return (int)n;
 	}
 	int r;
 	bool again;
 	do {
-		r = KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
+		/* one message at a time: a second one would wait in the kernel
+		 * for an end the server never sends (the EOF we owe comes
+		 * from us), as recv(MSG_WAITALL) would (recv_waitall) */
+		r = KP_REAL(recvmmsg)(fd, vec, n > 1 ? 1 : n, flags, ts);
 		int saved = errno;
 		again = false;
 		/* a replay can only come with the first message */
@@ -489,6 +495,30 @@ static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec,
 KP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
 {
 	KP_FAST(fd, recvmmsg, fd, vec, n, flags, ts);
+}
+
+/* preadv2/pwritev2 with offset -1 and no flags are readv/writev (the
+ * only form a socket takes: any other offset is ESPIPE, flags change the
+ * call): on a connection of ours they take our read and write paths, so
+ * the owed EOF and the writes after it are the same (docs/replay.md). */
+KP_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (__builtin_expect(c != NULL, 0) && off == -1 && !flags)
+		return readv_slow(c, fd, iov, iovcnt);
+	if (c == KP_POOLED)
+		return not_yours();
+	return KP_REAL(preadv2)(fd, iov, iovcnt, off, flags);
+}
+
+KP_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (__builtin_expect(c != NULL, 0) && off == -1 && !flags)
+		return writev_slow(c, fd, iov, iovcnt);
+	if (c == KP_POOLED)
+		return not_yours();
+	return KP_REAL(pwritev2)(fd, iov, iovcnt, off, flags);
 }
 
 /* _FORTIFY_SOURCE versions: same checks as glibc, then our logic. */

@@ -78,6 +78,8 @@
 	X(int, recvmmsg, (int, struct mmsghdr *, unsigned int, int, struct timespec *)) \
 	X(ssize_t, read, (int, void *, size_t))                                      \
 	X(ssize_t, readv, (int, const struct iovec *, int))                          \
+	X(ssize_t, preadv2, (int, const struct iovec *, int, off_t, int))            \
+	X(ssize_t, pwritev2, (int, const struct iovec *, int, off_t, int))           \
 	X(ssize_t, recv, (int, void *, size_t, int))                                 \
 	X(ssize_t, recvfrom, (int, void *, size_t, int, struct sockaddr *,           \
 			      socklen_t *))                                          \
