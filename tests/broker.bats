@@ -44,7 +44,7 @@ run_wrapped() {
 	PLAIN_REQS=$(server_requests)
 	server_reset
 	SHIM_STATUS=0
-	timeout "$CLIENT_TIMEOUT" env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" \
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" \
 		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_STATS=1 "$WRAP" "$@" \
 		>"$BATS_TEST_TMPDIR/shim.out" 2>"$BATS_TEST_TMPDIR/shim.err" </dev/null ||
 		SHIM_STATUS=$?

@@ -24,6 +24,11 @@ PYTHON="${PYTHON:-/usr/bin/python3}"
 RUBY="${RUBY:-/usr/bin/ruby}"
 CURL="${CURL:-curl}"
 CLIENT_TIMEOUT="${CLIENT_TIMEOUT:-20}"
+# under ASan a client is 2-3 times slower, and the ASan pass runs on a
+# machine the first pass left loaded: every timeout is a hang guard, not a
+# measure, so it stretches (a test's own CLIENT_TIMEOUT=N stretches too)
+SLOW=1
+[ "${KEEPALIVE_ASAN:-0}" = 1 ] && SLOW=4
 CLIENTS="$ROOT/build/clients"    # compiled C clients
 SCRIPTS="$ROOT/tests/clients"    # Ruby/Python test clients
 PRODUCT_CLIENTS="$ROOT/scripts/clients" # the demo's clients, tested too
@@ -367,7 +372,7 @@ server_wait_requests() { wait_until _has_requests "$1" || true; }
 #   exit status -> PLAIN_STATUS.
 run_plain() {
 	PLAIN_STATUS=0
-	timeout "$CLIENT_TIMEOUT" env -u LD_PRELOAD "$@" \
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD "$@" \
 		>"$BATS_TEST_TMPDIR/plain.out" 2>"$BATS_TEST_TMPDIR/plain.err" </dev/null ||
 		PLAIN_STATUS=$?
 }
@@ -379,7 +384,7 @@ run_plain() {
 #   the "libkeepalive: ..." stats line(s) -> SHIM_STATS.
 run_shim() {
 	SHIM_STATUS=0
-	timeout "$CLIENT_TIMEOUT" env LD_PRELOAD="$PRELOAD" KEEPALIVE_PORTS="$SERVER_PORT" \
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env LD_PRELOAD="$PRELOAD" KEEPALIVE_PORTS="$SERVER_PORT" \
 		KEEPALIVE_STATS=1 "$@" \
 		>"$BATS_TEST_TMPDIR/shim.out" 2>"$BATS_TEST_TMPDIR/shim.err" </dev/null ||
 		SHIM_STATUS=$?

@@ -77,11 +77,11 @@ inst_keepalive() { env -u KEEPALIVE_PRELOAD -u LD_PRELOAD "$INST/usr/bin/keepali
 @test "installed keepalive: a shell loop of 5 curls, the same output, 5 server connections without and 1 with" {
 	local url="http://127.0.0.1:$NGINX_PORT/f" loop t="$BATS_TEST_TMPDIR"
 	loop="for i in 1 2 3 4 5; do $CURL -s -i $url || exit 1; done"
-	timeout "$CLIENT_TIMEOUT" env -u LD_PRELOAD sh -c "$loop" >"$t/plain.out"
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$loop" >"$t/plain.out"
 	server_wait_requests 5
 	assert_equal "plain conns $(nginx_conns) requests $(nginx_requests)" "plain conns 5 requests 5"
 	nginx_reset
-	KEEPALIVE_PORTS=$NGINX_PORT KEEPALIVE_STATS=1 timeout "$CLIENT_TIMEOUT" \
+	KEEPALIVE_PORTS=$NGINX_PORT KEEPALIVE_STATS=1 timeout "$((CLIENT_TIMEOUT * SLOW))" \
 		env -u KEEPALIVE_PRELOAD -u LD_PRELOAD "$INST/usr/bin/keepalive" sh -c "$loop" \
 		>"$t/shim.out" 2>"$t/shim.err"
 	cat "$t/shim.err"

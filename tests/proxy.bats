@@ -50,7 +50,7 @@ below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 
 @test "proxy --rtt 100: a request on a fresh connection takes 2 RTT (>= 0.2 s)" {
 	proxy_start $RTT
-	run timeout "$CLIENT_TIMEOUT" "$CURL" -s -o /dev/null -w '%{http_code} %{time_total}' \
+	run timeout "$((CLIENT_TIMEOUT * SLOW))" "$CURL" -s -o /dev/null -w '%{http_code} %{time_total}' \
 		"http://127.0.0.1:$PROXY_PORT/f"
 	assert_success
 	read -r code t <<<"$output"
@@ -60,7 +60,7 @@ below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 
 @test "proxy --rtt 100: the second request on the reused connection takes 1 RTT (0.3 s <= total < 0.45 s)" {
 	proxy_start $RTT
-	run timeout "$CLIENT_TIMEOUT" "$CURL" -s -o /dev/null -o /dev/null \
+	run timeout "$((CLIENT_TIMEOUT * SLOW))" "$CURL" -s -o /dev/null -o /dev/null \
 		-w '%{http_code} %{num_connects} %{time_total}\n' \
 		"http://127.0.0.1:$PROXY_PORT/f?1" "http://127.0.0.1:$PROXY_PORT/f?2"
 	assert_success
@@ -87,7 +87,7 @@ below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 	head -c $((50 * 1024 * 1024)) /dev/urandom >"$NGINX_DIR/www/blob"
 	chmod a+r "$NGINX_DIR/www/blob" # nginx's workers run as nobody
 	proxy_start $RTT
-	run timeout "$CLIENT_TIMEOUT" "$CURL" -s -o "$BATS_TEST_TMPDIR/blob" -w '%{http_code}' \
+	run timeout "$((CLIENT_TIMEOUT * SLOW))" "$CURL" -s -o "$BATS_TEST_TMPDIR/blob" -w '%{http_code}' \
 		"http://127.0.0.1:$PROXY_PORT/blob"
 	assert_success
 	assert_output 200
@@ -96,7 +96,7 @@ below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 
 @test "proxy --rtt 100: a half-close is relayed (HTTP/1.0 request, then shutdown(SHUT_WR))" {
 	proxy_start $RTT
-	run timeout "$CLIENT_TIMEOUT" "$PYTHON" -c '
+	run timeout "$((CLIENT_TIMEOUT * SLOW))" "$PYTHON" -c '
 import socket, sys
 s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
 s.sendall(b"GET /f HTTP/1.0\r\nHost: x\r\n\r\n")
@@ -116,7 +116,7 @@ sys.stdout.buffer.write(head.split(b"\r\n", 1)[0] + b"\n" + body)
 
 @test "proxy --rtt 100: 200 concurrent connections" {
 	proxy_start $RTT
-	run timeout "$CLIENT_TIMEOUT" "$CURL" -s --parallel --parallel-immediate --parallel-max 200 \
+	run timeout "$((CLIENT_TIMEOUT * SLOW))" "$CURL" -s --parallel --parallel-immediate --parallel-max 200 \
 		-o /dev/null -w '%{http_code}\n' "http://127.0.0.1:$PROXY_PORT/f?n=[1-200]"
 	assert_success
 	assert_equal "$(grep -c '^200$' <<<"$output")" 200
