@@ -17,7 +17,7 @@ ALLFLAGS += -DKP_VERSION='"$(VERSION)"'
 SRCS := $(wildcard shim/*.c) $(filter-out pool/broker.c,$(wildcard pool/*.c))
 HDRS := $(wildcard shim/*.h) $(wildcard pool/*.h) shim/exports.map debian/changelog
 LIB  := build/libkeepalive.so
-# the per-user pool process (DESIGN 8): its own small program, never
+# the per-user pool process (docs/design.md §8): its own small program, never
 # preloaded, sharing pool.c's policy
 BROKER := build/keepalive-broker
 BROKER_SRCS := pool/broker.c pool/broker_proto.c pool/broker_check.c pool/pool.c

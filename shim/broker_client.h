@@ -1,6 +1,6 @@
 /*
- * broker_client.h - the library's side of the broker (pool/broker.c, DESIGN
- * 8): ask it for a connection before dialling, hand it the idle ones at
+ * broker_client.h - the library's side of the broker (pool/broker.c, docs/design.md
+ * §8): ask it for a connection before dialling, hand it the idle ones at
  * exit.  Everything fails open: no broker, a dead, slow or lying one costs
  * reuse, never a request.  Prefix: kp_broker_.
  */

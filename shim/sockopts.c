@@ -1,6 +1,6 @@
 /*
  * sockopts.c - the program's socket options carried onto a pooled socket
- * (DESIGN 1, connect()).  What the program sets on its socket before
+ * (docs/design.md §1, connect()).  What the program sets on its socket before
  * connect() is recorded in its connection (c->opts); a pooled socket
  * handed to it gets those options, and the ones its previous owner set
  * and this one did not go back to their defaults (learnt once, from a

@@ -1,5 +1,5 @@
 /*
- * tls.h - whole TLS connections in the pool (DESIGN 5; issue 5).
+ * tls.h - whole TLS connections in the pool (docs/design.md §5).
  *
  * The program's SSL object is a "handle".  The TLS connection itself is an
  * "engine" (struct kp_tls): at first the program's own SSL object, which we

@@ -13,7 +13,7 @@ setup_file() { suite_setup; }
 	assert_success
 	assert_line --regexp '^client +req/s off +req/s on +speedup +CPU us/req +syscalls/req +conns +TIME_WAIT +identical$'
 	assert_line --regexp '^Net::HTTP.start per request +[0-9]+ +[0-9]+ +[0-9.]+x +[0-9]+/[0-9]+ +[0-9.]+/[0-9.]+ +20/1 +[0-9]+/[0-9]+ +yes$'
-	# POSTs ride the pooled connection too (issue 12)
+	# POSTs ride the pooled connection too
 	assert_line --regexp '^Net::HTTP.post per request +[0-9]+ +[0-9]+ +[0-9.]+x .* 20/1 .* yes$'
 	assert_line --regexp '^TCPSocket HTTP/1.0, read to EOF +[0-9]+ +[0-9]+ +[0-9.]+x .* 20/1 '
 	assert_line --regexp '^C client, socket per request +[0-9]+ +[0-9]+ +[0-9.]+x .* 20/1 '

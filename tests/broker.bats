@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The broker (keepalive-broker, DESIGN 8): separate processes, one per
+# The broker (keepalive-broker, docs/design.md §8): separate processes, one per
 # request, share pooled connections through it.  Each test has its own
 # XDG_RUNTIME_DIR (mode 0700) under $BATS_TEST_TMPDIR, so no broker of
 # another test, suite or user is ever reused; the wrapper's brokers live

@@ -218,7 +218,7 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_same_output --headers
 	# framed to the end each time (parked) and reused: a POST rides a
 	# pooled connection, replayed only if TCP proves the server never got
-	# it (DESIGN 4, issue 12)
+	# it (docs/design.md §4)
 	assert_equal "parked=$(stat_value parked) unvouched=$(stat_value unvouched)" "parked=5 unvouched=0"
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 	# the old rule: each POST on a fresh connection, the pooled one given back
@@ -253,7 +253,7 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_both_ok
 	assert_same_output
 	assert_equal "$(count_matches '^HTTP/1.1 200' "$BATS_TEST_TMPDIR/shim.out")" 3
-	# each POST on a fresh connection (DESIGN 4), each parked after it
+	# each POST on a fresh connection (docs/design.md §4), each parked after it
 	assert_equal "parked=$(stat_value parked) unvouched=$(stat_value unvouched)" "parked=3 unvouched=2"
 }
 
@@ -376,7 +376,7 @@ second_request_calls() {
 }
 
 @test "a reused connection costs the kernel no call the program did not make: socket, dup3, send, close (strace)" {
-	# issue 13: the blocking C client makes socket, connect, write, reads
+	# the blocking C client makes socket, connect, write, reads
 	# and close per request.  Reused, its connect is one dup3 of the pooled
 	# socket (no close of the hidden fd: it stays the connection's twin)
 	# after one liveness probe (recvfrom MSG_PEEK: every hand-out is probed,

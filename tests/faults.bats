@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Fail open under faults (issue 17): what a program does with a connection
+# Fail open under faults: what a program does with a connection
 # behind the shim's back, and a server or a machine that misbehaves, must
 # end as it would without the shim.
 #  - a child process reads the response to a request we rewrote to

@@ -3,7 +3,7 @@
 # A test starts a server (nginx_start or scripted_start), runs a real client
 # without and with the shim (run_both, or run_plain / run_shim), and asserts
 # on the output and on the server's log: the server's connection ids are the
-# honest witness of reuse (DESIGN 8), the shim's own counters are not.
+# honest witness of reuse (docs/design.md §8), the shim's own counters are not.
 #
 # Every client runs under `timeout $CLIENT_TIMEOUT`, so a hang fails the test
 # (status 124) instead of blocking CI.  Nothing here asserts on time.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# HTTPS (issue 5): whole TLS connections pooled through the libssl 3
+# HTTPS: whole TLS connections pooled through the libssl 3
 # wrappers.  nginx serves the same site over TLS 1.3 and TLS 1.2 with a
 # test CA made for the run (scripts/lib/tls.sh); its log names the TLS
 # connection ($connection) and the client certificate it carried.  Every

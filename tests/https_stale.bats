@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Stale pooled HTTPS connections (DESIGN 4 over TLS, issue 5): the scripted
+# Stale pooled HTTPS connections (docs/design.md §4 over TLS): the scripted
 # server over TLS (scripted_start_tls: scripted.py --tls, a test CA made for
 # the test) closes, resets or 408s idle connections, or closes one just as
 # a request comes in, and a Python HTTPS client making one connection per
@@ -56,7 +56,7 @@ assert_replayed() {
 	[ "${r:-0}" -ge 1 ] || fail "nothing replayed: $SHIM_STATS"
 }
 
-# POSTs ride pooled TLS connections now (issue 12), never twice (stale_tls
+# POSTs ride pooled TLS connections now, never twice (stale_tls
 # checks the server's log)
 assert_posts_reused() {
 	[ "$(stat_value tls_reused)" -ge 1 ] || fail "no POST on a pooled TLS connection: $SHIM_STATS"

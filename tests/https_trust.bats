@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# HTTPS trust (issue 18): a pooled connection or session is offered only
+# HTTPS trust: a pooled connection or session is offered only
 # where the program's own handshake would have verified it the same way
 # and negotiated something it allows.  Each test runs one program that
 # uses several TLS settings in turn, without and with the shim, and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Every method on reused connections (DESIGN 4, issue 12): a POST, PUT,
+# Every method on reused connections (docs/design.md §4): a POST, PUT,
 # PATCH or DELETE rides a pooled connection like a GET; when the connection
 # turns out dead under it before any response byte, it is sent again only
 # if TCP proves the server never took a byte of it (tcpi_bytes_acked), and

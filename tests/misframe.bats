@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Never misframe (DESIGN 3): every odd response real servers send, from the
+# Never misframe (docs/design.md §3): every odd response real servers send, from the
 # scripted server (tests/servers/cases/, one file per case, each with the
 # RFC section or the server that does it).  Each case answers the first
 # request on a connection with the odd response and any later one with a
@@ -81,7 +81,7 @@ misframe() {
 @test "a 64 KiB header block: reused, follow-up intact" { misframe headers_64k reuse; }
 @test "a response read one byte per read: reused, follow-up intact" { misframe byte_per_read reuse; }
 
-# the response arrives before the request body is written (DESIGN 3.8)
+# the response arrives before the request body is written (docs/design.md §3.8)
 early() {
 	local case="$1" url
 	scripted_start "$case"

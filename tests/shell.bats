@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Shell redirections and stdio (issue 13, item 2): bash's /dev/tcp with its
+# Shell redirections and stdio: bash's /dev/tcp with its
 # own builtins (the socket moved onto fd 0 and 1 by dup2 and back, a head
 # written a line per printf through stdio, a response read a byte per
 # read()), a child process reading the response (cat <&3), and C programs

@@ -1,7 +1,7 @@
 #!/usr/bin/env bats
 # Real programs beyond the simple sequential client: threads, fds moved
 # around, and servers that close, reset or 408 idle connections (the
-# stale-connection race: DESIGN 4).  Each asserts what the server saw.
+# stale-connection race: docs/design.md §4).  Each asserts what the server saw.
 
 load helpers
 
@@ -166,7 +166,7 @@ threads_check() {
 	assert_equal "replayed=$(stat_value replayed) conns=$SHIM_CONNS" "replayed=0 conns=1"
 }
 
-# ---- stale connections (DESIGN 4)
+# ---- stale connections (docs/design.md §4)
 #
 # stale CASE METHOD CLIENT N MAX_PAUSE_MS [VAR=VALUE...]: the client makes N requests,
 # one connection each, with seeded random pauses; with and without the
@@ -273,7 +273,7 @@ stale() {
 	[ "$SHIM_CONNS" -lt 30 ] # and some were reused
 }
 
-# POSTs ride reused connections now (issue 12), and are still never sent
+# POSTs ride reused connections now, and are still never sent
 # twice (stale() checks the server's log)
 assert_posts_reused() {
 	[ "$(stat_value reused)" -ge 1 ] || fail "no POST on a reused connection: $SHIM_STATS"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# Transparency (issue 16): the server sees exactly the requests it would
+# Transparency: the server sees exactly the requests it would
 # have seen without the shim, and the program reads what it would have
 # read: a response "Connection" header that is exactly "close" (leading
 # whitespace aside, which every parser strips), never "keep-alive",

@@ -49,7 +49,7 @@ get = case client
       when 'curb'
         require 'curb'
         # curb 1.0 keeps each request's connection in a Curl::Multi until
-        # garbage collection unless told otherwise (DESIGN 8)
+        # garbage collection unless told otherwise (docs/design.md §8)
         Curl::Multi.autoclose = true
         -> { Curl.get(url).body_str }
       else

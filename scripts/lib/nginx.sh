@@ -66,7 +66,7 @@ nginx_local_start() {
 	local dir=$1 attempt
 	NGINX_DIR_RUN=$dir
 	# nginx workers run as nobody when started as root: every folder on
-	# the way to the files must be readable by them (DESIGN 8)
+	# the way to the files must be readable by them (docs/design.md §8)
 	chmod 0755 "$dir"
 	chmod -R a+rX "$dir/www"
 	[ -d "$dir/tmp" ] || mkdir -p "$dir/tmp"

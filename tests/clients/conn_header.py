@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """conn_header.py MODE HOST PORT - what a Python program reads as the
-response's Connection header when it asked to close (issue 16).
+response's Connection header when it asked to close.
 
 MODE straddle: one http.client.HTTPConnection, requests with "Connection:
   close" to nginx's /long/<path> (a 302 whose Location carries the path),

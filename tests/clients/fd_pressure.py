@@ -7,7 +7,7 @@ run without the shim.
                          /dev/null FILES times (kept open): "files=K" and
                          the first error
   until-emfile PORT N    N GETs to 127.0.0.1:PORT, then open /dev/null until
-                         EMFILE: "files=K" (issue 13.1)
+                         EMFILE: "files=K"
   threads PORT T R D     T threads, R GETs each, request k of thread t to
                          127.0.0.((t + k) % D + 1):PORT, and a file opened
                          and closed after each: "errors=E"

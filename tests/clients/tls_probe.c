@@ -1,6 +1,6 @@
 /*
  * tls_probe - one process, several SSL objects and settings: the HTTPS
- * trust cases a review of issue 18 found (tests/https_trust.bats runs
+ * trust cases a review found (tests/https_trust.bats runs
  * each without and with the shim and compares).  Each request: GET
  * /echo/<i> with "Connection: close", read to EOF, SSL_shutdown.
  * Prints "<i> ok <status line> reused=<0|1> cipher=<name>" or "<i> fail

@@ -597,8 +597,8 @@ static void test_resp_rewrite(void)
 		   "G", true, "D@$ 200 L r; ",
 		   H11 "Connection:      closex\r\nContent-Length: 24\r\n\r\nConnection: keep-alive\r\n");
 	{
-		/* the token straddles two feeds: masked all the same (issue 16:
-		 * a header across http.client's 8 KiB reads, recv(1) loops) */
+		/* the token straddles two feeds: masked all the same (a header
+		 * across http.client's 8 KiB reads, recv(1) loops) */
 		struct frm_resp r;
 		enum frm_resp_event ev;
 		char buf[128];

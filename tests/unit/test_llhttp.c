@@ -661,7 +661,7 @@ static void resp_ends(const struct evs *v, char *out, size_t cap)
  * errors, the line it stopped on is rewritten - length-preserving, into an
  * equivalent the oracle accepts - and it is run again:
  * - "Content-Length: 8, 8" and a repeated "Content-Length: 8" (RFC 9112
- *   6.3 rule 5 / RFC 9110 8.6: the one value; DESIGN 3.4): the list becomes
+ *   6.3 rule 5 / RFC 9110 8.6: the one value; docs/design.md §3.4): the list becomes
  *   "8" padded with spaces, the repeated header "Xontent-Length", provided
  *   every Content-Length value of the head is that same number;
  * - several chunk extensions after a token value, "1A;a=1;b=2" (valid, RFC
