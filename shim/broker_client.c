@@ -32,7 +32,7 @@
 #include "broker_check.h"
 #include "broker_proto.h"
 #include "config.h"
-#include "conn.h"
+#include "clock.h"
 #include "fdtable.h"
 #include "real.h"
 

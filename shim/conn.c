@@ -40,13 +40,6 @@
 #include "tls.h"
 #include "watch.h"
 
-uint64_t kp_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-}
-
 /* ------------------------------------------------------------ pool ops */
 
 static int pool_close_fd(int fd)

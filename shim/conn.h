@@ -6,6 +6,7 @@
 #ifndef KEEPALIVE_CONN_H
 #define KEEPALIVE_CONN_H
 
+#include "clock.h"
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -156,7 +157,6 @@ void kp_conn_init(void);
 /* From the destructor: idle connections go to the broker, if any. */
 void kp_conn_exit(void);
 
-uint64_t kp_now_ms(void);
 
 /* The program's fd budget (RLIMIT_NOFILE), read at start-up and again
  * when it may have changed (a park that finds its numbers beyond the
@@ -369,9 +369,6 @@ bool kp_conn_passing_fd(int fd);
  * nothing is ever pooled again in this process. */
 void kp_conn_cred_change(bool one_thread);
 
-/* In a vfork() child (no atfork handler ran; our memory is the parent's,
- * the fd table the child's own): one getpid(), for the rare calls only. */
-bool kp_in_vfork_child(void);
 
 /* fork(): prepare, parent and child handlers. */
 void kp_conn_before_fork(void);

@@ -612,12 +612,10 @@ KP_EXPORT int close(int fd)
  * there) our memory is the parent's, but the fd table is not: settling or
  * parking anything would wreck the parent's state.  vfork runs no atfork
  * handler, so the pid tells.  Only the rare range calls pay the getpid. */
-bool kp_in_vfork_child(void)
+static bool in_vfork_child(void)
 {
 	return getpid() != __atomic_load_n(&our_pid, __ATOMIC_RELAXED);
 }
-
-#define in_vfork_child kp_in_vfork_child
 
 static int close_gaps(unsigned first, unsigned last, int flags, const int *keep, size_t n);
 

@@ -542,6 +542,14 @@ static int ep_settle(int epfd, struct epoll_event *evs, int n)
  * of our decisions falls due before the program's timeout, wait only that
  * long and look again; and no report of a replayed connection.  timeout:
  * ms, -1 for none. */
+/* for watch.c: when fd's owed EOF falls due (0 now, -1 never).  Connection
+ * objects are never freed (conn.h): a stale one only answers for a moment */
+static int conn_due_ms(int fd)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	return c && c != KP_POOLED ? kp_conn_wait_ms(c) : -1;
+}
+
 static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int max, int timeout,
 		     const sigset_t *mask)
 {
@@ -550,7 +558,7 @@ static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int m
 	for (;;) {
 		int due;
 		uint64_t start = kp_now_ms();
-		kp_watch_fold(epfd, NULL, 0, 0, &due);
+		kp_watch_fold(epfd, NULL, 0, 0, conn_due_ms, &due);
 		int t = timeout;
 		if (due >= 0 && (t < 0 || due < t))
 			t = due;
@@ -561,7 +569,7 @@ static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int m
 		kp_wait_left_ms = left_of(timeout, start);
 		n = ep_settle(epfd, evs, n);
 		kp_wait_left_ms = KP_NOT_WAITING;
-		n = kp_watch_fold(epfd, evs, n, max, &due);
+		n = kp_watch_fold(epfd, evs, n, max, conn_due_ms, &due);
 		errno = saved;
 		if (n > 0 || timeout == 0)
 			return n;

@@ -10,7 +10,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "conn.h"
 #include "fdtable.h"
 #include "real.h"
 
@@ -136,7 +135,8 @@ void kp_watch_renew(int fd)
 	pthread_mutex_unlock(&lock);
 }
 
-int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, int *due_ms)
+int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, kp_watch_due_fn *due,
+		  int *due_ms)
 {
 	*due_ms = -1;
 	pthread_mutex_lock(&lock);
@@ -145,12 +145,7 @@ int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, int *due_ms
 		uint32_t want = w->events & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
 		if (w->epfd != epfd || !want || !w->armed)
 			continue;
-		/* connection objects are never freed (conn.h): a stale one only
-		 * answers for a moment */
-		struct kp_conn *c = kp_fd_conn(w->fd);
-		if (!c || c == KP_POOLED)
-			continue;
-		int ms = kp_conn_wait_ms(c);
+		int ms = due(w->fd);
 		if (ms < 0)
 			continue;
 		if (*due_ms < 0 || ms < *due_ms)

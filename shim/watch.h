@@ -43,9 +43,13 @@ void kp_watch_renew(int fd);
  * entry with the same data) an EPOLLIN for every connection registered in
  * epfd that owes its EOF now.  evs may be NULL (max 0) to look only.
  * Returns the new count; *due_ms gets when our next decision falls due (0
- * now, -1 never), as kp_conn_wait_ms.
+ * now, -1 never).  due(fd) says that for one registered fd, in the same
+ * terms: the connection layer's answer, asked through a callback so that
+ * this file stays below it.
  */
-int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, int *due_ms);
+typedef int kp_watch_due_fn(int fd);
+int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, kp_watch_due_fn *due,
+		  int *due_ms);
 
 /* Which registered fds of ours the events evs[0..n) of epfd stand for
  * (epoll reports the program's data, not the fd).  Fills up to cap hits;
