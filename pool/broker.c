@@ -157,17 +157,23 @@ static void client_drop(unsigned i)
 	memmove(&clients[i], &clients[i + 1], (--n_clients - i) * sizeof(clients[0]));
 }
 
-/* One client per call: the loop polls the listener again anyway, and a
- * second accept4 would mostly find EAGAIN (a syscall per client). */
+/* The broker's own supplementary groups, read once: it never changes
+ * them (no setgroups here), so a getgroups per client would only cost. */
+static gid_t our_groups[256];
+static int n_our_groups = -2; /* -2: not read yet; -1: unreadable */
+
 /* The peer's supplementary groups (SO_PEERGROUPS, Linux 4.13) are ours,
  * as sets.  False when either cannot be read. */
 static bool same_groups(int fd)
 {
-	gid_t theirs[256], ours[256];
+	gid_t theirs[256];
 	socklen_t l = sizeof(theirs);
 	if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, theirs, &l) < 0)
 		return false;
-	int nt = (int)(l / sizeof(gid_t)), no = getgroups(256, ours);
+	if (n_our_groups == -2)
+		n_our_groups = getgroups(256, our_groups);
+	const gid_t *ours = our_groups;
+	int nt = (int)(l / sizeof(gid_t)), no = n_our_groups;
 	if (no < 0 || nt != no)
 		return false;
 	for (int i = 0; i < nt; i++) {
@@ -180,6 +186,8 @@ static bool same_groups(int fd)
 	return true;
 }
 
+/* One client per call: the loop polls the listener again anyway, and a
+ * second accept4 would mostly find EAGAIN (a syscall per client). */
 static void accept_clients(void)
 {
 	for (int once = 0; once < 1; once++) {

@@ -244,12 +244,9 @@ void kp_conn_init(void)
 
 static uint64_t fd_soft; /* the soft RLIMIT_NOFILE the plan was made for */
 
-void kp_conn_fd_limits(bool changed)
+static void plan_fds(const struct rlimit *rl, bool changed)
 {
-	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
-		return;
-	uint64_t soft = rl.rlim_cur == RLIM_INFINITY ? 1u << 20 : rl.rlim_cur;
+	uint64_t soft = rl->rlim_cur == RLIM_INFINITY ? 1u << 20 : rl->rlim_cur;
 	uint64_t was = __atomic_exchange_n(&fd_soft, soft, __ATOMIC_RELAXED);
 	if (changed && soft == was)
 		return;
@@ -267,6 +264,18 @@ void kp_conn_fd_limits(bool changed)
 	pool_set_max_total(cap);
 	kp_debug("fd budget: soft limit %llu, up to %u pooled sockets from fd %d",
 		 (unsigned long long)soft, cap, base);
+}
+
+void kp_conn_fd_limits(bool changed)
+{
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+		plan_fds(&rl, changed);
+}
+
+void kp_conn_fd_limits_from(const struct rlimit *rl)
+{
+	plan_fds(rl, false);
 }
 
 bool kp_fds_short(void)

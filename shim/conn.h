@@ -165,6 +165,9 @@ void kp_conn_exit(void);
  * setrlimit: ASan's runtime calls setrlimit before anything of ours may
  * run, and a program's limit changes are rare enough to be found late. */
 void kp_conn_fd_limits(bool changed);
+/* The same at start-up, from the limit the fd table was sized from. */
+struct rlimit;
+void kp_conn_fd_limits_from(const struct rlimit *rl);
 
 /* An fd-making call of the program failed: when errno is EMFILE or ENFILE
  * and the pool held sockets, they are closed and true says "make the call

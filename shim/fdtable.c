@@ -21,13 +21,14 @@ static int hidden_base = 3;
 
 #define KP_FDTAB_MAX (1u << 20)
 
-int kp_fdtab_init(void)
+int kp_fdtab_init(struct rlimit *rl)
 {
-	struct rlimit rl;
 	rlim_t n = 1024, soft = 1024;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
-		n = rl.rlim_max;
-		soft = rl.rlim_cur;
+	if (getrlimit(RLIMIT_NOFILE, rl) == 0) {
+		n = rl->rlim_max;
+		soft = rl->rlim_cur;
+	} else {
+		rl->rlim_cur = rl->rlim_max = 1024;
 	}
 	if (n == RLIM_INFINITY || n > KP_FDTAB_MAX)
 		n = KP_FDTAB_MAX;

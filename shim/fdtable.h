@@ -106,8 +106,11 @@ static inline void kp_fl_clear(int fd, kp_fdfl v)
 	__atomic_fetch_and(&kp_fdflags[fd], (kp_fdfl)~v, __ATOMIC_RELAXED);
 }
 
-/* Allocate the table (from the constructor).  Returns 0 or -1. */
-int kp_fdtab_init(void);
+/* Allocate the table (from the constructor), sized from RLIMIT_NOFILE,
+ * which it leaves in *rl (the fd budget is planned from the same read;
+ * 1024 when it cannot be read).  Returns 0 or -1. */
+struct rlimit;
+int kp_fdtab_init(struct rlimit *rl);
 
 /* Set fd's entry; returns the previous one. */
 struct kp_conn *kp_fd_swap(int fd, struct kp_conn *c);

@@ -57,9 +57,10 @@ __attribute__((constructor)) static void kp_init(void)
 	if (kp_cfg.disabled)
 		return;
 	kp_conn_init();
-	if (kp_fdtab_init() < 0)
+	struct rlimit rl;
+	if (kp_fdtab_init(&rl) < 0)
 		return; /* the table stays empty: everything passes through */
-	kp_conn_fd_limits(false);
+	kp_conn_fd_limits_from(&rl);
 	our_pid = getpid();
 	pthread_atfork(kp_conn_before_fork, kp_conn_after_fork_parent, after_fork_child);
 	kp_debug("loaded version=%s", KP_VERSION);
