@@ -240,6 +240,12 @@ void kp_conn_init(void)
 	kp_broker_init();
 }
 
+void conn_flush_opts(struct kp_conn *c, int fd)
+{
+	if (!kp_sockopts_flush(&c->so, fd))
+		unpool(c, "a socket option of the previous owner could not be reset");
+}
+
 /* ------------------------------------------------------------ fd budget */
 
 static uint64_t fd_soft; /* the soft RLIMIT_NOFILE the plan was made for */
@@ -685,7 +691,7 @@ static int adopt_pooled(int fd, int p, struct kp_conn *c, const struct pool_meta
 		errno = EPERM;
 		return -1;
 	}
-	if (opts_transfer(fd, p, c, &prev) < 0)
+	if (kp_sockopts_transfer(&c->so, fd, p, prev.opts, prev.n_opts) < 0)
 		return -1;
 	/* O_NONBLOCK lives in the open file description that dup3 makes fd
 	 * share: make it the program's.  FD_CLOEXEC is per fd: dup3 sets it. */
@@ -969,16 +975,16 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 		.ka_max = c->ka_max,
 		.tag_len = sizeof(struct kp_tag),
 	};
-	struct kp_tag tag = { .nonblock = c->nonblock, .n_opts = c->n_opts,
+	struct kp_tag tag = { .nonblock = c->nonblock, .n_opts = c->so.n_opts,
 			      .cred_epoch = c->cred_epoch };
-	memcpy(tag.opts, c->opts, c->n_opts * sizeof(c->opts[0]));
-	for (unsigned i = 0; i < c->n_pending; i++) {
+	memcpy(tag.opts, c->so.opts, c->so.n_opts * sizeof(c->so.opts[0]));
+	for (unsigned i = 0; i < c->so.n_pending; i++) {
 		if (tag.n_opts == KP_MAX_OPTS) {
 			kp_fd_swap(hidden, NULL); /* a twin's mark */
 			KP_REAL(close)(hidden);
 			return -1;
 		}
-		tag.opts[tag.n_opts++] = c->pending[i];
+		tag.opts[tag.n_opts++] = c->so.pending[i];
 	}
 	memcpy(meta.tag, &tag, sizeof(tag));
 	/* a TLS connection goes with its socket, detached from the program */
@@ -1717,8 +1723,8 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		errno = saved;
 		return false;
 	}
-	if (c->n_pending)
-		flush_pending(c, fd);
+	if (c->so.n_pending)
+		conn_flush_opts(c, fd);
 	size_t total = iov_total(iov, iovcnt);
 	if (c->eof_owed && !c->n_reqs && total) {
 		/* The program asked to close and was answered: without us the

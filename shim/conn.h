@@ -7,6 +7,7 @@
 #define KEEPALIVE_CONN_H
 
 #include "clock.h"
+#include "sockopts.h"
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -28,13 +29,6 @@ enum kp_req_mode {
 	KP_REQ_HEAD_SENT, /* a head began mid-write: already sent, parse for facts */
 };
 
-#define KP_MAX_OPTS 8
-struct kp_sockopt {
-	uint8_t level; /* index: see sockopts.c opt_levels */
-	uint8_t name;
-	uint8_t len;
-	uint8_t val[17];
-};
 
 #define KP_MAX_PIPELINE 8
 struct kp_request {
@@ -133,15 +127,9 @@ struct kp_conn {
 	uint64_t lost_ms;    /* when lost was set (or the response bytes it
 	                        was set on arrived) */
 
-	/* socket options the program set (to carry over to a pooled socket) */
-	struct kp_sockopt opts[KP_MAX_OPTS];
-	uint8_t n_opts;
-	/* options a previous owner left on a reused socket that this owner has
-	 * not set (yet): reset to the default before the first request goes
-	 * out, unless the program sets the very same value first (Ruby sets
-	 * TCP_NODELAY right after connect: then no syscall at all) */
-	struct kp_sockopt pending[KP_MAX_OPTS];
-	uint8_t n_pending;
+	/* socket options the program set, and those a previous owner left
+	 * (sockopts.h) */
+	struct kp_sockopts so;
 
 	/* HTTPS (tls.h): the TLS connection this socket carries.  The socket
 	 * wrappers read it without the lock and leave its ciphertext alone;

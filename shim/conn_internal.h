@@ -76,9 +76,6 @@ bool after_close(const struct kp_conn *c);
 
 /* ------------------------------------------------------------ sockopts.c */
 
-/* the levels a struct kp_sockopt's level indexes */
-extern const int opt_levels[];
-
 /* The record a parked socket carries (pool_meta.tag). */
 struct kp_tag {
 	uint8_t nonblock;
@@ -88,14 +85,9 @@ struct kp_tag {
 };
 _Static_assert(sizeof(struct kp_tag) <= POOL_TAG_MAX, "the tag travels in pool_meta");
 
-/* at hand-out (adopt_pooled), and before the first request byte */
-int opts_transfer(int fresh, int pooled, struct kp_conn *c, const struct kp_tag *prev);
-void flush_pending(struct kp_conn *c, int fd);
-
-/* fork(): the defaults' lock, taken and released in kp_conn_*_fork's order */
-void kp_sockopts_before_fork(void);
-void kp_sockopts_after_fork_parent(void);
-void kp_sockopts_after_fork_child(void);
+/* reset what a previous owner left (c->lock held), before
+ * the first request byte or a getsockopt(); unpools when it cannot */
+void conn_flush_opts(struct kp_conn *c, int fd);
 
 /* ------------------------------------------------------------ conn_replay.c */
 

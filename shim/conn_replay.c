@@ -106,9 +106,9 @@ static int connect_fresh(struct kp_conn *c, int fd)
 		s = KP_REAL(socket)(c->key.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s < 0)
 		return -1;
-	for (unsigned i = 0; i < c->n_opts; i++) {
-		const struct kp_sockopt *o = &c->opts[i];
-		if (KP_REAL(setsockopt)(s, opt_levels[o->level], o->name, o->val, o->len) < 0)
+	for (unsigned i = 0; i < c->so.n_opts; i++) {
+		const struct kp_sockopt *o = &c->so.opts[i];
+		if (KP_REAL(setsockopt)(s, kp_opt_levels[o->level], o->name, o->val, o->len) < 0)
 			goto fail;
 	}
 	if (KP_REAL(connect)(s, (struct sockaddr *)&ss, sl) < 0) {
@@ -195,7 +195,7 @@ int swap_fresh(struct kp_conn *c, int fd, bool repark)
 	c->first = KP_FIRST_DONE;
 	c->served = 0;
 	c->ka_timeout = c->ka_max = -1;
-	c->n_pending = 0; /* a new socket has no previous owner's options */
+	c->so.n_pending = 0; /* a new socket has no previous owner's options */
 	if (c->tx_watch) { /* the count starts again with the new socket */
 		c->tx_watch = false;
 		c->tx = 0;

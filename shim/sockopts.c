@@ -1,15 +1,18 @@
 /*
  * sockopts.c - the program's socket options carried onto a pooled socket
  * (docs/design.md §1, connect()).  What the program sets on its socket before
- * connect() is recorded in its connection (c->opts); a pooled socket
+ * connect() is recorded (struct kp_sockopts, in its connection); a pooled socket
  * handed to it gets those options, and the ones its previous owner set
  * and this one did not go back to their defaults (learnt once, from a
  * fresh socket), lazily: before the first request byte, before a
  * getsockopt(), or never, when the program sets the very same value.
  * Options we cannot carry make the connection unpoolable; options that
- * change the route keep the socket out of the pool.  Also O_NONBLOCK as
- * the program sets it (kp_note_nonblock).
+ * change the route keep the socket out of the pool: verdicts, which the
+ * connection core (conn_opts.c) acts on.  No lock of the core is taken
+ * here and no function of it called.
  */
+#include "sockopts.h"
+
 #include <errno.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -17,8 +20,6 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#include "conn_internal.h"
-#include "fdtable.h"
 #include "real.h"
 
 /* Socket options we know how to carry from the program's fresh socket to
@@ -26,12 +27,12 @@
  * else the program sets makes the connection unpoolable; options that
  * change the route (SO_MARK, SO_BINDTODEVICE...) keep it out of the pool
  * entirely (fdtable KP_FD_ROUTED). */
-const int opt_levels[] = { SOL_SOCKET, IPPROTO_TCP, IPPROTO_IP, IPPROTO_IPV6 };
+const int kp_opt_levels[] = { SOL_SOCKET, IPPROTO_TCP, IPPROTO_IP, IPPROTO_IPV6 };
 
 static int opt_level_index(int level)
 {
-	for (unsigned i = 0; i < sizeof(opt_levels) / sizeof(opt_levels[0]); i++)
-		if (opt_levels[i] == level)
+	for (unsigned i = 0; i < sizeof(kp_opt_levels) / sizeof(kp_opt_levels[0]); i++)
+		if (kp_opt_levels[i] == level)
 			return (int)i;
 	return -1;
 }
@@ -58,7 +59,7 @@ static bool opt_carried(int level, int name)
 	return false;
 }
 
-static bool opt_routes(int level, int name)
+bool kp_sockopt_routes(int level, int name)
 {
 	return (level == SOL_SOCKET && (name == SO_MARK || name == SO_BINDTODEVICE)) ||
 	       (level == IPPROTO_IP && (name == IP_TRANSPARENT || name == IP_FREEBIND ||
@@ -73,22 +74,22 @@ static bool opt_ignored(int level, int name)
 	       (level == IPPROTO_IPV6 && name == IPV6_V6ONLY);
 }
 
-/* Record in c; returns false when the option cannot be carried. */
-static bool opts_record(struct kp_conn *c, int level, int name, const void *val, socklen_t len)
+/* Record in s; returns false when the option cannot be carried. */
+static bool opts_record(struct kp_sockopts *s, int level, int name, const void *val, socklen_t len)
 {
 	int li = opt_level_index(level);
-	if (li < 0 || !opt_carried(level, name) || name > 255 || len > sizeof(c->opts[0].val) || !val)
+	if (li < 0 || !opt_carried(level, name) || name > 255 || len > sizeof(s->opts[0].val) || !val)
 		return false;
 	if (opt_ignored(level, name))
 		return true;
 	struct kp_sockopt *o = NULL;
-	for (unsigned i = 0; i < c->n_opts; i++)
-		if (c->opts[i].level == li && c->opts[i].name == name)
-			o = &c->opts[i];
+	for (unsigned i = 0; i < s->n_opts; i++)
+		if (s->opts[i].level == li && s->opts[i].name == name)
+			o = &s->opts[i];
 	if (!o) {
-		if (c->n_opts == KP_MAX_OPTS)
+		if (s->n_opts == KP_MAX_OPTS)
 			return false;
-		o = &c->opts[c->n_opts++];
+		o = &s->opts[s->n_opts++];
 	}
 	o->level = (uint8_t)li;
 	o->name = (uint8_t)name;
@@ -125,7 +126,7 @@ static bool default_of(int fresh, const struct kp_sockopt *o, struct kp_sockopt 
 	} else if (fresh >= 0) {
 		socklen_t len = sizeof(def->val);
 		*def = *o;
-		if (KP_REAL(getsockopt)(fresh, opt_levels[o->level], o->name, def->val, &len) == 0 &&
+		if (KP_REAL(getsockopt)(fresh, kp_opt_levels[o->level], o->name, def->val, &len) == 0 &&
 		    len <= sizeof(def->val)) {
 			def->len = (uint8_t)len;
 			found = true;
@@ -142,127 +143,73 @@ static bool opt_same(const struct kp_sockopt *a, const struct kp_sockopt *b)
 	return a->len == b->len && !memcmp(a->val, b->val, a->len);
 }
 
-/* Give pooled socket `pooled` the options of the program's fresh socket
- * `fresh`: the program's own where it set them; where only the previous
- * owner had set one, its default, lazily (c->pending).  Returns 0 or -1. */
-int opts_transfer(int fresh, int pooled, struct kp_conn *c, const struct kp_tag *prev)
+enum kp_opt_verdict kp_sockopts_record(struct kp_sockopts *s, int level, int name,
+				       const void *val, socklen_t len)
 {
-	c->n_pending = 0;
-	for (unsigned i = 0; i < prev->n_opts && i < KP_MAX_OPTS; i++) {
-		const struct kp_sockopt *o = &prev->opts[i];
+	if (kp_sockopt_routes(level, name))
+		return KP_OPT_ROUTES;
+	return opts_record(s, level, name, val, len) ? KP_OPT_KEPT : KP_OPT_UNCARRIED;
+}
+
+int kp_sockopts_transfer(struct kp_sockopts *s, int fresh, int pooled,
+			 const struct kp_sockopt *prev, unsigned n_prev)
+{
+	if (n_prev > KP_MAX_OPTS)
+		n_prev = KP_MAX_OPTS;
+	s->n_pending = 0;
+	for (unsigned i = 0; i < n_prev; i++) {
+		const struct kp_sockopt *o = &prev[i];
 		struct kp_sockopt def;
-		if (opts_find(c->opts, c->n_opts, o))
+		if (opts_find(s->opts, s->n_opts, o))
 			continue;
 		if (!default_of(fresh, o, &def))
 			return -1;
 		if (!opt_same(&def, o))
-			c->pending[c->n_pending++] = *o;
+			s->pending[s->n_pending++] = *o;
 	}
-	for (unsigned i = 0; i < c->n_opts; i++) {
-		const struct kp_sockopt *p = opts_find(prev->opts, prev->n_opts, &c->opts[i]);
-		if (p && opt_same(p, &c->opts[i]))
+	for (unsigned i = 0; i < s->n_opts; i++) {
+		const struct kp_sockopt *p = opts_find(prev, n_prev, &s->opts[i]);
+		if (p && opt_same(p, &s->opts[i]))
 			continue;
-		if (KP_REAL(setsockopt)(pooled, opt_levels[c->opts[i].level], c->opts[i].name,
-					c->opts[i].val, c->opts[i].len) < 0)
+		if (KP_REAL(setsockopt)(pooled, kp_opt_levels[s->opts[i].level], s->opts[i].name,
+					s->opts[i].val, s->opts[i].len) < 0)
 			return -1;
 	}
 	return 0;
 }
 
-/* Reset what the previous owner left and this one did not claim.  Caller
- * holds c->lock; runs before the first request byte goes out. */
-void flush_pending(struct kp_conn *c, int fd)
+bool kp_sockopts_flush(struct kp_sockopts *s, int fd)
 {
-	for (unsigned i = 0; i < c->n_pending; i++) {
+	bool all = true;
+	for (unsigned i = 0; i < s->n_pending; i++) {
 		struct kp_sockopt def;
-		/* opts_transfer() cached every default it deferred */
-		if (!default_of(-1, &c->pending[i], &def) ||
-		    KP_REAL(setsockopt)(fd, opt_levels[def.level], def.name, def.val, def.len) < 0)
-			unpool(c, "a socket option of the previous owner could not be reset");
+		/* kp_sockopts_transfer() cached every default it deferred */
+		if (!default_of(-1, &s->pending[i], &def) ||
+		    KP_REAL(setsockopt)(fd, kp_opt_levels[def.level], def.name, def.val, def.len) < 0)
+			all = false;
 	}
-	c->n_pending = 0;
+	s->n_pending = 0;
+	return all;
 }
 
-bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const void *val,
-			socklen_t len)
+bool kp_sockopts_claim(struct kp_sockopts *s, int level, int name, const void *val,
+		       socklen_t len, enum kp_opt_verdict *verdict)
 {
-	if (c == KP_POOLED || !c->n_pending)
-		return false;
+	*verdict = KP_OPT_KEPT;
 	int li = opt_level_index(level);
-	if (li < 0 || !val || len > sizeof(c->pending[0].val))
+	if (li < 0 || !val || len > sizeof(s->pending[0].val))
 		return false;
-	bool same = false;
-	if (!conn_lock(c, fd))
-		return false;
-	for (unsigned i = 0; i < c->n_pending; i++) {
-		struct kp_sockopt *o = &c->pending[i];
+	for (unsigned i = 0; i < s->n_pending; i++) {
+		struct kp_sockopt *o = &s->pending[i];
 		if (o->level != li || o->name != name)
 			continue;
-		same = o->len == len && !memcmp(o->val, val, len);
-		c->pending[i] = c->pending[--c->n_pending]; /* the program owns it now */
-		if (same && !opts_record(c, level, name, val, len))
-			unpool(c, "too many socket options to carry");
-		break;
+		bool same = o->len == len && !memcmp(o->val, val, len);
+		s->pending[i] = s->pending[--s->n_pending]; /* the program owns it now */
+		if (same && !opts_record(s, level, name, val, len))
+			*verdict = KP_OPT_UNCARRIED;
+		return same;
 	}
-	pthread_mutex_unlock(&c->lock);
-	return same;
-}
-
-void kp_before_getsockopt(struct kp_conn *c, int fd)
-{
-	if (c == KP_POOLED || !c->n_pending)
-		return;
-	int saved = errno;
-	if (conn_lock(c, fd)) {
-		flush_pending(c, fd);
-		pthread_mutex_unlock(&c->lock);
-	}
-	errno = saved;
-}
-
-void kp_note_nonblock(int fd, bool on)
-{
-	if (!kp_fd_valid(fd))
-		return;
-	if (on)
-		kp_fl_or(fd, KP_FD_NONBLOCK);
-	else
-		kp_fl_clear(fd, KP_FD_NONBLOCK);
-	struct kp_conn *c = kp_fd_conn(fd);
-	if (c && c != KP_POOLED)
-		c->nonblock = on; /* O_NONBLOCK belongs to the description all dups share */
-}
-
-void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len)
-{
-	if (!kp_fd_valid(fd))
-		return;
-	kp_fdfl fl = kp_fl(fd);
-	if (opt_routes(level, name)) {
-		kp_fl_or(fd, KP_FD_ROUTED);
-		struct kp_conn *c = kp_fd_conn(fd);
-		if (c && c != KP_POOLED && conn_lock(c, fd)) {
-			unpool(c, "a routing socket option");
-			pthread_mutex_unlock(&c->lock);
-		}
-		return;
-	}
-	struct kp_conn *c = kp_fd_conn(fd);
-	if (c == KP_POOLED)
-		return;
-	if (!c) {
-		/* only unconnected TCP sockets can become ours */
-		if (!(fl & KP_FD_TCP) || (fl & KP_FD_CONNECTED))
-			return;
-		c = kp_conn_track(fd);
-		if (!c)
-			return;
-	}
-	if (!conn_lock(c, fd))
-		return;
-	if (!opts_record(c, level, name, val, len))
-		unpool(c, "a socket option we cannot carry");
-	pthread_mutex_unlock(&c->lock);
+	return false;
 }
 
 /* Held across fork() with the other locks of kp_conn_before_fork. */

@@ -1,0 +1,91 @@
+/*
+ * conn_opts.c - the connection core's side of socket options and
+ * O_NONBLOCK: takes the connection's lock, asks sockopts.c for a verdict
+ * and acts on it (a routing option keeps the socket out of the pool for
+ * good; one that cannot be carried makes the connection unpoolable).
+ */
+#include <errno.h>
+#include <pthread.h>
+
+#include "conn_internal.h"
+#include "fdtable.h"
+#include "sockopts.h"
+
+bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const void *val,
+			socklen_t len)
+{
+	if (c == KP_POOLED || !c->so.n_pending)
+		return false;
+	if (!conn_lock(c, fd))
+		return false;
+	enum kp_opt_verdict v;
+	bool same = kp_sockopts_claim(&c->so, level, name, val, len, &v);
+	if (v != KP_OPT_KEPT)
+		unpool(c, "too many socket options to carry");
+	pthread_mutex_unlock(&c->lock);
+	return same;
+}
+
+void kp_before_getsockopt(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || !c->so.n_pending)
+		return;
+	int saved = errno;
+	if (conn_lock(c, fd)) {
+		conn_flush_opts(c, fd);
+		pthread_mutex_unlock(&c->lock);
+	}
+	errno = saved;
+}
+
+void kp_note_nonblock(int fd, bool on)
+{
+	if (!kp_fd_valid(fd))
+		return;
+	if (on)
+		kp_fl_or(fd, KP_FD_NONBLOCK);
+	else
+		kp_fl_clear(fd, KP_FD_NONBLOCK);
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (c && c != KP_POOLED)
+		c->nonblock = on; /* O_NONBLOCK belongs to the description all dups share */
+}
+
+void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len)
+{
+	if (!kp_fd_valid(fd))
+		return;
+	kp_fdfl fl = kp_fl(fd);
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (kp_sockopt_routes(level, name)) {
+		/* the fd's mark, tracked or not: a connection made on it later
+		 * is not pooled either */
+		kp_fl_or(fd, KP_FD_ROUTED);
+		if (c && c != KP_POOLED && conn_lock(c, fd)) {
+			unpool(c, "a routing socket option");
+			pthread_mutex_unlock(&c->lock);
+		}
+		return;
+	}
+	if (c == KP_POOLED)
+		return;
+	if (!c) {
+		/* only unconnected TCP sockets can become ours */
+		if (!(fl & KP_FD_TCP) || (fl & KP_FD_CONNECTED))
+			return;
+		c = kp_conn_track(fd);
+		if (!c)
+			return;
+	}
+	if (!conn_lock(c, fd))
+		return;
+	switch (kp_sockopts_record(&c->so, level, name, val, len)) {
+	case KP_OPT_KEPT:
+		break;
+	case KP_OPT_ROUTES: /* answered above */
+	case KP_OPT_UNCARRIED:
+		unpool(c, "a socket option we cannot carry");
+		break;
+	}
+	pthread_mutex_unlock(&c->lock);
+}
