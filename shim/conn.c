@@ -116,14 +116,14 @@ static bool twin_keep(struct kp_conn *c, int p)
 {
 	size_t pooled = pool_size();
 	bool kept = false;
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 	if (__atomic_load_n(&c->twin, __ATOMIC_RELAXED) < 0 && n_twins < KP_MAX_TWINS &&
 	    pooled + n_twins < __atomic_load_n(&twin_cap, __ATOMIC_RELAXED)) {
 		twins[n_twins++] = (struct twin){ p, c };
 		__atomic_store_n(&c->twin, p, __ATOMIC_RELAXED);
 		kept = true;
 	}
-	pthread_mutex_unlock(&twin_lock);
+	kp_unlock(&twin_lock);
 	return kept;
 }
 
@@ -139,7 +139,7 @@ static int twin_take(struct kp_conn *c)
 	if (__atomic_load_n(&c->twin, __ATOMIC_RELAXED) < 0)
 		return -1;
 	int fd = -1;
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 	for (unsigned i = 0; i < n_twins; i++) {
 		if (twins[i].c == c) {
 			fd = twins[i].fd;
@@ -148,7 +148,7 @@ static int twin_take(struct kp_conn *c)
 		}
 	}
 	__atomic_store_n(&c->twin, -1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&twin_lock);
+	kp_unlock(&twin_lock);
 	return fd;
 }
 
@@ -169,7 +169,7 @@ void twin_drop(struct kp_conn *c)
 static bool twin_forget_fd(int fd)
 {
 	bool found = false;
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 	for (unsigned i = 0; i < n_twins; i++) {
 		if (twins[i].fd == fd) {
 			__atomic_store_n(&twins[i].c->twin, -1, __ATOMIC_RELAXED);
@@ -178,7 +178,7 @@ static bool twin_forget_fd(int fd)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&twin_lock);
+	kp_unlock(&twin_lock);
 	return found;
 }
 
@@ -187,14 +187,14 @@ static unsigned twins_drain(void)
 {
 	int fds[KP_MAX_TWINS];
 	unsigned n;
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 	n = n_twins;
 	for (unsigned i = 0; i < n; i++) {
 		fds[i] = twins[i].fd;
 		__atomic_store_n(&twins[i].c->twin, -1, __ATOMIC_RELAXED);
 	}
 	n_twins = 0;
-	pthread_mutex_unlock(&twin_lock);
+	kp_unlock(&twin_lock);
 	for (unsigned i = 0; i < n; i++) {
 		kp_fd_swap(fds[i], NULL);
 		KP_REAL(close)(fds[i]);
@@ -204,10 +204,12 @@ static unsigned twins_drain(void)
 
 size_t kp_hidden_count(void)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return 0;
 	size_t n = pool_size();
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 	n += n_twins;
-	pthread_mutex_unlock(&twin_lock);
+	kp_unlock(&twin_lock);
 	return n;
 }
 
@@ -218,11 +220,13 @@ static int int_cmp(const void *a, const void *b)
 
 size_t kp_hidden_fds(int *fds, size_t cap)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return 0;
 	size_t n = pool_fds(fds, cap);
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 	for (unsigned i = 0; i < n_twins && n < cap; i++)
 		fds[n++] = twins[i].fd;
-	pthread_mutex_unlock(&twin_lock);
+	kp_unlock(&twin_lock);
 	qsort(fds, n, sizeof(*fds), int_cmp);
 	return n;
 }
@@ -319,7 +323,7 @@ static bool divided;
  */
 static bool one_owner(const struct kp_conn *c)
 {
-	return !c->shared && c->cred_epoch == __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE) &&
+	return !c->shared && !__atomic_load_n(&c->raw, __ATOMIC_ACQUIRE) && c->cred_epoch == __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE) &&
 	       !__atomic_load_n(&divided, __ATOMIC_RELAXED);
 }
 
@@ -333,18 +337,18 @@ static bool pooled_one_owner(const struct kp_tag *tag)
 
 struct kp_conn *conn_new(void)
 {
-	pthread_mutex_lock(&free_lock);
+	kp_lock(&free_lock);
 	struct kp_conn *c = free_conns;
 	if (c)
 		free_conns = c->next_free;
-	pthread_mutex_unlock(&free_lock);
+	kp_unlock(&free_lock);
 	if (!c) {
 		c = calloc(1, sizeof(*c));
 		if (!c)
 			return NULL;
 		pthread_mutex_init(&c->lock, NULL);
 	}
-	pthread_mutex_lock(&c->lock);
+	kp_lock(&c->lock);
 	memset((char *)c + offsetof(struct kp_conn, next_free), 0,
 	       sizeof(*c) - offsetof(struct kp_conn, next_free));
 	c->refs = 1;
@@ -353,7 +357,7 @@ struct kp_conn *conn_new(void)
 	c->poolable = true;
 	c->ka_timeout = -1;
 	c->ka_max = -1;
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	return c;
 }
 
@@ -374,7 +378,7 @@ static void conn_free(struct kp_conn *c)
 {
 	twin_drop(c); /* before the program's fd, whose close is then the last */
 	finished_forget(-1, c);
-	pthread_mutex_lock(&c->lock);
+	kp_lock(&c->lock);
 	if (c->tls) { /* its socket is gone */
 		kp_tls_put(c->tls);
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
@@ -388,24 +392,25 @@ static void conn_free(struct kp_conn *c)
 	c->held = c->replay = NULL;
 	c->held_len = c->held_cap = c->replay_len = c->replay_cap = 0;
 	c->state = KP_PASSTHROUGH;
-	pthread_mutex_unlock(&c->lock);
-	pthread_mutex_lock(&free_lock);
+	kp_unlock(&c->lock);
+	kp_lock(&free_lock);
 	c->next_free = free_conns;
 	free_conns = c;
-	pthread_mutex_unlock(&free_lock);
+	kp_unlock(&free_lock);
 }
 
 /* Drop one fd's reference; the last one frees.  Caller does not hold lock. */
 void conn_unref(struct kp_conn *c)
 {
-	pthread_mutex_lock(&c->lock);
+	kp_lock(&c->lock);
 	int left = --c->refs;
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	if (!left)
 		conn_free(c);
 }
 
 static void give_up(struct kp_conn *c, int fd, const char *why);
+static void raw_settle(struct kp_conn *c, int fd);
 static int flush_held(struct kp_conn *c, int fd, int flags);
 static void handoff_fin_if_due(struct kp_conn *c, int fd);
 
@@ -463,13 +468,13 @@ static void finished_drop(unsigned i)
 /* Caller holds c->lock. */
 static void finished_add(int fd, struct kp_conn *c)
 {
-	pthread_mutex_lock(&finished_lock);
+	kp_lock(&finished_lock);
 	if (n_finished < MAX_FINISHED) {
 		finished[n_finished].fd = fd;
 		finished[n_finished].c = c;
 		__atomic_store_n(&n_finished, n_finished + 1, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&finished_lock);
+	kp_unlock(&finished_lock);
 }
 
 /* Forget entries for fd (fd >= 0) or for c (c != NULL). */
@@ -477,14 +482,14 @@ static void finished_forget(int fd, const struct kp_conn *c)
 {
 	if (!__atomic_load_n(&n_finished, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&finished_lock);
+	kp_lock(&finished_lock);
 	for (unsigned i = 0; i < n_finished;) {
 		if ((fd >= 0 && finished[i].fd == fd) || (c && finished[i].c == c))
 			finished_drop(i);
 		else
 			i++;
 	}
-	pthread_mutex_unlock(&finished_lock);
+	kp_unlock(&finished_lock);
 }
 
 static bool parkable(const struct kp_conn *c);
@@ -498,7 +503,7 @@ static bool take_finished(const struct pool_key *key)
 		return false;
 	int fd = -1;
 	struct kp_conn *c = NULL;
-	pthread_mutex_lock(&finished_lock);
+	kp_lock(&finished_lock);
 	for (unsigned i = 0; i < n_finished; i++) {
 		if (!memcmp(&finished[i].c->key, key, sizeof(*key))) {
 			fd = finished[i].fd;
@@ -507,7 +512,7 @@ static bool take_finished(const struct pool_key *key)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&finished_lock);
+	kp_unlock(&finished_lock);
 	if (!c || !conn_lock(c, fd))
 		return false;
 	bool moved = false;
@@ -549,12 +554,12 @@ static bool take_finished(const struct pool_key *key)
 		if (ours)
 			kp_watch_forget_fd(fd);
 		bool free_it = ours && !c->refs;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		if (free_it)
 			conn_free(c);
 		return true;
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	return false;
 }
 
@@ -616,7 +621,7 @@ static void disown(int fd, struct kp_conn *c, const char *why)
 		c->handed_off = true;
 		c->first = KP_FIRST_DONE;
 		go_passthrough(c, why);
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 	}
 	kp_debug("fd %d: no longer ours: %s", fd, why);
 	struct kp_conn *old = kp_fd_swap(fd, NULL);
@@ -756,12 +761,12 @@ static int handed_answer(struct kp_conn *c, int saved)
 	return -1;
 }
 
-/* A connect() or close() of ours in progress on this thread: a signal
- * handler that interrupted it and calls connect() or close() itself (both
+/* A connect() or close() of ours in progress on this thread counts as
+ * inside (kp_lock.h), locked or not: a signal handler that interrupted it,
+ * or any locked path of ours, and calls connect() or close() itself (both
  * async-signal-safe in libc) must not wait for the locks the interrupted
- * call holds (the pool's, a connection's, malloc's): it gets the kernel's
+ * code holds (the pool's, a connection's, malloc's): it gets the kernel's
  * call, and that socket is never ours. */
-static __thread unsigned in_conn_call;
 
 static int connect_reentered(int fd, const struct sockaddr *addr, socklen_t len)
 {
@@ -774,11 +779,11 @@ static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len);
 
 int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	if (in_conn_call)
+	if (kp_reentered())
 		return connect_reentered(fd, addr, len);
-	in_conn_call++;
+	kp_enter();
 	int r = connect_locked(fd, addr, len);
-	in_conn_call--;
+	kp_leave();
 	return r;
 }
 
@@ -914,7 +919,7 @@ void kp_stdio_watch(struct kp_conn *c, int fd)
 	if (c == KP_POOLED || !conn_lock(c, fd))
 		return;
 	tx_watch_start(c, fd);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 }
 
 static bool parkable(const struct kp_conn *c)
@@ -1046,12 +1051,12 @@ static int close_locked(int fd, struct kp_conn *c);
 
 int kp_close(int fd, struct kp_conn *c)
 {
-	if (in_conn_call) /* (see connect_reentered): the kernel's close; what
-			     we knew of fd goes with its next socket() */
+	if (kp_reentered()) /* (see connect_reentered): the kernel's close; what
+			       we knew of fd goes with its next socket() */
 		return KP_REAL(close)(fd);
-	in_conn_call++;
+	kp_enter();
 	int r = close_locked(fd, c);
-	in_conn_call--;
+	kp_leave();
 	return r;
 }
 
@@ -1082,10 +1087,10 @@ static int close_locked(int fd, struct kp_conn *c)
 	kp_watch_detach(fd);
 	kp_watch_forget_fd(fd);
 	finished_forget(fd, NULL);
-	pthread_mutex_lock(&c->lock);
+	kp_lock(&c->lock);
 	int left = --c->refs;
 	bool parked = !left && settle_last(fd, c);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	if (!left)
 		conn_free(c);
 	errno = saved;
@@ -1113,7 +1118,7 @@ void kp_forget_fd(int fd, bool may_park)
 		kp_watch_detach(fd); /* as kp_close */
 	kp_watch_forget_fd(fd);
 	finished_forget(fd, NULL);
-	pthread_mutex_lock(&c->lock);
+	kp_lock(&c->lock);
 	int left = --c->refs;
 	if (!left && may_park && parkable(c)) {
 		/* dup2 onto our last fd would close the socket: park a copy, and
@@ -1124,7 +1129,7 @@ void kp_forget_fd(int fd, bool may_park)
 	} else if (!left && c->state != KP_PRECONNECT) {
 		kp_count(closed);
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	if (!left)
 		conn_free(c);
 	errno = saved;
@@ -1132,6 +1137,8 @@ void kp_forget_fd(int fd, bool may_park)
 
 void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return (void)kp_conn_raw(c), kp_forget_fd_raw(newfd);
 	if (c == KP_POOLED)
 		return;
 	if (!kp_fd_valid(newfd)) {
@@ -1140,7 +1147,7 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 		 * know of */
 		if (conn_lock(c, oldfd)) {
 			c->shared = true; /* a copy at a number beyond our table */
-			pthread_mutex_unlock(&c->lock);
+			kp_unlock(&c->lock);
 		}
 		return;
 	}
@@ -1155,7 +1162,7 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 	/* onto stdin, stdout or stderr: stdio's own FILEs may write to it */
 	if (newfd <= 2)
 		tx_watch_start(c, oldfd);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	struct kp_conn *old = kp_fd_swap(newfd, c);
 	if (old == KP_POOLED && !pool_owns_fd(newfd, true)) /* closed behind our back: forget it */
 		twin_forget_fd(newfd);
@@ -1170,6 +1177,8 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 
 bool kp_shutdown(struct kp_conn *c, int fd, int how)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_conn_raw(c), false;
 	/* the program counts on the server's close after its FIN */
 	send_deferred(c, fd, true, false);
 	if (!conn_lock(c, fd))
@@ -1198,7 +1207,7 @@ bool kp_shutdown(struct kp_conn *c, int fd, int how)
 		flush_held(c, fd, 0);
 		go_passthrough(c, "shutdown");
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 	return swallow;
 }
@@ -1338,7 +1347,7 @@ static bool tls_bypassed(struct kp_conn *c, int fd)
 		return false;
 	if (conn_lock(c, fd)) {
 		unpool(c, "TLS bytes written past OpenSSL");
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 	}
 	return true;
 }
@@ -1360,7 +1369,7 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 	} else {
 		unvouch(c, fd, "a request we cannot see into");
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 }
 
@@ -1387,7 +1396,7 @@ void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only)
 	 * not write: a shut-down socket cannot send. */
 	if (rewritten && read_only)
 		KP_REAL(shutdown)(fd, SHUT_WR);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 }
 
@@ -1611,7 +1620,7 @@ static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_on
 	if (!conn_lock(c, fd))
 		return false;
 	if (!c->deferred || (last_only && c->refs > 1)) {
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = saved;
 		return false;
 	}
@@ -1621,7 +1630,7 @@ static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_on
 	c->held = NULL;
 	c->held_len = c->held_cap = 0;
 	c->verbatim = verbatim;
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	kp_debug("fd %d: the deferred head goes out%s", fd, verbatim ? " as written" : "");
 	bool was = kp_stdio_writing;
 	kp_stdio_writing = false;
@@ -1645,7 +1654,7 @@ static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_on
 	if (conn_lock(c, fd)) {
 		c->tx += raw;
 		c->verbatim = false;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 	}
 	free(v.iov_base);
 	errno = saved;
@@ -1688,7 +1697,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		/* TLS, written after the owed EOF already (send_intercept
 		 * below): the SSL layer reports what a close_notify gives */
 		unpool(c, "a write after the owed EOF");
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		*ret = -1;
 		errno = EPIPE;
 		return true;
@@ -1703,7 +1712,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			     c->reqs[c->n_reqs - 1].rewritten &&
 			     send_body_end(c, fd, iov, iovcnt, flags, ret);
 		int err = errno;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = taken && *ret < 0 ? err : saved;
 		return taken;
 	}
@@ -1711,7 +1720,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		/* writing after shutdown: the kernel's answer (EPIPE), for real */
 		KP_REAL(shutdown)(fd, c->shut_how - 1);
 		go_passthrough(c, "write after shutdown");
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = saved;
 		return false;
 	}
@@ -1734,7 +1743,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			go_passthrough(c, "a write after the owed EOF");
 		kp_debug("fd %d: %zu bytes written after the EOF we owe: not sent", fd, total);
 		*ret = (ssize_t)total;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = saved;
 		return true;
 	}
@@ -1743,7 +1752,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			 "not sent (the server would have closed without reading them)",
 			 fd, total);
 		*ret = (ssize_t)total;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = saved;
 		return true;
 	}
@@ -1774,7 +1783,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			goto pass_flush;
 		kp_debug("fd %d: holding %zu bytes of a request head", fd, c->held_len);
 		*ret = (ssize_t)total;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = saved;
 		return true;
 	}
@@ -1894,7 +1903,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			c->held_len = 0;
 			go_passthrough(c, sent ? "send failed mid-head" : "send failed");
 		}
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = err;
 		*ret = -1;
 		return true;
@@ -1905,7 +1914,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	if (!queue_request(c, &h, outlen > 0)) {
 		go_passthrough(c, "too many pipelined requests");
 		*ret = (ssize_t)mine;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = saved;
 		return true;
 	}
@@ -1923,7 +1932,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		*ret += (ssize_t)body_sent;
 	}
 	handoff_fin_if_due(c, fd);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 	return true;
 
@@ -1932,14 +1941,14 @@ pass_flush:
 	if (flush_held(c, fd, flags) < 0) {
 		int err = errno;
 		go_passthrough(c, "send failed");
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = err;
 		*ret = -1;
 		return true;
 	}
 	go_passthrough(c, "gave up on the request");
 pass:
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 	return false;
 }
@@ -1949,6 +1958,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 {
 	if (c == KP_POOLED)
 		return false;
+	raw_settle(c, fd);
 	others_first(c);
 	if (__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
 		send_deferred(c, fd, false, false);
@@ -1996,7 +2006,7 @@ static void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	if (ret > 0 && c->state == KP_ACTIVE)
 		account_sent(c, iov, iovcnt, 0, (size_t)ret);
 	handoff_fin_if_due(c, fd);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 }
 
@@ -2032,7 +2042,7 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 		}
 	}
 	handoff_fin_if_due(c, out_fd);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 }
 
@@ -2093,11 +2103,72 @@ static bool recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 	return false;
 }
 
+/* kp_forget_fd without a lock: fd's connection is marked raw and keeps
+ * the reference this number held (never freed: freeing takes locks). */
+void kp_forget_fd_raw(int fd)
+{
+	if (!kp_fd_valid(fd))
+		return;
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (c == KP_POOLED)
+		return;
+	if (c)
+		kp_conn_raw(kp_fd_swap(fd, NULL));
+	kp_fl_set(fd, 0);
+}
+
+bool kp_conn_raw(struct kp_conn *c)
+{
+	if (c == KP_POOLED)
+		return false;
+	if (c)
+		__atomic_store_n(&c->raw, true, __ATOMIC_RELEASE);
+	return true;
+}
+
+bool kp_conn_raw_eof(struct kp_conn *c)
+{
+	if (c && c != KP_POOLED && __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE))
+		return true;
+	kp_conn_raw(c);
+	return false;
+}
+
+ssize_t kp_conn_raw_write(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
+{
+	size_t total = iov_total(iov, iovcnt);
+	if (!kp_conn_raw(c) || !c || !total || total > SSIZE_MAX ||
+	    !__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+		return -1;
+	KP_REAL(shutdown)(fd, SHUT_WR);
+	return (ssize_t)total;
+}
+
+bool kp_conn_raw_fd(int fd)
+{
+	return kp_conn_raw(kp_fd_conn(fd));
+}
+
+/* A call went past us on c (kp_conn_raw): what we know of its exchange
+ * may be wrong, so we step aside as for any byte read or written unseen
+ * (give_up: our FIN if we owe an EOF). */
+static void raw_settle(struct kp_conn *c, int fd)
+{
+	if (__builtin_expect(!__atomic_load_n(&c->raw, __ATOMIC_ACQUIRE), 1) || !conn_lock(c, fd))
+		return;
+	int saved = errno;
+	if (c->state == KP_ACTIVE)
+		give_up(c, fd, "a signal handler's call went past us");
+	kp_unlock(&c->lock);
+	errno = saved;
+}
+
 bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 {
 	/* TLS: its owed EOF is a TLS EOF, answered by the SSL_* wrappers */
 	if (c == KP_POOLED)
 		return false;
+	raw_settle(c, fd);
 	others_first(c);
 	if (__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false;
@@ -2122,7 +2193,7 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 			give_up(c, fd, "response read unseen (splice)");
 		c->last_rx_ms = kp_now_ms();
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 }
 
@@ -2253,7 +2324,7 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 					c->sent_ms);
 		}
 		if (again) {
-			pthread_mutex_unlock(&c->lock);
+			kp_unlock(&c->lock);
 			errno = saved;
 			return true;
 		}
@@ -2284,7 +2355,7 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 			}
 		}
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 	return false;
 }
@@ -2355,7 +2426,7 @@ int kp_conn_tls_start(int fd, void *ssl)
 		r = KP_TLS_FRESH;
 	}
 out:
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 	return r;
 }
@@ -2367,7 +2438,7 @@ static bool tls_lock(struct kp_conn *c, int fd)
 		return false;
 	if (c->tls && !c->tls_pending)
 		return true;
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	return false;
 }
 
@@ -2402,7 +2473,7 @@ bool kp_conn_tls_at_end(struct kp_conn *c, int fd)
 	if (!tls_lock(c, fd))
 		return false;
 	bool end = __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || parkable(c);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	return end;
 }
 
@@ -2413,7 +2484,7 @@ void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why)
 	if (c->poolable)
 		kp_debug("fd %d: %s: not pooled", fd, why);
 	unpool(c, why);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 }
 
 /* ------------------------------------------------------------ hand-off */
@@ -2497,6 +2568,8 @@ static void handoff_fin_if_due(struct kp_conn *c, int fd)
 
 void kp_conn_handoff_fd(int fd, const char *why)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return (void)kp_conn_raw_fd(fd);
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c || c == KP_POOLED)
 		return;
@@ -2507,13 +2580,15 @@ void kp_conn_handoff_fd(int fd, const char *why)
 		if (sent && c->first == KP_FIRST_SENT && c->state == KP_ACTIVE)
 			handoff_verdict(c, fd);
 		handoff_locked(c, fd, why);
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 	}
 	errno = saved;
 }
 
 void kp_conn_handoff_all(bool inherited_only, const char *why)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return;
 	int high = kp_fd_high();
 	int saved = errno;
 	for (int fd = 0; fd <= high; fd++) {
@@ -2539,6 +2614,8 @@ void kp_conn_handoff_all(bool inherited_only, const char *why)
 
 bool kp_conn_passing_fd(int fd)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_conn_raw_fd(fd);
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (c == KP_POOLED)
 		return false;
@@ -2551,8 +2628,19 @@ bool kp_conn_passing_fd(int fd)
 
 /* ------------------------------------------------------------ credentials */
 
+/* kp_conn_cred_change without a lock: nothing made before changes hands
+ * again, in this process (the pool is emptied lazily: its sockets fail
+ * pooled_one_owner). */
+static void cred_change_raw(void)
+{
+	__atomic_store_n(&divided, true, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&cred_epoch, 1, __ATOMIC_ACQ_REL);
+}
+
 void kp_conn_cred_change(bool one_thread)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return cred_change_raw();
 	int saved = errno;
 	if (one_thread && !__libc_single_threaded && !__atomic_load_n(&divided, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&divided, true, __ATOMIC_RELAXED);
@@ -2577,34 +2665,55 @@ void kp_conn_cred_change(bool one_thread)
 
 /* ------------------------------------------------------------ fork */
 
-/* Held across fork() so the child finds every structure whole.  None of
- * these is ever taken while another of them is held. */
+/* fork() from a signal handler that interrupted one of our locked paths
+ * (kp_lock.h): the locks cannot be taken (the thread that holds them is
+ * this one), so nothing is; the parent goes on as it was, and the child,
+ * whose copy of our state may be half-changed, steps aside for good (every
+ * wrapper then makes the kernel's call; its copies of pooled sockets stay
+ * open, unused, until it execs: they are close-on-exec). */
+static __thread bool fork_inside;
+
+/* Held across fork() so the child finds every structure whole, in the
+ * order of kp_lock.h. */
 void kp_conn_before_fork(void)
 {
+	if (kp_reentered()) {
+		fork_inside = true;
+		return;
+	}
 	/* the child may read any of them (and exec what reads them) */
 	kp_conn_handoff_all(false, "fork");
-	pthread_mutex_lock(&free_lock);
-	pthread_mutex_lock(&finished_lock);
+	kp_lock(&free_lock);
+	kp_lock(&finished_lock);
 	kp_sockopts_before_fork();
 	kp_watch_before_fork();
 	pool_before_fork();
 	kp_tls_before_fork(); /* after the pool's: the pool's close takes it */
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 }
 
 void kp_conn_after_fork_parent(void)
 {
-	pthread_mutex_unlock(&twin_lock);
+	if (fork_inside) {
+		fork_inside = false;
+		return;
+	}
+	kp_unlock(&twin_lock);
 	kp_tls_after_fork_parent();
 	pool_after_fork_parent();
 	kp_watch_after_fork_parent();
 	kp_sockopts_after_fork_parent();
-	pthread_mutex_unlock(&finished_lock);
-	pthread_mutex_unlock(&free_lock);
+	kp_unlock(&finished_lock);
+	kp_unlock(&free_lock);
 }
 
 void kp_conn_after_fork_child(void)
 {
+	if (fork_inside) {
+		fork_inside = false;
+		__atomic_store_n(&kp_fdtab_len, 0, __ATOMIC_RELEASE);
+		return;
+	}
 	kp_tls_after_fork_child();
 	/* The child's copies of tracked fds are the parent's connections: the
 	 * child uses them raw, and never parks them.  Its copies of pooled
@@ -2624,6 +2733,8 @@ void kp_conn_after_fork_child(void)
 		KP_REAL(close)(twins[i].fd);
 	n_twins = 0;
 	pthread_mutex_init(&twin_lock, NULL);
+	/* the locks kp_conn_before_fork took are new, not released */
+	kp_inside = 0;
 }
 
 /* ------------------------------------------------------------ exit */
@@ -2645,7 +2756,7 @@ static void park_unclosed(void)
 			kp_count(parked);
 			kp_debug("fd %d: parked at exit, never closed", fd);
 		}
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 	}
 }
 

@@ -94,6 +94,9 @@ struct kp_conn {
 	                        crossed a fork, spawn or exec, or an
 	                        SCM_RIGHTS message (nothing is deferred then,
 	                        and it can never change owner) */
+	bool raw;            /* a call went past us (a signal handler that
+	                        interrupted our locks, kp_lock.h): never pooled,
+	                        given up at our next call (atomic) */
 	uint32_t cred_epoch; /* the process's credentials when it was made
 	                        (kp_conn_cred_change): another identity's
 	                        connection can never change owner */
@@ -358,6 +361,24 @@ void kp_conn_handoff_fd(int fd, const char *why);
  * have two owners from now on.  False when fd is a hidden fd of ours (not
  * the program's: the call must fail with EBADF). */
 bool kp_conn_passing_fd(int fd);
+
+/* A signal handler that interrupted one of our locked paths (kp_lock.h)
+ * makes the kernel's call on fd, whose connection is c (NULL: none): no
+ * lock is taken, c is marked raw (never pooled again, given up at the
+ * next call of ours on it).  False when fd is a hidden fd of ours (the
+ * caller answers EBADF). */
+bool kp_conn_raw(struct kp_conn *c);
+/* The same for a read: true when c owes the program an EOF (the read
+ * answers 0, and c stays as it was). */
+bool kp_conn_raw_eof(struct kp_conn *c);
+/* The same for a write of iov: when c owes the program an EOF these bytes
+ * must never reach the server: taken and dropped (the count returned),
+ * our FIN sent, as kp_send_intercept does; else -1 (make the call). */
+ssize_t kp_conn_raw_write(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt);
+/* the same for an fd passed in an SCM_RIGHTS message */
+bool kp_conn_raw_fd(int fd);
+/* kp_forget_fd, the same way (a number the kernel handed out anew) */
+void kp_forget_fd_raw(int fd);
 
 /* The process's credentials or namespaces change (setuid and the rest,
  * setgroups, capset, unshare, setns): before and after the call.  Nothing

@@ -117,7 +117,7 @@ static pthread_mutex_t defaults_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool default_of(int fresh, const struct kp_sockopt *o, struct kp_sockopt *def)
 {
 	bool found = false;
-	pthread_mutex_lock(&defaults_lock);
+	kp_lock(&defaults_lock);
 	const struct kp_sockopt *d = opts_find(defaults, n_defaults, o);
 	if (d) {
 		*def = *d;
@@ -133,7 +133,7 @@ static bool default_of(int fresh, const struct kp_sockopt *o, struct kp_sockopt 
 				defaults[n_defaults++] = *def;
 		}
 	}
-	pthread_mutex_unlock(&defaults_lock);
+	kp_unlock(&defaults_lock);
 	return found;
 }
 
@@ -183,9 +183,21 @@ void flush_pending(struct kp_conn *c, int fd)
 	c->n_pending = 0;
 }
 
+/* kp_note_sockopt without a lock: an option we could not follow; the
+ * socket is never ours (a connection of ours is never pooled again). */
+static void kp_note_raw(int fd)
+{
+	if (!kp_fd_valid(fd) || !kp_conn_raw(kp_fd_conn(fd)))
+		return;
+	if (!kp_fd_conn(fd))
+		kp_fl_or(fd, KP_FD_SHARED);
+}
+
 bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const void *val,
 			socklen_t len)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return false;
 	if (c == KP_POOLED || !c->n_pending)
 		return false;
 	int li = opt_level_index(level);
@@ -204,18 +216,20 @@ bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const vo
 			unpool(c, "too many socket options to carry");
 		break;
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	return same;
 }
 
 void kp_before_getsockopt(struct kp_conn *c, int fd)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return;
 	if (c == KP_POOLED || !c->n_pending)
 		return;
 	int saved = errno;
 	if (conn_lock(c, fd)) {
 		flush_pending(c, fd);
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 	}
 	errno = saved;
 }
@@ -235,6 +249,8 @@ void kp_note_nonblock(int fd, bool on)
 
 void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_note_raw(fd);
 	if (!kp_fd_valid(fd))
 		return;
 	kp_fdfl fl = kp_fl(fd);
@@ -243,7 +259,7 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 		struct kp_conn *c = kp_fd_conn(fd);
 		if (c && c != KP_POOLED && conn_lock(c, fd)) {
 			unpool(c, "a routing socket option");
-			pthread_mutex_unlock(&c->lock);
+			kp_unlock(&c->lock);
 		}
 		return;
 	}
@@ -262,18 +278,18 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 		return;
 	if (!opts_record(c, level, name, val, len))
 		unpool(c, "a socket option we cannot carry");
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 }
 
 /* Held across fork() with the other locks of kp_conn_before_fork. */
 void kp_sockopts_before_fork(void)
 {
-	pthread_mutex_lock(&defaults_lock);
+	kp_lock(&defaults_lock);
 }
 
 void kp_sockopts_after_fork_parent(void)
 {
-	pthread_mutex_unlock(&defaults_lock);
+	kp_unlock(&defaults_lock);
 }
 
 void kp_sockopts_after_fork_child(void)
