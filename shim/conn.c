@@ -383,10 +383,6 @@ static void conn_free(struct kp_conn *c)
 		kp_tls_put(c->tls);
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
 	}
-	if (c->deferred) {
-		__atomic_store_n(&c->deferred, false, __ATOMIC_RELEASE);
-		__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
-	}
 	free(c->held);
 	free(c->replay);
 	c->held = c->replay = NULL;
@@ -493,7 +489,6 @@ static void finished_forget(int fd, const struct kp_conn *c)
 }
 
 static bool parkable(const struct kp_conn *c);
-static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_only);
 
 /* Move a finished connection to key into the pool, if there is one.
  * Returns true when one was moved. */
@@ -616,7 +611,6 @@ static bool same_destination(const struct pool_key *a, const struct pool_key *b)
  * fds of the same socket keep the (passthrough) object until they close. */
 static void disown(int fd, struct kp_conn *c, const char *why)
 {
-	send_deferred(c, fd, true, false);
 	if (conn_lock(c, fd)) {
 		c->handed_off = true;
 		c->first = KP_FIRST_DONE;
@@ -1073,8 +1067,6 @@ static int close_locked(int fd, struct kp_conn *c)
 		errno = EBADF;
 		return -1;
 	}
-	/* closed unread: the request goes as the program wrote it */
-	send_deferred(c, fd, true, true);
 	c = kp_fd_swap(fd, NULL);
 	if (!c || c == KP_POOLED) { /* raced with another close */
 		errno = saved;
@@ -1099,9 +1091,6 @@ static int close_locked(int fd, struct kp_conn *c)
 
 void kp_forget_fd(int fd, bool may_park)
 {
-	struct kp_conn *c0 = may_park ? kp_fd_conn(fd) : NULL;
-	if (c0)
-		send_deferred(c0, fd, true, true);
 	struct kp_conn *c = kp_fd_swap(fd, NULL);
 	if (kp_fd_valid(fd))
 		kp_fl_set(fd, 0);
@@ -1179,8 +1168,6 @@ bool kp_shutdown(struct kp_conn *c, int fd, int how)
 {
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), false;
-	/* the program counts on the server's close after its FIN */
-	send_deferred(c, fd, true, false);
 	if (!conn_lock(c, fd))
 		return false;
 	int saved = errno;
@@ -1303,10 +1290,6 @@ ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int fla
 static int flush_held(struct kp_conn *c, int fd, int flags)
 {
 	int r = 0;
-	if (c->deferred) { /* it goes now, as written */
-		__atomic_store_n(&c->deferred, false, __ATOMIC_RELEASE);
-		__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
-	}
 	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
 		size_t sent;
 		r = send_all(c, fd, c->held, c->held_len, flags | MSG_NOSIGNAL, false, &sent) < 0 ? -1 : 0;
@@ -1356,7 +1339,6 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))
 		return;
-	send_deferred(c, fd, false, false);
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return;
@@ -1588,104 +1570,13 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 	return true;
 }
 
-/* conn.h, "A request head that stdio wrote".  Caller holds c->lock. */
-__thread bool kp_stdio_writing;
-int kp_deferred_heads;
-
 /* The socket is the program's fd 0 when it writes a head: stdin's FILE
  * (fgets, scanf, getchar) may read it with libc's internal read, past us,
  * so our EOF after a rewritten response could never reach it: the head is
- * sent as written (the server's own close ends the response), and never
- * held (nothing of ours would see the read that waits for it).  Not for a
- * held head going out at the program's next call (deferred_sending): that
- * call is ours (bash's read builtin reads fd 0 with read()). */
-static __thread bool deferred_sending;
+ * sent as written (the server's own close ends the response). */
 static inline bool stdin_reads(const struct kp_conn *c)
 {
-	return !deferred_sending && kp_fd_conn(0) == c;
-}
-
-static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
-			   ssize_t *ret);
-
-/* Send c's deferred head: rewritten, or as written (verbatim).  last_only:
- * only when fd is its last fd (a close; one of several fds closing is
- * not the end of the connection).  Caller does not hold c->lock.  True
- * when it went out now. */
-static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_only)
-{
-	if (c == KP_POOLED || !__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
-		return false;
-	int saved = errno;
-	if (!conn_lock(c, fd))
-		return false;
-	if (!c->deferred || (last_only && c->refs > 1)) {
-		kp_unlock(&c->lock);
-		errno = saved;
-		return false;
-	}
-	__atomic_store_n(&c->deferred, false, __ATOMIC_RELEASE);
-	__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
-	struct iovec v = { c->held, c->held_len };
-	c->held = NULL;
-	c->held_len = c->held_cap = 0;
-	c->verbatim = verbatim;
-	kp_unlock(&c->lock);
-	kp_debug("fd %d: the deferred head goes out%s", fd, verbatim ? " as written" : "");
-	bool was = kp_stdio_writing;
-	kp_stdio_writing = false;
-	ssize_t r;
-	size_t raw = 0;
-	deferred_sending = true;
-	bool taken = send_intercept(c, fd, &v, 1, MSG_NOSIGNAL, &r);
-	deferred_sending = false;
-	if (!taken) {
-		/* stepped aside meanwhile: the bytes as they are */
-		while (raw < v.iov_len) {
-			r = KP_REAL(send)(fd, (char *)v.iov_base + raw, v.iov_len - raw, MSG_NOSIGNAL);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				break;
-			raw += (size_t)r;
-		}
-	}
-	kp_stdio_writing = was;
-	if (conn_lock(c, fd)) {
-		c->tx += raw;
-		c->verbatim = false;
-		kp_unlock(&c->lock);
-	}
-	free(v.iov_base);
-	errno = saved;
-	return true;
-}
-
-/* A call on connection c: heads held on other connections go first, as
- * written, so the server gets the program's requests in the program's
- * order (a GET on a second connection must not overtake a DELETE written
- * through stdio on the first). */
-static void others_first(struct kp_conn *c)
-{
-	int n = __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED);
-	if (__builtin_expect(n == 0, 1) || (n == 1 && __atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE)))
-		return;
-	int high = kp_fd_high();
-	for (int fd = 0; fd <= high && __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED); fd++) {
-		struct kp_conn *o = kp_fd_conn(fd);
-		if (o && o != KP_POOLED && o != c)
-			send_deferred(o, fd, true, false);
-	}
-}
-
-void kp_send_deferred_all(bool verbatim)
-{
-	int high = kp_fd_high();
-	for (int fd = 0; fd <= high && __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED); fd++) {
-		struct kp_conn *c = kp_fd_conn(fd);
-		if (c && c != KP_POOLED)
-			send_deferred(c, fd, verbatim, false);
-	}
+	return kp_fd_conn(0) == c;
 }
 
 static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
@@ -1802,8 +1693,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	size_t out_cap = sizeof(small);
 	long outlen = 0;
 	bool may_rewrite = !h.upgrade && !h.doubt && !h.conn_bound && h.method != FRM_M_CONNECT &&
-			   !c->handed_off &&
-			   !c->verbatim && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
+			   !c->handed_off && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
 	/* More requests pipelined behind one that asks to close, in the same
 	 * write: the server must get the close and execute nothing after it,
 	 * exactly as without us; so no rewrite, and no reuse. */
@@ -1959,9 +1849,6 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	if (c == KP_POOLED)
 		return false;
 	raw_settle(c, fd);
-	others_first(c);
-	if (__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
-		send_deferred(c, fd, false, false);
 	struct kp_tls *t = __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
 	void *hs = kp_tls_handshaking;
 	if (t && !__atomic_load_n(&c->tls_pending, __ATOMIC_ACQUIRE))
@@ -2169,11 +2056,8 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 	if (c == KP_POOLED)
 		return false;
 	raw_settle(c, fd);
-	others_first(c);
 	if (__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false;
-	if (__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
-		send_deferred(c, fd, false, false);
 	return recv_intercept(c, fd, ret);
 }
 
@@ -2574,11 +2458,7 @@ void kp_conn_handoff_fd(int fd, const char *why)
 	if (!c || c == KP_POOLED)
 		return;
 	int saved = errno;
-	/* the reader may be the child: the program's own request, unchanged */
-	bool sent = send_deferred(c, fd, true, false);
 	if (conn_lock(c, fd)) {
-		if (sent && c->first == KP_FIRST_SENT && c->state == KP_ACTIVE)
-			handoff_verdict(c, fd);
 		handoff_locked(c, fd, why);
 		kp_unlock(&c->lock);
 	}
@@ -2607,8 +2487,6 @@ void kp_conn_handoff_all(bool inherited_only, const char *why)
 		else
 			kp_conn_handoff_fd(fd, why);
 	}
-	/* exec ends this image, CLOEXEC fds and all: nothing may stay held */
-	kp_send_deferred_all(true);
 	errno = saved;
 }
 

@@ -86,14 +86,10 @@ struct kp_conn {
 	                        never pooled, never rewritten again */
 	bool fin_due;        /* handed off mid-request: our FIN goes out when
 	                        the request is whole */
-	bool deferred;       /* held is a whole bodiless head that stdio wrote
-	                        and we would rewrite: it waits for the
-	                        program's next call (kp_send_deferred) */
-	bool verbatim;       /* the deferred head goes out as written */
 	bool shared;         /* another process may hold its socket: it
 	                        crossed a fork, spawn or exec, or an
-	                        SCM_RIGHTS message (nothing is deferred then,
-	                        and it can never change owner) */
+	                        SCM_RIGHTS message (it can never change
+	                        owner) */
 	bool raw;            /* a call went past us (a signal handler that
 	                        interrupted our locks, kp_lock.h): never pooled,
 	                        given up at our next call (atomic) */
@@ -228,39 +224,19 @@ void kp_note_nonblock(int fd, bool on);
 void kp_send_bypass(struct kp_conn *c, int fd);
 
 /*
- * A request head that stdio wrote (hooks_stdio.c sets kp_stdio_writing
- * around its writes) goes out at once, like any other: nothing is held
- * waiting for the program's next call, which may never come where a
- * wrapper sees it (docs/hold.md).  Where stdio may read the response past
- * us, nothing is rewritten or the server is made to close: the socket is
- * fd 0 as the head is written (never rewritten), a FILE made on it
- * before connect() (never ours: KP_FD_STDIO), fdopen for reading or a dup
- * onto fd 0 after (kp_note_fdopen: our FIN).  The deferred machinery below
- * is inert (kp_deferred_heads stays 0).
+ * A request head that stdio wrote goes out at once, like any other:
+ * nothing is held waiting for the program's next call, which may never
+ * come where a wrapper sees it (docs/hold.md).  Where stdio may read the
+ * response past us, nothing is rewritten or the server is made to close:
+ * the socket is fd 0 as the head is written (never rewritten), a FILE
+ * made on it before connect() (never ours: KP_FD_STDIO), fdopen for
+ * reading or a dup onto fd 0 after (kp_note_fdopen: our FIN).
  */
-extern __thread bool kp_stdio_writing;
 /* A FILE writes to fd (or may: fdopen, a dup onto 0, 1 or 2): stdio's own
  * flushes (exit, setvbuf, fseek, the wide calls...) can reach the socket
  * unseen, so from now on its byte count is checked against the kernel's
  * before the connection is parked. */
 void kp_stdio_watch(struct kp_conn *c, int fd);
-extern __attribute__((visibility("hidden"))) int kp_deferred_heads;
-void kp_send_deferred_all(bool verbatim);
-static inline bool kp_held_any(void)
-{
-	return __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0;
-}
-static inline void kp_send_deferred_any(void)
-{
-	if (__builtin_expect(kp_held_any(), 0))
-		kp_send_deferred_all(false);
-}
-/* before a call on an fd that is not ours: held heads go as written */
-static inline void kp_send_held_verbatim(void)
-{
-	if (__builtin_expect(kp_held_any(), 0))
-		kp_send_deferred_all(true);
-}
 
 /* fdopen() of a tracked fd: stdio's reads will go past us (its writes
  * do not: a write_only stream changes nothing). */

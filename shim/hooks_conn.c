@@ -71,7 +71,6 @@ __attribute__((destructor)) static void kp_fini(void)
 	if (!kp_cfg.disabled && kp_fdtab_len && getpid() == __atomic_load_n(&our_pid, __ATOMIC_RELAXED)) {
 		/* exit() flushes every FILE after us, inside libc */
 		kp_stdio_drain_all(true);
-		kp_send_deferred_all(true);
 		kp_conn_exit();
 	}
 	if (kp_cfg.stats)
@@ -867,10 +866,6 @@ static KP_SLOW int ioctl_slow(int fd, unsigned long req, void *arg)
 {
 	if (kp_fd_conn(fd) == KP_POOLED)
 		return not_yours();
-	/* FIONREAD and the like on a connection: a head held from stdio
-	 * goes first (conn.h), as it would for a read */
-	if (kp_fd_conn(fd))
-		kp_send_deferred_any();
 	int r = KP_REAL(ioctl)(fd, req, arg);
 	if (r == 0 && kp_fd_valid(fd)) {
 		int saved = errno;
@@ -889,7 +884,7 @@ static inline int ioctl_fast(int fd, unsigned long req, void *arg)
 {
 	if (kp_fd_pooled(fd))
 		return not_yours();
-	if (__builtin_expect(kp_held_any(), 0) || req == FIONBIO || req == FIOCLEX ||
+	if (req == FIONBIO || req == FIOCLEX ||
 	    req == FIONCLEX)
 		return ioctl_slow(fd, req, arg);
 	return KP_REAL(ioctl)(fd, req, arg);

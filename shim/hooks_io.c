@@ -23,16 +23,7 @@
  * kp_real needs no check: on x86-64 its pointers start
  * at lazy binding stubs, elsewhere they are bound before the constructor
  * gives the table its length (real.h).  Calls before that, or on fds
- * beyond the table, and tracked fds take name_slow(), out of line.
- *
- * A read on an fd that is not ours may wait for something that only the
- * server's answer to a head held from stdio can bring (a pipe from a
- * process that watches the server), a write may tell another party to
- * look at the server: held heads go first, as written (a call elsewhere
- * says nothing of who will read the response: bash reading the rest of a
- * piped script before its `cat <&3`).  One more load while nothing is
- * held (conn.h), and the send is in name_slow(NULL, ...): a call in line
- * would cost every call a stack frame. */
+ * beyond the table, and tracked fds take name_slow(), out of line. */
 #define KP_FAST(fd, name, ...)                                                \
 	do {                                                                     \
 		if (__builtin_expect((unsigned)(fd) >= kp_fdtab_len, 0))         \
@@ -40,8 +31,6 @@
 		struct kp_conn *c_ = __atomic_load_n(&kp_fdtab[fd], __ATOMIC_ACQUIRE); \
 		if (__builtin_expect(c_ != NULL, 0))                             \
 			return name##_slow(c_, __VA_ARGS__);                     \
-		if (__builtin_expect(kp_held_any(), 0))                          \
-			return name##_slow(NULL, __VA_ARGS__);                   \
 		return KP_REAL_BOUND(name)(__VA_ARGS__);                         \
 	} while (0)
 
@@ -70,10 +59,8 @@ static KP_SLOW ssize_t write_slow(struct kp_conn *c, int fd, const void *buf, si
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
+	if (!c)
 		return KP_REAL(write)(fd, buf, n);
-	}
 	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
 		struct iovec v_ = { (void *)buf, n };
 		ssize_t taken_ = kp_conn_raw_write(c, fd, &v_, 1);
@@ -106,10 +93,8 @@ static KP_SLOW ssize_t writev_slow(struct kp_conn *c, int fd, const struct iovec
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
+	if (!c)
 		return KP_REAL(writev)(fd, iov, iovcnt);
-	}
 	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
 		ssize_t taken_ = kp_conn_raw_write(c, fd, iov, iovcnt);
 		return taken_ >= 0 ? taken_ : KP_REAL(writev)(fd, iov, iovcnt);
@@ -142,10 +127,8 @@ static KP_SLOW ssize_t send_slow(struct kp_conn *c, int fd, const void *buf, siz
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
+	if (!c)
 		return KP_REAL(send)(fd, buf, n, flags);
-	}
 	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
 		struct iovec v_ = { (void *)buf, n };
 		ssize_t taken_ = kp_conn_raw_write(c, fd, &v_, 1);
@@ -185,10 +168,8 @@ static KP_SLOW ssize_t sendto_slow(struct kp_conn *c, int fd, const void *buf, s
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
+	if (!c)
 		return KP_REAL(sendto)(fd, buf, n, flags, to, tolen);
-	}
 	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
 		struct iovec v_ = { (void *)buf, to ? 0 : n };
 		ssize_t taken_ = kp_conn_raw_write(c, fd, &v_, 1);
@@ -224,10 +205,8 @@ static ssize_t sendmsg_inside(struct kp_conn *c, int fd, const struct msghdr *ms
 
 static KP_SLOW ssize_t sendmsg_slow(struct kp_conn *c, int fd, const struct msghdr *msg, int flags)
 {
-	if (!c) {
-		kp_send_held_verbatim();
+	if (!c)
 		return KP_REAL(sendmsg)(fd, msg, flags);
-	}
 	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
 		ssize_t taken_ = kp_conn_raw_write(c, fd, msg->msg_iov, msg->msg_name ? 0 : (int)msg->msg_iovlen);
 		return taken_ >= 0 ? taken_ : KP_REAL(sendmsg)(fd, msg, flags);
@@ -369,10 +348,8 @@ static KP_SLOW ssize_t read_slow(struct kp_conn *c, int fd, void *buf, size_t n)
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
+	if (!c)
 		return KP_REAL(read)(fd, buf, n);
-	}
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw_eof(c) ? 0 : KP_REAL(read)(fd, buf, n);
 	/* inside until our bookkeeping of the kernel's answer is done: a
@@ -403,10 +380,8 @@ static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec 
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
+	if (!c)
 		return KP_REAL(readv)(fd, iov, iovcnt);
-	}
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw_eof(c) ? 0 : KP_REAL(readv)(fd, iov, iovcnt);
 	/* inside until our bookkeeping of the kernel's answer is done: a
@@ -470,10 +445,8 @@ static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n,
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
+	if (!c)
 		return KP_REAL(recv)(fd, buf, n, flags);
-	}
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw_eof(c) ? 0 : KP_REAL(recv)(fd, buf, n, flags);
 	/* inside until our bookkeeping of the kernel's answer is done: a
@@ -510,10 +483,8 @@ static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
+	if (!c)
 		return KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
-	}
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw_eof(c) ? 0 : KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
 	/* inside until our bookkeeping of the kernel's answer is done: a
@@ -548,10 +519,8 @@ static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *ms
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
+	if (!c)
 		return KP_REAL(recvmsg)(fd, msg, flags);
-	}
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(recvmsg)(fd, msg, flags);
 	/* inside until our bookkeeping of the kernel's answer is done: a
@@ -639,10 +608,8 @@ static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec,
 {
 	if (c == KP_POOLED)
 		return (int)not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
+	if (!c)
 		return KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
-	}
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
 	/* inside until our bookkeeping of the kernel's answer is done: a
