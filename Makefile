@@ -203,7 +203,16 @@ fuzz: $(FUZZ_BINS)
 			build/fuzz/corpus/$$f build/fuzz/seeds/$$f || exit 1; \
 	done
 
-unit: $(UNIT_BINS) $(REPLAY_BINS)
+# each library source compiled alone, for the structure checks of
+# docs/structure.md (tests/structure.py: exports, self-calls, the cycle)
+STRUCT_OBJS := $(patsubst %.c,build/obj/%.o,$(SRCS))
+
+build/obj/%.o: %.c $(HDRS) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLFLAGS) -c -o $@ $<
+
+unit: $(UNIT_BINS) $(REPLAY_BINS) $(LIB) $(STRUCT_OBJS)
+	python3 tests/structure.py $(LIB) build/obj
 	@for t in $(UNIT_BINS); do echo "== $$t"; $$t || exit 1; done
 	python3 tests/servers/render_cases.py --check
 	@python3 tests/fuzz/seeds.py tests/corpus build/fuzz-replay/seeds >/dev/null
@@ -240,7 +249,7 @@ tls-pairs: $(LIB) clients
 # built first, NPROC compilers at a time (a minute and a half of compiling
 # one at a time: four builds of the library, the sanitized unit tests and
 # fuzz replayers); then they run one after the other.
-TEST_DEPS := $(LIB) $(ASAN_LIB) $(UNIT_BINS) $(REPLAY_BINS) $(BATS_DEPS)
+TEST_DEPS := $(LIB) $(ASAN_LIB) $(UNIT_BINS) $(REPLAY_BINS) $(STRUCT_OBJS) $(BATS_DEPS)
 
 test:
 	$(MAKE) -j$(NPROC) $(TEST_DEPS)
