@@ -92,6 +92,14 @@ build/unit/test_broker_check: tests/unit/test_broker_check.c build/san/pool/brok
 	@mkdir -p build/unit
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< build/san/pool/broker_check.o $(PURE_SAN_OBJS) $(LDLIBS)
 
+# the connection core in process (docs/structure.md): every library
+# object but the wrappers (no libc name interposed in the test)
+CORE_SAN_OBJS := $(patsubst %.c,build/san/%.o,$(filter-out shim/hooks_%,$(SRCS)))
+
+build/unit/test_conn: tests/unit/test_conn.c $(CORE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
+	@mkdir -p build/unit
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< $(CORE_SAN_OBJS) $(LDLIBS)
+
 # the differential test against llhttp (Debian's node-llhttp): its C sources
 # are compiled into this test only, never into the library
 LLHTTP_DIR := /usr/share/llhttp
