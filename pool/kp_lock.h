@@ -80,4 +80,21 @@ static inline bool kp_reentered(void)
 	return __builtin_expect(__atomic_load_n(&kp_inside, __ATOMIC_RELAXED) != 0, 0);
 }
 
+/* A call of ours into libssl whose BIO calls our wrappers back by design
+ * (the engine's SSL_write_ex reaches send(), a handshake read()): that
+ * nested wrapper runs as the program's call would, not as a handler's
+ * (it takes no lock its caller holds: it never could, that would have
+ * deadlocked without any signal).  A signal handler that interrupts
+ * inside one of these calls is not protected (docs/binding.md). */
+#define KP_OUTSIDE(call)                                  \
+	({                                                \
+		unsigned outer_ = kp_inside;              \
+		kp_inside = 0;                            \
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);  \
+		__typeof__(call) r_ = (call);             \
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);  \
+		kp_inside = outer_;                       \
+		r_;                                       \
+	})
+
 #endif

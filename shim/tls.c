@@ -1639,7 +1639,7 @@ static int handshake_wait(SSL *ssl, int fd)
 	int waited = 0;
 	for (;;) {
 		int r;
-		r = kp_ssl.SSL_connect(ssl);
+		r = KP_OUTSIDE(kp_ssl.SSL_connect(ssl));
 		if (r == 1)
 			return 0;
 		int err;
@@ -1735,7 +1735,7 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 		int r, e2;
 		/* the program's SSL_MODE_ENABLE_PARTIAL_WRITE (Ruby) may write
 		 * a record at a time */
-		r = kp_ssl.SSL_write_ex(e->ssl, buf + off, len - off, &w);
+		r = KP_OUTSIDE(kp_ssl.SSL_write_ex(e->ssl, buf + off, len - off, &w));
 		if (r == 1) {
 			off += w;
 			if (off < len)
@@ -1936,7 +1936,7 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	void *prev = kp_tls_handshaking;
 	kp_tls_handshaking = ssl;
 	int r;
-	r = real(ssl);
+	r = KP_OUTSIDE(real(ssl));
 	kp_tls_handshaking = prev;
 	int offer_kind = r == 1 ? note_offer(ssl, -1, false) : -1;
 	if (io_get(ssl, &io) && io.e != ssl) {
@@ -1971,22 +1971,22 @@ static int io_real(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *don
 	int r = -1;
 	switch (op) {
 	case KP_TLS_READ:
-		r = kp_ssl.SSL_read(ssl, buf, (int)n);
+		r = KP_OUTSIDE(kp_ssl.SSL_read(ssl, buf, (int)n));
 		break;
 	case KP_TLS_READ_EX:
-		r = kp_ssl.SSL_read_ex(ssl, buf, n, done);
+		r = KP_OUTSIDE(kp_ssl.SSL_read_ex(ssl, buf, n, done));
 		break;
 	case KP_TLS_PEEK:
-		r = kp_ssl.SSL_peek(ssl, buf, (int)n);
+		r = KP_OUTSIDE(kp_ssl.SSL_peek(ssl, buf, (int)n));
 		break;
 	case KP_TLS_PEEK_EX:
-		r = kp_ssl.SSL_peek_ex(ssl, buf, n, done);
+		r = KP_OUTSIDE(kp_ssl.SSL_peek_ex(ssl, buf, n, done));
 		break;
 	case KP_TLS_WRITE:
-		r = kp_ssl.SSL_write(ssl, buf, (int)n);
+		r = KP_OUTSIDE(kp_ssl.SSL_write(ssl, buf, (int)n));
 		break;
 	case KP_TLS_WRITE_EX:
-		r = kp_ssl.SSL_write_ex(ssl, buf, n, done);
+		r = KP_OUTSIDE(kp_ssl.SSL_write_ex(ssl, buf, n, done));
 		break;
 	}
 	return r;
@@ -2111,7 +2111,7 @@ int kp_tls_shutdown(SSL *ssl)
 	struct io io;
 	int r;
 	if (!io_get(ssl, &io)) {
-		r = kp_ssl.SSL_shutdown(ssl);
+		r = KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl));
 		return r;
 	}
 	if (io.closed)
@@ -2135,7 +2135,7 @@ int kp_tls_shutdown(SSL *ssl)
 	}
 	if (io.c)
 		kp_conn_tls_spoil(io.c, io.fd, "SSL_shutdown mid-exchange");
-	r = kp_ssl.SSL_shutdown(io.e);
+	r = KP_OUTSIDE(kp_ssl.SSL_shutdown(io.e));
 	return r;
 }
 
