@@ -98,6 +98,14 @@ build/unit/test_sockopts: tests/unit/test_sockopts.c build/san/shim/sockopts.o b
 	@mkdir -p build/unit
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< build/san/shim/sockopts.o build/san/shim/real.o $(PURE_SAN_OBJS) $(LDLIBS)
 
+# the connection core in process (docs/structure.md): every library
+# object but the wrappers (no libc name interposed in the test)
+CORE_SAN_OBJS := $(patsubst %.c,build/san/%.o,$(filter-out shim/hooks_%,$(SRCS)))
+
+build/unit/test_conn: tests/unit/test_conn.c $(CORE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
+	@mkdir -p build/unit
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< $(CORE_SAN_OBJS) $(LDLIBS)
+
 # the differential test against llhttp (Debian's node-llhttp): its C sources
 # are compiled into this test only, never into the library
 LLHTTP_DIR := /usr/share/llhttp
@@ -209,7 +217,16 @@ fuzz: $(FUZZ_BINS)
 			build/fuzz/corpus/$$f build/fuzz/seeds/$$f || exit 1; \
 	done
 
-unit: $(UNIT_BINS) $(REPLAY_BINS)
+# each library source compiled alone, for the structure checks of
+# docs/structure.md (tests/structure.py: exports, self-calls, the cycle)
+STRUCT_OBJS := $(patsubst %.c,build/obj/%.o,$(SRCS))
+
+build/obj/%.o: %.c $(HDRS) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLFLAGS) -c -o $@ $<
+
+unit: $(UNIT_BINS) $(REPLAY_BINS) $(LIB) $(STRUCT_OBJS)
+	python3 tests/structure.py $(LIB) build/obj
 	@for t in $(UNIT_BINS); do echo "== $$t"; $$t || exit 1; done
 	python3 tests/servers/render_cases.py --check
 	@python3 tests/fuzz/seeds.py tests/corpus build/fuzz-replay/seeds >/dev/null
@@ -246,7 +263,7 @@ tls-pairs: $(LIB) clients
 # built first, NPROC compilers at a time (a minute and a half of compiling
 # one at a time: four builds of the library, the sanitized unit tests and
 # fuzz replayers); then they run one after the other.
-TEST_DEPS := $(LIB) $(ASAN_LIB) $(UNIT_BINS) $(REPLAY_BINS) $(BATS_DEPS)
+TEST_DEPS := $(LIB) $(ASAN_LIB) $(UNIT_BINS) $(REPLAY_BINS) $(STRUCT_OBJS) $(BATS_DEPS)
 
 test:
 	$(MAKE) -j$(NPROC) $(TEST_DEPS)

@@ -7,12 +7,16 @@
  * a call into the injected ops (close, liveness probe).
  */
 #include "pool.h"
+#include "kp_lock.h"
 
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <uthash.h>
 #include <utlist.h>
+
+/* kp_lock.h: how deep this thread is inside our locks */
+__thread unsigned kp_inside __attribute__((tls_model("initial-exec")));
 
 struct idle;
 
@@ -189,7 +193,7 @@ static void learn_death(const struct pool_key *key, uint64_t age_ms, uint32_t re
 void pool_note_alive(const struct pool_key *key, uint64_t idle_ms, uint32_t requests,
 		     uint64_t now_ms)
 {
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	struct learnt *l = learnt_get(key, now_ms);
 	if (l && idle_ms > l->alive_age_ms)
 		l->alive_age_ms = idle_ms;
@@ -197,20 +201,20 @@ void pool_note_alive(const struct pool_key *key, uint64_t idle_ms, uint32_t requ
 		l->idle_cap_ms = idle_ms; /* a trial past the cap answered */
 	if (l && requests > l->alive_requests)
 		l->alive_requests = requests;
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 }
 
 void pool_note_dead(const struct pool_key *key, uint64_t idle_ms, uint32_t requests,
 		    uint64_t now_ms)
 {
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	learn_death(key, idle_ms, requests, now_ms);
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 }
 
 void pool_note_killed(const struct pool_key *key, uint32_t requests, uint64_t now_ms)
 {
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	struct learnt *l = learnt_get(key, now_ms);
 	/* no socket that had served as many was seen to answer again: the
 	 * destination closes after `requests`, silently (a smaller limit
@@ -218,17 +222,17 @@ void pool_note_killed(const struct pool_key *key, uint32_t requests, uint64_t no
 	if (l && requests && requests > l->alive_requests &&
 	    (!l->max_requests || requests < l->max_requests))
 		l->max_requests = requests;
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 }
 
 void pool_learnt(const struct pool_key *key, uint64_t now_ms, uint64_t *idle_cap_ms,
 		 uint32_t *max_requests)
 {
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	struct learnt *l = learnt_find(key, now_ms);
 	*idle_cap_ms = l ? l->idle_cap_ms : 0;
 	*max_requests = l ? l->max_requests : 0;
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 }
 
 /* Unlink e from both lists; caller holds the lock.  Frees an empty dest. */
@@ -292,12 +296,12 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 	e->parked_ms = parked;
 	e->meta.parked_ms = parked;
 
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	struct learnt *l = learnt_find(key, now_ms);
 	e->limit_ms = pool_expiry(&cfg, meta, parked);
 	e->expires_ms = learnt_expiry(l, e->limit_ms, parked);
 	if (e->expires_ms <= now_ms || (l && l->max_requests && meta->requests >= l->max_requests)) {
-		pthread_mutex_unlock(&lock);
+		kp_unlock(&lock);
 		free(e);
 		return -1;
 	}
@@ -306,7 +310,7 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 	if (!d) {
 		d = calloc(1, sizeof(*d));
 		if (!d) {
-			pthread_mutex_unlock(&lock);
+			kp_unlock(&lock);
 			free(e);
 			return -1;
 		}
@@ -332,7 +336,7 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 		unlink_idle(old);
 		free(old);
 	}
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 	evict_all(victims, n_victims);
 	return 0;
 }
@@ -343,7 +347,7 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 		int fd = -1;
 		bool expired = false, trial = false;
 
-		pthread_mutex_lock(&lock);
+		kp_lock(&lock);
 		struct dest *d;
 		HASH_FIND(hh, dests, key, sizeof(*key), d);
 		if (d) {
@@ -361,7 +365,7 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 			unlink_idle(e);
 			free(e);
 		}
-		pthread_mutex_unlock(&lock);
+		kp_unlock(&lock);
 
 		if (fd < 0)
 			return -1;
@@ -381,7 +385,7 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 bool pool_owns_fd(int fd, bool take)
 {
 	bool found = false;
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	struct idle *e;
 	DL_FOREACH2(all_idle, e, gnext) {
 		if (e->fd == fd) {
@@ -393,14 +397,14 @@ bool pool_owns_fd(int fd, bool take)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 	return found;
 }
 
 int pool_take_fd(int fd, struct pool_key *key, struct pool_meta *meta)
 {
 	int r = -1;
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	struct idle *e;
 	DL_FOREACH2(all_idle, e, gnext) {
 		if (e->fd == fd) {
@@ -412,33 +416,33 @@ int pool_take_fd(int fd, struct pool_key *key, struct pool_meta *meta)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 	return r;
 }
 
 size_t pool_list(struct pool_entry *out, size_t cap)
 {
 	size_t n = 0;
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	struct idle *e;
 	DL_FOREACH2(all_idle, e, gnext) {
 		if (n == cap)
 			break;
 		out[n++] = (struct pool_entry){ e->fd, e->dest->key, e->meta, e->expires_ms };
 	}
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 	return n;
 }
 
 uint64_t pool_next_expiry(void)
 {
 	uint64_t next = UINT64_MAX;
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	struct idle *e;
 	DL_FOREACH2(all_idle, e, gnext)
 		if (e->expires_ms < next)
 			next = e->expires_ms;
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 	return next;
 }
 
@@ -448,7 +452,7 @@ unsigned pool_expire(uint64_t now_ms)
 	for (;;) {
 		int victims[EVICT_BATCH];
 		size_t n = 0;
-		pthread_mutex_lock(&lock);
+		kp_lock(&lock);
 		struct idle *e, *tmp;
 		DL_FOREACH_SAFE2(all_idle, e, tmp, gnext) {
 			if (n == EVICT_BATCH)
@@ -459,7 +463,7 @@ unsigned pool_expire(uint64_t now_ms)
 				free(e);
 			}
 		}
-		pthread_mutex_unlock(&lock);
+		kp_unlock(&lock);
 		close_all(victims, n);
 		total += (unsigned)n;
 		if (n < EVICT_BATCH)
@@ -476,26 +480,26 @@ static int cmp_int(const void *a, const void *b)
 size_t pool_fds(int *fds, size_t cap)
 {
 	size_t n = 0;
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	struct idle *e;
 	DL_FOREACH2(all_idle, e, gnext) {
 		if (n == cap)
 			break;
 		fds[n++] = e->fd;
 	}
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 	qsort(fds, n, sizeof(*fds), cmp_int);
 	return n;
 }
 
 void pool_before_fork(void)
 {
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 }
 
 void pool_after_fork_parent(void)
 {
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 }
 
 void pool_after_fork_child(void)
@@ -537,14 +541,14 @@ static unsigned trim(size_t keep)
 	for (;;) {
 		int victims[EVICT_BATCH];
 		size_t n = 0;
-		pthread_mutex_lock(&lock);
+		kp_lock(&lock);
 		while (n_idle > keep && n < EVICT_BATCH) {
 			struct idle *old = all_idle;
 			victims[n++] = old->fd;
 			unlink_idle(old);
 			free(old);
 		}
-		pthread_mutex_unlock(&lock);
+		kp_unlock(&lock);
 		close_all(victims, n);
 		total += (unsigned)n;
 		if (n < EVICT_BATCH)
@@ -554,9 +558,9 @@ static unsigned trim(size_t keep)
 
 unsigned pool_set_max_total(unsigned max_total)
 {
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	cfg.max_total = max_total;
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 	return trim(max_total);
 }
 
@@ -567,8 +571,8 @@ unsigned pool_drain(void)
 
 size_t pool_size(void)
 {
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	size_t n = n_idle;
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 	return n;
 }

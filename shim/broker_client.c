@@ -143,9 +143,9 @@ void kp_broker_disable(void)
 {
 	__atomic_store_n(&enabled, false, __ATOMIC_RELAXED);
 	/* the link was checked as the old identity's */
-	pthread_mutex_lock(&link_lock);
+	kp_lock(&link_lock);
 	link_drop();
-	pthread_mutex_unlock(&link_lock);
+	kp_unlock(&link_lock);
 }
 
 /* Open the link (link_lock held): the directory checked on its fd, the
@@ -328,7 +328,7 @@ static int link_ready(bool hello, uint64_t deadline)
 
 int kp_broker_get(const struct pool_key *key, struct pool_meta *meta)
 {
-	if (!kp_broker_enabled() || pthread_mutex_trylock(&link_lock))
+	if (!kp_broker_enabled() || kp_trylock(&link_lock))
 		return -1;
 	uint64_t deadline = kp_now_ms() + kp_cfg.broker_timeout_ms;
 	int conn = -1;
@@ -344,7 +344,7 @@ int kp_broker_get(const struct pool_key *key, struct pool_meta *meta)
 			link_drop(); /* a stale link: once more on a new one */
 	}
 	if (conn < 0) {
-		pthread_mutex_unlock(&link_lock);
+		kp_unlock(&link_lock);
 		return -1;
 	}
 	bool dead;
@@ -359,10 +359,10 @@ int kp_broker_get(const struct pool_key *key, struct pool_meta *meta)
 			link_drop();
 			refuse_broker(why);
 		}
-		pthread_mutex_unlock(&link_lock);
+		kp_unlock(&link_lock);
 		return -1;
 	}
-	pthread_mutex_unlock(&link_lock);
+	kp_unlock(&link_lock);
 	*meta = out.meta;
 	kp_count(broker_got);
 	return conn;
@@ -371,7 +371,7 @@ int kp_broker_get(const struct pool_key *key, struct pool_meta *meta)
 int kp_broker_put(int *link, const struct pool_key *key, int fd, const struct pool_meta *meta)
 {
 	(void)link; /* the process's one link is kept here */
-	if (!kp_broker_enabled() || pthread_mutex_trylock(&link_lock))
+	if (!kp_broker_enabled() || kp_trylock(&link_lock))
 		return -1;
 	uint64_t deadline = kp_now_ms() + kp_cfg.broker_timeout_ms;
 	struct bk_msg m;
@@ -401,7 +401,7 @@ int kp_broker_put(int *link, const struct pool_key *key, int fd, const struct po
 		else
 			link_drop(); /* closed while idle: once more on a new link */
 	}
-	pthread_mutex_unlock(&link_lock);
+	kp_unlock(&link_lock);
 	if (r == 0)
 		kp_count(broker_gave);
 	return r;

@@ -109,14 +109,14 @@ static bool twin_keep(struct kp_conn *c, int p)
 {
 	size_t pooled = pool_size();
 	bool kept = false;
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 	if (__atomic_load_n(&c->twin, __ATOMIC_RELAXED) < 0 && n_twins < KP_MAX_TWINS &&
 	    pooled + n_twins < __atomic_load_n(&twin_cap, __ATOMIC_RELAXED)) {
 		twins[n_twins++] = (struct twin){ p, c };
 		__atomic_store_n(&c->twin, p, __ATOMIC_RELAXED);
 		kept = true;
 	}
-	pthread_mutex_unlock(&twin_lock);
+	kp_unlock(&twin_lock);
 	return kept;
 }
 
@@ -132,7 +132,7 @@ static int twin_take(struct kp_conn *c)
 	if (__atomic_load_n(&c->twin, __ATOMIC_RELAXED) < 0)
 		return -1;
 	int fd = -1;
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 	for (unsigned i = 0; i < n_twins; i++) {
 		if (twins[i].c == c) {
 			fd = twins[i].fd;
@@ -141,7 +141,7 @@ static int twin_take(struct kp_conn *c)
 		}
 	}
 	__atomic_store_n(&c->twin, -1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&twin_lock);
+	kp_unlock(&twin_lock);
 	return fd;
 }
 
@@ -162,7 +162,7 @@ void twin_drop(struct kp_conn *c)
 static bool twin_forget_fd(int fd)
 {
 	bool found = false;
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 	for (unsigned i = 0; i < n_twins; i++) {
 		if (twins[i].fd == fd) {
 			__atomic_store_n(&twins[i].c->twin, -1, __ATOMIC_RELAXED);
@@ -171,7 +171,7 @@ static bool twin_forget_fd(int fd)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&twin_lock);
+	kp_unlock(&twin_lock);
 	return found;
 }
 
@@ -180,14 +180,14 @@ static unsigned twins_drain(void)
 {
 	int fds[KP_MAX_TWINS];
 	unsigned n;
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 	n = n_twins;
 	for (unsigned i = 0; i < n; i++) {
 		fds[i] = twins[i].fd;
 		__atomic_store_n(&twins[i].c->twin, -1, __ATOMIC_RELAXED);
 	}
 	n_twins = 0;
-	pthread_mutex_unlock(&twin_lock);
+	kp_unlock(&twin_lock);
 	for (unsigned i = 0; i < n; i++) {
 		kp_fd_swap(fds[i], NULL);
 		KP_REAL(close)(fds[i]);
@@ -197,10 +197,12 @@ static unsigned twins_drain(void)
 
 size_t kp_hidden_count(void)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return 0;
 	size_t n = pool_size();
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 	n += n_twins;
-	pthread_mutex_unlock(&twin_lock);
+	kp_unlock(&twin_lock);
 	return n;
 }
 
@@ -211,11 +213,13 @@ static int int_cmp(const void *a, const void *b)
 
 size_t kp_hidden_fds(int *fds, size_t cap)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return 0;
 	size_t n = pool_fds(fds, cap);
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 	for (unsigned i = 0; i < n_twins && n < cap; i++)
 		fds[n++] = twins[i].fd;
-	pthread_mutex_unlock(&twin_lock);
+	kp_unlock(&twin_lock);
 	qsort(fds, n, sizeof(*fds), int_cmp);
 	return n;
 }
@@ -327,7 +331,7 @@ static bool divided;
  */
 static bool one_owner(const struct kp_conn *c)
 {
-	return !c->shared && c->cred_epoch == __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE) &&
+	return !c->shared && !__atomic_load_n(&c->raw, __ATOMIC_ACQUIRE) && c->cred_epoch == __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE) &&
 	       !__atomic_load_n(&divided, __ATOMIC_RELAXED);
 }
 
@@ -341,18 +345,18 @@ static bool pooled_one_owner(const struct kp_tag *tag)
 
 struct kp_conn *conn_new(void)
 {
-	pthread_mutex_lock(&free_lock);
+	kp_lock(&free_lock);
 	struct kp_conn *c = free_conns;
 	if (c)
 		free_conns = c->next_free;
-	pthread_mutex_unlock(&free_lock);
+	kp_unlock(&free_lock);
 	if (!c) {
 		c = calloc(1, sizeof(*c));
 		if (!c)
 			return NULL;
 		pthread_mutex_init(&c->lock, NULL);
 	}
-	pthread_mutex_lock(&c->lock);
+	kp_lock(&c->lock);
 	memset((char *)c + offsetof(struct kp_conn, next_free), 0,
 	       sizeof(*c) - offsetof(struct kp_conn, next_free));
 	c->refs = 1;
@@ -361,7 +365,7 @@ struct kp_conn *conn_new(void)
 	c->poolable = true;
 	c->ka_timeout = -1;
 	c->ka_max = -1;
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	return c;
 }
 
@@ -382,38 +386,35 @@ static void conn_free(struct kp_conn *c)
 {
 	twin_drop(c); /* before the program's fd, whose close is then the last */
 	finished_forget(-1, c);
-	pthread_mutex_lock(&c->lock);
+	kp_lock(&c->lock);
 	if (c->tls) { /* its socket is gone */
 		kp_tls_put(c->tls);
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
-	}
-	if (c->deferred) {
-		__atomic_store_n(&c->deferred, false, __ATOMIC_RELEASE);
-		__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
 	}
 	free(c->held);
 	free(c->replay);
 	c->held = c->replay = NULL;
 	c->held_len = c->held_cap = c->replay_len = c->replay_cap = 0;
 	c->state = KP_PASSTHROUGH;
-	pthread_mutex_unlock(&c->lock);
-	pthread_mutex_lock(&free_lock);
+	kp_unlock(&c->lock);
+	kp_lock(&free_lock);
 	c->next_free = free_conns;
 	free_conns = c;
-	pthread_mutex_unlock(&free_lock);
+	kp_unlock(&free_lock);
 }
 
 /* Drop one fd's reference; the last one frees.  Caller does not hold lock. */
 void conn_unref(struct kp_conn *c)
 {
-	pthread_mutex_lock(&c->lock);
+	kp_lock(&c->lock);
 	int left = --c->refs;
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	if (!left)
 		conn_free(c);
 }
 
 static void give_up(struct kp_conn *c, int fd, const char *why);
+static void raw_settle(struct kp_conn *c, int fd);
 static int flush_held(struct kp_conn *c, int fd, int flags);
 static void handoff_fin_if_due(struct kp_conn *c, int fd);
 
@@ -471,13 +472,13 @@ static void finished_drop(unsigned i)
 /* Caller holds c->lock. */
 static void finished_add(int fd, struct kp_conn *c)
 {
-	pthread_mutex_lock(&finished_lock);
+	kp_lock(&finished_lock);
 	if (n_finished < MAX_FINISHED) {
 		finished[n_finished].fd = fd;
 		finished[n_finished].c = c;
 		__atomic_store_n(&n_finished, n_finished + 1, __ATOMIC_RELEASE);
 	}
-	pthread_mutex_unlock(&finished_lock);
+	kp_unlock(&finished_lock);
 }
 
 /* Forget entries for fd (fd >= 0) or for c (c != NULL). */
@@ -485,18 +486,17 @@ static void finished_forget(int fd, const struct kp_conn *c)
 {
 	if (!__atomic_load_n(&n_finished, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&finished_lock);
+	kp_lock(&finished_lock);
 	for (unsigned i = 0; i < n_finished;) {
 		if ((fd >= 0 && finished[i].fd == fd) || (c && finished[i].c == c))
 			finished_drop(i);
 		else
 			i++;
 	}
-	pthread_mutex_unlock(&finished_lock);
+	kp_unlock(&finished_lock);
 }
 
 static bool parkable(const struct kp_conn *c);
-static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_only);
 
 /* Move a finished connection to key into the pool, if there is one.
  * Returns true when one was moved. */
@@ -506,7 +506,7 @@ static bool take_finished(const struct pool_key *key)
 		return false;
 	int fd = -1;
 	struct kp_conn *c = NULL;
-	pthread_mutex_lock(&finished_lock);
+	kp_lock(&finished_lock);
 	for (unsigned i = 0; i < n_finished; i++) {
 		if (!memcmp(&finished[i].c->key, key, sizeof(*key))) {
 			fd = finished[i].fd;
@@ -515,7 +515,7 @@ static bool take_finished(const struct pool_key *key)
 			break;
 		}
 	}
-	pthread_mutex_unlock(&finished_lock);
+	kp_unlock(&finished_lock);
 	if (!c || !conn_lock(c, fd))
 		return false;
 	bool moved = false;
@@ -557,12 +557,12 @@ static bool take_finished(const struct pool_key *key)
 		if (ours)
 			kp_watch_forget_fd(fd);
 		bool free_it = ours && !c->refs;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		if (free_it)
 			conn_free(c);
 		return true;
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	return false;
 }
 
@@ -619,12 +619,11 @@ static bool same_destination(const struct pool_key *a, const struct pool_key *b)
  * fds of the same socket keep the (passthrough) object until they close. */
 static void disown(int fd, struct kp_conn *c, const char *why)
 {
-	send_deferred(c, fd, true, false);
 	if (conn_lock(c, fd)) {
 		c->handed_off = true;
 		c->first = KP_FIRST_DONE;
 		go_passthrough(c, why);
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 	}
 	kp_debug("fd %d: no longer ours: %s", fd, why);
 	struct kp_conn *old = kp_fd_swap(fd, NULL);
@@ -764,12 +763,12 @@ static int handed_answer(struct kp_conn *c, int saved)
 	return -1;
 }
 
-/* A connect() or close() of ours in progress on this thread: a signal
- * handler that interrupted it and calls connect() or close() itself (both
+/* A connect() or close() of ours in progress on this thread counts as
+ * inside (kp_lock.h), locked or not: a signal handler that interrupted it,
+ * or any locked path of ours, and calls connect() or close() itself (both
  * async-signal-safe in libc) must not wait for the locks the interrupted
- * call holds (the pool's, a connection's, malloc's): it gets the kernel's
+ * code holds (the pool's, a connection's, malloc's): it gets the kernel's
  * call, and that socket is never ours. */
-static __thread unsigned in_conn_call;
 
 static int connect_reentered(int fd, const struct sockaddr *addr, socklen_t len)
 {
@@ -782,11 +781,11 @@ static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len);
 
 int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
-	if (in_conn_call)
+	if (kp_reentered())
 		return connect_reentered(fd, addr, len);
-	in_conn_call++;
+	kp_enter();
 	int r = connect_locked(fd, addr, len);
-	in_conn_call--;
+	kp_leave();
 	return r;
 }
 
@@ -922,7 +921,7 @@ void kp_stdio_watch(struct kp_conn *c, int fd)
 	if (c == KP_POOLED || !conn_lock(c, fd))
 		return;
 	tx_watch_start(c, fd);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 }
 
 static bool parkable(const struct kp_conn *c)
@@ -1054,12 +1053,12 @@ static int close_locked(int fd, struct kp_conn *c);
 
 int kp_close(int fd, struct kp_conn *c)
 {
-	if (in_conn_call) /* (see connect_reentered): the kernel's close; what
-			     we knew of fd goes with its next socket() */
+	if (kp_reentered()) /* (see connect_reentered): the kernel's close; what
+			       we knew of fd goes with its next socket() */
 		return KP_REAL(close)(fd);
-	in_conn_call++;
+	kp_enter();
 	int r = close_locked(fd, c);
-	in_conn_call--;
+	kp_leave();
 	return r;
 }
 
@@ -1076,8 +1075,6 @@ static int close_locked(int fd, struct kp_conn *c)
 		errno = EBADF;
 		return -1;
 	}
-	/* closed unread: the request goes as the program wrote it */
-	send_deferred(c, fd, true, true);
 	c = kp_fd_swap(fd, NULL);
 	if (!c || c == KP_POOLED) { /* raced with another close */
 		errno = saved;
@@ -1090,10 +1087,10 @@ static int close_locked(int fd, struct kp_conn *c)
 	kp_watch_detach(fd);
 	kp_watch_forget_fd(fd);
 	finished_forget(fd, NULL);
-	pthread_mutex_lock(&c->lock);
+	kp_lock(&c->lock);
 	int left = --c->refs;
 	bool parked = !left && settle_last(fd, c);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	if (!left)
 		conn_free(c);
 	errno = saved;
@@ -1102,9 +1099,6 @@ static int close_locked(int fd, struct kp_conn *c)
 
 void kp_forget_fd(int fd, bool may_park)
 {
-	struct kp_conn *c0 = may_park ? kp_fd_conn(fd) : NULL;
-	if (c0)
-		send_deferred(c0, fd, true, true);
 	struct kp_conn *c = kp_fd_swap(fd, NULL);
 	if (kp_fd_valid(fd))
 		kp_fl_set(fd, 0);
@@ -1121,7 +1115,7 @@ void kp_forget_fd(int fd, bool may_park)
 		kp_watch_detach(fd); /* as kp_close */
 	kp_watch_forget_fd(fd);
 	finished_forget(fd, NULL);
-	pthread_mutex_lock(&c->lock);
+	kp_lock(&c->lock);
 	int left = --c->refs;
 	if (!left && may_park && parkable(c)) {
 		/* dup2 onto our last fd would close the socket: park a copy, and
@@ -1132,7 +1126,7 @@ void kp_forget_fd(int fd, bool may_park)
 	} else if (!left && c->state != KP_PRECONNECT) {
 		kp_count(closed);
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	if (!left)
 		conn_free(c);
 	errno = saved;
@@ -1140,6 +1134,8 @@ void kp_forget_fd(int fd, bool may_park)
 
 void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return (void)kp_conn_raw(c), kp_forget_fd_raw(newfd);
 	if (c == KP_POOLED)
 		return;
 	if (!kp_fd_valid(newfd)) {
@@ -1148,7 +1144,7 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 		 * know of */
 		if (conn_lock(c, oldfd)) {
 			c->shared = true; /* a copy at a number beyond our table */
-			pthread_mutex_unlock(&c->lock);
+			kp_unlock(&c->lock);
 		}
 		return;
 	}
@@ -1163,7 +1159,7 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 	/* onto stdin, stdout or stderr: stdio's own FILEs may write to it */
 	if (newfd <= 2)
 		tx_watch_start(c, oldfd);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	struct kp_conn *old = kp_fd_swap(newfd, c);
 	if (old == KP_POOLED && !pool_owns_fd(newfd, true)) /* closed behind our back: forget it */
 		twin_forget_fd(newfd);
@@ -1178,8 +1174,8 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 
 bool kp_shutdown(struct kp_conn *c, int fd, int how)
 {
-	/* the program counts on the server's close after its FIN */
-	send_deferred(c, fd, true, false);
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_conn_raw(c), false;
 	if (!conn_lock(c, fd))
 		return false;
 	int saved = errno;
@@ -1206,7 +1202,7 @@ bool kp_shutdown(struct kp_conn *c, int fd, int how)
 		flush_held(c, fd, 0);
 		go_passthrough(c, "shutdown");
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 	return swallow;
 }
@@ -1302,10 +1298,6 @@ ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int fla
 static int flush_held(struct kp_conn *c, int fd, int flags)
 {
 	int r = 0;
-	if (c->deferred) { /* it goes now, as written */
-		__atomic_store_n(&c->deferred, false, __ATOMIC_RELEASE);
-		__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
-	}
 	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
 		size_t sent;
 		r = send_all(c, fd, c->held, c->held_len, flags | MSG_NOSIGNAL, false, &sent) < 0 ? -1 : 0;
@@ -1346,7 +1338,7 @@ static bool tls_bypassed(struct kp_conn *c, int fd)
 		return false;
 	if (conn_lock(c, fd)) {
 		unpool(c, "TLS bytes written past OpenSSL");
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 	}
 	return true;
 }
@@ -1355,7 +1347,6 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))
 		return;
-	send_deferred(c, fd, false, false);
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return;
@@ -1368,7 +1359,7 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 	} else {
 		unvouch(c, fd, "a request we cannot see into");
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 }
 
@@ -1395,7 +1386,7 @@ void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only)
 	 * not write: a shut-down socket cannot send. */
 	if (rewritten && read_only)
 		KP_REAL(shutdown)(fd, SHUT_WR);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 }
 
@@ -1587,104 +1578,13 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 	return true;
 }
 
-/* conn.h, "A request head that stdio wrote".  Caller holds c->lock. */
-__thread bool kp_stdio_writing;
-int kp_deferred_heads;
-
 /* The socket is the program's fd 0 when it writes a head: stdin's FILE
  * (fgets, scanf, getchar) may read it with libc's internal read, past us,
  * so our EOF after a rewritten response could never reach it: the head is
- * sent as written (the server's own close ends the response), and never
- * held (nothing of ours would see the read that waits for it).  Not for a
- * held head going out at the program's next call (deferred_sending): that
- * call is ours (bash's read builtin reads fd 0 with read()). */
-static __thread bool deferred_sending;
+ * sent as written (the server's own close ends the response). */
 static inline bool stdin_reads(const struct kp_conn *c)
 {
-	return !deferred_sending && kp_fd_conn(0) == c;
-}
-
-static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
-			   ssize_t *ret);
-
-/* Send c's deferred head: rewritten, or as written (verbatim).  last_only:
- * only when fd is its last fd (a close; one of several fds closing is
- * not the end of the connection).  Caller does not hold c->lock.  True
- * when it went out now. */
-static bool send_deferred(struct kp_conn *c, int fd, bool verbatim, bool last_only)
-{
-	if (c == KP_POOLED || !__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
-		return false;
-	int saved = errno;
-	if (!conn_lock(c, fd))
-		return false;
-	if (!c->deferred || (last_only && c->refs > 1)) {
-		pthread_mutex_unlock(&c->lock);
-		errno = saved;
-		return false;
-	}
-	__atomic_store_n(&c->deferred, false, __ATOMIC_RELEASE);
-	__atomic_fetch_sub(&kp_deferred_heads, 1, __ATOMIC_RELAXED);
-	struct iovec v = { c->held, c->held_len };
-	c->held = NULL;
-	c->held_len = c->held_cap = 0;
-	c->verbatim = verbatim;
-	pthread_mutex_unlock(&c->lock);
-	kp_debug("fd %d: the deferred head goes out%s", fd, verbatim ? " as written" : "");
-	bool was = kp_stdio_writing;
-	kp_stdio_writing = false;
-	ssize_t r;
-	size_t raw = 0;
-	deferred_sending = true;
-	bool taken = send_intercept(c, fd, &v, 1, MSG_NOSIGNAL, &r);
-	deferred_sending = false;
-	if (!taken) {
-		/* stepped aside meanwhile: the bytes as they are */
-		while (raw < v.iov_len) {
-			r = KP_REAL(send)(fd, (char *)v.iov_base + raw, v.iov_len - raw, MSG_NOSIGNAL);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				break;
-			raw += (size_t)r;
-		}
-	}
-	kp_stdio_writing = was;
-	if (conn_lock(c, fd)) {
-		c->tx += raw;
-		c->verbatim = false;
-		pthread_mutex_unlock(&c->lock);
-	}
-	free(v.iov_base);
-	errno = saved;
-	return true;
-}
-
-/* A call on connection c: heads held on other connections go first, as
- * written, so the server gets the program's requests in the program's
- * order (a GET on a second connection must not overtake a DELETE written
- * through stdio on the first). */
-static void others_first(struct kp_conn *c)
-{
-	int n = __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED);
-	if (__builtin_expect(n == 0, 1) || (n == 1 && __atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE)))
-		return;
-	int high = kp_fd_high();
-	for (int fd = 0; fd <= high && __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED); fd++) {
-		struct kp_conn *o = kp_fd_conn(fd);
-		if (o && o != KP_POOLED && o != c)
-			send_deferred(o, fd, true, false);
-	}
-}
-
-void kp_send_deferred_all(bool verbatim)
-{
-	int high = kp_fd_high();
-	for (int fd = 0; fd <= high && __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED); fd++) {
-		struct kp_conn *c = kp_fd_conn(fd);
-		if (c && c != KP_POOLED)
-			send_deferred(c, fd, verbatim, false);
-	}
+	return kp_fd_conn(0) == c;
 }
 
 static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
@@ -1696,7 +1596,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		/* TLS, written after the owed EOF already (send_intercept
 		 * below): the SSL layer reports what a close_notify gives */
 		unpool(c, "a write after the owed EOF");
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		*ret = -1;
 		errno = EPIPE;
 		return true;
@@ -1711,7 +1611,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			     c->reqs[c->n_reqs - 1].rewritten &&
 			     send_body_end(c, fd, iov, iovcnt, flags, ret);
 		int err = errno;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = taken && *ret < 0 ? err : saved;
 		return taken;
 	}
@@ -1719,7 +1619,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		/* writing after shutdown: the kernel's answer (EPIPE), for real */
 		KP_REAL(shutdown)(fd, c->shut_how - 1);
 		go_passthrough(c, "write after shutdown");
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = saved;
 		return false;
 	}
@@ -1742,7 +1642,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			go_passthrough(c, "a write after the owed EOF");
 		kp_debug("fd %d: %zu bytes written after the EOF we owe: not sent", fd, total);
 		*ret = (ssize_t)total;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = saved;
 		return true;
 	}
@@ -1751,7 +1651,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			 "not sent (the server would have closed without reading them)",
 			 fd, total);
 		*ret = (ssize_t)total;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = saved;
 		return true;
 	}
@@ -1782,7 +1682,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			goto pass_flush;
 		kp_debug("fd %d: holding %zu bytes of a request head", fd, c->held_len);
 		*ret = (ssize_t)total;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = saved;
 		return true;
 	}
@@ -1801,8 +1701,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	size_t out_cap = sizeof(small);
 	long outlen = 0;
 	bool may_rewrite = !h.upgrade && !h.doubt && !h.conn_bound && h.method != FRM_M_CONNECT &&
-			   !c->handed_off &&
-			   !c->verbatim && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
+			   !c->handed_off && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
 	/* More requests pipelined behind one that asks to close, in the same
 	 * write: the server must get the close and execute nothing after it,
 	 * exactly as without us; so no rewrite, and no reuse. */
@@ -1902,7 +1801,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			c->held_len = 0;
 			go_passthrough(c, sent ? "send failed mid-head" : "send failed");
 		}
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = err;
 		*ret = -1;
 		return true;
@@ -1913,7 +1812,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	if (!queue_request(c, &h, outlen > 0)) {
 		go_passthrough(c, "too many pipelined requests");
 		*ret = (ssize_t)mine;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = saved;
 		return true;
 	}
@@ -1931,7 +1830,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		*ret += (ssize_t)body_sent;
 	}
 	handoff_fin_if_due(c, fd);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 	return true;
 
@@ -1940,14 +1839,14 @@ pass_flush:
 	if (flush_held(c, fd, flags) < 0) {
 		int err = errno;
 		go_passthrough(c, "send failed");
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		errno = err;
 		*ret = -1;
 		return true;
 	}
 	go_passthrough(c, "gave up on the request");
 pass:
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 	return false;
 }
@@ -1957,9 +1856,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 {
 	if (c == KP_POOLED)
 		return false;
-	others_first(c);
-	if (__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
-		send_deferred(c, fd, false, false);
+	raw_settle(c, fd);
 	struct kp_tls *t = __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
 	void *hs = kp_tls_handshaking;
 	if (t && !__atomic_load_n(&c->tls_pending, __ATOMIC_ACQUIRE))
@@ -2004,7 +1901,7 @@ static void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	if (ret > 0 && c->state == KP_ACTIVE)
 		account_sent(c, iov, iovcnt, 0, (size_t)ret);
 	handoff_fin_if_due(c, fd);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 }
 
@@ -2040,7 +1937,7 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 		}
 	}
 	handoff_fin_if_due(c, out_fd);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 }
 
@@ -2101,16 +1998,74 @@ static bool recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 	return false;
 }
 
+/* kp_forget_fd without a lock: fd's connection is marked raw and keeps
+ * the reference this number held (never freed: freeing takes locks). */
+void kp_forget_fd_raw(int fd)
+{
+	if (!kp_fd_valid(fd))
+		return;
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (c == KP_POOLED)
+		return;
+	if (c)
+		kp_conn_raw(kp_fd_swap(fd, NULL));
+	kp_fl_set(fd, 0);
+}
+
+bool kp_conn_raw(struct kp_conn *c)
+{
+	if (c == KP_POOLED)
+		return false;
+	if (c)
+		__atomic_store_n(&c->raw, true, __ATOMIC_RELEASE);
+	return true;
+}
+
+bool kp_conn_raw_eof(struct kp_conn *c)
+{
+	if (c && c != KP_POOLED && __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE))
+		return true;
+	kp_conn_raw(c);
+	return false;
+}
+
+ssize_t kp_conn_raw_write(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
+{
+	size_t total = iov_total(iov, iovcnt);
+	if (!kp_conn_raw(c) || !c || !total || total > SSIZE_MAX ||
+	    !__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+		return -1;
+	KP_REAL(shutdown)(fd, SHUT_WR);
+	return (ssize_t)total;
+}
+
+bool kp_conn_raw_fd(int fd)
+{
+	return kp_conn_raw(kp_fd_conn(fd));
+}
+
+/* A call went past us on c (kp_conn_raw): what we know of its exchange
+ * may be wrong, so we step aside as for any byte read or written unseen
+ * (give_up: our FIN if we owe an EOF). */
+static void raw_settle(struct kp_conn *c, int fd)
+{
+	if (__builtin_expect(!__atomic_load_n(&c->raw, __ATOMIC_ACQUIRE), 1) || !conn_lock(c, fd))
+		return;
+	int saved = errno;
+	if (c->state == KP_ACTIVE)
+		give_up(c, fd, "a signal handler's call went past us");
+	kp_unlock(&c->lock);
+	errno = saved;
+}
+
 bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 {
 	/* TLS: its owed EOF is a TLS EOF, answered by the SSL_* wrappers */
 	if (c == KP_POOLED)
 		return false;
-	others_first(c);
+	raw_settle(c, fd);
 	if (__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false;
-	if (__atomic_load_n(&c->deferred, __ATOMIC_ACQUIRE))
-		send_deferred(c, fd, false, false);
 	return recv_intercept(c, fd, ret);
 }
 
@@ -2130,7 +2085,7 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 			give_up(c, fd, "response read unseen (splice)");
 		c->last_rx_ms = kp_now_ms();
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 }
 
@@ -2261,7 +2216,7 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 					c->sent_ms);
 		}
 		if (again) {
-			pthread_mutex_unlock(&c->lock);
+			kp_unlock(&c->lock);
 			errno = saved;
 			return true;
 		}
@@ -2292,7 +2247,7 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 			}
 		}
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 	return false;
 }
@@ -2363,7 +2318,7 @@ int kp_conn_tls_start(int fd, void *ssl)
 		r = KP_TLS_FRESH;
 	}
 out:
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	errno = saved;
 	return r;
 }
@@ -2375,7 +2330,7 @@ static bool tls_lock(struct kp_conn *c, int fd)
 		return false;
 	if (c->tls && !c->tls_pending)
 		return true;
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	return false;
 }
 
@@ -2410,7 +2365,7 @@ bool kp_conn_tls_at_end(struct kp_conn *c, int fd)
 	if (!tls_lock(c, fd))
 		return false;
 	bool end = __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || parkable(c);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	return end;
 }
 
@@ -2421,7 +2376,7 @@ void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why)
 	if (c->poolable)
 		kp_debug("fd %d: %s: not pooled", fd, why);
 	unpool(c, why);
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 }
 
 /* ------------------------------------------------------------ hand-off */
@@ -2505,23 +2460,23 @@ static void handoff_fin_if_due(struct kp_conn *c, int fd)
 
 void kp_conn_handoff_fd(int fd, const char *why)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return (void)kp_conn_raw_fd(fd);
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c || c == KP_POOLED)
 		return;
 	int saved = errno;
-	/* the reader may be the child: the program's own request, unchanged */
-	bool sent = send_deferred(c, fd, true, false);
 	if (conn_lock(c, fd)) {
-		if (sent && c->first == KP_FIRST_SENT && c->state == KP_ACTIVE)
-			handoff_verdict(c, fd);
 		handoff_locked(c, fd, why);
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 	}
 	errno = saved;
 }
 
 void kp_conn_handoff_all(bool inherited_only, const char *why)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return;
 	int high = kp_fd_high();
 	int saved = errno;
 	for (int fd = 0; fd <= high; fd++) {
@@ -2540,13 +2495,13 @@ void kp_conn_handoff_all(bool inherited_only, const char *why)
 		else
 			kp_conn_handoff_fd(fd, why);
 	}
-	/* exec ends this image, CLOEXEC fds and all: nothing may stay held */
-	kp_send_deferred_all(true);
 	errno = saved;
 }
 
 bool kp_conn_passing_fd(int fd)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_conn_raw_fd(fd);
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (c == KP_POOLED)
 		return false;
@@ -2559,8 +2514,19 @@ bool kp_conn_passing_fd(int fd)
 
 /* ------------------------------------------------------------ credentials */
 
+/* kp_conn_cred_change without a lock: nothing made before changes hands
+ * again, in this process (the pool is emptied lazily: its sockets fail
+ * pooled_one_owner). */
+static void cred_change_raw(void)
+{
+	__atomic_store_n(&divided, true, __ATOMIC_RELAXED);
+	__atomic_add_fetch(&cred_epoch, 1, __ATOMIC_ACQ_REL);
+}
+
 void kp_conn_cred_change(bool one_thread)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return cred_change_raw();
 	int saved = errno;
 	if (one_thread && !__libc_single_threaded && !__atomic_load_n(&divided, __ATOMIC_RELAXED)) {
 		__atomic_store_n(&divided, true, __ATOMIC_RELAXED);
@@ -2585,34 +2551,55 @@ void kp_conn_cred_change(bool one_thread)
 
 /* ------------------------------------------------------------ fork */
 
-/* Held across fork() so the child finds every structure whole.  None of
- * these is ever taken while another of them is held. */
+/* fork() from a signal handler that interrupted one of our locked paths
+ * (kp_lock.h): the locks cannot be taken (the thread that holds them is
+ * this one), so nothing is; the parent goes on as it was, and the child,
+ * whose copy of our state may be half-changed, steps aside for good (every
+ * wrapper then makes the kernel's call; its copies of pooled sockets stay
+ * open, unused, until it execs: they are close-on-exec). */
+static __thread bool fork_inside;
+
+/* Held across fork() so the child finds every structure whole, in the
+ * order of kp_lock.h. */
 void kp_conn_before_fork(void)
 {
+	if (kp_reentered()) {
+		fork_inside = true;
+		return;
+	}
 	/* the child may read any of them (and exec what reads them) */
 	kp_conn_handoff_all(false, "fork");
-	pthread_mutex_lock(&free_lock);
-	pthread_mutex_lock(&finished_lock);
+	kp_lock(&free_lock);
+	kp_lock(&finished_lock);
 	kp_sockopts_before_fork();
 	kp_watch_before_fork();
 	pool_before_fork();
 	kp_tls_before_fork(); /* after the pool's: the pool's close takes it */
-	pthread_mutex_lock(&twin_lock);
+	kp_lock(&twin_lock);
 }
 
 void kp_conn_after_fork_parent(void)
 {
-	pthread_mutex_unlock(&twin_lock);
+	if (fork_inside) {
+		fork_inside = false;
+		return;
+	}
+	kp_unlock(&twin_lock);
 	kp_tls_after_fork_parent();
 	pool_after_fork_parent();
 	kp_watch_after_fork_parent();
 	kp_sockopts_after_fork_parent();
-	pthread_mutex_unlock(&finished_lock);
-	pthread_mutex_unlock(&free_lock);
+	kp_unlock(&finished_lock);
+	kp_unlock(&free_lock);
 }
 
 void kp_conn_after_fork_child(void)
 {
+	if (fork_inside) {
+		fork_inside = false;
+		__atomic_store_n(&kp_fdtab_len, 0, __ATOMIC_RELEASE);
+		return;
+	}
 	kp_tls_after_fork_child();
 	/* The child's copies of tracked fds are the parent's connections: the
 	 * child uses them raw, and never parks them.  Its copies of pooled
@@ -2632,6 +2619,8 @@ void kp_conn_after_fork_child(void)
 		KP_REAL(close)(twins[i].fd);
 	n_twins = 0;
 	pthread_mutex_init(&twin_lock, NULL);
+	/* the locks kp_conn_before_fork took are new, not released */
+	kp_inside = 0;
 }
 
 /* ------------------------------------------------------------ exit */
@@ -2653,7 +2642,7 @@ static void park_unclosed(void)
 			kp_count(parked);
 			kp_debug("fd %d: parked at exit, never closed", fd);
 		}
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 	}
 }
 

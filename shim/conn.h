@@ -81,14 +81,13 @@ struct kp_conn {
 	                        never pooled, never rewritten again */
 	bool fin_due;        /* handed off mid-request: our FIN goes out when
 	                        the request is whole */
-	bool deferred;       /* held is a whole bodiless head that stdio wrote
-	                        and we would rewrite: it waits for the
-	                        program's next call (kp_send_deferred) */
-	bool verbatim;       /* the deferred head goes out as written */
 	bool shared;         /* another process may hold its socket: it
 	                        crossed a fork, spawn or exec, or an
-	                        SCM_RIGHTS message (nothing is deferred then,
-	                        and it can never change owner) */
+	                        SCM_RIGHTS message (it can never change
+	                        owner) */
+	bool raw;            /* a call went past us (a signal handler that
+	                        interrupted our locks, kp_lock.h): never pooled,
+	                        given up at our next call (atomic) */
 	uint32_t cred_epoch; /* the process's credentials when it was made
 	                        (kp_conn_cred_change): another identity's
 	                        connection can never change owner */
@@ -216,39 +215,19 @@ void kp_note_nonblock(int fd, bool on);
 void kp_send_bypass(struct kp_conn *c, int fd);
 
 /*
- * A request head that stdio wrote (hooks_stdio.c sets kp_stdio_writing
- * around its writes) goes out at once, like any other: nothing is held
- * waiting for the program's next call, which may never come where a
- * wrapper sees it (docs/hold.md).  Where stdio may read the response past
- * us, nothing is rewritten or the server is made to close: the socket is
- * fd 0 as the head is written (never rewritten), a FILE made on it
- * before connect() (never ours: KP_FD_STDIO), fdopen for reading or a dup
- * onto fd 0 after (kp_note_fdopen: our FIN).  The deferred machinery below
- * is inert (kp_deferred_heads stays 0).
+ * A request head that stdio wrote goes out at once, like any other:
+ * nothing is held waiting for the program's next call, which may never
+ * come where a wrapper sees it (docs/hold.md).  Where stdio may read the
+ * response past us, nothing is rewritten or the server is made to close:
+ * the socket is fd 0 as the head is written (never rewritten), a FILE
+ * made on it before connect() (never ours: KP_FD_STDIO), fdopen for
+ * reading or a dup onto fd 0 after (kp_note_fdopen: our FIN).
  */
-extern __thread bool kp_stdio_writing;
 /* A FILE writes to fd (or may: fdopen, a dup onto 0, 1 or 2): stdio's own
  * flushes (exit, setvbuf, fseek, the wide calls...) can reach the socket
  * unseen, so from now on its byte count is checked against the kernel's
  * before the connection is parked. */
 void kp_stdio_watch(struct kp_conn *c, int fd);
-extern __attribute__((visibility("hidden"))) int kp_deferred_heads;
-void kp_send_deferred_all(bool verbatim);
-static inline bool kp_held_any(void)
-{
-	return __atomic_load_n(&kp_deferred_heads, __ATOMIC_RELAXED) != 0;
-}
-static inline void kp_send_deferred_any(void)
-{
-	if (__builtin_expect(kp_held_any(), 0))
-		kp_send_deferred_all(false);
-}
-/* before a call on an fd that is not ours: held heads go as written */
-static inline void kp_send_held_verbatim(void)
-{
-	if (__builtin_expect(kp_held_any(), 0))
-		kp_send_deferred_all(true);
-}
 
 /* fdopen() of a tracked fd: stdio's reads will go past us (its writes
  * do not: a write_only stream changes nothing). */
@@ -349,6 +328,24 @@ void kp_conn_handoff_fd(int fd, const char *why);
  * have two owners from now on.  False when fd is a hidden fd of ours (not
  * the program's: the call must fail with EBADF). */
 bool kp_conn_passing_fd(int fd);
+
+/* A signal handler that interrupted one of our locked paths (kp_lock.h)
+ * makes the kernel's call on fd, whose connection is c (NULL: none): no
+ * lock is taken, c is marked raw (never pooled again, given up at the
+ * next call of ours on it).  False when fd is a hidden fd of ours (the
+ * caller answers EBADF). */
+bool kp_conn_raw(struct kp_conn *c);
+/* The same for a read: true when c owes the program an EOF (the read
+ * answers 0, and c stays as it was). */
+bool kp_conn_raw_eof(struct kp_conn *c);
+/* The same for a write of iov: when c owes the program an EOF these bytes
+ * must never reach the server: taken and dropped (the count returned),
+ * our FIN sent, as kp_send_intercept does; else -1 (make the call). */
+ssize_t kp_conn_raw_write(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt);
+/* the same for an fd passed in an SCM_RIGHTS message */
+bool kp_conn_raw_fd(int fd);
+/* kp_forget_fd, the same way (a number the kernel handed out anew) */
+void kp_forget_fd_raw(int fd);
 
 /* The process's credentials or namespaces change (setuid and the rest,
  * setgroups, capset, unshare, setns): before and after the call.  Nothing

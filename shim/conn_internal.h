@@ -30,10 +30,10 @@
  * the program closed it meanwhile, in another thread. */
 static inline bool conn_lock(struct kp_conn *c, int fd)
 {
-	pthread_mutex_lock(&c->lock);
+	kp_lock(&c->lock);
 	if (kp_fd_conn(fd) == c)
 		return true;
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	return false;
 }
 

@@ -11,9 +11,21 @@
 #include "fdtable.h"
 #include "sockopts.h"
 
+/* kp_note_sockopt without a lock: an option we could not follow; the
+ * socket is never ours (a connection of ours is never pooled again). */
+static void note_raw(int fd)
+{
+	if (!kp_fd_valid(fd) || !kp_conn_raw(kp_fd_conn(fd)))
+		return;
+	if (!kp_fd_conn(fd))
+		kp_fl_or(fd, KP_FD_SHARED);
+}
+
 bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const void *val,
 			socklen_t len)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return false;
 	if (c == KP_POOLED || !c->so.n_pending)
 		return false;
 	if (!conn_lock(c, fd))
@@ -22,18 +34,20 @@ bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const vo
 	bool same = kp_sockopts_claim(&c->so, level, name, val, len, &v);
 	if (v != KP_OPT_KEPT)
 		unpool(c, "too many socket options to carry");
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	return same;
 }
 
 void kp_before_getsockopt(struct kp_conn *c, int fd)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return;
 	if (c == KP_POOLED || !c->so.n_pending)
 		return;
 	int saved = errno;
 	if (conn_lock(c, fd)) {
 		conn_flush_opts(c, fd);
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 	}
 	errno = saved;
 }
@@ -53,6 +67,8 @@ void kp_note_nonblock(int fd, bool on)
 
 void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return note_raw(fd);
 	if (!kp_fd_valid(fd))
 		return;
 	kp_fdfl fl = kp_fl(fd);
@@ -63,7 +79,7 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 		kp_fl_or(fd, KP_FD_ROUTED);
 		if (c && c != KP_POOLED && conn_lock(c, fd)) {
 			unpool(c, "a routing socket option");
-			pthread_mutex_unlock(&c->lock);
+			kp_unlock(&c->lock);
 		}
 		return;
 	}
@@ -87,5 +103,5 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 		unpool(c, "a socket option we cannot carry");
 		break;
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 }

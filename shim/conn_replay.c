@@ -550,7 +550,7 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 	int saved = errno;
 	if (c->shut_how) { /* the ordinary path makes the kernel say EPIPE */
 		c->first = KP_FIRST_DONE;
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 		return false;
 	}
 	/* a rewritten close request whose body ends in this write: only the
@@ -607,7 +607,7 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 	} else if (r < 0 && err != EAGAIN && err != EWOULDBLOCK) {
 		unpool(c, "a write failed");
 	}
-	pthread_mutex_unlock(&c->lock);
+	kp_unlock(&c->lock);
 	/* the program is told the bytes after the body were taken */
 	*ret = r > 0 && (size_t)r == n ? (ssize_t)total : r;
 	errno = r < 0 ? err : saved;
@@ -629,6 +629,8 @@ bool answered_408(const struct iovec *iov, int iovcnt, ssize_t ret)
  * was part of it: docs/replay.md). */
 bool kp_conn_dead_seen(struct kp_conn *c, int fd)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return false;
 	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) == KP_FIRST_DONE)
 		return false;
 	int saved = errno;
@@ -645,7 +647,7 @@ bool kp_conn_dead_seen(struct kp_conn *c, int fd)
 			kp_debug("fd %d: a reused connection found reset before its first request: %s", fd,
 				 swapped ? "a fresh one" : "no fresh one");
 		}
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 	}
 	errno = saved;
 	return swapped;
@@ -705,6 +707,8 @@ bool ready_settle(struct kp_conn *c, int fd)
 
 bool kp_conn_ready_settle(struct kp_conn *c, int fd)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return false;
 	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) == KP_FIRST_DONE)
 		return false;
 	int saved = errno;
@@ -712,7 +716,7 @@ bool kp_conn_ready_settle(struct kp_conn *c, int fd)
 	if (conn_lock(c, fd)) {
 		if (c->first != KP_FIRST_DONE)
 			swapped = ready_settle(c, fd);
-		pthread_mutex_unlock(&c->lock);
+		kp_unlock(&c->lock);
 	}
 	errno = saved;
 	return swapped;

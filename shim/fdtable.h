@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kp_lock.h"
+
 struct kp_conn;
 
 /* A hidden fd that holds a pooled socket: not the program's. */

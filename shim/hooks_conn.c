@@ -72,7 +72,6 @@ __attribute__((destructor)) static void kp_fini(void)
 	if (!kp_cfg.disabled && kp_fdtab_len && getpid() == __atomic_load_n(&our_pid, __ATOMIC_RELAXED)) {
 		/* exit() flushes every FILE after us, inside libc */
 		kp_stdio_drain_all(true);
-		kp_send_deferred_all(true);
 		kp_conn_exit();
 	}
 	if (kp_cfg.stats)
@@ -83,7 +82,8 @@ static inline int fresh(int fd);
 #define RETRY_IF_SHORT(call)                          \
 	({                                            \
 		__typeof__(call) r_ = (call);         \
-		if (r_ < 0 && kp_fds_short())         \
+		if (r_ < 0 && !kp_reentered() &&      \
+		    kp_fds_short())                   \
 			r_ = (call);                  \
 		r_;                                   \
 	})
@@ -207,7 +207,9 @@ static void fresh_fd(int fd, kp_fdfl flags)
 {
 	if (!kp_fd_valid(fd))
 		return;
-	if (kp_fd_conn(fd))
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		kp_forget_fd_raw(fd);
+	else if (kp_fd_conn(fd))
 		kp_forget_fd(fd, false); /* its close went past us (syscall(), say) */
 	if (kp_fl(fd) & KP_FD_EPOLL)
 		kp_watch_forget_epfd(fd);
@@ -477,7 +479,8 @@ static void dup_fdflags(int oldfd, int newfd, bool cloexec)
 	kp_fl_set(newfd, (kp_fdfl)((fl & ~KP_FD_CLOEXEC) | (cloexec ? KP_FD_CLOEXEC : 0)));
 	if (!(fl & KP_FD_TCP) || (fl & (KP_FD_CONNECTED | KP_FD_SHARED)))
 		return;
-	struct kp_conn *c = kp_conn_track(oldfd);
+	/* (a signal handler inside our locks, kp_lock.h: no object) */
+	struct kp_conn *c = kp_reentered() ? NULL : kp_conn_track(oldfd);
 	if (c) {
 		kp_dup_to(c, oldfd, newfd);
 	} else {
@@ -662,10 +665,31 @@ static int close_gaps(unsigned first, unsigned last, int flags, const int *keep,
 	return 0;
 }
 
+/* close_range from a signal handler inside our locks (kp_lock.h): the
+ * pooled sockets are found in the fd table, without the pool's lock; the
+ * program's connections get the kernel's close (kp_close). */
+static int close_range_reentered(unsigned first, unsigned last, int flags)
+{
+	unsigned lo = first;
+	int high = kp_fd_high();
+	for (unsigned fd = first; fd <= last && high >= 0 && fd <= (unsigned)high; fd++) {
+		if (kp_fd_conn((int)fd) != KP_POOLED)
+			continue;
+		if (fd > lo && KP_REAL(syscall)(SYS_close_range, lo, fd - 1, flags) < 0)
+			return -1;
+		lo = fd + 1;
+	}
+	if (lo <= last && lo >= first)
+		return (int)KP_REAL(syscall)(SYS_close_range, lo, last, flags);
+	return 0;
+}
+
 KP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
 	if (!kp_fdtab_len || first > last || in_vfork_child())
 		return (int)KP_REAL(syscall)(SYS_close_range, first, last, flags);
+	if (kp_reentered())
+		return close_range_reentered(first, last, flags);
 	return close_range_keep_pool(first, last, flags);
 }
 
@@ -765,7 +789,10 @@ static KP_SLOW int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
 	 * check what would make it fail before settling newfd as a close. */
 	if ((!is_dup2 && (flags & ~O_CLOEXEC)) || KP_REAL(fcntl)(oldfd, F_GETFD) < 0)
 		return is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
-	kp_forget_fd(newfd, true);
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		kp_forget_fd_raw(newfd);
+	else
+		kp_forget_fd(newfd, true);
 	int r = is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
 	if (r >= 0 && c)
 		kp_dup_to(c, oldfd, r);
@@ -796,7 +823,7 @@ static KP_SLOW int fcntl_slow(int fd, int cmd, void *arg)
 	if (kp_fd_conn(fd) == KP_POOLED)
 		return not_yours();
 	int r = KP_REAL(fcntl)(fd, cmd, arg);
-	if (r < 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && kp_fds_short())
+	if (r < 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && !kp_reentered() && kp_fds_short())
 		r = KP_REAL(fcntl)(fd, cmd, arg);
 	if (r < 0 || !kp_fd_valid(fd))
 		return r;
@@ -838,10 +865,6 @@ static KP_SLOW int ioctl_slow(int fd, unsigned long req, void *arg)
 {
 	if (kp_fd_conn(fd) == KP_POOLED)
 		return not_yours();
-	/* FIONREAD and the like on a connection: a head held from stdio
-	 * goes first (conn.h), as it would for a read */
-	if (kp_fd_conn(fd))
-		kp_send_deferred_any();
 	int r = KP_REAL(ioctl)(fd, req, arg);
 	if (r == 0 && kp_fd_valid(fd)) {
 		int saved = errno;
@@ -860,7 +883,7 @@ static inline int ioctl_fast(int fd, unsigned long req, void *arg)
 {
 	if (kp_fd_pooled(fd))
 		return not_yours();
-	if (__builtin_expect(kp_held_any(), 0) || req == FIONBIO || req == FIOCLEX ||
+	if (req == FIONBIO || req == FIOCLEX ||
 	    req == FIONCLEX)
 		return ioctl_slow(fd, req, arg);
 	return KP_REAL(ioctl)(fd, req, arg);

@@ -23,16 +23,7 @@
  * kp_real needs no check: on x86-64 its pointers start
  * at lazy binding stubs, elsewhere they are bound before the constructor
  * gives the table its length (real.h).  Calls before that, or on fds
- * beyond the table, and tracked fds take name_slow(), out of line.
- *
- * A read on an fd that is not ours may wait for something that only the
- * server's answer to a head held from stdio can bring (a pipe from a
- * process that watches the server), a write may tell another party to
- * look at the server: held heads go first, as written (a call elsewhere
- * says nothing of who will read the response: bash reading the rest of a
- * piped script before its `cat <&3`).  One more load while nothing is
- * held (conn.h), and the send is in name_slow(NULL, ...): a call in line
- * would cost every call a stack frame. */
+ * beyond the table, and tracked fds take name_slow(), out of line. */
 #define KP_FAST(fd, name, ...)                                                \
 	do {                                                                     \
 		if (__builtin_expect((unsigned)(fd) >= kp_fdtab_len, 0))         \
@@ -40,8 +31,6 @@
 		struct kp_conn *c_ = __atomic_load_n(&kp_fdtab[fd], __ATOMIC_ACQUIRE); \
 		if (__builtin_expect(c_ != NULL, 0))                             \
 			return name##_slow(c_, __VA_ARGS__);                     \
-		if (__builtin_expect(kp_held_any(), 0))                          \
-			return name##_slow(NULL, __VA_ARGS__);                   \
 		return KP_REAL_BOUND(name)(__VA_ARGS__);                         \
 	} while (0)
 
@@ -55,14 +44,8 @@ static ssize_t not_yours(void)
 
 /* ------------------------------------------------------------ write */
 
-static KP_SLOW ssize_t write_slow(struct kp_conn *c, int fd, const void *buf, size_t n)
+static ssize_t write_inside(struct kp_conn *c, int fd, const void *buf, size_t n)
 {
-	if (c == KP_POOLED)
-		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
-		return KP_REAL(write)(fd, buf, n);
-	}
 	struct iovec iov = { (void *)buf, n };
 	ssize_t r;
 	if (kp_send_intercept(c, fd, &iov, 1, 0, &r))
@@ -72,19 +55,32 @@ static KP_SLOW ssize_t write_slow(struct kp_conn *c, int fd, const void *buf, si
 	return r;
 }
 
+static KP_SLOW ssize_t write_slow(struct kp_conn *c, int fd, const void *buf, size_t n)
+{
+	if (c == KP_POOLED)
+		return not_yours();
+	if (!c)
+		return KP_REAL(write)(fd, buf, n);
+	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
+		struct iovec v_ = { (void *)buf, n };
+		ssize_t taken_ = kp_conn_raw_write(c, fd, &v_, 1);
+		return taken_ >= 0 ? taken_ : KP_REAL(write)(fd, buf, n);
+	}
+	/* inside until our bookkeeping of the kernel's answer is done: a
+	 * handler's call meanwhile steps aside (kp_lock.h) */
+	kp_enter();
+	ssize_t r_ = write_inside(c, fd, buf, n);
+	kp_leave();
+	return r_;
+}
+
 KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 {
 	KP_FAST(fd, write, fd, buf, n);
 }
 
-static KP_SLOW ssize_t writev_slow(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
+static ssize_t writev_inside(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
 {
-	if (c == KP_POOLED)
-		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
-		return KP_REAL(writev)(fd, iov, iovcnt);
-	}
 	ssize_t r;
 	if (iovcnt > 0 && kp_send_intercept(c, fd, iov, iovcnt, 0, &r))
 		return r;
@@ -93,19 +89,31 @@ static KP_SLOW ssize_t writev_slow(struct kp_conn *c, int fd, const struct iovec
 	return r;
 }
 
+static KP_SLOW ssize_t writev_slow(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
+{
+	if (c == KP_POOLED)
+		return not_yours();
+	if (!c)
+		return KP_REAL(writev)(fd, iov, iovcnt);
+	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
+		ssize_t taken_ = kp_conn_raw_write(c, fd, iov, iovcnt);
+		return taken_ >= 0 ? taken_ : KP_REAL(writev)(fd, iov, iovcnt);
+	}
+	/* inside until our bookkeeping of the kernel's answer is done: a
+	 * handler's call meanwhile steps aside (kp_lock.h) */
+	kp_enter();
+	ssize_t r_ = writev_inside(c, fd, iov, iovcnt);
+	kp_leave();
+	return r_;
+}
+
 KP_EXPORT ssize_t writev(int fd, const struct iovec *iov, int iovcnt)
 {
 	KP_FAST(fd, writev, fd, iov, iovcnt);
 }
 
-static KP_SLOW ssize_t send_slow(struct kp_conn *c, int fd, const void *buf, size_t n, int flags)
+static ssize_t send_inside(struct kp_conn *c, int fd, const void *buf, size_t n, int flags)
 {
-	if (c == KP_POOLED)
-		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
-		return KP_REAL(send)(fd, buf, n, flags);
-	}
 	struct iovec iov = { (void *)buf, n };
 	ssize_t r;
 	if (kp_send_intercept(c, fd, &iov, 1, flags, &r))
@@ -115,20 +123,33 @@ static KP_SLOW ssize_t send_slow(struct kp_conn *c, int fd, const void *buf, siz
 	return r;
 }
 
+static KP_SLOW ssize_t send_slow(struct kp_conn *c, int fd, const void *buf, size_t n, int flags)
+{
+	if (c == KP_POOLED)
+		return not_yours();
+	if (!c)
+		return KP_REAL(send)(fd, buf, n, flags);
+	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
+		struct iovec v_ = { (void *)buf, n };
+		ssize_t taken_ = kp_conn_raw_write(c, fd, &v_, 1);
+		return taken_ >= 0 ? taken_ : KP_REAL(send)(fd, buf, n, flags);
+	}
+	/* inside until our bookkeeping of the kernel's answer is done: a
+	 * handler's call meanwhile steps aside (kp_lock.h) */
+	kp_enter();
+	ssize_t r_ = send_inside(c, fd, buf, n, flags);
+	kp_leave();
+	return r_;
+}
+
 KP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	KP_FAST(fd, send, fd, buf, n, flags);
 }
 
-static KP_SLOW ssize_t sendto_slow(struct kp_conn *c, int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
+static ssize_t sendto_inside(struct kp_conn *c, int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
 			 socklen_t tolen)
 {
-	if (c == KP_POOLED)
-		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
-		return KP_REAL(sendto)(fd, buf, n, flags, to, tolen);
-	}
 	struct iovec iov = { (void *)buf, n };
 	ssize_t r;
 	/* on a connected TCP socket the address is ignored (or EISCONN, which
@@ -142,18 +163,34 @@ static KP_SLOW ssize_t sendto_slow(struct kp_conn *c, int fd, const void *buf, s
 	return r;
 }
 
+static KP_SLOW ssize_t sendto_slow(struct kp_conn *c, int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
+			 socklen_t tolen)
+{
+	if (c == KP_POOLED)
+		return not_yours();
+	if (!c)
+		return KP_REAL(sendto)(fd, buf, n, flags, to, tolen);
+	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
+		struct iovec v_ = { (void *)buf, to ? 0 : n };
+		ssize_t taken_ = kp_conn_raw_write(c, fd, &v_, 1);
+		return taken_ >= 0 ? taken_ : KP_REAL(sendto)(fd, buf, n, flags, to, tolen);
+	}
+	/* inside until our bookkeeping of the kernel's answer is done: a
+	 * handler's call meanwhile steps aside (kp_lock.h) */
+	kp_enter();
+	ssize_t r_ = sendto_inside(c, fd, buf, n, flags, to, tolen);
+	kp_leave();
+	return r_;
+}
+
 KP_EXPORT ssize_t sendto(int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
 			 socklen_t tolen)
 {
 	KP_FAST(fd, sendto, fd, buf, n, flags, to, tolen);
 }
 
-static KP_SLOW ssize_t sendmsg_slow(struct kp_conn *c, int fd, const struct msghdr *msg, int flags)
+static ssize_t sendmsg_inside(struct kp_conn *c, int fd, const struct msghdr *msg, int flags)
 {
-	if (!c) {
-		kp_send_held_verbatim();
-		return KP_REAL(sendmsg)(fd, msg, flags);
-	}
 	ssize_t r;
 	bool plain = !msg->msg_name && !msg->msg_controllen && msg->msg_iovlen <= 1024;
 	if (plain && msg->msg_iovlen > 0 &&
@@ -164,6 +201,22 @@ static KP_SLOW ssize_t sendmsg_slow(struct kp_conn *c, int fd, const struct msgh
 	r = KP_REAL(sendmsg)(fd, msg, flags);
 	kp_send_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, r);
 	return r;
+}
+
+static KP_SLOW ssize_t sendmsg_slow(struct kp_conn *c, int fd, const struct msghdr *msg, int flags)
+{
+	if (!c)
+		return KP_REAL(sendmsg)(fd, msg, flags);
+	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
+		ssize_t taken_ = kp_conn_raw_write(c, fd, msg->msg_iov, msg->msg_name ? 0 : (int)msg->msg_iovlen);
+		return taken_ >= 0 ? taken_ : KP_REAL(sendmsg)(fd, msg, flags);
+	}
+	/* inside until our bookkeeping of the kernel's answer is done: a
+	 * handler's call meanwhile steps aside (kp_lock.h) */
+	kp_enter();
+	ssize_t r_ = sendmsg_inside(c, fd, msg, flags);
+	kp_leave();
+	return r_;
 }
 
 /* The fds an SCM_RIGHTS message passes (n of them at *fds, unaligned),
@@ -195,7 +248,7 @@ static bool each_passed_fd(const struct msghdr *msg, bool (*fn)(int fd))
 static KP_SLOW ssize_t sendmsg_control(int fd, const struct msghdr *msg, int flags)
 {
 	int saved = errno;
-	bool ok = each_passed_fd(msg, kp_conn_passing_fd);
+	bool ok = each_passed_fd(msg, kp_reentered() ? kp_conn_raw_fd : kp_conn_passing_fd);
 	errno = saved;
 	if (!ok)
 		return not_yours();
@@ -214,6 +267,8 @@ KP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 	struct kp_conn *c = kp_fd_conn(out_fd);
 	if (c == KP_POOLED || kp_fd_conn(in_fd) == KP_POOLED)
 		return not_yours();
+	if (c && kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_conn_raw(c), KP_REAL(sendfile)(out_fd, in_fd, offset, count);
 	if (c)
 		kp_send_bypass(c, out_fd);
 	ssize_t r = KP_REAL(sendfile)(out_fd, in_fd, offset, count);
@@ -233,6 +288,9 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 		return KP_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 	if (in == KP_POOLED || out == KP_POOLED)
 		return not_yours();
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_conn_raw(in), kp_conn_raw(out),
+		       KP_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 	ssize_t r;
 	if (in && kp_recv_intercept(in, fd_in, &r))
 		return r;
@@ -252,13 +310,16 @@ KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 		int saved = errno;
 		for (unsigned int i = 0; vec && i < n; i++)
 			if (vec[i].msg_hdr.msg_controllen &&
-			    !each_passed_fd(&vec[i].msg_hdr, kp_conn_passing_fd))
+			    !each_passed_fd(&vec[i].msg_hdr,
+					    kp_reentered() ? kp_conn_raw_fd : kp_conn_passing_fd))
 				return (int)not_yours();
 		errno = saved;
 	}
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (c == KP_POOLED)
 		return (int)not_yours();
+	if (c && kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_conn_raw(c), KP_REAL(sendmmsg)(fd, vec, n, flags);
 	if (c)
 		kp_send_bypass(c, fd);
 	int r = KP_REAL(sendmmsg)(fd, vec, n, flags);
@@ -271,14 +332,8 @@ KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 
 /* ------------------------------------------------------------ read */
 
-static KP_SLOW ssize_t read_slow(struct kp_conn *c, int fd, void *buf, size_t n)
+static ssize_t read_inside(struct kp_conn *c, int fd, void *buf, size_t n)
 {
-	if (c == KP_POOLED)
-		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
-		return KP_REAL(read)(fd, buf, n);
-	}
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r))
 		return r;
@@ -289,19 +344,29 @@ static KP_SLOW ssize_t read_slow(struct kp_conn *c, int fd, void *buf, size_t n)
 	return r;
 }
 
+static KP_SLOW ssize_t read_slow(struct kp_conn *c, int fd, void *buf, size_t n)
+{
+	if (c == KP_POOLED)
+		return not_yours();
+	if (!c)
+		return KP_REAL(read)(fd, buf, n);
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_conn_raw_eof(c) ? 0 : KP_REAL(read)(fd, buf, n);
+	/* inside until our bookkeeping of the kernel's answer is done: a
+	 * handler's call meanwhile steps aside (kp_lock.h) */
+	kp_enter();
+	ssize_t r_ = read_inside(c, fd, buf, n);
+	kp_leave();
+	return r_;
+}
+
 KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 {
 	KP_FAST(fd, read, fd, buf, n);
 }
 
-static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
+static ssize_t readv_inside(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
 {
-	if (c == KP_POOLED)
-		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
-		return KP_REAL(readv)(fd, iov, iovcnt);
-	}
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r))
 		return r;
@@ -309,6 +374,22 @@ static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec 
 		r = KP_REAL(readv)(fd, iov, iovcnt);
 	while (kp_recv_done(c, fd, iov, iovcnt, &r, 0));
 	return r;
+}
+
+static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
+{
+	if (c == KP_POOLED)
+		return not_yours();
+	if (!c)
+		return KP_REAL(readv)(fd, iov, iovcnt);
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_conn_raw_eof(c) ? 0 : KP_REAL(readv)(fd, iov, iovcnt);
+	/* inside until our bookkeeping of the kernel's answer is done: a
+	 * handler's call meanwhile steps aside (kp_lock.h) */
+	kp_enter();
+	ssize_t r_ = readv_inside(c, fd, iov, iovcnt);
+	kp_leave();
+	return r_;
 }
 
 KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
@@ -345,14 +426,8 @@ static ssize_t recv_waitall(struct kp_conn *c, int fd, char *buf, size_t n, int 
 	return (ssize_t)got;
 }
 
-static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n, int flags)
+static ssize_t recv_inside(struct kp_conn *c, int fd, void *buf, size_t n, int flags)
 {
-	if (c == KP_POOLED)
-		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
-		return KP_REAL(recv)(fd, buf, n, flags);
-	}
 	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && c != KP_POOLED &&
 	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recv_waitall(c, fd, buf, n, flags, NULL, NULL);
@@ -366,20 +441,30 @@ static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n,
 	return r;
 }
 
+static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n, int flags)
+{
+	if (c == KP_POOLED)
+		return not_yours();
+	if (!c)
+		return KP_REAL(recv)(fd, buf, n, flags);
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_conn_raw_eof(c) ? 0 : KP_REAL(recv)(fd, buf, n, flags);
+	/* inside until our bookkeeping of the kernel's answer is done: a
+	 * handler's call meanwhile steps aside (kp_lock.h) */
+	kp_enter();
+	ssize_t r_ = recv_inside(c, fd, buf, n, flags);
+	kp_leave();
+	return r_;
+}
+
 KP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 {
 	KP_FAST(fd, recv, fd, buf, n, flags);
 }
 
-static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+static ssize_t recvfrom_inside(struct kp_conn *c, int fd, void *buf, size_t n, int flags, struct sockaddr *from,
 			   socklen_t *fromlen)
 {
-	if (c == KP_POOLED)
-		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
-		return KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
-	}
 	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && c != KP_POOLED &&
 	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recv_waitall(c, fd, buf, n, flags, from, fromlen);
@@ -393,20 +478,31 @@ static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_
 	return r;
 }
 
+static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+			   socklen_t *fromlen)
+{
+	if (c == KP_POOLED)
+		return not_yours();
+	if (!c)
+		return KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_conn_raw_eof(c) ? 0 : KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
+	/* inside until our bookkeeping of the kernel's answer is done: a
+	 * handler's call meanwhile steps aside (kp_lock.h) */
+	kp_enter();
+	ssize_t r_ = recvfrom_inside(c, fd, buf, n, flags, from, fromlen);
+	kp_leave();
+	return r_;
+}
+
 KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
 			   socklen_t *fromlen)
 {
 	KP_FAST(fd, recvfrom, fd, buf, n, flags, from, fromlen);
 }
 
-static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
+static ssize_t recvmsg_inside(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
 {
-	if (c == KP_POOLED)
-		return not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
-		return KP_REAL(recvmsg)(fd, msg, flags);
-	}
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, &r)) {
 		msg->msg_flags = 0;
@@ -417,6 +513,22 @@ static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *ms
 		r = KP_REAL(recvmsg)(fd, msg, flags);
 	while (kp_recv_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, &r, flags));
 	return r;
+}
+
+static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
+{
+	if (c == KP_POOLED)
+		return not_yours();
+	if (!c)
+		return KP_REAL(recvmsg)(fd, msg, flags);
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_conn_raw(c), KP_REAL(recvmsg)(fd, msg, flags);
+	/* inside until our bookkeeping of the kernel's answer is done: a
+	 * handler's call meanwhile steps aside (kp_lock.h) */
+	kp_enter();
+	ssize_t r_ = recvmsg_inside(c, fd, msg, flags);
+	kp_leave();
+	return r_;
 }
 
 /* An fd received in SCM_RIGHTS: a number the kernel just handed out.
@@ -430,12 +542,18 @@ static bool received_fd(int fd)
 	return true;
 }
 
+static bool received_fd_raw(int fd)
+{
+	kp_forget_fd_raw(fd);
+	return true;
+}
+
 static KP_SLOW ssize_t recvmsg_control(int fd, struct msghdr *msg, int flags)
 {
 	ssize_t r = recvmsg_slow(kp_fd_conn(fd), fd, msg, flags);
 	if (r >= 0 && msg->msg_controllen) {
 		int saved = errno;
-		each_passed_fd(msg, received_fd);
+		each_passed_fd(msg, kp_reentered() ? received_fd_raw : received_fd);
 		errno = saved;
 	}
 	return r;
@@ -448,14 +566,8 @@ KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 	KP_FAST(fd, recvmsg, fd, msg, flags);
 }
 
-static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
+static int recvmmsg_inside(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
 {
-	if (c == KP_POOLED)
-		return (int)not_yours();
-	if (!c) {
-		kp_send_held_verbatim();
-		return KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
-	}
 	ssize_t r0;
 	if (n > 0 && kp_recv_intercept(c, fd, &r0)) {
 		/* what the kernel reports at a TCP EOF: every message of
@@ -490,6 +602,22 @@ static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec,
 		errno = saved;
 	} while (again);
 	return r;
+}
+
+static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
+{
+	if (c == KP_POOLED)
+		return (int)not_yours();
+	if (!c)
+		return KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return kp_conn_raw(c), KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
+	/* inside until our bookkeeping of the kernel's answer is done: a
+	 * handler's call meanwhile steps aside (kp_lock.h) */
+	kp_enter();
+	int r_ = recvmmsg_inside(c, fd, vec, n, flags, ts);
+	kp_leave();
+	return r_;
 }
 
 KP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)

@@ -79,9 +79,7 @@ static ssize_t conn_write(int fd, const char *p, size_t n)
 		return KP_REAL(write)(fd, p, n);
 	struct iovec iov = { (void *)p, n };
 	ssize_t r;
-	kp_stdio_writing = true;
 	bool taken = kp_send_intercept(c, fd, &iov, 1, 0, &r);
-	kp_stdio_writing = false;
 	if (taken)
 		return r;
 	r = KP_REAL(write)(fd, p, n);

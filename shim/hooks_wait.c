@@ -192,17 +192,15 @@ static int poll_wait(struct pollfd *fds, nfds_t n, const struct timespec *ts, in
 	}
 }
 
-/* With no connection among the program's fds (kp_fd_live) and no head
- * held from stdio (a wait goes on once it is sent, conn.h), each of these
- * is two loads, a test and a tail jump; the rest out of line. */
+/* With no connection among the program's fds (kp_fd_live), each of
+ * these is a load, a test and a tail jump; the rest out of line. */
 static inline bool wait_untouched(void)
 {
-	return !kp_fd_any_live() && !kp_held_any();
+	return !kp_fd_any_live();
 }
 
 static KP_SLOW int poll_slow(struct pollfd *fds, nfds_t n, int timeout)
 {
-	kp_send_deferred_any();
 	return poll_common(fds, n, NULL, timeout, NULL, false);
 }
 
@@ -216,7 +214,6 @@ KP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 static KP_SLOW int ppoll_slow(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 			      const sigset_t *mask)
 {
-	kp_send_deferred_any();
 	return poll_common(fds, n, ts, ms_of(ts), mask, true);
 }
 
@@ -431,7 +428,6 @@ static int ms_of_tv(const struct timeval *tv)
 
 static KP_SLOW int select_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
-	kp_send_deferred_any();
 	if (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, wr, ex))
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_common(nfds, rd, wr, ex, ms_of_tv(tv), NULL, false, tv, NULL);
@@ -447,7 +443,6 @@ KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeva
 static KP_SLOW int pselect_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
 				const sigset_t *mask)
 {
-	kp_send_deferred_any();
 	if (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, wr, ex))
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
 	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);
@@ -586,13 +581,12 @@ static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int m
 static KP_SLOW int ep_slow(enum ep_kind kind, int epfd, struct epoll_event *evs, int max,
 			   int timeout, const sigset_t *mask)
 {
-	kp_send_deferred_any();
 	return ep_common(kind, epfd, evs, max, timeout, mask);
 }
 
 static inline bool ep_untouched(void)
 {
-	return !__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE) && !kp_held_any();
+	return !__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE);
 }
 
 KP_EXPORT int epoll_wait(int epfd, struct epoll_event *evs, int max, int timeout)

@@ -101,22 +101,6 @@
 			      const posix_spawnattr_t *, char *const[], char *const[]))  \
 	X(int, system, (const char *))                                               \
 	X(FILE *, popen, (const char *, const char *))                               \
-	X(pid_t, wait, (int *))                                                      \
-	X(pid_t, waitpid, (pid_t, int *, int))                                       \
-	X(pid_t, wait3, (int *, int, struct rusage *))                               \
-	X(pid_t, wait4, (pid_t, int *, int, struct rusage *))                        \
-	X(int, waitid, (idtype_t, id_t, siginfo_t *, int))                           \
-	X(int, pause, (void))                                                        \
-	X(void, _exit, (int))                                                        \
-	X(void, _Exit, (int))                                                        \
-	X(int, nanosleep, (const struct timespec *, struct timespec *))              \
-	X(int, clock_nanosleep, (clockid_t, int, const struct timespec *, struct timespec *)) \
-	X(unsigned int, sleep, (unsigned int))                                       \
-	X(int, usleep, (useconds_t))                                                 \
-	X(int, sigsuspend, (const sigset_t *))                                       \
-	X(int, sigwait, (const sigset_t *, int *))                                   \
-	X(int, sigwaitinfo, (const sigset_t *, siginfo_t *))                         \
-	X(int, sigtimedwait, (const sigset_t *, siginfo_t *, const struct timespec *)) \
 	X(int, fputc, (int, FILE *))                                                 \
 	X(int, putc, (int, FILE *))                                                  \
 	X(int, _IO_putc, (int, FILE *))                                              \
@@ -162,9 +146,8 @@
 	X(shutdown) X(dup) X(dup2) X(dup3) X(fcntl) X(setsockopt) X(getsockopt)      \
 	X(getpeername) X(getsockname) X(write) X(writev) X(send) X(sendto)           \
 	X(sendmsg) X(read) X(readv) X(recv) X(recvfrom) X(recvmsg) X(poll) X(ppoll)  \
-	X(select) X(pselect) X(execve) X(execv) X(fexecve) X(wait) X(waitpid)        \
-	X(pause) X(_exit) X(_Exit) X(nanosleep) X(clock_nanosleep) X(sleep)          \
-	X(sigsuspend) X(setuid) X(setgid) X(_Fork)
+	X(select) X(pselect) X(execve) X(execv) X(fexecve) X(setuid) X(setgid)       \
+	X(_Fork)
 
 /* Bind those now (the constructor). */
 void kp_real_bind_signal_safe(void);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "kp_lock.h"
 #include "real.h"
 
 /* Socket options we know how to carry from the program's fresh socket to
@@ -118,7 +119,7 @@ static pthread_mutex_t defaults_lock = PTHREAD_MUTEX_INITIALIZER;
 static bool default_of(int fresh, const struct kp_sockopt *o, struct kp_sockopt *def)
 {
 	bool found = false;
-	pthread_mutex_lock(&defaults_lock);
+	kp_lock(&defaults_lock);
 	const struct kp_sockopt *d = opts_find(defaults, n_defaults, o);
 	if (d) {
 		*def = *d;
@@ -134,7 +135,7 @@ static bool default_of(int fresh, const struct kp_sockopt *o, struct kp_sockopt 
 				defaults[n_defaults++] = *def;
 		}
 	}
-	pthread_mutex_unlock(&defaults_lock);
+	kp_unlock(&defaults_lock);
 	return found;
 }
 
@@ -215,12 +216,12 @@ bool kp_sockopts_claim(struct kp_sockopts *s, int level, int name, const void *v
 /* Held across fork() with the other locks of kp_conn_before_fork. */
 void kp_sockopts_before_fork(void)
 {
-	pthread_mutex_lock(&defaults_lock);
+	kp_lock(&defaults_lock);
 }
 
 void kp_sockopts_after_fork_parent(void)
 {
-	pthread_mutex_unlock(&defaults_lock);
+	kp_unlock(&defaults_lock);
 }
 
 void kp_sockopts_after_fork_child(void)

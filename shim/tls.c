@@ -316,40 +316,40 @@ static void record_drop(const void *obj)
 
 void kp_tls_note_list(const void *obj, enum kp_conf_list i, const void *p, size_t n)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct record *r = record_get(obj, true);
 	if (r)
 		conf_set(&r->conf, i, p, n);
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 }
 
 void kp_tls_note_never(const void *obj, enum kp_never why, bool on)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct record *r = record_get(obj, on);
 	if (r && on)
 		r->conf.never |= 1u << why;
 	else if (r)
 		r->conf.never &= ~(1u << why);
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 }
 
 void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct record *r = record_get(obj, true);
 	if (r)
 		r->conf.msg_cb = cb;
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 }
 
 void kp_tls_note_val(const void *obj, enum kp_conf_val i, long v)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct record *r = record_get(obj, true);
 	if (r)
 		r->conf.val[i] = v;
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 }
 
 /* What an SSL_ctrl / SSL_CTX_ctrl command is to a client's handshake
@@ -573,7 +573,7 @@ void kp_tls_note_callback_ctrl(const void *obj, int cmd, bool set)
  * new context's now; the getters read the rest */
 void kp_tls_note_set_ctx(const void *ssl, const void *ctx)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct record *r = record_get(ssl, true), *cr = record_get(ctx, false);
 	if (r) {
 		static const enum kp_conf_list in_cert[] = { CONF_SIGALGS, CONF_CLIENT_SIGALGS };
@@ -584,26 +584,26 @@ void kp_tls_note_set_ctx(const void *ssl, const void *ctx)
 		unsigned bit = 1u << NEVER_CERT_CB;
 		r->conf.never = (r->conf.never & ~bit) | (cr ? cr->conf.never & bit : 0);
 	}
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 }
 
 void kp_tls_defer(void *ssl, int fd)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct record *r = record_get(ssl, true);
 	if (r)
 		r->defer_fd = fd + 1;
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 }
 
 static int deferred_fd(SSL *ssl)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct record *r = record_get(ssl, false);
 	int fd = r ? r->defer_fd - 1 : -1;
 	if (r)
 		r->defer_fd = 0;
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	return fd;
 }
 
@@ -611,7 +611,7 @@ static int deferred_fd(SSL *ssl)
  * an SSL starts with its context's ALPN list. */
 void kp_tls_note_new(const void *obj, const void *ctx)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	record_drop(obj);
 	/* an SSL freed behind our back (never seen by SSL_free): its handle
 	 * must not answer for the new one */
@@ -630,7 +630,7 @@ void kp_tls_note_new(const void *obj, const void *ctx)
 		if (r)
 			conf_copy(&r->conf, &cr->conf);
 	}
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	if (stale)
 		handle_free(stale);
 	if (drop)
@@ -829,9 +829,9 @@ static bool engine_unref(struct kp_tls *e)
 
 void kp_tls_put(struct kp_tls *e)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	bool last = engine_unref(e);
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	if (last)
 		engine_free(e);
 }
@@ -921,7 +921,7 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 	sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
 	if (!e || !h || (sni && !(e->sni = strdup(sni))))
 		goto fail;
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	const struct conf *conf = conf_of(ssl);
 	const char *never = handle_find(ssl) ? "already followed" : never_for(ssl, conf);
 	if (!never) {
@@ -929,7 +929,7 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 		never = never_reason(e->conf.never);
 	}
 	if (never) {
-		pthread_mutex_unlock(&tls_lock);
+		kp_unlock(&tls_lock);
 		kp_debug("fd %d: TLS connection not followed: %s", fd, never);
 		goto fail;
 	}
@@ -944,7 +944,7 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 	h->fd = fd;
 	HASH_ADD_PTR(handles, ssl, h);
 	__atomic_store_n(&kp_tls_used, true, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	kp_debug("fd %d: following the TLS connection of SSL %p", fd, (void *)ssl);
 	return e;
 fail:
@@ -1127,7 +1127,7 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 	if (kp_ssl.SSL_has_pending(e->ssl) || kp_ssl.SSL_get_shutdown(e->ssl) ||
 	    !kp_ssl.SSL_is_init_finished(e->ssl))
 		return false;
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	bool ok = true;
 	note_cert(e);
 	int close_flag = BIO_NOCLOSE, prog_fd = e->own_bio ? -1 : prog_socket_bio(e->ssl, &close_flag);
@@ -1155,7 +1155,7 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 			h->closed = true;
 		HASH_ADD_INT(parked, fd, e);
 	}
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	if (ok) /* e->cert says which client certificate it carries */
 		ticket_keep(e, key);
 	return ok;
@@ -1163,9 +1163,9 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 
 bool kp_tls_dead(struct kp_tls *e)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	bool dead = e->dead;
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	return dead;
 }
 
@@ -1174,11 +1174,11 @@ struct kp_tls *kp_tls_unpark(int hidden)
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return NULL;
 	struct kp_tls *e;
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	HASH_FIND_INT(parked, &hidden, e);
 	if (e)
 		HASH_DEL(parked, e);
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	return e;
 }
 
@@ -1187,9 +1187,9 @@ bool kp_tls_is_parked(int hidden)
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return false;
 	struct kp_tls *e;
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	HASH_FIND_INT(parked, &hidden, e);
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	return e != NULL;
 }
 
@@ -1356,10 +1356,10 @@ static bool resumed_as(struct kp_tls *e, SSL *ssl)
 	SSL_SESSION *own = resuming(ssl);
 	if (!own || !e->key_known)
 		return false;
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct resumer *seen = resumer(&e->key, resumption_kind(ssl, own));
 	bool resumes = seen && seen->resumes;
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	return resumes;
 }
 
@@ -1391,9 +1391,9 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	struct handle *h = calloc(1, sizeof(*h));
 	if (!h)
 		return -1;
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	const char *why = handle_find(ssl) ? "the SSL is already in use" : mismatch(e, ssl);
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	long result = 0;
 	STACK_OF(X509) *chain = NULL;
 	char *peername = NULL;
@@ -1428,12 +1428,12 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		kp_debug("fd %d: pooled TLS connection not handed out: %s", fd, why);
 		return -1;
 	}
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	/* its first owner's SSL, left whole while parked, serves another now */
 	if (!e->dead && detach_program(e, fd, true) < 0)
 		e->dead = true;
 	bool dead = e->dead;
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	if (dead) {
 		free(peername);
 		if (chain)
@@ -1453,7 +1453,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, mode | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, NULL);
 	kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
 	bool resumed = resumed_as(e, ssl);
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	e->fd = fd;
 	e->refs++;
 	h->ssl = ssl;
@@ -1465,7 +1465,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	h->vchain = chain;
 	h->peername = peername;
 	HASH_ADD_PTR(handles, ssl, h);
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	kp_count(tls_reused);
 	new_session(ssl, e, h->resumed);
 	return 0;
@@ -1522,7 +1522,7 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 		t->cchain = kp_ssl.X509_chain_up_ref(e->chain);
 	t->seclevel = e->seclevel;
 	struct ticket *drop = NULL, **pp;
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	conf_copy(&t->conf, &e->conf);
 	cfg_copy(&t->cfg, &e->cfg);
 	unsigned n = 0;
@@ -1539,7 +1539,7 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 	}
 	t->next = tickets;
 	tickets = t;
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	while (drop) {
 		struct ticket *o = drop;
 		drop = o->next;
@@ -1549,10 +1549,10 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 
 void kp_tls_forget_sessions(void)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct ticket *t = tickets;
 	tickets = NULL;
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	while (t) {
 		struct ticket *next = t->next;
 		ticket_free(t);
@@ -1571,7 +1571,7 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 	X509 *leaf = NULL;
 	STACK_OF(X509) *untrusted = NULL;
 	const char *why = "none kept";
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	const char *sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
 	for (struct ticket *t = tickets; t; t = t->next) {
 		if (memcmp(&t->key, key, sizeof(*key)) || !same_str(t->sni, sni))
@@ -1587,7 +1587,7 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		}
 		break;
 	}
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	if (sess) {
 		long result;
 		STACK_OF(X509) *chain;
@@ -1602,7 +1602,7 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 			/* resumed, the program's SSL says what its own full
 			 * handshake would have: not reused, this chain verified
 			 * (kp_tls_session_reused, kp_tls_verify_result) */
-			pthread_mutex_lock(&tls_lock);
+			kp_lock(&tls_lock);
 			struct record *r = record_get(ssl, true);
 			if (r) {
 				if (r->offered_chain)
@@ -1613,7 +1613,7 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 				r->offered_chain = chain;
 				chain = NULL;
 			}
-			pthread_mutex_unlock(&tls_lock);
+			kp_unlock(&tls_lock);
 		} else {
 			why = "the program's verification fails on its chain";
 		}
@@ -1639,7 +1639,7 @@ static int handshake_wait(SSL *ssl, int fd)
 	int waited = 0;
 	for (;;) {
 		int r;
-		r = kp_ssl.SSL_connect(ssl);
+		r = KP_OUTSIDE(kp_ssl.SSL_connect(ssl));
 		if (r == 1)
 			return 0;
 		int err;
@@ -1659,7 +1659,7 @@ int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl_)
 	struct kp_tls *old = c->tls, *e = calloc(1, sizeof(*e));
 	__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
 	bool free_old = false;
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	if (h && e) {
 		free_old = engine_unref(h->e); /* the handle's reference */
@@ -1688,7 +1688,7 @@ int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl_)
 	}
 	if (old)
 		free_old = engine_unref(old);
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	if (free_old) {
 		old->dead = true;
 		engine_free(old);
@@ -1735,7 +1735,7 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 		int r, e2;
 		/* the program's SSL_MODE_ENABLE_PARTIAL_WRITE (Ruby) may write
 		 * a record at a time */
-		r = kp_ssl.SSL_write_ex(e->ssl, buf + off, len - off, &w);
+		r = KP_OUTSIDE(kp_ssl.SSL_write_ex(e->ssl, buf + off, len - off, &w));
 		if (r == 1) {
 			off += w;
 			if (off < len)
@@ -1769,14 +1769,14 @@ SSL *kp_tls_route(const SSL *ssl, bool mutates)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return (SSL *)ssl;
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	SSL *e = h ? h->e->ssl : (SSL *)ssl;
 	/* its connection went to the pool (maybe to another owner by now):
 	 * it may still be asked what it was, but not act on it */
 	if (h && h->closed && mutates)
 		e = NULL;
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	return e;
 }
 
@@ -1818,12 +1818,12 @@ bool kp_tls_peername(SSL *ssl, const char **name)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return false;
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	bool own = h && h->verified;
 	if (own)
 		*name = h->peername;
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	return own;
 }
 
@@ -1840,7 +1840,7 @@ static bool io_get(SSL *ssl, struct io *io)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return false;
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	if (h) {
 		h->synth_err = 0;
@@ -1854,20 +1854,20 @@ static bool io_get(SSL *ssl, struct io *io)
 			? c
 			: NULL;
 	}
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	return h != NULL;
 }
 
 static void synth(struct io *io, int err)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct handle *h = handle_find(io->h->ssl);
 	if (h) {
 		h->synth_err = err;
 		if (err == SSL_ERROR_ZERO_RETURN)
 			h->shut |= SSL_RECEIVED_SHUTDOWN;
 	}
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 }
 
 /* a closed handle's I/O: what the program would have got from its fd */
@@ -1882,12 +1882,12 @@ static int refused(struct io *io)
  * call (first), read (and forgotten) when it ends. */
 static int note_offer(SSL *ssl, int kind, bool first)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct record *r = record_get(ssl, first);
 	int was = r ? r->offer_kind - 1 : -1;
 	if (r)
 		r->offer_kind = first ? kind + 1 : 0;
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	return was;
 }
 
@@ -1895,9 +1895,9 @@ static int note_offer(SSL *ssl, int kind, bool first)
  * socket it connected */
 static bool told_to_accept(SSL *ssl)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	bool accept = conf_of(ssl)->never & (1u << NEVER_ACCEPT);
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	return accept;
 }
 
@@ -1936,7 +1936,7 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	void *prev = kp_tls_handshaking;
 	kp_tls_handshaking = ssl;
 	int r;
-	r = real(ssl);
+	r = KP_OUTSIDE(real(ssl));
 	kp_tls_handshaking = prev;
 	int offer_kind = r == 1 ? note_offer(ssl, -1, false) : -1;
 	if (io_get(ssl, &io) && io.e != ssl) {
@@ -1947,12 +1947,12 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	if (r == 1 && offer_kind >= 0 && io_get(ssl, &io) && io.c && io.e == ssl) {
 		/* what the server did with the session offered */
 		bool resumes = kp_ssl.SSL_session_reused(ssl);
-		pthread_mutex_lock(&tls_lock);
+		kp_lock(&tls_lock);
 		struct resumer *seen = resumer(&io.c->key, offer_kind);
 		if (!seen)
 			seen = &resumers[n_resumers++ % MAX_RESUMERS];
 		*seen = (struct resumer){ io.c->key, offer_kind, resumes };
-		pthread_mutex_unlock(&tls_lock);
+		kp_unlock(&tls_lock);
 		kp_debug("the server %s a session offered (kind %d)", resumes ? "resumed" : "did not resume",
 			 offer_kind);
 	}
@@ -1971,22 +1971,22 @@ static int io_real(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *don
 	int r = -1;
 	switch (op) {
 	case KP_TLS_READ:
-		r = kp_ssl.SSL_read(ssl, buf, (int)n);
+		r = KP_OUTSIDE(kp_ssl.SSL_read(ssl, buf, (int)n));
 		break;
 	case KP_TLS_READ_EX:
-		r = kp_ssl.SSL_read_ex(ssl, buf, n, done);
+		r = KP_OUTSIDE(kp_ssl.SSL_read_ex(ssl, buf, n, done));
 		break;
 	case KP_TLS_PEEK:
-		r = kp_ssl.SSL_peek(ssl, buf, (int)n);
+		r = KP_OUTSIDE(kp_ssl.SSL_peek(ssl, buf, (int)n));
 		break;
 	case KP_TLS_PEEK_EX:
-		r = kp_ssl.SSL_peek_ex(ssl, buf, n, done);
+		r = KP_OUTSIDE(kp_ssl.SSL_peek_ex(ssl, buf, n, done));
 		break;
 	case KP_TLS_WRITE:
-		r = kp_ssl.SSL_write(ssl, buf, (int)n);
+		r = KP_OUTSIDE(kp_ssl.SSL_write(ssl, buf, (int)n));
 		break;
 	case KP_TLS_WRITE_EX:
-		r = kp_ssl.SSL_write_ex(ssl, buf, n, done);
+		r = KP_OUTSIDE(kp_ssl.SSL_write_ex(ssl, buf, n, done));
 		break;
 	}
 	return r;
@@ -2092,11 +2092,11 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 int kp_tls_get_error(const SSL *ssl, int ret)
 {
 	if (__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
-		pthread_mutex_lock(&tls_lock);
+		kp_lock(&tls_lock);
 		struct handle *h = handle_find(ssl);
 		int synth_err = h ? h->synth_err : 0;
 		SSL *e = h ? h->e->ssl : (SSL *)ssl;
-		pthread_mutex_unlock(&tls_lock);
+		kp_unlock(&tls_lock);
 		if (synth_err)
 			return synth_err;
 		ssl = e;
@@ -2111,7 +2111,7 @@ int kp_tls_shutdown(SSL *ssl)
 	struct io io;
 	int r;
 	if (!io_get(ssl, &io)) {
-		r = kp_ssl.SSL_shutdown(ssl);
+		r = KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl));
 		return r;
 	}
 	if (io.closed)
@@ -2124,18 +2124,18 @@ int kp_tls_shutdown(SSL *ssl)
 		 * sends (the EOF we owe): 1.  Quiet shutdown: 1 at once. */
 		bool quiet = kp_ssl.SSL_get_quiet_shutdown(ssl);
 		bool owed = __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE);
-		pthread_mutex_lock(&tls_lock);
+		kp_lock(&tls_lock);
 		if (quiet || (owed && (io.h->shut & SSL_SENT_SHUTDOWN)))
 			io.h->shut |= SSL_RECEIVED_SHUTDOWN;
 		io.h->shut |= SSL_SENT_SHUTDOWN;
 		r = io.h->shut & SSL_RECEIVED_SHUTDOWN ? 1 : 0;
 		io.h->synth_err = r ? 0 : SSL_ERROR_SYSCALL;
-		pthread_mutex_unlock(&tls_lock);
+		kp_unlock(&tls_lock);
 		return r;
 	}
 	if (io.c)
 		kp_conn_tls_spoil(io.c, io.fd, "SSL_shutdown mid-exchange");
-	r = kp_ssl.SSL_shutdown(io.e);
+	r = KP_OUTSIDE(kp_ssl.SSL_shutdown(io.e));
 	return r;
 }
 
@@ -2143,13 +2143,13 @@ int kp_tls_get_shutdown(const SSL *ssl)
 {
 	int shut = 0, r;
 	if (__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
-		pthread_mutex_lock(&tls_lock);
+		kp_lock(&tls_lock);
 		struct handle *h = handle_find(ssl);
 		if (h) {
 			shut = h->shut;
 			ssl = h->e->ssl;
 		}
-		pthread_mutex_unlock(&tls_lock);
+		kp_unlock(&tls_lock);
 	}
 	r = kp_ssl.SSL_get_shutdown(ssl);
 	return r | shut;
@@ -2174,7 +2174,7 @@ bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
 		return false;
 	/* (a real call, outside our lock) */
 	bool resumed = kp_ssl.SSL_session_reused(ssl);
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	bool own = h && h->verified;
 	if (own && h->resumed) {
@@ -2193,7 +2193,7 @@ bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
 			*chain = r->offered_chain;
 		}
 	}
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	return own;
 }
 
@@ -2201,7 +2201,7 @@ bool kp_tls_session_reused(const SSL *ssl, int *reused)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return false;
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	struct record *r = record_get(ssl, false);
 	/* handed a pooled connection (the program offered no session: see
@@ -2210,7 +2210,7 @@ bool kp_tls_session_reused(const SSL *ssl, int *reused)
 	bool ours = (h && h->verified) || (r && r->offered);
 	if (ours)
 		*reused = h && h->verified && h->resumed;
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	return ours;
 }
 
@@ -2221,7 +2221,7 @@ void kp_tls_free(SSL *ssl)
 		return;
 	}
 	shim_ctx_get(); /* detach_program's, not to be made under the lock */
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	record_drop(ssl);
 	struct handle *h = handle_find(ssl);
 	struct kp_tls *e = h ? h->e : NULL;
@@ -2238,7 +2238,7 @@ void kp_tls_free(SSL *ssl)
 		}
 		last = engine_unref(e);
 	}
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	if (h)
 		handle_free(h);
 	if (!own)
@@ -2264,7 +2264,7 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 	/* a new connection on this object: we follow it no more */
 	enum kp_tls_reset_do r = KP_RESET_PASS;
 	bool last = false;
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 	/* the session it keeps is its own now: resumed, it says so */
 	struct record *rec = record_get(ssl, false);
 	if (rec)
@@ -2297,7 +2297,7 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 			e->dead = e->foreign = true;
 		last = engine_unref(e);
 	}
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 	if (h) {
 		if (last)
 			engine_free(e);
@@ -2314,12 +2314,12 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 
 void kp_tls_before_fork(void)
 {
-	pthread_mutex_lock(&tls_lock);
+	kp_lock(&tls_lock);
 }
 
 void kp_tls_after_fork_parent(void)
 {
-	pthread_mutex_unlock(&tls_lock);
+	kp_unlock(&tls_lock);
 }
 
 void kp_tls_after_fork_child(void)

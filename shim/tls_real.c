@@ -35,6 +35,16 @@ static bool bound_all;
 
 #define OSSL_VERSION "OPENSSL_3.0.0"
 
+/* libc's dlopen, not our export (hooks_dl.c): nothing below the hooks
+ * calls the library's own wrappers (docs/structure.md).  glibc's dlopen
+ * reads its caller's address for the namespace: this file's either way. */
+static void *real_dlopen(const char *soname, int flags)
+{
+	void *(*f)(const char *, int);
+	*(void **)&f = dlsym(RTLD_NEXT, "dlopen");
+	return f ? f(soname, flags) : NULL;
+}
+
 /* RTLD_NEXT first (libssl in the global scope: curl, Ruby); else the copy
  * that is loaded, in whatever scope (CPython loads _ssl RTLD_LOCAL). */
 static void *find(const char *name, const char *soname, void **handle)
@@ -43,7 +53,7 @@ static void *find(const char *name, const char *soname, void **handle)
 	if (p)
 		return p;
 	if (!*handle)
-		*handle = dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
+		*handle = real_dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
 	return *handle ? dlvsym(*handle, name, OSSL_VERSION) : NULL;
 }
 

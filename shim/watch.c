@@ -44,7 +44,9 @@ static struct watch *find(int epfd, int fd)
 
 void kp_watch_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 {
-	pthread_mutex_lock(&lock);
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return;
+	kp_lock(&lock);
 	struct watch *w = find(epfd, fd);
 	if (op == EPOLL_CTL_DEL) {
 		if (w)
@@ -71,21 +73,21 @@ void kp_watch_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 		}
 	}
 out:
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 }
 
 static void forget_if(bool (*match)(const struct watch *, intptr_t), intptr_t v)
 {
 	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	for (unsigned i = 0; i < kp_watch_count;) {
 		if (match(&watches[i], v))
 			drop(i);
 		else
 			i++;
 	}
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 }
 
 static bool by_fd(const struct watch *w, intptr_t fd)
@@ -105,6 +107,8 @@ void kp_watch_forget_fd(int fd)
 
 void kp_watch_forget_epfd(int epfd)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return;
 	forget_if(by_epfd, epfd);
 }
 
@@ -112,18 +116,18 @@ void kp_watch_detach(int fd)
 {
 	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	for (unsigned i = 0; i < kp_watch_count; i++)
 		if (watches[i].fd == fd)
 			KP_REAL(epoll_ctl)(watches[i].epfd, EPOLL_CTL_DEL, fd, NULL);
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 }
 
 void kp_watch_renew(int fd)
 {
 	if (!__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
 		return;
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	for (unsigned i = 0; i < kp_watch_count; i++) {
 		struct watch *w = &watches[i];
 		if (w->fd != fd)
@@ -132,14 +136,16 @@ void kp_watch_renew(int fd)
 		KP_REAL(epoll_ctl)(w->epfd, EPOLL_CTL_ADD, fd, &ev);
 		w->armed = true;
 	}
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 }
 
 int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, kp_watch_due_fn *due,
 		  int *due_ms)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return *due_ms = -1, n;
 	*due_ms = -1;
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	for (unsigned i = 0; i < kp_watch_count; i++) {
 		struct watch *w = &watches[i];
 		uint32_t want = w->events & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
@@ -166,15 +172,17 @@ int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, kp_watch_du
 		if (w->events & (EPOLLONESHOT | EPOLLET))
 			w->armed = false;
 	}
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 	return n;
 }
 
 int kp_watch_hits(int epfd, const struct epoll_event *evs, int n, struct kp_watch_hit *hits,
 		  int cap)
 {
+	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
+		return 0;
 	int nh = 0;
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 	for (unsigned i = 0; i < kp_watch_count && nh < cap; i++) {
 		const struct watch *w = &watches[i];
 		if (w->epfd != epfd)
@@ -187,18 +195,18 @@ int kp_watch_hits(int epfd, const struct epoll_event *evs, int n, struct kp_watc
 			}
 		}
 	}
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 	return nh;
 }
 
 void kp_watch_before_fork(void)
 {
-	pthread_mutex_lock(&lock);
+	kp_lock(&lock);
 }
 
 void kp_watch_after_fork_parent(void)
 {
-	pthread_mutex_unlock(&lock);
+	kp_unlock(&lock);
 }
 
 void kp_watch_after_fork_child(void)

@@ -35,3 +35,39 @@ sig_runs() {
 	assert_equal "plain failures $(sig_runs connect 30 env)" "plain failures 0"
 	assert_equal "shim failures $(sig_runs connect 30 env KEEPALIVE_PORTS=1 LD_PRELOAD="$PRELOAD")" "shim failures 0"
 }
+
+# locked_runs MODE N ENV...: N runs of sig_locked MODE against nginx's /f
+# (30 rounds of two connections each, a timer every 150-400 us whose
+# handler calls MODE's wrappers), each under a timeout; prints how many
+# runs hung or died, and the distinct answers of the rest (the handler's
+# call count left out: it varies with the timer).
+locked_runs() {
+	local mode=$1 n=$2 bad=0 i out
+	shift 2
+	: >"$BATS_TEST_TMPDIR/answers"
+	for ((i = 1; i <= n; i++)); do
+		out=$(timeout "$((10 * SLOW))" "$@" "$CLIENTS/sig_locked" 127.0.0.1 "$NGINX_PORT" /f 30 \
+			"$mode" "$i" 2>/dev/null) || { bad=$((bad + 1)); continue; }
+		echo "${out/ handler * odd / odd }" >>"$BATS_TEST_TMPDIR/answers"
+	done
+	echo "hung or died $bad; answers $(sort -u "$BATS_TEST_TMPDIR/answers" | paste -sd'|')"
+}
+
+# docs/binding.md, "Signal handlers inside our locks": a handler that
+# interrupts the library inside a lock (the pool's in connect, a
+# connection's in the send and read paths, the park in close) and calls a
+# wrapper that would take it gets the kernel's call instead of waiting for
+# ever.  Each mode: 8 runs without the library, 8 with it; the same
+# answers, none hung.
+@test "a signal handler calls connect, dup/close, read, recv, write, send, poll, shutdown, fork while the program is inside our locks: no hang, the same answers" {
+	nginx_start
+	local mode got= want= ok="hung or died 0; answers responses 60 body $((60 * NGINX_F_SIZE)) odd 0"
+	for mode in connect dup read recv write send poll shutdown fork all; do
+		got+="$mode plain: $(locked_runs "$mode" 8 env)"$'\n'
+		got+="$mode shim: $(locked_runs "$mode" 8 env LD_PRELOAD="$PRELOAD" KEEPALIVE_PORTS="$NGINX_PORT")"$'\n'
+		want+="$mode plain: $ok"$'\n'"$mode shim: $ok"$'\n'
+	done
+	assert_equal "$got" "$want"
+}
+
+teardown() { servers_stop; }
