@@ -619,6 +619,6 @@ KP_EXPORT SSL_CTX *SSL_set_SSL_CTX(SSL *s, SSL_CTX *ctx)
 	SSL_CTX *before = kp_ssl.SSL_get_SSL_CTX ? kp_ssl.SSL_get_SSL_CTX(s) : NULL;
 	SSL_CTX *r = kp_ssl.SSL_set_SSL_CTX(s, ctx);
 	if (r && r != before && kp_ssl_bind())
-		kp_tls_note_set_ctx(s, r);
+		kp_tls_note_set_ctx(s, r, before);
 	return r;
 }

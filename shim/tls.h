@@ -159,7 +159,7 @@ void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg, lon
 void kp_tls_note_callback_ctrl(const void *obj, int cmd, bool set);
 void kp_tls_note_new(const void *obj, const void *ctx);
 /* SSL_set_SSL_CTX(ssl, ctx): ssl's certificate settings are ctx's now */
-void kp_tls_note_set_ctx(const void *ssl, const void *ctx);
+void kp_tls_note_set_ctx(const void *ssl, const void *ctx, const void *before);
 void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb);
 /* SSL_session_reused for ssl: true (and *reused set) when the answer is ours */
 bool kp_tls_session_reused(const SSL *ssl, int *reused);
