@@ -175,6 +175,11 @@ gnutls_own() {
 	run cat "$BATS_TEST_TMPDIR/plain.out"
 	assert_line --regexp "^2 ok HTTP/1.1 200 OK reused=0 chain=2 verify=0 version=TLSv1.2"
 	assert_line --regexp "^3 ok HTTP/1.1 200 OK"
+	# the server saw each request once, and no refusal (a refused
+	# GET would be sent again: the same output, applied twice)
+	run cat "$OWN_LOG"
+	refute_line --partial "renegotiation refused"
+	assert_equal "requests $(wc -l <"$OWN_LOG")" "requests 3"
 	own_both reneg refuse
 	run cat "$BATS_TEST_TMPDIR/plain.out"
 	assert_line --regexp "^2 read ended"
