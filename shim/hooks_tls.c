@@ -127,8 +127,10 @@ KP_EXPORT long SSL_CTX_ctrl(SSL_CTX *ctx, int cmd, long larg, void *parg)
 	if (MISSING(SSL_CTX_ctrl))
 		return 0;
 	long r = kp_ssl.SSL_CTX_ctrl(ctx, cmd, larg, parg);
-	if (kp_ssl_bind())
+	if (kp_ssl_bind()) {
 		kp_tls_note_ctrl(ctx, cmd, larg, parg, r);
+		r = kp_tls_ctx_stat(ctx, cmd, r);
+	}
 	return r;
 }
 

@@ -115,14 +115,32 @@ struct record {
 	 * the program's own verification said of its peer chain */
 	int offer_kind;      /* + 1: the kind of session its handshake offered */
 	bool offered;
+	bool hit_unmade;     /* its resumption taken off its context's hits */
 	long offered_result;
 	STACK_OF(X509) *offered_chain;
 	/* the context an SSL was made with, where SSL_set_SSL_CTX changed it
 	 * since: libssl's session_ctx, which keeps its new-session callback
 	 * and cache (docs/tls.md "Callbacks that watch") */
 	const void *sess_ctx;
+	/* a context's: what its SSL_CTX_sess_connect, _connect_good and
+	 * _hits answer beyond libssl's count (handshakes it did not make,
+	 * or made as a resumption we answer as full) */
+	long stat_adj[3];
 	UT_hash_handle hh;
 };
+
+enum { STAT_CONNECT, STAT_GOOD, STAT_HIT };
+
+/* ssl's session context counts a handshake its program did not make, or
+ * unmakes a hit.  Caller holds tls_lock. */
+static SSL_CTX *session_ctx(SSL *ssl);
+static struct record *record_get(const void *obj, bool create);
+static void stat_add(SSL *ssl, int which, long n)
+{
+	struct record *r = record_get(session_ctx(ssl), true);
+	if (r)
+		r->stat_adj[which] += n;
+}
 
 /* The fallback where no pooled connection can serve: the newest session
  * of a parked connection per destination and SNI, with what its handshake
@@ -1505,6 +1523,14 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	h->peername = peername;
 	HASH_ADD_PTR(handles, ssl, h);
 	pthread_mutex_unlock(&tls_lock);
+	/* the handshake its own would have made, counted where libssl
+	 * counts it (docs/tls.md "Callbacks that watch") */
+	pthread_mutex_lock(&tls_lock);
+	stat_add(ssl, STAT_CONNECT, 1);
+	stat_add(ssl, STAT_GOOD, 1);
+	if (resumed)
+		stat_add(ssl, STAT_HIT, 1);
+	pthread_mutex_unlock(&tls_lock);
 	kp_count(tls_reused);
 	return 0;
 }
@@ -1974,6 +2000,9 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	}
 	void *prev = kp_tls_handshaking;
 	kp_tls_handshaking = ssl;
+	/* what a resumption adds to its context's hits (see below) */
+	SSL_CTX *hctx = kp_ssl.SSL_get_SSL_CTX(ssl);
+	long hits = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_HIT, 0, NULL);
 	int r;
 	r = real(ssl);
 	kp_tls_handshaking = prev;
@@ -1982,6 +2011,19 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		/* handed out at that first write, which never went out */
 		kp_ssl.ERR_clear_error();
 		return 1;
+	}
+	if (r == 1 && kp_ssl.SSL_session_reused(ssl)) {
+		/* a session of ours resumed: the program reads a full
+		 * handshake (kp_tls_session_reused), its context no hit */
+		long more = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_HIT, 0, NULL) - hits;
+		pthread_mutex_lock(&tls_lock);
+		struct record *rec = record_get(ssl, false), *cr;
+		/* once: SSL_connect's SSL_do_handshake comes here too */
+		if (rec && rec->offered && !rec->hit_unmade && more > 0 && (cr = record_get(hctx, true))) {
+			cr->stat_adj[STAT_HIT] -= 1;
+			rec->hit_unmade = true;
+		}
+		pthread_mutex_unlock(&tls_lock);
 	}
 	if (r == 1 && offer_kind >= 0 && io_get(ssl, &io) && io.c && io.e == ssl) {
 		/* what the server did with the session offered */
@@ -2234,6 +2276,22 @@ bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
 	}
 	pthread_mutex_unlock(&tls_lock);
 	return own;
+}
+
+long kp_tls_ctx_stat(const SSL_CTX *ctx, int cmd, long r)
+{
+	int which = cmd == SSL_CTRL_SESS_CONNECT	    ? STAT_CONNECT
+		    : cmd == SSL_CTRL_SESS_CONNECT_GOOD ? STAT_GOOD
+		    : cmd == SSL_CTRL_SESS_HIT	    ? STAT_HIT
+						    : -1;
+	if (which < 0 || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return r;
+	pthread_mutex_lock(&tls_lock);
+	struct record *rec = record_get(ctx, false);
+	if (rec)
+		r += rec->stat_adj[which];
+	pthread_mutex_unlock(&tls_lock);
+	return r;
 }
 
 bool kp_tls_session_reused(const SSL *ssl, int *reused)

@@ -90,6 +90,10 @@ void kp_tls_defer(void *ssl, int fd);
 
 enum kp_tls_op { KP_TLS_READ, KP_TLS_READ_EX, KP_TLS_PEEK, KP_TLS_PEEK_EX, KP_TLS_WRITE, KP_TLS_WRITE_EX };
 
+/* SSL_CTX_sess_connect, _connect_good, _hits (SSL_CTX_ctrl's result r):
+ * as the program's own handshakes would have counted */
+long kp_tls_ctx_stat(const SSL_CTX *ctx, int cmd, long r);
+
 /* The SSL that answers for ssl: its engine when ssl is a handle we hand
  * a pooled connection to, else ssl.  NULL for a call that acts on the
  * connection (mutates) from an SSL whose connection went to the pool. */

@@ -157,6 +157,8 @@ own_both() {
 		for i in 1 2 3 4 5; do
 			assert_line "$i ok HTTP/1.1 200 OK reused=0 chain=2 verify=0 version=TLSv1.$((v - 10))"
 		done
+		# five full handshakes counted, none resumed
+		assert_line "context: connect 5 good 5 hits 0"
 		[ "$(stat_value tls_resumed)" -ge 1 ] && [ "$(stat_value tls_reused)" -ge 2 ]
 	done
 }
@@ -205,6 +207,11 @@ gnutls_own() {
 			assert_line --regexp "^keylog lines [1-9].*|info: 1 starts 1 done|handshake messages [1-9]"
 			assert_equal "$w: shim conns $SHIM_CONNS" "$w: shim conns 2"
 		done
+		# none: handed the pooled connection; the context counts the
+		# handshake its own would have made (SSL_CTX_sess_connect...)
+		config 2 watch none
+		assert_line "context: connect 1 good 1 hits 0"
+		assert_equal "none: shim conns $SHIM_CONNS" "none: shim conns 1"
 	done
 }
 

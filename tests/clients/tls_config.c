@@ -368,6 +368,8 @@ int main(int argc, char **argv)
 		SSL_free(c);
 		one(ctx, NULL, 4);
 		one(ctx, NULL, 5);
+		printf("context: connect %ld good %ld hits %ld\n", SSL_CTX_sess_connect(ctx),
+		       SSL_CTX_sess_connect_good(ctx), SSL_CTX_sess_hits(ctx));
 	} else if (!strcmp(sc, "reneg")) {
 		/* a TLS 1.2 server asking to renegotiate before each answer:
 		 * the second SSL's own handshake allows it, or (ARG refuse)
