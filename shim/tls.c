@@ -2001,7 +2001,9 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	void *prev = kp_tls_handshaking;
 	kp_tls_handshaking = ssl;
 	/* what a resumption adds to its context's hits (see below) */
-	SSL_CTX *hctx = kp_ssl.SSL_get_SSL_CTX(ssl);
+	pthread_mutex_lock(&tls_lock);
+	SSL_CTX *hctx = session_ctx(ssl); /* libssl counts there */
+	pthread_mutex_unlock(&tls_lock);
 	long hits = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_HIT, 0, NULL);
 	int r;
 	r = real(ssl);
