@@ -127,8 +127,10 @@ KP_EXPORT long SSL_CTX_ctrl(SSL_CTX *ctx, int cmd, long larg, void *parg)
 	if (MISSING(SSL_CTX_ctrl))
 		return 0;
 	long r = kp_ssl.SSL_CTX_ctrl(ctx, cmd, larg, parg);
-	if (kp_ssl_bind())
+	if (kp_ssl_bind()) {
 		kp_tls_note_ctrl(ctx, cmd, larg, parg, r);
+		r = kp_tls_ctx_stat(ctx, cmd, r);
+	}
 	return r;
 }
 
@@ -619,6 +621,6 @@ KP_EXPORT SSL_CTX *SSL_set_SSL_CTX(SSL *s, SSL_CTX *ctx)
 	SSL_CTX *before = kp_ssl.SSL_get_SSL_CTX ? kp_ssl.SSL_get_SSL_CTX(s) : NULL;
 	SSL_CTX *r = kp_ssl.SSL_set_SSL_CTX(s, ctx);
 	if (r && r != before && kp_ssl_bind())
-		kp_tls_note_set_ctx(s, r);
+		kp_tls_note_set_ctx(s, r, before);
 	return r;
 }

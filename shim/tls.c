@@ -84,6 +84,7 @@ struct kp_tls {
 	X509 *cert;          /* the client certificate it had (NULL: none) */
 	int seclevel;        /* the security level its handshake ran at */
 	struct saved *saved; /* the program's settings, kept when detached */
+	SSL_CTX *sess_ctx;   /* where its SSL's new sessions go (session_ctx()) */
 	UT_hash_handle hh;   /* in parked, by fd */
 };
 
@@ -114,10 +115,32 @@ struct record {
 	 * the program's own verification said of its peer chain */
 	int offer_kind;      /* + 1: the kind of session its handshake offered */
 	bool offered;
+	bool hit_unmade;     /* its resumption taken off its context's hits */
 	long offered_result;
 	STACK_OF(X509) *offered_chain;
+	/* the context an SSL was made with, where SSL_set_SSL_CTX changed it
+	 * since: libssl's session_ctx, which keeps its new-session callback
+	 * and cache (docs/tls.md "Callbacks that watch") */
+	const void *sess_ctx;
+	/* a context's: what its SSL_CTX_sess_connect, _connect_good and
+	 * _hits answer beyond libssl's count (handshakes it did not make,
+	 * or made as a resumption we answer as full) */
+	long stat_adj[3];
 	UT_hash_handle hh;
 };
+
+enum { STAT_CONNECT, STAT_GOOD, STAT_HIT };
+
+/* ssl's session context counts a handshake its program did not make, or
+ * unmakes a hit.  Caller holds tls_lock. */
+static SSL_CTX *session_ctx(SSL *ssl);
+static struct record *record_get(const void *obj, bool create);
+static void stat_add(SSL *ssl, int which, long n)
+{
+	struct record *r = record_get(session_ctx(ssl), true);
+	if (r)
+		r->stat_adj[which] += n;
+}
 
 /* The fallback where no pooled connection can serve: the newest session
  * of a parked connection per destination and SNI, with what its handshake
@@ -571,10 +594,12 @@ void kp_tls_note_callback_ctrl(const void *obj, int cmd, bool set)
 /* SSL_set_SSL_CTX: the SSL's certificate settings (libssl's CERT: the
  * signature algorithms, the certificate callback, ...) are a copy of the
  * new context's now; the getters read the rest */
-void kp_tls_note_set_ctx(const void *ssl, const void *ctx)
+void kp_tls_note_set_ctx(const void *ssl, const void *ctx, const void *before)
 {
 	kp_lock(&tls_lock);
 	struct record *r = record_get(ssl, true), *cr = record_get(ctx, false);
+	if (r && !r->sess_ctx)
+		r->sess_ctx = before;
 	if (r) {
 		static const enum kp_conf_list in_cert[] = { CONF_SIGALGS, CONF_CLIENT_SIGALGS };
 		for (unsigned k = 0; k < sizeof(in_cert) / sizeof(in_cert[0]); k++) {
@@ -876,6 +901,41 @@ static bool several_certs(SSL *ssl)
 	return n > 1;
 }
 
+/* The context ssl's new sessions go to: libssl's session_ctx, the one it
+ * was made with (SSL_set_SSL_CTX does not move it).  Caller holds
+ * tls_lock. */
+static SSL_CTX *session_ctx(SSL *ssl)
+{
+	struct record *r = record_get(ssl, false);
+	return r && r->sess_ctx ? (SSL_CTX *)r->sess_ctx : kp_ssl.SSL_get_SSL_CTX(ssl);
+}
+
+/* A client handshake on an SSL whose sessions go to ctx tells the program
+ * of them: its new-session callback, or the context's own cache.  What it
+ * is told cannot be made what its own handshake would tell (docs/tls.md
+ * "Callbacks that watch"). */
+static bool tells_sessions(SSL_CTX *ctx)
+{
+	long mode = ctx ? kp_ssl.SSL_CTX_ctrl(ctx, SSL_CTRL_GET_SESS_CACHE_MODE, 0, NULL) : 0;
+	return (mode & SSL_SESS_CACHE_CLIENT) &&
+	       (kp_ssl.SSL_CTX_sess_get_new_cb(ctx) || !(mode & SSL_SESS_CACHE_NO_INTERNAL_STORE));
+}
+
+/* Code of the program's that watches ssl's handshake: what it would see
+ * of a handshake of its own, a handed-out connection (none) or a session
+ * of ours (a resumption) cannot show it.  Caller holds tls_lock. */
+static const char *watcher(SSL *ssl, const struct conf *conf)
+{
+	SSL_CTX *ctx = kp_ssl.SSL_get_SSL_CTX(ssl);
+	if (kp_ssl.SSL_CTX_get_keylog_callback(ctx))
+		return "a keylog callback";
+	if (kp_ssl.SSL_get_info_callback(ssl) || kp_ssl.SSL_CTX_get_info_callback(ctx))
+		return "an info callback";
+	if (conf->msg_cb)
+		return "a message callback";
+	return NULL;
+}
+
 /* Why ssl's handshake (with recorded settings conf) can neither be handed
  * a pooled connection or session nor have its own connection pooled, or
  * NULL.  Caller holds tls_lock. */
@@ -898,6 +958,12 @@ static const char *never_for(SSL *ssl, const struct conf *conf)
 		return "a security callback";
 	if (several_certs(ssl))
 		return "several client certificates";
+	/* its own connection parked: a ticket that comes while another SSL
+	 * reads it would reach this callback or cache (libssl calls the
+	 * session_ctx's, whoever owns the connection now); handed one: it
+	 * would be told of another session than its own handshake's */
+	if (tells_sessions(session_ctx(ssl)))
+		return "a new-session callback or a client session cache";
 	return NULL;
 }
 
@@ -937,6 +1003,7 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 	e->fd = fd;
 	e->prog_fd = -1;
 	e->seclevel = kp_ssl.SSL_get_security_level(ssl);
+	e->sess_ctx = session_ctx(ssl);
 	cfg_read(ssl, &e->cfg);
 	e->refs = 2; /* its own handle, and the connection */
 	h->ssl = ssl;
@@ -1222,7 +1289,7 @@ static const char *shape_mismatch(const struct shape *sh, SSL *ssl)
 		return "SNI";
 	const struct conf *conf = conf_of(ssl);
 	const char *why = never_for(ssl, conf);
-	if (why || (why = conf_mismatch(conf, sh->conf)))
+	if (why || (why = watcher(ssl, conf)) || (why = conf_mismatch(conf, sh->conf)))
 		return why;
 	struct cfg now;
 	cfg_read(ssl, &now);
@@ -1291,6 +1358,16 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
 	const char *why = shape_mismatch(&sh, ssl);
 	if (why)
 		return why;
+	/* a callback set on its first owner's context since its handshake */
+	if (tells_sessions(e->sess_ctx))
+		return "the connection's first owner keeps its sessions";
+	/* Before TLS 1.3 the server may ask to renegotiate: a detached engine
+	 * refuses (no trust store, certificate or callback of the program's
+	 * to renegotiate with), as only a program that refuses does
+	 * (docs/tls.md "Renegotiation") */
+	if (kp_ssl.SSL_version(e->ssl) < TLS1_3_VERSION &&
+	    !(kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_RENEGOTIATION))
+		return "the program would renegotiate (TLS 1.2)";
 	/* it resumes a session of its own (SSL_set_session, or kept by
 	 * SSL_clear: curl's cache): only this connection's own session, at a
 	 * server seen resuming, and the connection is then handed out as
@@ -1361,26 +1438,6 @@ static bool resumed_as(struct kp_tls *e, SSL *ssl)
 	bool resumes = seen && seen->resumes;
 	kp_unlock(&tls_lock);
 	return resumes;
-}
-
-/* A handshake of ssl's own would have told its new-session callback of
- * its session (a client caches with SSL_SESS_CACHE_CLIENT): the session
- * of the connection handed to it is its session now (its verification
- * result equal, kp_tls_handout), told as libssl tells it: the callback
- * keeps our reference when it returns 1. */
-static void new_session(SSL *ssl, struct kp_tls *e, bool resumed)
-{
-	SSL_CTX *ctx = kp_ssl.SSL_get_SSL_CTX(ssl);
-	kp_new_session_cb cb = kp_ssl.SSL_CTX_sess_get_new_cb(ctx);
-	SSL_SESSION *sess = kp_ssl.SSL_get_session(e->ssl);
-	/* a TLS 1.3 server sends a new ticket after a resumption too; a TLS
-	 * 1.2 one renews its ticket seldom */
-	if (!cb || !sess || (resumed && kp_ssl.SSL_version(e->ssl) != TLS1_3_VERSION) ||
-	    !(kp_ssl.SSL_CTX_ctrl(ctx, SSL_CTRL_GET_SESS_CACHE_MODE, 0, NULL) & SSL_SESS_CACHE_CLIENT) ||
-	    !kp_ssl.SSL_SESSION_up_ref(sess))
-		return;
-	if (!cb(ssl, sess))
-		kp_ssl.SSL_SESSION_free(sess);
 }
 
 int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
@@ -1465,9 +1522,14 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	h->vchain = chain;
 	h->peername = peername;
 	HASH_ADD_PTR(handles, ssl, h);
+	/* the handshake its own would have made, counted where libssl
+	 * counts it (docs/tls.md "Callbacks that watch") */
+	stat_add(ssl, STAT_CONNECT, 1);
+	stat_add(ssl, STAT_GOOD, 1);
+	if (resumed)
+		stat_add(ssl, STAT_HIT, 1);
 	kp_unlock(&tls_lock);
 	kp_count(tls_reused);
-	new_session(ssl, e, h->resumed);
 	return 0;
 }
 
@@ -1667,6 +1729,7 @@ int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl_)
 		e->fd = fd;
 		e->refs = 2;
 		e->seclevel = kp_ssl.SSL_get_security_level(ssl);
+		e->sess_ctx = session_ctx(ssl);
 		if (h->e->sni)
 			e->sni = strdup(h->e->sni);
 		e->prog_fd = -1;
@@ -1935,6 +1998,11 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	}
 	void *prev = kp_tls_handshaking;
 	kp_tls_handshaking = ssl;
+	/* what a resumption adds to its context's hits (see below) */
+	kp_lock(&tls_lock);
+	SSL_CTX *hctx = session_ctx(ssl); /* libssl counts there */
+	kp_unlock(&tls_lock);
+	long hits = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_HIT, 0, NULL);
 	int r;
 	r = KP_OUTSIDE(real(ssl));
 	kp_tls_handshaking = prev;
@@ -1943,6 +2011,19 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		/* handed out at that first write, which never went out */
 		kp_ssl.ERR_clear_error();
 		return 1;
+	}
+	if (r == 1 && kp_ssl.SSL_session_reused(ssl)) {
+		/* a session of ours resumed: the program reads a full
+		 * handshake (kp_tls_session_reused), its context no hit */
+		long more = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_HIT, 0, NULL) - hits;
+		kp_lock(&tls_lock);
+		struct record *rec = record_get(ssl, false), *cr;
+		/* once: SSL_connect's SSL_do_handshake comes here too */
+		if (rec && rec->offered && !rec->hit_unmade && more > 0 && (cr = record_get(hctx, true))) {
+			cr->stat_adj[STAT_HIT] -= 1;
+			rec->hit_unmade = true;
+		}
+		kp_unlock(&tls_lock);
 	}
 	if (r == 1 && offer_kind >= 0 && io_get(ssl, &io) && io.c && io.e == ssl) {
 		/* what the server did with the session offered */
@@ -2195,6 +2276,22 @@ bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
 	}
 	kp_unlock(&tls_lock);
 	return own;
+}
+
+long kp_tls_ctx_stat(const SSL_CTX *ctx, int cmd, long r)
+{
+	int which = cmd == SSL_CTRL_SESS_CONNECT	    ? STAT_CONNECT
+		    : cmd == SSL_CTRL_SESS_CONNECT_GOOD ? STAT_GOOD
+		    : cmd == SSL_CTRL_SESS_HIT	    ? STAT_HIT
+						    : -1;
+	if (which < 0 || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return r;
+	kp_lock(&tls_lock);
+	struct record *rec = record_get(ctx, false);
+	if (rec)
+		r += rec->stat_adj[which];
+	kp_unlock(&tls_lock);
+	return r;
 }
 
 bool kp_tls_session_reused(const SSL *ssl, int *reused)

@@ -90,6 +90,10 @@ void kp_tls_defer(void *ssl, int fd);
 
 enum kp_tls_op { KP_TLS_READ, KP_TLS_READ_EX, KP_TLS_PEEK, KP_TLS_PEEK_EX, KP_TLS_WRITE, KP_TLS_WRITE_EX };
 
+/* SSL_CTX_sess_connect, _connect_good, _hits (SSL_CTX_ctrl's result r):
+ * as the program's own handshakes would have counted */
+long kp_tls_ctx_stat(const SSL_CTX *ctx, int cmd, long r);
+
 /* The SSL that answers for ssl: its engine when ssl is a handle we hand
  * a pooled connection to, else ssl.  NULL for a call that acts on the
  * connection (mutates) from an SSL whose connection went to the pool. */
@@ -159,7 +163,7 @@ void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg, lon
 void kp_tls_note_callback_ctrl(const void *obj, int cmd, bool set);
 void kp_tls_note_new(const void *obj, const void *ctx);
 /* SSL_set_SSL_CTX(ssl, ctx): ssl's certificate settings are ctx's now */
-void kp_tls_note_set_ctx(const void *ssl, const void *ctx);
+void kp_tls_note_set_ctx(const void *ssl, const void *ctx, const void *before);
 void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb);
 /* SSL_session_reused for ssl: true (and *reused set) when the answer is ours */
 bool kp_tls_session_reused(const SSL *ssl, int *reused);

@@ -27,6 +27,7 @@ typedef int (*kp_security_cb)(const SSL *, const SSL_CTX *, int, int, int, void 
 typedef void (*kp_msg_cb)(int, int, int, const void *, size_t, SSL *, void *);
 typedef size_t (*kp_padding_cb)(SSL *, int, size_t, void *);
 typedef int (*kp_new_session_cb)(SSL *, SSL_SESSION *);
+typedef void (*kp_keylog_cb)(const SSL *, const char *);
 
 /* X(return type, name, parameter list): libssl.  The wrapped functions
  * (hooks_tls.c) first, then helpers we only call. */
@@ -181,6 +182,8 @@ typedef int (*kp_new_session_cb)(SSL *, SSL_SESSION *);
 	X(int, SSL_CTX_up_ref, (SSL_CTX *))                                        \
 	X(void, SSL_CTX_free, (SSL_CTX *))                                         \
 	X(kp_info_cb, SSL_get_info_callback, (const SSL *))                        \
+	X(kp_info_cb, SSL_CTX_get_info_callback, (SSL_CTX *))                      \
+	X(kp_keylog_cb, SSL_CTX_get_keylog_callback, (const SSL_CTX *))            \
 	X(kp_client_cert_cb, SSL_CTX_get_client_cert_cb, (SSL_CTX *))              \
 	X(kp_security_cb, SSL_get_security_callback, (const SSL *))                \
 	X(kp_security_cb, SSL_CTX_get_security_callback, (const SSL_CTX *))

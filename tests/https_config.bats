@@ -143,7 +143,6 @@ own_both() {
 	use_tls 12
 	config 4 own_session
 	assert_line --regexp "^2 ok HTTP/1.1 200 OK reused=1 chain=-1"
-	assert_line "new sessions during the resumption: 0"
 	assert_line --regexp "^4 ok HTTP/1.1 200 OK reused=1 chain=-1"
 	use_tls 13
 	config 4 own_session tls13
@@ -157,6 +156,77 @@ own_both() {
 		for i in 1 2 3 4 5; do
 			assert_line "$i ok HTTP/1.1 200 OK reused=0 chain=2 verify=0 version=TLSv1.$((v - 10))"
 		done
+		# five full handshakes counted, none resumed
+		assert_line "context: connect 5 good 5 hits 0"
 		[ "$(stat_value tls_resumed)" -ge 1 ] && [ "$(stat_value tls_reused)" -ge 2 ]
+	done
+}
+
+# gnutls_own [ENV=1...] PRIORITY: the test's GnuTLS server (tests/clients/
+# gnutls_server.c), its environment first
+gnutls_own() {
+	own_server env "${@:1:$#-1}" "$CLIENTS/gnutls_server" "$TLS/server.pem" "$TLS/server.key" "${@: -1}" \
+		"$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log"
+}
+
+@test "a TLS 1.2 server asking to renegotiate before its answer: a program that allows it renegotiates on a connection of its own; one that refuses refuses the same" {
+	[ -x "$CLIENTS/gnutls_server" ] || skip "no GnuTLS server (libgnutls28-dev)"
+	gnutls_own KP_GNUTLS_REHANDSHAKE=1 "NORMAL:-VERS-TLS1.3"
+	own_both reneg
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_line --regexp "^2 ok HTTP/1.1 200 OK reused=0 chain=2 verify=0 version=TLSv1.2"
+	assert_line --regexp "^3 ok HTTP/1.1 200 OK"
+	# the server saw each request once, and no refusal (a refused
+	# GET would be sent again: the same output, applied twice)
+	run cat "$OWN_LOG"
+	refute_line --partial "renegotiation refused"
+	assert_equal "requests $(wc -l <"$OWN_LOG")" "requests 3"
+	own_both reneg refuse
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_line --regexp "^2 read ended"
+	assert_line --regexp "^3 read ended"
+}
+
+@test "a program's own SSL_renegotiate (TLS 1.2) succeeds as without the library; refused where its options refuse it" {
+	[ -x "$CLIENTS/gnutls_server" ] || skip "no GnuTLS server (libgnutls28-dev)"
+	gnutls_own "NORMAL:-VERS-TLS1.3"
+	own_both reneg_client
+	assert_line "2 renegotiate=1 handshake=1 (-) pending=0"
+	assert_line --regexp "^2 ok HTTP/1.1 200 OK"
+	own_both reneg_client refuse
+	assert_line --regexp "^2 renegotiate=0 "
+}
+
+@test "a keylog, info (context or SSL) or message callback sees the program's own handshake: no pooled connection" {
+	for v in 13 12; do
+		use_tls $v
+		for w in keylog info info_ssl msg; do
+			config 2 watch $w
+			run cat "$BATS_TEST_TMPDIR/plain.out"
+			assert_line --regexp "^keylog lines [1-9].*|info: 1 starts 1 done|handshake messages [1-9]"
+			assert_equal "$w: shim conns $SHIM_CONNS" "$w: shim conns 2"
+		done
+		# none: handed the pooled connection; the context counts the
+		# handshake its own would have made (SSL_CTX_sess_connect...)
+		config 2 watch none
+		assert_line "context: connect 1 good 1 hits 0"
+		assert_equal "none: shim conns $SHIM_CONNS" "none: shim conns 1"
+	done
+}
+
+@test "a context that keeps sessions (new-session callback) is told only of its own SSLs' sessions, never of a connection another SSL reads" {
+	[ -x "$CLIENTS/gnutls_server" ] || skip "no GnuTLS server (libgnutls28-dev)"
+	gnutls_own KP_GNUTLS_TICKET=1 NORMAL
+	own_both session_owner
+	assert_line --regexp "^told [1-9][0-9]* during the first, 0 after; for an SSL not live: 0"
+}
+
+@test "a context that keeps sessions is told of what its own handshake gives (every ticket, resumable): no pooled connection" {
+	for v in 13 12; do
+		use_tls $v
+		config 2 session_told
+		run cat "$BATS_TEST_TMPDIR/plain.out"
+		assert_line --regexp "^told [1-9][0-9]* sessions, [1-9][0-9]* resumable, 0 for an SSL not live"
+		assert_equal "shim conns $SHIM_CONNS" "shim conns 2"
 	done
 }

@@ -3,7 +3,9 @@
 # draws, from a fixed seed, pairs of random client configurations and a
 # server for each (nginx TLS 1.3 and TLS 1.2 with an ECDSA certificate, a
 # GnuTLS TLS 1.2 server without secure renegotiation, a GnuTLS server that
-# requires a client certificate), makes one request with each, and prints
+# requires a client certificate, a GnuTLS TLS 1.2 server that asks to
+# renegotiate before each answer, a GnuTLS TLS 1.3 server that sends a
+# session ticket before each answer), makes one request with each, and prints
 # everything the program reads.  Without and with the library: the same.
 # TLS_PAIRS (default 800) and TLS_PAIRS_SEED (default 2) choose the run;
 # `make tls-pairs PAIRS=N SEED=S` runs more.
@@ -22,10 +24,11 @@ teardown() {
 	for p in "${PIDS[@]}"; do _stop_pid "$p"; done
 }
 
-# gnutls NAME PRIORITY [CA]: a GnuTLS server; its port in PORT
+# gnutls NAME PRIORITY [CA]: a GnuTLS server (the environment of
+# tests/clients/gnutls_server.c: GNUTLS_ENV); its port in PORT
 gnutls() {
 	local pf="$BATS_TEST_TMPDIR/$1.port"
-	"$CLIENTS/gnutls_server" "$TLS/server.pem" "$TLS/server.key" "$2" "$pf" "$BATS_TEST_TMPDIR/$1.log" "${@:3}" 3>&- &
+	env ${GNUTLS_ENV:-} "$CLIENTS/gnutls_server" "$TLS/server.pem" "$TLS/server.key" "$2" "$pf" "$BATS_TEST_TMPDIR/$1.log" "${@:3}" 3>&- &
 	PIDS+=($!)
 	wait_until test -s "$pf"
 	read -r PORT <"$pf"
@@ -37,6 +40,10 @@ gnutls() {
 	gnutls legacy "NORMAL:-VERS-TLS1.3:%DISABLE_SAFE_RENEGOTIATION"
 	ports+=("$PORT")
 	gnutls certreq NORMAL "$TLS/ca.pem"
+	ports+=("$PORT")
+	GNUTLS_ENV=KP_GNUTLS_REHANDSHAKE=1 gnutls reneg "NORMAL:-VERS-TLS1.3"
+	ports+=("$PORT")
+	GNUTLS_ENV=KP_GNUTLS_TICKET=1 gnutls ticket NORMAL
 	ports+=("$PORT")
 	local IFS=,
 	SERVER_PORT="${ports[*]}"

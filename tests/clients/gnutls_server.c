@@ -10,6 +10,10 @@
  * Usage: gnutls_server CERT KEY PRIORITY PORT_FILE LOG [CA]
  * LOG: "<connection> <request line>" per request, before the answer.
  * CA: a client certificate from it is required.
+ * Environment: KP_GNUTLS_REHANDSHAKE=1: before each answer, the server
+ * asks to renegotiate (TLS 1.2 HelloRequest) and closes without an answer
+ * if the client refuses; a client's own renegotiation is served always.
+ * KP_GNUTLS_TICKET=1: a TLS 1.3 NewSessionTicket before each answer.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -24,7 +28,18 @@
 
 static gnutls_certificate_credentials_t cred;
 static gnutls_priority_t prio;
-static int require_cert;
+static int require_cert, rehandshake, ticket;
+static gnutls_datum_t ticket_key;
+
+/* 0: done; < 0: failed (a refusal, a warning alert, anything) */
+static int handshake(gnutls_session_t s)
+{
+	int r;
+	do
+		r = gnutls_handshake(s);
+	while (r == GNUTLS_E_AGAIN || r == GNUTLS_E_INTERRUPTED);
+	return r;
+}
 
 static void serve(int fd, int id, const char *log)
 {
@@ -35,6 +50,8 @@ static void serve(int fd, int id, const char *log)
 	gnutls_transport_set_int(s, fd);
 	if (require_cert)
 		gnutls_certificate_server_set_request(s, GNUTLS_CERT_REQUIRE);
+	if (ticket)
+		gnutls_session_ticket_enable_server(s, &ticket_key);
 	int r;
 	do
 		r = gnutls_handshake(s);
@@ -51,6 +68,11 @@ static void serve(int fd, int id, const char *log)
 			ssize_t n = gnutls_record_recv(s, buf + got, sizeof(buf) - got);
 			if (n == GNUTLS_E_AGAIN || n == GNUTLS_E_INTERRUPTED)
 				continue;
+			if (n == GNUTLS_E_REHANDSHAKE) { /* the client's own */
+				if (handshake(s) < 0)
+					_exit(0);
+				continue;
+			}
 			if (n <= 0)
 				_exit(0);
 			got += (size_t)n;
@@ -67,6 +89,16 @@ static void serve(int fd, int id, const char *log)
 		char uri[1024] = "/";
 		sscanf(buf, "%*s %1000s", uri);
 		int close_it = eol && strcasestr(eol + 2, "connection: close") != NULL;
+		if (rehandshake && (gnutls_rehandshake(s) < 0 || handshake(s) < 0)) {
+			f = fopen(log, "a");
+			if (f) {
+				fprintf(f, "%d renegotiation refused\n", id);
+				fclose(f);
+			}
+			_exit(0);
+		}
+		if (ticket)
+			gnutls_session_ticket_send(s, 1, 0);
 		char out[2048];
 		int len = snprintf(out, sizeof out, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%s\r\n%s\n",
 				   strlen(uri) + 1, close_it ? "Connection: close\r\n" : "", uri);
@@ -89,6 +121,10 @@ int main(int argc, char **argv)
 	}
 	signal(SIGCHLD, SIG_IGN);
 	gnutls_global_init();
+	rehandshake = getenv("KP_GNUTLS_REHANDSHAKE") != NULL;
+	ticket = getenv("KP_GNUTLS_TICKET") != NULL;
+	if (ticket)
+		gnutls_session_ticket_key_generate(&ticket_key);
 	gnutls_certificate_allocate_credentials(&cred);
 	if (gnutls_certificate_set_x509_key_file(cred, argv[1], argv[2], GNUTLS_X509_FMT_PEM) < 0 ||
 	    gnutls_priority_init(&prio, argv[3], NULL) < 0) {

@@ -40,11 +40,22 @@ static int dial(void)
 	return fd;
 }
 
+/* A verifying context that refuses renegotiation: a TLS 1.2 connection
+ * is handed only to such a program (docs/tls.md "Renegotiation") */
 static SSL_CTX *mkctx(void)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	SSL_CTX_load_verify_locations(ctx, P("ca.pem"), NULL);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+	return ctx;
+}
+
+/* ... and one that allows it, as OpenSSL's default */
+static SSL_CTX *mkctx_reneg(void)
+{
+	SSL_CTX *ctx = mkctx();
+	SSL_CTX_clear_options(ctx, SSL_OP_NO_RENEGOTIATION);
 	return ctx;
 }
 
@@ -137,6 +148,9 @@ static void first(void)
 	SSL_CTX_free(ctx);
 }
 
+static SSL_SESSION *latest;
+static int keep_own; /* one() keeps each SSL's session in latest */
+
 /* one request on a fresh SSL of ctx (close: Connection: close) */
 static void one(SSL_CTX *ctx, SSL *s, int i)
 {
@@ -145,20 +159,62 @@ static void one(SSL_CTX *ctx, SSL *s, int i)
 	int fd = dial();
 	if (handshake(s, fd, i) == 0 && get(s, i, 1, 1) == 0)
 		SSL_shutdown(s);
+	SSL_SESSION *sess = keep_own ? SSL_get1_session(s) : NULL;
+	if (sess) {
+		if (latest)
+			SSL_SESSION_free(latest);
+		latest = sess;
+	}
 	close(fd);
 	SSL_free(s);
 }
 
-static SSL_SESSION *latest;
-static int new_sessions;
-static int new_session_cb(SSL *s, SSL_SESSION *sess)
+/* watchers of the second SSL's handshake (scenario watch) */
+static int keylog_lines, info_start, info_done, msgs;
+static void keylog_cb(const SSL *s, const char *line)
 {
 	(void)s;
-	new_sessions++;
-	if (latest)
-		SSL_SESSION_free(latest);
-	latest = sess;
-	return 1; /* kept */
+	(void)line;
+	keylog_lines++;
+}
+static void info_cb(const SSL *s, int where, int ret)
+{
+	(void)s;
+	(void)ret;
+	info_start += !!(where & SSL_CB_HANDSHAKE_START);
+	info_done += !!(where & SSL_CB_HANDSHAKE_DONE);
+}
+static void msg_cb(int write_p, int version, int type, const void *buf, size_t len, SSL *s, void *arg)
+{
+	(void)write_p, (void)version, (void)buf, (void)len, (void)s, (void)arg;
+	msgs += type == SSL3_RT_HANDSHAKE;
+}
+
+/* the sessions a callback was told of: for which SSL, resumable */
+static SSL *live[8];
+static int told, told_resumable, told_not_live;
+static int count_session_cb(SSL *s, SSL_SESSION *sess)
+{
+	int known = 0;
+	for (int i = 0; i < 8; i++)
+		known |= live[i] == s;
+	told++;
+	told_resumable += SSL_SESSION_is_resumable(sess);
+	told_not_live += !known;
+	return 0; /* not kept */
+}
+
+/* one request on a fresh SSL of ctx, noted live while it is */
+static void one_live(SSL_CTX *ctx, int i)
+{
+	SSL *s = SSL_new(ctx);
+	live[i] = s;
+	int fd = dial();
+	if (handshake(s, fd, i) == 0 && get(s, i, 1, 1) == 0)
+		SSL_shutdown(s);
+	close(fd);
+	live[i] = NULL;
+	SSL_free(s);
 }
 
 int main(int argc, char **argv)
@@ -186,12 +242,15 @@ int main(int argc, char **argv)
 		one(ctx, NULL, 2);
 	} else if (!strcmp(sc, "legacy")) {
 		/* a server without secure renegotiation (RFC 5746): only a
-		 * context with SSL_OP_LEGACY_SERVER_CONNECT may talk to it */
+		 * context with SSL_OP_LEGACY_SERVER_CONNECT may talk to it.
+		 * (All refuse renegotiation: a TLS 1.2 connection is handed
+		 * only to such a program, docs/tls.md "Renegotiation".) */
 		SSL_CTX *ctx = mkctx();
-		SSL_CTX_set_options(ctx, SSL_OP_LEGACY_SERVER_CONNECT);
+		SSL_CTX_set_options(ctx, SSL_OP_LEGACY_SERVER_CONNECT | SSL_OP_NO_RENEGOTIATION);
 		one(ctx, NULL, 1);
 		SSL_CTX *strict = mkctx();
 		SSL_CTX_clear_options(strict, SSL_OP_LEGACY_SERVER_CONNECT);
+		SSL_CTX_set_options(strict, SSL_OP_NO_RENEGOTIATION);
 		one(strict, NULL, 2);
 		one(ctx, NULL, 3);
 	} else if (!strcmp(sc, "eof")) {
@@ -266,19 +325,17 @@ int main(int argc, char **argv)
 			SSL_free(s);
 		}
 	} else if (!strcmp(sc, "own_session")) {
-		/* the program keeps its sessions (new-session callback) and
-		 * resumes the latest itself */
+		/* the program keeps each connection's session itself
+		 * (SSL_get1_session, Python's and Ruby's session attribute: a
+		 * context that keeps sessions is not followed) and resumes the
+		 * latest */
 		SSL_CTX *ctx = mkctx();
-		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
-		SSL_CTX_sess_set_new_cb(ctx, new_session_cb);
+		keep_own = 1;
 		one(ctx, NULL, 1);
 		SSL *s = SSL_new(ctx);
 		if (latest)
 			SSL_set_session(s, latest);
-		int before = new_sessions;
 		one(NULL, s, 2);
-		if (strcmp(arg, "tls13"))
-			printf("new sessions during the resumption: %d\n", new_sessions - before);
 		/* a session of another connection: its own handshake */
 		SSL_SESSION *old = latest;
 		SSL_SESSION_up_ref(old);
@@ -306,6 +363,77 @@ int main(int argc, char **argv)
 		SSL_free(c);
 		one(ctx, NULL, 4);
 		one(ctx, NULL, 5);
+		printf("context: connect %ld good %ld hits %ld\n", SSL_CTX_sess_connect(ctx),
+		       SSL_CTX_sess_connect_good(ctx), SSL_CTX_sess_hits(ctx));
+	} else if (!strcmp(sc, "reneg")) {
+		/* a TLS 1.2 server asking to renegotiate before each answer:
+		 * the second SSL's own handshake allows it, or (ARG refuse)
+		 * refuses it (SSL_OP_NO_RENEGOTIATION) */
+		one(mkctx_reneg(), NULL, 1);
+		SSL_CTX *ctx = !strcmp(arg, "refuse") ? mkctx() : mkctx_reneg();
+		one(ctx, NULL, 2);
+		one(ctx, NULL, 3);
+	} else if (!strcmp(sc, "reneg_client")) {
+		/* the second SSL renegotiates itself before its request */
+		one(mkctx(), NULL, 1);
+		SSL_CTX *ctx = !strcmp(arg, "refuse") ? mkctx() : mkctx_reneg();
+		SSL *s = SSL_new(ctx);
+		int fd = dial();
+		if (handshake(s, fd, 2) == 0) {
+			int r = SSL_renegotiate(s);
+			int h = r == 1 ? SSL_do_handshake(s) : -1;
+			printf("2 renegotiate=%d handshake=%d (%s) pending=%d\n", r, h,
+			       r == 1 && h == 1 ? "-" : errstr(), SSL_renegotiate_pending(s));
+			ERR_clear_error();
+			if (get(s, 2, 1, 1) == 0)
+				SSL_shutdown(s);
+		}
+		close(fd);
+		SSL_free(s);
+	} else if (!strcmp(sc, "watch")) {
+		/* the second SSL's handshake is watched: a keylog, info or
+		 * message callback sees its own handshake */
+		one(mkctx(), NULL, 1);
+		SSL_CTX *ctx = mkctx();
+		SSL *s = NULL;
+		if (!strcmp(arg, "keylog"))
+			SSL_CTX_set_keylog_callback(ctx, keylog_cb);
+		else if (!strcmp(arg, "info"))
+			SSL_CTX_set_info_callback(ctx, info_cb);
+		else if (!strcmp(arg, "info_ssl"))
+			SSL_set_info_callback(s = SSL_new(ctx), info_cb);
+		else if (!strcmp(arg, "msg"))
+			SSL_CTX_set_msg_callback(ctx, msg_cb);
+		one(ctx, s, 2);
+		printf("keylog lines %d, info: %d starts %d done, handshake messages %d\n", keylog_lines,
+		       info_start, info_done, msgs);
+		/* and what the context counted */
+		printf("context: connect %ld good %ld hits %ld\n", SSL_CTX_sess_connect(ctx),
+		       SSL_CTX_sess_connect_good(ctx), SSL_CTX_sess_hits(ctx));
+	} else if (!strcmp(sc, "session_owner")) {
+		/* the first SSL's context keeps sessions (new-session
+		 * callback); a default context's SSL comes second, against a
+		 * server sending a ticket before each answer: the callback is
+		 * told only of its own SSLs', while they live */
+		SSL_CTX *ctx = mkctx();
+		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+		SSL_CTX_sess_set_new_cb(ctx, count_session_cb);
+		one_live(ctx, 1);
+		int first = told;
+		one(mkctx(), NULL, 2);
+		one(mkctx(), NULL, 3);
+		printf("told %d during the first, %d after; for an SSL not live: %d\n", first, told - first,
+		       told_not_live);
+	} else if (!strcmp(sc, "session_told")) {
+		/* a default context's SSL first; the second's context keeps
+		 * sessions: told what its own handshake would tell */
+		one(mkctx(), NULL, 1);
+		SSL_CTX *ctx = mkctx();
+		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+		SSL_CTX_sess_set_new_cb(ctx, count_session_cb);
+		one_live(ctx, 2);
+		printf("told %d sessions, %d resumable, %d for an SSL not live\n", told, told_resumable,
+		       told_not_live);
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", sc);
 		return 2;

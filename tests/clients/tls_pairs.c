@@ -4,8 +4,10 @@
  * configurations A and B (verify mode, trust store, host check, option
  * bits, versions, ciphers and TLS 1.3 suites, groups, signature
  * algorithms, ALPN, client certificate, padding, max cert list, security
- * level, X509 flags, purpose, depth, mode, quiet shutdown, a session of
- * the program's own, a change of context); one request with A, then one
+ * level, X509 flags, purpose, depth, mode, quiet shutdown, a session
+ * cache of the program's own (a new-session callback) and its sessions
+ * offered, a change of context, a keylog, info or message callback,
+ * renegotiation allowed or refused); one request with A, then one
  * with B, each on a fresh SSL and socket, Connection: close, read to the
  * end, SSL_shutdown until it says 1.  Everything each one reads is
  * printed, one line per request: tests/https_pairs.bats runs it without
@@ -49,9 +51,9 @@ static int pick(int n)
 enum {
 	F_VERIFY, F_CA, F_HOST, F_OPTS, F_MAXV, F_CIPHERS, F_SUITES, F_GROUPS, F_SIGALGS, F_ALPN,
 	F_CERT, F_PAD, F_MAXCERT, F_SECLEVEL, F_SESSION, F_VFLAGS, F_PURPOSE, F_DEPTH, F_MODE,
-	F_QUIET, F_SWITCH, F_N
+	F_QUIET, F_SWITCH, F_WATCH, F_RENEG, F_N
 };
-static const int choices[F_N] = { 3, 3, 3, 8, 2, 3, 3, 4, 3, 3, 3, 2, 2, 2, 2, 3, 2, 2, 2, 2, 2 };
+static const int choices[F_N] = { 3, 3, 3, 8, 2, 3, 3, 4, 3, 3, 3, 2, 2, 2, 3, 3, 2, 2, 2, 2, 2, 4, 2 };
 static const uint64_t opt_bits[] = { 0,
 				     SSL_OP_IGNORE_UNEXPECTED_EOF,
 				     SSL_OP_NO_TICKET,
@@ -71,16 +73,44 @@ static const unsigned char *const alpn[] = { NULL, (const unsigned char *)"\x08h
 static int nservers, ports[8];
 static SSL_SESSION *latest[8], *pending;
 static int cur_server;
+/* what the request's callbacks saw: sessions told, keylog lines,
+ * handshakes started and done, handshake messages; the SSL they were
+ * called for (0: not the request's own) */
+static int told, keylogs, info_start, info_done, msgs, foreign;
+static SSL *cur_ssl;
 
 /* kept once the request had its whole answer: a server that refuses the
  * client after a TLS 1.3 handshake sends its tickets or not, by chance */
 static int new_session_cb(SSL *s, SSL_SESSION *sess)
 {
-	(void)s;
+	foreign += s != cur_ssl;
+	told++;
 	if (pending)
 		SSL_SESSION_free(pending);
 	pending = sess;
 	return 1;
+}
+
+static void keylog_cb(const SSL *s, const char *line)
+{
+	(void)line;
+	foreign += s != cur_ssl;
+	keylogs++;
+}
+
+static void info_cb(const SSL *s, int where, int ret)
+{
+	(void)ret;
+	foreign += s != cur_ssl;
+	info_start += !!(where & SSL_CB_HANDSHAKE_START);
+	info_done += !!(where & SSL_CB_HANDSHAKE_DONE);
+}
+
+static void msg_cb(int write_p, int version, int type, const void *buf, size_t len, SSL *s, void *arg)
+{
+	(void)write_p, (void)version, (void)buf, (void)len, (void)arg;
+	foreign += s != cur_ssl;
+	msgs += type == SSL3_RT_HANDSHAKE;
 }
 
 static void keep_session(bool keep)
@@ -98,8 +128,16 @@ static void keep_session(bool keep)
 static SSL_CTX *make_ctx(const int *f, int sigalg_choice)
 {
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
-	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
-	SSL_CTX_sess_set_new_cb(ctx, new_session_cb);
+	if (f[F_SESSION]) { /* a cache of its own (curl's way) */
+		SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
+		SSL_CTX_sess_set_new_cb(ctx, new_session_cb);
+	}
+	if (f[F_WATCH] == 1)
+		SSL_CTX_set_keylog_callback(ctx, keylog_cb);
+	else if (f[F_WATCH] == 2)
+		SSL_CTX_set_info_callback(ctx, info_cb);
+	else if (f[F_WATCH] == 3)
+		SSL_CTX_set_msg_callback(ctx, msg_cb);
 	if (f[F_CA] == 0)
 		SSL_CTX_load_verify_locations(ctx, P("ca.pem"), NULL);
 	else if (f[F_CA] == 1)
@@ -136,6 +174,10 @@ static SSL *make_ssl(const int *f, SSL_CTX **ctxs)
 	SSL_set_options(s, opt_bits[f[F_OPTS]]);
 	if (f[F_OPTS] != 3)
 		SSL_clear_options(s, SSL_OP_LEGACY_SERVER_CONNECT);
+	/* mostly refused, so that TLS 1.2 pairs meet (docs/tls.md
+	 * "Renegotiation") */
+	if (!f[F_RENEG])
+		SSL_set_options(s, SSL_OP_NO_RENEGOTIATION);
 	if (f[F_MAXV])
 		SSL_set_max_proto_version(s, TLS1_2_VERSION);
 	if (ciphers[f[F_CIPHERS]])
@@ -168,7 +210,7 @@ static SSL *make_ssl(const int *f, SSL_CTX **ctxs)
 	SSL_set_tlsext_host_name(s, "localhost");
 	if (f[F_HOST])
 		SSL_set1_host(s, f[F_HOST] == 1 ? "localhost" : "wrong.example");
-	if (f[F_SESSION] && latest[cur_server])
+	if (f[F_SESSION] == 1 && latest[cur_server])
 		SSL_set_session(s, latest[cur_server]);
 	return s;
 }
@@ -190,7 +232,9 @@ static void request(int pair, char who, const int *f)
 	for (int i = 0; i < F_N; i++)
 		printf("%c%d", i ? '.' : ' ', f[i]);
 	SSL_CTX *ctxs[2];
+	told = keylogs = info_start = info_done = msgs = foreign = 0;
 	SSL *s = make_ssl(f, ctxs);
+	cur_ssl = s;
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(ports[cur_server]) };
 	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
 	int fd = socket(AF_INET, SOCK_STREAM, 0);
@@ -204,7 +248,7 @@ static void request(int pair, char who, const int *f)
 		/* a failed handshake's verify result is the one of the session
 		 * the program set, if any: which session its cache holds may
 		 * differ (docs/tls.md "Found and left") */
-		printf(" : handshake fails: %d verify=%ld %s\n", SSL_get_error(s, r),
+		printf(" : handshake fails: %d verify=%ld %s", SSL_get_error(s, r),
 		       f[F_SESSION] ? -2L : SSL_get_verify_result(s), err_reason());
 		goto out;
 	}
@@ -222,7 +266,7 @@ static void request(int pair, char who, const int *f)
 	/* a server that refuses the client after a TLS 1.3 handshake (no
 	 * certificate): the write or the read fails first, by chance */
 	if (SSL_write(s, rq, len) != len) {
-		printf(" | no response\n");
+		printf(" | no response");
 		goto out;
 	}
 	/* the status line and the body (the Connection header may differ:
@@ -236,7 +280,7 @@ static void request(int pair, char who, const int *f)
 	body = body ? body + 4 : buf + got;
 	body[strcspn(body, "\r\n")] = 0;
 	if (!got) {
-		printf(" | no response\n");
+		printf(" | no response");
 		goto out;
 	}
 	int err = SSL_get_error(s, r);
@@ -249,9 +293,16 @@ static void request(int pair, char who, const int *f)
 		if (r != 0)
 			break;
 	}
-	printf(" get_shutdown=%d\n", SSL_get_shutdown(s));
+	printf(" get_shutdown=%d", SSL_get_shutdown(s));
 	keep_session(true);
 out:
+	/* what the callbacks saw, what the context counted */
+	printf(" | told %d keylog %d info %d/%d msgs %d foreign %d", told, keylogs, info_start, info_done,
+	       msgs, foreign);
+	for (int i = 0; i < 2 && ctxs[i]; i++)
+		printf(" | ctx %ld/%ld/%ld", SSL_CTX_sess_connect(ctxs[i]), SSL_CTX_sess_connect_good(ctxs[i]),
+		       SSL_CTX_sess_hits(ctxs[i]));
+	printf("\n");
 	keep_session(false);
 	ERR_clear_error();
 	close(fd);
