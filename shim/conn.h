@@ -131,6 +131,11 @@ struct kp_conn {
 	uint64_t last_rx_ms; /* when the program last read response bytes */
 	uint64_t lost_ms;    /* when lost was set (or the response bytes it
 	                        was set on arrived) */
+	/* The head of a response to a request we rewrote from close gets
+	 * FRM_CLOSE_LINE (docs/replay.md): the bytes it pushed past the
+	 * program's buffer, shown first at its next read */
+	char rx_extra[FRM_CLOSE_LINE_LEN];
+	uint8_t rx_extra_len;
 
 	/* socket options the program set (to carry over to a pooled socket) */
 	struct kp_sockopt opts[KP_MAX_OPTS];
@@ -290,7 +295,11 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret);
  * response after which we owe EOF ends when the server's idle 408 follows
  * it (conn.c idle_408).
  */
-bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret);
+bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+		       ssize_t *ret);
+/* The bytes a close line pushed past an earlier read (up to cap into buf,
+ * kept for a peek): how many; 0 when none wait. */
+size_t kp_recv_extra(struct kp_conn *c, int fd, char *buf, size_t cap, bool peek);
 /* *ret also becomes -1 with EINTR when a signal ended the replay the
  * call met (docs/replay.md, "The program's bounds"). */
 bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,
@@ -330,13 +339,16 @@ int kp_conn_tls_start(int fd, void *ssl);
  * socket calls above, the bytes going through c->tls. */
 bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t *ret);
 void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t ret);
+/* plaintext a close line pushed past the program's last read (conn.h
+ * rx_extra) is read first: kp_recv_extra() */
 /* true: the read is answered with a clean TLS EOF (owed, or lost framing
  * gone quiet; pending: plaintext already buffered in the engine) */
 bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending);
-/* ret: bytes, 0 for the server's close_notify or EOF, -1 with errno (EAGAIN
- * for WANT_READ/WANT_WRITE).  True: read again (replayed on a fresh
- * connection). */
-bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t ret, int flags);
+/* *ret: bytes, 0 for the server's close_notify or EOF, -1 with errno
+ * (EAGAIN for WANT_READ/WANT_WRITE); it may change as for kp_recv_done
+ * (a close line shown, the read ended before an idle 408).  True: read
+ * again (replayed on a fresh connection). */
+bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t *ret, int flags);
 /* SSL_shutdown(): true when the exchange is complete (or its end owed), so
  * no close_notify is needed and the connection may be parked */
 bool kp_conn_tls_at_end(struct kp_conn *c, int fd);

@@ -234,7 +234,18 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 	if (in == KP_POOLED || out == KP_POOLED)
 		return not_yours();
 	ssize_t r;
-	if (in && kp_recv_intercept(in, fd_in, &r))
+	if (in && !out) {
+		/* a close line's bytes left from the last read come first */
+		char extra[FRM_CLOSE_LINE_LEN];
+		size_t n = kp_recv_extra(in, fd_in, extra, len < sizeof(extra) ? len : sizeof(extra), true);
+		if (n) {
+			r = KP_REAL(write)(fd_out, extra, n);
+			if (r > 0)
+				kp_recv_extra(in, fd_in, extra, (size_t)r, false);
+			return r;
+		}
+	}
+	if (in && kp_recv_intercept(in, fd_in, NULL, 0, 0, &r))
 		return r;
 	if (out)
 		kp_send_bypass(out, fd_out);
@@ -280,9 +291,9 @@ static KP_SLOW ssize_t read_slow(struct kp_conn *c, int fd, void *buf, size_t n)
 		return KP_REAL(read)(fd, buf, n);
 	}
 	ssize_t r;
-	if (kp_recv_intercept(c, fd, &r))
-		return r;
 	struct iovec iov = { buf, n };
+	if (kp_recv_intercept(c, fd, &iov, 1, 0, &r))
+		return r;
 	do
 		r = KP_REAL(read)(fd, buf, n);
 	while (kp_recv_done(c, fd, &iov, 1, &r, 0));
@@ -303,7 +314,7 @@ static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec 
 		return KP_REAL(readv)(fd, iov, iovcnt);
 	}
 	ssize_t r;
-	if (kp_recv_intercept(c, fd, &r))
+	if (kp_recv_intercept(c, fd, iov, iovcnt, 0, &r))
 		return r;
 	do
 		r = KP_REAL(readv)(fd, iov, iovcnt);
@@ -331,9 +342,13 @@ static ssize_t recv_waitall(struct kp_conn *c, int fd, char *buf, size_t n, int 
 	flags &= ~MSG_WAITALL;
 	while (got < n) {
 		ssize_t r;
-		if (kp_recv_intercept(c, fd, &r))
-			return got ? (ssize_t)got : r;
 		struct iovec iov = { buf + got, n - got };
+		if (kp_recv_intercept(c, fd, &iov, 1, flags, &r)) {
+			if (r <= 0)
+				return got ? (ssize_t)got : r;
+			got += (size_t)r; /* a close line's bytes (conn.h rx_extra) */
+			continue;
+		}
 		do
 			r = from ? KP_REAL(recvfrom)(fd, buf + got, n - got, flags, from, fromlen)
 				 : KP_REAL(recv)(fd, buf + got, n - got, flags);
@@ -357,9 +372,9 @@ static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n,
 	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recv_waitall(c, fd, buf, n, flags, NULL, NULL);
 	ssize_t r;
-	if (kp_recv_intercept(c, fd, &r))
-		return r;
 	struct iovec iov = { buf, n };
+	if (kp_recv_intercept(c, fd, &iov, 1, flags, &r))
+		return r;
 	do
 		r = KP_REAL(recv)(fd, buf, n, flags);
 	while (kp_recv_done(c, fd, &iov, 1, &r, flags));
@@ -384,9 +399,9 @@ static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_
 	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recv_waitall(c, fd, buf, n, flags, from, fromlen);
 	ssize_t r;
-	if (kp_recv_intercept(c, fd, &r))
-		return r;
 	struct iovec iov = { buf, n };
+	if (kp_recv_intercept(c, fd, &iov, 1, flags, &r))
+		return r;
 	do
 		r = KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
 	while (kp_recv_done(c, fd, &iov, 1, &r, flags));
@@ -399,6 +414,71 @@ KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	KP_FAST(fd, recvfrom, fd, buf, n, flags, from, fromlen);
 }
 
+/* recvmsg(MSG_WAITALL): split as recv_waitall, the program's iovec
+ * trimmed by what each piece filled; ancillary data only from the first
+ * piece that reaches the kernel (a TCP socket's, timestamps say, come
+ * with the first bytes). */
+#define WAITALL_IOV_MAX 64
+static ssize_t recvmsg_waitall(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
+{
+	struct iovec iov[WAITALL_IOV_MAX];
+	size_t got = 0, control = msg->msg_controllen;
+	int out_flags = 0;
+	bool first = true;
+	flags &= ~MSG_WAITALL;
+	for (;;) {
+		/* the program's iovec from byte got on */
+		size_t skip = got;
+		int n = 0;
+		for (size_t i = 0; i < msg->msg_iovlen; i++) {
+			size_t l = msg->msg_iov[i].iov_len;
+			if (skip >= l) {
+				skip -= l;
+				continue;
+			}
+			iov[n].iov_base = (char *)msg->msg_iov[i].iov_base + skip;
+			iov[n++].iov_len = l - skip;
+			skip = 0;
+		}
+		if (!n)
+			break;
+		ssize_t r;
+		if (kp_recv_intercept(c, fd, iov, n, flags, &r)) {
+			if (r <= 0)
+				break;
+			got += (size_t)r; /* a close line's bytes (conn.h rx_extra) */
+			continue;
+		}
+		struct msghdr m = *msg;
+		m.msg_iov = iov;
+		m.msg_iovlen = (size_t)n;
+		if (!first) {
+			m.msg_control = NULL;
+			m.msg_controllen = 0;
+		}
+		do
+			r = KP_REAL(recvmsg)(fd, &m, flags);
+		while (kp_recv_done(c, fd, iov, n, &r, flags));
+		if (first && r >= 0) {
+			control = m.msg_controllen;
+			first = false;
+		}
+		if (r <= 0) {
+			if (!got) {
+				msg->msg_controllen = first ? 0 : control;
+				msg->msg_flags = m.msg_flags;
+				return r;
+			}
+			break;
+		}
+		out_flags = m.msg_flags;
+		got += (size_t)r;
+	}
+	msg->msg_controllen = first ? 0 : control;
+	msg->msg_flags = out_flags;
+	return (ssize_t)got;
+}
+
 static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
 {
 	if (c == KP_POOLED)
@@ -407,8 +487,11 @@ static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *ms
 		kp_send_held_verbatim();
 		return KP_REAL(recvmsg)(fd, msg, flags);
 	}
+	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && msg->msg_iovlen <= WAITALL_IOV_MAX &&
+	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+		return recvmsg_waitall(c, fd, msg, flags);
 	ssize_t r;
-	if (kp_recv_intercept(c, fd, &r)) {
+	if (kp_recv_intercept(c, fd, msg->msg_iov, (int)msg->msg_iovlen, flags, &r)) {
 		msg->msg_flags = 0;
 		msg->msg_controllen = 0; /* no ancillary data came with the EOF */
 		return r;
@@ -457,7 +540,14 @@ static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec,
 		return KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
 	}
 	ssize_t r0;
-	if (n > 0 && kp_recv_intercept(c, fd, &r0)) {
+	if (n > 0 && kp_recv_intercept(c, fd, vec[0].msg_hdr.msg_iov, (int)vec[0].msg_hdr.msg_iovlen,
+				       flags, &r0)) {
+		if (r0 > 0) { /* a close line's bytes (conn.h rx_extra) */
+			vec[0].msg_len = (unsigned)r0;
+			vec[0].msg_hdr.msg_flags = 0;
+			vec[0].msg_hdr.msg_controllen = 0;
+			return 1;
+		}
 		/* what the kernel reports at a TCP EOF: every message of
 		 * length 0 */
 		for (unsigned int i = 0; i < n; i++) {
