@@ -1364,6 +1364,48 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 	errno = saved;
 }
 
+void kp_aio_before(struct kp_conn *c, int fd, bool write)
+{
+	if (c == KP_POOLED || tls_bypassed(c, fd))
+		return;
+	if (write)
+		kp_send_bypass(c, fd);
+	int saved = errno;
+	if (!conn_lock(c, fd))
+		return;
+	bool owed = __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE);
+	/* (bytes that would begin a request: a body of the program's own
+	 * request goes on as any unseen body) */
+	if (write && (owed || (after_close(c) && c->req_mode == KP_REQ_HEAD && !c->held_len))) {
+		/* glibc's helper thread writes with its internal write, which
+		 * no wrapper sees: the bytes cannot be taken and dropped as a
+		 * write of the program's is.  Our FIN goes out now, so that
+		 * they never reach the server: the helper's write fails with
+		 * EPIPE (its thread blocks every signal: no SIGPIPE) where
+		 * the program alone would have had its first write accepted
+		 * and its next one fail (docs/replay.md, "Nothing added") */
+		finished_forget(-1, c);
+		KP_REAL(shutdown)(fd, SHUT_WR);
+		go_passthrough(c, "aio write after a request that asked to close");
+	} else if (!write && owed) {
+		/* the helper's read would wait for the server's idle timeout:
+		 * the kernel answers it with our EOF (bytes already waiting,
+		 * a server's idle 408, come first) */
+		finished_forget(-1, c);
+		KP_REAL(shutdown)(fd, SHUT_RD);
+		go_passthrough(c, "aio read after the owed EOF");
+	} else if (c->state == KP_ACTIVE) {
+		/* an exchange we cannot follow: never pooled; a response read
+		 * unseen cannot be framed */
+		if (write)
+			unpool(c, "aio write");
+		else
+			give_up(c, fd, "aio read");
+	}
+	pthread_mutex_unlock(&c->lock);
+	errno = saved;
+}
+
 void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))

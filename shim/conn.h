@@ -264,6 +264,13 @@ static inline void kp_send_held_verbatim(void)
 		kp_send_deferred_all(true);
 }
 
+/* aio_read/aio_write (and lio_listio) on a tracked fd are about to hand
+ * it to glibc's helper thread, whose reads and writes no wrapper sees:
+ * after a request that asked to close, the kernel is made to answer them
+ * as the server's close would (docs/replay.md, "Nothing added"); else the
+ * connection is never pooled (and a response read there is not framed). */
+void kp_aio_before(struct kp_conn *c, int fd, bool write);
+
 /* fdopen() of a tracked fd: stdio's reads will go past us (its writes
  * do not: a write_only stream changes nothing). */
 void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only);

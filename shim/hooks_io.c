@@ -611,6 +611,66 @@ KP_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t of
 	return KP_REAL(pwritev2)(fd, iov, iovcnt, off, flags);
 }
 
+/* POSIX AIO: glibc's helper thread reads and writes with libc's internal
+ * calls, past every wrapper; on a connection of ours the kernel is set up
+ * first to answer them as the program alone would see them
+ * (kp_aio_before, docs/replay.md "Nothing added").  Not a hot path: an
+ * fd that is not ours costs a table load. */
+static void aio_check(const struct aiocb *cb, bool write)
+{
+	if (!cb)
+		return;
+	struct kp_conn *c = kp_fd_conn(cb->aio_fildes);
+	if (c && c != KP_POOLED)
+		kp_aio_before(c, cb->aio_fildes, write);
+}
+
+static int aio_rw(struct aiocb *cb, bool write)
+{
+	aio_check(cb, write);
+	return write ? KP_REAL(aio_write)(cb) : KP_REAL(aio_read)(cb);
+}
+
+static int lio(int mode, struct aiocb *const list[], int n, struct sigevent *sig)
+{
+	for (int i = 0; list && i < n; i++)
+		if (list[i] && list[i]->aio_lio_opcode != LIO_NOP)
+			aio_check(list[i], list[i]->aio_lio_opcode == LIO_WRITE);
+	return KP_REAL(lio_listio)(mode, list, n, sig);
+}
+
+KP_EXPORT int aio_read(struct aiocb *cb)
+{
+	return aio_rw(cb, false);
+}
+
+KP_EXPORT int aio_write(struct aiocb *cb)
+{
+	return aio_rw(cb, true);
+}
+
+KP_EXPORT int lio_listio(int mode, struct aiocb *const list[], int n, struct sigevent *sig)
+{
+	return lio(mode, list, n, sig);
+}
+
+#if __WORDSIZE == 64 /* the LFS names: the same structure, the same calls */
+KP_EXPORT int aio_read64(struct aiocb64 *cb)
+{
+	return aio_rw((struct aiocb *)cb, false);
+}
+
+KP_EXPORT int aio_write64(struct aiocb64 *cb)
+{
+	return aio_rw((struct aiocb *)cb, true);
+}
+
+KP_EXPORT int lio_listio64(int mode, struct aiocb64 *const list[], int n, struct sigevent *sig)
+{
+	return lio(mode, (struct aiocb *const *)list, n, sig);
+}
+#endif
+
 /* _FORTIFY_SOURCE versions: same checks as glibc, then our logic. */
 extern void __chk_fail(void) __attribute__((noreturn));
 

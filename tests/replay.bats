@@ -170,6 +170,31 @@ write2 BrokenPipeError"
 	after_eof tls
 }
 
+@test "aio_write after the owed EOF (glibc's helper thread writes past every wrapper) never reaches the server; aio_read reads the EOF" {
+	scripted_start keepalive
+	run_both 2 "$CLIENTS/aio_after" 127.0.0.1 "$SCRIPTED_PORT"
+	assert_both_ok
+	run scripted_log
+	refute_output --partial "/after"
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_output "get HTTP/1.1 200 OK
+aio_write 54
+aio_read 0
+get HTTP/1.1 200 OK
+aio_write 54
+aio_read 0"
+	# the one difference: EPIPE at once (our FIN went out before the
+	# helper's write) where the closed server's kernel took the first
+	# write (docs/replay.md, "Nothing added")
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "get HTTP/1.1 200 OK
+aio_write EPIPE
+aio_read 0
+get HTTP/1.1 200 OK
+aio_write EPIPE
+aio_read 0"
+}
+
 # ---- recv(MSG_WAITALL)
 
 @test "recv(MSG_WAITALL) for a whole answer returns at the EOF we owe, as at the server's close" {
