@@ -5,6 +5,7 @@
  * keep-alive makes them.
  *
  * Usage: pair HOST PORT WHICH METHOD BODY PATH
+ *   METHOD a method, or METHOD+key: with an Idempotency-Key header
  *   WHICH  both | warm | test   (warm/test: one process each, so that the
  *          connection passes through the broker between them)
  *   BODY   -1: no Content-Length; N >= 0: Content-Length N, the body
@@ -102,8 +103,11 @@ static void request(const char *method, long body, const char *path)
 	struct timeval tv = { 3, 0 };
 	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	char head[512];
-	int hl = snprintf(head, sizeof(head), "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n",
-			  method, path, host);
+	/* METHOD+key: METHOD with an Idempotency-Key header */
+	size_t ml = strcspn(method, "+");
+	int hl = snprintf(head, sizeof(head), "%.*s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%s",
+			  (int)ml, method, path, host,
+			  method[ml] == '+' ? "Idempotency-Key: 8e03\r\n" : "");
 	if (body >= 0)
 		hl += snprintf(head + hl, sizeof(head) - (size_t)hl, "Content-Length: %ld\r\n", body);
 	hl += snprintf(head + hl, sizeof(head) - (size_t)hl, "\r\n");

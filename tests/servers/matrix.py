@@ -72,6 +72,7 @@ METHODS = [  # name, method, body (-1: no Content-Length)
     ("POST", "POST", 2000),
     ("PUT", "PUT", 2000),
     ("PUT0", "PUT", 0),
+    ("POSTKEY", "POST+key", 0),  # bodiless, an Idempotency-Key the server ignores
 ]
 READS = ["none", "head", "all"]
 CLOSES = ["fin", "rst", "half"]
@@ -371,7 +372,7 @@ def run_cell(args, cell, broker_sock):
         lib_out, lib_seq, execs = run_once(args, cell, srv, args.lib, broker_sock)
         plains = list(by_seq.get(lib_seq, ()))
         problems = []
-        limit = 2 if cell["method"][1] == "GET" else 1
+        limit = 2 if cell["method"][1] == "GET" else 1  # POST+key: once
         # never excused by a second try
         if len(execs) > limit:
             problems.append("executed %d times" % len(execs))
