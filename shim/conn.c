@@ -2080,6 +2080,13 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 
 /* ------------------------------------------------------------ read side */
 
+bool kp_conn_data_only(int fd)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	return c && c != KP_POOLED && __atomic_load_n(&c->rx_extra_len, __ATOMIC_ACQUIRE) &&
+	       !__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE);
+}
+
 int kp_conn_wait_ms(struct kp_conn *c)
 {
 	if (c == KP_POOLED)

@@ -328,6 +328,10 @@ bool kp_conn_ready_settle(struct kp_conn *c, int fd);
 #define KP_NOT_WAITING (-2)
 extern __attribute__((visibility("hidden"))) __thread int kp_wait_left_ms;
 
+/* fd is readable for a close line's bytes only (conn.h rx_extra), no EOF
+ * owed yet: readable, not hung up (no POLLRDHUP) */
+bool kp_conn_data_only(int fd);
+
 /* Readiness the kernel cannot know of: 0 when the fd must report readable
  * now (EOF owed), n > 0 when it will in n ms (framing lost, quiet period
  * running), -1 when it is up to the kernel. */

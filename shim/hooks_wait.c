@@ -54,7 +54,8 @@ static int poll_owed(struct pollfd *fds, nfds_t n)
 	r = 0;
 	for (nfds_t i = 0; i < n; i++) {
 		if ((fds[i].events & POLL_READ) && owes(fds[i].fd))
-			fds[i].revents |= (short)((fds[i].events & (POLLIN | POLLRDNORM | POLLRDHUP)));
+			fds[i].revents |= (short)((fds[i].events & (POLLIN | POLLRDNORM | POLLRDHUP)) &
+						  ~(kp_conn_data_only(fds[i].fd) ? POLLRDHUP : 0));
 		if (fds[i].revents)
 			r++;
 	}

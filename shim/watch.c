@@ -150,6 +150,8 @@ int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, int *due_ms
 		struct kp_conn *c = kp_fd_conn(w->fd);
 		if (!c || c == KP_POOLED)
 			continue;
+		if (kp_conn_data_only(w->fd))
+			want &= ~(uint32_t)EPOLLRDHUP;
 		int ms = kp_conn_wait_ms(c);
 		if (ms < 0)
 			continue;
