@@ -242,7 +242,7 @@ aio_read 0"
 close_line_all() {
 	scripted_start "$1"
 	local mode
-	for mode in read1 recv1 read7 big peek readv recvmsg waitall; do
+	for mode in read1 recv1 read7 big peek readv recvmsg waitall poll1 epoll1; do
 		run_both 3 "$CLIENTS/close_line" 127.0.0.1 "$SCRIPTED_PORT" "$mode" 3
 		assert_both_ok
 		local a="$BATS_TEST_TMPDIR/plain.out" b="$BATS_TEST_TMPDIR/shim.out"
@@ -259,7 +259,7 @@ close_line_all() {
 	done
 }
 
-@test "a server silent about closing: the program that asked to close reads 'Connection: close', read a byte at a time, peeked, by readv, recvmsg, MSG_WAITALL" {
+@test "a server silent about closing: the program that asked to close reads 'Connection: close', read a byte at a time, peeked, by readv, recvmsg, MSG_WAITALL, after poll and epoll" {
 	close_line_all keepalive
 }
 

@@ -8,7 +8,10 @@
  * big (read 65536), peek (recv MSG_PEEK 5 bytes, then read as many; a peek
  * that differs from the read prints "PEEK MISMATCH"), readv (iovecs of
  * 3, 1 and 4 bytes), recvmsg (iovecs of 2 and 5), waitall (one
- * recvmsg(MSG_WAITALL) of 65536, then recv until 0).
+ * recvmsg(MSG_WAITALL) of 65536, then recv until 0), poll1 and epoll1
+ * (non-blocking: wait for POLLIN, or EPOLLIN, up to 5 s, then recv 1 byte;
+ * a wait that times out prints "WAIT TIMEOUT": the bytes a close line
+ * pushed past a read must make the socket readable).
  *
  * Usage: close_line HOST PORT MODE COUNT [POST]
  */
@@ -20,6 +23,9 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <sys/epoll.h>
+#include <poll.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 static ssize_t one_read(int s, const char *mode, char *buf)
@@ -50,6 +56,33 @@ static ssize_t one_read(int s, const char *mode, char *buf)
 		struct iovec iov[2] = { { buf, 2 }, { buf + 2, 5 } };
 		struct msghdr m = { .msg_iov = iov, .msg_iovlen = 2 };
 		return recvmsg(s, &m, 0);
+	}
+	if (!strcmp(mode, "poll1") || !strcmp(mode, "epoll1")) {
+		static int ep = -1;
+		fcntl(s, F_SETFL, fcntl(s, F_GETFL) | O_NONBLOCK);
+		for (;;) {
+			int n;
+			if (mode[0] == 'p') {
+				struct pollfd p = { .fd = s, .events = POLLIN | POLLRDHUP };
+				n = poll(&p, 1, 5000);
+			} else {
+				if (ep < 0)
+					ep = epoll_create1(0);
+				struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.fd = s }, out;
+				epoll_ctl(ep, EPOLL_CTL_ADD, s, &ev); /* EEXIST after the first */
+				n = epoll_wait(ep, &out, 1, 5000);
+			}
+			if (n == 0) {
+				printf("WAIT TIMEOUT\n");
+				return -1;
+			}
+			ssize_t r = recv(s, buf, 1, 0);
+			if (r < 0 && errno == EAGAIN)
+				continue;
+			if (r == 0 && ep >= 0)
+				epoll_ctl(ep, EPOLL_CTL_DEL, s, NULL);
+			return r;
+		}
 	}
 	if (!strcmp(mode, "waitall")) {
 		static int first = 1;
