@@ -2369,13 +2369,19 @@ static size_t mask_peeked(const struct kp_conn *c, const struct iovec *iov, int 
 		frm_resp_begin(&r, c->reqs[0].method, true);
 		r.insert_close = c->reqs[0].app_close;
 	}
-	for (int i = 0; i < iovcnt && left && ev == FRM_EV_NONE; i++) {
-		size_t l = iov[i].iov_len < left ? iov[i].iov_len : left;
-		size_t used = frm_resp_feed(&r, iov[i].iov_base, l, &ev);
-		if (ev == FRM_EV_INSERT) {
-			char extra[FRM_CLOSE_LINE_LEN];
-			uint8_t extra_len;
-			return close_line_in(iov, iovcnt, n, off + used, extra, &extra_len);
+	for (int i = 0; i < iovcnt && left; i++) {
+		size_t l = iov[i].iov_len < left ? iov[i].iov_len : left, done = 0;
+		while (done < l) {
+			done += frm_resp_feed(&r, (char *)iov[i].iov_base + done, l - done, &ev);
+			if (ev == FRM_EV_INSERT) {
+				char extra[FRM_CLOSE_LINE_LEN];
+				uint8_t extra_len;
+				return close_line_in(iov, iovcnt, n, off + done, extra, &extra_len);
+			}
+			if (ev == FRM_EV_INTERIM) /* the final head follows */
+				continue;
+			if (ev != FRM_EV_NONE) /* past the head: nothing more to show */
+				return n;
 		}
 		off += l;
 		left -= l;
