@@ -516,7 +516,9 @@ static bool take_finished(const struct pool_key *key)
 	/* only event-loop programs (non-blocking sockets) open their next
 	 * connection before closing the last: a blocking program's fd is left
 	 * a TCP socket to the end */
+	/* (a close line's bytes not read yet: the program is not done) */
 	if (c->eof_owed && c->nonblock && c->refs == 1 && parkable(c) && fdfl >= 0 &&
+	    !c->rx_extra_len &&
 	    KP_REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (c->nonblock ? SOCK_NONBLOCK : 0),
 				0, dead) == 0) {
 		KP_REAL(close)(dead[1]); /* reads: EOF; writes: EPIPE */
