@@ -869,7 +869,7 @@ static inline int ioctl_fast(int fd, unsigned long req, void *arg)
 	if (kp_fd_pooled(fd))
 		return not_yours();
 	if (__builtin_expect(kp_held_any(), 0) || req == FIONBIO || req == FIOCLEX ||
-	    req == FIONCLEX || req == FIONREAD)
+	    req == FIONCLEX || (req == FIONREAD && kp_fd_conn(fd)))
 		return ioctl_slow(fd, req, arg);
 	return KP_REAL(ioctl)(fd, req, arg);
 }
