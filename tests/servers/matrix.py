@@ -13,9 +13,10 @@ the library (the failing slot is then a fresh connection's), once with it
 Checked automatically for each cell:
   * the server executed (read the head of) the request under test at most
     once, or, for a GET, at most twice (an idempotent replay);
-  * the program reads a closing answer exactly when it does without the
-    library (it asked to close: docs/replay.md, "A closing answer"), part
-    of its output line;
+  * every answer the program reads with the library says close (it asked
+    to close: docs/replay.md, "A closing answer"); whether an answer said
+    close is otherwise left out of the comparison (a server answering a
+    request it never read says nothing of closing alone);
   * the program's outcome with the library (its output line, its exit
     status or signal) is one the same server timing gives without it, or
     a replay's correct success: the answer, with the request executed
@@ -339,6 +340,13 @@ def run_client(args, cell, srv, lib, broker_sock):
     return " | ".join(outs)
 
 
+def same(a, b):
+    """The outcomes equal but for whether the answer said close: Connection
+    is hop-by-hop, and a server that answers a request it never read says
+    nothing of closing where, the request rewritten, we say close."""
+    return re.sub(r" (closing|open)\b", "", a) == re.sub(r" (closing|open)\b", "", b)
+
+
 def success(out):
     """A replay's success: the whole answer, read as a closing one (the
     program asked to close; without the library every answer says so)."""
@@ -376,6 +384,10 @@ def run_cell(args, cell, broker_sock):
         # never excused by a second try
         if len(execs) > limit:
             problems.append("executed %d times" % len(execs))
+        # the program asked to close: with the library every answer it
+        # reads says so (docs/replay.md, "A closing answer")
+        if " open" in lib_out:
+            problems.append("an answer not read as closing: %r" % lib_out)
         # the outcomes hang on the scheduling of both runs (the server's
         # thread against the program's writes): a differing one is tried
         # again, both runs, up to 5 times (under a loaded CI machine 3 were
@@ -388,9 +400,11 @@ def run_cell(args, cell, broker_sock):
                 lib_out, lib_seq, execs = run_once(args, cell, srv, args.lib, broker_sock)
                 if len(execs) > limit:
                     problems.append("executed %d times" % len(execs))
+                if " open" in lib_out:
+                    problems.append("an answer not read as closing: %r" % lib_out)
                 plains = list(by_seq.get(lib_seq, ()))
             replay_ok = success(lib_out) and (len(execs) == 1 or (limit == 2 and len(execs) <= 2))
-            if lib_out in plains or replay_ok:
+            if any(same(lib_out, p) for p in plains) or replay_ok:
                 break
         else:
             if plains:
@@ -454,7 +468,7 @@ def main():
     broker.terminate()
     broker.wait()
     failed = sum(1 for r in results if r[1])
-    replays = sum(1 for r in results if not r[1] and r[2] not in r[3])
+    replays = sum(1 for r in results if not r[1] and not any(same(r[2], p) for p in r[3]))
     unmatched = sum(r[4] for r in results)
     print("matrix: %d cells, %d failed, %d where the library's answer is a replay's success, "
           "%d with no plain run of the same server sequence (%.0f s)"
