@@ -524,7 +524,9 @@ static bool take_finished(const struct pool_key *key)
 	/* only event-loop programs (non-blocking sockets) open their next
 	 * connection before closing the last: a blocking program's fd is left
 	 * a TCP socket to the end */
+	/* (a close line's bytes not read yet: the program is not done) */
 	if (c->eof_owed && c->nonblock && c->refs == 1 && parkable(c) && fdfl >= 0 &&
+	    !c->rx_extra_len &&
 	    KP_REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (c->nonblock ? SOCK_NONBLOCK : 0),
 				0, dead) == 0) {
 		KP_REAL(close)(dead[1]); /* reads: EOF; writes: EPIPE */
@@ -1363,6 +1365,48 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 	errno = saved;
 }
 
+void kp_aio_before(struct kp_conn *c, int fd, bool write)
+{
+	if (c == KP_POOLED || tls_bypassed(c, fd))
+		return;
+	if (write)
+		kp_send_bypass(c, fd);
+	int saved = errno;
+	if (!conn_lock(c, fd))
+		return;
+	bool owed = __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE);
+	/* (bytes that would begin a request: a body of the program's own
+	 * request goes on as any unseen body) */
+	if (write && (owed || (after_close(c) && c->req_mode == KP_REQ_HEAD && !c->held_len))) {
+		/* glibc's helper thread writes with its internal write, which
+		 * no wrapper sees: the bytes cannot be taken and dropped as a
+		 * write of the program's is.  Our FIN goes out now, so that
+		 * they never reach the server: the helper's write fails with
+		 * EPIPE (its thread blocks every signal: no SIGPIPE) where
+		 * the program alone would have had its first write accepted
+		 * and its next one fail (docs/replay.md, "Nothing added") */
+		finished_forget(-1, c);
+		KP_REAL(shutdown)(fd, SHUT_WR);
+		go_passthrough(c, "aio write after a request that asked to close");
+	} else if (!write && owed) {
+		/* the helper's read would wait for the server's idle timeout:
+		 * the kernel answers it with our EOF (bytes already waiting,
+		 * a server's idle 408, come first) */
+		finished_forget(-1, c);
+		KP_REAL(shutdown)(fd, SHUT_RD);
+		go_passthrough(c, "aio read after the owed EOF");
+	} else if (c->state == KP_ACTIVE) {
+		/* an exchange we cannot follow: never pooled; a response read
+		 * unseen cannot be framed */
+		if (write)
+			unpool(c, "aio write");
+		else
+			give_up(c, fd, "aio read");
+	}
+	kp_unlock(&c->lock);
+	errno = saved;
+}
+
 void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))
@@ -1943,11 +1987,19 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 
 /* ------------------------------------------------------------ read side */
 
+bool kp_conn_data_only(int fd)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	return c && c != KP_POOLED && __atomic_load_n(&c->rx_extra_len, __ATOMIC_ACQUIRE) &&
+	       !__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE);
+}
+
 int kp_conn_wait_ms(struct kp_conn *c)
 {
 	if (c == KP_POOLED)
 		return -1;
-	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&c->rx_extra_len, __ATOMIC_ACQUIRE))
 		return 0;
 	if (!c->lost || c->last_rx_ms < c->lost_ms)
 		return -1; /* no response byte since: the server has the word */
@@ -2058,7 +2110,47 @@ static void raw_settle(struct kp_conn *c, int fd)
 	errno = saved;
 }
 
-bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
+size_t kp_recv_extra(struct kp_conn *c, int fd, char *buf, size_t cap, bool peek)
+{
+	if (c == KP_POOLED || !__atomic_load_n(&c->rx_extra_len, __ATOMIC_ACQUIRE))
+		return 0;
+	int saved = errno;
+	if (!conn_lock(c, fd))
+		return 0;
+	size_t n = c->rx_extra_len < cap ? c->rx_extra_len : cap;
+	memcpy(buf, c->rx_extra, n);
+	if (!peek) {
+		memmove(c->rx_extra, c->rx_extra + n, c->rx_extra_len - n);
+		__atomic_store_n(&c->rx_extra_len, (uint8_t)(c->rx_extra_len - n), __ATOMIC_RELEASE);
+	}
+	kp_unlock(&c->lock);
+	errno = saved;
+	return n;
+}
+
+/* The bytes a close line pushed past the program's last read go first
+ * (a read returns what it has, as a socket read does). */
+static bool extra_into(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+		       ssize_t *ret)
+{
+	char tmp[sizeof(c->rx_extra)];
+	size_t n = kp_recv_extra(c, fd, tmp, sizeof(tmp) < iov_total(iov, iovcnt) ? sizeof(tmp)
+										: iov_total(iov, iovcnt),
+				 flags & MSG_PEEK);
+	if (!n)
+		return false;
+	size_t done = 0;
+	for (int i = 0; i < iovcnt && done < n; i++) {
+		size_t l = iov[i].iov_len < n - done ? iov[i].iov_len : n - done;
+		memcpy(iov[i].iov_base, tmp + done, l);
+		done += l;
+	}
+	*ret = (ssize_t)n;
+	return true;
+}
+
+bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+		       ssize_t *ret)
 {
 	/* TLS: its owed EOF is a TLS EOF, answered by the SSL_* wrappers */
 	if (c == KP_POOLED)
@@ -2066,6 +2158,8 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 	raw_settle(c, fd);
 	if (__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false;
+	if (iov && extra_into(c, fd, iov, iovcnt, flags, ret))
+		return true;
 	return recv_intercept(c, fd, ret);
 }
 
@@ -2101,8 +2195,9 @@ static bool idle_408(const char *p, size_t n)
 
 /* Frame n response bytes.  Caller holds c->lock.  Returns how many of
  * them follow a response after which we owe the program EOF. */
-static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n)
+static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t *ins)
 {
+	char *start = p;
 	while (n && c->state == KP_ACTIVE) {
 		if (!c->n_reqs) {
 			/* bytes nobody asked for (or a response ahead of its request) */
@@ -2113,6 +2208,7 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 			/* the mask only where we changed the request: a close that
 			 * reached the server as it was gets the server's own answer */
 			frm_resp_begin(&c->resp, c->reqs[0].method, c->reqs[0].rewritten);
+			c->resp.insert_close = c->reqs[0].rewritten && c->reqs[0].app_close;
 			c->resp_started = true;
 		}
 		enum frm_resp_event ev;
@@ -2122,6 +2218,9 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n)
 		switch (ev) {
 		case FRM_EV_NONE:
 		case FRM_EV_INTERIM:
+			break;
+		case FRM_EV_INSERT:
+			*ins = (size_t)(p - start);
 			break;
 		case FRM_EV_DONE: {
 			/* DESIGN 3.8: a final response that ends before its request
@@ -2174,21 +2273,85 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n)
  * the read will give them (the program never sees keep-alive), from a copy
  * of the framer; the read frames them for real.  The mask lies in the
  * head, which the first event ends.  Caller holds c->lock. */
-static void mask_peeked(const struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t n)
+static char *iov_byte(const struct iovec *iov, int iovcnt, size_t pos)
+{
+	for (int i = 0; i < iovcnt; i++) {
+		if (pos < iov[i].iov_len)
+			return (char *)iov[i].iov_base + pos;
+		pos -= iov[i].iov_len;
+	}
+	return NULL;
+}
+
+/*
+ * Show the program FRM_CLOSE_LINE at offset k of the n bytes its call
+ * returned in iov (docs/replay.md, "A closing answer"): the bytes from k
+ * on move up by its length; those that no longer fit go to extra (at most
+ * the line's length, since n <= the buffer), to be read first next time.
+ * The same bytes whatever the read sizes: a recv(1) loop reads the line a
+ * byte at a time.  Returns the count the call now returns.
+ */
+static size_t close_line_in(const struct iovec *iov, int iovcnt, size_t n, size_t k, char *extra,
+			    uint8_t *extra_len)
+{
+	static const char line[] = FRM_CLOSE_LINE;
+	const size_t L = FRM_CLOSE_LINE_LEN;
+	size_t cap = iov_total(iov, iovcnt), total = n + L;
+	size_t out = total < cap ? total : cap;
+#define STREAM_AT(j) ((j) < k ? *iov_byte(iov, iovcnt, (j)) \
+		      : (j) < k + L ? line[(j) - k] : *iov_byte(iov, iovcnt, (j) - L))
+	for (size_t j = out; j < total; j++) /* before anything moves */
+		extra[j - out] = STREAM_AT(j);
+#undef STREAM_AT
+	__atomic_store_n(extra_len, (uint8_t)(total - out), __ATOMIC_RELEASE);
+	if (out > k + L) {
+		if (iovcnt == 1) {
+			memmove((char *)iov[0].iov_base + k + L, (char *)iov[0].iov_base + k,
+				out - k - L);
+		} else {
+			for (size_t j = out; j-- > k + L;)
+				*iov_byte(iov, iovcnt, j) = *iov_byte(iov, iovcnt, j - L);
+		}
+	}
+	for (size_t j = k; j < k + L && j < out; j++)
+		*iov_byte(iov, iovcnt, j) = line[j - k];
+	return out;
+}
+
+/* A peek's bytes get, from a copy of the framer, the mask and the close
+ * line the read will give them; what the line pushes past the buffer is
+ * not shown (the read shows it next).  Returns the peek's new count. */
+static size_t mask_peeked(const struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t n)
 {
 	struct frm_resp r;
 	enum frm_resp_event ev = FRM_EV_NONE;
+	size_t left = n, off = 0;
 	if (c->state != KP_ACTIVE || !c->n_reqs || !c->reqs[0].rewritten)
-		return;
-	if (c->resp_started)
+		return n;
+	if (c->resp_started) {
 		r = c->resp;
-	else
+	} else {
 		frm_resp_begin(&r, c->reqs[0].method, true);
-	for (int i = 0; i < iovcnt && n && ev == FRM_EV_NONE; i++) {
-		size_t l = iov[i].iov_len < n ? iov[i].iov_len : n;
-		frm_resp_feed(&r, iov[i].iov_base, l, &ev);
-		n -= l;
+		r.insert_close = c->reqs[0].app_close;
 	}
+	for (int i = 0; i < iovcnt && left; i++) {
+		size_t l = iov[i].iov_len < left ? iov[i].iov_len : left, done = 0;
+		while (done < l) {
+			done += frm_resp_feed(&r, (char *)iov[i].iov_base + done, l - done, &ev);
+			if (ev == FRM_EV_INSERT) {
+				char extra[FRM_CLOSE_LINE_LEN];
+				uint8_t extra_len;
+				return close_line_in(iov, iovcnt, n, off + done, extra, &extra_len);
+			}
+			if (ev == FRM_EV_INTERIM) /* the final head follows */
+				continue;
+			if (ev != FRM_EV_NONE) /* past the head: nothing more to show */
+				return n;
+		}
+		off += l;
+		left -= l;
+	}
+	return n;
 }
 
 static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *retp,
@@ -2228,23 +2391,30 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 		if (iov_total(iov, iovcnt) > 0)
 			unpool(c, "the server closed");
 	} else if (flags & MSG_PEEK) {
-		mask_peeked(c, iov, iovcnt, (size_t)ret);
+		*retp = (ssize_t)mask_peeked(c, iov, iovcnt, (size_t)ret);
 	} else {
 		c->last_rx_ms = kp_now_ms();
 		if (flags & MSG_TRUNC) {
 			give_up(c, fd, "MSG_TRUNC read");
 		} else {
-			size_t left = (size_t)ret;
+			size_t left = (size_t)ret, off = 0, ins = SIZE_MAX;
 			for (int i = 0; i < iovcnt && left && c->state == KP_ACTIVE; i++) {
 				size_t l = iov[i].iov_len < left ? iov[i].iov_len : left;
-				size_t extra = feed_response(c, fd, iov[i].iov_base, l);
+				size_t at = SIZE_MAX;
+				size_t extra = feed_response(c, fd, iov[i].iov_base, l, &at);
+				if (at != SIZE_MAX && ins == SIZE_MAX)
+					ins = off + at;
 				left -= l;
+				off += l;
 				if (idle_408((const char *)iov[i].iov_base + (l - extra), extra)) {
 					/* the read ends where the server would have closed */
 					*retp = ret - (ssize_t)(left + extra);
 					break;
 				}
 			}
+			if (ins != SIZE_MAX && ins <= (size_t)*retp)
+				*retp = (ssize_t)close_line_in(iov, iovcnt, (size_t)*retp, ins,
+							       c->rx_extra, &c->rx_extra_len);
 		}
 	}
 	kp_unlock(&c->lock);
@@ -2354,10 +2524,10 @@ bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending)
 	return false;
 }
 
-bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t ret, int flags)
+bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t *ret, int flags)
 {
 	struct iovec iov = { buf, n };
-	return recv_done(c, fd, &iov, 1, &ret, flags);
+	return recv_done(c, fd, &iov, 1, ret, flags);
 }
 
 bool kp_conn_tls_at_end(struct kp_conn *c, int fd)

@@ -125,6 +125,11 @@ struct kp_conn {
 	uint64_t last_rx_ms; /* when the program last read response bytes */
 	uint64_t lost_ms;    /* when lost was set (or the response bytes it
 	                        was set on arrived) */
+	/* The head of a response to a request we rewrote from close gets
+	 * FRM_CLOSE_LINE (docs/replay.md): the bytes it pushed past the
+	 * program's buffer, shown first at its next read */
+	char rx_extra[FRM_CLOSE_LINE_LEN];
+	uint8_t rx_extra_len;
 
 	/* socket options the program set, and those a previous owner left
 	 * (sockopts.h) */
@@ -229,6 +234,13 @@ void kp_send_bypass(struct kp_conn *c, int fd);
  * before the connection is parked. */
 void kp_stdio_watch(struct kp_conn *c, int fd);
 
+/* aio_read/aio_write (and lio_listio) on a tracked fd are about to hand
+ * it to glibc's helper thread, whose reads and writes no wrapper sees:
+ * after a request that asked to close, the kernel is made to answer them
+ * as the server's close would (docs/replay.md, "Nothing added"); else the
+ * connection is never pooled (and a response read there is not framed). */
+void kp_aio_before(struct kp_conn *c, int fd, bool write);
+
 /* fdopen() of a tracked fd: stdio's reads will go past us (its writes
  * do not: a write_only stream changes nothing). */
 void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only);
@@ -260,7 +272,11 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret);
  * response after which we owe EOF ends when the server's idle 408 follows
  * it (conn.c idle_408).
  */
-bool kp_recv_intercept(struct kp_conn *c, int fd, ssize_t *ret);
+bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+		       ssize_t *ret);
+/* The bytes a close line pushed past an earlier read (up to cap into buf,
+ * kept for a peek): how many; 0 when none wait. */
+size_t kp_recv_extra(struct kp_conn *c, int fd, char *buf, size_t cap, bool peek);
 /* *ret also becomes -1 with EINTR when a signal ended the replay the
  * call met (docs/replay.md, "The program's bounds"). */
 bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,
@@ -282,6 +298,10 @@ bool kp_conn_ready_settle(struct kp_conn *c, int fd);
 #define KP_NOT_WAITING (-2)
 extern __attribute__((visibility("hidden"))) __thread int kp_wait_left_ms;
 
+/* fd is readable for a close line's bytes only (conn.h rx_extra), no EOF
+ * owed yet: readable, not hung up (no POLLRDHUP) */
+bool kp_conn_data_only(int fd);
+
 /* Readiness the kernel cannot know of: 0 when the fd must report readable
  * now (EOF owed), n > 0 when it will in n ms (framing lost, quiet period
  * running), -1 when it is up to the kernel. */
@@ -300,13 +320,16 @@ int kp_conn_tls_start(int fd, void *ssl);
  * socket calls above, the bytes going through c->tls. */
 bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t *ret);
 void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t ret);
+/* plaintext a close line pushed past the program's last read (conn.h
+ * rx_extra) is read first: kp_recv_extra() */
 /* true: the read is answered with a clean TLS EOF (owed, or lost framing
  * gone quiet; pending: plaintext already buffered in the engine) */
 bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending);
-/* ret: bytes, 0 for the server's close_notify or EOF, -1 with errno (EAGAIN
- * for WANT_READ/WANT_WRITE).  True: read again (replayed on a fresh
- * connection). */
-bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t ret, int flags);
+/* *ret: bytes, 0 for the server's close_notify or EOF, -1 with errno
+ * (EAGAIN for WANT_READ/WANT_WRITE); it may change as for kp_recv_done
+ * (a close line shown, the read ended before an idle 408).  True: read
+ * again (replayed on a fresh connection). */
+bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t *ret, int flags);
 /* SSL_shutdown(): true when the exchange is complete (or its end owed), so
  * no close_notify is needed and the connection may be parked */
 bool kp_conn_tls_at_end(struct kp_conn *c, int fd);

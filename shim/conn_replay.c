@@ -405,10 +405,14 @@ bool replay_keep(struct kp_conn *c, const char *p, size_t n)
 	return true;
 }
 
+/* Sent twice, harmless by its method alone.  An Idempotency-Key header is
+ * not enough: a server that ignores it (most do) applies a POST twice, and
+ * nothing the client sees says which kind it is; such a request is
+ * replayed on proof only, as any other (docs/replay.md, "The rule"). */
 static bool replayable(const struct frm_req_head *h)
 {
 	bool idempotent = h->method == FRM_M_GET || h->method == FRM_M_HEAD ||
-			  h->method == FRM_M_OPTIONS || h->method == FRM_M_TRACE || h->idempotency_key;
+			  h->method == FRM_M_OPTIONS || h->method == FRM_M_TRACE;
 	bool bodiless = h->body_kind == FRM_BODY_NONE ||
 			(h->body_kind == FRM_BODY_LENGTH && h->body_len == 0);
 	return idempotent && bodiless && !h->upgrade;

@@ -1007,9 +1007,10 @@ static size_t resp_head_end(struct frm_resp *r, char *buf, size_t off,
 		 * llhttp, for one, treats the connection as closed after it */
 		enum frm_method m = r->req_method;
 		bool rw = r->rewrite_ka_to_close, doubt = r->doubt;
-		bool server_close = r->server_close;
+		bool server_close = r->server_close, ins = r->insert_close;
 
 		frm_resp_begin(r, m, rw);
+		r->insert_close = ins;
 		r->doubt = doubt;
 		r->server_close = server_close;
 		*ev = FRM_EV_INTERIM;
@@ -1061,6 +1062,18 @@ static size_t resp_head_end(struct frm_resp *r, char *buf, size_t off,
 	}
 	r->st = RS_BODY;
 	return resp_body(r, buf, off, len, ev);
+}
+
+/* The head about to end says nothing of closing to a program that asked
+ * to close (Go, Node, http.server and aiohttp send no Connection header on
+ * keep-alive): it must still read a closing answer (docs/replay.md).  Not
+ * an interim, a 101 or a CONNECT tunnel (no closing answer there); not
+ * HTTP/1.0, which closes unless it says keep-alive (masked to close). */
+static bool close_line_due(const struct frm_resp *r)
+{
+	return r->insert_close && !r->close_inserted && r->status >= 200 &&
+	       r->version_minor >= 1 && !r->close_token &&
+	       !(r->ka_token && r->rewrite_ka_to_close) && r->req_method != FRM_M_CONNECT;
 }
 
 size_t frm_resp_feed(struct frm_resp *r, char *buf, size_t len, enum frm_resp_event *ev)
@@ -1148,6 +1161,11 @@ size_t frm_resp_feed(struct frm_resp *r, char *buf, size_t len, enum frm_resp_ev
 			r->st = RS_LINE;
 			break;
 		case RS_LINE:
+			if ((c == '\r' || c == '\n') && close_line_due(r)) {
+				r->close_inserted = true;
+				*ev = FRM_EV_INSERT;
+				return i;
+			}
 			if (c == '\r') {
 				r->st = RS_HEAD_LF;
 			} else if (c == '\n') {

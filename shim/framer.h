@@ -117,7 +117,16 @@ enum frm_resp_event {
 	FRM_EV_UPGRADE,    /* 101, or 2xx to CONNECT: head ended; what follows
 	                      is not HTTP */
 	FRM_EV_ERROR,      /* malformed: the end cannot be found */
+	FRM_EV_INSERT,     /* insert_close: the blank line ending a final
+	                      response head that says nothing of closing
+	                      begins right here; the caller shows the
+	                      program FRM_CLOSE_LINE before it, then feeds
+	                      the rest (the framer is not changed by it) */
 };
+
+/* What FRM_EV_INSERT asks the caller to show (docs/replay.md) */
+#define FRM_CLOSE_LINE "Connection: close\r\n"
+#define FRM_CLOSE_LINE_LEN (sizeof(FRM_CLOSE_LINE) - 1)
 
 struct frm_resp {
 	/* set by the caller before the first feed (frm_resp_begin) */
@@ -126,6 +135,13 @@ struct frm_resp {
 	                             program as "Connection:      close":
 	                             the same length, the spaces before the
 	                             value (see frm_resp_feed) */
+	bool insert_close;        /* the program asked to close and we
+	                             rewrote: a final HTTP/1.1 head with no
+	                             close token (and no keep-alive one the
+	                             mask turns into close) stops once with
+	                             FRM_EV_INSERT before its blank line.
+	                             Set after frm_resp_begin(); kept across
+	                             interim responses */
 	/* facts, valid once the head is parsed */
 	uint16_t status;
 	uint8_t version_minor;
@@ -147,6 +163,7 @@ struct frm_resp {
 	uint32_t line_len;
 	uint64_t clen;
 	bool have_clen, have_te, te_chunked_last, ka_token, close_token;
+	bool close_inserted;  /* FRM_EV_INSERT was given for this head */
 	char val[256];        /* value of the current interesting header */
 };
 

@@ -874,6 +874,13 @@ static KP_SLOW int ioctl_slow(int fd, unsigned long req, void *arg)
 			kp_fl_or(fd, KP_FD_CLOEXEC);
 		else if (req == FIONCLEX)
 			kp_fl_clear(fd, KP_FD_CLOEXEC);
+		else if (req == FIONREAD && arg) {
+			/* a close line's bytes waiting for the next read count
+			 * as the kernel's do (conn.h rx_extra) */
+			struct kp_conn *c = kp_fd_conn(fd);
+			if (c && c != KP_POOLED)
+				*(int *)arg += __atomic_load_n(&c->rx_extra_len, __ATOMIC_ACQUIRE);
+		}
 		errno = saved;
 	}
 	return r;
@@ -883,8 +890,8 @@ static inline int ioctl_fast(int fd, unsigned long req, void *arg)
 {
 	if (kp_fd_pooled(fd))
 		return not_yours();
-	if (req == FIONBIO || req == FIOCLEX ||
-	    req == FIONCLEX)
+	if (req == FIONBIO || req == FIOCLEX || req == FIONCLEX ||
+	    (req == FIONREAD && kp_fd_conn(fd)))
 		return ioctl_slow(fd, req, arg);
 	return KP_REAL(ioctl)(fd, req, arg);
 }

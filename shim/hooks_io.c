@@ -292,7 +292,18 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 		return kp_conn_raw(in), kp_conn_raw(out),
 		       KP_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 	ssize_t r;
-	if (in && kp_recv_intercept(in, fd_in, &r))
+	if (in && !out) {
+		/* a close line's bytes left from the last read come first */
+		char extra[FRM_CLOSE_LINE_LEN];
+		size_t n = kp_recv_extra(in, fd_in, extra, len < sizeof(extra) ? len : sizeof(extra), true);
+		if (n) {
+			r = KP_REAL(write)(fd_out, extra, n);
+			if (r > 0)
+				kp_recv_extra(in, fd_in, extra, (size_t)r, false);
+			return r;
+		}
+	}
+	if (in && kp_recv_intercept(in, fd_in, NULL, 0, 0, &r))
 		return r;
 	if (out)
 		kp_send_bypass(out, fd_out);
@@ -335,9 +346,9 @@ KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 static ssize_t read_inside(struct kp_conn *c, int fd, void *buf, size_t n)
 {
 	ssize_t r;
-	if (kp_recv_intercept(c, fd, &r))
-		return r;
 	struct iovec iov = { buf, n };
+	if (kp_recv_intercept(c, fd, &iov, 1, 0, &r))
+		return r;
 	do
 		r = KP_REAL(read)(fd, buf, n);
 	while (kp_recv_done(c, fd, &iov, 1, &r, 0));
@@ -368,7 +379,7 @@ KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
 static ssize_t readv_inside(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
 {
 	ssize_t r;
-	if (kp_recv_intercept(c, fd, &r))
+	if (kp_recv_intercept(c, fd, iov, iovcnt, 0, &r))
 		return r;
 	do
 		r = KP_REAL(readv)(fd, iov, iovcnt);
@@ -412,9 +423,13 @@ static ssize_t recv_waitall(struct kp_conn *c, int fd, char *buf, size_t n, int 
 	flags &= ~MSG_WAITALL;
 	while (got < n) {
 		ssize_t r;
-		if (kp_recv_intercept(c, fd, &r))
-			return got ? (ssize_t)got : r;
 		struct iovec iov = { buf + got, n - got };
+		if (kp_recv_intercept(c, fd, &iov, 1, flags, &r)) {
+			if (r <= 0)
+				return got ? (ssize_t)got : r;
+			got += (size_t)r; /* a close line's bytes (conn.h rx_extra) */
+			continue;
+		}
 		do
 			r = from ? KP_REAL(recvfrom)(fd, buf + got, n - got, flags, from, fromlen)
 				 : KP_REAL(recv)(fd, buf + got, n - got, flags);
@@ -432,9 +447,9 @@ static ssize_t recv_inside(struct kp_conn *c, int fd, void *buf, size_t n, int f
 	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recv_waitall(c, fd, buf, n, flags, NULL, NULL);
 	ssize_t r;
-	if (kp_recv_intercept(c, fd, &r))
-		return r;
 	struct iovec iov = { buf, n };
+	if (kp_recv_intercept(c, fd, &iov, 1, flags, &r))
+		return r;
 	do
 		r = KP_REAL(recv)(fd, buf, n, flags);
 	while (kp_recv_done(c, fd, &iov, 1, &r, flags));
@@ -469,9 +484,9 @@ static ssize_t recvfrom_inside(struct kp_conn *c, int fd, void *buf, size_t n, i
 	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recv_waitall(c, fd, buf, n, flags, from, fromlen);
 	ssize_t r;
-	if (kp_recv_intercept(c, fd, &r))
-		return r;
 	struct iovec iov = { buf, n };
+	if (kp_recv_intercept(c, fd, &iov, 1, flags, &r))
+		return r;
 	do
 		r = KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
 	while (kp_recv_done(c, fd, &iov, 1, &r, flags));
@@ -501,10 +516,78 @@ KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 	KP_FAST(fd, recvfrom, fd, buf, n, flags, from, fromlen);
 }
 
+/* recvmsg(MSG_WAITALL): split as recv_waitall, the program's iovec
+ * trimmed by what each piece filled; ancillary data only from the first
+ * piece that reaches the kernel (a TCP socket's, timestamps say, come
+ * with the first bytes). */
+#define WAITALL_IOV_MAX 64
+static ssize_t recvmsg_waitall(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
+{
+	struct iovec iov[WAITALL_IOV_MAX];
+	size_t got = 0, control = msg->msg_controllen;
+	int out_flags = 0;
+	bool first = true;
+	flags &= ~MSG_WAITALL;
+	for (;;) {
+		/* the program's iovec from byte got on */
+		size_t skip = got;
+		int n = 0;
+		for (size_t i = 0; i < msg->msg_iovlen; i++) {
+			size_t l = msg->msg_iov[i].iov_len;
+			if (skip >= l) {
+				skip -= l;
+				continue;
+			}
+			iov[n].iov_base = (char *)msg->msg_iov[i].iov_base + skip;
+			iov[n++].iov_len = l - skip;
+			skip = 0;
+		}
+		if (!n)
+			break;
+		ssize_t r;
+		if (kp_recv_intercept(c, fd, iov, n, flags, &r)) {
+			if (r <= 0)
+				break;
+			got += (size_t)r; /* a close line's bytes (conn.h rx_extra) */
+			continue;
+		}
+		struct msghdr m = *msg;
+		m.msg_iov = iov;
+		m.msg_iovlen = (size_t)n;
+		if (!first) {
+			m.msg_control = NULL;
+			m.msg_controllen = 0;
+		}
+		do
+			r = KP_REAL(recvmsg)(fd, &m, flags);
+		while (kp_recv_done(c, fd, iov, n, &r, flags));
+		if (first && r >= 0) {
+			control = m.msg_controllen;
+			first = false;
+		}
+		if (r <= 0) {
+			if (!got) {
+				msg->msg_controllen = first ? 0 : control;
+				msg->msg_flags = m.msg_flags;
+				return r;
+			}
+			break;
+		}
+		out_flags = m.msg_flags;
+		got += (size_t)r;
+	}
+	msg->msg_controllen = first ? 0 : control;
+	msg->msg_flags = out_flags;
+	return (ssize_t)got;
+}
+
 static ssize_t recvmsg_inside(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
 {
+	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && msg->msg_iovlen <= WAITALL_IOV_MAX &&
+	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+		return recvmsg_waitall(c, fd, msg, flags);
 	ssize_t r;
-	if (kp_recv_intercept(c, fd, &r)) {
+	if (kp_recv_intercept(c, fd, msg->msg_iov, (int)msg->msg_iovlen, flags, &r)) {
 		msg->msg_flags = 0;
 		msg->msg_controllen = 0; /* no ancillary data came with the EOF */
 		return r;
@@ -569,7 +652,14 @@ KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 static int recvmmsg_inside(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
 {
 	ssize_t r0;
-	if (n > 0 && kp_recv_intercept(c, fd, &r0)) {
+	if (n > 0 && kp_recv_intercept(c, fd, vec[0].msg_hdr.msg_iov, (int)vec[0].msg_hdr.msg_iovlen,
+				       flags, &r0)) {
+		if (r0 > 0) { /* a close line's bytes (conn.h rx_extra) */
+			vec[0].msg_len = (unsigned)r0;
+			vec[0].msg_hdr.msg_flags = 0;
+			vec[0].msg_hdr.msg_controllen = 0;
+			return 1;
+		}
 		/* what the kernel reports at a TCP EOF: every message of
 		 * length 0 */
 		for (unsigned int i = 0; i < n; i++) {
@@ -648,6 +738,66 @@ KP_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t of
 		return not_yours();
 	return KP_REAL(pwritev2)(fd, iov, iovcnt, off, flags);
 }
+
+/* POSIX AIO: glibc's helper thread reads and writes with libc's internal
+ * calls, past every wrapper; on a connection of ours the kernel is set up
+ * first to answer them as the program alone would see them
+ * (kp_aio_before, docs/replay.md "Nothing added").  Not a hot path: an
+ * fd that is not ours costs a table load. */
+static void aio_check(const struct aiocb *cb, bool write)
+{
+	if (!cb)
+		return;
+	struct kp_conn *c = kp_fd_conn(cb->aio_fildes);
+	if (c && c != KP_POOLED)
+		kp_aio_before(c, cb->aio_fildes, write);
+}
+
+static int aio_rw(struct aiocb *cb, bool write)
+{
+	aio_check(cb, write);
+	return write ? KP_REAL(aio_write)(cb) : KP_REAL(aio_read)(cb);
+}
+
+static int lio(int mode, struct aiocb *const list[], int n, struct sigevent *sig)
+{
+	for (int i = 0; list && i < n; i++)
+		if (list[i] && list[i]->aio_lio_opcode != LIO_NOP)
+			aio_check(list[i], list[i]->aio_lio_opcode == LIO_WRITE);
+	return KP_REAL(lio_listio)(mode, list, n, sig);
+}
+
+KP_EXPORT int aio_read(struct aiocb *cb)
+{
+	return aio_rw(cb, false);
+}
+
+KP_EXPORT int aio_write(struct aiocb *cb)
+{
+	return aio_rw(cb, true);
+}
+
+KP_EXPORT int lio_listio(int mode, struct aiocb *const list[], int n, struct sigevent *sig)
+{
+	return lio(mode, list, n, sig);
+}
+
+#if __WORDSIZE == 64 /* the LFS names: the same structure, the same calls */
+KP_EXPORT int aio_read64(struct aiocb64 *cb)
+{
+	return aio_rw((struct aiocb *)cb, false);
+}
+
+KP_EXPORT int aio_write64(struct aiocb64 *cb)
+{
+	return aio_rw((struct aiocb *)cb, true);
+}
+
+KP_EXPORT int lio_listio64(int mode, struct aiocb64 *const list[], int n, struct sigevent *sig)
+{
+	return lio(mode, (struct aiocb *const *)list, n, sig);
+}
+#endif
 
 /* _FORTIFY_SOURCE versions: same checks as glibc, then our logic. */
 extern void __chk_fail(void) __attribute__((noreturn));

@@ -54,7 +54,8 @@ static int poll_owed(struct pollfd *fds, nfds_t n)
 	r = 0;
 	for (nfds_t i = 0; i < n; i++) {
 		if ((fds[i].events & POLL_READ) && owes(fds[i].fd))
-			fds[i].revents |= (short)((fds[i].events & (POLLIN | POLLRDNORM | POLLRDHUP)));
+			fds[i].revents |= (short)((fds[i].events & (POLLIN | POLLRDNORM | POLLRDHUP)) &
+						  ~(kp_conn_data_only(fds[i].fd) ? POLLRDHUP : 0));
 		if (fds[i].revents)
 			r++;
 	}
@@ -539,10 +540,13 @@ static int ep_settle(int epfd, struct epoll_event *evs, int n)
  * ms, -1 for none. */
 /* for watch.c: when fd's owed EOF falls due (0 now, -1 never).  Connection
  * objects are never freed (conn.h): a stale one only answers for a moment */
-static int conn_due_ms(int fd)
+static int conn_due_ms(int fd, bool *data_only)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
-	return c && c != KP_POOLED ? kp_conn_wait_ms(c) : -1;
+	if (!c || c == KP_POOLED)
+		return -1;
+	*data_only = kp_conn_data_only(fd);
+	return kp_conn_wait_ms(c);
 }
 
 static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int max, int timeout,

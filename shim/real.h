@@ -6,6 +6,7 @@
 #ifndef KEEPALIVE_REAL_H
 #define KEEPALIVE_REAL_H
 
+#include <aio.h>
 #include <dirent.h>
 #include <poll.h>
 #include <sys/epoll.h>
@@ -79,6 +80,9 @@
 	X(ssize_t, read, (int, void *, size_t))                                      \
 	X(ssize_t, readv, (int, const struct iovec *, int))                          \
 	X(ssize_t, preadv2, (int, const struct iovec *, int, off_t, int))            \
+	X(int, aio_read, (struct aiocb *))                                           \
+	X(int, aio_write, (struct aiocb *))                                          \
+	X(int, lio_listio, (int, struct aiocb *const[], int, struct sigevent *))     \
 	X(ssize_t, pwritev2, (int, const struct iovec *, int, off_t, int))           \
 	X(ssize_t, recv, (int, void *, size_t, int))                                 \
 	X(ssize_t, recvfrom, (int, void *, size_t, int, struct sockaddr *,           \

@@ -2147,6 +2147,13 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	}
 	for (;;) {
 		int pending;
+		/* a close line's bytes left from the last read come first */
+		size_t extra = n ? kp_recv_extra(c, io.fd, buf, n > INT_MAX ? INT_MAX : n, peek) : 0;
+		if (extra) {
+			if (done)
+				*done = extra;
+			return ex ? 1 : (int)extra;
+		}
 		pending = kp_ssl.SSL_has_pending(io.e);
 		if (kp_conn_tls_eof(c, io.fd, pending)) {
 			synth(&io, SSL_ERROR_ZERO_RETURN);
@@ -2159,8 +2166,15 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
 		if (got <= 0) /* as the socket calls would say it (recv_done) */
 			got = io_error(io.e, r);
-		bool again = kp_conn_tls_recv_done(c, io.fd, buf, n, got, peek ? MSG_PEEK : 0);
+		ssize_t shown = got;
+		bool again = kp_conn_tls_recv_done(c, io.fd, buf, n, &shown, peek ? MSG_PEEK : 0);
 		errno = saved;
+		if (!again && got > 0 && shown != got) {
+			/* a close line shown, or the read ended before an idle 408 */
+			if (done)
+				*done = (size_t)shown;
+			return ex ? 1 : (int)shown;
+		}
 		if (!again)
 			return r;
 		/* replayed on a fresh connection: the dead one's errors go */
@@ -2241,7 +2255,12 @@ int kp_tls_pending(const SSL *ssl, bool has)
 	struct io io;
 	int r;
 	if (io_get((SSL *)ssl, &io)) {
-		if (io.closed || (io.c && __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE)))
+		if (io.closed)
+			return 0;
+		int extra = io.c ? __atomic_load_n(&io.c->rx_extra_len, __ATOMIC_ACQUIRE) : 0;
+		if (extra)
+			return has ? 1 : extra;
+		if (io.c && __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE))
 			return 0;
 		ssl = io.e;
 	}

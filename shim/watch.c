@@ -151,7 +151,10 @@ int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, kp_watch_du
 		uint32_t want = w->events & (EPOLLIN | EPOLLRDNORM | EPOLLRDHUP);
 		if (w->epfd != epfd || !want || !w->armed)
 			continue;
-		int ms = due(w->fd);
+		bool data_only = false;
+		int ms = due(w->fd, &data_only);
+		if (data_only)
+			want &= ~(uint32_t)EPOLLRDHUP;
 		if (ms < 0)
 			continue;
 		if (*due_ms < 0 || ms < *due_ms)

@@ -43,11 +43,12 @@ void kp_watch_renew(int fd);
  * entry with the same data) an EPOLLIN for every connection registered in
  * epfd that owes its EOF now.  evs may be NULL (max 0) to look only.
  * Returns the new count; *due_ms gets when our next decision falls due (0
- * now, -1 never).  due(fd) says that for one registered fd, in the same
- * terms: the connection layer's answer, asked through a callback so that
- * this file stays below it.
+ * now, -1 never).  due(fd, &data_only) says that for one registered fd,
+ * in the same terms, and whether only data waits there (no EOF owed yet:
+ * no RDHUP to report): the connection layer's answer, asked through a
+ * callback so that this file stays below it.
  */
-typedef int kp_watch_due_fn(int fd);
+typedef int kp_watch_due_fn(int fd, bool *data_only);
 int kp_watch_fold(int epfd, struct epoll_event *evs, int n, int max, kp_watch_due_fn *due,
 		  int *due_ms);
 

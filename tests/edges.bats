@@ -228,7 +228,7 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 5"
 }
 
-@test "POST with an Idempotency-Key may be replayed: sent on pooled connections" {
+@test "POST with an Idempotency-Key rides pooled connections (replayed only on proof, as any POST: docs/replay.md)" {
 	scripted_start keepalive
 	run_both 5 "$CLIENTS/httpget" 127.0.0.1 "$SCRIPTED_PORT" /p 5 POST 'Content-Length: 0' 'Idempotency-Key: 7'
 	assert_both_ok

@@ -58,7 +58,7 @@ assert_not_reused() {
 	scripted_start no_content
 	run_both $N "$CLIENTS/httpget" 127.0.0.1 "$SCRIPTED_PORT" /nocontent $N
 	assert_equal "$(count_matches '^HTTP/1\.1 204 ' "$BATS_TEST_TMPDIR/plain.out")" $N
-	assert_same_output
+	assert_same_output --close-line
 	assert_reused
 }
 
@@ -83,7 +83,7 @@ assert_not_reused() {
 	scripted_start cl0
 	run_both $N "$CLIENTS/httpget" 127.0.0.1 "$SCRIPTED_PORT" /empty $N
 	assert_equal "$(count_matches '^Content-Length: 0' "$BATS_TEST_TMPDIR/plain.out")" $N
-	assert_same_output
+	assert_same_output --close-line
 	assert_reused
 }
 
@@ -93,7 +93,7 @@ assert_not_reused() {
 	scripted_start chunked_trailers
 	run_both $N "$CLIENTS/httpget" 127.0.0.1 "$SCRIPTED_PORT" /chunked $N
 	assert_equal "$(count_matches '^X-Checksum: abc123' "$BATS_TEST_TMPDIR/plain.out")" $N
-	assert_same_output
+	assert_same_output --close-line
 	assert_reused
 }
 
@@ -109,7 +109,7 @@ assert_not_reused() {
 	scripted_start chunked_split
 	run_both $N "$CLIENTS/nonblock" 127.0.0.1 "$SCRIPTED_PORT" /split $N
 	assert_equal "$(count_matches '^X-Trailer: yes' "$BATS_TEST_TMPDIR/plain.out")" $N
-	assert_same_output
+	assert_same_output --close-line
 	assert_reused
 }
 
@@ -119,7 +119,7 @@ assert_not_reused() {
 	scripted_start close_delimited
 	run_both $N "$CLIENTS/httpget" 127.0.0.1 "$SCRIPTED_PORT" /cd $N
 	assert_equal "$(count_matches '^second piece of the body' "$BATS_TEST_TMPDIR/plain.out")" $N
-	assert_same_output
+	assert_same_output --close-line
 	assert_not_reused
 }
 
@@ -127,7 +127,7 @@ assert_not_reused() {
 	scripted_start close_delimited
 	run_both $N "$CLIENTS/nonblock" 127.0.0.1 "$SCRIPTED_PORT" /cd $N
 	assert_equal "$(count_matches '^second piece of the body' "$BATS_TEST_TMPDIR/plain.out")" $N
-	assert_same_output
+	assert_same_output --close-line
 	assert_not_reused
 }
 
@@ -135,7 +135,7 @@ assert_not_reused() {
 	scripted_start close_delimited
 	run_both $N "$RUBY" "$PRODUCT_CLIENTS/tcpsocket_http10.rb" 127.0.0.1 "$SCRIPTED_PORT" /cd $N
 	assert_equal "$(count_matches '^second piece of the body' "$BATS_TEST_TMPDIR/plain.out")" $N
-	assert_same_output
+	assert_same_output --close-line
 	assert_not_reused
 }
 

@@ -2,10 +2,12 @@
 # The generated server-timing matrix (docs/replay.md, "The matrix"): every
 # method x how much of the request the server reads x FIN/RST/half-close
 # x when (before the request, inside or outside the delayed-ACK time,
-# after a partial response) x reused or broker-handed connection, each
+# after a partial response) x reused or broker-handed connection x what
+# the server says of the connection (close / nothing / keep-alive), each
 # cell run without and with the library by tests/servers/matrix.py: the
 # request under test executed at most once (a GET at most twice: its
-# replay), and the program's outcome one the same server timing gives
+# replay), every answer read as a closing one (the program asked to
+# close), and the program's outcome one the same server timing gives
 # without the library, or a replay's success.
 
 load helpers
@@ -15,10 +17,10 @@ setup_file() {
 	make -s -C "$ROOT" build/keepalive-broker build/clients/pair >&2
 }
 
-@test "server-timing matrix (288 cells): never executed twice, the same outcome or a replay's success" {
+@test "server-timing matrix (1080 cells): never executed twice, a closing answer, the same outcome or a replay's success" {
 	run "$PYTHON" "$ROOT/tests/servers/matrix.py" --lib "$PRELOAD" --pair "$CLIENTS/pair" \
 		--broker "$ROOT/build/keepalive-broker" --jobs 2
 	echo "$output" | tail -n 40
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"matrix: 288 cells, 0 failed,"* ]]
+	[[ "$output" == *"matrix: 1080 cells, 0 failed,"* ]]
 }

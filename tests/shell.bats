@@ -147,7 +147,7 @@ hold_case() {
 	scripted_start idle_408
 	CLIENT_TIMEOUT=10 run_both 1 "$CLIENTS/stdio_hold" sleep "$SERVER_PORT" /dev/null
 	assert_both_ok
-	assert_same_output
+	assert_same_output --close-line
 	assert_equal "$(count_matches '^HTTP/1.1 200 OK' "$BATS_TEST_TMPDIR/shim.out")" 1
 	assert_equal "shim requests $SHIM_REQS" "shim requests 1"
 }

@@ -5,15 +5,21 @@
  * keep-alive makes them.
  *
  * Usage: pair HOST PORT WHICH METHOD BODY PATH
+ *   METHOD a method, or METHOD+key: with an Idempotency-Key header
  *   WHICH  both | warm | test   (warm/test: one process each, so that the
  *          connection passes through the broker between them)
  *   BODY   -1: no Content-Length; N >= 0: Content-Length N, the body
  *          written in two halves by two write()s, 2 ms and 4 ms after
  *          the head's
  * One line per request on stdout: "PATH OUTCOME", OUTCOME one of
- *   status CODE body N    the answer, read to EOF: N bytes after its head
- *                         (the head's own hop-by-hop lines may differ)
- *   connect ERRNO | write ERRNO | read ERRNO (after N bytes: "read ERRNO N")
+ *   status CODE body N CLOSING   the answer, read to EOF: N bytes after
+ *                         its head; CLOSING: "closing" when the head has
+ *                         a Connection close token (what the program
+ *                         reads as a closing answer), else "open" (the
+ *                         head's other bytes may differ)
+ *   connect ERRNO | write ERRNO | read ERRNO (after N bytes: "read ERRNO N",
+ *                         after a whole head and N body bytes: "read ERRNO
+ *                         body N")
  *   eof N                 EOF after N bytes, no complete status line
  * SIGPIPE keeps its default action (a write into a closed connection may
  * kill the program, as it would without the library); reads time out
@@ -25,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <time.h>
@@ -65,6 +72,24 @@ static int write_all(int s, const char *p, size_t n)
 	return 0;
 }
 
+/* A Connection header of the head hd[0..n) with a close token */
+static int closing(char *hd, size_t n)
+{
+	hd[n] = 0;
+	for (char *l = strstr(hd, "\r\n"); l; l = strstr(l + 2, "\r\n")) {
+		if (strncasecmp(l + 2, "connection:", 11))
+			continue;
+		char *end = strstr(l + 2, "\r\n"), *v = l + 13;
+		size_t len = end ? (size_t)(end - v) : strlen(v);
+		char val[256];
+		snprintf(val, sizeof(val), "%.*s", (int)len, v);
+		for (char *t = strtok(val, ", \t"); t; t = strtok(NULL, ", \t"))
+			if (!strcasecmp(t, "close"))
+				return 1;
+	}
+	return 0;
+}
+
 static void request(const char *method, long body, const char *path)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port)) };
@@ -78,8 +103,11 @@ static void request(const char *method, long body, const char *path)
 	struct timeval tv = { 3, 0 };
 	setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	char head[512];
-	int hl = snprintf(head, sizeof(head), "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n",
-			  method, path, host);
+	/* METHOD+key: METHOD with an Idempotency-Key header */
+	size_t ml = strcspn(method, "+");
+	int hl = snprintf(head, sizeof(head), "%.*s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%s",
+			  (int)ml, method, path, host,
+			  method[ml] == '+' ? "Idempotency-Key: 8e03\r\n" : "");
 	if (body >= 0)
 		hl += snprintf(head + hl, sizeof(head) - (size_t)hl, "Content-Length: %ld\r\n", body);
 	hl += snprintf(head + hl, sizeof(head) - (size_t)hl, "\r\n");
@@ -110,8 +138,8 @@ static void request(const char *method, long body, const char *path)
 			return;
 		}
 	}
-	char buf[65536], first[65] = "";
-	size_t got = 0, body_got = 0;
+	char buf[65536], first[65] = "", hd[2048];
+	size_t got = 0, body_got = 0, hd_len = 0;
 	int crlf = 0; /* of "\r\n\r\n" matched so far; 4: in the body */
 	int code = 0;
 	for (;;) {
@@ -119,7 +147,10 @@ static void request(const char *method, long body, const char *path)
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
-			say(path, "read %s %zu", strerrorname_np(errno), got);
+			if (crlf == 4)
+				say(path, "read %s body %zu", strerrorname_np(errno), body_got);
+			else
+				say(path, "read %s %zu", strerrorname_np(errno), got);
 			close(s);
 			return;
 		}
@@ -128,6 +159,10 @@ static void request(const char *method, long body, const char *path)
 		for (ssize_t i = 0; i < r; i++) {
 			if (crlf == 4)
 				body_got++;
+			else if (hd_len < sizeof(hd) - 1)
+				hd[hd_len++] = buf[i];
+			if (crlf == 4)
+				;
 			else if (buf[i] == "\r\n\r\n"[crlf])
 				crlf++;
 			else
@@ -143,7 +178,7 @@ static void request(const char *method, long body, const char *path)
 	if (got >= 12 && !strncmp(first, "HTTP/1.1 ", 9))
 		code = atoi(first + 9);
 	if (code)
-		say(path, "status %d body %zu", code, body_got);
+		say(path, "status %d body %zu %s", code, body_got, closing(hd, hd_len) ? "closing" : "open");
 	else
 		say(path, "eof %zu", got);
 	close(s);

@@ -22,7 +22,10 @@
  *   bytes of an element that begins like "keep-alive" become the bytes at
  *   the same offsets of "     close" (the same length), and a split feed
  *   gives exactly the bytes the whole feed gives;
- * - facts are consistent: reusable only for a final, framed, DONE response.
+ * - facts are consistent: reusable only for a final, framed, DONE response;
+ * - with the rewrite (and insert_close) a close line is asked for at most
+ *   once per response, right before the blank line of a final HTTP/1.1
+ *   head with no close and no keep-alive token, and changes no event.
  */
 #include "framer.h"
 #include "fuzz.h"
@@ -103,9 +106,12 @@ static void feed(const char *data, size_t n, uint8_t ctl, bool rw,
 	size_t b, nresp = 0;
 	bool stop = false;
 
+	size_t inserts = 0;
+
 	r->n = 0;
 	memcpy(r->out, data, n);
 	frm_resp_begin(&f, method_for(ctl, nresp), rw);
+	f.insert_close = rw;
 	for (b = 0; b < np && !stop; b++) {
 		size_t plen = bounds[b + 1] - bounds[b], off = 0, k;
 		char *p = fz_copy(data + bounds[b], plen);
@@ -118,11 +124,26 @@ static void feed(const char *data, size_t n, uint8_t ctl, bool rw,
 				INVARIANT(off == plen, "NONE with %zu bytes left", plen - off);
 				break;
 			}
+			if (ev == FRM_EV_INSERT) {
+				/* the close line: only with the rewrite, once per
+				 * final head, right before its blank line, with no
+				 * close token and no keep-alive one the mask turns
+				 * into close (docs/replay.md, "A closing answer") */
+				INVARIANT(rw && ++inserts == 1, "a second close line");
+				INVARIANT(off < plen && (p[off] == '\r' || p[off] == '\n'),
+					  "close line not before the blank line");
+				INVARIANT(!f.head_done && f.status >= 200 && f.version_minor >= 1 &&
+						  !f.close_token && !f.ka_token,
+					  "close line for a head that says close, or an interim");
+				continue;
+			}
 			record(r, ev, bounds[b] + off, &f);
 			if (ev == FRM_EV_INTERIM)
 				continue;
 			if (ev == FRM_EV_DONE) {
 				frm_resp_begin(&f, method_for(ctl, ++nresp), rw);
+				f.insert_close = rw;
+				inserts = 0;
 				continue;
 			}
 			if (ev == FRM_EV_ERROR) {

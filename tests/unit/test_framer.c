@@ -622,6 +622,89 @@ static void test_resp_rewrite(void)
 	}
 }
 
+/* The close line (docs/replay.md, "A closing answer"): fed in two pieces
+ * cut at every offset (a recv(1) loop, a head across reads), the program's
+ * stream -- the bytes with FRM_CLOSE_LINE where FRM_EV_INSERT says -- is
+ * always want, and the framing ends at the same place. */
+static void close_line_case(const char *name, const char *in, enum frm_method m, const char *want,
+			    enum frm_resp_event last)
+{
+	size_t n = strlen(in);
+	for (size_t cut = 0; cut <= n; cut++) {
+		struct frm_resp r;
+		enum frm_resp_event ev = FRM_EV_NONE;
+		char buf[512], out[1024];
+		size_t o = 0, inserts = 0;
+		bool saw_last = false;
+		memcpy(buf, in, n);
+		frm_resp_begin(&r, m, true);
+		r.insert_close = true;
+		size_t pieces[2][2] = { { 0, cut }, { cut, n } };
+		for (int pc = 0; pc < 2; pc++) {
+			size_t off = pieces[pc][0], end = pieces[pc][1];
+			while (off < end) {
+				size_t k = frm_resp_feed(&r, buf + off, end - off, &ev);
+				memcpy(out + o, buf + off, k);
+				o += k;
+				off += k;
+				if (ev == FRM_EV_INSERT) {
+					memcpy(out + o, FRM_CLOSE_LINE, FRM_CLOSE_LINE_LEN);
+					o += FRM_CLOSE_LINE_LEN;
+					inserts++;
+				}
+				saw_last |= ev == last;
+				if (ev != FRM_EV_NONE && ev != FRM_EV_INTERIM && ev != FRM_EV_INSERT &&
+				    ev != FRM_EV_CLOSE_BODY)
+					break;
+			}
+		}
+		out[o] = 0;
+		CHECK(strcmp(out, want) == 0 && saw_last && inserts <= 1, "%s: cut %zu: %s", name,
+		      cut, out);
+	}
+}
+
+static void test_close_line(void)
+{
+	close_line_case("no Connection header", H11 "Content-Length: 2\r\n\r\nok", FRM_M_GET,
+			H11 "Content-Length: 2\r\nConnection: close\r\n\r\nok", FRM_EV_DONE);
+	close_line_case("chunked", H11 "Transfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+			FRM_M_GET,
+			H11 "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\nok\r\n0\r\n\r\n",
+			FRM_EV_DONE);
+	close_line_case("other token", H11 "Connection: TE\r\nContent-Length: 0\r\n\r\n", FRM_M_GET,
+			H11 "Connection: TE\r\nContent-Length: 0\r\nConnection: close\r\n\r\n", FRM_EV_DONE);
+	close_line_case("keep-alive: masked, nothing inserted",
+			H11 "Connection: keep-alive\r\nContent-Length: 0\r\n\r\n", FRM_M_GET,
+			H11 "Connection:      close\r\nContent-Length: 0\r\n\r\n", FRM_EV_DONE);
+	close_line_case("close already", H11 "Connection: close\r\nContent-Length: 0\r\n\r\n", FRM_M_GET,
+			H11 "Connection: close\r\nContent-Length: 0\r\n\r\n", FRM_EV_DONE);
+	close_line_case("HTTP/1.0: closes unless it says keep-alive",
+			"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", FRM_M_GET,
+			"HTTP/1.0 200 OK\r\nContent-Length: 0\r\n\r\n", FRM_EV_DONE);
+	close_line_case("interim first: only the final head",
+			"HTTP/1.1 100 Continue\r\n\r\n" H11 "Content-Length: 0\r\n\r\n", FRM_M_POST,
+			"HTTP/1.1 100 Continue\r\n\r\n" H11 "Content-Length: 0\r\nConnection: close\r\n\r\n",
+			FRM_EV_DONE);
+	close_line_case("HEAD", H11 "Content-Length: 99\r\n\r\n", FRM_M_HEAD,
+			H11 "Content-Length: 99\r\nConnection: close\r\n\r\n", FRM_EV_DONE);
+	close_line_case("bare LF head", "HTTP/1.1 204 No Content\nX: y\n\n", FRM_M_GET,
+			"HTTP/1.1 204 No Content\nX: y\nConnection: close\r\n\n", FRM_EV_DONE);
+	close_line_case("101: not ours", "HTTP/1.1 101 Switching\r\nUpgrade: x\r\n\r\n", FRM_M_GET,
+			"HTTP/1.1 101 Switching\r\nUpgrade: x\r\n\r\n", FRM_EV_UPGRADE);
+	close_line_case("close-delimited", H11 "X: y\r\n\r\nbody", FRM_M_GET,
+			H11 "X: y\r\nConnection: close\r\n\r\nbody", FRM_EV_CLOSE_BODY);
+	{
+		/* without insert_close: never an INSERT (the old behaviour) */
+		struct frm_resp r;
+		enum frm_resp_event ev;
+		char buf[] = H11 "Content-Length: 0\r\n\r\n";
+		frm_resp_begin(&r, FRM_M_GET, true);
+		size_t k = frm_resp_feed(&r, buf, strlen(buf), &ev);
+		CHECK(k == strlen(buf) && ev == FRM_EV_DONE, "no insert_close: no close line");
+	}
+}
+
 /* a big header block is never buffered */
 static void test_resp_big(void)
 {
@@ -1094,6 +1177,7 @@ int main(void)
 	test_resp_pipelined();
 	test_resp_rewrite();
 	test_resp_big();
+	test_close_line();
 	test_resp_misuse();
 	test_body();
 	test_req_parse();
