@@ -23,7 +23,7 @@ teardown() {
 	servers_stop
 }
 
-WRAP="$ROOT/scripts/keepalive"
+WRAP="${WRAP:-$ROOT/scripts/keepalive}"
 wrap() { env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" "$@"; }
 
 # a command that says when it got signal SIG and ends with its own status
@@ -186,4 +186,31 @@ py_status() { "$PYTHON" -c 'import subprocess, sys; print(subprocess.call(sys.ar
 	assert_equal "$stderr" ""
 	server_wait_requests 10
 	assert_equal "conns $(nginx_conns)" "conns 1"
+}
+
+@test "wrapper: --status and --stop ask the socket-activated broker (systemd-socket-activate, as the user unit runs it)" {
+	command -v systemd-socket-activate >/dev/null || skip "no systemd-socket-activate"
+	mkdir -m 0700 "$XDG/keepalive"
+	systemd-socket-activate --seqpacket -l "$XDG/keepalive/broker.sock" \
+		env -u LD_PRELOAD "$ROOT/build/keepalive-broker" </dev/null >/dev/null 2>"$BATS_TEST_TMPDIR/sa.log" 3>&- &
+	DAEMON_PID=$!
+	wait_until test -S "$XDG/keepalive/broker.sock"
+	run wrap --status
+	assert_success
+	assert_line "keepalive: broker running at $XDG/keepalive/broker.sock"
+	assert_line --regexp "^counters: got=0 gave=0 "
+	assert_line "idle connections: 0"
+	# keepalive CMD uses it
+	nginx_start
+	run env KEEPALIVE_PORTS="$NGINX_PORT" KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" \
+		"$WRAP" sh -c "$CURL -sS -o /dev/null http://127.0.0.1:$NGINX_PORT/f; $CURL -sS -o /dev/null http://127.0.0.1:$NGINX_PORT/f"
+	assert_success
+	assert_line --regexp "^libkeepalive: processes=2 .* broker_got=1 "
+	run wrap --stop
+	assert_success
+	assert_output "keepalive: broker stopped"
+	wait_until _pid_gone "$DAEMON_PID"
+	DAEMON_PID=
+	run wrap --status
+	assert_failure
 }
