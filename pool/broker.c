@@ -384,6 +384,15 @@ static bool serve(unsigned i)
 static void default_path(char *out, size_t cap)
 {
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	char run[64];
+	struct stat st;
+	/* cron and ssh -T set no XDG_RUNTIME_DIR: the session's directory is
+	 * still /run/user/UID (pam_systemd) when there, ours and closed to
+	 * others; the socket's own directory is checked again when used */
+	snprintf(run, sizeof(run), "/run/user/%u", (unsigned)geteuid());
+	if (!(xdg && *xdg == '/') && lstat(run, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    st.st_uid == geteuid() && !(st.st_mode & 077))
+		xdg = run;
 	if (xdg && *xdg == '/')
 		snprintf(out, cap, "%s/keepalive/broker.sock", xdg);
 	else

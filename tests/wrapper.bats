@@ -214,3 +214,31 @@ py_status() { "$PYTHON" -c 'import subprocess, sys; print(subprocess.call(sys.ar
 	run wrap --status
 	assert_failure
 }
+
+# cron and ssh -T set no XDG_RUNTIME_DIR; the session's /run/user/UID is
+# there all the same (a private mount of /run/user here: no other test or
+# user sees it)
+@test "wrapper: a cron-like environment without XDG_RUNTIME_DIR finds the session's broker at /run/user/UID" {
+	[ "$(id -u)" = 0 ] || skip "needs root for a private mount namespace"
+	command -v unshare >/dev/null || skip "no unshare"
+	nginx_start
+	local get="$CURL -sS -o /dev/null http://127.0.0.1:$NGINX_PORT/f"
+	run unshare -m sh -c '
+		mount --make-rprivate / && mount -t tmpfs -o mode=0755 none /run/user || exit 99
+		mkdir -m 0700 /run/user/0
+		XDG_RUNTIME_DIR=/run/user/0 "$1" --daemon 3>&- || exit 98
+		for i in 1 2; do
+			env -i PATH=/usr/bin:/bin HOME=/root KEEPALIVE_PRELOAD="$2" KEEPALIVE_PORTS="$3" \
+				KEEPALIVE_STATS=1 "$1" sh -c "$4"
+		done
+		env -i PATH=/usr/bin:/bin "$1" --status | head -n 1
+		env -i PATH=/usr/bin:/bin "$1" --stop' sh "$WRAP" "$PRELOAD" "$NGINX_PORT" "$get"
+	echo "$output"
+	assert_success
+	assert_line --index 1 --regexp "^libkeepalive: processes=1 .* broker_got=0 "
+	assert_line --index 2 --regexp "^libkeepalive: processes=1 .* broker_got=1 "
+	assert_line "keepalive: broker running at /run/user/0/keepalive/broker.sock"
+	assert_line "keepalive: broker stopped"
+	server_wait_requests 2
+	assert_equal "conns $(nginx_conns)" "conns 1"
+}
