@@ -279,10 +279,11 @@ void kp_config_load(void)
 	}
 	if ((s = env(OBSERVE)) && *s && strcmp(s, "0") != 0)
 		kp_cfg.observe = true;
-	if ((s = env(PORTS)) && kp_parse_ports(s, kp_cfg.ports) < 0) {
-		warn_setting("KEEPALIVE_PORTS", s, "want e.g. 80,8080,9000-9010, using 80,443,8080,8443");
+	/* a bad or empty list never widens what is pooled: nothing is
+	 * (docs/wrapper.md; the wrapper says it once for a command tree) */
+	if ((s = env(PORTS)) && (!*s || kp_parse_ports(s, kp_cfg.ports) < 0)) {
+		warn_setting("KEEPALIVE_PORTS", s, "want e.g. 80,8080,9000-9010; pooling nothing");
 		memset(kp_cfg.ports, 0, sizeof(kp_cfg.ports));
-		set_default_ports(kp_cfg.ports);
 	}
 	if ((s = env(BROKER)) && *s && strcmp(s, "0") != 0)
 		broker_path(s);

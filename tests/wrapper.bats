@@ -242,3 +242,12 @@ py_status() { "$PYTHON" -c 'import subprocess, sys; print(subprocess.call(sys.ar
 	server_wait_requests 2
 	assert_equal "conns $(nginx_conns)" "conns 1"
 }
+
+@test "plain LD_PRELOAD: an empty KEEPALIVE_PORTS warns (it pools nothing), as a bad one does" {
+	local v
+	for v in "" "8080,abc"; do
+		run --separate-stderr env KEEPALIVE_PORTS="$v" LD_PRELOAD="$PRELOAD" /bin/true
+		assert_success
+		assert_equal "$stderr" "libkeepalive: ignoring KEEPALIVE_PORTS=$v (want e.g. 80,8080,9000-9010; pooling nothing)"
+	done
+}
