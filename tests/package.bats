@@ -74,9 +74,15 @@ inst_keepalive() { env -u KEEPALIVE_PRELOAD -u LD_PRELOAD "$INST/usr/bin/keepali
 @test "the package enables no user unit: the socket is opt-in (systemctl --user enable)" {
 	local ctl="$BATS_TEST_TMPDIR/ctl"
 	dpkg-deb -e "$DEB" "$ctl"
-	run cat "$ctl/postinst"
-	refute_output --partial "enable"
-	refute_output --partial "keepalive-broker.socket"
+	# debhelper's --no-enable postinst only keeps a user's own choice
+	# (was-enabled); without it the unit is enabled for every user
+	run grep -c -- '--user enable' "$ctl/postinst"
+	local enables=$output
+	run sh -c "grep -B 3 -- '--user enable' '$ctl/postinst' | grep -c 'was-enabled'"
+	assert_output "$enables"
+	run grep -- '--user enable' "$ctl/postinst"
+	refute_output --partial "Enables the unit on first installation"
+	! grep -q 'on first installation' "$ctl/postinst"
 	run grep -c 'systemctl --user enable --now keepalive-broker.socket' "$ROOT/man/keepalive.1"
 	refute_output 0
 }
