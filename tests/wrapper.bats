@@ -160,9 +160,15 @@ py_status() { "$PYTHON" -c 'import subprocess, sys; print(subprocess.call(sys.ar
 		[[ "$stderr" == "keepalive: $cmd: "* ]] || fail "stderr: $stderr"
 	done
 	touch "$BATS_TEST_TMPDIR/noexec"
-	sh -c "$BATS_TEST_TMPDIR/noexec" 2>/dev/null && plainst=0 || plainst=$?
-	run wrap "$BATS_TEST_TMPDIR/noexec"
-	assert_equal "status $status" "status $plainst"
+	for cmd in "$BATS_TEST_TMPDIR/noexec" "$BATS_TEST_TMPDIR"; do
+		sh -c "$cmd" 2>/dev/null && plainst=0 || plainst=$?
+		run --separate-stderr wrap "$cmd"
+		assert_equal "status $status" "status $plainst"
+		[[ "$stderr" == "keepalive: $cmd: "* ]] || fail "stderr: $stderr"
+		run --separate-stderr env KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" "$cmd"
+		assert_equal "status $status" "status $plainst"
+		[[ "$stderr" == "keepalive: $cmd: "* ]] || fail "stderr: $stderr"
+	done
 }
 
 @test "wrapper: a bad KEEPALIVE_PORTS is said once for a loop of 10 processes and pools nothing" {
