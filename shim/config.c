@@ -207,7 +207,16 @@ static void broker_path(const char *s)
 	char *p = kp_cfg.broker_path;
 	size_t cap = sizeof(kp_cfg.broker_path);
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	char run[64];
+	struct stat st;
 	int n;
+	/* as keepalive-broker's default: without XDG_RUNTIME_DIR (cron), the
+	 * session's /run/user/UID when ours and closed to others
+	 * (docs/wrapper.md); the socket's directory is checked when used */
+	snprintf(run, sizeof(run), "/run/user/%u", (unsigned)geteuid());
+	if (!strcmp(s, "1") && !(xdg && *xdg == '/') && lstat(run, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    st.st_uid == geteuid() && !(st.st_mode & 077))
+		xdg = run;
 	if (!strcmp(s, "1") && xdg && *xdg == '/')
 		n = snprintf(p, cap, "%s/keepalive/broker.sock", xdg);
 	else if (!strcmp(s, "1"))

@@ -224,7 +224,7 @@ py_status() { "$PYTHON" -c 'import subprocess, sys; print(subprocess.call(sys.ar
 # cron and ssh -T set no XDG_RUNTIME_DIR; the session's /run/user/UID is
 # there all the same (a private mount of /run/user here: no other test or
 # user sees it)
-@test "wrapper: a cron-like environment without XDG_RUNTIME_DIR finds the session's broker at /run/user/UID" {
+@test "wrapper: a cron-like environment without XDG_RUNTIME_DIR finds the session's broker at /run/user/UID (keepalive CMD and KEEPALIVE_BROKER=1)" {
 	[ "$(id -u)" = 0 ] || skip "needs root for a private mount namespace"
 	command -v unshare >/dev/null || skip "no unshare"
 	nginx_start
@@ -237,15 +237,19 @@ py_status() { "$PYTHON" -c 'import subprocess, sys; print(subprocess.call(sys.ar
 			env -i PATH=/usr/bin:/bin HOME=/root KEEPALIVE_PRELOAD="$2" KEEPALIVE_PORTS="$3" \
 				KEEPALIVE_STATS=1 "$1" sh -c "$4"
 		done
+		# plain LD_PRELOAD, KEEPALIVE_BROKER=1: the library finds it too
+		env -i PATH=/usr/bin:/bin HOME=/root LD_PRELOAD="$2" KEEPALIVE_PORTS="$3" KEEPALIVE_BROKER=1 \
+			KEEPALIVE_STATS=1 sh -c "$4" 2>&1 | grep -o "broker_got=[0-9]*"
 		env -i PATH=/usr/bin:/bin "$1" --status | head -n 1
 		env -i PATH=/usr/bin:/bin "$1" --stop' sh "$WRAP" "$PRELOAD" "$NGINX_PORT" "$get"
 	echo "$output"
 	assert_success
 	assert_line --index 1 --regexp "^libkeepalive: processes=1 .* broker_got=0 "
 	assert_line --index 2 --regexp "^libkeepalive: processes=1 .* broker_got=1 "
+	assert_line --index 3 "broker_got=1"
 	assert_line "keepalive: broker running at /run/user/0/keepalive/broker.sock"
 	assert_line "keepalive: broker stopped"
-	server_wait_requests 2
+	server_wait_requests 3
 	assert_equal "conns $(nginx_conns)" "conns 1"
 }
 
