@@ -97,7 +97,7 @@ term_run() { sig_run TERM "$@"; }
 # by signal N, N for exit N
 py_status() { "$PYTHON" -c 'import subprocess, sys; print(subprocess.call(sys.argv[1:]))' "$@"; }
 
-@test "wrapper: a command that dies of SIGINT, SIGTERM, SIGQUIT or SIGHUP: the wrapper dies of the same signal" {
+@test "wrapper: a command that dies of SIGINT, SIGTERM, SIGQUIT, SIGHUP or SIGUSR1: the wrapper dies of the same signal, also under KEEPALIVE_STATS=1" {
 	local sig plain
 	for sig in INT TERM QUIT HUP USR1; do
 		plain=$(py_status sh -c "kill -$sig \$\$")
