@@ -12,6 +12,10 @@ NPROC   := $(shell nproc 2>/dev/null || echo 1)
 # version, and what the library, the broker and keepalive --version report)
 VERSION := $(shell sed -n '1s/^[^(]*(\([^)]*\)).*/\1/p' debian/changelog)
 ALLFLAGS += -DKP_VERSION='"$(VERSION)"'
+# no _FORTIFY_SOURCE in the preload library (whatever CFLAGS or the
+# compiler's default say): it would turn the library's own libc calls into
+# the __read_chk family that the library itself interposes
+ALLFLAGS += -U_FORTIFY_SOURCE
 
 # the library: the shim and the pool (not the broker's main)
 SRCS := $(wildcard shim/*.c) $(filter-out pool/broker.c,$(wildcard pool/*.c))
@@ -20,6 +24,7 @@ LIB  := build/libkeepalive.so
 # the per-user pool process (docs/design.md §8): its own small program, never
 # preloaded, sharing pool.c's policy
 BROKER := build/keepalive-broker
+RUNNER := build/keepalive-run
 BROKER_SRCS := pool/broker.c pool/broker_proto.c pool/broker_check.c pool/pool.c
 ASAN_LIB := build/libkeepalive-asan.so
 TSAN_LIB := build/libkeepalive-tsan.so
@@ -35,8 +40,14 @@ UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
-.PHONY: all asan tsan test test-asan check unit bats clients clean install fuzz fuzz-build bench bench-fastpath owner-matrix tls-pairs
-all: $(LIB) $(AUDIT_LIB) $(BROKER)
+.PHONY: all asan tsan test test-asan check unit bats clients clean install uninstall fuzz fuzz-build bench bench-fastpath owner-matrix tls-pairs
+all: $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER)
+
+# what of the keepalive wrapper must stay while the command runs (signals
+# passed on, the private broker stopped, the stats summed: docs/wrapper.md)
+$(RUNNER): scripts/keepalive-run.c Makefile
+	@mkdir -p build
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -o $@ $<
 
 $(BROKER): $(BROKER_SRCS) $(wildcard pool/*.h) Makefile debian/changelog
 	@mkdir -p build
@@ -245,7 +256,7 @@ JOBS ?= $(shell echo $$(( $(NPROC) * 4 )))
 BATS := bats $(if $(filter-out 0 1,$(JOBS)),$(if $(shell command -v parallel),--jobs $(JOBS))) $(BATS_FLAGS)
 # what the tests build on demand, built before they run (two files must
 # not build the same target at once)
-BATS_DEPS := $(LIB) $(AUDIT_LIB) $(BROKER) $(TSAN_LIB) build/libkeepalive-noprobe.so \
+BATS_DEPS := $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER) $(TSAN_LIB) build/libkeepalive-noprobe.so \
 	build/latency-proxy clients
 
 bats: $(BATS_DEPS)
@@ -285,17 +296,19 @@ test-asan: $(ASAN_LIB) $(BATS_DEPS)
 	KEEPALIVE_ASAN=1 KEEPALIVE_PRELOAD="$$($(CC) -print-file-name=libasan.so) $(CURDIR)/$(ASAN_LIB)" \
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1 $(BATS) $(ASAN_BATS)
 
-# make install [PREFIX=/usr/local] [DESTDIR=] [LIBDIR=] ...: the package
-# (debian/rules) sets LIBDIR to the multiarch directory.  The installed
-# keepalive finds the library and the helpers relative to itself.
+# make install [PREFIX=/usr/local] [DESTDIR=] [LIBDIR=] ...: the libraries
+# and the helpers in one private directory (as torsocks and faketime keep
+# theirs: a preload library is no shared library for the linker's path);
+# the installed keepalive finds it relative to itself.  make uninstall
+# [same variables] removes what install wrote (docs/wrapper.md).
 BINDIR ?= $(PREFIX)/bin
-LIBDIR ?= $(PREFIX)/lib
-HELPERDIR ?= $(LIBDIR)/libkeepalive
+LIBDIR ?= $(PREFIX)/lib/keepalive
+HELPERDIR ?= $(LIBDIR)
 MANDIR ?= $(PREFIX)/share/man
 USERUNITDIR ?= $(PREFIX)/lib/systemd/user
 relpath = $(shell realpath -m -s --relative-to=$(BINDIR) $(1))
 
-install: $(LIB) $(AUDIT_LIB) $(BROKER)
+install: $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(HELPERDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(USERUNITDIR)
 	install -m 0644 $(LIB) $(DESTDIR)$(LIBDIR)/libkeepalive.so
@@ -304,12 +317,21 @@ install: $(LIB) $(AUDIT_LIB) $(BROKER)
 		-e 's|^helperdir=.*|helperdir=$(call relpath,$(HELPERDIR))|' \
 		scripts/keepalive >$(DESTDIR)$(BINDIR)/keepalive
 	chmod 0755 $(DESTDIR)$(BINDIR)/keepalive
-	install -m 0755 scripts/compare $(BROKER) $(DESTDIR)$(HELPERDIR)/
+	install -m 0755 scripts/compare $(BROKER) $(RUNNER) $(DESTDIR)$(HELPERDIR)/
 	install -m 0644 man/keepalive.1 $(DESTDIR)$(MANDIR)/man1/keepalive.1
 	install -m 0644 man/libkeepalive.7 $(DESTDIR)$(MANDIR)/man7/libkeepalive.7
 	install -m 0644 scripts/systemd/keepalive-broker.socket $(DESTDIR)$(USERUNITDIR)/
 	sed 's|^ExecStart=.*|ExecStart=$(HELPERDIR)/keepalive-broker|' \
 		scripts/systemd/keepalive-broker.service >$(DESTDIR)$(USERUNITDIR)/keepalive-broker.service
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/keepalive \
+		$(DESTDIR)$(LIBDIR)/libkeepalive.so $(DESTDIR)$(LIBDIR)/libkeepalive-audit.so \
+		$(DESTDIR)$(HELPERDIR)/compare $(DESTDIR)$(HELPERDIR)/keepalive-broker \
+		$(DESTDIR)$(HELPERDIR)/keepalive-run \
+		$(DESTDIR)$(MANDIR)/man1/keepalive.1 $(DESTDIR)$(MANDIR)/man7/libkeepalive.7 \
+		$(DESTDIR)$(USERUNITDIR)/keepalive-broker.socket $(DESTDIR)$(USERUNITDIR)/keepalive-broker.service
+	-rmdir $(DESTDIR)$(HELPERDIR) $(DESTDIR)$(LIBDIR) 2>/dev/null
 
 clean:
 	rm -rf build

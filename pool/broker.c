@@ -392,6 +392,15 @@ static bool serve(unsigned i)
 static void default_path(char *out, size_t cap)
 {
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	char run[64];
+	struct stat st;
+	/* cron and ssh -T set no XDG_RUNTIME_DIR: the session's directory is
+	 * still /run/user/UID (pam_systemd) when there, ours and closed to
+	 * others; the socket's own directory is checked again when used */
+	snprintf(run, sizeof(run), "/run/user/%u", (unsigned)geteuid());
+	if (!(xdg && *xdg == '/') && lstat(run, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    st.st_uid == geteuid() && !(st.st_mode & 077))
+		xdg = run;
 	if (xdg && *xdg == '/')
 		snprintf(out, cap, "%s/keepalive/broker.sock", xdg);
 	else
@@ -636,6 +645,13 @@ static int status_or_stop(const char *path, bool stop_it)
 		return 1;
 	}
 	pid_t pid = broker_pid(dirfd, name);
+	/* socket-activated, our connect may just have started it: it says
+	 * its pid once it listens as itself (up to a second) */
+	for (int i = 0; !pid && i < 100; i++) {
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+		pid = broker_pid(dirfd, name);
+	}
 	if (stop_it) {
 		if (!pid || kill(pid, SIGTERM) < 0) {
 			fprintf(stderr, "keepalive: the broker at %s was not started by keepalive (socket activation?): not stopped\n",
@@ -931,6 +947,24 @@ int main(int argc, char **argv)
 	}
 	if (bound && !daemonize)
 		write_pid(dirfd, getpid());
+	/* socket-activated: listen() again, so that the socket's credentials
+	 * (SO_PEERCRED) name the pid that serves it rather than systemd, and
+	 * say that pid beside it, for keepalive --status and --stop (which
+	 * check the one against the other); the directory is opened checked,
+	 * never by name.  docs/wrapper.md */
+	bool activated = !bound && !daemonize;
+	if (activated) {
+		struct sockaddr_un ua;
+		socklen_t sl = sizeof(ua);
+		const char *why;
+		memset(&ua, 0, sizeof(ua));
+		if (listen(lfd, SOMAXCONN) == 0 && getsockname(lfd, (struct sockaddr *)&ua, &sl) == 0 &&
+		    ua.sun_family == AF_UNIX && ua.sun_path[0] == '/' && (size_t)sl < sizeof(ua) &&
+		    (dirfd = bk_open_sock_dir(&bk_libc, ua.sun_path, BK_DIR_PARENT, &why)) >= 0) {
+			snprintf(path, sizeof(path), "%s", ua.sun_path);
+			write_pid(dirfd, getpid());
+		}
+	}
 
 	struct pool_config pc = {
 		.idle_ms = env_u64("KEEPALIVE_IDLE_MS", 30000, 1, 24ull * 3600 * 1000),
@@ -960,7 +994,7 @@ int main(int argc, char **argv)
 	static int pooled[MAX_POOLED_POLL];
 	while (!stop) {
 		uint64_t now = now_ms();
-		if (status_asked && bound) {
+		if (status_asked && dirfd >= 0) {
 			status_asked = 0;
 			write_status(dirfd, path, started);
 		}
@@ -1058,6 +1092,10 @@ int main(int argc, char **argv)
 	if (bound && fstatat(dirfd, bk_base(path), &now_st, AT_SYMLINK_NOFOLLOW) == 0 &&
 	    now_st.st_ino == lst.st_ino) {
 		unlinkat(dirfd, bk_base(path), 0);
+		unlinkat(dirfd, "broker.pid", 0);
+		unlinkat(dirfd, "broker.status", 0);
+	}
+	if (activated && dirfd >= 0) {
 		unlinkat(dirfd, "broker.pid", 0);
 		unlinkat(dirfd, "broker.status", 0);
 	}

@@ -207,7 +207,16 @@ static void broker_path(const char *s)
 	char *p = kp_cfg.broker_path;
 	size_t cap = sizeof(kp_cfg.broker_path);
 	const char *xdg = getenv("XDG_RUNTIME_DIR");
+	char run[64];
+	struct stat st;
 	int n;
+	/* as keepalive-broker's default: without XDG_RUNTIME_DIR (cron), the
+	 * session's /run/user/UID when ours and closed to others
+	 * (docs/wrapper.md); the socket's directory is checked when used */
+	snprintf(run, sizeof(run), "/run/user/%u", (unsigned)geteuid());
+	if (!strcmp(s, "1") && !(xdg && *xdg == '/') && lstat(run, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    st.st_uid == geteuid() && !(st.st_mode & 077))
+		xdg = run;
 	if (!strcmp(s, "1") && xdg && *xdg == '/')
 		n = snprintf(p, cap, "%s/keepalive/broker.sock", xdg);
 	else if (!strcmp(s, "1"))
@@ -279,10 +288,11 @@ void kp_config_load(void)
 	}
 	if ((s = env(OBSERVE)) && *s && strcmp(s, "0") != 0)
 		kp_cfg.observe = true;
-	if ((s = env(PORTS)) && kp_parse_ports(s, kp_cfg.ports) < 0) {
-		warn_setting("KEEPALIVE_PORTS", s, "want e.g. 80,8080,9000-9010, using 80,443,8080,8443");
+	/* a bad or empty list never widens what is pooled: nothing is
+	 * (docs/wrapper.md; the wrapper says it once for a command tree) */
+	if ((s = env(PORTS)) && (!*s || kp_parse_ports(s, kp_cfg.ports) < 0)) {
+		warn_setting("KEEPALIVE_PORTS", s, "want e.g. 80,8080,9000-9010; pooling nothing");
 		memset(kp_cfg.ports, 0, sizeof(kp_cfg.ports));
-		set_default_ports(kp_cfg.ports);
 	}
 	if ((s = env(BROKER)) && *s && strcmp(s, "0") != 0)
 		broker_path(s);

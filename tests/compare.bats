@@ -221,3 +221,21 @@ print(d["rounds"], off["label"], on["label"], off["exit_codes"], on["exit_codes"
 	assert_line --regexp '^same stdout +NO \(3 of 3 rounds\)$'
 	assert_equal "exit $(row 'exit status')" "exit 0 0"
 }
+
+@test "keepalive --compare: connections per destination without and with; ports that are not pooled are said, and no speed-up is claimed for them" {
+	curl_ok || skip "curl does not start under ASan"
+	command -v strace >/dev/null || skip "no strace: no census"
+	local loop
+	loop=$(curl_loop)
+	run compare -r 1 "$loop"
+	assert_success
+	assert_line "TCP connections per destination (one more run each side, under strace):"
+	assert_equal "$(row "  127.0.0.1:$NGINX_PORT")" "20 1"
+	refute_output --partial "not pooled"
+	# the same script with another port pooled: every connection said
+	run timeout 300 "$COMPARE" --compare --ports 1 -r 1 "$loop"
+	assert_success
+	assert_line --regexp "^  127\.0\.0\.1:$NGINX_PORT +20 +20 +port $NGINX_PORT not pooled\$"
+	assert_line "note: 20 of its connections went to ports that are not pooled (--ports, KEEPALIVE_PORTS)"
+	assert_line --partial "note: no connection to the pooled ports (1)"
+}

@@ -24,7 +24,7 @@ setup_file() {
 	VERSION=$(dpkg-parsechangelog -l "$PKG_DIR/src/debian/changelog" -S Version)
 	ARCH=$(dpkg-architecture -q DEB_HOST_ARCH)
 	TRIPLET=$(dpkg-architecture -q DEB_HOST_MULTIARCH)
-	DEB="$PKG_DIR/libkeepalive_${VERSION}_${ARCH}.deb"
+	DEB="$PKG_DIR/keepalive_${VERSION}_${ARCH}.deb"
 	INST="$PKG_DIR/root"
 	dpkg -x "$DEB" "$INST"
 }
@@ -41,27 +41,54 @@ teardown() { servers_stop; }
 # build tree (KEEPALIVE_PRELOAD is the ASan run's build-tree preload)
 inst_keepalive() { env -u KEEPALIVE_PRELOAD -u LD_PRELOAD "$INST/usr/bin/keepalive" "$@"; }
 
-@test "the package holds the library in the multiarch directory, keepalive, the broker, the units, the man pages, the README" {
+@test "the package keepalive holds the libraries and helpers in the private /usr/lib/keepalive, keepalive, the units, the man pages, the README, the MIT licence" {
 	run dpkg-deb -c "$DEB"
 	assert_success
 	local f
 	for f in usr/bin/keepalive \
-		"usr/lib/$TRIPLET/libkeepalive.so" "usr/lib/$TRIPLET/libkeepalive-audit.so" \
-		"usr/lib/$TRIPLET/libkeepalive/keepalive-broker" "usr/lib/$TRIPLET/libkeepalive/compare" \
+		usr/lib/keepalive/libkeepalive.so usr/lib/keepalive/libkeepalive-audit.so \
+		usr/lib/keepalive/keepalive-broker usr/lib/keepalive/keepalive-run usr/lib/keepalive/compare \
 		usr/lib/systemd/user/keepalive-broker.socket usr/lib/systemd/user/keepalive-broker.service \
 		usr/share/man/man1/keepalive.1.gz usr/share/man/man7/libkeepalive.7.gz \
-		usr/share/doc/libkeepalive/README.md.gz usr/share/doc/libkeepalive/copyright; do
+		usr/share/doc/keepalive/README.md.gz usr/share/doc/keepalive/copyright; do
 		assert_output --partial "./$f"
 	done
+	# nothing in the public library directories (no soname: not a shared library)
+	refute_output --partial "./usr/lib/$TRIPLET/"
 	# the unit starts the broker where the package put it
 	assert_equal "$(grep '^ExecStart=' "$INST/usr/lib/systemd/user/keepalive-broker.service")" \
-		"ExecStart=/usr/lib/$TRIPLET/libkeepalive/keepalive-broker"
-	run dpkg-deb -f "$DEB" Depends
+		"ExecStart=/usr/lib/keepalive/keepalive-broker"
+	grep -q '^Documentation=man:keepalive(1)' "$INST/usr/lib/systemd/user/keepalive-broker.service"
+	grep -q '^NoNewPrivileges=yes' "$INST/usr/lib/systemd/user/keepalive-broker.service"
+	run dpkg-deb -f "$DEB" Package Depends
+	assert_line "Package: keepalive"
 	assert_output --partial 'libc6'
+	# MIT: the root's LICENSE, a DEP-5 copyright saying Expat
+	grep -q '^MIT License' "$ROOT/LICENSE"
+	run grep -E '^(Format|License):' "$INST/usr/share/doc/keepalive/copyright"
+	assert_line --index 0 'Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/'
+	assert_line 'License: Expat'
+	refute_output --partial 'not-yet-licensed'
+}
+
+@test "the package enables no user unit: the socket is opt-in (systemctl --user enable)" {
+	local ctl="$BATS_TEST_TMPDIR/ctl"
+	dpkg-deb -e "$DEB" "$ctl"
+	# debhelper's --no-enable postinst only keeps a user's own choice
+	# (was-enabled); without it the unit is enabled for every user
+	run grep -c -- '--user enable' "$ctl/postinst"
+	local enables=$output
+	run sh -c "grep -B 3 -- '--user enable' '$ctl/postinst' | grep -c 'was-enabled'"
+	assert_output "$enables"
+	run grep -- '--user enable' "$ctl/postinst"
+	refute_output --partial "Enables the unit on first installation"
+	! grep -q 'on first installation' "$ctl/postinst"
+	run grep -c 'systemctl --user enable --now keepalive-broker.socket' "$ROOT/man/keepalive.1"
+	refute_output 0
 }
 
 @test "lintian: no errors" {
-	run lintian "$PKG_DIR"/libkeepalive_"${VERSION}"_"${ARCH}".changes
+	run lintian "$PKG_DIR"/keepalive_"${VERSION}"_"${ARCH}".changes
 	echo "$output"
 	refute_line --regexp '^E: '
 }
@@ -70,8 +97,8 @@ inst_keepalive() { env -u KEEPALIVE_PRELOAD -u LD_PRELOAD "$INST/usr/bin/keepali
 	run inst_keepalive --version
 	assert_success
 	assert_line --index 0 "keepalive $VERSION"
-	assert_line --index 1 "library: $INST/usr/lib/$TRIPLET/libkeepalive.so"
-	assert_line --index 2 "broker: $INST/usr/lib/$TRIPLET/libkeepalive/keepalive-broker"
+	assert_line --index 1 "library: $INST/usr/lib/keepalive/libkeepalive.so"
+	assert_line --index 2 "broker: $INST/usr/lib/keepalive/keepalive-broker"
 }
 
 @test "installed keepalive: a shell loop of 5 curls, the same output, 5 server connections without and 1 with" {
@@ -138,13 +165,13 @@ inst_keepalive() { env -u KEEPALIVE_PRELOAD -u LD_PRELOAD "$INST/usr/bin/keepali
 	assert_line --regexp " kp_init: loaded version=$v\$"
 }
 
-@test "make install into a prefix: keepalive there finds its own library and broker, and pools" {
+@test "make install into a prefix: keepalive there finds its own library and broker, and pools; make uninstall removes it all" {
 	local dest="$BATS_TEST_TMPDIR/dest"
 	make -s -C "$PKG_DIR/src" install DESTDIR="$dest" PREFIX=/opt/ka >/dev/null
 	run env -u KEEPALIVE_PRELOAD "$dest/opt/ka/bin/keepalive" --version
 	assert_success
-	assert_line --index 1 "library: $dest/opt/ka/lib/libkeepalive.so"
-	assert_line --index 2 "broker: $dest/opt/ka/lib/libkeepalive/keepalive-broker"
+	assert_line --index 1 "library: $dest/opt/ka/lib/keepalive/libkeepalive.so"
+	assert_line --index 2 "broker: $dest/opt/ka/lib/keepalive/keepalive-broker"
 	[ -f "$dest/opt/ka/share/man/man7/libkeepalive.7" ]
 	local url="http://127.0.0.1:$NGINX_PORT/f"
 	run env -u KEEPALIVE_PRELOAD KEEPALIVE_PORTS="$NGINX_PORT" "$dest/opt/ka/bin/keepalive" \
@@ -153,4 +180,7 @@ inst_keepalive() { env -u KEEPALIVE_PRELOAD -u LD_PRELOAD "$INST/usr/bin/keepali
 	server_wait_requests 3
 	assert_output "$(cat "$NGINX_DIR/www/f")"
 	assert_equal "conns $(nginx_conns) requests $(nginx_requests)" "conns 1 requests 3"
+	make -s -C "$PKG_DIR/src" uninstall DESTDIR="$dest" PREFIX=/opt/ka >/dev/null
+	run find "$dest" -type f
+	assert_output ""
 }

@@ -1,0 +1,266 @@
+#!/usr/bin/env bats
+# The keepalive wrapper is invisible (docs/wrapper.md): run by pid, by a
+# shell loop, by a supervisor, it ends as the command alone ends, and its
+# command line follows the conventions of env(1), timeout(1), torsocks.
+# Each test compares the real wrapper (scripts/keepalive) with the command
+# run without it.  Each test has its own XDG_RUNTIME_DIR (mode 0700), so no
+# broker of another test or user is used.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup_file() {
+	suite_setup
+	make -s -C "$ROOT" build/keepalive-broker build/keepalive-run >&2
+}
+setup() {
+	XDG="$BATS_TEST_TMPDIR/xdg"
+	mkdir -m 0700 "$XDG"
+	DAEMON_PID=
+}
+teardown() {
+	[ -z "$DAEMON_PID" ] || kill "$DAEMON_PID" 2>/dev/null || true
+	servers_stop
+}
+
+WRAP="${WRAP:-$ROOT/scripts/keepalive}"
+wrap() { env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" "$@"; }
+
+# a command that says when it got signal SIG and ends with its own status
+SIG_CMD='trap "echo got-$1; exit 7" $1; echo $$ >"$0"; sleep 20 & wait'
+# (a background job of a script starts with SIGINT ignored: undone here)
+UNIGNORE='import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execvp(sys.argv[1], sys.argv[1:])'
+
+# sig_run SIG [CMD...]: start SIG_CMD (under CMD, the wrapper), send SIG
+# to the pid that was started once the command runs, print what it printed
+# and the status the caller's wait saw
+sig_run() {
+	local sig=$1 pidf="$BATS_TEST_TMPDIR/cmd.pid.$RANDOM" pid st=0
+	shift
+	rm -f "$pidf"
+	"$PYTHON" -c "$UNIGNORE" "$@" sh -c "$SIG_CMD" "$pidf" "$sig" >"$BATS_TEST_TMPDIR/sig.out" 2>&1 &
+	pid=$!
+	wait_until test -s "$pidf"
+	kill -"$sig" "$pid"
+	wait "$pid" || st=$?
+	echo "$(cat "$BATS_TEST_TMPDIR/sig.out") status=$st"
+	# the command is gone when the wrapper is
+	! kill -0 "$(cat "$pidf")" 2>/dev/null
+}
+term_run() { sig_run TERM "$@"; }
+
+@test "wrapper: SIGTERM to the wrapper's pid (private broker) reaches the command at once; the wrapper ends with the command's status" {
+	local plain
+	plain=$(term_run)
+	assert_equal "$plain" "got-TERM status=7"
+	run term_run env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
+	assert_success
+	assert_output "$plain"
+	# and nothing of the wrapper's is left in its directory
+	run find "$XDG" -mindepth 1
+	assert_output ""
+}
+
+@test "wrapper: SIGTERM with a per-user broker running, and with KEEPALIVE_STATS=1: the same" {
+	local plain
+	plain=$(term_run)
+	env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon 3>&-
+	DAEMON_PID=$(cat "$XDG/keepalive/broker.pid")
+	run term_run env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
+	assert_success
+	assert_output "$plain"
+	run term_run env KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
+	assert_success
+	assert_output --partial "got-TERM"
+	assert_output --partial "status=7"
+}
+
+@test "wrapper: SIGINT and SIGHUP to the wrapper's pid, with and without a per-user broker: the command gets it, the same status" {
+	local sig plain
+	for sig in INT HUP; do
+		plain=$(sig_run $sig)
+		assert_equal "$plain" "got-$sig status=7"
+		run sig_run $sig env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
+		assert_success
+		assert_output "$plain"
+	done
+	env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon 3>&-
+	DAEMON_PID=$(cat "$XDG/keepalive/broker.pid")
+	for sig in INT HUP; do
+		run sig_run $sig env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
+		assert_success
+		assert_output "got-$sig status=7"
+	done
+}
+
+# how a parent sees the command end: python's returncode is -N for death
+# by signal N, N for exit N
+py_status() { "$PYTHON" -c 'import subprocess, sys; print(subprocess.call(sys.argv[1:]))' "$@"; }
+
+@test "wrapper: a command that dies of SIGINT, SIGTERM, SIGQUIT, SIGHUP or SIGUSR1: the wrapper dies of the same signal, also under KEEPALIVE_STATS=1" {
+	local sig plain
+	for sig in INT TERM QUIT HUP USR1; do
+		plain=$(py_status sh -c "kill -$sig \$\$")
+		run py_status env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" sh -c "kill -$sig \$\$"
+		assert_output "$plain"
+		run py_status env KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" sh -c "kill -$sig \$\$"
+		assert_line "$plain"
+	done
+	run py_status env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" sh -c 'exit 42'
+	assert_output 42
+}
+
+# Ctrl-C: the terminal sends SIGINT to the whole foreground group (here
+# kill -INT 0 in a session of its own); the calling shell stops its loop
+# only when its child died of SIGINT, as it would without the wrapper
+@test "wrapper: Ctrl-C in a loop of three keepalive commands stops the loop at the first, as without the wrapper" {
+	local loop plain st=0
+	loop='for i in 1 2 3; do $W sh -c "kill -INT 0; sleep 5"; echo "iteration $i"; done; echo end'
+	plain=$(W= setsid -w bash -c "$loop" 2>&1) || st=$?
+	plain="$plain status=$st"
+	assert_equal "$plain" " status=130"
+	st=0
+	run env W="$WRAP" XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" setsid -w bash -c "$loop"
+	assert_equal "$output status=$status" "$plain"
+}
+
+@test "wrapper: -- ends the options; -h and --help print the usage on stdout; unknown options exit 2 with the usage" {
+	run wrap -- echo hello
+	assert_success
+	assert_output hello
+	run --separate-stderr wrap --help
+	assert_success
+	assert_line --index 0 --partial "usage: keepalive [--] CMD"
+	assert_equal "$stderr" ""
+	run bash -c "'$WRAP' -h | head -n 1"
+	assert_output --partial "usage: keepalive"
+	local opt
+	for opt in --nosuch -d -x; do
+		run --separate-stderr wrap "$opt" echo hi
+		assert_equal "status $status" "status 2"
+		assert_equal "$output" ""
+		assert_equal "$(sed -n 1p <<<"$stderr")" "keepalive: unknown option: $opt"
+		[[ "$stderr" == *"usage: keepalive"* ]]
+	done
+	run --separate-stderr wrap
+	assert_equal "status $status" "status 2"
+}
+
+@test "wrapper: a command that cannot run: the status sh gives, a message naming the program, never a line number" {
+	local st plainst
+	for cmd in nosuchcmd-ka ./nosuchfile-ka; do
+		sh -c "$cmd" 2>/dev/null && plainst=0 || plainst=$?
+		run --separate-stderr wrap "$cmd"
+		assert_equal "status $status" "status $plainst"
+		[[ "$stderr" == "keepalive: $cmd: "* ]] || fail "stderr: $stderr"
+		! grep -qE ': [0-9]+: ' <<<"$stderr" || fail "a line number: $stderr"
+		# the same through keepalive-run (KEEPALIVE_STATS=1 keeps the wrapper)
+		run --separate-stderr env KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" "$cmd"
+		assert_equal "status $status" "status $plainst"
+		[[ "$stderr" == "keepalive: $cmd: "* ]] || fail "stderr: $stderr"
+	done
+	touch "$BATS_TEST_TMPDIR/noexec"
+	for cmd in "$BATS_TEST_TMPDIR/noexec" "$BATS_TEST_TMPDIR"; do
+		sh -c "$cmd" 2>/dev/null && plainst=0 || plainst=$?
+		run --separate-stderr wrap "$cmd"
+		assert_equal "status $status" "status $plainst"
+		[[ "$stderr" == "keepalive: $cmd: "* ]] || fail "stderr: $stderr"
+		run --separate-stderr env KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" "$cmd"
+		assert_equal "status $status" "status $plainst"
+		[[ "$stderr" == "keepalive: $cmd: "* ]] || fail "stderr: $stderr"
+	done
+}
+
+@test "wrapper: a bad KEEPALIVE_PORTS is said once for a loop of 10 processes and pools nothing" {
+	curl_ok || skip "curl does not start under ASan"
+	nginx_start
+	local loop="for i in 1 2 3 4 5 6 7 8 9 10; do $CURL -sS http://127.0.0.1:$NGINX_PORT/f >/dev/null || exit 1; done"
+	local v
+	for v in abc "$NGINX_PORT,abc" "" ",$NGINX_PORT" "$NGINX_PORT-1"; do
+		nginx_reset
+		run --separate-stderr env KEEPALIVE_PORTS="$v" XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" sh -c "$loop"
+		assert_success
+		echo "$stderr"
+		assert_equal "KEEPALIVE_PORTS=$v: $(grep -c 'KEEPALIVE_PORTS' <<<"$stderr") warning(s)" "KEEPALIVE_PORTS=$v: 1 warning(s)"
+		server_wait_requests 10
+		# never widened: not even the port it names is pooled
+		assert_equal "KEEPALIVE_PORTS=$v: conns $(nginx_conns)" "KEEPALIVE_PORTS=$v: conns 10"
+	done
+	# a good list says nothing and pools
+	nginx_reset
+	run --separate-stderr env KEEPALIVE_PORTS="1-2,$NGINX_PORT," XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" sh -c "$loop"
+	assert_success
+	assert_equal "$stderr" ""
+	server_wait_requests 10
+	assert_equal "conns $(nginx_conns)" "conns 1"
+}
+
+@test "wrapper: --status and --stop ask the socket-activated broker (systemd-socket-activate, as the user unit runs it)" {
+	curl_ok || skip "curl does not start under ASan"
+	command -v systemd-socket-activate >/dev/null || skip "no systemd-socket-activate"
+	mkdir -m 0700 "$XDG/keepalive"
+	systemd-socket-activate --seqpacket -l "$XDG/keepalive/broker.sock" \
+		env -u LD_PRELOAD "$ROOT/build/keepalive-broker" </dev/null >/dev/null 2>"$BATS_TEST_TMPDIR/sa.log" 3>&- &
+	DAEMON_PID=$!
+	wait_until test -S "$XDG/keepalive/broker.sock"
+	run wrap --status
+	assert_success
+	assert_line "keepalive: broker running at $XDG/keepalive/broker.sock"
+	assert_line --regexp "^counters: got=0 gave=0 "
+	assert_line "idle connections: 0"
+	# keepalive CMD uses it
+	nginx_start
+	run env KEEPALIVE_PORTS="$NGINX_PORT" KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" \
+		"$WRAP" sh -c "$CURL -sS -o /dev/null http://127.0.0.1:$NGINX_PORT/f; $CURL -sS -o /dev/null http://127.0.0.1:$NGINX_PORT/f"
+	assert_success
+	assert_line --regexp "^libkeepalive: processes=2 .* broker_got=1 "
+	run wrap --stop
+	assert_success
+	assert_output "keepalive: broker stopped"
+	wait_until _pid_gone "$DAEMON_PID"
+	DAEMON_PID=
+	run wrap --status
+	assert_failure
+}
+
+# cron and ssh -T set no XDG_RUNTIME_DIR; the session's /run/user/UID is
+# there all the same (a private mount of /run/user here: no other test or
+# user sees it)
+@test "wrapper: a cron-like environment without XDG_RUNTIME_DIR finds the session's broker at /run/user/UID (keepalive CMD and KEEPALIVE_BROKER=1)" {
+	curl_ok || skip "curl does not start under ASan"
+	[ "$(id -u)" = 0 ] || skip "needs root for a private mount namespace"
+	command -v unshare >/dev/null || skip "no unshare"
+	nginx_start
+	local get="$CURL -sS -o /dev/null http://127.0.0.1:$NGINX_PORT/f"
+	run unshare -m sh -c '
+		mount --make-rprivate / && mount -t tmpfs -o mode=0755 none /run/user || exit 99
+		mkdir -m 0700 /run/user/0
+		XDG_RUNTIME_DIR=/run/user/0 "$1" --daemon 3>&- || exit 98
+		for i in 1 2; do
+			env -i PATH=/usr/bin:/bin HOME=/root KEEPALIVE_PRELOAD="$2" KEEPALIVE_PORTS="$3" \
+				KEEPALIVE_STATS=1 "$1" sh -c "$4"
+		done
+		# plain LD_PRELOAD, KEEPALIVE_BROKER=1: the library finds it too
+		env -i PATH=/usr/bin:/bin HOME=/root LD_PRELOAD="$2" KEEPALIVE_PORTS="$3" KEEPALIVE_BROKER=1 \
+			KEEPALIVE_STATS=1 sh -c "$4" 2>&1 | grep -o "broker_got=[0-9]*"
+		env -i PATH=/usr/bin:/bin "$1" --status | head -n 1
+		env -i PATH=/usr/bin:/bin "$1" --stop' sh "$WRAP" "$PRELOAD" "$NGINX_PORT" "$get"
+	echo "$output"
+	assert_success
+	assert_line --index 1 --regexp "^libkeepalive: processes=1 .* broker_got=0 "
+	assert_line --index 2 --regexp "^libkeepalive: processes=1 .* broker_got=1 "
+	assert_line --index 3 "broker_got=1"
+	assert_line "keepalive: broker running at /run/user/0/keepalive/broker.sock"
+	assert_line "keepalive: broker stopped"
+	server_wait_requests 3
+	assert_equal "conns $(nginx_conns)" "conns 1"
+}
+
+@test "plain LD_PRELOAD: an empty KEEPALIVE_PORTS warns (it pools nothing), as a bad one does" {
+	local v
+	for v in "" "8080,abc"; do
+		run --separate-stderr env KEEPALIVE_PORTS="$v" LD_PRELOAD="$PRELOAD" /bin/true
+		assert_success
+		assert_equal "$stderr" "libkeepalive: ignoring KEEPALIVE_PORTS=$v (want e.g. 80,8080,9000-9010; pooling nothing)"
+	done
+}
