@@ -26,6 +26,10 @@
 #include <string.h>
 #include <linux/sockios.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
 #include <sys/resource.h>
 #include <sys/single_threaded.h>
 #include <time.h>
@@ -343,19 +347,42 @@ static bool pooled_one_owner(const struct kp_tag *tag)
 	       !__atomic_load_n(&divided, __ATOMIC_RELAXED);
 }
 
+/* Connection objects come from mmap'd slabs, never malloc: connect() is
+ * async-signal-safe, and a handler may interrupt the program inside
+ * malloc (calloc there corrupted the arena or deadlocked on its lock).
+ * Objects are recycled, never unmapped.  Caller holds free_lock. */
+static struct kp_conn *slab_refill(void)
+{
+	size_t per = 4096 / sizeof(struct kp_conn) + 1;
+	void *m = mmap(NULL, per * sizeof(struct kp_conn), PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return NULL;
+#ifdef __SANITIZE_ADDRESS__
+	/* what the objects point to (held heads, replay copies) is reachable */
+	__lsan_register_root_region(m, per * sizeof(struct kp_conn));
+#endif
+	struct kp_conn *objs = m;
+	for (size_t i = 1; i < per; i++) {
+		pthread_mutex_init(&objs[i].lock, NULL);
+		objs[i].next_free = free_conns;
+		free_conns = &objs[i];
+	}
+	pthread_mutex_init(&objs[0].lock, NULL);
+	return &objs[0];
+}
+
 struct kp_conn *conn_new(void)
 {
 	kp_lock(&free_lock);
 	struct kp_conn *c = free_conns;
 	if (c)
 		free_conns = c->next_free;
+	else
+		c = slab_refill();
 	kp_unlock(&free_lock);
-	if (!c) {
-		c = calloc(1, sizeof(*c));
-		if (!c)
-			return NULL;
-		pthread_mutex_init(&c->lock, NULL);
-	}
+	if (!c)
+		return NULL;
 	kp_lock(&c->lock);
 	memset((char *)c + offsetof(struct kp_conn, next_free), 0,
 	       sizeof(*c) - offsetof(struct kp_conn, next_free));
@@ -1345,13 +1372,32 @@ static bool tls_bypassed(struct kp_conn *c, int fd)
 	return true;
 }
 
-void kp_send_bypass(struct kp_conn *c, int fd)
+bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))
-		return;
+		return true;
 	int saved = errno;
 	if (!conn_lock(c, fd))
-		return;
+		return true;
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && *len &&
+	    ((c->eof_owed && !c->n_reqs) || after_close(c))) {
+		/* as the write path (send_intercept): after the owed EOF the
+		 * first send is taken, our FIN goes out and later ones meet the
+		 * kernel's EPIPE; after a close request, taken and not sent */
+		if (c->eof_owed && !c->n_reqs) {
+			finished_forget(-1, c);
+			KP_REAL(shutdown)(fd, SHUT_WR);
+			go_passthrough(c, "a send after the owed EOF");
+		}
+		kp_debug("fd %d: %zu bytes sent past the write path after a close: not sent", fd, *len);
+		kp_unlock(&c->lock);
+		errno = saved;
+		return false;
+	}
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
+	    c->reqs[c->n_reqs - 1].rewritten && c->req_body.kind == FRM_BODY_LENGTH &&
+	    c->req_body.left < *len && c->req_body.left)
+		*len = (size_t)c->req_body.left; /* the rest would be after_close */
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && c->held_len) {
 		give_up(c, fd, "a send we cannot see into follows a held head");
 	} else if (c->first == KP_FIRST_SENT) {
@@ -1363,14 +1409,16 @@ void kp_send_bypass(struct kp_conn *c, int fd)
 	}
 	kp_unlock(&c->lock);
 	errno = saved;
+	return true;
 }
 
 void kp_aio_before(struct kp_conn *c, int fd, bool write)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))
 		return;
+	size_t any = 1;
 	if (write)
-		kp_send_bypass(c, fd);
+		kp_send_bypass(c, fd, &any); /* a drop needs the FIN below anyway */
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return;
@@ -1680,10 +1728,13 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		 * writes meet the kernel's own EPIPE and signal. */
 		finished_forget(-1, c);
 		KP_REAL(shutdown)(fd, SHUT_WR);
-		if (c->tls) /* later writes: a TLS error, not the socket's */
+		if (c->tls) { /* later writes: a TLS error, not the socket's */
 			c->eof_written = true;
-		else
+			/* our FIN went out: never parked, never another's */
+			unpool(c, "a write after the owed EOF");
+		} else {
 			go_passthrough(c, "a write after the owed EOF");
+		}
 		kp_debug("fd %d: %zu bytes written after the EOF we owe: not sent", fd, total);
 		*ret = (ssize_t)total;
 		kp_unlock(&c->lock);
@@ -2574,20 +2625,26 @@ static void handoff_fin(struct kp_conn *c, int fd)
 }
 
 /* The server's first word on a reused connection decides whether its
- * request must be replayed; the child about to read it cannot replay.  So
- * wait for that word here (the child would wait for it anyway): a byte of
- * the response, or the close or reset that makes us replay now, under the
- * same fd, before the fd leaves.  Bounded: a server silent longer gets no
- * replay.  Caller holds c->lock. */
-#define HANDOFF_VERDICT_MS 10000
-
+ * request must be replayed; the child about to read it cannot replay.  A
+ * connection the server had closed idle answers our request with a reset
+ * within a round trip; one that took the request answers when it has
+ * worked, which may be long: so wait only as long as the replay rule waits
+ * for a reset (kp_replay_settle_ms: a few smoothed RTTs, 10 ms at least),
+ * never for the server's work - fork(), system() and exec must not wait on
+ * the server (docs/replay.md).  A death seen in that time is replayed now,
+ * under the same fd, before the fd leaves; later, the reader sees what the
+ * server did.  Caller holds c->lock. */
 static void handoff_verdict(struct kp_conn *c, int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
+	struct kp_tcp_view v;
+	int bound = (int)kp_replay_settle_ms(kp_tcp_view(fd, &v) == 0 ? v.srtt_us : 0);
+	uint64_t end = kp_now_ms() + (uint64_t)bound;
 	int r;
-	do
-		r = KP_REAL(poll)(&p, 1, HANDOFF_VERDICT_MS);
-	while (r < 0 && errno == EINTR);
+	do {
+		uint64_t now = kp_now_ms();
+		r = KP_REAL(poll)(&p, 1, now >= end ? 0 : (int)(end - now));
+	} while (r < 0 && errno == EINTR);
 	if (r > 0 && ready_settle(c, fd))
 		kp_debug("fd %d: replayed before leaving our hands", fd);
 }

@@ -215,9 +215,14 @@ bool kp_conn_dead_seen(struct kp_conn *c, int fd);
 void kp_note_nonblock(int fd, bool on);
 
 /* A send the write path does not intercept (sendfile, splice, sendmmsg,
- * sendto/sendmsg with an address or ancillary data) is about to go out:
- * head bytes still held must go first. */
-void kp_send_bypass(struct kp_conn *c, int fd);
+ * sendto/sendmsg with an address or ancillary data) of *len bytes is about
+ * to go out: head bytes still held go first.  Returns false when none of
+ * them may reach the server (written after the EOF we owe, or after a
+ * request that asked to close: docs/replay.md "Nothing added"): the
+ * caller takes them without sending, as the write path does.  Else *len
+ * may be lowered to where a rewritten close request's body ends (a short
+ * send: the program offers the rest again, and that is not sent). */
+bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len);
 
 /*
  * A request head that stdio wrote goes out at once, like any other:

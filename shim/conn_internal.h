@@ -11,6 +11,7 @@
 #ifndef KEEPALIVE_CONN_INTERNAL_H
 #define KEEPALIVE_CONN_INTERNAL_H
 
+#include "iov.h"
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -46,17 +47,6 @@ static inline void unpool(struct kp_conn *c, const char *why)
 	c->poolable = false;
 }
 
-/* the bytes in iov; SIZE_MAX when they overflow */
-static inline size_t iov_total(const struct iovec *iov, int n)
-{
-	size_t t = 0;
-	for (int i = 0; i < n; i++) {
-		if (iov[i].iov_len > SIZE_MAX - t)
-			return SIZE_MAX;
-		t += iov[i].iov_len;
-	}
-	return t;
-}
 
 /* pool ops, twins, objects, park */
 int pool_alive_fd(int fd);

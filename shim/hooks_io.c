@@ -12,6 +12,7 @@
 #include <sys/sendfile.h>
 #include <unistd.h>
 
+#include "iov.h"
 #include "conn.h"
 #include "fdtable.h"
 #include "real.h"
@@ -147,6 +148,48 @@ KP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 	KP_FAST(fd, send, fd, buf, n, flags);
 }
 
+/* Bytes the program sends past the write path that must never reach the
+ * server (kp_send_bypass): taken from where they come from, as a send
+ * would take them - a file's bytes from its offset (or its position), a
+ * pipe's as it holds them - and dropped. */
+static ssize_t drain(int in_fd, off_t *offset, size_t count)
+{
+	char buf[16384];
+	size_t done = 0;
+	while (done < count) {
+		size_t want = count - done < sizeof(buf) ? count - done : sizeof(buf);
+		ssize_t r = offset ? pread(in_fd, buf, want, *offset + (off_t)done)
+				   : KP_REAL(read)(in_fd, buf, want);
+		if (r < 0 && !done)
+			return -1;
+		if (r <= 0)
+			break;
+		done += (size_t)r;
+		if ((size_t)r < want)
+			break; /* what it had: a send takes no more either */
+	}
+	if (offset)
+		*offset += (off_t)done;
+	return (ssize_t)done;
+}
+
+/* sendmsg of the first len bytes of msg's iovec only */
+static ssize_t sendmsg_prefix(int fd, const struct msghdr *msg, int flags, size_t len)
+{
+	struct iovec v[64];
+	int n = 0;
+	for (size_t i = 0; i < msg->msg_iovlen && len && n < 64; i++) {
+		size_t l = msg->msg_iov[i].iov_len < len ? msg->msg_iov[i].iov_len : len;
+		v[n].iov_base = msg->msg_iov[i].iov_base;
+		v[n++].iov_len = l;
+		len -= l;
+	}
+	struct msghdr m = *msg;
+	m.msg_iov = v;
+	m.msg_iovlen = (size_t)n;
+	return KP_REAL(sendmsg)(fd, &m, flags);
+}
+
 static ssize_t sendto_inside(struct kp_conn *c, int fd, const void *buf, size_t n, int flags, const struct sockaddr *to,
 			 socklen_t tolen)
 {
@@ -156,9 +199,10 @@ static ssize_t sendto_inside(struct kp_conn *c, int fd, const void *buf, size_t 
 	 * the program would get anyway: let the kernel say it) */
 	if (!to && kp_send_intercept(c, fd, &iov, 1, flags, &r))
 		return r;
-	if (to)
-		kp_send_bypass(c, fd);
-	r = KP_REAL(sendto)(fd, buf, n, flags, to, tolen);
+	size_t len = n;
+	if (to && !kp_send_bypass(c, fd, &len))
+		return (ssize_t)n; /* taken, never sent (kp_send_bypass) */
+	r = KP_REAL(sendto)(fd, buf, len, flags, to, tolen);
 	kp_send_done(c, fd, &iov, 1, r);
 	return r;
 }
@@ -196,8 +240,11 @@ static ssize_t sendmsg_inside(struct kp_conn *c, int fd, const struct msghdr *ms
 	if (plain && msg->msg_iovlen > 0 &&
 	    kp_send_intercept(c, fd, msg->msg_iov, (int)msg->msg_iovlen, flags, &r))
 		return r;
-	if (!plain)
-		kp_send_bypass(c, fd);
+	size_t len = iov_total(msg->msg_iov, (int)msg->msg_iovlen), all = len;
+	if (!plain && !kp_send_bypass(c, fd, &len))
+		return (ssize_t)all; /* taken, never sent (kp_send_bypass) */
+	if (len < all) /* a close request's body ends here: the rest is not sent */
+		return sendmsg_prefix(fd, msg, flags, len);
 	r = KP_REAL(sendmsg)(fd, msg, flags);
 	kp_send_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, r);
 	return r;
@@ -269,8 +316,8 @@ KP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 		return not_yours();
 	if (c && kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(sendfile)(out_fd, in_fd, offset, count);
-	if (c)
-		kp_send_bypass(c, out_fd);
+	if (c && !kp_send_bypass(c, out_fd, &count))
+		return drain(in_fd, offset, count); /* taken, never sent */
 	ssize_t r = KP_REAL(sendfile)(out_fd, in_fd, offset, count);
 	if (c)
 		kp_sendfile_done(c, out_fd, r);
@@ -305,8 +352,8 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 	}
 	if (in && kp_recv_intercept(in, fd_in, NULL, 0, 0, &r))
 		return r;
-	if (out)
-		kp_send_bypass(out, fd_out);
+	if (out && !kp_send_bypass(out, fd_out, &len))
+		return drain(fd_in, (off_t *)off_in, len); /* taken, never sent (fd_in: a pipe) */
 	r = KP_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 	if (in)
 		kp_recv_unseen(in, fd_in, r);
@@ -331,8 +378,14 @@ KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 		return (int)not_yours();
 	if (c && kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(sendmmsg)(fd, vec, n, flags);
-	if (c)
-		kp_send_bypass(c, fd);
+	size_t any = SIZE_MAX;
+	if (c && vec && n && !kp_send_bypass(c, fd, &any)) {
+		/* taken, never sent (kp_send_bypass) */
+		for (unsigned int i = 0; i < n; i++)
+			vec[i].msg_len = (unsigned int)iov_total(vec[i].msg_hdr.msg_iov,
+								 (int)vec[i].msg_hdr.msg_iovlen);
+		return (int)n;
+	}
 	int r = KP_REAL(sendmmsg)(fd, vec, n, flags);
 	/* never rewritten (a head may span messages): followed for facts */
 	for (int i = 0; c && i < r; i++)

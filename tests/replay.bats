@@ -329,16 +329,49 @@ curl_close_run() {
 	curl_close_run 1 "http://127.0.0.1:$SCRIPTED_PORT/a" "http://127.0.0.1:$SCRIPTED_PORT/b"
 }
 
-@test "https: curl, two POSTs asking to close: each executed once, curl never reuses" {
-	scripted_start_tls keepalive
-	# (2: curl offers its own session at the second URL, and a program
-	# offering its own session gets its own handshake: docs/tls.md)
-	curl_close_run 2 --cacert "$SCRIPTED_CA" -d x "https://127.0.0.1:$SCRIPTED_PORT/a" "https://127.0.0.1:$SCRIPTED_PORT/b"
+# curl_unfollowed_run [CURL ARGS...]: curl over HTTPS keeps its sessions
+# (a new-session callback), so the library never follows its TLS
+# connections (docs/tls.md, "Callbacks that watch"): nothing rewritten,
+# the run is the run without the library, reuse attempts and all
+curl_unfollowed_run() {
+	curl_ok || skip "curl under ASan"
+	run_both 2 "$CURL" -sv -H 'Connection: close' "$@" -w ' %{http_code}\n'
+	assert_both_ok
+	assert_same_output
+	local a="$BATS_TEST_TMPDIR/plain.err" b="$BATS_TEST_TMPDIR/shim.err" m
+	for m in '^\* Connected to' 'Re-using existing connection' $'^< Connection: close\r$'; do
+		assert_equal "shim: $m $(count_matches "$m" "$b")" "shim: $m $(count_matches "$m" "$a")"
+	done
+	assert_equal "shim requests $SHIM_REQS" "shim requests 2"
+	assert_equal "plain requests $PLAIN_REQS" "plain requests 2"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns $PLAIN_CONNS"
 }
 
-@test "https: curl, two GETs asking to close: the same connections as curl counts them, curl never reuses" {
+@test "https: curl, two POSTs asking to close: each executed once, as without the library" {
 	scripted_start_tls keepalive
-	# (2: curl offers its own session at the second URL, and a program
-	# offering its own session gets its own handshake: docs/tls.md)
-	curl_close_run 2 --cacert "$SCRIPTED_CA" "https://127.0.0.1:$SCRIPTED_PORT/a" "https://127.0.0.1:$SCRIPTED_PORT/b"
+	curl_unfollowed_run --cacert "$SCRIPTED_CA" -d x "https://127.0.0.1:$SCRIPTED_PORT/a" "https://127.0.0.1:$SCRIPTED_PORT/b"
 }
+
+@test "https: curl, two GETs asking to close: the same connections and reuse attempts as without the library" {
+	scripted_start_tls keepalive
+	curl_unfollowed_run --cacert "$SCRIPTED_CA" "https://127.0.0.1:$SCRIPTED_PORT/a" "https://127.0.0.1:$SCRIPTED_PORT/b"
+}
+
+# send_after WHEN MODE: a POST sent past the write path after a request
+# that asked to close (after its EOF, or right behind it): never executed,
+# the same answers as without the library
+send_after() {
+	scripted_start keepalive
+	run_both 2 "$CLIENTS/send_after" 127.0.0.1 "$SCRIPTED_PORT" "$1" "$2"
+	assert_both_ok
+	assert_same_output
+	assert_equal "executed $(count_matches '/pay' "$SCRIPTED_LOG")" "executed 0"
+}
+
+@test "sendfile after the owed EOF never reaches the server" { send_after after sendfile; }
+@test "splice after the owed EOF never reaches the server" { send_after after splice; }
+@test "sendmmsg after the owed EOF never reaches the server" { send_after after sendmmsg; }
+@test "sendto with an address after the owed EOF never reaches the server" { send_after after sendto; }
+@test "sendfile right behind a request that asked to close never reaches the server" { send_after behind sendfile; }
+@test "splice right behind a request that asked to close never reaches the server" { send_after behind splice; }
+@test "sendmmsg right behind a request that asked to close never reaches the server" { send_after behind sendmmsg; }

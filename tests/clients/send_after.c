@@ -1,0 +1,115 @@
+/*
+ * send_after - a request asking to close, then a POST sent past the write
+ * path (sendfile, splice, sendmmsg, sendto with an address): either after
+ * the response was read to EOF ("after"), or right behind the request,
+ * before its response ("behind").  Without the library the server has
+ * closed, or closes without reading it: the POST is never executed.
+ *
+ *   send_after HOST PORT after|behind sendfile|splice|sendmmsg|sendto
+ *
+ * Prints what each call returned and the response's first line.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static int dial(const char *host, int port)
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	inet_pton(AF_INET, host, &a.sin_addr);
+	if (connect(s, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		perror("connect");
+		exit(1);
+	}
+	return s;
+}
+
+static void read_all(int s, const char *what)
+{
+	char buf[4096], first[128] = "";
+	size_t tot = 0;
+	ssize_t n;
+	while ((n = read(s, buf, sizeof(buf) - 1)) > 0) {
+		if (!tot) {
+			buf[n] = 0;
+			sscanf(buf, "%127[^\r\n]", first);
+		}
+		tot += (size_t)n;
+	}
+	printf("%s: %s, then read %zd\n", what, first, n);
+}
+
+static ssize_t send_past(int s, const char *mode, const char *req)
+{
+	size_t len = strlen(req);
+	if (!strcmp(mode, "sendfile")) {
+		FILE *t = tmpfile();
+		fputs(req, t);
+		fflush(t);
+		off_t o = 0;
+		ssize_t n = sendfile(s, fileno(t), &o, len);
+		printf("offset after %lld\n", (long long)o);
+		return n;
+	}
+	if (!strcmp(mode, "splice")) {
+		int p[2];
+		if (pipe(p) < 0 || write(p[1], req, len) != (ssize_t)len)
+			return -2;
+		ssize_t n = splice(p[0], NULL, s, NULL, len, 0);
+		char rest[256];
+		close(p[1]);
+		printf("left in the pipe %zd\n", read(p[0], rest, sizeof(rest)));
+		return n;
+	}
+	struct iovec v = { (void *)req, len };
+	if (!strcmp(mode, "sendmmsg")) {
+		struct mmsghdr mm = { .msg_hdr = { .msg_iov = &v, .msg_iovlen = 1 } };
+		int r = sendmmsg(s, &mm, 1, 0);
+		printf("msg_len %u\n", mm.msg_len);
+		return r;
+	}
+	/* sendto with an address (ignored by a connected TCP socket) */
+	struct sockaddr_in a;
+	socklen_t al = sizeof(a);
+	getpeername(s, (struct sockaddr *)&a, &al);
+	return sendto(s, req, len, 0, (struct sockaddr *)&a, al);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 5)
+		return 2;
+	signal(SIGPIPE, SIG_IGN);
+	int port = atoi(argv[2]);
+	const char *warm = "GET /warm HTTP/1.1\r\nHost: x\r\n\r\n";
+	const char *req = "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	const char *pay = "POST /pay HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
+	/* one exchange kept alive first: the next connection is a reused one */
+	int s = dial(argv[1], port);
+	char buf[4096];
+	if (write(s, warm, strlen(warm)) < 0 || read(s, buf, sizeof(buf)) <= 0)
+		return 1;
+	close(s);
+	s = dial(argv[1], port);
+	if (write(s, req, strlen(req)) < 0)
+		return 1;
+	if (!strcmp(argv[3], "after"))
+		read_all(s, "response");
+	errno = 0;
+	ssize_t n = send_past(s, argv[4], pay);
+	printf("%s: %zd%s\n", argv[4], n, n < 0 ? (errno == EPIPE ? " EPIPE" : " error") : "");
+	if (!strcmp(argv[3], "behind"))
+		read_all(s, "response");
+	else
+		printf("read after: %zd\n", read(s, buf, sizeof(buf)));
+	close(s);
+	return 0;
+}
