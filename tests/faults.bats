@@ -230,3 +230,24 @@ ULIMITED=(bash -c 'ulimit -S -n "$0" && exec "$@"')
 	assert_equal "plain conns $PLAIN_CONNS" "plain conns 10"
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
+
+# fork()/system() while a request on a reused connection is being worked
+# on: they return as they would without the library, never after waiting
+# for the server's answer (the server takes 3 s)
+@test "fork() during a request on a reused connection does not wait for the server" {
+	scripted_start slow3
+	run_both 2 "$CLIENTS/fork_during" 127.0.0.1 "$SCRIPTED_PORT" fork
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "answer there when fork returned: no"
+}
+
+@test "system() during a request on a reused connection does not wait for the server" {
+	scripted_start slow3
+	run_both 2 "$CLIENTS/fork_during" 127.0.0.1 "$SCRIPTED_PORT" system
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "answer there when system returned: no"
+}

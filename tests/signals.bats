@@ -71,3 +71,15 @@ locked_runs() {
 }
 
 teardown() { servers_stop; }
+
+# connect() from a signal handler that interrupted malloc (the library's
+# connection objects must not come from malloc there), one thread and two
+@test "connect() in a handler that interrupted malloc: no crash, no hang, every connection made" {
+	nginx_start
+	local mode
+	for mode in one thread; do
+		run_both 0 "$CLIENTS/sig_malloc" 127.0.0.1 "$NGINX_PORT" ${mode/one/}
+		assert_both_ok
+		assert_same_output
+	done
+}
