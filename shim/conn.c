@@ -2,7 +2,7 @@
  * conn.c - one connection's life: fresh or reused -> in use -> EOF owed ->
  * parked or closed.
  *
- * The rules (DESIGN.md): reuse only what we framed completely; rewrite a
+ * The rules (docs/design.md): reuse only what we framed completely; rewrite a
  * request's "Connection: close" so the server keeps the connection, and
  * then owe the program the EOF it expects right after the last byte of the
  * final response; on anything unusual step aside (passthrough) and really
@@ -13,7 +13,7 @@
  * the write side, the read side, HTTPS, hand-off, fork, exit.  Beside it,
  * sharing conn_internal.h: the program's socket options carried onto a
  * pooled socket (sockopts.c), and the first use of a reused connection,
- * fresh connections and replay (conn_replay.c, DESIGN 4).
+ * fresh connections and replay (conn_replay.c, docs/design.md §4).
  */
 #include "conn_internal.h"
 
@@ -87,7 +87,7 @@ static int pool_evicted_fd(int fd, const struct pool_key *key, const struct pool
  * A connection handed out from the pool keeps the hidden fd it was parked
  * at (its twin) while the program uses it: the hand-out is then one dup3
  * (no close of the hidden fd) and the next park no F_DUPFD, so a reused
- * request costs the program's own syscalls and no more (issue 13).  A
+ * request costs the program's own syscalls and no more.  A
  * twin is the pool's to answer for, as a parked socket is: CLOEXEC (exec
  * drops it), marked KP_POOLED in the table (the program's calls on that
  * number see EBADF), closed in a forked child, kept out of close_range,
@@ -1694,7 +1694,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		return true;
 	}
 	/* the body of the first request on a reused connection: it joins the
-	 * copy a replay would send (issue 12) */
+	 * copy a replay would send */
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->first == KP_FIRST_SENT)
 		return first_body_send(c, fd, iov, iovcnt, flags, ret);
 	int saved = errno;
@@ -2274,7 +2274,7 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t
 			*ins = (size_t)(p - start);
 			break;
 		case FRM_EV_DONE: {
-			/* DESIGN 3.8: a final response that ends before its request
+			/* docs/design.md §3.8: a final response that ends before its request
 			 * was fully written (413/417/401 during an upload).  Not a
 			 * 100 Continue: that one is the server asking for the body. */
 			if (c->n_reqs == 1 && c->req_mode != KP_REQ_HEAD)

@@ -37,7 +37,7 @@ struct kp_request {
 	bool rewritten;  /* we changed its Connection header */
 };
 
-/* The first request on a connection taken from the pool (DESIGN 4): the
+/* The first request on a connection taken from the pool (docs/design.md §4): the
  * server may have closed it while it sat idle, and the program, believing
  * its connect() fresh, will not retry. */
 enum kp_first {
@@ -252,7 +252,7 @@ void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only);
 
 /* shutdown() of a tracked connection.  Returns true when the call is
  * answered (0) without reaching the kernel: the exchange is complete or
- * its end is owed by us anyway, so the server needs no FIN (DESIGN 1). */
+ * its end is owed by us anyway, so the server needs no FIN (docs/design.md §1). */
 bool kp_shutdown(struct kp_conn *c, int fd, int how);
 
 /*

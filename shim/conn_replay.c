@@ -459,7 +459,7 @@ static bool replay_proved(struct kp_conn *c, int fd, enum kp_died how)
 }
 
 /* Right before a non-idempotent request's first byte on a reused
- * connection (DESIGN 4): the program may have spent a while between its
+ * connection (docs/design.md §4): the program may have spent a while between its
  * connect() and this write.  False when the server closed it meanwhile. */
 static bool still_alive(struct kp_conn *c, int fd)
 {
@@ -565,7 +565,7 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 	if (after_close(c) && (n = body_span(c->req_body, iov, iovcnt, 0)) < total) {
 		v = iovcnt <= 8 ? small : malloc((size_t)iovcnt * sizeof(*v));
 		if (!v) {
-			v = (struct iovec *)iov; /* sent whole, as before issue 16 */
+			v = (struct iovec *)iov; /* sent whole, as before the Connection mask */
 			n = total;
 		} else {
 			nv = 0;
