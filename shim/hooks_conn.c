@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/sendfile.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -980,6 +981,11 @@ KP_EXPORT long syscall(long number, ...)
 			if (a[3] == -1)
 				return pwritev2((int)a[0], (const struct iovec *)a[1], (int)a[2], -1, (int)a[5]);
 			break;
+		case SYS_sendfile:
+			return sendfile((int)a[0], (int)a[1], (off_t *)a[2], (size_t)a[3]);
+		case SYS_splice:
+			return splice((int)a[0], (loff_t *)a[1], (int)a[2], (loff_t *)a[3], (size_t)a[4],
+				      (unsigned)a[5]);
 		case SYS_close_range:
 			return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
 #ifdef SYS_dup2 /* not on aarch64 */

@@ -768,14 +768,19 @@ KP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags, s
 	KP_FAST(fd, recvmmsg, fd, vec, n, flags, ts);
 }
 
-/* preadv2/pwritev2 with offset -1 and no flags are readv/writev (the
- * only form a socket takes: any other offset is ESPIPE, flags change the
- * call): on a connection of ours they take our read and write paths, so
- * the owed EOF and the writes after it are the same (docs/replay.md). */
+/* preadv2/pwritev2 with offset -1 are readv/writev on a socket (any other
+ * offset is ESPIPE), and so are the flags a socket ignores (RWF_HIPRI,
+ * RWF_DSYNC, RWF_SYNC, RWF_APPEND: the kernel drops them for a socket's
+ * read_iter/write_iter): on a connection of ours they take our read and
+ * write paths, so the owed EOF and the writes after it are the same
+ * (docs/replay.md).  RWF_NOWAIT (a non-blocking call) and unknown bits go
+ * to the kernel; a write then gets kp_send_bypass's verdict. */
+#define RWF_SOCKET_IGNORES (RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_APPEND)
+
 KP_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
-	if (__builtin_expect(c != NULL, 0) && off == -1 && !flags)
+	if (__builtin_expect(c != NULL, 0) && off == -1 && !(flags & ~RWF_SOCKET_IGNORES))
 		return readv_slow(c, fd, iov, iovcnt);
 	if (c == KP_POOLED)
 		return not_yours();
@@ -785,10 +790,13 @@ KP_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t off
 KP_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
-	if (__builtin_expect(c != NULL, 0) && off == -1 && !flags)
+	if (__builtin_expect(c != NULL, 0) && off == -1 && !(flags & ~RWF_SOCKET_IGNORES))
 		return writev_slow(c, fd, iov, iovcnt);
 	if (c == KP_POOLED)
 		return not_yours();
+	size_t len = iov_total(iov, iovcnt);
+	if (c && off == -1 && !kp_reentered() && !kp_send_bypass(c, fd, &len))
+		return (ssize_t)len; /* taken, never sent (kp_send_bypass) */
 	return KP_REAL(pwritev2)(fd, iov, iovcnt, off, flags);
 }
 

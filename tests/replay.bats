@@ -375,3 +375,5 @@ send_after() {
 @test "sendfile right behind a request that asked to close never reaches the server" { send_after behind sendfile; }
 @test "splice right behind a request that asked to close never reaches the server" { send_after behind splice; }
 @test "sendmmsg right behind a request that asked to close never reaches the server" { send_after behind sendmmsg; }
+@test "pwritev2(RWF_DSYNC) after the owed EOF never reaches the server" { send_after after pwritev2_dsync; }
+@test "syscall(SYS_sendfile) after the owed EOF never reaches the server" { send_after after syscall_sendfile; }

@@ -1,11 +1,13 @@
 /*
  * send_after - a request asking to close, then a POST sent past the write
- * path (sendfile, splice, sendmmsg, sendto with an address): either after
+ * path (sendfile, splice, sendmmsg, sendto with an address, pwritev2 with
+ * a flag a socket ignores, syscall(SYS_sendfile)): either after
  * the response was read to EOF ("after"), or right behind the request,
  * before its response ("behind").  Without the library the server has
  * closed, or closes without reading it: the POST is never executed.
  *
- *   send_after HOST PORT after|behind sendfile|splice|sendmmsg|sendto
+ *   send_after HOST PORT after|behind MODE
+ *   MODE: sendfile|splice|sendmmsg|sendto|pwritev2_dsync|syscall_sendfile
  *
  * Prints what each call returned and the response's first line.
  */
@@ -18,6 +20,8 @@
 #include <string.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 static int dial(const char *host, int port)
@@ -69,7 +73,16 @@ static ssize_t send_past(int s, const char *mode, const char *req)
 		printf("left in the pipe %zd\n", read(p[0], rest, sizeof(rest)));
 		return n;
 	}
+	if (!strcmp(mode, "syscall_sendfile")) {
+		FILE *t = tmpfile();
+		fputs(req, t);
+		fflush(t);
+		off_t o = 0;
+		return syscall(SYS_sendfile, s, fileno(t), &o, len);
+	}
 	struct iovec v = { (void *)req, len };
+	if (!strcmp(mode, "pwritev2_dsync"))
+		return pwritev2(s, &v, 1, -1, RWF_DSYNC);
 	if (!strcmp(mode, "sendmmsg")) {
 		struct mmsghdr mm = { .msg_hdr = { .msg_iov = &v, .msg_iovlen = 1 } };
 		int r = sendmmsg(s, &mm, 1, 0);
