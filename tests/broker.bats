@@ -11,6 +11,9 @@ load helpers
 # machine, with the files running in parallel, a late answer makes a
 # process dial, and the connection counts would measure the scheduler
 export KEEPALIVE_BROKER_TIMEOUT_MS=10000
+# loops of 10 to 20 interpreter processes: on a loaded 2-core machine the
+# plain run alone took over 20 s (a hang guard, never a measure)
+CLIENT_TIMEOUT=$((CLIENT_TIMEOUT > 60 ? CLIENT_TIMEOUT : 60))
 
 setup_file() {
 	suite_setup
