@@ -1203,8 +1203,21 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 
 bool kp_shutdown(struct kp_conn *c, int fd, int how)
 {
-	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
-		return kp_conn_raw(c), false;
+	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
+		if (kp_conn_raw(c) && !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) &&
+		    (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) ||
+		     __atomic_load_n(&c->fin_for_server, __ATOMIC_ACQUIRE))) {
+			/* the server has closed, as the program sees it: a
+			 * shutdown succeeds, even where our FIN has gone out
+			 * and the kernel would say ENOTCONN */
+			int saved = errno;
+			if (KP_REAL(shutdown)(fd, how) == 0 || errno == ENOTCONN) {
+				errno = saved;
+				return true;
+			}
+		}
+		return false;
+	}
 	if (!conn_lock(c, fd))
 		return false;
 	int saved = errno;
@@ -1225,6 +1238,13 @@ bool kp_shutdown(struct kp_conn *c, int fd, int how)
 	if (swallow) {
 		c->shut_how = (int8_t)(how + 1);
 		kp_debug("fd %d: shutdown(%d) answered without the kernel", fd, how);
+	} else if (c->fin_for_server) {
+		/* the server has closed, as the program sees it: its socket
+		 * takes a shutdown, where after our FIN and the server's the
+		 * kernel says ENOTCONN */
+		__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
+		swallow = KP_REAL(shutdown)(fd, how) == 0 || errno == ENOTCONN;
+		go_passthrough(c, "shutdown");
 	} else {
 		/* the server sees our FIN and closes after answering: nothing to owe */
 		unvouch(c, fd, "shutdown");
@@ -1476,8 +1496,8 @@ void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only)
 	/* Our EOF cannot reach stdio's reads, so the server's must: it closes
 	 * after answering once it sees our FIN.  Only for a stream that will
 	 * not write: a shut-down socket cannot send. */
-	if (rewritten && read_only)
-		KP_REAL(shutdown)(fd, SHUT_WR);
+	if (rewritten && read_only && KP_REAL(shutdown)(fd, SHUT_WR) == 0)
+		__atomic_store_n(&c->fin_for_server, true, __ATOMIC_RELEASE);
 	kp_unlock(&c->lock);
 	errno = saved;
 }
@@ -1698,6 +1718,20 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->first == KP_FIRST_SENT)
 		return first_body_send(c, fd, iov, iovcnt, flags, ret);
 	int saved = errno;
+	if (c->fin_for_server && !c->shut_how) {
+		/* as a socket whose server closed takes them: 0 bytes, and
+		 * the first write (its reset would fail the next); after our
+		 * FIN the kernel would say EPIPE at once (docs/replay.md,
+		 * "Nothing added") */
+		size_t n = iov_total(iov, iovcnt);
+		if (n)
+			__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
+		kp_debug("fd %d: %zu bytes written after our FIN: taken, not sent", fd, n);
+		*ret = (ssize_t)n;
+		kp_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
 	if (c->state != KP_ACTIVE || c->req_mode != KP_REQ_HEAD) {
 		bool taken = c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
 			     c->reqs[c->n_reqs - 1].rewritten &&
@@ -1718,6 +1752,15 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	if (c->so.n_pending)
 		conn_flush_opts(c, fd);
 	size_t total = iov_total(iov, iovcnt);
+	if (c->eof_owed && !c->n_reqs && !total) {
+		/* a socket the server has closed takes 0 bytes; ours may have
+		 * sent our FIN meanwhile (a fork handed it off), after which
+		 * the kernel would answer EPIPE and SIGPIPE */
+		*ret = 0;
+		kp_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
 	if (c->eof_owed && !c->n_reqs && total) {
 		/* The program asked to close and was answered: without us the
 		 * server has closed, and these bytes must never reach it
@@ -2135,10 +2178,19 @@ bool kp_conn_raw_eof(struct kp_conn *c)
 ssize_t kp_conn_raw_write(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
 {
 	size_t total = iov_total(iov, iovcnt);
-	if (!kp_conn_raw(c) || !c || !total || total > SSIZE_MAX ||
-	    !__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+	if (!kp_conn_raw(c) || !c || total > SSIZE_MAX || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return -1;
-	KP_REAL(shutdown)(fd, SHUT_WR);
+	/* as send_intercept: what a socket the server closed takes (0 bytes,
+	 * and the first write), where after our FIN the kernel says EPIPE */
+	if (__atomic_load_n(&c->fin_for_server, __ATOMIC_ACQUIRE)) {
+		if (total)
+			__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
+		return (ssize_t)total;
+	}
+	if (!__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE))
+		return -1;
+	if (total)
+		KP_REAL(shutdown)(fd, SHUT_WR);
 	return (ssize_t)total;
 }
 
@@ -2621,6 +2673,8 @@ static void handoff_fin(struct kp_conn *c, int fd)
 {
 	c->fin_due = false;
 	if (KP_REAL(shutdown)(fd, SHUT_WR) == 0)
+		__atomic_store_n(&c->fin_for_server, true, __ATOMIC_RELEASE);
+	if (c->fin_for_server)
 		kp_debug("fd %d: handed off with an exchange we rewrote: FIN sent, the server closes", fd);
 }
 

@@ -81,6 +81,12 @@ struct kp_conn {
 	                        never pooled, never rewritten again */
 	bool fin_due;        /* handed off mid-request: our FIN goes out when
 	                        the request is whole */
+	bool fin_for_server; /* our FIN went out in place of the close the
+	                        program asked the server for, and the program
+	                        has written nothing since: its writes must be
+	                        answered as by a socket the server closed
+	                        (0 bytes taken, the first write taken unsent;
+	                        atomic) */
 	bool shared;         /* another process may hold its socket: it
 	                        crossed a fork, spawn or exec, or an
 	                        SCM_RIGHTS message (it can never change

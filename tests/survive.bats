@@ -97,6 +97,20 @@ threads_check() {
 	assert_output 1
 }
 
+# A finished connection whose EOF the shim owes, across a fork: the shim's
+# FIN makes the server close (the child may read it), and the program must
+# still see a socket the server closed: 0-byte writes succeed, shutdown()
+# too, and its first write is accepted (and never sent: docs/replay.md,
+# "Nothing added").
+@test "a finished connection, before and after a fork: 0-byte write and send, shutdown, read answer as without the shim" {
+	nginx_start
+	run_both 5 "$CLIENTS/fdlife" done-ops "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	grep -qx "forked 1: write 0 bytes = 0 (Success)" "$BATS_TEST_TMPDIR/shim.out" ||
+		fail "no 0-byte write after the fork"
+}
+
 # ---- fds moved around
 
 @test "close_range() above a reused connection in use: it survives, is parked and reused, one connection" {

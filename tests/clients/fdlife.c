@@ -48,6 +48,11 @@
  *                   open across fork(): the child lists the sockets it
  *                   holds (its copy of that one only), the parent closes
  *                   it after the child exits; one more request
+ *   done-ops        a GET asking to close, read to EOF, then what a socket
+ *                   the server has closed answers: write() and send() of 0
+ *                   bytes, shutdown(SHUT_RDWR), read(); the same after a
+ *                   fork whose child exits at once; then after a fork a
+ *                   send() of 1 byte; one more request
  *   close-range-above  a socket (a pooled one under the shim) in use while
  *                   close_range(s + 1, ~0U, 0) closes everything above it;
  *                   then its request, its close, two more requests
@@ -401,6 +406,49 @@ int main(int argc, char **argv)
 		if (waitpid(pid, &status, 0) != pid)
 			die("waitpid");
 		printf("close(s) = %d\n", close(s));
+		one_request();
+	} else if (!strcmp(what, "done-ops")) {
+		one_request(); /* so that the next socket comes from the pool */
+		for (int forked = 0; forked < 3; forked++) {
+			int s = dial();
+			put(s, get_close);
+			drain(s, 0);
+			if (forked) {
+				fflush(stdout);
+				pid_t pid = fork();
+				if (pid < 0)
+					die("fork");
+				if (pid == 0)
+					_exit(0);
+				int status;
+				if (waitpid(pid, &status, 0) != pid)
+					die("waitpid");
+			}
+			char b[1];
+			ssize_t r;
+			if (forked == 2) {
+				/* accepted, as by any socket whose server closed
+				 * (its reset fails only the next write) */
+				errno = 0;
+				r = send(s, "x", 1, MSG_NOSIGNAL);
+				printf("forked %d: send 1 byte = %zd (%s)\n", forked, r, strerror(errno));
+				printf("forked %d: close = %d\n", forked, close(s));
+				continue;
+			}
+			errno = 0;
+			r = write(s, "", 0);
+			printf("forked %d: write 0 bytes = %zd (%s)\n", forked, r, strerror(errno));
+			errno = 0;
+			r = send(s, "", 0, MSG_NOSIGNAL);
+			printf("forked %d: send 0 bytes = %zd (%s)\n", forked, r, strerror(errno));
+			errno = 0;
+			r = shutdown(s, SHUT_RDWR);
+			printf("forked %d: shutdown = %zd (%s)\n", forked, r, strerror(errno));
+			errno = 0;
+			r = read(s, b, 1);
+			printf("forked %d: read = %zd (%s)\n", forked, r, strerror(errno));
+			printf("forked %d: close = %d\n", forked, close(s));
+		}
 		one_request();
 	} else if (!strcmp(what, "close-range-above")) {
 		one_request(); /* so that the next socket comes from the pool */

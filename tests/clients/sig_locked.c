@@ -49,6 +49,7 @@ static int mode;
 static volatile sig_atomic_t done_fd = -1, shut_done, fork_done, next_op;
 static volatile sig_atomic_t calls, odd;
 static volatile sig_atomic_t odd_by[N_OPS]; /* on stderr: which call */
+static volatile sig_atomic_t odd_errno[N_OPS]; /* and its first errno */
 
 static void op(int which)
 {
@@ -129,9 +130,10 @@ static void op(int which)
 static void op_counted(int which)
 {
 	int before = odd;
+	errno = 0;
 	op(which);
-	if (odd != before)
-		odd_by[which]++;
+	if (odd != before && !odd_by[which]++)
+		odd_errno[which] = errno;
 }
 
 static void on_alarm(int sig)
@@ -235,7 +237,8 @@ int main(int argc, char **argv)
 		;
 	for (int i = 0; i < N_OPS; i++)
 		if (odd_by[i])
-			fprintf(stderr, "odd answers of %s: %d\n", modes[i], (int)odd_by[i]);
+			fprintf(stderr, "odd answers of %s: %d (the first: %s)\n", modes[i],
+				(int)odd_by[i], strerror(odd_errno[i]));
 	printf("responses %ld body %ld handler %d odd %d\n", responses, body, (int)calls, (int)odd);
 	return 0;
 }
