@@ -81,10 +81,15 @@ def dial(path):
 def send(path, data, fds=()):
     """send one datagram, return what came back: 'closed', 'reply' or 'open'"""
     s = dial(path)
-    if fds:
-        s.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
-    else:
-        s.send(data)
+    try:
+        if fds:
+            s.sendmsg([data], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", fds))])
+        else:
+            s.send(data)
+    except (BrokenPipeError, ConnectionResetError):
+        # refused as it connected: the broker closed before our message
+        s.close()
+        return "closed"
     # a refusal closes at once; the broker also closes a client quiet for
     # a second (KEEPALIVE_BROKER_CLIENT_MS): "open" is decided well before
     s.settimeout(0.4)
@@ -242,8 +247,9 @@ def attack(path, host, port, log, ns):
     ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0: /proc/PID/ns/net unreadable
     sandbox_server(host, port, log)
     s = dial(path)
-    s.send(msg(GET, host, port))
     try:
+        # (a refusal as it connected: the broker closed before our message)
+        s.send(msg(GET, host, port))
         data, anc, _, _ = s.recvmsg(SIZE + 1, socket.CMSG_SPACE(4 * 4))
         fds = array.array("i")
         for level, typ, d in anc:
@@ -255,7 +261,7 @@ def attack(path, host, port, log, ns):
         print("get:", "closed" if not data else "got" if status == 0 and fds else "none")
         for fd in fds:
             os.close(fd)
-    except (ConnectionResetError, socket.timeout):
+    except (BrokenPipeError, ConnectionResetError, socket.timeout):
         print("get: closed")
     s.close()
     c = own_conn(host, port)
