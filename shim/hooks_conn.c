@@ -50,6 +50,8 @@ static void after_fork_child(void)
 	kp_conn_after_fork_child();
 }
 
+static void syscall_init(void);
+
 __attribute__((constructor)) static void kp_init(void)
 {
 	/* also with KEEPALIVE_DISABLE: the wrappers still call through */
@@ -58,6 +60,7 @@ __attribute__((constructor)) static void kp_init(void)
 	if (kp_cfg.disabled)
 		return;
 	kp_conn_init();
+	syscall_init();
 	struct rlimit rl;
 	if (kp_fdtab_init(&rl) < 0)
 		return; /* the table stays empty: everything passes through */
@@ -940,6 +943,192 @@ KP_EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
  * sockets with syscall(SYS_close).  Those numbers go through the same
  * logic as the libc calls; everything else straight through.  Every
  * syscall argument is a long (the kernel ABI), so six are forwarded. */
+
+/* The numbers syscall_slow looks at. */
+static bool syscall_ours(long number)
+{
+	switch (number) {
+	case SYS_close:
+	case SYS_read:
+	case SYS_readv:
+	case SYS_recvfrom:
+	case SYS_recvmsg:
+	case SYS_recvmmsg:
+	case SYS_write:
+	case SYS_writev:
+	case SYS_sendto:
+	case SYS_preadv2:
+	case SYS_pwritev2:
+	case SYS_sendfile:
+	case SYS_splice:
+	case SYS_close_range:
+#ifdef SYS_dup2
+	case SYS_dup2:
+#endif
+	case SYS_dup3:
+	case SYS_sendmsg:
+	case SYS_sendmmsg:
+	case SYS_dup:
+	case SYS_fcntl:
+	case SYS_setsockopt:
+	case SYS_pidfd_getfd:
+	case SYS_execve:
+	case SYS_execveat:
+	case SYS_fork:
+	case SYS_vfork:
+	case SYS_clone:
+	case SYS_clone3:
+	case SYS_setuid:
+	case SYS_setreuid:
+	case SYS_setresuid:
+	case SYS_setgid:
+	case SYS_setregid:
+	case SYS_setresgid:
+	case SYS_setgroups:
+	case SYS_setfsuid:
+	case SYS_setfsgid:
+	case SYS_capset:
+	case SYS_unshare:
+	case SYS_setns:
+		return true;
+	default:
+		return false;
+	}
+}
+
+static KP_SLOW long syscall_slow(long number, const long a[6])
+{
+	switch (number) {
+	case SYS_close:
+		return close((int)a[0]);
+	/* a read of a connection past the wrappers would miss the EOF
+	 * we owe after a response we had rewritten (docs/hold.md) */
+	case SYS_read:
+		return read((int)a[0], (void *)a[1], (size_t)a[2]);
+	case SYS_readv:
+		return readv((int)a[0], (const struct iovec *)a[1], (int)a[2]);
+	case SYS_recvfrom:
+		return recvfrom((int)a[0], (void *)a[1], (size_t)a[2], (int)a[3],
+				(struct sockaddr *)a[4], (socklen_t *)a[5]);
+	case SYS_recvmsg:
+		return recvmsg((int)a[0], (struct msghdr *)a[1], (int)a[2]);
+	case SYS_recvmmsg:
+		return recvmmsg((int)a[0], (struct mmsghdr *)a[1], (unsigned)a[2], (int)a[3],
+				(struct timespec *)a[4]);
+	case SYS_write:
+		return write((int)a[0], (const void *)a[1], (size_t)a[2]);
+	case SYS_writev:
+		return writev((int)a[0], (const struct iovec *)a[1], (int)a[2]);
+	case SYS_sendto:
+		return sendto((int)a[0], (const void *)a[1], (size_t)a[2], (int)a[3],
+			      (const struct sockaddr *)a[4], (socklen_t)a[5]);
+	case SYS_preadv2:
+		if (a[3] == -1)
+			return preadv2((int)a[0], (const struct iovec *)a[1], (int)a[2], -1, (int)a[5]);
+		break;
+	case SYS_pwritev2:
+		if (a[3] == -1)
+			return pwritev2((int)a[0], (const struct iovec *)a[1], (int)a[2], -1, (int)a[5]);
+		break;
+	case SYS_sendfile:
+		return sendfile((int)a[0], (int)a[1], (off_t *)a[2], (size_t)a[3]);
+	case SYS_splice:
+		return splice((int)a[0], (loff_t *)a[1], (int)a[2], (loff_t *)a[3], (size_t)a[4],
+			      (unsigned)a[5]);
+	case SYS_close_range:
+		return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
+#ifdef SYS_dup2 /* not on aarch64 */
+	case SYS_dup2:
+		return dup2((int)a[0], (int)a[1]);
+#endif
+	case SYS_dup3:
+		return dup3((int)a[0], (int)a[1], (int)a[2]);
+	case SYS_sendmsg:
+		return sendmsg((int)a[0], (const struct msghdr *)a[1], (int)a[2]);
+	case SYS_sendmmsg:
+		return sendmmsg((int)a[0], (struct mmsghdr *)a[1], (unsigned)a[2], (int)a[3]);
+	case SYS_dup:
+		return dup((int)a[0]);
+	case SYS_fcntl:
+		return fcntl((int)a[0], (int)a[1], (void *)a[2]);
+	case SYS_setsockopt:
+		return setsockopt((int)a[0], (int)a[1], (int)a[2], (const void *)a[3],
+				  (socklen_t)a[4]);
+	case SYS_pidfd_getfd:
+		return pidfd_getfd((int)a[0], (int)a[1], (unsigned)a[2]);
+	case SYS_execve:
+	case SYS_execveat:
+		kp_conn_handoff_all(true, "exec");
+		break;
+	case SYS_fork:
+	case SYS_vfork:
+	case SYS_clone:
+	case SYS_clone3:
+		return raw_fork(number, a);
+	/* credentials, raw (one thread's only): as the libc calls */
+	case SYS_setuid:
+	case SYS_setreuid:
+	case SYS_setresuid:
+	case SYS_setgid:
+	case SYS_setregid:
+	case SYS_setresgid:
+	case SYS_setgroups:
+	case SYS_setfsuid:
+	case SYS_setfsgid:
+	case SYS_capset:
+	case SYS_unshare:
+	case SYS_setns: {
+		kp_conn_cred_change(true);
+		long r = KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+		if (r >= 0)
+			kp_conn_cred_change(true);
+		return r;
+	}
+	}
+	return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+}
+
+/* syscall_ours as a bitmap, filled at start-up: a compare, a load and a
+ * bit test (the switch compiles to a tree of compares) */
+#define KP_SYSCALL_BITS 512
+static uint64_t syscall_bits[KP_SYSCALL_BITS / 64];
+
+static void syscall_init(void)
+{
+	for (long n = 0; n < KP_SYSCALL_BITS; n++)
+		if (syscall_ours(n))
+			syscall_bits[n / 64] |= 1ull << (n % 64);
+}
+
+static inline bool syscall_listed(long number)
+{
+	return (unsigned long)number < KP_SYSCALL_BITS &&
+	       (syscall_bits[(unsigned long)number / 64] >> ((unsigned long)number % 64) & 1);
+}
+
+#if defined(__x86_64__)
+/* syscall() is variadic, but the x86-64 ABI passes variadic integer
+ * arguments exactly as fixed ones (six registers, the seventh on the
+ * stack), and every argument of syscall() is a long: read as fixed ones
+ * they cost no va_list (the register save area a variadic function
+ * spills), and a number of no interest (Rust's std wakes futexes this
+ * way) is a compare, a table load and a tail jump. */
+KP_EXPORT long kp_syscall_regs(long number, long a0, long a1, long a2, long a3, long a4, long a5)
+	__asm__("syscall");
+static KP_SLOW long syscall_slow_regs(long number, long a0, long a1, long a2, long a3, long a4,
+				      long a5)
+{
+	const long a[6] = { a0, a1, a2, a3, a4, a5 };
+	return syscall_slow(number, a);
+}
+
+long kp_syscall_regs(long number, long a0, long a1, long a2, long a3, long a4, long a5)
+{
+	if (__builtin_expect(syscall_listed(number), 0) && kp_fdtab_len)
+		return syscall_slow_regs(number, a0, a1, a2, a3, a4, a5);
+	return KP_REAL(syscall)(number, a0, a1, a2, a3, a4, a5);
+}
+#else
 KP_EXPORT long syscall(long number, ...)
 {
 	va_list ap;
@@ -948,94 +1137,8 @@ KP_EXPORT long syscall(long number, ...)
 	for (int i = 0; i < 6; i++)
 		a[i] = va_arg(ap, long);
 	va_end(ap);
-	if (kp_fdtab_len) {
-		switch (number) {
-		case SYS_close:
-			return close((int)a[0]);
-		/* a read of a connection past the wrappers would miss the EOF
-		 * we owe after a response we had rewritten (docs/hold.md) */
-		case SYS_read:
-			return read((int)a[0], (void *)a[1], (size_t)a[2]);
-		case SYS_readv:
-			return readv((int)a[0], (const struct iovec *)a[1], (int)a[2]);
-		case SYS_recvfrom:
-			return recvfrom((int)a[0], (void *)a[1], (size_t)a[2], (int)a[3],
-					(struct sockaddr *)a[4], (socklen_t *)a[5]);
-		case SYS_recvmsg:
-			return recvmsg((int)a[0], (struct msghdr *)a[1], (int)a[2]);
-		case SYS_recvmmsg:
-			return recvmmsg((int)a[0], (struct mmsghdr *)a[1], (unsigned)a[2], (int)a[3],
-					(struct timespec *)a[4]);
-		case SYS_write:
-			return write((int)a[0], (const void *)a[1], (size_t)a[2]);
-		case SYS_writev:
-			return writev((int)a[0], (const struct iovec *)a[1], (int)a[2]);
-		case SYS_sendto:
-			return sendto((int)a[0], (const void *)a[1], (size_t)a[2], (int)a[3],
-				      (const struct sockaddr *)a[4], (socklen_t)a[5]);
-		case SYS_preadv2:
-			if (a[3] == -1)
-				return preadv2((int)a[0], (const struct iovec *)a[1], (int)a[2], -1, (int)a[5]);
-			break;
-		case SYS_pwritev2:
-			if (a[3] == -1)
-				return pwritev2((int)a[0], (const struct iovec *)a[1], (int)a[2], -1, (int)a[5]);
-			break;
-		case SYS_sendfile:
-			return sendfile((int)a[0], (int)a[1], (off_t *)a[2], (size_t)a[3]);
-		case SYS_splice:
-			return splice((int)a[0], (loff_t *)a[1], (int)a[2], (loff_t *)a[3], (size_t)a[4],
-				      (unsigned)a[5]);
-		case SYS_close_range:
-			return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
-#ifdef SYS_dup2 /* not on aarch64 */
-		case SYS_dup2:
-			return dup2((int)a[0], (int)a[1]);
-#endif
-		case SYS_dup3:
-			return dup3((int)a[0], (int)a[1], (int)a[2]);
-		case SYS_sendmsg:
-			return sendmsg((int)a[0], (const struct msghdr *)a[1], (int)a[2]);
-		case SYS_sendmmsg:
-			return sendmmsg((int)a[0], (struct mmsghdr *)a[1], (unsigned)a[2], (int)a[3]);
-		case SYS_dup:
-			return dup((int)a[0]);
-		case SYS_fcntl:
-			return fcntl((int)a[0], (int)a[1], (void *)a[2]);
-		case SYS_setsockopt:
-			return setsockopt((int)a[0], (int)a[1], (int)a[2], (const void *)a[3],
-					  (socklen_t)a[4]);
-		case SYS_pidfd_getfd:
-			return pidfd_getfd((int)a[0], (int)a[1], (unsigned)a[2]);
-		case SYS_execve:
-		case SYS_execveat:
-			kp_conn_handoff_all(true, "exec");
-			break;
-		case SYS_fork:
-		case SYS_vfork:
-		case SYS_clone:
-		case SYS_clone3:
-			return raw_fork(number, a);
-		/* credentials, raw (one thread's only): as the libc calls */
-		case SYS_setuid:
-		case SYS_setreuid:
-		case SYS_setresuid:
-		case SYS_setgid:
-		case SYS_setregid:
-		case SYS_setresgid:
-		case SYS_setgroups:
-		case SYS_setfsuid:
-		case SYS_setfsgid:
-		case SYS_capset:
-		case SYS_unshare:
-		case SYS_setns: {
-			kp_conn_cred_change(true);
-			long r = KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
-			if (r >= 0)
-				kp_conn_cred_change(true);
-			return r;
-		}
-		}
-	}
+	if (syscall_listed(number) && kp_fdtab_len)
+		return syscall_slow(number, a);
 	return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 }
+#endif

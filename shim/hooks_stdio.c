@@ -71,6 +71,14 @@ static inline struct kp_conn *file_conn(FILE *fp)
 	return c == KP_POOLED ? NULL : c;
 }
 
+/* The exported wrappers' test: with no connection among the program's
+ * fds (kp_fd_live), no FILE can be one of ours, and the call is a load, a
+ * branch and a tail jump to libc; else fp's fd is looked up. */
+static inline bool stdio_ours(FILE *fp)
+{
+	return __builtin_expect(kp_fd_any_live(), 0) && file_conn(fp) != NULL;
+}
+
 /* The write() wrapper's slow half, for bytes stdio would have written. */
 static ssize_t conn_write(int fd, const char *p, size_t n)
 {
@@ -233,7 +241,7 @@ static KP_SLOW int putc_slow(int ch, FILE *fp, bool lock, int (*real)(int, FILE 
 #define KP_PUTC(name, lock)                                            \
 	KP_EXPORT int name(int ch, FILE *fp)                           \
 	{                                                              \
-		if (__builtin_expect(file_conn(fp) != NULL, 0))        \
+		if (stdio_ours(fp))        \
 			return putc_slow(ch, fp, lock, KP_REAL(name)); \
 		return KP_REAL(name)(ch, fp);                          \
 	}
@@ -267,7 +275,7 @@ static KP_SLOW int overflow_slow(FILE *fp, int ch)
 
 KP_EXPORT int __overflow(FILE *fp, int ch)
 {
-	if (__builtin_expect(file_conn(fp) != NULL, 0) && ch != EOF)
+	if (stdio_ours(fp) && ch != EOF)
 		return overflow_slow(fp, ch);
 	return KP_REAL(__overflow)(fp, ch);
 }
@@ -284,14 +292,14 @@ static KP_SLOW int fputs_slow(const char *s, FILE *fp, bool lock)
 
 KP_EXPORT int fputs(const char *s, FILE *fp)
 {
-	if (__builtin_expect(file_conn(fp) != NULL, 0))
+	if (stdio_ours(fp))
 		return fputs_slow(s, fp, true);
 	return KP_REAL(fputs)(s, fp);
 }
 
 KP_EXPORT int fputs_unlocked(const char *s, FILE *fp)
 {
-	if (__builtin_expect(file_conn(fp) != NULL, 0))
+	if (stdio_ours(fp))
 		return fputs_slow(s, fp, false);
 	return KP_REAL(fputs_unlocked)(s, fp);
 }
@@ -328,7 +336,7 @@ static KP_SLOW int puts_slow(const char *s)
 
 KP_EXPORT int puts(const char *s)
 {
-	if (__builtin_expect(file_conn(stdout) != NULL, 0))
+	if (stdio_ours(stdout))
 		return puts_slow(s);
 	return KP_REAL(puts)(s);
 }
@@ -349,7 +357,7 @@ static KP_SLOW size_t fwrite_slow(const void *p, size_t size, size_t nmemb, FILE
 
 KP_EXPORT size_t fwrite(const void *p, size_t size, size_t nmemb, FILE *fp)
 {
-	if (__builtin_expect(file_conn(fp) != NULL, 0))
+	if (stdio_ours(fp))
 		return fwrite_slow(p, size, nmemb, fp, true);
 	return KP_REAL(fwrite)(p, size, nmemb, fp);
 }
@@ -357,7 +365,7 @@ KP_EXPORT size_t fwrite(const void *p, size_t size, size_t nmemb, FILE *fp)
 #undef fwrite_unlocked /* a macro of <bits/stdio.h> when optimising */
 KP_EXPORT size_t fwrite_unlocked(const void *p, size_t size, size_t nmemb, FILE *fp)
 {
-	if (__builtin_expect(file_conn(fp) != NULL, 0))
+	if (stdio_ours(fp))
 		return fwrite_slow(p, size, nmemb, fp, false);
 	return KP_REAL(fwrite_unlocked)(p, size, nmemb, fp);
 }
@@ -403,7 +411,7 @@ static KP_SLOW int vprintf_slow(FILE *fp, int flag, const char *fmt, va_list ap)
 
 KP_EXPORT int vfprintf(FILE *fp, const char *fmt, va_list ap)
 {
-	if (__builtin_expect(file_conn(fp) != NULL, 0))
+	if (stdio_ours(fp))
 		return vprintf_slow(fp, -1, fmt, ap);
 	return KP_REAL(vfprintf)(fp, fmt, ap);
 }
@@ -433,7 +441,7 @@ KP_EXPORT int printf(const char *fmt, ...)
 
 KP_EXPORT int __vfprintf_chk(FILE *fp, int flag, const char *fmt, va_list ap)
 {
-	if (__builtin_expect(file_conn(fp) != NULL, 0))
+	if (stdio_ours(fp))
 		return vprintf_slow(fp, flag, fmt, ap);
 	return KP_REAL(__vfprintf_chk)(fp, flag, fmt, ap);
 }
@@ -502,26 +510,26 @@ void kp_stdio_drain_all(bool at_exit)
 
 KP_EXPORT int fflush(FILE *fp)
 {
-	if (__builtin_expect(fp == NULL, 0)) {
+	if (__builtin_expect(fp == NULL, 0) && kp_fd_any_live()) {
 		int saved = errno;
 		kp_stdio_drain_all(false);
 		errno = saved;
 		return KP_REAL(fflush)(fp);
 	}
-	if (__builtin_expect(file_conn(fp) != NULL, 0))
+	if (stdio_ours(fp))
 		return fflush_slow(fp, true);
 	return KP_REAL(fflush)(fp);
 }
 
 KP_EXPORT int fflush_unlocked(FILE *fp)
 {
-	if (__builtin_expect(fp == NULL, 0)) {
+	if (__builtin_expect(fp == NULL, 0) && kp_fd_any_live()) {
 		int saved = errno;
 		kp_stdio_drain_all(false);
 		errno = saved;
 		return KP_REAL(fflush_unlocked)(fp);
 	}
-	if (__builtin_expect(file_conn(fp) != NULL, 0))
+	if (stdio_ours(fp))
 		return fflush_slow(fp, false);
 	return KP_REAL(fflush_unlocked)(fp);
 }
