@@ -40,7 +40,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
-.PHONY: all asan tsan test test-asan check unit bats clients clean install uninstall fuzz fuzz-build bench bench-fastpath owner-matrix tls-pairs
+.PHONY: all asan tsan test test-asan check unit bats clients clean install uninstall fuzz fuzz-build bench bench-fastpath bench-cost owner-matrix tls-pairs
 all: $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER)
 
 # what of the keepalive wrapper must stay while the command runs (signals
@@ -345,3 +345,8 @@ owner-matrix: $(LIB)
 # instructions an untracked call and start-up cost (callgrind)
 bench-fastpath: $(LIB) build/fastpath-loop
 	scripts/bench-fastpath $(LIB)
+
+# instructions per request with and without the library, and the library's
+# functions per request (callgrind; docs/cost.md)
+bench-cost: $(LIB) build/clients/httpget
+	scripts/bench-cost $(LIB)
