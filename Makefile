@@ -174,7 +174,7 @@ bench: $(LIB) build/clients/httpget build/latency-proxy
 # without libFuzzer by $(CC).
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_NAMES := response request rewrite llhttp broker
+FUZZ_NAMES := response request rewrite llhttp broker split
 FUZZ_BINS := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_NAMES))
 REPLAY_BINS := $(patsubst %,build/fuzz-replay/fuzz_%,$(FUZZ_NAMES))
 FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 $(WARN) -Ishim \
