@@ -607,11 +607,16 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out)
 	if (i == s || buf[i] != ' ')
 		return -1;
 	i++;
-	for (k = 0; k < 8; k++, i++) {
-		if (i == lim)
-			return more;
-		if (k < 7 ? buf[i] != "HTTP/1."[k] : (buf[i] != '0' && buf[i] != '1'))
-			return -1;
+	if (lim - i >= 8 && memcmp(buf + i, "HTTP/1.", 7) == 0 &&
+	    (buf[i + 7] == '0' || buf[i + 7] == '1')) {
+		i += 8; /* the common case at once */
+	} else {
+		for (k = 0; k < 8; k++, i++) {
+			if (i == lim)
+				return more;
+			if (k < 7 ? buf[i] != "HTTP/1."[k] : (buf[i] != '0' && buf[i] != '1'))
+				return -1;
+		}
 	}
 	out->version_minor = (uint8_t)(buf[i - 1] - '0');
 	rc = eol(buf, lim, &i, &out->doubt);
@@ -679,6 +684,10 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out)
 				out->conn_line[out->conn_lines] = (uint32_t)ns;
 			if (out->conn_lines < UINT8_MAX)
 				out->conn_lines++;
+			if (ieq(buf + vs, ve - vs, "close")) {
+				close_tok = true; /* the common value whole */
+				break;
+			}
 			p = buf + vs;
 			while (list_next(&p, buf + ve, ',', &t, &n)) {
 				if (ieq(t, n, "close"))
@@ -1017,6 +1026,15 @@ static void resp_field_value(struct frm_resp *r, enum hdr_id hdr, const char *v,
 			r->te_chunked_last = rc;
 		break;
 	case H_CONN:
+		/* the common values whole, then any list */
+		if (ieq(v, vn, "keep-alive")) {
+			r->ka_token = true;
+			break;
+		}
+		if (ieq(v, vn, "close")) {
+			r->close_token = true;
+			break;
+		}
 		p = v;
 		while (list_next(&p, end, ',', &s, &n)) {
 			if (ieq(s, n, "close")) {
@@ -1309,8 +1327,14 @@ static bool resp_head_fast(struct frm_resp *r, char *buf, size_t len,
 
 	/* the head is good: mask as the byte machine would have */
 	for (k = 0; k < nconn; k++) {
+		v = conn[k][0];
+		if (conn[k][1] - v == 10 && ieq(v, 10, "keep-alive")) {
+			/* what mask_byte makes of it, at once */
+			memcpy(buf + (v - buf), "     close", 10);
+			continue;
+		}
 		r->mask_pos = MASK_START;
-		for (v = conn[k][0]; v < conn[k][1]; v++)
+		for (; v < conn[k][1]; v++)
 			mask_byte(r, buf + (v - buf));
 	}
 	r->hdr = H_NONE;
