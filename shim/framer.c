@@ -4,8 +4,10 @@
  *
  * No syscalls, no allocation, no mutable globals.  Response heads are parsed
  * byte by byte by a small state machine that keeps only the value of the
- * headers it interprets (struct frm_resp.val); bodies with a length are
- * skipped by arithmetic.  Request heads are parsed whole (the caller keeps
+ * headers it interprets (struct frm_resp.val); a head whole in one buffer
+ * first tries the fast path (resp_head_fast: a line at a time, the same
+ * facts, the byte machine its fallback; docs/cost.md); bodies with a
+ * length are skipped by arithmetic.  Request heads are parsed whole (the caller keeps
  * them, up to FRM_MAX_HEAD, because it may have to rewrite them).
  *
  * Choices the header leaves open:
