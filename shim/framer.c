@@ -516,21 +516,36 @@ long frm_body_feed(struct frm_body *b, const char *buf, size_t len)
 enum frm_method frm_method_id(const char *s, size_t n)
 {
 	/* RFC 9110 9.1: method names are case-sensitive */
-	static const struct {
-		const char *name;
-		enum frm_method m;
-	} tab[] = {
-		{ "GET", FRM_M_GET },         { "HEAD", FRM_M_HEAD },
-		{ "OPTIONS", FRM_M_OPTIONS }, { "TRACE", FRM_M_TRACE },
-		{ "PUT", FRM_M_PUT },         { "DELETE", FRM_M_DELETE },
-		{ "POST", FRM_M_POST },       { "PATCH", FRM_M_PATCH },
-		{ "CONNECT", FRM_M_CONNECT },
-	};
-	size_t k;
-
-	for (k = 0; k < sizeof(tab) / sizeof(tab[0]); k++)
-		if (strlen(tab[k].name) == n && memcmp(tab[k].name, s, n) == 0)
-			return tab[k].m;
+	switch (n) {
+	case 3:
+		if (memcmp(s, "GET", 3) == 0)
+			return FRM_M_GET;
+		if (memcmp(s, "PUT", 3) == 0)
+			return FRM_M_PUT;
+		break;
+	case 4:
+		if (memcmp(s, "HEAD", 4) == 0)
+			return FRM_M_HEAD;
+		if (memcmp(s, "POST", 4) == 0)
+			return FRM_M_POST;
+		break;
+	case 5:
+		if (memcmp(s, "TRACE", 5) == 0)
+			return FRM_M_TRACE;
+		if (memcmp(s, "PATCH", 5) == 0)
+			return FRM_M_PATCH;
+		break;
+	case 6:
+		if (memcmp(s, "DELETE", 6) == 0)
+			return FRM_M_DELETE;
+		break;
+	case 7:
+		if (memcmp(s, "OPTIONS", 7) == 0)
+			return FRM_M_OPTIONS;
+		if (memcmp(s, "CONNECT", 7) == 0)
+			return FRM_M_CONNECT;
+		break;
+	}
 	return FRM_M_OTHER;
 }
 
@@ -682,8 +697,10 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out)
 			break;
 		case H_CONN:
 			out->has_conn_header = true;
-			if (out->conn_lines < FRM_CONN_LINES)
-				out->conn_line[out->conn_lines] = (uint32_t)ns;
+			if (out->conn_lines < FRM_CONN_LINES) {
+				out->conn_val[out->conn_lines][0] = (uint32_t)vs;
+				out->conn_val[out->conn_lines][1] = (uint32_t)ve;
+			}
 			if (out->conn_lines < UINT8_MAX)
 				out->conn_lines++;
 			if (ieq(buf + vs, ve - vs, "close")) {
@@ -797,11 +814,40 @@ static bool is_conn_field(const char *h, size_t ns, size_t ne)
 	return ieq(h + ns, ne - ns, "connection");
 }
 
+/* Copy head[*done, ve) to o with every close token of the Connection
+ * value [vs, ve) turned into keep-alive, and keep-alive appended once if
+ * need_ka. */
+static void conn_value_rewrite(struct outbuf *o, const char *head, size_t vs,
+			       size_t ve, size_t *done, bool need_ka, bool *appended)
+{
+	const char *p = head + vs, *t;
+	size_t n;
+
+	put(o, head + *done, vs - *done);
+	*done = vs;
+	while (list_next(&p, head + ve, ',', &t, &n)) {
+		if (!ieq(t, n, "close"))
+			continue;
+		put(o, head + *done, (size_t)(t - head) - *done);
+		put(o, "keep-alive", 10);
+		*done = (size_t)(t - head) + n;
+	}
+	put(o, head + *done, ve - *done);
+	*done = ve;
+	if (need_ka && !*appended) {
+		if (ve > vs)
+			put(o, ", keep-alive", 12);
+		else
+			put(o, "keep-alive", 10);
+		*appended = true;
+	}
+}
+
 long frm_req_rewrite_head(const char *head, const struct frm_req_head *h,
 			  char *out, size_t out_cap)
 {
 	struct outbuf o = { out, out_cap, 0, false };
-	size_t len = h->head_len, i, first, done = 0, ns, ne, vs, ve, n, k = 0;
+	size_t len = h->head_len, i = 0, first, done = 0, ns, ne, vs, ve, n, k;
 	const char *lf, *p, *t;
 	bool has_close = false, need_ka, appended = false, known;
 	int rc;
@@ -814,12 +860,16 @@ long frm_req_rewrite_head(const char *head, const struct frm_req_head *h,
 		return 0;
 	first = (size_t)(lf - head) + 1;
 
-	/* the Connection lines as frm_req_parse_head found them (a head
+	/* the Connection values as frm_req_parse_head found them (a head
 	 * without doubt has CRLF line ends and token names, so they are the
-	 * lines next_field() finds): no pass over the other lines */
+	 * values next_field() finds): no pass over the other lines */
 	known = h->conn_lines <= FRM_CONN_LINES &&
 		(h->conn_lines > 0 || !h->has_conn_header) && len >= 2 &&
 		head[len - 2] == '\r' && head[len - 1] == '\n';
+	for (k = 0; known && k < h->conn_lines; k++)
+		if (h->conn_val[k][0] < (k ? h->conn_val[k - 1][1] : first) ||
+		    h->conn_val[k][1] < h->conn_val[k][0] || h->conn_val[k][1] > len - 2)
+			known = false;
 	if (known) {
 		has_close = h->close_token;
 	} else {
@@ -842,45 +892,19 @@ long frm_req_rewrite_head(const char *head, const struct frm_req_head *h,
 		return 0;
 
 	/* pass 2: copy, changing only Connection values */
-	i = first;
-	for (;;) {
-		if (known) {
-			if (k == h->conn_lines) {
-				i = len - 2; /* the blank line */
-				rc = 0;
-				break;
-			}
-			i = h->conn_line[k++];
-			if (i < first || i >= len)
-				return 0;
-		}
-		rc = next_field(head, len, &i, &ns, &ne, &vs, &ve);
-		if (rc != 1)
-			break;
-		if (!is_conn_field(head, ns, ne))
-			continue;
-		put(&o, head + done, vs - done);
-		done = vs;
-		p = head + vs;
-		while (list_next(&p, head + ve, ',', &t, &n)) {
-			if (!ieq(t, n, "close"))
-				continue;
-			put(&o, head + done, (size_t)(t - head) - done);
-			put(&o, "keep-alive", 10);
-			done = (size_t)(t - head) + n;
-		}
-		put(&o, head + done, ve - done);
-		done = ve;
-		if (need_ka && !appended) {
-			if (ve > vs)
-				put(&o, ", keep-alive", 12);
-			else
-				put(&o, "keep-alive", 10);
-			appended = true;
-		}
+	if (known) {
+		for (k = 0; k < h->conn_lines; k++)
+			conn_value_rewrite(&o, head, h->conn_val[k][0], h->conn_val[k][1],
+					   &done, need_ka, &appended);
+		i = len - 2; /* the blank line */
+	} else {
+		i = first;
+		while ((rc = next_field(head, len, &i, &ns, &ne, &vs, &ve)) == 1)
+			if (is_conn_field(head, ns, ne))
+				conn_value_rewrite(&o, head, vs, ve, &done, need_ka, &appended);
+		if (rc < 0)
+			return 0;
 	}
-	if (rc < 0)
-		return 0;
 	if (need_ka && !appended) {
 		/* i is at the blank line that ends the head */
 		put(&o, head + done, i - done);
@@ -1130,7 +1154,8 @@ static void resp_value_byte(struct frm_resp *r, unsigned char c)
 
 void frm_resp_begin(struct frm_resp *r, enum frm_method m, bool rewrite_ka_to_close)
 {
-	memset(r, 0, sizeof(*r));
+	/* val[] is read only up to vlen (0 now): not cleared */
+	memset(r, 0, offsetof(struct frm_resp, val));
 	r->req_method = m;
 	r->rewrite_ka_to_close = rewrite_ka_to_close;
 	r->ka_timeout = -1;

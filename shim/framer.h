@@ -83,13 +83,14 @@ struct frm_req_head {
 	                             Negotiate, Kerberos): never pool it */
 	bool doubt;               /* odd but parseable (obs-fold, bare LF, TE+CL
 	                             ...): do not rewrite, do not pool */
-	/* for frm_req_rewrite_head: where the Connection field lines start
-	 * (the first FRM_CONN_LINES of them), how many there are (saturating
-	 * at 255) and whether one carries a close token; a head whose lines
-	 * were not recorded (conn_lines 0 but has_conn_header, or more than
-	 * FRM_CONN_LINES) is read again whole */
+	/* for frm_req_rewrite_head: the values of the Connection field lines
+	 * ([start, end) offsets, OWS trimmed; the first FRM_CONN_LINES of
+	 * them), how many there are (saturating at 255) and whether one
+	 * carries a close token; a head whose lines were not recorded
+	 * (conn_lines 0 but has_conn_header, or more than FRM_CONN_LINES) is
+	 * read again whole */
 #define FRM_CONN_LINES 2
-	uint32_t conn_line[FRM_CONN_LINES];
+	uint32_t conn_val[FRM_CONN_LINES][2];
 	uint8_t conn_lines;
 	bool close_token;
 };

@@ -141,7 +141,7 @@ static bool same_head(const struct frm_req_head *a, const struct frm_req_head *b
 	       a->expect_continue == b->expect_continue && a->conn_bound == b->conn_bound &&
 	       a->doubt == b->doubt && a->close_token == b->close_token &&
 	       a->conn_lines == b->conn_lines &&
-	       memcmp(a->conn_line, b->conn_line, sizeof(a->conn_line)) == 0;
+	       memcmp(a->conn_val, b->conn_val, sizeof(a->conn_val)) == 0;
 }
 
 /* Every prefix of data as a request head: 0 until complete, then the same
