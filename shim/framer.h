@@ -113,7 +113,9 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out);
  * (added as a new header line before the blank line if it had no Connection
  * header, or the token appended to the existing header).
  * Writes into out (cap out_cap).  Returns the new length, 0 when no change is
- * needed (out untouched), -1 when out_cap is too small. */
+ * needed or the rewritten head would reach FRM_MAX_HEAD, which
+ * frm_req_parse_head refuses (out's contents then undefined: the head goes
+ * as it is), -1 when out_cap is too small. */
 long frm_req_rewrite_head(const char *head, const struct frm_req_head *h,
 			  char *out, size_t out_cap);
 

@@ -1093,6 +1093,32 @@ static void test_rewrite(void)
 		CHECK(frm_req_rewrite_head(in, &h, out, sizeof(out)) == n + 5,
 		      "rewrite length");
 	}
+	{
+		/* a head the rewrite would grow to FRM_MAX_HEAD or more goes
+		 * as it is: frm_req_parse_head would refuse the result; one
+		 * byte shorter is still rewritten */
+		static char in[FRM_MAX_HEAD], out[FRM_MAX_HEAD + 64];
+		const char *tail = "\r\nConnection: close\r\n\r\n";
+		struct frm_req_head h;
+		size_t n, pad;
+		long rc;
+
+		for (pad = FRM_MAX_HEAD - 31; pad < FRM_MAX_HEAD - 23; pad++) {
+			n = (size_t)snprintf(in, sizeof(in), "GET / HTTP/1.1\r\nX: ");
+			memset(in + n, 'a', pad - n);
+			n = pad;
+			memcpy(in + n, tail, strlen(tail));
+			n += strlen(tail);
+			rc = frm_req_parse_head(guarded(in, n), n, &h);
+			CHECK(rc == (long)n, "long head parses (%zu)", n);
+			rc = frm_req_rewrite_head(guarded(in, n), &h, out, sizeof(out));
+			CHECK(n + 5 >= FRM_MAX_HEAD ? rc == 0 : rc == (long)n + 5,
+			      "head of %zu bytes: rewrite %ld", n, rc);
+			if (rc > 0)
+				CHECK(frm_req_parse_head(guarded(out, (size_t)rc), (size_t)rc, &h) == rc,
+				      "the rewritten head of %ld bytes parses", rc);
+		}
+	}
 }
 
 /* ---------------------------------------------------------------- mini fuzz */
