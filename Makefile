@@ -40,7 +40,7 @@ UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
-.PHONY: all asan tsan test test-asan check unit bats clients clean install uninstall fuzz fuzz-build bench bench-fastpath owner-matrix tls-pairs
+.PHONY: all asan tsan test test-asan check unit bats clients clean install uninstall fuzz fuzz-build bench bench-fastpath bench-cost owner-matrix tls-pairs
 all: $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER)
 
 # what of the keepalive wrapper must stay while the command runs (signals
@@ -174,7 +174,7 @@ bench: $(LIB) build/clients/httpget build/latency-proxy
 # without libFuzzer by $(CC).
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_NAMES := response request rewrite llhttp broker
+FUZZ_NAMES := response request rewrite llhttp broker split
 FUZZ_BINS := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_NAMES))
 REPLAY_BINS := $(patsubst %,build/fuzz-replay/fuzz_%,$(FUZZ_NAMES))
 FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 $(WARN) -Ishim \
@@ -345,3 +345,8 @@ owner-matrix: $(LIB)
 # instructions an untracked call and start-up cost (callgrind)
 bench-fastpath: $(LIB) build/fastpath-loop
 	scripts/bench-fastpath $(LIB)
+
+# instructions per request with and without the library, and the library's
+# functions per request (callgrind; docs/cost.md)
+bench-cost: $(LIB) build/clients/httpget
+	scripts/bench-cost $(LIB)

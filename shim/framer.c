@@ -4,8 +4,10 @@
  *
  * No syscalls, no allocation, no mutable globals.  Response heads are parsed
  * byte by byte by a small state machine that keeps only the value of the
- * headers it interprets (struct frm_resp.val); bodies with a length are
- * skipped by arithmetic.  Request heads are parsed whole (the caller keeps
+ * headers it interprets (struct frm_resp.val); a head whole in one buffer
+ * first tries the fast path (resp_head_fast: a line at a time, the same
+ * facts, the byte machine its fallback; docs/cost.md); bodies with a
+ * length are skipped by arithmetic.  Request heads are parsed whole (the caller keeps
  * them, up to FRM_MAX_HEAD, because it may have to rewrite them).
  *
  * Choices the header leaves open:
@@ -26,7 +28,11 @@
 #include "framer.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -59,18 +65,108 @@ static unsigned char lower(unsigned char c)
 	return c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c;
 }
 
-/* RFC 9110 5.6.2: tchar */
+/* RFC 9110 5.6.2: tchar, as a table (one load per byte of a name) */
+static const bool tchar_tab[256] = {
+	['0' ... '9'] = true, ['a' ... 'z'] = true, ['A' ... 'Z'] = true,
+	['!'] = true, ['#'] = true, ['$'] = true, ['%'] = true, ['&'] = true,
+	['\''] = true, ['*'] = true, ['+'] = true, ['-'] = true, ['.'] = true,
+	['^'] = true, ['_'] = true, ['`'] = true, ['|'] = true, ['~'] = true,
+};
+
 static bool is_tchar(unsigned char c)
 {
-	if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c))
-		return true;
-	switch (c) {
-	case '!': case '#': case '$': case '%': case '&': case '\'': case '*':
-	case '+': case '-': case '.': case '^': case '_': case '`': case '|':
-	case '~':
-		return true;
+	return tchar_tab[c];
+}
+
+static uint64_t load64(const char *p)
+{
+	uint64_t x;
+
+	memcpy(&x, p, 8);
+	return x;
+}
+
+static uint32_t load32(const char *p)
+{
+	uint32_t x;
+
+	memcpy(&x, p, 4);
+	return x;
+}
+
+/* The bytes of x that are zero, as their high bits; the lowest one
+ * flagged is exact (a borrow can only flag bytes above a zero byte). */
+static uint64_t zero_bytes(uint64_t x)
+{
+	return (x - 0x0101010101010101ULL) & ~x & 0x8080808080808080ULL;
+}
+
+/* The first NUL, CR or LF in [p, end), or end: what ends a line for the
+ * byte machines (or breaks it), eight bytes at a time. */
+static const char *find_ctl(const char *p, const char *end)
+{
+	const uint64_t ones = 0x0101010101010101ULL;
+	uint64_t x, m;
+#ifdef __SSE2__
+	/* sixteen at a time where the ISA has it (every x86-64) */
+	const __m128i nul = _mm_setzero_si128(), cr = _mm_set1_epi8('\r'),
+		      lf = _mm_set1_epi8('\n');
+	__m128i v;
+	int bits;
+
+	for (; end - p >= 16; p += 16) {
+		v = _mm_loadu_si128((const __m128i *)(const void *)p);
+		bits = _mm_movemask_epi8(_mm_or_si128(
+			_mm_or_si128(_mm_cmpeq_epi8(v, nul), _mm_cmpeq_epi8(v, cr)),
+			_mm_cmpeq_epi8(v, lf)));
+		if (bits)
+			return p + __builtin_ctz((unsigned)bits);
 	}
-	return false;
+#endif
+	for (; end - p >= 8; p += 8) {
+		x = load64(p);
+		m = zero_bytes(x) | zero_bytes(x ^ (0x0d * ones)) | zero_bytes(x ^ (0x0a * ones));
+		if (m)
+			return p + (__builtin_ctzll(m) >> 3);
+	}
+	for (; p < end; p++)
+		if (*p == '\0' || *p == '\r' || *p == '\n')
+			break;
+	return p;
+}
+
+/* The end of the tchar run from p; the run must end before the buffer
+ * does (the caller knows a CR follows). */
+static const char *skip_tchars(const char *p)
+{
+	for (;; p += 4) {
+		if (!tchar_tab[(unsigned char)p[0]])
+			return p;
+		if (!tchar_tab[(unsigned char)p[1]])
+			return p + 1;
+		if (!tchar_tab[(unsigned char)p[2]])
+			return p + 2;
+		if (!tchar_tab[(unsigned char)p[3]])
+			return p + 3;
+	}
+}
+
+/* s[0..n), a field name (tchars only), equals the lower-case literal lit
+ * of length n >= 4, ignoring case: OR 0x20 lower-cases a letter and turns
+ * no other tchar into a letter or '-', so words compare whole. */
+static bool name_eq(const char *s, size_t n, const char *lit)
+{
+	const uint64_t b8 = 0x2020202020202020ULL;
+	const uint32_t b4 = 0x20202020u;
+	size_t i;
+
+	if (n < 8)
+		return (load32(s) | b4) == load32(lit) &&
+		       (load32(s + n - 4) | b4) == load32(lit + n - 4);
+	for (i = 0; i + 8 < n; i += 8)
+		if ((load64(s + i) | b8) != load64(lit + i))
+			return false;
+	return (load64(s + n - 8) | b8) == load64(lit + n - 8);
 }
 
 static int hexval(unsigned char c)
@@ -84,14 +180,17 @@ static int hexval(unsigned char c)
 }
 
 /* s[0..n) equals the lower-case literal lit, ignoring case */
-static bool ieq(const char *s, size_t n, const char *lit)
+static inline bool ieq(const char *s, size_t n, const char *lit)
 {
 	size_t i;
 
+	/* (strlen of a literal: folded once inlined) */
+	if (n != strlen(lit))
+		return false;
 	for (i = 0; i < n; i++)
-		if (lit[i] == '\0' || lower(s[i]) != (unsigned char)lit[i])
+		if (lower(s[i]) != (unsigned char)lit[i])
 			return false;
-	return lit[n] == '\0';
+	return true;
 }
 
 /* One element of a sep-separated list (RFC 9110 5.6.1) from [*p, end), OWS
@@ -117,30 +216,34 @@ static bool list_next(const char **p, const char *end, char sep,
 	return true;
 }
 
+/* Which header a name is: by its length first, so that most names cost
+ * one switch and at most two compares. */
 static enum hdr_id header_id(const char *name, size_t n, bool response)
 {
-	if (ieq(name, n, "content-length"))
-		return H_CL;
-	if (ieq(name, n, "transfer-encoding"))
-		return H_TE;
-	if (ieq(name, n, "connection"))
-		return H_CONN;
-	if (response) {
-		if (ieq(name, n, "keep-alive"))
-			return H_KA;
-		if (ieq(name, n, "www-authenticate") ||
-		    ieq(name, n, "proxy-authenticate"))
-			return H_AUTH;
-		return H_NONE;
+	switch (n) {
+	case 14:
+		return name_eq(name, n, "content-length") ? H_CL : H_NONE;
+	case 17:
+		return name_eq(name, n, "transfer-encoding") ? H_TE : H_NONE;
+	case 10:
+		if (name_eq(name, n, "connection"))
+			return H_CONN;
+		return response && name_eq(name, n, "keep-alive") ? H_KA : H_NONE;
+	case 16:
+		return response && name_eq(name, n, "www-authenticate") ? H_AUTH : H_NONE;
+	case 18:
+		return response && name_eq(name, n, "proxy-authenticate") ? H_AUTH : H_NONE;
+	case 7:
+		return !response && name_eq(name, n, "upgrade") ? H_UPGRADE : H_NONE;
+	case 15:
+		return !response && name_eq(name, n, "idempotency-key") ? H_IDEM : H_NONE;
+	case 6:
+		return !response && name_eq(name, n, "expect") ? H_EXPECT : H_NONE;
+	case 13:
+		return !response && name_eq(name, n, "authorization") ? H_AUTHZ : H_NONE;
+	case 19:
+		return !response && name_eq(name, n, "proxy-authorization") ? H_AUTHZ : H_NONE;
 	}
-	if (ieq(name, n, "upgrade"))
-		return H_UPGRADE;
-	if (ieq(name, n, "idempotency-key"))
-		return H_IDEM;
-	if (ieq(name, n, "expect"))
-		return H_EXPECT;
-	if (ieq(name, n, "authorization") || ieq(name, n, "proxy-authorization"))
-		return H_AUTHZ;
 	return H_NONE;
 }
 
@@ -152,9 +255,22 @@ static int clen_parse(const char *v, size_t vn, bool *have, uint64_t *len)
 	const char *p = v, *s;
 	size_t n, i;
 	int rc = 0;
+	uint64_t x = 0;
 
+	/* the common case: a few digits, no list, no OWS */
+	if (vn > 0 && vn < 19) {
+		for (i = 0; i < vn && is_digit(v[i]); i++)
+			x = x * 10 + (unsigned)(v[i] - '0');
+		if (i == vn) {
+			if (*have && x != *len)
+				return 1;
+			*have = true;
+			*len = x;
+			return 0;
+		}
+	}
 	while (list_next(&p, v + vn, ',', &s, &n)) {
-		uint64_t x = 0;
+		x = 0;
 
 		if (n == 0)
 			return -1;
@@ -400,21 +516,36 @@ long frm_body_feed(struct frm_body *b, const char *buf, size_t len)
 enum frm_method frm_method_id(const char *s, size_t n)
 {
 	/* RFC 9110 9.1: method names are case-sensitive */
-	static const struct {
-		const char *name;
-		enum frm_method m;
-	} tab[] = {
-		{ "GET", FRM_M_GET },         { "HEAD", FRM_M_HEAD },
-		{ "OPTIONS", FRM_M_OPTIONS }, { "TRACE", FRM_M_TRACE },
-		{ "PUT", FRM_M_PUT },         { "DELETE", FRM_M_DELETE },
-		{ "POST", FRM_M_POST },       { "PATCH", FRM_M_PATCH },
-		{ "CONNECT", FRM_M_CONNECT },
-	};
-	size_t k;
-
-	for (k = 0; k < sizeof(tab) / sizeof(tab[0]); k++)
-		if (strlen(tab[k].name) == n && memcmp(tab[k].name, s, n) == 0)
-			return tab[k].m;
+	switch (n) {
+	case 3:
+		if (memcmp(s, "GET", 3) == 0)
+			return FRM_M_GET;
+		if (memcmp(s, "PUT", 3) == 0)
+			return FRM_M_PUT;
+		break;
+	case 4:
+		if (memcmp(s, "HEAD", 4) == 0)
+			return FRM_M_HEAD;
+		if (memcmp(s, "POST", 4) == 0)
+			return FRM_M_POST;
+		break;
+	case 5:
+		if (memcmp(s, "TRACE", 5) == 0)
+			return FRM_M_TRACE;
+		if (memcmp(s, "PATCH", 5) == 0)
+			return FRM_M_PATCH;
+		break;
+	case 6:
+		if (memcmp(s, "DELETE", 6) == 0)
+			return FRM_M_DELETE;
+		break;
+	case 7:
+		if (memcmp(s, "OPTIONS", 7) == 0)
+			return FRM_M_OPTIONS;
+		if (memcmp(s, "CONNECT", 7) == 0)
+			return FRM_M_CONNECT;
+		break;
+	}
 	return FRM_M_OTHER;
 }
 
@@ -450,11 +581,11 @@ static int eol(const char *buf, size_t lim, size_t *i, bool *doubt)
 static int line_rest(const char *buf, size_t lim, size_t *i, size_t *ve,
 		     bool *doubt)
 {
-	while (*i < lim && buf[*i] != '\r' && buf[*i] != '\n') {
-		if (buf[*i] == '\0') /* RFC 9110 5.5 */
-			return -1;
-		*i += 1;
-	}
+	const char *q = find_ctl(buf + *i, buf + lim);
+
+	*i = (size_t)(q - buf);
+	if (*i < lim && *q == '\0') /* RFC 9110 5.5 */
+		return -1;
 	*ve = *i;
 	return eol(buf, lim, i, doubt);
 }
@@ -493,11 +624,16 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out)
 	if (i == s || buf[i] != ' ')
 		return -1;
 	i++;
-	for (k = 0; k < 8; k++, i++) {
-		if (i == lim)
-			return more;
-		if (k < 7 ? buf[i] != "HTTP/1."[k] : (buf[i] != '0' && buf[i] != '1'))
-			return -1;
+	if (lim - i >= 8 && memcmp(buf + i, "HTTP/1.", 7) == 0 &&
+	    (buf[i + 7] == '0' || buf[i + 7] == '1')) {
+		i += 8; /* the common case at once */
+	} else {
+		for (k = 0; k < 8; k++, i++) {
+			if (i == lim)
+				return more;
+			if (k < 7 ? buf[i] != "HTTP/1."[k] : (buf[i] != '0' && buf[i] != '1'))
+				return -1;
+		}
 	}
 	out->version_minor = (uint8_t)(buf[i - 1] - '0');
 	rc = eol(buf, lim, &i, &out->doubt);
@@ -561,6 +697,16 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out)
 			break;
 		case H_CONN:
 			out->has_conn_header = true;
+			if (out->conn_lines < FRM_CONN_LINES) {
+				out->conn_val[out->conn_lines][0] = (uint32_t)vs;
+				out->conn_val[out->conn_lines][1] = (uint32_t)ve;
+			}
+			if (out->conn_lines < UINT8_MAX)
+				out->conn_lines++;
+			if (ieq(buf + vs, ve - vs, "close")) {
+				close_tok = true; /* the common value whole */
+				break;
+			}
 			p = buf + vs;
 			while (list_next(&p, buf + ve, ',', &t, &n)) {
 				if (ieq(t, n, "close"))
@@ -612,6 +758,7 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out)
 		out->body_kind = FRM_BODY_LENGTH;
 		out->body_len = cl;
 	}
+	out->close_token = close_tok;
 	out->app_close = close_tok ||
 			 (out->version_minor == 0 && !out->keepalive_token);
 	return (long)i;
@@ -649,11 +796,13 @@ static int next_field(const char *h, size_t len, size_t *i, size_t *ns,
 struct outbuf {
 	char *p;
 	size_t cap, n;
+	size_t need; /* what the whole output takes, room or not */
 	bool full;
 };
 
 static void put(struct outbuf *o, const char *s, size_t n)
 {
+	o->need += n;
 	if (o->full || n > o->cap - o->n) {
 		o->full = true;
 		return;
@@ -667,13 +816,42 @@ static bool is_conn_field(const char *h, size_t ns, size_t ne)
 	return ieq(h + ns, ne - ns, "connection");
 }
 
+/* Copy head[*done, ve) to o with every close token of the Connection
+ * value [vs, ve) turned into keep-alive, and keep-alive appended once if
+ * need_ka. */
+static void conn_value_rewrite(struct outbuf *o, const char *head, size_t vs,
+			       size_t ve, size_t *done, bool need_ka, bool *appended)
+{
+	const char *p = head + vs, *t;
+	size_t n;
+
+	put(o, head + *done, vs - *done);
+	*done = vs;
+	while (list_next(&p, head + ve, ',', &t, &n)) {
+		if (!ieq(t, n, "close"))
+			continue;
+		put(o, head + *done, (size_t)(t - head) - *done);
+		put(o, "keep-alive", 10);
+		*done = (size_t)(t - head) + n;
+	}
+	put(o, head + *done, ve - *done);
+	*done = ve;
+	if (need_ka && !*appended) {
+		if (ve > vs)
+			put(o, ", keep-alive", 12);
+		else
+			put(o, "keep-alive", 10);
+		*appended = true;
+	}
+}
+
 long frm_req_rewrite_head(const char *head, const struct frm_req_head *h,
 			  char *out, size_t out_cap)
 {
-	struct outbuf o = { out, out_cap, 0, false };
-	size_t len = h->head_len, i, first, done = 0, ns, ne, vs, ve, n;
+	struct outbuf o = { out, out_cap, 0, 0, false };
+	size_t len = h->head_len, i = 0, first, done = 0, ns, ne, vs, ve, n, k;
 	const char *lf, *p, *t;
-	bool has_close = false, need_ka, appended = false;
+	bool has_close = false, need_ka, appended = false, known;
 	int rc;
 
 	/* an Upgrade handshake or a doubtful head is passed through as is */
@@ -684,50 +862,51 @@ long frm_req_rewrite_head(const char *head, const struct frm_req_head *h,
 		return 0;
 	first = (size_t)(lf - head) + 1;
 
-	/* pass 1: is there a close token to turn into keep-alive? */
-	i = first;
-	while ((rc = next_field(head, len, &i, &ns, &ne, &vs, &ve)) == 1) {
-		if (!is_conn_field(head, ns, ne))
-			continue;
-		p = head + vs;
-		while (list_next(&p, head + ve, ',', &t, &n))
-			if (ieq(t, n, "close"))
-				has_close = true;
+	/* the Connection values as frm_req_parse_head found them (a head
+	 * without doubt has CRLF line ends and token names, so they are the
+	 * values next_field() finds): no pass over the other lines */
+	known = h->conn_lines <= FRM_CONN_LINES &&
+		(h->conn_lines > 0 || !h->has_conn_header) && len >= 2 &&
+		head[len - 2] == '\r' && head[len - 1] == '\n';
+	for (k = 0; known && k < h->conn_lines; k++)
+		if (h->conn_val[k][0] < (k ? h->conn_val[k - 1][1] : first) ||
+		    h->conn_val[k][1] < h->conn_val[k][0] || h->conn_val[k][1] > len - 2)
+			known = false;
+	if (known) {
+		has_close = h->close_token;
+	} else {
+		/* pass 1: is there a close token to turn into keep-alive? */
+		i = first;
+		while ((rc = next_field(head, len, &i, &ns, &ne, &vs, &ve)) == 1) {
+			if (!is_conn_field(head, ns, ne))
+				continue;
+			p = head + vs;
+			while (list_next(&p, head + ve, ',', &t, &n))
+				if (ieq(t, n, "close"))
+					has_close = true;
+		}
+		if (rc < 0)
+			return 0;
 	}
-	if (rc < 0)
-		return 0;
 	/* HTTP/1.0 persists only with an explicit keep-alive (RFC 9112 9.3) */
 	need_ka = h->version_minor == 0 && !h->keepalive_token && !has_close;
 	if (!has_close && !need_ka)
 		return 0;
 
 	/* pass 2: copy, changing only Connection values */
-	i = first;
-	while ((rc = next_field(head, len, &i, &ns, &ne, &vs, &ve)) == 1) {
-		if (!is_conn_field(head, ns, ne))
-			continue;
-		put(&o, head + done, vs - done);
-		done = vs;
-		p = head + vs;
-		while (list_next(&p, head + ve, ',', &t, &n)) {
-			if (!ieq(t, n, "close"))
-				continue;
-			put(&o, head + done, (size_t)(t - head) - done);
-			put(&o, "keep-alive", 10);
-			done = (size_t)(t - head) + n;
-		}
-		put(&o, head + done, ve - done);
-		done = ve;
-		if (need_ka && !appended) {
-			if (ve > vs)
-				put(&o, ", keep-alive", 12);
-			else
-				put(&o, "keep-alive", 10);
-			appended = true;
-		}
+	if (known) {
+		for (k = 0; k < h->conn_lines; k++)
+			conn_value_rewrite(&o, head, h->conn_val[k][0], h->conn_val[k][1],
+					   &done, need_ka, &appended);
+		i = len - 2; /* the blank line */
+	} else {
+		i = first;
+		while ((rc = next_field(head, len, &i, &ns, &ne, &vs, &ve)) == 1)
+			if (is_conn_field(head, ns, ne))
+				conn_value_rewrite(&o, head, vs, ve, &done, need_ka, &appended);
+		if (rc < 0)
+			return 0;
 	}
-	if (rc < 0)
-		return 0;
 	if (need_ka && !appended) {
 		/* i is at the blank line that ends the head */
 		put(&o, head + done, i - done);
@@ -735,6 +914,10 @@ long frm_req_rewrite_head(const char *head, const struct frm_req_head *h,
 		done = i;
 	}
 	put(&o, head + done, len - done);
+	/* a head our own parser would refuse as too long is not made: it
+	 * goes as the program wrote it (found by fuzz_rewrite) */
+	if (o.need >= FRM_MAX_HEAD)
+		return 0;
 	if (o.full || o.n > LONG_MAX)
 		return -1;
 	return (long)o.n;
@@ -848,43 +1031,42 @@ static void ka_param(struct frm_resp *r, const char *s, size_t n)
 		r->ka_max = (int32_t)x;
 }
 
-/* The value of header r->hdr is complete in val[0..vlen) (the bytes as the
- * server sent them, before any mask). */
-static void resp_field_end(struct frm_resp *r)
+/* The value v[0..vn) of header hdr (<= VAL_CAP bytes, as the server sent
+ * them, before any mask): the facts it carries.  Shared by the byte machine
+ * and the fast path, so that both read a value the same way. */
+static void resp_field_value(struct frm_resp *r, enum hdr_id hdr, const char *v,
+			     size_t vn)
 {
-	const char *v = r->val, *end, *p, *q, *s, *t;
+	const char *end = v + vn, *p, *q, *s, *t;
 	size_t n, m;
 	int rc;
 
-	if (r->vlen > VAL_CAP) {
-		/* a framing header we could not read whole: an error unless
-		 * the message turns out to have no body at all */
-		if (r->hdr == H_TE)
-			r->line_len |= HEAD_BAD_TE;
-		else if (r->hdr == H_CL)
-			r->line_len |= HEAD_BAD_CLEN;
-		else
-			r->doubt = true;
-		return;
-	}
-	end = v + r->vlen;
-	switch (r->hdr) {
+	switch (hdr) {
 	case H_CL:
 		/* RFC 9112 6.3 rule 5: conflicting or invalid lengths are
 		 * unrecoverable errors - unless rules 1-3 frame the message
 		 * without them (decided at the end of the head) */
-		if (clen_parse(v, r->vlen, &r->have_clen, &r->clen) != 0)
+		if (clen_parse(v, vn, &r->have_clen, &r->clen) != 0)
 			r->line_len |= HEAD_BAD_CLEN;
 		break;
 	case H_TE:
 		r->have_te = true;
-		rc = te_last_chunked(v, r->vlen, &r->doubt);
+		rc = te_last_chunked(v, vn, &r->doubt);
 		if (rc < 0)
 			r->doubt = true;
 		else
 			r->te_chunked_last = rc;
 		break;
 	case H_CONN:
+		/* the common values whole, then any list */
+		if (ieq(v, vn, "keep-alive")) {
+			r->ka_token = true;
+			break;
+		}
+		if (ieq(v, vn, "close")) {
+			r->close_token = true;
+			break;
+		}
 		p = v;
 		while (list_next(&p, end, ',', &s, &n)) {
 			if (ieq(s, n, "close")) {
@@ -903,12 +1085,30 @@ static void resp_field_end(struct frm_resp *r)
 		}
 		break;
 	case H_AUTH:
-		if (auth_scan(v, r->vlen))
+		if (auth_scan(v, vn))
 			r->conn_bound = true;
 		break;
 	default:
 		break;
 	}
+}
+
+/* The value of header r->hdr is complete in val[0..vlen) (the bytes as the
+ * server sent them, before any mask). */
+static void resp_field_end(struct frm_resp *r)
+{
+	if (r->vlen > VAL_CAP) {
+		/* a framing header we could not read whole: an error unless
+		 * the message turns out to have no body at all */
+		if (r->hdr == H_TE)
+			r->line_len |= HEAD_BAD_TE;
+		else if (r->hdr == H_CL)
+			r->line_len |= HEAD_BAD_CLEN;
+		else
+			r->doubt = true;
+		return;
+	}
+	resp_field_value(r, (enum hdr_id)r->hdr, r->val, r->vlen);
 }
 
 /*
@@ -960,7 +1160,8 @@ static void resp_value_byte(struct frm_resp *r, unsigned char c)
 
 void frm_resp_begin(struct frm_resp *r, enum frm_method m, bool rewrite_ka_to_close)
 {
-	memset(r, 0, sizeof(*r));
+	/* val[] is read only up to vlen (0 now): not cleared */
+	memset(r, 0, offsetof(struct frm_resp, val));
 	r->req_method = m;
 	r->rewrite_ka_to_close = rewrite_ka_to_close;
 	r->ka_timeout = -1;
@@ -1076,6 +1277,116 @@ static bool close_line_due(const struct frm_resp *r)
 	       !(r->ka_token && r->rewrite_ka_to_close) && r->req_method != FRM_M_CONNECT;
 }
 
+/*
+ * The fast path (docs/cost.md): a response head that is whole in one buffer
+ * and starts it, in the common shape, is read a line at a time - memchr()
+ * for each line end, the name through the tchar table, the value only for
+ * the headers the byte machine interprets (the same resp_field_value) -
+ * instead of a state transition per byte.  It reads every fact the byte
+ * machine reads from a head: the version digit and the status, then per
+ * field Content-Length (list, conflicts), Transfer-Encoding (last coding,
+ * odd lists), the Connection tokens close and keep-alive (and the mask),
+ * Keep-Alive timeout/max, the NTLM/Negotiate challenges of WWW-/Proxy-
+ * Authenticate, and where the blank line is (the close line goes before
+ * it).  Whatever it is unsure of, it leaves to the byte machine with r as
+ * it was: a head not complete in buf, a bare LF, a CR or NUL inside a
+ * line, obs-fold, a byte that is not a tchar in a name, an interpreted
+ * value longer than val[], a second Content-Length or Transfer-Encoding
+ * header, more than four Connection headers to mask.  The bytes are
+ * masked only once the head is known good, so a fallback sees them as
+ * they came.  Returns false for the fallback; true with the consumed count
+ * in *used and the event in *ev, exactly as the byte machine would.
+ */
+#define FAST_MAX_CONN 4
+static bool resp_head_fast(struct frm_resp *r, char *buf, size_t len,
+			   size_t *used, enum frm_resp_event *ev)
+{
+	const char *p = buf, *end = buf + len, *lf, *le, *c, *v;
+	const char *conn[FAST_MAX_CONN][2];
+	unsigned nconn = 0, seen = 0;
+	enum hdr_id hdr;
+	struct frm_resp save;
+	size_t k;
+
+	/* status-line = HTTP-version SP status-code SP [ reason ] CRLF;
+	 * each line ends at its first NUL, CR or LF, which must be CRLF */
+	if (len < 17 || memcmp(p, "HTTP/1.", 7) != 0 || !is_digit(p[7]) || p[8] != ' ' ||
+	    !is_digit(p[9]) || !is_digit(p[10]) || !is_digit(p[11]) || p[9] == '0')
+		return false;
+	le = find_ctl(p + 12, end);
+	if (end - le < 2 || le[0] != '\r' || le[1] != '\n' ||
+	    (le > p + 12 && p[12] != ' '))
+		return false;
+	lf = le + 1;
+
+	memcpy(&save, r, offsetof(struct frm_resp, val));
+	r->version_minor = (uint8_t)(p[7] - '0');
+	r->status = (uint16_t)((p[9] - '0') * 100 + (p[10] - '0') * 10 + (p[11] - '0'));
+	r->line_len = 0; /* from here on: HEAD_* flags */
+
+	for (p = lf + 1;; p = lf + 1) {
+		le = find_ctl(p, end);
+		/* incomplete, a bare LF, a NUL or a lone CR */
+		if (end - le < 2 || le[0] != '\r' || le[1] != '\n')
+			goto fallback;
+		lf = le + 1;
+		if (le == p)
+			break; /* the blank line */
+		/* (*le is the CR: no tchar) */
+		c = skip_tchars(p);
+		/* obs-fold, a name that is no token, no colon */
+		if (c == p || c == le || *c != ':')
+			goto fallback;
+		hdr = header_id(p, (size_t)(c - p), true);
+		if (hdr == H_NONE)
+			continue;
+		for (v = c + 1; v < le && is_ows(*v); v++)
+			;
+		if ((size_t)(le - v) > VAL_CAP)
+			goto fallback;
+		if (hdr == H_CL || hdr == H_TE) {
+			if (seen & (1u << hdr))
+				goto fallback; /* a duplicate framing header */
+			seen |= 1u << hdr;
+		}
+		if (hdr == H_CONN && r->rewrite_ka_to_close) {
+			if (nconn == FAST_MAX_CONN)
+				goto fallback;
+			conn[nconn][0] = v;
+			conn[nconn++][1] = le;
+		}
+		resp_field_value(r, hdr, v, (size_t)(le - v));
+	}
+
+	/* the head is good: mask as the byte machine would have */
+	for (k = 0; k < nconn; k++) {
+		v = conn[k][0];
+		if (conn[k][1] - v == 10 && ieq(v, 10, "keep-alive")) {
+			/* what mask_byte makes of it, at once */
+			memcpy(buf + (v - buf), "     close", 10);
+			continue;
+		}
+		r->mask_pos = MASK_START;
+		for (; v < conn[k][1]; v++)
+			mask_byte(r, buf + (v - buf));
+	}
+	r->hdr = H_NONE;
+	if (close_line_due(r)) {
+		/* the caller shows the close line, then feeds from the blank
+		 * line on: the byte machine takes it from RS_LINE */
+		r->close_inserted = true;
+		r->st = RS_LINE;
+		*ev = FRM_EV_INSERT;
+		*used = (size_t)(p - buf);
+		return true;
+	}
+	*used = resp_head_end(r, buf, (size_t)(lf + 1 - buf), len, ev);
+	return true;
+fallback:
+	memcpy(r, &save, offsetof(struct frm_resp, val));
+	return false;
+}
+
 size_t frm_resp_feed(struct frm_resp *r, char *buf, size_t len, enum frm_resp_event *ev)
 {
 	size_t i;
@@ -1091,6 +1402,11 @@ size_t frm_resp_feed(struct frm_resp *r, char *buf, size_t len, enum frm_resp_ev
 		return len;
 	case RS_BODY:
 		return resp_body(r, buf, 0, len, ev);
+	case RS_VERSION:
+		/* a head that starts this buffer: the fast path first */
+		if (r->line_len == 0 && resp_head_fast(r, buf, len, &i, ev))
+			return i;
+		break;
 	default:
 		break;
 	}

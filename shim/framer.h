@@ -83,6 +83,16 @@ struct frm_req_head {
 	                             Negotiate, Kerberos): never pool it */
 	bool doubt;               /* odd but parseable (obs-fold, bare LF, TE+CL
 	                             ...): do not rewrite, do not pool */
+	/* for frm_req_rewrite_head: the values of the Connection field lines
+	 * ([start, end) offsets, OWS trimmed; the first FRM_CONN_LINES of
+	 * them), how many there are (saturating at 255) and whether one
+	 * carries a close token; a head whose lines were not recorded
+	 * (conn_lines 0 but has_conn_header, or more than FRM_CONN_LINES) is
+	 * read again whole */
+#define FRM_CONN_LINES 2
+	uint32_t conn_val[FRM_CONN_LINES][2];
+	uint8_t conn_lines;
+	bool close_token;
 };
 
 /* Parse the request header block at the start of buf.
@@ -103,7 +113,9 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out);
  * (added as a new header line before the blank line if it had no Connection
  * header, or the token appended to the existing header).
  * Writes into out (cap out_cap).  Returns the new length, 0 when no change is
- * needed (out untouched), -1 when out_cap is too small. */
+ * needed or the rewritten head would reach FRM_MAX_HEAD, which
+ * frm_req_parse_head refuses (out's contents then undefined: the head goes
+ * as it is), -1 when out_cap is too small. */
 long frm_req_rewrite_head(const char *head, const struct frm_req_head *h,
 			  char *out, size_t out_cap);
 

@@ -1,12 +1,15 @@
 /*
- * fuzz_rewrite.c - libFuzzer harness for frm_req_rewrite_head.
+ * fuzz_rewrite.c - libFuzzer harness for frm_req_rewrite_head (also: the
+ * rewrite from the Connection lines frm_req_parse_head recorded equals the
+ * one that reads the whole head again).
  *
  * Input: bytes that may start with a request head (no control header).
  * When frm_req_parse_head finds a head, it is rewritten (from a buffer of
  * exactly head_len bytes), and abort() unless:
  * - the result is never -1 with room to spare; it is 0 (no change) exactly
  *   when the program does not expect the server to close, or the head is
- *   an upgrade or doubtful;
+ *   an upgrade or doubtful, or the rewritten head would be too long for
+ *   frm_req_parse_head (FRM_MAX_HEAD);
  * - every byte outside Connection header lines is kept: with the
  *   Connection lines taken out of input and output, they are equal;
  * - the output re-parses, whole, as a head with app_close false, not
@@ -38,6 +41,16 @@ static size_t strip_connection(const char *s, size_t n, char *out)
 	return o;
 }
 
+/* how many times "close" occurs in s[0..n), any case */
+static size_t closes(const char *s, size_t n)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i + 5 <= n; i++)
+		k += fz_iprefix(s + i, 5, "close");
+	return k;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
 {
 	struct frm_req_head h, h2;
@@ -55,9 +68,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *in, size_t size)
 	out = malloc(cap);
 	r = frm_req_rewrite_head(head, &h, out, cap);
 	INVARIANT(r >= 0, "rewrite failed with %zu bytes of room for %ld", cap, rc);
-	INVARIANT((r == 0) == (!h.app_close || h.upgrade || h.doubt),
+	/* no change exactly when none is asked for, or when the result could
+	 * reach FRM_MAX_HEAD (it grows by at most 24 bytes and 5 a close) */
+	INVARIANT((r == 0) == (!h.app_close || h.upgrade || h.doubt) ||
+		  (r == 0 && (size_t)rc + 24 + 5 * closes(head, (size_t)rc) >= FRM_MAX_HEAD),
 		  "rewrite %ld for app_close %d upgrade %d doubt %d", r, h.app_close,
 		  h.upgrade, h.doubt);
+	/* the rewrite from the Connection lines the parser recorded equals
+	 * the one that reads the whole head again (framer.c, docs/cost.md) */
+	h2 = h;
+	h2.conn_lines = UINT8_MAX;
+	out2 = malloc(cap);
+	r2 = frm_req_rewrite_head(head, &h2, out2, cap);
+	INVARIANT(r2 == r && (r == 0 || memcmp(out, out2, (size_t)r) == 0),
+		  "rewrite from the recorded lines differs from a full reading: %ld vs %ld", r, r2);
+	free(out2);
 	if (r == 0)
 		goto out;
 

@@ -12,7 +12,10 @@ tests/fuzz/*.c):
   request:  4-byte control header (prefix length, body split), then the
             bytes of a request file;
   rewrite:  the bytes of a request file;
-  llhttp:   the method code (byte 0), then the bytes of a response file.
+  llhttp:   the method code (byte 0), then the bytes of a response file;
+  split:    a control byte (the method in bits 0-2 and 3-5, bit 6 the
+            rewrite, bit 7 request prefixes), then a response file (with
+            and without the rewrite), a pipelined stream, or a request file.
 The regression inputs of CORPUS_DIR/fuzz-<harness>/ are copied as they are.
 The fuzzers then write only into OUT_DIR, never into tests/.
 """
@@ -70,7 +73,8 @@ def broker_seeds():
 
 def main():
     corpus, out = sys.argv[1], sys.argv[2]
-    seeds = {"response": [], "request": [], "rewrite": [], "llhttp": [], "broker": []}
+    seeds = {"response": [], "request": [], "rewrite": [], "llhttp": [], "broker": [],
+             "split": []}
     gets = []
     for sub in ("response", "response-hand"):
         for path in files(os.path.join(corpus, sub)):
@@ -78,6 +82,8 @@ def main():
             code = method_code(os.path.basename(path))
             seeds["response"].append(resp_header(code) + data)
             seeds["llhttp"].append(bytes([code]) + data)
+            seeds["split"].append(bytes([code | code << 3]) + data)
+            seeds["split"].append(bytes([code | code << 3 | 0x40]) + data)
             n = len(data)
             seeds["response"].append(resp_header(code, (n // 4, n // 2, 3 * n // 4)) + data)
             if code == 0 and n < 4096:
@@ -85,10 +91,12 @@ def main():
     # pipelined: a few responses back to back
     for k in range(0, len(gets), 3):
         seeds["response"].append(resp_header(0, (7, 100)) + b"".join(gets[k:k + 3]))
+        seeds["split"].append(bytes([0x40]) + b"".join(gets[k:k + 3]))
     for path in files(os.path.join(corpus, "request")):
         data = open(path, "rb").read()
         seeds["request"].append(struct.pack("<HH", len(data) // 2, len(data) // 3) + data)
         seeds["rewrite"].append(data)
+        seeds["split"].append(bytes([0x80]) + data)
     seeds["broker"] = broker_seeds()
     for name, lst in seeds.items():
         d = os.path.join(out, name)

@@ -1093,6 +1093,32 @@ static void test_rewrite(void)
 		CHECK(frm_req_rewrite_head(in, &h, out, sizeof(out)) == n + 5,
 		      "rewrite length");
 	}
+	{
+		/* a head the rewrite would grow to FRM_MAX_HEAD or more goes
+		 * as it is: frm_req_parse_head would refuse the result; one
+		 * byte shorter is still rewritten */
+		static char in[FRM_MAX_HEAD], out[FRM_MAX_HEAD + 64];
+		const char *tail = "\r\nConnection: close\r\n\r\n";
+		struct frm_req_head h;
+		size_t n, pad;
+		long rc;
+
+		for (pad = FRM_MAX_HEAD - 31; pad < FRM_MAX_HEAD - 23; pad++) {
+			n = (size_t)snprintf(in, sizeof(in), "GET / HTTP/1.1\r\nX: ");
+			memset(in + n, 'a', pad - n);
+			n = pad;
+			memcpy(in + n, tail, strlen(tail));
+			n += strlen(tail);
+			rc = frm_req_parse_head(guarded(in, n), n, &h);
+			CHECK(rc == (long)n, "long head parses (%zu)", n);
+			rc = frm_req_rewrite_head(guarded(in, n), &h, out, sizeof(out));
+			CHECK(n + 5 >= FRM_MAX_HEAD ? rc == 0 : rc == (long)n + 5,
+			      "head of %zu bytes: rewrite %ld", n, rc);
+			if (rc > 0)
+				CHECK(frm_req_parse_head(guarded(out, (size_t)rc), (size_t)rc, &h) == rc,
+				      "the rewritten head of %ld bytes parses", rc);
+		}
+	}
 }
 
 /* ---------------------------------------------------------------- mini fuzz */
@@ -1164,6 +1190,64 @@ static void test_mutations(void)
 	CHECK(bad == 0, "mutations: %d inconsistent", bad);
 }
 
+/* The fast path (framer.c resp_head_fast, docs/cost.md) on what it reads
+ * and on what it leaves to the byte machine; resp_case3 compares the whole
+ * feed (fast path) with every split and a byte at a time (byte machine). */
+static void test_resp_fast(void)
+{
+	static const char nginx[] = "HTTP/1.1 200 OK\r\nServer: nginx/1.22.1\r\n"
+		"Date: Fri, 04 Dec 2026 21:00:00 GMT\r\nContent-Type: text/plain\r\n"
+		"Content-Length: 3\r\nLast-Modified: Fri, 04 Dec 2026 20:00:00 GMT\r\n"
+		"Connection: keep-alive\r\nETag: \"69321234-400\"\r\n"
+		"Accept-Ranges: bytes\r\n\r\nabc";
+	char in[512], out[512];
+	size_t k, n;
+
+	resp_case3("nginx", nginx, strlen(nginx), "G", false, "D@$ 200 L r; ", NULL);
+	memcpy(out, nginx, sizeof(nginx));
+	memcpy(strstr(out, "keep-alive"), "     close", 10);
+	resp_case3("nginx rewrite", nginx, strlen(nginx), "G", true, "D@$ 200 L r; ", out);
+	/* names compared a word at a time: case, and a same-length near miss */
+	resp_case("CL upper", H11 "CONTENT-LENGTH: 1\r\n\r\nx", "G", "D@$ 200 L r; ");
+	resp_case("CL underscore", H11 "Content_Length: 1\r\n\r\nx", "G", "C@? 200 C -; ");
+	resp_case("TE mixed", H11 "transfer-ENCODING: chunked\r\n\r\n0\r\n\r\n", "G",
+		  "D@$ 200 K r; ");
+	resp_case("connection close upper", H11 "CONNECTION: CLOSE\r\nContent-Length: 0\r\n\r\n",
+		  "G", "D@$ 200 L c; ");
+	/* every alignment of a line end against the 16- and 8-byte scans */
+	for (k = 0; k < 40; k++) {
+		n = (size_t)snprintf(in, sizeof(in), H11 "X: %.*s\r\nContent-Length: 1\r\n\r\nx",
+				     (int)k, "0123456789012345678901234567890123456789");
+		resp_case3("line end alignment", in, n, "G", false, "D@$ 200 L r; ", NULL);
+		/* the head ends exactly at the buffer's end */
+		n = (size_t)snprintf(in, sizeof(in), H11 "X: %.*s\r\n\r\n", (int)k,
+				     "0123456789012345678901234567890123456789");
+		resp_case3("head at the end", in, n, "H", false, "D@$ 200 - r; ", NULL);
+	}
+	/* left to the byte machine: a lone CR, a status without SP before the
+	 * reason, status 0xx, duplicates, more Connection headers than the
+	 * fast path masks */
+	resp_case("lone cr in value", H11 "X: a\rb\r\nContent-Length: 0\r\n\r\n", "G", "E@?; ");
+	resp_case("lone cr in reason", "HTTP/1.1 200 O\rK\r\nContent-Length: 0\r\n\r\n", "G",
+		  "E@?; ");
+	resp_case("status glued", "HTTP/1.1 200OK\r\nContent-Length: 0\r\n\r\n", "G", "E@?; ");
+	resp_case("status 099", "HTTP/1.1 099 OK\r\nContent-Length: 0\r\n\r\n", "G", "E@?; ");
+	resp_case("cl twice, differ", H11 "Content-Length: 1\r\nContent-Length: 2\r\n\r\nxy", "G",
+		  "E@?; ");
+	resp_case("te twice", H11 "Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip\r\n\r\n",
+		  "G", "C@? 200 C -; ");
+	{
+		const char *five = H11 "Connection: keep-alive\r\nConnection: keep-alive\r\n"
+			"Connection: keep-alive\r\nConnection: keep-alive\r\n"
+			"Connection: Keep-Alive \r\nContent-Length: 0\r\n\r\n";
+		n = strlen(five);
+		memcpy(out, five, n + 1);
+		for (char *q = out; (q = strcasestr(q, "keep-alive")) != NULL; q += 10)
+			memcpy(q, "     close", 10);
+		resp_case3("five connection headers", five, n, "G", true, "D@$ 200 L r; ", out);
+	}
+}
+
 int main(void)
 {
 	guard_init();
@@ -1179,6 +1263,7 @@ int main(void)
 	test_resp_big();
 	test_close_line();
 	test_resp_misuse();
+	test_resp_fast();
 	test_body();
 	test_req_parse();
 	test_rewrite();
