@@ -96,7 +96,16 @@ static struct learnt *learnts; /* uthash by key */
 static unsigned n_learnt;
 static struct pool_config cfg;
 static struct pool_ops ops;
-static struct dest *dests;     /* uthash by key */
+static struct dest *dests;     /* uthash by key; kept when empty */
+static unsigned n_dests;
+/* The destination and the learnt limits last looked up: a program talks
+ * to one server at a time, and its park and hand-out then cost one
+ * compare of keys instead of hashing them (docs/cost.md). */
+static struct dest *last_dest;
+static struct learnt *last_learnt;
+/* struct idle objects no longer in use: a park takes one, a hand-out
+ * gives it back, no malloc per request */
+static struct idle *idle_spare;
 static struct idle *all_idle;  /* oldest first */
 static size_t n_idle;
 
@@ -119,6 +128,9 @@ void pool_init(const struct pool_config *c, const struct pool_ops *o)
 	cfg = *c;
 	ops = *o;
 	dests = NULL;
+	n_dests = 0;
+	last_dest = NULL;
+	last_learnt = NULL;
 	all_idle = NULL;
 	n_idle = 0;
 	struct learnt *l, *tmp;
@@ -133,8 +145,12 @@ void pool_init(const struct pool_config *c, const struct pool_ops *o)
  * holds the lock. */
 static struct learnt *learnt_find(const struct pool_key *key, uint64_t now_ms)
 {
-	struct learnt *l;
-	HASH_FIND(hh, learnts, key, sizeof(*key), l);
+	struct learnt *l = last_learnt;
+	if (!l || memcmp(&l->key, key, sizeof(*key))) {
+		HASH_FIND(hh, learnts, key, sizeof(*key), l);
+		if (l)
+			last_learnt = l; /* learnts are freed only by pool_init */
+	}
 	if (l && now_ms > l->updated_ms + LEARNT_TTL_MS) { /* start over */
 		l->idle_cap_ms = l->last_age_ms = l->alive_age_ms = 0;
 		l->max_requests = l->last_requests = l->alive_requests = 0;
@@ -235,7 +251,55 @@ void pool_learnt(const struct pool_key *key, uint64_t now_ms, uint64_t *idle_cap
 	kp_unlock(&lock);
 }
 
-/* Unlink e from both lists; caller holds the lock.  Frees an empty dest. */
+/* The destination of key, or NULL.  Caller holds the lock. */
+static struct dest *dest_find(const struct pool_key *key)
+{
+	struct dest *d = last_dest;
+	if (!d || memcmp(&d->key, key, sizeof(*key))) {
+		HASH_FIND(hh, dests, key, sizeof(*key), d);
+		if (d)
+			last_dest = d;
+	}
+	return d;
+}
+
+/* Destinations stay when their last socket leaves (the next park would
+ * make them again); past MAX_DESTS the empty ones go.  Caller holds the
+ * lock. */
+#define MAX_DESTS 64
+static void sweep_dests(void)
+{
+	struct dest *d, *tmp;
+	HASH_ITER(hh, dests, d, tmp) {
+		if (!d->count) {
+			HASH_DEL(dests, d);
+			free(d);
+			n_dests--;
+		}
+	}
+	last_dest = NULL;
+}
+
+/* An idle entry, from the spares or calloc.  Caller holds the lock. */
+static struct idle *idle_new(void)
+{
+	struct idle *e = idle_spare;
+	if (!e)
+		return calloc(1, sizeof(*e));
+	idle_spare = e->dnext;
+	memset(e, 0, sizeof(*e));
+	return e;
+}
+
+/* Back to the spares: at most as many as were ever idle at once.  Caller
+ * holds the lock. */
+static void idle_release(struct idle *e)
+{
+	e->dnext = idle_spare;
+	idle_spare = e;
+}
+
+/* Unlink e from both lists; caller holds the lock. */
 static void unlink_idle(struct idle *e)
 {
 	struct dest *d = e->dest;
@@ -243,10 +307,6 @@ static void unlink_idle(struct idle *e)
 	DL_DELETE2(all_idle, e, gprev, gnext);
 	d->count--;
 	n_idle--;
-	if (!d->count) {
-		HASH_DEL(dests, d);
-		free(d);
-	}
 }
 
 /* Close collected fds outside the lock. */
@@ -286,37 +346,42 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 	if (pool_expiry(&cfg, meta, now_ms) <= now_ms)
 		return -1;
 
-	struct idle *e = calloc(1, sizeof(*e));
-	if (!e)
-		return -1;
-	e->fd = fd;
-	e->meta = *meta;
 	/* a socket handed back unused keeps the idle time it had */
 	uint64_t parked = meta->parked_ms && meta->parked_ms <= now_ms ? meta->parked_ms : now_ms;
-	e->parked_ms = parked;
-	e->meta.parked_ms = parked;
+	uint64_t limit = pool_expiry(&cfg, meta, parked);
 
 	kp_lock(&lock);
 	struct learnt *l = learnt_find(key, now_ms);
-	e->limit_ms = pool_expiry(&cfg, meta, parked);
-	e->expires_ms = learnt_expiry(l, e->limit_ms, parked);
-	if (e->expires_ms <= now_ms || (l && l->max_requests && meta->requests >= l->max_requests)) {
+	uint64_t expires = learnt_expiry(l, limit, parked);
+	if (expires <= now_ms || (l && l->max_requests && meta->requests >= l->max_requests)) {
 		kp_unlock(&lock);
-		free(e);
 		return -1;
 	}
-	struct dest *d;
-	HASH_FIND(hh, dests, key, sizeof(*key), d);
+	struct dest *d = dest_find(key);
 	if (!d) {
+		if (n_dests >= MAX_DESTS)
+			sweep_dests();
 		d = calloc(1, sizeof(*d));
 		if (!d) {
 			kp_unlock(&lock);
-			free(e);
 			return -1;
 		}
 		d->key = *key;
 		HASH_ADD(hh, dests, key, sizeof(d->key), d);
+		n_dests++;
+		last_dest = d;
 	}
+	struct idle *e = idle_new();
+	if (!e) {
+		kp_unlock(&lock);
+		return -1;
+	}
+	e->fd = fd;
+	e->meta = *meta;
+	e->parked_ms = parked;
+	e->meta.parked_ms = parked;
+	e->limit_ms = limit;
+	e->expires_ms = expires;
 	e->dest = d;
 	DL_PREPEND2(d->stack, e, dprev, dnext);
 	DL_APPEND2(all_idle, e, gprev, gnext);
@@ -326,15 +391,15 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 	while (d->count > cfg.max_per_dest && n_victims < EVICT_BATCH) {
 		struct idle *old = d->stack->dprev; /* utlist: head->prev is the tail */
 		victims[n_victims++] = (struct victim){ old->fd, d->key, old->meta };
-		unlink_idle(old); /* d survives: it still holds e */
-		free(old);
+		unlink_idle(old);
+		idle_release(old);
 	}
 	/* Total cap: drop the oldest anywhere. */
 	while (n_idle > cfg.max_total && n_victims < EVICT_BATCH) {
 		struct idle *old = all_idle;
 		victims[n_victims++] = (struct victim){ old->fd, old->dest->key, old->meta };
 		unlink_idle(old);
-		free(old);
+		idle_release(old);
 	}
 	kp_unlock(&lock);
 	evict_all(victims, n_victims);
@@ -348,9 +413,8 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 		bool expired = false, trial = false;
 
 		kp_lock(&lock);
-		struct dest *d;
-		HASH_FIND(hh, dests, key, sizeof(*key), d);
-		if (d) {
+		struct dest *d = dest_find(key);
+		if (d && d->stack) {
 			struct idle *e = d->stack;
 			fd = e->fd;
 			/* the cap as learnt by now, grown or shrunk since it was parked */
@@ -363,7 +427,7 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 			}
 			*meta = e->meta;
 			unlink_idle(e);
-			free(e);
+			idle_release(e);
 		}
 		kp_unlock(&lock);
 
@@ -392,7 +456,7 @@ bool pool_owns_fd(int fd, bool take)
 			found = true;
 			if (take) {
 				unlink_idle(e);
-				free(e);
+				idle_release(e);
 			}
 			break;
 		}
@@ -411,7 +475,7 @@ int pool_take_fd(int fd, struct pool_key *key, struct pool_meta *meta)
 			*key = e->dest->key;
 			*meta = e->meta;
 			unlink_idle(e);
-			free(e);
+			idle_release(e);
 			r = 0;
 			break;
 		}
@@ -460,7 +524,7 @@ unsigned pool_expire(uint64_t now_ms)
 			if (e->expires_ms <= now_ms) {
 				victims[n++] = e->fd;
 				unlink_idle(e);
-				free(e);
+				idle_release(e);
 			}
 		}
 		kp_unlock(&lock);
@@ -508,13 +572,15 @@ void pool_after_fork_child(void)
 	struct idle *e, *tmp;
 	DL_FOREACH_SAFE2(all_idle, e, tmp, gnext) {
 		ops.close(e->fd);
-		free(e);
+		idle_release(e);
 	}
 	struct dest *d, *dtmp;
 	HASH_ITER(hh, dests, d, dtmp) {
 		HASH_DEL(dests, d);
 		free(d);
 	}
+	n_dests = 0;
+	last_dest = NULL;
 	all_idle = NULL;
 	n_idle = 0;
 	/* what was learnt of the servers stays true in the child */
@@ -546,7 +612,7 @@ static unsigned trim(size_t keep)
 			struct idle *old = all_idle;
 			victims[n++] = old->fd;
 			unlink_idle(old);
-			free(old);
+			idle_release(old);
 		}
 		kp_unlock(&lock);
 		close_all(victims, n);

@@ -331,6 +331,27 @@ int main(void)
 	CHECK(pool_checkout(&a, 1100, &out) == -1 && was_closed(70));
 	CHECK(pool_checkin(&a, 71, &back, 1200) == -1); /* idle 1100 ms already */
 
+	/* destinations stay when emptied, and go past MAX_DESTS (64): many
+	 * destinations parked and taken between two sockets of one, whose
+	 * socket and learnt limits are still its own afterwards (the caches
+	 * of the last destination and the last learnt limits) */
+	reset(4, 200, 30000);
+	pool_note_killed(&b, 3, 0); /* b: at most 3 requests */
+	CHECK(pool_checkin(&a, 300, &m, 0) == 0);
+	for (int i = 0; i < 150; i++) {
+		struct pool_key k = key(1000 + i);
+		CHECK(pool_checkin(&k, 400 + i, &m, 0) == 0);
+		CHECK(pool_checkout(&k, 1, &out) == 400 + i);
+		CHECK(pool_checkout(&k, 1, &out) == -1);
+		CHECK(pool_checkout(&a, 1, &out) == 300);
+		CHECK(pool_checkin(&a, 300, &m, 1) == 0);
+	}
+	CHECK(pool_size() == 1);
+	CHECK(pool_checkout(&a, 2, &out) == 300);
+	CHECK(pool_checkin(&b, 301, &m3, 2) == -1); /* b's limit, learnt first */
+	CHECK(pool_checkin(&b, 302, &m2, 2) == 0);
+	CHECK(pool_checkout(&b, 3, &out) == 302 && pool_size() == 0);
+
 	printf("%d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }
