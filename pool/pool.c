@@ -306,7 +306,7 @@ static void unlink_idle(struct idle *e)
 	DL_DELETE2(d->stack, e, dprev, dnext);
 	DL_DELETE2(all_idle, e, gprev, gnext);
 	d->count--;
-	n_idle--;
+	__atomic_store_n(&n_idle, n_idle - 1, __ATOMIC_RELEASE);
 }
 
 /* Close collected fds outside the lock. */
@@ -386,7 +386,7 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 	DL_PREPEND2(d->stack, e, dprev, dnext);
 	DL_APPEND2(all_idle, e, gprev, gnext);
 	d->count++;
-	n_idle++;
+	__atomic_store_n(&n_idle, n_idle + 1, __ATOMIC_RELEASE);
 	/* Per-destination cap: drop this destination's oldest (the stack's tail). */
 	while (d->count > cfg.max_per_dest && n_victims < EVICT_BATCH) {
 		struct idle *old = d->stack->dprev; /* utlist: head->prev is the tail */
@@ -635,10 +635,9 @@ unsigned pool_drain(void)
 	return trim(0);
 }
 
+/* (a count changed under the lock, read without it: the park path asks
+ * it once a request) */
 size_t pool_size(void)
 {
-	kp_lock(&lock);
-	size_t n = n_idle;
-	kp_unlock(&lock);
-	return n;
+	return __atomic_load_n(&n_idle, __ATOMIC_ACQUIRE);
 }

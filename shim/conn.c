@@ -2352,8 +2352,8 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t
 				__atomic_store_n(&c->eof_owed, true, __ATOMIC_RELEASE);
 				if (n || c->n_reqs)
 					unpool(c, "bytes or requests after the response owed EOF");
-				else if (c->refs == 1 && parkable(c) && !c->tls)
-					finished_add(fd, c);
+				else if (c->refs == 1 && parkable(c) && !c->tls && c->nonblock)
+					finished_add(fd, c); /* (only these are taken: take_finished) */
 				return n;
 			}
 			break;

@@ -50,9 +50,10 @@ figures() {
 	[ "$errors" -gt 0 ] || assert_same_output
 	run bash -c "awk '{ print \$3 }' '$SCRIPTED_LOG' | sort | uniq -d"
 	assert_output ""
-	# every method is there, and the non-GETs rode reused connections too
+	# every method is there (n/6 requests of each, POST twice: those that
+	# failed unexecuted aside), and the non-GETs rode reused connections too
 	for m in GET POST PUT PATCH DELETE; do
-		[ "$(count_matches "^[0-9]+ $m /r/" "$SCRIPTED_LOG")" -ge $((n / 6)) ] || fail "too few $m"
+		[ "$(count_matches "^[0-9]+ $m /r/" "$SCRIPTED_LOG")" -ge $((n / 6 - errors)) ] || fail "too few $m"
 	done
 	# (how many depends on when the timer fires: 56-71 of the 150 in our
 	# runs, 38 on a loaded CI.  That the pool's learnt idle cap grows back
