@@ -1118,6 +1118,8 @@ static int close_locked(int fd, struct kp_conn *c)
 	finished_forget(fd, NULL);
 	kp_lock(&c->lock);
 	int left = --c->refs;
+	if (!left && c->held_len) /* the kernel would send them before its FIN */
+		give_up(c, fd, "closed with a request head unfinished");
 	bool parked = !left && settle_last(fd, c);
 	kp_unlock(&c->lock);
 	if (!left)
@@ -1146,6 +1148,8 @@ void kp_forget_fd(int fd, bool may_park)
 	finished_forget(fd, NULL);
 	kp_lock(&c->lock);
 	int left = --c->refs;
+	if (!left && c->held_len) /* the kernel would send them before its FIN */
+		give_up(c, fd, "closed with a request head unfinished");
 	if (!left && may_park && parkable(c)) {
 		/* dup2 onto our last fd would close the socket: park a copy, and
 		 * leave fd open: dup2 replaces it atomically, where closing it
@@ -2088,6 +2092,24 @@ bool kp_conn_data_only(int fd)
 	       !__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE);
 }
 
+bool kp_conn_holds(const struct kp_conn *c)
+{
+	return c != KP_POOLED && __atomic_load_n(&c->held_len, __ATOMIC_ACQUIRE);
+}
+
+void kp_conn_waits(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || !__atomic_load_n(&c->held_len, __ATOMIC_ACQUIRE) || kp_reentered())
+		return;
+	int saved = errno;
+	if (conn_lock(c, fd)) {
+		if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && c->held_len)
+			give_up(c, fd, "the program waits with a request head unfinished");
+		kp_unlock(&c->lock);
+	}
+	errno = saved;
+}
+
 int kp_conn_wait_ms(struct kp_conn *c)
 {
 	if (c == KP_POOLED)
@@ -2263,6 +2285,7 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		return false;
 	if (iov && extra_into(c, fd, iov, iovcnt, flags, ret))
 		return true;
+	kp_conn_waits(c, fd);
 	return recv_intercept(c, fd, ret);
 }
 

@@ -313,6 +313,15 @@ extern __attribute__((visibility("hidden"))) __thread int kp_wait_left_ms;
  * owed yet: readable, not hung up (no POLLRDHUP) */
 bool kp_conn_data_only(int fd);
 
+/* The program reads or waits for reading on c while a request head it
+ * has not finished is held (conn.c: send_intercept): no HTTP server answers
+ * an unfinished head, so the protocol is not HTTP, or the program waits for
+ * something else: the bytes go out as written and we step aside
+ * (docs/hold.md). */
+void kp_conn_waits(struct kp_conn *c, int fd);
+/* c holds an unfinished head (no lock: a hint for kp_conn_waits) */
+bool kp_conn_holds(const struct kp_conn *c);
+
 /* Readiness the kernel cannot know of: 0 when the fd must report readable
  * now (EOF owed), n > 0 when it will in n ms (framing lost, quiet period
  * running), -1 when it is up to the kernel. */

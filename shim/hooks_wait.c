@@ -38,6 +38,7 @@ static int poll_due_ms(const struct pollfd *fds, nfds_t n)
 		struct kp_conn *c = kp_fd_conn(fds[i].fd);
 		if (!c || !(fds[i].events & POLL_READ))
 			continue;
+		kp_conn_waits(c, fds[i].fd);
 		int ms = kp_conn_wait_ms(c);
 		if (ms >= 0 && (due < 0 || ms < due))
 			due = ms;
@@ -254,6 +255,8 @@ static int select_due_ms(int nfds, const fd_set *rd)
 		if (!FD_ISSET(fd, rd))
 			continue;
 		struct kp_conn *c = kp_fd_conn(fd);
+		if (c)
+			kp_conn_waits(c, fd);
 		int ms = c ? kp_conn_wait_ms(c) : -1;
 		if (ms >= 0 && (due < 0 || ms < due))
 			due = ms;
@@ -540,13 +543,39 @@ static int ep_settle(int epfd, struct epoll_event *evs, int n)
  * ms, -1 for none. */
 /* for watch.c: when fd's owed EOF falls due (0 now, -1 never).  Connection
  * objects are never freed (conn.h): a stale one only answers for a moment */
+/* fds whose connection holds an unfinished head, seen by conn_due_ms
+ * under the watch lock: kp_conn_waits takes the connection's lock, which
+ * comes before the watch's (kp_lock.h), so ep_common calls it after */
+#define EP_HELD_MAX 8
+static __thread int ep_held[EP_HELD_MAX];
+static __thread int n_ep_held;
+
 static int conn_due_ms(int fd, bool *data_only)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c || c == KP_POOLED)
 		return -1;
+	if (kp_conn_holds(c) && n_ep_held < EP_HELD_MAX)
+		ep_held[n_ep_held++] = fd;
 	*data_only = kp_conn_data_only(fd);
 	return kp_conn_wait_ms(c);
+}
+
+/* The program waits on epfd: held heads of the fds it watches go out
+ * first (kp_conn_waits), then when our decisions fall due. */
+static void ep_due(int epfd, int *due)
+{
+	n_ep_held = 0;
+	kp_watch_fold(epfd, NULL, 0, 0, conn_due_ms, due);
+	if (!n_ep_held)
+		return;
+	for (int i = 0; i < n_ep_held; i++) {
+		struct kp_conn *c = kp_fd_conn(ep_held[i]);
+		if (c)
+			kp_conn_waits(c, ep_held[i]);
+	}
+	n_ep_held = 0;
+	kp_watch_fold(epfd, NULL, 0, 0, conn_due_ms, due);
 }
 
 static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int max, int timeout,
@@ -557,7 +586,7 @@ static int ep_common(enum ep_kind kind, int epfd, struct epoll_event *evs, int m
 	for (;;) {
 		int due;
 		uint64_t start = kp_now_ms();
-		kp_watch_fold(epfd, NULL, 0, 0, conn_due_ms, &due);
+		ep_due(epfd, &due);
 		int t = timeout;
 		if (due >= 0 && (t < 0 || due < t))
 			t = due;

@@ -8,7 +8,10 @@
 load helpers
 
 setup_file() { suite_setup; }
-teardown() { servers_stop; }
+teardown() {
+	[ -z "${LINE_PID:-}" ] || _stop_pid "$LINE_PID"
+	servers_stop
+}
 
 DEVTCP="$ROOT/tests/clients/devtcp.sh"
 
@@ -185,4 +188,60 @@ hold_case() {
 
 @test "C client: fprintf+fflush, then accept() of a peer that calls back once the server has the request: no hang, same output" {
 	hold_case accept
+}
+
+# ---- a protocol that is not HTTP on a pooled port
+
+# line_start: tests/servers/line.py (each recv logged and answered
+# "+<bytes>"); LINE_PORT, LINE_LOG.
+line_start() {
+	local pf="$BATS_TEST_TMPDIR/line.port"
+	LINE_LOG="$BATS_TEST_TMPDIR/line.log"
+	: >"$LINE_LOG"
+	"$PYTHON" "$ROOT/tests/servers/line.py" "$pf" "$LINE_LOG" &
+	LINE_PID=$!
+	wait_until test -s "$pf"
+	LINE_PORT=$(cat "$pf")
+}
+
+# line_eofs N: true once N connections have ended in the log
+line_eofs() { [ "$(grep -c ' EOF$' "$LINE_LOG")" -ge "$1" ]; }
+
+# what the connections received, their ids left out (they count on)
+line_seen() { sed 's/^[0-9]* //' "$LINE_LOG" | sort; }
+
+# Bytes that never end a line could be the start of a request head, which
+# the library holds until it ends (docs/hold.md): the program that then
+# waits for an answer, or closes, must have had them sent, as without the
+# library.  What the server received is compared, and what the program saw.
+@test "not HTTP on a pooled port: bytes without a line end reach the server when the program waits (poll, select, epoll, recv) or closes" {
+	line_start
+	env -u LD_PRELOAD timeout 30 "$PYTHON" "$SCRIPTS/line_client.py" "$LINE_PORT" \
+		>"$BATS_TEST_TMPDIR/plain.out" 2>&1
+	wait_until line_eofs 5
+	line_seen >"$BATS_TEST_TMPDIR/plain.log"
+	: >"$LINE_LOG"
+	run env LD_PRELOAD="$PRELOAD" KEEPALIVE_PORTS="$LINE_PORT" timeout "$CLIENT_TIMEOUT" \
+		"$PYTHON" "$SCRIPTS/line_client.py" "$LINE_PORT"
+	assert_success
+	assert_output "$(cat "$BATS_TEST_TMPDIR/plain.out")"
+	wait_until line_eofs 5
+	assert_equal "$(line_seen)" "$(cat "$BATS_TEST_TMPDIR/plain.log")"
+	[ "$(grep -c " b'HELLO'$" "$LINE_LOG")" -eq 4 ] || fail "HELLO did not reach the server 4 times"
+}
+
+@test "not HTTP on a pooled port, bash /dev/tcp: printf without a newline, read -t; then bytes and a close" {
+	line_start
+	local script='exec 3<>/dev/tcp/127.0.0.1/$1; printf HELLO >&3; read -r -t 5 -u 3 x; echo "got: $x"
+exec 4<>/dev/tcp/127.0.0.1/$1; printf "AUTH y" >&4; exec 4>&-; exec 3>&-; echo closed'
+	env -u LD_PRELOAD timeout 30 bash -c "$script" bash "$LINE_PORT" >"$BATS_TEST_TMPDIR/plain.out" 2>&1
+	wait_until line_eofs 2
+	line_seen >"$BATS_TEST_TMPDIR/plain.log"
+	: >"$LINE_LOG"
+	run env LD_PRELOAD="$PRELOAD" KEEPALIVE_PORTS="$LINE_PORT" timeout "$CLIENT_TIMEOUT" \
+		bash -c "$script" bash "$LINE_PORT"
+	assert_success
+	assert_output "$(cat "$BATS_TEST_TMPDIR/plain.out")"
+	wait_until line_eofs 2
+	assert_equal "$(line_seen)" "$(cat "$BATS_TEST_TMPDIR/plain.log")"
 }
