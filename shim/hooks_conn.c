@@ -170,11 +170,25 @@ static long raw_fork(long number, const long a[6])
 	if (number == SYS_clone) {
 		flags = (unsigned long)a[0];
 		own_stack = a[1] != 0;
-	} else if (number == SYS_clone3 && a[0]) {
-		memcpy(&flags, (const void *)a[0], sizeof(flags));
-		uint64_t st;
-		memcpy(&st, (const char *)a[0] + 40, sizeof(st)); /* clone_args.stack */
-		own_stack = st != 0;
+	} else if (number == SYS_clone3) {
+		/* the program's struct clone_args, read as the kernel would: a
+		 * size below the first version's 64 bytes, or an address it
+		 * cannot read, is the kernel's to refuse (EINVAL, EFAULT), and
+		 * nothing forks; we must not fault where it would not */
+		uint64_t args[6]; /* flags .. stack (offset 40) */
+		struct iovec local = { args, sizeof(args) }, remote = { (void *)a[0], sizeof(args) };
+		if ((unsigned long)a[1] < 64)
+			return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+		int saved = errno;
+		long got = KP_REAL(syscall)(SYS_process_vm_readv, (long)getpid(), (long)&local, 1L,
+					    (long)&remote, 1L, 0L);
+		if ((got < 0 && errno == EFAULT) || (got >= 0 && got != (long)sizeof(args)))
+			return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
+		errno = saved;
+		if (got < 0) /* the call refused (a sandbox): read it ourselves */
+			memcpy(args, (const void *)a[0], sizeof(args));
+		flags = args[0];
+		own_stack = args[5] != 0;
 	}
 	if ((flags & CLONE_VM) || own_stack || number == SYS_vfork) {
 		if (!(flags & CLONE_FILES))
@@ -688,9 +702,26 @@ static int close_range_reentered(unsigned first, unsigned last, int flags)
 	return 0;
 }
 
+/* The number has a connection or something we learnt of it. */
+static inline bool fd_known(int fd)
+{
+	return kp_fd_valid(fd) && (kp_fd_conn(fd) || kp_fl(fd));
+}
+
+/* Nothing of ours in [first, last]: no connection, no pooled socket, no
+ * flag (one load an fd up to the highest number we ever noted). */
+static bool range_unknown(unsigned first, unsigned last)
+{
+	int high = kp_fd_high();
+	for (int fd = (int)first; fd <= high && (unsigned)fd <= last; fd++)
+		if (fd_known(fd))
+			return false;
+	return true;
+}
+
 KP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
-	if (!kp_fdtab_len || first > last || in_vfork_child())
+	if (!kp_fdtab_len || first > last || range_unknown(first, last) || in_vfork_child())
 		return (int)KP_REAL(syscall)(SYS_close_range, first, last, flags);
 	if (kp_reentered())
 		return close_range_reentered(first, last, flags);
@@ -701,7 +732,7 @@ KP_EXPORT void closefrom(int lowfd)
 {
 	if (lowfd < 0)
 		lowfd = 0;
-	if (kp_fdtab_len && in_vfork_child()) {
+	if (kp_fdtab_len && !range_unknown((unsigned)lowfd, ~0u) && in_vfork_child()) {
 		KP_REAL(syscall)(SYS_close_range, (unsigned)lowfd, ~0u, 0);
 		return;
 	}
@@ -734,11 +765,6 @@ KP_EXPORT int shutdown(int fd, int how)
 
 /* ------------------------------------------------------------ dup */
 
-/* The number has a connection or something we learnt of it. */
-static inline bool fd_known(int fd)
-{
-	return kp_fd_valid(fd) && (kp_fd_conn(fd) || kp_fl(fd));
-}
 
 static KP_SLOW int dup_slow(int fd)
 {
@@ -996,8 +1022,54 @@ static bool syscall_ours(long number)
 	}
 }
 
+/* Which listed numbers concern us for these arguments: an fd we know
+ * nothing of gets the kernel's call, as glibc's syscall() makes it (the
+ * libc wrappers are cancellation points, and its fcntl turns F_GETOWN into
+ * F_GETOWN_EX).  recvmsg and sendmsg may carry fds in SCM_RIGHTS on any
+ * socket (and their message is the kernel's to read), the rest are rare:
+ * always ours. */
+static bool syscall_concerns(long number, const long a[6])
+{
+	switch (number) {
+	case SYS_close:
+	case SYS_read:
+	case SYS_readv:
+	case SYS_recvfrom:
+	case SYS_write:
+	case SYS_writev:
+	case SYS_sendto:
+	case SYS_preadv2:
+	case SYS_pwritev2:
+	case SYS_sendfile:
+	case SYS_setsockopt:
+		return fd_known((int)a[0]);
+	case SYS_splice:
+		return fd_known((int)a[0]) || fd_known((int)a[2]);
+#ifdef SYS_dup2
+	case SYS_dup2:
+#endif
+	case SYS_dup3:
+		return fd_known((int)a[0]) || fd_known((int)a[1]);
+	case SYS_fcntl:
+		switch ((int)a[1]) {
+		case F_DUPFD:
+		case F_DUPFD_CLOEXEC:
+			return true; /* a number short of our hidden fds: fcntl_slow */
+		case F_SETFL:
+		case F_SETFD:
+			return fd_known((int)a[0]);
+		default:
+			return false;
+		}
+	default:
+		return true;
+	}
+}
+
 static KP_SLOW long syscall_slow(long number, const long a[6])
 {
+	if (!syscall_concerns(number, a))
+		return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 	switch (number) {
 	case SYS_close:
 		return close((int)a[0]);

@@ -392,3 +392,17 @@ second_request_calls() {
 	assert_equal "with: $(second_request_calls "$BATS_TEST_TMPDIR/shim.trace")" "with: socket recvfrom dup3 sendmsg close "
 	assert_equal "reused=$(stat_value reused)" "reused=2"
 }
+
+# syscall() on fds and arguments of no concern to the library answers as
+# glibc's: the kernel's call (raw syscalls are no cancellation points, a
+# bad clone3 argument is the kernel's EFAULT or EINVAL, not our fault, and
+# F_GETOWN is the kernel's answer, not libc's fcntl's).
+@test "syscall() the library has no business with: no cancellation point, clone3's bad arguments refused by the kernel, F_GETOWN raw" {
+	run env -u LD_PRELOAD timeout 10 "$CLIENTS/raw_syscall"
+	assert_success
+	local plain="$output"
+	run env LD_PRELOAD="$PRELOAD" KEEPALIVE_PORTS=80 timeout "$CLIENT_TIMEOUT" "$CLIENTS/raw_syscall"
+	assert_success
+	assert_output "$plain"
+	assert_line "cancel: thread returned 42"
+}
