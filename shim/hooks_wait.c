@@ -243,14 +243,25 @@ KP_EXPORT int __ppoll_chk(struct pollfd *fds, nfds_t n, const struct timespec *t
 	return ppoll(fds, n, ts, mask);
 }
 
+/* select()'s sets are the program's, as long as nfds says: a program may
+ * size them to nfds (smaller than an fd_set) or past FD_SETSIZE (larger).
+ * So they are read only up to nfds and copied by that length, on the
+ * stack (select is async-signal-safe); past SELECT_NFDS_MAX, the kernel's
+ * call. */
+#define SELECT_NFDS_MAX 65536
+static size_t set_bytes(int nfds)
+{
+	return ((size_t)nfds + 8 * sizeof(unsigned long) - 1) / (8 * sizeof(unsigned long)) *
+	       sizeof(unsigned long);
+}
+#define SET_WORDS(nfds) (set_bytes(nfds) / sizeof(unsigned long) + 1)
+
 /* Like poll_due_ms, over select()'s read set. */
 static int select_due_ms(int nfds, const fd_set *rd)
 {
 	int due = -1;
 	if (!rd)
 		return -1;
-	if (nfds > FD_SETSIZE)
-		nfds = FD_SETSIZE;
 	for (int fd = 0; fd < nfds; fd++) {
 		if (!FD_ISSET(fd, rd))
 			continue;
@@ -268,8 +279,6 @@ static int select_due_ms(int nfds, const fd_set *rd)
  * still be replayed?  (The read set's are left to the read: select_settle.) */
 static bool select_unsettled(int nfds, const fd_set *wr, const fd_set *ex)
 {
-	if (nfds > FD_SETSIZE)
-		nfds = FD_SETSIZE;
 	for (int fd = 0; fd < nfds; fd++)
 		if (((wr && FD_ISSET(fd, wr)) || (ex && FD_ISSET(fd, ex))) && unsettled(fd))
 			return true;
@@ -286,8 +295,6 @@ static bool select_unsettled(int nfds, const fd_set *wr, const fd_set *ex)
 static int select_settle(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const fd_set *rd0,
 			 const fd_set *wr0, const fd_set *ex0, int r)
 {
-	if (nfds > FD_SETSIZE)
-		nfds = FD_SETSIZE;
 	for (int fd = 0; fd < nfds; fd++) {
 		bool in_rd = rd && FD_ISSET(fd, rd), in_wr = wr && FD_ISSET(fd, wr),
 		     in_ex = ex && FD_ISSET(fd, ex);
@@ -320,16 +327,16 @@ static int select_settle(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const fd_
 
 static int select_owed(int nfds, fd_set *rd, fd_set *wr, fd_set *ex)
 {
-	fd_set want = *rd;
+	unsigned long want_words[SET_WORDS(nfds)];
+	fd_set *want = (fd_set *)want_words;
+	memcpy(want, rd, set_bytes(nfds));
 	struct timeval zero = { 0, 0 };
 	int r = KP_REAL(select)(nfds, rd, wr, ex, &zero);
 	if (r < 0)
 		return r;
-	if (nfds > FD_SETSIZE)
-		nfds = FD_SETSIZE;
 	r = 0;
 	for (int fd = 0; fd < nfds; fd++) {
-		if (FD_ISSET(fd, &want) && owes(fd))
+		if (FD_ISSET(fd, want) && owes(fd))
 			FD_SET(fd, rd);
 		r += FD_ISSET(fd, rd) + (wr && FD_ISSET(fd, wr)) + (ex && FD_ISSET(fd, ex));
 	}
@@ -345,13 +352,15 @@ static int select_common(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int timeo
 			 const sigset_t *mask, bool is_pselect, struct timeval *tv,
 			 const struct timespec *ts)
 {
-	fd_set rd0, wr0, ex0;
+	size_t nb = set_bytes(nfds);
+	unsigned long rd0w[SET_WORDS(nfds)], wr0w[SET_WORDS(nfds)], ex0w[SET_WORDS(nfds)];
+	fd_set *rd0 = (fd_set *)rd0w, *wr0 = (fd_set *)wr0w, *ex0 = (fd_set *)ex0w;
 	if (rd)
-		rd0 = *rd;
+		memcpy(rd0, rd, nb);
 	if (wr)
-		wr0 = *wr;
+		memcpy(wr0, wr, nb);
 	if (ex)
-		ex0 = *ex;
+		memcpy(ex0, ex, nb);
 	struct timespec left;
 	for (;;) {
 		uint64_t start = kp_now_ms();
@@ -359,7 +368,7 @@ static int select_common(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int timeo
 		if (r <= 0)
 			return r;
 		kp_wait_left_ms = left_of(timeout, start);
-		r = select_settle(nfds, rd, wr, ex, &rd0, &wr0, &ex0, r);
+		r = select_settle(nfds, rd, wr, ex, rd0, wr0, ex0, r);
 		kp_wait_left_ms = KP_NOT_WAITING;
 		if (r > 0)
 			return r;
@@ -368,11 +377,11 @@ static int select_common(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int timeo
 		if (ts)
 			ts = &left;
 		if (rd)
-			*rd = rd0;
+			memcpy(rd, rd0, nb);
 		if (wr)
-			*wr = wr0;
+			memcpy(wr, wr0, nb);
 		if (ex)
-			*ex = ex0;
+			memcpy(ex, ex0, nb);
 	}
 }
 
@@ -381,13 +390,15 @@ static int select_wait(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int timeout
 		       const sigset_t *mask, bool is_pselect, struct timeval *tv,
 		       const struct timespec *ts)
 {
-	fd_set rd0, wr0, ex0;
+	size_t nb = set_bytes(nfds);
+	unsigned long rd0w[SET_WORDS(nfds)], wr0w[SET_WORDS(nfds)], ex0w[SET_WORDS(nfds)];
+	fd_set *rd0 = (fd_set *)rd0w, *wr0 = (fd_set *)wr0w, *ex0 = (fd_set *)ex0w;
 	if (rd)
-		rd0 = *rd;
+		memcpy(rd0, rd, nb);
 	if (wr)
-		wr0 = *wr;
+		memcpy(wr0, wr, nb);
 	if (ex)
-		ex0 = *ex;
+		memcpy(ex0, ex, nb);
 	for (;;) {
 		int due = select_due_ms(nfds, rd);
 		if (due == 0)
@@ -417,11 +428,11 @@ static int select_wait(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, int timeout
 			timeout -= due;
 		/* select cleared the sets: ask the same question again */
 		if (rd)
-			*rd = rd0;
+			memcpy(rd, rd0, nb);
 		if (wr)
-			*wr = wr0;
+			memcpy(wr, wr0, nb);
 		if (ex)
-			*ex = ex0;
+			memcpy(ex, ex0, nb);
 	}
 }
 
@@ -432,7 +443,8 @@ static int ms_of_tv(const struct timeval *tv)
 
 static KP_SLOW int select_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
-	if (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, wr, ex))
+	if (nfds <= 0 || nfds > SELECT_NFDS_MAX ||
+	    (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, wr, ex)))
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_common(nfds, rd, wr, ex, ms_of_tv(tv), NULL, false, tv, NULL);
 }
@@ -447,7 +459,8 @@ KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeva
 static KP_SLOW int pselect_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
 				const sigset_t *mask)
 {
-	if (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, wr, ex))
+	if (nfds <= 0 || nfds > SELECT_NFDS_MAX ||
+	    (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, wr, ex)))
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
 	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);
 }

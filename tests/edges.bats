@@ -406,3 +406,16 @@ second_request_calls() {
 	assert_output "$plain"
 	assert_line "cancel: thread returned 42"
 }
+
+# select() with the program's own sets, larger than an fd_set (nfds past
+# FD_SETSIZE) and smaller (one word sized to nfds, at the end of a page):
+# read as far as nfds says, never past it; the EOF the shim owes reported
+# at fd 1600 too.
+@test "select() with sets past FD_SETSIZE and smaller than an fd_set: the owed EOF reported, nothing read past nfds" {
+	[ "$(ulimit -Hn)" -ge 1700 ] || skip "hard RLIMIT_NOFILE below 1700"
+	nginx_start
+	run_both 2 "$CLIENTS/select_sets" "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	grep -qx "big: select 1 isset 1" "$BATS_TEST_TMPDIR/shim.out" || fail "fd 1600 not readable"
+}
