@@ -886,7 +886,11 @@ static inline int fcntl_fast(int fd, int cmd, void *arg)
 {
 	if (kp_fd_pooled(fd))
 		return not_yours();
-	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC || cmd == F_SETFL || cmd == F_SETFD)
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		return fcntl_slow(fd, cmd, arg);
+	/* flags of an fd we know (a connection, a TCP socket that may become
+	 * one: socket() marked it); of any other, the kernel's alone */
+	if ((cmd == F_SETFL || cmd == F_SETFD) && fd_known(fd))
 		return fcntl_slow(fd, cmd, arg);
 	return KP_REAL(fcntl)(fd, cmd, arg);
 }
