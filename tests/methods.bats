@@ -25,6 +25,26 @@ figures() {
 		"shim_errors=$(count_matches '^ERROR' "$BATS_TEST_TMPDIR/shim.out")" | tee -a "${METHODS_FIGURES:-/dev/null}"
 }
 
+# The requests that failed under the shim (its client printed ERROR) are
+# exactly those it counted as not replayed, none of them was executed, and
+# everything else was served once: what a program alone may see when the
+# server's idle timer fires as its request lands (docs/replay.md).  Sets
+# ERRORS to their number (run in the test's shell: a failed assertion in a
+# command substitution would not fail the test).
+failed_unexecuted() { # N
+	local n="$1" errors i
+	errors=$(count_matches '^ERROR' "$BATS_TEST_TMPDIR/shim.out")
+	ERRORS=$errors
+	assert_equal "errors $errors" "errors $(stat_value not_replayed)"
+	server_wait_requests $((n - errors))
+	assert_equal "served + failed $(($(wc -l <"$SCRIPTED_LOG") + errors))" "served + failed $n"
+	for i in $(sed -n 's/^ERROR \([0-9]*\) .*/\1/p' "$BATS_TEST_TMPDIR/shim.out"); do
+		! grep -q " /r/$i " "$SCRIPTED_LOG" || fail "request $i failed but was executed"
+	done
+	run bash -c "awk '{ print \$3 }' '$SCRIPTED_LOG' | sort | uniq -d"
+	assert_output ""
+}
+
 # ---- a keep-alive timer that fires at unpredictable moments
 
 # The timer can fire just as a non-idempotent request reaches the server's
@@ -38,18 +58,10 @@ figures() {
 	run_both $n "$PYTHON" "$SCRIPTS/pauses.py" 127.0.0.1 "$SCRIPTED_PORT" $n MIX 12 30
 	figures
 	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
-	errors=$(count_matches '^ERROR' "$BATS_TEST_TMPDIR/shim.out")
-	assert_equal "errors $errors" "errors $(stat_value not_replayed)"
+	failed_unexecuted $n
+	errors=$ERRORS
 	assert_equal "shim 200s $(count_matches '^[0-9]+ 200 [0-9]{8}$' "$BATS_TEST_TMPDIR/shim.out")" "shim 200s $((n - errors))"
-	server_wait_requests $((n - errors))
-	assert_equal "served + failed $(($(wc -l <"$SCRIPTED_LOG") + errors))" "served + failed $n"
-	local i
-	for i in $(sed -n 's/^ERROR \([0-9]*\) .*/\1/p' "$BATS_TEST_TMPDIR/shim.out"); do
-		! grep -q " /r/$i " "$SCRIPTED_LOG" || fail "request $i failed but was executed"
-	done
 	[ "$errors" -gt 0 ] || assert_same_output
-	run bash -c "awk '{ print \$3 }' '$SCRIPTED_LOG' | sort | uniq -d"
-	assert_output ""
 	# every method is there (n/6 requests of each, POST twice: those that
 	# failed unexecuted aside), and the non-GETs rode reused connections too
 	for m in GET POST PUT PATCH DELETE; do
@@ -68,17 +80,19 @@ figures() {
 # Each program taking 15 ms between its connect() and its request (and no
 # other pause): about half the reused connections die meanwhile; the probe
 # right before a non-idempotent request's first byte sees it (sent fresh),
-# a GET meets it and is replayed as ever.
-@test "every method, idle timer at random 0-30 ms, 15 ms between connect and request: dead ones probed or replayed, no error, never twice" {
-	local n=120
+# a GET meets it and is replayed as ever.  The timer can still fire between
+# the probe and the request's arrival (once in 120 on a loaded CI): with no
+# FIN before the reset nothing proves the request unread, and it fails, as
+# the first test allows.
+@test "every method, idle timer at random 0-30 ms, 15 ms between connect and request: dead ones probed or replayed, never twice" {
+	local n=120 errors
 	scripted_start idle_random30
 	run_both $n "$PYTHON" "$SCRIPTS/pauses.py" --think 15 127.0.0.1 "$SCRIPTED_PORT" $n MIX 12 0
 	figures
-	assert_both_ok
-	assert_same_output
-	assert_equal "shim requests $SHIM_REQS" "shim requests $n"
-	run bash -c "awk '{ print \$3 }' '$SCRIPTED_LOG' | sort | uniq -d"
-	assert_output ""
+	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+	failed_unexecuted $n
+	errors=$ERRORS
+	[ "$errors" -gt 0 ] || assert_same_output
 	# (one run: 70 of 120 reused, 37 probed dead, 6 GETs replayed)
 	[ "$(stat_value probed_dead)" -ge 10 ] || fail "probe: $SHIM_STATS"
 }
@@ -98,11 +112,8 @@ figures() {
 		--think 15 127.0.0.1 "$SCRIPTED_PORT" $n MIX 12 0
 	figures
 	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
-	errors=$(count_matches '^ERROR' "$BATS_TEST_TMPDIR/shim.out")
-	assert_equal "errors $errors" "errors $(stat_value not_replayed)"
-	assert_equal "served + failed $((SHIM_REQS + errors))" "served + failed $n"
-	run bash -c "awk '{ print \$3 }' '$SCRIPTED_LOG' | sort | uniq -d"
-	assert_output ""
+	failed_unexecuted $n
+	errors=$ERRORS
 	# (one run: 88 of 120 reused, 53 of them dead under their request, 47
 	# replayed by the proof, 6 GETs as idempotent, 0 errors)
 	[ "$(stat_value replayed_unacked)" -ge 20 ] || fail "proof: $SHIM_STATS"
