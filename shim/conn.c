@@ -2099,7 +2099,7 @@ bool kp_conn_holds(const struct kp_conn *c)
 
 void kp_conn_waits(struct kp_conn *c, int fd)
 {
-	if (c == KP_POOLED || !__atomic_load_n(&c->held_len, __ATOMIC_ACQUIRE) || kp_reentered())
+	if (!kp_conn_holds(c) || kp_reentered())
 		return;
 	int saved = errno;
 	if (conn_lock(c, fd)) {
