@@ -163,7 +163,7 @@ build/fastpath-loop: scripts/fastpath-loop.c Makefile
 	@mkdir -p build
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -o $@ $<
 
-# the before/after measurement (README, "Measuring"); BENCH_ARGS: its options
+# the before/after measurement (docs/measuring.md); BENCH_ARGS: its options
 bench: $(LIB) build/clients/httpget build/latency-proxy
 	scripts/bench $(BENCH_ARGS)
 
