@@ -33,6 +33,76 @@
 #include <pthread.h>
 #include <stdbool.h>
 
+/* The lock itself.  Every request takes about a dozen of them, never
+ * contended in a single-threaded program: pthread_mutex_lock and unlock
+ * cost 50-55 instructions a pair there (its type and owner checks),
+ * which was a tenth of what the library adds per request
+ * (docs/cost.md).  On x86-64 it is the classic three-state futex lock
+ * (0 free, 1 held, 2 held with waiters: Drepper, "Futexes Are Tricky"):
+ * a compare-and-swap to take it and an exchange to give it back, a
+ * futex call only when another thread waits.  The futex call is the
+ * instruction itself: the libc syscall() is ours to interpose. */
+#if defined(__x86_64__) && defined(__linux__)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+
+typedef struct {
+	int word;
+} kp_mutex_t;
+#define KP_MUTEX_INITIALIZER { 0 }
+
+static inline void kp_futex(int *word, int op, int val)
+{
+	long ret;
+	register long r10 __asm__("r10") = 0; /* no timeout */
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "0"((long)SYS_futex), "D"(word), "S"((long)op), "d"((long)val), "r"(r10)
+			 : "rcx", "r11", "memory");
+	(void)ret;
+}
+
+static inline void kp_mutex_init(kp_mutex_t *m)
+{
+	__atomic_store_n(&m->word, 0, __ATOMIC_RELAXED);
+}
+
+static inline void kp_mutex_acquire(kp_mutex_t *m)
+{
+	int c = 0;
+	if (__builtin_expect(__atomic_compare_exchange_n(&m->word, &c, 1, false, __ATOMIC_ACQUIRE,
+							 __ATOMIC_RELAXED), 1))
+		return;
+	if (c != 2)
+		c = __atomic_exchange_n(&m->word, 2, __ATOMIC_ACQUIRE);
+	while (c != 0) {
+		kp_futex(&m->word, FUTEX_WAIT_PRIVATE, 2);
+		c = __atomic_exchange_n(&m->word, 2, __ATOMIC_ACQUIRE);
+	}
+}
+
+/* 0, or EBUSY as pthread_mutex_trylock */
+static inline int kp_mutex_tryacquire(kp_mutex_t *m)
+{
+	int c = 0;
+	return __atomic_compare_exchange_n(&m->word, &c, 1, false, __ATOMIC_ACQUIRE,
+					   __ATOMIC_RELAXED) ? 0 : 16 /* EBUSY */;
+}
+
+static inline void kp_mutex_release(kp_mutex_t *m)
+{
+	if (__builtin_expect(__atomic_exchange_n(&m->word, 0, __ATOMIC_RELEASE) != 1, 0))
+		kp_futex(&m->word, FUTEX_WAKE_PRIVATE, 1);
+}
+#else
+typedef pthread_mutex_t kp_mutex_t;
+#define KP_MUTEX_INITIALIZER PTHREAD_MUTEX_INITIALIZER
+static inline void kp_mutex_init(kp_mutex_t *m) { pthread_mutex_init(m, NULL); }
+static inline void kp_mutex_acquire(kp_mutex_t *m) { pthread_mutex_lock(m); }
+static inline int kp_mutex_tryacquire(kp_mutex_t *m) { return pthread_mutex_trylock(m); }
+static inline void kp_mutex_release(kp_mutex_t *m) { pthread_mutex_unlock(m); }
+#endif
+
 /* How deep this thread is inside a locked region (or a connect()/close()
  * of ours): defined in pool.c, the lowest layer that locks. */
 extern __thread unsigned kp_inside __attribute__((tls_model("initial-exec"), visibility("hidden")));
@@ -50,25 +120,25 @@ static inline void kp_leave(void)
 	kp_inside--;
 }
 
-static inline void kp_lock(pthread_mutex_t *m)
+static inline void kp_lock(kp_mutex_t *m)
 {
 	kp_enter();
-	pthread_mutex_lock(m);
+	kp_mutex_acquire(m);
 }
 
-/* 0 (locked, counted) or pthread_mutex_trylock's error (not counted) */
-static inline int kp_trylock(pthread_mutex_t *m)
+/* 0 (locked, counted) or EBUSY (not counted) */
+static inline int kp_trylock(kp_mutex_t *m)
 {
 	kp_enter();
-	int r = pthread_mutex_trylock(m);
+	int r = kp_mutex_tryacquire(m);
 	if (r)
 		kp_leave();
 	return r;
 }
 
-static inline void kp_unlock(pthread_mutex_t *m)
+static inline void kp_unlock(kp_mutex_t *m)
 {
-	pthread_mutex_unlock(m);
+	kp_mutex_release(m);
 	kp_leave();
 }
 

@@ -91,7 +91,7 @@ struct learnt {
 #define MAX_LEARNT 256
 #define TRIAL_EVERY 4
 
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static kp_mutex_t lock = KP_MUTEX_INITIALIZER;
 static struct learnt *learnts; /* uthash by key */
 static unsigned n_learnt;
 static struct pool_config cfg;
@@ -568,7 +568,7 @@ void pool_after_fork_parent(void)
 
 void pool_after_fork_child(void)
 {
-	pthread_mutex_init(&lock, NULL);
+	kp_mutex_init(&lock);
 	struct idle *e, *tmp;
 	DL_FOREACH_SAFE2(all_idle, e, tmp, gnext) {
 		ops.close(e->fd);

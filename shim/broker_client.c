@@ -48,7 +48,7 @@ static uint64_t quiet_until_ms;
 /* The link.  link_lock is only ever tried (a connect() in a signal
  * handler, or a thread while another one waits on the broker, dials
  * instead of waiting). */
-static pthread_mutex_t link_lock = PTHREAD_MUTEX_INITIALIZER;
+static kp_mutex_t link_lock = KP_MUTEX_INITIALIZER;
 static int link_fd = -1;
 static bool link_proved;    /* the broker's proof arrived and passed */
 static struct bk_ns our_ns; /* our namespace, from the link's own socket */
@@ -66,7 +66,7 @@ static void after_fork_child(void)
 	}
 	link_fd = -1;
 	link_proved = false;
-	pthread_mutex_init(&link_lock, NULL);
+	kp_mutex_init(&link_lock);
 }
 
 void kp_broker_init(void)

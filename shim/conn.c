@@ -105,7 +105,7 @@ static struct twin {
 } twins[KP_MAX_TWINS];
 static unsigned n_twins;
 static unsigned twin_cap; /* the pool's share of the fd table (pool_fd_plan) */
-static pthread_mutex_t twin_lock = PTHREAD_MUTEX_INITIALIZER;
+static kp_mutex_t twin_lock = KP_MUTEX_INITIALIZER;
 
 /* Keep p, the hidden fd c's socket was handed out from, as c's twin.
  * False when the fd budget has no room for it (the caller closes p). */
@@ -313,7 +313,7 @@ bool kp_fds_short(void)
  * valid mutex behind it and, once it holds it, a table that no longer maps
  * its fd to the object (conn_lock). */
 static struct kp_conn *free_conns;
-static pthread_mutex_t free_lock = PTHREAD_MUTEX_INITIALIZER;
+static kp_mutex_t free_lock = KP_MUTEX_INITIALIZER;
 
 /* Bumped by every change of the process's credentials (before and after
  * the call): what was made under an older value belongs to another
@@ -364,11 +364,11 @@ static struct kp_conn *slab_refill(void)
 #endif
 	struct kp_conn *objs = m;
 	for (size_t i = 1; i < per; i++) {
-		pthread_mutex_init(&objs[i].lock, NULL);
+		kp_mutex_init(&objs[i].lock);
 		objs[i].next_free = free_conns;
 		free_conns = &objs[i];
 	}
-	pthread_mutex_init(&objs[0].lock, NULL);
+	kp_mutex_init(&objs[0].lock);
 	return &objs[0];
 }
 
@@ -486,7 +486,7 @@ static struct finished {
 	struct kp_conn *c;
 } finished[MAX_FINISHED];
 static unsigned n_finished;
-static pthread_mutex_t finished_lock = PTHREAD_MUTEX_INITIALIZER;
+static kp_mutex_t finished_lock = KP_MUTEX_INITIALIZER;
 
 /* Caller holds finished_lock; n_finished is read without it. */
 static void finished_drop(unsigned i)
@@ -2910,8 +2910,8 @@ void kp_conn_after_fork_child(void)
 	 * sockets are closed (the parent's stay open). */
 	/* recycled objects may be locked by threads the child does not have */
 	free_conns = NULL;
-	pthread_mutex_init(&free_lock, NULL);
-	pthread_mutex_init(&finished_lock, NULL);
+	kp_mutex_init(&free_lock);
+	kp_mutex_init(&finished_lock);
 	kp_sockopts_after_fork_child();
 	kp_watch_after_fork_child();
 	__atomic_store_n(&n_finished, 0, __ATOMIC_RELAXED);
@@ -2922,7 +2922,7 @@ void kp_conn_after_fork_child(void)
 	for (unsigned i = 0; i < n_twins; i++)
 		KP_REAL(close)(twins[i].fd);
 	n_twins = 0;
-	pthread_mutex_init(&twin_lock, NULL);
+	kp_mutex_init(&twin_lock);
 	/* the locks kp_conn_before_fork took are new, not released */
 	kp_inside = 0;
 }

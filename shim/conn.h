@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 
 #include "framer.h"
+#include "kp_lock.h"
 #include "pool.h"
 
 enum kp_conn_state {
@@ -55,7 +56,7 @@ enum kp_first {
  * a wrapper racing with a close of the same fd may still hold the pointer,
  * so it locks the object and checks the table still maps its fd to it. */
 struct kp_conn {
-	pthread_mutex_t lock;
+	kp_mutex_t lock;
 	struct kp_conn *next_free;
 	int refs;            /* fds sharing it (dup family) */
 	int twin;            /* reused: the pooled socket's hidden fd, kept

@@ -113,7 +113,7 @@ static const struct kp_sockopt *opts_find(const struct kp_sockopt *opts, unsigne
  * program), so that resetting a previous owner's option costs no getsockopt. */
 static struct kp_sockopt defaults[16];
 static unsigned n_defaults;
-static pthread_mutex_t defaults_lock = PTHREAD_MUTEX_INITIALIZER;
+static kp_mutex_t defaults_lock = KP_MUTEX_INITIALIZER;
 
 /* fresh: an untouched socket to read a missing default from, or -1 */
 static bool default_of(int fresh, const struct kp_sockopt *o, struct kp_sockopt *def)
@@ -226,5 +226,5 @@ void kp_sockopts_after_fork_parent(void)
 
 void kp_sockopts_after_fork_child(void)
 {
-	pthread_mutex_init(&defaults_lock, NULL);
+	kp_mutex_init(&defaults_lock);
 }

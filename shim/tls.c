@@ -162,7 +162,7 @@ struct ticket {
 };
 #define MAX_TICKETS 64
 
-static pthread_mutex_t tls_lock = PTHREAD_MUTEX_INITIALIZER;
+static kp_mutex_t tls_lock = KP_MUTEX_INITIALIZER;
 static struct ticket *tickets; /* newest first */
 static struct handle *handles;
 static struct kp_tls *parked;
@@ -2440,5 +2440,5 @@ void kp_tls_after_fork_parent(void)
 
 void kp_tls_after_fork_child(void)
 {
-	pthread_mutex_init(&tls_lock, NULL);
+	kp_mutex_init(&tls_lock);
 }

@@ -23,7 +23,7 @@ struct watch {
 unsigned kp_watch_count;
 static struct watch *watches;
 static unsigned n_cap;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static kp_mutex_t lock = KP_MUTEX_INITIALIZER;
 
 /* Caller holds the lock. */
 static void drop(unsigned i)
@@ -214,6 +214,6 @@ void kp_watch_after_fork_parent(void)
 
 void kp_watch_after_fork_child(void)
 {
-	pthread_mutex_init(&lock, NULL);
+	kp_mutex_init(&lock);
 	__atomic_store_n(&kp_watch_count, 0, __ATOMIC_RELAXED);
 }
