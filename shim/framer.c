@@ -151,6 +151,47 @@ static const char *skip_tchars(const char *p)
 	}
 }
 
+/* The end of the tchar run in [p, end): four at a time, then the tail. */
+static const char *skip_tchars_to(const char *p, const char *end)
+{
+	for (; end - p >= 4; p += 4) {
+		if (!tchar_tab[(unsigned char)p[0]])
+			return p;
+		if (!tchar_tab[(unsigned char)p[1]])
+			return p + 1;
+		if (!tchar_tab[(unsigned char)p[2]])
+			return p + 2;
+		if (!tchar_tab[(unsigned char)p[3]])
+			return p + 3;
+	}
+	while (p < end && tchar_tab[(unsigned char)*p])
+		p++;
+	return p;
+}
+
+/* The end of the request-target run in [p, end): any visible byte,
+ * obs-text tolerated; the first byte at or below SP, or DEL, ends it, sixteen at a time where SSE2 is. */
+static const char *skip_target(const char *p, const char *end)
+{
+#ifdef __SSE2__
+	const __m128i sp = _mm_set1_epi8(' '), del = _mm_set1_epi8(0x7f);
+	__m128i v;
+	int bits;
+
+	for (; end - p >= 16; p += 16) {
+		v = _mm_loadu_si128((const __m128i *)(const void *)p);
+		/* unsigned v <= SP: min(v, SP) == v */
+		bits = _mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(_mm_min_epu8(v, sp), v),
+						      _mm_cmpeq_epi8(v, del)));
+		if (bits)
+			return p + __builtin_ctz((unsigned)bits);
+	}
+#endif
+	while (p < end && (unsigned char)*p > ' ' && *p != 0x7f)
+		p++;
+	return p;
+}
+
 /* s[0..n), a field name (tchars only), equals the lower-case literal lit
  * of length n >= 4, ignoring case: OR 0x20 lower-cases a letter and turns
  * no other tchar into a letter or '-', so words compare whole. */
@@ -549,12 +590,6 @@ enum frm_method frm_method_id(const char *s, size_t n)
 	return FRM_M_OTHER;
 }
 
-/* request-target: any visible byte (obs-text tolerated) */
-static bool is_target(unsigned char c)
-{
-	return c > ' ' && c != 0x7f;
-}
-
 /* Line end at *i: CRLF, or a bare LF (tolerated, RFC 9112 2.2, with doubt).
  * 1 = consumed, 0 = need more bytes, -1 = malformed. */
 static int eol(const char *buf, size_t lim, size_t *i, bool *doubt)
@@ -609,16 +644,14 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out)
 	/* request-line = method SP request-target SP HTTP-version (RFC 9112
 	 * 3).  Every byte is checked as it comes so that TLS (0x16), an
 	 * HTTP/2 preface or garbage is refused as early as possible. */
-	while (i < lim && is_tchar(buf[i]))
-		i++;
+	i = (size_t)(skip_tchars_to(buf, buf + lim) - buf);
 	if (i == lim)
 		return more;
 	if (i == 0 || buf[i] != ' ')
 		return -1;
 	out->method = frm_method_id(buf, i);
 	s = ++i;
-	while (i < lim && is_target(buf[i]))
-		i++;
+	i = (size_t)(skip_target(buf + i, buf + lim) - buf);
 	if (i == lim)
 		return more;
 	if (i == s || buf[i] != ' ')
@@ -661,8 +694,7 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out)
 			continue;
 		}
 		ns = i;
-		while (i < lim && is_tchar(buf[i]))
-			i++;
+		i = (size_t)(skip_tchars_to(buf + i, buf + lim) - buf);
 		if (i == lim)
 			return more;
 		/* RFC 9112 5.1: no whitespace between name and colon */
