@@ -859,6 +859,12 @@ static void conn_value_rewrite(struct outbuf *o, const char *head, size_t vs,
 
 	put(o, head + *done, vs - *done);
 	*done = vs;
+	/* the common value whole: what the loop below makes of it */
+	if (ve - vs == 5 && ieq(p, 5, "close")) {
+		put(o, "keep-alive", 10);
+		*done = ve;
+		p = NULL;
+	}
 	while (list_next(&p, head + ve, ',', &t, &n)) {
 		if (!ieq(t, n, "close"))
 			continue;
