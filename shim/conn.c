@@ -1866,7 +1866,8 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	 * the program's one call would have been: two sends would let Nagle
 	 * hold the second behind the server's delayed ACK (40 ms a request,
 	 * seen with Perl's LWP). */
-	struct iovec v[17] = { { (void *)head, headlen } };
+	struct iovec v[17]; /* only v[0, nv) is read: no zeroing of the rest */
+	v[0] = (struct iovec){ (void *)head, headlen };
 	int nv = 1;
 	size_t off = mine;
 	for (int i = 0; i < iovcnt && nv < 17; i++) {
