@@ -228,6 +228,10 @@ static inline bool ieq(const char *s, size_t n, const char *lit)
 	/* (strlen of a literal: folded once inlined) */
 	if (n != strlen(lit))
 		return false;
+	/* the case servers and clients send (a compare of words, the length
+	 * being a constant), then any case a byte at a time */
+	if (memcmp(s, lit, strlen(lit)) == 0)
+		return true;
 	for (i = 0; i < n; i++)
 		if (lower(s[i]) != (unsigned char)lit[i])
 			return false;
