@@ -5,7 +5,12 @@ port the library pools (a text protocol, or a client's own handshake).
 Listens on 127.0.0.1 (a free port, written to PORT_FILE).  On each
 connection, for every recv() it logs "<conn_id> <repr of the bytes>" to LOG
 and answers "+<number of bytes>\\r\\n", until the client's EOF, then logs
-"<conn_id> EOF" and closes."""
+"<conn_id> EOF" and closes.  A client that closes right after its last
+bytes (bash: printf >&4; exec 4>&-) resets the connection when our answer
+reaches it closed, and the reset may come before we read its FIN: that
+ends the connection as its EOF does, and is logged as "EOF" too (whether
+the answer beat the close is the scheduler's, with or without the
+library)."""
 import os
 import socket
 import sys
@@ -37,6 +42,8 @@ def handle(c, cid):
                 break
             say("%d %r" % (cid, d))
             c.sendall(b"+%d\r\n" % len(d))
+    except (ConnectionResetError, BrokenPipeError):
+        say("%d EOF" % cid)
     except OSError as e:
         say("%d %s" % (cid, type(e).__name__))
     finally:
