@@ -1167,30 +1167,34 @@ static KP_SLOW long syscall_slow(long number, const long a[6])
 /* syscall_ours as a bitmap, filled at start-up: a compare, a load and a
  * bit test (the switch compiles to a tree of compares) */
 #define KP_SYSCALL_BITS 512
-static uint64_t syscall_bits[KP_SYSCALL_BITS / 64];
+KP_HIDDEN uint64_t kp_syscall_bits[KP_SYSCALL_BITS / 64];
 
 static void syscall_init(void)
 {
 	for (long n = 0; n < KP_SYSCALL_BITS; n++)
 		if (syscall_ours(n))
-			syscall_bits[n / 64] |= 1ull << (n % 64);
+			kp_syscall_bits[n / 64] |= 1ull << (n % 64);
 }
 
 static inline bool syscall_listed(long number)
 {
 	return (unsigned long)number < KP_SYSCALL_BITS &&
-	       (syscall_bits[(unsigned long)number / 64] >> ((unsigned long)number % 64) & 1);
+	       (kp_syscall_bits[(unsigned long)number / 64] >> ((unsigned long)number % 64) & 1);
 }
 
 #if defined(__x86_64__)
 /* syscall() is variadic, but the x86-64 ABI passes variadic integer
  * arguments exactly as fixed ones (six registers, the seventh on the
- * stack), and every argument of syscall() is a long: read as fixed ones
- * they cost no va_list (the register save area a variadic function
- * spills), and a number of no interest (Rust's std wakes futexes this
- * way) is a compare, a table load and a tail jump. */
-KP_EXPORT long kp_syscall_regs(long number, long a0, long a1, long a2, long a3, long a4, long a5)
-	__asm__("syscall");
+ * stack), and every argument of syscall() is a long.  So the exported
+ * entry is five instructions of assembly that leave the registers and
+ * the stack as the caller made them: a number of no interest (Rust's std
+ * wakes futexes this way) is a compare, a bit test and the jump to libc's
+ * syscall(); a listed one jumps to kp_syscall_listed, a C function that
+ * reads the same registers as fixed arguments.  Written in C, the same
+ * test cost 13 instructions: GCC reloads and stores back the seventh
+ * argument for the tail call, and sets %al for a variadic one. */
+KP_HIDDEN long kp_syscall_listed(long number, long a0, long a1, long a2, long a3, long a4,
+				 long a5);
 static KP_SLOW long syscall_slow_regs(long number, long a0, long a1, long a2, long a3, long a4,
 				      long a5)
 {
@@ -1198,11 +1202,31 @@ static KP_SLOW long syscall_slow_regs(long number, long a0, long a1, long a2, lo
 	return syscall_slow(number, a);
 }
 
-long kp_syscall_regs(long number, long a0, long a1, long a2, long a3, long a4, long a5)
+long kp_syscall_listed(long number, long a0, long a1, long a2, long a3, long a4, long a5)
 {
-	if (__builtin_expect(syscall_listed(number), 0) && kp_fdtab_len)
+	if (kp_fdtab_len)
 		return syscall_slow_regs(number, a0, a1, a2, a3, a4, a5);
 	return KP_REAL(syscall)(number, a0, a1, a2, a3, a4, a5);
+}
+
+/* (extended asm in a function that is never called, for the constants) */
+__attribute__((used)) static void syscall_entry_asm(void)
+{
+	__asm__(".pushsection .text.kp_syscall, \"ax\", @progbits\n"
+		".globl syscall\n"
+		".type syscall, @function\n"
+		".p2align 4\n"
+		"syscall:\n"
+		"\tcmpq $%c[last], %%rdi\n"
+		"\tja 1f\n"
+		"\tbtq %%rdi, kp_syscall_bits(%%rip)\n"
+		"\tjc kp_syscall_listed\n"
+		"1:\tjmp *kp_real+%c[real](%%rip)\n"
+		".size syscall, .-syscall\n"
+		".popsection"
+		:
+		: [last] "i"(KP_SYSCALL_BITS - 1),
+		  [real] "i"(offsetof(struct kp_real_table, syscall)));
 }
 #else
 KP_EXPORT long syscall(long number, ...)
