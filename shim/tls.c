@@ -1935,6 +1935,9 @@ static struct ticket *across_fetch(SSL *ssl, const struct pool_key *key)
 		return NULL;
 	ssize_t n = kp_broker_sess_get(key, name, buf, BK_SESS_MAX);
 	struct ticket *t = n > 0 ? across_decode(buf, (size_t)n, key) : NULL;
+	if (n > 0 && !t)
+		kp_warn("a session from the broker could not be read: not offered");
+	kp_debug("the broker %s", t ? "had a session" : "had no session");
 	kp_ssl.OPENSSL_cleanse(buf, BK_SESS_MAX); /* the resumption secret */
 	free(buf);
 	return t;
@@ -1979,11 +1982,15 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 	uint32_t life = 0;
 	size_t n_enc = 0;
 	unsigned char *enc = kp_broker_enabled() ? across_encode(t, &n_enc, name, &life) : NULL;
+	if (kp_broker_enabled() && !enc)
+		kp_debug("a session not for the broker (method, size or lifetime)");
 	bool once = kp_ssl.SSL_SESSION_get_protocol_version(sess) >= TLS1_3_VERSION;
 	ticket_insert(t, &drop);
 	kp_unlock(&tls_lock);
 	if (enc) {
-		kp_broker_sess_put(key, name, life, once, enc, n_enc);
+		int r = kp_broker_sess_put(key, name, life, once, enc, n_enc);
+		kp_debug("a session %s the broker (%zu bytes, %u s)", r == 0 ? "given to" : "not given to",
+			 n_enc, life);
 		kp_ssl.OPENSSL_cleanse(enc, n_enc); /* the resumption secret */
 		free(enc);
 	}
