@@ -2120,6 +2120,19 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 			ticket_free(o);
 		}
 	} else if (imported) {
+		/* not offered: never sent, still unused (a single-use ticket
+		 * too): back to the broker for the next process */
+		uint8_t name[32];
+		uint32_t life = 0;
+		size_t n_enc = 0;
+		unsigned char *enc = across_encode(imported, &n_enc, name, &life);
+		if (enc) {
+			kp_broker_sess_put(key, name, life,
+					   kp_ssl.SSL_SESSION_get_protocol_version(imported->sess) >= TLS1_3_VERSION,
+					   enc, n_enc);
+			kp_ssl.OPENSSL_cleanse(enc, n_enc);
+			free(enc);
+		}
 		ticket_free(imported);
 	}
 	if (why)
