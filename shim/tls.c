@@ -1710,12 +1710,15 @@ static void w_shape(struct wbuf *b, const char *sni, const struct conf *conf, co
 	w_bytes(b, cfg->ciphers, (size_t)cfg->nciphers * sizeof(*cfg->ciphers));
 }
 
-/* name: SHA-256 of the shape; 0 or -1 */
-static int shape_name(const char *sni, const struct conf *conf, const struct cfg *cfg, uint8_t name[32])
+/* name: SHA-256 of the shape and the client certificate (sessions made
+ * with and without one live side by side); 0 or -1 */
+static int shape_name(const char *sni, const struct conf *conf, const struct cfg *cfg, X509 *cert,
+		      uint8_t name[32])
 {
-	unsigned char buf[4096];
+	unsigned char buf[8192];
 	struct wbuf b = { buf, 0, sizeof(buf), false };
 	w_shape(&b, sni, conf, cfg, false);
+	w_x509(&b, cert);
 	unsigned int n = 0;
 	if (b.bad || !cfg->read || !method_id(cfg->method) ||
 	    !kp_ssl.EVP_Digest(buf, b.len, name, &n, kp_ssl.EVP_sha256(), NULL) || n != 32)
@@ -1730,7 +1733,7 @@ static unsigned char *across_encode(const struct ticket *t, size_t *len, uint8_t
 {
 	long timeout = kp_ssl.SSL_SESSION_get_timeout(t->sess);
 	long left = timeout - ((long)time(NULL) - kp_ssl.SSL_SESSION_get_time(t->sess));
-	if (left < 2 || shape_name(t->sni, &t->conf, &t->cfg, name) < 0)
+	if (left < 2 || shape_name(t->sni, &t->conf, &t->cfg, t->cert, name) < 0)
 		return NULL;
 	struct wbuf b = { malloc(BK_SESS_MAX), 0, BK_SESS_MAX, false };
 	if (!b.p)
@@ -1925,7 +1928,8 @@ static struct ticket *across_fetch(SSL *ssl, const struct pool_key *key)
 	cfg_read(ssl, &now);
 	uint8_t name[32];
 	kp_lock(&tls_lock);
-	int r = shape_name(kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name), conf_of(ssl), &now, name);
+	int r = shape_name(kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name), conf_of(ssl), &now,
+			   kp_ssl.SSL_get_certificate(ssl), name);
 	kp_unlock(&tls_lock);
 	cfg_free(&now);
 	if (r < 0)

@@ -65,12 +65,21 @@ assert_same_loop() {
 	assert_success
 }
 
+# what nginx saw of each request but which connection and whether it
+# resumed: method, path, status, protocol, cipher, client DN
+server_view() { awk '{ print $3, $4, $5, $6, $9, $10 }' "$BATS_TEST_TMPDIR/$1.log"; }
+assert_same_server_view() {
+	run diff <(server_view plain) <(server_view shim)
+	assert_success
+}
+
 N=10
 
 @test "python urllib, one process per request, TLS 1.3 and 1.2: sessions resumed across processes through the broker, same output" {
 	for port in "$NGINX_TLS13_PORT" "$NGINX_TLS12_PORT"; do
 		loop_both "for i in \$(seq $N); do $PYTHON $ONCE 127.0.0.1 $port /f --ca $TLS/ca.pem --show; done"
 		assert_same_loop
+		assert_same_server_view
 		assert_equal "plain resumed $(resumed plain)" "plain resumed 0"
 		# the first process makes the session, every later one resumes
 		assert_equal "shim resumed $(resumed shim)" "shim resumed $((N - 1))"
@@ -85,7 +94,7 @@ N=10
 # Trust in the same loop: after verified processes, each of these makes
 # the handshake (and sees the outcome) its own settings make, as without
 # the library.  Each fails when the rule is bypassed (docs/tls-across.md).
-@test "python trust cases after verified processes: no CA file, another CA, another name, no verification, TLS 1.2 after 1.3: outcomes identical" {
+@test "python trust cases after verified processes: no CA file, another CA, another name, no verification, a client certificate, TLS 1.2 after 1.3: outcomes identical" {
 	local p13=$NGINX_TLS13_PORT
 	local ok="$PYTHON $ONCE 127.0.0.1 $p13 /f --ca $TLS/ca.pem --show"
 	loop_both "$ok; $ok; $PYTHON $ONCE 127.0.0.1 $p13 /f --system --show;
@@ -93,14 +102,18 @@ N=10
 		$ok; $PYTHON $ONCE 127.0.0.1 $p13 /f --ca $TLS/ca.pem --name localhost --show;
 		$ok; $PYTHON $ONCE 127.0.0.1 $p13 /f --ca $TLS/ca.pem --name wrong.example --show;
 		$ok; $PYTHON $ONCE 127.0.0.1 $p13 /f --noverify --show;
+		$ok; $PYTHON $ONCE 127.0.0.1 $p13 /f --ca $TLS/ca.pem --cert $TLS/client-a --show;
 		$ok; $PYTHON $ONCE 127.0.0.1 $NGINX_TLS12_PORT /f --ca $TLS/ca.pem --max 1.2 --show; $ok"
 	assert_same_loop
+	# and the server saw the same: requests, protocols, ciphers, the
+	# client certificate each carried
+	assert_same_server_view
 	# the failures are failures in both runs (nothing resumed into them)
 	run grep -c '^error=' "$BATS_TEST_TMPDIR/shim.out"
 	assert_output 3
 	assert_equal "plain resumed $(resumed plain)" "plain resumed 0"
-	# resumed: the 7 verified runs after the first; a session taken for
+	# resumed: the 8 verified runs after the first; a session taken for
 	# a process that may not have it goes back to the broker unused
-	assert_equal "shim resumed $(resumed shim)" "shim resumed 7"
-	assert_equal "resumed across $(stat_sum tls_resumed_across)" "resumed across 7"
+	assert_equal "shim resumed $(resumed shim)" "shim resumed 8"
+	assert_equal "resumed across $(stat_sum tls_resumed_across)" "resumed across 8"
 }

@@ -3,7 +3,7 @@
 # what the program can see: the body, or the error's class and reason;
 # with --show, the protocol, session_reused and the peer's subject.
 # Usage: python3 tls_once.py HOST PORT PATH [--ca FILE|--system] [--name SNI]
-#        [--max 1.2] [--noverify] [--show]
+#        [--max 1.2] [--noverify] [--cert PREFIX] [--show]
 import ssl, sys, urllib.request, http.client
 host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 opts = sys.argv[4:]
@@ -16,6 +16,8 @@ else:
 if "--noverify" in opts:
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
+if opt("--cert"):
+    ctx.load_cert_chain(opt("--cert") + ".pem", opt("--cert") + ".key")
 if opt("--max") == "1.2":
     ctx.maximum_version = ssl.TLSVersion.TLSv1_2
 name = opt("--name", host)
