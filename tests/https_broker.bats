@@ -137,3 +137,14 @@ trust_case() {
 	# (the TLS 1.3 server refuses it, with the library as without)
 	trust_case 1 2 "$NGINX_TLS13_PORT" /f --ca "$TLS/ca.pem" --max 1.2 --show
 }
+
+@test "keepalive --compare on a loop of python HTTPS processes: the TLS count under the connections per destination" {
+	command -v strace >/dev/null || skip "no strace: no census"
+	local loop="for i in \$(seq 5); do $PYTHON $ONCE 127.0.0.1 $NGINX_TLS13_PORT /f --ca $TLS/ca.pem; done"
+	run timeout 300 env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" --compare \
+		--ports "$NGINX_TLS13_PORT" -r 1 --same-output sh -c "$loop"
+	assert_success
+	assert_line --regexp "^  127\.0\.0\.1:$NGINX_TLS13_PORT +5 +5\$"
+	assert_line --regexp '^  of them TLS, not shared +- +5 '
+	assert_line --regexp '^  TLS sessions resumed +- +4 '
+}
