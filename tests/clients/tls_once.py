@@ -3,8 +3,8 @@
 # what the program can see: the body, or the error's class and reason;
 # with --show, the protocol, session_reused and the peer's subject.
 # Usage: python3 tls_once.py HOST PORT PATH [--ca FILE|--system] [--name SNI]
-#        [--max 1.2] [--noverify] [--cert PREFIX] [--show]
-import ssl, sys, urllib.request, http.client
+#        [--max 1.2] [--noverify] [--cert PREFIX] [--show] [--time]
+import ssl, sys, time, urllib.request, http.client
 host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 opts = sys.argv[4:]
 def opt(name, default=None):
@@ -22,6 +22,7 @@ if opt("--max") == "1.2":
     ctx.maximum_version = ssl.TLSVersion.TLSv1_2
 name = opt("--name", host)
 try:
+    t0 = time.monotonic()
     c = http.client.HTTPSConnection(host, port, context=ctx, timeout=10)
     # SNI and the name checked: --name (the address dialled stays HOST)
     raw = c._create_connection((host, port), 10)
@@ -33,6 +34,8 @@ try:
               dict(x[0] for x in s.getpeercert()["subject"]) if ctx.verify_mode != ssl.CERT_NONE else "-"))
     r = c.getresponse()
     body = r.read()
+    if "--time" in opts:  # connect, handshake and request, in ms
+        sys.stderr.write("ms=%.1f\n" % ((time.monotonic() - t0) * 1000))
     sys.stdout.write("status=%d\n" % r.status)
     sys.stdout.buffer.write(body)
     c.close()
