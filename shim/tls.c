@@ -1928,6 +1928,14 @@ static struct ticket *across_fetch(SSL *ssl, const struct pool_key *key)
 	cfg_read(ssl, &now);
 	uint8_t name[32];
 	kp_lock(&tls_lock);
+	/* a program no session may be offered to (curl's session cache,
+	 * Ruby's info callback) does not cost the broker a question */
+	const struct conf *conf = conf_of(ssl);
+	if (never_for(ssl, conf) || watcher(ssl, conf)) {
+		kp_unlock(&tls_lock);
+		cfg_free(&now);
+		return NULL;
+	}
 	int r = shape_name(kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name), conf_of(ssl), &now,
 			   kp_ssl.SSL_get_certificate(ssl), name);
 	kp_unlock(&tls_lock);
