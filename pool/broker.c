@@ -60,6 +60,7 @@ static int log_fd = 2;
 static volatile sig_atomic_t stop, status_asked;
 static struct {
 	uint64_t got, gave, missed, refused, dropped;
+	uint64_t sess_got, sess_gave, sess_missed;
 } counts;
 static uid_t our_uid;      /* geteuid(), once */
 static gid_t our_gid;      /* getegid(), once */
@@ -292,6 +293,36 @@ static bool send_reply(struct client *cl, struct bk_msg *m, int fd)
 	return ok;
 }
 
+/* Send a session reply: m and h at the head of out (len bytes in all),
+ * with our proof if it is the client's first reply. */
+static bool send_reply_bytes(struct client *cl, struct bk_msg *m, const struct bk_sess *h,
+			     unsigned char *out, size_t len)
+{
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	if (!cl->proved)
+		m->flags |= BK_F_PROOF;
+	memcpy(out, m, sizeof(*m));
+	memcpy(out + sizeof(*m), h, sizeof(*h));
+	struct iovec iov = { out, len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	if (!cl->proved) {
+		mh.msg_control = u.buf;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int));
+		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int));
+		memcpy(CMSG_DATA(cm), &lfd, sizeof(int));
+	}
+	bool ok = sendmsg(cl->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len;
+	if (ok)
+		cl->proved = true;
+	return ok;
+}
+
 static void reply(struct client *cl, const struct bk_msg *req)
 {
 	struct bk_msg m;
@@ -321,6 +352,128 @@ static void reply(struct client *cl, const struct bk_msg *req)
 		close_fd(fd);
 }
 
+/* ------------------------------------------------------------ sessions */
+
+/* TLS sessions kept for resumption in another process (docs/tls-across.md):
+ * opaque bytes under destination and name, bounded in count and bytes,
+ * each until its own lifetime ends, wiped when dropped.  The broker
+ * cannot use them (it has no TLS); it never logs or writes them. */
+#define SESS_COUNT 256
+#define SESS_BYTES (1u << 20)
+struct sess {
+	struct pool_key key;
+	uint8_t name[BK_SESS_NAME];
+	uint64_t expires_ms, added_ms;
+	uint32_t flags, len;
+	unsigned char *bytes; /* NULL: a free slot */
+};
+static struct sess sessions[SESS_COUNT];
+static size_t sess_bytes;
+
+static void sess_drop(struct sess *e)
+{
+	if (!e->bytes)
+		return;
+	explicit_bzero(e->bytes, e->len);
+	free(e->bytes);
+	sess_bytes -= e->len;
+	memset(e, 0, sizeof(*e));
+}
+
+static void sess_expire(uint64_t now)
+{
+	for (unsigned i = 0; i < SESS_COUNT; i++)
+		if (sessions[i].bytes && sessions[i].expires_ms <= now)
+			sess_drop(&sessions[i]);
+}
+
+static unsigned sess_count(void)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < SESS_COUNT; i++)
+		n += sessions[i].bytes != NULL;
+	return n;
+}
+
+static struct sess *sess_find(const struct pool_key *key, const uint8_t *name)
+{
+	for (unsigned i = 0; i < SESS_COUNT; i++)
+		if (sessions[i].bytes && !memcmp(&sessions[i].key, key, sizeof(*key)) &&
+		    !memcmp(sessions[i].name, name, BK_SESS_NAME))
+			return &sessions[i];
+	return NULL;
+}
+
+/* Keep a session, the newest for its destination and name (as the
+ * library's own cache keeps one per destination and SNI); the oldest go
+ * first when count or bytes would pass the bounds. */
+static void sess_put(const struct pool_key *key, const struct bk_sess *h, const char *bytes, uint64_t now)
+{
+	sess_expire(now);
+	struct sess *e = sess_find(key, h->name);
+	if (e)
+		sess_drop(e);
+	for (;;) {
+		struct sess *oldest = NULL, *empty = NULL;
+		for (unsigned i = 0; i < SESS_COUNT; i++) {
+			if (!sessions[i].bytes)
+				empty = empty ? empty : &sessions[i];
+			else if (!oldest || sessions[i].added_ms < oldest->added_ms)
+				oldest = &sessions[i];
+		}
+		if (empty && sess_bytes + h->len <= SESS_BYTES) {
+			e = empty;
+			break;
+		}
+		if (!oldest)
+			return;
+		sess_drop(oldest);
+	}
+	if (!(e->bytes = malloc(h->len)))
+		return;
+	memcpy(e->bytes, bytes, h->len);
+	e->key = *key;
+	memcpy(e->name, h->name, BK_SESS_NAME);
+	e->len = h->len;
+	e->flags = h->flags;
+	e->added_ms = now;
+	e->expires_ms = now + (uint64_t)h->timeout_s * 1000;
+	sess_bytes += h->len;
+	counts.sess_got++;
+	logmsg(4, "kept a TLS session (port %u, %u bytes)", key->port, (unsigned)h->len);
+}
+
+/* Answer an SGET: the session (taken, if single use), or none. */
+static void sess_reply(struct client *cl, const struct pool_key *key, const struct bk_sess *h, uint64_t now)
+{
+	sess_expire(now);
+	struct sess *e = sess_find(key, h->name);
+	static unsigned char out[BK_SESS_MSG_MAX];
+	struct bk_msg m;
+	struct bk_sess r;
+	memset(&r, 0, sizeof(r));
+	memcpy(r.name, h->name, BK_SESS_NAME);
+	bk_encode(&m, BK_SREPLY, e ? BK_OK : BK_NONE, 0, key, NULL);
+	r.len = e ? e->len : 0;
+	size_t len = sizeof(m) + sizeof(r) + r.len;
+	if (e)
+		memcpy(out + sizeof(m) + sizeof(r), e->bytes, e->len);
+	bool sent = send_reply_bytes(cl, &m, &r, out, len);
+	explicit_bzero(out, len);
+	if (!e) {
+		counts.sess_missed++;
+		return;
+	}
+	if (sent) {
+		counts.sess_gave++;
+		logmsg(4, "gave a TLS session to pid %d (port %u)", (int)cl->pid, key->port);
+	}
+	/* a TLS 1.3 ticket is single use (RFC 8446 C.4): gone once given,
+	 * delivered or not */
+	if (e->flags & BK_S_ONCE)
+		sess_drop(e);
+}
+
 /* One datagram from client i.  Returns false when the client is done
  * (gone or refused). */
 static bool serve(unsigned i)
@@ -330,7 +483,9 @@ static bool serve(unsigned i)
 		char buf[CMSG_SPACE(sizeof(int) * 4)];
 		struct cmsghdr align;
 	} u;
-	char buf[sizeof(struct bk_msg) + 1]; /* one more: an oversized message shows */
+	/* one more: an oversized message shows; static: a session's bytes
+	 * are wiped from it once kept (sess_put) */
+	static char buf[BK_SESS_MSG_MAX + 1];
 	struct iovec iov = { buf, sizeof(buf) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 			     .msg_controllen = sizeof(u.buf) };
@@ -354,7 +509,10 @@ static bool serve(unsigned i)
 	const char *why = NULL;
 	bool dead = false;
 	int truncated = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
-	if (bk_decode(buf, (size_t)n, nfds, truncated, BK_AT_BROKER, &m, &why) == 0 && m.type == BK_PUT)
+	struct bk_sess sess;
+	size_t off;
+	if (bk_decode_any(buf, (size_t)n, nfds, truncated, BK_AT_BROKER, &m, &sess, &off, &why) == 0 &&
+	    m.type == BK_PUT)
 		why = bk_check_conn(&bk_libc, fds[0], &m.key, &our_ns, &dead);
 	if (why && dead) {
 		/* a server that closed an idle connection on its way here: a
@@ -370,6 +528,15 @@ static bool serve(unsigned i)
 		for (unsigned j = 0; j < nfds; j++)
 			close_fd(fds[j]);
 		return false;
+	}
+	if (m.type == BK_SPUT) {
+		sess_put(&m.key, &sess, buf + off, now_ms());
+		explicit_bzero(buf, (size_t)n);
+		return true;
+	}
+	if (m.type == BK_SGET) {
+		sess_reply(cl, &m.key, &sess, now_ms());
+		return true;
 	}
 	if (m.type != BK_PUT) {
 		reply(cl, &m);
@@ -577,6 +744,9 @@ static void write_status(int dirfd, const char *sock, uint64_t started)
 		(unsigned long long)counts.got, (unsigned long long)counts.gave,
 		(unsigned long long)counts.missed, (unsigned long long)counts.refused,
 		(unsigned long long)counts.dropped);
+	fprintf(f, "tls sessions: %u kept, got=%llu gave=%llu missed=%llu\n", sess_count(),
+		(unsigned long long)counts.sess_got, (unsigned long long)counts.sess_gave,
+		(unsigned long long)counts.sess_missed);
 	fprintf(f, "idle connections: %zu\n", n);
 	for (size_t i = 0; i < n; i++) {
 		char addr[INET6_ADDRSTRLEN] = "?";
@@ -827,6 +997,9 @@ int main(int argc, char **argv)
 	if (!exit_ms_given) /* ControlPersist-like: linger a while, then go */
 		exit_ms = env_u64("KEEPALIVE_BROKER_EXIT_MS", 300000, 1, 7 * 24 * 3600 * 1000ull);
 	client_idle_ms = env_u64("KEEPALIVE_BROKER_CLIENT_MS", 1000, 10, 3600 * 1000);
+	/* it holds TLS sessions (resumption secrets): no core dump, no
+	 * ptrace by other processes of the user (docs/tls-across.md) */
+	prctl(PR_SET_DUMPABLE, 0);
 	if (with_parent) {
 		/* run for the wrapper's command only: its death is ours */
 		prctl(PR_SET_PDEATHSIG, SIGTERM);
@@ -999,6 +1172,7 @@ int main(int argc, char **argv)
 			write_status(dirfd, path, started);
 		}
 		pool_expire(now);
+		sess_expire(now);
 		/* a client that has said nothing for a while goes: idle ones must
 		 * not hold every slot (it opens a new link when it needs one) */
 		for (unsigned i = n_clients; i-- > 0;)
@@ -1023,6 +1197,9 @@ int main(int argc, char **argv)
 				wake = clients[i].last_ms + client_idle_ms;
 		if (accept_paused && accept_retry_ms < wake)
 			wake = accept_retry_ms;
+		for (unsigned i = 0; i < SESS_COUNT; i++) /* wiped at their own end */
+			if (sessions[i].bytes && sessions[i].expires_ms < wake)
+				wake = sessions[i].expires_ms;
 		if (wrapper > 1 && wrapper_fd < 0) {
 			if (kill(wrapper, 0) < 0 && errno == ESRCH)
 				break;
@@ -1105,6 +1282,8 @@ int main(int argc, char **argv)
 		unlinkat(dirfd, "stats", 0);
 		unlinkat(basefd, private_name, AT_REMOVEDIR);
 	}
+	for (unsigned i = 0; i < SESS_COUNT; i++)
+		sess_drop(&sessions[i]);
 	logmsg(3, "exiting: got=%llu gave=%llu missed=%llu refused=%llu dropped=%llu",
 	       (unsigned long long)counts.got, (unsigned long long)counts.gave,
 	       (unsigned long long)counts.missed, (unsigned long long)counts.refused,

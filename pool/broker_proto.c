@@ -95,3 +95,73 @@ int bk_decode(const void *buf, size_t len, unsigned nfds, int truncated, enum bk
 		REFUSE("bad keep-alive max");
 	return 0;
 }
+
+static int sess_type(uint16_t t)
+{
+	return t == BK_SPUT || t == BK_SGET || t == BK_SREPLY;
+}
+
+int bk_decode_any(const void *buf, size_t len, unsigned nfds, int truncated, enum bk_side side,
+		  struct bk_msg *out, struct bk_sess *sess, size_t *blob_off, const char **why)
+{
+	memset(sess, 0, sizeof(*sess));
+	*blob_off = 0;
+	if (truncated || len > BK_SESS_MSG_MAX)
+		REFUSE("oversized message");
+	if (len <= sizeof(*out)) {
+		if (bk_decode(buf, len, nfds, truncated, side, out, why) < 0)
+			return -1;
+		return 0;
+	}
+	if (len < sizeof(*out) + sizeof(*sess))
+		REFUSE("short message");
+	memcpy(out, buf, sizeof(*out));
+	memcpy(sess, (const char *)buf + sizeof(*out), sizeof(*sess));
+	if (out->magic != BK_MAGIC)
+		REFUSE("bad magic");
+	if (out->version != BK_VERSION)
+		REFUSE("unknown protocol version");
+	if (out->reserved)
+		REFUSE("reserved field set");
+	if (!sess_type(out->type))
+		REFUSE(out->type >= BK_PUT && out->type <= BK_HELLO ? "oversized message"
+								     : "unknown message type");
+	static const struct pool_meta zero_meta;
+	if (memcmp(&out->meta, &zero_meta, sizeof(zero_meta)))
+		REFUSE("session message with a connection record");
+	if (sess->zero)
+		REFUSE("reserved field set");
+	if ((size_t)sess->len != len - sizeof(*out) - sizeof(*sess))
+		REFUSE("session length does not match the message");
+	if (out->type == BK_SREPLY) {
+		if (side != BK_AT_CLIENT)
+			REFUSE("reply sent to the broker");
+		if (out->status != BK_OK && out->status != BK_NONE)
+			REFUSE("unknown reply status");
+		if (out->flags & ~BK_F_PROOF)
+			REFUSE("unknown reply flags");
+		if (nfds != (out->flags & BK_F_PROOF ? 1u : 0u))
+			REFUSE("reply fd count does not match its flags");
+		if (sess->timeout_s || sess->flags)
+			REFUSE("session reply with a lifetime");
+		if ((out->status == BK_OK) != (sess->len > 0))
+			REFUSE("session reply length does not match its status");
+	} else {
+		if (side != BK_AT_BROKER)
+			REFUSE("request sent to a client");
+		if (out->status || out->flags)
+			REFUSE("status set in a request");
+		if (nfds)
+			REFUSE("request with an fd");
+		if (out->type == BK_SGET && (sess->len || sess->timeout_s || sess->flags))
+			REFUSE("session request with bytes");
+		if (out->type == BK_SPUT && (!sess->len || !sess->timeout_s))
+			REFUSE("session without bytes or lifetime");
+		if (sess->flags & ~BK_S_ONCE)
+			REFUSE("unknown session flags");
+	}
+	if (!key_ok(&out->key))
+		REFUSE("bad destination key");
+	*blob_off = sizeof(*out) + sizeof(*sess);
+	return 0;
+}

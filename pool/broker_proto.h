@@ -33,6 +33,12 @@ enum bk_type {
 	BK_GET = 2,   /* client -> broker: a connection to key, please */
 	BK_REPLY = 3, /* broker -> client: answer to GET or HELLO (one fd if BK_OK) */
 	BK_HELLO = 4, /* client -> broker: prove yourself (before a first PUT) */
+	/* TLS sessions for resumption (docs/tls-across.md): a struct bk_sess
+	 * and opaque bytes follow the message, no fd; key is the destination,
+	 * bk_sess.name what the session was made under */
+	BK_SPUT = 5,   /* client -> broker: keep these bytes (bk_sess.len > 0) */
+	BK_SGET = 6,   /* client -> broker: the bytes kept under key and name */
+	BK_SREPLY = 7, /* broker -> client: BK_OK with the bytes, or BK_NONE */
 };
 
 /* bk_msg.flags of a REPLY */
@@ -56,6 +62,22 @@ struct bk_msg {
 
 _Static_assert(sizeof(struct bk_msg) == 280, "bk_msg is a wire format: change BK_VERSION");
 
+/* After the struct bk_msg of a session message.  A session is the
+ * resumption secret: it travels only on a checked link (docs/broker.md),
+ * the broker keeps it as opaque bytes, bounded, never on disk. */
+#define BK_SESS_NAME 32     /* SHA-256 of what it was made under */
+#define BK_SESS_MAX 16384   /* the opaque bytes, at most */
+#define BK_S_ONCE 1u        /* single use (a TLS 1.3 ticket): a GET takes it */
+struct bk_sess {
+	uint8_t name[BK_SESS_NAME];
+	uint32_t timeout_s; /* SPUT: kept at most this long (> 0), else 0 */
+	uint32_t flags;     /* SPUT: BK_S_*, else 0 */
+	uint32_t len;       /* the bytes after this header: all the datagram's rest */
+	uint32_t zero;
+};
+_Static_assert(sizeof(struct bk_sess) == 48, "bk_sess is a wire format");
+#define BK_SESS_MSG_MAX (sizeof(struct bk_msg) + sizeof(struct bk_sess) + BK_SESS_MAX)
+
 /* Which end is decoding: a broker accepts PUT and GET, a client REPLY. */
 enum bk_side { BK_AT_BROKER, BK_AT_CLIENT };
 
@@ -65,6 +87,13 @@ enum bk_side { BK_AT_BROKER, BK_AT_CLIENT };
  * string for the log). */
 int bk_decode(const void *buf, size_t len, unsigned nfds, int truncated, enum bk_side side,
 	      struct bk_msg *out, const char **why);
+
+/* Any message: a fixed one (len == sizeof(struct bk_msg)) as bk_decode,
+ * *sess zeroed; a session message (SPUT, SGET at the broker, SREPLY at a
+ * client) with *sess filled, its bytes at buf + *blob_off, sess->len of
+ * them.  Returns 0, or -1 with *why. */
+int bk_decode_any(const void *buf, size_t len, unsigned nfds, int truncated, enum bk_side side,
+		  struct bk_msg *out, struct bk_sess *sess, size_t *blob_off, const char **why);
 
 /* Fill a message (zeroing what is not given; the key's netns too). */
 void bk_encode(struct bk_msg *m, enum bk_type type, enum bk_status status, uint32_t flags,

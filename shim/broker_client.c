@@ -241,17 +241,17 @@ static ssize_t recv_reply(int s, struct msghdr *mh, uint64_t deadline)
  * proof checked when it comes, *conn the connection or -1.  Returns 0, or
  * -1 (the link is dropped: a late reply must never answer a later
  * request). */
-static int exchange(const struct bk_msg *req, struct bk_msg *out, int *conn, uint64_t deadline)
+static int exchange_bytes(const struct bk_msg *req, const void *bytes, size_t len, struct bk_msg *out,
+			  int *conn, char *buf, size_t cap, struct bk_sess *rs, size_t *roff, uint64_t deadline)
 {
 	*conn = -1;
-	if (KP_REAL(send)(link_fd, req, sizeof(*req), MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)sizeof(*req))
+	if (KP_REAL(send)(link_fd, bytes, len, MSG_DONTWAIT | MSG_NOSIGNAL) != (ssize_t)len)
 		return -1; /* EPIPE: the broker closed an idle link; the caller retries once */
 	union {
 		char buf[CMSG_SPACE(sizeof(int) * 4)];
 		struct cmsghdr align;
 	} u;
-	char buf[sizeof(*out) + 1];
-	struct iovec iov = { buf, sizeof(buf) };
+	struct iovec iov = { buf, cap };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 			     .msg_controllen = sizeof(u.buf) };
 	ssize_t n = recv_reply(link_fd, &mh, deadline);
@@ -272,7 +272,7 @@ static int exchange(const struct bk_msg *req, struct bk_msg *out, int *conn, uin
 	const char *why = NULL;
 	int truncated = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
 	bool proof = false;
-	if (bk_decode(buf, (size_t)n, nfds, truncated, BK_AT_CLIENT, out, &why) == 0) {
+	if (bk_decode_any(buf, (size_t)n, nfds, truncated, BK_AT_CLIENT, out, rs, roff, &why) == 0) {
 		proof = out->flags & BK_F_PROOF;
 		if (!link_proved && !proof)
 			why = "its first reply has no proof";
@@ -280,8 +280,17 @@ static int exchange(const struct bk_msg *req, struct bk_msg *out, int *conn, uin
 			why = "a second proof";
 		else if (proof && (why = bk_check_proof(&sys, &link_cred, fds[0], &our_ns)))
 			;
-		else if (out->status == BK_OK &&
-			 (req->type != BK_GET || memcmp(&out->key, &req->key, sizeof(req->key))))
+		else if ((out->type == BK_SREPLY) != (req->type == BK_SGET))
+			why = "a reply of another kind";
+		else if (out->status == BK_OK && req->type != BK_GET && req->type != BK_SGET)
+			why = "a connection nobody asked for";
+		else if (out->type == BK_SREPLY &&
+			 (memcmp(&out->key, &req->key, sizeof(req->key)) ||
+			  memcmp(rs->name, ((const struct bk_sess *)((const char *)bytes + sizeof(*req)))->name,
+				 BK_SESS_NAME)))
+			why = "reply for another session";
+		else if (out->status == BK_OK && out->type == BK_REPLY &&
+			 memcmp(&out->key, &req->key, sizeof(req->key)))
 			why = "reply for another destination";
 	}
 	if (proof && nfds)
@@ -298,9 +307,17 @@ static int exchange(const struct bk_msg *req, struct bk_msg *out, int *conn, uin
 		return -2;
 	}
 	link_proved = true;
-	if (out->status == BK_OK)
+	if (out->status == BK_OK && out->type == BK_REPLY)
 		*conn = fds[proof ? 1 : 0];
 	return 0;
+}
+
+static int exchange(const struct bk_msg *req, struct bk_msg *out, int *conn, uint64_t deadline)
+{
+	char buf[sizeof(*out) + 1];
+	struct bk_sess rs;
+	size_t off;
+	return exchange_bytes(req, req, sizeof(*req), out, conn, buf, sizeof(buf), &rs, &off, deadline);
 }
 
 /* Have a proved link (link_lock held).  hello: prove it now if it is new
@@ -405,6 +422,82 @@ int kp_broker_put(int *link, const struct pool_key *key, int fd, const struct po
 	if (r == 0)
 		kp_count(broker_gave);
 	return r;
+}
+
+/* ------------------------------------------------------------ sessions */
+
+int kp_broker_sess_put(const struct pool_key *key, const uint8_t name[BK_SESS_NAME], uint32_t timeout_s,
+		       bool once, const void *bytes, size_t len)
+{
+	if (!kp_broker_enabled() || !len || len > BK_SESS_MAX || !timeout_s || kp_trylock(&link_lock))
+		return -1;
+	uint64_t deadline = kp_now_ms() + kp_cfg.broker_timeout_ms;
+	struct bk_msg m;
+	struct bk_sess h;
+	bk_encode(&m, BK_SPUT, BK_OK, 0, key, NULL);
+	memset(&h, 0, sizeof(h));
+	memcpy(h.name, name, BK_SESS_NAME);
+	h.timeout_s = timeout_s;
+	h.flags = once ? BK_S_ONCE : 0;
+	h.len = (uint32_t)len;
+	struct iovec iov[3] = { { &m, sizeof(m) }, { &h, sizeof(h) }, { (void *)bytes, len } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 3 };
+	ssize_t want = (ssize_t)(sizeof(m) + sizeof(h) + len);
+	int r = -1;
+	for (int attempt = 0; attempt < 2 && r < 0; attempt++) {
+		/* the secret goes only to a broker that proved itself on this
+		 * link (docs/broker.md) */
+		if (link_ready(true, deadline) < 0)
+			break;
+		if (KP_REAL(sendmsg)(link_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == want)
+			r = 0;
+		else if (errno == EAGAIN)
+			break;
+		else
+			link_drop();
+	}
+	kp_unlock(&link_lock);
+	return r;
+}
+
+ssize_t kp_broker_sess_get(const struct pool_key *key, const uint8_t name[BK_SESS_NAME], void *out, size_t cap)
+{
+	if (!kp_broker_enabled() || kp_trylock(&link_lock))
+		return -1;
+	uint64_t deadline = kp_now_ms() + kp_cfg.broker_timeout_ms;
+	struct {
+		struct bk_msg m;
+		struct bk_sess h;
+	} req;
+	_Static_assert(sizeof(req) == sizeof(struct bk_msg) + sizeof(struct bk_sess), "packed");
+	bk_encode(&req.m, BK_SGET, BK_OK, 0, key, NULL);
+	memset(&req.h, 0, sizeof(req.h));
+	memcpy(req.h.name, name, BK_SESS_NAME);
+	static char buf[BK_SESS_MSG_MAX + 1]; /* under link_lock */
+	struct bk_msg reply;
+	struct bk_sess rs;
+	size_t off = 0;
+	ssize_t got = -1;
+	int conn;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (link_ready(false, deadline) < 0)
+			break;
+		int r = exchange_bytes(&req.m, &req, sizeof(req), &reply, &conn, buf, sizeof(buf), &rs, &off,
+				       deadline);
+		if (r == 0) {
+			if (reply.status == BK_OK && rs.len <= cap) {
+				memcpy(out, buf + off, rs.len);
+				got = rs.len;
+			}
+			break;
+		}
+		if (r == -2)
+			break;
+		link_drop(); /* a stale link: once more on a new one */
+	}
+	explicit_bzero(buf, sizeof(buf)); /* the resumption secret */
+	kp_unlock(&link_lock);
+	return got;
 }
 
 void kp_broker_close(int link)

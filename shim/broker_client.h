@@ -8,6 +8,9 @@
 #define KEEPALIVE_BROKER_CLIENT_H
 
 #include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
 
 #include "pool.h"
 
@@ -36,6 +39,17 @@ int kp_broker_get(const struct pool_key *key, struct pool_meta *meta);
 int kp_broker_put(int *link, const struct pool_key *key, int fd, const struct pool_meta *meta);
 
 void kp_broker_close(int link);
+
+/* TLS sessions (docs/tls-across.md): opaque bytes kept by the broker
+ * under key and name (what the session was made under), for at most
+ * timeout_s; once: single use (the broker forgets it when it gives it).
+ * Sent only to a broker that proved itself.  Returns 0 or -1. */
+int kp_broker_sess_put(const struct pool_key *key, const uint8_t name[32], uint32_t timeout_s, bool once,
+		       const void *bytes, size_t len);
+/* The bytes kept under key and name, copied to out (at most cap): their
+ * length, or -1 (none, no broker, no answer in time).  The caller wipes
+ * out after use. */
+ssize_t kp_broker_sess_get(const struct pool_key *key, const uint8_t name[32], void *out, size_t cap);
 
 /* Is the process's own socket fd (one that never left it) an established
  * TCP connection to key's destination?  NULL, or why not. */

@@ -85,7 +85,11 @@ void kp_log_write(int level, const char *func, const char *fmt, ...)
 	X(tls_declined) /* pooled TLS connections a handshake could not take */ \
 	X(tls_resumed) /* cached TLS sessions offered to a fresh handshake */ \
 	X(broker_got)  /* connections the broker handed us */                \
-	X(broker_gave) /* idle connections handed to the broker */
+	X(broker_gave) /* idle connections handed to the broker */           \
+	X(tls_not_shared) /* TLS connections made here: their connection    \
+	                     cannot go to another process */                \
+	X(tls_resumed_across) /* handshakes that resumed a session another \
+	                         process made (through the broker) */
 
 #define KP_STAT_FIELD(name) uint64_t name;
 struct kp_stats {

@@ -186,7 +186,11 @@ typedef void (*kp_keylog_cb)(const SSL *, const char *);
 	X(kp_keylog_cb, SSL_CTX_get_keylog_callback, (const SSL_CTX *))            \
 	X(kp_client_cert_cb, SSL_CTX_get_client_cert_cb, (SSL_CTX *))              \
 	X(kp_security_cb, SSL_get_security_callback, (const SSL *))                \
-	X(kp_security_cb, SSL_CTX_get_security_callback, (const SSL_CTX *))
+	X(kp_security_cb, SSL_CTX_get_security_callback, (const SSL_CTX *))    \
+	X(int, i2d_SSL_SESSION, (const SSL_SESSION *, unsigned char **))           \
+	X(SSL_SESSION *, d2i_SSL_SESSION, (SSL_SESSION **, const unsigned char **, long)) \
+	X(long, SSL_SESSION_get_timeout, (const SSL_SESSION *))                    \
+	X(long, SSL_SESSION_get_time, (const SSL_SESSION *))
 
 /* libcrypto */
 #define KP_CRYPTO_FUNCS(X)                                                        \
@@ -225,7 +229,14 @@ typedef void (*kp_keylog_cb)(const SSL *, const char *);
 	X(int, ERR_set_mark, (void))                                               \
 	X(int, ERR_pop_to_mark, (void))                                            \
 	X(void, ERR_clear_error, (void))                                           \
-	X(unsigned long, ERR_peek_error, (void))
+	X(unsigned long, ERR_peek_error, (void))                                  \
+	X(int, i2d_X509, (const X509 *, unsigned char **))                         \
+	X(X509 *, d2i_X509, (X509 **, const unsigned char **, long))               \
+	X(void, OPENSSL_cleanse, (void *, size_t))                                 \
+	X(int, EVP_Digest, (const void *, size_t, unsigned char *, unsigned int *, const EVP_MD *, ENGINE *)) \
+	X(const EVP_MD *, EVP_sha256, (void))                                      \
+	X(OPENSSL_STACK *, OPENSSL_sk_new_null, (void))                            \
+	X(int, OPENSSL_sk_push, (OPENSSL_STACK *, const void *))
 
 #define KP_TLS_FIELD(ret, name, args) ret(*name) args;
 struct kp_ssl_table {

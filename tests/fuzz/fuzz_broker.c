@@ -6,7 +6,9 @@
  * Input: a 1-byte control header, then the datagram.
  *   [0]  bits 0-1: the number of fds that came with it (0-3: a reply may
  *        carry the broker's proof beside its connection); bit 2: decode at
- *        the client (else at the broker); bit 3: the kernel said truncated
+ *        the client (else at the broker); bit 3: the kernel said truncated;
+ *        bit 4: decode with bk_decode_any (the session messages too: SPUT,
+ *        SGET, SREPLY, a struct bk_sess and opaque bytes after the header)
  *
  * abort() unless: the decoder reads only the bytes given (the datagram is
  * in a buffer of its own size: ASan); an accepted message is exactly one
@@ -32,6 +34,43 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *p = fz_copy(data + 1, len);
 	struct bk_msg m, again;
 	const char *why = NULL;
+	if (data[0] & 16) {
+		struct bk_sess sess, sess2;
+		size_t off, off2;
+		int rc = bk_decode_any(p, len, nfds, truncated, side, &m, &sess, &off, &why);
+		if (rc < 0) {
+			INVARIANT(rc == -1 && why && *why, "refused without a reason");
+			free(p);
+			return 0;
+		}
+		INVARIANT(!truncated && m.magic == BK_MAGIC && m.version == BK_VERSION && !m.reserved, "header");
+		if (len == sizeof(m)) {
+			INVARIANT(off == 0 && sess.len == 0, "a fixed message with session bytes");
+			INVARIANT(m.type >= BK_PUT && m.type <= BK_HELLO, "type %u at the fixed size", m.type);
+		} else {
+			INVARIANT(m.type == BK_SPUT || m.type == BK_SGET || m.type == BK_SREPLY, "type %u", m.type);
+			INVARIANT(off == sizeof(m) + sizeof(sess) && off + sess.len == len, "bytes %u at %zu of %zu",
+				  sess.len, off, len);
+			INVARIANT(sess.len <= BK_SESS_MAX && !sess.zero, "session header");
+			INVARIANT(m.key.port && !m.key.netns, "key");
+			if (side == BK_AT_BROKER) {
+				INVARIANT(m.type != BK_SREPLY && nfds == 0 && !m.status && !m.flags, "request");
+				INVARIANT(m.type != BK_SPUT || (sess.len && sess.timeout_s), "put without bytes");
+				INVARIANT(m.type != BK_SGET || (!sess.len && !sess.timeout_s && !sess.flags), "get");
+				INVARIANT(!(sess.flags & ~BK_S_ONCE), "flags");
+			} else {
+				INVARIANT(m.type == BK_SREPLY, "type %u at a client", m.type);
+				INVARIANT(nfds == (m.flags & BK_F_PROOF ? 1u : 0u), "%u fds", nfds);
+				INVARIANT((m.status == BK_OK) == (sess.len > 0), "status %u with %u bytes", m.status,
+					  sess.len);
+			}
+		}
+		INVARIANT(bk_decode_any(p, len, nfds, truncated, side, &again, &sess2, &off2, &why) == 0 &&
+				  !memcmp(&m, &again, sizeof(m)) && !memcmp(&sess, &sess2, sizeof(sess)) && off == off2,
+			  "not the same twice");
+		free(p);
+		return 0;
+	}
 	int rc = bk_decode(p, len, nfds, truncated, side, &m, &why);
 	if (rc < 0) {
 		INVARIANT(rc == -1 && why && *why, "refused without a reason");

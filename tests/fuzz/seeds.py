@@ -68,6 +68,24 @@ def broker_seeds():
         b"\x04" + msg(3, 1, 2, 8080, lo4),   # REPLY: none
         b"\x06" + msg(3, 0, 2, 8080, lo4, 1),  # REPLY with the proof and its fd
         b"\x05" + msg(3, 1, 2, 8080, lo4, 1),  # REPLY: the proof, none
+    ] + [bytes([0x10 | c]) + s for c, s in sess_seeds(lo4)]
+
+
+def sess_seeds(lo4):
+    """the session messages (BK_SPUT 5, BK_SGET 6, BK_SREPLY 7): the
+    header with no record, a struct bk_sess, the opaque bytes; decoded
+    by bk_decode_any (control bit 4)"""
+    def msg(typ, status, flags, timeout, sflags, body):
+        m = struct.pack("=IHHIIQ", 0x6B61626B, 2, typ, status, flags, 0)
+        m += struct.pack("=HHI16sQ", 2, 8443, 0, lo4.ljust(16, b"\0"), 0)
+        m += b"\0" * (280 - len(m))
+        m += b"\xab" * 32 + struct.pack("=IIII", timeout, sflags, len(body), 0)
+        return m + body
+    return [
+        (0, msg(5, 0, 0, 300, 1, b"session bytes" * 20)),  # SPUT, single use
+        (0, msg(6, 0, 0, 0, 0, b"")),                       # SGET
+        (4, msg(7, 0, 0, 0, 0, b"session bytes" * 20)),    # SREPLY with the bytes
+        (5, msg(7, 1, 1, 0, 0, b"")),                       # SREPLY: proof, none
     ]
 
 

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#define GUARD_AREA 4096
+#define GUARD_AREA 32768
 #include "broker_proto.h"
 #include "guard.h"
 #include "pool.h"
@@ -52,6 +52,24 @@ static int refused(const struct bk_msg *m, unsigned nfds, enum bk_side side, con
 		return 0;
 	}
 	return 1;
+}
+
+/* a session message in buf: header, struct bk_sess, n bytes */
+static void sess_msg(unsigned char *buf, enum bk_type type, enum bk_status status, uint32_t flags,
+		     uint32_t timeout, uint32_t sflags, size_t n, const struct pool_key *k)
+{
+	struct bk_msg h;
+	struct bk_sess sh;
+	bk_encode(&h, type, status, flags, k, NULL);
+	memset(&sh, 0, sizeof(sh));
+	memset(sh.name, 0xab, sizeof(sh.name));
+	sh.timeout_s = timeout;
+	sh.flags = sflags;
+	sh.len = (uint32_t)n;
+	memcpy(buf, &h, sizeof(h));
+	memcpy(buf + sizeof(h), &sh, sizeof(sh));
+	if (n)
+		memset(buf + sizeof(h) + sizeof(sh), 0x5a, n);
 }
 
 static int closed_fd = -1, evicted_fd = -1;
@@ -173,6 +191,77 @@ int main(void)
 	CHECK(refused(&bad, 1, BK_AT_BROKER, "tag"));
 	bad = m, bad.meta.ka_max = -5;
 	CHECK(refused(&bad, 1, BK_AT_BROKER, "max"));
+
+	/* session messages (SPUT, SGET, SREPLY): a struct bk_sess and the
+	 * bytes after the header, decoded by bk_decode_any */
+	{
+		static unsigned char buf[BK_SESS_MSG_MAX + 1];
+		struct bk_msg h, out;
+		struct bk_sess sh, so;
+		(void)sh;
+		size_t off;
+		const char *w;
+#define SESS(t, st, fl, to, sf, n) sess_msg(buf, t, st, fl, to, sf, n, &k)
+#define DEC(len, nfds, side) bk_decode_any(guarded((const char *)buf, len), len, nfds, 0, side, &out, &so, &off, &w)
+		size_t L = sizeof(h) + sizeof(sh);
+		SESS(BK_SPUT, BK_OK, 0, 300, BK_S_ONCE, 100);
+		CHECK(DEC(L + 100, 0, BK_AT_BROKER) == 0 && off == L && so.len == 100 && so.timeout_s == 300 &&
+		      so.flags == BK_S_ONCE && !memcmp(&out.key, &k, sizeof(k)));
+		CHECK(DEC(L + 100, 0, BK_AT_CLIENT) < 0 && strstr(w, "client"));
+		CHECK(DEC(L + 100, 1, BK_AT_BROKER) < 0 && strstr(w, "fd"));
+		CHECK(DEC(L + 99, 0, BK_AT_BROKER) < 0 && strstr(w, "length"));
+		for (size_t len = sizeof(h) + 1; len < L; len++)
+			CHECK(DEC(len, 0, BK_AT_BROKER) < 0 && strstr(w, "short"));
+		SESS(BK_SPUT, BK_OK, 0, 0, 0, 10); /* no lifetime */
+		CHECK(DEC(L + 10, 0, BK_AT_BROKER) < 0 && strstr(w, "lifetime"));
+		SESS(BK_SPUT, BK_OK, 0, 10, 2, 10); /* an unknown flag */
+		CHECK(DEC(L + 10, 0, BK_AT_BROKER) < 0 && strstr(w, "flags"));
+		SESS(BK_SPUT, BK_OK, 0, 10, 0, BK_SESS_MAX);
+		CHECK(DEC(L + BK_SESS_MAX, 0, BK_AT_BROKER) == 0);
+		SESS(BK_SPUT, BK_OK, 0, 10, 0, BK_SESS_MAX + 1);
+		CHECK(DEC(L + BK_SESS_MAX + 1, 0, BK_AT_BROKER) < 0 && strstr(w, "oversized"));
+		SESS(BK_SGET, BK_OK, 0, 0, 0, 0);
+		CHECK(DEC(L, 0, BK_AT_BROKER) == 0 && so.len == 0);
+		SESS(BK_SGET, BK_OK, 0, 0, 0, 4); /* a GET carries no bytes */
+		CHECK(DEC(L + 4, 0, BK_AT_BROKER) < 0 && strstr(w, "bytes"));
+		SESS(BK_SREPLY, BK_OK, 0, 0, 0, 50);
+		CHECK(DEC(L + 50, 0, BK_AT_CLIENT) == 0 && so.len == 50);
+		CHECK(DEC(L + 50, 0, BK_AT_BROKER) < 0 && strstr(w, "broker"));
+		SESS(BK_SREPLY, BK_OK, BK_F_PROOF, 0, 0, 50);
+		CHECK(DEC(L + 50, 1, BK_AT_CLIENT) == 0);
+		CHECK(DEC(L + 50, 0, BK_AT_CLIENT) < 0 && strstr(w, "fd"));
+		SESS(BK_SREPLY, BK_NONE, 0, 0, 0, 0);
+		CHECK(DEC(L, 0, BK_AT_CLIENT) == 0);
+		SESS(BK_SREPLY, BK_NONE, 0, 0, 0, 5); /* none, with bytes */
+		CHECK(DEC(L + 5, 0, BK_AT_CLIENT) < 0 && strstr(w, "status"));
+		SESS(BK_SREPLY, BK_OK, 0, 0, 0, 0); /* ok, without */
+		CHECK(DEC(L, 0, BK_AT_CLIENT) < 0 && strstr(w, "status"));
+		SESS(BK_SREPLY, BK_OK, 0, 9, 0, 3); /* a lifetime in a reply */
+		CHECK(DEC(L + 3, 0, BK_AT_CLIENT) < 0 && strstr(w, "lifetime"));
+		/* a fixed message made longer is refused, not read as a session */
+		SESS(BK_GET, BK_OK, 0, 0, 0, 0);
+		CHECK(DEC(L, 0, BK_AT_BROKER) < 0 && strstr(w, "oversized"));
+		/* and a session type at the fixed size is not one */
+		bk_encode(&h, BK_SGET, BK_OK, 0, &k, NULL);
+		memcpy(buf, &h, sizeof(h));
+		CHECK(DEC(sizeof(h), 0, BK_AT_BROKER) < 0 && strstr(w, "type"));
+		/* a session message with a connection record, a bad key */
+		SESS(BK_SPUT, BK_OK, 0, 10, 0, 10);
+		((struct bk_msg *)buf)->meta.requests = 1;
+		CHECK(DEC(L + 10, 0, BK_AT_BROKER) < 0 && strstr(w, "record"));
+		SESS(BK_SPUT, BK_OK, 0, 10, 0, 10);
+		((struct bk_msg *)buf)->key.port = 0;
+		CHECK(DEC(L + 10, 0, BK_AT_BROKER) < 0 && strstr(w, "key"));
+		SESS(BK_SPUT, BK_OK, 0, 10, 0, 10);
+		((struct bk_sess *)(buf + sizeof(h)))->zero = 1;
+		CHECK(DEC(L + 10, 0, BK_AT_BROKER) < 0 && strstr(w, "reserved"));
+		/* fixed messages through bk_decode_any: as bk_decode */
+		bk_encode(&h, BK_GET, BK_OK, 0, &k, NULL);
+		memcpy(buf, &h, sizeof(h));
+		CHECK(DEC(sizeof(h), 0, BK_AT_BROKER) == 0 && off == 0 && so.len == 0);
+#undef DEC
+#undef SESS
+	}
 
 	/* the pool calls the broker uses */
 	struct pool_config pc = { .idle_ms = 1000, .max_per_dest = 1, .max_total = 8 };

@@ -1,0 +1,43 @@
+# One HTTPS GET through urllib with an SSL context shaped by the options,
+# for loops of one process per request (tests/https_broker.bats).  Prints
+# what the program can see: the body, or the error's class and reason;
+# with --show, the protocol, session_reused and the peer's subject.
+# Usage: python3 tls_once.py HOST PORT PATH [--ca FILE|--system] [--name SNI]
+#        [--max 1.2] [--noverify] [--cert PREFIX] [--show] [--time]
+import ssl, sys, time, urllib.request, http.client
+host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+opts = sys.argv[4:]
+def opt(name, default=None):
+    return opts[opts.index(name) + 1] if name in opts else default
+if "--system" in opts:
+    ctx = ssl.create_default_context()
+else:
+    ctx = ssl.create_default_context(cafile=opt("--ca"))
+if "--noverify" in opts:
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+if opt("--cert"):
+    ctx.load_cert_chain(opt("--cert") + ".pem", opt("--cert") + ".key")
+if opt("--max") == "1.2":
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+name = opt("--name", host)
+try:
+    t0 = time.monotonic()
+    c = http.client.HTTPSConnection(host, port, context=ctx, timeout=10)
+    # SNI and the name checked: --name (the address dialled stays HOST)
+    raw = c._create_connection((host, port), 10)
+    c.sock = ctx.wrap_socket(raw, server_hostname=name)
+    c.request("GET", path, headers={"Connection": "close"})
+    s = c.sock
+    if "--show" in opts:
+        print("version=%s reused=%s subject=%s" % (s.version(), s.session_reused,
+              dict(x[0] for x in s.getpeercert()["subject"]) if ctx.verify_mode != ssl.CERT_NONE else "-"))
+    r = c.getresponse()
+    body = r.read()
+    if "--time" in opts:  # connect, handshake and request, in ms
+        sys.stderr.write("ms=%.1f\n" % ((time.monotonic() - t0) * 1000))
+    sys.stdout.write("status=%d\n" % r.status)
+    sys.stdout.buffer.write(body)
+    c.close()
+except (ssl.SSLError, OSError) as e:
+    print("error=%s %s" % (type(e).__name__, getattr(e, "reason", None) or getattr(e, "verify_message", "")))
