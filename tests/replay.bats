@@ -195,6 +195,26 @@ aio_write EPIPE
 aio_read 0"
 }
 
+# Writes and reads the library cannot see, after the owed EOF (docs/replay.md,
+# "Writes we cannot see"): each write path x each read path, the program's
+# output the same as alone (the first write accepted, the read EOF), the
+# POST never at the server
+@test "writes and reads past the wrappers after the owed EOF (kernel AIO by syscall(), wide stdio, RWF_NOWAIT; MSG_TRUNC): the same output as alone, the POST never reaches the server" {
+	scripted_start keepalive
+	local w r
+	for w in kaio wide nowait; do
+		for r in kaio nowait trunc read; do
+			run_both 2 "$CLIENTS/aio_after" 127.0.0.1 "$SCRIPTED_PORT" "$w" "$r"
+			assert_both_ok
+			run scripted_log
+			refute_output --partial "/after"
+			assert_equal "$w/$r: $(cat "$BATS_TEST_TMPDIR/shim.out")" \
+				"$w/$r: $(cat "$BATS_TEST_TMPDIR/plain.out")"
+			assert_equal "$w/$r: $(grep -c "^${w}_write 54\$" "$BATS_TEST_TMPDIR/plain.out") $(grep -c "^${r}_read 0\$" "$BATS_TEST_TMPDIR/plain.out")" "$w/$r: 2 2"
+		done
+	done
+}
+
 # ---- recv(MSG_WAITALL)
 
 @test "recv(MSG_WAITALL) for a whole answer returns at the EOF we owe, as at the server's close" {

@@ -80,6 +80,10 @@ CLOSES = ["fin", "rst", "half"]
 WHENS = ["before", "quick", "delayed", "partial"]
 VIAS = ["reused", "broker"]
 HEADERS = ["none", "close", "keep-alive"]
+# the program's read path (tests/clients/pair.c PAIR_READ): read() for every
+# cell; the paths the library cannot follow, or follows differently, for
+# GET (the request a replay may send again) with hdr=none
+PATHS = ["read", "nowait", "splice", "trunc", "kaio"]
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n%s\r\nanswered"
 PARTIAL = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n%s\r\n0123456789"
@@ -326,6 +330,7 @@ def run_client(args, cell, srv, lib, broker_sock):
     base = [args.pair, "127.0.0.1", str(srv.port)]
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
+    env["PAIR_READ"] = cell["path"]
     if lib:
         env.update(LD_PRELOAD=lib, KEEPALIVE_PORTS=str(srv.port))
         env.pop("KEEPALIVE_BROKER", None)
@@ -368,8 +373,8 @@ def run_once(args, cell, srv, lib, broker_sock):
 
 
 def cell_name(c):
-    return "%s read=%s close=%s when=%s via=%s hdr=%s" % (
-        c["method"][0], c["read"], c["close"], c["when"], c["via"], c["header"])
+    return "%s read=%s close=%s when=%s via=%s hdr=%s path=%s" % (
+        c["method"][0], c["read"], c["close"], c["when"], c["via"], c["header"], c["path"])
 
 
 def run_cell(args, cell, broker_sock):
@@ -430,11 +435,16 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--headers", default=",".join(HEADERS),
                     help="the server-header axis, comma-separated (%s)" % ",".join(HEADERS))
+    ap.add_argument("--paths", default=",".join(PATHS),
+                    help="the read-path axis for GET, comma-separated (%s)" % ",".join(PATHS))
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
-    cells = [dict(method=m, read=r, close=c, when=w, via=v, header=h)
+    cells = [dict(method=m, read=r, close=c, when=w, via=v, header=h, path="read")
              for h, m, r, c, w, v in itertools.product(
                  args.headers.split(","), METHODS, READS, CLOSES, WHENS, VIAS)]
+    cells += [dict(method=METHODS[0], read=r, close=c, when=w, via=v, header="none", path=p)
+              for p, r, c, w, v in itertools.product(
+                  args.paths.split(","), READS, CLOSES, WHENS, VIAS) if p != "read"]
     tmp = tempfile.mkdtemp(prefix="kp-matrix-")
     os.chmod(tmp, 0o700)
     broker_sock = os.path.join(tmp, "broker.sock")
