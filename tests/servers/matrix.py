@@ -356,11 +356,22 @@ def same(a, b):
     return re.sub(r" (closing|open)\b", "", a) == re.sub(r" (closing|open)\b", "", b)
 
 
-def success(out):
+# read paths no wrapper sees (kernel AIO, splice into a pipe): an answer
+# read there gets no close line (docs/replay.md, "A closing answer": Left)
+UNSEEN_PATHS = ("kaio", "splice")
+
+
+def success(out, path="read"):
     """A replay's success: the whole answer, read as a closing one (the
     program asked to close; without the library every answer says so)."""
+    if path in UNSEEN_PATHS:
+        out = out.replace(" open", " closing")
     return ("/test status 200 body 8 closing" in out and " open" not in out
             and "killed" not in out and "exit" not in out)
+
+
+def not_closing(out, path):
+    return " open" in out and path not in UNSEEN_PATHS
 
 
 def run_once(args, cell, srv, lib, broker_sock):
@@ -395,7 +406,7 @@ def run_cell(args, cell, broker_sock):
             problems.append("executed %d times" % len(execs))
         # the program asked to close: with the library every answer it
         # reads says so (docs/replay.md, "A closing answer")
-        if " open" in lib_out:
+        if not_closing(lib_out, cell["path"]):
             problems.append("an answer not read as closing: %r" % lib_out)
         # the outcomes hang on the scheduling of both runs (the server's
         # thread against the program's writes): a differing one is tried
@@ -409,10 +420,10 @@ def run_cell(args, cell, broker_sock):
                 lib_out, lib_seq, execs = run_once(args, cell, srv, args.lib, broker_sock)
                 if len(execs) > limit:
                     problems.append("executed %d times" % len(execs))
-                if " open" in lib_out:
+                if not_closing(lib_out, cell["path"]):
                     problems.append("an answer not read as closing: %r" % lib_out)
                 plains = list(by_seq.get(lib_seq, ()))
-            replay_ok = success(lib_out) and (len(execs) == 1 or (limit == 2 and len(execs) <= 2))
+            replay_ok = success(lib_out, cell["path"]) and (len(execs) == 1 or (limit == 2 and len(execs) <= 2))
             if any(same(lib_out, p) for p in plains) or replay_ok:
                 break
         else:
