@@ -215,6 +215,24 @@ aio_read 0"
 	done
 }
 
+# A 408 (docs/replay.md, "A 408"): the server's idle timer only when it says
+# it closes; one that keeps the connection is the server's answer to the
+# program's request, and the program reads it, as alone
+@test "a 408 that keeps the connection open is an answer: read by the program, never replayed" {
+	scripted_start answer_408
+	run_both 4 "$CLIENTS/httpget" 127.0.0.1 "$SCRIPTED_PORT" /a 4
+	assert_both_ok
+	assert_equal "shim requests $SHIM_REQS" "shim requests 4"
+	[ "$(stat_value reused)" -ge 1 ] || fail "nothing reused: nothing tested"
+	local a="$BATS_TEST_TMPDIR/plain.out" b="$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "plain 408s $(grep -o -a 'HTTP/1.1 408' "$a" | wc -l)" "plain 408s 2"
+	assert_equal "shim 408s $(grep -o -a 'HTTP/1.1 408' "$b" | wc -l)" "shim 408s 2"
+	# the same bytes but for the close line of each answer
+	grep -v -a $'^Connection: close\r$' "$b" >"$b.cmp"
+	grep -v -a $'^Connection: close\r$' "$a" >"$a.cmp"
+	assert_equal "$(cat "$b.cmp")" "$(cat "$a.cmp")"
+}
+
 # ---- recv(MSG_WAITALL)
 
 @test "recv(MSG_WAITALL) for a whole answer returns at the EOF we owe, as at the server's close" {
