@@ -233,6 +233,24 @@ aio_read 0"
 	assert_equal "$(cat "$b.cmp")" "$(cat "$a.cmp")"
 }
 
+# Edge-triggered epoll (docs/replay.md, "Edges"): alone, the data and the
+# server's FIN come as one edge or two (a race); with the library the owed
+# EOF is met by the read loop of the data's edge, or, for a program that
+# reads once per edge, comes as a second edge (IN RDHUP): every program
+# reaches its EOF
+@test "epoll edge-triggered: the owed EOF reaches a read-until-EAGAIN loop and a read-once-per-edge program alike" {
+	scripted_start keepalive
+	run_both 3 "$CLIENTS/epoll_et" 127.0.0.1 "$SCRIPTED_PORT" 3 all
+	assert_both_ok
+	assert_equal "plain eofs $(count_matches ' eof after ' "$BATS_TEST_TMPDIR/plain.out")" "plain eofs 3"
+	assert_equal "shim eofs $(count_matches ' eof after ' "$BATS_TEST_TMPDIR/shim.out")" "shim eofs 3"
+	[ "$(stat_value reused)" -ge 1 ] || fail "nothing reused: nothing tested"
+	run_both 3 "$CLIENTS/epoll_et" 127.0.0.1 "$SCRIPTED_PORT" 3 once
+	assert_both_ok
+	assert_equal "shim eofs $(count_matches ' eof after ' "$BATS_TEST_TMPDIR/shim.out")" "shim eofs 3"
+	assert_equal "shim second edges $(count_matches ' edge 2: IN RDHUP$' "$BATS_TEST_TMPDIR/shim.out")" "shim second edges 3"
+}
+
 # ---- recv(MSG_WAITALL)
 
 @test "recv(MSG_WAITALL) for a whole answer returns at the EOF we owe, as at the server's close" {
