@@ -1436,6 +1436,24 @@ bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
 	return true;
 }
 
+static void first_seen(struct kp_conn *c);
+
+/* A read no wrapper sees (AIO's) of a response under way: the framing is
+ * given up, and the EOF we owe can never reach that read; so, as for
+ * stdio's reads (kp_note_fdopen), the server's must: with the request we
+ * rewrote complete, our FIN goes out and the server closes once it has
+ * answered.  Caller holds c->lock. */
+static void unseen_read_fin(struct kp_conn *c, int fd)
+{
+	bool rewritten = false;
+	for (unsigned i = 0; i < c->n_reqs; i++)
+		rewritten |= c->reqs[i].rewritten;
+	bool whole = c->req_mode == KP_REQ_HEAD && !c->held_len;
+	give_up(c, fd, "a read we cannot see");
+	if (rewritten && whole && !c->shut_how && KP_REAL(shutdown)(fd, SHUT_WR) == 0)
+		__atomic_store_n(&c->fin_for_server, true, __ATOMIC_RELEASE);
+}
+
 void kp_aio_before(struct kp_conn *c, int fd, bool write)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))
@@ -1473,8 +1491,10 @@ void kp_aio_before(struct kp_conn *c, int fd, bool write)
 		if (write)
 			unpool(c, "aio write");
 		else
-			give_up(c, fd, "aio read");
+			unseen_read_fin(c, fd);
 	}
+	if (!write)
+		first_seen(c);
 	kp_unlock(&c->lock);
 	errno = saved;
 }
@@ -2290,24 +2310,52 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	return recv_intercept(c, fd, ret);
 }
 
+/* The program may have read response bytes, an EOF or an error where we
+ * could not see: a replay (or a fresh socket swapped in) after them would
+ * add to what it already has (docs/replay.md, "Reads we cannot follow").
+ * Caller holds c->lock. */
+static void first_seen(struct kp_conn *c)
+{
+	c->first = KP_FIRST_DONE;
+	c->replay_len = 0;
+}
+
 void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 {
-	if (c == KP_POOLED || n < 0 || tls_bypassed(c, fd))
+	if (c == KP_POOLED || (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) ||
+	    tls_bypassed(c, fd))
 		return;
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return;
+	first_seen(c);
 	if (n == 0) {
-		unpool(c, "EOF read unseen (splice)");
+		unpool(c, "EOF read unseen");
+	} else if (n < 0) {
+		unpool(c, "a read failed unseen");
 	} else {
-		if (c->first == KP_FIRST_UNSENT) /* a response byte: never swapped */
-			c->first = KP_FIRST_DONE;
 		if (c->state == KP_ACTIVE)
-			give_up(c, fd, "response read unseen (splice)");
+			give_up(c, fd, "response read unseen");
 		c->last_rx_ms = kp_now_ms();
 	}
 	kp_unlock(&c->lock);
 	errno = saved;
+}
+
+bool kp_unseen_write(struct kp_conn *c, int fd, size_t len)
+{
+	if (c == KP_POOLED || !len)
+		return false;
+	if (!kp_send_bypass(c, fd, &len))
+		return true;
+	int saved = errno;
+	if (conn_lock(c, fd)) {
+		if (c->state == KP_ACTIVE)
+			unpool(c, "a write we cannot see");
+		kp_unlock(&c->lock);
+	}
+	errno = saved;
+	return false;
 }
 
 /* Bytes after a response to a request that asked to close (we owe EOF

@@ -294,9 +294,16 @@ size_t kp_recv_extra(struct kp_conn *c, int fd, char *buf, size_t cap, bool peek
 bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,
 		  int flags);
 
-/* n response bytes reached the program where we could not see them
- * (splice): the framing is lost. */
+/* A read we could not follow (splice, preadv2 with flags we do not
+ * route, kernel AIO) returned n (-1: its error in errno): the framing is
+ * lost, and nothing is replayed after what the program may have read. */
 void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n);
+/* len bytes are about to be written where no wrapper sees them (a kernel
+ * AIO iocb, wide-character stdio).  True: they must not reach the server
+ * (the first write after the owed EOF: our FIN is out; a request after
+ * one that asked to close), and the caller sends them nowhere; false:
+ * they go out, and the connection is never pooled. */
+bool kp_unseen_write(struct kp_conn *c, int fd, size_t len);
 
 /* Readiness the kernel reports for fd (any event): when fd's connection is
  * a reused one that died under (or before) its first request, replay it on

@@ -620,10 +620,10 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 
 bool answered_408(const struct iovec *iov, int iovcnt, ssize_t ret)
 {
-	if (iovcnt < 1 || ret < 12 || iov[0].iov_len < 12)
+	if (iovcnt < 1 || ret < 12)
 		return false;
-	const char *p = iov[0].iov_base;
-	return !memcmp(p, "HTTP/1.", 7) && !memcmp(p + 8, " 408", 4);
+	size_t n = iov[0].iov_len < (size_t)ret ? iov[0].iov_len : (size_t)ret;
+	return kp_replay_408_closes(iov[0].iov_base, n);
 }
 
 /* The program read a pending error (SO_ERROR), or ENOTCONN, of fd.  Before
@@ -678,7 +678,7 @@ bool ready_settle(struct kp_conn *c, int fd)
 		return false;
 	if (inq > 0) {
 		/* bytes wait: peeking at data takes no error */
-		char b[12];
+		char b[1024]; /* a 408's whole head */
 		ssize_t r = KP_REAL(recv)(fd, b, sizeof(b), MSG_PEEK | MSG_DONTWAIT);
 		struct iovec iov = { b, sizeof(b) };
 		if (c->first == KP_FIRST_SENT && r > 0 && answered_408(&iov, 1, r))

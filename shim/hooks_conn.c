@@ -5,6 +5,7 @@
  * handler.  Each wrapper: fast-path check, then conn.c.
  */
 #include <dirent.h>
+#include <linux/aio_abi.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/sendfile.h>
@@ -1020,6 +1021,7 @@ static bool syscall_ours(long number)
 	case SYS_capset:
 	case SYS_unshare:
 	case SYS_setns:
+	case SYS_io_submit:
 		return true;
 	default:
 		return false;
@@ -1049,6 +1051,8 @@ static bool syscall_concerns(long number, const long a[6])
 		return fd_known((int)a[0]);
 	case SYS_splice:
 		return fd_known((int)a[0]) || fd_known((int)a[2]);
+	case SYS_io_submit: /* an iocb may name a connection */
+		return kp_fd_any_live();
 #ifdef SYS_dup2
 	case SYS_dup2:
 #endif
@@ -1068,6 +1072,109 @@ static bool syscall_concerns(long number, const long a[6])
 	default:
 		return true;
 	}
+}
+
+/* Read n bytes of the program's memory as the kernel would: false where
+ * it would meet EFAULT (we must not fault where it would not). */
+static bool user_read(void *dst, const void *src, size_t n)
+{
+	struct iovec local = { dst, n }, remote = { (void *)src, n };
+	int saved = errno;
+	long got = KP_REAL(syscall)(SYS_process_vm_readv, (long)getpid(), (long)&local, 1L,
+				    (long)&remote, 1L, 0L);
+	if (got < 0 && errno != EFAULT) /* the call refused (a sandbox): read it ourselves */
+		memcpy(dst, src, n), got = (long)n;
+	errno = saved;
+	return got == (long)n;
+}
+
+static bool user_write(void *dst, const void *src, size_t n)
+{
+	struct iovec local = { (void *)src, n }, remote = { dst, n };
+	int saved = errno;
+	long got = KP_REAL(syscall)(SYS_process_vm_writev, (long)getpid(), (long)&local, 1L,
+				    (long)&remote, 1L, 0L);
+	errno = saved;
+	return got == (long)n;
+}
+
+/*
+ * Kernel AIO (io_submit; libaio calls syscall() for it): the kernel reads
+ * and writes the socket when it takes the iocb, past every wrapper.  On a
+ * connection of ours each iocb is set up as the program alone would see
+ * it (docs/replay.md, "Writes we cannot see"): a write that must not reach
+ * the server (the first after the owed EOF) is pointed at /dev/null for
+ * the submission, so the kernel completes it with its whole count as a
+ * closed server's socket takes a first write (and our FIN is out: the
+ * next one fails with EPIPE); any other write makes the connection
+ * unpoolable; a read gets kp_aio_before (the owed EOF as the kernel's own,
+ * else the framing given up) and ends any replay.  An iocb naming a pooled
+ * socket ends the batch there (EBADF for the first, as the kernel's fget).
+ */
+#define KAIO_MAX 64
+static long io_submit_slow(const long a[6])
+{
+	long nr = a[1];
+	struct iocb **list = (struct iocb **)a[2];
+	struct {
+		struct iocb *at;
+		__u32 fd;
+	} moved[KAIO_MAX];
+	int n_moved = 0, devnull = -1;
+	for (long i = 0; i < nr && i < KAIO_MAX; i++) {
+		struct iocb *p, cb;
+		if (!user_read(&p, &list[i], sizeof(p)) || !user_read(&cb, p, sizeof(cb)))
+			break; /* the kernel stops there too (EFAULT) */
+		struct kp_conn *c = kp_fd_conn((int)cb.aio_fildes);
+		if (!c)
+			continue;
+		if (c == KP_POOLED) {
+			if (i == 0) {
+				errno = EBADF;
+				return -1;
+			}
+			nr = i;
+			break;
+		}
+		int fd = (int)cb.aio_fildes;
+		if (cb.aio_lio_opcode == IOCB_CMD_PREAD || cb.aio_lio_opcode == IOCB_CMD_PREADV) {
+			kp_aio_before(c, fd, false);
+			continue;
+		}
+		if (cb.aio_lio_opcode != IOCB_CMD_PWRITE && cb.aio_lio_opcode != IOCB_CMD_PWRITEV)
+			continue;
+		size_t len = (size_t)cb.aio_nbytes;
+		if (cb.aio_lio_opcode == IOCB_CMD_PWRITEV) {
+			len = 0;
+			for (__u64 k = 0; k < cb.aio_nbytes && k < 1024; k++) {
+				struct iovec v;
+				if (!user_read(&v, (const struct iovec *)cb.aio_buf + k, sizeof(v)))
+					break;
+				len += v.iov_len;
+			}
+		}
+		if (!kp_unseen_write(c, fd, len ? len : 1))
+			continue;
+		if (devnull < 0)
+			devnull = KP_REAL(open)("/dev/null", O_WRONLY | O_CLOEXEC);
+		__u32 to = (__u32)devnull;
+		if (devnull >= 0 && n_moved < KAIO_MAX &&
+		    user_write(&p->aio_fildes, &to, sizeof(to))) {
+			moved[n_moved].at = p;
+			moved[n_moved++].fd = cb.aio_fildes;
+		} else {
+			KP_REAL(shutdown)(fd, SHUT_WR); /* no way to drop them: EPIPE */
+		}
+	}
+	long r = KP_REAL(syscall)(SYS_io_submit, a[0], nr, a[2], a[3], a[4], a[5]);
+	int saved = errno;
+	/* the kernel copied each iocb it took: the program's own are restored */
+	for (int i = 0; i < n_moved; i++)
+		user_write(&moved[i].at->aio_fildes, &moved[i].fd, sizeof(moved[i].fd));
+	if (devnull >= 0)
+		KP_REAL(close)(devnull);
+	errno = saved;
+	return r;
 }
 
 static KP_SLOW long syscall_slow(long number, const long a[6])
@@ -1132,6 +1239,8 @@ static KP_SLOW long syscall_slow(long number, const long a[6])
 				  (socklen_t)a[4]);
 	case SYS_pidfd_getfd:
 		return pidfd_getfd((int)a[0], (int)a[1], (unsigned)a[2]);
+	case SYS_io_submit:
+		return io_submit_slow(a);
 	case SYS_execve:
 	case SYS_execveat:
 		kp_conn_handoff_all(true, "exec");

@@ -494,8 +494,39 @@ static ssize_t recv_waitall(struct kp_conn *c, int fd, char *buf, size_t n, int 
 	return (ssize_t)got;
 }
 
+/* recv(MSG_TRUNC) on TCP takes up to n bytes and copies none of them:
+ * the framer must see them all the same, or the response is given up and
+ * the EOF we owe comes only after the quiet time (docs/replay.md).  So
+ * they are read into a buffer of ours, framed, and counted; a short count
+ * is a stream's right (MSG_WAITALL still waits for n). */
+#define TRUNC_CHUNK 4096
+
+static inline bool trunc_read(struct kp_conn *c, int flags)
+{
+	return __builtin_expect((flags & (MSG_TRUNC | MSG_PEEK)) == MSG_TRUNC, 0) && c != KP_POOLED &&
+	       !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
+}
+
+static ssize_t recv_inside(struct kp_conn *c, int fd, void *buf, size_t n, int flags);
+
+static ssize_t recv_trunc(struct kp_conn *c, int fd, size_t n, int flags)
+{
+	char tmp[TRUNC_CHUNK];
+	size_t got = 0;
+	flags &= ~MSG_TRUNC;
+	do {
+		ssize_t r = recv_inside(c, fd, tmp, n - got < sizeof(tmp) ? n - got : sizeof(tmp), flags);
+		if (r <= 0)
+			return got ? (ssize_t)got : r;
+		got += (size_t)r;
+	} while ((flags & MSG_WAITALL) && got < n);
+	return (ssize_t)got;
+}
+
 static ssize_t recv_inside(struct kp_conn *c, int fd, void *buf, size_t n, int flags)
 {
+	if (trunc_read(c, flags))
+		return recv_trunc(c, fd, n, flags);
 	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && c != KP_POOLED &&
 	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recv_waitall(c, fd, buf, n, flags, NULL, NULL);
@@ -533,6 +564,11 @@ KP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
 static ssize_t recvfrom_inside(struct kp_conn *c, int fd, void *buf, size_t n, int flags, struct sockaddr *from,
 			   socklen_t *fromlen)
 {
+	if (trunc_read(c, flags)) {
+		if (fromlen)
+			*fromlen = 0; /* TCP names no sender */
+		return recv_trunc(c, fd, n, flags);
+	}
 	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && c != KP_POOLED &&
 	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recv_waitall(c, fd, buf, n, flags, from, fromlen);
@@ -636,6 +672,11 @@ static ssize_t recvmsg_waitall(struct kp_conn *c, int fd, struct msghdr *msg, in
 
 static ssize_t recvmsg_inside(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
 {
+	if (trunc_read(c, flags) && !msg->msg_controllen) {
+		msg->msg_namelen = 0;
+		msg->msg_flags = 0;
+		return recv_trunc(c, fd, iov_total(msg->msg_iov, (int)msg->msg_iovlen), flags);
+	}
 	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && msg->msg_iovlen <= WAITALL_IOV_MAX &&
 	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recvmsg_waitall(c, fd, msg, flags);
@@ -773,8 +814,10 @@ KP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags, s
  * RWF_DSYNC, RWF_SYNC, RWF_APPEND: the kernel drops them for a socket's
  * read_iter/write_iter): on a connection of ours they take our read and
  * write paths, so the owed EOF and the writes after it are the same
- * (docs/replay.md).  RWF_NOWAIT (a non-blocking call) and unknown bits go
- * to the kernel; a write then gets kp_send_bypass's verdict. */
+ * (docs/replay.md).  RWF_NOWAIT (a non-blocking call) is recvmsg/sendmsg
+ * with MSG_DONTWAIT, as the socket reads it; unknown bits go to the kernel
+ * (EOPNOTSUPP): a read is then one we cannot follow (kp_recv_unseen), a
+ * write gets kp_send_bypass's verdict. */
 #define RWF_SOCKET_IGNORES (RWF_HIPRI | RWF_DSYNC | RWF_SYNC | RWF_APPEND)
 
 KP_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags)
@@ -784,7 +827,15 @@ KP_EXPORT ssize_t preadv2(int fd, const struct iovec *iov, int iovcnt, off_t off
 		return readv_slow(c, fd, iov, iovcnt);
 	if (c == KP_POOLED)
 		return not_yours();
-	return KP_REAL(preadv2)(fd, iov, iovcnt, off, flags);
+	if (c && off == -1 && !(flags & ~(RWF_SOCKET_IGNORES | RWF_NOWAIT)) && iovcnt >= 0) {
+		/* sock_read_iter reads an RWF_NOWAIT call as MSG_DONTWAIT */
+		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+		return recvmsg_slow(c, fd, &m, MSG_DONTWAIT);
+	}
+	ssize_t r = KP_REAL(preadv2)(fd, iov, iovcnt, off, flags);
+	if (c && !kp_reentered())
+		kp_recv_unseen(c, fd, r); /* a read we cannot follow: never replayed after it */
+	return r;
 }
 
 KP_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t off, int flags)
@@ -794,6 +845,11 @@ KP_EXPORT ssize_t pwritev2(int fd, const struct iovec *iov, int iovcnt, off_t of
 		return writev_slow(c, fd, iov, iovcnt);
 	if (c == KP_POOLED)
 		return not_yours();
+	if (c && off == -1 && !(flags & ~(RWF_SOCKET_IGNORES | RWF_NOWAIT)) && iovcnt >= 0) {
+		/* sock_write_iter: MSG_DONTWAIT, and SIGPIPE as any write */
+		struct msghdr m = { .msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt };
+		return sendmsg_slow(c, fd, &m, MSG_DONTWAIT);
+	}
 	size_t len = iov_total(iov, iovcnt);
 	if (c && off == -1 && !kp_reentered() && !kp_send_bypass(c, fd, &len))
 		return (ssize_t)len; /* taken, never sent (kp_send_bypass) */

@@ -25,6 +25,7 @@
  * the kernel's byte count before it parks a connection.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdio_ext.h>
@@ -465,6 +466,162 @@ KP_EXPORT int __printf_chk(int flag, const char *fmt, ...)
 	va_list ap;
 	va_start(ap, fmt);
 	int r = __vfprintf_chk(stdout, flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* ------------------------------------------------------------ wide */
+
+/*
+ * The wide-character calls convert into the FILE's byte buffer and write
+ * it with glibc's internal write, past us; their bytes cannot be framed.
+ * Before one on a FILE of ours, the connection decides as for any write
+ * we cannot see (kp_unseen_write): bytes that must not reach the server
+ * (the first write after the EOF we owe: our FIN is out, the next write
+ * meets the kernel's EPIPE) have the call write to /dev/null instead,
+ * flushed there before the FILE gets its fd back; anything else goes out
+ * and the connection is never pooled (docs/replay.md, "Writes we cannot
+ * see").  A byte-oriented FILE refuses a wide call without writing.
+ */
+struct wide_turn {
+	int fd, devnull;
+};
+
+static KP_SLOW bool wide_begin(FILE *fp, struct wide_turn *w)
+{
+	struct kp_conn *c = file_conn(fp);
+	int saved = errno;
+	if (!c || fwide(fp, 0) < 0 || !kp_unseen_write(c, fp->_fileno, 1)) {
+		errno = saved;
+		return false;
+	}
+	w->devnull = KP_REAL(open)("/dev/null", O_WRONLY | O_CLOEXEC);
+	errno = saved;
+	if (w->devnull < 0)
+		return false; /* our FIN is out: the kernel's EPIPE */
+	flockfile(fp);
+	w->fd = fp->_fileno;
+	fp->_fileno = w->devnull;
+	return true;
+}
+
+static KP_SLOW void wide_end(FILE *fp, struct wide_turn *w)
+{
+	int saved = errno;
+	KP_REAL(fflush)(fp);
+	fp->_fileno = w->fd;
+	funlockfile(fp);
+	KP_REAL(close)(w->devnull);
+	errno = saved;
+}
+
+#define WIDE_CALL(fp, type, call)                         \
+	do {                                              \
+		struct wide_turn w_;                      \
+		if (!stdio_ours(fp) || !wide_begin(fp, &w_)) \
+			return call;                      \
+		type r_ = call;                           \
+		wide_end(fp, &w_);                        \
+		return r_;                                \
+	} while (0)
+
+KP_EXPORT wint_t fputwc(wchar_t wc, FILE *fp)
+{
+	WIDE_CALL(fp, wint_t, KP_REAL(fputwc)(wc, fp));
+}
+
+KP_EXPORT wint_t putwc(wchar_t wc, FILE *fp)
+{
+	WIDE_CALL(fp, wint_t, KP_REAL(putwc)(wc, fp));
+}
+
+KP_EXPORT wint_t fputwc_unlocked(wchar_t wc, FILE *fp)
+{
+	WIDE_CALL(fp, wint_t, KP_REAL(fputwc_unlocked)(wc, fp));
+}
+
+KP_EXPORT wint_t putwc_unlocked(wchar_t wc, FILE *fp)
+{
+	WIDE_CALL(fp, wint_t, KP_REAL(putwc_unlocked)(wc, fp));
+}
+
+KP_EXPORT wint_t putwchar(wchar_t wc)
+{
+	WIDE_CALL(stdout, wint_t, KP_REAL(putwchar)(wc));
+}
+
+KP_EXPORT wint_t putwchar_unlocked(wchar_t wc)
+{
+	WIDE_CALL(stdout, wint_t, KP_REAL(putwchar_unlocked)(wc));
+}
+
+KP_EXPORT int fputws(const wchar_t *s, FILE *fp)
+{
+	WIDE_CALL(fp, int, KP_REAL(fputws)(s, fp));
+}
+
+KP_EXPORT int fputws_unlocked(const wchar_t *s, FILE *fp)
+{
+	WIDE_CALL(fp, int, KP_REAL(fputws_unlocked)(s, fp));
+}
+
+KP_EXPORT int vfwprintf(FILE *fp, const wchar_t *fmt, va_list ap)
+{
+	WIDE_CALL(fp, int, KP_REAL(vfwprintf)(fp, fmt, ap));
+}
+
+KP_EXPORT int vwprintf(const wchar_t *fmt, va_list ap)
+{
+	WIDE_CALL(stdout, int, KP_REAL(vfwprintf)(stdout, fmt, ap));
+}
+
+KP_EXPORT int fwprintf(FILE *fp, const wchar_t *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfwprintf(fp, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+KP_EXPORT int wprintf(const wchar_t *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfwprintf(stdout, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+int __vfwprintf_chk(FILE *, int, const wchar_t *, va_list);
+int __vwprintf_chk(int, const wchar_t *, va_list);
+int __fwprintf_chk(FILE *, int, const wchar_t *, ...);
+int __wprintf_chk(int, const wchar_t *, ...);
+
+KP_EXPORT int __vfwprintf_chk(FILE *fp, int flag, const wchar_t *fmt, va_list ap)
+{
+	WIDE_CALL(fp, int, KP_REAL(__vfwprintf_chk)(fp, flag, fmt, ap));
+}
+
+KP_EXPORT int __vwprintf_chk(int flag, const wchar_t *fmt, va_list ap)
+{
+	WIDE_CALL(stdout, int, KP_REAL(__vfwprintf_chk)(stdout, flag, fmt, ap));
+}
+
+KP_EXPORT int __fwprintf_chk(FILE *fp, int flag, const wchar_t *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = __vfwprintf_chk(fp, flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+KP_EXPORT int __wprintf_chk(int flag, const wchar_t *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = __vfwprintf_chk(stdout, flag, fmt, ap);
 	va_end(ap);
 	return r;
 }

@@ -21,6 +21,7 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
+#include <wchar.h>
 
 /* X(return type, name, parameter list) */
 #define KP_REAL_FUNCS(X)                                                             \
@@ -119,6 +120,16 @@
 	X(int, vfprintf, (FILE *, const char *, va_list))                            \
 	X(int, __vfprintf_chk, (FILE *, int, const char *, va_list))                 \
 	X(int, fflush, (FILE *))                                                     \
+	X(wint_t, fputwc, (wchar_t, FILE *))                                         \
+	X(wint_t, putwc, (wchar_t, FILE *))                                          \
+	X(wint_t, fputwc_unlocked, (wchar_t, FILE *))                                \
+	X(wint_t, putwc_unlocked, (wchar_t, FILE *))                                 \
+	X(wint_t, putwchar, (wchar_t))                                               \
+	X(wint_t, putwchar_unlocked, (wchar_t))                                      \
+	X(int, fputws, (const wchar_t *, FILE *))                                    \
+	X(int, fputws_unlocked, (const wchar_t *, FILE *))                           \
+	X(int, vfwprintf, (FILE *, const wchar_t *, va_list))                        \
+	X(int, __vfwprintf_chk, (FILE *, int, const wchar_t *, va_list))             \
 	X(int, fflush_unlocked, (FILE *))                                            \
 	X(int, setuid, (uid_t))                                                      \
 	X(int, seteuid, (uid_t))                                                     \

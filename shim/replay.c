@@ -3,6 +3,9 @@
  * replay it or not (docs/replay.md).  No syscalls: unit-tested alone
  * (tests/unit/test_replay.c).
  */
+#include <string.h>
+#include <strings.h>
+
 #include "replay.h"
 
 enum kp_first_plan kp_replay_plan(const struct kp_req_facts *r, bool acked_known, bool any_method,
@@ -103,4 +106,47 @@ const char *kp_replay_verdict_str(enum kp_replay_verdict v)
 		       "a closed socket";
 	}
 	return "?";
+}
+
+/* Connection's tokens in v[0..n): *close, *keep set for "close",
+ * "keep-alive" (case-insensitive, comma-separated, optional whitespace). */
+static void conn_tokens(const char *v, size_t n, bool *close, bool *keep)
+{
+	size_t i = 0;
+	while (i < n) {
+		while (i < n && (v[i] == ' ' || v[i] == '\t' || v[i] == ','))
+			i++;
+		size_t s = i;
+		while (i < n && v[i] != ',' && v[i] != ' ' && v[i] != '\t')
+			i++;
+		if (i - s == 5 && !strncasecmp(v + s, "close", 5))
+			*close = true;
+		else if (i - s == 10 && !strncasecmp(v + s, "keep-alive", 10))
+			*keep = true;
+	}
+}
+
+bool kp_replay_408_closes(const char *p, size_t n)
+{
+	if (n < 12 || memcmp(p, "HTTP/1.", 7) || (p[7] != '0' && p[7] != '1') ||
+	    memcmp(p + 8, " 408", 4))
+		return false;
+	bool close = false, keep = false;
+	const char *end = p + n;
+	const char *l = memchr(p, '\n', n);
+	while (l) {
+		const char *s = l + 1;
+		const char *e = memchr(s, '\n', (size_t)(end - s));
+		if (!e)
+			return false; /* the head not whole: no proof */
+		size_t len = (size_t)(e - s);
+		if (len && s[len - 1] == '\r')
+			len--;
+		if (!len) /* the blank line */
+			return close || (p[7] == '0' && !keep);
+		if (len > 11 && !strncasecmp(s, "connection:", 11))
+			conn_tokens(s + 11, len - 11, &close, &keep);
+		l = e;
+	}
+	return false;
 }

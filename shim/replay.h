@@ -106,4 +106,12 @@ struct kp_tcp_view {
 };
 int kp_tcp_view(int fd, struct kp_tcp_view *v);
 
+/* A 408 is the server's idle timer (its close, which the program alone
+ * would have met as its connect() to a server that had gone) only when it
+ * says it closes: the whole head in p[0..n), "Connection: close" among
+ * its tokens, or HTTP/1.0 without keep-alive.  Any other 408 (the
+ * connection kept, or a head we cannot read whole) is an answer to the
+ * program's request: it reads it (docs/replay.md, "A 408"). */
+bool kp_replay_408_closes(const char *p, size_t n);
+
 #endif

@@ -21,7 +21,9 @@
  */
 #include "tls.h"
 
+#include <elf.h>
 #include <errno.h>
+#include <link.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -1445,6 +1447,105 @@ static bool resumed_as(struct kp_tls *e, SSL *ssl)
 	return resumes;
 }
 
+/*
+ * OpenSSL's SSL BIO filter (BIO_f_ssl, and BIO_new_ssl, BIO_new_ssl_connect,
+ * BIO_new_buffer_ssl_connect that build one) reads and writes the
+ * program's SSL from inside libssl, past our SSL_* wrappers: a handed-out
+ * SSL (which never made its own handshake) then fails there ("uninitialized",
+ * docs/tls.md "BIO_f_ssl").  The BIO may be built after the hand-out, so the
+ * question is whether the program can build one at all: whether an object
+ * loaded in the process imports one of those names (an undefined symbol of
+ * its relocations), looked up again whenever objects were loaded.
+ */
+static const char *const ssl_bio_names[] = { "BIO_f_ssl", "BIO_new_ssl", "BIO_new_ssl_connect",
+					     "BIO_new_buffer_ssl_connect" };
+
+static bool rel_imports(const ElfW(Sym) *symtab, const char *strtab, const void *rel, size_t size,
+			size_t entsize, bool rela)
+{
+	for (size_t off = 0; entsize && off + entsize <= size; off += entsize) {
+		const char *r = (const char *)rel + off;
+		ElfW(Xword) info = rela ? ((const ElfW(Rela) *)r)->r_info : ((const ElfW(Rel) *)r)->r_info;
+#if __WORDSIZE == 64
+		size_t idx = ELF64_R_SYM(info);
+#else
+		size_t idx = ELF32_R_SYM(info);
+#endif
+		if (!idx || symtab[idx].st_shndx != SHN_UNDEF)
+			continue;
+		const char *name = strtab + symtab[idx].st_name;
+		if (strncmp(name, "BIO_", 4))
+			continue;
+		for (size_t i = 0; i < sizeof(ssl_bio_names) / sizeof(*ssl_bio_names); i++)
+			if (!strcmp(name, ssl_bio_names[i]))
+				return true;
+	}
+	return false;
+}
+
+static int ssl_bio_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	int *found = arg;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
+			continue;
+		const ElfW(Dyn) *d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+		const ElfW(Sym) *symtab = NULL;
+		const char *strtab = NULL;
+		const void *jmprel = NULL, *rel = NULL;
+		size_t pltsz = 0, relsz = 0, relent = 0;
+		bool rela = true, plt_rela = true;
+		for (; d->d_tag != DT_NULL; d++) {
+			/* glibc has relocated these to addresses already */
+			switch (d->d_tag) {
+			case DT_SYMTAB: symtab = (const void *)d->d_un.d_ptr; break;
+			case DT_STRTAB: strtab = (const void *)d->d_un.d_ptr; break;
+			case DT_JMPREL: jmprel = (const void *)d->d_un.d_ptr; break;
+			case DT_PLTRELSZ: pltsz = d->d_un.d_val; break;
+			case DT_PLTREL: plt_rela = d->d_un.d_val == DT_RELA; break;
+			case DT_RELA: rel = (const void *)d->d_un.d_ptr; rela = true; break;
+			case DT_REL: rel = (const void *)d->d_un.d_ptr; rela = false; break;
+			case DT_RELASZ: case DT_RELSZ: relsz = d->d_un.d_val; break;
+			case DT_RELAENT: case DT_RELENT: relent = d->d_un.d_val; break;
+			}
+		}
+		/* the vDSO's entries are not relocated: it imports nothing */
+		if (!symtab || !strtab || (uintptr_t)symtab < info->dlpi_addr)
+			break;
+		if ((jmprel && rel_imports(symtab, strtab, jmprel, pltsz,
+					   plt_rela ? sizeof(ElfW(Rela)) : sizeof(ElfW(Rel)), plt_rela)) ||
+		    (rel && rel_imports(symtab, strtab, rel, relsz, relent, rela))) {
+			*found = 1;
+			return 1;
+		}
+		break;
+	}
+	return 0;
+}
+
+static int ssl_bio_adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	*(unsigned long long *)arg = info->dlpi_adds;
+	return 1;
+}
+
+static bool ssl_bio_imported(void)
+{
+	static unsigned long long seen_adds = ~0ull;
+	static int found;
+	unsigned long long adds = 0;
+	dl_iterate_phdr(ssl_bio_adds_cb, &adds);
+	if (adds != __atomic_load_n(&seen_adds, __ATOMIC_ACQUIRE)) {
+		int f = 0;
+		dl_iterate_phdr(ssl_bio_object, &f);
+		__atomic_store_n(&found, f, __ATOMIC_RELAXED);
+		__atomic_store_n(&seen_adds, adds, __ATOMIC_RELEASE);
+	}
+	return __atomic_load_n(&found, __ATOMIC_RELAXED);
+}
+
 int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 {
 	SSL *ssl = ssl_;
@@ -1456,6 +1557,8 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	kp_lock(&tls_lock);
 	const char *why = handle_find(ssl) ? "the SSL is already in use" : mismatch(e, ssl);
 	kp_unlock(&tls_lock);
+	if (!why && ssl_bio_imported())
+		why = "the program can read its SSL through BIO_f_ssl, past us";
 	long result = 0;
 	STACK_OF(X509) *chain = NULL;
 	char *peername = NULL;

@@ -195,6 +195,81 @@ aio_write EPIPE
 aio_read 0"
 }
 
+# Writes and reads the library cannot see, after the owed EOF (docs/replay.md,
+# "Writes we cannot see"): each write path x each read path, the program's
+# output the same as alone (the first write accepted, the read EOF), the
+# POST never at the server
+@test "writes and reads past the wrappers after the owed EOF (kernel AIO by syscall(), wide stdio, RWF_NOWAIT; MSG_TRUNC): the same output as alone, the POST never reaches the server" {
+	scripted_start keepalive
+	local w r
+	for w in kaio wide nowait; do
+		for r in kaio nowait trunc read; do
+			run_both 2 "$CLIENTS/aio_after" 127.0.0.1 "$SCRIPTED_PORT" "$w" "$r"
+			assert_both_ok
+			run scripted_log
+			refute_output --partial "/after"
+			assert_equal "$w/$r: $(cat "$BATS_TEST_TMPDIR/shim.out")" \
+				"$w/$r: $(cat "$BATS_TEST_TMPDIR/plain.out")"
+			assert_equal "$w/$r: $(grep -c "^${w}_write 54\$" "$BATS_TEST_TMPDIR/plain.out") $(grep -c "^${r}_read 0\$" "$BATS_TEST_TMPDIR/plain.out")" "$w/$r: 2 2"
+		done
+	done
+}
+
+# A 408 (docs/replay.md, "A 408"): the server's idle timer only when it says
+# it closes; one that keeps the connection is the server's answer to the
+# program's request, and the program reads it, as alone
+@test "a 408 that keeps the connection open is an answer: read by the program, never replayed" {
+	scripted_start answer_408
+	run_both 4 "$CLIENTS/httpget" 127.0.0.1 "$SCRIPTED_PORT" /a 4
+	assert_both_ok
+	assert_equal "shim requests $SHIM_REQS" "shim requests 4"
+	[ "$(stat_value reused)" -ge 1 ] || fail "nothing reused: nothing tested"
+	local a="$BATS_TEST_TMPDIR/plain.out" b="$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "plain 408s $(grep -o -a 'HTTP/1.1 408' "$a" | wc -l)" "plain 408s 2"
+	assert_equal "shim 408s $(grep -o -a 'HTTP/1.1 408' "$b" | wc -l)" "shim 408s 2"
+	# the same bytes but for the close line of each answer
+	grep -v -a $'^Connection: close\r$' "$b" >"$b.cmp"
+	grep -v -a $'^Connection: close\r$' "$a" >"$a.cmp"
+	assert_equal "$(cat "$b.cmp")" "$(cat "$a.cmp")"
+}
+
+# Edge-triggered epoll (docs/replay.md, "Edges"): alone, the data and the
+# server's FIN come as one edge or two (a race); with the library the owed
+# EOF is met by the read loop of the data's edge, or, for a program that
+# reads once per edge, comes as a second edge (IN RDHUP): every program
+# reaches its EOF
+@test "epoll edge-triggered: the owed EOF reaches a read-until-EAGAIN loop and a read-once-per-edge program alike" {
+	scripted_start keepalive
+	run_both 3 "$CLIENTS/epoll_et" 127.0.0.1 "$SCRIPTED_PORT" 3 all
+	assert_both_ok
+	assert_equal "plain eofs $(count_matches ' eof after ' "$BATS_TEST_TMPDIR/plain.out")" "plain eofs 3"
+	assert_equal "shim eofs $(count_matches ' eof after ' "$BATS_TEST_TMPDIR/shim.out")" "shim eofs 3"
+	[ "$(stat_value reused)" -ge 1 ] || fail "nothing reused: nothing tested"
+	run_both 3 "$CLIENTS/epoll_et" 127.0.0.1 "$SCRIPTED_PORT" 3 once
+	assert_both_ok
+	assert_equal "shim eofs $(count_matches ' eof after ' "$BATS_TEST_TMPDIR/shim.out")" "shim eofs 3"
+	assert_equal "shim second edges $(count_matches ' edge 2: IN RDHUP$' "$BATS_TEST_TMPDIR/shim.out")" "shim second edges 3"
+}
+
+# recv(MSG_TRUNC) reads the body (docs/replay.md, "Reads we cannot
+# follow"): the owed EOF at the response's end, not after the quiet time
+# (made longer than the client's 3 s read timeout here: the library before
+# gave "read EAGAIN" where the program alone reads its EOF)
+@test "recv(MSG_TRUNC) discarding a body: the owed EOF comes at the response's end" {
+	scripted_start keepalive
+	export PAIR_READ=trunc KEEPALIVE_QUIET_MS=600000
+	run_both 4 "$CLIENTS/pair" 127.0.0.1 "$SCRIPTED_PORT" both GET -1 /test
+	unset PAIR_READ KEEPALIVE_QUIET_MS
+	assert_both_ok
+	[ "$(stat_value reused)" -ge 1 ] || fail "nothing reused: nothing tested"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "/warm status 200 body 12 closing
+/test status 200 body 12 closing"
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_output "/warm status 200 body 12 open
+/test status 200 body 12 open"
+}
+
 # ---- recv(MSG_WAITALL)
 
 @test "recv(MSG_WAITALL) for a whole answer returns at the EOF we owe, as at the server's close" {

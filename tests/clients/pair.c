@@ -24,6 +24,15 @@
  * SIGPIPE keeps its default action (a write into a closed connection may
  * kill the program, as it would without the library); reads time out
  * after 3 s (SO_RCVTIMEO: "read EAGAIN").
+ *
+ * PAIR_READ (environment) is the read path of the answer under test (the
+ * warm-up's is read()), the matrix's
+ * read-path axis (docs/replay.md, "Reads we cannot follow"):
+ *   read    read() (the default)
+ *   nowait  poll(), then preadv2(RWF_NOWAIT) (offset -1)
+ *   splice  splice() into a pipe, then read() from the pipe
+ *   trunc   the head by 1-byte read()s, the body by recv(NULL, MSG_TRUNC)
+ *   kaio    kernel AIO: io_submit(IOCB_CMD_PREAD) by syscall(), io_getevents
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -32,12 +41,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/aio_abi.h>
+#include <poll.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
-static const char *host, *port;
+static const char *host, *port, *read_path;
 
 static void say(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #include <stdarg.h>
@@ -88,6 +102,68 @@ static int closing(char *hd, size_t n)
 				return 1;
 	}
 	return 0;
+}
+
+/* One read of the answer by the PAIR_READ path; in_body: past the head */
+static ssize_t rd(int s, char *buf, size_t n, int in_body)
+{
+	const char *how = read_path;
+	if (!how || !strcmp(how, "read"))
+		return read(s, buf, n);
+	if (!strcmp(how, "nowait")) {
+		struct iovec v = { buf, n };
+		for (;;) {
+			ssize_t r = preadv2(s, &v, 1, -1, RWF_NOWAIT);
+			if (r >= 0 || errno != EAGAIN)
+				return r;
+			struct pollfd p = { s, POLLIN, 0 };
+			if (poll(&p, 1, 3000) == 0) {
+				errno = EAGAIN;
+				return -1;
+			}
+		}
+	}
+	if (!strcmp(how, "splice")) {
+		int pp[2];
+		if (pipe(pp) < 0)
+			return -1;
+		ssize_t r = splice(s, NULL, pp[1], NULL, n, 0);
+		int err = errno;
+		if (r > 0)
+			r = read(pp[0], buf, (size_t)r);
+		close(pp[0]);
+		close(pp[1]);
+		errno = err;
+		return r;
+	}
+	if (!strcmp(how, "trunc")) {
+		if (!in_body)
+			return read(s, buf, 1);
+		ssize_t r = recv(s, NULL, n, MSG_TRUNC);
+		if (r > 0)
+			memset(buf, 'x', (size_t)r);
+		return r;
+	}
+	if (!strcmp(how, "kaio")) {
+		static aio_context_t ctx;
+		if (!ctx && syscall(SYS_io_setup, 4, &ctx) < 0)
+			return -1;
+		struct iocb cb = { .aio_fildes = (unsigned)s, .aio_lio_opcode = IOCB_CMD_PREAD,
+				   .aio_buf = (unsigned long)buf, .aio_nbytes = n };
+		struct iocb *list[1] = { &cb };
+		if (syscall(SYS_io_submit, ctx, 1, list) != 1)
+			return -1;
+		struct io_event ev;
+		if (syscall(SYS_io_getevents, ctx, 1, 1, &ev, NULL) != 1)
+			return -1;
+		if (ev.res < 0) {
+			errno = (int)-ev.res;
+			return -1;
+		}
+		return (ssize_t)ev.res;
+	}
+	errno = EINVAL;
+	return -1;
 }
 
 static void request(const char *method, long body, const char *path)
@@ -143,7 +219,7 @@ static void request(const char *method, long body, const char *path)
 	int crlf = 0; /* of "\r\n\r\n" matched so far; 4: in the body */
 	int code = 0;
 	for (;;) {
-		ssize_t r = read(s, buf, sizeof(buf));
+		ssize_t r = rd(s, buf, sizeof(buf), crlf == 4);
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r < 0) {
@@ -195,6 +271,7 @@ int main(int argc, char **argv)
 	const char *which = argv[3];
 	if (strcmp(which, "test"))
 		request("GET", -1, "/warm");
+	read_path = getenv("PAIR_READ");
 	if (strcmp(which, "warm"))
 		request(argv[4], strtol(argv[5], NULL, 10), argv[6]);
 	return 0;

@@ -3,6 +3,7 @@
  * connection, and which are sent again when it dies under them.
  */
 #include <stdio.h>
+#include <string.h>
 
 #include "replay.h"
 
@@ -109,8 +110,41 @@ static void bounds(void)
 	CHECK(kp_replay_settle_ms(UINT32_MAX) == 1000);
 }
 
+static bool closes(const char *head)
+{
+	return kp_replay_408_closes(head, strlen(head));
+}
+
+/* a 408 is the server's idle close only when it says it closes */
+static void idle_408s(void)
+{
+	CHECK(closes("HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n"));
+	CHECK(closes("HTTP/1.1 408 Request Timeout\nconnection: Keep-Alive, CLOSE\n\n"));
+	CHECK(closes("HTTP/1.0 408 Request Timeout\r\nContent-Length: 0\r\n\r\n"));
+	CHECK(!closes("HTTP/1.0 408 Request Timeout\r\nConnection: keep-alive\r\n\r\n"));
+	/* a 408 that keeps the connection: an answer */
+	CHECK(!closes("HTTP/1.1 408 Request Timeout\r\nContent-Length: 7\r\n\r\ntimeout"));
+	CHECK(!closes("HTTP/1.1 408 Request Timeout\r\nConnection: keep-alive\r\n\r\n"));
+	CHECK(!closes("HTTP/1.1 408 Request Timeout\r\nX-Connection: close\r\n\r\n"));
+	CHECK(!closes("HTTP/1.1 408 Request Timeout\r\nConnection: closed\r\n\r\n"));
+	/* the head not whole: no proof */
+	CHECK(!closes("HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n"));
+	CHECK(!closes("HTTP/1.1 408 Request Timeout\r\nConnection: cl"));
+	CHECK(!closes("HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n"));
+	CHECK(!closes("HTTP/1.1 4080"));
+	CHECK(!closes(""));
+	/* every prefix of a closing one: never read past n */
+	const char *h = "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\n\r\n";
+	for (size_t i = 0; i < strlen(h); i++) {
+		char b[128];
+		memcpy(b, h, i);
+		CHECK(!kp_replay_408_closes(b, i));
+	}
+}
+
 int main(void)
 {
+	idle_408s();
 	plans();
 	verdicts();
 	bounds();
