@@ -24,6 +24,8 @@
  *   tls_lock                      tls.c (the pool's close takes it)
  *   twin_lock                     conn.c
  *   link_lock                     broker_client.c (trylock only)
+ *   rl_lock                       fdlimit.c (the fd limit's raise; trylock
+ *                                 only, but from the program's limit calls)
  * kp_conn_before_fork takes them in this order and holds them across
  * fork().
  */

@@ -39,6 +39,7 @@
 #include "broker_client.h"
 #include "config.h"
 #include "fdtable.h"
+#include "fdlimit.h"
 #include "real.h"
 #include "replay.h"
 #include "tls.h"
@@ -256,34 +257,40 @@ void conn_flush_opts(struct kp_conn *c, int fd)
 
 /* ------------------------------------------------------------ fd budget */
 
+/* Where our hidden fds live: fdlimit.c, docs/limits.md. */
 static uint64_t fd_soft; /* the soft RLIMIT_NOFILE the plan was made for */
 
 static void plan_fds(const struct rlimit *rl, bool changed)
 {
 	uint64_t soft = rl->rlim_cur == RLIM_INFINITY ? 1u << 20 : rl->rlim_cur;
 	uint64_t was = __atomic_exchange_n(&fd_soft, soft, __ATOMIC_RELAXED);
-	if (changed && soft == was)
+	if (changed && soft == was && kp_limits_fresh(rl))
 		return;
 	unsigned cap;
 	int base;
 	pool_fd_plan(soft, kp_cfg.max_idle_total, &cap, &base);
-	/* pooled sockets above a lowered limit, or placed for the old one:
-	 * a few reconnects, where keeping them would cost the program fds */
-	if (changed && soft < was) {
+	if (kp_limits_plan(rl, kp_cfg.max_idle_total + 2)) {
+		cap = kp_cfg.max_idle_total;
+		base = (int)soft;
+	}
+	/* pooled sockets placed for the old limit: beyond a lowered one, or
+	 * inside a raised one (costing the program numbers): a few
+	 * reconnects, where keeping them would cost the program fds */
+	if (changed) {
 		pool_drain();
 		twins_drain();
 	}
 	kp_fd_set_hidden_base(base);
 	__atomic_store_n(&twin_cap, cap, __ATOMIC_RELAXED);
 	pool_set_max_total(cap);
-	kp_debug("fd budget: soft limit %llu, up to %u pooled sockets from fd %d",
-		 (unsigned long long)soft, cap, base);
+	kp_debug("fd budget: soft limit %llu, up to %u pooled sockets from fd %d%s",
+		 (unsigned long long)soft, cap, base, kp_limits_above() ? " (above the limit)" : "");
 }
 
 void kp_conn_fd_limits(bool changed)
 {
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+	if (KP_REAL(getrlimit)(RLIMIT_NOFILE, &rl) == 0)
 		plan_fds(&rl, changed);
 }
 
@@ -297,13 +304,26 @@ bool kp_fds_short(void)
 	int err = errno;
 	if (err != EMFILE && err != ENFILE)
 		return false;
-	kp_conn_fd_limits(true); /* the program may have lowered its limit */
-	unsigned n = pool_drain() + twins_drain();
+	kp_conn_fd_limits(true); /* the program may have changed its limit */
+	/* above the limit our fds cost the program none: nothing to give */
+	unsigned n = err == EMFILE && kp_limits_above() ? 0 : pool_drain() + twins_drain();
 	if (n)
 		kp_debug("out of fds (%s): %u pooled sockets (or twins) closed, the call made again",
 			 strerror(err), n);
 	errno = err;
 	return n > 0;
+}
+
+/* A copy of fd at a hidden number; a limit changed behind us (EINVAL): a
+ * new plan, and one more try. */
+int kp_fd_hide_planned(int fd)
+{
+	int h = kp_fd_hide(fd);
+	if (h < 0 && errno == EINVAL) {
+		kp_conn_fd_limits(true);
+		h = kp_fd_hide(fd);
+	}
+	return h;
 }
 
 /* ------------------------------------------------------------ objects */
@@ -983,13 +1003,7 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 	}
 	int hidden = twin_take(c); /* the hidden fd it came from, still open */
 	if (hidden < 0)
-		hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
-	if (hidden < 0 && errno == EINVAL) {
-		/* our numbers lie beyond the limit: the program lowered it
-		 * (setrlimit after start-up); plan again, once */
-		kp_conn_fd_limits(true);
-		hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
-	}
+		hidden = kp_fd_hide_planned(fd);
 	if (hidden < 0)
 		return -1;
 	if (!kp_fd_valid(hidden)) {
@@ -2880,6 +2894,7 @@ void kp_conn_before_fork(void)
 	pool_before_fork();
 	kp_tls_before_fork(); /* after the pool's: the pool's close takes it */
 	kp_lock(&twin_lock);
+	kp_limits_before_fork(); /* the child copies the program's limit */
 }
 
 void kp_conn_after_fork_parent(void)
@@ -2888,6 +2903,7 @@ void kp_conn_after_fork_parent(void)
 		fork_inside = false;
 		return;
 	}
+	kp_limits_after_fork_parent();
 	kp_unlock(&twin_lock);
 	kp_tls_after_fork_parent();
 	pool_after_fork_parent();
@@ -2923,6 +2939,7 @@ void kp_conn_after_fork_child(void)
 		KP_REAL(close)(twins[i].fd);
 	n_twins = 0;
 	pthread_mutex_init(&twin_lock, NULL);
+	kp_limits_after_fork_child();
 	/* the locks kp_conn_before_fork took are new, not released */
 	kp_inside = 0;
 }

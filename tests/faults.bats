@@ -222,6 +222,29 @@ ULIMITED=(bash -c 'ulimit -S -n "$0" && exec "$@"')
 	assert_output "errors=0"
 }
 
+# docs/limits.md: our hidden fds live above the program's soft limit, so
+# the fd-making calls we never see (mkstemp, signalfd, inotify_init, an
+# fd received over SCM_RIGHTS) find every number below it, as alone; the
+# program's getrlimit and its children's limit are its own.
+@test "setrlimit 64, 8 pooled connections, then mkstemp/signalfd/inotify_init/eventfd/memfd/SCM_RIGHTS until the first fails: as many fds, the same failure, the same limit in exec'd children" {
+	[ "$(ulimit -Hn)" -ge 200 ] || skip "hard RLIMIT_NOFILE below 200"
+	nginx_start
+	run_both 24 "$CLIENTS/fd_limit" 127.0.0.1 "$NGINX_PORT" 64 8 3
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "responses=24"
+	assert_line "getrlimit: 64 $(ulimit -Hn)"
+	assert_line "fork+exec: 64 $(ulimit -Hn)"
+	assert_line "posix_spawn: 64 $(ulimit -Hn)"
+	assert_line "system: 64 $(ulimit -Hn)"
+	assert_line "popen: 64 $(ulimit -Hn)"
+	assert_line --regexp '^fds=[0-9]+ failed=[a-z_]+ error=Too many open files highest=63$'
+	# the pool was used
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 24"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 8"
+}
+
 @test "a program that lowers its own RLIMIT_NOFILE (setrlimit 64) before its requests: still pooled" {
 	scripted_start keepalive
 	run_both 10 "$PYTHON" "$SCRIPTS/fd_pressure.py" setrlimit "$SCRIPTED_PORT" 64 10
