@@ -1,12 +1,13 @@
 /*
  * fd_limit.c - the program's RLIMIT_NOFILE is its own (docs/limits.md).
  *
- * Usage: fd_limit host port soft conns rounds
+ * Usage: fd_limit host port soft conns rounds calls
  *   Lowers its soft RLIMIT_NOFILE to `soft` (the hard limit kept), makes
  *   `rounds` rounds of `conns` concurrent GETs of /f (each to EOF, then
  *   closed: the library pools them), then fills its fd table with calls
- *   that make fds, in turn: mkstemp, signalfd, inotify_init, eventfd,
- *   memfd_create, an fd received over SCM_RIGHTS, until the first fails.
+ *   that make fds, in turn, the comma-separated `calls` (mkstemp, signalfd,
+ *   inotify_init, eventfd, memfd_create, scm_rights: an fd received over
+ *   SCM_RIGHTS), until the first fails.
  *   Prints the responses, the fds made, which call failed and how (errno,
  *   or "ctrunc": the kernel dropped the received fd), the highest fd
  *   number it got, its own getrlimit, and the limit a child sees through
@@ -86,8 +87,8 @@ static const char *child_cmd = "echo \"$0: $(ulimit -Sn) $(ulimit -Hn)\"";
 
 int main(int argc, char **argv)
 {
-	if (argc != 6) {
-		fprintf(stderr, "usage: %s host port soft conns rounds\n", argv[0]);
+	if (argc != 7) {
+		fprintf(stderr, "usage: %s host port soft conns rounds calls\n", argv[0]);
 		return 2;
 	}
 	struct rlimit rl;
@@ -136,8 +137,17 @@ int main(int argc, char **argv)
 	sigaddset(&set, SIGUSR1);
 	const char *names[] = { "mkstemp", "signalfd", "inotify_init", "eventfd", "memfd_create", "scm_rights" };
 	const char *failed = NULL, *how = NULL;
+	int order[16], n_order = 0;
+	for (char *t = strtok(argv[6], ","); t && n_order < 16; t = strtok(NULL, ","))
+		for (int k = 0; k < 6; k++)
+			if (!strcmp(t, names[k]))
+				order[n_order++] = k;
+	if (!n_order) {
+		fprintf(stderr, "no known call in %s\n", argv[6]);
+		return 2;
+	}
 	for (unsigned i = 0; !failed && n_made < MAX_FDS; i++) {
-		int k = (int)(i % 6), fd = -1;
+		int k = order[i % (unsigned)n_order], fd = -1;
 		char tmpl[] = "/tmp/fd_limit.XXXXXX";
 		errno = 0;
 		switch (k) {
