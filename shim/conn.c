@@ -44,6 +44,7 @@
 #include "replay.h"
 #include "tls.h"
 #include "watch.h"
+#include "wbuf.h"
 
 /* ------------------------------------------------------------ pool ops */
 
@@ -404,8 +405,15 @@ struct kp_conn *conn_new(void)
 	if (!c)
 		return NULL;
 	kp_lock(&c->lock);
+	/* the buffers a recycled object kept (conn_free) */
+	char *held = c->held, *replay = c->replay;
+	size_t held_cap = c->held_cap, replay_cap = c->replay_cap;
 	memset((char *)c + offsetof(struct kp_conn, next_free), 0,
 	       sizeof(*c) - offsetof(struct kp_conn, next_free));
+	c->held = held;
+	c->held_cap = held_cap;
+	c->replay = replay;
+	c->replay_cap = replay_cap;
 	c->refs = 1;
 	c->cred_epoch = __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&c->twin, -1, __ATOMIC_RELAXED);
@@ -438,10 +446,18 @@ static void conn_free(struct kp_conn *c)
 		kp_tls_put(c->tls);
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
 	}
-	free(c->held);
-	free(c->replay);
-	c->held = c->replay = NULL;
-	c->held_len = c->held_cap = c->replay_len = c->replay_cap = 0;
+	/* small buffers stay for the object's next use (wbuf.h) */
+	if (c->held_cap > KP_WBUF_KEEP) {
+		kp_wbuf_free(c->held, c->held_cap);
+		c->held = NULL;
+		c->held_cap = 0;
+	}
+	if (c->replay_cap > KP_WBUF_KEEP) {
+		kp_wbuf_free(c->replay, c->replay_cap);
+		c->replay = NULL;
+		c->replay_cap = 0;
+	}
+	c->held_len = c->replay_len = 0;
 	c->state = KP_PASSTHROUGH;
 	kp_unlock(&c->lock);
 	kp_lock(&free_lock);
@@ -1283,14 +1299,10 @@ static int held_append(struct kp_conn *c, const struct iovec *iov, int n, size_t
 	if (want > max)
 		want = max;
 	if (c->held_len + want > c->held_cap) {
-		size_t cap = c->held_cap ? c->held_cap : 1024;
-		while (cap < c->held_len + want)
-			cap *= 2;
-		char *b = realloc(c->held, cap);
+		char *b = kp_wbuf_grow(c->held, &c->held_cap, c->held_len + want);
 		if (!b)
 			return -1;
 		c->held = b;
-		c->held_cap = cap;
 	}
 	for (int i = 0; i < n && want; i++) {
 		size_t l = iov[i].iov_len;
@@ -1672,8 +1684,9 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 	size_t n = body_span(c->req_body, iov, iovcnt, 0), total = iov_total(iov, iovcnt);
 	if (n == SIZE_MAX || n >= total)
 		return false;
-	struct iovec *v = malloc((size_t)iovcnt * sizeof(*v));
-	if (!v)
+	struct iovec small[16], *v = small;
+	size_t v_cap = 0;
+	if (iovcnt > 16 && !(v = kp_wbuf_grow(NULL, &v_cap, (size_t)iovcnt * sizeof(*v))))
 		return false;
 	int k = 0;
 	for (size_t left = n; left && k < iovcnt; k++) {
@@ -1688,7 +1701,8 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 		r = conn_sendmsg(c, fd, &m, flags);
 	while (r < 0 && errno == EINTR);
 	int err = errno;
-	free(v);
+	if (v != small)
+		kp_wbuf_free(v, v_cap);
 	if (r < 0) {
 		if (err != EAGAIN && err != EWOULDBLOCK)
 			unpool(c, "a send failed");
@@ -1867,10 +1881,12 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	}
 	/* a rewrite adds one header line, or 5 bytes per "close" token */
 	if (may_rewrite && (size_t)hl + 64 + (size_t)hl / 2 > out_cap) {
-		out_cap = (size_t)hl + 64 + (size_t)hl / 2;
-		out = malloc(out_cap);
-		if (!out)
-			may_rewrite = false;
+		size_t cap = 0;
+		out = kp_wbuf_grow(NULL, &cap, (size_t)hl + 64 + (size_t)hl / 2);
+		if (out)
+			out_cap = cap;
+		else
+			out = small, may_rewrite = false;
 	}
 	if (may_rewrite)
 		outlen = frm_req_rewrite_head(data, &h, out, out_cap);
@@ -1941,7 +1957,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		sr = -1;
 	}
 	if (out != small)
-		free(out);
+		kp_wbuf_free(out, out_cap);
 	if (sr < 0) {
 		int err = errno;
 		if (held_back)
