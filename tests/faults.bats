@@ -255,6 +255,30 @@ fd_limit_both() {
 	fd_limit_both eventfd,memfd_create,mkstemp
 }
 
+# The class, not the list: every fd-making call alone, at three soft
+# limits, after 1 and 8 pooled connections, without and with us: the same
+# output (the count of fds, the call that failed and how, the highest
+# number, the limit the program and its children see), every pair.
+@test "fd limit matrix: 12 fd-making calls x soft limits 16/64/256 x 1 or 8 pooled connections: the same fds, the same failure, the same limits as without the shim" {
+	[ "$(ulimit -Hn)" -ge 400 ] || skip "hard RLIMIT_NOFILE below 400"
+	nginx_start
+	local call soft conns bad= cells=0
+	for call in mkstemp signalfd inotify_init eventfd memfd_create scm_rights tmpfile openat2 pipe dup socket timerfd_create; do
+		for soft in 16 64 256; do
+			for conns in 1 8; do
+				run_both "$conns" "$CLIENTS/fd_limit" 127.0.0.1 "$NGINX_PORT" "$soft" "$conns" 1 "$call"
+				cells=$((cells + 1))
+				if [ "$PLAIN_STATUS/$SHIM_STATUS" != 0/0 ] ||
+					! cmp -s "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" ||
+					[ "$SHIM_CONNS" != "$conns" ]; then
+					bad+="$call soft=$soft conns=$conns: plain $(tail -1 "$BATS_TEST_TMPDIR/plain.out"), shim $(tail -1 "$BATS_TEST_TMPDIR/shim.out") (server conns $SHIM_CONNS)"$'\n'
+				fi
+			done
+		done
+	done
+	assert_equal "cells $cells, differing: ${bad:-none}" "cells 72, differing: none"
+}
+
 @test "a program that lowers its own RLIMIT_NOFILE (setrlimit 64) before its requests: still pooled" {
 	scripted_start keepalive
 	run_both 10 "$PYTHON" "$SCRIPTS/fd_pressure.py" setrlimit "$SCRIPTED_PORT" 64 10

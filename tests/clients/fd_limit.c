@@ -7,7 +7,8 @@
  *   closed: the library pools them), then fills its fd table with calls
  *   that make fds, in turn, the comma-separated `calls` (mkstemp, signalfd,
  *   inotify_init, eventfd, memfd_create, scm_rights: an fd received over
- *   SCM_RIGHTS), until the first fails.
+ *   SCM_RIGHTS, tmpfile, openat2 by syscall(), pipe, dup, socket,
+ *   timerfd_create), until the first fails.
  *   Prints the responses, the fds made, which call failed and how (errno,
  *   or "ctrunc": the kernel dropped the received fd), the highest fd
  *   number it got, its own getrlimit, and the limit a child sees through
@@ -27,8 +28,12 @@
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <linux/openat2.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -135,11 +140,13 @@ int main(int argc, char **argv)
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, SIGUSR1);
-	const char *names[] = { "mkstemp", "signalfd", "inotify_init", "eventfd", "memfd_create", "scm_rights" };
+	const char *names[] = { "mkstemp", "signalfd", "inotify_init", "eventfd", "memfd_create", "scm_rights",
+				"tmpfile", "openat2", "pipe", "dup", "socket", "timerfd_create" };
+	enum { N_CALLS = 12 };
 	const char *failed = NULL, *how = NULL;
 	int order[16], n_order = 0;
 	for (char *t = strtok(argv[6], ","); t && n_order < 16; t = strtok(NULL, ","))
-		for (int k = 0; k < 6; k++)
+		for (int k = 0; k < N_CALLS; k++)
 			if (!strcmp(t, names[k]))
 				order[n_order++] = k;
 	if (!n_order) {
@@ -167,6 +174,33 @@ int main(int argc, char **argv)
 			break;
 		case 4:
 			fd = memfd_create("fd_limit", 0);
+			break;
+		case 6: {
+			FILE *f = tmpfile(); /* libc's inner open: never seen */
+			fd = f ? fileno(f) : -1;
+			break;
+		}
+		case 7: {
+			struct open_how how2 = { .flags = O_RDONLY | O_CLOEXEC };
+			fd = (int)syscall(SYS_openat2, AT_FDCWD, "/dev/null", &how2, sizeof(how2));
+			break;
+		}
+		case 8: {
+			int pfd[2];
+			if (pipe(pfd) == 0) {
+				keep(pfd[0]);
+				fd = pfd[1];
+			}
+			break;
+		}
+		case 9:
+			fd = dup(0);
+			break;
+		case 10:
+			fd = socket(AF_INET, SOCK_STREAM, 0);
+			break;
+		case 11:
+			fd = timerfd_create(CLOCK_MONOTONIC, 0);
 			break;
 		case 5: {
 			char b = 'x';
