@@ -1,8 +1,10 @@
 /*
  * kp_mem.c - see kp_mem.h.  Power-of-two size classes from 32 to 4096
- * bytes (a 16-byte header included), each a free list fed by 64 KiB
- * chunks; larger blocks are mapped alone.  Nothing is unmapped but the
- * large blocks: the pool's objects are few and recycled.  One lock, taken
+ * bytes (a 16-byte header included), each a free list, fed one block at a
+ * time from an arena of 256 KiB (mapped by kp_mem_reserve at start-up:
+ * a request path maps nothing until the arena is used up); larger blocks
+ * are mapped alone.  Nothing is unmapped but the large blocks: the
+ * objects are few and recycled.  One lock, taken
  * through kp_lock: a handler that interrupts it finds kp_reentered() and
  * never reaches here.
  */
@@ -21,7 +23,7 @@
 
 #define MIN_SHIFT 5
 #define MAX_SHIFT 12
-#define CHUNK (64u * 1024)
+#define ARENA (256u * 1024)
 
 struct hdr {
 	size_t size; /* the block's whole size: a class, or the mapping */
@@ -37,6 +39,8 @@ struct free_block {
 __thread unsigned kp_inside __attribute__((tls_model("initial-exec")));
 
 static struct free_block *free_lists[MAX_SHIFT + 1];
+static char *arena;       /* the unused rest of the current arena */
+static size_t arena_left;
 static pthread_mutex_t mem_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static void *map(size_t n)
@@ -67,11 +71,19 @@ void *kp_mem_calloc(size_t n)
 		whole = 1u << k;
 		kp_lock(&mem_lock);
 		if (!free_lists[k]) {
-			char *c = map(CHUNK);
-			for (size_t off = 0; c && off + whole <= CHUNK; off += whole) {
-				struct free_block *b = (struct free_block *)(c + off);
-				b->next = free_lists[k];
-				free_lists[k] = b;
+			if (arena_left < whole) {
+				char *a = map(ARENA);
+				if (a) {
+					arena = a;
+					arena_left = ARENA;
+				}
+			}
+			if (arena_left >= whole) {
+				struct free_block *nb = (struct free_block *)arena;
+				arena += whole;
+				arena_left -= whole;
+				nb->next = NULL;
+				free_lists[k] = nb;
 			}
 		}
 		struct free_block *b = free_lists[k];
@@ -107,6 +119,14 @@ void kp_mem_free(void *p)
 	kp_lock(&mem_lock);
 	b->next = free_lists[k];
 	free_lists[k] = b;
+	kp_unlock(&mem_lock);
+}
+
+void kp_mem_reserve(void)
+{
+	kp_lock(&mem_lock);
+	if (!arena_left && (arena = map(ARENA)))
+		arena_left = ARENA;
 	kp_unlock(&mem_lock);
 }
 

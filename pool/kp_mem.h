@@ -1,6 +1,7 @@
 /*
  * kp_mem.h - small objects of the pool (idle entries, destinations, learnt
- * caps, uthash's buckets) from mmap'd chunks, never malloc: connect() and
+ * caps, uthash's buckets) and the write path's small buffers (wbuf.c)
+ * from mmap'd memory, never malloc: connect() and
  * close() are async-signal-safe, and a handler may call them while the
  * program it interrupted is inside malloc (docs/binding.md, "The write
  * path in a signal handler").
@@ -15,6 +16,10 @@ void *kp_mem_calloc(size_t n);
 
 /* Give back what kp_mem_calloc returned (NULL: nothing). */
 void kp_mem_free(void *p);
+
+/* Map the first arena now (the constructor), so that the first requests
+ * map nothing. */
+void kp_mem_reserve(void);
 
 /* fork(): every allocation is made under the pool's lock, which is held
  * across fork, so the lists are whole; the lock is made new in the child. */

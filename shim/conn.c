@@ -38,8 +38,9 @@
 #include "broker_check.h"
 #include "broker_client.h"
 #include "config.h"
-#include "fdtable.h"
 #include "fdlimit.h"
+#include "fdtable.h"
+#include "kp_mem.h"
 #include "real.h"
 #include "replay.h"
 #include "tls.h"
@@ -238,6 +239,7 @@ size_t kp_hidden_fds(int *fds, size_t cap)
  * answer (docs/replay.md, "Hand-out and park"). */
 void kp_conn_init(void)
 {
+	kp_mem_reserve(); /* the pool's objects and small write buffers */
 	struct pool_config pc = {
 		.idle_ms = kp_cfg.idle_ms,
 		.max_per_dest = kp_cfg.max_idle_per_dest,

@@ -11,8 +11,8 @@
 #include <stddef.h>
 
 /* A buffer of at least need bytes, p's contents kept (p may be NULL, *cap
- * its size, 0 then).  Whole pages: *cap is set to what was mapped.  NULL
- * when the kernel has no memory: p and *cap are as they were. */
+ * its size, 0 then); *cap is set to what it holds.  NULL when there is no
+ * memory: p and *cap are as they were. */
 void *kp_wbuf_grow(void *p, size_t *cap, size_t need);
 
 /* Give p (of cap bytes, as kp_wbuf_grow set it) back.  NULL: nothing. */
