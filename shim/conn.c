@@ -293,7 +293,7 @@ static void plan_fds(const struct rlimit *rl, bool changed)
 void kp_conn_fd_limits(bool changed)
 {
 	struct rlimit rl;
-	if (KP_REAL(getrlimit)(RLIMIT_NOFILE, &rl) == 0)
+	if (kp_sys_prlimit(0, RLIMIT_NOFILE, NULL, &rl) == 0)
 		plan_fds(&rl, changed);
 }
 

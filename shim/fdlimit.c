@@ -79,7 +79,7 @@ static int dup_above(int fd)
 		struct rlimit prev;
 		if (__atomic_load_n(&spawning, __ATOMIC_SEQ_CST)) {
 			err = EBUSY;
-		} else if (KP_REAL(prlimit)(0, RLIMIT_NOFILE, &up, &prev) < 0) {
+		} else if (kp_sys_prlimit(0, RLIMIT_NOFILE, &up, &prev) < 0) {
 			err = EINVAL; /* the hard limit went down behind us */
 		} else {
 			if (prev.rlim_cur == want.rlim_cur && prev.rlim_max == want.rlim_max) {
@@ -88,7 +88,7 @@ static int dup_above(int fd)
 			} else {
 				err = EINVAL; /* changed behind us (a raw syscall) */
 			}
-			KP_REAL(prlimit)(0, RLIMIT_NOFILE, &prev, NULL);
+			kp_sys_prlimit(0, RLIMIT_NOFILE, &prev, NULL);
 		}
 		kp_unlock(&rl_lock);
 	}

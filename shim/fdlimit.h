@@ -8,6 +8,8 @@
 #include <stdbool.h>
 #include <sys/resource.h>
 
+#include "sys_prlimit.h"
+
 /* A new limit (rl, the program's): may `room` hidden fds live from its
  * soft limit up?  Remembered for kp_fd_hide; true when they may. */
 bool kp_limits_plan(const struct rlimit *rl, unsigned room);

@@ -161,64 +161,63 @@ KP_EXPORT FILE *popen(const char *cmd, const char *mode)
 /* RLIMIT_NOFILE is the program's: our hidden fds live above its soft
  * limit, raised for a moment to make one (fdlimit.c, docs/limits.md).  Its
  * own calls wait for that moment to pass, and a new limit is a new plan.
- * Other resources: the kernel's call. */
-KP_EXPORT int getrlimit(__rlimit_resource_t res, struct rlimit *rl)
+ * ASan's runtime calls these before its shadow memory exists (and before
+ * our constructor): until then, and for other resources, the kernel's
+ * call, by a system call of ours, with nothing instrumented on the way. */
+static KP_NO_SANITIZE bool limits_ours(int res)
 {
-	if (res != RLIMIT_NOFILE)
-		return KP_REAL(getrlimit)(res, rl);
-	bool locked = kp_rl_enter();
-	int r = KP_REAL(getrlimit)(res, rl);
-	kp_rl_leave(locked);
-	return r;
+	return res == RLIMIT_NOFILE && __atomic_load_n(&kp_fdtab_len, __ATOMIC_RELAXED);
 }
 
-static int limit_set(int r, bool locked)
+static int limit_call(int pid, int res, const struct rlimit *new_rl, struct rlimit *old_rl)
 {
+	bool locked = kp_rl_enter();
+	int r = kp_sys_prlimit(pid, res, new_rl, old_rl);
 	int saved = errno;
 	kp_rl_leave(locked);
-	if (r == 0 && locked)
+	if (r == 0 && locked && new_rl)
 		kp_conn_fd_limits(true);
 	errno = saved;
 	return r;
 }
 
-KP_EXPORT int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
+KP_EXPORT KP_NO_SANITIZE int getrlimit(__rlimit_resource_t res, struct rlimit *rl)
 {
-	if (res != RLIMIT_NOFILE)
-		return KP_REAL(setrlimit)(res, rl);
-	bool locked = kp_rl_enter();
-	return limit_set(KP_REAL(setrlimit)(res, rl), locked);
+	if (!limits_ours(res))
+		return kp_sys_prlimit(0, res, NULL, rl);
+	return limit_call(0, res, NULL, rl);
 }
 
-KP_EXPORT int prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *new_rl,
-		      struct rlimit *old_rl)
+KP_EXPORT KP_NO_SANITIZE int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
 {
-	if (res != RLIMIT_NOFILE)
-		return KP_REAL(prlimit)(pid, res, new_rl, old_rl);
-	bool locked = kp_rl_enter();
-	int r = KP_REAL(prlimit)(pid, res, new_rl, old_rl);
-	if (!new_rl) {
-		kp_rl_leave(locked);
-		return r;
-	}
-	return limit_set(r, locked);
+	if (!limits_ours(res))
+		return kp_sys_prlimit(0, res, rl, NULL);
+	return limit_call(0, res, rl, NULL);
+}
+
+KP_EXPORT KP_NO_SANITIZE int prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *new_rl,
+				     struct rlimit *old_rl)
+{
+	if (!limits_ours(res))
+		return kp_sys_prlimit(pid, res, new_rl, old_rl);
+	return limit_call(pid, res, new_rl, old_rl);
 }
 
 #if __WORDSIZE == 64
 /* The LFS names (a program built with _FILE_OFFSET_BITS=64 calls them):
  * the same functions, the same struct, on a 64-bit ABI. */
 _Static_assert(sizeof(struct rlimit) == sizeof(struct rlimit64), "rlimit64 is rlimit");
-KP_EXPORT int getrlimit64(__rlimit_resource_t res, struct rlimit64 *rl)
+KP_EXPORT KP_NO_SANITIZE int getrlimit64(__rlimit_resource_t res, struct rlimit64 *rl)
 {
 	return getrlimit(res, (struct rlimit *)rl);
 }
 
-KP_EXPORT int setrlimit64(__rlimit_resource_t res, const struct rlimit64 *rl)
+KP_EXPORT KP_NO_SANITIZE int setrlimit64(__rlimit_resource_t res, const struct rlimit64 *rl)
 {
 	return setrlimit(res, (const struct rlimit *)rl);
 }
 
-KP_EXPORT int prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *new_rl,
+KP_EXPORT KP_NO_SANITIZE int prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *new_rl,
 			struct rlimit64 *old_rl)
 {
 	return prlimit(pid, res, (const struct rlimit *)new_rl, (struct rlimit *)old_rl);

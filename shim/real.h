@@ -137,10 +137,7 @@
 	X(pid_t, _Fork, (void))                                                      \
 	X(int, clone, (int (*)(void *), void *, int, void *, ...))                   \
 	X(int, execveat, (int, const char *, char *const[], char *const[], int))     \
-	X(int, pidfd_getfd, (int, int, unsigned int))                                \
-	X(int, getrlimit, (__rlimit_resource_t, struct rlimit *))                    \
-	X(int, setrlimit, (__rlimit_resource_t, const struct rlimit *))              \
-	X(int, prlimit, (pid_t, __rlimit_resource_t, const struct rlimit *, struct rlimit *))
+	X(int, pidfd_getfd, (int, int, unsigned int))
 
 /* The wrapped functions POSIX lists as async-signal-safe (and the Linux
  * ones of the same kind: accept4, dup3, pipe2, ppoll, readv, writev): a
