@@ -14,7 +14,7 @@
 
 #include "real.h"
 
-#define KP_NO_SANITIZE __attribute__((no_sanitize("address", "undefined")))
+#define KP_NO_SANITIZE __attribute__((no_sanitize("address", "undefined", "thread")))
 
 /* -1 and errno, or 0 */
 static inline KP_NO_SANITIZE int kp_sys_prlimit(int pid, int res, const struct rlimit *new_rl,
