@@ -25,7 +25,7 @@ LIB  := build/libkeepalive.so
 # preloaded, sharing pool.c's policy
 BROKER := build/keepalive-broker
 RUNNER := build/keepalive-run
-BROKER_SRCS := pool/broker.c pool/broker_proto.c pool/broker_check.c pool/pool.c
+BROKER_SRCS := pool/broker.c pool/broker_proto.c pool/broker_check.c pool/pool.c pool/kp_mem.c
 ASAN_LIB := build/libkeepalive-asan.so
 TSAN_LIB := build/libkeepalive-tsan.so
 # the rtld-audit module (LD_AUDIT) that lets RTLD_DEEPBIND libraries see
@@ -34,7 +34,7 @@ AUDIT_LIB := build/libkeepalive-audit.so
 SAN  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # the pure modules (no syscalls): unit-tested and fuzzed on their own
-PURE_SRCS := $(wildcard shim/framer.c shim/replay.c pool/pool.c pool/broker_proto.c)
+PURE_SRCS := $(wildcard shim/framer.c shim/replay.c pool/pool.c pool/kp_mem.c pool/broker_proto.c)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)

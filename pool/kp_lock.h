@@ -24,6 +24,9 @@
  *   tls_lock                      tls.c (the pool's close takes it)
  *   twin_lock                     conn.c
  *   link_lock                     broker_client.c (trylock only)
+ *   mem_lock                      kp_mem.c (the pool's objects; a leaf)
+ *   rl_lock                       fdlimit.c (the fd limit's raise; trylock
+ *                                 only, but from the program's limit calls)
  * kp_conn_before_fork takes them in this order and holds them across
  * fork().
  */
@@ -104,7 +107,7 @@ static inline void kp_mutex_release(kp_mutex_t *m) { pthread_mutex_unlock(m); }
 #endif
 
 /* How deep this thread is inside a locked region (or a connect()/close()
- * of ours): defined in pool.c, the lowest layer that locks. */
+ * of ours): defined in kp_mem.c, the lowest layer that locks. */
 extern __thread unsigned kp_inside __attribute__((tls_model("initial-exec"), visibility("hidden")));
 
 static inline void kp_enter(void)

@@ -12,11 +12,16 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "kp_mem.h"
+
+/* every allocation of the pool from kp_mem, never malloc: a handler's
+ * connect() or close() may run while the program is inside malloc */
+#define uthash_malloc(sz) kp_mem_calloc(sz)
+#define uthash_free(ptr, sz) kp_mem_free(ptr)
 #include <uthash.h>
 #include <utlist.h>
 
-/* kp_lock.h: how deep this thread is inside our locks */
-__thread unsigned kp_inside __attribute__((tls_model("initial-exec")));
 
 struct idle;
 
@@ -136,7 +141,7 @@ void pool_init(const struct pool_config *c, const struct pool_ops *o)
 	struct learnt *l, *tmp;
 	HASH_ITER(hh, learnts, l, tmp) {
 		HASH_DEL(learnts, l);
-		free(l);
+		kp_mem_free(l);
 	}
 	n_learnt = 0;
 }
@@ -174,7 +179,7 @@ static uint64_t learnt_expiry(const struct learnt *l, uint64_t expires_ms, uint6
 static struct learnt *learnt_get(const struct pool_key *key, uint64_t now_ms)
 {
 	struct learnt *l = learnt_find(key, now_ms);
-	if (!l && n_learnt < MAX_LEARNT && (l = calloc(1, sizeof(*l)))) {
+	if (!l && n_learnt < MAX_LEARNT && (l = kp_mem_calloc(sizeof(*l)))) {
 		l->key = *key;
 		HASH_ADD(hh, learnts, key, sizeof(l->key), l);
 		n_learnt++;
@@ -273,19 +278,19 @@ static void sweep_dests(void)
 	HASH_ITER(hh, dests, d, tmp) {
 		if (!d->count) {
 			HASH_DEL(dests, d);
-			free(d);
+			kp_mem_free(d);
 			n_dests--;
 		}
 	}
 	last_dest = NULL;
 }
 
-/* An idle entry, from the spares or calloc.  Caller holds the lock. */
+/* An idle entry, from the spares or kp_mem.  Caller holds the lock. */
 static struct idle *idle_new(void)
 {
 	struct idle *e = idle_spare;
 	if (!e)
-		return calloc(1, sizeof(*e));
+		return kp_mem_calloc(sizeof(*e));
 	idle_spare = e->dnext;
 	memset(e, 0, sizeof(*e));
 	return e;
@@ -361,7 +366,7 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 	if (!d) {
 		if (n_dests >= MAX_DESTS)
 			sweep_dests();
-		d = calloc(1, sizeof(*d));
+		d = kp_mem_calloc(sizeof(*d));
 		if (!d) {
 			kp_unlock(&lock);
 			return -1;
@@ -569,6 +574,7 @@ void pool_after_fork_parent(void)
 void pool_after_fork_child(void)
 {
 	kp_mutex_init(&lock);
+	kp_mem_after_fork_child();
 	struct idle *e, *tmp;
 	DL_FOREACH_SAFE2(all_idle, e, tmp, gnext) {
 		ops.close(e->fd);
@@ -577,7 +583,7 @@ void pool_after_fork_child(void)
 	struct dest *d, *dtmp;
 	HASH_ITER(hh, dests, d, dtmp) {
 		HASH_DEL(dests, d);
-		free(d);
+		kp_mem_free(d);
 	}
 	n_dests = 0;
 	last_dest = NULL;

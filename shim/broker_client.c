@@ -18,6 +18,7 @@
  * namespace to the destination we asked for (bk_check_conn).
  */
 #include "broker_client.h"
+#include "fdlimit.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -193,14 +194,14 @@ static int link_open(void)
 		return -1;
 	}
 	/* hidden where pooled sockets hide: the program's next fd numbers stay
-	 * what they would be, and its calls on this number are refused */
-	int h = KP_REAL(fcntl)(s, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
-	if (h >= 0 && kp_fd_valid(h)) {
-		KP_REAL(close)(s);
-		s = h;
-	} else if (h >= 0) {
-		KP_REAL(close)(h);
-	}
+	 * what they would be, and its calls on this number are refused; none
+	 * to be had now (docs/limits.md): no link, rather than one at a number
+	 * of the program's */
+	int h = kp_fd_hide(s);
+	KP_REAL(close)(s);
+	if (h < 0)
+		return -1;
+	s = h;
 	if (!kp_fd_valid(s)) { /* cannot be marked ours: not kept */
 		KP_REAL(close)(s);
 		return -1;

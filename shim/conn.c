@@ -38,11 +38,14 @@
 #include "broker_check.h"
 #include "broker_client.h"
 #include "config.h"
+#include "fdlimit.h"
 #include "fdtable.h"
+#include "kp_mem.h"
 #include "real.h"
 #include "replay.h"
 #include "tls.h"
 #include "watch.h"
+#include "wbuf.h"
 
 /* ------------------------------------------------------------ pool ops */
 
@@ -236,6 +239,7 @@ size_t kp_hidden_fds(int *fds, size_t cap)
  * answer (docs/replay.md, "Hand-out and park"). */
 void kp_conn_init(void)
 {
+	kp_mem_reserve(); /* the pool's objects and small write buffers */
 	struct pool_config pc = {
 		.idle_ms = kp_cfg.idle_ms,
 		.max_per_dest = kp_cfg.max_idle_per_dest,
@@ -256,34 +260,40 @@ void conn_flush_opts(struct kp_conn *c, int fd)
 
 /* ------------------------------------------------------------ fd budget */
 
+/* Where our hidden fds live: fdlimit.c, docs/limits.md. */
 static uint64_t fd_soft; /* the soft RLIMIT_NOFILE the plan was made for */
 
 static void plan_fds(const struct rlimit *rl, bool changed)
 {
 	uint64_t soft = rl->rlim_cur == RLIM_INFINITY ? 1u << 20 : rl->rlim_cur;
 	uint64_t was = __atomic_exchange_n(&fd_soft, soft, __ATOMIC_RELAXED);
-	if (changed && soft == was)
+	if (changed && soft == was && kp_limits_fresh(rl))
 		return;
 	unsigned cap;
 	int base;
 	pool_fd_plan(soft, kp_cfg.max_idle_total, &cap, &base);
-	/* pooled sockets above a lowered limit, or placed for the old one:
-	 * a few reconnects, where keeping them would cost the program fds */
-	if (changed && soft < was) {
+	if (kp_limits_plan(rl, kp_cfg.max_idle_total + 2)) {
+		cap = kp_cfg.max_idle_total;
+		base = (int)soft;
+	}
+	/* pooled sockets placed for the old limit: beyond a lowered one, or
+	 * inside a raised one (costing the program numbers): a few
+	 * reconnects, where keeping them would cost the program fds */
+	if (changed) {
 		pool_drain();
 		twins_drain();
 	}
 	kp_fd_set_hidden_base(base);
 	__atomic_store_n(&twin_cap, cap, __ATOMIC_RELAXED);
 	pool_set_max_total(cap);
-	kp_debug("fd budget: soft limit %llu, up to %u pooled sockets from fd %d",
-		 (unsigned long long)soft, cap, base);
+	kp_debug("fd budget: soft limit %llu, up to %u pooled sockets from fd %d%s",
+		 (unsigned long long)soft, cap, base, kp_limits_above() ? " (above the limit)" : "");
 }
 
 void kp_conn_fd_limits(bool changed)
 {
 	struct rlimit rl;
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+	if (kp_sys_prlimit(0, RLIMIT_NOFILE, NULL, &rl) == 0)
 		plan_fds(&rl, changed);
 }
 
@@ -297,13 +307,26 @@ bool kp_fds_short(void)
 	int err = errno;
 	if (err != EMFILE && err != ENFILE)
 		return false;
-	kp_conn_fd_limits(true); /* the program may have lowered its limit */
-	unsigned n = pool_drain() + twins_drain();
+	kp_conn_fd_limits(true); /* the program may have changed its limit */
+	/* above the limit our fds cost the program none: nothing to give */
+	unsigned n = err == EMFILE && kp_limits_above() ? 0 : pool_drain() + twins_drain();
 	if (n)
 		kp_debug("out of fds (%s): %u pooled sockets (or twins) closed, the call made again",
 			 strerror(err), n);
 	errno = err;
 	return n > 0;
+}
+
+/* A copy of fd at a hidden number; a limit changed behind us (EINVAL): a
+ * new plan, and one more try. */
+int kp_fd_hide_planned(int fd)
+{
+	int h = kp_fd_hide(fd);
+	if (h < 0 && errno == EINVAL) {
+		kp_conn_fd_limits(true);
+		h = kp_fd_hide(fd);
+	}
+	return h;
 }
 
 /* ------------------------------------------------------------ objects */
@@ -384,8 +407,15 @@ struct kp_conn *conn_new(void)
 	if (!c)
 		return NULL;
 	kp_lock(&c->lock);
+	/* the buffers a recycled object kept (conn_free) */
+	char *held = c->held, *replay = c->replay;
+	size_t held_cap = c->held_cap, replay_cap = c->replay_cap;
 	memset((char *)c + offsetof(struct kp_conn, next_free), 0,
 	       sizeof(*c) - offsetof(struct kp_conn, next_free));
+	c->held = held;
+	c->held_cap = held_cap;
+	c->replay = replay;
+	c->replay_cap = replay_cap;
 	c->refs = 1;
 	c->cred_epoch = __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE);
 	__atomic_store_n(&c->twin, -1, __ATOMIC_RELAXED);
@@ -418,10 +448,18 @@ static void conn_free(struct kp_conn *c)
 		kp_tls_put(c->tls);
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
 	}
-	free(c->held);
-	free(c->replay);
-	c->held = c->replay = NULL;
-	c->held_len = c->held_cap = c->replay_len = c->replay_cap = 0;
+	/* small buffers stay for the object's next use (wbuf.h) */
+	if (c->held_cap > KP_WBUF_KEEP) {
+		kp_wbuf_free(c->held, c->held_cap);
+		c->held = NULL;
+		c->held_cap = 0;
+	}
+	if (c->replay_cap > KP_WBUF_KEEP) {
+		kp_wbuf_free(c->replay, c->replay_cap);
+		c->replay = NULL;
+		c->replay_cap = 0;
+	}
+	c->held_len = c->replay_len = 0;
 	c->state = KP_PASSTHROUGH;
 	kp_unlock(&c->lock);
 	kp_lock(&free_lock);
@@ -983,13 +1021,7 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 	}
 	int hidden = twin_take(c); /* the hidden fd it came from, still open */
 	if (hidden < 0)
-		hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
-	if (hidden < 0 && errno == EINVAL) {
-		/* our numbers lie beyond the limit: the program lowered it
-		 * (setrlimit after start-up); plan again, once */
-		kp_conn_fd_limits(true);
-		hidden = KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, kp_fd_hidden_base());
-	}
+		hidden = kp_fd_hide_planned(fd);
 	if (hidden < 0)
 		return -1;
 	if (!kp_fd_valid(hidden)) {
@@ -1269,14 +1301,10 @@ static int held_append(struct kp_conn *c, const struct iovec *iov, int n, size_t
 	if (want > max)
 		want = max;
 	if (c->held_len + want > c->held_cap) {
-		size_t cap = c->held_cap ? c->held_cap : 1024;
-		while (cap < c->held_len + want)
-			cap *= 2;
-		char *b = realloc(c->held, cap);
+		char *b = kp_wbuf_grow(c->held, &c->held_cap, c->held_len + want);
 		if (!b)
 			return -1;
 		c->held = b;
-		c->held_cap = cap;
 	}
 	for (int i = 0; i < n && want; i++) {
 		size_t l = iov[i].iov_len;
@@ -1678,8 +1706,9 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 	size_t n = body_span(c->req_body, iov, iovcnt, 0), total = iov_total(iov, iovcnt);
 	if (n == SIZE_MAX || n >= total)
 		return false;
-	struct iovec *v = malloc((size_t)iovcnt * sizeof(*v));
-	if (!v)
+	struct iovec small[16], *v = small;
+	size_t v_cap = 0;
+	if (iovcnt > 16 && !(v = kp_wbuf_grow(NULL, &v_cap, (size_t)iovcnt * sizeof(*v))))
 		return false;
 	int k = 0;
 	for (size_t left = n; left && k < iovcnt; k++) {
@@ -1694,7 +1723,8 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 		r = conn_sendmsg(c, fd, &m, flags);
 	while (r < 0 && errno == EINTR);
 	int err = errno;
-	free(v);
+	if (v != small)
+		kp_wbuf_free(v, v_cap);
 	if (r < 0) {
 		if (err != EAGAIN && err != EWOULDBLOCK)
 			unpool(c, "a send failed");
@@ -1873,10 +1903,12 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	}
 	/* a rewrite adds one header line, or 5 bytes per "close" token */
 	if (may_rewrite && (size_t)hl + 64 + (size_t)hl / 2 > out_cap) {
-		out_cap = (size_t)hl + 64 + (size_t)hl / 2;
-		out = malloc(out_cap);
-		if (!out)
-			may_rewrite = false;
+		size_t cap = 0;
+		out = kp_wbuf_grow(NULL, &cap, (size_t)hl + 64 + (size_t)hl / 2);
+		if (out)
+			out_cap = cap;
+		else
+			out = small, may_rewrite = false;
 	}
 	if (may_rewrite)
 		outlen = frm_req_rewrite_head(data, &h, out, out_cap);
@@ -1948,7 +1980,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		sr = -1;
 	}
 	if (out != small)
-		free(out);
+		kp_wbuf_free(out, out_cap);
 	if (sr < 0) {
 		int err = errno;
 		if (held_back)
@@ -2929,6 +2961,7 @@ void kp_conn_before_fork(void)
 	pool_before_fork();
 	kp_tls_before_fork(); /* after the pool's: the pool's close takes it */
 	kp_lock(&twin_lock);
+	kp_limits_before_fork(); /* the child copies the program's limit */
 }
 
 void kp_conn_after_fork_parent(void)
@@ -2937,6 +2970,7 @@ void kp_conn_after_fork_parent(void)
 		fork_inside = false;
 		return;
 	}
+	kp_limits_after_fork_parent();
 	kp_unlock(&twin_lock);
 	kp_tls_after_fork_parent();
 	pool_after_fork_parent();
@@ -2972,6 +3006,7 @@ void kp_conn_after_fork_child(void)
 		KP_REAL(close)(twins[i].fd);
 	n_twins = 0;
 	kp_mutex_init(&twin_lock);
+	kp_limits_after_fork_child();
 	/* the locks kp_conn_before_fork took are new, not released */
 	kp_inside = 0;
 }

@@ -158,11 +158,10 @@ void kp_conn_exit(void);
 
 
 /* The program's fd budget (RLIMIT_NOFILE), read at start-up and again
- * when it may have changed (a park that finds its numbers beyond the
- * limit, an EMFILE): size the pool's share and place it (pool_fd_plan); a
- * lowered limit drops every pooled socket first.  Not a wrapper of
- * setrlimit: ASan's runtime calls setrlimit before anything of ours may
- * run, and a program's limit changes are rare enough to be found late. */
+ * when it changed (the program's setrlimit/prlimit, or a park that finds
+ * its numbers beyond the limit, an EMFILE): size the pool's share and
+ * place it (docs/limits.md); a changed limit drops every pooled socket
+ * first. */
 void kp_conn_fd_limits(bool changed);
 /* The same at start-up, from the limit the fd table was sized from. */
 struct rlimit;
@@ -173,6 +172,10 @@ void kp_conn_fd_limits_from(const struct rlimit *rl);
  * again" (fail open: never an EMFILE the program would not have had
  * without us).  errno is kept. */
 bool kp_fds_short(void);
+
+/* A copy of fd at a hidden number (fdlimit.c kp_fd_hide), planned again
+ * once when the limit changed behind us.  -1 when none can be made now. */
+int kp_fd_hide_planned(int fd);
 
 /* The hidden fds that hold our sockets (the pool's idle ones and the
  * twins of connections in use): up to cap into fds, sorted ascending;

@@ -28,6 +28,7 @@
 #include "replay.h"
 #include "tls.h"
 #include "watch.h"
+#include "wbuf.h"
 
 /*
  * docs/replay.md.  A pooled connection may have been closed by the server
@@ -393,12 +394,10 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 bool replay_keep(struct kp_conn *c, const char *p, size_t n)
 {
 	if (c->replay_len + n > c->replay_cap) {
-		size_t cap = c->replay_len + n + 256;
-		char *b = realloc(c->replay, cap);
+		char *b = kp_wbuf_grow(c->replay, &c->replay_cap, c->replay_len + n);
 		if (!b)
 			return false;
 		c->replay = b;
-		c->replay_cap = cap;
 	}
 	memcpy(c->replay + c->replay_len, p, n);
 	c->replay_len += n;
@@ -561,9 +560,10 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 	 * body goes out (after_close, as send_body_end) */
 	size_t total = iov_total(iov, iovcnt), n = total;
 	struct iovec small[8], *v = (struct iovec *)iov;
+	size_t v_cap = 0;
 	int nv = iovcnt;
 	if (after_close(c) && (n = body_span(c->req_body, iov, iovcnt, 0)) < total) {
-		v = iovcnt <= 8 ? small : malloc((size_t)iovcnt * sizeof(*v));
+		v = iovcnt <= 8 ? small : kp_wbuf_grow(NULL, &v_cap, (size_t)iovcnt * sizeof(*v));
 		if (!v) {
 			v = (struct iovec *)iov; /* sent whole, as before the Connection mask */
 			n = total;
@@ -597,7 +597,7 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 	if (r < 0 && err == EPIPE)
 		sigpipe_as_kernel(flags);
 	if (v != iov && v != small)
-		free(v);
+		kp_wbuf_free(v, v_cap);
 	if (r > 0 && (size_t)r == n && n < total) {
 		kp_debug("fd %d: %zu bytes written after a request that asked to close: "
 			 "not sent (the server would have closed without reading them)",

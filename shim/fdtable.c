@@ -4,6 +4,7 @@
  * cost nothing.  fds beyond it are simply never tracked.
  */
 #include "fdtable.h"
+#include "sys_prlimit.h"
 
 #include <limits.h>
 #include <string.h>
@@ -24,7 +25,7 @@ static int hidden_base = 3;
 int kp_fdtab_init(struct rlimit *rl)
 {
 	rlim_t n = 1024, soft = 1024;
-	if (getrlimit(RLIMIT_NOFILE, rl) == 0) {
+	if (kp_sys_prlimit(0, RLIMIT_NOFILE, NULL, rl) == 0) {
 		n = rl->rlim_max;
 		soft = rl->rlim_cur;
 	} else {

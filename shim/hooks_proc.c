@@ -11,19 +11,23 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "conn.h"
 #include "fdtable.h"
+#include "fdlimit.h"
 #include "real.h"
 
 #define KP_EXPORT __attribute__((visibility("default")))
 
-/* exec keeps the fds without FD_CLOEXEC */
+/* exec keeps the fds without FD_CLOEXEC; the new image keeps the limit
+ * (never one we raised for a moment: fdlimit.c) */
 static void before_exec(void)
 {
 	if (kp_fdtab_len)
 		kp_conn_handoff_all(true, "exec");
+	kp_spawn_enter(false);
 }
 
 KP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
@@ -113,7 +117,10 @@ KP_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_a
 {
 	if (kp_fdtab_len)
 		kp_conn_handoff_all(fa == NULL, "posix_spawn");
-	return KP_REAL(posix_spawn)(pid, path, fa, attr, argv, envp);
+	kp_spawn_enter(true);
+	int r = KP_REAL(posix_spawn)(pid, path, fa, attr, argv, envp);
+	kp_spawn_leave();
+	return r;
 }
 
 KP_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
@@ -121,20 +128,98 @@ KP_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_
 {
 	if (kp_fdtab_len)
 		kp_conn_handoff_all(fa == NULL, "posix_spawn");
-	return KP_REAL(posix_spawnp)(pid, file, fa, attr, argv, envp);
+	kp_spawn_enter(true);
+	int r = KP_REAL(posix_spawnp)(pid, file, fa, attr, argv, envp);
+	kp_spawn_leave();
+	return r;
 }
 
 /* glibc's system() and popen() spawn with internal calls: the shell they
  * run inherits the fds without FD_CLOEXEC */
 KP_EXPORT int system(const char *cmd)
 {
-	if (cmd)
-		before_exec();
-	return KP_REAL(system)(cmd);
+	if (cmd && kp_fdtab_len)
+		kp_conn_handoff_all(true, "exec");
+	kp_spawn_enter(true);
+	int r = KP_REAL(system)(cmd);
+	kp_spawn_leave();
+	return r;
 }
 
 KP_EXPORT FILE *popen(const char *cmd, const char *mode)
 {
-	before_exec();
-	return KP_REAL(popen)(cmd, mode);
+	if (kp_fdtab_len)
+		kp_conn_handoff_all(true, "exec");
+	kp_spawn_enter(true);
+	FILE *f = KP_REAL(popen)(cmd, mode);
+	kp_spawn_leave();
+	return f;
 }
+
+/* ------------------------------------------------------------ limits */
+
+/* RLIMIT_NOFILE is the program's: our hidden fds live above its soft
+ * limit, raised for a moment to make one (fdlimit.c, docs/limits.md).  Its
+ * own calls wait for that moment to pass, and a new limit is a new plan.
+ * ASan's runtime calls these before its shadow memory exists (and before
+ * our constructor): until then, and for other resources, the kernel's
+ * call, by a system call of ours, with nothing instrumented on the way. */
+static KP_NO_SANITIZE bool limits_ours(int res)
+{
+	return res == RLIMIT_NOFILE && __atomic_load_n(&kp_fdtab_len, __ATOMIC_RELAXED);
+}
+
+static int limit_call(int pid, int res, const struct rlimit *new_rl, struct rlimit *old_rl)
+{
+	bool locked = kp_rl_enter();
+	int r = kp_sys_prlimit(pid, res, new_rl, old_rl);
+	int saved = errno;
+	kp_rl_leave(locked);
+	if (r == 0 && locked && new_rl)
+		kp_conn_fd_limits(true);
+	errno = saved;
+	return r;
+}
+
+KP_EXPORT KP_NO_SANITIZE int getrlimit(__rlimit_resource_t res, struct rlimit *rl)
+{
+	if (!limits_ours(res))
+		return kp_sys_prlimit(0, res, NULL, rl);
+	return limit_call(0, res, NULL, rl);
+}
+
+KP_EXPORT KP_NO_SANITIZE int setrlimit(__rlimit_resource_t res, const struct rlimit *rl)
+{
+	if (!limits_ours(res))
+		return kp_sys_prlimit(0, res, rl, NULL);
+	return limit_call(0, res, rl, NULL);
+}
+
+KP_EXPORT KP_NO_SANITIZE int prlimit(pid_t pid, __rlimit_resource_t res, const struct rlimit *new_rl,
+				     struct rlimit *old_rl)
+{
+	if (!limits_ours(res))
+		return kp_sys_prlimit(pid, res, new_rl, old_rl);
+	return limit_call(pid, res, new_rl, old_rl);
+}
+
+#if __WORDSIZE == 64
+/* The LFS names (a program built with _FILE_OFFSET_BITS=64 calls them):
+ * the same functions, the same struct, on a 64-bit ABI. */
+_Static_assert(sizeof(struct rlimit) == sizeof(struct rlimit64), "rlimit64 is rlimit");
+KP_EXPORT KP_NO_SANITIZE int getrlimit64(__rlimit_resource_t res, struct rlimit64 *rl)
+{
+	return getrlimit(res, (struct rlimit *)rl);
+}
+
+KP_EXPORT KP_NO_SANITIZE int setrlimit64(__rlimit_resource_t res, const struct rlimit64 *rl)
+{
+	return setrlimit(res, (const struct rlimit *)rl);
+}
+
+KP_EXPORT KP_NO_SANITIZE int prlimit64(pid_t pid, __rlimit_resource_t res, const struct rlimit64 *new_rl,
+			struct rlimit64 *old_rl)
+{
+	return prlimit(pid, res, (const struct rlimit *)new_rl, (struct rlimit *)old_rl);
+}
+#endif

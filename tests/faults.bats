@@ -222,6 +222,63 @@ ULIMITED=(bash -c 'ulimit -S -n "$0" && exec "$@"')
 	assert_output "errors=0"
 }
 
+# docs/limits.md: our hidden fds live above the program's soft limit, so
+# the fd-making calls we never see (mkstemp, signalfd, inotify_init, an
+# fd received over SCM_RIGHTS) find every number below it, as alone; the
+# program's getrlimit and its children's limit are its own.
+# fd_limit_both CALLS: fd_limit at a soft limit of 64, 3 rounds of 8
+# connections, then CALLS in turn until one fails, without and with us
+fd_limit_both() {
+	[ "$(ulimit -Hn)" -ge 200 ] || skip "hard RLIMIT_NOFILE below 200"
+	nginx_start
+	run_both 24 "$CLIENTS/fd_limit" 127.0.0.1 "$NGINX_PORT" 64 8 3 "$1"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "responses=24"
+	assert_line "getrlimit: 64 $(ulimit -Hn)"
+	assert_line "fork+exec: 64 $(ulimit -Hn)"
+	assert_line "posix_spawn: 64 $(ulimit -Hn)"
+	assert_line "system: 64 $(ulimit -Hn)"
+	assert_line "popen: 64 $(ulimit -Hn)"
+	assert_line --regexp '^fds=[0-9]+ failed=[a-z_]+ error=(Too many open files|ctrunc) highest=63$'
+	# the pool was used, and kept: nothing of it was given back
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns 24"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 8"
+}
+
+@test "setrlimit 64, 8 pooled connections, then mkstemp/signalfd/inotify_init/SCM_RIGHTS (calls we never see) until one fails: as many fds, the same failure, the limit its own and its children's" {
+	fd_limit_both mkstemp,signalfd,inotify_init,scm_rights
+}
+
+@test "setrlimit 64, 8 pooled connections, then eventfd/memfd_create/mkstemp until one fails: as many fds, the same failure, the limit its own and its children's" {
+	fd_limit_both eventfd,memfd_create,mkstemp
+}
+
+# The class, not the list: every fd-making call alone, at three soft
+# limits, after 1 and 8 pooled connections, without and with us: the same
+# output (the count of fds, the call that failed and how, the highest
+# number, the limit the program and its children see), every pair.
+@test "fd limit matrix: 12 fd-making calls x soft limits 16/64/256 x 1 or 8 pooled connections: the same fds, the same failure, the same limits as without the shim" {
+	[ "$(ulimit -Hn)" -ge 400 ] || skip "hard RLIMIT_NOFILE below 400"
+	nginx_start
+	local call soft conns bad= cells=0
+	for call in mkstemp signalfd inotify_init eventfd memfd_create scm_rights tmpfile openat2 pipe dup socket timerfd_create; do
+		for soft in 16 64 256; do
+			for conns in 1 8; do
+				run_both "$conns" "$CLIENTS/fd_limit" 127.0.0.1 "$NGINX_PORT" "$soft" "$conns" 1 "$call"
+				cells=$((cells + 1))
+				if [ "$PLAIN_STATUS/$SHIM_STATUS" != 0/0 ] ||
+					! cmp -s "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" ||
+					[ "$SHIM_CONNS" != "$conns" ]; then
+					bad+="$call soft=$soft conns=$conns: plain $(tail -1 "$BATS_TEST_TMPDIR/plain.out"), shim $(tail -1 "$BATS_TEST_TMPDIR/shim.out") (server conns $SHIM_CONNS)"$'\n'
+				fi
+			done
+		done
+	done
+	assert_equal "cells $cells, differing: ${bad:-none}" "cells 72, differing: none"
+}
+
 @test "a program that lowers its own RLIMIT_NOFILE (setrlimit 64) before its requests: still pooled" {
 	scripted_start keepalive
 	run_both 10 "$PYTHON" "$SCRIPTS/fd_pressure.py" setrlimit "$SCRIPTED_PORT" 64 10

@@ -83,3 +83,22 @@ teardown() { servers_stop; }
 		assert_same_output
 	done
 }
+
+# write(), send() and writev() of a whole request on a tracked fd (held
+# head, rewrite, writev copy, replay copy of a reused connection) from a
+# handler that interrupted malloc: the write path's buffers are not
+# malloc's (docs/binding.md, "The write path in a signal handler");
+# 3 runs of each, one thread and two
+@test "a request written from a handler that interrupted malloc (held head, rewrite, writev, replay copy): no crash, no hang, every one answered" {
+	nginx_start
+	local mode i
+	for mode in write thread-write; do
+		for i in 1 2 3; do
+			run_both 300 "$CLIENTS/sig_malloc" 127.0.0.1 "$NGINX_PORT" "$mode" /f
+			assert_both_ok
+			assert_same_output
+			run cat "$BATS_TEST_TMPDIR/shim.out"
+			assert_output "signals all, every one answered: yes"
+		done
+	done
+}
