@@ -25,6 +25,7 @@ LIB  := build/libkeepalive.so
 # preloaded, sharing pool.c's policy
 BROKER := build/keepalive-broker
 RUNNER := build/keepalive-run
+WRAPPER := build/keepalive
 BROKER_SRCS := pool/broker.c pool/broker_proto.c pool/broker_check.c pool/pool.c
 ASAN_LIB := build/libkeepalive-asan.so
 TSAN_LIB := build/libkeepalive-tsan.so
@@ -41,11 +42,16 @@ CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
 .PHONY: all asan tsan test test-asan check unit bats clients clean install uninstall fuzz fuzz-build bench bench-fastpath bench-cost owner-matrix tls-pairs
-all: $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER)
+all: $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER) $(WRAPPER)
 
-# what of the keepalive wrapper must stay while the command runs (signals
-# passed on, the private broker stopped, the stats summed: docs/wrapper.md)
+# the keepalive wrapper's C steps (docs/wrapper.md): the entry point that
+# keeps the caller's environment (scripts/keepalive links to it), and the
+# last exec and the watcher of what outlives the wrapper
 $(RUNNER): scripts/keepalive-run.c Makefile
+	@mkdir -p build
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -o $@ $<
+
+$(WRAPPER): scripts/keepalive-main.c Makefile
 	@mkdir -p build
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -o $@ $<
 
@@ -256,7 +262,7 @@ JOBS ?= $(shell echo $$(( $(NPROC) * 4 )))
 BATS := bats $(if $(filter-out 0 1,$(JOBS)),$(if $(shell command -v parallel),--jobs $(JOBS))) $(BATS_FLAGS)
 # what the tests build on demand, built before they run (two files must
 # not build the same target at once)
-BATS_DEPS := $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER) $(TSAN_LIB) build/libkeepalive-noprobe.so \
+BATS_DEPS := $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER) $(WRAPPER) $(TSAN_LIB) build/libkeepalive-noprobe.so \
 	build/latency-proxy clients
 
 bats: $(BATS_DEPS)
@@ -308,7 +314,7 @@ MANDIR ?= $(PREFIX)/share/man
 USERUNITDIR ?= $(PREFIX)/lib/systemd/user
 relpath = $(shell realpath -m -s --relative-to=$(BINDIR) $(1))
 
-install: $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER)
+install: $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER) $(WRAPPER)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(HELPERDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(USERUNITDIR)
 	install -m 0644 $(LIB) $(DESTDIR)$(LIBDIR)/libkeepalive.so

@@ -11,7 +11,7 @@ bats_require_minimum_version 1.5.0
 
 setup_file() {
 	suite_setup
-	make -s -C "$ROOT" build/keepalive-broker build/keepalive-run >&2
+	make -s -C "$ROOT" build/keepalive-broker build/keepalive-run build/keepalive >&2
 }
 setup() {
 	XDG="$BATS_TEST_TMPDIR/xdg"
