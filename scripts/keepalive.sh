@@ -33,6 +33,9 @@ die_usage() {
 	usage >&2
 	exit 2
 }
+# 1|on|yes|true, as the library reads a switch (the settings' check below
+# takes any other value of the library's out)
+is_on() { case $1 in 1 | [oO][nN] | [yY][eE][sS] | [tT][rR][uU][eE]) return 0 ;; esac; return 1; }
 # physical paths without an exec where no symlink is involved (each exec is
 # a process start: scripts/bench-broker counts them)
 realpath_of() {
@@ -65,7 +68,7 @@ if [ -z "$lib" ]; then
 fi
 # KEEPALIVE_AUDIT=1: also the rtld-audit module beside the library, so
 # that libraries opened with RTLD_DEEPBIND (PHP's curl) reach it too
-if [ "${KEEPALIVE_AUDIT:-0}" = 1 ]; then
+if is_on "${KEEPALIVE_AUDIT:-0}"; then
 	audit="$(dirname "$lib")/libkeepalive-audit.so"
 	if [ ! -f "$audit" ]; then
 		echo "keepalive: $audit not found (run make)" >&2
@@ -136,42 +139,42 @@ run_exec() {
 	LD_PRELOAD="$preload" exec "$@"
 }
 
-# A setting checked once for the whole command (docs/wrapper.md): a bad
-# KEEPALIVE_PORTS is said here once, in the library's words, and never
-# widens what is pooled: the processes under the wrapper get a library
-# that pools nothing, quietly, instead of 2,000 warnings.
-if [ -n "${KEEPALIVE_PORTS+set}" ]; then
-	ports_ok=1
-	[ -n "$KEEPALIVE_PORTS" ] || ports_ok=
-	case $KEEPALIVE_PORTS in *,,* | ,*) ports_ok= ;; esac
-	set -f
-	IFS_=$IFS
-	IFS=,
-	for e in $KEEPALIVE_PORTS; do
-		lo=${e%%-*} hi=${e#*-}
-		case $lo$hi in '' | *[!0-9]*) ports_ok= ; continue ;; esac
-		case $e in *-*-*) ports_ok= ; continue ;; esac
-		[ ${#lo} -le 5 ] && [ ${#hi} -le 5 ] && [ "$lo" -ge 1 ] && [ "$lo" -le "$hi" ] &&
-			[ "$hi" -le 65535 ] || ports_ok=
-	done
-	IFS=$IFS_
-	set +f
-	if [ -z "$ports_ok" ]; then
-		echo "libkeepalive: ignoring KEEPALIVE_PORTS=$KEEPALIVE_PORTS (want e.g. 80,8080,9000-9010; pooling nothing)" >&2
-		unset KEEPALIVE_PORTS
-		KEEPALIVE_DISABLE=1
-		export KEEPALIVE_DISABLE
-	fi
+# Settings checked once for the whole command tree (docs/wrapper.md): the
+# library itself reads them, in one run of /bin/true, and says what it
+# ignores (parsed as every process would parse them); each setting said is
+# then taken out of the command's environment (its default is what the
+# library used anyway), so that no process under it says it again.  A bad
+# KEEPALIVE_PORTS pools nothing, never more than asked: KEEPALIVE_DISABLE=1.
+checked=
+for n in LOG_FILE LOG DISABLE STATS STATS_FILE OBSERVE PORTS BROKER BROKER_TIMEOUT_MS \
+	IDLE_MS QUIET_MS REPLAY_MAX METHODS MAX_IDLE_PER_HOST MAX_IDLE; do
+	eval "[ -z \"\${KEEPALIVE_$n+x}\" ]" || { checked=1; break; }
+done
+if [ -n "$checked" ]; then
+	said=$(KEEPALIVE_STATS_FILE= LD_PRELOAD="$preload" /bin/true 2>&1 >/dev/null </dev/null) || :
+	while IFS= read -r line; do
+		case $line in "libkeepalive: ignoring KEEPALIVE_"*=*) ;; *) continue ;; esac
+		name=${line#libkeepalive: ignoring }
+		name=${name%%=*}
+		case $name in *[!A-Z_]*) continue ;; esac
+		echo "$line" >&2
+		case $name in
+		KEEPALIVE_PORTS) unset KEEPALIVE_PORTS; KEEPALIVE_DISABLE=1; export KEEPALIVE_DISABLE ;;
+		KEEPALIVE_DISABLE) KEEPALIVE_DISABLE=1 ;;
+		KEEPALIVE_BROKER) KEEPALIVE_BROKER=0 ;;
+		*) unset "$name" ;;
+		esac
+	done <<EOF
+$said
+EOF
 fi
-
 # KEEPALIVE_STATS=1: one line for the whole command, summed over its
 # processes (each appends its own to KEEPALIVE_STATS_FILE; one that did
 # nothing, a shell say, adds nothing)
 stats=
-case "${KEEPALIVE_STATS:-0}" in
-0 | "") ;;
-*) [ -n "${KEEPALIVE_STATS_FILE:-}" ] || stats=1 ;;
-esac
+if is_on "${KEEPALIVE_STATS:-0}" && [ -z "${KEEPALIVE_STATS_FILE:-}" ]; then
+	stats=1
+fi
 # one exec tells the default path, whether a broker of ours answers and
 # proves itself there, and a parent for a private directory where no other
 # user can rename it (not writable by others unless sticky: a world-

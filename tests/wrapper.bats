@@ -434,3 +434,48 @@ group_signal() {
 		done
 	done
 }
+
+# ------------------------------------------------------ settings said once
+@test "wrapper: every bad setting is said once for a loop of processes, in the library's words, and the loop behaves as under the library alone" {
+	curl_ok || skip "curl does not start under ASan"
+	nginx_start
+	local loop="for i in 1 2 3; do $CURL -sS http://127.0.0.1:$NGINX_PORT/f >/dev/null || exit 1; done"
+	local bad=(KEEPALIVE_IDLE_MS=abc KEEPALIVE_METHODS=x KEEPALIVE_LOG=bogus KEEPALIVE_STATS=maybe KEEPALIVE_MAX_IDLE=-1)
+	# plain LD_PRELOAD: the same lines, once per process
+	run --separate-stderr env "${bad[@]}" KEEPALIVE_PORTS="$NGINX_PORT" LD_PRELOAD="$PRELOAD" sh -c "$loop"
+	assert_success
+	local plain
+	plain=$(sort -u <<<"$stderr")
+	assert_equal "$(wc -l <<<"$plain")" 5
+	nginx_reset
+	run --separate-stderr env "${bad[@]}" KEEPALIVE_PORTS="$NGINX_PORT" XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" \
+		"$WRAP" sh -c "$loop"
+	assert_success
+	assert_equal "$(sort <<<"$stderr")" "$plain"
+	# what the settings were read as is unchanged: pooled, no stats line
+	server_wait_requests 3
+	assert_equal "conns $(nginx_conns)" "conns 1"
+}
+
+@test "wrapper and library read settings alike: KEEPALIVE_PORTS with a leading zero pools, KEEPALIVE_STATS=off|no|false is off, an unknown switch warns" {
+	curl_ok || skip "curl does not start under ASan"
+	nginx_start
+	local get="$CURL -sS -o /dev/null http://127.0.0.1:$NGINX_PORT/f"
+	run --separate-stderr env KEEPALIVE_PORTS="0$NGINX_PORT" XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" \
+		"$WRAP" sh -c "$get; $get"
+	assert_success
+	assert_equal "$stderr" ""
+	server_wait_requests 2
+	assert_equal "conns $(nginx_conns)" "conns 1"
+	local v
+	for v in off no false OFF 0; do
+		run --separate-stderr env KEEPALIVE_STATS=$v LD_PRELOAD="$PRELOAD" /bin/true
+		assert_equal "plain $v: $stderr" "plain $v: "
+		run --separate-stderr env KEEPALIVE_STATS=$v XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" /bin/true
+		assert_equal "wrapper $v: $stderr" "wrapper $v: "
+	done
+	run --separate-stderr env KEEPALIVE_STATS=on LD_PRELOAD="$PRELOAD" /bin/true
+	assert_equal "$(grep -c '^libkeepalive: connects=' <<<"$stderr")" 1
+	run --separate-stderr env KEEPALIVE_STATS=maybe LD_PRELOAD="$PRELOAD" /bin/true
+	assert_equal "$stderr" "libkeepalive: ignoring KEEPALIVE_STATS=maybe (want 1|on|yes|true or 0|off|no|false, using 0)"
+}
