@@ -31,7 +31,7 @@ assert_few_with() {
 	[ "$roff" -eq 0 ] && [ "$ron" -eq $(($1 - on)) ]
 }
 
-COMPARE="$ROOT/scripts/keepalive"
+COMPARE="${COMPARE:-$ROOT/scripts/keepalive}"
 
 # a shell script running 20 curl processes, one request each
 curl_loop() {
