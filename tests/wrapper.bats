@@ -481,3 +481,16 @@ group_signal() {
 	run --separate-stderr env KEEPALIVE_STATS=maybe LD_PRELOAD="$PRELOAD" /bin/true
 	assert_equal "$stderr" "libkeepalive: ignoring KEEPALIVE_STATS=maybe (want 1|on|yes|true or 0|off|no|false, using 0)"
 }
+
+# ------------------------------------------------- the differential matrix
+# tests/wrapper_matrix.py: 35 command shapes (exit statuses, death by each
+# signal, signals to the whole group handled and not, exec errors, stdin,
+# arguments, a caller's environment no shell passes on) x the wrapper's
+# three paths, each compared with the same command under env(1): the raw
+# wait status, stdout, stderr and the environment must be the same
+@test "wrapper: the differential matrix (command shapes x private broker, per-user broker, KEEPALIVE_STATS=1) finds no difference from env(1)" {
+	run "$PYTHON" "$ROOT/tests/wrapper_matrix.py" "$WRAP" "$PRELOAD" "$BATS_TEST_TMPDIR/matrix"
+	echo "$output"
+	assert_success
+	assert_line --regexp "^[0-9]+ cases, 0 differences$"
+}
