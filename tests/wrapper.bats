@@ -398,7 +398,9 @@ group_signal() {
 		wait_until test -s "$pidf"
 		kill -KILL "$pid"
 		wait "$pid" || true
-		wait_until _pid_gone "$(cat "$pidf")" || fail "$round: the command still runs"
+		# the wrapper's pid is the command's: gone, reaped by us
+		assert_equal "$round: pid $(cat "$pidf")" "$round: pid $pid"
+		_pid_gone "$(cat "$pidf")" || fail "$round: the command still runs"
 		# nothing of the wrapper's left beside the per-user broker's own
 		wait_until test -z "$(find "$XDG" -mindepth 1 -maxdepth 1 ! -name keepalive)" ||
 			fail "$round: left $(find "$XDG" -mindepth 1)"
