@@ -70,12 +70,17 @@ static void print_stats(const char *path)
 		procs += any;
 	}
 	fclose(f);
+	/* one write: the line arrives whole among the caller's own output
+	 * (stderr is unbuffered: each piece was a write of its own) */
+	static char out[8192];
+	setvbuf(stderr, out, _IOFBF, sizeof(out));
 	fprintf(stderr, "libkeepalive: processes=%lu", procs);
 	for (int k = 0; k < nkeys; k++)
 		fprintf(stderr, " %s=%llu", keys[k], sums[k]);
 	if (version[0])
 		fprintf(stderr, " version=%s", version);
 	fputc('\n', stderr);
+	fflush(stderr);
 }
 
 /* The stats directory: flat, ours, made by the wrapper in a checked
