@@ -117,6 +117,8 @@ inst_keepalive() { env -u KEEPALIVE_PRELOAD -u LD_PRELOAD "$INST/usr/bin/keepali
 	KEEPALIVE_PORTS=$NGINX_PORT KEEPALIVE_STATS=1 timeout "$((CLIENT_TIMEOUT * SLOW))" \
 		env -u KEEPALIVE_PRELOAD -u LD_PRELOAD "$INST/usr/bin/keepalive" sh -c "$loop" \
 		>"$t/shim.out" 2>"$t/shim.err"
+	# the summed line comes just after the command ended (docs/wrapper.md)
+	wait_until grep -q '^libkeepalive: processes=' "$t/shim.err" || true
 	cat "$t/shim.err"
 	server_wait_requests 5
 	assert_equal "shim conns $(nginx_conns) requests $(nginx_requests)" "shim conns 1 requests 5"
