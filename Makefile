@@ -25,6 +25,7 @@ LIB  := build/libkeepalive.so
 # preloaded, sharing pool.c's policy
 BROKER := build/keepalive-broker
 RUNNER := build/keepalive-run
+WRAPPER := build/keepalive
 BROKER_SRCS := pool/broker.c pool/broker_proto.c pool/broker_check.c pool/pool.c pool/kp_mem.c
 ASAN_LIB := build/libkeepalive-asan.so
 TSAN_LIB := build/libkeepalive-tsan.so
@@ -41,11 +42,16 @@ CLIENT_SRCS := $(wildcard tests/clients/*.c)
 CLIENT_BINS := $(patsubst tests/clients/%.c,build/clients/%,$(CLIENT_SRCS))
 
 .PHONY: all asan tsan test test-asan check unit bats clients clean install uninstall fuzz fuzz-build bench bench-fastpath bench-cost owner-matrix tls-pairs
-all: $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER)
+all: $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER) $(WRAPPER)
 
-# what of the keepalive wrapper must stay while the command runs (signals
-# passed on, the private broker stopped, the stats summed: docs/wrapper.md)
+# the keepalive wrapper's C steps (docs/wrapper.md): the entry point that
+# keeps the caller's environment (scripts/keepalive links to it), and the
+# last exec and the watcher of what outlives the wrapper
 $(RUNNER): scripts/keepalive-run.c Makefile
+	@mkdir -p build
+	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -o $@ $<
+
+$(WRAPPER): scripts/keepalive-main.c Makefile
 	@mkdir -p build
 	$(CC) -std=gnu11 -D_GNU_SOURCE $(WARN) $(CFLAGS) -o $@ $<
 
@@ -256,7 +262,7 @@ JOBS ?= $(shell echo $$(( $(NPROC) * 4 )))
 BATS := bats $(if $(filter-out 0 1,$(JOBS)),$(if $(shell command -v parallel),--jobs $(JOBS))) $(BATS_FLAGS)
 # what the tests build on demand, built before they run (two files must
 # not build the same target at once)
-BATS_DEPS := $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER) $(TSAN_LIB) build/libkeepalive-noprobe.so \
+BATS_DEPS := $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER) $(WRAPPER) $(TSAN_LIB) build/libkeepalive-noprobe.so \
 	build/latency-proxy clients
 
 bats: $(BATS_DEPS)
@@ -306,32 +312,44 @@ LIBDIR ?= $(PREFIX)/lib/keepalive
 HELPERDIR ?= $(LIBDIR)
 MANDIR ?= $(PREFIX)/share/man
 USERUNITDIR ?= $(PREFIX)/lib/systemd/user
-relpath = $(shell realpath -m -s --relative-to=$(BINDIR) $(1))
+relpath = $(shell realpath -m -s --relative-to=$(1) $(2))
 
-install: $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER)
+# the wrapper: its C entry point and its shell part live with the helpers
+# (the shell part told where the libraries are, relative to itself), and
+# BINDIR/keepalive is a relative link to the entry point, which finds the
+# rest beside its own resolved path (docs/wrapper.md)
+install: $(LIB) $(AUDIT_LIB) $(BROKER) $(RUNNER) $(WRAPPER)
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(HELPERDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(MANDIR)/man7 $(DESTDIR)$(USERUNITDIR)
 	install -m 0644 $(LIB) $(DESTDIR)$(LIBDIR)/libkeepalive.so
 	install -m 0644 $(AUDIT_LIB) $(DESTDIR)$(LIBDIR)/libkeepalive-audit.so
-	sed -e 's|^libdir=.*|libdir=$(call relpath,$(LIBDIR))|' \
-		-e 's|^helperdir=.*|helperdir=$(call relpath,$(HELPERDIR))|' \
-		scripts/keepalive >$(DESTDIR)$(BINDIR)/keepalive
-	chmod 0755 $(DESTDIR)$(BINDIR)/keepalive
-	install -m 0755 scripts/compare $(BROKER) $(RUNNER) $(DESTDIR)$(HELPERDIR)/
+	sed -e 's|^libdir=.*|libdir=$(call relpath,$(HELPERDIR),$(LIBDIR))|' \
+		-e 's|^helperdir=.*|helperdir=.|' \
+		scripts/keepalive.sh >$(DESTDIR)$(HELPERDIR)/keepalive.sh
+	chmod 0755 $(DESTDIR)$(HELPERDIR)/keepalive.sh
+	install -m 0755 scripts/compare $(BROKER) $(RUNNER) $(WRAPPER) $(DESTDIR)$(HELPERDIR)/
+	ln -sfn $(call relpath,$(BINDIR),$(HELPERDIR)/keepalive) $(DESTDIR)$(BINDIR)/keepalive
 	install -m 0644 man/keepalive.1 $(DESTDIR)$(MANDIR)/man1/keepalive.1
 	install -m 0644 man/libkeepalive.7 $(DESTDIR)$(MANDIR)/man7/libkeepalive.7
 	install -m 0644 scripts/systemd/keepalive-broker.socket $(DESTDIR)$(USERUNITDIR)/
 	sed 's|^ExecStart=.*|ExecStart=$(HELPERDIR)/keepalive-broker|' \
 		scripts/systemd/keepalive-broker.service >$(DESTDIR)$(USERUNITDIR)/keepalive-broker.service
 
+# the directories install may have made, deepest first: each removed when
+# empty (never one that holds anything else)
+INSTALL_DIRS = $(HELPERDIR) $(LIBDIR) $(USERUNITDIR) $(patsubst %/,%,$(dir $(USERUNITDIR))) \
+	$(MANDIR)/man1 $(MANDIR)/man7 $(MANDIR) $(BINDIR)
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/keepalive \
 		$(DESTDIR)$(LIBDIR)/libkeepalive.so $(DESTDIR)$(LIBDIR)/libkeepalive-audit.so \
 		$(DESTDIR)$(HELPERDIR)/compare $(DESTDIR)$(HELPERDIR)/keepalive-broker \
-		$(DESTDIR)$(HELPERDIR)/keepalive-run \
+		$(DESTDIR)$(HELPERDIR)/keepalive-run $(DESTDIR)$(HELPERDIR)/keepalive \
+		$(DESTDIR)$(HELPERDIR)/keepalive.sh \
 		$(DESTDIR)$(MANDIR)/man1/keepalive.1 $(DESTDIR)$(MANDIR)/man7/libkeepalive.7 \
 		$(DESTDIR)$(USERUNITDIR)/keepalive-broker.socket $(DESTDIR)$(USERUNITDIR)/keepalive-broker.service
-	-rmdir $(DESTDIR)$(HELPERDIR) $(DESTDIR)$(LIBDIR) 2>/dev/null
+	@for d in $(INSTALL_DIRS); do \
+		[ ! -d "$(DESTDIR)$$d" ] || rmdir --ignore-fail-on-non-empty "$(DESTDIR)$$d"; \
+	done
 
 clean:
 	rm -rf build

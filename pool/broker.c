@@ -1108,10 +1108,11 @@ int main(int argc, char **argv)
 		if (listen(lfd, SOMAXCONN) < 0 || write(ready[1], "", 1) != 1)
 			_exit(1);
 		close(ready[1]);
-		/* private: in the wrapper's session (its log is the command's
-		 * stderr); it goes when the wrapper does */
-		if (!private_base)
-			setsid();
+		/* its own session, also the private one (its log is the
+		 * command's stderr; it goes when the command does): a signal to
+		 * the command's process group (timeout, kill -- -PGID, systemd
+		 * stop) is not for it (docs/wrapper.md) */
+		setsid();
 		dup2(null, 0);
 		dup2(null, 1);
 		dup2(log, 2);

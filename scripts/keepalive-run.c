@@ -1,42 +1,31 @@
 /*
- * keepalive-run - the part of the keepalive wrapper that must stay while
- * the command runs (docs/wrapper.md): the wrapper (scripts/keepalive) sets
- * everything up, then execs this, which
- *   - runs CMD with LD_PRELOAD=PRELOAD (this process is never preloaded);
- *   - passes TERM, INT, HUP, QUIT, USR1, USR2 sent to it on to CMD (not a
- *     terminal's own signal: the terminal sent it to CMD's group already);
- *   - when CMD ends: prints the summed KEEPALIVE_STATS line (--stats),
- *     stops the private broker (--broker-pid), removes the private
- *     directory (--dir) and then ends as CMD did: its exit status, or death
- *     by its signal (handler reset, signal re-raised, as timeout(1) does),
- *     so that a shell loop interrupted by Ctrl-C stops.
- * usage: keepalive-run [--preload P] [--dir D] [--broker-pid N] [--stats F] -- CMD [ARGS...]
+ * keepalive-run - the wrapper's two C steps (docs/wrapper.md); the wrapper
+ * never stays between the command and its caller:
+ *   keepalive-run --exec [--preload P] [--audit A] -- CMD [ARGS...]
+ *     the last step: execs CMD (same pid: the caller's signals, status,
+ *     process group and terminal are CMD's own) with the caller's
+ *     environment as the entry point saved it (KEEPALIVE_ENV_FD), minus
+ *     its LD_PRELOAD and KEEPALIVE_* variables, plus the ones the shell
+ *     part holds now, LD_PRELOAD=P and LD_AUDIT=A (when given);
+ *   keepalive-run --watch PID [--stats F] [--dir D]
+ *     returns once it watches PID (the wrapper's, CMD's after the exec),
+ *     leaving a process in a session of its own that, when PID ends,
+ *     prints the summed KEEPALIVE_STATS line of F to the inherited stderr
+ *     and removes the directory D.
  */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/wait.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
-static const int forwarded[] = { SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
-#define N_FORWARDED (sizeof(forwarded) / sizeof(forwarded[0]))
-static volatile pid_t child;
-
-static void forward(int sig, siginfo_t *si, void *ctx)
-{
-	(void)ctx;
-	/* SI_KERNEL: the terminal's Ctrl-C or Ctrl-\, sent to the whole
-	 * foreground group, CMD included: a second copy would be one too many */
-	if (si && si->si_code == SI_KERNEL)
-		return;
-	if (child > 0)
-		kill(child, sig);
-}
+extern char **environ;
 
 /* KEEPALIVE_STATS: each process appended one "libkeepalive: k=v ..."
  * line; print their sum (keys in first-seen order, version last) and how
@@ -81,16 +70,21 @@ static void print_stats(const char *path)
 		procs += any;
 	}
 	fclose(f);
+	/* one write: the line arrives whole among the caller's own output
+	 * (stderr is unbuffered: each piece was a write of its own) */
+	static char out[8192];
+	setvbuf(stderr, out, _IOFBF, sizeof(out));
 	fprintf(stderr, "libkeepalive: processes=%lu", procs);
 	for (int k = 0; k < nkeys; k++)
 		fprintf(stderr, " %s=%llu", keys[k], sums[k]);
 	if (version[0])
 		fprintf(stderr, " version=%s", version);
 	fputc('\n', stderr);
+	fflush(stderr);
 }
 
-/* The private directory, when no broker removes it (none, or it died):
- * flat, ours, made by the wrapper or the broker in a checked parent. */
+/* The stats directory: flat, ours, made by the wrapper in a checked
+ * parent. */
 static void remove_dir(const char *dir)
 {
 	DIR *d = opendir(dir);
@@ -106,86 +100,190 @@ static void remove_dir(const char *dir)
 
 static void usage(void)
 {
-	fputs("usage: keepalive-run [--preload P] [--dir D] [--broker-pid N] [--stats F] -- CMD [ARGS...]\n", stderr);
+	fputs("usage: keepalive-run --exec [--preload P] [--audit A] -- CMD [ARGS...]\n"
+	      "       keepalive-run --watch PID [--stats F] [--dir D]\n",
+	      stderr);
 	exit(2);
+}
+
+/* the names the wrapper owns: the library's */
+static int ours(const char *e)
+{
+	return !strncmp(e, "KEEPALIVE_", 10) || !strncmp(e, "LD_PRELOAD=", 11);
+}
+
+static int name_is(const char *e, const char *name)
+{
+	size_t n = strlen(name);
+	return !strncmp(e, name, n) && e[n] == '=';
+}
+
+/* The caller's environment, from the entry point's memfd: NULL when there
+ * is none (keepalive.sh run by hand), then ours is taken as it is. */
+static char **saved_environ(void)
+{
+	const char *s = getenv("KEEPALIVE_ENV_FD");
+	char *end;
+	if (!s || !*s)
+		return NULL;
+	long fd = strtol(s, &end, 10);
+	struct stat st;
+	if (*end || fd < 0 || fd > 1 << 20 || fstat((int)fd, &st) < 0 || !S_ISREG(st.st_mode))
+		return NULL;
+	char *buf = malloc((size_t)st.st_size + 1);
+	if (!buf)
+		return NULL;
+	size_t got = 0;
+	while (got < (size_t)st.st_size) {
+		ssize_t r = pread((int)fd, buf + got, (size_t)st.st_size - got, (off_t)got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	close((int)fd);
+	if (got != (size_t)st.st_size)
+		return NULL;
+	buf[got] = 0;
+	size_t n = 0;
+	for (size_t i = 0; i < got; i++)
+		n += !buf[i];
+	char **env = calloc(n + 1, sizeof(*env));
+	if (!env)
+		return NULL;
+	size_t k = 0;
+	for (char *p = buf; p < buf + got && k < n; p += strlen(p) + 1)
+		env[k++] = p;
+	return env;
+}
+
+static char **command_environ(const char *preload, const char *audit)
+{
+	char **orig = saved_environ();
+	if (!orig)
+		orig = environ;
+	size_t n = 0, m = 0;
+	while (orig[n])
+		n++;
+	while (environ[m])
+		m++;
+	char **env = calloc(n + m + 3, sizeof(*env));
+	if (!env)
+		return NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!ours(orig[i]) && !(audit && name_is(orig[i], "LD_AUDIT")))
+			env[k++] = orig[i];
+	for (size_t i = 0; i < m; i++)
+		if (!strncmp(environ[i], "KEEPALIVE_", 10) && !name_is(environ[i], "KEEPALIVE_ENV_FD"))
+			env[k++] = environ[i];
+	static char pre[8192], aud[8192];
+	if (preload && (size_t)snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", preload) < sizeof(pre))
+		env[k++] = pre;
+	if (audit && (size_t)snprintf(aud, sizeof(aud), "LD_AUDIT=%s", audit) < sizeof(aud))
+		env[k++] = aud;
+	env[k] = NULL;
+	return env;
+}
+
+/* as env(1) and sh say it: 127 not found, 126 found but not run */
+static int run_exec(const char *preload, const char *audit, char **cmd)
+{
+	char **env = command_environ(preload, audit);
+	execvpe(cmd[0], cmd, env ? env : environ);
+	int e = errno;
+	if (e == ENOENT && !strchr(cmd[0], '/'))
+		fprintf(stderr, "keepalive: %s: command not found\n", cmd[0]);
+	else
+		fprintf(stderr, "keepalive: %s: %s\n", cmd[0], strerror(e));
+	return e == ENOENT ? 127 : 126;
+}
+
+static void at_end(const char *stats, const char *dir)
+{
+	if (stats)
+		print_stats(stats);
+	if (dir)
+		remove_dir(dir);
+}
+
+static int run_watch(pid_t pid, const char *stats, const char *dir)
+{
+	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	if (pfd < 0 && errno == ESRCH) {
+		at_end(stats, dir);
+		return 0;
+	}
+	pid_t child = fork();
+	if (child < 0) {
+		/* no watcher: the directory stays, the stats are lost */
+		return 1;
+	}
+	if (child > 0)
+		_exit(0);
+	/* its own session: a signal to the command's group (timeout, kill
+	 * -- -PGID, Ctrl-C) is not for it; nothing of the caller's held but
+	 * stderr (a caller reading a pipe to its end would wait for us) */
+	setsid();
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, 0);
+		dup2(null, 1);
+	}
+	for (int fd = 3; fd < 1024; fd++)
+		if (fd != pfd)
+			close(fd);
+	if (pfd >= 0) {
+		struct pollfd p = { pfd, POLLIN, 0 };
+		while (poll(&p, 1, -1) < 0 && errno == EINTR)
+			;
+	} else {
+		/* kernel < 5.3: asked five times a second */
+		while (kill(pid, 0) == 0 || errno == EPERM)
+			usleep(200000);
+	}
+	at_end(stats, dir);
+	return 0;
 }
 
 int main(int argc, char **argv)
 {
-	const char *preload = NULL, *dir = NULL, *stats = NULL;
-	pid_t bpid = 0;
-	int i = 1;
-	for (; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
+	const char *preload = NULL, *audit = NULL, *dir = NULL, *stats = NULL;
+	if (argc < 2)
+		usage();
+	if (!strcmp(argv[1], "--exec")) {
+		int i = 2;
+		for (; i < argc && strcmp(argv[i], "--") != 0; i += 2) {
+			if (i + 1 >= argc)
+				usage();
+			if (!strcmp(argv[i], "--preload"))
+				preload = argv[i + 1];
+			else if (!strcmp(argv[i], "--audit"))
+				audit = *argv[i + 1] ? argv[i + 1] : NULL;
+			else
+				usage();
+		}
 		if (i + 1 >= argc)
 			usage();
-		if (!strcmp(argv[i], "--preload"))
-			preload = argv[i + 1];
-		else if (!strcmp(argv[i], "--dir"))
-			dir = *argv[i + 1] ? argv[i + 1] : NULL;
-		else if (!strcmp(argv[i], "--broker-pid"))
-			bpid = (pid_t)atoi(argv[i + 1]);
-		else if (!strcmp(argv[i], "--stats"))
-			stats = *argv[i + 1] ? argv[i + 1] : NULL;
-		else
+		return run_exec(preload, audit, argv + i + 1);
+	}
+	if (!strcmp(argv[1], "--watch") && argc >= 3) {
+		pid_t pid = (pid_t)atoi(argv[2]);
+		for (int i = 3; i < argc; i += 2) {
+			if (i + 1 >= argc)
+				usage();
+			if (!strcmp(argv[i], "--stats"))
+				stats = *argv[i + 1] ? argv[i + 1] : NULL;
+			else if (!strcmp(argv[i], "--dir"))
+				dir = *argv[i + 1] ? argv[i + 1] : NULL;
+			else
+				usage();
+		}
+		if (pid <= 1)
 			usage();
+		return run_watch(pid, stats, dir);
 	}
-	if (i + 1 >= argc)
-		usage();
-	char **cmd = argv + i + 1;
-
-	/* blocked across fork: a signal that comes before the child exists
-	 * waits for it; the child starts with the mask and handlers it had */
-	sigset_t set, old;
-	sigemptyset(&set);
-	for (size_t k = 0; k < N_FORWARDED; k++)
-		sigaddset(&set, forwarded[k]);
-	sigprocmask(SIG_BLOCK, &set, &old);
-	struct sigaction sa = { .sa_sigaction = forward, .sa_flags = SA_SIGINFO | SA_RESTART };
-	sigfillset(&sa.sa_mask);
-	struct sigaction prev[N_FORWARDED];
-	for (size_t k = 0; k < N_FORWARDED; k++)
-		sigaction(forwarded[k], &sa, &prev[k]);
-
-	pid_t pid = fork();
-	if (pid == 0) {
-		for (size_t k = 0; k < N_FORWARDED; k++)
-			sigaction(forwarded[k], &prev[k], NULL);
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		if (preload)
-			setenv("LD_PRELOAD", preload, 1);
-		execvp(cmd[0], cmd);
-		int e = errno;
-		fprintf(stderr, "keepalive: %s: %s\n", cmd[0], e == ENOENT ? "command not found" : strerror(e));
-		_exit(e == ENOENT ? 127 : 126);
-	}
-	int status = 0;
-	if (pid < 0) {
-		fprintf(stderr, "keepalive: cannot run %s: %s\n", cmd[0], strerror(errno));
-		status = 126 << 8;
-	} else {
-		child = pid;
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-			;
-		child = 0;
-	}
-	if (stats)
-		print_stats(stats);
-	/* the broker removes its directory when it goes; else it is ours */
-	if (!(bpid > 1 && kill(bpid, SIGTERM) == 0) && dir)
-		remove_dir(dir);
-	if (WIFSIGNALED(status)) {
-		int sig = WTERMSIG(status);
-		/* the command dumped its own core, if any: not a second one */
-		struct rlimit no_core = { 0, 0 };
-		setrlimit(RLIMIT_CORE, &no_core);
-		signal(sig, SIG_DFL);
-		sigset_t one;
-		sigemptyset(&one);
-		sigaddset(&one, sig);
-		sigprocmask(SIG_UNBLOCK, &one, NULL);
-		raise(sig);
-		return 128 + sig; /* a signal whose default is to be ignored */
-	}
-	return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+	usage();
+	return 2;
 }

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/auxv.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -162,6 +163,26 @@ static void env_u64(int i, uint64_t min, uint64_t max, uint64_t *val)
 	}
 }
 
+/* A switch: 1|on|yes|true or 0|off|no|false (unset or empty: off); any
+ * other value is said and read as UNKNOWN (KEEPALIVE_DISABLE=please
+ * disables: what its writer meant; KEEPALIVE_STATS=maybe does not count) */
+static bool env_bool(int i, bool unknown)
+{
+	static const char *const on[] = { "1", "on", "yes", "true" }, *const off[] = { "0", "off", "no", "false" };
+	const char *s = env_vals[i];
+	if (!s || !*s)
+		return false;
+	for (size_t k = 0; k < sizeof(on) / sizeof(on[0]); k++) {
+		if (!strcasecmp(s, on[k]))
+			return true;
+		if (!strcasecmp(s, off[k]))
+			return false;
+	}
+	warn_setting(env_names[i], s, unknown ? "want 1|on|yes|true or 0|off|no|false, using 1" :
+						"want 1|on|yes|true or 0|off|no|false, using 0");
+	return unknown;
+}
+
 int kp_parse_ports(const char *s, uint8_t *bitmap)
 {
 	memset(bitmap, 0, 65536 / 8);
@@ -274,10 +295,8 @@ void kp_config_load(void)
 	} else {
 		kp_cfg.log_level = KP_LOG_WARN;
 	}
-	if ((s = env(DISABLE)) && *s && strcmp(s, "0") != 0)
-		kp_cfg.disabled = true;
-	if ((s = env(STATS)) && *s && strcmp(s, "0") != 0)
-		kp_cfg.stats = true;
+	kp_cfg.disabled = env_bool(E_DISABLE, true);
+	kp_cfg.stats = env_bool(E_STATS, false);
 	if ((s = env(STATS_FILE)) && *s) {
 		if (strlen(s) < sizeof(stats_path)) {
 			strcpy(stats_path, s);
@@ -286,8 +305,7 @@ void kp_config_load(void)
 			warn_setting("KEEPALIVE_STATS_FILE", s, "too long, ignored");
 		}
 	}
-	if ((s = env(OBSERVE)) && *s && strcmp(s, "0") != 0)
-		kp_cfg.observe = true;
+	kp_cfg.observe = env_bool(E_OBSERVE, false);
 	/* a bad or empty list never widens what is pooled: nothing is
 	 * (docs/wrapper.md; the wrapper says it once for a command tree) */
 	if ((s = env(PORTS)) && (!*s || kp_parse_ports(s, kp_cfg.ports) < 0)) {

@@ -51,6 +51,8 @@ run_wrapped() {
 		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_STATS=1 "$WRAP" "$@" \
 		>"$BATS_TEST_TMPDIR/shim.out" 2>"$BATS_TEST_TMPDIR/shim.err" </dev/null ||
 		SHIM_STATUS=$?
+	# the summed line comes just after the command ended (docs/wrapper.md)
+	wait_until grep -q '^libkeepalive: processes=' "$BATS_TEST_TMPDIR/shim.err" || true
 	SHIM_STATS="$(grep '^libkeepalive: ' "$BATS_TEST_TMPDIR/shim.err" || true)"
 	[ "$SHIM_STATUS" -eq 0 ] && server_wait_requests "$n"
 	SHIM_CONNS=$(server_conns)

@@ -9,6 +9,7 @@
 # curls opens 20 connections without the shim and one or two with it.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 setup_file() { suite_setup; }
 
@@ -30,7 +31,7 @@ assert_few_with() {
 	[ "$roff" -eq 0 ] && [ "$ron" -eq $(($1 - on)) ]
 }
 
-COMPARE="$ROOT/scripts/keepalive"
+COMPARE="${COMPARE:-$ROOT/scripts/keepalive}"
 
 # a shell script running 20 curl processes, one request each
 curl_loop() {
@@ -238,4 +239,49 @@ print(d["rounds"], off["label"], on["label"], off["exit_codes"], on["exit_codes"
 	assert_line --regexp "^  127\.0\.0\.1:$NGINX_PORT +20 +20 +port $NGINX_PORT not pooled\$"
 	assert_line "note: 20 of its connections went to ports that are not pooled (--ports, KEEPALIVE_PORTS)"
 	assert_line --partial "note: no connection to the pooled ports (1)"
+}
+
+@test "keepalive --compare usage errors: the usage on stderr, exit 2, nothing on stdout; --help on stdout" {
+	local args
+	for args in "--nosuch echo" "" "--runs x echo"; do
+		# shellcheck disable=SC2086
+		run --separate-stderr "$COMPARE" --compare $args
+		assert_equal "[$args] status $status stdout [$output]" "[$args] status 2 stdout []"
+		[ -n "$stderr" ]
+	done
+	run --separate-stderr "$COMPARE" --compare --help
+	assert_success
+	assert_output --partial "keepalive --compare [options] CMD"
+	assert_equal "$stderr" ""
+}
+
+@test "keepalive --compare without strace: a line says the per-destination rows are missing" {
+	curl_ok || skip "curl does not start under ASan"
+	command -v strace >/dev/null || skip "needs strace to hide"
+	# a PATH with every command of the run but strace
+	local bin="$BATS_TEST_TMPDIR/bin" c
+	mkdir "$bin"
+	for c in $(compgen -c | sort -u); do
+		[ "$c" = strace ] && continue
+		c=$(type -P "$c") && ln -sf "$c" "$bin/" 2>/dev/null || true
+	done
+	run env PATH="$bin" "$COMPARE" --compare --runs 1 --ports "$NGINX_PORT" "$(curl_loop)"
+	assert_success
+	assert_line --partial "note: strace not installed"
+	refute_line --partial "TCP connections per destination"
+}
+
+@test "keepalive --compare from make install with BINDIR and HELPERDIR apart: finds its wrapper and library" {
+	curl_ok || skip "curl does not start under ASan"
+	local dest="$BATS_TEST_TMPDIR/dest"
+	make -s -C "$ROOT" install DESTDIR="$dest" PREFIX=/opt/ka BINDIR=/opt/bin2 HELPERDIR=/opt/helpers LIBDIR=/opt/libs >/dev/null
+	run env -u KEEPALIVE_PRELOAD "$dest/opt/bin2/keepalive" --compare --runs 1 --ports "$NGINX_PORT" "$(curl_loop)"
+	assert_success
+	assert_few_with 20 2
+	run env -u KEEPALIVE_PRELOAD "$dest/opt/bin2/keepalive" --version
+	assert_line --index 1 "library: $dest/opt/libs/libkeepalive.so"
+	make -s -C "$ROOT" uninstall DESTDIR="$dest" PREFIX=/opt/ka BINDIR=/opt/bin2 HELPERDIR=/opt/helpers LIBDIR=/opt/libs >/dev/null
+	# nothing it wrote, no directory it made for it
+	run find "$dest" -mindepth 1 \( ! -type d -o -name bin2 -o -name helpers -o -name libs -o -name 'man[17]' -o -name systemd \)
+	assert_output ""
 }

@@ -48,10 +48,16 @@ inst_keepalive() { env -u KEEPALIVE_PRELOAD -u LD_PRELOAD "$INST/usr/bin/keepali
 	for f in usr/bin/keepalive \
 		usr/lib/keepalive/libkeepalive.so usr/lib/keepalive/libkeepalive-audit.so \
 		usr/lib/keepalive/keepalive-broker usr/lib/keepalive/keepalive-run usr/lib/keepalive/compare \
+		usr/lib/keepalive/keepalive usr/lib/keepalive/keepalive.sh \
 		usr/lib/systemd/user/keepalive-broker.socket usr/lib/systemd/user/keepalive-broker.service \
 		usr/share/man/man1/keepalive.1.gz usr/share/man/man7/libkeepalive.7.gz \
-		usr/share/doc/keepalive/README.md.gz usr/share/doc/keepalive/copyright; do
+		usr/share/doc/keepalive/README.md usr/share/doc/keepalive/docs/wrapper.md usr/share/doc/keepalive/copyright; do
 		assert_output --partial "./$f"
+	done
+	# the README's links to docs/*.md lead to files of those names
+	local doc="$INST/usr/share/doc/keepalive" link
+	for link in $(grep -oE '\(docs/[a-z0-9_-]+\.md' "$doc/README.md" | tr -d '(' | sort -u); do
+		[ -f "$doc/$link" ] || fail "README links $link: not installed under that name"
 	done
 	# nothing in the public library directories (no soname: not a shared library)
 	refute_output --partial "./usr/lib/$TRIPLET/"
@@ -111,6 +117,8 @@ inst_keepalive() { env -u KEEPALIVE_PRELOAD -u LD_PRELOAD "$INST/usr/bin/keepali
 	KEEPALIVE_PORTS=$NGINX_PORT KEEPALIVE_STATS=1 timeout "$((CLIENT_TIMEOUT * SLOW))" \
 		env -u KEEPALIVE_PRELOAD -u LD_PRELOAD "$INST/usr/bin/keepalive" sh -c "$loop" \
 		>"$t/shim.out" 2>"$t/shim.err"
+	# the summed line comes just after the command ended (docs/wrapper.md)
+	wait_until grep -q '^libkeepalive: processes=' "$t/shim.err" || true
 	cat "$t/shim.err"
 	server_wait_requests 5
 	assert_equal "shim conns $(nginx_conns) requests $(nginx_requests)" "shim conns 1 requests 5"
@@ -180,7 +188,12 @@ inst_keepalive() { env -u KEEPALIVE_PRELOAD -u LD_PRELOAD "$INST/usr/bin/keepali
 	server_wait_requests 3
 	assert_output "$(cat "$NGINX_DIR/www/f")"
 	assert_equal "conns $(nginx_conns) requests $(nginx_requests)" "conns 1 requests 3"
-	make -s -C "$PKG_DIR/src" uninstall DESTDIR="$dest" PREFIX=/opt/ka >/dev/null
-	run find "$dest" -type f
+	# the entry point is a link to the one beside the helpers
+	assert_equal "$(readlink "$dest/opt/ka/bin/keepalive")" "../lib/keepalive/keepalive"
+	run make -C "$PKG_DIR/src" uninstall DESTDIR="$dest" PREFIX=/opt/ka
+	assert_success
+	refute_output --partial "ignored"
+	# nothing it wrote, and no directory it made that is empty now
+	run find "$dest" -mindepth 1 \( ! -type d -o -name bin -o -name keepalive -o -name 'man[17]' -o -name systemd \)
 	assert_output ""
 }

@@ -11,7 +11,7 @@ bats_require_minimum_version 1.5.0
 
 setup_file() {
 	suite_setup
-	make -s -C "$ROOT" build/keepalive-broker build/keepalive-run >&2
+	make -s -C "$ROOT" build/keepalive-broker build/keepalive-run build/keepalive >&2
 }
 setup() {
 	XDG="$BATS_TEST_TMPDIR/xdg"
@@ -56,7 +56,9 @@ term_run() { sig_run TERM "$@"; }
 	run term_run env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
 	assert_success
 	assert_output "$plain"
-	# and nothing of the wrapper's is left in its directory
+	# and nothing of the wrapper's is left in its directory (the private
+	# broker removes it just after the command ended: docs/wrapper.md)
+	wait_until test -z "$(find "$XDG" -mindepth 1)" || true
 	run find "$XDG" -mindepth 1
 	assert_output ""
 }
@@ -263,4 +265,234 @@ py_status() { "$PYTHON" -c 'import subprocess, sys; print(subprocess.call(sys.ar
 		assert_success
 		assert_equal "$stderr" "libkeepalive: ignoring KEEPALIVE_PORTS=$v (want e.g. 80,8080,9000-9010; pooling nothing)"
 	done
+}
+
+# ------------------------------------------------ the command's environment
+# `keepalive CMD` hands CMD the caller's environment exactly, plus or minus
+# only the library's own variables (LD_PRELOAD, KEEPALIVE_*): a shell entry
+# point could not (docs/wrapper.md)
+
+# env_of [WRAPPER...]: CMD's environment, one entry a line (NUL-separated
+# entries printed with their newlines escaped), the library's own left out
+env_of() {
+	env -i PATH="$PATH" 'a.b=1' 'x-y=2' '1x=3' 'BASH_FUNC_f%%=() {  echo fn
+}' lib=USERVAL dir=D base=B sock=S here=H self=SELF e=E bpid=P IFS=: \
+		XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$@" env -0 |
+		"$PYTHON" -c 'import sys
+for e in sys.stdin.buffer.read().split(b"\0"):
+    if e and not e.startswith((b"LD_PRELOAD=", b"KEEPALIVE_")):
+        print(repr(e))'
+}
+
+@test "wrapper: the command gets the caller's environment exactly (names that are not identifiers, bash functions, the script's own names, no PWD added), private broker, per-user broker, KEEPALIVE_STATS=1" {
+	local plain
+	plain=$(env_of)
+	[[ "$plain" == *"a.b=1"* && "$plain" == *"BASH_FUNC_f%%"* && "$plain" != *"PWD="* ]] || fail "plain: $plain"
+	run env_of "$WRAP"
+	assert_success
+	assert_output "$plain"
+	run --separate-stderr env_of env KEEPALIVE_STATS=1 "$WRAP"
+	assert_output "$plain"
+	env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon 3>&-
+	DAEMON_PID=$(cat "$XDG/keepalive/broker.pid")
+	run env_of "$WRAP"
+	assert_output "$plain"
+	# and what the library reads is there
+	run env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" printenv KEEPALIVE_BROKER LD_PRELOAD
+	assert_line --index 0 "$XDG/keepalive/broker.sock"
+	assert_line --index 1 "$PRELOAD"
+}
+
+@test "wrapper: an exported bash function reaches the command (xargs bash -c under keepalive)" {
+	local cmd='fetch(){ echo "fetched $1"; }; export -f fetch; printf "a\nb\n" | $W xargs -n1 bash -c "fetch \"\$0\""'
+	local plain
+	plain=$(W= bash -c "$cmd" 2>&1)
+	assert_equal "$plain" "fetched a
+fetched b"
+	run env W="$WRAP" XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" bash -c "$cmd"
+	assert_success
+	assert_output "$plain"
+}
+
+# ------------------------------------------------------- group signals
+# COUNT_CMD: counts the SIGNAL it gets, says its pid and process group once
+# its handler is in place, and prints the count once told to finish
+COUNT_CMD='import os, signal, sys, time
+n = [0]
+sig = getattr(signal, "SIG" + sys.argv[3])
+signal.signal(sig, lambda *a: n.__setitem__(0, n[0] + 1))
+with open(sys.argv[1] + ".tmp", "w") as f:
+    f.write("%d %d\n" % (os.getpid(), os.getpgrp()))
+os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.02)
+print("count=%d" % n[0])'
+
+# group_signal SIG [WRAPPER...]: a process group of its own (setsid), SIG
+# sent to the whole group (timeout(1), kill -- -PGID, systemd stop) once
+# the command runs; prints how many it counted
+group_signal() {
+	local sig=$1 ready="$BATS_TEST_TMPDIR/ready.$RANDOM" done="$BATS_TEST_TMPDIR/done.$RANDOM" pid pgid st=0
+	shift
+	setsid "$@" "$PYTHON" -c "$COUNT_CMD" "$ready" "$done" "$sig" >"$BATS_TEST_TMPDIR/count.out" 2>&1 &
+	pid=$!
+	wait_until test -s "$ready"
+	read -r _ pgid <"$ready"
+	kill -"$sig" -- -"$pgid"
+	# whatever a second copy would be, it is sent before kill returns
+	wait_until grep -q . /proc/"$(cut -d' ' -f1 "$ready")"/status
+	touch "$done"
+	wait "$pid" || st=$?
+	echo "$(grep count= "$BATS_TEST_TMPDIR/count.out") status=$st"
+}
+
+@test "wrapper: a signal sent to the command's process group (kill -- -PGID) reaches the command once, as without the wrapper" {
+	local sig plain
+	for sig in INT TERM HUP; do
+		plain=$(group_signal $sig)
+		assert_equal "$plain" "count=1 status=0"
+		run group_signal $sig env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
+		assert_output "$plain"
+		run group_signal $sig env KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
+		assert_line "$plain"
+	done
+}
+
+@test "wrapper: a group signal the command survives leaves the private broker serving it: later processes still reuse, one summed stats line" {
+	curl_ok || skip "curl does not start under ASan"
+	nginx_start
+	local get="$CURL -sS -o /dev/null http://127.0.0.1:$NGINX_PORT/f"
+	local ready="$BATS_TEST_TMPDIR/ready" go="$BATS_TEST_TMPDIR/go" pid st=0
+	setsid env KEEPALIVE_PORTS="$NGINX_PORT" KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" \
+		"$WRAP" sh -c 'trap "" TERM; '"$get"'; cut -d" " -f5 /proc/$$/stat >"$0.tmp"; mv "$0.tmp" "$0"
+			while [ ! -e "$1" ]; do sleep 0.05; done; '"$get; $get" "$ready" "$go" \
+		>"$BATS_TEST_TMPDIR/out" 2>&1 &
+	pid=$!
+	wait_until test -s "$ready"
+	kill -TERM -- -"$(cat "$ready")"
+	touch "$go"
+	wait "$pid" || st=$?
+	assert_equal "status $st" "status 0"
+	server_wait_requests 3
+	assert_equal "conns $(nginx_conns)" "conns 1"
+	# the summed line comes just after the command ended
+	wait_until grep -q "processes=" "$BATS_TEST_TMPDIR/out"
+	run grep -c "^libkeepalive: " "$BATS_TEST_TMPDIR/out"
+	assert_output 1
+	run grep -E "^libkeepalive: processes=3 .* broker_got=2 " "$BATS_TEST_TMPDIR/out"
+	assert_success
+}
+
+# ------------------------------------------------- SIGKILL of the wrapper
+@test "wrapper: SIGKILL of the wrapper's pid ends the command (it is the command), and the stats directory goes, with and without a per-user broker" {
+	local pidf="$BATS_TEST_TMPDIR/cmd.pid" pid round
+	for round in private daemon; do
+		if [ "$round" = daemon ]; then
+			env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon 3>&-
+			DAEMON_PID=$(cat "$XDG/keepalive/broker.pid")
+		fi
+		rm -f "$pidf"
+		env KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" \
+			"$WRAP" sh -c 'echo $$ >"$0"; exec sleep 30' "$pidf" 2>/dev/null &
+		pid=$!
+		wait_until test -s "$pidf"
+		kill -KILL "$pid"
+		wait "$pid" || true
+		# the wrapper's pid is the command's: gone, reaped by us
+		assert_equal "$round: pid $(cat "$pidf")" "$round: pid $pid"
+		_pid_gone "$(cat "$pidf")" || fail "$round: the command still runs"
+		# nothing of the wrapper's left beside the per-user broker's own
+		wait_until test -z "$(find "$XDG" -mindepth 1 -maxdepth 1 ! -name keepalive)" ||
+			fail "$round: left $(find "$XDG" -mindepth 1)"
+	done
+}
+
+# ----------------------------------------- a command that cannot run
+@test "wrapper: a command that cannot run (interpreter missing, not an executable): env(1)'s status on every path, a message naming keepalive" {
+	local d="$BATS_TEST_TMPDIR"
+	printf '#!/nonexistent/interp\necho hi\n' >"$d/badinterp"
+	printf '\177ELF\002\001\001garbage' >"$d/badelf"
+	chmod +x "$d/badinterp" "$d/badelf"
+	local cmd plainst plainerr round
+	# env's own message (a missing interpreter), or the one of the shell
+	# execvp falls back to (not an executable): the same under keepalive
+	same_error() {
+		stderr=$(grep -v "^libkeepalive: processes=" <<<"$stderr" || true)
+		if [[ "$plainerr" == "env: "* ]]; then
+			[[ "$stderr" == "keepalive: $cmd: "* ]] || fail "$1: $stderr"
+		else
+			assert_equal "$1: $stderr" "$1: $plainerr"
+		fi
+	}
+	for round in private stats daemon; do
+		if [ $round = daemon ]; then
+			env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon 3>&-
+			DAEMON_PID=$(cat "$XDG/keepalive/broker.pid")
+		fi
+		for cmd in "$d/badinterp" "$d/badelf"; do
+			plainerr=$(env "$cmd" 2>&1) && plainst=0 || plainst=$?
+			run --separate-stderr env $([ $round = stats ] && echo KEEPALIVE_STATS=1) \
+				XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" "$cmd"
+			assert_equal "$round $cmd: status $status" "$round $cmd: status $plainst"
+			same_error "$round $cmd"
+		done
+	done
+}
+
+# ------------------------------------------------------ settings said once
+@test "wrapper: every bad setting is said once for a loop of processes, in the library's words, and the loop behaves as under the library alone" {
+	curl_ok || skip "curl does not start under ASan"
+	nginx_start
+	local loop="for i in 1 2 3; do $CURL -sS http://127.0.0.1:$NGINX_PORT/f >/dev/null || exit 1; done"
+	local bad=(KEEPALIVE_IDLE_MS=abc KEEPALIVE_METHODS=x KEEPALIVE_LOG=bogus KEEPALIVE_STATS=maybe KEEPALIVE_MAX_IDLE=-1)
+	# plain LD_PRELOAD: the same lines, once per process
+	run --separate-stderr env "${bad[@]}" KEEPALIVE_PORTS="$NGINX_PORT" LD_PRELOAD="$PRELOAD" sh -c "$loop"
+	assert_success
+	local plain
+	plain=$(sort -u <<<"$stderr")
+	assert_equal "$(wc -l <<<"$plain")" 5
+	nginx_reset
+	run --separate-stderr env "${bad[@]}" KEEPALIVE_PORTS="$NGINX_PORT" XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" \
+		"$WRAP" sh -c "$loop"
+	assert_success
+	assert_equal "$(sort <<<"$stderr")" "$plain"
+	# what the settings were read as is unchanged: pooled, no stats line
+	server_wait_requests 3
+	assert_equal "conns $(nginx_conns)" "conns 1"
+}
+
+@test "wrapper and library read settings alike: KEEPALIVE_PORTS with a leading zero pools, KEEPALIVE_STATS=off|no|false is off, an unknown switch warns" {
+	curl_ok || skip "curl does not start under ASan"
+	nginx_start
+	local get="$CURL -sS -o /dev/null http://127.0.0.1:$NGINX_PORT/f"
+	run --separate-stderr env KEEPALIVE_PORTS="0$NGINX_PORT" XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" \
+		"$WRAP" sh -c "$get; $get"
+	assert_success
+	assert_equal "$stderr" ""
+	server_wait_requests 2
+	assert_equal "conns $(nginx_conns)" "conns 1"
+	local v
+	for v in off no false OFF 0; do
+		run --separate-stderr env KEEPALIVE_STATS=$v LD_PRELOAD="$PRELOAD" /bin/true
+		assert_equal "plain $v: $stderr" "plain $v: "
+		run --separate-stderr env KEEPALIVE_STATS=$v XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" /bin/true
+		assert_equal "wrapper $v: $stderr" "wrapper $v: "
+	done
+	run --separate-stderr env KEEPALIVE_STATS=on LD_PRELOAD="$PRELOAD" /bin/true
+	assert_equal "$(grep -c '^libkeepalive: connects=' <<<"$stderr")" 1
+	run --separate-stderr env KEEPALIVE_STATS=maybe LD_PRELOAD="$PRELOAD" /bin/true
+	assert_equal "$stderr" "libkeepalive: ignoring KEEPALIVE_STATS=maybe (want 1|on|yes|true or 0|off|no|false, using 0)"
+}
+
+# ------------------------------------------------- the differential matrix
+# tests/wrapper_matrix.py: 35 command shapes (exit statuses, death by each
+# signal, signals to the whole group handled and not, exec errors, stdin,
+# arguments, a caller's environment no shell passes on) x the wrapper's
+# three paths, each compared with the same command under env(1): the raw
+# wait status, stdout, stderr and the environment must be the same
+@test "wrapper: the differential matrix (command shapes x private broker, per-user broker, KEEPALIVE_STATS=1) finds no difference from env(1)" {
+	run "$PYTHON" "$ROOT/tests/wrapper_matrix.py" "$WRAP" "$PRELOAD" "$BATS_TEST_TMPDIR/matrix"
+	echo "$output"
+	assert_success
+	assert_line --regexp "^[0-9]+ cases, 0 differences$"
 }
