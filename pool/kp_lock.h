@@ -33,6 +33,7 @@
 #ifndef KEEPALIVE_KP_LOCK_H
 #define KEEPALIVE_KP_LOCK_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -89,7 +90,7 @@ static inline int kp_mutex_tryacquire(kp_mutex_t *m)
 {
 	int c = 0;
 	return __atomic_compare_exchange_n(&m->word, &c, 1, false, __ATOMIC_ACQUIRE,
-					   __ATOMIC_RELAXED) ? 0 : 16 /* EBUSY */;
+					   __ATOMIC_RELAXED) ? 0 : EBUSY;
 }
 
 static inline void kp_mutex_release(kp_mutex_t *m)
