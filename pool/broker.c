@@ -18,6 +18,7 @@
  * (docs/broker.md).  A malformed message costs its sender the connection
  * and a log line; a connection that died on its way is dropped quietly.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -129,6 +130,39 @@ static int close_fd(int fd)
 {
 	accept_paused = false;
 	return close(fd);
+}
+
+/* The detached broker holds none of its starter's descriptors (a caller's
+ * pipe kept open by it would keep the caller's $(...) or `| while read`
+ * waiting for end of file, docs/wrapper.md): every fd from 3 up goes but
+ * the ones it serves with (keep[], n of them). */
+static void close_inherited(const int *keep, int n)
+{
+	int fds[4096], nfds = 0;
+	DIR *d = opendir("/proc/self/fd");
+	if (d) {
+		struct dirent *e;
+		while ((e = readdir(d)) && nfds < (int)(sizeof(fds) / sizeof(fds[0]))) {
+			char *end;
+			long fd = strtol(e->d_name, &end, 10);
+			if (*end || end == e->d_name || fd < 3 || fd == dirfd(d))
+				continue;
+			fds[nfds++] = (int)fd;
+		}
+		closedir(d);
+	} else {
+		/* no /proc: every number below the limit */
+		long max = sysconf(_SC_OPEN_MAX);
+		for (long fd = 3; fd < (max > 0 && max < 65536 ? max : 65536) && nfds < 4096; fd++)
+			fds[nfds++] = (int)fd;
+	}
+	for (int i = 0; i < nfds; i++) {
+		bool ours = false;
+		for (int k = 0; k < n; k++)
+			ours |= keep[k] == fds[i];
+		if (!ours)
+			close(fds[i]);
+	}
 }
 
 /* ------------------------------------------------------------ pool ops */
@@ -1118,6 +1152,8 @@ int main(int argc, char **argv)
 		dup2(log, 2);
 		close(null);
 		close(log);
+		int keep[] = { lfd, dirfd, basefd, log_fd };
+		close_inherited(keep, 4);
 	}
 	if (bound && !daemonize)
 		write_pid(dirfd, getpid());

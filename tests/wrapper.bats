@@ -508,3 +508,47 @@ group_signal() {
 	assert_success
 	assert_line --regexp "^[0-9]+ cases, 0 differences$"
 }
+
+# The command closes its copy of the pipe at fd 3 at once, then waits (at
+# most 10 s) for the caller, who reads that pipe to its end, to say it saw
+# the end of file: "saw" unless something else holds the pipe open.
+EOF_CMD='exec 3>&-; i=0; while [ ! -e "$0" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done; if [ -e "$0" ]; then echo saw; else echo waited; fi'
+# eof_run [LAUNCHER...]: EOF_CMD under the launcher, fd 3 a pipe the caller
+# reads to its end (as `$(...)` and `| while read` do); what it printed
+eof_run() {
+	local flag="$BATS_TEST_TMPDIR/eof.$RANDOM" out="$BATS_TEST_TMPDIR/eof.out"
+	rm -f "$out"
+	("$@" sh -c "$EOF_CMD" "$flag" 3>&1 >"$out" 2>&1 &) | {
+		cat >/dev/null
+		touch "$flag"
+	}
+	wait_until grep -q -e saw -e waited "$out"
+	grep -e saw -e waited "$out"
+}
+
+@test "wrapper: the private broker and a --daemon broker hold none of the caller's descriptors (a caller reading a pipe to its end is not kept waiting)" {
+	local plain
+	plain=$(eof_run)
+	assert_equal "$plain" "saw"
+	# private broker, and with the stats watcher
+	run eof_run env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
+	assert_output "$plain"
+	run eof_run env KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
+	assert_output "$plain"
+	# what the private broker holds: its own files, none of the caller's
+	run env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" \
+		sh -c 'ls -l /proc/$KEEPALIVE_BROKER_PID/fd' 7>"$BATS_TEST_TMPDIR/held7" 9</etc/passwd
+	assert_success
+	assert_output --partial "socket:"
+	refute_output --partial "held7"
+	refute_output --partial "/etc/passwd"
+	# keepalive --daemon, started where fd 3 is a pipe read to its end
+	# (bats' own fd 3, a $(...) in a script): the reader ends at once,
+	# not when the broker goes 5 min later
+	run timeout 10 bash -c 'env XDG_RUNTIME_DIR="$1" "$2" --daemon 3>&1 >/dev/null 2>&1 | cat; echo ended' _ "$XDG" "$WRAP"
+	DAEMON_PID=$(cat "$XDG/keepalive/broker.pid")
+	assert_success
+	assert_output "ended"
+	run ls -l "/proc/$DAEMON_PID/fd"
+	refute_output --partial "pipe:"
+}
