@@ -8,7 +8,8 @@
  * in ../scripts/ in the build tree) that decides; the shell part ends in
  * `keepalive-run --exec`, which rebuilds the command's environment from
  * that copy plus the library's own variables (LD_PRELOAD, KEEPALIVE_*).
- * --compare goes straight to the compare script, told where we are.
+ * --compare goes straight to the compare script, told where we are and
+ * given the same copy (both its sides run the command in it).
  * Fail open: without a memfd the shell part runs as it is.
  */
 #include <errno.h>
@@ -81,6 +82,15 @@ int main(int argc, char **argv)
 		if (find_part(part, sizeof(part), dir, "compare") < 0) {
 			fprintf(stderr, "keepalive: %s/compare not found\n", dir);
 			return 127;
+		}
+		/* both sides run CMD in the caller's environment, not bash's */
+		int efd = save_environ();
+		char efdnum[16];
+		if (efd >= 0) {
+			snprintf(efdnum, sizeof(efdnum), "%d", efd);
+			setenv("KEEPALIVE_ENV_FD", efdnum, 1);
+		} else {
+			unsetenv("KEEPALIVE_ENV_FD");
 		}
 		snprintf(self, sizeof(self), "%s/keepalive", dir);
 		setenv("KEEPALIVE_COMPARE_WRAPPER", self, 1);
