@@ -927,7 +927,10 @@ static const char *safe_base(void)
 			continue;
 		const char *why = bk_check_parent(&bk_libc, fd);
 		close(fd);
-		if (!why)
+		/* and one we can make our directory in: a read-only or another
+		 * user's XDG_RUNTIME_DIR (sudo -E, runuser -p) is passed over,
+		 * as it was not, with a warning per command and no broker */
+		if (!why && faccessat(AT_FDCWD, cands[i], W_OK | X_OK, AT_EACCESS) == 0)
 			return cands[i];
 	}
 	return NULL;
