@@ -552,3 +552,41 @@ eof_run() {
 	run ls -l "/proc/$DAEMON_PID/fd"
 	refute_output --partial "pipe:"
 }
+
+# a program that writes its environment (NUL-separated, sorted, the
+# library's own variables aside) to $0.with or $0.without, by whether the
+# wrapper gave it a broker
+ENV_DUMP='import os, sys
+side = "with" if "KEEPALIVE_BROKER" in os.environ else "without"
+env = sorted(k + b"=" + v for k, v in os.environb.items() if not k.startswith((b"KEEPALIVE_", b"LD_PRELOAD")))
+open(sys.argv[1] + "." + side, "wb").write(b"\0".join(env))'
+
+@test "wrapper: keepalive --compare runs the command, on both sides, in the caller's environment exactly (names that are not identifiers, bash functions, SHLVL), as env(1) does" {
+	local d="$BATS_TEST_TMPDIR/envs"
+	mkdir "$d"
+	local -a caller=(env -i PATH="$PATH" HOME="$HOME" XDG_RUNTIME_DIR="$XDG" 'a.b=1' 'x-y=2'
+		'BASH_FUNC_f%%=() {  echo fn
+}' SHLVL=7 lib=USERVAL work=W here=H _=/caller)
+	"${caller[@]}" env "$PYTHON" -c "$ENV_DUMP" "$d/plain"
+	run "${caller[@]}" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" --compare --runs 1 --no-census \
+		"$PYTHON" -c "$ENV_DUMP" "$d/cmp"
+	assert_success
+	cmp "$d/plain.without" "$d/cmp.without"
+	cmp "$d/plain.without" "$d/cmp.with"
+}
+
+@test "wrapper: a read-only XDG_RUNTIME_DIR is passed over for the private broker (no warning per command; the broker is made in /tmp)" {
+	[ "$(id -u)" = 0 ] || skip "needs root to mount a read-only tmpfs"
+	local ro="$BATS_TEST_TMPDIR/ro"
+	mkdir -m 0700 "$ro"
+	mount -t tmpfs -o ro,size=64k,mode=0700 tmpfs "$ro" 2>/dev/null || skip "cannot mount a tmpfs here"
+	local cmd='[ -S "$KEEPALIVE_BROKER" ] && echo shared || echo alone; echo out'
+	run --separate-stderr env XDG_RUNTIME_DIR="$ro" sh -c "$cmd"
+	local plain_err=$stderr
+	run --separate-stderr env XDG_RUNTIME_DIR="$ro" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" sh -c "$cmd"
+	umount "$ro"
+	assert_success
+	assert_equal "$stderr" "$plain_err"
+	assert_output "shared
+out"
+}
