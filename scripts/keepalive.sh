@@ -88,7 +88,12 @@ if [ -x "$here/$helperdir/keepalive-broker" ]; then
 	# the last step, and the watcher (beside the broker)
 	[ ! -x "${broker%/*}/keepalive-run" ] || runner=${broker%/*}/keepalive-run
 fi
-preload="$lib${LD_PRELOAD:+ $LD_PRELOAD}"
+# once: `keepalive keepalive CMD` (a script under the wrapper that runs
+# keepalive again) gives CMD the same LD_PRELOAD as one would
+case " ${LD_PRELOAD:-} " in
+*[[:space:]:]"$lib"[[:space:]:]*) preload=$LD_PRELOAD ;;
+*) preload="$lib${LD_PRELOAD:+ $LD_PRELOAD}" ;;
+esac
 # the whole LD_PRELOAD value, for a sanitizer build whose runtime must come
 # first (the tests' KEEPALIVE_PRELOAD)
 [ -z "${KEEPALIVE_PRELOAD:-}" ] || preload=$KEEPALIVE_PRELOAD

@@ -590,3 +590,18 @@ open(sys.argv[1] + "." + side, "wb").write(b"\0".join(env))'
 	assert_output "shared
 out"
 }
+
+@test "wrapper: keepalive keepalive CMD (a script under the wrapper that runs it again) gives CMD the environment one wrapper gives, the library once in LD_PRELOAD" {
+	[ "$PRELOAD" = "$LIB" ] || skip "the preload is KEEPALIVE_PRELOAD's, taken whole"
+	local show='printf "%s\n" "$LD_PRELOAD"'
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" sh -c "$show"
+	assert_success
+	local once=$output
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" "$WRAP" sh -c "$show"
+	assert_success
+	assert_output "$once"
+	# and the caller's own preload kept, after the library, once
+	run env XDG_RUNTIME_DIR="$XDG" LD_PRELOAD=/nonexistent-x.so "$WRAP" "$WRAP" sh -c "$show"
+	assert_output --partial "$once /nonexistent-x.so"
+	refute_output --partial "$LIB $LIB"
+}
