@@ -208,6 +208,28 @@ static void at_end(const char *stats, const char *dir)
 		remove_dir(dir);
 }
 
+/* close every fd from 3 up but keep (-1: none): all of them, not only
+ * those below 1024 (a caller's pipe at fd 1500 was kept open) */
+static void close_all_but(int keep)
+{
+#ifdef SYS_close_range
+	if (keep < 3) {
+		if (syscall(SYS_close_range, 3, ~0U, 0) == 0)
+			return;
+	} else if (syscall(SYS_close_range, 3, keep - 1, 0) == 0 &&
+		   syscall(SYS_close_range, keep + 1, ~0U, 0) == 0) {
+		return;
+	}
+#endif
+	/* kernel < 5.9: one by one, up to the limit */
+	long max = sysconf(_SC_OPEN_MAX);
+	if (max < 0 || max > 1 << 20)
+		max = 1 << 20;
+	for (long fd = 3; fd < max; fd++)
+		if (fd != keep)
+			close((int)fd);
+}
+
 static int run_watch(pid_t pid, const char *stats, const char *dir)
 {
 	int pfd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -231,9 +253,7 @@ static int run_watch(pid_t pid, const char *stats, const char *dir)
 		dup2(null, 0);
 		dup2(null, 1);
 	}
-	for (int fd = 3; fd < 1024; fd++)
-		if (fd != pfd)
-			close(fd);
+	close_all_but(pfd);
 	if (pfd >= 0) {
 		struct pollfd p = { pfd, POLLIN, 0 };
 		while (poll(&p, 1, -1) < 0 && errno == EINTR)

@@ -509,19 +509,20 @@ group_signal() {
 	assert_line --regexp "^[0-9]+ cases, 0 differences$"
 }
 
-# The command closes its copy of the pipe at fd 3 at once, then waits (at
+# The command closes its copy of the pipe at fd $1 (3, or EOF_FD) at
+# once, then waits (at
 # most 10 s) for the caller, who reads that pipe to its end, to say it saw
 # the end of file: "saw" unless something else holds the pipe open.
-EOF_CMD='exec 3>&-; i=0; while [ ! -e "$0" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done; if [ -e "$0" ]; then echo saw; else echo waited; fi'
+EOF_CMD='eval "exec $1>&-"; i=0; while [ ! -e "$0" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done; if [ -e "$0" ]; then echo saw; else echo waited; fi'
 # eof_run [LAUNCHER...]: EOF_CMD under the launcher, fd 3 a pipe the caller
 # reads to its end (as `$(...)` and `| while read` do); what it printed
 eof_run() {
-	local flag="$BATS_TEST_TMPDIR/eof.$RANDOM" out="$BATS_TEST_TMPDIR/eof.out"
+	local flag="$BATS_TEST_TMPDIR/eof.$RANDOM" out="$BATS_TEST_TMPDIR/eof.out" fd=${EOF_FD:-3}
 	rm -f "$out"
-	("$@" sh -c "$EOF_CMD" "$flag" 3>&1 >"$out" 2>&1 &) | {
+	eval '("$@" bash -c "$EOF_CMD" "$flag" "$fd" '"$fd"'>&1 >"$out" 2>&1 &) | {
 		cat >/dev/null
 		touch "$flag"
-	}
+	}'
 	wait_until grep -q -e saw -e waited "$out"
 	grep -e saw -e waited "$out"
 }
@@ -534,6 +535,11 @@ eof_run() {
 	run eof_run env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
 	assert_output "$plain"
 	run eof_run env KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
+	assert_output "$plain"
+	# a pipe above fd 1023 (the stats watcher closed only those below)
+	EOF_FD=1500 run eof_run env KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
+	assert_output "$plain"
+	EOF_FD=1500 run eof_run env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP"
 	assert_output "$plain"
 	# what the private broker holds: its own files, none of the caller's
 	run env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" \
