@@ -510,11 +510,11 @@ group_signal() {
 }
 
 # The command closes its copy of the pipe at fd $1 (3, or EOF_FD) at
-# once, then waits (at
-# most 10 s) for the caller, who reads that pipe to its end, to say it saw
-# the end of file: "saw" unless something else holds the pipe open.
+# once, then waits (at most 10 s) for the caller, who reads that pipe to
+# its end, to say it saw the end of file: "saw" unless something else
+# holds the pipe open.
 EOF_CMD='eval "exec $1>&-"; i=0; while [ ! -e "$0" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done; if [ -e "$0" ]; then echo saw; else echo waited; fi'
-# eof_run [LAUNCHER...]: EOF_CMD under the launcher, fd 3 a pipe the caller
+# eof_run [LAUNCHER...]: EOF_CMD under the launcher, fd 3 (EOF_FD) a pipe the caller
 # reads to its end (as `$(...)` and `| while read` do); what it printed
 eof_run() {
 	local flag="$BATS_TEST_TMPDIR/eof.$RANDOM" out="$BATS_TEST_TMPDIR/eof.out" fd=${EOF_FD:-3}
