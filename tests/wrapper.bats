@@ -611,3 +611,15 @@ out"
 	assert_output --partial "$once /nonexistent-x.so"
 	refute_output --partial "$LIB $LIB"
 }
+
+@test "wrapper: keepalive --compare reads -r1 and --runs=1 as getopt(1) does (they were unknown options)" {
+	local form
+	for form in "-r1" "--runs=1" "-r 1"; do
+		# shellcheck disable=SC2086
+		run env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" --compare $form -w0 --ports=80 --no-census true
+		assert_success
+		assert_output --partial "1 interleaved rounds, pooled ports 80"
+	done
+	run env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" --compare -rx true
+	assert_failure 2
+}
