@@ -20,6 +20,12 @@
 # taken from this script's own: the build tree's here, the installed ones
 # in a copy that make install wrote (a package, a PREFIX, a DESTDIR all move).
 set -e
+# the helpers this part runs (env, mktemp, readlink, sed) are found also
+# when the caller's PATH lacks them (PATH=/opt/app/bin, a sandbox): the
+# standard directories after the caller's.  The command is looked up in
+# the caller's PATH, restored before the exec (run_exec)
+caller_path=${PATH-} caller_path_set=${PATH+1}
+PATH=${PATH:+$PATH:}/usr/bin:/bin
 libdir=../build
 helperdir=../build
 me=keepalive
@@ -137,6 +143,7 @@ esac
 # a command that cannot run is said there, as env(1) says it, naming this
 # program); without keepalive-run, from this shell's
 run_exec() {
+	if [ -n "$caller_path_set" ]; then PATH=$caller_path; else unset PATH; fi
 	if [ -n "$runner" ]; then
 		exec "$runner" --exec --preload "$preload" --audit "$audit" -- "$@"
 	fi

@@ -623,3 +623,15 @@ out"
 	run env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" --compare -rx true
 	assert_failure 2
 }
+
+@test "wrapper: a caller's PATH without the standard directories: the wrapper still works (no 'env: not found' with a line number, a private broker), the command is looked up in the caller's PATH as env(1) does" {
+	local cmd='echo "$PATH"; [ -S "$KEEPALIVE_BROKER" ] && echo shared || echo alone'
+	run --separate-stderr env -i PATH=/nonexistent XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" /bin/sh -c "$cmd"
+	assert_success
+	assert_equal "$stderr" ""
+	assert_output "/nonexistent
+shared"
+	# not found there, as env(1) says
+	run -127 env -i PATH=/nonexistent /usr/bin/env sh -c 'exit 0'
+	run -127 env -i PATH=/nonexistent XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" sh -c 'exit 0'
+}
