@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """The wrapper's differential matrix (docs/wrapper.md): every command shape
 below runs without and with `keepalive`, on each of the wrapper's paths
-(a private broker, a per-user broker, KEEPALIVE_STATS=1), and what the
+(a private broker, a per-user broker, KEEPALIVE_STATS=1, the wrapper run
+by the wrapper), and what the
 caller sees must be the same: the raw wait status (exit code, signal),
 stdout, stderr (the summed stats line aside) and the environment.
 
@@ -101,6 +102,9 @@ def main():
         "private": {},
         "daemon": {"XDG_RUNTIME_DIR": daemon_xdg},
         "stats": {"KEEPALIVE_STATS": "1"},
+        # keepalive keepalive CMD: a script under the wrapper that runs it
+        # again (the inner one finds the outer's private broker)
+        "nested": {},
     }
     try:
         for pname, extra in paths.items():
@@ -113,12 +117,24 @@ def main():
                 # without: env(1) runs it (its exec errors are the reference)
                 plain = run(["env", "--"] + argv, env, work)
                 wenv = dict(env, KEEPALIVE_PRELOAD=preload)
-                got = run([wrap, "--"] + argv, wenv, work)
+                nest = []
+                if pname == "nested":
+                    nest = [wrap, "--"]
+                    # the wrapper's own library, as a user runs it (a
+                    # sanitizer build's preload is taken whole: not there)
+                    if not os.environ.get("KEEPALIVE_ASAN"):
+                        del wenv["KEEPALIVE_PRELOAD"]
+                got = run(nest + [wrap, "--"] + argv, wenv, work)
                 a = (plain[0], plain[1], norm_err(plain[2], argv[0]))
                 b = (got[0], got[1], norm_err(got[2], argv[0]))
                 if sname == "env":
                     keep = lambda o: b"\0".join(sorted(e for e in o.split(b"\0")
                                                        if not e.startswith((b"LD_PRELOAD=", b"KEEPALIVE_"))))
+                    # the library once in LD_PRELOAD, on every path
+                    pre = [e for e in got[1].split(b"\0") if e.startswith(b"LD_PRELOAD=")]
+                    if pre and len(pre[0].replace(b":", b" ").split()) != len(preload.split()):
+                        diffs += 1
+                        print(f"DIFF {pname} {sname}: {pre[0]!r}")
                     a = (a[0], keep(a[1]), a[2])
                     b = (b[0], keep(b[1]), b[2])
                 if a != b:
