@@ -138,30 +138,46 @@ static int close_fd(int fd)
  * the ones it serves with (keep[], n of them). */
 static void close_inherited(const int *keep, int n)
 {
-	int fds[4096], nfds = 0;
-	DIR *d = opendir("/proc/self/fd");
-	if (d) {
+	DIR *d;
+	bool more = true;
+	/* read in batches (closing while reading the directory is not
+	 * defined): again while a batch came full */
+	while (more && (d = opendir("/proc/self/fd"))) {
+		int fds[1024], nfds = 0;
 		struct dirent *e;
-		while ((e = readdir(d)) && nfds < (int)(sizeof(fds) / sizeof(fds[0]))) {
+		more = false;
+		while ((e = readdir(d))) {
 			char *end;
 			long fd = strtol(e->d_name, &end, 10);
-			if (*end || end == e->d_name || fd < 3 || fd == dirfd(d))
+			bool ours = *end || end == e->d_name || fd < 3 || fd == dirfd(d);
+			for (int k = 0; k < n; k++)
+				ours |= keep[k] == fd;
+			if (ours)
 				continue;
+			if (nfds == (int)(sizeof(fds) / sizeof(fds[0]))) {
+				more = true;
+				break;
+			}
 			fds[nfds++] = (int)fd;
 		}
 		closedir(d);
-	} else {
-		/* no /proc: every number below the limit */
-		long max = sysconf(_SC_OPEN_MAX);
-		for (long fd = 3; fd < (max > 0 && max < 65536 ? max : 65536) && nfds < 4096; fd++)
-			fds[nfds++] = (int)fd;
+		for (int i = 0; i < nfds; i++)
+			close(fds[i]);
+		if (!more)
+			return;
 	}
-	for (int i = 0; i < nfds; i++) {
+	if (!more)
+		return;
+	/* no /proc: every number below the limit */
+	long max = sysconf(_SC_OPEN_MAX);
+	if (max < 0 || max > 1 << 20)
+		max = 1 << 20;
+	for (long fd = 3; fd < max; fd++) {
 		bool ours = false;
 		for (int k = 0; k < n; k++)
-			ours |= keep[k] == fds[i];
+			ours |= keep[k] == fd;
 		if (!ours)
-			close(fds[i]);
+			close((int)fd);
 	}
 }
 
