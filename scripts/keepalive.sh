@@ -84,10 +84,11 @@ if is_on "${KEEPALIVE_AUDIT:-0}"; then
 else
 	audit=
 fi
-# the entry point's copy of the caller's environment: not for the helpers
-# that outlive us (the broker)
-nofd=
-case ${KEEPALIVE_ENV_FD:-x} in *[!0-9]*) ;; *) nofd="$KEEPALIVE_ENV_FD>&-" ;; esac
+# the entry point's copy of the caller's environment (KEEPALIVE_ENV_FD) is
+# no concern of the helpers that outlive us: a detached broker and the
+# stats watcher close every fd from 3 up but their own.  (Closing it here
+# by a redirection named its number, which dash reads only for 0-9: a
+# caller with fds 3-9 open got the broker's usage on stderr and no broker.)
 broker= runner=
 if [ -x "$here/$helperdir/keepalive-broker" ]; then
 	broker=$(realpath_of "$here/$helperdir/keepalive-broker")
@@ -132,7 +133,7 @@ case "$action" in
 			echo "keepalive: a broker is already running at $sock" >&2
 			exit 0
 		fi
-		eval 'env -u LD_PRELOAD "$broker" --daemon --socket "$sock" </dev/null >/dev/null '"$nofd"
+		env -u LD_PRELOAD "$broker" --daemon --socket "$sock" </dev/null >/dev/null
 		exit $? ;;
 	--status) exec "$broker" --status "$sock" ;;
 	--stop) exec "$broker" --stop "$sock" ;;
@@ -218,7 +219,7 @@ if [ -n "$private" ]; then
 	# a broker for this command's lifetime, in a directory of its own
 	# (made by it in $base); it removes that and goes when CMD does.  No
 	# broker after all: the command runs as before (fail open)
-	eval "$(eval 'env -u LD_PRELOAD "$broker" --private "$base" --watch $$ </dev/null '"$nofd")"
+	eval "$(env -u LD_PRELOAD "$broker" --private "$base" --watch $$ </dev/null)"
 	if [ -n "$bpid" ]; then
 		KEEPALIVE_BROKER=$dir/broker.sock KEEPALIVE_BROKER_PID=$bpid
 		export KEEPALIVE_BROKER KEEPALIVE_BROKER_PID

@@ -636,3 +636,23 @@ shared"
 	run -127 env -i PATH=/nonexistent /usr/bin/env sh -c 'exit 0'
 	run -127 env -i PATH=/nonexistent XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" sh -c 'exit 0'
 }
+
+@test "wrapper: a caller with fds 3 to 9 open (the entry point's copy of the environment then lands at 10 or above): no broker usage on stderr, the private broker serves" {
+	local cmd='[ -S "$KEEPALIVE_BROKER" ] && echo shared || echo alone'
+	run --separate-stderr env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" sh -c "$cmd" \
+		3</dev/null 4</dev/null 5</dev/null 6</dev/null 7</dev/null 8</dev/null 9</dev/null
+	assert_success
+	assert_equal "$stderr" ""
+	assert_output "shared"
+	run --separate-stderr env KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" sh -c "$cmd" \
+		3</dev/null 4</dev/null 5</dev/null 6</dev/null 7</dev/null 8</dev/null 9</dev/null
+	assert_success
+	refute_regex "$stderr" "usage"
+	assert_output "shared"
+	# and keepalive --daemon from there
+	run env XDG_RUNTIME_DIR="$XDG" "$WRAP" --daemon \
+		3</dev/null 4</dev/null 5</dev/null 6</dev/null 7</dev/null 8</dev/null 9</dev/null
+	DAEMON_PID=$(cat "$XDG/keepalive/broker.pid")
+	assert_success
+	refute_output --partial "usage"
+}
