@@ -2,7 +2,7 @@
 """The wrapper's differential matrix (docs/wrapper.md): every command shape
 below runs without and with `keepalive`, on each of the wrapper's paths
 (a private broker, a per-user broker, KEEPALIVE_STATS=1, the wrapper run
-by the wrapper), and what the
+by the wrapper, a caller with fds 3-9 open), and what the
 caller sees must be the same: the raw wait status (exit code, signal),
 stdout, stderr (the summed stats line aside) and the environment.
 
@@ -73,10 +73,11 @@ shapes += [
 ]
 
 
-def run(argv, env, cwd):
-    """the raw wait status, stdout, stderr of argv in a session of its own"""
+def run(argv, env, cwd, fds=()):
+    """the raw wait status, stdout, stderr of argv in a session of its own
+    (with the caller's fds FDS open in it)"""
     p = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, start_new_session=True)
+                         stderr=subprocess.PIPE, start_new_session=True, pass_fds=fds)
     out, err = p.communicate(b"input\n", timeout=60)
     return p.returncode, out, err
 
@@ -105,7 +106,16 @@ def main():
         # keepalive keepalive CMD: a script under the wrapper that runs it
         # again (the inner one finds the outer's private broker)
         "nested": {},
+        # a caller with fds 3-9 open: the entry point's copy of the
+        # environment lands at 10 or above (dash reads fd numbers 0-9 only)
+        "fds": {},
     }
+    null = [os.open("/dev/null", os.O_RDONLY) for _ in range(3, 10)]
+    for want, fd in zip(range(3, 10), list(null)):
+        if fd != want:
+            os.dup2(fd, want)
+            os.close(fd)
+    null = list(range(3, 10))
     try:
         for pname, extra in paths.items():
             for sname, argv in shapes:
@@ -115,7 +125,8 @@ def main():
                 env = dict(base_env, XDG_RUNTIME_DIR=xdg)
                 env.update(extra)
                 # without: env(1) runs it (its exec errors are the reference)
-                plain = run(["env", "--"] + argv, env, work)
+                fds = null if pname == "fds" else ()
+                plain = run(["env", "--"] + argv, env, work, fds)
                 wenv = dict(env, KEEPALIVE_PRELOAD=preload)
                 nest = []
                 if pname == "nested":
@@ -124,7 +135,7 @@ def main():
                     # sanitizer build's preload is taken whole: not there)
                     if not os.environ.get("KEEPALIVE_ASAN"):
                         del wenv["KEEPALIVE_PRELOAD"]
-                got = run(nest + [wrap, "--"] + argv, wenv, work)
+                got = run(nest + [wrap, "--"] + argv, wenv, work, fds)
                 a = (plain[0], plain[1], norm_err(plain[2], argv[0]))
                 b = (got[0], got[1], norm_err(got[2], argv[0]))
                 if sname == "env":
