@@ -13,6 +13,7 @@
  * Fail open: without a memfd the shell part runs as it is.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,6 +103,20 @@ int main(int argc, char **argv)
 	if (find_part(part, sizeof(part), dir, "keepalive.sh") < 0) {
 		fprintf(stderr, "keepalive: %s/keepalive.sh not found\n", dir);
 		return 127;
+	}
+	/* a working directory that was removed: the shell part would say
+	 * "sh: 0: getcwd() failed" on starting; it runs in / and keepalive-run
+	 * goes back to it (KEEPALIVE_CWD_FD) before the exec */
+	char cwd[PATH_MAX], cwdnum[16], runner[PATH_MAX + 16];
+	snprintf(runner, sizeof(runner), "%s/keepalive-run", dir);
+	if (!getcwd(cwd, sizeof(cwd)) && errno == ENOENT && access(runner, X_OK) == 0) {
+		int cfd = open(".", O_PATH | O_DIRECTORY);
+		if (cfd >= 0 && chdir("/") == 0) {
+			snprintf(cwdnum, sizeof(cwdnum), "%d", cfd);
+			setenv("KEEPALIVE_CWD_FD", cwdnum, 1);
+		} else if (cfd >= 0) {
+			close(cfd);
+		}
 	}
 	int fd = save_environ();
 	char num[16];

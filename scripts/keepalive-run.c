@@ -176,7 +176,8 @@ static char **command_environ(const char *preload, const char *audit)
 		if (!ours(orig[i]) && !(audit && name_is(orig[i], "LD_AUDIT")))
 			env[k++] = orig[i];
 	for (size_t i = 0; i < m; i++)
-		if (!strncmp(environ[i], "KEEPALIVE_", 10) && !name_is(environ[i], "KEEPALIVE_ENV_FD"))
+		if (!strncmp(environ[i], "KEEPALIVE_", 10) && !name_is(environ[i], "KEEPALIVE_ENV_FD") &&
+		    !name_is(environ[i], "KEEPALIVE_CWD_FD"))
 			env[k++] = environ[i];
 	static char pre[8192], aud[8192];
 	if (preload && (size_t)snprintf(pre, sizeof(pre), "LD_PRELOAD=%s", preload) < sizeof(pre))
@@ -190,6 +191,14 @@ static char **command_environ(const char *preload, const char *audit)
 /* as env(1) and sh say it: 127 not found, 126 found but not run */
 static int run_exec(const char *preload, const char *audit, char **cmd)
 {
+	/* back to the caller's working directory, removed (keepalive-main.c) */
+	const char *c = getenv("KEEPALIVE_CWD_FD");
+	if (c && *c) {
+		char *end;
+		long cfd = strtol(c, &end, 10);
+		if (!*end && cfd >= 0 && cfd < 1 << 20 && fchdir((int)cfd) == 0)
+			close((int)cfd);
+	}
 	char **env = command_environ(preload, audit);
 	execvpe(cmd[0], cmd, env ? env : environ);
 	int e = errno;

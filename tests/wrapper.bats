@@ -657,3 +657,19 @@ shared"
 	assert_success
 	refute_output --partial "usage"
 }
+
+@test "wrapper: in a working directory that was removed, the command runs there and prints what it prints alone (no extra 'getcwd() failed' from the wrapper)" {
+	local gone="$BATS_TEST_TMPDIR/gone" cmd='pwd; [ . -ef / ] && echo at-root || echo not-root; ls -a | wc -l; env | grep -c KEEPALIVE_CWD || :'
+	in_gone() { (mkdir "$gone" && cd "$gone" && rmdir "$gone" && "$@"); }
+	run --separate-stderr in_gone env sh -c "$cmd"
+	local out=$output err=$stderr
+	run --separate-stderr in_gone env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" sh -c "$cmd"
+	assert_success
+	assert_equal "$stderr" "$err"
+	assert_output "$out"
+	assert_line not-root
+	run --separate-stderr in_gone env KEEPALIVE_STATS=1 XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" sh -c "$cmd"
+	assert_success
+	assert_equal "$(printf '%s\n' "$stderr" | grep -v '^libkeepalive: processes=')" "$err"
+	assert_output "$out"
+}
