@@ -500,11 +500,11 @@ group_signal() {
 # tests/wrapper_matrix.py: 35 command shapes (exit statuses, death by each
 # signal, signals to the whole group handled and not, exec errors, stdin,
 # arguments, a caller's environment no shell passes on) x the wrapper's
-# three paths, the wrapper run by the wrapper and a caller with fds 3-9
-# open, each compared with the same command under env(1): the raw wait
+# three paths, the wrapper run by the wrapper, a caller with fds 3-9
+# open and a removed working directory, each compared with the same command under env(1): the raw wait
 # status, stdout, stderr and the environment must be the same (the library
 # once in LD_PRELOAD)
-@test "wrapper: the differential matrix (command shapes x private broker, per-user broker, KEEPALIVE_STATS=1, nested, fds 3-9 open) finds no difference from env(1)" {
+@test "wrapper: the differential matrix (command shapes x private broker, per-user broker, KEEPALIVE_STATS=1, nested, fds 3-9 open, removed cwd) finds no difference from env(1)" {
 	run "$PYTHON" "$ROOT/tests/wrapper_matrix.py" "$WRAP" "$PRELOAD" "$BATS_TEST_TMPDIR/matrix"
 	echo "$output"
 	assert_success

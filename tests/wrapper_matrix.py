@@ -2,7 +2,8 @@
 """The wrapper's differential matrix (docs/wrapper.md): every command shape
 below runs without and with `keepalive`, on each of the wrapper's paths
 (a private broker, a per-user broker, KEEPALIVE_STATS=1, the wrapper run
-by the wrapper, a caller with fds 3-9 open), and what the
+by the wrapper, a caller with fds 3-9 open, a removed working directory),
+and what the
 caller sees must be the same: the raw wait status (exit code, signal),
 stdout, stderr (the summed stats line aside) and the environment.
 
@@ -89,6 +90,9 @@ def norm_err(err, argv0):
     err = err.replace(b"env: '%s': " % argv0.encode(), b"X: %s: " % argv0.encode())
     err = err.replace(b"keepalive: %s: " % argv0.encode(), b"X: %s: " % argv0.encode())
     err = err.replace(b"command not found", b"No such file or directory")
+    # the removed directory's name: one per run
+    import re
+    err = re.sub(rb"gone-[0-9]+", b"gone-N", err)
     return err
 
 
@@ -109,6 +113,8 @@ def main():
         # a caller with fds 3-9 open: the entry point's copy of the
         # environment lands at 10 or above (dash reads fd numbers 0-9 only)
         "fds": {},
+        # a working directory that was removed (a deploy replaced it)
+        "gone": {},
     }
     null = [os.open("/dev/null", os.O_RDONLY) for _ in range(3, 10)]
     for want, fd in zip(range(3, 10), list(null)):
@@ -126,7 +132,10 @@ def main():
                 env.update(extra)
                 # without: env(1) runs it (its exec errors are the reference)
                 fds = null if pname == "fds" else ()
-                plain = run(["env", "--"] + argv, env, work, fds)
+                pre = []
+                if pname == "gone":
+                    pre = ["sh", "-c", 'mkdir "$0" && cd "$0" && rmdir "$PWD" && exec "$@"', f"{work}/gone-{cases}"]
+                plain = run(pre + ["env", "--"] + argv, env, work, fds)
                 wenv = dict(env, KEEPALIVE_PRELOAD=preload)
                 nest = []
                 if pname == "nested":
@@ -135,7 +144,7 @@ def main():
                     # sanitizer build's preload is taken whole: not there)
                     if not os.environ.get("KEEPALIVE_ASAN"):
                         del wenv["KEEPALIVE_PRELOAD"]
-                got = run(nest + [wrap, "--"] + argv, wenv, work, fds)
+                got = run(pre + nest + [wrap, "--"] + argv, wenv, work, fds)
                 a = (plain[0], plain[1], norm_err(plain[2], argv[0]))
                 b = (got[0], got[1], norm_err(got[2], argv[0]))
                 if sname == "env":
