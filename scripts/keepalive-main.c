@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -99,6 +100,24 @@ int main(int argc, char **argv)
 		execv(part, argv + 1);
 		fprintf(stderr, "keepalive: %s: %s\n", part, strerror(errno));
 		return 126;
+	}
+	/* dash cannot run a script below 11 descriptors (it moves the
+	 * script's to 10 or above): with so few, step aside and exec the
+	 * command as env(1) would, without the library, rather than not
+	 * run it at all (fail open) */
+	struct rlimit rl;
+	if (argc > 1 && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 16 &&
+	    (argv[1][0] != '-' || !strcmp(argv[1], "--"))) {
+		int i = 1 + !strcmp(argv[1], "--");
+		if (i < argc) {
+			execvp(argv[i], argv + i);
+			int e = errno;
+			if (e == ENOENT && !strchr(argv[i], '/'))
+				fprintf(stderr, "keepalive: %s: command not found\n", argv[i]);
+			else
+				fprintf(stderr, "keepalive: %s: %s\n", argv[i], strerror(e));
+			return e == ENOENT ? 127 : 126;
+		}
 	}
 	if (find_part(part, sizeof(part), dir, "keepalive.sh") < 0) {
 		fprintf(stderr, "keepalive: %s/keepalive.sh not found\n", dir);

@@ -673,3 +673,12 @@ shared"
 	assert_equal "$(printf '%s\n' "$stderr" | grep -v '^libkeepalive: processes=')" "$err"
 	assert_output "$out"
 }
+
+@test "wrapper: with a descriptor limit of 10 (too few for the shell part) the command still runs, as env(1) runs it (fail open: without the library)" {
+	run -3 bash -c 'ulimit -n 10; env sh -c "echo ok; exit 3"'
+	local plain=$output
+	run -3 bash -c 'ulimit -n 10; env XDG_RUNTIME_DIR="$1" KEEPALIVE_PRELOAD="$2" "$3" -- sh -c "echo ok; exit 3"' _ "$XDG" "$PRELOAD" "$WRAP"
+	assert_output "$plain"
+	run -127 bash -c 'ulimit -n 10; "$1" nosuchcmd-ka' _ "$WRAP"
+	assert_output "keepalive: nosuchcmd-ka: command not found"
+}
