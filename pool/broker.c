@@ -1111,8 +1111,12 @@ int main(int argc, char **argv)
 			logmsg(3, "a broker is already answering at %s", path);
 			return 0;
 		}
-		if (lfd < 0)
+		if (lfd < 0) {
+			/* our private directory, empty: not left behind */
+			if (private_base)
+				unlinkat(basefd, private_name, AT_REMOVEDIR);
 			return 1;
+		}
 		bound = true;
 	}
 	struct stat lst;
