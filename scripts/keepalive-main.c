@@ -73,10 +73,31 @@ static int save_environ(void)
 	return fd;
 }
 
+/* Where the wrapper cannot work (no /proc to find itself, too few
+ * descriptors for the shell part), a command is still run, as env(1)
+ * would run it, without the library, rather than not at all (fail open;
+ * docs/wrapper.md).  Returns only for an option (the shell part's). */
+static void step_aside(int argc, char **argv)
+{
+	if (argc < 2 || (argv[1][0] == '-' && strcmp(argv[1], "--") != 0))
+		return;
+	int i = 1 + !strcmp(argv[1], "--");
+	if (i >= argc)
+		return;
+	execvp(argv[i], argv + i);
+	int e = errno;
+	if (e == ENOENT && !strchr(argv[i], '/'))
+		fprintf(stderr, "keepalive: %s: command not found\n", argv[i]);
+	else
+		fprintf(stderr, "keepalive: %s: %s\n", argv[i], strerror(e));
+	exit(e == ENOENT ? 127 : 126);
+}
+
 int main(int argc, char **argv)
 {
 	char dir[PATH_MAX], part[PATH_MAX + 32], self[PATH_MAX + 16];
 	if (self_dir(dir, sizeof(dir), argv[0]) < 0) {
+		step_aside(argc, argv);
 		fprintf(stderr, "keepalive: cannot tell where it is installed (/proc not mounted?)\n");
 		return 127;
 	}
@@ -102,23 +123,10 @@ int main(int argc, char **argv)
 		return 126;
 	}
 	/* dash cannot run a script below 11 descriptors (it moves the
-	 * script's to 10 or above): with so few, step aside and exec the
-	 * command as env(1) would, without the library, rather than not
-	 * run it at all (fail open) */
+	 * script's to 10 or above): with so few, step aside */
 	struct rlimit rl;
-	if (argc > 1 && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 16 &&
-	    (argv[1][0] != '-' || !strcmp(argv[1], "--"))) {
-		int i = 1 + !strcmp(argv[1], "--");
-		if (i < argc) {
-			execvp(argv[i], argv + i);
-			int e = errno;
-			if (e == ENOENT && !strchr(argv[i], '/'))
-				fprintf(stderr, "keepalive: %s: command not found\n", argv[i]);
-			else
-				fprintf(stderr, "keepalive: %s: %s\n", argv[i], strerror(e));
-			return e == ENOENT ? 127 : 126;
-		}
-	}
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < 16)
+		step_aside(argc, argv);
 	if (find_part(part, sizeof(part), dir, "keepalive.sh") < 0) {
 		fprintf(stderr, "keepalive: %s/keepalive.sh not found\n", dir);
 		return 127;

@@ -682,3 +682,21 @@ shared"
 	run -127 bash -c 'ulimit -n 10; "$1" nosuchcmd-ka' _ "$WRAP"
 	assert_output "keepalive: nosuchcmd-ka: command not found"
 }
+
+@test "wrapper: without /proc (a chroot, a container) the command still runs with its own status, and nothing is left in the private directory's parent" {
+	[ "$(id -u)" = 0 ] || skip "needs root for a mount namespace"
+	unshare -m true 2>/dev/null || skip "no mount namespaces here"
+	local bin="$BATS_TEST_TMPDIR/bin" noproc='umount -l /proc && exec "$@"'
+	mkdir "$bin"
+	ln -s "$ROOT/build/keepalive" "$bin/keepalive"
+	run -3 unshare -m sh -c "$noproc" sh env sh -c 'echo ok; exit 3'
+	local plain=$output
+	# found through PATH: it cannot tell where it is installed, and steps aside
+	run -3 unshare -m sh -c "$noproc" sh env PATH="$bin:$PATH" XDG_RUNTIME_DIR="$XDG" keepalive sh -c 'echo ok; exit 3'
+	assert_output "$plain"
+	# by its path: it runs (the broker, if it cannot listen, removes its directory)
+	run -3 unshare -m sh -c "$noproc" sh env XDG_RUNTIME_DIR="$XDG" KEEPALIVE_PRELOAD="$PRELOAD" "$WRAP" sh -c 'echo ok; exit 3'
+	assert_line "ok"
+	run ls -A "$XDG"
+	assert_output ""
+}
