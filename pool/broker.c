@@ -979,17 +979,26 @@ static void usage(void)
 			"  (else /tmp/keepalive-UID/broker.sock); LISTEN_FDS: socket activation\n");
 }
 
-int main(int argc, char **argv)
-{
-	char path[PATH_MAX] = "";
-	bool with_parent = false, daemonize = false;
-	const char *private_base = NULL;
-	pid_t watch = 0; /* --watch PID: go when it does (the wrapper) */
-	uint64_t exit_ms = 0;
-	bool exit_ms_given = false;
+/* What the command line asks of this run, and what setting it up made. */
+struct run {
+	char path[PATH_MAX]; /* our socket */
+	bool with_parent, daemonize;
+	const char *private_base; /* --private BASE */
+	pid_t watch;              /* --watch PID: go when it does (the wrapper) */
+	uint64_t exit_ms;
+	bool exit_ms_given;
+	int dirfd, basefd; /* the socket's directory; --private's BASE */
+	char private_name[64];
+	pid_t wrapper; /* private: its end is ours */
+	bool bound;     /* we bound the socket (not socket-activated) */
+	bool activated; /* systemd's socket */
+	struct stat lst; /* the socket as we bound it */
+	uint64_t started;
+};
 
-	our_uid = bk_libc.euid = geteuid();
-	our_gid = getegid();
+/* KEEPALIVE_LOG and KEEPALIVE_LOG_FILE */
+static void log_setup(void)
+{
 	const char *s = getenv("KEEPALIVE_LOG");
 	if (s && *s) {
 		static const char *names[] = { "off", "error", "warn", "info", "debug" };
@@ -1006,23 +1015,29 @@ int main(int argc, char **argv)
 		else if (fd >= 0)
 			close(fd);
 	}
+}
+
+/* The command line: -1 to serve, or the exit status of a one-shot
+ * question (--check, --status, --plan...) or of a usage error. */
+static int parse_args(struct run *r, int argc, char **argv)
+{
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--socket") && i + 1 < argc) {
-			snprintf(path, sizeof(path), "%s", argv[++i]);
+			snprintf(r->path, sizeof(r->path), "%s", argv[++i]);
 		} else if (!strcmp(argv[i], "--exit-ms") && i + 1 < argc) {
-			exit_ms = strtoull(argv[++i], NULL, 10);
-			exit_ms_given = true;
+			r->exit_ms = strtoull(argv[++i], NULL, 10);
+			r->exit_ms_given = true;
 		} else if (!strcmp(argv[i], "--with-parent")) {
-			with_parent = true;
+			r->with_parent = true;
 		} else if (!strcmp(argv[i], "--daemon")) {
-			daemonize = true;
+			r->daemonize = true;
 		} else if (!strcmp(argv[i], "--version")) {
 			printf("keepalive-broker %s\n", KP_VERSION);
 			return 0;
 		} else if (!strcmp(argv[i], "--print-path")) {
 			/* the default path, for the wrapper: one rule, kept here */
-			default_path(path, sizeof(path));
-			printf("%s\n", path);
+			default_path(r->path, sizeof(r->path));
+			printf("%s\n", r->path);
 			return 0;
 		} else if (!strcmp(argv[i], "--check") && i + 1 == argc - 1) {
 			/* exit 0 when a broker of ours answers at the path, in a sound
@@ -1039,26 +1054,19 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--plan") && argc == 2) {
 			return plan();
 		} else if (!strcmp(argv[i], "--private") && i + 1 < argc) {
-			private_base = argv[++i];
+			r->private_base = argv[++i];
 		} else if (!strcmp(argv[i], "--watch") && i + 1 < argc) {
-			watch = (pid_t)atol(argv[++i]);
+			r->watch = (pid_t)atol(argv[++i]);
 		} else {
 			usage();
 			return 2;
 		}
 	}
-	if (!exit_ms_given) /* ControlPersist-like: linger a while, then go */
-		exit_ms = env_u64("KEEPALIVE_BROKER_EXIT_MS", 300000, 1, 7 * 24 * 3600 * 1000ull);
-	client_idle_ms = env_u64("KEEPALIVE_BROKER_CLIENT_MS", 1000, 10, 3600 * 1000);
-	/* it holds TLS sessions (resumption secrets): no core dump, no
-	 * ptrace by other processes of the user (docs/tls-across.md) */
-	prctl(PR_SET_DUMPABLE, 0);
-	if (with_parent) {
-		/* run for the wrapper's command only: its death is ours */
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		if (getppid() == 1)
-			return 0;
-	}
+	return -1;
+}
+
+static void signals_setup(void)
+{
 	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa = { .sa_handler = on_signal };
 	sigaction(SIGTERM, &sa, NULL);
@@ -1066,160 +1074,201 @@ int main(int argc, char **argv)
 	sigaction(SIGHUP, &sa, NULL);
 	struct sigaction su = { .sa_handler = on_usr1 };
 	sigaction(SIGUSR1, &su, NULL);
-	uint64_t started = now_ms();
+}
 
-	/* our namespace, from a socket of our own making */
-	int probe = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-	if (probe < 0 || bk_ns_self(&bk_libc, probe, &our_ns) < 0) {
-		logmsg(1, "cannot tell our own network namespace");
+/* --private BASE: a directory of its own for the wrapper's command
+ * (mkdtemp in a parent no other user can rename it in), served until
+ * the wrapper exits, removed after.  -1 to go on, else the exit status. */
+static int private_dir(struct run *r)
+{
+	char tmpl[PATH_MAX];
+	r->basefd = open(r->private_base, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	const char *why = r->basefd < 0 ? "cannot open it" : bk_check_parent(&bk_libc, r->basefd);
+	if (why || snprintf(tmpl, sizeof(tmpl), "%s/keepalive.XXXXXX", r->private_base) >= (int)sizeof(tmpl) ||
+	    !mkdtemp(tmpl)) {
+		logmsg(1, "no private directory in %s: %s", r->private_base, why ? why : strerror(errno));
 		return 1;
 	}
-	close(probe);
+	snprintf(r->private_name, sizeof(r->private_name), "%s", bk_base(tmpl));
+	if (snprintf(r->path, sizeof(r->path), "%.*s/broker.sock", (int)(sizeof(r->path) - 16), tmpl) >=
+	    (int)sizeof(r->path))
+		return 1;
+	r->wrapper = r->watch > 1 ? r->watch : getppid();
+	r->daemonize = true;
+	return -1;
+}
 
-	/* --private BASE: a directory of its own for the wrapper's command
-	 * (mkdtemp in a parent no other user can rename it in), served until
-	 * the wrapper exits, removed after */
-	int basefd = -1;
-	char private_name[64] = "";
-	pid_t wrapper = 0;
-	if (private_base) {
-		char tmpl[PATH_MAX];
-		basefd = open(private_base, O_PATH | O_DIRECTORY | O_CLOEXEC);
-		const char *why = basefd < 0 ? "cannot open it" : bk_check_parent(&bk_libc, basefd);
-		if (why || snprintf(tmpl, sizeof(tmpl), "%s/keepalive.XXXXXX", private_base) >= (int)sizeof(tmpl) ||
-		    !mkdtemp(tmpl)) {
-			logmsg(1, "no private directory in %s: %s", private_base, why ? why : strerror(errno));
-			return 1;
-		}
-		snprintf(private_name, sizeof(private_name), "%s", bk_base(tmpl));
-		if (snprintf(path, sizeof(path), "%.*s/broker.sock", (int)(sizeof(path) - 16), tmpl) >= (int)sizeof(path))
-			return 1;
-		wrapper = watch > 1 ? watch : getppid();
-		daemonize = true;
-	}
-
-	lfd = daemonize ? -1 : activated_fd();
-	bool bound = false;
-	int dirfd = -1;
+/* Our listening socket: systemd's, or bound at r->path.  -1 to go on,
+ * else the exit status (0: a broker already answers there). */
+static int listen_socket(struct run *r)
+{
+	lfd = r->daemonize ? -1 : activated_fd();
 	if (lfd < 0) {
-		if (!*path)
-			default_path(path, sizeof(path));
-		lfd = listen_at(path, &dirfd);
+		if (!*r->path)
+			default_path(r->path, sizeof(r->path));
+		lfd = listen_at(r->path, &r->dirfd);
 		if (lfd == -2) {
-			if (daemonize)
-				fprintf(stderr, "keepalive: a broker is already running at %s\n", path);
-			logmsg(3, "a broker is already answering at %s", path);
+			if (r->daemonize)
+				fprintf(stderr, "keepalive: a broker is already running at %s\n", r->path);
+			logmsg(3, "a broker is already answering at %s", r->path);
 			return 0;
 		}
 		if (lfd < 0) {
 			/* our private directory, empty: not left behind */
-			if (private_base)
-				unlinkat(basefd, private_name, AT_REMOVEDIR);
+			if (r->private_base)
+				unlinkat(r->basefd, r->private_name, AT_REMOVEDIR);
 			return 1;
 		}
-		bound = true;
+		r->bound = true;
 	}
-	struct stat lst;
-	if (bound && fstatat(dirfd, bk_base(path), &lst, AT_SYMLINK_NOFOLLOW) < 0)
-		memset(&lst, 0, sizeof(lst));
-	if (daemonize) {
-		/* detached: its own session, no terminal, its log in its own
-		 * directory, opened through the checked fd (never by name) */
-		int log = private_base ? dup(2) : open_in(dirfd, "broker.log", O_WRONLY | O_APPEND | O_CREAT, 0600);
-		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
-		if (log < 0 || null < 0) {
-			logmsg(1, "cannot open %s/broker.log: %s", path, strerror(errno));
-			return 1;
-		}
-		int ready[2];
-		if (pipe2(ready, O_CLOEXEC) < 0)
-			return 1;
-		pid_t child = fork();
-		if (child < 0)
-			return 1;
-		if (child > 0) {
-			/* back once the child listens as itself (below): a client's
-			 * SO_PEERCRED and our proof's must name the same pid */
-			close(ready[1]);
-			struct pollfd p = { ready[0], POLLIN, 0 };
-			char c;
-			if (poll(&p, 1, 5000) != 1 || read(ready[0], &c, 1) != 1)
-				_exit(1);
-			write_pid(dirfd, child);
-			if (private_base) {
-				char dir[PATH_MAX], pid[24];
-				snprintf(dir, sizeof(dir), "%s/%s", private_base, private_name);
-				snprintf(pid, sizeof(pid), "%d", (int)child);
-				print_sh("dir", dir);
-				print_sh("bpid", pid);
-				fflush(stdout);
-				_exit(0);
-			}
-			fprintf(stderr, "keepalive: broker at %s (KEEPALIVE_BROKER=1 uses it; keepalive CMD does anyway)\n",
-				path);
-			_exit(0);
-		}
-		close(ready[0]);
-		/* listen() again: the socket's credentials become ours, the pid
-		 * that serves it */
-		if (listen(lfd, SOMAXCONN) < 0 || write(ready[1], "", 1) != 1)
-			_exit(1);
+	if (r->bound && fstatat(r->dirfd, bk_base(r->path), &r->lst, AT_SYMLINK_NOFOLLOW) < 0)
+		memset(&r->lst, 0, sizeof(r->lst));
+	return -1;
+}
+
+/* The parent's half of detaching: back once the child listens as itself
+ * (a client's SO_PEERCRED and our proof's must name the same pid). */
+_Noreturn static void detached_parent(struct run *r, int ready, pid_t child)
+{
+	struct pollfd p = { ready, POLLIN, 0 };
+	char c;
+	if (poll(&p, 1, 5000) != 1 || read(ready, &c, 1) != 1)
+		_exit(1);
+	write_pid(r->dirfd, child);
+	if (r->private_base) {
+		char dir[PATH_MAX], pid[24];
+		snprintf(dir, sizeof(dir), "%s/%s", r->private_base, r->private_name);
+		snprintf(pid, sizeof(pid), "%d", (int)child);
+		print_sh("dir", dir);
+		print_sh("bpid", pid);
+		fflush(stdout);
+		_exit(0);
+	}
+	fprintf(stderr, "keepalive: broker at %s (KEEPALIVE_BROKER=1 uses it; keepalive CMD does anyway)\n", r->path);
+	_exit(0);
+}
+
+/* --daemon and --private: detached, in its own session, no terminal, its
+ * log in its own directory, opened through the checked fd (never by
+ * name).  Returns in the child, -1; else the exit status. */
+static int detach(struct run *r)
+{
+	int log = r->private_base ? dup(2) : open_in(r->dirfd, "broker.log", O_WRONLY | O_APPEND | O_CREAT, 0600);
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (log < 0 || null < 0) {
+		logmsg(1, "cannot open %s/broker.log: %s", r->path, strerror(errno));
+		return 1;
+	}
+	int ready[2];
+	if (pipe2(ready, O_CLOEXEC) < 0)
+		return 1;
+	pid_t child = fork();
+	if (child < 0)
+		return 1;
+	if (child > 0) {
 		close(ready[1]);
-		/* its own session, also the private one (its log is the
-		 * command's stderr; it goes when the command does): a signal to
-		 * the command's process group (timeout, kill -- -PGID, systemd
-		 * stop) is not for it (docs/wrapper.md) */
-		setsid();
-		dup2(null, 0);
-		dup2(null, 1);
-		dup2(log, 2);
-		close(null);
-		close(log);
-		int keep[] = { lfd, dirfd, basefd, log_fd };
-		close_inherited(keep, 4);
+		detached_parent(r, ready[0], child);
 	}
-	if (bound && !daemonize)
-		write_pid(dirfd, getpid());
-	/* socket-activated: listen() again, so that the socket's credentials
-	 * (SO_PEERCRED) name the pid that serves it rather than systemd, and
-	 * say that pid beside it, for keepalive --status and --stop (which
-	 * check the one against the other); the directory is opened checked,
-	 * never by name.  docs/wrapper.md */
-	bool activated = !bound && !daemonize;
-	if (activated) {
-		struct sockaddr_un ua;
-		socklen_t sl = sizeof(ua);
-		const char *why;
-		memset(&ua, 0, sizeof(ua));
-		if (listen(lfd, SOMAXCONN) == 0 && getsockname(lfd, (struct sockaddr *)&ua, &sl) == 0 &&
-		    ua.sun_family == AF_UNIX && ua.sun_path[0] == '/' && (size_t)sl < sizeof(ua) &&
-		    (dirfd = bk_open_sock_dir(&bk_libc, ua.sun_path, BK_DIR_PARENT, &why)) >= 0) {
-			snprintf(path, sizeof(path), "%s", ua.sun_path);
-			write_pid(dirfd, getpid());
+	close(ready[0]);
+	/* listen() again: the socket's credentials become ours, the pid
+	 * that serves it */
+	if (listen(lfd, SOMAXCONN) < 0 || write(ready[1], "", 1) != 1)
+		_exit(1);
+	close(ready[1]);
+	/* its own session, also the private one (its log is the command's
+	 * stderr; it goes when the command does): a signal to the command's
+	 * process group (timeout, kill -- -PGID, systemd stop) is not for it
+	 * (docs/wrapper.md) */
+	setsid();
+	dup2(null, 0);
+	dup2(null, 1);
+	dup2(log, 2);
+	close(null);
+	close(log);
+	int keep[] = { lfd, r->dirfd, r->basefd, log_fd };
+	close_inherited(keep, 4);
+	return -1;
+}
+
+/* Socket-activated: listen() again, so that the socket's credentials
+ * (SO_PEERCRED) name the pid that serves it rather than systemd, and say
+ * that pid beside it, for keepalive --status and --stop (which check the
+ * one against the other); the directory is opened checked, never by
+ * name.  docs/wrapper.md */
+static void adopt_activated(struct run *r)
+{
+	struct sockaddr_un ua;
+	socklen_t sl = sizeof(ua);
+	const char *why;
+	memset(&ua, 0, sizeof(ua));
+	if (listen(lfd, SOMAXCONN) == 0 && getsockname(lfd, (struct sockaddr *)&ua, &sl) == 0 &&
+	    ua.sun_family == AF_UNIX && ua.sun_path[0] == '/' && (size_t)sl < sizeof(ua) &&
+	    (r->dirfd = bk_open_sock_dir(&bk_libc, ua.sun_path, BK_DIR_PARENT, &why)) >= 0) {
+		snprintf(r->path, sizeof(r->path), "%s", ua.sun_path);
+		write_pid(r->dirfd, getpid());
+	}
+}
+
+/* When the loop must wake: the next expiry, client timeout, the idle
+ * exit, a paused accept, a session's end, or a second to ask after a
+ * wrapper without a pidfd.  UINT64_MAX: never. */
+static uint64_t next_wake(const struct run *r, uint64_t now, uint64_t last_busy, int wrapper_fd)
+{
+	uint64_t wake = pool_next_expiry();
+	if (!n_clients && !pool_size())
+		wake = last_busy + r->exit_ms;
+	for (unsigned i = 0; i < n_clients; i++)
+		if (clients[i].last_ms + client_idle_ms < wake)
+			wake = clients[i].last_ms + client_idle_ms;
+	if (accept_paused && accept_retry_ms < wake)
+		wake = accept_retry_ms;
+	for (unsigned i = 0; i < SESS_COUNT; i++) /* wiped at their own end */
+		if (sessions[i].bytes && sessions[i].expires_ms < wake)
+			wake = sessions[i].expires_ms;
+	if (r->wrapper > 1 && wrapper_fd < 0 && wake > now + 1000)
+		wake = now + 1000;
+	return wake;
+}
+
+/* A server that closed a pooled connection made it readable: dropped now
+ * rather than at the next checkout. */
+static void drop_closed(const struct pollfd *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		struct pool_key k;
+		struct pool_meta m;
+		if (p[i].revents && !op_alive(p[i].fd) && pool_take_fd(p[i].fd, &k, &m) == 0) {
+			logmsg(4, "server closed a pooled connection (port %u)", k.port);
+			op_close(p[i].fd);
 		}
 	}
+}
 
-	struct pool_config pc = {
-		.idle_ms = env_u64("KEEPALIVE_IDLE_MS", 30000, 1, 24ull * 3600 * 1000),
-		.max_per_dest = (unsigned)env_u64("KEEPALIVE_MAX_IDLE_PER_HOST", 16, 0, 65536),
-		.max_total = (unsigned)env_u64("KEEPALIVE_MAX_IDLE", 64, 0, MAX_POOLED_POLL),
-		/* probed at every checkout (docs/broker.md): the library does not
-		 * probe what the broker hands it, and a socket checked in and out
-		 * within one wake of the loop was never polled (a stray 408 may
-		 * wait on it) */
-		.unprobed_ms = 0,
-	};
-	struct pool_ops ops = { .close = op_close, .alive = op_alive };
-	pool_init(&pc, &ops);
-	logmsg(3, "serving %s (exit after %llu ms idle)", bound ? path : "fd 3",
-	       (unsigned long long)exit_ms);
+/* Oldest client first: a process that exited handing over its connection
+ * was here before the one that wants it next. */
+static void serve_clients(const struct pollfd *p)
+{
+	unsigned served_n = n_clients;
+	bool done[MAX_CLIENTS] = { false };
+	for (unsigned i = 0; i < served_n; i++) {
+		short re = p[i].revents;
+		if (re)
+			done[i] = !serve(i) || (re & (POLLHUP | POLLERR) && !(re & POLLIN));
+	}
+	for (unsigned i = served_n; i-- > 0;)
+		if (done[i])
+			client_drop(i);
+}
 
+/* Serve until told to stop, idle for exit_ms, or the wrapper is gone. */
+static void serve_loop(struct run *r)
+{
 	/* private: the wrapper's end is ours (a pidfd turns readable when it
 	 * exits; without one, kernel < 5.3, it is asked every second) */
 	int wrapper_fd = -1;
-	if (wrapper > 1) {
-		wrapper_fd = (int)syscall(SYS_pidfd_open, wrapper, 0);
-		if (kill(wrapper, 0) < 0 && errno == ESRCH)
+	if (r->wrapper > 1) {
+		wrapper_fd = (int)syscall(SYS_pidfd_open, r->wrapper, 0);
+		if (kill(r->wrapper, 0) < 0 && errno == ESRCH)
 			stop = 1;
 	}
 	uint64_t last_busy = now_ms();
@@ -1227,9 +1276,9 @@ int main(int argc, char **argv)
 	static int pooled[MAX_POOLED_POLL];
 	while (!stop) {
 		uint64_t now = now_ms();
-		if (status_asked && dirfd >= 0) {
+		if (status_asked && r->dirfd >= 0) {
 			status_asked = 0;
-			write_status(dirfd, path, started);
+			write_status(r->dirfd, r->path, r->started);
 		}
 		pool_expire(now);
 		sess_expire(now);
@@ -1244,28 +1293,11 @@ int main(int argc, char **argv)
 			accept_paused = false;
 		if (n_clients || pool_size())
 			last_busy = now;
-		else if (now - last_busy >= exit_ms)
+		else if (now - last_busy >= r->exit_ms)
 			break;
-		/* sleep until the next expiry, client timeout or the idle exit */
-		uint64_t wake = pool_next_expiry();
-		if (!n_clients && !pool_size())
-			wake = last_busy + exit_ms;
-		if (n_clients && clients[0].last_ms + client_idle_ms < wake)
-			wake = clients[0].last_ms + client_idle_ms;
-		for (unsigned i = 1; i < n_clients; i++)
-			if (clients[i].last_ms + client_idle_ms < wake)
-				wake = clients[i].last_ms + client_idle_ms;
-		if (accept_paused && accept_retry_ms < wake)
-			wake = accept_retry_ms;
-		for (unsigned i = 0; i < SESS_COUNT; i++) /* wiped at their own end */
-			if (sessions[i].bytes && sessions[i].expires_ms < wake)
-				wake = sessions[i].expires_ms;
-		if (wrapper > 1 && wrapper_fd < 0) {
-			if (kill(wrapper, 0) < 0 && errno == ESRCH)
-				break;
-			if (wake > now + 1000)
-				wake = now + 1000;
-		}
+		if (r->wrapper > 1 && wrapper_fd < 0 && kill(r->wrapper, 0) < 0 && errno == ESRCH)
+			break;
+		uint64_t wake = next_wake(r, now, last_busy, wrapper_fd);
 		int timeout = wake == UINT64_MAX ? -1 : wake <= now ? 0 : wake - now > INT_MAX ? INT_MAX : (int)(wake - now);
 
 		nfds_t n = 0;
@@ -1274,8 +1306,6 @@ int main(int argc, char **argv)
 		pfd[n++] = (struct pollfd){ accept_paused ? -1 : lfd, POLLIN, 0 };
 		for (unsigned i = 0; i < n_clients; i++)
 			pfd[n++] = (struct pollfd){ clients[i].fd, POLLIN, 0 };
-		/* a server that closes a pooled connection makes it readable: drop
-		 * it now rather than at the next checkout */
 		size_t n_pooled = pool_fds(pooled, MAX_POOLED_POLL);
 		for (size_t i = 0; i < n_pooled; i++)
 			pfd[n++] = (struct pollfd){ pooled[i], POLLIN | POLLRDHUP, 0 };
@@ -1290,30 +1320,16 @@ int main(int argc, char **argv)
 		}
 		if (wrapper_fd >= 0 && pfd[w].revents)
 			break; /* the wrapper is gone: so is its command */
-		for (size_t i = 0; i < n_pooled; i++) {
-			struct pollfd *p = &pfd[1 + n_clients + i];
-			struct pool_key k;
-			struct pool_meta m;
-			if (p->revents && !op_alive(p->fd) && pool_take_fd(p->fd, &k, &m) == 0) {
-				logmsg(4, "server closed a pooled connection (port %u)", k.port);
-				op_close(p->fd);
-			}
-		}
-		/* oldest client first: a process that exited handing over its
-		 * connection was here before the one that wants it next */
-		unsigned served_n = n_clients;
-		bool done[MAX_CLIENTS] = { false };
-		for (unsigned i = 0; i < served_n; i++) {
-			short re = pfd[1 + i].revents;
-			if (re)
-				done[i] = !serve(i) || (re & (POLLHUP | POLLERR) && !(re & POLLIN));
-		}
-		for (unsigned i = served_n; i-- > 0;)
-			if (done[i])
-				client_drop(i);
+		drop_closed(&pfd[1 + n_clients], n_pooled);
+		serve_clients(&pfd[1]);
 		if (pfd[0].revents)
 			accept_clients();
 	}
+}
+
+/* Everything we hold goes; our files too, not those a successor made. */
+static void shut_down(struct run *r)
+{
 	int fds[MAX_POOLED_POLL];
 	size_t nf = pool_fds(fds, MAX_POOLED_POLL);
 	for (size_t i = 0; i < nf; i++) {
@@ -1326,24 +1342,85 @@ int main(int argc, char **argv)
 		client_drop(n_clients - 1);
 	struct stat now_st;
 	/* remove our socket, not one a successor bound in its place */
-	if (bound && fstatat(dirfd, bk_base(path), &now_st, AT_SYMLINK_NOFOLLOW) == 0 &&
-	    now_st.st_ino == lst.st_ino) {
-		unlinkat(dirfd, bk_base(path), 0);
-		unlinkat(dirfd, "broker.pid", 0);
-		unlinkat(dirfd, "broker.status", 0);
+	if (r->bound && fstatat(r->dirfd, bk_base(r->path), &now_st, AT_SYMLINK_NOFOLLOW) == 0 &&
+	    now_st.st_ino == r->lst.st_ino) {
+		unlinkat(r->dirfd, bk_base(r->path), 0);
+		unlinkat(r->dirfd, "broker.pid", 0);
+		unlinkat(r->dirfd, "broker.status", 0);
 	}
-	if (activated && dirfd >= 0) {
-		unlinkat(dirfd, "broker.pid", 0);
-		unlinkat(dirfd, "broker.status", 0);
+	if (r->activated && r->dirfd >= 0) {
+		unlinkat(r->dirfd, "broker.pid", 0);
+		unlinkat(r->dirfd, "broker.status", 0);
 	}
-	if (private_base) { /* ours alone: the wrapper's files too */
-		unlinkat(dirfd, bk_base(path), 0);
-		unlinkat(dirfd, "broker.pid", 0);
-		unlinkat(dirfd, "stats", 0);
-		unlinkat(basefd, private_name, AT_REMOVEDIR);
+	if (r->private_base) { /* ours alone: the wrapper's files too */
+		unlinkat(r->dirfd, bk_base(r->path), 0);
+		unlinkat(r->dirfd, "broker.pid", 0);
+		unlinkat(r->dirfd, "stats", 0);
+		unlinkat(r->basefd, r->private_name, AT_REMOVEDIR);
 	}
 	for (unsigned i = 0; i < SESS_COUNT; i++)
 		sess_drop(&sessions[i]);
+}
+
+int main(int argc, char **argv)
+{
+	static struct run r = { .dirfd = -1, .basefd = -1 };
+	our_uid = bk_libc.euid = geteuid();
+	our_gid = getegid();
+	log_setup();
+	int status = parse_args(&r, argc, argv);
+	if (status >= 0)
+		return status;
+	if (!r.exit_ms_given) /* ControlPersist-like: linger a while, then go */
+		r.exit_ms = env_u64("KEEPALIVE_BROKER_EXIT_MS", 300000, 1, 7 * 24 * 3600 * 1000ull);
+	client_idle_ms = env_u64("KEEPALIVE_BROKER_CLIENT_MS", 1000, 10, 3600 * 1000);
+	/* it holds TLS sessions (resumption secrets): no core dump, no
+	 * ptrace by other processes of the user (docs/tls-across.md) */
+	prctl(PR_SET_DUMPABLE, 0);
+	if (r.with_parent) {
+		/* run for the wrapper's command only: its death is ours */
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		if (getppid() == 1)
+			return 0;
+	}
+	signals_setup();
+	r.started = now_ms();
+
+	/* our namespace, from a socket of our own making */
+	int probe = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (probe < 0 || bk_ns_self(&bk_libc, probe, &our_ns) < 0) {
+		logmsg(1, "cannot tell our own network namespace");
+		return 1;
+	}
+	close(probe);
+
+	if (r.private_base && (status = private_dir(&r)) >= 0)
+		return status;
+	if ((status = listen_socket(&r)) >= 0)
+		return status;
+	if (r.daemonize && (status = detach(&r)) >= 0)
+		return status;
+	if (r.bound && !r.daemonize)
+		write_pid(r.dirfd, getpid());
+	r.activated = !r.bound && !r.daemonize;
+	if (r.activated)
+		adopt_activated(&r);
+
+	struct pool_config pc = {
+		.idle_ms = env_u64("KEEPALIVE_IDLE_MS", 30000, 1, 24ull * 3600 * 1000),
+		.max_per_dest = (unsigned)env_u64("KEEPALIVE_MAX_IDLE_PER_HOST", 16, 0, 65536),
+		.max_total = (unsigned)env_u64("KEEPALIVE_MAX_IDLE", 64, 0, MAX_POOLED_POLL),
+		/* probed at every checkout (docs/broker.md): the library does not
+		 * probe what the broker hands it, and a socket checked in and out
+		 * within one wake of the loop was never polled (a stray 408 may
+		 * wait on it) */
+		.unprobed_ms = 0,
+	};
+	struct pool_ops ops = { .close = op_close, .alive = op_alive };
+	pool_init(&pc, &ops);
+	logmsg(3, "serving %s (exit after %llu ms idle)", r.bound ? r.path : "fd 3", (unsigned long long)r.exit_ms);
+	serve_loop(&r);
+	shut_down(&r);
 	logmsg(3, "exiting: got=%llu gave=%llu missed=%llu refused=%llu dropped=%llu",
 	       (unsigned long long)counts.got, (unsigned long long)counts.gave,
 	       (unsigned long long)counts.missed, (unsigned long long)counts.refused,
