@@ -1437,9 +1437,7 @@ static ssize_t part_pump(struct kp_conn *c, int fd, const struct iovec *iov, int
 			 size_t *body_sent)
 {
 	const struct kp_headmap *m = &c->part_map;
-	size_t target = kp_headmap_fwd(m, pos0 + n);
-	if (target < c->part_k)
-		target = c->part_k;
+	size_t target = kp_headmap_target(m, c->part_k, pos0, n);
 	*body_sent = 0;
 	if (!sent_once) {
 		struct iovec v[17];

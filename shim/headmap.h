@@ -55,6 +55,14 @@ static inline size_t kp_headmap_back(const struct kp_headmap *m, size_t y)
 	return m->p;
 }
 
+/* The program offers O[pos, pos + n) with the server at R[0, k): send R up
+ * to this. */
+static inline size_t kp_headmap_target(const struct kp_headmap *m, size_t k, size_t pos, size_t n)
+{
+	size_t t = kp_headmap_fwd(m, pos + n);
+	return t < k ? k : t;
+}
+
 /* The program offered O[pos, pos + n); the server now has R[0, k), having
  * been sent up to target = max(k before, fwd(pos + n)).  The program's new
  * position in O (what it is told went out, counted from 0). */
