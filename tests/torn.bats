@@ -74,27 +74,36 @@ torn_same() {
 
 # The never-hang matrix of a head's first write: the socket blocking (a
 # signal interrupts it), non-blocking, or blocking with MSG_DONTWAIT x the
-# head fits or is torn x the rewrite (close -> keep-alive with the header
-# first or last, so that the tear falls after or before the changed span;
-# HTTP/1.0, a header added).  Every cell against the same run without the
-# library.  (HTTPS: not in it, see docs/hold.md.)
-@test "torn-head matrix: blocking/non-blocking/MSG_DONTWAIT x fits/torn x close first/close last/HTTP/1.0: as without the library" {
+# head written whole or begun by an earlier write (held by the library) x
+# the head fits, is torn, or is torn on a reused connection x the rewrite
+# (close -> keep-alive with the header first or last, so that the tear
+# falls after or before the changed span; HTTP/1.0, a header added).  Every
+# cell against the same run without the library.  (HTTPS: not in it, see
+# docs/hold.md.)  Tears inside the changed span: tests/unit/test_headmap.c.
+@test "torn-head matrix: blocking/non-blocking/MSG_DONTWAIT x whole/split x fits/torn/torn on a reused connection x close first/close last/HTTP/1.0: as without the library" {
 	CLIENT_TIMEOUT=10
 	torn_start
-	local mode kind pad bad=()
+	local mode split kind pad bad=() cells=0
 	for mode in nb dontwait block; do
-		for kind in close close-last http10; do
-			for pad in 0 60000; do
-				torn_both "$kind" "$mode" "$pad" 2
-				torn_same || {
-					bad+=("$mode/$kind/$pad: plain $PLAIN_STATUS shim $SHIM_STATUS")
-					diff "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" | head -5
-					diff "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.log" | head -5
-				}
-				[[ "$SHIM_STATS" == *"rewritten=2"* ]] || bad+=("$mode/$kind/$pad: not rewritten: $SHIM_STATS")
+		for split in "" +split; do
+			for kind in close close-last http10; do
+				for pad in 0 60000 0,60000; do
+					cells=$((cells + 1))
+					torn_both "$kind" "$mode$split" "$pad" 2
+					torn_same || {
+						bad+=("$mode$split/$kind/$pad: plain $PLAIN_STATUS shim $SHIM_STATUS")
+						diff "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" | head -5
+						diff "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.log" | head -5
+					}
+					[[ "$SHIM_STATS" == *"rewritten=2"* ]] ||
+						bad+=("$mode$split/$kind/$pad: not rewritten: $SHIM_STATS")
+					[ "$pad" != 0,60000 ] || [[ "$SHIM_STATS" == *"reused=1"* ]] ||
+						bad+=("$mode$split/$kind/$pad: not reused: $SHIM_STATS")
+				done
 			done
 		done
 	done
+	echo "$cells cells"
 	printf '%s\n' "${bad[@]}"
-	[ "${#bad[@]}" = 0 ]
+	[ "$cells" = 54 ] && [ "${#bad[@]}" = 0 ]
 }

@@ -7,16 +7,21 @@
  *   MODE  nb: a non-blocking socket, write() until all went, meeting
  *         EAGAIN; dontwait: a blocking socket, send(MSG_DONTWAIT);
  *         block: a blocking socket whose first write is interrupted by a
- *         signal without SA_RESTART (setitimer)
+ *         signal without SA_RESTART (setitimer).  MODE+split: the first
+ *         10 bytes of the head are written alone first (a head begun by
+ *         an earlier write: the library holds them)
  *   PAD   bytes of an X-Pad header (60000: the head is larger than what
  *         the socket and the server's small receive buffer take; 0: it
- *         fits)
- * With PAD, SO_SNDBUF is made small after connect() (before it, an option
- * the library cannot carry to a pooled socket would keep the connection
- * from being ours; after, it is only kept from the pool).  Once the first write returned short, EAGAIN or
- * EINTR (or the whole request went), the client writes a line on FIFO: the
- * server (tests/servers/torn.py) reads only then.  Prints what each request
- * met (not the counts: a rewritten head is torn elsewhere) and the body.
+ *         fits); a list (0,60000): request i takes the i-th (the last for
+ *         the rest), so that a torn head may go on a reused connection
+ * With a PAD, SO_SNDBUF is made small after connect() (before it, an
+ * option the library cannot carry to a pooled socket would keep the
+ * connection from being ours; after, it is only kept from the pool).  Once
+ * the first write returned short, EAGAIN or EINTR (or the whole request
+ * went), the client writes a line on FIFO: the server
+ * (tests/servers/torn.py) reads only then.  Prints what each request's
+ * first write met (not the counts: a rewritten head is torn elsewhere) and
+ * the response.
  */
 #include "common.h"
 
@@ -37,6 +42,27 @@ static void go(const char *fifo)
 	close(f);
 }
 
+static size_t make_req(char *req, const char *kind, const char *host, size_t pad)
+{
+	char *p = req;
+	if (!strcmp(kind, "http10"))
+		p += sprintf(p, "GET /torn HTTP/1.0\r\nHost: %s\r\n", host);
+	else if (!strcmp(kind, "close"))
+		p += sprintf(p, "GET /torn HTTP/1.1\r\nConnection: close\r\nHost: %s\r\n", host);
+	else
+		p += sprintf(p, "GET /torn HTTP/1.1\r\nHost: %s\r\n", host);
+	if (pad) {
+		p += sprintf(p, "X-Pad: ");
+		for (size_t j = 0; j < pad; j++)
+			*p++ = (char)('a' + j % 26);
+		p += sprintf(p, "\r\n");
+	}
+	if (!strcmp(kind, "close-last"))
+		p += sprintf(p, "Connection: close\r\n");
+	p += sprintf(p, "\r\n");
+	return (size_t)(p - req);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 8) {
@@ -47,33 +73,27 @@ int main(int argc, char **argv)
 	if (getaddrinfo(argv[1], argv[2], &hints, &ai))
 		die("getaddrinfo");
 	const char *fifo = argv[3], *kind = argv[4], *mode = argv[5];
-	size_t pad = strtoul(argv[6], NULL, 10);
 	long count = strtol(argv[7], NULL, 10);
-	bool nb = !strcmp(mode, "nb"), dontwait = !strcmp(mode, "dontwait"), block = !strcmp(mode, "block");
-	char *req = malloc(pad + 512), *p;
-	if (!req)
-		die("malloc");
-	p = req;
-	if (!strcmp(kind, "http10"))
-		p += sprintf(p, "GET /torn HTTP/1.0\r\nHost: %s\r\n", argv[1]);
-	else if (!strcmp(kind, "close"))
-		p += sprintf(p, "GET /torn HTTP/1.1\r\nConnection: close\r\nHost: %s\r\n", argv[1]);
-	else
-		p += sprintf(p, "GET /torn HTTP/1.1\r\nHost: %s\r\n", argv[1]);
-	if (pad) {
-		p += sprintf(p, "X-Pad: ");
-		for (size_t i = 0; i < pad; i++)
-			*p++ = (char)('a' + i % 26);
-		p += sprintf(p, "\r\n");
+	bool nb = !strncmp(mode, "nb", 2), dontwait = !strncmp(mode, "dontwait", 8),
+	     block = !strncmp(mode, "block", 5), split = strstr(mode, "split") != NULL;
+	size_t pads[8], npads = 0;
+	for (char *q = argv[6]; npads < 8 && *q;) {
+		pads[npads++] = strtoul(q, &q, 10);
+		if (*q != ',')
+			break;
+		q++;
 	}
-	if (!strcmp(kind, "close-last"))
-		p += sprintf(p, "Connection: close\r\n");
-	p += sprintf(p, "\r\n");
-	size_t len = (size_t)(p - req);
+	if (!npads)
+		die("PAD");
 
 	struct sigaction sa = {.sa_handler = on_alarm}; /* no SA_RESTART */
 	sigaction(SIGALRM, &sa, NULL);
 	for (long i = 1; i <= count; i++) {
+		size_t pad = pads[(size_t)i <= npads ? (size_t)i - 1 : npads - 1];
+		char *req = malloc(pad + 512);
+		if (!req)
+			die("malloc");
+		size_t len = make_req(req, kind, argv[1], pad);
 		int fd = socket(ai->ai_family, SOCK_STREAM, 0);
 		if (fd < 0)
 			die("socket");
@@ -87,6 +107,11 @@ int main(int argc, char **argv)
 		size_t off = 0;
 		bool told = false;
 		char met[64] = "";
+		if (split) {
+			if (write(fd, req, 10) != 10)
+				die("write (request %ld, its first 10 bytes)", i);
+			off = 10;
+		}
 		while (off < len) {
 			if (block && !told) {
 				struct itimerval t = {.it_value = {0, 200000}};
@@ -99,27 +124,23 @@ int main(int argc, char **argv)
 				struct itimerval t = {{0, 0}, {0, 0}};
 				setitimer(ITIMER_REAL, &t, NULL);
 			}
+			if (n < 0 && err != EAGAIN && err != EINTR) {
+				errno = err;
+				die("write (request %ld)", i);
+			}
 			if (!told) {
 				snprintf(met, sizeof(met), "%s",
 					 n < 0 ? strerror(err) : (size_t)n < len - off ? "short" : "all");
-				if (n < 0 && err != EAGAIN && err != EINTR)
-					die("write (request %ld)", i);
 				told = true;
 				go(fifo);
 			}
 			if (n < 0) {
-				if (err != EAGAIN && err != EINTR) {
-					errno = err;
-					die("write (request %ld)", i);
-				}
 				struct pollfd pf = {.fd = fd, .events = POLLOUT};
 				poll(&pf, 1, -1);
 				continue;
 			}
 			off += (size_t)n;
 		}
-		if (!told)
-			go(fifo);
 		printf("request %ld: first write: %s\n", i, met);
 		char buf[4096];
 		for (;;) {
@@ -135,6 +156,7 @@ int main(int argc, char **argv)
 			fwrite(buf, 1, (size_t)n, stdout);
 		}
 		close(fd);
+		free(req);
 	}
 	return 0;
 }
