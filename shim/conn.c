@@ -1423,52 +1423,31 @@ static bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *
 	return true;
 }
 
-/* The program offers O[pos0, pos0 + n) (and, when that ends its head, the
- * bytes of iov from body_off on).  Sends what of R they stand for, then the
- * body, in one call; returns how many of the program's bytes of this call
- * went out, or -1 with errno (none did).  sent_once: that call was made
- * already (part_k counts it).  A send that took only bytes of R's span,
- * which stand for none of the program's, answers as the kernel does when
- * none of a call's bytes went: EAGAIN on a non-blocking socket; EINTR on
- * a blocking one (whose send returns short only when a signal, or
- * SO_SNDTIMEO, interrupted it).  Never waits.  Caller holds c->lock. */
-static ssize_t part_pump(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
-			 size_t pos0, size_t n, size_t body_off, int flags, bool sent_once,
-			 size_t *body_sent)
+/* The program offers O[pos0, pos0 + n): sends what of R they stand for
+ * (never more, never a byte after the head: a body follows with the
+ * program's next write, told of a short count); returns how many of the
+ * program's bytes of this call went out, or -1 with errno (none did).
+ * sent_once: that send was made already (part_k counts it).  A send that
+ * took only bytes of R's span, which stand for none of the program's,
+ * answers as the kernel does when none of a call's bytes went: EAGAIN on a
+ * non-blocking socket, EINTR on a blocking one (whose send returns short
+ * only when a signal, or SO_SNDTIMEO, interrupted it).  Never waits.
+ * Caller holds c->lock. */
+static ssize_t part_pump(struct kp_conn *c, int fd, size_t pos0, size_t n, int flags,
+			 bool sent_once)
 {
 	const struct kp_headmap *m = &c->part_map;
 	size_t target = kp_headmap_target(m, c->part_k, pos0, n);
-	*body_sent = 0;
-	if (!sent_once) {
-		struct iovec v[17];
-		int nv = 0;
-		if (target > c->part_k)
-			v[nv++] = (struct iovec){ c->part + c->part_k, target - c->part_k };
-		size_t off = body_off;
-		for (int i = 0; pos0 + n == m->ol && i < iovcnt && nv < 17; i++) {
-			if (off >= iov[i].iov_len) {
-				off -= iov[i].iov_len;
-				continue;
-			}
-			v[nv++] = (struct iovec){ (char *)iov[i].iov_base + off, iov[i].iov_len - off };
-			off = 0;
-		}
-		if (!nv)
-			return 0;
-		struct msghdr mh = { .msg_iov = v, .msg_iovlen = (size_t)nv };
-		ssize_t r = conn_sendmsg(c, fd, &mh, flags);
+	if (!sent_once && target > c->part_k) {
+		ssize_t r = KP_REAL(send)(fd, c->part + c->part_k, target - c->part_k, flags);
 		if (r < 0)
 			return -1;
-		size_t h = target - c->part_k;
-		if ((size_t)r < h)
-			h = (size_t)r;
-		c->part_k += h;
-		*body_sent = (size_t)r - h;
+		c->tx += (uint64_t)r;
+		c->part_k += (size_t)r;
 	}
 	c->part_pos = kp_headmap_told(m, pos0, n, c->part_k, target);
-	size_t told = c->part_pos - pos0 + *body_sent;
-	if (told)
-		return (ssize_t)told;
+	if (c->part_pos > pos0)
+		return (ssize_t)(c->part_pos - pos0);
 	errno = send_blocks(fd, flags) ? EINTR : EAGAIN;
 	return -1;
 }
@@ -1509,8 +1488,7 @@ static bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, in
 		give_up(c, fd, "the rest of a torn head differs from what was torn");
 		return false;
 	}
-	size_t body_sent;
-	ssize_t r = part_pump(c, fd, iov, iovcnt, c->part_pos, n, n, flags, false, &body_sent);
+	ssize_t r = part_pump(c, fd, c->part_pos, n, flags, false);
 	if (r < 0) {
 		int err = errno;
 		if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
@@ -1521,8 +1499,6 @@ static bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, in
 	}
 	if (c->part_pos == c->part_map.ol) {
 		part_end(c);
-		if (body_sent)
-			account_sent(c, iov, iovcnt, n, body_sent);
 		handoff_fin_if_due(c, fd);
 	}
 	*ret = r;
@@ -1929,8 +1905,7 @@ static inline bool stdin_reads(const struct kp_conn *c)
  * is told which of its bytes went out, and the head's rest follows with
  * the program's next write (part_continue).  A reused connection's replay
  * copy is dropped: this request is not sent again.  Unlocks c->lock. */
-static bool torn_head(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
-		      const struct frm_req_head *h, bool rewritten, bool keep_copy,
+static bool torn_head(struct kp_conn *c, int fd, const struct frm_req_head *h, bool rewritten, bool keep_copy,
 		      size_t replay_mark, size_t mine, int flags, int saved, ssize_t *ret)
 {
 	c->held_len = 0;
@@ -1938,36 +1913,20 @@ static bool torn_head(struct kp_conn *c, int fd, const struct iovec *iov, int io
 		c->replay_len = replay_mark;
 	if (c->first != KP_FIRST_DONE)
 		first_seen(c);
-	if (!queue_request(c, h, rewritten)) {
-		/* (never: n_reqs < KP_MAX_PIPELINE was checked for a rewrite, and
-		 * an unrewritten head maps 1:1) */
-		go_passthrough(c, "too many pipelined requests");
-		*ret = (ssize_t)kp_headmap_back(&c->part_map, c->part_k) - (ssize_t)c->part_pos;
-		if (*ret <= 0) {
-			*ret = -1;
-			saved = EAGAIN;
-		}
-		kp_unlock(&c->lock);
-		errno = saved;
-		return true;
-	}
-	if (rewritten)
+	/* (a rewrite needs room in the queue: a head that finds none maps 1:1) */
+	bool queued = queue_request(c, h, rewritten);
+	if (rewritten && queued)
 		kp_count(rewritten);
 	c->part_next = c->req_mode;
 	c->req_mode = KP_REQ_HEAD_PART;
 	kp_debug("fd %d: torn head: %zu of %zu bytes went out", fd, c->part_k, c->part_map.rl);
-	size_t body_sent;
-	ssize_t r = part_pump(c, fd, iov, iovcnt, c->part_pos, mine, mine, flags, true, &body_sent);
-	if (r < 0) {
-		saved = errno;
-		if (saved != EAGAIN && saved != EWOULDBLOCK && saved != EINTR)
-			go_passthrough(c, "send failed mid-head");
-	} else if (c->part_pos == c->part_map.ol) {
-		part_end(c);
-		if (body_sent)
-			account_sent(c, iov, iovcnt, mine, body_sent);
-		handoff_fin_if_due(c, fd);
-	}
+	ssize_t r = part_pump(c, fd, c->part_pos, mine, flags, true);
+	if (r < 0)
+		saved = errno; /* EAGAIN or EINTR: none of this call's bytes went */
+	else if (c->part_pos == c->part_map.ol)
+		part_end(c); /* (never: the head was torn) */
+	if (!queued) /* what held bytes the program was told of go out first */
+		give_up(c, fd, "too many pipelined requests");
 	*ret = r;
 	kp_unlock(&c->lock);
 	errno = saved;
@@ -2199,11 +2158,12 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	if (r >= 0 && (size_t)r >= headlen) {
 		sent = headlen;
 		body_sent = (size_t)r - headlen;
-	} else if (r > 0 && part_begin(c, head, headlen, data, (size_t)hl, (size_t)r, old_held)) {
+	} else if (r > 0 && !c->tls &&
+		   part_begin(c, head, headlen, data, (size_t)hl, (size_t)r, old_held)) {
 		/* the socket took part of the head: nothing waits (part_pump) */
 		if (out != small)
 			kp_wbuf_free(out, out_cap);
-		return torn_head(c, fd, iov, iovcnt, &h, outlen > 0, keep_copy, replay_mark, mine,
+		return torn_head(c, fd, &h, outlen > 0, keep_copy, replay_mark, mine,
 				 flags, saved, ret);
 	} else if (r > 0) {
 		/* no memory to keep the head: the rest of it, waited for */
