@@ -2129,8 +2129,11 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	for (;;) {
 		/* EINTR here: a handler without SA_RESTART (the kernel restarts
 		 * the others itself) ran before a byte went; the program's own
-		 * send would say EINTR */
-		r = conn_sendmsg(c, fd, &m, send_flags);
+		 * send would say EINTR.  (TLS: the engine's record is under way,
+		 * kp_tls_xmit finishes it) */
+		do
+			r = conn_sendmsg(c, fd, &m, send_flags);
+		while (r < 0 && errno == EINTR && c->tls);
 		/* the pooled socket was dead before our request got out: a fresh
 		 * one (once), and the request goes there */
 		if (r < 0 && keep_copy && c->first == KP_FIRST_UNSENT &&
