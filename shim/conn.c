@@ -1966,6 +1966,10 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		errno = saved;
 		return true;
 	}
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD_PART && c->eof_owed && !c->n_reqs)
+		/* the server answered the torn head and we owe the program its
+		 * close: the rest is written after it (the checks below) */
+		c->req_mode = KP_REQ_HEAD;
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD_PART) {
 		bool taken = part_continue(c, fd, iov, iovcnt, flags, ret);
 		int err = errno;

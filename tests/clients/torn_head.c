@@ -9,7 +9,9 @@
  *         block: a blocking socket whose first write is interrupted by a
  *         signal without SA_RESTART (setitimer).  MODE+split: the first
  *         10 bytes of the head are written alone first (a head begun by
- *         an earlier write: the library holds them)
+ *         an earlier write: the library holds them).  MODE+change: after
+ *         the first write, the rest of the X-Pad value is written in
+ *         capitals (bytes it was told did not go out: it may send others)
  *   PAD   bytes of an X-Pad header (60000: the head is larger than what
  *         the socket and the server's small receive buffer take; 0: it
  *         fits); a list (0,60000): request i takes the i-th (the last for
@@ -75,7 +77,8 @@ int main(int argc, char **argv)
 	const char *fifo = argv[3], *kind = argv[4], *mode = argv[5];
 	long count = strtol(argv[7], NULL, 10);
 	bool nb = !strncmp(mode, "nb", 2), dontwait = !strncmp(mode, "dontwait", 8),
-	     block = !strncmp(mode, "block", 5), split = strstr(mode, "split") != NULL;
+	     block = !strncmp(mode, "block", 5), split = strstr(mode, "split") != NULL,
+	     change = strstr(mode, "change") != NULL;
 	size_t pads[8], npads = 0;
 	for (char *q = argv[6]; npads < 8 && *q;) {
 		pads[npads++] = strtoul(q, &q, 10);
@@ -132,6 +135,10 @@ int main(int argc, char **argv)
 				snprintf(met, sizeof(met), "%s",
 					 n < 0 ? strerror(err) : (size_t)n < len - off ? "short" : "all");
 				told = true;
+				char *v = change && pad ? strstr(req, "X-Pad: ") : NULL;
+				for (size_t j = off + (n > 0 ? (size_t)n : 0); v && j < len; j++)
+					if (req + j >= v + 7 && req + j < v + 7 + pad)
+						req[j] = (char)(req[j] - 'a' + 'A');
 				go(fifo);
 			}
 			if (n < 0) {

@@ -8,9 +8,9 @@ request it waits until the connection has bytes (select, nothing read),
 then for a line on GO_FIFO: the client writes it once its send loop has met
 EAGAIN, a short count or EINTR (or sent its whole request), so a request
 head the library would send whole by waiting stays torn until then.  Then
-it reads the head, logs its request line, its length and a digest of it
-with its Connection lines taken out (what a rewrite to keep-alive may
-change), and answers "ok"; it closes after a request that asked to close
+it reads the head, logs its request line, its length and digests of it
+(of its lower-case form too) with its Connection lines taken out (what a
+rewrite to keep-alive may change), and answers "ok"; it closes after a request that asked to close
 (HTTP/1.0 without keep-alive, or Connection: close), else reads the next
 (docs/hold.md, "A head the socket took in part")."""
 import hashlib
@@ -54,8 +54,9 @@ def handle(c, n):
                          if l.lower().startswith(b"connection:"))
         close = b"close" in conn or (lines[0].endswith(b"HTTP/1.0") and b"keep-alive" not in conn)
         with lock:
-            log.write("%s len=%d sha=%s\n" % (lines[0].decode("latin-1"),
-                      len(b"\r\n".join(kept)), hashlib.sha1(b"\r\n".join(kept)).hexdigest()[:12]))
+            k = b"\r\n".join(kept)
+            log.write("%s len=%d isha=%s sha=%s\n" % (lines[0].decode("latin-1"), len(k),
+                      hashlib.sha1(k.lower()).hexdigest()[:12], hashlib.sha1(k).hexdigest()[:12]))
             log.flush()
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nok\n")
         if close:
