@@ -459,6 +459,11 @@ static void conn_free(struct kp_conn *c)
 		c->replay = NULL;
 		c->replay_cap = 0;
 	}
+	if (c->part) { /* conn_new clears the pointer: not kept */
+		kp_wbuf_free(c->part, c->part_cap);
+		c->part = NULL;
+		c->part_cap = 0;
+	}
 	c->held_len = c->replay_len = 0;
 	c->state = KP_PASSTHROUGH;
 	kp_unlock(&c->lock);
@@ -1336,7 +1341,9 @@ ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flag
 
 /* Send all of buf.  A non-blocking socket is waited for (bounded), except
  * when nothing at all was sent and fail_clean is set: then -1/EAGAIN, and
- * the caller reports EAGAIN to the program exactly as the kernel would. */
+ * the caller reports EAGAIN to the program exactly as the kernel would.
+ * Only for bytes the program was already told went out (held bytes, a
+ * replay): a head written now never waits here (part_pump). */
 ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
 		 bool fail_clean, size_t *sent)
 {
@@ -1373,12 +1380,151 @@ ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int fla
 	return (ssize_t)len;
 }
 
+/* ------------------------------------------------------------ a torn head
+ *
+ * The socket took part of a head (docs/hold.md, "A head the socket took in
+ * part"): the program is told which of its own bytes went out (headmap.h),
+ * nothing is waited for, and the program's next write, which must offer
+ * the rest of its head again, sends the rest of the head as we sent it. */
+
+/* Bytes of R the program was told went out that the server lacks: held
+ * bytes of earlier calls when this call's send was torn before them. */
+static size_t part_debt(const struct kp_conn *c)
+{
+	size_t need = kp_headmap_fwd(&c->part_map, c->part_pos);
+	return need > c->part_k ? need - c->part_k : 0;
+}
+
+/* The program's own send would block: a blocking socket, no MSG_DONTWAIT. */
+static bool send_blocks(int fd, int flags)
+{
+	if (flags & MSG_DONTWAIT)
+		return false;
+	int fl = KP_REAL(fcntl)(fd, F_GETFL);
+	return fl >= 0 && !(fl & O_NONBLOCK);
+}
+
+/* Keep R (the head as it goes out) and O (the program's), the server
+ * having k bytes of R and the program having been told pos bytes of O. */
+static bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *o, size_t ol,
+		       size_t k, size_t pos)
+{
+	if (rl + ol > c->part_cap) {
+		char *b = kp_wbuf_grow(c->part, &c->part_cap, rl + ol);
+		if (!b)
+			return false;
+		c->part = b;
+	}
+	memcpy(c->part, r, rl);
+	memcpy(c->part + rl, o, ol);
+	kp_headmap_init(&c->part_map, c->part, rl, c->part + rl, ol);
+	c->part_k = k;
+	c->part_pos = pos;
+	return true;
+}
+
+/* The program offers O[pos0, pos0 + n): sends what of R they stand for
+ * (never more, never a byte after the head: a body follows with the
+ * program's next write, told of a short count); returns how many of the
+ * program's bytes of this call went out, or -1 with errno (none did).
+ * sent_once: that send was made already (part_k counts it).  A send that
+ * took only bytes of R's span, which stand for none of the program's,
+ * answers as the kernel does when none of a call's bytes went: EAGAIN on a
+ * non-blocking socket, EINTR on a blocking one (whose send returns short
+ * only when a signal, or SO_SNDTIMEO, interrupted it).  Never waits.
+ * Caller holds c->lock. */
+static ssize_t part_pump(struct kp_conn *c, int fd, size_t pos0, size_t n, int flags,
+			 bool sent_once)
+{
+	const struct kp_headmap *m = &c->part_map;
+	size_t target = kp_headmap_target(m, c->part_k, pos0, n);
+	if (!sent_once && target > c->part_k) {
+		ssize_t r = KP_REAL(send)(fd, c->part + c->part_k, target - c->part_k, flags);
+		if (r < 0)
+			return -1;
+		c->tx += (uint64_t)r;
+		c->part_k += (size_t)r;
+	}
+	c->part_pos = kp_headmap_told(m, pos0, n, c->part_k, target);
+	if (c->part_pos > pos0)
+		return (ssize_t)(c->part_pos - pos0);
+	errno = send_blocks(fd, flags) ? EINTR : EAGAIN;
+	return -1;
+}
+
+/* The head is whole as the program sees it: on to its body, or the next
+ * request.  Caller holds c->lock. */
+static void part_end(struct kp_conn *c)
+{
+	c->req_mode = c->part_next;
+	kp_debug("torn head: finished");
+}
+
+static bool iov_equal(const struct iovec *iov, int iovcnt, const char *p, size_t n)
+{
+	for (int i = 0; i < iovcnt && n; i++) {
+		size_t l = iov[i].iov_len < n ? iov[i].iov_len : n;
+		if (memcmp(iov[i].iov_base, p, l))
+			return false;
+		p += l;
+		n -= l;
+	}
+	return true;
+}
+
+/* A write after a torn head: the program must offer the rest of its head
+ * again (it was told those bytes did not go out).  True when handled
+ * (*ret set); false: the caller sends the program's bytes as they are.
+ * Caller holds c->lock. */
+static bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
+			  int flags, ssize_t *ret)
+{
+	size_t total = iov_total(iov, iovcnt);
+	size_t left = c->part_map.ol - c->part_pos;
+	size_t n = total < left ? total : left;
+	if (!total)
+		return false;
+	if (!iov_equal(iov, iovcnt, c->part + c->part_map.rl + c->part_pos, n)) {
+		give_up(c, fd, "the rest of a torn head differs from what was torn");
+		return false;
+	}
+	ssize_t r = part_pump(c, fd, c->part_pos, n, flags, false);
+	if (r < 0) {
+		int err = errno;
+		if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
+			go_passthrough(c, "send failed mid-head");
+		errno = err;
+		*ret = -1;
+		return true;
+	}
+	if (c->part_pos == c->part_map.ol) {
+		part_end(c);
+		handoff_fin_if_due(c, fd);
+	}
+	*ret = r;
+	return true;
+}
+
 /* Send head bytes held from earlier calls (the program was told they went
  * out), unchanged.  Returns 0, or -1 with errno when the send failed (the
  * connection is then unpoolable).  Caller holds c->lock. */
 static int flush_held(struct kp_conn *c, int fd, int flags)
 {
 	int r = 0;
+	if (c->req_mode == KP_REQ_HEAD_PART) {
+		/* a torn head: what the program was told went out and the
+		 * server lacks (part_debt); the rest is the program's to send */
+		size_t debt = part_debt(c), sent = 0;
+		if (fd >= 0 && debt) {
+			r = send_all(c, fd, c->part + c->part_k, debt, flags | MSG_NOSIGNAL, false,
+				     &sent) < 0 ? -1 : 0;
+			c->part_k += sent;
+			if (r < 0)
+				unpool(c, "sending held request bytes failed");
+		}
+		c->req_mode = c->part_next;
+		return r;
+	}
 	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
 		size_t sent;
 		r = send_all(c, fd, c->held, c->held_len, flags | MSG_NOSIGNAL, false, &sent) < 0 ? -1 : 0;
@@ -1450,7 +1596,8 @@ bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
 	    c->reqs[c->n_reqs - 1].rewritten && c->req_body.kind == FRM_BODY_LENGTH &&
 	    c->req_body.left < *len && c->req_body.left)
 		*len = (size_t)c->req_body.left; /* the rest would be after_close */
-	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && c->held_len) {
+	if (c->state == KP_ACTIVE && ((c->req_mode == KP_REQ_HEAD && c->held_len) ||
+				      c->req_mode == KP_REQ_HEAD_PART)) {
 		give_up(c, fd, "a send we cannot see into follows a held head");
 	} else if (c->first == KP_FIRST_SENT) {
 		/* zero-copy bytes the copy cannot hold: no replay for this one */
@@ -1753,6 +1900,39 @@ static inline bool stdin_reads(const struct kp_conn *c)
 	return kp_fd_conn(0) == c;
 }
 
+/* The socket took only part of a head just parsed (part_begin done): the
+ * request is queued now (its response is framed as any other), the program
+ * is told which of its bytes went out, and the head's rest follows with
+ * the program's next write (part_continue).  A reused connection's replay
+ * copy is dropped: this request is not sent again.  Unlocks c->lock. */
+static bool torn_head(struct kp_conn *c, int fd, const struct frm_req_head *h, bool rewritten, bool keep_copy,
+		      size_t replay_mark, size_t mine, int flags, int saved, ssize_t *ret)
+{
+	c->held_len = 0;
+	if (keep_copy)
+		c->replay_len = replay_mark;
+	if (c->first != KP_FIRST_DONE)
+		first_seen(c);
+	/* (a rewrite needs room in the queue: a head that finds none maps 1:1) */
+	bool queued = queue_request(c, h, rewritten);
+	if (rewritten && queued)
+		kp_count(rewritten);
+	c->part_next = c->req_mode;
+	c->req_mode = KP_REQ_HEAD_PART;
+	kp_debug("fd %d: torn head: %zu of %zu bytes went out", fd, c->part_k, c->part_map.rl);
+	ssize_t r = part_pump(c, fd, c->part_pos, mine, flags, true);
+	if (r < 0)
+		saved = errno; /* EAGAIN or EINTR: none of this call's bytes went */
+	else if (c->part_pos == c->part_map.ol)
+		part_end(c); /* (never: the head was torn) */
+	if (!queued) /* what held bytes the program was told of go out first */
+		give_up(c, fd, "too many pipelined requests");
+	*ret = r;
+	kp_unlock(&c->lock);
+	errno = saved;
+	return true;
+}
+
 static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 			   ssize_t *ret)
 {
@@ -1785,6 +1965,17 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		kp_unlock(&c->lock);
 		errno = saved;
 		return true;
+	}
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD_PART && c->eof_owed && !c->n_reqs)
+		/* the server answered the torn head and we owe the program its
+		 * close: the rest is written after it (the checks below) */
+		c->req_mode = KP_REQ_HEAD;
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD_PART) {
+		bool taken = part_continue(c, fd, iov, iovcnt, flags, ret);
+		int err = errno;
+		kp_unlock(&c->lock);
+		errno = taken && *ret < 0 ? err : saved;
+		return taken;
 	}
 	if (c->state != KP_ACTIVE || c->req_mode != KP_REQ_HEAD) {
 		bool taken = c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
@@ -1940,9 +2131,13 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	}
 	ssize_t r;
 	for (;;) {
+		/* EINTR here: a handler without SA_RESTART (the kernel restarts
+		 * the others itself) ran before a byte went; the program's own
+		 * send would say EINTR.  (TLS: the engine's record is under way,
+		 * kp_tls_xmit finishes it) */
 		do
 			r = conn_sendmsg(c, fd, &m, send_flags);
-		while (r < 0 && errno == EINTR);
+		while (r < 0 && errno == EINTR && c->tls);
 		/* the pooled socket was dead before our request got out: a fresh
 		 * one (once), and the request goes there */
 		if (r < 0 && keep_copy && c->first == KP_FIRST_UNSENT &&
@@ -1970,14 +2165,21 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	if (r >= 0 && (size_t)r >= headlen) {
 		sent = headlen;
 		body_sent = (size_t)r - headlen;
-	} else if (r >= 0 || errno == EAGAIN || errno == EWOULDBLOCK) {
-		/* the rest of the head alone; the body waits for the next call */
+	} else if (r > 0 && !c->tls &&
+		   part_begin(c, head, headlen, data, (size_t)hl, (size_t)r, old_held)) {
+		/* the socket took part of the head: nothing waits (part_pump) */
+		if (out != small)
+			kp_wbuf_free(out, out_cap);
+		return torn_head(c, fd, &h, outlen > 0, keep_copy, replay_mark, mine,
+				 flags, saved, ret);
+	} else if (r > 0) {
+		/* no memory to keep the head: the rest of it, waited for */
 		size_t more;
-		sent = r > 0 ? (size_t)r : 0;
-		sr = send_all(c, fd, head + sent, headlen - sent, flags, old_held == 0 && !sent, &more);
+		sent = (size_t)r;
+		sr = send_all(c, fd, head + sent, headlen - sent, flags, false, &more);
 		sent += more;
 	} else {
-		sr = -1;
+		sr = -1; /* EAGAIN, EINTR: nothing went, the program is told so */
 	}
 	if (out != small)
 		kp_wbuf_free(out, out_cap);
@@ -1987,7 +2189,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			sigpipe_as_kernel(flags); /* our MSG_NOSIGNAL kept it back */
 		if (keep_copy)
 			c->replay_len = replay_mark;
-		if (!sent && (err == EAGAIN || err == EWOULDBLOCK)) {
+		if (!sent && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) {
 			/* nothing went out: the program will offer this call's
 			 * bytes again; what earlier calls gave us stays held */
 			c->held_len = old_held;
@@ -2147,7 +2349,8 @@ bool kp_conn_data_only(int fd)
 
 bool kp_conn_holds(const struct kp_conn *c)
 {
-	return c != KP_POOLED && __atomic_load_n(&c->held_len, __ATOMIC_ACQUIRE);
+	return c != KP_POOLED && (__atomic_load_n(&c->held_len, __ATOMIC_ACQUIRE) ||
+				  __atomic_load_n(&c->req_mode, __ATOMIC_ACQUIRE) == KP_REQ_HEAD_PART);
 }
 
 void kp_conn_waits(struct kp_conn *c, int fd)
@@ -2156,7 +2359,8 @@ void kp_conn_waits(struct kp_conn *c, int fd)
 		return;
 	int saved = errno;
 	if (conn_lock(c, fd)) {
-		if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && c->held_len)
+		if (c->state == KP_ACTIVE && ((c->req_mode == KP_REQ_HEAD && c->held_len) ||
+					      (c->req_mode == KP_REQ_HEAD_PART && part_debt(c))))
 			give_up(c, fd, "the program waits with a request head unfinished");
 		kp_unlock(&c->lock);
 	}

@@ -15,6 +15,7 @@
 #include <sys/uio.h>
 
 #include "framer.h"
+#include "headmap.h"
 #include "kp_lock.h"
 #include "pool.h"
 
@@ -28,6 +29,8 @@ enum kp_req_mode {
 	KP_REQ_HEAD = 0, /* at a request boundary: hold bytes until the head is whole */
 	KP_REQ_BODY,     /* inside a request body: bytes go straight through */
 	KP_REQ_HEAD_SENT, /* a head began mid-write: already sent, parse for facts */
+	KP_REQ_HEAD_PART, /* the socket took part of a head (docs/hold.md, "A head
+	                     the socket took in part"): part, part_map */
 };
 
 
@@ -122,6 +125,13 @@ struct kp_conn {
 	char *held;          /* head bytes not yet sent (KP_REQ_HEAD), or already
 	                        sent but not yet parsed (KP_REQ_HEAD_SENT) */
 	size_t held_len, held_cap;
+	/* KP_REQ_HEAD_PART: part holds R (the head as sent) then O (the
+	 * program's); the server has R[0, part_k), the program was told
+	 * O[0, part_pos) went out; part_next: the mode after the head */
+	char *part;
+	size_t part_cap, part_k, part_pos;
+	struct kp_headmap part_map;
+	uint8_t part_next;
 	struct kp_request reqs[KP_MAX_PIPELINE]; /* awaiting responses, oldest first */
 	unsigned n_reqs;
 
