@@ -90,6 +90,11 @@ struct kp_tls {
 	int seclevel;        /* the security level its handshake ran at */
 	struct saved *saved; /* the program's settings, kept when detached */
 	SSL_CTX *sess_ctx;   /* where its SSL's new sessions go (session_ctx()) */
+	SSL_CTX *hs_ctx;     /* a reference of ours to the context it had when
+				detached: what its handshake negotiated points
+				into it (the peer's signature algorithm, in
+				the context's sigalg table: docs/tls.md
+				"After the handshake") */
 	UT_hash_handle hh;   /* in parked, by fd */
 };
 
@@ -125,18 +130,20 @@ struct record {
 	bool hit_unmade;     /* its resumption taken off its context's hits */
 	long offered_result;
 	STACK_OF(X509) *offered_chain;
+	X509_VERIFY_PARAM *offered_named; /* the name that check matched */
 	/* the context an SSL was made with, where SSL_set_SSL_CTX changed it
 	 * since: libssl's session_ctx, which keeps its new-session callback
 	 * and cache (docs/tls.md "Callbacks that watch") */
 	const void *sess_ctx;
 	/* a context's: what its SSL_CTX_sess_connect, _connect_good and
 	 * _hits answer beyond libssl's count (handshakes it did not make,
-	 * or made as a resumption we answer as full) */
-	long stat_adj[3];
+	 * or made as a resumption we answer as full), and _misses (a session
+	 * of ours the server refused: the program offered none) */
+	long stat_adj[4];
 	UT_hash_handle hh;
 };
 
-enum { STAT_CONNECT, STAT_GOOD, STAT_HIT };
+enum { STAT_CONNECT, STAT_GOOD, STAT_HIT, STAT_MISS };
 
 /* ssl's session context counts a handshake its program did not make, or
  * unmakes a hit.  Caller holds tls_lock. */
@@ -340,6 +347,8 @@ static void record_drop(const void *obj)
 		if (r->offered_chain)
 			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)r->offered_chain,
 						   (void (*)(void *))kp_ssl.X509_free);
+		if (r->offered_named)
+			kp_ssl.X509_VERIFY_PARAM_free(r->offered_named);
 		free(r);
 	}
 }
@@ -844,6 +853,8 @@ static void engine_free(struct kp_tls *e)
 	if (e->cert)
 		kp_ssl.X509_free(e->cert);
 	saved_free(e->saved);
+	if (e->hs_ctx)
+		kp_ssl.SSL_CTX_free(e->hs_ctx);
 	if (e->chain)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)e->chain, (void (*)(void *))kp_ssl.X509_free);
 	free(e->sni);
@@ -1147,6 +1158,9 @@ static int detach_program(struct kp_tls *e, int fd, bool prog_alive)
 	kp_ssl.SSL_set_options(e->ssl, SSL_OP_NO_RENEGOTIATION);
 	for (int i = 0; i < 32; i++)
 		kp_ssl.SSL_set_ex_data(e->ssl, i, NULL);
+	SSL_CTX *was = kp_ssl.SSL_get_SSL_CTX(e->ssl);
+	if (!e->hs_ctx && was && kp_ssl.SSL_CTX_up_ref(was))
+		e->hs_ctx = was;
 	SSL_CTX *ctx = kp_ssl.SSL_set_SSL_CTX(e->ssl, shim_ctx);
 	e->own_bio = true;
 	e->fd = fd;
@@ -1298,6 +1312,11 @@ static const char *shape_mismatch(const struct shape *sh, SSL *ssl)
 	const char *why = never_for(ssl, conf);
 	if (why || (why = watcher(ssl, conf)) || (why = conf_mismatch(conf, sh->conf)))
 		return why;
+	/* our check of the peer chain would call it, at a time its own
+	 * handshake would not, and once more when its handshake is made
+	 * after all (docs/tls.md "Callbacks that watch") */
+	if (kp_ssl.SSL_get_verify_callback(ssl))
+		return "a verify callback";
 	struct cfg now;
 	cfg_read(ssl, &now);
 	why = cfg_mismatch(sh->cfg, &now);
@@ -1399,7 +1418,7 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
  * verify callback's (or X509_verify_cert's) verdict, > 0 for good, with
  * the error, the verified chain and the name matched. */
 static int verify_as(SSL *ssl, X509 *leaf, STACK_OF(X509) *untrusted, long *result,
-		     STACK_OF(X509) **chain, char **peername)
+		     STACK_OF(X509) **chain, char **peername, X509_VERIFY_PARAM **keep)
 {
 	X509_STORE *store = NULL;
 	kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_VERIFY_CERT_STORE, 0, &store);
@@ -1427,6 +1446,16 @@ static int verify_as(SSL *ssl, X509 *leaf, STACK_OF(X509) *untrusted, long *resu
 	*chain = kp_ssl.X509_STORE_CTX_get1_chain(sctx);
 	const char *pn = kp_ssl.X509_VERIFY_PARAM_get0_peername(param);
 	*peername = pn ? strdup(pn) : NULL;
+	/* and the program's parameters keep the name matched, as the
+	 * handshake's verification leaves it there (a handshake of its own
+	 * verifies again and replaces it): X509_VERIFY_PARAM_get0_peername
+	 * on SSL_get0_param reads it (docs/tls.md "After the handshake").
+	 * For a session offered, kept for after its handshake (which clears
+	 * it first) in *keep. */
+	if (!keep)
+		kp_ssl.X509_VERIFY_PARAM_move_peername(kp_ssl.SSL_get0_param(ssl), param);
+	else if ((*keep = kp_ssl.X509_VERIFY_PARAM_new()))
+		kp_ssl.X509_VERIFY_PARAM_move_peername(*keep, param);
 out:
 	if (sctx)
 		kp_ssl.X509_STORE_CTX_free(sctx);
@@ -1567,7 +1596,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		 * lock of ours held.  Its errors stay off the program's queue. */
 		kp_ssl.ERR_set_mark();
 		int ok = verify_as(ssl, kp_ssl.SSL_get0_peer_certificate(e->ssl),
-				   kp_ssl.SSL_get_peer_cert_chain(e->ssl), &result, &chain, &peername);
+				   kp_ssl.SSL_get_peer_cert_chain(e->ssl), &result, &chain, &peername, NULL);
 		kp_ssl.ERR_pop_to_mark();
 		/* OpenSSL aborts a failed verification for any mode but
 		 * SSL_VERIFY_NONE (tls_post_process_server_certificate), not
@@ -1636,6 +1665,12 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	stat_add(ssl, STAT_GOOD, 1);
 	if (resumed)
 		stat_add(ssl, STAT_HIT, 1);
+	/* its own session offered, which the server would not resume: libssl
+	 * counts a miss where the offer had an id (tls_process_server_hello) */
+	unsigned id_len = 0;
+	SSL_SESSION *own = resuming(ssl);
+	if (own && !resumed && kp_ssl.SSL_SESSION_get_id(own, &id_len) && id_len)
+		stat_add(ssl, STAT_MISS, 1);
 	kp_unlock(&tls_lock);
 	kp_count(tls_reused);
 	return 0;
@@ -2189,8 +2224,9 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		long result;
 		STACK_OF(X509) *chain;
 		char *peername;
+		X509_VERIFY_PARAM *named = NULL;
 		kp_ssl.ERR_set_mark();
-		int ok = verify_as(ssl, leaf, untrusted, &result, &chain, &peername);
+		int ok = verify_as(ssl, leaf, untrusted, &result, &chain, &peername, &named);
 		kp_ssl.ERR_pop_to_mark();
 		free(peername);
 		if (ok > 0 && result == X509_V_OK && kp_ssl.SSL_set_session(ssl, sess)) {
@@ -2210,6 +2246,10 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 				r->offered_result = result;
 				r->offered_chain = chain;
 				chain = NULL;
+				if (r->offered_named)
+					kp_ssl.X509_VERIFY_PARAM_free(r->offered_named);
+				r->offered_named = named;
+				named = NULL;
 			}
 			kp_unlock(&tls_lock);
 		} else {
@@ -2217,6 +2257,8 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		}
 		if (chain)
 			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
+		if (named)
+			kp_ssl.X509_VERIFY_PARAM_free(named);
 		kp_ssl.SSL_SESSION_free(sess);
 		kp_ssl.X509_free(leaf);
 		if (untrusted)
@@ -2567,6 +2609,7 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	SSL_CTX *hctx = session_ctx(ssl); /* libssl counts there */
 	kp_unlock(&tls_lock);
 	long hits = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_HIT, 0, NULL);
+	long misses = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_MISSES, 0, NULL);
 	int r;
 	r = KP_OUTSIDE(real(ssl));
 	kp_tls_handshaking = prev;
@@ -2590,9 +2633,29 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		bool across = rec && rec->offered_across && !rec->across_counted;
 		if (across)
 			rec->across_counted = true;
+		/* the name our check matched, where its own full handshake's
+		 * verification would have left it (SSL_clear at its start
+		 * cleared it) */
+		if (rec && rec->offered && rec->offered_named) {
+			kp_ssl.X509_VERIFY_PARAM_move_peername(kp_ssl.SSL_get0_param(ssl), rec->offered_named);
+			kp_ssl.X509_VERIFY_PARAM_free(rec->offered_named);
+			rec->offered_named = NULL;
+		}
 		kp_unlock(&tls_lock);
 		if (across)
 			kp_count(tls_resumed_across);
+	}
+	if (r == 1 && !kp_ssl.SSL_session_reused(ssl)) {
+		/* a session of ours the server refused: libssl counted a miss
+		 * its program, which offered none, would not have */
+		long more = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_MISSES, 0, NULL) - misses;
+		kp_lock(&tls_lock);
+		struct record *rec = record_get(ssl, false), *cr;
+		if (rec && rec->offered && more > 0 && (cr = record_get(hctx, true))) {
+			cr->stat_adj[STAT_MISS] -= 1;
+			rec->offered = false; /* its own full handshake now */
+		}
+		kp_unlock(&tls_lock);
 	}
 	if (r == 1 && offer_kind >= 0 && io_get(ssl, &io) && io.c && io.e == ssl) {
 		/* what the server did with the session offered */
@@ -2871,6 +2934,7 @@ long kp_tls_ctx_stat(const SSL_CTX *ctx, int cmd, long r)
 	int which = cmd == SSL_CTRL_SESS_CONNECT	    ? STAT_CONNECT
 		    : cmd == SSL_CTRL_SESS_CONNECT_GOOD ? STAT_GOOD
 		    : cmd == SSL_CTRL_SESS_HIT	    ? STAT_HIT
+		    : cmd == SSL_CTRL_SESS_MISSES	    ? STAT_MISS
 						    : -1;
 	if (which < 0 || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return r;

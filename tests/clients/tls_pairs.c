@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <time.h>
 #include <unistd.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -35,6 +36,10 @@ static const char *P(const char *f)
 	snprintf(path, sizeof path, "%s/%s", dir, f);
 	return path;
 }
+
+/* the id of the session the last request read */
+static unsigned char last_id[SSL_MAX_SSL_SESSION_ID_LENGTH];
+static unsigned last_id_len;
 
 static uint64_t rng;
 static unsigned rnd(unsigned n)
@@ -260,6 +265,32 @@ static void request(int pair, char who, const int *f)
 	printf(" : %s %s reused=%d chain=%d verify=%ld alpn=%.*s peer=%s pending=%d", SSL_get_version(s),
 	       SSL_get_cipher_name(s), SSL_session_reused(s), vc ? sk_X509_num(vc) : -1,
 	       SSL_get_verify_result(s), (int)sel_len, sel, peer ? "yes" : "no", SSL_pending(s));
+	/* what the handshake negotiated beyond the cipher, the name its
+	 * verification matched, and its session as the program reads it: a
+	 * fresh one (its age, its own context's timeout, an id no earlier
+	 * request read) */
+	int sig = 0, psig = 0;
+	EVP_PKEY *tmp = NULL;
+	SSL_get_peer_signature_type_nid(s, &sig);
+	SSL_get_peer_signature_nid(s, &psig);
+	SSL_get_peer_tmp_key(s, &tmp);
+	const char *pn = SSL_get0_peername(s), *vpn = X509_VERIFY_PARAM_get0_peername(SSL_get0_param(s));
+	printf(" sig=%d/%d tmp=%d peername=%s/%s", sig, psig, tmp ? EVP_PKEY_get_id(tmp) : -1, pn ? pn : "-",
+	       vpn ? vpn : "-");
+	EVP_PKEY_free(tmp);
+	SSL_SESSION *ss = SSL_get_session(s);
+	if (ss) {
+		unsigned idlen;
+		const unsigned char *id = SSL_SESSION_get_id(ss, &idlen);
+		long age = (long)time(NULL) - (long)SSL_SESSION_get_time(ss);
+		bool seen = idlen && idlen == last_id_len && !memcmp(id, last_id, idlen);
+		printf(" session timeout=%ld age=%s id=%u%s", SSL_SESSION_get_timeout(ss), age <= 2 ? "new" : "old",
+		       idlen, seen ? " seen" : "");
+		if (idlen) {
+			memcpy(last_id, id, idlen);
+			last_id_len = idlen;
+		}
+	}
 	char rq[128], buf[4096];
 	int len = snprintf(rq, sizeof rq,
 			   "GET /echo/%d%c HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", pair, who);
@@ -294,14 +325,17 @@ static void request(int pair, char who, const int *f)
 			break;
 	}
 	printf(" get_shutdown=%d", SSL_get_shutdown(s));
+	/* what its BIOs counted (whether they moved: a handshake's size is the
+	 * server's and the offer's) */
+	printf(" bio=%d/%d", BIO_number_read(SSL_get_rbio(s)) > 0, BIO_number_written(SSL_get_wbio(s)) > 0);
 	keep_session(true);
 out:
 	/* what the callbacks saw, what the context counted */
 	printf(" | told %d keylog %d info %d/%d msgs %d foreign %d", told, keylogs, info_start, info_done,
 	       msgs, foreign);
 	for (int i = 0; i < 2 && ctxs[i]; i++)
-		printf(" | ctx %ld/%ld/%ld", SSL_CTX_sess_connect(ctxs[i]), SSL_CTX_sess_connect_good(ctxs[i]),
-		       SSL_CTX_sess_hits(ctxs[i]));
+		printf(" | ctx %ld/%ld/%ld/%ld", SSL_CTX_sess_connect(ctxs[i]), SSL_CTX_sess_connect_good(ctxs[i]),
+		       SSL_CTX_sess_hits(ctxs[i]), SSL_CTX_sess_misses(ctxs[i]));
 	printf("\n");
 	keep_session(false);
 	ERR_clear_error();
