@@ -87,7 +87,18 @@ ROUTED(int, SSL_export_keying_material,
        (SSL *s, unsigned char *out, size_t olen, const char *label, size_t llen,
 	const unsigned char *ctx, size_t clen, int use_ctx),
        (e, out, olen, label, llen, ctx, clen, use_ctx))
-ROUTED(int, SSL_get_peer_signature_type_nid, (const SSL *s, int *nid), (e, nid))
+/* what the program's own full handshake would show, for a handed-out SSL
+ * or a session of ours resumed (docs/tls.md "After the handshake") */
+KP_EXPORT int SSL_get_peer_signature_type_nid(const SSL *s, int *nid)
+{
+	if (MISSING(SSL_get_peer_signature_type_nid))
+		return 0;
+	long r;
+	if (!INTERNAL() && nid && kp_tls_peer_full(s, KP_PEER_SIG_TYPE, nid, &r))
+		return (int)r;
+	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
+	return e ? kp_ssl.SSL_get_peer_signature_type_nid(e, nid) : 0;
+}
 MUTATOR(int, SSL_verify_client_post_handshake, (SSL *s), (e))
 MUTATOR(int, SSL_key_update, (SSL *s, int type), (e, type))
 ROUTED(int, SSL_get_key_update_type, (const SSL *s), (e))

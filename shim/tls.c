@@ -70,6 +70,19 @@ struct cfg {
 	uint32_t *ciphers; /* ids, in the order offered (TLS 1.3 suites first) */
 };
 
+/* What a full handshake negotiated that a resumption does not show: the
+ * peer's signature (type and hash) and, below TLS 1.3, its key-exchange
+ * key (a TLS 1.3 resumption makes a key exchange of its own).  Read from
+ * a connection's own full handshake, or carried from the ticket a
+ * resumption of ours came from; a connection or ticket without it is
+ * neither handed out nor offered (docs/tls.md "After the handshake"). */
+struct full {
+	bool known;
+	bool sig_ok, type_ok;
+	int sig_nid, type_nid;
+	EVP_PKEY *tmp; /* a reference of ours, or NULL: none */
+};
+
 struct kp_tls {
 	SSL *ssl;
 	struct cfg cfg;      /* what its handshake was made with */
@@ -90,6 +103,7 @@ struct kp_tls {
 	int seclevel;        /* the security level its handshake ran at */
 	struct saved *saved; /* the program's settings, kept when detached */
 	SSL_CTX *sess_ctx;   /* where its SSL's new sessions go (session_ctx()) */
+	struct full full;    /* its full handshake's (engine_full) */
 	SSL_CTX *hs_ctx;     /* a reference of ours to the context it had when
 				detached: what its handshake negotiated points
 				into it (the peer's signature algorithm, in
@@ -131,6 +145,7 @@ struct record {
 	long offered_result;
 	STACK_OF(X509) *offered_chain;
 	X509_VERIFY_PARAM *offered_named; /* the name that check matched */
+	struct full offered_full; /* the full handshake the session came from */
 	/* the context an SSL was made with, where SSL_set_SSL_CTX changed it
 	 * since: libssl's session_ctx, which keeps its new-session callback
 	 * and cache (docs/tls.md "Callbacks that watch") */
@@ -172,8 +187,35 @@ struct ticket {
 	SSL_SESSION *sess;
 	X509 *leaf;
 	STACK_OF(X509) *chain;
+	struct full full;
 	struct ticket *next;
 };
+
+static void full_free(struct full *f)
+{
+	if (f->tmp)
+		kp_ssl.EVP_PKEY_free(f->tmp);
+	memset(f, 0, sizeof(*f));
+}
+
+static void full_copy(struct full *dst, const struct full *src)
+{
+	full_free(dst);
+	*dst = *src;
+	if (dst->tmp && !kp_ssl.EVP_PKEY_up_ref(dst->tmp))
+		memset(dst, 0, sizeof(*dst)); /* not known */
+}
+
+/* what ssl's (full) handshake negotiated */
+static void full_read(SSL *ssl, struct full *f)
+{
+	full_free(f);
+	f->type_ok = kp_ssl.SSL_get_peer_signature_type_nid(ssl, &f->type_nid) > 0;
+	f->sig_ok = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_PEER_SIGNATURE_NID, 0, &f->sig_nid) > 0;
+	if (kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_PEER_TMP_KEY, 0, &f->tmp) <= 0)
+		f->tmp = NULL;
+	f->known = true;
+}
 #define MAX_TICKETS 64
 
 static kp_mutex_t tls_lock = KP_MUTEX_INITIALIZER;
@@ -349,6 +391,7 @@ static void record_drop(const void *obj)
 						   (void (*)(void *))kp_ssl.X509_free);
 		if (r->offered_named)
 			kp_ssl.X509_VERIFY_PARAM_free(r->offered_named);
+		full_free(&r->offered_full);
 		free(r);
 	}
 }
@@ -855,6 +898,7 @@ static void engine_free(struct kp_tls *e)
 	saved_free(e->saved);
 	if (e->hs_ctx)
 		kp_ssl.SSL_CTX_free(e->hs_ctx);
+	full_free(&e->full);
 	if (e->chain)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)e->chain, (void (*)(void *))kp_ssl.X509_free);
 	free(e->sni);
@@ -1585,6 +1629,9 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		return -1;
 	kp_lock(&tls_lock);
 	const char *why = handle_find(ssl) ? "the SSL is already in use" : mismatch(e, ssl);
+	/* (a connection made by resuming a session of the program's own) */
+	if (!why && !e->full.known)
+		why = "what a full handshake would have negotiated is not known";
 	kp_unlock(&tls_lock);
 	if (!why && ssl_bio_imported())
 		why = "the program can read its SSL through BIO_f_ssl, past us";
@@ -1680,6 +1727,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 
 static void ticket_free(struct ticket *t)
 {
+	full_free(&t->full);
 	kp_ssl.SSL_SESSION_free(t->sess);
 	if (t->leaf)
 		kp_ssl.X509_free(t->leaf);
@@ -1743,7 +1791,7 @@ static STACK_OF(X509) *ticket_chain_of(const struct pool_key *key, const char *s
  * rebuilds the ticket and offers it under the very rule a ticket of its
  * own follows (kp_tls_offer_session): nothing in the bytes is trusted
  * beyond what that rule checks again. */
-#define ACROSS_MAGIC 0x6b707331u /* "kps1" */
+#define ACROSS_MAGIC 0x6b707332u /* "kps2" */
 #define ACROSS_NONE UINT32_MAX
 
 struct wbuf {
@@ -1883,6 +1931,14 @@ static unsigned char *across_encode(const struct ticket *t, size_t *len, uint8_t
 	w_chain(&b, t->cchain);
 	w_x509(&b, t->leaf);
 	w_chain(&b, t->chain);
+	/* the full handshake's values; its key-exchange key (which a
+	 * resumption below TLS 1.3 does not show) is not carried: such a
+	 * ticket is known only without one */
+	w_u32(&b, t->full.known);
+	w_u32(&b, (uint32_t)t->full.sig_ok << 1 | t->full.type_ok);
+	w_u32(&b, (uint32_t)t->full.sig_nid);
+	w_u32(&b, (uint32_t)t->full.type_nid);
+	w_u32(&b, t->full.tmp != NULL);
 	int n = kp_ssl.i2d_SSL_SESSION(t->sess, NULL);
 	w_u32(&b, n > 0 ? (uint32_t)n : 0);
 	if (n <= 0 || b.bad || (size_t)n > b.cap - b.len) {
@@ -2044,10 +2100,19 @@ static struct ticket *across_decode(const unsigned char *p, size_t len, const st
 	t->cchain = r_chain(&b);
 	t->leaf = r_x509(&b);
 	t->chain = r_chain(&b);
+	t->full.known = r_u32(&b);
+	uint32_t oks = r_u32(&b);
+	t->full.sig_ok = oks >> 1 & 1;
+	t->full.type_ok = oks & 1;
+	t->full.sig_nid = (int)r_u32(&b);
+	t->full.type_nid = (int)r_u32(&b);
+	bool had_tmp = r_u32(&b);
 	uint32_t n = r_u32(&b);
 	const unsigned char *q = r_bytes(&b, n), *end = q ? q + n : NULL;
 	if (q && n && !b.bad)
 		t->sess = kp_ssl.d2i_SSL_SESSION(NULL, &q, (long)n);
+	if (had_tmp && t->sess && kp_ssl.SSL_SESSION_get_protocol_version(t->sess) < TLS1_3_VERSION)
+		t->full.known = false;
 	if (b.bad || b.at != len || !t->sess || q != end || !t->leaf ||
 	    !kp_ssl.SSL_SESSION_is_resumable(t->sess)) {
 		ticket_free(t); /* SSL_SESSION_free(NULL) does nothing */
@@ -2124,6 +2189,7 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 	kp_lock(&tls_lock);
 	conf_copy(&t->conf, &e->conf);
 	cfg_copy(&t->cfg, &e->cfg);
+	full_copy(&t->full, &e->full);
 	if (!t->chain)
 		t->chain = ticket_chain_of(key, t->sni, t->leaf);
 	/* for a handshake in another process, through the broker: encoded
@@ -2182,6 +2248,7 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 	/* one from another process (the broker) only where this process
 	 * keeps none for the destination and name */
 	struct ticket *imported = NULL;
+	struct full full = { 0 };
 	kp_lock(&tls_lock);
 	const char *sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
 	for (struct ticket *t = __atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) ? tickets : NULL; t;
@@ -2193,10 +2260,13 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 				    kp_ssl.SSL_SESSION_get_protocol_version(t->sess),
 				    kp_ssl.SSL_SESSION_get0_cipher(t->sess) };
 		why = shape_mismatch(&sh, ssl);
+		if (!why && !t->full.known)
+			why = "what its full handshake negotiated is not known";
 		if (!why && kp_ssl.SSL_SESSION_up_ref(t->sess) && kp_ssl.X509_up_ref(t->leaf)) {
 			sess = t->sess;
 			leaf = t->leaf;
 			untrusted = t->chain ? kp_ssl.X509_chain_up_ref(t->chain) : NULL;
+			full_copy(&full, &t->full);
 		}
 		break;
 	}
@@ -2211,11 +2281,14 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 				    kp_ssl.SSL_SESSION_get0_cipher(t->sess) };
 		kp_lock(&tls_lock);
 		why = same_str(t->sni, sni) ? shape_mismatch(&sh, ssl) : "SNI";
+		if (!why && !t->full.known)
+			why = "what its full handshake negotiated is not carried";
 		kp_unlock(&tls_lock);
 		if (!why && kp_ssl.SSL_SESSION_up_ref(t->sess) && kp_ssl.X509_up_ref(t->leaf)) {
 			sess = t->sess;
 			leaf = t->leaf;
 			untrusted = t->chain ? kp_ssl.X509_chain_up_ref(t->chain) : NULL;
+			full_copy(&full, &t->full);
 		}
 		if (why)
 			kp_debug("a session from the broker not offered: %s", why);
@@ -2250,6 +2323,7 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 					kp_ssl.X509_VERIFY_PARAM_free(r->offered_named);
 				r->offered_named = named;
 				named = NULL;
+				full_copy(&r->offered_full, &full);
 			}
 			kp_unlock(&tls_lock);
 		} else {
@@ -2292,6 +2366,7 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		}
 		ticket_free(imported);
 	}
+	full_free(&full);
 	if (why)
 		kp_debug("no session offered: %s", why);
 	else
@@ -2451,6 +2526,10 @@ SSL *kp_tls_route(const SSL *ssl, bool mutates)
 
 long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 {
+	long full_ret;
+	if ((cmd == SSL_CTRL_GET_PEER_SIGNATURE_NID || cmd == SSL_CTRL_GET_PEER_TMP_KEY) && parg &&
+	    kp_tls_peer_full(ssl, cmd, parg, &full_ret))
+		return full_ret;
 	SSL *e = kp_tls_route(ssl, false);
 	if (e == ssl)
 		return kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
@@ -2494,6 +2573,44 @@ bool kp_tls_peername(SSL *ssl, const char **name)
 		*name = h->peername;
 	kp_unlock(&tls_lock);
 	return own;
+}
+
+bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	/* (real calls, outside our lock) */
+	bool reused = kp_ssl.SSL_session_reused(ssl);
+	bool tls13 = kp_ssl.SSL_version(ssl) >= TLS1_3_VERSION;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	struct record *r = h && h->verified ? NULL : record_get(ssl, false);
+	struct full none = { .known = true }, *f = NULL;
+	if (h && h->verified) {
+		/* handed out: a full handshake, or the resumption of its own
+		 * session (which shows no signature, and below TLS 1.3 no
+		 * key exchange) */
+		f = h->resumed ? &none : &h->e->full;
+		tls13 = kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION;
+	} else if (r && r->offered && reused) {
+		f = &r->offered_full; /* a session of ours resumed */
+	}
+	bool ours = f && f->known && !(cmd == SSL_CTRL_GET_PEER_TMP_KEY && tls13);
+	if (ours) {
+		*ret = 0;
+		if (cmd == KP_PEER_SIG_TYPE && f->type_ok) {
+			*(int *)parg = f->type_nid;
+			*ret = 1;
+		} else if (cmd == SSL_CTRL_GET_PEER_SIGNATURE_NID && f->sig_ok) {
+			*(int *)parg = f->sig_nid;
+			*ret = 1;
+		} else if (cmd == SSL_CTRL_GET_PEER_TMP_KEY && f->tmp && kp_ssl.EVP_PKEY_up_ref(f->tmp)) {
+			*(EVP_PKEY **)parg = f->tmp;
+			*ret = 1;
+		}
+	}
+	kp_unlock(&tls_lock);
+	return ours;
 }
 
 /* The handle of ssl with what it needs for I/O, or NULL: not ours. */
@@ -2668,6 +2785,21 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		kp_unlock(&tls_lock);
 		kp_debug("the server %s a session offered (kind %d)", resumes ? "resumed" : "did not resume",
 			 offer_kind);
+	}
+	if (r == 1 && io_get(ssl, &io) && io.e == ssl) {
+		/* what its full handshake negotiated, for whoever is handed
+		 * the connection: its own, or a session of ours's */
+		kp_lock(&tls_lock);
+		struct handle *hh = handle_find(ssl);
+		struct kp_tls *e = hh ? hh->e : NULL;
+		if (e && e->ssl == ssl && !e->full.known) {
+			struct record *rec = record_get(ssl, false);
+			if (!kp_ssl.SSL_session_reused(ssl))
+				full_read(ssl, &e->full);
+			else if (rec && rec->offered && rec->offered_full.known)
+				full_copy(&e->full, &rec->offered_full);
+		}
+		kp_unlock(&tls_lock);
 	}
 	if (r == 1 && io_get(ssl, &io) && io.c) {
 		const unsigned char *sel;

@@ -221,6 +221,8 @@ typedef void (*kp_keylog_cb)(const SSL *, const char *);
 	X(char *, X509_VERIFY_PARAM_get0_peername, (const X509_VERIFY_PARAM *))    \
 	X(void, X509_VERIFY_PARAM_move_peername, (X509_VERIFY_PARAM *, X509_VERIFY_PARAM *)) \
 	X(X509_VERIFY_PARAM *, X509_VERIFY_PARAM_new, (void))                     \
+	X(int, EVP_PKEY_up_ref, (EVP_PKEY *))                                      \
+	X(void, EVP_PKEY_free, (EVP_PKEY *))                                       \
 	X(void, X509_VERIFY_PARAM_free, (X509_VERIFY_PARAM *))                     \
 	X(int, X509_verify_cert, (X509_STORE_CTX *))                               \
 	X(int, X509_cmp, (const X509 *, const X509 *))                             \
