@@ -12,6 +12,7 @@
  * list covers what Ruby's openssl, CPython's _ssl and libcurl import, and
  * the rest of libssl's connection getters.
  */
+#include <dlfcn.h>
 #include <errno.h>
 
 #include "tls.h"
@@ -87,6 +88,24 @@ ROUTED(int, SSL_export_keying_material,
        (SSL *s, unsigned char *out, size_t olen, const char *label, size_t llen,
 	const unsigned char *ctx, size_t clen, int use_ctx),
        (e, out, olen, label, llen, ctx, clen, use_ctx))
+/* an SSL ex_data index whose free (or dup) callback the program made:
+ * SSL_free must run it then, with the SSL's data, which an engine that
+ * keeps the SSL cannot do; such a program's SSLs are not followed
+ * (docs/tls.md "The first owner's SSL").  libcrypto's, bound here: a
+ * program without libssl calls it too. */
+KP_EXPORT int CRYPTO_get_ex_new_index(int class_index, long argl, void *argp, CRYPTO_EX_new *new_func,
+				      CRYPTO_EX_dup *dup_func, CRYPTO_EX_free *free_func)
+{
+	static int (*real)(int, long, void *, CRYPTO_EX_new *, CRYPTO_EX_dup *, CRYPTO_EX_free *);
+	if (!real)
+		*(void **)&real = dlvsym(RTLD_NEXT, "CRYPTO_get_ex_new_index", "OPENSSL_3.0.0");
+	if (!real)
+		return -1;
+	if (class_index == CRYPTO_EX_INDEX_SSL && (free_func || dup_func))
+		__atomic_store_n(&kp_tls_ssl_ex_funcs, true, __ATOMIC_RELEASE);
+	return real(class_index, argl, argp, new_func, dup_func, free_func);
+}
+
 /* what the program's own full handshake would show, for a handed-out SSL
  * or a session of ours resumed (docs/tls.md "After the handshake") */
 KP_EXPORT int SSL_get_peer_signature_type_nid(const SSL *s, int *nid)

@@ -42,6 +42,7 @@
 
 __thread void *kp_tls_handshaking;
 bool kp_tls_used;
+bool kp_tls_ssl_ex_funcs;
 
 /* wait at most this long for a TLS record to go out, or for the handshake
  * a fresh connection makes behind the program's back */
@@ -1026,6 +1027,11 @@ static const char *never_for(SSL *ssl, const struct conf *conf)
 	 * would be told of another session than its own handshake's */
 	if (tells_sessions(session_ctx(ssl)))
 		return "a new-session callback or a client session cache";
+	/* the engine keeps an SSL the program frees (SSL_free runs the free
+	 * callbacks only when the connection is dropped, with nothing), or
+	 * copies it (dup) (docs/tls.md "The first owner's SSL") */
+	if (__atomic_load_n(&kp_tls_ssl_ex_funcs, __ATOMIC_ACQUIRE))
+		return "an SSL ex_data index with a free or dup callback";
 	return NULL;
 }
 
@@ -1262,6 +1268,7 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 	kp_lock(&tls_lock);
 	bool ok = true;
 	note_cert(e);
+	kp_debug("TLS connection parked, its first SSL %s", e->own_bio ? "freed" : "still held");
 	int close_flag = BIO_NOCLOSE, prog_fd = e->own_bio ? -1 : prog_socket_bio(e->ssl, &close_flag);
 	if (prog_fd >= 0) {
 		/* the program's SSL is alive (not freed) and speaks through a
@@ -1271,6 +1278,13 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 		e->prog_fd = prog_fd;
 		e->prog_close = close_flag;
 		kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, hidden);
+		e->fd = hidden;
+	} else if (handle_find(e->ssl)) {
+		/* the program's SSL is alive with a BIO of its own: parked as
+		 * it is, and handed out only once the program frees it
+		 * (kp_tls_free detaches it then, onto e->fd); detaching a live
+		 * SSL would take its ex_data and context from under it
+		 * (docs/tls.md "The first owner's SSL") */
 		e->fd = hidden;
 	} else {
 		ok = detach_program(e, hidden, true) == 0;
@@ -1632,6 +1646,11 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	/* (a connection made by resuming a session of the program's own) */
 	if (!why && !e->full.known)
 		why = "what a full handshake would have negotiated is not known";
+	/* its first owner still holds its SSL (closed the socket first, frees
+	 * the SSL later: Ruby at GC): that SSL keeps its ex_data, context and
+	 * callbacks until it is freed (docs/tls.md "The first owner's SSL") */
+	if (!why && !e->own_bio && handle_find(e->ssl))
+		why = "the connection's first SSL still exists";
 	kp_unlock(&tls_lock);
 	if (!why && ssl_bio_imported())
 		why = "the program can read its SSL through BIO_f_ssl, past us";

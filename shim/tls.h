@@ -106,6 +106,9 @@ bool kp_tls_peername(SSL *ssl, const char **name);
  * SSL_CTRL_GET_PEER_SIGNATURE_NID / _GET_PEER_TMP_KEY ctrl, for an SSL
  * handed a pooled connection or resuming a session of ours: what its own
  * handshake would have negotiated.  False: ask libssl. */
+/* the program made an SSL ex_data index with a free or dup callback
+ * (CRYPTO_get_ex_new_index): its SSLs are not followed */
+extern bool kp_tls_ssl_ex_funcs;
 #define KP_PEER_SIG_TYPE (-1)
 bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret);
 /* SSL_connect/SSL_do_handshake (real: the one the program called) */
