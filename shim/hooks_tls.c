@@ -59,8 +59,28 @@ ROUTED(X509 *, SSL_get0_peer_certificate, (const SSL *s), (e))
 ROUTED(STACK_OF(X509) *, SSL_get_peer_cert_chain, (const SSL *s), (e))
 ROUTED_VOID(SSL_get0_alpn_selected, (const SSL *s, const unsigned char **d, unsigned int *l), d, l)
 ROUTED_VOID(SSL_get0_next_proto_negotiated, (const SSL *s, const unsigned char **d, unsigned *l), d, l)
-ROUTED(SSL_SESSION *, SSL_get_session, (const SSL *s), (e))
-ROUTED(SSL_SESSION *, SSL_get1_session, (SSL *s), (e))
+/* a handed-out SSL reads a session of its own (kp_tls_session) */
+KP_EXPORT SSL_SESSION *SSL_get_session(const SSL *s)
+{
+	if (MISSING(SSL_get_session))
+		return NULL;
+	SSL_SESSION *sess;
+	if (!INTERNAL() && kp_tls_session(s, &sess))
+		return sess;
+	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
+	return e ? kp_ssl.SSL_get_session(e) : NULL;
+}
+
+KP_EXPORT SSL_SESSION *SSL_get1_session(SSL *s)
+{
+	if (MISSING(SSL_get1_session))
+		return NULL;
+	SSL_SESSION *sess;
+	if (!INTERNAL() && kp_tls_session(s, &sess))
+		return sess && kp_ssl.SSL_SESSION_up_ref(sess) ? sess : NULL;
+	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
+	return e ? kp_ssl.SSL_get1_session(e) : NULL;
+}
 ROUTED(const SSL_CIPHER *, SSL_get_current_cipher, (const SSL *s), (e))
 ROUTED(const SSL_CIPHER *, SSL_get_pending_cipher, (const SSL *s), (e))
 ROUTED(const COMP_METHOD *, SSL_get_current_compression, (const SSL *s), (e))

@@ -104,6 +104,7 @@ struct kp_tls {
 	int seclevel;        /* the security level its handshake ran at */
 	struct saved *saved; /* the program's settings, kept when detached */
 	SSL_CTX *sess_ctx;   /* where its SSL's new sessions go (session_ctx()) */
+	long sess_timeout;   /* that context's session timeout at its handshake */
 	struct full full;    /* its full handshake's (engine_full) */
 	SSL_CTX *hs_ctx;     /* a reference of ours to the context it had when
 				detached: what its handshake negotiated points
@@ -126,6 +127,10 @@ struct handle {
 	long verify_result;
 	STACK_OF(X509) *vchain;
 	char *peername;      /* the name our verification matched */
+	/* handed out: the session it reads (kp_tls_session), a copy of the
+	 * engine's session src made to look as its own handshake's would */
+	SSL_SESSION *sess, *sess_src;
+	long handed_at;      /* time() of the hand-out: its "handshake" */
 	UT_hash_handle hh;
 };
 
@@ -143,6 +148,7 @@ struct record {
 	bool offered_across; /* ... a session from the broker (another process's) */
 	bool across_counted; /* its resumption counted (tls_resumed_across) */
 	bool hit_unmade;     /* its resumption taken off its context's hits */
+	bool hit_unmade_time; /* ... and its session's time made its own */
 	long offered_result;
 	STACK_OF(X509) *offered_chain;
 	X509_VERIFY_PARAM *offered_named; /* the name that check matched */
@@ -278,6 +284,7 @@ static STACK_OF(X509) *client_chain(SSL *ssl, X509 *cert);
 static void engine_free(struct kp_tls *e);
 static void handle_free(struct handle *h);
 static void ticket_keep(struct kp_tls *e, const struct pool_key *key);
+static SSL_SESSION *session_anew(SSL_SESSION *sess, long at);
 
 /* ------------------------------------------------------------ settings */
 
@@ -926,6 +933,8 @@ void kp_tls_put(struct kp_tls *e)
 
 static void handle_free(struct handle *h)
 {
+	if (h->sess)
+		kp_ssl.SSL_SESSION_free(h->sess);
 	free(h->peername);
 	if (h->vchain)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain, (void (*)(void *))kp_ssl.X509_free);
@@ -1072,6 +1081,7 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 	e->prog_fd = -1;
 	e->seclevel = kp_ssl.SSL_get_security_level(ssl);
 	e->sess_ctx = session_ctx(ssl);
+	e->sess_timeout = kp_ssl.SSL_CTX_get_timeout(e->sess_ctx);
 	cfg_read(ssl, &e->cfg);
 	e->refs = 2; /* its own handle, and the connection */
 	h->ssl = ssl;
@@ -1646,6 +1656,16 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	/* (a connection made by resuming a session of the program's own) */
 	if (!why && !e->full.known)
 		why = "what a full handshake would have negotiated is not known";
+	/* the session the program reads is a copy that looks new (kp_tls_session):
+	 * its timeout is the context's, and a new id can stand for a ticket's
+	 * (the client's to choose) but not for an id the server gave */
+	if (!why && (kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)) != e->sess_timeout ||
+		     !kp_ssl.SSL_get_session(e->ssl) ||
+		     kp_ssl.SSL_SESSION_get_timeout(kp_ssl.SSL_get_session(e->ssl)) != e->sess_timeout))
+		why = "the session timeout differs";
+	if (!why && kp_ssl.SSL_version(e->ssl) < TLS1_3_VERSION &&
+	    !(kp_ssl.SSL_get_session(e->ssl) && kp_ssl.SSL_SESSION_has_ticket(kp_ssl.SSL_get_session(e->ssl))))
+		why = "the connection's session id is the server's";
 	/* its first owner still holds its SSL (closed the socket first, frees
 	 * the SSL later: Ruby at GC): that SSL keeps its ex_data, context and
 	 * callbacks until it is freed (docs/tls.md "The first owner's SSL") */
@@ -1724,6 +1744,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	h->verify_result = result;
 	h->vchain = chain;
 	h->peername = peername;
+	h->handed_at = (long)time(NULL);
 	HASH_ADD_PTR(handles, ssl, h);
 	/* the handshake its own would have made, counted where libssl
 	 * counts it (docs/tls.md "Callbacks that watch") */
@@ -2281,6 +2302,12 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		why = shape_mismatch(&sh, ssl);
 		if (!why && !t->full.known)
 			why = "what its full handshake negotiated is not known";
+		/* resumed, the session keeps its timeout: the first owner's */
+		if (!why && kp_ssl.SSL_SESSION_get_timeout(t->sess) != kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)))
+			why = "the session timeout differs";
+		if (!why && kp_ssl.SSL_SESSION_get_protocol_version(t->sess) < TLS1_3_VERSION &&
+		    !kp_ssl.SSL_SESSION_has_ticket(t->sess))
+			why = "its session id is the server's (a full handshake shows a new one)";
 		if (!why && kp_ssl.SSL_SESSION_up_ref(t->sess) && kp_ssl.X509_up_ref(t->leaf)) {
 			sess = t->sess;
 			leaf = t->leaf;
@@ -2302,6 +2329,12 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		why = same_str(t->sni, sni) ? shape_mismatch(&sh, ssl) : "SNI";
 		if (!why && !t->full.known)
 			why = "what its full handshake negotiated is not carried";
+		/* resumed, the session keeps its timeout: the first owner's */
+		if (!why && kp_ssl.SSL_SESSION_get_timeout(t->sess) != kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)))
+			why = "the session timeout differs";
+		if (!why && kp_ssl.SSL_SESSION_get_protocol_version(t->sess) < TLS1_3_VERSION &&
+		    !kp_ssl.SSL_SESSION_has_ticket(t->sess))
+			why = "its session id is the server's (a full handshake shows a new one)";
 		kp_unlock(&tls_lock);
 		if (!why && kp_ssl.SSL_SESSION_up_ref(t->sess) && kp_ssl.X509_up_ref(t->leaf)) {
 			sess = t->sess;
@@ -2321,7 +2354,11 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		int ok = verify_as(ssl, leaf, untrusted, &result, &chain, &peername, &named);
 		kp_ssl.ERR_pop_to_mark();
 		free(peername);
-		if (ok > 0 && result == X509_V_OK && kp_ssl.SSL_set_session(ssl, sess)) {
+		/* a copy of the program's own, with a new id (a ticket's is the
+		 * client's): resumed, it is the program's session, not one
+		 * another program read (docs/tls.md "Sessions") */
+		SSL_SESSION *mine = ok > 0 && result == X509_V_OK ? session_anew(sess, 0) : NULL;
+		if (mine && kp_ssl.SSL_set_session(ssl, mine)) {
 			kp_count(tls_resumed);
 			why = NULL;
 			/* resumed, the program's SSL says what its own full
@@ -2352,6 +2389,8 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
 		if (named)
 			kp_ssl.X509_VERIFY_PARAM_free(named);
+		if (mine)
+			kp_ssl.SSL_SESSION_free(mine); /* (SSL_set_session took its own) */
 		kp_ssl.SSL_SESSION_free(sess);
 		kp_ssl.X509_free(leaf);
 		if (untrusted)
@@ -2594,6 +2633,69 @@ bool kp_tls_peername(SSL *ssl, const char **name)
 	return own;
 }
 
+/* a copy of sess as a handshake at time at would have made it: that
+ * time, and a new id where the id is the client's (a ticket's: libssl
+ * names a ticket session by a hash of the ticket, and a server resuming
+ * a ticket echoes whatever id the client sent) */
+static SSL_SESSION *session_anew(SSL_SESSION *sess, long at)
+{
+	SSL_SESSION *d = sess ? kp_ssl.SSL_SESSION_dup(sess) : NULL;
+	if (!d)
+		return NULL;
+	unsigned char id[SSL_MAX_SSL_SESSION_ID_LENGTH];
+	unsigned len = 0;
+	kp_ssl.SSL_SESSION_get_id(d, &len);
+	if (len && kp_ssl.SSL_SESSION_has_ticket(d) && kp_ssl.RAND_bytes(id, (int)len) == 1)
+		kp_ssl.SSL_SESSION_set1_id(d, id, len);
+	if (kp_ssl.SSL_SESSION_get_time(d) < at)
+		kp_ssl.SSL_SESSION_set_time(d, at);
+	return d;
+}
+
+bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	/* (a resumption of its own session: the engine's is that one) */
+	bool ours = h && h->verified && !h->resumed;
+	SSL_SESSION *src = ours ? kp_ssl.SSL_get_session(h->e->ssl) : NULL;
+	long at = ours ? h->handed_at : 0;
+	if (ours && src == h->sess_src) {
+		*out = h->sess;
+		kp_unlock(&tls_lock);
+		return true;
+	}
+	if (src && !kp_ssl.SSL_SESSION_up_ref(src))
+		src = NULL;
+	kp_unlock(&tls_lock);
+	if (!ours)
+		return false;
+	/* the copy made outside our lock (the program's session ex_data dup
+	 * callbacks run in it) */
+	SSL_SESSION *d = session_anew(src, at), *old = NULL;
+	kp_lock(&tls_lock);
+	h = handle_find(ssl);
+	if (h && h->verified && !h->resumed) {
+		/* first asked, or the engine's session changed (a ticket
+		 * came): so would the program's, and its old one go */
+		old = h->sess;
+		h->sess = d;
+		h->sess_src = kp_ssl.SSL_get_session(h->e->ssl) == src ? src : NULL;
+		d = NULL;
+	}
+	*out = h ? h->sess : NULL;
+	kp_unlock(&tls_lock);
+	if (old)
+		kp_ssl.SSL_SESSION_free(old);
+	if (d)
+		kp_ssl.SSL_SESSION_free(d);
+	if (src)
+		kp_ssl.SSL_SESSION_free(src);
+	return true;
+}
+
 bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
@@ -2772,6 +2874,14 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		/* the name our check matched, where its own full handshake's
 		 * verification would have left it (SSL_clear at its start
 		 * cleared it) */
+		/* the session it reads is its copy (kp_tls_offer_session): made
+		 * now, as its full handshake's would be */
+		if (rec && rec->offered && !rec->hit_unmade_time) {
+			SSL_SESSION *mine = kp_ssl.SSL_get_session(ssl);
+			if (mine)
+				kp_ssl.SSL_SESSION_set_time(mine, (long)time(NULL));
+			rec->hit_unmade_time = true;
+		}
 		if (rec && rec->offered && rec->offered_named) {
 			kp_ssl.X509_VERIFY_PARAM_move_peername(kp_ssl.SSL_get0_param(ssl), rec->offered_named);
 			kp_ssl.X509_VERIFY_PARAM_free(rec->offered_named);

@@ -106,6 +106,10 @@ bool kp_tls_peername(SSL *ssl, const char **name);
  * SSL_CTRL_GET_PEER_SIGNATURE_NID / _GET_PEER_TMP_KEY ctrl, for an SSL
  * handed a pooled connection or resuming a session of ours: what its own
  * handshake would have negotiated.  False: ask libssl. */
+/* SSL_get_session for an SSL handed a pooled connection: a session of
+ * its own that looks as its handshake's would (docs/tls.md "Sessions").
+ * False: ask libssl. */
+bool kp_tls_session(const SSL *ssl, SSL_SESSION **out);
 /* the program made an SSL ex_data index with a free or dup callback
  * (CRYPTO_get_ex_new_index): its SSLs are not followed */
 extern bool kp_tls_ssl_ex_funcs;
