@@ -56,3 +56,12 @@ config() {
 		assert_equal "handed out $(stat_value tls_reused)" "handed out 0"
 	done
 }
+
+@test "SSL_clear on an SSL kept after its socket closed, after another SSL's request: a new connection of its own, as without the library" {
+	for v in 13 12; do
+		use_tls $v
+		config 3 kept_clear
+		assert_line "SSL_clear: 1"
+		assert_line --partial "3 ok HTTP/1.1 200 OK"
+	done
+}

@@ -265,6 +265,33 @@ int main(int argc, char **argv)
 		SSL_free(a);
 		one(mkctx(), NULL, 3);
 		SSL_CTX_free(ctx);
+	} else if (!strcmp(sc, "kept_clear")) {
+		/* the first SSL closes its socket, a second SSL makes a
+		 * request and keeps its socket, then the first is reset
+		 * (SSL_clear) for a new connection of its own */
+		SSL_CTX *ctx = mkctx();
+		SSL *a = SSL_new(ctx);
+		int fd = dial();
+		if (handshake(a, fd, 1) == 0 && get(a, 1, 1, 1) == 0)
+			SSL_shutdown(a);
+		close(fd);
+		/* the second keeps its socket open meanwhile */
+		SSL_CTX *ctx2 = mkctx();
+		SSL *b = SSL_new(ctx2);
+		int fd2 = dial();
+		if (handshake(b, fd2, 2) == 0)
+			get(b, 2, 0, 0);
+		int r = SSL_clear(a);
+		printf("SSL_clear: %d%s\n", r, r == 1 ? "" : errstr());
+		fd = dial();
+		if (r == 1 && handshake(a, fd, 3) == 0 && get(a, 3, 1, 1) == 0)
+			SSL_shutdown(a);
+		close(fd);
+		SSL_free(a);
+		SSL_CTX_free(ctx);
+		close(fd2);
+		SSL_free(b);
+		SSL_CTX_free(ctx2);
 	} else if (!strcmp(sc, "verify_cb")) {
 		/* no trust store, a verify callback that accepts all: its
 		 * result (untrusted) differs from the pooled connection's, so
