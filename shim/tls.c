@@ -195,6 +195,7 @@ struct ticket {
 	X509 *leaf;
 	STACK_OF(X509) *chain;
 	struct full full;
+	long sess_timeout;   /* its first owner's context's session timeout */
 	struct ticket *next;
 };
 
@@ -1279,6 +1280,10 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 	bool ok = true;
 	note_cert(e);
 	kp_debug("TLS connection parked, its first SSL %s", e->own_bio ? "freed" : "still held");
+	/* a handshake made behind the program's back (kp_tls_rehandshake: a
+	 * replay on a fresh connection) never came through kp_tls_handshake */
+	if (!e->full.known && !kp_ssl.SSL_session_reused(e->ssl))
+		full_read(e->ssl, &e->full);
 	int close_flag = BIO_NOCLOSE, prog_fd = e->own_bio ? -1 : prog_socket_bio(e->ssl, &close_flag);
 	if (prog_fd >= 0) {
 		/* the program's SSL is alive (not freed) and speaks through a
@@ -1659,9 +1664,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	/* the session the program reads is a copy that looks new (kp_tls_session):
 	 * its timeout is the context's, and a new id can stand for a ticket's
 	 * (the client's to choose) but not for an id the server gave */
-	if (!why && (kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)) != e->sess_timeout ||
-		     !kp_ssl.SSL_get_session(e->ssl) ||
-		     kp_ssl.SSL_SESSION_get_timeout(kp_ssl.SSL_get_session(e->ssl)) != e->sess_timeout))
+	if (!why && kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)) != e->sess_timeout)
 		why = "the session timeout differs";
 	if (!why && kp_ssl.SSL_version(e->ssl) < TLS1_3_VERSION &&
 	    !(kp_ssl.SSL_get_session(e->ssl) && kp_ssl.SSL_SESSION_has_ticket(kp_ssl.SSL_get_session(e->ssl))))
@@ -1979,6 +1982,7 @@ static unsigned char *across_encode(const struct ticket *t, size_t *len, uint8_t
 	w_u32(&b, (uint32_t)t->full.sig_nid);
 	w_u32(&b, (uint32_t)t->full.type_nid);
 	w_u32(&b, t->full.tmp != NULL);
+	w_u64(&b, (uint64_t)t->sess_timeout);
 	int n = kp_ssl.i2d_SSL_SESSION(t->sess, NULL);
 	w_u32(&b, n > 0 ? (uint32_t)n : 0);
 	if (n <= 0 || b.bad || (size_t)n > b.cap - b.len) {
@@ -2147,6 +2151,7 @@ static struct ticket *across_decode(const unsigned char *p, size_t len, const st
 	t->full.sig_nid = (int)r_u32(&b);
 	t->full.type_nid = (int)r_u32(&b);
 	bool had_tmp = r_u32(&b);
+	t->sess_timeout = (long)r_u64(&b);
 	uint32_t n = r_u32(&b);
 	const unsigned char *q = r_bytes(&b, n), *end = q ? q + n : NULL;
 	if (q && n && !b.bad)
@@ -2230,6 +2235,7 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 	conf_copy(&t->conf, &e->conf);
 	cfg_copy(&t->cfg, &e->cfg);
 	full_copy(&t->full, &e->full);
+	t->sess_timeout = e->sess_timeout;
 	if (!t->chain)
 		t->chain = ticket_chain_of(key, t->sni, t->leaf);
 	/* for a handshake in another process, through the broker: encoded
@@ -2302,8 +2308,9 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		why = shape_mismatch(&sh, ssl);
 		if (!why && !t->full.known)
 			why = "what its full handshake negotiated is not known";
-		/* resumed, the session keeps its timeout: the first owner's */
-		if (!why && kp_ssl.SSL_SESSION_get_timeout(t->sess) != kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)))
+		/* resumed, the session keeps its timeout, which its first
+		 * owner's context (or the server's ticket) gave */
+		if (!why && t->sess_timeout != kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)))
 			why = "the session timeout differs";
 		if (!why && kp_ssl.SSL_SESSION_get_protocol_version(t->sess) < TLS1_3_VERSION &&
 		    !kp_ssl.SSL_SESSION_has_ticket(t->sess))
@@ -2329,8 +2336,9 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		why = same_str(t->sni, sni) ? shape_mismatch(&sh, ssl) : "SNI";
 		if (!why && !t->full.known)
 			why = "what its full handshake negotiated is not carried";
-		/* resumed, the session keeps its timeout: the first owner's */
-		if (!why && kp_ssl.SSL_SESSION_get_timeout(t->sess) != kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)))
+		/* resumed, the session keeps its timeout, which its first
+		 * owner's context (or the server's ticket) gave */
+		if (!why && t->sess_timeout != kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)))
 			why = "the session timeout differs";
 		if (!why && kp_ssl.SSL_SESSION_get_protocol_version(t->sess) < TLS1_3_VERSION &&
 		    !kp_ssl.SSL_SESSION_has_ticket(t->sess))
@@ -2469,6 +2477,7 @@ int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl_)
 		e->refs = 2;
 		e->seclevel = kp_ssl.SSL_get_security_level(ssl);
 		e->sess_ctx = session_ctx(ssl);
+		e->sess_timeout = kp_ssl.SSL_CTX_get_timeout(e->sess_ctx);
 		if (h->e->sni)
 			e->sni = strdup(h->e->sni);
 		e->prog_fd = -1;
