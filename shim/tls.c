@@ -1974,14 +1974,18 @@ static unsigned char *across_encode(const struct ticket *t, size_t *len, uint8_t
 	w_chain(&b, t->cchain);
 	w_x509(&b, t->leaf);
 	w_chain(&b, t->chain);
-	/* the full handshake's values; its key-exchange key (which a
-	 * resumption below TLS 1.3 does not show) is not carried: such a
-	 * ticket is known only without one */
+	/* the full handshake's values, its key-exchange key (which a
+	 * resumption below TLS 1.3 does not show) as a public key */
 	w_u32(&b, t->full.known);
 	w_u32(&b, (uint32_t)t->full.sig_ok << 1 | t->full.type_ok);
 	w_u32(&b, (uint32_t)t->full.sig_nid);
 	w_u32(&b, (uint32_t)t->full.type_nid);
-	w_u32(&b, t->full.tmp != NULL);
+	unsigned char *key = NULL;
+	int n_key = t->full.tmp ? kp_ssl.i2d_PUBKEY(t->full.tmp, &key) : 0;
+	w_u32(&b, n_key > 0 ? (uint32_t)n_key : 0);
+	if (n_key > 0)
+		w_bytes(&b, key, (size_t)n_key);
+	kp_ssl.CRYPTO_free(key, __FILE__, __LINE__);
 	w_u64(&b, (uint64_t)t->sess_timeout);
 	int n = kp_ssl.i2d_SSL_SESSION(t->sess, NULL);
 	w_u32(&b, n > 0 ? (uint32_t)n : 0);
@@ -2150,13 +2154,17 @@ static struct ticket *across_decode(const unsigned char *p, size_t len, const st
 	t->full.type_ok = oks & 1;
 	t->full.sig_nid = (int)r_u32(&b);
 	t->full.type_nid = (int)r_u32(&b);
-	bool had_tmp = r_u32(&b);
+	uint32_t n_key = r_u32(&b);
+	const unsigned char *pub = n_key ? r_bytes(&b, n_key) : NULL;
+	bool had_tmp = n_key != 0;
+	if (pub && !(t->full.tmp = kp_ssl.d2i_PUBKEY(NULL, &pub, (long)n_key)))
+		b.bad = true;
 	t->sess_timeout = (long)r_u64(&b);
 	uint32_t n = r_u32(&b);
 	const unsigned char *q = r_bytes(&b, n), *end = q ? q + n : NULL;
 	if (q && n && !b.bad)
 		t->sess = kp_ssl.d2i_SSL_SESSION(NULL, &q, (long)n);
-	if (had_tmp && t->sess && kp_ssl.SSL_SESSION_get_protocol_version(t->sess) < TLS1_3_VERSION)
+	if (had_tmp && !t->full.tmp)
 		t->full.known = false;
 	if (b.bad || b.at != len || !t->sess || q != end || !t->leaf ||
 	    !kp_ssl.SSL_SESSION_is_resumable(t->sess)) {

@@ -227,6 +227,9 @@ typedef void (*kp_keylog_cb)(const SSL *, const char *);
 	X(X509_VERIFY_PARAM *, X509_VERIFY_PARAM_new, (void))                     \
 	X(int, EVP_PKEY_up_ref, (EVP_PKEY *))                                      \
 	X(int, RAND_bytes, (unsigned char *, int))                                 \
+	X(void, CRYPTO_free, (void *, const char *, int))                          \
+	X(int, i2d_PUBKEY, (const EVP_PKEY *, unsigned char **))                   \
+	X(EVP_PKEY *, d2i_PUBKEY, (EVP_PKEY **, const unsigned char **, long))     \
 	X(void, EVP_PKEY_free, (EVP_PKEY *))                                       \
 	X(void, X509_VERIFY_PARAM_free, (X509_VERIFY_PARAM *))                     \
 	X(int, X509_verify_cert, (X509_STORE_CTX *))                               \
