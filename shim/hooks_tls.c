@@ -12,6 +12,7 @@
  * list covers what Ruby's openssl, CPython's _ssl and libcurl import, and
  * the rest of libssl's connection getters.
  */
+#include <dlfcn.h>
 #include <errno.h>
 
 #include "tls.h"
@@ -58,8 +59,28 @@ ROUTED(X509 *, SSL_get0_peer_certificate, (const SSL *s), (e))
 ROUTED(STACK_OF(X509) *, SSL_get_peer_cert_chain, (const SSL *s), (e))
 ROUTED_VOID(SSL_get0_alpn_selected, (const SSL *s, const unsigned char **d, unsigned int *l), d, l)
 ROUTED_VOID(SSL_get0_next_proto_negotiated, (const SSL *s, const unsigned char **d, unsigned *l), d, l)
-ROUTED(SSL_SESSION *, SSL_get_session, (const SSL *s), (e))
-ROUTED(SSL_SESSION *, SSL_get1_session, (SSL *s), (e))
+/* a handed-out SSL reads a session of its own (kp_tls_session) */
+KP_EXPORT SSL_SESSION *SSL_get_session(const SSL *s)
+{
+	if (MISSING(SSL_get_session))
+		return NULL;
+	SSL_SESSION *sess;
+	if (!INTERNAL() && kp_tls_session(s, &sess))
+		return sess;
+	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
+	return e ? kp_ssl.SSL_get_session(e) : NULL;
+}
+
+KP_EXPORT SSL_SESSION *SSL_get1_session(SSL *s)
+{
+	if (MISSING(SSL_get1_session))
+		return NULL;
+	SSL_SESSION *sess;
+	if (!INTERNAL() && kp_tls_session(s, &sess))
+		return sess && kp_ssl.SSL_SESSION_up_ref(sess) ? sess : NULL;
+	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
+	return e ? kp_ssl.SSL_get1_session(e) : NULL;
+}
 ROUTED(const SSL_CIPHER *, SSL_get_current_cipher, (const SSL *s), (e))
 ROUTED(const SSL_CIPHER *, SSL_get_pending_cipher, (const SSL *s), (e))
 ROUTED(const COMP_METHOD *, SSL_get_current_compression, (const SSL *s), (e))
@@ -87,7 +108,43 @@ ROUTED(int, SSL_export_keying_material,
        (SSL *s, unsigned char *out, size_t olen, const char *label, size_t llen,
 	const unsigned char *ctx, size_t clen, int use_ctx),
        (e, out, olen, label, llen, ctx, clen, use_ctx))
-ROUTED(int, SSL_get_peer_signature_type_nid, (const SSL *s, int *nid), (e, nid))
+/* an SSL ex_data index whose free (or dup) callback the program made:
+ * SSL_free must run it then, with the SSL's data, which an engine that
+ * keeps the SSL cannot do; such a program's SSLs are not followed
+ * (docs/tls.md "The first owner's SSL").  libcrypto's, bound here: a
+ * program without libssl calls it too. */
+KP_EXPORT int CRYPTO_get_ex_new_index(int class_index, long argl, void *argp, CRYPTO_EX_new *new_func,
+				      CRYPTO_EX_dup *dup_func, CRYPTO_EX_free *free_func)
+{
+	static int (*real)(int, long, void *, CRYPTO_EX_new *, CRYPTO_EX_dup *, CRYPTO_EX_free *);
+	if (!real)
+		*(void **)&real = dlvsym(RTLD_NEXT, "CRYPTO_get_ex_new_index", "OPENSSL_3.0.0");
+	if (!real) {
+		/* libcrypto loaded RTLD_LOCAL (CPython's _ssl): not in the
+		 * global scope RTLD_NEXT searches */
+		void *h = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_NOLOAD);
+		if (h)
+			*(void **)&real = dlvsym(h, "CRYPTO_get_ex_new_index", "OPENSSL_3.0.0");
+	}
+	if (!real)
+		return -1;
+	if (class_index == CRYPTO_EX_INDEX_SSL && (free_func || dup_func))
+		__atomic_store_n(&kp_tls_ssl_ex_funcs, true, __ATOMIC_RELEASE);
+	return real(class_index, argl, argp, new_func, dup_func, free_func);
+}
+
+/* what the program's own full handshake would show, for a handed-out SSL
+ * or a session of ours resumed (docs/tls.md "After the handshake") */
+KP_EXPORT int SSL_get_peer_signature_type_nid(const SSL *s, int *nid)
+{
+	if (MISSING(SSL_get_peer_signature_type_nid))
+		return 0;
+	long r;
+	if (!INTERNAL() && nid && kp_tls_peer_full(s, KP_PEER_SIG_TYPE, nid, &r))
+		return (int)r;
+	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
+	return e ? kp_ssl.SSL_get_peer_signature_type_nid(e, nid) : 0;
+}
 MUTATOR(int, SSL_verify_client_post_handshake, (SSL *s), (e))
 MUTATOR(int, SSL_key_update, (SSL *s, int type), (e, type))
 ROUTED(int, SSL_get_key_update_type, (const SSL *s), (e))

@@ -42,6 +42,7 @@
 
 __thread void *kp_tls_handshaking;
 bool kp_tls_used;
+bool kp_tls_ssl_ex_funcs;
 
 /* wait at most this long for a TLS record to go out, or for the handshake
  * a fresh connection makes behind the program's back */
@@ -70,6 +71,19 @@ struct cfg {
 	uint32_t *ciphers; /* ids, in the order offered (TLS 1.3 suites first) */
 };
 
+/* What a full handshake negotiated that a resumption does not show: the
+ * peer's signature (type and hash) and, below TLS 1.3, its key-exchange
+ * key (a TLS 1.3 resumption makes a key exchange of its own).  Read from
+ * a connection's own full handshake, or carried from the ticket a
+ * resumption of ours came from; a connection or ticket without it is
+ * neither handed out nor offered (docs/tls.md "After the handshake"). */
+struct full {
+	bool known;
+	bool sig_ok, type_ok;
+	int sig_nid, type_nid;
+	EVP_PKEY *tmp; /* a reference of ours, or NULL: none */
+};
+
 struct kp_tls {
 	SSL *ssl;
 	struct cfg cfg;      /* what its handshake was made with */
@@ -90,6 +104,13 @@ struct kp_tls {
 	int seclevel;        /* the security level its handshake ran at */
 	struct saved *saved; /* the program's settings, kept when detached */
 	SSL_CTX *sess_ctx;   /* where its SSL's new sessions go (session_ctx()) */
+	long sess_timeout;   /* that context's session timeout at its handshake */
+	struct full full;    /* its full handshake's (engine_full) */
+	SSL_CTX *hs_ctx;     /* a reference of ours to the context it had when
+				detached: what its handshake negotiated points
+				into it (the peer's signature algorithm, in
+				the context's sigalg table: docs/tls.md
+				"After the handshake") */
 	UT_hash_handle hh;   /* in parked, by fd */
 };
 
@@ -106,6 +127,10 @@ struct handle {
 	long verify_result;
 	STACK_OF(X509) *vchain;
 	char *peername;      /* the name our verification matched */
+	/* handed out: the session it reads (kp_tls_session), a copy of the
+	 * engine's session src made to look as its own handshake's would */
+	SSL_SESSION *sess, *sess_src;
+	long handed_at;      /* time() of the hand-out: its "handshake" */
 	UT_hash_handle hh;
 };
 
@@ -123,20 +148,24 @@ struct record {
 	bool offered_across; /* ... a session from the broker (another process's) */
 	bool across_counted; /* its resumption counted (tls_resumed_across) */
 	bool hit_unmade;     /* its resumption taken off its context's hits */
+	bool hit_unmade_time; /* ... and its session's time made its own */
 	long offered_result;
 	STACK_OF(X509) *offered_chain;
+	X509_VERIFY_PARAM *offered_named; /* the name that check matched */
+	struct full offered_full; /* the full handshake the session came from */
 	/* the context an SSL was made with, where SSL_set_SSL_CTX changed it
 	 * since: libssl's session_ctx, which keeps its new-session callback
 	 * and cache (docs/tls.md "Callbacks that watch") */
 	const void *sess_ctx;
 	/* a context's: what its SSL_CTX_sess_connect, _connect_good and
 	 * _hits answer beyond libssl's count (handshakes it did not make,
-	 * or made as a resumption we answer as full) */
-	long stat_adj[3];
+	 * or made as a resumption we answer as full), and _misses (a session
+	 * of ours the server refused: the program offered none) */
+	long stat_adj[4];
 	UT_hash_handle hh;
 };
 
-enum { STAT_CONNECT, STAT_GOOD, STAT_HIT };
+enum { STAT_CONNECT, STAT_GOOD, STAT_HIT, STAT_MISS };
 
 /* ssl's session context counts a handshake its program did not make, or
  * unmakes a hit.  Caller holds tls_lock. */
@@ -165,8 +194,36 @@ struct ticket {
 	SSL_SESSION *sess;
 	X509 *leaf;
 	STACK_OF(X509) *chain;
+	struct full full;
+	long sess_timeout;   /* its first owner's context's session timeout */
 	struct ticket *next;
 };
+
+static void full_free(struct full *f)
+{
+	if (f->tmp)
+		kp_ssl.EVP_PKEY_free(f->tmp);
+	memset(f, 0, sizeof(*f));
+}
+
+static void full_copy(struct full *dst, const struct full *src)
+{
+	full_free(dst);
+	*dst = *src;
+	if (dst->tmp && !kp_ssl.EVP_PKEY_up_ref(dst->tmp))
+		memset(dst, 0, sizeof(*dst)); /* not known */
+}
+
+/* what ssl's (full) handshake negotiated */
+static void full_read(SSL *ssl, struct full *f)
+{
+	full_free(f);
+	f->type_ok = kp_ssl.SSL_get_peer_signature_type_nid(ssl, &f->type_nid) > 0;
+	f->sig_ok = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_PEER_SIGNATURE_NID, 0, &f->sig_nid) > 0;
+	if (kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_PEER_TMP_KEY, 0, &f->tmp) <= 0)
+		f->tmp = NULL;
+	f->known = true;
+}
 #define MAX_TICKETS 64
 
 static kp_mutex_t tls_lock = KP_MUTEX_INITIALIZER;
@@ -228,6 +285,7 @@ static STACK_OF(X509) *client_chain(SSL *ssl, X509 *cert);
 static void engine_free(struct kp_tls *e);
 static void handle_free(struct handle *h);
 static void ticket_keep(struct kp_tls *e, const struct pool_key *key);
+static SSL_SESSION *session_anew(SSL_SESSION *sess, long at);
 
 /* ------------------------------------------------------------ settings */
 
@@ -340,6 +398,9 @@ static void record_drop(const void *obj)
 		if (r->offered_chain)
 			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)r->offered_chain,
 						   (void (*)(void *))kp_ssl.X509_free);
+		if (r->offered_named)
+			kp_ssl.X509_VERIFY_PARAM_free(r->offered_named);
+		full_free(&r->offered_full);
 		free(r);
 	}
 }
@@ -844,6 +905,9 @@ static void engine_free(struct kp_tls *e)
 	if (e->cert)
 		kp_ssl.X509_free(e->cert);
 	saved_free(e->saved);
+	if (e->hs_ctx)
+		kp_ssl.SSL_CTX_free(e->hs_ctx);
+	full_free(&e->full);
 	if (e->chain)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)e->chain, (void (*)(void *))kp_ssl.X509_free);
 	free(e->sni);
@@ -870,6 +934,8 @@ void kp_tls_put(struct kp_tls *e)
 
 static void handle_free(struct handle *h)
 {
+	if (h->sess)
+		kp_ssl.SSL_SESSION_free(h->sess);
 	free(h->peername);
 	if (h->vchain)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain, (void (*)(void *))kp_ssl.X509_free);
@@ -971,6 +1037,11 @@ static const char *never_for(SSL *ssl, const struct conf *conf)
 	 * would be told of another session than its own handshake's */
 	if (tells_sessions(session_ctx(ssl)))
 		return "a new-session callback or a client session cache";
+	/* the engine keeps an SSL the program frees (SSL_free runs the free
+	 * callbacks only when the connection is dropped, with nothing), or
+	 * copies it (dup) (docs/tls.md "The first owner's SSL") */
+	if (__atomic_load_n(&kp_tls_ssl_ex_funcs, __ATOMIC_ACQUIRE))
+		return "an SSL ex_data index with a free or dup callback";
 	return NULL;
 }
 
@@ -1011,6 +1082,7 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 	e->prog_fd = -1;
 	e->seclevel = kp_ssl.SSL_get_security_level(ssl);
 	e->sess_ctx = session_ctx(ssl);
+	e->sess_timeout = kp_ssl.SSL_CTX_get_timeout(e->sess_ctx);
 	cfg_read(ssl, &e->cfg);
 	e->refs = 2; /* its own handle, and the connection */
 	h->ssl = ssl;
@@ -1147,6 +1219,9 @@ static int detach_program(struct kp_tls *e, int fd, bool prog_alive)
 	kp_ssl.SSL_set_options(e->ssl, SSL_OP_NO_RENEGOTIATION);
 	for (int i = 0; i < 32; i++)
 		kp_ssl.SSL_set_ex_data(e->ssl, i, NULL);
+	SSL_CTX *was = kp_ssl.SSL_get_SSL_CTX(e->ssl);
+	if (!e->hs_ctx && was && kp_ssl.SSL_CTX_up_ref(was))
+		e->hs_ctx = was;
 	SSL_CTX *ctx = kp_ssl.SSL_set_SSL_CTX(e->ssl, shim_ctx);
 	e->own_bio = true;
 	e->fd = fd;
@@ -1204,6 +1279,11 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 	kp_lock(&tls_lock);
 	bool ok = true;
 	note_cert(e);
+	kp_debug("TLS connection parked, its first SSL %s", e->own_bio ? "freed" : "still held");
+	/* a handshake made behind the program's back (kp_tls_rehandshake: a
+	 * replay on a fresh connection) never came through kp_tls_handshake */
+	if (!e->full.known && !kp_ssl.SSL_session_reused(e->ssl))
+		full_read(e->ssl, &e->full);
 	int close_flag = BIO_NOCLOSE, prog_fd = e->own_bio ? -1 : prog_socket_bio(e->ssl, &close_flag);
 	if (prog_fd >= 0) {
 		/* the program's SSL is alive (not freed) and speaks through a
@@ -1213,6 +1293,13 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 		e->prog_fd = prog_fd;
 		e->prog_close = close_flag;
 		kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, hidden);
+		e->fd = hidden;
+	} else if (handle_find(e->ssl)) {
+		/* the program's SSL is alive with a BIO of its own: parked as
+		 * it is, and handed out only once the program frees it
+		 * (kp_tls_free detaches it then, onto e->fd); detaching a live
+		 * SSL would take its ex_data and context from under it
+		 * (docs/tls.md "The first owner's SSL") */
 		e->fd = hidden;
 	} else {
 		ok = detach_program(e, hidden, true) == 0;
@@ -1298,6 +1385,11 @@ static const char *shape_mismatch(const struct shape *sh, SSL *ssl)
 	const char *why = never_for(ssl, conf);
 	if (why || (why = watcher(ssl, conf)) || (why = conf_mismatch(conf, sh->conf)))
 		return why;
+	/* our check of the peer chain would call it, at a time its own
+	 * handshake would not, and once more when its handshake is made
+	 * after all (docs/tls.md "Callbacks that watch") */
+	if (kp_ssl.SSL_get_verify_callback(ssl))
+		return "a verify callback";
 	struct cfg now;
 	cfg_read(ssl, &now);
 	why = cfg_mismatch(sh->cfg, &now);
@@ -1399,7 +1491,7 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
  * verify callback's (or X509_verify_cert's) verdict, > 0 for good, with
  * the error, the verified chain and the name matched. */
 static int verify_as(SSL *ssl, X509 *leaf, STACK_OF(X509) *untrusted, long *result,
-		     STACK_OF(X509) **chain, char **peername)
+		     STACK_OF(X509) **chain, char **peername, X509_VERIFY_PARAM **keep)
 {
 	X509_STORE *store = NULL;
 	kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_VERIFY_CERT_STORE, 0, &store);
@@ -1427,6 +1519,16 @@ static int verify_as(SSL *ssl, X509 *leaf, STACK_OF(X509) *untrusted, long *resu
 	*chain = kp_ssl.X509_STORE_CTX_get1_chain(sctx);
 	const char *pn = kp_ssl.X509_VERIFY_PARAM_get0_peername(param);
 	*peername = pn ? strdup(pn) : NULL;
+	/* and the program's parameters keep the name matched, as the
+	 * handshake's verification leaves it there (a handshake of its own
+	 * verifies again and replaces it): X509_VERIFY_PARAM_get0_peername
+	 * on SSL_get0_param reads it (docs/tls.md "After the handshake").
+	 * For a session offered, kept for after its handshake (which clears
+	 * it first) in *keep. */
+	if (!keep)
+		kp_ssl.X509_VERIFY_PARAM_move_peername(kp_ssl.SSL_get0_param(ssl), param);
+	else if ((*keep = kp_ssl.X509_VERIFY_PARAM_new()))
+		kp_ssl.X509_VERIFY_PARAM_move_peername(*keep, param);
 out:
 	if (sctx)
 		kp_ssl.X509_STORE_CTX_free(sctx);
@@ -1556,6 +1658,22 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		return -1;
 	kp_lock(&tls_lock);
 	const char *why = handle_find(ssl) ? "the SSL is already in use" : mismatch(e, ssl);
+	/* (a connection made by resuming a session of the program's own) */
+	if (!why && !e->full.known)
+		why = "what a full handshake would have negotiated is not known";
+	/* the session the program reads is a copy that looks new (kp_tls_session):
+	 * its timeout is the context's, and a new id can stand for a ticket's
+	 * (the client's to choose) but not for an id the server gave */
+	if (!why && kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)) != e->sess_timeout)
+		why = "the session timeout differs";
+	if (!why && kp_ssl.SSL_version(e->ssl) < TLS1_3_VERSION &&
+	    !(kp_ssl.SSL_get_session(e->ssl) && kp_ssl.SSL_SESSION_has_ticket(kp_ssl.SSL_get_session(e->ssl))))
+		why = "the connection's session id is the server's";
+	/* its first owner still holds its SSL (closed the socket first, frees
+	 * the SSL later: Ruby at GC): that SSL keeps its ex_data, context and
+	 * callbacks until it is freed (docs/tls.md "The first owner's SSL") */
+	if (!why && !e->own_bio && handle_find(e->ssl))
+		why = "the connection's first SSL still exists";
 	kp_unlock(&tls_lock);
 	if (!why && ssl_bio_imported())
 		why = "the program can read its SSL through BIO_f_ssl, past us";
@@ -1567,7 +1685,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		 * lock of ours held.  Its errors stay off the program's queue. */
 		kp_ssl.ERR_set_mark();
 		int ok = verify_as(ssl, kp_ssl.SSL_get0_peer_certificate(e->ssl),
-				   kp_ssl.SSL_get_peer_cert_chain(e->ssl), &result, &chain, &peername);
+				   kp_ssl.SSL_get_peer_cert_chain(e->ssl), &result, &chain, &peername, NULL);
 		kp_ssl.ERR_pop_to_mark();
 		/* OpenSSL aborts a failed verification for any mode but
 		 * SSL_VERIFY_NONE (tls_post_process_server_certificate), not
@@ -1629,6 +1747,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	h->verify_result = result;
 	h->vchain = chain;
 	h->peername = peername;
+	h->handed_at = (long)time(NULL);
 	HASH_ADD_PTR(handles, ssl, h);
 	/* the handshake its own would have made, counted where libssl
 	 * counts it (docs/tls.md "Callbacks that watch") */
@@ -1636,6 +1755,12 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	stat_add(ssl, STAT_GOOD, 1);
 	if (resumed)
 		stat_add(ssl, STAT_HIT, 1);
+	/* its own session offered, which the server would not resume: libssl
+	 * counts a miss where the offer had an id (tls_process_server_hello) */
+	unsigned id_len = 0;
+	SSL_SESSION *own = resuming(ssl);
+	if (own && !resumed && kp_ssl.SSL_SESSION_get_id(own, &id_len) && id_len)
+		stat_add(ssl, STAT_MISS, 1);
 	kp_unlock(&tls_lock);
 	kp_count(tls_reused);
 	return 0;
@@ -1645,6 +1770,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 
 static void ticket_free(struct ticket *t)
 {
+	full_free(&t->full);
 	kp_ssl.SSL_SESSION_free(t->sess);
 	if (t->leaf)
 		kp_ssl.X509_free(t->leaf);
@@ -1708,7 +1834,7 @@ static STACK_OF(X509) *ticket_chain_of(const struct pool_key *key, const char *s
  * rebuilds the ticket and offers it under the very rule a ticket of its
  * own follows (kp_tls_offer_session): nothing in the bytes is trusted
  * beyond what that rule checks again. */
-#define ACROSS_MAGIC 0x6b707331u /* "kps1" */
+#define ACROSS_MAGIC 0x6b707332u /* "kps2" */
 #define ACROSS_NONE UINT32_MAX
 
 struct wbuf {
@@ -1848,6 +1974,19 @@ static unsigned char *across_encode(const struct ticket *t, size_t *len, uint8_t
 	w_chain(&b, t->cchain);
 	w_x509(&b, t->leaf);
 	w_chain(&b, t->chain);
+	/* the full handshake's values, its key-exchange key (which a
+	 * resumption below TLS 1.3 does not show) as a public key */
+	w_u32(&b, t->full.known);
+	w_u32(&b, (uint32_t)t->full.sig_ok << 1 | t->full.type_ok);
+	w_u32(&b, (uint32_t)t->full.sig_nid);
+	w_u32(&b, (uint32_t)t->full.type_nid);
+	unsigned char *key = NULL;
+	int n_key = t->full.tmp ? kp_ssl.i2d_PUBKEY(t->full.tmp, &key) : 0;
+	w_u32(&b, n_key > 0 ? (uint32_t)n_key : 0);
+	if (n_key > 0)
+		w_bytes(&b, key, (size_t)n_key);
+	kp_ssl.CRYPTO_free(key, __FILE__, __LINE__);
+	w_u64(&b, (uint64_t)t->sess_timeout);
 	int n = kp_ssl.i2d_SSL_SESSION(t->sess, NULL);
 	w_u32(&b, n > 0 ? (uint32_t)n : 0);
 	if (n <= 0 || b.bad || (size_t)n > b.cap - b.len) {
@@ -2009,10 +2148,24 @@ static struct ticket *across_decode(const unsigned char *p, size_t len, const st
 	t->cchain = r_chain(&b);
 	t->leaf = r_x509(&b);
 	t->chain = r_chain(&b);
+	t->full.known = r_u32(&b);
+	uint32_t oks = r_u32(&b);
+	t->full.sig_ok = oks >> 1 & 1;
+	t->full.type_ok = oks & 1;
+	t->full.sig_nid = (int)r_u32(&b);
+	t->full.type_nid = (int)r_u32(&b);
+	uint32_t n_key = r_u32(&b);
+	const unsigned char *pub = n_key ? r_bytes(&b, n_key) : NULL;
+	bool had_tmp = n_key != 0;
+	if (pub && !(t->full.tmp = kp_ssl.d2i_PUBKEY(NULL, &pub, (long)n_key)))
+		b.bad = true;
+	t->sess_timeout = (long)r_u64(&b);
 	uint32_t n = r_u32(&b);
 	const unsigned char *q = r_bytes(&b, n), *end = q ? q + n : NULL;
 	if (q && n && !b.bad)
 		t->sess = kp_ssl.d2i_SSL_SESSION(NULL, &q, (long)n);
+	if (had_tmp && !t->full.tmp)
+		t->full.known = false;
 	if (b.bad || b.at != len || !t->sess || q != end || !t->leaf ||
 	    !kp_ssl.SSL_SESSION_is_resumable(t->sess)) {
 		ticket_free(t); /* SSL_SESSION_free(NULL) does nothing */
@@ -2089,6 +2242,8 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 	kp_lock(&tls_lock);
 	conf_copy(&t->conf, &e->conf);
 	cfg_copy(&t->cfg, &e->cfg);
+	full_copy(&t->full, &e->full);
+	t->sess_timeout = e->sess_timeout;
 	if (!t->chain)
 		t->chain = ticket_chain_of(key, t->sni, t->leaf);
 	/* for a handshake in another process, through the broker: encoded
@@ -2147,6 +2302,7 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 	/* one from another process (the broker) only where this process
 	 * keeps none for the destination and name */
 	struct ticket *imported = NULL;
+	struct full full = { 0 };
 	kp_lock(&tls_lock);
 	const char *sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
 	for (struct ticket *t = __atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) ? tickets : NULL; t;
@@ -2158,10 +2314,20 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 				    kp_ssl.SSL_SESSION_get_protocol_version(t->sess),
 				    kp_ssl.SSL_SESSION_get0_cipher(t->sess) };
 		why = shape_mismatch(&sh, ssl);
+		if (!why && !t->full.known)
+			why = "what its full handshake negotiated is not known";
+		/* resumed, the session keeps its timeout, which its first
+		 * owner's context (or the server's ticket) gave */
+		if (!why && t->sess_timeout != kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)))
+			why = "the session timeout differs";
+		if (!why && kp_ssl.SSL_SESSION_get_protocol_version(t->sess) < TLS1_3_VERSION &&
+		    !kp_ssl.SSL_SESSION_has_ticket(t->sess))
+			why = "its session id is the server's (a full handshake shows a new one)";
 		if (!why && kp_ssl.SSL_SESSION_up_ref(t->sess) && kp_ssl.X509_up_ref(t->leaf)) {
 			sess = t->sess;
 			leaf = t->leaf;
 			untrusted = t->chain ? kp_ssl.X509_chain_up_ref(t->chain) : NULL;
+			full_copy(&full, &t->full);
 		}
 		break;
 	}
@@ -2176,11 +2342,21 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 				    kp_ssl.SSL_SESSION_get0_cipher(t->sess) };
 		kp_lock(&tls_lock);
 		why = same_str(t->sni, sni) ? shape_mismatch(&sh, ssl) : "SNI";
+		if (!why && !t->full.known)
+			why = "what its full handshake negotiated is not carried";
+		/* resumed, the session keeps its timeout, which its first
+		 * owner's context (or the server's ticket) gave */
+		if (!why && t->sess_timeout != kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)))
+			why = "the session timeout differs";
+		if (!why && kp_ssl.SSL_SESSION_get_protocol_version(t->sess) < TLS1_3_VERSION &&
+		    !kp_ssl.SSL_SESSION_has_ticket(t->sess))
+			why = "its session id is the server's (a full handshake shows a new one)";
 		kp_unlock(&tls_lock);
 		if (!why && kp_ssl.SSL_SESSION_up_ref(t->sess) && kp_ssl.X509_up_ref(t->leaf)) {
 			sess = t->sess;
 			leaf = t->leaf;
 			untrusted = t->chain ? kp_ssl.X509_chain_up_ref(t->chain) : NULL;
+			full_copy(&full, &t->full);
 		}
 		if (why)
 			kp_debug("a session from the broker not offered: %s", why);
@@ -2189,11 +2365,16 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		long result;
 		STACK_OF(X509) *chain;
 		char *peername;
+		X509_VERIFY_PARAM *named = NULL;
 		kp_ssl.ERR_set_mark();
-		int ok = verify_as(ssl, leaf, untrusted, &result, &chain, &peername);
+		int ok = verify_as(ssl, leaf, untrusted, &result, &chain, &peername, &named);
 		kp_ssl.ERR_pop_to_mark();
 		free(peername);
-		if (ok > 0 && result == X509_V_OK && kp_ssl.SSL_set_session(ssl, sess)) {
+		/* a copy of the program's own, with a new id (a ticket's is the
+		 * client's): resumed, it is the program's session, not one
+		 * another program read (docs/tls.md "Sessions") */
+		SSL_SESSION *mine = ok > 0 && result == X509_V_OK ? session_anew(sess, 0) : NULL;
+		if (mine && kp_ssl.SSL_set_session(ssl, mine)) {
 			kp_count(tls_resumed);
 			why = NULL;
 			/* resumed, the program's SSL says what its own full
@@ -2210,6 +2391,11 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 				r->offered_result = result;
 				r->offered_chain = chain;
 				chain = NULL;
+				if (r->offered_named)
+					kp_ssl.X509_VERIFY_PARAM_free(r->offered_named);
+				r->offered_named = named;
+				named = NULL;
+				full_copy(&r->offered_full, &full);
 			}
 			kp_unlock(&tls_lock);
 		} else {
@@ -2217,6 +2403,10 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		}
 		if (chain)
 			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
+		if (named)
+			kp_ssl.X509_VERIFY_PARAM_free(named);
+		if (mine)
+			kp_ssl.SSL_SESSION_free(mine); /* (SSL_set_session took its own) */
 		kp_ssl.SSL_SESSION_free(sess);
 		kp_ssl.X509_free(leaf);
 		if (untrusted)
@@ -2250,6 +2440,7 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		}
 		ticket_free(imported);
 	}
+	full_free(&full);
 	if (why)
 		kp_debug("no session offered: %s", why);
 	else
@@ -2294,6 +2485,7 @@ int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl_)
 		e->refs = 2;
 		e->seclevel = kp_ssl.SSL_get_security_level(ssl);
 		e->sess_ctx = session_ctx(ssl);
+		e->sess_timeout = kp_ssl.SSL_CTX_get_timeout(e->sess_ctx);
 		if (h->e->sni)
 			e->sni = strdup(h->e->sni);
 		e->prog_fd = -1;
@@ -2409,6 +2601,10 @@ SSL *kp_tls_route(const SSL *ssl, bool mutates)
 
 long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 {
+	long full_ret;
+	if ((cmd == SSL_CTRL_GET_PEER_SIGNATURE_NID || cmd == SSL_CTRL_GET_PEER_TMP_KEY) && parg &&
+	    kp_tls_peer_full(ssl, cmd, parg, &full_ret))
+		return full_ret;
 	SSL *e = kp_tls_route(ssl, false);
 	if (e == ssl)
 		return kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
@@ -2452,6 +2648,107 @@ bool kp_tls_peername(SSL *ssl, const char **name)
 		*name = h->peername;
 	kp_unlock(&tls_lock);
 	return own;
+}
+
+/* a copy of sess as a handshake at time at would have made it: that
+ * time, and a new id where the id is the client's (a ticket's: libssl
+ * names a ticket session by a hash of the ticket, and a server resuming
+ * a ticket echoes whatever id the client sent) */
+static SSL_SESSION *session_anew(SSL_SESSION *sess, long at)
+{
+	SSL_SESSION *d = sess ? kp_ssl.SSL_SESSION_dup(sess) : NULL;
+	if (!d)
+		return NULL;
+	unsigned char id[SSL_MAX_SSL_SESSION_ID_LENGTH];
+	unsigned len = 0;
+	kp_ssl.SSL_SESSION_get_id(d, &len);
+	if (len && kp_ssl.SSL_SESSION_has_ticket(d) && kp_ssl.RAND_bytes(id, (int)len) == 1)
+		kp_ssl.SSL_SESSION_set1_id(d, id, len);
+	if (kp_ssl.SSL_SESSION_get_time(d) < at)
+		kp_ssl.SSL_SESSION_set_time(d, at);
+	return d;
+}
+
+bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	/* (a resumption of its own session: the engine's is that one) */
+	bool ours = h && h->verified && !h->resumed;
+	SSL_SESSION *src = ours ? kp_ssl.SSL_get_session(h->e->ssl) : NULL;
+	long at = ours ? h->handed_at : 0;
+	if (ours && src == h->sess_src) {
+		*out = h->sess;
+		kp_unlock(&tls_lock);
+		return true;
+	}
+	if (src && !kp_ssl.SSL_SESSION_up_ref(src))
+		src = NULL;
+	kp_unlock(&tls_lock);
+	if (!ours)
+		return false;
+	/* the copy made outside our lock (the program's session ex_data dup
+	 * callbacks run in it) */
+	SSL_SESSION *d = session_anew(src, at), *old = NULL;
+	kp_lock(&tls_lock);
+	h = handle_find(ssl);
+	if (h && h->verified && !h->resumed) {
+		/* first asked, or the engine's session changed (a ticket
+		 * came): so would the program's, and its old one go */
+		old = h->sess;
+		h->sess = d;
+		h->sess_src = kp_ssl.SSL_get_session(h->e->ssl) == src ? src : NULL;
+		d = NULL;
+	}
+	*out = h ? h->sess : NULL;
+	kp_unlock(&tls_lock);
+	if (old)
+		kp_ssl.SSL_SESSION_free(old);
+	if (d)
+		kp_ssl.SSL_SESSION_free(d);
+	if (src)
+		kp_ssl.SSL_SESSION_free(src);
+	return true;
+}
+
+bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	/* (real calls, outside our lock) */
+	bool reused = kp_ssl.SSL_session_reused(ssl);
+	bool tls13 = kp_ssl.SSL_version(ssl) >= TLS1_3_VERSION;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	struct record *r = h && h->verified ? NULL : record_get(ssl, false);
+	struct full none = { .known = true }, *f = NULL;
+	if (h && h->verified) {
+		/* handed out: a full handshake, or the resumption of its own
+		 * session (which shows no signature, and below TLS 1.3 no
+		 * key exchange) */
+		f = h->resumed ? &none : &h->e->full;
+		tls13 = kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION;
+	} else if (r && r->offered && reused) {
+		f = &r->offered_full; /* a session of ours resumed */
+	}
+	bool ours = f && f->known && !(cmd == SSL_CTRL_GET_PEER_TMP_KEY && tls13);
+	if (ours) {
+		*ret = 0;
+		if (cmd == KP_PEER_SIG_TYPE && f->type_ok) {
+			*(int *)parg = f->type_nid;
+			*ret = 1;
+		} else if (cmd == SSL_CTRL_GET_PEER_SIGNATURE_NID && f->sig_ok) {
+			*(int *)parg = f->sig_nid;
+			*ret = 1;
+		} else if (cmd == SSL_CTRL_GET_PEER_TMP_KEY && f->tmp && kp_ssl.EVP_PKEY_up_ref(f->tmp)) {
+			*(EVP_PKEY **)parg = f->tmp;
+			*ret = 1;
+		}
+	}
+	kp_unlock(&tls_lock);
+	return ours;
 }
 
 /* The handle of ssl with what it needs for I/O, or NULL: not ours. */
@@ -2567,6 +2864,7 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	SSL_CTX *hctx = session_ctx(ssl); /* libssl counts there */
 	kp_unlock(&tls_lock);
 	long hits = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_HIT, 0, NULL);
+	long misses = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_MISSES, 0, NULL);
 	int r;
 	r = KP_OUTSIDE(real(ssl));
 	kp_tls_handshaking = prev;
@@ -2590,9 +2888,37 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		bool across = rec && rec->offered_across && !rec->across_counted;
 		if (across)
 			rec->across_counted = true;
+		/* the name our check matched, where its own full handshake's
+		 * verification would have left it (SSL_clear at its start
+		 * cleared it) */
+		/* the session it reads is its copy (kp_tls_offer_session): made
+		 * now, as its full handshake's would be */
+		if (rec && rec->offered && !rec->hit_unmade_time) {
+			SSL_SESSION *mine = kp_ssl.SSL_get_session(ssl);
+			if (mine)
+				kp_ssl.SSL_SESSION_set_time(mine, (long)time(NULL));
+			rec->hit_unmade_time = true;
+		}
+		if (rec && rec->offered && rec->offered_named) {
+			kp_ssl.X509_VERIFY_PARAM_move_peername(kp_ssl.SSL_get0_param(ssl), rec->offered_named);
+			kp_ssl.X509_VERIFY_PARAM_free(rec->offered_named);
+			rec->offered_named = NULL;
+		}
 		kp_unlock(&tls_lock);
 		if (across)
 			kp_count(tls_resumed_across);
+	}
+	if (r == 1 && !kp_ssl.SSL_session_reused(ssl)) {
+		/* a session of ours the server refused: libssl counted a miss
+		 * its program, which offered none, would not have */
+		long more = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_MISSES, 0, NULL) - misses;
+		kp_lock(&tls_lock);
+		struct record *rec = record_get(ssl, false), *cr;
+		if (rec && rec->offered && more > 0 && (cr = record_get(hctx, true))) {
+			cr->stat_adj[STAT_MISS] -= 1;
+			rec->offered = false; /* its own full handshake now */
+		}
+		kp_unlock(&tls_lock);
 	}
 	if (r == 1 && offer_kind >= 0 && io_get(ssl, &io) && io.c && io.e == ssl) {
 		/* what the server did with the session offered */
@@ -2605,6 +2931,21 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		kp_unlock(&tls_lock);
 		kp_debug("the server %s a session offered (kind %d)", resumes ? "resumed" : "did not resume",
 			 offer_kind);
+	}
+	if (r == 1 && io_get(ssl, &io) && io.e == ssl) {
+		/* what its full handshake negotiated, for whoever is handed
+		 * the connection: its own, or a session of ours's */
+		kp_lock(&tls_lock);
+		struct handle *hh = handle_find(ssl);
+		struct kp_tls *e = hh ? hh->e : NULL;
+		if (e && e->ssl == ssl && !e->full.known) {
+			struct record *rec = record_get(ssl, false);
+			if (!kp_ssl.SSL_session_reused(ssl))
+				full_read(ssl, &e->full);
+			else if (rec && rec->offered && rec->offered_full.known)
+				full_copy(&e->full, &rec->offered_full);
+		}
+		kp_unlock(&tls_lock);
 	}
 	if (r == 1 && io_get(ssl, &io) && io.c) {
 		const unsigned char *sel;
@@ -2871,6 +3212,7 @@ long kp_tls_ctx_stat(const SSL_CTX *ctx, int cmd, long r)
 	int which = cmd == SSL_CTRL_SESS_CONNECT	    ? STAT_CONNECT
 		    : cmd == SSL_CTRL_SESS_CONNECT_GOOD ? STAT_GOOD
 		    : cmd == SSL_CTRL_SESS_HIT	    ? STAT_HIT
+		    : cmd == SSL_CTRL_SESS_MISSES	    ? STAT_MISS
 						    : -1;
 	if (which < 0 || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return r;

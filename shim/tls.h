@@ -102,6 +102,19 @@ SSL *kp_tls_route(const SSL *ssl, bool mutates);
 long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg);
 /* SSL_get0_peername of an SSL handed a pooled connection */
 bool kp_tls_peername(SSL *ssl, const char **name);
+/* SSL_get_peer_signature_type_nid (cmd KP_PEER_SIG_TYPE), or the
+ * SSL_CTRL_GET_PEER_SIGNATURE_NID / _GET_PEER_TMP_KEY ctrl, for an SSL
+ * handed a pooled connection or resuming a session of ours: what its own
+ * handshake would have negotiated.  False: ask libssl. */
+/* SSL_get_session for an SSL handed a pooled connection: a session of
+ * its own that looks as its handshake's would (docs/tls.md "Sessions").
+ * False: ask libssl. */
+bool kp_tls_session(const SSL *ssl, SSL_SESSION **out);
+/* the program made an SSL ex_data index with a free or dup callback
+ * (CRYPTO_get_ex_new_index): its SSLs are not followed */
+extern bool kp_tls_ssl_ex_funcs;
+#define KP_PEER_SIG_TYPE (-1)
+bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret);
 /* SSL_connect/SSL_do_handshake (real: the one the program called) */
 int kp_tls_handshake(SSL *ssl, int (*real)(SSL *));
 /* the read/peek/write family, framed; done for the _ex forms */

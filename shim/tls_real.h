@@ -190,7 +190,12 @@ typedef void (*kp_keylog_cb)(const SSL *, const char *);
 	X(int, i2d_SSL_SESSION, (const SSL_SESSION *, unsigned char **))           \
 	X(SSL_SESSION *, d2i_SSL_SESSION, (SSL_SESSION **, const unsigned char **, long)) \
 	X(long, SSL_SESSION_get_timeout, (const SSL_SESSION *))                    \
-	X(long, SSL_SESSION_get_time, (const SSL_SESSION *))
+	X(long, SSL_SESSION_get_time, (const SSL_SESSION *))                       \
+	X(const unsigned char *, SSL_SESSION_get_id, (const SSL_SESSION *, unsigned int *)) \
+	X(SSL_SESSION *, SSL_SESSION_dup, (const SSL_SESSION *))                   \
+	X(long, SSL_SESSION_set_time, (SSL_SESSION *, long))                       \
+	X(int, SSL_SESSION_set1_id, (SSL_SESSION *, const unsigned char *, unsigned int)) \
+	X(long, SSL_CTX_get_timeout, (const SSL_CTX *))
 
 /* libcrypto */
 #define KP_CRYPTO_FUNCS(X)                                                        \
@@ -218,6 +223,15 @@ typedef void (*kp_keylog_cb)(const SSL *, const char *);
 	X(int, X509_VERIFY_PARAM_set1, (X509_VERIFY_PARAM *, const X509_VERIFY_PARAM *)) \
 	X(void, X509_VERIFY_PARAM_set_auth_level, (X509_VERIFY_PARAM *, int))      \
 	X(char *, X509_VERIFY_PARAM_get0_peername, (const X509_VERIFY_PARAM *))    \
+	X(void, X509_VERIFY_PARAM_move_peername, (X509_VERIFY_PARAM *, X509_VERIFY_PARAM *)) \
+	X(X509_VERIFY_PARAM *, X509_VERIFY_PARAM_new, (void))                     \
+	X(int, EVP_PKEY_up_ref, (EVP_PKEY *))                                      \
+	X(int, RAND_bytes, (unsigned char *, int))                                 \
+	X(void, CRYPTO_free, (void *, const char *, int))                          \
+	X(int, i2d_PUBKEY, (const EVP_PKEY *, unsigned char **))                   \
+	X(EVP_PKEY *, d2i_PUBKEY, (EVP_PKEY **, const unsigned char **, long))     \
+	X(void, EVP_PKEY_free, (EVP_PKEY *))                                       \
+	X(void, X509_VERIFY_PARAM_free, (X509_VERIFY_PARAM *))                     \
 	X(int, X509_verify_cert, (X509_STORE_CTX *))                               \
 	X(int, X509_cmp, (const X509 *, const X509 *))                             \
 	X(int, X509_up_ref, (X509 *))                                              \

@@ -190,6 +190,24 @@ static void msg_cb(int write_p, int version, int type, const void *buf, size_t l
 	msgs += type == SSL3_RT_HANDSHAKE;
 }
 
+/* the first owner's SSL, kept after its socket closed (scenario
+ * kept_ssl): what its ex_data free callback is given */
+static void exfree_cb(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long argl, void *argp)
+{
+	(void)parent, (void)ad, (void)idx, (void)argl, (void)argp;
+	printf("ex_data freed: %s\n", ptr ? (const char *)ptr : "(null)");
+}
+
+/* the calls a verify callback gets (scenario verify_cb): it accepts
+ * everything, as a pinning callback that decides alone */
+static int verify_calls;
+static int accept_all(int ok, X509_STORE_CTX *x)
+{
+	(void)ok, (void)x;
+	verify_calls++;
+	return 1;
+}
+
 /* the sessions a callback was told of: for which SSL, resumable */
 static SSL *live[8];
 static int told, told_resumable, told_not_live;
@@ -227,7 +245,68 @@ int main(int argc, char **argv)
 	const char *sc = argv[1], *arg = argc > 4 ? argv[4] : "";
 	port = atoi(argv[2]);
 	dir = argv[3];
-	if (!strcmp(sc, "verify_mode")) {
+	if (!strcmp(sc, "kept_ssl")) {
+		/* the first SSL closes its socket and is freed only after a
+		 * second SSL's request (Ruby frees at GC): it keeps its
+		 * ex_data and context until then; then a third request.
+		 * ARG "free": its ex_data index has a free callback */
+		SSL_CTX *ctx = mkctx();
+		int idx = SSL_get_ex_new_index(0, NULL, NULL, NULL, !strcmp(arg, "free") ? exfree_cb : NULL);
+		SSL *a = SSL_new(ctx);
+		SSL_set_ex_data(a, idx, "first SSL's data");
+		int fd = dial();
+		if (handshake(a, fd, 1) == 0 && get(a, 1, 1, 1) == 0)
+			SSL_shutdown(a);
+		close(fd);
+		one(mkctx(), NULL, 2);
+		const char *d = SSL_get_ex_data(a, idx);
+		printf("after 2: ex_data %s, context %s, verify mode %d\n", d ? d : "(null)",
+		       SSL_get_SSL_CTX(a) == ctx ? "its own" : "another", SSL_get_verify_mode(a));
+		SSL_free(a);
+		one(mkctx(), NULL, 3);
+		SSL_CTX_free(ctx);
+	} else if (!strcmp(sc, "kept_clear")) {
+		/* the first SSL closes its socket, a second SSL makes a
+		 * request and keeps its socket, then the first is reset
+		 * (SSL_clear) for a new connection of its own */
+		SSL_CTX *ctx = mkctx();
+		SSL *a = SSL_new(ctx);
+		int fd = dial();
+		if (handshake(a, fd, 1) == 0 && get(a, 1, 1, 1) == 0)
+			SSL_shutdown(a);
+		close(fd);
+		/* the second keeps its socket open meanwhile */
+		SSL_CTX *ctx2 = mkctx();
+		SSL *b = SSL_new(ctx2);
+		int fd2 = dial();
+		if (handshake(b, fd2, 2) == 0)
+			get(b, 2, 0, 0);
+		int r = SSL_clear(a);
+		printf("SSL_clear: %d%s\n", r, r == 1 ? "" : errstr());
+		fd = dial();
+		if (r == 1 && handshake(a, fd, 3) == 0 && get(a, 3, 1, 1) == 0)
+			SSL_shutdown(a);
+		close(fd);
+		SSL_free(a);
+		SSL_CTX_free(ctx);
+		close(fd2);
+		SSL_free(b);
+		SSL_CTX_free(ctx2);
+	} else if (!strcmp(sc, "verify_cb")) {
+		/* no trust store, a verify callback that accepts all: its
+		 * result (untrusted) differs from the pooled connection's, so
+		 * its own handshake is made; the callback runs as often as
+		 * there */
+		first();
+		SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, accept_all);
+		SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+		one(ctx, NULL, 2);
+		printf("verify callback: %d calls\n", verify_calls);
+		verify_calls = 0;
+		one(ctx, NULL, 3);
+		printf("verify callback: %d calls\n", verify_calls);
+	} else if (!strcmp(sc, "verify_mode")) {
 		/* a connection made without verification, then a context whose
 		 * mode lacks SSL_VERIFY_PEER but is not SSL_VERIFY_NONE, with a
 		 * trust store that cannot verify the server: OpenSSL aborts */

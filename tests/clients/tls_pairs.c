@@ -23,6 +23,7 @@
 #include <sys/socket.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <time.h>
 #include <unistd.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -35,6 +36,19 @@ static const char *P(const char *f)
 	snprintf(path, sizeof path, "%s/%s", dir, f);
 	return path;
 }
+
+/* the calls its verify callback got (it says what libssl said) */
+static int vcb_calls;
+static int verify_cb(int ok, X509_STORE_CTX *x)
+{
+	(void)x;
+	vcb_calls++;
+	return ok;
+}
+
+/* the id of the session the last request read */
+static unsigned char last_id[SSL_MAX_SSL_SESSION_ID_LENGTH];
+static unsigned last_id_len;
 
 static uint64_t rng;
 static unsigned rnd(unsigned n)
@@ -51,9 +65,9 @@ static int pick(int n)
 enum {
 	F_VERIFY, F_CA, F_HOST, F_OPTS, F_MAXV, F_CIPHERS, F_SUITES, F_GROUPS, F_SIGALGS, F_ALPN,
 	F_CERT, F_PAD, F_MAXCERT, F_SECLEVEL, F_SESSION, F_VFLAGS, F_PURPOSE, F_DEPTH, F_MODE,
-	F_QUIET, F_SWITCH, F_WATCH, F_RENEG, F_N
+	F_QUIET, F_SWITCH, F_WATCH, F_RENEG, F_TIMEOUT, F_VCB, F_N
 };
-static const int choices[F_N] = { 3, 3, 3, 8, 2, 3, 3, 4, 3, 3, 3, 2, 2, 2, 3, 3, 2, 2, 2, 2, 2, 4, 2 };
+static const int choices[F_N] = { 3, 3, 3, 8, 2, 3, 3, 4, 3, 3, 3, 2, 2, 2, 3, 3, 2, 2, 2, 2, 2, 4, 2, 2, 2 };
 static const uint64_t opt_bits[] = { 0,
 				     SSL_OP_IGNORE_UNEXPECTED_EOF,
 				     SSL_OP_NO_TICKET,
@@ -144,7 +158,9 @@ static SSL_CTX *make_ctx(const int *f, int sigalg_choice)
 		SSL_CTX_load_verify_locations(ctx, P("other-ca.pem"), NULL);
 	SSL_CTX_set_verify(ctx, f[F_VERIFY] == 0 ? SSL_VERIFY_PEER : f[F_VERIFY] == 1 ? SSL_VERIFY_NONE
 											: SSL_VERIFY_FAIL_IF_NO_PEER_CERT,
-			   NULL);
+			   f[F_VCB] ? verify_cb : NULL);
+	if (f[F_TIMEOUT])
+		SSL_CTX_set_timeout(ctx, 300);
 	if (sigalgs[sigalg_choice])
 		SSL_CTX_set1_sigalgs_list(ctx, sigalgs[sigalg_choice]);
 	if (f[F_CERT]) {
@@ -232,7 +248,7 @@ static void request(int pair, char who, const int *f)
 	for (int i = 0; i < F_N; i++)
 		printf("%c%d", i ? '.' : ' ', f[i]);
 	SSL_CTX *ctxs[2];
-	told = keylogs = info_start = info_done = msgs = foreign = 0;
+	told = keylogs = info_start = info_done = msgs = foreign = vcb_calls = 0;
 	SSL *s = make_ssl(f, ctxs);
 	cur_ssl = s;
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(ports[cur_server]) };
@@ -260,6 +276,17 @@ static void request(int pair, char who, const int *f)
 	printf(" : %s %s reused=%d chain=%d verify=%ld alpn=%.*s peer=%s pending=%d", SSL_get_version(s),
 	       SSL_get_cipher_name(s), SSL_session_reused(s), vc ? sk_X509_num(vc) : -1,
 	       SSL_get_verify_result(s), (int)sel_len, sel, peer ? "yes" : "no", SSL_pending(s));
+	/* what the handshake negotiated beyond the cipher, the name its
+	 * verification matched */
+	int sig = 0, psig = 0;
+	EVP_PKEY *tmp = NULL;
+	SSL_get_peer_signature_type_nid(s, &sig);
+	SSL_get_peer_signature_nid(s, &psig);
+	SSL_get_peer_tmp_key(s, &tmp);
+	const char *pn = SSL_get0_peername(s), *vpn = X509_VERIFY_PARAM_get0_peername(SSL_get0_param(s));
+	printf(" sig=%d/%d tmp=%d peername=%s/%s", sig, psig, tmp ? EVP_PKEY_get_id(tmp) : -1, pn ? pn : "-",
+	       vpn ? vpn : "-");
+	EVP_PKEY_free(tmp);
 	char rq[128], buf[4096];
 	int len = snprintf(rq, sizeof rq,
 			   "GET /echo/%d%c HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", pair, who);
@@ -284,6 +311,23 @@ static void request(int pair, char who, const int *f)
 		goto out;
 	}
 	int err = SSL_get_error(s, r);
+	/* its session once the answer was read (a TLS 1.3 server's ticket
+	 * comes after the handshake: docs/tls.md "Found and left") */
+	SSL_SESSION *ss = SSL_get_session(s);
+	if (ss) {
+		unsigned idlen;
+		const unsigned char *id = SSL_SESSION_get_id(ss, &idlen);
+		long age = (long)time(NULL) - (long)SSL_SESSION_get_time(ss);
+		bool seen = idlen && idlen == last_id_len && !memcmp(id, last_id, idlen);
+		/* (a resumed session's age is the run's timing: only a new
+		 * session's is printed) */
+		printf(" | session timeout=%ld age=%s id=%u%s", SSL_SESSION_get_timeout(ss),
+		       SSL_session_reused(s) ? "-" : age <= 2 ? "new" : "old", idlen, seen ? " seen" : "");
+		if (idlen) {
+			memcpy(last_id, id, idlen);
+			last_id_len = idlen;
+		}
+	}
 	printf(" | %.*s | %s | end %d/%d %s | shutdown", status_len, buf, body, r, err,
 	       err == SSL_ERROR_SSL ? err_reason() : "-");
 	ERR_clear_error();
@@ -294,14 +338,16 @@ static void request(int pair, char who, const int *f)
 			break;
 	}
 	printf(" get_shutdown=%d", SSL_get_shutdown(s));
+	/* (what its BIOs counted, BIO_number_read/written, is not printed: a
+	 * handed-out SSL's stay 0, docs/tls.md "Found and left") */
 	keep_session(true);
 out:
 	/* what the callbacks saw, what the context counted */
-	printf(" | told %d keylog %d info %d/%d msgs %d foreign %d", told, keylogs, info_start, info_done,
-	       msgs, foreign);
+	printf(" | told %d keylog %d info %d/%d msgs %d foreign %d verify_cb %d", told, keylogs, info_start,
+	       info_done, msgs, foreign, vcb_calls);
 	for (int i = 0; i < 2 && ctxs[i]; i++)
-		printf(" | ctx %ld/%ld/%ld", SSL_CTX_sess_connect(ctxs[i]), SSL_CTX_sess_connect_good(ctxs[i]),
-		       SSL_CTX_sess_hits(ctxs[i]));
+		printf(" | ctx %ld/%ld/%ld/%ld", SSL_CTX_sess_connect(ctxs[i]), SSL_CTX_sess_connect_good(ctxs[i]),
+		       SSL_CTX_sess_hits(ctxs[i]), SSL_CTX_sess_misses(ctxs[i]));
 	printf("\n");
 	keep_session(false);
 	ERR_clear_error();

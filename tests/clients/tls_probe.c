@@ -212,11 +212,13 @@ int main(int argc, char **argv)
 		SSL *b = SSL_new(c2); fd = dial(); req(b, fd, 2); close(fd);
 		SSL_free(a); SSL_free(b);
 	} else if (!strcmp(sc, "no_ticket")) {
-		/* A parked (ticket kept), A2 takes it, B (NO_TICKET, cache off) connects */
+		/* A parked (ticket kept) and freed, A2 takes it (a connection
+		 * whose first SSL is still held is not handed out: docs/tls.md
+		 * "The first owner's SSL"), B (NO_TICKET, cache off) connects */
 		SSL_CTX *c1 = mkctx(), *c2 = mkctx();
 		SSL_CTX_set_options(c2, SSL_OP_NO_TICKET);
 		SSL_CTX_set_session_cache_mode(c2, SSL_SESS_CACHE_OFF);
-		SSL *a = SSL_new(c1); int fd = dial(); req(a, fd, 1); close(fd);
+		SSL *a = SSL_new(c1); int fd = dial(); req(a, fd, 1); close(fd); SSL_free(a);
 		SSL *a2 = SSL_new(c1); int fd2 = dial(); req(a2, fd2, 2);
 		SSL *b = SSL_new(c2); fd = dial(); req(b, fd, 3); close(fd); close(fd2);
 	} else if (!strcmp(sc, "accept_connect")) {
