@@ -188,6 +188,71 @@ static struct resumer {
 } resumers[MAX_RESUMERS];
 static unsigned n_resumers;
 
+/* How each destination ended the last TLS connection it was asked to end
+ * (a request's close that reached it, or its own Connection: close), as
+ * a followed read met it: close_notify first, or the TCP FIN alone.  An
+ * EOF the library owes is shown as a close_notify, so a request that
+ * asks to close is rewritten only where that is what the server sends
+ * (docs/tls.md "Ragged closes").  A small ring, as resumers. */
+#define MAX_CLOSERS 16
+static struct closer {
+	struct pool_key key;
+	bool notify;
+} closers[MAX_CLOSERS];
+static unsigned n_closers;
+
+/* Caller holds tls_lock. */
+static struct closer *closer(const struct pool_key *key)
+{
+	for (unsigned i = 0; i < MAX_CLOSERS && i < n_closers; i++)
+		if (!memcmp(&closers[i].key, key, sizeof(*key)))
+			return &closers[i];
+	return NULL;
+}
+
+bool kp_tls_closes_clean(const struct pool_key *key)
+{
+	kp_lock(&tls_lock);
+	struct closer *seen = closer(key);
+	bool clean = seen && seen->notify;
+	kp_unlock(&tls_lock);
+	return clean;
+}
+
+/* e's read r met the end of a connection its server was asked to end
+ * (io.c says so): learn how.  SSL_ERROR_ZERO_RETURN is a close_notify
+ * unless SSL_OP_IGNORE_UNEXPECTED_EOF made a bare FIN read as one; then a
+ * socket BIO that met its EOF (BIO_eof: OpenSSL 3 sets it at read 0)
+ * tells: a close_notify ends SSL_read before the FIN is read.  "unexpected
+ * eof", or an SSL_ERROR_SYSCALL end: the FIN alone.  Anything else
+ * teaches nothing. */
+static void closer_learn(SSL *e, int r, const struct pool_key *key)
+{
+	int err = kp_ssl.SSL_get_error(e, r);
+	unsigned long code = kp_ssl.ERR_peek_error();
+	int notify = -1;
+	if (err == SSL_ERROR_ZERO_RETURN) {
+		BIO *b = kp_ssl.SSL_get_rbio(e);
+		if (!(kp_ssl.SSL_get_options(e) & SSL_OP_IGNORE_UNEXPECTED_EOF))
+			notify = 1;
+		else if (b && kp_ssl.BIO_method_type(b) == BIO_TYPE_SOCKET)
+			notify = kp_ssl.BIO_ctrl(b, BIO_CTRL_EOF, 0, NULL) == 0;
+	} else if ((err == SSL_ERROR_SSL && ERR_GET_LIB(code) == ERR_LIB_SSL &&
+		    ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
+		   (err == SSL_ERROR_SYSCALL && !code)) {
+		notify = 0;
+	}
+	if (notify < 0)
+		return;
+	kp_lock(&tls_lock);
+	struct closer *seen = closer(key);
+	if (!seen)
+		seen = &closers[n_closers++ % MAX_CLOSERS];
+	*seen = (struct closer){ *key, notify == 1 };
+	kp_unlock(&tls_lock);
+	kp_debug("the server ended a TLS connection %s", notify == 1 ? "with close_notify" : "without close_notify");
+}
+
 /* How ssl's handshake offers session sess: its protocol version, with a
  * ticket or by id (SSL_OP_NO_TICKET sends no ticket). */
 static int resumption_kind(SSL *ssl, SSL_SESSION *sess)
@@ -2735,6 +2800,8 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
 		if (got <= 0) /* as the socket calls would say it (recv_done) */
 			got = io_error(io.e, r);
+		if (got == 0 && kp_conn_tls_server_closing(c, io.fd))
+			closer_learn(io.e, r, &c->key);
 		ssize_t shown = got;
 		bool again = kp_conn_tls_recv_done(c, io.fd, buf, n, &shown, peek ? MSG_PEEK : 0);
 		errno = saved;
