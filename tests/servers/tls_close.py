@@ -45,9 +45,9 @@ def serve(raw, conn_id):
             with open(log_path, "a") as f:
                 f.write("%d %s\n" % (conn_id, head.split(b"\r\n")[0].decode()))
         if b"\r\nconnection: close" not in head.lower():
-            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nalive")
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
             continue
-        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nbye\r\n")
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
         if mode == "notify":
             # SSL_shutdown once: our close_notify, not waiting for the
             # client's (unwrap would wait)
