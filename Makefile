@@ -150,6 +150,7 @@ build/clients/%: tests/clients/%.c $(wildcard tests/clients/*.h) Makefile
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $<
 
 # clients that speak TLS themselves link libssl (libssl-dev)
+build/clients/tls_bio_dlsym: tests/clients/tls_bio.c
 build/clients/tls_%: tests/clients/tls_%.c $(wildcard tests/clients/*.h) Makefile
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $< -lssl -lcrypto

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "tls.h"
 
 #if defined(__x86_64__) && defined(RTLD_DEEPBIND)
 
@@ -91,5 +92,60 @@ __asm__(".text\n"
 	"	ret\n"
 	"	.cfi_endproc\n"
 	".size dlopen, .-dlopen\n");
+
+/*
+ * dlsym(): a program that gets BIO_f_ssl (or BIO_new_ssl...) by name, not
+ * by import, would read a handed-out SSL through the filter past us
+ * (docs/tls.md "BIO_f_ssl"): the name is noted (kp_tls_note_dlsym) and
+ * every later hand-out declined.  glibc's dlsym looks at its caller's
+ * return address (RTLD_NEXT is "after the caller"), so, as dlopen above,
+ * a tail jump to the real one with the program's return address in place.
+ * The real dlsym is found with dlvsym (not wrapped: it would need a real
+ * lookup to find its own real; a BIO_f_ssl reached through dlvsym is
+ * left, README "Limits").
+ */
+__attribute__((used, visibility("hidden"))) void *kp_dlsym_real;
+
+__attribute__((used, visibility("hidden"))) void *kp_dlsym_note(const char *name)
+{
+	if (name && name[0] == 'B' && !strncmp(name, "BIO_", 4))
+		kp_tls_note_dlsym(name);
+	void *p = __atomic_load_n(&kp_dlsym_real, __ATOMIC_ACQUIRE);
+	if (!p) {
+		p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+		if (!p)
+			p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+		__atomic_store_n(&kp_dlsym_real, p, __ATOMIC_RELEASE);
+	}
+	return p;
+}
+
+/* void *dlsym(void *handle, const char *name): rdi, rsi */
+__asm__(".text\n"
+	".globl dlsym\n"
+	".type dlsym, @function\n"
+	"dlsym:\n"
+	"	.cfi_startproc\n"
+	"	push %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	push %rsi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	sub $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	mov %rsi, %rdi\n"
+	"	call kp_dlsym_note\n"
+	"	add $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rsi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	test %rax, %rax\n"
+	"	jz 2f\n"
+	"	jmp *%rax\n"
+	"2:	xor %eax, %eax\n" /* no dlsym to be found: fail as dlsym fails */
+	"	ret\n"
+	"	.cfi_endproc\n"
+	".size dlsym, .-dlsym\n");
 
 #endif

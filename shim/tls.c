@@ -1596,8 +1596,21 @@ static int ssl_bio_adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
+/* dlsym() looked one of ssl_bio_names up (hooks_dl.c): a program that
+ * reaches BIO_f_ssl that way imports nothing we can see */
+static int ssl_bio_named;
+
+void kp_tls_note_dlsym(const char *name)
+{
+	for (size_t i = 0; i < sizeof(ssl_bio_names) / sizeof(*ssl_bio_names); i++)
+		if (!strcmp(name, ssl_bio_names[i]))
+			__atomic_store_n(&ssl_bio_named, 1, __ATOMIC_RELEASE);
+}
+
 static bool ssl_bio_imported(void)
 {
+	if (__atomic_load_n(&ssl_bio_named, __ATOMIC_ACQUIRE))
+		return true;
 	static unsigned long long seen_adds = ~0ull;
 	static int found;
 	unsigned long long adds = 0;
