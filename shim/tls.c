@@ -210,13 +210,38 @@ static struct closer *closer(const struct pool_key *key)
 	return NULL;
 }
 
+/* What was learnt travels through the broker as an entry of its session
+ * store under this name (a SHA-256 of a configuration never equals it):
+ * one byte, 1 close_notify, 0 the FIN alone.  So a process that makes one
+ * request rewrites it when an earlier one saw the server's end. */
+static const uint8_t closer_name[BK_SESS_NAME] = "libkeepalive: how servers end.";
+#define CLOSER_KEEP_S 3600
+
+static void closer_set(const struct pool_key *key, bool notify)
+{
+	kp_lock(&tls_lock);
+	struct closer *seen = closer(key);
+	if (!seen)
+		seen = &closers[n_closers++ % MAX_CLOSERS];
+	*seen = (struct closer){ *key, notify };
+	kp_unlock(&tls_lock);
+}
+
 bool kp_tls_closes_clean(const struct pool_key *key)
 {
 	kp_lock(&tls_lock);
 	struct closer *seen = closer(key);
-	bool clean = seen && seen->notify;
+	int clean = seen ? seen->notify : -1;
 	kp_unlock(&tls_lock);
-	return clean;
+	if (clean < 0) {
+		uint8_t b[8];
+		if (kp_broker_sess_get(key, closer_name, b, sizeof(b)) == 1 && b[0] <= 1) {
+			clean = b[0];
+			closer_set(key, clean);
+			kp_debug("the broker knows how the server ends: %s", clean ? "close_notify" : "FIN alone");
+		}
+	}
+	return clean == 1;
 }
 
 /* e's read r met the end of a connection its server was asked to end
@@ -244,12 +269,9 @@ static void closer_learn(SSL *e, int r, const struct pool_key *key)
 	}
 	if (notify < 0)
 		return;
-	kp_lock(&tls_lock);
-	struct closer *seen = closer(key);
-	if (!seen)
-		seen = &closers[n_closers++ % MAX_CLOSERS];
-	*seen = (struct closer){ *key, notify == 1 };
-	kp_unlock(&tls_lock);
+	closer_set(key, notify == 1);
+	uint8_t b = (uint8_t)notify;
+	kp_broker_sess_put(key, closer_name, CLOSER_KEEP_S, false, &b, 1);
 	kp_debug("the server ended a TLS connection %s", notify == 1 ? "with close_notify" : "without close_notify");
 }
 
