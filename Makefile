@@ -149,6 +149,14 @@ build/clients/%: tests/clients/%.c $(wildcard tests/clients/*.h) Makefile
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $<
 
+# an old-style libaio (inline syscall instruction) and its client
+build/clients/libinline_aio.so: tests/clients/lib/inline_aio.c Makefile
+	@mkdir -p build/clients
+	$(CC) -O2 -g -Wall -Wextra -Werror -fPIC -shared -o $@ $<
+build/clients/inline_aio_get: tests/clients/inline_aio_get.c build/clients/libinline_aio.so Makefile
+	@mkdir -p build/clients
+	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $< -Lbuild/clients -linline_aio -Wl,-rpath,'$$ORIGIN'
+
 # clients that speak TLS themselves link libssl (libssl-dev)
 build/clients/tls_bio_dlsym: tests/clients/tls_bio.c
 build/clients/tls_%: tests/clients/tls_%.c $(wildcard tests/clients/*.h) Makefile

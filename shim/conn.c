@@ -16,6 +16,7 @@
  * fresh connections and replay (conn_replay.c, docs/design.md §4).
  */
 #include "conn_internal.h"
+#include "aio_scan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1909,6 +1910,12 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 			out_cap = cap;
 		else
 			out = small, may_rewrite = false;
+	}
+	/* an io_submit we cannot see could read where we owe the EOF
+	 * (docs/replay.md "Kernel AIO"): owe none */
+	if (may_rewrite && h.app_close && kp_aio_unseen()) {
+		kp_debug("fd %d: not rewritten: a kernel AIO library makes its system calls unseen", fd);
+		may_rewrite = false;
 	}
 	/* TLS: the EOF we would owe shows a close_notify; only where this
 	 * destination was seen to send one (docs/tls.md "Ragged closes") */
