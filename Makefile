@@ -111,9 +111,9 @@ build/unit/test_broker_check: tests/unit/test_broker_check.c build/san/pool/brok
 
 # the socket options service on real sockets: below the connection core,
 # so it links with the real-function table only
-build/unit/test_sockopts: tests/unit/test_sockopts.c build/san/shim/sockopts.o build/san/shim/real.o $(PURE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
+build/unit/test_sockopts: tests/unit/test_sockopts.c build/san/shim/sockopts.o build/san/shim/real.o build/san/shim/dl_real.o $(PURE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
 	@mkdir -p build/unit
-	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< build/san/shim/sockopts.o build/san/shim/real.o $(PURE_SAN_OBJS) $(LDLIBS)
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< build/san/shim/sockopts.o build/san/shim/real.o build/san/shim/dl_real.o $(PURE_SAN_OBJS) $(LDLIBS)
 
 # the connection core in process (docs/structure.md): every library
 # object but the wrappers (no libc name interposed in the test)

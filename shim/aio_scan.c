@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "aio_scan.h"
+#include "dl_real.h"
 
 /* the object at base imports name (an undefined symbol among its
  * relocations, PLT or not) */
@@ -72,10 +73,10 @@ static int unseen_object(struct dl_phdr_info *info, size_t size, void *arg)
 	(void)size;
 	if (!info->dlpi_name || !info->dlpi_name[0])
 		return 0; /* the program itself: found through its own name below */
-	void *h = dlopen(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
+	void *h = kp_dl_open(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)
 		return 0;
-	void *p = dlsym(h, "io_submit");
+	void *p = kp_dl_sym(h, "io_submit");
 	dlclose(h);
 	Dl_info di;
 	if (!p || !dladdr(p, &di) || (uintptr_t)di.dli_fbase != (uintptr_t)info->dlpi_addr)
@@ -92,7 +93,7 @@ static int unseen_main(struct dl_phdr_info *info, size_t size, void *arg)
 	(void)size;
 	if (info->dlpi_name && info->dlpi_name[0])
 		return 0;
-	void *p = dlsym(RTLD_DEFAULT, "io_submit");
+	void *p = kp_dl_sym(RTLD_DEFAULT, "io_submit");
 	Dl_info di;
 	if (p && dladdr(p, &di) && (uintptr_t)di.dli_fbase == (uintptr_t)info->dlpi_addr &&
 	    !object_imports(info, "syscall"))

@@ -36,6 +36,7 @@
 #include "broker_proto.h"
 #include "config.h"
 #include "conn.h"
+#include "dl_real.h"
 #include "fdtable.h"
 #include "real.h"
 #include "tls_real.h"
@@ -1618,20 +1619,9 @@ static int ssl_bio_adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
-/* dlsym() looked one of ssl_bio_names up (hooks_dl.c): a program that
- * reaches BIO_f_ssl that way imports nothing we can see */
-static int ssl_bio_named;
-
-void kp_tls_note_dlsym(const char *name)
-{
-	for (size_t i = 0; i < sizeof(ssl_bio_names) / sizeof(*ssl_bio_names); i++)
-		if (!strcmp(name, ssl_bio_names[i]))
-			__atomic_store_n(&ssl_bio_named, 1, __ATOMIC_RELEASE);
-}
-
 static bool ssl_bio_imported(void)
 {
-	if (__atomic_load_n(&ssl_bio_named, __ATOMIC_ACQUIRE))
+	if (kp_dl_ssl_bio_named()) /* found by dlsym (shim/dl_real.c) */
 		return true;
 	static unsigned long long seen_adds = ~0ull;
 	static int found;

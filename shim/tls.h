@@ -110,9 +110,6 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done);
  * end with close_notify: an EOF owed there may be shown as one
  * (docs/tls.md "Ragged closes") */
 bool kp_tls_closes_clean(const struct pool_key *key);
-/* dlsym() is asked for name (hooks_dl.c): the BIO_f_ssl family so looked
- * up declines every later hand-out (docs/tls.md "BIO_f_ssl") */
-void kp_tls_note_dlsym(const char *name);
 int kp_tls_get_error(const SSL *ssl, int ret);
 int kp_tls_shutdown(SSL *ssl);
 int kp_tls_get_shutdown(const SSL *ssl);
