@@ -191,14 +191,21 @@ static unsigned n_resumers;
 
 /* How each destination ended the last TLS connection it was asked to end
  * (a request's close that reached it, or its own Connection: close), as
- * a followed read met it: close_notify first, or the TCP FIN alone.  An
- * EOF the library owes is shown as a close_notify, so a request that
- * asks to close is rewritten only where that is what the server sends
- * (docs/tls.md "Ragged closes").  A small ring, as resumers. */
+ * a followed read met it: close_notify first, or the TCP FIN alone; or,
+ * not known yet, that a program of this process would tell the
+ * difference (it read an EOF we owed, or called SSL_shutdown again after
+ * it).  An EOF the library owes is shown as a close_notify, so a request
+ * that asks to close is rewritten where that is what the server sends,
+ * or where nothing is known yet and no program has looked (docs/tls.md
+ * "Ragged closes").  A small ring, as resumers. */
+enum { CL_RAGGED = 0, CL_NOTIFY = 1, CL_TELLS = 2 };
+/* 0: a destination not known owes no EOF at all (strict default deny:
+ * measured, docs/tls.md, it costs Python's urllib all its HTTPS reuse) */
+#define CLOSER_UNKNOWN_OWES 1
 #define MAX_CLOSERS 16
 static struct closer {
 	struct pool_key key;
-	bool notify;
+	int state; /* CL_* */
 } closers[MAX_CLOSERS];
 static unsigned n_closers;
 
@@ -218,31 +225,41 @@ static struct closer *closer(const struct pool_key *key)
 static const uint8_t closer_name[BK_SESS_NAME] = "libkeepalive: how servers end.";
 #define CLOSER_KEEP_S 3600
 
-static void closer_set(const struct pool_key *key, bool notify)
+/* told: only where nothing is known of the server (a server's way wins) */
+static void closer_set(const struct pool_key *key, int state)
 {
 	kp_lock(&tls_lock);
 	struct closer *seen = closer(key);
+	if (seen && state == CL_TELLS) {
+		kp_unlock(&tls_lock);
+		return;
+	}
 	if (!seen)
 		seen = &closers[n_closers++ % MAX_CLOSERS];
-	*seen = (struct closer){ *key, notify };
+	*seen = (struct closer){ *key, state };
 	kp_unlock(&tls_lock);
+}
+
+static void closer_told(const struct pool_key *key)
+{
+	closer_set(key, CL_TELLS);
 }
 
 bool kp_tls_closes_clean(const struct pool_key *key)
 {
 	kp_lock(&tls_lock);
 	struct closer *seen = closer(key);
-	int clean = seen ? seen->notify : -1;
+	int state = seen ? seen->state : -1;
 	kp_unlock(&tls_lock);
-	if (clean < 0) {
+	if (state < 0 || state == CL_TELLS) {
 		uint8_t b[8];
 		if (kp_broker_sess_get(key, closer_name, b, sizeof(b)) == 1 && b[0] <= 1) {
-			clean = b[0];
-			closer_set(key, clean);
-			kp_debug("the broker knows how the server ends: %s", clean ? "close_notify" : "FIN alone");
+			state = b[0];
+			closer_set(key, state);
+			kp_debug("the broker knows how the server ends: %s", state ? "close_notify" : "FIN alone");
 		}
 	}
-	return clean == 1;
+	return state == CL_NOTIFY || (state < 0 && CLOSER_UNKNOWN_OWES);
 }
 
 /* e's read r met the end of a connection its server was asked to end
@@ -270,7 +287,7 @@ static void closer_learn(SSL *e, int r, const struct pool_key *key)
 	}
 	if (notify < 0)
 		return;
-	closer_set(key, notify == 1);
+	closer_set(key, notify == 1 ? CL_NOTIFY : CL_RAGGED);
 	uint8_t b = (uint8_t)notify;
 	kp_broker_sess_put(key, closer_name, CLOSER_KEEP_S, false, &b, 1);
 	kp_debug("the server ended a TLS connection %s", notify == 1 ? "with close_notify" : "without close_notify");
@@ -2815,6 +2832,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 		}
 		pending = kp_ssl.SSL_has_pending(io.e);
 		if (kp_conn_tls_eof(c, io.fd, pending)) {
+			closer_told(&c->key); /* the program reads our EOF */
 			synth(&io, SSL_ERROR_ZERO_RETURN);
 			if (done)
 				*done = 0;
@@ -2880,6 +2898,8 @@ int kp_tls_shutdown(SSL *ssl)
 		 * sends (the EOF we owe): 1.  Quiet shutdown: 1 at once. */
 		bool quiet = kp_ssl.SSL_get_quiet_shutdown(ssl);
 		bool owed = __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE);
+		if (owed && !quiet)
+			closer_told(&io.c->key); /* its sequence shows the end */
 		kp_lock(&tls_lock);
 		if (quiet || (owed && (io.h->shut & SSL_SENT_SHUTDOWN)))
 			io.h->shut |= SSL_RECEIVED_SHUTDOWN;
