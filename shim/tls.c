@@ -1303,6 +1303,15 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 {
 	if (e->dead || !shim_ctx_get())
 		return false;
+	/* a program looked at the end we owed where the server's way is not
+	 * known (or known ragged): the next connection is a fresh one, whose
+	 * close reaches the server and teaches (docs/tls.md "Ragged closes") */
+	kp_lock(&tls_lock);
+	struct closer *cl = key ? closer(key) : NULL;
+	bool looked = cl && (cl->state == CL_TELLS || cl->state == CL_RAGGED);
+	kp_unlock(&tls_lock);
+	if (looked)
+		return false;
 	if (kp_ssl.SSL_has_pending(e->ssl) || kp_ssl.SSL_get_shutdown(e->ssl) ||
 	    !kp_ssl.SSL_is_init_finished(e->ssl))
 		return false;
