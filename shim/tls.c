@@ -240,6 +240,19 @@ static void closer_set(const struct pool_key *key, int state)
 	kp_unlock(&tls_lock);
 }
 
+/* a program looked at the end we owed where the server's way is not
+ * known, or it is known ragged: a pooled connection is not handed out (the
+ * program's request then goes on a fresh connection, not rewritten, whose
+ * close reaches the server and teaches; docs/tls.md "Ragged closes") */
+static bool closer_looked(const struct pool_key *key)
+{
+	kp_lock(&tls_lock);
+	struct closer *cl = closer(key);
+	bool looked = cl && (cl->state == CL_TELLS || cl->state == CL_RAGGED);
+	kp_unlock(&tls_lock);
+	return looked;
+}
+
 static void closer_told(const struct pool_key *key)
 {
 	closer_set(key, CL_TELLS);
@@ -1303,15 +1316,7 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 {
 	if (e->dead || !shim_ctx_get())
 		return false;
-	/* a program looked at the end we owed where the server's way is not
-	 * known (or known ragged): the next connection is a fresh one, whose
-	 * close reaches the server and teaches (docs/tls.md "Ragged closes") */
-	kp_lock(&tls_lock);
-	struct closer *cl = key ? closer(key) : NULL;
-	bool looked = cl && (cl->state == CL_TELLS || cl->state == CL_RAGGED);
-	kp_unlock(&tls_lock);
-	if (looked)
-		return false;
+
 	if (kp_ssl.SSL_has_pending(e->ssl) || kp_ssl.SSL_get_shutdown(e->ssl) ||
 	    !kp_ssl.SSL_is_init_finished(e->ssl))
 		return false;
@@ -1675,6 +1680,8 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	kp_unlock(&tls_lock);
 	if (!why && ssl_bio_imported())
 		why = "the program can read its SSL through BIO_f_ssl, past us";
+	if (!why && e->key_known && closer_looked(&e->key))
+		why = "how the server ends is not known and a program looked: a fresh connection teaches";
 	long result = 0;
 	STACK_OF(X509) *chain = NULL;
 	char *peername = NULL;
