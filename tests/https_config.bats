@@ -78,7 +78,7 @@ own_both() {
 	assert_line "2 fail unsafe legacy renegotiation disabled"
 	assert_line --regexp "^3 ok HTTP/1.1 200 OK reused=0"
 	# the third (LEGACY_SERVER_CONNECT again) takes the first's connection
-	assert_equal "shim conns $OWN_SHIM_CONNS" "shim conns 1"
+	assert_equal "shim conns $OWN_SHIM_CONNS" "shim conns 2"  # one more than before: the request whose close teaches how the server ends (docs/tls.md "Ragged closes")
 }
 
 @test "a body cut short without close_notify reads as the program's options say (SSL_OP_IGNORE_UNEXPECTED_EOF), whoever made the connection" {
@@ -107,7 +107,7 @@ own_both() {
 		assert_line --regexp "^3 ok HTTP/1.1 200 OK"
 		# the third, moved back to a context like the first's, takes
 		# the first's connection
-		assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+		assert_equal "shim conns $SHIM_CONNS" "shim conns 2"  # one more than before: the request whose close teaches how the server ends (docs/tls.md "Ragged closes")
 	done
 }
 
@@ -135,7 +135,7 @@ own_both() {
 		config 2 shutdown
 		assert_line "1 shutdown: 0 1 get_shutdown=3"
 		assert_line "2 shutdown: 0 1 get_shutdown=3"
-		assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+		assert_equal "shim conns $SHIM_CONNS" "shim conns 2"  # one more than before: the request whose close teaches how the server ends (docs/tls.md "Ragged closes")
 	done
 }
 
@@ -210,7 +210,7 @@ gnutls_own() {
 		# handshake its own would have made (SSL_CTX_sess_connect...)
 		config 2 watch none
 		assert_line "context: connect 1 good 1 hits 0"
-		assert_equal "none: shim conns $SHIM_CONNS" "none: shim conns 1"
+		assert_equal "none: shim conns $SHIM_CONNS" "none: shim conns 2"  # one more than before: the request whose close teaches how the server ends (docs/tls.md "Ragged closes")
 	done
 }
 
