@@ -1316,7 +1316,6 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 {
 	if (e->dead || !shim_ctx_get())
 		return false;
-
 	if (kp_ssl.SSL_has_pending(e->ssl) || kp_ssl.SSL_get_shutdown(e->ssl) ||
 	    !kp_ssl.SSL_is_init_finished(e->ssl))
 		return false;
