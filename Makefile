@@ -111,9 +111,9 @@ build/unit/test_broker_check: tests/unit/test_broker_check.c build/san/pool/brok
 
 # the socket options service on real sockets: below the connection core,
 # so it links with the real-function table only
-build/unit/test_sockopts: tests/unit/test_sockopts.c build/san/shim/sockopts.o build/san/shim/real.o $(PURE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
+build/unit/test_sockopts: tests/unit/test_sockopts.c build/san/shim/sockopts.o build/san/shim/real.o build/san/shim/dl_real.o $(PURE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
 	@mkdir -p build/unit
-	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< build/san/shim/sockopts.o build/san/shim/real.o $(PURE_SAN_OBJS) $(LDLIBS)
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< build/san/shim/sockopts.o build/san/shim/real.o build/san/shim/dl_real.o $(PURE_SAN_OBJS) $(LDLIBS)
 
 # the connection core in process (docs/structure.md): every library
 # object but the wrappers (no libc name interposed in the test)
@@ -149,7 +149,16 @@ build/clients/%: tests/clients/%.c $(wildcard tests/clients/*.h) Makefile
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $<
 
+# an old-style libaio (inline syscall instruction) and its client
+build/clients/libinline_aio.so: tests/clients/lib/inline_aio.c Makefile
+	@mkdir -p build/clients
+	$(CC) -O2 -g -Wall -Wextra -Werror -fPIC -shared -o $@ $<
+build/clients/inline_aio_get: tests/clients/inline_aio_get.c build/clients/libinline_aio.so Makefile
+	@mkdir -p build/clients
+	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $< -Lbuild/clients -linline_aio -Wl,-rpath,'$$ORIGIN'
+
 # clients that speak TLS themselves link libssl (libssl-dev)
+build/clients/tls_bio_dlsym: tests/clients/tls_bio.c
 build/clients/tls_%: tests/clients/tls_%.c $(wildcard tests/clients/*.h) Makefile
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $< -lssl -lcrypto

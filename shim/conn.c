@@ -16,6 +16,7 @@
  * fresh connections and replay (conn_replay.c, docs/design.md §4).
  */
 #include "conn_internal.h"
+#include "aio_scan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -2101,6 +2102,18 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		else
 			out = small, may_rewrite = false;
 	}
+	/* an io_submit we cannot see could read where we owe the EOF
+	 * (docs/replay.md "Kernel AIO"): owe none */
+	if (may_rewrite && h.app_close && kp_aio_unseen()) {
+		kp_debug("fd %d: not rewritten: a kernel AIO library makes its system calls unseen", fd);
+		may_rewrite = false;
+	}
+	/* TLS: the EOF we would owe shows a close_notify; only where this
+	 * destination was seen to send one (docs/tls.md "Ragged closes") */
+	if (may_rewrite && h.app_close && c->tls && !kp_tls_closes_clean(&c->key)) {
+		kp_debug("fd %d: not rewritten: not known how the server ends a TLS connection", fd);
+		may_rewrite = false;
+	}
 	if (may_rewrite)
 		outlen = frm_req_rewrite_head(data, &h, out, out_cap);
 	const char *head = outlen > 0 ? out : data;
@@ -2651,6 +2664,9 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t
 				c->ka_max = c->resp.ka_max + (int32_t)c->served;
 			if (!frm_resp_reusable(&c->resp))
 				unpool(c, resp_why(&c->resp));
+			__atomic_store_n(&c->server_closing,
+					 c->resp.server_close || (done.app_close && !done.rewritten),
+					 __ATOMIC_RELEASE);
 			if (done.app_close && !done.rewritten) {
 				/* its "close" reached the server (pipelined behind a head
 				 * we rewrote, or not rewritable): the server closes */
@@ -2948,6 +2964,15 @@ bool kp_conn_tls_at_end(struct kp_conn *c, int fd)
 	bool end = __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || parkable(c);
 	kp_unlock(&c->lock);
 	return end;
+}
+
+bool kp_conn_tls_server_closing(struct kp_conn *c, int fd)
+{
+	if (!tls_lock(c, fd))
+		return false;
+	bool closing = c->server_closing && !c->n_reqs && c->served && c->state == KP_ACTIVE;
+	kp_unlock(&c->lock);
+	return closing;
 }
 
 void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why)

@@ -77,6 +77,9 @@ struct kp_conn {
 	bool eof_written;    /* TLS: the program wrote after that EOF; its
 	                        later writes fail as after a close_notify */
 	bool lost;           /* framing lost after a rewrite: see kp_conn_wait_ms */
+	bool server_closing; /* the last response ends the connection (its
+	                        request's close reached the server, or it
+	                        said close): TLS learns how it ends */
 	bool resp_started;   /* resp is framing a response to reqs[0] */
 	bool nonblock;       /* O_NONBLOCK of the open file description */
 	int8_t shut_how;     /* a shutdown() we answered without the kernel:
@@ -376,6 +379,10 @@ bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize
 bool kp_conn_tls_at_end(struct kp_conn *c, int fd);
 /* something the shim cannot follow happened on the TLS connection */
 void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why);
+/* The end the server sent on c closes a connection it was asked to end:
+ * how it ended (close_notify or not) is what an owed EOF must show
+ * (docs/tls.md "Ragged closes") */
+bool kp_conn_tls_server_closing(struct kp_conn *c, int fd);
 
 /*
  * The program's fds leave our hands: another process may read them, and

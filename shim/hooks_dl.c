@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "dl_real.h"
 
 #if defined(__x86_64__) && defined(RTLD_DEEPBIND)
 
@@ -41,7 +42,7 @@ __attribute__((used, visibility("hidden"))) void *kp_dl_bind(void)
 {
 	void *p = __atomic_load_n(&kp_dl_real, __ATOMIC_ACQUIRE);
 	if (!p) {
-		p = dlsym(RTLD_NEXT, "dlopen");
+		p = kp_dl_sym(RTLD_NEXT, "dlopen");
 		__atomic_store_n(&kp_dl_real, p, __ATOMIC_RELEASE);
 	}
 	return p;
@@ -91,5 +92,50 @@ __asm__(".text\n"
 	"	ret\n"
 	"	.cfi_endproc\n"
 	".size dlopen, .-dlopen\n");
+
+/*
+ * dlsym(): a program that gets BIO_f_ssl (or BIO_new_ssl...) by name, not
+ * by import, would read a handed-out SSL through the filter past us
+ * (docs/tls.md "BIO_f_ssl"): the name is noted (kp_dl_note_name, shim/dl_real.c) and
+ * every later hand-out declined.  glibc's dlsym looks at its caller's
+ * return address (RTLD_NEXT is "after the caller"), so, as dlopen above,
+ * a tail jump to the real one with the program's return address in place.
+ * The real dlsym is found with dlvsym (shim/dl_real.c; dlvsym is not
+ * wrapped: it would need a real lookup to find its own real; a BIO_f_ssl
+ * reached through dlvsym is left, README "Limits").
+ */
+__attribute__((used, visibility("hidden"))) void *kp_dlsym_note(const char *name)
+{
+	kp_dl_note_name(name);
+	return kp_dl_real_dlsym();
+}
+
+/* void *dlsym(void *handle, const char *name): rdi, rsi */
+__asm__(".text\n"
+	".globl dlsym\n"
+	".type dlsym, @function\n"
+	"dlsym:\n"
+	"	.cfi_startproc\n"
+	"	push %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	push %rsi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	sub $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	mov %rsi, %rdi\n"
+	"	call kp_dlsym_note\n"
+	"	add $8, %rsp\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rsi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	test %rax, %rax\n"
+	"	jz 2f\n"
+	"	jmp *%rax\n"
+	"2:	xor %eax, %eax\n" /* no dlsym to be found: fail as dlsym fails */
+	"	ret\n"
+	"	.cfi_endproc\n"
+	".size dlsym, .-dlsym\n");
 
 #endif

@@ -12,6 +12,7 @@
  * (docs/binding.md).
  */
 #include "real.h"
+#include "dl_real.h"
 
 #include <dlfcn.h>
 #include <errno.h>
@@ -35,7 +36,7 @@ static long missing(void)
 static void *resolve(void **slot, const char *name)
 {
 	int saved = errno;
-	void *p = dlsym(RTLD_NEXT, name);
+	void *p = kp_dl_sym(RTLD_NEXT, name);
 	if (!p)
 		p = (void *)missing;
 	__atomic_store_n(slot, p, __ATOMIC_RELEASE);
@@ -164,7 +165,7 @@ static void bind_all(void)
 {
 	/* dlsym returns void *; the cast through the field's type is the POSIX way */
 #define KP_REAL_BIND(ret, name, args)                                  \
-	*(void **)&kp_real.name = dlsym(RTLD_NEXT, #name);             \
+	*(void **)&kp_real.name = kp_dl_sym(RTLD_NEXT, #name);             \
 	if (!kp_real.name)                                             \
 		*(void **)&kp_real.name = (void *)missing;
 	KP_REAL_FUNCS(KP_REAL_BIND)

@@ -36,6 +36,7 @@
 #include "broker_proto.h"
 #include "config.h"
 #include "conn.h"
+#include "dl_real.h"
 #include "fdtable.h"
 #include "real.h"
 #include "tls_real.h"
@@ -244,6 +245,123 @@ static struct resumer {
 	bool resumes;
 } resumers[MAX_RESUMERS];
 static unsigned n_resumers;
+
+/* How each destination ended the last TLS connection it was asked to end
+ * (a request's close that reached it, or its own Connection: close), as
+ * a followed read met it: close_notify first, or the TCP FIN alone; or,
+ * not known yet, that a program of this process would tell the
+ * difference (it read an EOF we owed, or called SSL_shutdown again after
+ * it).  An EOF the library owes is shown as a close_notify, so a request
+ * that asks to close is rewritten where that is what the server sends,
+ * or where nothing is known yet and no program has looked (docs/tls.md
+ * "Ragged closes").  A small ring, as resumers. */
+enum { CL_RAGGED = 0, CL_NOTIFY = 1, CL_TELLS = 2 };
+/* 0: a destination not known owes no EOF at all (strict default deny:
+ * measured, docs/tls.md, it costs Python's urllib all its HTTPS reuse) */
+#define CLOSER_UNKNOWN_OWES 1
+#define MAX_CLOSERS 16
+static struct closer {
+	struct pool_key key;
+	int state; /* CL_* */
+} closers[MAX_CLOSERS];
+static unsigned n_closers;
+
+/* Caller holds tls_lock. */
+static struct closer *closer(const struct pool_key *key)
+{
+	for (unsigned i = 0; i < MAX_CLOSERS && i < n_closers; i++)
+		if (!memcmp(&closers[i].key, key, sizeof(*key)))
+			return &closers[i];
+	return NULL;
+}
+
+/* What was learnt travels through the broker as an entry of its session
+ * store under this name (a SHA-256 of a configuration never equals it):
+ * one byte, 1 close_notify, 0 the FIN alone.  So a process that makes one
+ * request rewrites it when an earlier one saw the server's end. */
+static const uint8_t closer_name[BK_SESS_NAME] = "libkeepalive: how servers end.";
+#define CLOSER_KEEP_S 3600
+
+/* told: only where nothing is known of the server (a server's way wins) */
+static void closer_set(const struct pool_key *key, int state)
+{
+	kp_lock(&tls_lock);
+	struct closer *seen = closer(key);
+	if (seen && state == CL_TELLS) {
+		kp_unlock(&tls_lock);
+		return;
+	}
+	if (!seen)
+		seen = &closers[n_closers++ % MAX_CLOSERS];
+	*seen = (struct closer){ *key, state };
+	kp_unlock(&tls_lock);
+}
+
+/* a program looked at the end we owed where the server's way is not
+ * known, or it is known ragged: a pooled connection is not handed out (the
+ * program's request then goes on a fresh connection, not rewritten, whose
+ * close reaches the server and teaches; docs/tls.md "Ragged closes") */
+static bool closer_looked(const struct pool_key *key)
+{
+	kp_lock(&tls_lock);
+	struct closer *cl = closer(key);
+	bool looked = cl && (cl->state == CL_TELLS || cl->state == CL_RAGGED);
+	kp_unlock(&tls_lock);
+	return looked;
+}
+
+static void closer_told(const struct pool_key *key)
+{
+	closer_set(key, CL_TELLS);
+}
+
+bool kp_tls_closes_clean(const struct pool_key *key)
+{
+	kp_lock(&tls_lock);
+	struct closer *seen = closer(key);
+	int state = seen ? seen->state : -1;
+	kp_unlock(&tls_lock);
+	if (state < 0 || state == CL_TELLS) {
+		uint8_t b[8];
+		if (kp_broker_sess_get(key, closer_name, b, sizeof(b)) == 1 && b[0] <= 1) {
+			state = b[0];
+			closer_set(key, state);
+			kp_debug("the broker knows how the server ends: %s", state ? "close_notify" : "FIN alone");
+		}
+	}
+	return state == CL_NOTIFY || (state < 0 && CLOSER_UNKNOWN_OWES);
+}
+
+/* e's read r met the end of a connection its server was asked to end
+ * (io.c says so): learn how.  SSL_ERROR_ZERO_RETURN is a close_notify
+ * unless SSL_OP_IGNORE_UNEXPECTED_EOF made a bare FIN read as one; then a
+ * socket BIO that met its EOF (BIO_eof: OpenSSL 3 sets it at read 0)
+ * tells: a close_notify ends SSL_read before the FIN is read.  "unexpected
+ * eof", or an SSL_ERROR_SYSCALL end: the FIN alone.  Anything else
+ * teaches nothing. */
+static void closer_learn(SSL *e, int r, const struct pool_key *key)
+{
+	int err = kp_ssl.SSL_get_error(e, r);
+	unsigned long code = kp_ssl.ERR_peek_error();
+	int notify = -1;
+	if (err == SSL_ERROR_ZERO_RETURN) {
+		BIO *b = kp_ssl.SSL_get_rbio(e);
+		if (!(kp_ssl.SSL_get_options(e) & SSL_OP_IGNORE_UNEXPECTED_EOF))
+			notify = 1;
+		else if (b && kp_ssl.BIO_method_type(b) == BIO_TYPE_SOCKET)
+			notify = kp_ssl.BIO_ctrl(b, BIO_CTRL_EOF, 0, NULL) == 0;
+	} else if ((err == SSL_ERROR_SSL && ERR_GET_LIB(code) == ERR_LIB_SSL &&
+		    ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
+		   (err == SSL_ERROR_SYSCALL && !code)) {
+		notify = 0;
+	}
+	if (notify < 0)
+		return;
+	closer_set(key, notify == 1 ? CL_NOTIFY : CL_RAGGED);
+	uint8_t b = (uint8_t)notify;
+	kp_broker_sess_put(key, closer_name, CLOSER_KEEP_S, false, &b, 1);
+	kp_debug("the server ended a TLS connection %s", notify == 1 ? "with close_notify" : "without close_notify");
+}
 
 /* How ssl's handshake offers session sess: its protocol version, with a
  * ticket or by id (SSL_OP_NO_TICKET sends no ticket). */
@@ -1635,6 +1753,8 @@ static int ssl_bio_adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
 
 static bool ssl_bio_imported(void)
 {
+	if (kp_dl_ssl_bio_named()) /* found by dlsym (shim/dl_real.c) */
+		return true;
 	static unsigned long long seen_adds = ~0ull;
 	static int found;
 	unsigned long long adds = 0;
@@ -1677,6 +1797,8 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	kp_unlock(&tls_lock);
 	if (!why && ssl_bio_imported())
 		why = "the program can read its SSL through BIO_f_ssl, past us";
+	if (!why && e->key_known && closer_looked(&e->key))
+		why = "how the server ends is not known and a program looked: a fresh connection teaches";
 	long result = 0;
 	STACK_OF(X509) *chain = NULL;
 	char *peername = NULL;
@@ -3066,6 +3188,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 		}
 		pending = kp_ssl.SSL_has_pending(io.e);
 		if (kp_conn_tls_eof(c, io.fd, pending)) {
+			closer_told(&c->key); /* the program reads our EOF */
 			synth(&io, SSL_ERROR_ZERO_RETURN);
 			if (done)
 				*done = 0;
@@ -3076,6 +3199,8 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
 		if (got <= 0) /* as the socket calls would say it (recv_done) */
 			got = io_error(io.e, r);
+		if (got == 0 && kp_conn_tls_server_closing(c, io.fd))
+			closer_learn(io.e, r, &c->key);
 		ssize_t shown = got;
 		bool again = kp_conn_tls_recv_done(c, io.fd, buf, n, &shown, peek ? MSG_PEEK : 0);
 		errno = saved;
@@ -3129,6 +3254,8 @@ int kp_tls_shutdown(SSL *ssl)
 		 * sends (the EOF we owe): 1.  Quiet shutdown: 1 at once. */
 		bool quiet = kp_ssl.SSL_get_quiet_shutdown(ssl);
 		bool owed = __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE);
+		if (owed && !quiet)
+			closer_told(&io.c->key); /* its sequence shows the end */
 		kp_lock(&tls_lock);
 		if (quiet || (owed && (io.h->shut & SSL_SENT_SHUTDOWN)))
 			io.h->shut |= SSL_RECEIVED_SHUTDOWN;

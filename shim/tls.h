@@ -119,6 +119,10 @@ bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret);
 int kp_tls_handshake(SSL *ssl, int (*real)(SSL *));
 /* the read/peek/write family, framed; done for the _ex forms */
 int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done);
+/* The destination was last seen to end a TLS connection it was asked to
+ * end with close_notify: an EOF owed there may be shown as one
+ * (docs/tls.md "Ragged closes") */
+bool kp_tls_closes_clean(const struct pool_key *key);
 int kp_tls_get_error(const SSL *ssl, int ret);
 int kp_tls_shutdown(SSL *ssl);
 int kp_tls_get_shutdown(const SSL *ssl);

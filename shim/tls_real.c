@@ -2,6 +2,7 @@
  * tls_real.c - bind the real libssl 3 and libcrypto 3 functions, lazily.
  */
 #include "tls_real.h"
+#include "dl_real.h"
 
 #include <dlfcn.h>
 #include <link.h>
@@ -41,7 +42,7 @@ static bool bound_all;
 static void *real_dlopen(const char *soname, int flags)
 {
 	void *(*f)(const char *, int);
-	*(void **)&f = dlsym(RTLD_NEXT, "dlopen");
+	*(void **)&f = kp_dl_sym(RTLD_NEXT, "dlopen");
 	return f ? f(soname, flags) : NULL;
 }
 

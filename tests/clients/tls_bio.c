@@ -4,14 +4,19 @@
  * server: CA file and hostname), then the request written and the answer
  * read through BIO_f_ssl pushed over that SSL (MODE push: BIO_new(BIO_f_ssl())
  * + BIO_set_ssl, with SSL_connect made by the BIO's first write) or with
- * SSL_connect first (MODE connected; MODE mixed: so, but the first
- * connection written and read with SSL_write/SSL_read, so that it can be
- * pooled and handed to the next), GET /b/<i> with "Connection: close",
+ * SSL_connect first (MODE connected; MODE mixed: so, but the first two
+ * connections written and read with SSL_write/SSL_read: the first teaches
+ * the library how the server ends a connection, the second is pooled and
+ * handed to the next, docs/tls.md), GET /b/<i> with "Connection: close",
  * BIO_read to the end.  Prints "<i> ok <status line> bytes <n> end <how>"
  * (how: the last BIO_read's return and SSL_get_error) or "<i> fail ...".
+ * Built as tls_bio_dlsym (tests/clients/tls_bio_dlsym.c, TLS_BIO_BY_NAME)
+ * it finds BIO_f_ssl with dlsym(RTLD_DEFAULT), before the first
+ * connection, and imports none of the BIO_f_ssl family.
  * Usage: tls_bio PORT CAFILE HOST N push|connected|mixed
  */
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +37,14 @@ int main(int argc, char **argv)
 	int port = atoi(argv[1]), n = atoi(argv[4]);
 	const char *host = argv[3];
 	int mixed = !strcmp(argv[5], "mixed");
+#ifdef TLS_BIO_BY_NAME
+	const BIO_METHOD *(*f_ssl)(void);
+	*(void **)&f_ssl = dlsym(RTLD_DEFAULT, "BIO_f_ssl");
+	if (!f_ssl)
+		return 2;
+#else
+	const BIO_METHOD *(*f_ssl)(void) = BIO_f_ssl;
+#endif
 	int connected = mixed || !strcmp(argv[5], "connected");
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	if (!ctx || SSL_CTX_load_verify_locations(ctx, argv[2], NULL) != 1)
@@ -57,12 +70,12 @@ int main(int argc, char **argv)
 		}
 		if (!connected)
 			SSL_set_connect_state(ssl);
-		BIO *b = BIO_new(BIO_f_ssl());
+		BIO *b = BIO_new(f_ssl());
 		BIO_set_ssl(b, ssl, BIO_NOCLOSE);
 		char req[256], resp[65536];
 		int len = snprintf(req, sizeof(req),
 				   "GET /b/%d HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", i, host);
-		if (mixed && i == 1) {
+		if (mixed && i <= 2) {
 			size_t got = 0;
 			int r = SSL_write(ssl, req, len);
 			while (r > 0 && (r = SSL_read(ssl, resp + got, (int)(sizeof(resp) - 1 - got))) > 0)

@@ -5,7 +5,7 @@
 # connection is pooled: one of the two gets it, the other must make a
 # handshake of its own.  Prints "<step> ok <status line> <body>" or
 # "<step> fail <reason>" per request.
-# Usage: python3 tls_concurrent.py PORT TLSDIR CTX1 CTX2 (CTX as in tls_trust.py)
+# Usage: python3 tls_concurrent.py PORT TLSDIR CTX1[,CTX1b] CTX2 (CTX as in tls_trust.py)
 import socket, ssl, sys
 
 sys.path.insert(0, __file__.rsplit("/", 1)[0])
@@ -19,12 +19,16 @@ def connect(kind):
     return context(tls, kind).wrap_socket(sock, server_hostname="localhost")
 
 
-def first():
-    with connect(kinds[0]) as s:
-        return fetch(s, 0, "localhost")
+def first(kind, i=0):
+    with connect(kind) as s:
+        return fetch(s, i, "localhost")
 
 
-report("1", first)
+# CTX1 "A,B": a request with A first (step "0"), then the one with B
+firsts = kinds[0].split(",")
+if len(firsts) > 1:
+    report("0", lambda: first(firsts[0], 9))
+report("1", lambda: first(firsts[-1]))
 socks = []
 for i in (1, 2):
     try:

@@ -1,0 +1,21 @@
+/*
+ * dl_real.h - the dynamic linker's lookups, unwrapped.  The library exports
+ * dlsym (hooks_dl.c, docs/tls.md "BIO_f_ssl"); its own lookups go to the
+ * real one through here (docs/structure.md: no object calls our exports).
+ */
+#ifndef KP_DL_REAL_H
+#define KP_DL_REAL_H
+
+/* glibc's dlsym; RTLD_NEXT from here is the object after ours */
+void *kp_dl_sym(void *handle, const char *name);
+/* glibc's dlopen, called from our library */
+void *kp_dl_open(const char *file, int mode);
+/* the address of glibc's dlsym (NULL: none) */
+void *kp_dl_real_dlsym(void);
+/* dlsym was asked for name: notes the BIO_f_ssl family */
+void kp_dl_note_name(const char *name);
+/* one of BIO_f_ssl, BIO_new_ssl, BIO_new_ssl_connect,
+ * BIO_new_buffer_ssl_connect was looked up with dlsym */
+int kp_dl_ssl_bio_named(void);
+
+#endif

@@ -1,0 +1,126 @@
+/*
+ * tls_end - how the end of a TLS connection reads: N connections, each one
+ * GET /<i> that asks to close (Connection: close), the body read by its
+ * Content-Length, then either the end read first and SSL_shutdown called
+ * twice ("eof"), or SSL_shutdown twice first and then the end read
+ * ("shut").  Prints per connection the status line, the end's SSL_read
+ * return, SSL_get_error, the queued error's reason, SSL_get_shutdown, and
+ * each SSL_shutdown's return with SSL_get_shutdown after it.
+ * tests/https_close.bats and tests/matrix.bats compare it without and with
+ * the library (docs/tls.md "Ragged closes").
+ * Usage: tls_end PORT CA N strict|lax eof|shut
+ *   lax: SSL_OP_IGNORE_UNEXPECTED_EOF set on the context
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+static int dial(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		perror("connect");
+		exit(2);
+	}
+	return fd;
+}
+
+static const char *reason(void)
+{
+	unsigned long e = ERR_peek_last_error();
+	const char *r = e ? ERR_reason_error_string(e) : NULL;
+	return r ? r : "none";
+}
+
+static void end_read(SSL *ssl)
+{
+	char b[64];
+	ERR_clear_error();
+	int r = SSL_read(ssl, b, sizeof b);
+	printf(" read=%d err=%d reason=\"%s\" shutdown=%d", r, r > 0 ? 0 : SSL_get_error(ssl, r), reason(),
+	       SSL_get_shutdown(ssl));
+}
+
+static void shut(SSL *ssl)
+{
+	for (int k = 0; k < 2; k++) {
+		ERR_clear_error();
+		int r = SSL_shutdown(ssl);
+		printf(" shut%d=%d", k + 1, r);
+		if (r < 0)
+			printf("/err=%d", SSL_get_error(ssl, r));
+		printf("/shutdown=%d", SSL_get_shutdown(ssl));
+	}
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 6)
+		return 2;
+	signal(SIGPIPE, SIG_IGN);
+	int port = atoi(argv[1]), n = atoi(argv[3]);
+	int lax = !strcmp(argv[4], "lax"), shut_first = !strcmp(argv[5], "shut");
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	SSL_CTX_load_verify_locations(ctx, argv[2], NULL);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+	if (lax)
+		SSL_CTX_set_options(ctx, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	for (int i = 1; i <= n; i++) {
+		int fd = dial(port);
+		SSL *ssl = SSL_new(ctx);
+		SSL_set_fd(ssl, fd);
+		SSL_set_tlsext_host_name(ssl, "localhost");
+		if (SSL_connect(ssl) != 1) {
+			printf("%d handshake failed: %s\n", i, reason());
+			return 1;
+		}
+		char rq[256];
+		int len = snprintf(rq, sizeof rq, "GET /%d HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", i);
+		if (SSL_write(ssl, rq, len) != len) {
+			printf("%d write failed\n", i);
+			return 1;
+		}
+		char resp[8192];
+		size_t got = 0;
+		long want = -1;
+		char *body = NULL;
+		while (!body || (long)(got - (size_t)(body - resp)) < want) {
+			int r = SSL_read(ssl, resp + got, (int)(sizeof resp - 1 - got));
+			if (r <= 0)
+				break;
+			got += (size_t)r;
+			resp[got] = 0;
+			if (!body && (body = strstr(resp, "\r\n\r\n"))) {
+				body += 4;
+				const char *cl = strcasestr(resp, "content-length:");
+				want = cl ? atol(cl + 15) : 0;
+			}
+		}
+		char *eol = strstr(resp, "\r\n");
+		printf("%d %.*s body=%ld", i, eol ? (int)(eol - resp) : 0, resp,
+		       body ? (long)(got - (size_t)(body - resp)) : -1L);
+		if (shut_first) {
+			shut(ssl);
+			end_read(ssl);
+		} else {
+			end_read(ssl);
+			shut(ssl);
+		}
+		printf("\n");
+		fflush(stdout);
+		SSL_free(ssl);
+		close(fd);
+	}
+	SSL_CTX_free(ctx);
+	return 0;
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/python3
+"""tls_close.py - an HTTPS server that keeps connections alive and ends
+one when its request asks to close (Connection: close, answered with
+Connection: close), in one of two ways, as MODE says:
+  notify  close_notify, then the TCP FIN (as nginx, Apache)
+  ragged  the TCP FIN alone, no close_notify
+tests/https_close.bats and tests/matrix.bats use it (docs/tls.md "Ragged
+closes").
+
+Usage: tls_close.py CERT KEY PORT_FILE LOG MODE
+LOG gets "<conn_id> <request line>" per request, before the answer.
+"""
+import os
+import socket
+import ssl
+import sys
+import threading
+
+cert, key, port_file, log_path, mode = sys.argv[1:6]
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+lock = threading.Lock()
+count = [0]
+
+
+def serve(raw, conn_id):
+    try:
+        s = ctx.wrap_socket(raw, server_side=True)
+    except (OSError, ValueError):
+        raw.close()
+        return
+    buf = b""
+    while True:
+        while b"\r\n\r\n" not in buf:
+            try:
+                data = s.recv(4096)
+            except (OSError, ValueError):
+                data = b""
+            if not data:
+                s.close()
+                return
+            buf += data
+        head, buf = buf.split(b"\r\n\r\n", 1)
+        with lock:
+            with open(log_path, "a") as f:
+                f.write("%d %s\n" % (conn_id, head.split(b"\r\n")[0].decode()))
+        if b"\r\nconnection: close" not in head.lower():
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+            continue
+        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+        if mode == "notify":
+            # SSL_shutdown once: our close_notify, not waiting for the
+            # client's (unwrap would wait)
+            s.settimeout(0)
+            try:
+                s.unwrap()
+            except (OSError, ValueError):
+                pass
+            raw2 = s
+        else:
+            raw2 = s
+        try:
+            raw2.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        raw2.close()
+        return
+
+
+def main():
+    ls = socket.socket()
+    ls.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    ls.bind(("127.0.0.1", 0))
+    ls.listen(16)
+    with open(port_file + ".tmp", "w") as f:
+        f.write("%d\n" % ls.getsockname()[1])
+    os.rename(port_file + ".tmp", port_file)
+    while True:
+        raw, _ = ls.accept()
+        with lock:
+            count[0] += 1
+            cid = count[0]
+        threading.Thread(target=serve, args=(raw, cid), daemon=True).start()
+
+
+main()
