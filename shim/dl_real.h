@@ -6,16 +6,20 @@
 #ifndef KP_DL_REAL_H
 #define KP_DL_REAL_H
 
+#include <stdbool.h>
+
 /* glibc's dlsym; RTLD_NEXT from here is the object after ours */
 void *kp_dl_sym(void *handle, const char *name);
 /* glibc's dlopen, called from our library */
 void *kp_dl_open(const char *file, int mode);
 /* the address of glibc's dlsym (NULL: none) */
 void *kp_dl_real_dlsym(void);
-/* dlsym was asked for name: notes the BIO_f_ssl family */
+/* name is a function that sees past a hand-out (the BIO_f_ssl family,
+ * the BIO counters) */
+bool kp_dl_sees_past(const char *name);
+/* dlsym was asked for name: notes those */
 void kp_dl_note_name(const char *name);
-/* one of BIO_f_ssl, BIO_new_ssl, BIO_new_ssl_connect,
- * BIO_new_buffer_ssl_connect was looked up with dlsym */
+/* one of those was looked up with dlsym */
 int kp_dl_ssl_bio_named(void);
 
 #endif

@@ -1675,11 +1675,9 @@ static bool resumed_as(struct kp_tls *e, SSL *ssl)
  * docs/tls.md "BIO_f_ssl").  The BIO may be built after the hand-out, so the
  * question is whether the program can build one at all: whether an object
  * loaded in the process imports one of those names (an undefined symbol of
- * its relocations), looked up again whenever objects were loaded.
+ * its relocations), looked up again whenever objects were loaded.  The
+ * same holds of the BIO counters (kp_dl_sees_past, shim/dl_real.c).
  */
-static const char *const ssl_bio_names[] = { "BIO_f_ssl", "BIO_new_ssl", "BIO_new_ssl_connect",
-					     "BIO_new_buffer_ssl_connect" };
-
 static bool rel_imports(const ElfW(Sym) *symtab, const char *strtab, const void *rel, size_t size,
 			size_t entsize, bool rela)
 {
@@ -1693,12 +1691,8 @@ static bool rel_imports(const ElfW(Sym) *symtab, const char *strtab, const void 
 #endif
 		if (!idx || symtab[idx].st_shndx != SHN_UNDEF)
 			continue;
-		const char *name = strtab + symtab[idx].st_name;
-		if (strncmp(name, "BIO_", 4))
-			continue;
-		for (size_t i = 0; i < sizeof(ssl_bio_names) / sizeof(*ssl_bio_names); i++)
-			if (!strcmp(name, ssl_bio_names[i]))
-				return true;
+		if (kp_dl_sees_past(strtab + symtab[idx].st_name))
+			return true;
 	}
 	return false;
 }
@@ -1796,7 +1790,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		why = "the connection's first SSL still exists";
 	kp_unlock(&tls_lock);
 	if (!why && ssl_bio_imported())
-		why = "the program can read its SSL through BIO_f_ssl, past us";
+		why = "the program can see past a hand-out (BIO_f_ssl, the BIO counters)";
 	if (!why && e->key_known && closer_looked(&e->key))
 		why = "how the server ends is not known and a program looked: a fresh connection teaches";
 	long result = 0;

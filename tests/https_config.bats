@@ -233,6 +233,25 @@ gnutls_own() {
 	done
 }
 
+@test "a program that reads its BIO counters (BIO_number_read/written) is never handed a pooled TLS connection: its own BIOs carried its connection" {
+	scripted_start_tls keepalive
+	# (the first connection's close teaches how the server ends, the
+	# second would be handed out: docs/tls.md "Ragged closes")
+	# (the body's length differs by the Connection header the server
+	# echoes: hop-by-hop, allowed)
+	run_both 4 "$CLIENTS/tls_counters" "$SCRIPTED_PORT" "$SCRIPTED_CA" localhost 4
+	assert_both_ok
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	for i in 1 2 3 4; do
+		assert_line --regexp "^$i ok HTTP/1.1 200 OK bytes [0-9]+ read counted written counted$"
+	done
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	for i in 1 2 3 4; do
+		assert_line --regexp "^$i ok HTTP/1.1 200 OK bytes [0-9]+ read counted written counted$"
+	done
+	assert_equal "shim requests $SHIM_REQS" "shim requests 4"
+}
+
 @test "a program that reads its SSL through BIO_f_ssl, imported or found by dlsym, is never handed a pooled TLS connection (its BIO reads the SSL past us)" {
 	scripted_start_tls keepalive
 	for client in tls_bio tls_bio_dlsym; do
