@@ -79,7 +79,9 @@ $(AUDIT_LIB): audit/audit.c Makefile
 # (bats builds it: see tests/survive.bats)
 $(TSAN_LIB): $(SRCS) $(HDRS) Makefile
 	@mkdir -p build
-	$(CC) $(ALLFLAGS) -fsanitize=thread -fno-omit-frame-pointer -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
+	$(CC) $(ALLFLAGS) -c -o build/tsan-dl_real.o shim/dl_real.c
+	$(CC) $(ALLFLAGS) -fsanitize=thread -fno-omit-frame-pointer -shared $(LDMAP) -o $@ \
+		$(filter-out shim/dl_real.c,$(SRCS)) build/tsan-dl_real.o $(LDLIBS)
 
 tsan: $(TSAN_LIB)
 
@@ -98,6 +100,13 @@ PURE_SAN_OBJS := $(patsubst %.c,build/san/%.o,$(PURE_SRCS))
 build/san/%.o: %.c $(HDRS) Makefile
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLFLAGS) $(SAN) -c -o $@ $<
+
+# our dlsym's path (shim/dl_real.c) runs before the sanitizers' runtimes
+# are set up (they look their interceptors up with dlsym, ours): never
+# instrumented
+build/san/shim/dl_real.o: shim/dl_real.c $(HDRS) Makefile
+	@mkdir -p $(dir $@)
+	$(CC) $(ALLFLAGS) -c -o $@ $<
 
 build/unit/%: tests/unit/%.c $(PURE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
 	@mkdir -p build/unit

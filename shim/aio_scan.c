@@ -108,10 +108,11 @@ static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
-bool kp_aio_unseen(void)
+static int found;
+
+void kp_aio_rescan(void)
 {
 	static unsigned long long seen_adds = ~0ull;
-	static int found;
 	unsigned long long adds = 0;
 	dl_iterate_phdr(adds_cb, &adds);
 	if (adds != __atomic_load_n(&seen_adds, __ATOMIC_ACQUIRE)) {
@@ -122,5 +123,12 @@ bool kp_aio_unseen(void)
 		__atomic_store_n(&found, f, __ATOMIC_RELAXED);
 		__atomic_store_n(&seen_adds, adds, __ATOMIC_RELEASE);
 	}
+}
+
+/* a load: asked on the request path, maybe in a signal handler that
+ * interrupted malloc or dlopen, where the scan (dlopen, dlsym, the
+ * loader's lock) would deadlock */
+bool kp_aio_unseen(void)
+{
 	return __atomic_load_n(&found, __ATOMIC_RELAXED);
 }

@@ -8,7 +8,13 @@
 
 /* true when a loaded object defines io_submit and does not import
  * syscall (an older libaio: the system call instruction inline, past our
- * syscall() wrapper).  Looked at again whenever objects were loaded. */
+ * syscall() wrapper), as last scanned.  Async-signal-safe: one load. */
 bool kp_aio_unseen(void);
+/* scan the loaded objects again if any were loaded since the last scan:
+ * at our constructor (every object the program links is loaded by then)
+ * and at each dlsym of the program (how it reaches io_submit in a library
+ * it opened; shim/dl_real.c).  Not on the request path: it calls dlopen
+ * and dlsym, which allocate, and takes the loader's lock. */
+void kp_aio_rescan(void);
 
 #endif

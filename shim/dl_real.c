@@ -1,10 +1,11 @@
 /*
  * dl_real.c - see dl_real.h.  glibc's dlsym is found with dlvsym, which
- * the library does not wrap.
+ * the library does not wrap.  Never built with a sanitizer (Makefile): our
+ * dlsym runs this before the sanitizers' runtimes are set up.
  */
 #include <dlfcn.h>
 #include <stdbool.h>
-#include <string.h>
+#include <stddef.h>
 
 #include "dl_real.h"
 
@@ -43,15 +44,24 @@ void *kp_dl_open(const char *file, int mode)
  * SSL).  (Info callbacks set after the handshake are not here: the
  * programs and tests that import their setters set them before it, which
  * declines already; docs/tls.md.) */
+/* (no libc string calls: the sanitizers' runtimes intercept them, and
+ * their dlsym lookups come here before they are set up) */
+static bool same(const char *a, const char *b)
+{
+	while (*a && *a == *b)
+		a++, b++;
+	return *a == *b;
+}
+
 bool kp_dl_sees_past(const char *name)
 {
 	static const char *const names[] = { "BIO_f_ssl",	  "BIO_new_ssl",
 					     "BIO_new_ssl_connect", "BIO_new_buffer_ssl_connect",
 					     "BIO_number_read",	  "BIO_number_written" };
-	if (!name || strncmp(name, "BIO_", 4))
+	if (!name || name[0] != 'B' || name[1] != 'I' || name[2] != 'O' || name[3] != '_')
 		return false;
 	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
-		if (!strcmp(name, names[i]))
+		if (same(name, names[i]))
 			return true;
 	return false;
 }
@@ -65,4 +75,24 @@ void kp_dl_note_name(const char *name)
 int kp_dl_ssl_bio_named(void)
 {
 	return __atomic_load_n(&ssl_bio_named, __ATOMIC_ACQUIRE);
+}
+
+static void (*on_lookup)(void);
+
+void kp_dl_watch(void (*fn)(void))
+{
+	__atomic_store_n(&on_lookup, fn, __ATOMIC_RELEASE);
+}
+
+/* called by our dlsym (shim/hooks_dl.c) with the program's name: notes
+ * it, lets the watcher look (only once our constructor set one: the
+ * sanitizers' runtimes call dlsym before they are set up), answers the
+ * real dlsym for the tail jump */
+__attribute__((used, visibility("hidden"))) void *kp_dlsym_note(const char *name)
+{
+	kp_dl_note_name(name);
+	void (*fn)(void) = __atomic_load_n(&on_lookup, __ATOMIC_ACQUIRE);
+	if (fn)
+		fn();
+	return kp_dl_real_dlsym();
 }

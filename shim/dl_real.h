@@ -19,6 +19,9 @@ void *kp_dl_real_dlsym(void);
 bool kp_dl_sees_past(const char *name);
 /* dlsym was asked for name: notes those */
 void kp_dl_note_name(const char *name);
+/* fn runs at each dlsym of the program, before the lookup (set by our
+ * constructor: shim/aio_scan.c's rescan) */
+void kp_dl_watch(void (*fn)(void));
 /* one of those was looked up with dlsym */
 int kp_dl_ssl_bio_named(void);
 

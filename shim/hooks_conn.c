@@ -22,7 +22,9 @@
 #include <sys/timerfd.h>
 #include <unistd.h>
 
+#include "aio_scan.h"
 #include "config.h"
+#include "dl_real.h"
 #include "conn.h"
 #include "fdtable.h"
 #include "real.h"
@@ -62,6 +64,11 @@ __attribute__((constructor)) static void kp_init(void)
 		return;
 	kp_conn_init();
 	syscall_init();
+	/* the objects the program links are loaded: a kernel AIO library we
+	 * cannot see is looked for now and at its dlsym calls, never on the
+	 * request path (shim/aio_scan.h) */
+	kp_aio_rescan();
+	kp_dl_watch(kp_aio_rescan);
 	struct rlimit rl;
 	if (kp_fdtab_init(&rl) < 0)
 		return; /* the table stays empty: everything passes through */

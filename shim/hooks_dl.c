@@ -102,13 +102,12 @@ __asm__(".text\n"
  * a tail jump to the real one with the program's return address in place.
  * The real dlsym is found with dlvsym (shim/dl_real.c; dlvsym is not
  * wrapped: it would need a real lookup to find its own real; a BIO_f_ssl
- * reached through dlvsym is left, README "Limits").
+ * reached through dlvsym is left, README "Limits").  The note lives in
+ * shim/dl_real.c, which the sanitizer builds leave uninstrumented: their
+ * runtimes look their interceptors up with dlsym (ours) before they are
+ * set up.
  */
-__attribute__((used, visibility("hidden"))) void *kp_dlsym_note(const char *name)
-{
-	kp_dl_note_name(name);
-	return kp_dl_real_dlsym();
-}
+/* kp_dlsym_note (shim/dl_real.c): notes the name, returns the real dlsym */
 
 /* void *dlsym(void *handle, const char *name): rdi, rsi */
 __asm__(".text\n"
