@@ -108,9 +108,10 @@ ROUTED(int, SSL_export_keying_material,
        (SSL *s, unsigned char *out, size_t olen, const char *label, size_t llen,
 	const unsigned char *ctx, size_t clen, int use_ctx),
        (e, out, olen, label, llen, ctx, clen, use_ctx))
-/* an SSL ex_data index whose free (or dup) callback the program made:
- * SSL_free must run it then, with the SSL's data, which an engine that
- * keeps the SSL cannot do; such a program's SSLs are not followed
+/* an ex_data index of an SSL, a context or a session with a callback the
+ * program made: SSL_free or SSL_CTX_free must run it then, with the
+ * object's data, which an engine that keeps the object cannot do, and our
+ * own objects must not run it; such a program's SSLs are not followed
  * (docs/tls.md "The first owner's SSL").  libcrypto's, bound here: a
  * program without libssl calls it too. */
 KP_EXPORT int CRYPTO_get_ex_new_index(int class_index, long argl, void *argp, CRYPTO_EX_new *new_func,
@@ -128,7 +129,13 @@ KP_EXPORT int CRYPTO_get_ex_new_index(int class_index, long argl, void *argp, CR
 	}
 	if (!real)
 		return -1;
-	if (class_index == CRYPTO_EX_INDEX_SSL && (free_func || dup_func))
+	/* an SSL's, a context's or a session's: the library keeps a pooled
+	 * connection's context and sessions past the program's free, copies
+	 * sessions and makes objects of its own, each of which would run the
+	 * program's callbacks at other times or on other objects */
+	if ((class_index == CRYPTO_EX_INDEX_SSL || class_index == CRYPTO_EX_INDEX_SSL_CTX ||
+	     class_index == CRYPTO_EX_INDEX_SSL_SESSION) &&
+	    (new_func || free_func || dup_func))
 		__atomic_store_n(&kp_tls_ssl_ex_funcs, true, __ATOMIC_RELEASE);
 	return real(class_index, argl, argp, new_func, dup_func, free_func);
 }

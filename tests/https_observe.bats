@@ -57,6 +57,19 @@ config() {
 	done
 }
 
+@test "ex_data callbacks of a context's or a session's index run as without the library: at the program's own free, never on an object of ours (such a program is not followed)" {
+	for v in 13 12; do
+		use_tls $v
+		for kind in ctx session; do
+			# (config compares the whole output with the run without
+			# the library: each callback's line where it ran)
+			config 3 ctx_free "$kind"
+			assert_line "freeing the first context"
+			assert_line "freed"
+		done
+	done
+}
+
 @test "SSL_clear on an SSL kept after its socket closed, after another SSL's request: a new connection of its own, as without the library" {
 	for v in 13 12; do
 		use_tls $v

@@ -265,6 +265,22 @@ int main(int argc, char **argv)
 		SSL_free(a);
 		one(mkctx(), NULL, 3);
 		SSL_CTX_free(ctx);
+	} else if (!strcmp(sc, "ctx_free")) {
+		/* a context whose ex_data index has a free callback (ARG
+		 * "session": a session's index with one): it runs at the
+		 * program's SSL_CTX_free, not later, and never for an object
+		 * of the library's (the engine of a pooled connection keeps
+		 * its context) */
+		int idx = !strcmp(arg, "session") ? SSL_SESSION_get_ex_new_index(0, NULL, NULL, NULL, exfree_cb)
+						   : SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, exfree_cb);
+		SSL_CTX *ctx = mkctx();
+		SSL_CTX_set_ex_data(ctx, idx, "first context's data");
+		one(ctx, NULL, 1);
+		printf("freeing the first context\n");
+		SSL_CTX_free(ctx);
+		printf("freed\n");
+		one(mkctx(), NULL, 2);
+		one(mkctx(), NULL, 3);
 	} else if (!strcmp(sc, "kept_clear")) {
 		/* the first SSL closes its socket, a second SSL makes a
 		 * request and keeps its socket, then the first is reset
