@@ -1328,11 +1328,19 @@ static int held_append(struct kp_conn *c, const struct iovec *iov, int n, size_t
 }
 
 /* The program's request bytes go out: on the socket, or through the TLS
- * connection it carries (which never answers EAGAIN: a TLS record begun
- * must be finished, so kp_tls_xmit waits, boundedly). */
+ * connection it carries.  TLS: one buffer (the program's own) goes to the
+ * engine without waiting: a record it began and could not finish is the
+ * program's WANT_WRITE, and its retry, with the same buffer as OpenSSL
+ * requires, comes back here with it (docs/hold.md "HTTPS"). */
 ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flags)
 {
-	if (c->tls)
+	if (c->tls && m->msg_iovlen == 1) {
+		size_t w;
+		return kp_tls_push(c->tls, m->msg_iov[0].iov_base, m->msg_iov[0].iov_len, &w)
+			       ? (ssize_t)w
+			       : -1;
+	}
+	if (c->tls) /* (never the program's own write: that is one buffer) */
 		return kp_tls_xmit(c->tls, fd, m->msg_iov, (int)m->msg_iovlen);
 	ssize_t r = KP_REAL(sendmsg)(fd, m, flags);
 	if (r > 0)
@@ -1405,6 +1413,61 @@ static bool send_blocks(int fd, int flags)
 	return fl >= 0 && !(fl & O_NONBLOCK);
 }
 
+/* What the kernel says when none of a send's bytes went, the send that
+ * tore the head having begun at part_t0: EAGAIN on a non-blocking socket
+ * or with MSG_DONTWAIT, and on a blocking one whose SO_SNDTIMEO ran out
+ * (the send lasted that long); EINTR on a blocking one a signal
+ * interrupted (docs/hold.md "A head the socket took in part"). */
+static int none_went(const struct kp_conn *c, int fd, int flags)
+{
+	if (!send_blocks(fd, flags))
+		return EAGAIN;
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	if (KP_REAL(getsockopt)(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) < 0 ||
+	    (!tv.tv_sec && !tv.tv_usec))
+		return EINTR;
+	uint64_t timeo = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+	/* (the clock is read in whole ms on both sides: one of slack) */
+	return kp_now_ms() - c->part_t0 + 1 >= timeo ? EAGAIN : EINTR;
+}
+
+/* TLS: the engine takes R up to target, a record at a time for a
+ * partial-write engine, until the program can be told some of its bytes
+ * went (told > pos0) or the engine cannot go on without the socket (its
+ * record begun, part_pend: -1 with the errno it left, the program's
+ * WANT_WRITE).  A record begun is sent first, by the same call again;
+ * a program that offers fewer bytes than it stands for gets the error
+ * OpenSSL gives a retry with less (bad length).  Never waits.  sent_once:
+ * the first call was made (part_k, part_pend tell what it did). */
+static int tls_part_push(struct kp_conn *c, size_t pos0, size_t n, size_t target, bool sent_once)
+{
+	const struct kp_headmap *m = &c->part_map;
+	while (c->part_k < target && kp_headmap_told(m, pos0, n, c->part_k, target) <= pos0) {
+		if (c->part_pend && sent_once) {
+			errno = c->part_err;
+			return -1;
+		}
+		if (c->part_pend && c->part_k + c->part_pend > target) {
+			kp_tls_push_fail(SSL_ERROR_SSL);
+			errno = EPROTO;
+			return -1;
+		}
+		size_t len = c->part_pend ? c->part_pend : target - c->part_k, w;
+		if (!kp_tls_push(c->tls, c->part + c->part_k, len, &w)) {
+			if (errno == EAGAIN || errno == EINTR) {
+				c->part_pend = len;
+				c->part_err = errno;
+			}
+			return -1;
+		}
+		c->part_pend = 0;
+		c->part_k += w;
+		sent_once = false;
+	}
+	return 0;
+}
+
 /* Keep R (the head as it goes out) and O (the program's), the server
  * having k bytes of R and the program having been told pos bytes of O. */
 static bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *o, size_t ol,
@@ -1421,6 +1484,7 @@ static bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *
 	kp_headmap_init(&c->part_map, c->part, rl, c->part + rl, ol);
 	c->part_k = k;
 	c->part_pos = pos;
+	c->part_body = c->part_pend = 0;
 	return true;
 }
 
@@ -1439,7 +1503,11 @@ static ssize_t part_pump(struct kp_conn *c, int fd, size_t pos0, size_t n, int f
 {
 	const struct kp_headmap *m = &c->part_map;
 	size_t target = kp_headmap_target(m, c->part_k, pos0, n);
-	if (!sent_once && target > c->part_k) {
+	if (c->tls) {
+		if (tls_part_push(c, pos0, n, target, sent_once) < 0)
+			return -1;
+	} else if (!sent_once && target > c->part_k) {
+		c->part_t0 = kp_now_ms();
 		ssize_t r = KP_REAL(send)(fd, c->part + c->part_k, target - c->part_k, flags);
 		if (r < 0)
 			return -1;
@@ -1449,7 +1517,7 @@ static ssize_t part_pump(struct kp_conn *c, int fd, size_t pos0, size_t n, int f
 	c->part_pos = kp_headmap_told(m, pos0, n, c->part_k, target);
 	if (c->part_pos > pos0)
 		return (ssize_t)(c->part_pos - pos0);
-	errno = send_blocks(fd, flags) ? EINTR : EAGAIN;
+	errno = none_went(c, fd, flags);
 	return -1;
 }
 
@@ -1459,6 +1527,11 @@ static void part_end(struct kp_conn *c)
 {
 	c->req_mode = c->part_next;
 	kp_debug("torn head: finished");
+	if (c->part_body) { /* TLS: the body bytes that rode with it went too */
+		struct iovec v = { c->part + c->part_map.rl - c->part_body, c->part_body };
+		c->part_body = 0;
+		account_sent(c, &v, 1, 0, v.iov_len);
+	}
 }
 
 static bool iov_equal(const struct iovec *iov, int iovcnt, const char *p, size_t n)
@@ -1486,6 +1559,18 @@ static bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, in
 	if (!total)
 		return false;
 	if (!iov_equal(iov, iovcnt, c->part + c->part_map.rl + c->part_pos, n)) {
+		if (c->tls && c->part_pend) {
+			/* the engine's record begun stands for bytes the program
+			 * no longer offers: OpenSSL fails such a retry (bad write
+			 * retry), and the connection can carry nothing else */
+			c->req_mode = c->part_next;
+			c->part_body = 0;
+			give_up(c, fd, "a TLS write retry with other bytes");
+			kp_tls_push_fail(SSL_ERROR_SSL);
+			errno = EPROTO;
+			*ret = -1;
+			return true;
+		}
 		give_up(c, fd, "the rest of a torn head differs from what was torn");
 		return false;
 	}
@@ -1516,7 +1601,19 @@ static int flush_held(struct kp_conn *c, int fd, int flags)
 		/* a torn head: what the program was told went out and the
 		 * server lacks (part_debt); the rest is the program's to send */
 		size_t debt = part_debt(c), sent = 0;
-		if (fd >= 0 && debt) {
+		if (fd >= 0 && c->tls && c->part_pend) {
+			/* the engine's record begun: the same call again, to its
+			 * end (it covers the debt), waited for (docs/hold.md) */
+			r = send_all(c, fd, c->part + c->part_k, c->part_pend, flags | MSG_NOSIGNAL,
+				     false, &sent) < 0 ? -1 : 0;
+			c->part_k += sent;
+			c->part_pend = 0;
+			debt = part_debt(c);
+			if (r < 0)
+				unpool(c, "sending a begun TLS record failed");
+		}
+		c->part_body = 0;
+		if (fd >= 0 && debt && r == 0) {
 			r = send_all(c, fd, c->part + c->part_k, debt, flags | MSG_NOSIGNAL, false,
 				     &sent) < 0 ? -1 : 0;
 			c->part_k += sent;
@@ -1867,9 +1964,9 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 	}
 	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)k };
 	ssize_t r;
-	do
+	do /* (TLS: the engine's EINTR is the program's WANT_WRITE) */
 		r = conn_sendmsg(c, fd, &m, flags);
-	while (r < 0 && errno == EINTR);
+	while (r < 0 && errno == EINTR && !c->tls);
 	int err = errno;
 	if (v != small)
 		kp_wbuf_free(v, v_cap);
@@ -1901,6 +1998,54 @@ static inline bool stdin_reads(const struct kp_conn *c)
 	return kp_fd_conn(0) == c;
 }
 
+/* TLS: R (v[0, nv): the head as it goes out, then this call's body bytes)
+ * is copied to c->part, with room for O (ol bytes) after it, and the
+ * engine takes it from there: a record it begins and cannot finish must be
+ * finished by the same call from the same place (OpenSSL's write retry),
+ * at the program's retry (docs/hold.md "HTTPS").  False: no memory (the
+ * caller sends it as before).  Caller holds c->lock. */
+static bool tls_stage_push(struct kp_conn *c, const struct iovec *v, int nv, size_t ol, ssize_t *r)
+{
+	size_t rl = iov_total(v, nv), off = 0, w;
+	if (rl + ol > c->part_cap) {
+		char *b = kp_wbuf_grow(c->part, &c->part_cap, rl + ol);
+		if (!b)
+			return false;
+		c->part = b;
+	}
+	for (int i = 0; i < nv; i++) {
+		memcpy(c->part + off, v[i].iov_base, v[i].iov_len);
+		off += v[i].iov_len;
+	}
+	c->part_pend = 0;
+	if (kp_tls_push(c->tls, c->part, rl, &w)) {
+		*r = (ssize_t)w;
+		return true;
+	}
+	if (errno == EAGAIN || errno == EINTR) {
+		c->part_pend = rl;
+		c->part_err = errno;
+	}
+	*r = -1;
+	return true;
+}
+
+/* TLS: the engine took k bytes of R, staged by tls_stage_push (and may have
+ * begun a record for the rest: part_pend): O after it is the program's
+ * head (data, hl bytes, the first pos of them told already) and the same
+ * body bytes.  Caller holds c->lock. */
+static void tls_part_begin(struct kp_conn *c, const struct iovec *v, int nv, const char *data,
+			   size_t hl, size_t k, size_t pos)
+{
+	size_t rl = iov_total(v, nv), body = rl - v[0].iov_len;
+	memcpy(c->part + rl, data, hl);
+	memcpy(c->part + rl + hl, c->part + v[0].iov_len, body);
+	kp_headmap_init(&c->part_map, c->part, rl, c->part + rl, hl + body);
+	c->part_k = k;
+	c->part_pos = pos;
+	c->part_body = body;
+}
+
 /* The socket took only part of a head just parsed (part_begin done): the
  * request is queued now (its response is framed as any other), the program
  * is told which of its bytes went out, and the head's rest follows with
@@ -1921,12 +2066,17 @@ static bool torn_head(struct kp_conn *c, int fd, const struct frm_req_head *h, b
 	c->part_next = c->req_mode;
 	c->req_mode = KP_REQ_HEAD_PART;
 	kp_debug("fd %d: torn head: %zu of %zu bytes went out", fd, c->part_k, c->part_map.rl);
-	ssize_t r = part_pump(c, fd, c->part_pos, mine, flags, true);
+	(void)mine; /* the program's bytes of this call: O's rest (TLS: its body too) */
+	ssize_t r = part_pump(c, fd, c->part_pos, c->part_map.ol - c->part_pos, flags, true);
 	if (r < 0)
 		saved = errno; /* EAGAIN or EINTR: none of this call's bytes went */
 	else if (c->part_pos == c->part_map.ol)
 		part_end(c); /* (never: the head was torn) */
-	if (!queued) /* what held bytes the program was told of go out first */
+	if (!queued && c->tls && c->part_pend)
+		/* the engine's record begun is the program's to finish: its
+		 * response unframed, the connection is not pooled */
+		unpool(c, "too many pipelined requests");
+	else if (!queued) /* what held bytes the program was told of go out first */
 		give_up(c, fd, "too many pipelined requests");
 	*ret = r;
 	kp_unlock(&c->lock);
@@ -2143,14 +2293,16 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		c->first = KP_FIRST_DONE;
 	}
 	ssize_t r;
+	bool staged = false;
 	for (;;) {
 		/* EINTR here: a handler without SA_RESTART (the kernel restarts
 		 * the others itself) ran before a byte went; the program's own
-		 * send would say EINTR.  (TLS: the engine's record is under way,
-		 * kp_tls_xmit finishes it) */
-		do
-			r = conn_sendmsg(c, fd, &m, send_flags);
-		while (r < 0 && errno == EINTR && c->tls);
+		 * send would say EINTR.  TLS: the engine's WANT_WRITE, its
+		 * record begun kept for the program's retry (tls_stage_push) */
+		c->part_t0 = kp_now_ms();
+		staged = c->tls && tls_stage_push(c, v, nv, (size_t)hl + iov_total(v + 1, nv - 1), &r);
+		if (!staged) /* (no memory: TLS as before, the engine's record waited for) */
+			r = c->tls ? kp_tls_xmit(c->tls, fd, v, nv) : conn_sendmsg(c, fd, &m, send_flags);
 		/* the pooled socket was dead before our request got out: a fresh
 		 * one (once), and the request goes there */
 		if (r < 0 && keep_copy && c->first == KP_FIRST_UNSENT &&
@@ -2181,6 +2333,14 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	} else if (r > 0 && !c->tls &&
 		   part_begin(c, head, headlen, data, (size_t)hl, (size_t)r, old_held)) {
 		/* the socket took part of the head: nothing waits (part_pump) */
+		if (out != small)
+			kp_wbuf_free(out, out_cap);
+		return torn_head(c, fd, &h, outlen > 0, keep_copy, replay_mark, mine,
+				 flags, saved, ret);
+	} else if (staged && (r > 0 || c->part_pend)) {
+		/* the engine took part of R (a partial-write engine), or began
+		 * a record it could not finish: nothing waits (tls_part_push) */
+		tls_part_begin(c, v, nv, data, (size_t)hl, r > 0 ? (size_t)r : 0, old_held);
 		if (out != small)
 			kp_wbuf_free(out, out_cap);
 		return torn_head(c, fd, &h, outlen > 0, keep_copy, replay_mark, mine,
@@ -2372,8 +2532,10 @@ void kp_conn_waits(struct kp_conn *c, int fd)
 		return;
 	int saved = errno;
 	if (conn_lock(c, fd)) {
+		/* (TLS: a torn head's program waits after its WANT_WRITE, as
+		 * OpenSSL asks, and calls again: docs/hold.md "HTTPS") */
 		if (c->state == KP_ACTIVE && ((c->req_mode == KP_REQ_HEAD && c->held_len) ||
-					      (c->req_mode == KP_REQ_HEAD_PART && part_debt(c))))
+					      (c->req_mode == KP_REQ_HEAD_PART && !c->tls && part_debt(c))))
 			give_up(c, fd, "the program waits with a request head unfinished");
 		kp_unlock(&c->lock);
 	}

@@ -2698,6 +2698,36 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 	return ret;
 }
 
+/* The SSL error a failed kp_tls_push left for the program's call on this
+ * thread (0: none): kp_tls_io reports it as the program's SSL_get_error. */
+static __thread int push_err;
+
+int kp_tls_push(struct kp_tls *e, const void *buf, size_t len, size_t *w)
+{
+	int r;
+	*w = 0;
+	r = KP_OUTSIDE(kp_ssl.SSL_write_ex(e->ssl, buf, len, w));
+	if (r == 1) {
+		push_err = 0;
+		return 1;
+	}
+	int saved = errno, err = kp_ssl.SSL_get_error(e->ssl, r);
+	*w = 0;
+	push_err = err;
+	if (err == SSL_ERROR_WANT_WRITE || err == SSL_ERROR_WANT_READ)
+		/* what its socket said: EAGAIN, or EINTR on a blocking one
+		 * (OpenSSL's socket BIO retries neither) */
+		errno = saved == EINTR ? EINTR : EAGAIN;
+	else
+		errno = err == SSL_ERROR_SYSCALL && saved ? saved : err == SSL_ERROR_SSL ? EPROTO : EPIPE;
+	return 0;
+}
+
+void kp_tls_push_fail(int ssl_err)
+{
+	push_err = ssl_err;
+}
+
 /* ------------------------------------------------------------ wrappers' logic */
 
 SSL *kp_tls_route(const SSL *ssl, bool mutates)
@@ -3148,6 +3178,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	if (write) {
 		ssize_t ret;
 		int saved = errno;
+		push_err = 0;
 		if (n && kp_conn_tls_send(c, io.fd, buf, n, &ret)) {
 			if (ret >= 0) {
 				if (done)
@@ -3155,10 +3186,18 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 				errno = saved;
 				return ex ? 1 : (int)ret;
 			}
-			/* a write after the owed EOF: as after the server's
-			 * close_notify (docs/replay.md, "Nothing added") */
-			synth(&io, __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) ? SSL_ERROR_ZERO_RETURN
-										  : SSL_ERROR_SYSCALL);
+			/* the engine's record begun and not finished (WANT_WRITE:
+			 * the program calls again with the same bytes, docs/hold.md
+			 * "HTTPS"), or a retry it could not take; else a write after
+			 * the owed EOF: as after the server's close_notify
+			 * (docs/replay.md, "Nothing added") */
+			int err = push_err;
+			if (!err)
+				err = __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) ? SSL_ERROR_ZERO_RETURN
+										     : SSL_ERROR_SYSCALL;
+			saved = errno;
+			synth(&io, err);
+			errno = saved;
 			return ex ? 0 : -1;
 		}
 		io_get(ssl, &io); /* a fresh connection may have been made */
