@@ -5,7 +5,10 @@
  * again with the same buffer and length.
  * Usage: tls_torn PORT CA FIFO KIND MODE PAD COUNT VERSION
  *   KIND    close: "Connection: close" as the first header; close-last: as
- *           the last; http10: HTTP/1.0 without a Connection header
+ *           the last; http10: HTTP/1.0 without a Connection header; keep:
+ *           HTTP/1.1 without one (its response read by its length, the
+ *           connection closed after it: the library pools it); a list
+ *           (keep,close): request i is of the i-th (the last for the rest)
  *   MODE    nb: a non-blocking socket (after the handshake); block: a
  *           blocking socket whose first SSL_write a repeating signal
  *           without SA_RESTART interrupts (OpenSSL goes on after a short
@@ -16,7 +19,7 @@
  *           buffer and the server's small receive buffer: the first record
  *           is torn; 0: it fits); a list (0,0,60000): request i takes the
  *           i-th (the last for the rest)
- *   VERSION 13 or 12: the highest TLS version offered
+ *   VERSION 13 or 12: the highest TLS version offered (renegotiation off)
  * With a PAD, SO_SNDBUF is made small after connect().  Once the first
  * SSL_write returned (WANT_WRITE, a count, or all), the client writes a
  * line on FIFO: the server (tests/servers/tls_torn.py) reads only then.
@@ -93,7 +96,13 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	int port = atoi(argv[1]);
-	const char *fifo = argv[3], *kind = argv[4], *mode = argv[5];
+	const char *fifo = argv[3], *mode = argv[5];
+	char *kinds[8];
+	size_t nkinds = 0;
+	for (char *q = strtok(argv[4], ","); q && nkinds < 8; q = strtok(NULL, ","))
+		kinds[nkinds++] = q;
+	if (!nkinds)
+		die("KIND");
 	long count = strtol(argv[7], NULL, 10);
 	bool nb = !strncmp(mode, "nb", 2), block = !strncmp(mode, "block", 5),
 	     partial = strstr(mode, "partial") != NULL;
@@ -115,11 +124,16 @@ int main(int argc, char **argv)
 		die("context");
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	SSL_CTX_set_max_proto_version(ctx, !strcmp(argv[8], "12") ? TLS1_2_VERSION : TLS1_3_VERSION);
+	/* (a TLS 1.2 program that may renegotiate is never handed a pooled
+	 * connection: docs/tls.md) */
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
 	if (partial)
 		SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE);
 
 	for (long i = 1; i <= count; i++) {
 		size_t pad = pads[(size_t)i <= npads ? (size_t)i - 1 : npads - 1];
+		const char *kind = kinds[(size_t)i <= nkinds ? (size_t)i - 1 : nkinds - 1];
+		bool keep = !strcmp(kind, "keep");
 		char *req = malloc(pad + 512);
 		if (!req)
 			die("malloc");
@@ -179,11 +193,20 @@ int main(int argc, char **argv)
 		}
 		printf("request %ld: first SSL_write: %s; later calls %s; pending %d\n", i, met,
 		       odd ? "ODD" : "as promised", SSL_pending(ssl));
-		char buf[4096];
+		char buf[4096], got[8192];
+		size_t got_len = 0;
 		for (;;) {
 			int n = SSL_read(ssl, buf, sizeof(buf));
 			if (n > 0) {
 				fwrite(buf, 1, (size_t)n, stdout);
+				if (keep && got_len + (size_t)n < sizeof(got)) {
+					memcpy(got + got_len, buf, (size_t)n);
+					got_len += (size_t)n;
+					if (got_len >= 7 && !memcmp(got + got_len - 7, "\r\n\r\nok\n", 7)) {
+						printf("end: by length\n");
+						break;
+					}
+				}
 				continue;
 			}
 			int e = SSL_get_error(ssl, n);
