@@ -222,3 +222,33 @@ tls_torn_both() {
 	printf '%s\n' "${bad[@]}"
 	[ "$cells" = 54 ] && [ "${#bad[@]}" = 0 ]
 }
+
+# SO_SNDTIMEO (docs/hold.md "A head the socket took in part"): a blocking
+# send that times out having taken nothing says EAGAIN, not EINTR (no
+# signal ran); OpenSSL reports WANT_WRITE with that errno.  Plain and TLS,
+# each kind, against the run without the library.  (A timeout whose bytes
+# all fell inside the rewritten span, which the library must report as
+# none, is the same rule, none_went in shim/conn.c; no test makes the
+# kernel tear there on purpose.)
+@test "SO_SNDTIMEO: a blocking send that times out on a torn head reads as without the library (a short count, or WANT_WRITE with EAGAIN), plain and HTTPS" {
+	CLIENT_TIMEOUT=10
+	local kind v bad=()
+	torn_start
+	for kind in close close-last http10; do
+		torn_both "$kind" timeo 60000 1
+		torn_same || bad+=("plain/$kind: plain $PLAIN_STATUS shim $SHIM_STATUS")
+	done
+	_stop_pid "$TORN_PID"
+	tls_torn_start
+	for v in 13 12; do
+		for kind in close close-last http10; do
+			tls_torn_both "$kind" timeo 60000 1 "$v"
+			torn_same || bad+=("TLS$v/$kind: plain $PLAIN_STATUS shim $SHIM_STATUS")
+			grep -q 'first SSL_write: -1 WANT_WRITE errno EAGAIN; later calls as promised' \
+				"$BATS_TEST_TMPDIR/shim.out" || bad+=("TLS$v/$kind: $(head -1 "$BATS_TEST_TMPDIR/shim.out")")
+			[[ "$SHIM_STATS" == *"rewritten=1"* ]] || bad+=("TLS$v/$kind: not rewritten")
+		done
+	done
+	printf '%s\n' "${bad[@]}"
+	[ "${#bad[@]}" = 0 ]
+}

@@ -13,7 +13,9 @@
  *           blocking socket whose first SSL_write a repeating signal
  *           without SA_RESTART interrupts (OpenSSL goes on after a short
  *           write and reports WANT_WRITE at the EINTR of a write that took
- *           nothing).  MODE+partial: SSL_MODE_ENABLE_PARTIAL_WRITE (each
+ *           nothing); timeo: a blocking socket with SO_SNDTIMEO 200 ms
+ *           (WANT_WRITE, errno EAGAIN, when a write timed out having
+ *           taken nothing).  MODE+partial: SSL_MODE_ENABLE_PARTIAL_WRITE (each
  *           SSL_write may return a record's count)
  *   PAD     bytes of an X-Pad header (60000: larger than the small send
  *           buffer and the server's small receive buffer: the first record
@@ -105,6 +107,7 @@ int main(int argc, char **argv)
 		die("KIND");
 	long count = strtol(argv[7], NULL, 10);
 	bool nb = !strncmp(mode, "nb", 2), block = !strncmp(mode, "block", 5),
+	     timeo = !strncmp(mode, "timeo", 5),
 	     partial = strstr(mode, "partial") != NULL;
 	size_t pads[8], npads = 0;
 	for (char *q = argv[6]; npads < 8 && *q;) {
@@ -113,7 +116,7 @@ int main(int argc, char **argv)
 			break;
 		q++;
 	}
-	if (!npads || (!nb && !block))
+	if (!npads || (!nb && !block && !timeo))
 		die("PAD or MODE");
 	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa = { .sa_handler = on_alarm }; /* no SA_RESTART */
@@ -156,6 +159,9 @@ int main(int argc, char **argv)
 		}
 		if (nb && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
 			die("fcntl");
+		struct timeval tv = { 0, 200000 };
+		if (timeo && setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+			die("SO_SNDTIMEO");
 		size_t off = 0;
 		bool told = false, odd = false;
 		char met[96] = "";

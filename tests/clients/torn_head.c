@@ -7,7 +7,8 @@
  *   MODE  nb: a non-blocking socket, write() until all went, meeting
  *         EAGAIN; dontwait: a blocking socket, send(MSG_DONTWAIT);
  *         block: a blocking socket whose first write is interrupted by a
- *         signal without SA_RESTART (setitimer).  MODE+split: the first
+ *         signal without SA_RESTART (setitimer); timeo: a blocking socket
+ *         with SO_SNDTIMEO 200 ms (a send that times out).  MODE+split: the first
  *         10 bytes of the head are written alone first (a head begun by
  *         an earlier write: the library holds them).  MODE+change: after
  *         the first write, the rest of the X-Pad value is written in
@@ -77,7 +78,7 @@ int main(int argc, char **argv)
 	const char *fifo = argv[3], *kind = argv[4], *mode = argv[5];
 	long count = strtol(argv[7], NULL, 10);
 	bool nb = !strncmp(mode, "nb", 2), dontwait = !strncmp(mode, "dontwait", 8),
-	     block = !strncmp(mode, "block", 5), split = strstr(mode, "split") != NULL,
+	     block = !strncmp(mode, "block", 5), timeo = !strncmp(mode, "timeo", 5), split = strstr(mode, "split") != NULL,
 	     change = strstr(mode, "change") != NULL;
 	size_t pads[8], npads = 0;
 	for (char *q = argv[6]; npads < 8 && *q;) {
@@ -107,6 +108,9 @@ int main(int argc, char **argv)
 			die("setsockopt");
 		if (nb && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
 			die("fcntl");
+		struct timeval tv = { 0, 200000 };
+		if (timeo && setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+			die("SO_SNDTIMEO");
 		size_t off = 0;
 		bool told = false;
 		char met[64] = "";
