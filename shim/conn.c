@@ -1440,32 +1440,34 @@ static int none_went(const struct kp_conn *c, int fd, int flags)
  * a program that offers fewer bytes than it stands for gets the error
  * OpenSSL gives a retry with less (bad length).  Never waits.  sent_once:
  * the first call was made (part_k, part_pend tell what it did). */
+static long tls_part_send(void *ctx, size_t from, size_t len)
+{
+	struct kp_conn *c = ctx;
+	size_t w;
+	if (kp_tls_push(c->tls, c->part + from, len, &w))
+		return (long)w;
+	if (errno != EAGAIN && errno != EINTR)
+		return -1;
+	c->part_err = errno;
+	return 0;
+}
+
 static int tls_part_push(struct kp_conn *c, size_t pos0, size_t n, size_t target, bool sent_once)
 {
-	const struct kp_headmap *m = &c->part_map;
-	while (c->part_k < target && kp_headmap_told(m, pos0, n, c->part_k, target) <= pos0) {
-		if (c->part_pend && sent_once) {
-			errno = c->part_err;
-			return -1;
-		}
-		if (c->part_pend && c->part_k + c->part_pend > target) {
-			kp_tls_push_fail(SSL_ERROR_SSL);
-			errno = EPROTO;
-			return -1;
-		}
-		size_t len = c->part_pend ? c->part_pend : target - c->part_k, w;
-		if (!kp_tls_push(c->tls, c->part + c->part_k, len, &w)) {
-			if (errno == EAGAIN || errno == EINTR) {
-				c->part_pend = len;
-				c->part_err = errno;
-			}
-			return -1;
-		}
-		c->part_pend = 0;
-		c->part_k += w;
-		sent_once = false;
+	switch (kp_headmap_pump(&c->part_map, &c->part_k, &c->part_pend, pos0, n, target, sent_once,
+				tls_part_send, c)) {
+	case 0:
+		return 0;
+	case KP_HM_WANT:
+		errno = c->part_err;
+		return -1;
+	case KP_HM_SHORT:
+		kp_tls_push_fail(SSL_ERROR_SSL);
+		errno = EPROTO;
+		return -1;
+	default: /* errno: the engine's */
+		return -1;
 	}
-	return 0;
 }
 
 /* Keep R (the head as it goes out) and O (the program's), the server
