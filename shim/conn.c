@@ -2048,6 +2048,26 @@ static void tls_part_begin(struct kp_conn *c, const struct iovec *v, int nv, con
 	c->part_body = body;
 }
 
+/* c->held may be held: told sent to the program, they must surely fit the
+ * socket's free room now when its own send would not wait (a non-blocking
+ * socket, MSG_DONTWAIT), so that sending them later never waits (the
+ * socket's room only grows until then: they are its last bytes).  The
+ * kernel counts an skb's memory, not its bytes: twice the bytes within
+ * SO_SNDBUF is sure (docs/hold.md "Waits that remain").  A blocking
+ * program alone would have waited in its write.  Caller holds c->lock. */
+static bool held_fits(const struct kp_conn *c, int fd, int flags)
+{
+	if (send_blocks(fd, flags))
+		return true;
+	int outq = 0, sndbuf = 0;
+	socklen_t l = sizeof(sndbuf);
+	if (KP_REAL(ioctl)(fd, SIOCOUTQ, &outq) < 0 ||
+	    KP_REAL(getsockopt)(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &l) < 0 || outq < 0 || sndbuf < 0)
+		return false;
+	/* (TLS: a record's header, padding and tag) */
+	return ((size_t)outq + c->held_len + (c->tls ? 64 : 0)) * 2 <= (size_t)sndbuf;
+}
+
 /* The socket took only part of a head just parsed (part_begin done): the
  * request is queued now (its response is framed as any other), the program
  * is told which of its bytes went out, and the head's rest follows with
@@ -2216,6 +2236,13 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	if (hl == 0) {
 		if (data != c->held && held_append(c, iov, iovcnt, 0, total) < 0)
 			goto pass_flush;
+		if (!held_fits(c, fd, flags)) {
+			/* the kernel might not take them all now: its own answer */
+			c->held_len = old_held;
+			unvouch(c, fd, "an unfinished head larger than the socket's room");
+			kp_debug("fd %d: not held: the socket may not take them now", fd);
+			goto pass_flush;
+		}
 		kp_debug("fd %d: holding %zu bytes of a request head", fd, c->held_len);
 		*ret = (ssize_t)total;
 		kp_unlock(&c->lock);

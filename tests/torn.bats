@@ -252,3 +252,25 @@ tls_torn_both() {
 	printf '%s\n' "${bad[@]}"
 	[ "${#bad[@]}" = 0 ]
 }
+
+# An unfinished head is held (told sent) only where the kernel would surely
+# have taken it at once (docs/hold.md "Waits that remain"): on a
+# non-blocking socket, an unfinished head larger than the socket's free
+# room meets the kernel's own short count, never a "sent" that a later
+# flush would have to wait for.  (Before: the middle write was told
+# "all", and the next one EAGAIN.)
+@test "a non-blocking write of an unfinished head larger than the socket takes: the kernel's short count, as without the library" {
+	CLIENT_TIMEOUT=10
+	torn_start
+	local kind bad=()
+	for kind in close close-last http10; do
+		torn_both "$kind" nb+pieces 60000 2
+		torn_same || {
+			bad+=("$kind: plain $PLAIN_STATUS shim $SHIM_STATUS")
+			diff "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" | head -5
+		}
+		grep -q 'middle write: short' "$BATS_TEST_TMPDIR/plain.out" || bad+=("$kind: the plain run was not short")
+	done
+	printf '%s\n' "${bad[@]}"
+	[ "${#bad[@]}" = 0 ]
+}
