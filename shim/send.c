@@ -201,9 +201,7 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 		*ret = r;
 		return true;
 	}
-	kp_debug("fd %d: %zu bytes written after a request that asked to close: "
-		 "not sent (the server would have closed without reading them)",
-		 fd, total - n);
+	after_close_drop(fd, total - n);
 	*ret = (ssize_t)total;
 	return true;
 }
@@ -372,9 +370,7 @@ static int send_after_end(struct kp_conn *c, int fd, size_t total, int saved, ss
 		return true;
 	}
 	if (total && after_close(c)) {
-		kp_debug("fd %d: %zu bytes written after a request that asked to close: "
-			 "not sent (the server would have closed without reading them)",
-			 fd, total);
+		after_close_drop(fd, total);
 		*ret = (ssize_t)total;
 		kp_unlock(&c->lock);
 		errno = saved;
@@ -532,8 +528,7 @@ static ssize_t head_send(struct kp_conn *c, int fd, struct head_send *s)
 		 * one (once), and the request goes there */
 		if (r < 0 && s->keep_copy && c->first == KP_FIRST_UNSENT &&
 		    (errno == EPIPE || errno == ECONNRESET)) {
-			uint64_t now = kp_now_ms();
-			pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+			conn_note_dead(c, 0);
 			int err = errno;
 			if (swap_fresh(c, fd, false) == 0) {
 				kp_count(replayed); /* none of it went out: any method */
