@@ -19,6 +19,10 @@
 /* every allocation of the pool from kp_mem, never malloc: a handler's
  * connect() or close() may run while the program is inside malloc */
 #define uthash_malloc(sz) kp_mem_calloc(sz)
+/* a table that cannot grow costs the entry being added, never the host
+ * (uthash's default on a failed allocation is exit(-1)): each HASH_ADD
+ * below is checked (its element's hh.tbl is NULL when it was not added) */
+#define HASH_NONFATAL_OOM 1
 #define uthash_free(ptr, sz) kp_mem_free(ptr)
 #include <uthash.h>
 #include <utlist.h>
@@ -183,7 +187,12 @@ static struct learnt *learnt_get(const struct pool_key *key, uint64_t now_ms)
 	if (!l && n_learnt < MAX_LEARNT && (l = kp_mem_calloc(sizeof(*l)))) {
 		l->key = *key;
 		HASH_ADD(hh, learnts, key, sizeof(l->key), l);
-		n_learnt++;
+		if (l->hh.tbl) {
+			n_learnt++;
+		} else {
+			kp_mem_free(l);
+			l = NULL;
+		}
 	}
 	if (l)
 		l->updated_ms = now_ms;
@@ -374,6 +383,11 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 		}
 		d->key = *key;
 		HASH_ADD(hh, dests, key, sizeof(d->key), d);
+		if (!d->hh.tbl) {
+			kp_mem_free(d);
+			kp_unlock(&lock);
+			return -1;
+		}
 		n_dests++;
 		last_dest = d;
 	}

@@ -1,6 +1,9 @@
 /* tls_conf.c - a TLS configuration as a record: what the setters set
  * that no getter tells (struct conf), what the getters tell (struct cfg),
  * where two differ, and the per-object records (tls_internal.h). */
+/* a table that cannot grow costs the record, never the host (uthash's
+ * default on a failed allocation is exit(-1)) */
+#define HASH_NONFATAL_OOM 1
 #include "tls_internal.h"
 
 kp_mutex_t tls_lock = KP_MUTEX_INITIALIZER; /* every table of the tls_*.c files */
@@ -103,6 +106,10 @@ struct record *record_get(const void *obj, bool create)
 	if (!r && create && (r = calloc(1, sizeof(*r)))) {
 		r->obj = obj;
 		HASH_ADD_PTR(records, obj, r);
+		if (!r->hh.tbl) {
+			free(r);
+			r = NULL;
+		}
 	}
 	return r;
 }

@@ -2,6 +2,9 @@
  * connection, the program's SSL mapped to it, detaching and restoring the
  * program's settings, what each destination does with sessions and how it
  * ends a connection, records out (tls_internal.h). */
+/* a table that cannot grow costs following the connection, never the
+ * host (uthash's default on a failed allocation is exit(-1)) */
+#define HASH_NONFATAL_OOM 1
 #include "tls_internal.h"
 
 __thread void *kp_tls_handshaking;
@@ -408,6 +411,10 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 	h->e = e;
 	h->fd = fd;
 	HASH_ADD_PTR(handles, ssl, h);
+	if (!h->hh.tbl) {
+		kp_unlock(&tls_lock);
+		goto fail;
+	}
 	__atomic_store_n(&kp_tls_used, true, __ATOMIC_RELEASE);
 	kp_unlock(&tls_lock);
 	kp_debug("fd %d: following the TLS connection of SSL %p", fd, (void *)ssl);

@@ -14,16 +14,48 @@ compiled alone, nm for who uses whose symbols):
             more than one file) are no more, and no others, than
             tests/structure.txt records; when they shrink, the check
             says so (record the smaller set: --write-cycle)
+  direction every call goes down the module map (ORDER below, the map of
+            docs/structure.md): a file calls only files after it; the
+            wrappers (hooks_*) call one another, and nothing else calls
+            them; a library file missing from the map fails
+  pure      the pure modules (PURE) use no libc name beyond PURE_LIBC:
+            no system call, no exit
+  size      no library source over MAX_FILE_LINES lines, no function over
+            MAX_FUNC_LINES outside the framer's parsers (LONG_OK)
 
 usage: structure.py LIB OBJDIR [--write-exports] [--write-cycle]
 """
 import os
+import re
 import subprocess
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPORTS = os.path.join(ROOT, "tests", "exports.txt")
 CYCLE = os.path.join(ROOT, "tests", "structure.txt")
+
+# the module map of docs/structure.md, top to bottom: a file calls only
+# files after it (a layer per line)
+ORDER = """
+hooks_*
+tls_calls send conn_opts
+conn
+conn_replay
+wire
+hidden
+tls_across tls_handout tls_engine tls_conf
+broker_client watch sockopts aio_scan tls_real
+config fdlimit fdtable tcpinfo elf_scan wbuf real dl_real broker_check
+framer replay pool broker_proto
+kp_mem
+""".split()
+PURE = {"framer", "replay", "pool", "broker_proto"}
+# what the pure modules may use of libc: memory and strings, no system call
+PURE_LIBC = {"memchr", "memcmp", "memcpy", "memmove", "memset", "strncasecmp", "strlen", "strcmp",
+             "strncmp", "qsort", "__assert_fail", "_GLOBAL_OFFSET_TABLE_"}
+MAX_FILE_LINES = 1700
+MAX_FUNC_LINES = 120
+LONG_OK = {"frm_resp_feed", "frm_req_parse_head", "body_run"}  # fuzzed parsers
 
 
 def nm(args):
@@ -41,19 +73,52 @@ def exports(lib):
 
 
 def objects(objdir):
-    """{file: (defined globals, undefined symbols)} for every object"""
+    """{file: (defined globals, undefined symbols, weak ones included)} for
+    the object of every library source (shim/*.c, pool/*.c but the
+    broker's main), keyed by file name (two sources of one name fail)"""
     res = {}
-    paths = sorted(os.path.join(d, n) for d, _, ns in os.walk(objdir) for n in ns if n.endswith(".o"))
-    for path in paths:
-        name = os.path.basename(path)
-        defined, undef = set(), set()
-        for f in nm([path]):
-            if len(f) == 2 and f[0] == "U":
-                undef.add(f[1])
-            elif len(f) == 3 and f[1] in "TDBRVWCG" and f[1].isupper():
-                defined.add(f[2])
-        res[name[:-2]] = (defined, undef)
+    for d in ("shim", "pool"):
+        for n in sorted(os.listdir(os.path.join(ROOT, d))):
+            if not n.endswith(".c") or (d, n) == ("pool", "broker.c"):
+                continue
+            name = n[:-2]
+            if name in res:
+                raise SystemExit("structure: two library sources named %s.c" % name)
+            path = os.path.join(objdir, d, name + ".o")
+            defined, undef = set(), set()
+            for f in nm([path]):
+                if len(f) == 2 and f[0] in "Uwv":
+                    undef.add(f[1])
+                elif len(f) == 3 and f[1] in "TDBRVWCG" and f[1].isupper():
+                    defined.add(f[2])
+            res[name] = (defined, undef)
     return res
+
+
+def rank(name):
+    key = "hooks_*" if name.startswith("hooks_") else name
+    return ORDER.index(key) if key in ORDER else None
+
+
+def functions(path):
+    """(lines, name) of every function defined in a C source: from the line
+    its definition starts to its closing brace"""
+    lines = open(path).read().split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        m = re.match(r"^[A-Za-z_][^;(]*?\b(\w+)\s*\(", lines[i])
+        if m and not lines[i].startswith(("typedef", "#")) and not lines[i].rstrip().endswith(";"):
+            j = i
+            while j < len(lines) and not lines[j].startswith("{") and not lines[j].rstrip().endswith(";"):
+                j += 1
+            if j < len(lines) and lines[j].startswith("{"):
+                k = j
+                while k < len(lines) and lines[k] != "}":
+                    k += 1
+                out.append((k - i + 1, m.group(1)))
+                i = k
+        i += 1
+    return out
 
 
 def sccs(graph):
@@ -160,6 +225,57 @@ def main():
         print("  now " + line)
     else:
         print(line)
+
+    up = []
+    for name, targets in sorted(graph.items()):
+        for t in sorted(targets):
+            rn, rt = rank(name), rank(t)
+            if rn is None or rt is None:
+                up.append("%s is not in the module map (tests/structure.py ORDER)" % (t if rn is not None else name))
+            elif not (name.startswith("hooks_") and t.startswith("hooks_")) and rn >= rt:
+                up.append("%s.o calls %s.o, which is not below it: %s" % (
+                    name, t, " ".join(sorted(s for s in objs[name][1] if owner.get(s) == t))))
+    if up:
+        failed = True
+        print("direction: calls that do not go down the module map:")
+        for u in sorted(set(up)):
+            print("  " + u)
+    else:
+        print("direction: every call goes down the module map")
+
+    impure = []
+    for name in sorted(PURE):
+        for s in sorted(objs[name][1]):
+            if s not in owner and s not in PURE_LIBC:
+                impure.append("%s.o uses %s" % (name, s))
+    if impure:
+        failed = True
+        print("pure: the pure modules use libc names beyond memory and strings:")
+        for u in impure:
+            print("  " + u)
+    else:
+        print("pure: %s use memory and string functions only" % ", ".join(sorted(PURE)))
+
+    big = []
+    for d in ("shim", "pool"):
+        for n in sorted(os.listdir(os.path.join(ROOT, d))):
+            if not n.endswith(".c"):
+                continue
+            path = os.path.join(ROOT, d, n)
+            nlines = sum(1 for _ in open(path))
+            if nlines > MAX_FILE_LINES:
+                big.append("%s/%s: %d lines" % (d, n, nlines))
+            for length, fn in functions(path):
+                if length > MAX_FUNC_LINES and fn not in LONG_OK:
+                    big.append("%s/%s: %s is %d lines" % (d, n, fn, length))
+    if big:
+        failed = True
+        print("size: over %d lines a file or %d a function:" % (MAX_FILE_LINES, MAX_FUNC_LINES))
+        for b in big:
+            print("  " + b)
+    else:
+        print("size: no file over %d lines, no function over %d (the framer's parsers aside)" % (
+            MAX_FILE_LINES, MAX_FUNC_LINES))
     return 1 if failed else 0
 
 
