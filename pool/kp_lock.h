@@ -15,20 +15,24 @@
  *
  * The locks, in the order they may be taken (a lock is only ever taken
  * while holding those above it):
- *   c->lock                       a connection (conn.c, conn_replay.c,
- *                                 conn_opts.c, tls.c's calls half)
- *   free_lock, finished_lock      conn.c (objects, the finished take-over)
+ *   c->lock                       a connection (conn.c, send.c, wire.c,
+ *                                 hidden.c, conn_replay.c, conn_opts.c,
+ *                                 tls_calls.c)
+ *   free_lock, finished_lock      hidden.c (objects, the finished take-over)
  *   defaults_lock                 sockopts.c
  *   watch.c lock                  the readiness watch
  *   pool.c lock                   the pool (never across an injected op)
- *   tls_lock                      tls.c (the pool's close takes it)
- *   twin_lock                     conn.c
+ *   tls_lock                      the tls_*.c files (tls_conf.c; the
+ *                                 pool's close takes it)
+ *   twin_lock                     hidden.c
  *   link_lock                     broker_client.c (trylock only)
  *   mem_lock                      kp_mem.c (the pool's objects; a leaf)
  *   rl_lock                       fdlimit.c (the fd limit's raise; trylock
  *                                 only, but from the program's limit calls)
  * kp_conn_before_fork takes them in this order and holds them across
- * fork().
+ * fork(), but link_lock and mem_lock, which the child makes anew.  Apart
+ * from this list: three pthread_once guards (real.c, tls_engine.c,
+ * tls_real.c), each run once, taking none of these.
  */
 #ifndef KEEPALIVE_KP_LOCK_H
 #define KEEPALIVE_KP_LOCK_H

@@ -4,9 +4,9 @@
  * never reaches us, so an EOF we owed could not be delivered there: the
  * program would wait for the server's idle close.  By default deny, a
  * process with such an object owes no EOF at all: requests that ask to
- * close are not rewritten (shim/conn.c send_intercept; docs/replay.md
+ * close are not rewritten (shim/send.c head_rewritable; docs/replay.md
  * "Kernel AIO").  libaio since 0.3.111 (Debian 12's 0.3.113) calls libc's
- * syscall(), which we wrap (hooks_io.c), and is not affected.
+ * syscall(), which we wrap (hooks_conn.c), and is not affected.
  */
 #include <dlfcn.h>
 #include <elf.h>

@@ -55,7 +55,7 @@ enum kp_first {
 	                      first_plan and TCP's count allow (replay.h) */
 };
 
-/* Connection objects are never freed, only recycled (conn.c conn_new):
+/* Connection objects are never freed, only recycled (hidden.c conn_new):
  * a wrapper racing with a close of the same fd may still hold the pointer,
  * so it locks the object and checks the table still maps its fd to it. */
 struct kp_conn {
@@ -66,7 +66,7 @@ struct kp_conn {
 	                        open (CLOEXEC, marked KP_POOLED) while the
 	                        program uses the socket, so that parking it
 	                        again needs no dup and handing it out no close;
-	                        -1: none.  Written under conn.c's twin_lock */
+	                        -1: none.  Written under hidden.c's twin_lock */
 	uint8_t state;       /* enum kp_conn_state */
 	bool reused;         /* came from the pool */
 	bool connect_owed;   /* connect() answered EINPROGRESS for a pooled
@@ -238,8 +238,8 @@ void kp_before_getsockopt(struct kp_conn *c, int fd);
 
 /* getpeername() said ENOTCONN, or getsockopt(SO_ERROR) an error, on a
  * tracked fd: if it is a reused connection whose first request has not
- * gone out, the socket was reset while it sat in the pool (handed out
- * unprobed, conn.c KP_UNPROBED_MS): a fresh connection takes its place
+ * gone out, the socket was reset while it sat in the pool (between the
+ * probe at hand-out and the first byte): a fresh connection takes its place
  * under fd and true says "ask again".  errno is kept. */
 bool kp_conn_dead_seen(struct kp_conn *c, int fd);
 
@@ -347,7 +347,7 @@ extern __attribute__((visibility("hidden"))) __thread int kp_wait_left_ms;
 bool kp_conn_data_only(int fd);
 
 /* The program reads or waits for reading on c while a request head it
- * has not finished is held (conn.c: send_intercept): no HTTP server answers
+ * has not finished is held (send.c: head_collect): no HTTP server answers
  * an unfinished head, so the protocol is not HTTP, or the program waits for
  * something else: the bytes go out as written and we step aside
  * (docs/hold.md). */

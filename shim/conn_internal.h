@@ -1,11 +1,13 @@
 /*
  * conn_internal.h - what the files of one connection's life share, and
- * nothing outside them sees: conn.c (the life itself: pool ops, twins,
- * objects, hand-out, park, close, the send path, the response feed, TLS,
- * hand-off, fork, exit), sockopts.c (the program's socket options
- * carried onto a pooled socket) and conn_replay.c (the first use of a
- * reused connection: fresh connections and replay).  The wrappers'
- * interface is conn.h.  Every name here is hidden (never exported),
+ * nothing outside them sees, by the file that defines each name: conn.c
+ * (connect and hand-out, close, the read side, TLS, hand-off, fork, exit),
+ * send.c (the program's writes), conn_replay.c (the first use of a reused
+ * connection: fresh connections and replay), wire.c (a request's bytes
+ * out), hidden.c (pool ops, twins, objects, the finished list, park) and
+ * conn_opts.c (the program's socket options carried onto a pooled
+ * socket).  docs/structure.md has the order they call one another in.
+ * The wrappers' interface is conn.h.  Every name here is hidden (never exported),
  * declarations included, so that calls and loads go direct.
  */
 #ifndef KEEPALIVE_CONN_INTERNAL_H
@@ -25,7 +27,7 @@
 
 #pragma GCC visibility push(hidden)
 
-/* ------------------------------------------------------------ conn.c */
+/* ------------------------------------------------------------ for all of them */
 
 /* Lock c for work on fd; false (not locked) when fd no longer holds c:
  * the program closed it meanwhile, in another thread. */
@@ -47,42 +49,17 @@ static inline void unpool(struct kp_conn *c, const char *why)
 	c->poolable = false;
 }
 
-
-/* pool ops, twins, objects, park */
-int pool_alive_fd(int fd);
-void twin_drop(struct kp_conn *c);
-struct kp_conn *conn_new(void);
-void conn_unref(struct kp_conn *c);
-void tx_watch_start(struct kp_conn *c, int fd);
-int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms);
-
-/* the write side */
-ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flags);
-ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
-		 bool fail_clean, size_t *sent);
-/* Learn what n bytes of iov from off, written as they were, were: NULL, or
- * why the connection must be given up (account_sent: give_up). */
-const char *wire_account(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n);
-size_t body_span(struct frm_body b, const struct iovec *iov, int iovcnt, size_t off);
-bool after_close(const struct kp_conn *c);
-void after_close_drop(int fd, size_t n);
-
-/* ------------------------------------------------------------ sockopts.c */
+/* ------------------------------------------------------------ what they share of types */
 
 /* The record a parked socket carries (pool_meta.tag). */
 struct kp_tag {
 	uint8_t nonblock;
 	uint8_t n_opts;
 	struct kp_sockopt opts[KP_MAX_OPTS]; /* what is set on the socket now */
-	uint32_t cred_epoch; /* conn.c one_owner: the credentials it was made under */
+	uint32_t cred_epoch; /* hidden.c one_owner: the credentials it was made under */
 };
+
 _Static_assert(sizeof(struct kp_tag) <= POOL_TAG_MAX, "the tag travels in pool_meta");
-
-/* reset what a previous owner left (c->lock held), before
- * the first request byte or a getsockopt(); unpools when it cannot */
-void conn_flush_opts(struct kp_conn *c, int fd);
-
-/* ------------------------------------------------------------ conn_replay.c */
 
 /* How a reused connection was seen to die under its first request: what
  * the kernel answered the program's call (docs/replay.md). */
@@ -94,6 +71,15 @@ enum kp_died {
 	KP_DIED_SEND_RESET, /* ... with ECONNRESET */
 };
 
+/* ------------------------------------------------------------ conn.c */
+
+void first_seen(struct kp_conn *c);
+bool tls_bypassed(struct kp_conn *c, int fd);
+void handoff_fin_if_due(struct kp_conn *c, int fd);
+void raw_settle(struct kp_conn *c, int fd);
+
+/* ------------------------------------------------------------ conn_replay.c */
+
 int swap_fresh(struct kp_conn *c, int fd, bool repark);
 void first_request_fresh(struct kp_conn *c, int fd, const char *why);
 void unvouch(struct kp_conn *c, int fd, const char *why);
@@ -101,72 +87,83 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how);
 bool replay_keep(struct kp_conn *c, const char *p, size_t n);
 bool replay_keep_iov(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off,
 		     size_t n);
+
 bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 			size_t extra);
+
 bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
 		     int flags, ssize_t *ret);
+
 bool answered_408(const struct iovec *iov, int iovcnt, ssize_t ret);
 void sigpipe_as_kernel(int flags);
 /* a signal interrupted the replay's fresh connect in this thread: the
  * program's call is to fail with EINTR (kp_recv_done) */
 extern __thread bool kp_replay_interrupted;
-bool ready_settle(struct kp_conn *c, int fd);
 
-/* shared by conn.c, wire.c, hidden.c and conn_replay.c */
-void first_seen(struct kp_conn *c);
-void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret);
-bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags, ssize_t *ret);
-bool tls_bypassed(struct kp_conn *c, int fd);
-void conn_free(struct kp_conn *c);
-extern uint32_t cred_epoch;
-extern bool divided;
-void finished_add(int fd, struct kp_conn *c);
-void finished_forget(int fd, const struct kp_conn *c);
-extern kp_mutex_t finished_lock;
-int flush_held(struct kp_conn *c, int fd, int flags);
-extern struct kp_conn *free_conns;
-extern kp_mutex_t free_lock;
+bool ready_settle(struct kp_conn *c, int fd);
 void give_up(struct kp_conn *c, int fd, const char *why);
-void go_passthrough(struct kp_conn *c, const char *why);
-void handoff_fin_if_due(struct kp_conn *c, int fd);
+void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n);
+
+/* ------------------------------------------------------------ wire.c */
+
+void tx_watch_start(struct kp_conn *c, int fd);
+ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flags);
+ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
+		 bool fail_clean, size_t *sent);
+
+/* Learn what n bytes of iov from off, written as they were, were: NULL, or
+ * why the connection must be given up (account_sent: give_up). */
+const char *wire_account(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n);
+
+size_t body_span(struct frm_body b, const struct iovec *iov, int iovcnt, size_t off);
+bool after_close(const struct kp_conn *c);
+void after_close_drop(int fd, size_t n);
+int flush_held(struct kp_conn *c, int fd, int flags);
 long head_parse(const char *buf, size_t len, size_t seen, struct frm_req_head *h);
 int held_append(struct kp_conn *c, const struct iovec *iov, int n, size_t off, size_t max);
-extern unsigned n_finished;
-extern unsigned n_twins;
-bool one_owner(const struct kp_conn *c);
-bool parkable(const struct kp_conn *c);
 bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *o, size_t ol, size_t k, size_t pos);
-bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags, ssize_t *ret);
 size_t part_debt(const struct kp_conn *c);
 const char *part_end(struct kp_conn *c);
 bool held_fits(const struct kp_conn *c, int fd, int flags);
 bool tls_stage_push(struct kp_conn *c, const struct iovec *v, int nv, size_t ol, ssize_t *r);
 void tls_part_begin(struct kp_conn *c, size_t rl, size_t headlen, const char *data, size_t hl, size_t k,
 		    size_t pos);
+
 ssize_t part_pump(struct kp_conn *c, int fd, size_t pos0, size_t n, int flags, bool sent_once);
-bool pooled_one_owner(const struct kp_tag *tag);
 bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool rewritten);
-void raw_settle(struct kp_conn *c, int fd);
+
+/* ------------------------------------------------------------ hidden.c */
+
+int pool_alive_fd(int fd);
+void twin_drop(struct kp_conn *c);
+struct kp_conn *conn_new(void);
+void conn_unref(struct kp_conn *c);
+int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms);
+/* reset what a previous owner left (c->lock held), before
+ * the first request byte or a getsockopt(); unpools when it cannot */
+void conn_flush_opts(struct kp_conn *c, int fd);
+
+void conn_free(struct kp_conn *c);
+extern uint32_t cred_epoch;
+extern bool divided;
+void finished_add(int fd, struct kp_conn *c);
+void finished_forget(int fd, const struct kp_conn *c);
+void go_passthrough(struct kp_conn *c, const char *why);
+bool one_owner(const struct kp_conn *c);
+bool parkable(const struct kp_conn *c);
+bool pooled_one_owner(const struct kp_tag *tag);
 const char *resp_why(const struct frm_resp *r);
 bool take_finished(const struct pool_key *key);
 bool twin_forget_fd(int fd);
 bool twin_keep(struct kp_conn *c, int p);
-extern kp_mutex_t twin_lock;
-bool tx_unseen(struct kp_conn *c, int fd);
-
 int hidden_close(int hidden);
 void conn_note_dead(const struct kp_conn *c, uint64_t idle_end_ms);
-
-/* hidden.c's part of fork (kp_conn_before_fork and after) */
 void hidden_lock_objects(void);
 void hidden_unlock_objects(void);
 void hidden_lock_twins(void);
 void hidden_unlock_twins(void);
 void hidden_child_objects(void);
 void hidden_child_twins(void);
-
-/* wire_account, and give_up where it says so (conn_replay.c) */
-void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n);
 
 #pragma GCC visibility pop
 

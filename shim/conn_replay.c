@@ -7,8 +7,8 @@
  * fresh connection put under the program's fd in place of the reused one
  * (swap_fresh), the replay itself, and the same found out early, where
  * the program asks for readiness or an error (ready_settle,
- * kp_conn_dead_seen).  Called from conn.c's send and read paths, with
- * c->lock held, through conn_internal.h.
+ * kp_conn_dead_seen).  Called from send.c's and conn.c's paths, with
+ * c->lock held, through conn_internal.h; also give_up and account_sent.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -130,7 +130,7 @@ struct kp_conn *kp_fd_swap(int fd, struct kp_conn *c);
 /* The lowest fd number to hide pooled sockets at. */
 int kp_fd_hidden_base(void);
 
-/* Move it (RLIMIT_NOFILE changed: conn.c kp_conn_fd_limits). */
+/* Move it (RLIMIT_NOFILE changed: hidden.c kp_conn_fd_limits). */
 void kp_fd_set_hidden_base(int base);
 
 /* Highest fd ever given a connection or KP_FD_TCP (bounds scans). */

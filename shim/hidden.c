@@ -104,9 +104,9 @@ static struct twin {
 	int fd;
 	struct kp_conn *c;
 } twins[KP_MAX_TWINS];
-unsigned n_twins;
+static unsigned n_twins;
 static unsigned twin_cap; /* the pool's share of the fd table (pool_fd_plan) */
-kp_mutex_t twin_lock = KP_MUTEX_INITIALIZER;
+static kp_mutex_t twin_lock = KP_MUTEX_INITIALIZER;
 
 /* Keep p, the hidden fd c's socket was handed out from, as c's twin.
  * False when the fd budget has no room for it (the caller closes p). */
@@ -333,8 +333,8 @@ int kp_fd_hide_planned(int fd)
  * raced with the close of its fd may still hold a pointer, and must find a
  * valid mutex behind it and, once it holds it, a table that no longer maps
  * its fd to the object (conn_lock). */
-struct kp_conn *free_conns;
-kp_mutex_t free_lock = KP_MUTEX_INITIALIZER;
+static struct kp_conn *free_conns;
+static kp_mutex_t free_lock = KP_MUTEX_INITIALIZER;
 
 /* Bumped by every change of the process's credentials (before and after
  * the call): what was made under an older value belongs to another
@@ -522,8 +522,8 @@ static struct finished {
 	int fd;
 	struct kp_conn *c;
 } finished[MAX_FINISHED];
-unsigned n_finished;
-kp_mutex_t finished_lock = KP_MUTEX_INITIALIZER;
+static unsigned n_finished;
+static kp_mutex_t finished_lock = KP_MUTEX_INITIALIZER;
 
 /* Caller holds finished_lock; n_finished is read without it. */
 static void finished_drop(unsigned i)
@@ -572,7 +572,7 @@ void conn_note_dead(const struct kp_conn *c, uint64_t idle_end_ms)
 
 /* Did the socket take bytes that never went through us since the watch
  * began?  A count we cannot read is a doubt: yes.  Caller holds c->lock. */
-bool tx_unseen(struct kp_conn *c, int fd)
+static bool tx_unseen(struct kp_conn *c, int fd)
 {
 	if (!c->tx_watch)
 		return false;

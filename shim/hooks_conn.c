@@ -1,8 +1,12 @@
 /*
- * hooks_conn.c - exported wrappers for a socket's life: socket, bind,
- * setsockopt, connect, close, close_range, closefrom, shutdown, the dup
- * family and fcntl; plus the library's constructor, destructor and fork
- * handler.  Each wrapper: fast-path check, then conn.c.
+ * hooks_conn.c - exported wrappers for a socket's life and what can make
+ * or take a descriptor: socket, bind, setsockopt, getsockopt, getsockname,
+ * getpeername, connect, accept, socketpair, pipe, open/openat/creat,
+ * fopen/fdopen/fclose, eventfd, memfd/timerfd/inotify, epoll_create,
+ * close, close_range, closefrom, shutdown, the dup family, fcntl, ioctl,
+ * syscall (the calls above made by number), io_submit, clone, _Fork,
+ * pidfd_getfd; plus the library's constructor, destructor and fork
+ * handler.  Each wrapper: fast-path check, then the connection core.
  */
 #include <dirent.h>
 #include <linux/aio_abi.h>
@@ -247,7 +251,7 @@ static void fresh_fd(int fd, kp_fdfl flags)
 /* ------------------------------------------------------------ fd budget */
 
 /* An fd-making call that failed for want of fd numbers while the pool held
- * some gets them back and one more try (conn.c kp_fds_short, the macro
+ * some gets them back and one more try (hidden.c kp_fds_short, the macro
  * RETRY_IF_SHORT above).  Costs the fast path nothing but the test of the
  * result it already has. */
 

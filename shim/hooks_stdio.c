@@ -21,7 +21,7 @@
  * calls, exit()'s flush of everything, setvbuf/fseek flushing a pending
  * buffer, an inline putc_unlocked filling a buffer that glibc itself then
  * flushes) is stdio's own: a tracked FILE's buffer is emptied through us
- * before fflush(NULL) and at exit (kp_stdio_drain_all), and conn.c checks
+ * before fflush(NULL) and at exit (kp_stdio_drain_all), and hidden.c checks
  * the kernel's byte count before it parks a connection.
  */
 #include <errno.h>

@@ -2,8 +2,8 @@
  * send.c - the program's writes to a connection we follow: a request head
  * collected, deferred (stdio) or rewritten and sent, its body counted,
  * a head the socket took in part continued, sends we cannot see into,
- * what was sent learnt afterwards (kp_send_done).  Called by the hooks;
- * calls wire.c, hidden.c, conn_replay.c below it, never conn.c.
+ * what was sent learnt afterwards (kp_send_done).  Called by the hooks
+ * and tls_calls.c; calls conn.c and what is below it (docs/structure.md).
  */
 #include "conn_internal.h"
 #include "aio_scan.h"
@@ -115,7 +115,7 @@ static bool bytes_follow(const struct frm_req_head *h, const struct iovec *iov, 
  * again (it was told those bytes did not go out).  True when handled
  * (*ret set); false: the caller sends the program's bytes as they are.
  * Caller holds c->lock. */
-bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
+static bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
 			  int flags, ssize_t *ret)
 {
 	size_t total = iov_total(iov, iovcnt);
@@ -654,7 +654,7 @@ static bool send_pass(struct kp_conn *c, int fd, int flags, bool flush, int save
 	return false;
 }
 
-bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 		    ssize_t *ret)
 {
 	if (!conn_lock(c, fd))
@@ -739,7 +739,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	return send_intercept(c, fd, iov, iovcnt, flags, ret);
 }
 
-void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret)
+static void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret)
 {
 	int saved = errno;
 	if (!conn_lock(c, fd))

@@ -170,7 +170,7 @@ void kp_tls_note_val(const void *obj, enum kp_conf_val i, long v)
 }
 
 /* What an SSL_ctrl / SSL_CTX_ctrl command is to a client's handshake
- * (docs/tls.md "ctrl commands").  Anything not listed is CTRL_UNKNOWN:
+ * (docs/tls.md "`SSL_ctrl` and callbacks").  Anything not listed is CTRL_UNKNOWN:
  * the object's handshakes are never pooled. */
 enum ctrl_kind {
 	CTRL_UNKNOWN,

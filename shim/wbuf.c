@@ -5,7 +5,7 @@
  * mmap, mremap and munmap are system calls with no lock of libc's; kp_mem
  * takes a lock of ours through kp_lock, which no handler ever waits on
  * (kp_lock.h).  Growth doubles; the buffers of a recycled connection
- * object are kept for its next use (conn.c), so a steady run of requests
+ * object are kept for its next use (hidden.c), so a steady run of requests
  * allocates nothing.
  */
 #include "wbuf.h"

@@ -1,7 +1,7 @@
 /*
  * wire.c - a request's bytes out: the socket call, the bounded send of
  * bytes the program was told went out, the held buffer, a head the
- * socket took in part (docs/hold.md), what was sent (account_sent,
+ * socket took in part (docs/hold.md), what was sent (wire_account,
  * body_span) and the watch on what the kernel sent.  Below conn.c and
  * conn_replay.c: it calls neither.
  */
