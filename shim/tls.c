@@ -44,6 +44,7 @@
 __thread void *kp_tls_handshaking;
 bool kp_tls_used;
 bool kp_tls_ssl_ex_funcs;
+unsigned long kp_tls_crypto_gen;
 
 /* wait at most this long for a TLS record to go out, or for the handshake
  * a fresh connection makes behind the program's back */
@@ -107,6 +108,10 @@ struct kp_tls {
 	SSL_CTX *sess_ctx;   /* where its SSL's new sessions go (session_ctx()) */
 	long sess_timeout;   /* that context's session timeout at its handshake */
 	struct full full;    /* its full handshake's (engine_full) */
+	/* kp_tls_crypto_gen when its handshake started: the process-wide
+	 * crypto state (providers, default properties, RAND and engine
+	 * defaults) it was made under (docs/tls.md "Process-wide state") */
+	unsigned long crypto_gen;
 	SSL_CTX *hs_ctx;     /* a reference of ours to the context it had when
 				detached: what its handshake negotiated points
 				into it (the peer's signature algorithm, in
@@ -1112,6 +1117,54 @@ static bool tells_sessions(SSL_CTX *ctx)
 	       (kp_ssl.SSL_CTX_sess_get_new_cb(ctx) || !(mode & SSL_SESS_CACHE_NO_INTERNAL_STORE));
 }
 
+/* The store ssl's verification uses runs code of the program's: a verify
+ * callback (X509_STORE_set_verify_cb) or one of the store's functions
+ * (verify, check_revocation, lookup_crls...: X509_STORE_CTX_init copies
+ * each into the context of every verification).  Our check of a peer
+ * chain (verify_as) would run it at a time the program's own handshake
+ * would not, and a declined hand-out's handshake then runs it again
+ * (docs/tls.md "Callbacks that watch").  libssl leaves them NULL. */
+static bool store_runs_code(SSL *ssl)
+{
+	X509_STORE *store = NULL;
+	kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_VERIFY_CERT_STORE, 0, &store);
+	if (!store)
+		store = kp_ssl.SSL_CTX_get_cert_store(kp_ssl.SSL_get_SSL_CTX(ssl));
+	if (!store)
+		return false;
+	kp_any_fn (*const get[])(const X509_STORE *) = {
+		kp_ssl.X509_STORE_get_verify_cb,      kp_ssl.X509_STORE_get_verify,
+		kp_ssl.X509_STORE_get_get_issuer,     kp_ssl.X509_STORE_get_check_issued,
+		kp_ssl.X509_STORE_get_check_revocation, kp_ssl.X509_STORE_get_get_crl,
+		kp_ssl.X509_STORE_get_check_crl,      kp_ssl.X509_STORE_get_cert_crl,
+		kp_ssl.X509_STORE_get_check_policy,   kp_ssl.X509_STORE_get_lookup_certs,
+		kp_ssl.X509_STORE_get_lookup_crls,    kp_ssl.X509_STORE_get_cleanup,
+	};
+	for (size_t i = 0; i < sizeof(get) / sizeof(*get); i++)
+		if (get[i](store))
+			return true;
+	return false;
+}
+
+/* ssl's BIOs carry code or a view of the program's: a BIO callback
+ * (BIO_set_callback[_ex]) or a chain (a filter of its own under the SSL).
+ * A handed-out SSL's I/O goes through the engine's socket BIO: they would
+ * see no traffic (docs/tls.md "BIO_f_ssl").  curl's own BIO (a method of
+ * its own, alone) is allowed: see there. */
+static const char *bio_watcher(SSL *ssl)
+{
+	BIO *b[2] = { kp_ssl.SSL_get_rbio(ssl), kp_ssl.SSL_get_wbio(ssl) };
+	for (int i = 0; i < 2; i++) {
+		if (!b[i])
+			continue;
+		if (kp_ssl.BIO_get_callback(b[i]) || kp_ssl.BIO_get_callback_ex(b[i]))
+			return "a BIO callback on the program's BIO";
+		if (kp_ssl.BIO_next(b[i]))
+			return "a chain of BIOs under the program's SSL";
+	}
+	return NULL;
+}
+
 /* Code of the program's that watches ssl's handshake: what it would see
  * of a handshake of its own, a handed-out connection (none) or a session
  * of ours (a resumption) cannot show it.  Caller holds tls_lock. */
@@ -1120,6 +1173,8 @@ static const char *watcher(SSL *ssl, const struct conf *conf)
 	SSL_CTX *ctx = kp_ssl.SSL_get_SSL_CTX(ssl);
 	if (kp_ssl.SSL_CTX_get_keylog_callback(ctx))
 		return "a keylog callback";
+	if (store_runs_code(ssl))
+		return "program code in its trust store (a verify callback or store function)";
 	if (kp_ssl.SSL_get_info_callback(ssl) || kp_ssl.SSL_CTX_get_info_callback(ctx))
 		return "an info callback";
 	if (conf->msg_cb)
@@ -1201,6 +1256,7 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 	e->seclevel = kp_ssl.SSL_get_security_level(ssl);
 	e->sess_ctx = session_ctx(ssl);
 	e->sess_timeout = kp_ssl.SSL_CTX_get_timeout(e->sess_ctx);
+	e->crypto_gen = __atomic_load_n(&kp_tls_crypto_gen, __ATOMIC_ACQUIRE);
 	cfg_read(ssl, &e->cfg);
 	e->refs = 2; /* its own handle, and the connection */
 	h->ssl = ssl;
@@ -1403,14 +1459,19 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 	if (!e->full.known && !kp_ssl.SSL_session_reused(e->ssl))
 		full_read(e->ssl, &e->full);
 	int close_flag = BIO_NOCLOSE, prog_fd = e->own_bio ? -1 : prog_socket_bio(e->ssl, &close_flag);
-	if (prog_fd >= 0) {
+	if (prog_fd >= 0 && close_flag != BIO_NOCLOSE) {
+		/* its SSL_free would close the number again (whatever it names
+		 * by then), as without the library only if the socket is gone */
+		ok = false;
+	} else if (prog_fd >= 0) {
 		/* the program's SSL is alive (not freed) and speaks through a
-		 * socket BIO: left as it is until another SSL is handed it
-		 * (detach_program then), so that an SSL_clear finds it whole;
-		 * only its BIO follows the socket */
+		 * socket BIO: left as it is, its BIO naming the program's closed
+		 * descriptor (SSL_get_fd, and a call that writes, see the same
+		 * number as without the library: kept_own), until the program
+		 * frees it (detach_program then, onto e->fd) or resets it
+		 * (SSL_clear, restore_program) */
 		e->prog_fd = prog_fd;
 		e->prog_close = close_flag;
-		kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, hidden);
 		e->fd = hidden;
 	} else if (handle_find(e->ssl)) {
 		/* the program's SSL is alive with a BIO of its own: parked as
@@ -1788,6 +1849,13 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	 * callbacks until it is freed (docs/tls.md "The first owner's SSL") */
 	if (!why && !e->own_bio && handle_find(e->ssl))
 		why = "the connection's first SSL still exists";
+	if (!why)
+		why = bio_watcher(ssl);
+	/* its own handshake would run under today's providers and defaults:
+	 * one that fails now (fips=yes) must not get a connection made
+	 * before (docs/tls.md "Process-wide state") */
+	if (!why && e->crypto_gen != __atomic_load_n(&kp_tls_crypto_gen, __ATOMIC_ACQUIRE))
+		why = "the process-wide crypto state changed since the connection's handshake";
 	kp_unlock(&tls_lock);
 	if (!why && ssl_bio_imported())
 		why = "the program can see past a hand-out (BIO_f_ssl, the BIO counters)";
@@ -2602,6 +2670,7 @@ int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl_)
 		e->seclevel = kp_ssl.SSL_get_security_level(ssl);
 		e->sess_ctx = session_ctx(ssl);
 		e->sess_timeout = kp_ssl.SSL_CTX_get_timeout(e->sess_ctx);
+		e->crypto_gen = __atomic_load_n(&kp_tls_crypto_gen, __ATOMIC_ACQUIRE);
 		if (h->e->sni)
 			e->sni = strdup(h->e->sni);
 		e->prog_fd = -1;
@@ -2709,8 +2778,12 @@ SSL *kp_tls_route(const SSL *ssl, bool mutates)
 	SSL *e = h ? h->e->ssl : (SSL *)ssl;
 	/* its connection went to the pool (maybe to another owner by now):
 	 * it may still be asked what it was, but not act on it */
-	if (h && h->closed && mutates)
-		e = NULL;
+	if (h && h->closed && mutates) {
+		if (h->e->ssl == ssl && !h->e->own_bio)
+			h->e->dead = true; /* as kept_own */
+		else
+			e = NULL;
+	}
 	kp_unlock(&tls_lock);
 	return e;
 }
@@ -2898,6 +2971,23 @@ static bool io_get(SSL *ssl, struct io *io)
 	return h != NULL;
 }
 
+/* ssl is the program's own SSL, kept after it closed its socket, whose
+ * connection is parked under it with the SSL whole (docs/tls.md "The
+ * first owner's SSL"): a call that acts on it goes to it as without the
+ * library (its BIO still names the closed descriptor: EBADF, or whatever
+ * the number names now), and its state is then no longer the parked
+ * connection's: never handed out (dead). */
+static bool kept_own(SSL *ssl)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool kept = h && h->closed && h->e->ssl == ssl && !h->e->own_bio;
+	if (kept)
+		h->e->dead = true;
+	kp_unlock(&tls_lock);
+	return kept;
+}
+
 static void synth(struct io *io, int err)
 {
 	kp_lock(&tls_lock);
@@ -2948,7 +3038,7 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		return real(ssl);
 	if (io_get(ssl, &io)) {
 		if (io.closed)
-			return refused(&io);
+			return kept_own(ssl) ? KP_OUTSIDE(real(ssl)) : refused(&io);
 		if (io.e != ssl)
 			return 1; /* handed out: the connection is established */
 	} else {
@@ -3139,6 +3229,8 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	if (!io_get(ssl, &io))
 		return io_real(ssl, op, buf, n, done);
 	if (io.closed) {
+		if (kept_own(ssl))
+			return io_real(ssl, op, buf, n, done);
 		int r = refused(&io);
 		return ex ? 0 : r;
 	}
@@ -3239,7 +3331,7 @@ int kp_tls_shutdown(SSL *ssl)
 		return r;
 	}
 	if (io.closed)
-		return refused(&io);
+		return kept_own(ssl) ? KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl)) : refused(&io);
 	if (io.c && kp_conn_tls_at_end(io.c, io.fd)) {
 		/* no close_notify: the connection may be parked.  As OpenSSL's
 		 * SSL_shutdown: the first call "sends" ours and returns 1 if the
@@ -3409,6 +3501,19 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 		kp_conn_tls_spoil(io.c, io.fd, clear ? "SSL_clear" : "SSL_set_connect_state");
 	if (!clear)
 		return KP_RESET_PASS;
+	/* handed a pooled connection: the session its own handshake would
+	 * have made stays with it (libssl's SSL_clear keeps a session whose
+	 * close_notify was sent, and drops it otherwise), and its next
+	 * handshake offers it: a resumption where the server resumes
+	 * (docs/tls.md "Sessions").  Without it, it offered nothing and was
+	 * handed a pooled connection again (reused 0). */
+	SSL_SESSION *keep = NULL;
+	if (!own && kp_tls_session(ssl, &keep) && keep &&
+	    (kp_tls_get_shutdown(ssl) & SSL_SENT_SHUTDOWN) && kp_ssl.SSL_SESSION_is_resumable(keep) &&
+	    kp_ssl.SSL_SESSION_up_ref(keep))
+		;
+	else
+		keep = NULL;
 	/* a new connection on this object: we follow it no more */
 	enum kp_tls_reset_do r = KP_RESET_PASS;
 	bool last = false;
@@ -3450,6 +3555,15 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 		if (last)
 			engine_free(e);
 		handle_free(h);
+	}
+	if (keep) {
+		/* its own again: set as its handshake would have left it, with
+		 * the close_notify sent (so that the real SSL_clear keeps it) */
+		if (r == KP_RESET_PASS) {
+			kp_ssl.SSL_set_session(ssl, keep);
+			kp_ssl.SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN);
+		}
+		kp_ssl.SSL_SESSION_free(keep);
 	}
 	if (r == KP_RESET_REFUSE) {
 		kp_ssl.ERR_new();
