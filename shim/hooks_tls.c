@@ -20,6 +20,7 @@
 #include <openssl/provider.h>
 #include <openssl/rand.h>
 
+#include "config.h"
 #include "tls.h"
 #include "tls_real.h"
 
@@ -160,6 +161,18 @@ static void *crypto_real(const char *name)
 	return p;
 }
 
+/* A call libcrypto or libssl makes itself (libssl's set-and-restore of
+ * the thread's default library context, the configuration loaded at
+ * start, cleanup at exit): not a change of the program's.  (A program's
+ * own call that loads a configuration counts once, at its outer call.) */
+static bool from_openssl(const void *ra, void *real)
+{
+	Dl_info a, b;
+	if (kp_from_libssl(ra))
+		return true;
+	return dladdr(ra, &a) && dladdr(real, &b) && a.dli_fbase == b.dli_fbase;
+}
+
 /* Process-wide crypto state: what a handshake made from now on may fetch
  * (providers, default properties), draw (RAND) or run on (engines).  Each
  * setter bumps kp_tls_crypto_gen, before and after the real call (a
@@ -176,7 +189,10 @@ static void *crypto_real(const char *name)
 			*(void **)&real = crypto_real(#name);                  \
 		if (!real)                                                     \
 			return (ret)0;                                         \
+		if (from_openssl(__builtin_return_address(0), *(void **)&real)) \
+			return real args;                                      \
 		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
+		kp_debug("%s: process-wide crypto state changes", #name);      \
 		ret r = real args;                                             \
 		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
 		return r;                                                      \

@@ -128,6 +128,7 @@ struct handle {
 	bool closed;         /* its fd was closed and its engine parked */
 	int synth_err;       /* SSL_get_error() for a result we made up */
 	int shut;            /* SSL_get_shutdown() bits we made up */
+	bool close_made;     /* kept_own: its real SSL given our close_notify "received" */
 	bool verified;       /* handed out: verify_result/vchain are its own */
 	bool resumed;        /* ... as the resumption of its own session */
 	long verify_result;
@@ -159,6 +160,10 @@ struct record {
 	STACK_OF(X509) *offered_chain;
 	X509_VERIFY_PARAM *offered_named; /* the name that check matched */
 	struct full offered_full; /* the full handshake the session came from */
+	/* the chain verified for a connection it was handed, kept through
+	 * SSL_clear as libssl 3.0 keeps its own verified chain there (until
+	 * its next full handshake verifies one) */
+	STACK_OF(X509) *cleared_chain;
 	/* the context an SSL was made with, where SSL_set_SSL_CTX changed it
 	 * since: libssl's session_ctx, which keeps its new-session callback
 	 * and cache (docs/tls.md "Callbacks that watch") */
@@ -523,6 +528,9 @@ static void record_drop(const void *obj)
 						   (void (*)(void *))kp_ssl.X509_free);
 		if (r->offered_named)
 			kp_ssl.X509_VERIFY_PARAM_free(r->offered_named);
+		if (r->cleared_chain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)r->cleared_chain,
+						   (void (*)(void *))kp_ssl.X509_free);
 		full_free(&r->offered_full);
 		free(r);
 	}
@@ -2982,8 +2990,15 @@ static bool kept_own(SSL *ssl)
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	bool kept = h && h->closed && h->e->ssl == ssl && !h->e->own_bio;
-	if (kept)
+	if (kept) {
 		h->e->dead = true;
+		/* the shutdown it was answered (an EOF we owed read as a
+		 * close_notify) is its real SSL's from now on */
+		int real = kp_ssl.SSL_get_shutdown(ssl);
+		if ((h->shut & SSL_RECEIVED_SHUTDOWN) && !(real & SSL_RECEIVED_SHUTDOWN))
+			h->close_made = true;
+		kp_ssl.SSL_set_shutdown(ssl, real | h->shut);
+	}
 	kp_unlock(&tls_lock);
 	return kept;
 }
@@ -3312,10 +3327,17 @@ int kp_tls_get_error(const SSL *ssl, int ret)
 		struct handle *h = handle_find(ssl);
 		int synth_err = h ? h->synth_err : 0;
 		SSL *e = h ? h->e->ssl : (SSL *)ssl;
+		bool close_made = h && h->close_made;
 		kp_unlock(&tls_lock);
 		if (synth_err)
 			return synth_err;
 		ssl = e;
+		/* a kept SSL given our "received" close_notify (kept_own):
+		 * libssl's last answer is ZERO_RETURN when the close_notify
+		 * alert was read, which its real SSL never saw */
+		if (close_made && kp_ssl.SSL_get_error(ssl, ret) == SSL_ERROR_SYSCALL &&
+		    !kp_ssl.ERR_peek_error() && (kp_ssl.SSL_get_shutdown(ssl) & SSL_RECEIVED_SHUTDOWN))
+			return SSL_ERROR_ZERO_RETURN;
 	}
 	int r;
 	r = kp_ssl.SSL_get_error(ssl, ret);
@@ -3415,6 +3437,13 @@ bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
 			*result = r->offered_result;
 			*chain = r->offered_chain;
 		}
+	}
+	struct record *r = own ? NULL : record_get(ssl, false);
+	if (r && r->cleared_chain && !kp_ssl.SSL_get0_verified_chain(ssl)) {
+		/* reset after a hand-out, no full handshake since (kp_tls_reset) */
+		own = true;
+		*result = kp_ssl.SSL_get_verify_result(ssl);
+		*chain = r->cleared_chain;
 	}
 	kp_unlock(&tls_lock);
 	return own;
@@ -3524,6 +3553,15 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 		rec->offered = false;
 	struct handle *h = handle_find(ssl);
 	struct kp_tls *e = h ? h->e : NULL;
+	/* handed out: the chain verified for it stays readable, as libssl
+	 * keeps a verified chain through SSL_clear */
+	if (h && !own && h->verified && h->vchain && (rec || (rec = record_get(ssl, true)))) {
+		if (rec->cleared_chain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)rec->cleared_chain,
+						   (void (*)(void *))kp_ssl.X509_free);
+		rec->cleared_chain = h->vchain;
+		h->vchain = NULL;
+	}
 	if (e && own && h->closed) {
 		struct handle *user = NULL;
 		for (struct handle *x = handles; x && !user; x = x->hh.next)
