@@ -319,16 +319,12 @@ bool tells_sessions(SSL_CTX *ctx)
  * (verify, check_revocation, lookup_crls...: X509_STORE_CTX_init copies
  * each into the context of every verification).  Our check of a peer
  * chain (verify_as) would run it at a time the program's own handshake
- * would not, and a declined hand-out's handshake then runs it again
- * (docs/tls.md "Callbacks that watch").  libssl leaves them NULL. */
+ * would not, and a declined hand-out's handshake then runs it again; the
+ * chain store too: libssl builds the client certificate's chain with it,
+ * and so does client_chain at park (docs/tls.md "Callbacks that watch").
+ * libssl leaves them NULL. */
 static bool store_runs_code(SSL *ssl)
 {
-	X509_STORE *store = NULL;
-	kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_VERIFY_CERT_STORE, 0, &store);
-	if (!store)
-		store = kp_ssl.SSL_CTX_get_cert_store(kp_ssl.SSL_get_SSL_CTX(ssl));
-	if (!store)
-		return false;
 	kp_any_fn (*const get[])(const X509_STORE *) = {
 		kp_ssl.X509_STORE_get_verify_cb,      kp_ssl.X509_STORE_get_verify,
 		kp_ssl.X509_STORE_get_get_issuer,     kp_ssl.X509_STORE_get_check_issued,
@@ -337,9 +333,16 @@ static bool store_runs_code(SSL *ssl)
 		kp_ssl.X509_STORE_get_check_policy,   kp_ssl.X509_STORE_get_lookup_certs,
 		kp_ssl.X509_STORE_get_lookup_crls,    kp_ssl.X509_STORE_get_cleanup,
 	};
-	for (size_t i = 0; i < sizeof(get) / sizeof(*get); i++)
-		if (get[i](store))
-			return true;
+	static const int which[] = { SSL_CTRL_GET_VERIFY_CERT_STORE, SSL_CTRL_GET_CHAIN_CERT_STORE };
+	for (int w = 0; w < 2; w++) {
+		X509_STORE *store = NULL;
+		kp_ssl.SSL_ctrl(ssl, which[w], 0, &store);
+		if (!store)
+			store = kp_ssl.SSL_CTX_get_cert_store(kp_ssl.SSL_get_SSL_CTX(ssl));
+		for (size_t i = 0; store && i < sizeof(get) / sizeof(*get); i++)
+			if (get[i](store))
+				return true;
+	}
 	return false;
 }
 
@@ -370,8 +373,6 @@ const char *watcher(SSL *ssl, const struct conf *conf)
 	SSL_CTX *ctx = kp_ssl.SSL_get_SSL_CTX(ssl);
 	if (kp_ssl.SSL_CTX_get_keylog_callback(ctx))
 		return "a keylog callback";
-	if (store_runs_code(ssl))
-		return "program code in its trust store (a verify callback or store function)";
 	if (kp_ssl.SSL_get_info_callback(ssl) || kp_ssl.SSL_CTX_get_info_callback(ctx))
 		return "an info callback";
 	if (conf->msg_cb)
@@ -397,6 +398,9 @@ const char *never_for(SSL *ssl, const struct conf *conf)
 		return why;
 	if (kp_ssl.SSL_CTX_get_client_cert_cb(ctx))
 		return "a client certificate callback";
+	/* (not followed at all: parking runs the chain store, client_chain) */
+	if (store_runs_code(ssl))
+		return "program code in its trust store (a verify callback or store function)";
 	if (custom_security_cb(ssl))
 		return "a security callback";
 	if (several_certs(ssl))
