@@ -41,9 +41,13 @@ void *kp_dl_open(const char *file, int mode)
 /* The functions that see past a hand-out (docs/tls.md "BIO_f_ssl"): the
  * SSL BIO filter reads the program's SSL from inside libssl; the BIO
  * counters count what the program's own BIO carried (0 on a handed-out
- * SSL).  (Info callbacks set after the handshake are not here: the
- * programs and tests that import their setters set them before it, which
- * declines already; docs/tls.md.) */
+ * SSL), and a BIO callback set on it would see no traffic.  And what a
+ * fresh handshake would make new (docs/tls.md "The first owner's
+ * handshake values"): the randoms, the master key and the keying-material
+ * exporter of a handed-out connection are its first owner's.  (Info
+ * callbacks set after the handshake are not here: the programs and tests
+ * that import their setters set them before it, which declines already;
+ * nor SSL_get_finished, which CPython imports: docs/tls.md.) */
 /* (no libc string calls: the sanitizers' runtimes intercept them, and
  * their dlsym lookups come here before they are set up) */
 static bool same(const char *a, const char *b)
@@ -55,14 +59,24 @@ static bool same(const char *a, const char *b)
 
 bool kp_dl_sees_past(const char *name)
 {
-	static const char *const names[] = { "BIO_f_ssl",	  "BIO_new_ssl",
-					     "BIO_new_ssl_connect", "BIO_new_buffer_ssl_connect",
-					     "BIO_number_read",	  "BIO_number_written" };
-	if (!name || name[0] != 'B' || name[1] != 'I' || name[2] != 'O' || name[3] != '_')
+	static const char *const bio[] = { "BIO_f_ssl",	      "BIO_new_ssl",
+					   "BIO_new_ssl_connect", "BIO_new_buffer_ssl_connect",
+					   "BIO_number_read",	      "BIO_number_written",
+					   "BIO_set_callback",	      "BIO_set_callback_ex" };
+	static const char *const ssl[] = { "SSL_get_client_random", "SSL_get_server_random",
+					   "SSL_SESSION_get_master_key", "SSL_export_keying_material",
+					   "SSL_export_keying_material_early" };
+	if (!name || name[0] == 0 || name[1] == 0 || name[2] == 0 || name[3] != '_')
 		return false;
-	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++)
-		if (same(name, names[i]))
-			return true;
+	if (name[0] == 'B' && name[1] == 'I' && name[2] == 'O') {
+		for (size_t i = 0; i < sizeof(bio) / sizeof(*bio); i++)
+			if (same(name, bio[i]))
+				return true;
+	} else if (name[0] == 'S' && name[1] == 'S' && name[2] == 'L') {
+		for (size_t i = 0; i < sizeof(ssl) / sizeof(*ssl); i++)
+			if (same(name, ssl[i]))
+				return true;
+	}
 	return false;
 }
 

@@ -15,6 +15,12 @@
 #include <dlfcn.h>
 #include <errno.h>
 
+#include <openssl/conf.h>
+#include <openssl/engine.h>
+#include <openssl/provider.h>
+#include <openssl/rand.h>
+
+#include "config.h"
 #include "tls.h"
 #include "tls_real.h"
 
@@ -133,12 +139,95 @@ KP_EXPORT int CRYPTO_get_ex_new_index(int class_index, long argl, void *argp, CR
 	 * connection's context and sessions past the program's free, copies
 	 * sessions and makes objects of its own, each of which would run the
 	 * program's callbacks at other times or on other objects */
+	/* (and an X509_STORE_CTX's: our check of a peer chain, verify_as,
+	 * makes and frees one) */
 	if ((class_index == CRYPTO_EX_INDEX_SSL || class_index == CRYPTO_EX_INDEX_SSL_CTX ||
-	     class_index == CRYPTO_EX_INDEX_SSL_SESSION) &&
+	     class_index == CRYPTO_EX_INDEX_SSL_SESSION || class_index == CRYPTO_EX_INDEX_X509_STORE_CTX) &&
 	    (new_func || free_func || dup_func))
 		__atomic_store_n(&kp_tls_ssl_ex_funcs, true, __ATOMIC_RELEASE);
 	return real(class_index, argl, argp, new_func, dup_func, free_func);
 }
+
+/* libcrypto's real function name (not ours), found as
+ * CRYPTO_get_ex_new_index finds its own */
+static void *crypto_real(const char *name)
+{
+	void *p = dlvsym(RTLD_NEXT, name, "OPENSSL_3.0.0");
+	if (!p) {
+		void *h = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_NOLOAD);
+		if (h)
+			p = dlvsym(h, name, "OPENSSL_3.0.0");
+	}
+	return p;
+}
+
+/* A call libcrypto or libssl makes itself (libssl's set-and-restore of
+ * the thread's default library context, the configuration loaded at
+ * start, cleanup at exit): not a change of the program's.  (A program's
+ * own call that loads a configuration counts once, at its outer call.) */
+static bool from_openssl(const void *ra, void *real)
+{
+	Dl_info a, b;
+	if (kp_from_libssl(ra))
+		return true;
+	return dladdr(ra, &a) && dladdr(real, &b) && a.dli_fbase == b.dli_fbase;
+}
+
+/* Process-wide crypto state: what a handshake made from now on may fetch
+ * (providers, default properties), draw (RAND) or run on (engines).  Each
+ * setter bumps kp_tls_crypto_gen, before and after the real call (a
+ * handshake on another thread meanwhile gets a generation of its own): a
+ * connection made under another generation is not handed out, since the
+ * program's own handshake might fail where it worked (docs/tls.md
+ * "Process-wide state").  Whatever the library context: one of the
+ * program's own declines anyway. */
+#define CRYPTO_SETTER(ret, name, params, args)                                  \
+	KP_EXPORT ret name params                                              \
+	{                                                                      \
+		static ret(*real) params;                                      \
+		if (!real)                                                     \
+			*(void **)&real = crypto_real(#name);                  \
+		if (!real)                                                     \
+			return (ret)0;                                         \
+		if (from_openssl(__builtin_return_address(0), *(void **)&real)) \
+			return real args;                                      \
+		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
+		kp_debug("%s: process-wide crypto state changes", #name);      \
+		ret r = real args;                                             \
+		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
+		return r;                                                      \
+	}
+CRYPTO_SETTER(int, EVP_set_default_properties, (OSSL_LIB_CTX * l, const char *q), (l, q))
+CRYPTO_SETTER(int, EVP_default_properties_enable_fips, (OSSL_LIB_CTX * l, int on), (l, on))
+CRYPTO_SETTER(OSSL_PROVIDER *, OSSL_PROVIDER_load, (OSSL_LIB_CTX * l, const char *n), (l, n))
+CRYPTO_SETTER(OSSL_PROVIDER *, OSSL_PROVIDER_try_load, (OSSL_LIB_CTX * l, const char *n, int f), (l, n, f))
+CRYPTO_SETTER(int, OSSL_PROVIDER_unload, (OSSL_PROVIDER * p), (p))
+CRYPTO_SETTER(int, OSSL_PROVIDER_add_builtin, (OSSL_LIB_CTX * l, const char *n, OSSL_provider_init_fn *f),
+	      (l, n, f))
+CRYPTO_SETTER(int, OSSL_LIB_CTX_load_config, (OSSL_LIB_CTX * l, const char *f), (l, f))
+CRYPTO_SETTER(OSSL_LIB_CTX *, OSSL_LIB_CTX_set0_default, (OSSL_LIB_CTX * l), (l))
+CRYPTO_SETTER(int, CONF_modules_load_file, (const char *f, const char *a, unsigned long fl), (f, a, fl))
+CRYPTO_SETTER(int, CONF_modules_load_file_ex, (OSSL_LIB_CTX * l, const char *f, const char *a, unsigned long fl),
+	      (l, f, a, fl))
+CRYPTO_SETTER(int, CONF_modules_load, (const CONF *c, const char *a, unsigned long fl), (c, a, fl))
+CRYPTO_SETTER(int, RAND_set_rand_method, (const RAND_METHOD *m), (m))
+CRYPTO_SETTER(int, RAND_set_rand_engine, (ENGINE * e), (e))
+CRYPTO_SETTER(int, RAND_set_DRBG_type, (OSSL_LIB_CTX * l, const char *d, const char *q, const char *c,
+					const char *cq), (l, d, q, c, cq))
+CRYPTO_SETTER(int, RAND_set_seed_source_type, (OSSL_LIB_CTX * l, const char *s, const char *q), (l, s, q))
+CRYPTO_SETTER(int, ENGINE_set_default, (ENGINE * e, unsigned int f), (e, f))
+CRYPTO_SETTER(int, ENGINE_set_default_string, (ENGINE * e, const char *l), (e, l))
+CRYPTO_SETTER(int, ENGINE_set_default_RSA, (ENGINE * e), (e))
+CRYPTO_SETTER(int, ENGINE_set_default_DSA, (ENGINE * e), (e))
+CRYPTO_SETTER(int, ENGINE_set_default_EC, (ENGINE * e), (e))
+CRYPTO_SETTER(int, ENGINE_set_default_DH, (ENGINE * e), (e))
+CRYPTO_SETTER(int, ENGINE_set_default_RAND, (ENGINE * e), (e))
+CRYPTO_SETTER(int, ENGINE_set_default_ciphers, (ENGINE * e), (e))
+CRYPTO_SETTER(int, ENGINE_set_default_digests, (ENGINE * e), (e))
+CRYPTO_SETTER(int, ENGINE_set_default_pkey_meths, (ENGINE * e), (e))
+CRYPTO_SETTER(int, ENGINE_set_default_pkey_asn1_meths, (ENGINE * e), (e))
+CRYPTO_SETTER(int, ENGINE_register_complete, (ENGINE * e), (e))
+CRYPTO_SETTER(int, ENGINE_register_all_complete, (void), ())
 
 /* what the program's own full handshake would show, for a handed-out SSL
  * or a session of ours resumed (docs/tls.md "After the handshake") */

@@ -126,6 +126,11 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out);
 /* the program made an SSL ex_data index with a free or dup callback
  * (CRYPTO_get_ex_new_index): its SSLs are not followed */
 extern bool kp_tls_ssl_ex_funcs;
+/* Bumped by every wrapped setter of process-wide crypto state (providers,
+ * default properties, RAND and engine defaults, configuration loaded): a
+ * connection made under another generation is not handed out
+ * (docs/tls.md "Process-wide state") */
+extern unsigned long kp_tls_crypto_gen;
 #define KP_PEER_SIG_TYPE (-1)
 bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret);
 /* SSL_connect/SSL_do_handshake (real: the one the program called) */

@@ -667,14 +667,19 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 	if (!e->full.known && !kp_ssl.SSL_session_reused(e->ssl))
 		full_read(e->ssl, &e->full);
 	int close_flag = BIO_NOCLOSE, prog_fd = e->own_bio ? -1 : prog_socket_bio(e->ssl, &close_flag);
-	if (prog_fd >= 0) {
+	if (prog_fd >= 0 && close_flag != BIO_NOCLOSE) {
+		/* its SSL_free would close the number again (whatever it names
+		 * by then), as without the library only if the socket is gone */
+		ok = false;
+	} else if (prog_fd >= 0) {
 		/* the program's SSL is alive (not freed) and speaks through a
-		 * socket BIO: left as it is until another SSL is handed it
-		 * (detach_program then), so that an SSL_clear finds it whole;
-		 * only its BIO follows the socket */
+		 * socket BIO: left as it is, its BIO naming the program's closed
+		 * descriptor (SSL_get_fd, and a call that writes, see the same
+		 * number as without the library: kept_own), until the program
+		 * frees it (detach_program then, onto e->fd) or resets it
+		 * (SSL_clear, restore_program) */
 		e->prog_fd = prog_fd;
 		e->prog_close = close_flag;
-		kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, hidden);
 		e->fd = hidden;
 	} else if (handle_find(e->ssl)) {
 		/* the program's SSL is alive with a BIO of its own: parked as

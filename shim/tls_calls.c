@@ -16,8 +16,12 @@ SSL *kp_tls_route(const SSL *ssl, bool mutates)
 	SSL *e = h ? h->e->ssl : (SSL *)ssl;
 	/* its connection went to the pool (maybe to another owner by now):
 	 * it may still be asked what it was, but not act on it */
-	if (h && h->closed && mutates)
-		e = NULL;
+	if (h && h->closed && mutates) {
+		if (h->e->ssl == ssl && !h->e->own_bio)
+			h->e->dead = true; /* as kept_own */
+		else
+			e = NULL;
+	}
 	kp_unlock(&tls_lock);
 	return e;
 }
@@ -186,6 +190,30 @@ static bool io_get(SSL *ssl, struct io *io)
 	return h != NULL;
 }
 
+/* ssl is the program's own SSL, kept after it closed its socket, whose
+ * connection is parked under it with the SSL whole (docs/tls.md "The
+ * first owner's SSL"): a call that acts on it goes to it as without the
+ * library (its BIO still names the closed descriptor: EBADF, or whatever
+ * the number names now), and its state is then no longer the parked
+ * connection's: never handed out (dead). */
+static bool kept_own(SSL *ssl)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool kept = h && h->closed && h->e->ssl == ssl && !h->e->own_bio;
+	if (kept) {
+		h->e->dead = true;
+		/* the shutdown it was answered (an EOF we owed read as a
+		 * close_notify) is its real SSL's from now on */
+		int real = kp_ssl.SSL_get_shutdown(ssl);
+		if ((h->shut & SSL_RECEIVED_SHUTDOWN) && !(real & SSL_RECEIVED_SHUTDOWN))
+			h->close_made = true;
+		kp_ssl.SSL_set_shutdown(ssl, real | h->shut);
+	}
+	kp_unlock(&tls_lock);
+	return kept;
+}
+
 static void synth(struct io *io, int err)
 {
 	kp_lock(&tls_lock);
@@ -327,7 +355,7 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		return real(ssl);
 	if (io_get(ssl, &io)) {
 		if (io.closed)
-			return refused(&io);
+			return kept_own(ssl) ? KP_OUTSIDE(real(ssl)) : refused(&io);
 		if (io.e != ssl)
 			return 1; /* handed out: the connection is established */
 	} else {
@@ -450,6 +478,8 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	if (!io_get(ssl, &io))
 		return io_real(ssl, op, buf, n, done);
 	if (io.closed) {
+		if (kept_own(ssl))
+			return io_real(ssl, op, buf, n, done);
 		int r = refused(&io);
 		return ex ? 0 : r;
 	}
@@ -540,10 +570,17 @@ int kp_tls_get_error(const SSL *ssl, int ret)
 		struct handle *h = handle_find(ssl);
 		int synth_err = h ? h->synth_err : 0;
 		SSL *e = h ? h->e->ssl : (SSL *)ssl;
+		bool close_made = h && h->close_made;
 		kp_unlock(&tls_lock);
 		if (synth_err)
 			return synth_err;
 		ssl = e;
+		/* a kept SSL given our "received" close_notify (kept_own):
+		 * libssl's last answer is ZERO_RETURN when the close_notify
+		 * alert was read, which its real SSL never saw */
+		if (close_made && kp_ssl.SSL_get_error(ssl, ret) == SSL_ERROR_SYSCALL &&
+		    !kp_ssl.ERR_peek_error() && (kp_ssl.SSL_get_shutdown(ssl) & SSL_RECEIVED_SHUTDOWN))
+			return SSL_ERROR_ZERO_RETURN;
 	}
 	int r;
 	r = kp_ssl.SSL_get_error(ssl, ret);
@@ -559,7 +596,7 @@ int kp_tls_shutdown(SSL *ssl)
 		return r;
 	}
 	if (io.closed)
-		return refused(&io);
+		return kept_own(ssl) ? KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl)) : refused(&io);
 	if (io.c && kp_conn_tls_at_end(io.c, io.fd)) {
 		/* no close_notify: the connection may be parked.  As OpenSSL's
 		 * SSL_shutdown: the first call "sends" ours and returns 1 if the
@@ -643,6 +680,13 @@ bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
 			*result = r->offered_result;
 			*chain = r->offered_chain;
 		}
+	}
+	struct record *r = own ? NULL : record_get(ssl, false);
+	if (r && r->cleared_chain && !kp_ssl.SSL_get0_verified_chain(ssl)) {
+		/* reset after a hand-out, no full handshake since (kp_tls_reset) */
+		own = true;
+		*result = kp_ssl.SSL_get_verify_result(ssl);
+		*chain = r->cleared_chain;
 	}
 	kp_unlock(&tls_lock);
 	return own;
@@ -729,6 +773,19 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 		kp_conn_tls_spoil(io.c, io.fd, clear ? "SSL_clear" : "SSL_set_connect_state");
 	if (!clear)
 		return KP_RESET_PASS;
+	/* handed a pooled connection: the session its own handshake would
+	 * have made stays with it (libssl's SSL_clear keeps a session whose
+	 * close_notify was sent, and drops it otherwise), and its next
+	 * handshake offers it: a resumption where the server resumes
+	 * (docs/tls.md "Sessions").  Without it, it offered nothing and was
+	 * handed a pooled connection again (reused 0). */
+	SSL_SESSION *keep = NULL;
+	if (!own && kp_tls_session(ssl, &keep) && keep &&
+	    (kp_tls_get_shutdown(ssl) & SSL_SENT_SHUTDOWN) && kp_ssl.SSL_SESSION_is_resumable(keep) &&
+	    kp_ssl.SSL_SESSION_up_ref(keep))
+		;
+	else
+		keep = NULL;
 	/* a new connection on this object: we follow it no more */
 	enum kp_tls_reset_do r = KP_RESET_PASS;
 	bool last = false;
@@ -739,6 +796,15 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 		rec->offered = false;
 	struct handle *h = handle_find(ssl);
 	struct kp_tls *e = h ? h->e : NULL;
+	/* handed out: the chain verified for it stays readable, as libssl
+	 * keeps a verified chain through SSL_clear */
+	if (h && !own && h->verified && h->vchain && (rec || (rec = record_get(ssl, true)))) {
+		if (rec->cleared_chain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)rec->cleared_chain,
+						   (void (*)(void *))kp_ssl.X509_free);
+		rec->cleared_chain = h->vchain;
+		h->vchain = NULL;
+	}
 	if (e && own && h->closed) {
 		struct handle *user = NULL;
 		for (struct handle *x = handles; x && !user; x = x->hh.next)
@@ -770,6 +836,15 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 		if (last)
 			engine_free(e);
 		handle_free(h);
+	}
+	if (keep) {
+		/* its own again: set as its handshake would have left it, with
+		 * the close_notify sent (so that the real SSL_clear keeps it) */
+		if (r == KP_RESET_PASS) {
+			kp_ssl.SSL_set_session(ssl, keep);
+			kp_ssl.SSL_set_shutdown(ssl, SSL_SENT_SHUTDOWN);
+		}
+		kp_ssl.SSL_SESSION_free(keep);
 	}
 	if (r == KP_RESET_REFUSE) {
 		kp_ssl.ERR_new();

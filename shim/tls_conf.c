@@ -126,6 +126,9 @@ void record_drop(const void *obj)
 						   (void (*)(void *))kp_ssl.X509_free);
 		if (r->offered_named)
 			kp_ssl.X509_VERIFY_PARAM_free(r->offered_named);
+		if (r->cleared_chain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)r->cleared_chain,
+						   (void (*)(void *))kp_ssl.X509_free);
 		full_free(&r->offered_full);
 		free(r);
 	}

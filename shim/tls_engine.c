@@ -10,6 +10,7 @@
 __thread void *kp_tls_handshaking;
 bool kp_tls_used;
 bool kp_tls_ssl_ex_funcs;
+unsigned long kp_tls_crypto_gen;
 
 void stat_add(SSL *ssl, int which, long n)
 {
@@ -316,6 +317,57 @@ bool tells_sessions(SSL_CTX *ctx)
 	       (kp_ssl.SSL_CTX_sess_get_new_cb(ctx) || !(mode & SSL_SESS_CACHE_NO_INTERNAL_STORE));
 }
 
+/* The store ssl's verification uses runs code of the program's: a verify
+ * callback (X509_STORE_set_verify_cb) or one of the store's functions
+ * (verify, check_revocation, lookup_crls...: X509_STORE_CTX_init copies
+ * each into the context of every verification).  Our check of a peer
+ * chain (verify_as) would run it at a time the program's own handshake
+ * would not, and a declined hand-out's handshake then runs it again; the
+ * chain store too: libssl builds the client certificate's chain with it,
+ * and so does client_chain at park (docs/tls.md "Callbacks that watch").
+ * libssl leaves them NULL. */
+static bool store_runs_code(SSL *ssl)
+{
+	kp_any_fn (*const get[])(const X509_STORE *) = {
+		kp_ssl.X509_STORE_get_verify_cb,      kp_ssl.X509_STORE_get_verify,
+		kp_ssl.X509_STORE_get_get_issuer,     kp_ssl.X509_STORE_get_check_issued,
+		kp_ssl.X509_STORE_get_check_revocation, kp_ssl.X509_STORE_get_get_crl,
+		kp_ssl.X509_STORE_get_check_crl,      kp_ssl.X509_STORE_get_cert_crl,
+		kp_ssl.X509_STORE_get_check_policy,   kp_ssl.X509_STORE_get_lookup_certs,
+		kp_ssl.X509_STORE_get_lookup_crls,    kp_ssl.X509_STORE_get_cleanup,
+	};
+	static const int which[] = { SSL_CTRL_GET_VERIFY_CERT_STORE, SSL_CTRL_GET_CHAIN_CERT_STORE };
+	for (int w = 0; w < 2; w++) {
+		X509_STORE *store = NULL;
+		kp_ssl.SSL_ctrl(ssl, which[w], 0, &store);
+		if (!store)
+			store = kp_ssl.SSL_CTX_get_cert_store(kp_ssl.SSL_get_SSL_CTX(ssl));
+		for (size_t i = 0; store && i < sizeof(get) / sizeof(*get); i++)
+			if (get[i](store))
+				return true;
+	}
+	return false;
+}
+
+/* ssl's BIOs carry code or a view of the program's: a BIO callback
+ * (BIO_set_callback[_ex]) or a chain (a filter of its own under the SSL).
+ * A handed-out SSL's I/O goes through the engine's socket BIO: they would
+ * see no traffic (docs/tls.md "BIO_f_ssl").  curl's own BIO (a method of
+ * its own, alone) is allowed: see there. */
+const char *bio_watcher(SSL *ssl)
+{
+	BIO *b[2] = { kp_ssl.SSL_get_rbio(ssl), kp_ssl.SSL_get_wbio(ssl) };
+	for (int i = 0; i < 2; i++) {
+		if (!b[i])
+			continue;
+		if (kp_ssl.BIO_get_callback(b[i]) || kp_ssl.BIO_get_callback_ex(b[i]))
+			return "a BIO callback on the program's BIO";
+		if (kp_ssl.BIO_next(b[i]))
+			return "a chain of BIOs under the program's SSL";
+	}
+	return NULL;
+}
+
 /* Code of the program's that watches ssl's handshake: what it would see
  * of a handshake of its own, a handed-out connection (none) or a session
  * of ours (a resumption) cannot show it.  Caller holds tls_lock. */
@@ -349,6 +401,9 @@ const char *never_for(SSL *ssl, const struct conf *conf)
 		return why;
 	if (kp_ssl.SSL_CTX_get_client_cert_cb(ctx))
 		return "a client certificate callback";
+	/* (not followed at all: parking runs the chain store, client_chain) */
+	if (store_runs_code(ssl))
+		return "program code in its trust store (a verify callback or store function)";
 	if (custom_security_cb(ssl))
 		return "a security callback";
 	if (several_certs(ssl))
@@ -405,6 +460,7 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 	e->seclevel = kp_ssl.SSL_get_security_level(ssl);
 	e->sess_ctx = session_ctx(ssl);
 	e->sess_timeout = kp_ssl.SSL_CTX_get_timeout(e->sess_ctx);
+	e->crypto_gen = __atomic_load_n(&kp_tls_crypto_gen, __ATOMIC_ACQUIRE);
 	cfg_read(ssl, &e->cfg);
 	e->refs = 2; /* its own handle, and the connection */
 	h->ssl = ssl;
@@ -666,6 +722,7 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 		e->seclevel = kp_ssl.SSL_get_security_level(ssl);
 		e->sess_ctx = session_ctx(ssl);
 		e->sess_timeout = kp_ssl.SSL_CTX_get_timeout(e->sess_ctx);
+		e->crypto_gen = __atomic_load_n(&kp_tls_crypto_gen, __ATOMIC_ACQUIRE);
 		if (h->e->sni)
 			e->sni = strdup(h->e->sni);
 		e->prog_fd = -1;

@@ -255,6 +255,13 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	 * callbacks until it is freed (docs/tls.md "The first owner's SSL") */
 	if (!why && !e->own_bio && handle_find(e->ssl))
 		why = "the connection's first SSL still exists";
+	if (!why)
+		why = bio_watcher(ssl);
+	/* its own handshake would run under today's providers and defaults:
+	 * one that fails now (fips=yes) must not get a connection made
+	 * before (docs/tls.md "Process-wide state") */
+	if (!why && e->crypto_gen != __atomic_load_n(&kp_tls_crypto_gen, __ATOMIC_ACQUIRE))
+		why = "the process-wide crypto state changed since the connection's handshake";
 	kp_unlock(&tls_lock);
 	if (!why && ssl_bio_imported())
 		why = "the program can see past a hand-out (BIO_f_ssl, the BIO counters)";

@@ -120,6 +120,10 @@ struct kp_tls {
 	SSL_CTX *sess_ctx;   /* where its SSL's new sessions go (session_ctx()) */
 	long sess_timeout;   /* that context's session timeout at its handshake */
 	struct full full;    /* its full handshake's (engine_full) */
+	/* kp_tls_crypto_gen when its handshake started: the process-wide
+	 * crypto state (providers, default properties, RAND and engine
+	 * defaults) it was made under (docs/tls.md "Process-wide state") */
+	unsigned long crypto_gen;
 	SSL_CTX *hs_ctx;     /* a reference of ours to the context it had when
 				detached: what its handshake negotiated points
 				into it (the peer's signature algorithm, in
@@ -136,6 +140,7 @@ struct handle {
 	bool closed;         /* its fd was closed and its engine parked */
 	int synth_err;       /* SSL_get_error() for a result we made up */
 	int shut;            /* SSL_get_shutdown() bits we made up */
+	bool close_made;     /* kept_own: its real SSL given our close_notify "received" */
 	bool verified;       /* handed out: verify_result/vchain are its own */
 	bool resumed;        /* ... as the resumption of its own session */
 	long verify_result;
@@ -167,6 +172,10 @@ struct record {
 	STACK_OF(X509) *offered_chain;
 	X509_VERIFY_PARAM *offered_named; /* the name that check matched */
 	struct full offered_full; /* the full handshake the session came from */
+	/* the chain verified for a connection it was handed, kept through
+	 * SSL_clear as libssl 3.0 keeps its own verified chain there (until
+	 * its next full handshake verifies one) */
+	STACK_OF(X509) *cleared_chain;
 	/* the context an SSL was made with, where SSL_set_SSL_CTX changed it
 	 * since: libssl's session_ctx, which keeps its new-session callback
 	 * and cache (docs/tls.md "Callbacks that watch") */
@@ -291,6 +300,7 @@ void handle_free(struct handle *h);
 SSL_CTX *session_ctx(SSL *ssl);
 bool tells_sessions(SSL_CTX *ctx);
 const char *watcher(SSL *ssl, const struct conf *conf);
+const char *bio_watcher(SSL *ssl);
 const char *never_for(SSL *ssl, const struct conf *conf);
 const struct conf *conf_of(const SSL *ssl);
 bool chain_equal(X509 *cert, SSL *ssl, STACK_OF(X509) *want);

@@ -28,6 +28,8 @@ typedef void (*kp_msg_cb)(int, int, int, const void *, size_t, SSL *, void *);
 typedef size_t (*kp_padding_cb)(SSL *, int, size_t, void *);
 typedef int (*kp_new_session_cb)(SSL *, SSL_SESSION *);
 typedef void (*kp_keylog_cb)(const SSL *, const char *);
+/* any function pointer a getter returns (compared with NULL only) */
+typedef void (*kp_any_fn)(void);
 
 /* X(return type, name, parameter list): libssl.  The wrapped functions
  * (hooks_tls.c) first, then helpers we only call. */
@@ -250,7 +252,22 @@ typedef void (*kp_keylog_cb)(const SSL *, const char *);
 	X(int, EVP_Digest, (const void *, size_t, unsigned char *, unsigned int *, const EVP_MD *, ENGINE *)) \
 	X(const EVP_MD *, EVP_sha256, (void))                                      \
 	X(OPENSSL_STACK *, OPENSSL_sk_new_null, (void))                            \
-	X(int, OPENSSL_sk_push, (OPENSSL_STACK *, const void *))
+	X(int, OPENSSL_sk_push, (OPENSSL_STACK *, const void *))                   \
+	X(kp_any_fn, BIO_get_callback, (const BIO *))                              \
+	X(kp_any_fn, BIO_get_callback_ex, (const BIO *))                           \
+	X(BIO *, BIO_next, (BIO *))                                                \
+	X(kp_any_fn, X509_STORE_get_verify_cb, (const X509_STORE *))               \
+	X(kp_any_fn, X509_STORE_get_verify, (const X509_STORE *))                  \
+	X(kp_any_fn, X509_STORE_get_get_issuer, (const X509_STORE *))              \
+	X(kp_any_fn, X509_STORE_get_check_issued, (const X509_STORE *))            \
+	X(kp_any_fn, X509_STORE_get_check_revocation, (const X509_STORE *))        \
+	X(kp_any_fn, X509_STORE_get_get_crl, (const X509_STORE *))                 \
+	X(kp_any_fn, X509_STORE_get_check_crl, (const X509_STORE *))               \
+	X(kp_any_fn, X509_STORE_get_cert_crl, (const X509_STORE *))                \
+	X(kp_any_fn, X509_STORE_get_check_policy, (const X509_STORE *))            \
+	X(kp_any_fn, X509_STORE_get_lookup_certs, (const X509_STORE *))            \
+	X(kp_any_fn, X509_STORE_get_lookup_crls, (const X509_STORE *))             \
+	X(kp_any_fn, X509_STORE_get_cleanup, (const X509_STORE *))
 
 #define KP_TLS_FIELD(ret, name, args) ret(*name) args;
 struct kp_ssl_table {

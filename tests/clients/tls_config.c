@@ -10,6 +10,8 @@
  * Usage: tls_config SCENARIO PORT TLSDIR [ARG]
  */
 #include <arpa/inet.h>
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,6 +234,77 @@ static void one_live(SSL_CTX *ctx, int i)
 		SSL_shutdown(s);
 	close(fd);
 	live[i] = NULL;
+	SSL_free(s);
+}
+
+/* scenario store_cb: the calls the trust store's functions get */
+static int store_cb_calls, store_rev_calls;
+static int store_accept_all(int ok, X509_STORE_CTX *x)
+{
+	(void)ok, (void)x;
+	store_cb_calls++;
+	return 1;
+}
+static int store_revocation(X509_STORE_CTX *x)
+{
+	(void)x;
+	store_rev_calls++;
+	return 1;
+}
+
+/* scenario bio_watch: what the program's own BIO saw */
+static long bio_read, bio_written;
+static long bio_cb_ex(BIO *b, int oper, const char *argp, size_t len, int argi, long argl, int ret,
+		      size_t *processed)
+{
+	(void)b, (void)argp, (void)len, (void)argi, (void)argl;
+	if ((oper & BIO_CB_RETURN) && ret > 0 && processed) {
+		if ((oper & ~BIO_CB_RETURN) == BIO_CB_READ)
+			bio_read += (long)*processed;
+		if ((oper & ~BIO_CB_RETURN) == BIO_CB_WRITE)
+			bio_written += (long)*processed;
+	}
+	return ret;
+}
+/* a counting filter of the program's own, pushed on the socket BIO */
+static int cnt_write(BIO *b, const char *d, int n)
+{
+	int r = BIO_write(BIO_next(b), d, n);
+	BIO_clear_retry_flags(b);
+	BIO_copy_next_retry(b);
+	if (r > 0)
+		bio_written += r;
+	return r;
+}
+static int cnt_read(BIO *b, char *d, int n)
+{
+	int r = BIO_read(BIO_next(b), d, n);
+	BIO_clear_retry_flags(b);
+	BIO_copy_next_retry(b);
+	if (r > 0)
+		bio_read += r;
+	return r;
+}
+static long cnt_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	return BIO_ctrl(BIO_next(b), cmd, num, ptr);
+}
+static int cnt_create(BIO *b)
+{
+	BIO_set_init(b, 1);
+	return 1;
+}
+
+/* one request on s over fd whose BIOs are the caller's (no SSL_set_fd) */
+static void one_bio(SSL *s, int fd, int i)
+{
+	SSL_set_tlsext_host_name(s, "localhost");
+	SSL_set1_host(s, "localhost");
+	if (SSL_connect(s) != 1)
+		printf("%d fail %s\n", i, errstr());
+	else if (get(s, i, 1, 1) == 0)
+		SSL_shutdown(s);
+	close(fd);
 	SSL_free(s);
 }
 
@@ -529,6 +602,148 @@ int main(int argc, char **argv)
 		one_live(ctx, 2);
 		printf("told %d sessions, %d resumable, %d for an SSL not live\n", told, told_resumable,
 		       told_not_live);
+	} else if (!strcmp(sc, "store_cb")) {
+		/* no trust store of its own, a verify callback on its
+		 * X509_STORE that accepts all (ARG revocation: and a
+		 * check_revocation function): its result (untrusted) differs
+		 * from the pooled connection's; each function runs as often as
+		 * in its own handshakes */
+		first();
+		SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+		SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+		X509_STORE *st = SSL_CTX_get_cert_store(ctx);
+		X509_STORE_set_verify_cb(st, store_accept_all);
+		if (!strcmp(arg, "revocation"))
+			X509_STORE_set_check_revocation(st, store_revocation);
+		for (int i = 2; i <= 3; i++) {
+			one(ctx, NULL, i);
+			printf("store verify callback: %d calls, check_revocation: %d calls\n", store_cb_calls,
+			       store_rev_calls);
+			store_cb_calls = store_rev_calls = 0;
+		}
+	} else if (!strcmp(sc, "crypto_state")) {
+		/* the process's default properties changed between two
+		 * requests (ARG fips: fips=yes, which no provider here
+		 * meets; else a no-op "?fips=no"): its own handshake runs
+		 * under them */
+		SSL_CTX *ctx = mkctx();
+		if (strstr(arg, "_nv")) { /* no verification: no trust store */
+			ctx = SSL_CTX_new(TLS_client_method());
+			SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+		}
+		one(ctx, NULL, 1);
+		one(ctx, NULL, 2); /* (teaches how the server ends: docs/tls.md "Ragged closes") */
+		int r = EVP_set_default_properties(NULL, !strncmp(arg, "fips", 4) ? "fips=yes" : "?fips=no");
+		printf("set default properties: %d\n", r);
+		ERR_clear_error();
+		for (int i = 3; i <= 5; i++)
+			one(ctx, NULL, i);
+	} else if (!strcmp(sc, "clear_again")) {
+		/* one SSL, two connections: SSL_shutdown, close, SSL_clear,
+		 * then a new connection: its handshake offers the session the
+		 * first left it (the server resumes it) */
+		first();
+		SSL_CTX *ctx = mkctx();
+		one(ctx, NULL, 2); /* (teaches how the server ends: docs/tls.md "Ragged closes") */
+		SSL *a = SSL_new(ctx);
+		for (int i = 3; i <= 4; i++) {
+			if (i == 4)
+				printf("SSL_clear: %d\n", SSL_clear(a));
+			int fd = dial();
+			if (handshake(a, fd, i) == 0 && get(a, i, 1, 1) == 0)
+				SSL_shutdown(a);
+			close(fd);
+		}
+		SSL_free(a);
+	} else if (!strcmp(sc, "kept_fd")) {
+		/* an SSL kept after its socket closed (no SSL_shutdown before):
+		 * what it answers of its descriptor, and SSL_shutdown on it
+		 * (ARG reuse: the number opened again, on /dev/null) */
+		SSL_CTX *ctx = mkctx();
+		SSL *a = SSL_new(ctx);
+		int fd = dial();
+		if (handshake(a, fd, 1) == 0)
+			get(a, 1, 1, 1);
+		close(fd);
+		int other = -1;
+		if (!strcmp(arg, "reuse"))
+			other = open("/dev/null", O_WRONLY);
+		printf("SSL_get_fd: %s%s\n", SSL_get_fd(a) == fd ? "its own number" : "another",
+		       other == fd ? " (reused)" : "");
+		int r = SSL_shutdown(a);
+		printf("SSL_shutdown: %d error %d get_shutdown %d\n", r, r < 0 ? SSL_get_error(a, r) : 0,
+		       SSL_get_shutdown(a));
+		ERR_clear_error();
+		SSL_free(a);
+		if (other >= 0)
+			close(other);
+		one(ctx, NULL, 2);
+		one(ctx, NULL, 3);
+	} else if (!strcmp(sc, "bio_watch")) {
+		/* the second SSL's socket BIO has a callback (ARG cb: set
+		 * through dlsym, as a program that finds it so) or a counting
+		 * filter of the program's under the SSL (ARG chain): what they
+		 * saw */
+		first();
+		SSL_CTX *ctx = mkctx();
+		for (int i = 2; i <= 3; i++) {
+			SSL *s = SSL_new(ctx);
+			int fd = dial();
+			BIO *b = BIO_new_socket(fd, BIO_NOCLOSE);
+			if (!strcmp(arg, "cb")) {
+				void (*set)(BIO *, BIO_callback_fn_ex);
+				*(void **)&set = dlsym(RTLD_DEFAULT, "BIO_set_callback_ex");
+				set(b, bio_cb_ex);
+			} else {
+				static BIO_METHOD *m;
+				if (!m) {
+					m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_FILTER, "count");
+					BIO_meth_set_write(m, cnt_write);
+					BIO_meth_set_read(m, cnt_read);
+					BIO_meth_set_ctrl(m, cnt_ctrl);
+					BIO_meth_set_create(m, cnt_create);
+				}
+				b = BIO_push(BIO_new(m), b);
+			}
+			SSL_set_bio(s, b, b);
+			bio_read = bio_written = 0;
+			one_bio(s, fd, i);
+			printf("%d the program's BIO saw: read %s, written %s\n", i, bio_read ? "some" : "none",
+			       bio_written ? "some" : "none");
+		}
+	} else if (!strcmp(sc, "values")) {
+		/* the handshake values of two requests (found through dlsym):
+		 * client and server random, the keying-material exporter */
+		size_t (*cr)(const SSL *, unsigned char *, size_t), (*sr)(const SSL *, unsigned char *, size_t);
+		int (*ekm)(SSL *, unsigned char *, size_t, const char *, size_t, const unsigned char *, size_t,
+			   int);
+		*(void **)&cr = dlsym(RTLD_DEFAULT, "SSL_get_client_random");
+		*(void **)&sr = dlsym(RTLD_DEFAULT, "SSL_get_server_random");
+		*(void **)&ekm = dlsym(RTLD_DEFAULT, "SSL_export_keying_material");
+		unsigned char v[3][3][32];
+		memset(v, 0, sizeof v);
+		SSL_CTX *ctx = mkctx();
+		for (int i = 1; i <= 3; i++) {
+			SSL *s = SSL_new(ctx);
+			int fd = dial();
+			if (handshake(s, fd, i) == 0 && get(s, i, 1, 1) == 0) {
+				cr(s, v[0][i - 1], 32);
+				sr(s, v[1][i - 1], 32);
+				ekm(s, v[2][i - 1], 32, "EXPERIMENTAL-kp", 15, NULL, 0, 0);
+				SSL_shutdown(s);
+			}
+			close(fd);
+			SSL_free(s);
+		}
+		/* (any two of the three requests) */
+		const char *rep[3];
+		for (int k = 0; k < 3; k++)
+			rep[k] = memcmp(v[k][0], v[k][1], 32) && memcmp(v[k][0], v[k][2], 32) &&
+					 memcmp(v[k][1], v[k][2], 32)
+				 ? "no"
+				 : "yes";
+		printf("repeated: client random %s, server random %s, exporter %s\n", rep[0], rep[1], rep[2]);
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", sc);
 		return 2;

@@ -46,6 +46,94 @@ static int verify_cb(int ok, X509_STORE_CTX *x)
 	return ok;
 }
 
+enum {
+	F_VERIFY, F_CA, F_HOST, F_OPTS, F_MAXV, F_CIPHERS, F_SUITES, F_GROUPS, F_SIGALGS, F_ALPN,
+	F_CERT, F_PAD, F_MAXCERT, F_SECLEVEL, F_SESSION, F_VFLAGS, F_PURPOSE, F_DEPTH, F_MODE,
+	F_QUIET, F_SWITCH, F_WATCH, F_RENEG, F_TIMEOUT, F_VCB,
+	/* the review of 2026-12-05 (docs/tls.md): program code in the trust
+	 * store, a BIO chain of the program's, process-wide crypto state,
+	 * SSL_clear and a new connection, the SSL kept after close */
+	F_STORE, F_BIO, F_CRYPTO, F_CLEAR, F_KEPT, F_N
+};
+static const int choices[F_N] = { 3, 3, 3, 8, 2, 3, 3, 4, 3, 3, 3, 2, 2, 2, 3, 3, 2, 2, 2, 2, 2, 4, 2, 2, 2,
+				  3, 2, 2, 2, 2 };
+
+static int nservers, ports[8];
+static int cur_server;
+
+/* the calls the trust store's functions got (F_STORE) */
+static int store_calls;
+static int store_cb(int ok, X509_STORE_CTX *x)
+{
+	(void)x;
+	store_calls++;
+	return ok;
+}
+static int store_revocation(X509_STORE_CTX *x)
+{
+	(void)x;
+	store_calls++;
+	return 1;
+}
+
+/* a counting filter of the program's own under the SSL (F_BIO): what it
+ * saw */
+static long bio_bytes;
+static int cnt_write(BIO *b, const char *d, int n)
+{
+	int r = BIO_write(BIO_next(b), d, n);
+	BIO_clear_retry_flags(b);
+	BIO_copy_next_retry(b);
+	bio_bytes += r > 0 ? r : 0;
+	return r;
+}
+static int cnt_read(BIO *b, char *d, int n)
+{
+	int r = BIO_read(BIO_next(b), d, n);
+	BIO_clear_retry_flags(b);
+	BIO_copy_next_retry(b);
+	bio_bytes += r > 0 ? r : 0;
+	return r;
+}
+static long cnt_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+	return BIO_ctrl(BIO_next(b), cmd, num, ptr);
+}
+static int cnt_create(BIO *b)
+{
+	BIO_set_init(b, 1);
+	return 1;
+}
+static void set_io(SSL *s, int fd, const int *f)
+{
+	static BIO_METHOD *m;
+	if (!f[F_BIO]) {
+		SSL_set_fd(s, fd);
+		return;
+	}
+	if (!m) {
+		m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_FILTER, "count");
+		BIO_meth_set_write(m, cnt_write);
+		BIO_meth_set_read(m, cnt_read);
+		BIO_meth_set_ctrl(m, cnt_ctrl);
+		BIO_meth_set_create(m, cnt_create);
+	}
+	BIO *b = BIO_push(BIO_new(m), BIO_new_socket(fd, BIO_NOCLOSE));
+	SSL_set_bio(s, b, b);
+}
+
+static int dial(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(ports[cur_server]) };
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		printf(" connect failed\n");
+		exit(2);
+	}
+	return fd;
+}
+
 /* the id of the session the last request read */
 static unsigned char last_id[SSL_MAX_SSL_SESSION_ID_LENGTH];
 static unsigned last_id_len;
@@ -62,12 +150,6 @@ static int pick(int n)
 	return rnd(10) < 6 ? 0 : (int)rnd((unsigned)n);
 }
 
-enum {
-	F_VERIFY, F_CA, F_HOST, F_OPTS, F_MAXV, F_CIPHERS, F_SUITES, F_GROUPS, F_SIGALGS, F_ALPN,
-	F_CERT, F_PAD, F_MAXCERT, F_SECLEVEL, F_SESSION, F_VFLAGS, F_PURPOSE, F_DEPTH, F_MODE,
-	F_QUIET, F_SWITCH, F_WATCH, F_RENEG, F_TIMEOUT, F_VCB, F_N
-};
-static const int choices[F_N] = { 3, 3, 3, 8, 2, 3, 3, 4, 3, 3, 3, 2, 2, 2, 3, 3, 2, 2, 2, 2, 2, 4, 2, 2, 2 };
 static const uint64_t opt_bits[] = { 0,
 				     SSL_OP_IGNORE_UNEXPECTED_EOF,
 				     SSL_OP_NO_TICKET,
@@ -84,9 +166,7 @@ static const char *const sigalgs[] = { NULL, "ECDSA+SHA256", "RSA+SHA256:RSA-PSS
 static const unsigned char *const alpn[] = { NULL, (const unsigned char *)"\x08http/1.1",
 					     (const unsigned char *)"\x02h2\x08http/1.1" };
 
-static int nservers, ports[8];
 static SSL_SESSION *latest[8], *pending;
-static int cur_server;
 /* what the request's callbacks saw: sessions told, keylog lines,
  * handshakes started and done, handshake messages; the SSL they were
  * called for (0: not the request's own) */
@@ -161,6 +241,10 @@ static SSL_CTX *make_ctx(const int *f, int sigalg_choice)
 			   f[F_VCB] ? verify_cb : NULL);
 	if (f[F_TIMEOUT])
 		SSL_CTX_set_timeout(ctx, 300);
+	if (f[F_STORE] == 1)
+		X509_STORE_set_verify_cb(SSL_CTX_get_cert_store(ctx), store_cb);
+	else if (f[F_STORE] == 2)
+		X509_STORE_set_check_revocation(SSL_CTX_get_cert_store(ctx), store_revocation);
 	if (sigalgs[sigalg_choice])
 		SSL_CTX_set1_sigalgs_list(ctx, sigalgs[sigalg_choice]);
 	if (f[F_CERT]) {
@@ -248,17 +332,16 @@ static void request(int pair, char who, const int *f)
 	for (int i = 0; i < F_N; i++)
 		printf("%c%d", i ? '.' : ' ', f[i]);
 	SSL_CTX *ctxs[2];
-	told = keylogs = info_start = info_done = msgs = foreign = vcb_calls = 0;
+	told = keylogs = info_start = info_done = msgs = foreign = vcb_calls = store_calls = 0;
+	bio_bytes = 0;
 	SSL *s = make_ssl(f, ctxs);
 	cur_ssl = s;
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(ports[cur_server]) };
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		printf(" connect failed\n");
-		exit(2);
-	}
-	SSL_set_fd(s, fd);
+	/* process-wide state changed for this request, once its SSL is
+	 * made: fips=yes (which no provider here meets), set back after it */
+	if (f[F_CRYPTO])
+		EVP_set_default_properties(NULL, "fips=yes");
+	int fd = dial();
+	set_io(s, fd, f);
 	int r = SSL_connect(s);
 	if (r != 1) {
 		/* a failed handshake's verify result is the one of the session
@@ -331,28 +414,56 @@ static void request(int pair, char who, const int *f)
 	printf(" | %.*s | %s | end %d/%d %s | shutdown", status_len, buf, body, r, err,
 	       err == SSL_ERROR_SSL ? err_reason() : "-");
 	ERR_clear_error();
+	if (f[F_KEPT]) { /* the socket closed first, the SSL kept */
+		close(fd);
+		printf(" kept fd=%s", SSL_get_fd(s) == fd ? "own" : "other");
+	}
 	for (int i = 0; i < 3; i++) {
 		r = SSL_shutdown(s);
 		printf(" %d", r);
+		if (r < 0)
+			printf("/%d", SSL_get_error(s, r));
 		if (r != 0)
 			break;
 	}
 	printf(" get_shutdown=%d", SSL_get_shutdown(s));
+	ERR_clear_error();
+	if (f[F_CLEAR]) {
+		/* SSL_clear, a new connection on the same SSL: what its
+		 * handshake reads (the session the first left it offered) */
+		if (!f[F_KEPT])
+			close(fd);
+		int c = SSL_clear(s);
+		fd = dial();
+		set_io(s, fd, f);
+		r = c == 1 ? SSL_connect(s) : -1;
+		STACK_OF(X509) *vc2 = r == 1 ? SSL_get0_verified_chain(s) : NULL;
+		printf(" | again clear=%d connect=%d reused=%d chain=%d verify=%ld", c, r, SSL_session_reused(s),
+		       vc2 ? sk_X509_num(vc2) : -1, SSL_get_verify_result(s));
+		if (r == 1)
+			SSL_shutdown(s);
+		ERR_clear_error();
+	} else if (f[F_KEPT]) {
+		fd = -1;
+	}
 	/* (what its BIOs counted, BIO_number_read/written, is not printed: a
 	 * handed-out SSL's stay 0, docs/tls.md "Found and left") */
 	keep_session(true);
 out:
 	/* what the callbacks saw, what the context counted */
-	printf(" | told %d keylog %d info %d/%d msgs %d foreign %d verify_cb %d", told, keylogs, info_start,
-	       info_done, msgs, foreign, vcb_calls);
+	printf(" | told %d keylog %d info %d/%d msgs %d foreign %d verify_cb %d store %d bio %s", told, keylogs,
+	       info_start, info_done, msgs, foreign, vcb_calls, store_calls, bio_bytes ? "some" : "none");
 	for (int i = 0; i < 2 && ctxs[i]; i++)
 		printf(" | ctx %ld/%ld/%ld/%ld", SSL_CTX_sess_connect(ctxs[i]), SSL_CTX_sess_connect_good(ctxs[i]),
 		       SSL_CTX_sess_hits(ctxs[i]), SSL_CTX_sess_misses(ctxs[i]));
 	printf("\n");
 	keep_session(false);
 	ERR_clear_error();
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	SSL_free(s);
+	if (f[F_CRYPTO])
+		EVP_set_default_properties(NULL, "");
 	SSL_CTX_free(ctxs[0]);
 	if (ctxs[1])
 		SSL_CTX_free(ctxs[1]);
@@ -374,8 +485,10 @@ int main(int argc, char **argv)
 	for (int k = 1; k <= pairs; k++) {
 		int fa[F_N], fb[F_N];
 		cur_server = (int)rnd((unsigned)nservers);
+		/* (the review's axes rarer: each declines, or drops the
+		 * connection, and the run must still hand out) */
 		for (int i = 0; i < F_N; i++)
-			fa[i] = pick(choices[i]);
+			fa[i] = i < F_STORE ? pick(choices[i]) : rnd(10) < 8 ? 0 : (int)rnd((unsigned)choices[i]);
 		/* B: A with a few fields changed, or anew */
 		for (int i = 0; i < F_N; i++)
 			fb[i] = fa[i];

@@ -1,0 +1,103 @@
+#!/usr/bin/env bats
+# HTTPS: the ways to tell found by the review of 2026-12-05 (docs/tls.md
+# "Found by the HTTPS review of 2026-12-05"): program code in the trust
+# store, process-wide crypto state, SSL_clear on a handed-out SSL, an SSL
+# kept after its socket closed, BIO callbacks and chains, the handshake
+# values.  tests/clients/tls_config.c against nginx, without and with the
+# library: the same output.
+
+load helpers
+
+setup_file() { suite_setup; }
+setup() {
+	NGINX_TLS=1 nginx_start
+	TLS="$NGINX_DIR/tls"
+}
+teardown() { servers_stop; }
+
+# config N SCENARIO [ARG]: tls_config without and with the library
+config() {
+	run_both "$1" "$CLIENTS/tls_config" "$2" "$SERVER_PORT" "$TLS" "${@:3}"
+	echo "$SHIM_STATS"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+}
+
+@test "a verify callback or a function of the program's X509_STORE runs as often as in its own handshakes: such a program is neither handed a connection nor offered a session" {
+	for v in 13 12; do
+		use_tls $v
+		for arg in cb revocation; do
+			config 3 store_cb "$arg"
+			assert_line --partial "3 ok HTTP/1.1 200 OK"
+			assert_equal "handed out $(stat_value tls_reused)" "handed out 0"
+			assert_equal "resumed $(stat_value tls_resumed)" "resumed 0"
+		done
+	done
+}
+
+@test "process-wide crypto state changed after a handshake (fips=yes): the program's own handshake runs under it, no connection made before is handed out" {
+	for v in 13 12; do
+		use_tls $v
+		for arg in fips fips_nv; do
+			config 2 crypto_state $arg
+			assert_line --partial "2 ok HTTP/1.1 200 OK"
+			assert_line --partial "3 fail"
+		done
+		assert_equal "handed out $(stat_value tls_reused)" "handed out 0"
+	done
+}
+
+@test "process-wide crypto state set again after a handshake: the generation moved, so the next hand-out is declined; the one after is served" {
+	use_tls 13
+	config 5 crypto_state nop
+	assert_line --partial "5 ok HTTP/1.1 200 OK"
+	# request 2 was declined (how the server ends was not known yet),
+	# request 3 was offered a connection made before the change
+	# (declined: its own connection), requests 4 and 5 were handed
+	# connections made under the new state
+	assert_equal "declined $(stat_value tls_declined)" "declined 2"
+	assert_equal "handed out $(stat_value tls_reused)" "handed out 2"
+}
+
+@test "SSL_clear then a new connection on an SSL handed a pooled one: its next handshake offers the session its own would have left (resumed)" {
+	for v in 13 12; do
+		use_tls $v
+		config 4 clear_again
+		assert_line "SSL_clear: 1"
+		assert_line --partial "4 ok HTTP/1.1 200 OK reused=1"
+		# request 3 was handed a pooled connection
+		assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
+	done
+}
+
+@test "an SSL kept after its socket closed answers its own descriptor, and SSL_shutdown acts on that number as without the library" {
+	for v in 13 12; do
+		use_tls $v
+		for arg in closed reuse; do
+			config 3 kept_fd "$arg"
+			assert_line --partial "SSL_get_fd: its own number"
+			assert_line --partial "3 ok HTTP/1.1 200 OK"
+		done
+	done
+}
+
+@test "a BIO callback on the program's socket BIO, or a filter of its own under the SSL, sees the program's traffic: no pooled connection" {
+	for v in 13 12; do
+		use_tls $v
+		for arg in cb chain; do
+			config 3 bio_watch "$arg"
+			assert_line "2 the program's BIO saw: read some, written some"
+			assert_line "3 the program's BIO saw: read some, written some"
+			assert_equal "handed out $(stat_value tls_reused)" "handed out 0"
+		done
+	done
+}
+
+@test "client and server random and the keying-material exporter differ between two requests, as between two handshakes (a program that can read them is not handed a connection)" {
+	for v in 13 12; do
+		use_tls $v
+		config 3 values
+		assert_line "repeated: client random no, server random no, exporter no"
+	done
+}
