@@ -229,14 +229,10 @@ static bool ssl_bio_imported(void)
 	return __atomic_load_n(&found, __ATOMIC_RELAXED);
 }
 
-int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
+/* Why ssl must not be handed e (before the program's verification runs),
+ * or NULL. */
+static const char *handout_why(struct kp_tls *e, SSL *ssl)
 {
-	SSL *ssl = ssl_;
-	if (!kp_ssl_bind() || !shim_ctx_get() || e->dead)
-		return -1;
-	struct handle *h = calloc(1, sizeof(*h));
-	if (!h)
-		return -1;
 	kp_lock(&tls_lock);
 	const char *why = handle_find(ssl) ? "the SSL is already in use" : mismatch(e, ssl);
 	/* (a connection made by resuming a session of the program's own) */
@@ -267,6 +263,32 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		why = "the program can see past a hand-out (BIO_f_ssl, the BIO counters)";
 	if (!why && e->key_known && closer_looked(&e->key))
 		why = "how the server ends is not known and a program looked: a fresh connection teaches";
+	return why;
+}
+
+/* The engine does the program's I/O now, on fd: the program's modes and
+ * the options that act after the handshake apply (the others are equal);
+ * renegotiation stays refused (docs/tls.md "Renegotiation"). */
+static void engine_takes_program(struct kp_tls *e, SSL *ssl, int fd)
+{
+	uint64_t opts = kp_ssl.SSL_get_options(ssl);
+	kp_ssl.SSL_clear_options(e->ssl, CARRIED_OPTIONS);
+	kp_ssl.SSL_set_options(e->ssl, (opts & CARRIED_OPTIONS) | SSL_OP_NO_RENEGOTIATION);
+	long mode = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL);
+	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_CLEAR_MODE, ~0L, NULL);
+	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, mode | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, NULL);
+	kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
+}
+
+int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
+{
+	SSL *ssl = ssl_;
+	if (!kp_ssl_bind() || !shim_ctx_get() || e->dead)
+		return -1;
+	struct handle *h = calloc(1, sizeof(*h));
+	if (!h)
+		return -1;
+	const char *why = handout_why(e, ssl);
 	long result = 0;
 	STACK_OF(X509) *chain = NULL;
 	char *peername = NULL;
@@ -315,16 +337,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		kp_debug("fd %d: pooled TLS connection not handed out: cannot detach it", fd);
 		return -1;
 	}
-	/* the engine does the program's I/O now: the program's modes and the
-	 * options that act after the handshake apply (the others are equal);
-	 * renegotiation stays refused (docs/tls.md "Renegotiation") */
-	uint64_t opts = kp_ssl.SSL_get_options(ssl);
-	kp_ssl.SSL_clear_options(e->ssl, CARRIED_OPTIONS);
-	kp_ssl.SSL_set_options(e->ssl, (opts & CARRIED_OPTIONS) | SSL_OP_NO_RENEGOTIATION);
-	long mode = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL);
-	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_CLEAR_MODE, ~0L, NULL);
-	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, mode | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, NULL);
-	kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
+	engine_takes_program(e, ssl, fd);
 	bool resumed = resumed_as(e, ssl);
 	kp_lock(&tls_lock);
 	e->fd = fd;
