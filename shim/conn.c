@@ -23,7 +23,6 @@
  *                  the finished list, park.
  */
 #include "conn_internal.h"
-#include "aio_scan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -48,12 +47,10 @@
 #include "config.h"
 #include "fdlimit.h"
 #include "fdtable.h"
-#include "kp_mem.h"
 #include "real.h"
 #include "replay.h"
 #include "tls.h"
 #include "watch.h"
-#include "wbuf.h"
 
 /* ------------------------------------------------------------ connect */
 

@@ -5,7 +5,6 @@
  * Below conn.c and conn_replay.c: it calls neither.
  */
 #include "conn_internal.h"
-#include "aio_scan.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -27,11 +27,8 @@
 #include <unistd.h>
 
 #include "broker_check.h"
-#include "broker_client.h"
 #include "config.h"
-#include "fdlimit.h"
 #include "fdtable.h"
-#include "kp_mem.h"
 #include "real.h"
 #include "replay.h"
 #include "tls.h"

@@ -341,10 +341,7 @@ static void handshake_full(SSL *ssl)
 /* A protocol other than HTTP/1.1 chosen by ALPN: not ours to frame. */
 static void handshake_alpn(SSL *ssl, const struct io *io)
 {
-	const unsigned char *sel;
-	unsigned sel_len;
-	kp_ssl.SSL_get0_alpn_selected(ssl, &sel, &sel_len);
-	if (sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8)))
+	if (alpn_not_http11(ssl))
 		kp_conn_tls_spoil(io->c, io->fd, "ALPN chose a protocol other than HTTP/1.1");
 }
 

@@ -893,3 +893,12 @@ void kp_tls_after_fork_child(void)
 {
 	kp_mutex_init(&tls_lock);
 }
+
+/* ALPN chose a protocol, and not HTTP/1.1: not ours to frame. */
+bool alpn_not_http11(SSL *ssl)
+{
+	const unsigned char *sel;
+	unsigned sel_len;
+	kp_ssl.SSL_get0_alpn_selected(ssl, &sel, &sel_len);
+	return sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8));
+}

@@ -116,10 +116,7 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
 		return "the program offers a session, and what the server does with one is not known";
 	if (own && seen->resumes && own != kp_ssl.SSL_get_session(e->ssl))
 		return "the program resumes a session of another connection";
-	const unsigned char *sel;
-	unsigned sel_len;
-	kp_ssl.SSL_get0_alpn_selected(e->ssl, &sel, &sel_len);
-	if (sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8)))
+	if (alpn_not_http11(e->ssl))
 		return "ALPN selected";
 	return NULL;
 }

@@ -319,5 +319,6 @@ extern struct kp_tls *parked;
 extern __thread int kp_tls_push_err;
 int prog_socket_bio(SSL *ssl, int *close_flag);
 void note_cert(struct kp_tls *e);
+bool alpn_not_http11(SSL *ssl);
 
 #endif

@@ -6,7 +6,6 @@
  * conn_replay.c: it calls neither.
  */
 #include "conn_internal.h"
-#include "aio_scan.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -27,11 +26,7 @@
 #include <unistd.h>
 
 #include "broker_check.h"
-#include "broker_client.h"
 #include "config.h"
-#include "fdlimit.h"
-#include "fdtable.h"
-#include "kp_mem.h"
 #include "real.h"
 #include "replay.h"
 #include "tls.h"
