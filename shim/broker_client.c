@@ -41,6 +41,18 @@ static bool enabled;
 static uid_t our_uid;
 static gid_t our_gid;
 static struct bk_sys sys; /* kp_real's, never our own exports */
+
+/* The calls broker_check.c makes: libc's (kp_real), never our wrappers. */
+static struct bk_sys real_sys(void)
+{
+	return (struct bk_sys){
+		.getsockopt = KP_REAL(getsockopt),
+		.getpeername = KP_REAL(getpeername),
+		.openat = KP_REAL(openat),
+		.read = KP_REAL(read),
+		.close = KP_REAL(close),
+	};
+}
 /* after the broker failed us (refused, hung, gone), leave it alone for a
  * while: a loop of connects must not pay the timeout each time */
 static uint64_t quiet_until_ms;
@@ -78,14 +90,8 @@ void kp_broker_init(void)
 	 * needed: a process that never dials pays nothing */
 	our_uid = geteuid();
 	our_gid = getegid();
-	sys = (struct bk_sys){
-		.getsockopt = KP_REAL(getsockopt),
-		.getpeername = KP_REAL(getpeername),
-		.openat = KP_REAL(openat),
-		.read = KP_REAL(read),
-		.close = KP_REAL(close),
-		.euid = our_uid,
-	};
+	sys = real_sys();
+	sys.euid = our_uid;
 	pthread_atfork(NULL, NULL, after_fork_child);
 	__atomic_store_n(&enabled, true, __ATOMIC_RELAXED);
 }
@@ -508,12 +514,6 @@ void kp_broker_close(int link)
 
 const char *kp_broker_check_own(int fd, const struct pool_key *key)
 {
-	struct bk_sys s = {
-		.getsockopt = KP_REAL(getsockopt),
-		.getpeername = KP_REAL(getpeername),
-		.openat = KP_REAL(openat),
-		.read = KP_REAL(read),
-		.close = KP_REAL(close),
-	};
+	struct bk_sys s = real_sys();
 	return bk_check_conn(&s, fd, key, NULL, NULL);
 }
