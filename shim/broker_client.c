@@ -17,6 +17,7 @@
  * connection it hands us must be an established TCP socket of our own
  * namespace to the destination we asked for (bk_check_conn).
  */
+#include "poll_until.h"
 #include "broker_client.h"
 #include "fdlimit.h"
 
@@ -231,12 +232,8 @@ static ssize_t recv_reply(int s, struct msghdr *mh, uint64_t deadline)
 	/* waiting first: the broker has not answered yet, as a rule (a
 	 * recvmsg first would cost an EAGAIN each time) */
 	for (;;) {
-		uint64_t now = kp_now_ms();
 		struct pollfd p = { s, POLLIN, 0 };
-		int r = KP_REAL(poll)(&p, 1, now >= deadline ? 0 : (int)(deadline - now));
-		if (r < 0 && errno != EINTR)
-			return -1;
-		if (r == 0)
+		if (kp_poll_until(&p, deadline) <= 0)
 			return -1;
 		ssize_t n = KP_REAL(recvmsg)(s, mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (n >= 0 || (errno != EAGAIN && errno != EINTR))

@@ -22,6 +22,7 @@
  *   hidden.c       the pool's ops, twins, the fd budget, the objects,
  *                  the finished list, park.
  */
+#include "poll_until.h"
 #include "conn_internal.h"
 
 #include <errno.h>
@@ -1311,13 +1312,7 @@ static void handoff_verdict(struct kp_conn *c, int fd)
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 	struct kp_tcp_view v;
 	int bound = (int)kp_replay_settle_ms(kp_tcp_view(fd, &v) == 0 ? v.srtt_us : 0);
-	uint64_t end = kp_now_ms() + (uint64_t)bound;
-	int r;
-	do {
-		uint64_t now = kp_now_ms();
-		r = KP_REAL(poll)(&p, 1, now >= end ? 0 : (int)(end - now));
-	} while (r < 0 && errno == EINTR);
-	if (r > 0 && ready_settle(c, fd))
+	if (kp_poll_until(&p, kp_now_ms() + (uint64_t)bound) > 0 && ready_settle(c, fd))
 		kp_debug("fd %d: replayed before leaving our hands", fd);
 }
 
