@@ -38,9 +38,13 @@
  * before ours has run) */
 __attribute__((used, visibility("hidden"))) void *kp_dl_real;
 
-__attribute__((used, visibility("hidden"))) void *kp_dl_bind(void)
+__attribute__((used, visibility("hidden"))) void *kp_dl_bind(const char *file, int mode)
 {
-	kp_dlopen_note(); /* what it opens is not known until the next look */
+	/* what it opens is not known until the next look; RTLD_NOLOAD and
+	 * the program's own handle open nothing new (OpenSSL pins its own
+	 * libcrypto with RTLD_NOLOAD, no dlsym after) */
+	if (file && !(mode & RTLD_NOLOAD))
+		kp_dlopen_note();
 	void *p = __atomic_load_n(&kp_dl_real, __ATOMIC_ACQUIRE);
 	if (!p) {
 		p = kp_dl_sym(RTLD_NEXT, "dlopen");
@@ -79,7 +83,9 @@ __asm__(".text\n"
 	"	test $" KP_STR(RTLD_DEEPBIND) ", %esi\n"
 	"	jz 1f\n"
 	"	call kp_dl_deepbind\n"
-	"1:	call kp_dl_bind\n"
+	"1:	mov 16(%rsp), %rdi\n" /* the file and mode, pushed */
+	"	mov 8(%rsp), %rsi\n"
+	"	call kp_dl_bind\n"
 	"	add $8, %rsp\n"
 	"	.cfi_adjust_cfa_offset -8\n"
 	"	pop %rsi\n"
