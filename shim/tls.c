@@ -402,7 +402,7 @@ static struct learner {
 	uint64_t since_ms;
 } learners[MAX_LEARNERS];
 static unsigned n_learners;
-static bool learn_atexit;
+static bool learn_atexit, learn_over; /* registered; ran (exit under way) */
 
 /* read what the socket has into l's engine; true when l is done (learnt,
  * or it never will be).  Caller holds no lock of ours. */
@@ -485,6 +485,7 @@ static void learn_poll(const struct pool_key *key, bool last)
 
 static void learn_exit(void)
 {
+	__atomic_store_n(&learn_over, true, __ATOMIC_RELEASE); /* OpenSSL's handler comes next */
 	learn_poll(NULL, true);
 }
 
@@ -495,7 +496,8 @@ unsigned kp_tls_learners(void)
 
 bool kp_tls_learn(struct kp_tls *e, int hidden, const struct pool_key *key)
 {
-	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) || closer_known(key))
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) || __atomic_load_n(&learn_over, __ATOMIC_ACQUIRE) ||
+	    closer_known(key))
 		return false;
 	kp_lock(&tls_lock);
 	/* no program's SSL speaks through it any more, nor ever will */
