@@ -208,7 +208,7 @@ int swap_fresh(struct kp_conn *c, int fd, bool repark)
 		/* the program's SSL was speaking through the pooled engine: it
 		 * makes its own handshake on the fresh connection now */
 		c->tls_handed = false;
-		if (kp_tls_rehandshake(c, fd, c->tls_ssl) < 0)
+		if (kp_tls_rehandshake(&c->tls, fd, c->tls_ssl) < 0)
 			unpool(c, "TLS handshake after a replay failed");
 	} else if (c->tls) { /* a pending engine that was not handed out */
 		kp_tls_put(c->tls);

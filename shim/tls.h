@@ -73,10 +73,12 @@ bool kp_tls_is_parked(int hidden);
 void kp_tls_put(struct kp_tls *e);
 
 /* fd now holds a fresh TCP connection in place of the reused one whose
- * engine the program's ssl was using (c->tls: put by this call, if any):
- * the program's ssl becomes its own engine and makes its own handshake
- * (with its own verification), bounded in time.  Sets c->tls.  0 or -1. */
-int kp_tls_rehandshake(struct kp_conn *c, int fd, void *ssl);
+ * engine the program's ssl was using (*slot, the connection's: put by
+ * this call, if any): the program's ssl becomes its own engine and makes
+ * its own handshake (with its own verification), bounded in time.  Sets
+ * *slot (NULL while it works, so that nobody uses the old engine).  0 or
+ * -1. */
+int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl);
 
 /* Send all of iov through e (TLS records on fd), waiting for the socket
  * (bounded) when it is full.  Returns the bytes or -1 with errno. */

@@ -1,0 +1,680 @@
+/* tls_across.c - sessions between processes through the broker
+ * (docs/tls-across.md), and parking an engine, which keeps its session
+ * here and there (tls_internal.h). */
+#include "tls_internal.h"
+
+/* ------------------------------------------------------------ across processes */
+
+/* A ticket as bytes for the broker (docs/tls-across.md): what its
+ * handshake was made under (SNI, the recorded settings, the configuration
+ * read by the getters, the client certificate and chain, the security
+ * level), the session (i2d_SSL_SESSION: it holds the resumption secret)
+ * and the peer chain the handshake verified.  The receiving process
+ * rebuilds the ticket and offers it under the very rule a ticket of its
+ * own follows (kp_tls_offer_session): nothing in the bytes is trusted
+ * beyond what that rule checks again. */
+#define ACROSS_MAGIC 0x6b707332u /* "kps2" */
+#define ACROSS_NONE UINT32_MAX
+
+struct wbuf {
+	unsigned char *p;
+	size_t len, cap;
+	bool bad;
+};
+
+static void w_bytes(struct wbuf *b, const void *d, size_t n)
+{
+	if (b->bad || n > b->cap - b->len) {
+		b->bad = true;
+		return;
+	}
+	if (n)
+		memcpy(b->p + b->len, d, n);
+	b->len += n;
+}
+
+static void w_u32(struct wbuf *b, uint32_t v)
+{
+	w_bytes(b, &v, sizeof(v));
+}
+
+static void w_u64(struct wbuf *b, uint64_t v)
+{
+	w_bytes(b, &v, sizeof(v));
+}
+
+static void w_str(struct wbuf *b, const char *str)
+{
+	if (!str) {
+		w_u32(b, ACROSS_NONE);
+		return;
+	}
+	size_t n = strlen(str);
+	w_u32(b, (uint32_t)n);
+	w_bytes(b, str, n);
+}
+
+static void w_x509(struct wbuf *b, X509 *x)
+{
+	int n = x ? kp_ssl.i2d_X509(x, NULL) : 0;
+	if (x && n <= 0) {
+		b->bad = true;
+		return;
+	}
+	w_u32(b, x ? (uint32_t)n : ACROSS_NONE);
+	if (!x || b->bad || (size_t)n > b->cap - b->len) {
+		b->bad |= x != NULL;
+		return;
+	}
+	unsigned char *q = b->p + b->len;
+	kp_ssl.i2d_X509(x, &q);
+	b->len += (size_t)n;
+}
+
+static void w_chain(struct wbuf *b, STACK_OF(X509) *c)
+{
+	int n = c ? kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)c) : 0;
+	w_u32(b, c ? (uint32_t)n : ACROSS_NONE);
+	for (int i = 0; i < n; i++)
+		w_x509(b, kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)c, i));
+}
+
+/* The method as a number another process can map back: TLS_client_method
+ * only (0: not shared). */
+static uint32_t method_id(const SSL_METHOD *m)
+{
+	return m && m == kp_ssl.TLS_client_method() ? 1 : 0;
+}
+
+/* What the broker's name is made of: the fields the rule compares for
+ * equality (the carried options and modes left out, as cfg_mismatch
+ * leaves them).  A program's SSL writes the same bytes only when the
+ * rule can pass; the rule still runs on the full record. */
+static void w_shape(struct wbuf *b, const char *sni, const struct conf *conf, const struct cfg *cfg, bool whole)
+{
+	w_str(b, sni);
+	w_u32(b, conf->never);
+	for (int i = 0; i < CONF_VALS; i++)
+		w_u64(b, (uint64_t)conf->val[i]);
+	for (int i = 0; i < CONF_LISTS; i++) {
+		w_u32(b, (uint32_t)conf->len[i]);
+		w_bytes(b, conf->list[i], conf->len[i]);
+	}
+	w_u32(b, cfg->read);
+	w_u32(b, method_id(cfg->method));
+	w_u64(b, whole ? cfg->options : cfg->options & ~(uint64_t)CARRIED_OPTIONS);
+	w_u64(b, (uint64_t)(whole ? cfg->mode : cfg->mode & ~(long)CARRIED_MODES));
+	w_u64(b, (uint64_t)cfg->min_proto);
+	w_u64(b, (uint64_t)cfg->max_proto);
+	w_u32(b, (uint32_t)cfg->seclevel);
+	w_u64(b, (uint64_t)cfg->max_cert_list);
+	w_u32(b, (uint32_t)cfg->read_ahead);
+	w_u32(b, (uint32_t)cfg->quiet_shutdown);
+	w_u64(b, (uint64_t)cfg->status_type);
+	w_u32(b, (uint32_t)cfg->ct);
+	w_u64(b, (uint64_t)cfg->cert_flags);
+	w_u32(b, (uint32_t)cfg->ca_names);
+	w_u32(b, (uint32_t)cfg->nciphers);
+	w_bytes(b, cfg->ciphers, (size_t)cfg->nciphers * sizeof(*cfg->ciphers));
+}
+
+/* name: SHA-256 of the shape and the client certificate (sessions made
+ * with and without one live side by side); 0 or -1 */
+static int shape_name(const char *sni, const struct conf *conf, const struct cfg *cfg, X509 *cert,
+		      uint8_t name[32])
+{
+	unsigned char buf[8192];
+	struct wbuf b = { buf, 0, sizeof(buf), false };
+	w_shape(&b, sni, conf, cfg, false);
+	w_x509(&b, cert);
+	unsigned int n = 0;
+	if (b.bad || !cfg->read || !method_id(cfg->method) ||
+	    !kp_ssl.EVP_Digest(buf, b.len, name, &n, kp_ssl.EVP_sha256(), NULL) || n != 32)
+		return -1;
+	return 0;
+}
+
+/* t as bytes (malloc'd, *len of them), its name and the seconds its
+ * session has left; NULL when it cannot go (another method, too big, a
+ * session about to expire).  Caller holds tls_lock; t is its own. */
+static unsigned char *across_encode(const struct ticket *t, size_t *len, uint8_t name[32], uint32_t *life)
+{
+	long timeout = kp_ssl.SSL_SESSION_get_timeout(t->sess);
+	long left = timeout - ((long)time(NULL) - kp_ssl.SSL_SESSION_get_time(t->sess));
+	if (left < 2 || shape_name(t->sni, &t->conf, &t->cfg, t->cert, name) < 0)
+		return NULL;
+	struct wbuf b = { malloc(BK_SESS_MAX), 0, BK_SESS_MAX, false };
+	if (!b.p)
+		return NULL;
+	w_u32(&b, ACROSS_MAGIC);
+	w_shape(&b, t->sni, &t->conf, &t->cfg, true);
+	w_u32(&b, (uint32_t)t->seclevel);
+	w_x509(&b, t->cert);
+	w_chain(&b, t->cchain);
+	w_x509(&b, t->leaf);
+	w_chain(&b, t->chain);
+	/* the full handshake's values, its key-exchange key (which a
+	 * resumption below TLS 1.3 does not show) as a public key */
+	w_u32(&b, t->full.known);
+	w_u32(&b, (uint32_t)t->full.sig_ok << 1 | t->full.type_ok);
+	w_u32(&b, (uint32_t)t->full.sig_nid);
+	w_u32(&b, (uint32_t)t->full.type_nid);
+	unsigned char *key = NULL;
+	int n_key = t->full.tmp ? kp_ssl.i2d_PUBKEY(t->full.tmp, &key) : 0;
+	w_u32(&b, n_key > 0 ? (uint32_t)n_key : 0);
+	if (n_key > 0)
+		w_bytes(&b, key, (size_t)n_key);
+	kp_ssl.CRYPTO_free(key, __FILE__, __LINE__);
+	w_u64(&b, (uint64_t)t->sess_timeout);
+	int n = kp_ssl.i2d_SSL_SESSION(t->sess, NULL);
+	w_u32(&b, n > 0 ? (uint32_t)n : 0);
+	if (n <= 0 || b.bad || (size_t)n > b.cap - b.len) {
+		kp_ssl.OPENSSL_cleanse(b.p, b.len);
+		free(b.p);
+		return NULL;
+	}
+	unsigned char *q = b.p + b.len;
+	kp_ssl.i2d_SSL_SESSION(t->sess, &q);
+	b.len += (size_t)n;
+	*len = b.len;
+	*life = (uint32_t)(left - 1);
+	return b.p;
+}
+
+struct rbuf {
+	const unsigned char *p;
+	size_t len, at;
+	bool bad;
+};
+
+static const unsigned char *r_bytes(struct rbuf *b, size_t n)
+{
+	if (b->bad || n > b->len - b->at) {
+		b->bad = true;
+		return NULL;
+	}
+	const unsigned char *q = b->p + b->at;
+	b->at += n;
+	return q;
+}
+
+static uint32_t r_u32(struct rbuf *b)
+{
+	uint32_t v = 0;
+	const unsigned char *q = r_bytes(b, sizeof(v));
+	if (q)
+		memcpy(&v, q, sizeof(v));
+	return v;
+}
+
+static uint64_t r_u64(struct rbuf *b)
+{
+	uint64_t v = 0;
+	const unsigned char *q = r_bytes(b, sizeof(v));
+	if (q)
+		memcpy(&v, q, sizeof(v));
+	return v;
+}
+
+static char *r_str(struct rbuf *b)
+{
+	uint32_t n = r_u32(b);
+	if (n == ACROSS_NONE || b->bad)
+		return NULL;
+	const unsigned char *q = r_bytes(b, n);
+	char *str = q && !memchr(q, 0, n) ? strndup((const char *)q, n) : NULL;
+	if (!str)
+		b->bad = true;
+	return str;
+}
+
+static X509 *r_x509(struct rbuf *b)
+{
+	uint32_t n = r_u32(b);
+	if (n == ACROSS_NONE || b->bad)
+		return NULL;
+	const unsigned char *q = r_bytes(b, n), *end = q ? q + n : NULL;
+	X509 *x = q && n ? kp_ssl.d2i_X509(NULL, &q, (long)n) : NULL;
+	if (!x || q != end) {
+		if (x)
+			kp_ssl.X509_free(x);
+		b->bad = true;
+		return NULL;
+	}
+	return x;
+}
+
+static STACK_OF(X509) *r_chain(struct rbuf *b)
+{
+	uint32_t n = r_u32(b);
+	if (n == ACROSS_NONE || b->bad)
+		return NULL;
+	OPENSSL_STACK *sk = n <= 16 ? kp_ssl.OPENSSL_sk_new_null() : NULL;
+	if (!sk) {
+		b->bad = true;
+		return NULL;
+	}
+	for (uint32_t i = 0; i < n && !b->bad; i++) {
+		X509 *x = r_x509(b);
+		if (!x || !kp_ssl.OPENSSL_sk_push(sk, x)) {
+			if (x)
+				kp_ssl.X509_free(x);
+			b->bad = true;
+		}
+	}
+	return (STACK_OF(X509) *)sk;
+}
+
+static void r_shape(struct rbuf *b, struct ticket *t)
+{
+	t->sni = r_str(b);
+	t->conf.never = r_u32(b);
+	for (int i = 0; i < CONF_VALS; i++)
+		t->conf.val[i] = (long)r_u64(b);
+	for (int i = 0; i < CONF_LISTS && !b->bad; i++) {
+		uint32_t n = r_u32(b);
+		const unsigned char *q = r_bytes(b, n);
+		if (q && n)
+			conf_set(&t->conf, i, q, n);
+	}
+	bool read = r_u32(b);
+	struct cfg *c = &t->cfg;
+	c->method = r_u32(b) == 1 ? kp_ssl.TLS_client_method() : NULL;
+	c->options = r_u64(b);
+	c->mode = (long)r_u64(b);
+	c->min_proto = (long)r_u64(b);
+	c->max_proto = (long)r_u64(b);
+	c->seclevel = (int)r_u32(b);
+	c->max_cert_list = (long)r_u64(b);
+	c->read_ahead = (int)r_u32(b);
+	c->quiet_shutdown = (int)r_u32(b);
+	c->status_type = (long)r_u64(b);
+	c->ct = (int)r_u32(b);
+	c->cert_flags = (long)r_u64(b);
+	c->ca_names = (int)r_u32(b);
+	uint32_t n = r_u32(b);
+	const unsigned char *q = n <= 1024 ? r_bytes(b, (size_t)n * sizeof(*c->ciphers)) : NULL;
+	if (!q || b->bad) {
+		b->bad = true;
+		return;
+	}
+	if (n && !(c->ciphers = malloc((size_t)n * sizeof(*c->ciphers)))) {
+		b->bad = true;
+		return;
+	}
+	if (n)
+		memcpy(c->ciphers, q, (size_t)n * sizeof(*c->ciphers));
+	c->nciphers = (int)n;
+	/* a record that says it was read, and names a method we know */
+	c->read = read && c->method;
+}
+
+/* The ticket in len bytes from the broker, for key; NULL when they are
+ * not one whole (anything left over, or missing, refuses it). */
+static struct ticket *across_decode(const unsigned char *p, size_t len, const struct pool_key *key)
+{
+	struct rbuf b = { p, len, 0, false };
+	struct ticket *t = calloc(1, sizeof(*t));
+	if (!t)
+		return NULL;
+	t->key = *key;
+	if (r_u32(&b) != ACROSS_MAGIC)
+		b.bad = true;
+	if (!b.bad)
+		r_shape(&b, t);
+	t->seclevel = (int)r_u32(&b);
+	t->cert = r_x509(&b);
+	t->cchain = r_chain(&b);
+	t->leaf = r_x509(&b);
+	t->chain = r_chain(&b);
+	t->full.known = r_u32(&b);
+	uint32_t oks = r_u32(&b);
+	t->full.sig_ok = oks >> 1 & 1;
+	t->full.type_ok = oks & 1;
+	t->full.sig_nid = (int)r_u32(&b);
+	t->full.type_nid = (int)r_u32(&b);
+	uint32_t n_key = r_u32(&b);
+	const unsigned char *pub = n_key ? r_bytes(&b, n_key) : NULL;
+	bool had_tmp = n_key != 0;
+	if (pub && !(t->full.tmp = kp_ssl.d2i_PUBKEY(NULL, &pub, (long)n_key)))
+		b.bad = true;
+	t->sess_timeout = (long)r_u64(&b);
+	uint32_t n = r_u32(&b);
+	const unsigned char *q = r_bytes(&b, n), *end = q ? q + n : NULL;
+	if (q && n && !b.bad)
+		t->sess = kp_ssl.d2i_SSL_SESSION(NULL, &q, (long)n);
+	if (had_tmp && !t->full.tmp)
+		t->full.known = false;
+	if (b.bad || b.at != len || !t->sess || q != end || !t->leaf ||
+	    !kp_ssl.SSL_SESSION_is_resumable(t->sess)) {
+		ticket_free(t); /* SSL_SESSION_free(NULL) does nothing */
+		return NULL;
+	}
+	return t;
+}
+
+/* A ticket from the broker for ssl's handshake to key: asked under the
+ * name ssl's own settings make, rebuilt, NULL when there is none. */
+static struct ticket *across_fetch(SSL *ssl, const struct pool_key *key)
+{
+	if (!kp_broker_enabled())
+		return NULL;
+	struct cfg now;
+	cfg_read(ssl, &now);
+	uint8_t name[32];
+	kp_lock(&tls_lock);
+	/* a program no session may be offered to (curl's session cache,
+	 * Ruby's info callback) does not cost the broker a question */
+	const struct conf *conf = conf_of(ssl);
+	if (never_for(ssl, conf) || watcher(ssl, conf)) {
+		kp_unlock(&tls_lock);
+		cfg_free(&now);
+		return NULL;
+	}
+	int r = shape_name(kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name), conf_of(ssl), &now,
+			   kp_ssl.SSL_get_certificate(ssl), name);
+	kp_unlock(&tls_lock);
+	cfg_free(&now);
+	if (r < 0)
+		return NULL;
+	unsigned char *buf = malloc(BK_SESS_MAX);
+	if (!buf)
+		return NULL;
+	ssize_t n = kp_broker_sess_get(key, name, buf, BK_SESS_MAX);
+	struct ticket *t = n > 0 ? across_decode(buf, (size_t)n, key) : NULL;
+	if (n > 0 && !t)
+		kp_warn("a session from the broker could not be read: not offered");
+	kp_debug("the broker %s", t ? "had a session" : "had no session");
+	kp_ssl.OPENSSL_cleanse(buf, BK_SESS_MAX); /* the resumption secret */
+	free(buf);
+	return t;
+}
+
+static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
+{
+	SSL_SESSION *sess = kp_ssl.SSL_get1_session(e->ssl);
+	if (!sess)
+		return;
+	struct ticket *t = calloc(1, sizeof(*t));
+	STACK_OF(X509) *chain = kp_ssl.SSL_get_peer_cert_chain(e->ssl);
+	if (!t || !kp_ssl.SSL_SESSION_is_resumable(sess) ||
+	    kp_ssl.SSL_get_verify_result(e->ssl) != X509_V_OK ||
+	    !(t->leaf = kp_ssl.SSL_get1_peer_certificate(e->ssl)) ||
+	    (chain && !(t->chain = kp_ssl.X509_chain_up_ref(chain))) ||
+	    (e->sni && !(t->sni = strdup(e->sni)))) {
+		if (t) {
+			t->sess = sess;
+			ticket_free(t);
+		} else {
+			kp_ssl.SSL_SESSION_free(sess);
+		}
+		return;
+	}
+	t->key = *key;
+	t->sess = sess;
+	if (e->cert && kp_ssl.X509_up_ref(e->cert))
+		t->cert = e->cert;
+	if (e->chain)
+		t->cchain = kp_ssl.X509_chain_up_ref(e->chain);
+	t->seclevel = e->seclevel;
+	struct ticket *drop = NULL;
+	kp_lock(&tls_lock);
+	conf_copy(&t->conf, &e->conf);
+	cfg_copy(&t->cfg, &e->cfg);
+	full_copy(&t->full, &e->full);
+	t->sess_timeout = e->sess_timeout;
+	if (!t->chain)
+		t->chain = ticket_chain_of(key, t->sni, t->leaf);
+	/* for a handshake in another process, through the broker: encoded
+	 * now, while t is ours alone, sent after the lock */
+	uint8_t name[32];
+	uint32_t life = 0;
+	size_t n_enc = 0;
+	unsigned char *enc = kp_broker_enabled() ? across_encode(t, &n_enc, name, &life) : NULL;
+	if (kp_broker_enabled() && !enc)
+		kp_debug("a session not for the broker (method, size or lifetime)");
+	bool once = kp_ssl.SSL_SESSION_get_protocol_version(sess) >= TLS1_3_VERSION;
+	ticket_insert(t, &drop);
+	kp_unlock(&tls_lock);
+	if (enc) {
+		int r = kp_broker_sess_put(key, name, life, once, enc, n_enc);
+		kp_debug("a session %s the broker (%zu bytes, %u s)", r == 0 ? "given to" : "not given to",
+			 n_enc, life);
+		kp_ssl.OPENSSL_cleanse(enc, n_enc); /* the resumption secret */
+		free(enc);
+	}
+	while (drop) {
+		struct ticket *o = drop;
+		drop = o->next;
+		ticket_free(o);
+	}
+}
+
+void kp_tls_forget_sessions(void)
+{
+	kp_lock(&tls_lock);
+	struct ticket *t = tickets;
+	tickets = NULL;
+	kp_unlock(&tls_lock);
+	while (t) {
+		struct ticket *next = t->next;
+		ticket_free(t);
+		t = next;
+	}
+}
+
+void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
+{
+	SSL *ssl = ssl_;
+	/* a TLS connection made here: it cannot move to another process
+	 * (docs/tls-across.md), whatever becomes of its session */
+	kp_count(tls_not_shared);
+	if (!kp_ssl_bind() || !shim_ctx_get() ||
+	    resuming(ssl) || /* the program resumes one of its own */
+	    (kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_TICKET)) /* or wants none */
+		return;
+	SSL_SESSION *sess = NULL;
+	X509 *leaf = NULL;
+	STACK_OF(X509) *untrusted = NULL;
+	const char *why = "none kept";
+	bool found = false;
+	/* one from another process (the broker) only where this process
+	 * keeps none for the destination and name */
+	struct ticket *imported = NULL;
+	struct full full = { 0 };
+	kp_lock(&tls_lock);
+	const char *sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	for (struct ticket *t = __atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) ? tickets : NULL; t;
+	     t = t->next) {
+		if (memcmp(&t->key, key, sizeof(*key)) || !same_str(t->sni, sni))
+			continue;
+		found = true;
+		struct shape sh = { t->sni, &t->conf, &t->cfg, t->cert, t->cchain, t->seclevel,
+				    kp_ssl.SSL_SESSION_get_protocol_version(t->sess),
+				    kp_ssl.SSL_SESSION_get0_cipher(t->sess) };
+		why = shape_mismatch(&sh, ssl);
+		if (!why && !t->full.known)
+			why = "what its full handshake negotiated is not known";
+		/* resumed, the session keeps its timeout, which its first
+		 * owner's context (or the server's ticket) gave */
+		if (!why && t->sess_timeout != kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)))
+			why = "the session timeout differs";
+		if (!why && kp_ssl.SSL_SESSION_get_protocol_version(t->sess) < TLS1_3_VERSION &&
+		    !kp_ssl.SSL_SESSION_has_ticket(t->sess))
+			why = "its session id is the server's (a full handshake shows a new one)";
+		if (!why && kp_ssl.SSL_SESSION_up_ref(t->sess) && kp_ssl.X509_up_ref(t->leaf)) {
+			sess = t->sess;
+			leaf = t->leaf;
+			untrusted = t->chain ? kp_ssl.X509_chain_up_ref(t->chain) : NULL;
+			full_copy(&full, &t->full);
+		}
+		break;
+	}
+	kp_unlock(&tls_lock);
+	if (!found && (imported = across_fetch(ssl, key))) {
+		/* the same rule as a ticket of this process's own: the
+		 * recorded configuration equal, then the program's own
+		 * verification of the peer chain (below) */
+		struct ticket *t = imported;
+		struct shape sh = { t->sni, &t->conf, &t->cfg, t->cert, t->cchain, t->seclevel,
+				    kp_ssl.SSL_SESSION_get_protocol_version(t->sess),
+				    kp_ssl.SSL_SESSION_get0_cipher(t->sess) };
+		kp_lock(&tls_lock);
+		why = same_str(t->sni, sni) ? shape_mismatch(&sh, ssl) : "SNI";
+		if (!why && !t->full.known)
+			why = "what its full handshake negotiated is not carried";
+		/* resumed, the session keeps its timeout, which its first
+		 * owner's context (or the server's ticket) gave */
+		if (!why && t->sess_timeout != kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)))
+			why = "the session timeout differs";
+		if (!why && kp_ssl.SSL_SESSION_get_protocol_version(t->sess) < TLS1_3_VERSION &&
+		    !kp_ssl.SSL_SESSION_has_ticket(t->sess))
+			why = "its session id is the server's (a full handshake shows a new one)";
+		kp_unlock(&tls_lock);
+		if (!why && kp_ssl.SSL_SESSION_up_ref(t->sess) && kp_ssl.X509_up_ref(t->leaf)) {
+			sess = t->sess;
+			leaf = t->leaf;
+			untrusted = t->chain ? kp_ssl.X509_chain_up_ref(t->chain) : NULL;
+			full_copy(&full, &t->full);
+		}
+		if (why)
+			kp_debug("a session from the broker not offered: %s", why);
+	}
+	if (sess) {
+		long result;
+		STACK_OF(X509) *chain;
+		char *peername;
+		X509_VERIFY_PARAM *named = NULL;
+		kp_ssl.ERR_set_mark();
+		int ok = verify_as(ssl, leaf, untrusted, &result, &chain, &peername, &named);
+		kp_ssl.ERR_pop_to_mark();
+		free(peername);
+		/* a copy of the program's own, with a new id (a ticket's is the
+		 * client's): resumed, it is the program's session, not one
+		 * another program read (docs/tls.md "Sessions") */
+		SSL_SESSION *mine = ok > 0 && result == X509_V_OK ? session_anew(sess, 0) : NULL;
+		if (mine && kp_ssl.SSL_set_session(ssl, mine)) {
+			kp_count(tls_resumed);
+			why = NULL;
+			/* resumed, the program's SSL says what its own full
+			 * handshake would have: not reused, this chain verified
+			 * (kp_tls_session_reused, kp_tls_verify_result) */
+			kp_lock(&tls_lock);
+			struct record *r = record_get(ssl, true);
+			if (r) {
+				if (r->offered_chain)
+					kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)r->offered_chain,
+								   (void (*)(void *))kp_ssl.X509_free);
+				r->offered = true;
+				r->offered_across = imported != NULL;
+				r->offered_result = result;
+				r->offered_chain = chain;
+				chain = NULL;
+				if (r->offered_named)
+					kp_ssl.X509_VERIFY_PARAM_free(r->offered_named);
+				r->offered_named = named;
+				named = NULL;
+				full_copy(&r->offered_full, &full);
+			}
+			kp_unlock(&tls_lock);
+		} else {
+			why = "the program's verification fails on its chain";
+		}
+		if (chain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
+		if (named)
+			kp_ssl.X509_VERIFY_PARAM_free(named);
+		if (mine)
+			kp_ssl.SSL_SESSION_free(mine); /* (SSL_set_session took its own) */
+		kp_ssl.SSL_SESSION_free(sess);
+		kp_ssl.X509_free(leaf);
+		if (untrusted)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)untrusted, (void (*)(void *))kp_ssl.X509_free);
+	}
+	if (imported && !why) {
+		/* kept here as a ticket of our own: its chain serves the
+		 * session this handshake makes (ticket_chain_of) */
+		struct ticket *drop = NULL;
+		kp_lock(&tls_lock);
+		ticket_insert(imported, &drop);
+		kp_unlock(&tls_lock);
+		while (drop) {
+			struct ticket *o = drop;
+			drop = o->next;
+			ticket_free(o);
+		}
+	} else if (imported) {
+		/* not offered: never sent, still unused (a single-use ticket
+		 * too): back to the broker for the next process */
+		uint8_t name[32];
+		uint32_t life = 0;
+		size_t n_enc = 0;
+		unsigned char *enc = across_encode(imported, &n_enc, name, &life);
+		if (enc) {
+			kp_broker_sess_put(key, name, life,
+					   kp_ssl.SSL_SESSION_get_protocol_version(imported->sess) >= TLS1_3_VERSION,
+					   enc, n_enc);
+			kp_ssl.OPENSSL_cleanse(enc, n_enc);
+			free(enc);
+		}
+		ticket_free(imported);
+	}
+	full_free(&full);
+	if (why)
+		kp_debug("no session offered: %s", why);
+	else
+		kp_debug("a cached session offered for resumption");
+}
+
+bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key)
+{
+	if (e->dead || !shim_ctx_get())
+		return false;
+	if (kp_ssl.SSL_has_pending(e->ssl) || kp_ssl.SSL_get_shutdown(e->ssl) ||
+	    !kp_ssl.SSL_is_init_finished(e->ssl))
+		return false;
+	kp_lock(&tls_lock);
+	bool ok = true;
+	note_cert(e);
+	kp_debug("TLS connection parked, its first SSL %s", e->own_bio ? "freed" : "still held");
+	/* a handshake made behind the program's back (kp_tls_rehandshake: a
+	 * replay on a fresh connection) never came through kp_tls_handshake */
+	if (!e->full.known && !kp_ssl.SSL_session_reused(e->ssl))
+		full_read(e->ssl, &e->full);
+	int close_flag = BIO_NOCLOSE, prog_fd = e->own_bio ? -1 : prog_socket_bio(e->ssl, &close_flag);
+	if (prog_fd >= 0) {
+		/* the program's SSL is alive (not freed) and speaks through a
+		 * socket BIO: left as it is until another SSL is handed it
+		 * (detach_program then), so that an SSL_clear finds it whole;
+		 * only its BIO follows the socket */
+		e->prog_fd = prog_fd;
+		e->prog_close = close_flag;
+		kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, hidden);
+		e->fd = hidden;
+	} else if (handle_find(e->ssl)) {
+		/* the program's SSL is alive with a BIO of its own: parked as
+		 * it is, and handed out only once the program frees it
+		 * (kp_tls_free detaches it then, onto e->fd); detaching a live
+		 * SSL would take its ex_data and context from under it
+		 * (docs/tls.md "The first owner's SSL") */
+		e->fd = hidden;
+	} else {
+		ok = detach_program(e, hidden, true) == 0;
+	}
+	if (ok) {
+		e->key = *key;
+		e->key_known = true;
+		struct handle *h = user ? handle_find(user) : NULL;
+		if (h && h->e == e)
+			h->closed = true;
+		/* the program's own SSL may still be alive (Ruby frees it at GC) */
+		h = handle_find(e->ssl);
+		if (h && h->e == e)
+			h->closed = true;
+		HASH_ADD_INT(parked, fd, e);
+	}
+	kp_unlock(&tls_lock);
+	if (ok) /* e->cert says which client certificate it carries */
+		ticket_keep(e, key);
+	return ok;
+}

@@ -1,0 +1,749 @@
+/* tls_calls.c - the logic of the libssl wrappers (hooks_tls.c): the
+ * program's SSL calls answered by its engine and framed by the connection
+ * (conn.h); the one tls file above the connection core. */
+#include "tls_internal.h"
+
+#include "conn.h"
+
+/* ------------------------------------------------------------ wrappers' logic */
+
+SSL *kp_tls_route(const SSL *ssl, bool mutates)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return (SSL *)ssl;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	SSL *e = h ? h->e->ssl : (SSL *)ssl;
+	/* its connection went to the pool (maybe to another owner by now):
+	 * it may still be asked what it was, but not act on it */
+	if (h && h->closed && mutates)
+		e = NULL;
+	kp_unlock(&tls_lock);
+	return e;
+}
+
+long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
+{
+	long full_ret;
+	if ((cmd == SSL_CTRL_GET_PEER_SIGNATURE_NID || cmd == SSL_CTRL_GET_PEER_TMP_KEY) && parg &&
+	    kp_tls_peer_full(ssl, cmd, parg, &full_ret))
+		return full_ret;
+	SSL *e = kp_tls_route(ssl, false);
+	if (e == ssl)
+		return kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
+	switch (cmd) {
+	case SSL_CTRL_MODE:
+	case SSL_CTRL_CLEAR_MODE:
+		if (!kp_tls_route(ssl, true))
+			break;
+		kp_ssl.SSL_ctrl(e, cmd, larg, parg); /* the engine does its I/O */
+		break;
+	case SSL_CTRL_GET_CLIENT_CERT_REQUEST:
+	case SSL_CTRL_GET_NUM_RENEGOTIATIONS:
+	case SSL_CTRL_GET_TOTAL_RENEGOTIATIONS:
+	case SSL_CTRL_GET_FLAGS:
+	case SSL_CTRL_GET_RI_SUPPORT:
+	case SSL_CTRL_GET_PEER_SIGNATURE_NID:
+	case SSL_CTRL_GET_PEER_TMP_KEY:
+	case SSL_CTRL_GET_TMP_KEY:
+	case SSL_CTRL_GET_SIGNATURE_NID:
+	case SSL_CTRL_GET_RAW_CIPHERLIST:
+	case SSL_CTRL_GET_EC_POINT_FORMATS:
+	case SSL_CTRL_GET_SHARED_GROUP:
+	case SSL_CTRL_GET_NEGOTIATED_GROUP:
+	case SSL_CTRL_GET_EXTMS_SUPPORT:
+	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_OCSP_RESP:
+	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_EXTS:
+	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_IDS:
+		return kp_ssl.SSL_ctrl(e, cmd, larg, parg);
+	}
+	return kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
+}
+
+bool kp_tls_peername(SSL *ssl, const char **name)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool own = h && h->verified;
+	if (own)
+		*name = h->peername;
+	kp_unlock(&tls_lock);
+	return own;
+}
+
+bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	/* (a resumption of its own session: the engine's is that one) */
+	bool ours = h && h->verified && !h->resumed;
+	SSL_SESSION *src = ours ? kp_ssl.SSL_get_session(h->e->ssl) : NULL;
+	long at = ours ? h->handed_at : 0;
+	if (ours && src == h->sess_src) {
+		*out = h->sess;
+		kp_unlock(&tls_lock);
+		return true;
+	}
+	if (src && !kp_ssl.SSL_SESSION_up_ref(src))
+		src = NULL;
+	kp_unlock(&tls_lock);
+	if (!ours)
+		return false;
+	/* the copy made outside our lock (the program's session ex_data dup
+	 * callbacks run in it) */
+	SSL_SESSION *d = session_anew(src, at), *old = NULL;
+	kp_lock(&tls_lock);
+	h = handle_find(ssl);
+	if (h && h->verified && !h->resumed) {
+		/* first asked, or the engine's session changed (a ticket
+		 * came): so would the program's, and its old one go */
+		old = h->sess;
+		h->sess = d;
+		h->sess_src = kp_ssl.SSL_get_session(h->e->ssl) == src ? src : NULL;
+		d = NULL;
+	}
+	*out = h ? h->sess : NULL;
+	kp_unlock(&tls_lock);
+	if (old)
+		kp_ssl.SSL_SESSION_free(old);
+	if (d)
+		kp_ssl.SSL_SESSION_free(d);
+	if (src)
+		kp_ssl.SSL_SESSION_free(src);
+	return true;
+}
+
+bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	/* (real calls, outside our lock) */
+	bool reused = kp_ssl.SSL_session_reused(ssl);
+	bool tls13 = kp_ssl.SSL_version(ssl) >= TLS1_3_VERSION;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	struct record *r = h && h->verified ? NULL : record_get(ssl, false);
+	struct full none = { .known = true }, *f = NULL;
+	if (h && h->verified) {
+		/* handed out: a full handshake, or the resumption of its own
+		 * session (which shows no signature, and below TLS 1.3 no
+		 * key exchange) */
+		f = h->resumed ? &none : &h->e->full;
+		tls13 = kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION;
+	} else if (r && r->offered && reused) {
+		f = &r->offered_full; /* a session of ours resumed */
+	}
+	bool ours = f && f->known && !(cmd == SSL_CTRL_GET_PEER_TMP_KEY && tls13);
+	if (ours) {
+		*ret = 0;
+		if (cmd == KP_PEER_SIG_TYPE && f->type_ok) {
+			*(int *)parg = f->type_nid;
+			*ret = 1;
+		} else if (cmd == SSL_CTRL_GET_PEER_SIGNATURE_NID && f->sig_ok) {
+			*(int *)parg = f->sig_nid;
+			*ret = 1;
+		} else if (cmd == SSL_CTRL_GET_PEER_TMP_KEY && f->tmp && kp_ssl.EVP_PKEY_up_ref(f->tmp)) {
+			*(EVP_PKEY **)parg = f->tmp;
+			*ret = 1;
+		}
+	}
+	kp_unlock(&tls_lock);
+	return ours;
+}
+
+/* The handle of ssl with what it needs for I/O, or NULL: not ours. */
+struct io {
+	struct handle *h;
+	SSL *e;
+	struct kp_conn *c; /* the connection that frames it, or NULL */
+	int fd;
+	bool closed;
+};
+
+static bool io_get(SSL *ssl, struct io *io)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h) {
+		h->synth_err = 0;
+		io->h = h;
+		io->e = h->e->ssl;
+		io->fd = h->fd;
+		io->closed = h->closed;
+		struct kp_conn *c = kp_fd_conn(h->fd);
+		io->c = c && c != KP_POOLED && __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) == h->e &&
+				c->tls_ssl == ssl
+			? c
+			: NULL;
+	}
+	kp_unlock(&tls_lock);
+	return h != NULL;
+}
+
+static void synth(struct io *io, int err)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(io->h->ssl);
+	if (h) {
+		h->synth_err = err;
+		if (err == SSL_ERROR_ZERO_RETURN)
+			h->shut |= SSL_RECEIVED_SHUTDOWN;
+	}
+	kp_unlock(&tls_lock);
+}
+
+/* a closed handle's I/O: what the program would have got from its fd */
+static int refused(struct io *io)
+{
+	synth(io, SSL_ERROR_SYSCALL);
+	errno = EBADF;
+	return -1;
+}
+
+/* The kind of session ssl's handshake offered (-1: none): set at its first
+ * call (first), read (and forgotten) when it ends. */
+static int note_offer(SSL *ssl, int kind, bool first)
+{
+	kp_lock(&tls_lock);
+	struct record *r = record_get(ssl, first);
+	int was = r ? r->offer_kind - 1 : -1;
+	if (r)
+		r->offer_kind = first ? kind + 1 : 0;
+	kp_unlock(&tls_lock);
+	return was;
+}
+
+/* SSL_set_accept_state was called on ssl: it is a server, even on a
+ * socket it connected */
+static bool told_to_accept(SSL *ssl)
+{
+	kp_lock(&tls_lock);
+	bool accept = conf_of(ssl)->never & (1u << NEVER_ACCEPT);
+	kp_unlock(&tls_lock);
+	return accept;
+}
+
+int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
+{
+	struct io io;
+	if (!kp_ssl_bind())
+		return real(ssl);
+	if (io_get(ssl, &io)) {
+		if (io.closed)
+			return refused(&io);
+		if (io.e != ssl)
+			return 1; /* handed out: the connection is established */
+	} else {
+		int fd = deferred_fd(ssl);
+		if (fd < 0)
+			fd = kp_ssl.SSL_get_fd(ssl);
+		if (fd >= 0 && kp_fd_conn(fd)) {
+			/* what SSL_connect does first (a TLS_method() SSL says
+			 * "server" until then): the re-verification runs as a
+			 * client's, as the program's verify callback expects */
+			if (real == kp_ssl.SSL_connect && kp_ssl.SSL_in_before(ssl) &&
+			    kp_ssl.SSL_is_server(ssl) && !told_to_accept(ssl))
+				kp_ssl.SSL_set_connect_state(ssl);
+			if (kp_conn_tls_start(fd, ssl) == KP_TLS_HANDED)
+				return 1;
+		}
+	}
+	/* its own handshake; a BIO of the program's own shows us the fd when
+	 * the first record goes out (kp_send_intercept).  The session it
+	 * offers, noted at its first call (the record's offer_kind). */
+	if (kp_ssl.SSL_in_before(ssl)) {
+		SSL_SESSION *offer = resuming(ssl);
+		note_offer(ssl, offer ? resumption_kind(ssl, offer) : -1, true);
+	}
+	void *prev = kp_tls_handshaking;
+	kp_tls_handshaking = ssl;
+	/* what a resumption adds to its context's hits (see below) */
+	kp_lock(&tls_lock);
+	SSL_CTX *hctx = session_ctx(ssl); /* libssl counts there */
+	kp_unlock(&tls_lock);
+	long hits = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_HIT, 0, NULL);
+	long misses = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_MISSES, 0, NULL);
+	int r;
+	r = KP_OUTSIDE(real(ssl));
+	kp_tls_handshaking = prev;
+	int offer_kind = r == 1 ? note_offer(ssl, -1, false) : -1;
+	if (io_get(ssl, &io) && io.e != ssl) {
+		/* handed out at that first write, which never went out */
+		kp_ssl.ERR_clear_error();
+		return 1;
+	}
+	if (r == 1 && kp_ssl.SSL_session_reused(ssl)) {
+		/* a session of ours resumed: the program reads a full
+		 * handshake (kp_tls_session_reused), its context no hit */
+		long more = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_HIT, 0, NULL) - hits;
+		kp_lock(&tls_lock);
+		struct record *rec = record_get(ssl, false), *cr;
+		/* once: SSL_connect's SSL_do_handshake comes here too */
+		if (rec && rec->offered && !rec->hit_unmade && more > 0 && (cr = record_get(hctx, true))) {
+			cr->stat_adj[STAT_HIT] -= 1;
+			rec->hit_unmade = true;
+		}
+		bool across = rec && rec->offered_across && !rec->across_counted;
+		if (across)
+			rec->across_counted = true;
+		/* the name our check matched, where its own full handshake's
+		 * verification would have left it (SSL_clear at its start
+		 * cleared it) */
+		/* the session it reads is its copy (kp_tls_offer_session): made
+		 * now, as its full handshake's would be */
+		if (rec && rec->offered && !rec->hit_unmade_time) {
+			SSL_SESSION *mine = kp_ssl.SSL_get_session(ssl);
+			if (mine)
+				kp_ssl.SSL_SESSION_set_time(mine, (long)time(NULL));
+			rec->hit_unmade_time = true;
+		}
+		if (rec && rec->offered && rec->offered_named) {
+			kp_ssl.X509_VERIFY_PARAM_move_peername(kp_ssl.SSL_get0_param(ssl), rec->offered_named);
+			kp_ssl.X509_VERIFY_PARAM_free(rec->offered_named);
+			rec->offered_named = NULL;
+		}
+		kp_unlock(&tls_lock);
+		if (across)
+			kp_count(tls_resumed_across);
+	}
+	if (r == 1 && !kp_ssl.SSL_session_reused(ssl)) {
+		/* a session of ours the server refused: libssl counted a miss
+		 * its program, which offered none, would not have */
+		long more = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_MISSES, 0, NULL) - misses;
+		kp_lock(&tls_lock);
+		struct record *rec = record_get(ssl, false), *cr;
+		if (rec && rec->offered && more > 0 && (cr = record_get(hctx, true))) {
+			cr->stat_adj[STAT_MISS] -= 1;
+			rec->offered = false; /* its own full handshake now */
+		}
+		kp_unlock(&tls_lock);
+	}
+	if (r == 1 && offer_kind >= 0 && io_get(ssl, &io) && io.c && io.e == ssl) {
+		/* what the server did with the session offered */
+		bool resumes = kp_ssl.SSL_session_reused(ssl);
+		kp_lock(&tls_lock);
+		struct resumer *seen = resumer(&io.c->key, offer_kind);
+		if (!seen)
+			seen = &resumers[n_resumers++ % MAX_RESUMERS];
+		*seen = (struct resumer){ io.c->key, offer_kind, resumes };
+		kp_unlock(&tls_lock);
+		kp_debug("the server %s a session offered (kind %d)", resumes ? "resumed" : "did not resume",
+			 offer_kind);
+	}
+	if (r == 1 && io_get(ssl, &io) && io.e == ssl) {
+		/* what its full handshake negotiated, for whoever is handed
+		 * the connection: its own, or a session of ours's */
+		kp_lock(&tls_lock);
+		struct handle *hh = handle_find(ssl);
+		struct kp_tls *e = hh ? hh->e : NULL;
+		if (e && e->ssl == ssl && !e->full.known) {
+			struct record *rec = record_get(ssl, false);
+			if (!kp_ssl.SSL_session_reused(ssl))
+				full_read(ssl, &e->full);
+			else if (rec && rec->offered && rec->offered_full.known)
+				full_copy(&e->full, &rec->offered_full);
+		}
+		kp_unlock(&tls_lock);
+	}
+	if (r == 1 && io_get(ssl, &io) && io.c) {
+		const unsigned char *sel;
+		unsigned sel_len;
+		kp_ssl.SSL_get0_alpn_selected(ssl, &sel, &sel_len);
+		if (sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8)))
+			kp_conn_tls_spoil(io.c, io.fd, "ALPN chose a protocol other than HTTP/1.1");
+	}
+	return r;
+}
+
+static int io_real(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
+{
+	int r = -1;
+	switch (op) {
+	case KP_TLS_READ:
+		r = KP_OUTSIDE(kp_ssl.SSL_read(ssl, buf, (int)n));
+		break;
+	case KP_TLS_READ_EX:
+		r = KP_OUTSIDE(kp_ssl.SSL_read_ex(ssl, buf, n, done));
+		break;
+	case KP_TLS_PEEK:
+		r = KP_OUTSIDE(kp_ssl.SSL_peek(ssl, buf, (int)n));
+		break;
+	case KP_TLS_PEEK_EX:
+		r = KP_OUTSIDE(kp_ssl.SSL_peek_ex(ssl, buf, n, done));
+		break;
+	case KP_TLS_WRITE:
+		r = KP_OUTSIDE(kp_ssl.SSL_write(ssl, buf, (int)n));
+		break;
+	case KP_TLS_WRITE_EX:
+		r = KP_OUTSIDE(kp_ssl.SSL_write_ex(ssl, buf, n, done));
+		break;
+	}
+	return r;
+}
+
+/* A failed SSL call as a socket call's result: 0 for the server's end
+ * (close_notify, or EOF without it: OpenSSL 3 calls that an error), -1
+ * with errno (EAGAIN for WANT_READ/WANT_WRITE). */
+static ssize_t io_error(SSL *e, int r)
+{
+	int saved = errno, err = kp_ssl.SSL_get_error(e, r);
+	unsigned long code = kp_ssl.ERR_peek_error();
+	switch (err) {
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	case SSL_ERROR_WANT_READ:
+	case SSL_ERROR_WANT_WRITE:
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_SYSCALL:
+		if (!saved)
+			return 0;
+		errno = saved;
+		return -1;
+	case SSL_ERROR_SSL:
+		if (ERR_GET_LIB(code) == ERR_LIB_SSL &&
+		    ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+			return 0;
+		/* fall through */
+	default:
+		errno = EPROTO;
+		return -1;
+	}
+}
+
+/* Plaintext I/O through the handle's engine, framed. */
+int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
+{
+	struct io io;
+	bool ex = op == KP_TLS_READ_EX || op == KP_TLS_PEEK_EX || op == KP_TLS_WRITE_EX;
+	bool write = op == KP_TLS_WRITE || op == KP_TLS_WRITE_EX;
+	bool peek = op == KP_TLS_PEEK || op == KP_TLS_PEEK_EX;
+	if (!io_get(ssl, &io))
+		return io_real(ssl, op, buf, n, done);
+	if (io.closed) {
+		int r = refused(&io);
+		return ex ? 0 : r;
+	}
+	struct kp_conn *c = io.c;
+	if (!c)
+		return io_real(io.e, op, buf, n, done);
+	if (write) {
+		ssize_t ret;
+		int saved = errno;
+		if (n && kp_conn_tls_send(c, io.fd, buf, n, &ret)) {
+			if (ret >= 0) {
+				if (done)
+					*done = (size_t)ret;
+				errno = saved;
+				return ex ? 1 : (int)ret;
+			}
+			/* a write after the owed EOF: as after the server's
+			 * close_notify (docs/replay.md, "Nothing added") */
+			synth(&io, __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) ? SSL_ERROR_ZERO_RETURN
+										  : SSL_ERROR_SYSCALL);
+			return ex ? 0 : -1;
+		}
+		io_get(ssl, &io); /* a fresh connection may have been made */
+		int r = io_real(io.e, op, buf, n, done);
+		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
+		saved = errno;
+		if (got <= 0)
+			got = io_error(io.e, r);
+		kp_conn_tls_send_done(c, io.fd, buf, n, got);
+		errno = saved;
+		return r;
+	}
+	for (;;) {
+		int pending;
+		/* a close line's bytes left from the last read come first */
+		size_t extra = n ? kp_recv_extra(c, io.fd, buf, n > INT_MAX ? INT_MAX : n, peek) : 0;
+		if (extra) {
+			if (done)
+				*done = extra;
+			return ex ? 1 : (int)extra;
+		}
+		pending = kp_ssl.SSL_has_pending(io.e);
+		if (kp_conn_tls_eof(c, io.fd, pending)) {
+			closer_told(&c->key); /* the program reads our EOF */
+			synth(&io, SSL_ERROR_ZERO_RETURN);
+			if (done)
+				*done = 0;
+			return 0;
+		}
+		int r = io_real(io.e, op, buf, n, done);
+		int saved = errno;
+		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
+		if (got <= 0) /* as the socket calls would say it (recv_done) */
+			got = io_error(io.e, r);
+		if (got == 0 && kp_conn_tls_server_closing(c, io.fd))
+			closer_learn(io.e, r, &c->key);
+		ssize_t shown = got;
+		bool again = kp_conn_tls_recv_done(c, io.fd, buf, n, &shown, peek ? MSG_PEEK : 0);
+		errno = saved;
+		if (!again && got > 0 && shown != got) {
+			/* a close line shown, or the read ended before an idle 408 */
+			if (done)
+				*done = (size_t)shown;
+			return ex ? 1 : (int)shown;
+		}
+		if (!again)
+			return r;
+		/* replayed on a fresh connection: the dead one's errors go */
+		kp_ssl.ERR_clear_error();
+		if (!io_get(ssl, &io) || !(c = io.c))
+			return r;
+	}
+}
+
+int kp_tls_get_error(const SSL *ssl, int ret)
+{
+	if (__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
+		kp_lock(&tls_lock);
+		struct handle *h = handle_find(ssl);
+		int synth_err = h ? h->synth_err : 0;
+		SSL *e = h ? h->e->ssl : (SSL *)ssl;
+		kp_unlock(&tls_lock);
+		if (synth_err)
+			return synth_err;
+		ssl = e;
+	}
+	int r;
+	r = kp_ssl.SSL_get_error(ssl, ret);
+	return r;
+}
+
+int kp_tls_shutdown(SSL *ssl)
+{
+	struct io io;
+	int r;
+	if (!io_get(ssl, &io)) {
+		r = KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl));
+		return r;
+	}
+	if (io.closed)
+		return refused(&io);
+	if (io.c && kp_conn_tls_at_end(io.c, io.fd)) {
+		/* no close_notify: the connection may be parked.  As OpenSSL's
+		 * SSL_shutdown: the first call "sends" ours and returns 1 if the
+		 * server's came (the program read our EOF), else 0; a later one
+		 * waits for the server's, which a server that was asked to close
+		 * sends (the EOF we owe): 1.  Quiet shutdown: 1 at once. */
+		bool quiet = kp_ssl.SSL_get_quiet_shutdown(ssl);
+		bool owed = __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE);
+		if (owed && !quiet)
+			closer_told(&io.c->key); /* its sequence shows the end */
+		kp_lock(&tls_lock);
+		if (quiet || (owed && (io.h->shut & SSL_SENT_SHUTDOWN)))
+			io.h->shut |= SSL_RECEIVED_SHUTDOWN;
+		io.h->shut |= SSL_SENT_SHUTDOWN;
+		r = io.h->shut & SSL_RECEIVED_SHUTDOWN ? 1 : 0;
+		io.h->synth_err = r ? 0 : SSL_ERROR_SYSCALL;
+		kp_unlock(&tls_lock);
+		return r;
+	}
+	if (io.c)
+		kp_conn_tls_spoil(io.c, io.fd, "SSL_shutdown mid-exchange");
+	r = KP_OUTSIDE(kp_ssl.SSL_shutdown(io.e));
+	return r;
+}
+
+int kp_tls_get_shutdown(const SSL *ssl)
+{
+	int shut = 0, r;
+	if (__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
+		kp_lock(&tls_lock);
+		struct handle *h = handle_find(ssl);
+		if (h) {
+			shut = h->shut;
+			ssl = h->e->ssl;
+		}
+		kp_unlock(&tls_lock);
+	}
+	r = kp_ssl.SSL_get_shutdown(ssl);
+	return r | shut;
+}
+
+int kp_tls_pending(const SSL *ssl, bool has)
+{
+	struct io io;
+	int r;
+	if (io_get((SSL *)ssl, &io)) {
+		if (io.closed)
+			return 0;
+		int extra = io.c ? __atomic_load_n(&io.c->rx_extra_len, __ATOMIC_ACQUIRE) : 0;
+		if (extra)
+			return has ? 1 : extra;
+		if (io.c && __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE))
+			return 0;
+		ssl = io.e;
+	}
+	r = has ? kp_ssl.SSL_has_pending(ssl) : kp_ssl.SSL_pending(ssl);
+	return r;
+}
+
+bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	/* (a real call, outside our lock) */
+	bool resumed = kp_ssl.SSL_session_reused(ssl);
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool own = h && h->verified;
+	if (own && h->resumed) {
+		/* what a resumption says: the session's result, no chain */
+		*result = kp_ssl.SSL_get_verify_result(h->e->ssl);
+		*chain = NULL;
+	} else if (own) {
+		*result = h->verify_result;
+		*chain = h->vchain;
+	} else if (resumed) {
+		/* our session resumed: no chain verified in the handshake, the
+		 * one we verified for it before offering it */
+		struct record *r = record_get(ssl, false);
+		if ((own = r && r->offered)) {
+			*result = r->offered_result;
+			*chain = r->offered_chain;
+		}
+	}
+	kp_unlock(&tls_lock);
+	return own;
+}
+
+long kp_tls_ctx_stat(const SSL_CTX *ctx, int cmd, long r)
+{
+	int which = cmd == SSL_CTRL_SESS_CONNECT	    ? STAT_CONNECT
+		    : cmd == SSL_CTRL_SESS_CONNECT_GOOD ? STAT_GOOD
+		    : cmd == SSL_CTRL_SESS_HIT	    ? STAT_HIT
+		    : cmd == SSL_CTRL_SESS_MISSES	    ? STAT_MISS
+						    : -1;
+	if (which < 0 || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return r;
+	kp_lock(&tls_lock);
+	struct record *rec = record_get(ctx, false);
+	if (rec)
+		r += rec->stat_adj[which];
+	kp_unlock(&tls_lock);
+	return r;
+}
+
+bool kp_tls_session_reused(const SSL *ssl, int *reused)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	struct record *r = record_get(ssl, false);
+	/* handed a pooled connection (the program offered no session: see
+	 * shape_mismatch), or resuming a session we offered: its own
+	 * handshake would have been a full one */
+	bool ours = (h && h->verified) || (r && r->offered);
+	if (ours)
+		*reused = h && h->verified && h->resumed;
+	kp_unlock(&tls_lock);
+	return ours;
+}
+
+void kp_tls_free(SSL *ssl)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
+		kp_ssl.SSL_free(ssl);
+		return;
+	}
+	shim_ctx_get(); /* detach_program's, not to be made under the lock */
+	kp_lock(&tls_lock);
+	record_drop(ssl);
+	struct handle *h = handle_find(ssl);
+	struct kp_tls *e = h ? h->e : NULL;
+	bool last = false, own = e && e->ssl == ssl;
+	if (h) {
+		HASH_DEL(handles, h);
+		if (own && e->refs > 1 && !e->dead && detach_program(e, e->fd, false) < 0)
+			e->dead = true; /* kept for the socket, but never parked */
+		if (own && e->saved) {
+			/* nothing to give back to a freed SSL; its BIOs go now,
+			 * while their methods (curl's) still exist */
+			saved_free(e->saved);
+			e->saved = NULL;
+		}
+		last = engine_unref(e);
+	}
+	kp_unlock(&tls_lock);
+	if (h)
+		handle_free(h);
+	if (!own)
+		kp_ssl.SSL_free(ssl);
+	if (last)
+		engine_free(e);
+}
+
+enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
+{
+	struct io io;
+	if (!io_get(ssl, &io))
+		return KP_RESET_PASS;
+	bool own = io.e == ssl;
+	/* curl, before SSL_free: the engine stays whole; a handle handed a
+	 * pooled one is a shell anyway */
+	if (!clear && (io.closed || (io.c && kp_conn_tls_at_end(io.c, io.fd))))
+		return own ? KP_RESET_SKIP : KP_RESET_PASS;
+	if (io.c)
+		kp_conn_tls_spoil(io.c, io.fd, clear ? "SSL_clear" : "SSL_set_connect_state");
+	if (!clear)
+		return KP_RESET_PASS;
+	/* a new connection on this object: we follow it no more */
+	enum kp_tls_reset_do r = KP_RESET_PASS;
+	bool last = false;
+	kp_lock(&tls_lock);
+	/* the session it keeps is its own now: resumed, it says so */
+	struct record *rec = record_get(ssl, false);
+	if (rec)
+		rec->offered = false;
+	struct handle *h = handle_find(ssl);
+	struct kp_tls *e = h ? h->e : NULL;
+	if (e && own && h->closed) {
+		struct handle *user = NULL;
+		for (struct handle *x = handles; x && !user; x = x->hh.next)
+			if (x->e == e && x != h && !x->closed)
+				user = x;
+		if (user) {
+			/* it serves another SSL of the program's: resetting it
+			 * would cut that one's connection */
+			r = KP_RESET_REFUSE;
+			h = NULL;
+		} else {
+			/* parked, or in the pool's hands: dropped from it (dead),
+			 * and the program gets its SSL back as it had it, with
+			 * the close_notify it asked for "sent" first (else
+			 * libssl takes its session for a bad one and makes it
+			 * unresumable, at SSL_clear or a SSL_set_session) */
+			kp_ssl.SSL_set_shutdown(ssl, kp_ssl.SSL_get_shutdown(ssl) | h->shut);
+			restore_program(e);
+		}
+	}
+	if (h) {
+		HASH_DEL(handles, h);
+		if (own)
+			e->dead = e->foreign = true;
+		last = engine_unref(e);
+	}
+	kp_unlock(&tls_lock);
+	if (h) {
+		if (last)
+			engine_free(e);
+		handle_free(h);
+	}
+	if (r == KP_RESET_REFUSE) {
+		kp_ssl.ERR_new();
+		kp_ssl.ERR_set_error(ERR_LIB_SSL, ERR_R_SHOULD_NOT_HAVE_BEEN_CALLED,
+				     "libkeepalive: this SSL's connection serves another SSL");
+		kp_debug("SSL_clear refused: the SSL's connection serves another SSL now");
+	}
+	return r;
+}

@@ -1,0 +1,1028 @@
+/* tls_engine.c - engines and handles: the SSL that carries a pooled
+ * connection, the program's SSL mapped to it, detaching and restoring the
+ * program's settings, what each destination does with sessions and how it
+ * ends a connection, records out (tls_internal.h). */
+#include "tls_internal.h"
+
+__thread void *kp_tls_handshaking;
+bool kp_tls_used;
+bool kp_tls_ssl_ex_funcs;
+
+void stat_add(SSL *ssl, int which, long n)
+{
+	struct record *r = record_get(session_ctx(ssl), true);
+	if (r)
+		r->stat_adj[which] += n;
+}
+
+struct ticket *tickets; /* newest first */
+struct handle *handles;
+struct kp_tls *parked;
+struct resumer resumers[MAX_RESUMERS];
+unsigned n_resumers;
+
+static struct closer {
+	struct pool_key key;
+	int state; /* CL_* */
+} closers[MAX_CLOSERS];
+
+static unsigned n_closers;
+
+/* Caller holds tls_lock. */
+static struct closer *closer(const struct pool_key *key)
+{
+	for (unsigned i = 0; i < MAX_CLOSERS && i < n_closers; i++)
+		if (!memcmp(&closers[i].key, key, sizeof(*key)))
+			return &closers[i];
+	return NULL;
+}
+
+/* What was learnt travels through the broker as an entry of its session
+ * store under this name (a SHA-256 of a configuration never equals it):
+ * one byte, 1 close_notify, 0 the FIN alone.  So a process that makes one
+ * request rewrites it when an earlier one saw the server's end. */
+static const uint8_t closer_name[BK_SESS_NAME] = "libkeepalive: how servers end.";
+
+/* told: only where nothing is known of the server (a server's way wins) */
+static void closer_set(const struct pool_key *key, int state)
+{
+	kp_lock(&tls_lock);
+	struct closer *seen = closer(key);
+	if (seen && state == CL_TELLS) {
+		kp_unlock(&tls_lock);
+		return;
+	}
+	if (!seen)
+		seen = &closers[n_closers++ % MAX_CLOSERS];
+	*seen = (struct closer){ *key, state };
+	kp_unlock(&tls_lock);
+}
+
+/* a program looked at the end we owed where the server's way is not
+ * known, or it is known ragged: a pooled connection is not handed out (the
+ * program's request then goes on a fresh connection, not rewritten, whose
+ * close reaches the server and teaches; docs/tls.md "Ragged closes") */
+bool closer_looked(const struct pool_key *key)
+{
+	kp_lock(&tls_lock);
+	struct closer *cl = closer(key);
+	bool looked = cl && (cl->state == CL_TELLS || cl->state == CL_RAGGED);
+	kp_unlock(&tls_lock);
+	return looked;
+}
+
+void closer_told(const struct pool_key *key)
+{
+	closer_set(key, CL_TELLS);
+}
+
+/* the server's way is known (close_notify or the FIN alone) */
+static bool closer_known(const struct pool_key *key)
+{
+	kp_lock(&tls_lock);
+	struct closer *cl = closer(key);
+	bool known = cl && (cl->state == CL_NOTIFY || cl->state == CL_RAGGED);
+	kp_unlock(&tls_lock);
+	return known;
+}
+
+static void learn_poll(const struct pool_key *key, bool last);
+
+bool kp_tls_closes_clean(const struct pool_key *key)
+{
+	learn_poll(key, false); /* a connection closed before may know now */
+	kp_lock(&tls_lock);
+	struct closer *seen = closer(key);
+	int state = seen ? seen->state : -1;
+	kp_unlock(&tls_lock);
+	if (state < 0 || state == CL_TELLS) {
+		uint8_t b[8];
+		if (kp_broker_sess_get(key, closer_name, b, sizeof(b)) == 1 && b[0] <= 1) {
+			state = b[0];
+			closer_set(key, state);
+			kp_debug("the broker knows how the server ends: %s", state ? "close_notify" : "FIN alone");
+		}
+	}
+	return state == CL_NOTIFY || (state < 0 && CLOSER_UNKNOWN_OWES);
+}
+
+/* e's read r met the end of a connection its server was asked to end
+ * (io.c says so): learn how.  SSL_ERROR_ZERO_RETURN is a close_notify
+ * unless SSL_OP_IGNORE_UNEXPECTED_EOF made a bare FIN read as one; then a
+ * socket BIO that met its EOF (BIO_eof: OpenSSL 3 sets it at read 0)
+ * tells: a close_notify ends SSL_read before the FIN is read.  "unexpected
+ * eof", or an SSL_ERROR_SYSCALL end: the FIN alone.  Anything else
+ * teaches nothing. */
+void closer_learn(SSL *e, int r, const struct pool_key *key)
+{
+	int err = kp_ssl.SSL_get_error(e, r);
+	unsigned long code = kp_ssl.ERR_peek_error();
+	int notify = -1;
+	if (err == SSL_ERROR_ZERO_RETURN) {
+		BIO *b = kp_ssl.SSL_get_rbio(e);
+		if (!(kp_ssl.SSL_get_options(e) & SSL_OP_IGNORE_UNEXPECTED_EOF))
+			notify = 1;
+		else if (b && kp_ssl.BIO_method_type(b) == BIO_TYPE_SOCKET)
+			notify = kp_ssl.BIO_ctrl(b, BIO_CTRL_EOF, 0, NULL) == 0;
+	} else if ((err == SSL_ERROR_SSL && ERR_GET_LIB(code) == ERR_LIB_SSL &&
+		    ERR_GET_REASON(code) == SSL_R_UNEXPECTED_EOF_WHILE_READING) ||
+		   (err == SSL_ERROR_SYSCALL && !code)) {
+		notify = 0;
+	}
+	if (notify < 0)
+		return;
+	closer_set(key, notify == 1 ? CL_NOTIFY : CL_RAGGED);
+	uint8_t b = (uint8_t)notify;
+	kp_broker_sess_put(key, closer_name, CLOSER_KEEP_S, false, &b, 1);
+	kp_debug("the server ended a TLS connection %s", notify == 1 ? "with close_notify" : "without close_notify");
+}
+
+/* ------------------------------------------------------------ learning at close */
+
+/*
+ * A connection whose server was asked to end it (the request's close was
+ * not rewritten), closed by the program before it read that end (urllib
+ * reads Content-Length bytes and closes), where it is not known how the
+ * server ends: the library keeps its socket (hidden, as a parked one) and
+ * its engine, and reads on, never waiting: one recv(MSG_DONTWAIT) at the
+ * close, at the next close request or TLS connection of the process, and
+ * at exit (before OpenSSL's own exit handler), until close_notify or the
+ * bare FIN shows the server's way (docs/tls.md "Ragged closes").  The
+ * engine reads from a memory BIO we fill, and writes into another: no
+ * byte (an alert) ever reaches the server, and no wrapper of ours sees a
+ * read.  Only an engine no program can reach (the program freed its SSL
+ * first: CPython, curl) is kept.  A few, for a few seconds.
+ */
+#define MAX_LEARNERS 4
+#define LEARN_KEEP_MS 5000
+static struct learner {
+	struct kp_tls *e;
+	int fd;
+	struct pool_key key;
+	uint64_t since_ms;
+} learners[MAX_LEARNERS];
+static unsigned n_learners;
+static bool learn_atexit, learn_over; /* registered; ran (exit under way) */
+
+/* read what the socket has into l's engine; true when l is done (learnt,
+ * or it never will be).  Caller holds no lock of ours. */
+static bool learn_step(struct learner *l)
+{
+	SSL *s = l->e->ssl;
+	BIO *rb = kp_ssl.SSL_get_rbio(s);
+	char buf[4096];
+	int saved = errno;
+	bool fin = false, gone = false;
+	for (int i = 0; i < 16; i++) {
+		ssize_t n = KP_REAL(recv)(l->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n > 0 && kp_ssl.BIO_write(rb, buf, (int)n) == (int)n)
+			continue;
+		fin = n == 0;
+		gone = n != 0 && (n > 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR));
+		break;
+	}
+	errno = saved;
+	if (gone) /* a reset, or no memory: teaches nothing */
+		return true;
+	if (fin) /* the memory BIO's end is the TCP FIN: read 0, not retry */
+		kp_ssl.BIO_ctrl(rb, BIO_C_SET_BUF_MEM_EOF_RETURN, 0, NULL);
+	kp_ssl.ERR_set_mark();
+	int r = kp_ssl.SSL_read(s, buf, sizeof(buf));
+	bool done = true;
+	if (r <= 0 && kp_ssl.SSL_get_error(s, r) == SSL_ERROR_WANT_READ && !fin)
+		done = false;
+	else if (r <= 0) /* r > 0: bytes after the response: teaches nothing */
+		closer_learn(s, r, &l->key);
+	kp_ssl.ERR_pop_to_mark();
+	errno = saved;
+	return done;
+}
+
+static void learner_drop(struct learner *l)
+{
+	kp_fd_swap(l->fd, NULL);
+	KP_REAL(close)(l->fd);
+	kp_tls_put(l->e);
+}
+
+/* Step the learners (those for key, or all when key is NULL; all that are
+ * too old go), or drop them all (at exit: one last step each). */
+static void learn_poll(const struct pool_key *key, bool last)
+{
+	if (!__atomic_load_n(&n_learners, __ATOMIC_ACQUIRE))
+		return;
+	struct learner mine[MAX_LEARNERS];
+	unsigned n = 0;
+	uint64_t now = kp_now_ms();
+	kp_lock(&tls_lock);
+	for (unsigned i = 0; i < n_learners;) {
+		struct learner *l = &learners[i];
+		if (last || !key || !memcmp(&l->key, key, sizeof(*key)) || now - l->since_ms > LEARN_KEEP_MS) {
+			mine[n++] = *l;
+			*l = learners[--n_learners];
+		} else {
+			i++;
+		}
+	}
+	kp_unlock(&tls_lock);
+	for (unsigned i = 0; i < n; i++) {
+		struct learner *l = &mine[i];
+		bool old = now - l->since_ms > LEARN_KEEP_MS;
+		bool known = closer_known(&l->key);
+		if (known || learn_step(l) || old || last) {
+			learner_drop(l);
+			continue;
+		}
+		kp_lock(&tls_lock);
+		bool room = n_learners < MAX_LEARNERS;
+		if (room)
+			learners[n_learners++] = *l;
+		kp_unlock(&tls_lock);
+		if (!room)
+			learner_drop(l);
+	}
+}
+
+static void learn_exit(void)
+{
+	__atomic_store_n(&learn_over, true, __ATOMIC_RELEASE); /* OpenSSL's handler comes next */
+	learn_poll(NULL, true);
+}
+
+unsigned kp_tls_learners(void)
+{
+	return __atomic_load_n(&n_learners, __ATOMIC_ACQUIRE);
+}
+
+bool kp_tls_learn(struct kp_tls *e, int hidden, const struct pool_key *key)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) || __atomic_load_n(&learn_over, __ATOMIC_ACQUIRE) ||
+	    closer_known(key))
+		return false;
+	kp_lock(&tls_lock);
+	/* no program's SSL speaks through it any more, nor ever will */
+	bool ours = e->refs == 1 && !e->dead && !e->foreign && e->own_bio &&
+		    !(kp_ssl.SSL_get_shutdown(e->ssl) & SSL_RECEIVED_SHUTDOWN);
+	kp_unlock(&tls_lock);
+	if (!ours)
+		return false;
+	BIO *rb = kp_ssl.BIO_new(kp_ssl.BIO_s_mem()), *wb = kp_ssl.BIO_new(kp_ssl.BIO_s_mem());
+	if (!rb || !wb) {
+		if (rb)
+			kp_ssl.BIO_free(rb);
+		if (wb)
+			kp_ssl.BIO_free(wb);
+		return false;
+	}
+	kp_ssl.BIO_ctrl(rb, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, NULL); /* empty: retry */
+	kp_ssl.SSL_set_bio(e->ssl, rb, wb); /* frees its socket BIO (no close) */
+	e->fd = hidden;
+	/* the end as it is on the wire: close_notify is ZERO_RETURN, the FIN
+	 * alone "unexpected eof" (closer_learn) */
+	kp_ssl.SSL_clear_options(e->ssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	struct learner l = { e, hidden, *key, kp_now_ms() };
+	if (learn_step(&l) || closer_known(key))
+		return learner_drop(&l), true;
+	struct learner out = { 0 };
+	bool evict = false, first = !learn_atexit;
+	kp_lock(&tls_lock);
+	if (n_learners == MAX_LEARNERS) { /* the oldest goes */
+		out = learners[0];
+		learners[0] = learners[--n_learners];
+		evict = true;
+	}
+	learners[n_learners] = l;
+	__atomic_store_n(&n_learners, n_learners + 1, __ATOMIC_RELEASE);
+	learn_atexit = true;
+	kp_unlock(&tls_lock);
+	if (evict)
+		learner_drop(&out);
+	/* before OpenSSL's own handler (registered at its first use, so
+	 * earlier), which frees what the engines need */
+	if (first)
+		atexit(learn_exit);
+	return true;
+}
+
+bool kp_tls_learner_forget(int fd)
+{
+	if (!__atomic_load_n(&n_learners, __ATOMIC_ACQUIRE))
+		return false;
+	struct learner out = { 0 };
+	kp_lock(&tls_lock);
+	for (unsigned i = 0; i < n_learners; i++) {
+		if (learners[i].fd == fd) {
+			out = learners[i];
+			learners[i] = learners[--n_learners];
+			break;
+		}
+	}
+	kp_unlock(&tls_lock);
+	if (out.e)
+		kp_tls_put(out.e);
+	return out.e != NULL;
+}
+
+size_t kp_tls_learner_fds(int *fds, size_t cap)
+{
+	size_t n = 0;
+	if (!__atomic_load_n(&n_learners, __ATOMIC_ACQUIRE))
+		return 0;
+	kp_lock(&tls_lock);
+	for (unsigned i = 0; i < n_learners && n < cap; i++)
+		fds[n++] = learners[i].fd;
+	kp_unlock(&tls_lock);
+	return n;
+}
+
+unsigned kp_tls_learners_drain(void)
+{
+	unsigned n = kp_tls_learners();
+	learn_poll(NULL, true);
+	return n;
+}
+
+/* How ssl's handshake offers session sess: its protocol version, with a
+ * ticket or by id (SSL_OP_NO_TICKET sends no ticket). */
+int resumption_kind(SSL *ssl, SSL_SESSION *sess)
+{
+	bool ticket = kp_ssl.SSL_SESSION_has_ticket(sess) && !(kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_TICKET);
+	return kp_ssl.SSL_SESSION_get_protocol_version(sess) << 1 | ticket;
+}
+
+/* Caller holds tls_lock. */
+struct resumer *resumer(const struct pool_key *key, int kind)
+{
+	for (unsigned i = 0; i < n_resumers && i < MAX_RESUMERS; i++)
+		if (resumers[i].kind == kind && !memcmp(&resumers[i].key, key, sizeof(*key)))
+			return &resumers[i];
+	return NULL;
+}
+
+static SSL_CTX *shim_ctx; /* parked engines belong to it: no program callbacks */
+static pthread_once_t shim_ctx_once = PTHREAD_ONCE_INIT;
+
+static void shim_ctx_make(void)
+{
+	shim_ctx = kp_ssl.SSL_CTX_new(kp_ssl.TLS_client_method());
+}
+
+/* The shim's context, made once and never under tls_lock: making one
+ * reads the system's OpenSSL configuration, whose settings reach our
+ * SSL_CTX_ctrl wrapper (which takes the lock to note them). */
+SSL_CTX *shim_ctx_get(void)
+{
+	pthread_once(&shim_ctx_once, shim_ctx_make);
+	return shim_ctx;
+}
+
+static STACK_OF(X509) *client_chain(SSL *ssl, X509 *cert);
+
+/* ------------------------------------------------------------ engines */
+
+struct handle *handle_find(const SSL *ssl)
+{
+	struct handle *h;
+	HASH_FIND_PTR(handles, &ssl, h);
+	return h;
+}
+
+/* What detaching took from the program's SSL, given back if the program
+ * makes it a new connection (SSL_clear) while its old one is parked. */
+struct saved {
+	SSL_CTX *ctx; /* a reference of ours */
+	SSL *hold;    /* shares the program's certificates, keys and their
+			 settings (SSL_copy_session_id), which a change of
+			 context would replace */
+	BIO *rbio, *wbio; /* references of ours */
+	int verify_mode;
+	SSL_verify_cb verify_cb;
+	void (*info_cb)(const SSL *, int, int);
+	uint64_t options;
+	long mode;
+	void *ex[32];
+};
+
+void saved_free(struct saved *sv)
+{
+	if (!sv)
+		return;
+	if (sv->ctx)
+		kp_ssl.SSL_CTX_free(sv->ctx);
+	if (sv->hold)
+		kp_ssl.SSL_free(sv->hold);
+	if (sv->rbio)
+		kp_ssl.BIO_free(sv->rbio);
+	if (sv->wbio && sv->wbio != sv->rbio)
+		kp_ssl.BIO_free(sv->wbio);
+	free(sv);
+}
+
+/* fd and close flag of the program's socket BIO, or fd -1 (a BIO of its
+ * own, or not the same one both ways) */
+int prog_socket_bio(SSL *ssl, int *close_flag)
+{
+	BIO *b = kp_ssl.SSL_get_rbio(ssl);
+	int fd = -1;
+	if (!b || b != kp_ssl.SSL_get_wbio(ssl) || kp_ssl.BIO_method_type(b) != BIO_TYPE_SOCKET ||
+	    kp_ssl.BIO_ctrl(b, BIO_C_GET_FD, 0, &fd) < 0)
+		return -1;
+	*close_flag = (int)kp_ssl.BIO_ctrl(b, BIO_CTRL_GET_CLOSE, 0, NULL);
+	return fd;
+}
+
+void engine_free(struct kp_tls *e)
+{
+	if (!e->foreign) {
+		/* a clean end for OpenSSL: no session removal (the first
+		 * owner's remove-session callback) for a connection never shut */
+		kp_ssl.SSL_set_shutdown(e->ssl, SSL_SENT_SHUTDOWN);
+		kp_ssl.SSL_free(e->ssl);
+	}
+	if (e->cert)
+		kp_ssl.X509_free(e->cert);
+	saved_free(e->saved);
+	if (e->hs_ctx)
+		kp_ssl.SSL_CTX_free(e->hs_ctx);
+	full_free(&e->full);
+	if (e->chain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)e->chain, (void (*)(void *))kp_ssl.X509_free);
+	free(e->sni);
+	conf_free(&e->conf);
+	cfg_free(&e->cfg);
+	free(e);
+}
+
+/* Caller holds tls_lock.  True when the caller must engine_free(e) after
+ * letting go of the lock. */
+bool engine_unref(struct kp_tls *e)
+{
+	return --e->refs == 0;
+}
+
+void kp_tls_put(struct kp_tls *e)
+{
+	kp_lock(&tls_lock);
+	bool last = engine_unref(e);
+	kp_unlock(&tls_lock);
+	if (last)
+		engine_free(e);
+}
+
+void handle_free(struct handle *h)
+{
+	if (h->sess)
+		kp_ssl.SSL_SESSION_free(h->sess);
+	free(h->peername);
+	if (h->vchain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain, (void (*)(void *))kp_ssl.X509_free);
+	free(h);
+}
+
+/* Not the default security callback: a program with its own may refuse
+ * what its handshake would meet.  Caller holds tls_lock. */
+static bool custom_security_cb(SSL *ssl)
+{
+	return !shim_ctx ||
+	       kp_ssl.SSL_get_security_callback(ssl) != kp_ssl.SSL_CTX_get_security_callback(shim_ctx);
+}
+
+/* More than one certificate with its key set for ssl: the handshake picks
+ * one by what the server asks, and which one it sent is not told.  Walks
+ * them as SSL_CTX_set_current_cert does, and leaves the current one as it
+ * was. */
+static bool several_certs(SSL *ssl)
+{
+	X509 *cur = kp_ssl.SSL_get_certificate(ssl);
+	if (!cur)
+		return false; /* at most one: a key without its certificate */
+	/* the walk visits only certificates with their keys: it could not
+	 * come back to this one */
+	if (!kp_ssl.SSL_get_privatekey(ssl))
+		return true;
+	int n = 0;
+	for (long r = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_SET_CURRENT_CERT, SSL_CERT_SET_FIRST, NULL);
+	     r > 0 && n < 2; r = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_SET_CURRENT_CERT, SSL_CERT_SET_NEXT, NULL))
+		n++;
+	for (long r = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_SET_CURRENT_CERT, SSL_CERT_SET_FIRST, NULL);
+	     r > 0 && kp_ssl.SSL_get_certificate(ssl) != cur;
+	     r = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_SET_CURRENT_CERT, SSL_CERT_SET_NEXT, NULL))
+		;
+	return n > 1;
+}
+
+/* The context ssl's new sessions go to: libssl's session_ctx, the one it
+ * was made with (SSL_set_SSL_CTX does not move it).  Caller holds
+ * tls_lock. */
+SSL_CTX *session_ctx(SSL *ssl)
+{
+	struct record *r = record_get(ssl, false);
+	return r && r->sess_ctx ? (SSL_CTX *)r->sess_ctx : kp_ssl.SSL_get_SSL_CTX(ssl);
+}
+
+/* A client handshake on an SSL whose sessions go to ctx tells the program
+ * of them: its new-session callback, or the context's own cache.  What it
+ * is told cannot be made what its own handshake would tell (docs/tls.md
+ * "Callbacks that watch"). */
+bool tells_sessions(SSL_CTX *ctx)
+{
+	long mode = ctx ? kp_ssl.SSL_CTX_ctrl(ctx, SSL_CTRL_GET_SESS_CACHE_MODE, 0, NULL) : 0;
+	return (mode & SSL_SESS_CACHE_CLIENT) &&
+	       (kp_ssl.SSL_CTX_sess_get_new_cb(ctx) || !(mode & SSL_SESS_CACHE_NO_INTERNAL_STORE));
+}
+
+/* Code of the program's that watches ssl's handshake: what it would see
+ * of a handshake of its own, a handed-out connection (none) or a session
+ * of ours (a resumption) cannot show it.  Caller holds tls_lock. */
+const char *watcher(SSL *ssl, const struct conf *conf)
+{
+	SSL_CTX *ctx = kp_ssl.SSL_get_SSL_CTX(ssl);
+	if (kp_ssl.SSL_CTX_get_keylog_callback(ctx))
+		return "a keylog callback";
+	if (kp_ssl.SSL_get_info_callback(ssl) || kp_ssl.SSL_CTX_get_info_callback(ctx))
+		return "an info callback";
+	if (conf->msg_cb)
+		return "a message callback";
+	return NULL;
+}
+
+/* Why ssl's handshake (with recorded settings conf) can neither be handed
+ * a pooled connection or session nor have its own connection pooled, or
+ * NULL.  Caller holds tls_lock. */
+const char *never_for(SSL *ssl, const struct conf *conf)
+{
+	/* a TLS_method() SSL says "server" until its handshake starts:
+	 * kp_tls_handshake made SSL_connect's own choice by then */
+	if (kp_ssl.SSL_is_server(ssl))
+		return "not a client handshake";
+	SSL_CTX *ctx = kp_ssl.SSL_get_SSL_CTX(ssl);
+	struct record *cr = record_get(ctx, false);
+	/* the context's own too: its callbacks are read from it during the
+	 * handshake, not copied at SSL_new */
+	const char *why = never_reason(conf->never | (cr ? cr->conf.never : 0));
+	if (why)
+		return why;
+	if (kp_ssl.SSL_CTX_get_client_cert_cb(ctx))
+		return "a client certificate callback";
+	if (custom_security_cb(ssl))
+		return "a security callback";
+	if (several_certs(ssl))
+		return "several client certificates";
+	/* its own connection parked: a ticket that comes while another SSL
+	 * reads it would reach this callback or cache (libssl calls the
+	 * session_ctx's, whoever owns the connection now); handed one: it
+	 * would be told of another session than its own handshake's */
+	if (tells_sessions(session_ctx(ssl)))
+		return "a new-session callback or a client session cache";
+	/* the engine keeps an SSL the program frees (SSL_free runs the free
+	 * callbacks only when the connection is dropped, with nothing), or
+	 * copies it (dup) (docs/tls.md "The first owner's SSL") */
+	if (__atomic_load_n(&kp_tls_ssl_ex_funcs, __ATOMIC_ACQUIRE))
+		return "an SSL ex_data index with a free or dup callback";
+	return NULL;
+}
+
+static const struct conf no_conf;
+
+/* ssl's recorded settings.  Caller holds tls_lock. */
+const struct conf *conf_of(const SSL *ssl)
+{
+	struct record *r = record_get(ssl, false);
+	return r ? &r->conf : &no_conf;
+}
+
+struct kp_tls *kp_tls_bind(void *ssl_, int fd)
+{
+	SSL *ssl = ssl_;
+	if (!kp_ssl_bind() || !shim_ctx_get())
+		return NULL;
+	learn_poll(NULL, false); /* connections closed before may know now */
+	struct kp_tls *e = calloc(1, sizeof(*e));
+	struct handle *h = calloc(1, sizeof(*h));
+	const char *sni;
+	sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	if (!e || !h || (sni && !(e->sni = strdup(sni))))
+		goto fail;
+	kp_lock(&tls_lock);
+	const struct conf *conf = conf_of(ssl);
+	const char *never = handle_find(ssl) ? "already followed" : never_for(ssl, conf);
+	if (!never) {
+		conf_copy(&e->conf, conf);
+		never = never_reason(e->conf.never);
+	}
+	if (never) {
+		kp_unlock(&tls_lock);
+		kp_debug("fd %d: TLS connection not followed: %s", fd, never);
+		goto fail;
+	}
+	e->ssl = ssl;
+	e->fd = fd;
+	e->prog_fd = -1;
+	e->seclevel = kp_ssl.SSL_get_security_level(ssl);
+	e->sess_ctx = session_ctx(ssl);
+	e->sess_timeout = kp_ssl.SSL_CTX_get_timeout(e->sess_ctx);
+	cfg_read(ssl, &e->cfg);
+	e->refs = 2; /* its own handle, and the connection */
+	h->ssl = ssl;
+	h->e = e;
+	h->fd = fd;
+	HASH_ADD_PTR(handles, ssl, h);
+	__atomic_store_n(&kp_tls_used, true, __ATOMIC_RELEASE);
+	kp_unlock(&tls_lock);
+	kp_debug("fd %d: following the TLS connection of SSL %p", fd, (void *)ssl);
+	return e;
+fail:
+	if (e) {
+		conf_free(&e->conf);
+		cfg_free(&e->cfg);
+		free(e->sni);
+	}
+	free(e);
+	free(h);
+	return NULL;
+}
+
+/* The client certificate e's handshake had (set in the context or the
+ * SSL): read once, before detaching replaces the SSL's certificates with
+ * the shim context's. */
+void note_cert(struct kp_tls *e)
+{
+	if (e->cert_known)
+		return;
+	X509 *cert = kp_ssl.SSL_get_certificate(e->ssl);
+	if (cert && kp_ssl.X509_up_ref(cert)) {
+		e->cert = cert;
+		e->chain = client_chain(e->ssl, cert);
+	}
+	e->cert_known = true;
+}
+
+/* The chain ssl's handshake sends with its client certificate cert, as
+ * libssl builds it (ssl_add_cert_chain): the certificate's own chain, or
+ * the context's extra chain certificates, or else (unless
+ * SSL_MODE_NO_AUTO_CHAIN) what the chain store (the verify store if none)
+ * builds from cert.  NULL for the leaf alone.  Caller holds tls_lock. */
+static STACK_OF(X509) *client_chain(SSL *ssl, X509 *cert)
+{
+	STACK_OF(X509) *sk = NULL;
+	kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_CHAIN_CERTS, 0, &sk);
+	if (!sk || !kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)sk))
+		kp_ssl.SSL_CTX_ctrl(kp_ssl.SSL_get_SSL_CTX(ssl), SSL_CTRL_GET_EXTRA_CHAIN_CERTS, 1, &sk);
+	if (sk && kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)sk))
+		return kp_ssl.X509_chain_up_ref(sk);
+	if (kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL) & SSL_MODE_NO_AUTO_CHAIN)
+		return NULL;
+	X509_STORE *store = NULL;
+	kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_CHAIN_CERT_STORE, 0, &store);
+	if (!store)
+		store = kp_ssl.SSL_CTX_get_cert_store(kp_ssl.SSL_get_SSL_CTX(ssl));
+	X509_STORE_CTX *sctx = store ? kp_ssl.X509_STORE_CTX_new() : NULL;
+	STACK_OF(X509) *chain = NULL;
+	kp_ssl.ERR_set_mark();
+	if (sctx && kp_ssl.X509_STORE_CTX_init(sctx, store, cert, NULL)) {
+		kp_ssl.X509_verify_cert(sctx); /* errors do not matter: what it built */
+		chain = kp_ssl.X509_STORE_CTX_get1_chain(sctx);
+	}
+	kp_ssl.ERR_pop_to_mark();
+	if (sctx)
+		kp_ssl.X509_STORE_CTX_free(sctx);
+	return chain;
+}
+
+/* ssl (whose certificate is cert) would send the chain want.  Caller
+ * holds tls_lock. */
+bool chain_equal(X509 *cert, SSL *ssl, STACK_OF(X509) *want)
+{
+	STACK_OF(X509) *have = client_chain(ssl, cert);
+	int n = have ? kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)have) : 0;
+	bool same = n == (want ? kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)want) : 0);
+	for (int i = 0; same && i < n; i++)
+		same = !kp_ssl.X509_cmp(kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)have, i),
+					kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)want, i));
+	if (have)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)have, (void (*)(void *))kp_ssl.X509_free);
+	return same;
+}
+
+/* e's SSL is about to serve another SSL of the program's, or the program
+ * freed it: give e a BIO of ours on fd, and cut every path by which
+ * OpenSSL could call back into the program: callbacks, ex_data (its
+ * objects behind them), and the context (its session and info callbacks).
+ * An SSL the program still holds (prog_alive) keeps what was cut in
+ * e->saved, for SSL_clear.  Caller holds tls_lock. */
+int detach_program(struct kp_tls *e, int fd, bool prog_alive)
+{
+	if (e->own_bio) {
+		kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
+		e->fd = fd;
+		return 0;
+	}
+	if (!shim_ctx)
+		return -1;
+	struct saved *sv = prog_alive ? calloc(1, sizeof(*sv)) : NULL;
+	BIO *b = kp_ssl.BIO_new_socket(fd, BIO_NOCLOSE);
+	if (!b || (prog_alive && (!sv || !(sv->hold = kp_ssl.SSL_new(shim_ctx)) ||
+				  !kp_ssl.SSL_copy_session_id(sv->hold, e->ssl)))) {
+		if (b)
+			kp_ssl.BIO_free(b);
+		saved_free(sv);
+		return -1;
+	}
+	note_cert(e);
+	if (sv) {
+		sv->ctx = kp_ssl.SSL_get_SSL_CTX(e->ssl);
+		if (!kp_ssl.SSL_CTX_up_ref(sv->ctx))
+			sv->ctx = NULL;
+		/* its BIOs outlive SSL_set_bio below (which frees one reference) */
+		sv->rbio = kp_ssl.SSL_get_rbio(e->ssl);
+		sv->wbio = kp_ssl.SSL_get_wbio(e->ssl);
+		if (sv->rbio && !kp_ssl.BIO_up_ref(sv->rbio))
+			sv->rbio = NULL;
+		if (sv->wbio && sv->wbio != sv->rbio && !kp_ssl.BIO_up_ref(sv->wbio))
+			sv->wbio = NULL;
+		sv->verify_mode = kp_ssl.SSL_get_verify_mode(e->ssl);
+		sv->verify_cb = kp_ssl.SSL_get_verify_callback(e->ssl);
+		sv->info_cb = kp_ssl.SSL_get_info_callback(e->ssl);
+		sv->options = kp_ssl.SSL_get_options(e->ssl);
+		sv->mode = kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, 0, NULL);
+		for (int i = 0; i < 32; i++)
+			sv->ex[i] = kp_ssl.SSL_get_ex_data(e->ssl, i);
+		e->saved = sv;
+	}
+	kp_ssl.SSL_set_bio(e->ssl, b, b); /* frees the program's BIO (curl's) now */
+	kp_ssl.SSL_set_info_callback(e->ssl, NULL);
+	kp_ssl.SSL_set_msg_callback(e->ssl, NULL);
+	kp_ssl.SSL_set_verify(e->ssl, kp_ssl.SSL_get_verify_mode(e->ssl), NULL);
+	/* a server's renegotiation would verify against nobody's trust now */
+	kp_ssl.SSL_set_options(e->ssl, SSL_OP_NO_RENEGOTIATION);
+	for (int i = 0; i < 32; i++)
+		kp_ssl.SSL_set_ex_data(e->ssl, i, NULL);
+	SSL_CTX *was = kp_ssl.SSL_get_SSL_CTX(e->ssl);
+	if (!e->hs_ctx && was && kp_ssl.SSL_CTX_up_ref(was))
+		e->hs_ctx = was;
+	SSL_CTX *ctx = kp_ssl.SSL_set_SSL_CTX(e->ssl, shim_ctx);
+	e->own_bio = true;
+	e->fd = fd;
+	return ctx == shim_ctx ? 0 : -1;
+}
+
+/* The program makes its SSL, e's, a new connection (SSL_clear) while the
+ * pool has e: give it back what it had.  Caller holds tls_lock. */
+void restore_program(struct kp_tls *e)
+{
+	struct saved *sv = e->saved;
+	if (!sv) { /* never detached: only its BIO followed the socket */
+		if (e->prog_fd >= 0)
+			kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, e->prog_close,
+					    e->prog_fd);
+		return;
+	}
+	if (sv->ctx)
+		kp_ssl.SSL_set_SSL_CTX(e->ssl, sv->ctx);
+	/* its own certificates and their settings, which the change of
+	 * context replaced (SSL_copy_session_id also sets the session: its
+	 * current one is kept) */
+	SSL_SESSION *sess = kp_ssl.SSL_get1_session(e->ssl);
+	kp_ssl.SSL_copy_session_id(e->ssl, sv->hold);
+	kp_ssl.SSL_set_session(e->ssl, sess);
+	if (sess)
+		kp_ssl.SSL_SESSION_free(sess);
+	kp_ssl.SSL_set_verify(e->ssl, sv->verify_mode, sv->verify_cb);
+	kp_ssl.SSL_set_info_callback(e->ssl, sv->info_cb);
+	kp_ssl.SSL_set_msg_callback(e->ssl, conf_of(e->ssl)->msg_cb);
+	kp_ssl.SSL_clear_options(e->ssl, ~sv->options);
+	kp_ssl.SSL_set_options(e->ssl, sv->options);
+	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_CLEAR_MODE, ~0L, NULL);
+	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, sv->mode, NULL);
+	for (int i = 0; i < 32; i++)
+		kp_ssl.SSL_set_ex_data(e->ssl, i, sv->ex[i]);
+	if (sv->rbio || sv->wbio) { /* its BIOs, our references handed back */
+		kp_ssl.SSL_set_bio(e->ssl, sv->rbio, sv->wbio);
+		sv->rbio = sv->wbio = NULL;
+		if (e->prog_fd >= 0) /* a socket BIO that followed the socket */
+			kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, e->prog_close,
+					    e->prog_fd);
+	}
+	e->saved = NULL;
+	saved_free(sv);
+}
+
+bool kp_tls_dead(struct kp_tls *e)
+{
+	kp_lock(&tls_lock);
+	bool dead = e->dead;
+	kp_unlock(&tls_lock);
+	return dead;
+}
+
+struct kp_tls *kp_tls_unpark(int hidden)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return NULL;
+	struct kp_tls *e;
+	kp_lock(&tls_lock);
+	HASH_FIND_INT(parked, &hidden, e);
+	if (e)
+		HASH_DEL(parked, e);
+	kp_unlock(&tls_lock);
+	return e;
+}
+
+bool kp_tls_is_parked(int hidden)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	struct kp_tls *e;
+	kp_lock(&tls_lock);
+	HASH_FIND_INT(parked, &hidden, e);
+	kp_unlock(&tls_lock);
+	return e != NULL;
+}
+
+/* ------------------------------------------------------------ fresh again */
+
+/* Run ssl's handshake on fd to its end, waiting (bounded) as a blocking
+ * socket would. */
+static int handshake_wait(SSL *ssl, int fd)
+{
+	int waited = 0;
+	for (;;) {
+		int r;
+		r = KP_OUTSIDE(kp_ssl.SSL_connect(ssl));
+		if (r == 1)
+			return 0;
+		int err;
+		err = kp_ssl.SSL_get_error(ssl, r);
+		short ev = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+		if (!ev || waited >= TLS_WAIT_MS)
+			return -1;
+		struct pollfd pfd = { .fd = fd, .events = ev };
+		KP_REAL(poll)(&pfd, 1, 100);
+		waited += 100;
+	}
+}
+
+int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
+{
+	SSL *ssl = ssl_;
+	struct kp_tls *old = *slot, *e = calloc(1, sizeof(*e));
+	__atomic_store_n(slot, NULL, __ATOMIC_RELEASE);
+	bool free_old = false;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h && e) {
+		free_old = engine_unref(h->e); /* the handle's reference */
+		e->ssl = ssl;
+		e->fd = fd;
+		e->refs = 2;
+		e->seclevel = kp_ssl.SSL_get_security_level(ssl);
+		e->sess_ctx = session_ctx(ssl);
+		e->sess_timeout = kp_ssl.SSL_CTX_get_timeout(e->sess_ctx);
+		if (h->e->sni)
+			e->sni = strdup(h->e->sni);
+		e->prog_fd = -1;
+		conf_copy(&e->conf, conf_of(ssl));
+		cfg_read(ssl, &e->cfg);
+		if (free_old && h->e != old)
+			engine_free(h->e);
+		free_old = false;
+		h->e = e;
+		h->closed = false; /* parking the old engine closed it */
+		h->shut = h->synth_err = 0;
+		h->verified = h->resumed = false;
+		if (h->vchain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain,
+						   (void (*)(void *))kp_ssl.X509_free);
+		h->vchain = NULL;
+		free(h->peername);
+		h->peername = NULL;
+	}
+	if (old)
+		free_old = engine_unref(old);
+	kp_unlock(&tls_lock);
+	if (free_old) {
+		old->dead = true;
+		engine_free(old);
+	} else if (old) {
+		old->dead = true; /* its socket is gone; an old handle may still ask it things */
+	}
+	if (!h || !e) {
+		free(e);
+		return -1;
+	}
+	__atomic_store_n(slot, e, __ATOMIC_RELEASE);
+	int r = handshake_wait(ssl, fd);
+	kp_debug("fd %d: the program's SSL made its own handshake on a fresh connection: %s", fd,
+		 r == 0 ? "done" : "failed");
+	return r;
+}
+
+/* ------------------------------------------------------------ I/O */
+
+ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcnt)
+{
+	size_t len = 0;
+	for (int i = 0; i < iovcnt; i++)
+		len += iov[i].iov_len;
+	char small[4096], *buf = small;
+	if (iovcnt != 1 && len > sizeof(small) && !(buf = malloc(len))) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (iovcnt == 1) {
+		buf = iov[0].iov_base;
+	} else {
+		size_t off = 0;
+		for (int i = 0; i < iovcnt; i++) {
+			memcpy(buf + off, iov[i].iov_base, iov[i].iov_len);
+			off += iov[i].iov_len;
+		}
+	}
+	ssize_t ret = -1;
+	size_t off = 0;
+	int waited = 0, err = EPIPE;
+	for (;;) {
+		size_t w = 0;
+		int r, e2;
+		/* the program's SSL_MODE_ENABLE_PARTIAL_WRITE (Ruby) may write
+		 * a record at a time */
+		r = KP_OUTSIDE(kp_ssl.SSL_write_ex(e->ssl, buf + off, len - off, &w));
+		if (r == 1) {
+			off += w;
+			if (off < len)
+				continue;
+			ret = (ssize_t)len;
+			break;
+		}
+		int saved = errno;
+		e2 = kp_ssl.SSL_get_error(e->ssl, r);
+		short ev = e2 == SSL_ERROR_WANT_READ ? POLLIN : e2 == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
+		if (!ev || waited >= TLS_WAIT_MS) {
+			err = e2 == SSL_ERROR_SYSCALL && saved ? saved
+			      : e2 == SSL_ERROR_SSL	     ? EPROTO
+							     : EPIPE;
+			break;
+		}
+		struct pollfd pfd = { .fd = fd, .events = ev };
+		KP_REAL(poll)(&pfd, 1, 100);
+		waited += 100;
+	}
+	if (buf != small && buf != iov[0].iov_base)
+		free(buf);
+	if (ret < 0)
+		errno = err;
+	return ret;
+}
+
+/* A new object at an address: nothing recorded of an older one applies;
+ * an SSL starts with its context's ALPN list. */
+void kp_tls_note_new(const void *obj, const void *ctx)
+{
+	kp_lock(&tls_lock);
+	record_drop(obj);
+	/* an SSL freed behind our back (never seen by SSL_free): its handle
+	 * must not answer for the new one */
+	struct handle *stale = ctx ? handle_find(obj) : NULL;
+	struct kp_tls *drop = NULL;
+	if (stale) {
+		HASH_DEL(handles, stale);
+		if (stale->e->ssl == obj)
+			stale->e->dead = stale->e->foreign = true;
+		if (engine_unref(stale->e))
+			drop = stale->e;
+	}
+	struct record *cr = ctx ? record_get(ctx, false) : NULL;
+	if (cr) {
+		struct record *r = record_get(obj, true);
+		if (r)
+			conf_copy(&r->conf, &cr->conf);
+	}
+	kp_unlock(&tls_lock);
+	if (stale)
+		handle_free(stale);
+	if (drop)
+		engine_free(drop);
+}
+
+void kp_tls_before_fork(void)
+{
+	kp_lock(&tls_lock);
+}
+
+void kp_tls_after_fork_parent(void)
+{
+	kp_unlock(&tls_lock);
+}
+
+void kp_tls_after_fork_child(void)
+{
+	kp_mutex_init(&tls_lock);
+	/* the learners' sockets are the parent's: the child's copies go */
+	for (unsigned i = 0; i < n_learners; i++) {
+		kp_fd_swap(learners[i].fd, NULL);
+		KP_REAL(close)(learners[i].fd);
+		if (engine_unref(learners[i].e))
+			engine_free(learners[i].e);
+	}
+	n_learners = 0;
+}

@@ -1,0 +1,478 @@
+/* tls_handout.c - a parked connection or a session handed to a program's
+ * SSL only where its own handshake would have accepted it (the rule in
+ * tls_internal.h), and the tickets kept for resumption. */
+#include "tls_internal.h"
+
+/* ------------------------------------------------------------ hand-out */
+
+bool same_str(const char *a, const char *b)
+{
+	return a == b || (a && b && !strcmp(a, b));
+}
+
+/* What a handshake of ssl's own would have asked differently, or under
+ * stricter rules than the handshake that made sh.  Caller holds tls_lock. */
+const char *shape_mismatch(const struct shape *sh, SSL *ssl)
+{
+	const char *sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+	if (!same_str(sni, sh->sni))
+		return "SNI";
+	const struct conf *conf = conf_of(ssl);
+	const char *why = never_for(ssl, conf);
+	if (why || (why = watcher(ssl, conf)) || (why = conf_mismatch(conf, sh->conf)))
+		return why;
+	/* our check of the peer chain would call it, at a time its own
+	 * handshake would not, and once more when its handshake is made
+	 * after all (docs/tls.md "Callbacks that watch") */
+	if (kp_ssl.SSL_get_verify_callback(ssl))
+		return "a verify callback";
+	struct cfg now;
+	cfg_read(ssl, &now);
+	why = cfg_mismatch(sh->cfg, &now);
+	cfg_free(&now);
+	if (why)
+		return why;
+	/* set in the context or the SSL (a callback's was declined above) */
+	X509 *cert = kp_ssl.SSL_get_certificate(ssl);
+	if (!cert != !sh->cert || (cert && kp_ssl.X509_cmp(cert, sh->cert)))
+		return "client certificate";
+	if (cert && !chain_equal(cert, ssl, sh->chain))
+		return "client certificate chain";
+	/* (Ruby and curl offer it always.)  A detached engine has no
+	 * certificate left to answer the server's later request with */
+	if (cert && conf->len[CONF_PHA])
+		return "post-handshake authentication with a client certificate";
+	int ver = sh->version;
+	long min = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_MIN_PROTO_VERSION, 0, NULL);
+	long max = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_MAX_PROTO_VERSION, 0, NULL);
+	uint64_t opts = kp_ssl.SSL_get_options(ssl);
+	if ((min && ver < min) || (max && ver > max) ||
+	    (ver == TLS1_3_VERSION && (opts & SSL_OP_NO_TLSv1_3)) ||
+	    (ver == TLS1_2_VERSION && (opts & SSL_OP_NO_TLSv1_2)) ||
+	    (ver == TLS1_1_VERSION && (opts & SSL_OP_NO_TLSv1_1)) ||
+	    (ver == TLS1_VERSION && (opts & SSL_OP_NO_TLSv1)))
+		return "protocol version";
+	/* the cipher (TLS 1.3: suite) must be one ssl offers: a server
+	 * answers the resumption of another with illegal_parameter */
+	STACK_OF(SSL_CIPHER) *allowed = kp_ssl.SSL_get_ciphers(ssl);
+	bool found = false;
+	for (int i = 0; sh->cipher && allowed && i < kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)allowed); i++)
+		found |= kp_ssl.SSL_CIPHER_get_id(kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)allowed, i)) ==
+			 kp_ssl.SSL_CIPHER_get_id(sh->cipher);
+	if (!found)
+		return "cipher";
+	/* a stricter program would have refused keys, groups or signatures
+	 * its handshake allowed */
+	if (kp_ssl.SSL_get_security_level(ssl) > sh->seclevel)
+		return "security level";
+	if (kp_ssl.SSL_ctrl(ssl, SSL_CTRL_CERT_FLAGS, 0, NULL) & SSL_CERT_FLAG_SUITEB_128_LOS)
+		return "Suite B";
+	if (kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_TLSEXT_STATUS_REQ_TYPE, 0, NULL) != -1)
+		return "OCSP stapling asked";
+	if (kp_ssl.SSL_ct_is_enabled(ssl))
+		return "certificate transparency";
+	return NULL;
+}
+
+/* ... and for a pooled engine, also what the server chose.  Caller holds
+ * tls_lock. */
+/* The session ssl's handshake offers for resumption: set by the program
+ * (SSL_set_session, or kept by SSL_clear), or NULL.  A handshake under
+ * way (curl's deferred one) holds a new empty session of libssl's: not
+ * resumable, it offers nothing. */
+SSL_SESSION *resuming(SSL *ssl)
+{
+	SSL_SESSION *sess = kp_ssl.SSL_get_session(ssl);
+	return sess && kp_ssl.SSL_SESSION_is_resumable(sess) ? sess : NULL;
+}
+
+static const char *mismatch(struct kp_tls *e, SSL *ssl)
+{
+	struct shape sh = { e->sni, &e->conf, &e->cfg, e->cert, e->chain, e->seclevel,
+			    kp_ssl.SSL_version(e->ssl), kp_ssl.SSL_get_current_cipher(e->ssl) };
+	const char *why = shape_mismatch(&sh, ssl);
+	if (why)
+		return why;
+	/* a callback set on its first owner's context since its handshake */
+	if (tells_sessions(e->sess_ctx))
+		return "the connection's first owner keeps its sessions";
+	/* Before TLS 1.3 the server may ask to renegotiate: a detached engine
+	 * refuses (no trust store, certificate or callback of the program's
+	 * to renegotiate with), as only a program that refuses does
+	 * (docs/tls.md "Renegotiation") */
+	if (kp_ssl.SSL_version(e->ssl) < TLS1_3_VERSION &&
+	    !(kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_RENEGOTIATION))
+		return "the program would renegotiate (TLS 1.2)";
+	/* it resumes a session of its own (SSL_set_session, or kept by
+	 * SSL_clear: curl's cache): only this connection's own session, at a
+	 * server seen resuming, and the connection is then handed out as
+	 * that resumption (reused, no chain verified in it: docs/tls.md
+	 * "Sessions") */
+	SSL_SESSION *own = resuming(ssl);
+	struct resumer *seen = own && e->key_known ? resumer(&e->key, resumption_kind(ssl, own)) : NULL;
+	if (own && !seen)
+		return "the program offers a session, and what the server does with one is not known";
+	if (own && seen->resumes && own != kp_ssl.SSL_get_session(e->ssl))
+		return "the program resumes a session of another connection";
+	const unsigned char *sel;
+	unsigned sel_len;
+	kp_ssl.SSL_get0_alpn_selected(e->ssl, &sel, &sel_len);
+	if (sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8)))
+		return "ALPN selected";
+	return NULL;
+}
+
+/* ssl's own verification of a peer chain (leaf, untrusted), as OpenSSL's
+ * handshake runs it (ssl/statem: ssl_verify_cert_chain).  Returns the
+ * verify callback's (or X509_verify_cert's) verdict, > 0 for good, with
+ * the error, the verified chain and the name matched. */
+int verify_as(SSL *ssl, X509 *leaf, STACK_OF(X509) *untrusted, long *result,
+		     STACK_OF(X509) **chain, char **peername, X509_VERIFY_PARAM **keep)
+{
+	X509_STORE *store = NULL;
+	kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_VERIFY_CERT_STORE, 0, &store);
+	if (!store)
+		store = kp_ssl.SSL_CTX_get_cert_store(kp_ssl.SSL_get_SSL_CTX(ssl));
+	X509_STORE_CTX *sctx = kp_ssl.X509_STORE_CTX_new();
+	int ok = 0;
+	*result = X509_V_ERR_UNSPECIFIED;
+	*chain = NULL;
+	*peername = NULL;
+	if (!leaf || !store || !sctx || !kp_ssl.X509_STORE_CTX_init(sctx, store, leaf, untrusted) ||
+	    !kp_ssl.X509_STORE_CTX_set_ex_data(sctx, kp_ssl.SSL_get_ex_data_X509_STORE_CTX_idx(), ssl))
+		goto out;
+	/* in ssl_verify_cert_chain's order: the program's own parameters
+	 * (an auth level among them) override the defaults */
+	X509_VERIFY_PARAM *param = kp_ssl.X509_STORE_CTX_get0_param(sctx);
+	kp_ssl.X509_VERIFY_PARAM_set_auth_level(param, kp_ssl.SSL_get_security_level(ssl));
+	kp_ssl.X509_STORE_CTX_set_default(sctx, "ssl_server"); /* a client's check */
+	kp_ssl.X509_VERIFY_PARAM_set1(param, kp_ssl.SSL_get0_param(ssl));
+	SSL_verify_cb cb = kp_ssl.SSL_get_verify_callback(ssl);
+	if (cb)
+		kp_ssl.X509_STORE_CTX_set_verify_cb(sctx, cb);
+	ok = kp_ssl.X509_verify_cert(sctx);
+	*result = kp_ssl.X509_STORE_CTX_get_error(sctx);
+	*chain = kp_ssl.X509_STORE_CTX_get1_chain(sctx);
+	const char *pn = kp_ssl.X509_VERIFY_PARAM_get0_peername(param);
+	*peername = pn ? strdup(pn) : NULL;
+	/* and the program's parameters keep the name matched, as the
+	 * handshake's verification leaves it there (a handshake of its own
+	 * verifies again and replaces it): X509_VERIFY_PARAM_get0_peername
+	 * on SSL_get0_param reads it (docs/tls.md "After the handshake").
+	 * For a session offered, kept for after its handshake (which clears
+	 * it first) in *keep. */
+	if (!keep)
+		kp_ssl.X509_VERIFY_PARAM_move_peername(kp_ssl.SSL_get0_param(ssl), param);
+	else if ((*keep = kp_ssl.X509_VERIFY_PARAM_new()))
+		kp_ssl.X509_VERIFY_PARAM_move_peername(*keep, param);
+out:
+	if (sctx)
+		kp_ssl.X509_STORE_CTX_free(sctx);
+	return ok;
+}
+
+/* The program's ssl, handed e, offers a session the server would resume
+ * (mismatch() made sure it is e's own).  Takes tls_lock. */
+static bool resumed_as(struct kp_tls *e, SSL *ssl)
+{
+	SSL_SESSION *own = resuming(ssl);
+	if (!own || !e->key_known)
+		return false;
+	kp_lock(&tls_lock);
+	struct resumer *seen = resumer(&e->key, resumption_kind(ssl, own));
+	bool resumes = seen && seen->resumes;
+	kp_unlock(&tls_lock);
+	return resumes;
+}
+
+/*
+ * OpenSSL's SSL BIO filter (BIO_f_ssl, and BIO_new_ssl, BIO_new_ssl_connect,
+ * BIO_new_buffer_ssl_connect that build one) reads and writes the
+ * program's SSL from inside libssl, past our SSL_* wrappers: a handed-out
+ * SSL (which never made its own handshake) then fails there ("uninitialized",
+ * docs/tls.md "BIO_f_ssl").  The BIO may be built after the hand-out, so the
+ * question is whether the program can build one at all: whether an object
+ * loaded in the process imports one of those names (an undefined symbol of
+ * its relocations), looked up again whenever objects were loaded.  The
+ * same holds of the BIO counters (kp_dl_sees_past, shim/dl_real.c).
+ */
+static bool rel_imports(const ElfW(Sym) *symtab, const char *strtab, const void *rel, size_t size,
+			size_t entsize, bool rela)
+{
+	for (size_t off = 0; entsize && off + entsize <= size; off += entsize) {
+		const char *r = (const char *)rel + off;
+		ElfW(Xword) info = rela ? ((const ElfW(Rela) *)r)->r_info : ((const ElfW(Rel) *)r)->r_info;
+#if __WORDSIZE == 64
+		size_t idx = ELF64_R_SYM(info);
+#else
+		size_t idx = ELF32_R_SYM(info);
+#endif
+		if (!idx || symtab[idx].st_shndx != SHN_UNDEF)
+			continue;
+		if (kp_dl_sees_past(strtab + symtab[idx].st_name))
+			return true;
+	}
+	return false;
+}
+
+static int ssl_bio_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	int *found = arg;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
+			continue;
+		const ElfW(Dyn) *d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+		const ElfW(Sym) *symtab = NULL;
+		const char *strtab = NULL;
+		const void *jmprel = NULL, *rel = NULL;
+		size_t pltsz = 0, relsz = 0, relent = 0;
+		bool rela = true, plt_rela = true;
+		for (; d->d_tag != DT_NULL; d++) {
+			/* glibc has relocated these to addresses already */
+			switch (d->d_tag) {
+			case DT_SYMTAB: symtab = (const void *)d->d_un.d_ptr; break;
+			case DT_STRTAB: strtab = (const void *)d->d_un.d_ptr; break;
+			case DT_JMPREL: jmprel = (const void *)d->d_un.d_ptr; break;
+			case DT_PLTRELSZ: pltsz = d->d_un.d_val; break;
+			case DT_PLTREL: plt_rela = d->d_un.d_val == DT_RELA; break;
+			case DT_RELA: rel = (const void *)d->d_un.d_ptr; rela = true; break;
+			case DT_REL: rel = (const void *)d->d_un.d_ptr; rela = false; break;
+			case DT_RELASZ: case DT_RELSZ: relsz = d->d_un.d_val; break;
+			case DT_RELAENT: case DT_RELENT: relent = d->d_un.d_val; break;
+			}
+		}
+		/* the vDSO's entries are not relocated: it imports nothing */
+		if (!symtab || !strtab || (uintptr_t)symtab < info->dlpi_addr)
+			break;
+		if ((jmprel && rel_imports(symtab, strtab, jmprel, pltsz,
+					   plt_rela ? sizeof(ElfW(Rela)) : sizeof(ElfW(Rel)), plt_rela)) ||
+		    (rel && rel_imports(symtab, strtab, rel, relsz, relent, rela))) {
+			*found = 1;
+			return 1;
+		}
+		break;
+	}
+	return 0;
+}
+
+static int ssl_bio_adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	*(unsigned long long *)arg = info->dlpi_adds;
+	return 1;
+}
+
+static bool ssl_bio_imported(void)
+{
+	if (kp_dl_ssl_bio_named()) /* found by dlsym (shim/dl_real.c) */
+		return true;
+	static unsigned long long seen_adds = ~0ull;
+	static int found;
+	unsigned long long adds = 0;
+	dl_iterate_phdr(ssl_bio_adds_cb, &adds);
+	if (adds != __atomic_load_n(&seen_adds, __ATOMIC_ACQUIRE)) {
+		int f = 0;
+		dl_iterate_phdr(ssl_bio_object, &f);
+		__atomic_store_n(&found, f, __ATOMIC_RELAXED);
+		__atomic_store_n(&seen_adds, adds, __ATOMIC_RELEASE);
+	}
+	return __atomic_load_n(&found, __ATOMIC_RELAXED);
+}
+
+int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
+{
+	SSL *ssl = ssl_;
+	if (!kp_ssl_bind() || !shim_ctx_get() || e->dead)
+		return -1;
+	struct handle *h = calloc(1, sizeof(*h));
+	if (!h)
+		return -1;
+	kp_lock(&tls_lock);
+	const char *why = handle_find(ssl) ? "the SSL is already in use" : mismatch(e, ssl);
+	/* (a connection made by resuming a session of the program's own) */
+	if (!why && !e->full.known)
+		why = "what a full handshake would have negotiated is not known";
+	/* the session the program reads is a copy that looks new (kp_tls_session):
+	 * its timeout is the context's, and a new id can stand for a ticket's
+	 * (the client's to choose) but not for an id the server gave */
+	if (!why && kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)) != e->sess_timeout)
+		why = "the session timeout differs";
+	if (!why && kp_ssl.SSL_version(e->ssl) < TLS1_3_VERSION &&
+	    !(kp_ssl.SSL_get_session(e->ssl) && kp_ssl.SSL_SESSION_has_ticket(kp_ssl.SSL_get_session(e->ssl))))
+		why = "the connection's session id is the server's";
+	/* its first owner still holds its SSL (closed the socket first, frees
+	 * the SSL later: Ruby at GC): that SSL keeps its ex_data, context and
+	 * callbacks until it is freed (docs/tls.md "The first owner's SSL") */
+	if (!why && !e->own_bio && handle_find(e->ssl))
+		why = "the connection's first SSL still exists";
+	kp_unlock(&tls_lock);
+	if (!why && ssl_bio_imported())
+		why = "the program can see past a hand-out (BIO_f_ssl, the BIO counters)";
+	if (!why && e->key_known && closer_looked(&e->key))
+		why = "how the server ends is not known and a program looked: a fresh connection teaches";
+	long result = 0;
+	STACK_OF(X509) *chain = NULL;
+	char *peername = NULL;
+	if (!why) {
+		/* the program's verify callback runs here, as in a handshake: no
+		 * lock of ours held.  Its errors stay off the program's queue. */
+		kp_ssl.ERR_set_mark();
+		int ok = verify_as(ssl, kp_ssl.SSL_get0_peer_certificate(e->ssl),
+				   kp_ssl.SSL_get_peer_cert_chain(e->ssl), &result, &chain, &peername, NULL);
+		kp_ssl.ERR_pop_to_mark();
+		/* OpenSSL aborts a failed verification for any mode but
+		 * SSL_VERIFY_NONE (tls_post_process_server_certificate), not
+		 * only with SSL_VERIFY_PEER */
+		if (ok <= 0 && kp_ssl.SSL_get_verify_mode(ssl) != SSL_VERIFY_NONE) {
+			why = "the program's verification fails on it";
+			kp_debug("fd %d: verification error %ld", fd, result);
+		} else if (result != kp_ssl.SSL_get_verify_result(e->ssl)) {
+			/* the connection's session carries its first owner's
+			 * result: the program's SSL_get_session (and a later
+			 * resumption of it) would read another than its own */
+			why = "the program's verification result differs from the connection's";
+			kp_debug("fd %d: verification result %ld, the connection's %ld", fd, result,
+				 kp_ssl.SSL_get_verify_result(e->ssl));
+		}
+	}
+	if (why) {
+		free(peername);
+		if (chain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
+		free(h);
+		kp_count(tls_declined);
+		kp_debug("fd %d: pooled TLS connection not handed out: %s", fd, why);
+		return -1;
+	}
+	kp_lock(&tls_lock);
+	/* its first owner's SSL, left whole while parked, serves another now */
+	if (!e->dead && detach_program(e, fd, true) < 0)
+		e->dead = true;
+	bool dead = e->dead;
+	kp_unlock(&tls_lock);
+	if (dead) {
+		free(peername);
+		if (chain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
+		free(h);
+		kp_debug("fd %d: pooled TLS connection not handed out: cannot detach it", fd);
+		return -1;
+	}
+	/* the engine does the program's I/O now: the program's modes and the
+	 * options that act after the handshake apply (the others are equal);
+	 * renegotiation stays refused (docs/tls.md "Renegotiation") */
+	uint64_t opts = kp_ssl.SSL_get_options(ssl);
+	kp_ssl.SSL_clear_options(e->ssl, CARRIED_OPTIONS);
+	kp_ssl.SSL_set_options(e->ssl, (opts & CARRIED_OPTIONS) | SSL_OP_NO_RENEGOTIATION);
+	long mode = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL);
+	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_CLEAR_MODE, ~0L, NULL);
+	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, mode | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, NULL);
+	kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
+	bool resumed = resumed_as(e, ssl);
+	kp_lock(&tls_lock);
+	e->fd = fd;
+	e->refs++;
+	h->ssl = ssl;
+	h->e = e;
+	h->fd = fd;
+	h->verified = true;
+	h->resumed = resumed;
+	h->verify_result = result;
+	h->vchain = chain;
+	h->peername = peername;
+	h->handed_at = (long)time(NULL);
+	HASH_ADD_PTR(handles, ssl, h);
+	/* the handshake its own would have made, counted where libssl
+	 * counts it (docs/tls.md "Callbacks that watch") */
+	stat_add(ssl, STAT_CONNECT, 1);
+	stat_add(ssl, STAT_GOOD, 1);
+	if (resumed)
+		stat_add(ssl, STAT_HIT, 1);
+	/* its own session offered, which the server would not resume: libssl
+	 * counts a miss where the offer had an id (tls_process_server_hello) */
+	unsigned id_len = 0;
+	SSL_SESSION *own = resuming(ssl);
+	if (own && !resumed && kp_ssl.SSL_SESSION_get_id(own, &id_len) && id_len)
+		stat_add(ssl, STAT_MISS, 1);
+	kp_unlock(&tls_lock);
+	kp_count(tls_reused);
+	return 0;
+}
+
+/* ------------------------------------------------------------ resumption */
+
+void ticket_free(struct ticket *t)
+{
+	full_free(&t->full);
+	kp_ssl.SSL_SESSION_free(t->sess);
+	if (t->leaf)
+		kp_ssl.X509_free(t->leaf);
+	if (t->chain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)t->chain, (void (*)(void *))kp_ssl.X509_free);
+	if (t->cert)
+		kp_ssl.X509_free(t->cert);
+	if (t->cchain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)t->cchain, (void (*)(void *))kp_ssl.X509_free);
+	free(t->sni);
+	conf_free(&t->conf);
+	cfg_free(&t->cfg);
+	free(t);
+}
+
+/* Keep e's session for key, replacing the one of the same destination and
+ * SNI.  Only a session whose handshake verified its peer (X509_V_OK):
+ * resumed, it tells the program "verified", so it is offered only where
+ * the program's own verification also says so. */
+/* Put t in the cache, the newest for its destination and SNI.  Caller
+ * holds tls_lock; the tickets it drops are left in *drop, to free after. */
+void ticket_insert(struct ticket *t, struct ticket **drop)
+{
+	unsigned n = 0;
+	for (struct ticket **pp = &tickets; *pp;) {
+		struct ticket *o = *pp;
+		if ((!memcmp(&o->key, &t->key, sizeof(t->key)) && same_str(o->sni, t->sni)) ||
+		    ++n >= MAX_TICKETS) {
+			*pp = o->next;
+			o->next = *drop;
+			*drop = o;
+			continue;
+		}
+		pp = &o->next;
+	}
+	t->next = tickets;
+	tickets = t;
+}
+
+/* The peer chain of the cached ticket for key and sni whose leaf is
+ * leaf, or NULL.  A session resumed from one that came from another
+ * process carries no chain (i2d_SSL_SESSION keeps the peer's certificate
+ * only): the chain its first handshake verified is the one it came
+ * with.  Caller holds tls_lock. */
+STACK_OF(X509) *ticket_chain_of(const struct pool_key *key, const char *sni, X509 *leaf)
+{
+	for (struct ticket *t = tickets; t; t = t->next)
+		if (!memcmp(&t->key, key, sizeof(*key)) && same_str(t->sni, sni) && t->leaf && t->chain &&
+		    !kp_ssl.X509_cmp(t->leaf, leaf))
+			return kp_ssl.X509_chain_up_ref(t->chain);
+	return NULL;
+}
+
+/* a copy of sess as a handshake at time at would have made it: that
+ * time, and a new id where the id is the client's (a ticket's: libssl
+ * names a ticket session by a hash of the ticket, and a server resuming
+ * a ticket echoes whatever id the client sent) */
+SSL_SESSION *session_anew(SSL_SESSION *sess, long at)
+{
+	SSL_SESSION *d = sess ? kp_ssl.SSL_SESSION_dup(sess) : NULL;
+	if (!d)
+		return NULL;
+	unsigned char id[SSL_MAX_SSL_SESSION_ID_LENGTH];
+	unsigned len = 0;
+	kp_ssl.SSL_SESSION_get_id(d, &len);
+	if (len && kp_ssl.SSL_SESSION_has_ticket(d) && kp_ssl.RAND_bytes(id, (int)len) == 1)
+		kp_ssl.SSL_SESSION_set1_id(d, id, len);
+	if (kp_ssl.SSL_SESSION_get_time(d) < at)
+		kp_ssl.SSL_SESSION_set_time(d, at);
+	return d;
+}

@@ -1,0 +1,315 @@
+/*
+ * tls_internal.h - what the tls_*.c files share; the rest of the library
+ * sees tls.h only.  Whole TLS connections in the pool: engines and handles.
+ *
+ * The files, each calling only those before it (docs/structure.md):
+ *   tls_conf.c     the record of a configuration (settings no getter
+ *                  tells, the getters' view) and the comparison of two;
+ *   tls_engine.c   engines (the SSL that carries a pooled connection),
+ *                  handles (the program's SSL -> its engine), detaching
+ *                  the program, parking, how servers end, xmit;
+ *   tls_handout.c  handing a parked engine or a session to a program's
+ *                  SSL, the verification it runs as its own, the tickets;
+ *   tls_across.c   sessions through the broker (docs/tls-across.md) and
+ *                  parking (which keeps the session here and there);
+ *   tls_calls.c    the wrappers' logic (hooks_tls.c): the program's SSL
+ *                  calls answered, the only file that calls conn.h.
+ *
+ *
+ * A TLS connection (or a session, for resumption) is handed only to a
+ * program that would have accepted it from a handshake of its own:
+ *  - everything its handshake would offer or limit is what the connection
+ *    was made with, or allows what it negotiated: the destination (the
+ *    pool's key), SNI, ALPN, key-exchange groups and signature algorithms
+ *    (compared as the program set them: no getter tells them), client
+ *    certificate, protocol versions, cipher, security level;
+ *  - its own verification (trust store, verify parameters such as the
+ *    hostname, verify callback) passes on the connection's peer chain,
+ *    run afresh for each hand-out as OpenSSL's ssl_verify_cert_chain()
+ *    runs it in a client's handshake;
+ *  - nothing is decided during the handshake by code of the program's that
+ *    we cannot ask (a client-certificate or certificate callback, a
+ *    security callback, an application verify callback, DANE, NPN, post-
+ *    handshake authentication): such a program gets a fresh handshake.
+ * The verification result the program reads is its own, never the
+ * engine's.  Where anything cannot be read or compared: decline.
+ */
+#ifndef KP_TLS_INTERNAL_H
+#define KP_TLS_INTERNAL_H
+
+#include "tls.h"
+
+#include <elf.h>
+#include <errno.h>
+#include <link.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <openssl/err.h>
+#include <uthash.h>
+
+#include "broker_client.h"
+#include "broker_proto.h"
+#include "clock.h"
+#include "config.h"
+#include "dl_real.h"
+#include "fdtable.h"
+#include "real.h"
+#include "tls_real.h"
+
+/* wait at most this long for a TLS record to go out, or for the handshake
+ * a fresh connection makes behind the program's back */
+#define TLS_WAIT_MS 30000
+
+/* A client SSL's configuration as libssl will use it in a handshake,
+ * read with libssl's own getters (docs/tls.md "The record"): read for
+ * the SSL that makes a connection when its handshake starts, and for the
+ * program's SSL at every hand-out; compared field by field (cfg_mismatch).
+ * What no getter tells is in struct conf, recorded from the setters. */
+struct cfg {
+	bool read;
+	const SSL_METHOD *method;
+	uint64_t options;
+	long mode;
+	long min_proto, max_proto;
+	int seclevel;
+	long max_cert_list;
+	int read_ahead;
+	int quiet_shutdown;
+	long status_type;
+	int ct;
+	long cert_flags;
+	int ca_names;
+	int nciphers;
+	uint32_t *ciphers; /* ids, in the order offered (TLS 1.3 suites first) */
+};
+
+/* What a full handshake negotiated that a resumption does not show: the
+ * peer's signature (type and hash) and, below TLS 1.3, its key-exchange
+ * key (a TLS 1.3 resumption makes a key exchange of its own).  Read from
+ * a connection's own full handshake, or carried from the ticket a
+ * resumption of ours came from; a connection or ticket without it is
+ * neither handed out nor offered (docs/tls.md "After the handshake"). */
+struct full {
+	bool known;
+	bool sig_ok, type_ok;
+	int sig_nid, type_nid;
+	EVP_PKEY *tmp; /* a reference of ours, or NULL: none */
+};
+
+struct kp_tls {
+	SSL *ssl;
+	struct cfg cfg;      /* what its handshake was made with */
+	struct pool_key key; /* its destination, once parked */
+	bool key_known;
+	int refs;            /* handles mapped to it, the socket carrying it */
+	int fd;              /* where its BIO writes (or the program's BIO did) */
+	bool own_bio;        /* detached: the program's BIO, callbacks, context gone */
+	bool dead;           /* its socket went away under it: never parked */
+	bool foreign;        /* ssl is the program's again (SSL_clear): never freed */
+	bool cert_known;     /* cert and chain below were read */
+	STACK_OF(X509) *chain; /* the certificate chain it sends with cert */
+	int prog_fd;         /* the program's socket BIO's fd and close flag, */
+	int prog_close;      /* before parking moved it (-1: none) */
+	char *sni;           /* what its handshake asked for */
+	struct conf conf;    /* what its handshake offered that no getter tells */
+	X509 *cert;          /* the client certificate it had (NULL: none) */
+	int seclevel;        /* the security level its handshake ran at */
+	struct saved *saved; /* the program's settings, kept when detached */
+	SSL_CTX *sess_ctx;   /* where its SSL's new sessions go (session_ctx()) */
+	long sess_timeout;   /* that context's session timeout at its handshake */
+	struct full full;    /* its full handshake's (engine_full) */
+	SSL_CTX *hs_ctx;     /* a reference of ours to the context it had when
+				detached: what its handshake negotiated points
+				into it (the peer's signature algorithm, in
+				the context's sigalg table: docs/tls.md
+				"After the handshake") */
+	UT_hash_handle hh;   /* in parked, by fd */
+};
+
+/* a program's SSL that we follow */
+struct handle {
+	SSL *ssl;
+	struct kp_tls *e;    /* answers for it (e->ssl == ssl: its own) */
+	int fd;
+	bool closed;         /* its fd was closed and its engine parked */
+	int synth_err;       /* SSL_get_error() for a result we made up */
+	int shut;            /* SSL_get_shutdown() bits we made up */
+	bool verified;       /* handed out: verify_result/vchain are its own */
+	bool resumed;        /* ... as the resumption of its own session */
+	long verify_result;
+	STACK_OF(X509) *vchain;
+	char *peername;      /* the name our verification matched */
+	/* handed out: the session it reads (kp_tls_session), a copy of the
+	 * engine's session src made to look as its own handshake's would */
+	SSL_SESSION *sess, *sess_src;
+	long handed_at;      /* time() of the hand-out: its "handshake" */
+	UT_hash_handle hh;
+};
+
+/* A context's or an SSL's settings that no getter tells, by object
+ * address.  SSL_new copies a context's into the SSL, as libssl copies the
+ * settings themselves. */
+struct record {
+	const void *obj;
+	struct conf conf;
+	int defer_fd;        /* + 1: kp_tls_defer */
+	/* a session of ours offered to the SSL (kp_tls_offer_session): what
+	 * the program's own verification said of its peer chain */
+	int offer_kind;      /* + 1: the kind of session its handshake offered */
+	bool offered;
+	bool offered_across; /* ... a session from the broker (another process's) */
+	bool across_counted; /* its resumption counted (tls_resumed_across) */
+	bool hit_unmade;     /* its resumption taken off its context's hits */
+	bool hit_unmade_time; /* ... and its session's time made its own */
+	long offered_result;
+	STACK_OF(X509) *offered_chain;
+	X509_VERIFY_PARAM *offered_named; /* the name that check matched */
+	struct full offered_full; /* the full handshake the session came from */
+	/* the context an SSL was made with, where SSL_set_SSL_CTX changed it
+	 * since: libssl's session_ctx, which keeps its new-session callback
+	 * and cache (docs/tls.md "Callbacks that watch") */
+	const void *sess_ctx;
+	/* a context's: what its SSL_CTX_sess_connect, _connect_good and
+	 * _hits answer beyond libssl's count (handshakes it did not make,
+	 * or made as a resumption we answer as full), and _misses (a session
+	 * of ours the server refused: the program offered none) */
+	long stat_adj[4];
+	UT_hash_handle hh;
+};
+
+enum { STAT_CONNECT, STAT_GOOD, STAT_HIT, STAT_MISS };
+
+/* The fallback where no pooled connection can serve: the newest session
+ * of a parked connection per destination and SNI, with what its handshake
+ * asked for and the peer chain it verified (a resumed handshake skips the
+ * certificate: the program's own verification runs on this chain before
+ * the session is offered). */
+struct ticket {
+	struct pool_key key;
+	char *sni;
+	struct conf conf;
+	X509 *cert;
+	STACK_OF(X509) *cchain; /* the chain sent with cert */
+	int seclevel;
+	struct cfg cfg;
+	SSL_SESSION *sess;
+	X509 *leaf;
+	STACK_OF(X509) *chain;
+	struct full full;
+	long sess_timeout;   /* its first owner's context's session timeout */
+	struct ticket *next;
+};
+#define MAX_TICKETS 64
+/* What a destination did with the last session a handshake we followed
+ * offered it, by kind of offer: resumed it, or made a full handshake.  A
+ * program offering a session of its own is handed a pooled connection
+ * only where this is known, as what the server would do: the resumption
+ * (its own connection's session only) or a full handshake (docs/tls.md
+ * "Sessions").  A small ring. */
+#define MAX_RESUMERS 16
+
+/* How each destination ended the last TLS connection it was asked to end
+ * (a request's close that reached it, or its own Connection: close), as
+ * a followed read met it: close_notify first, or the TCP FIN alone; or,
+ * not known yet, that a program of this process would tell the
+ * difference (it read an EOF we owed, or called SSL_shutdown again after
+ * it).  An EOF the library owes is shown as a close_notify, so a request
+ * that asks to close is rewritten only where that is what the server
+ * sends (docs/tls.md "Ragged closes"; a connection closed before its end
+ * was read is read on by the library to learn it, tls_engine.c
+ * kp_tls_learn).  A small ring, as resumers. */
+enum { CL_RAGGED = 0, CL_NOTIFY = 1, CL_TELLS = 2 };
+/* 0: a destination not known owes no EOF at all (strict default deny;
+ * with learning at close it costs one connection per destination,
+ * docs/tls.md "Ragged closes"); 1: the middle rule before (rewrite until
+ * a program looked) */
+#define CLOSER_UNKNOWN_OWES 0
+#define MAX_CLOSERS 16
+#define CLOSER_KEEP_S 3600
+/* Options that may differ (docs/tls.md "allow-list"): they act only after
+ * the handshake, and the engine takes the program's at hand-out
+ * (SSL_OP_NO_RENEGOTIATION: the engine refuses renegotiation whatever
+ * the program's says, docs/tls.md "Renegotiation"). */
+#define CARRIED_OPTIONS (SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_RENEGOTIATION)
+/* modes of the I/O calls only: the engine takes the program's */
+#define CARRIED_MODES                                                                            \
+	(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_AUTO_RETRY | \
+	 SSL_MODE_RELEASE_BUFFERS)
+
+/* What a past handshake asked for and got: a pooled engine's, or a
+ * cached session's. */
+struct shape {
+	const char *sni;
+	const struct conf *conf;
+	const struct cfg *cfg;
+	X509 *cert;
+	STACK_OF(X509) *chain;
+	int seclevel;
+	int version;
+	const SSL_CIPHER *cipher;
+};
+
+/* shared among the tls_*.c files */
+extern __thread void *kp_tls_handshaking;
+extern bool kp_tls_used;
+void stat_add(SSL *ssl, int which, long n);
+void full_free(struct full *f);
+void full_copy(struct full *dst, const struct full *src);
+void full_read(SSL *ssl, struct full *f);
+extern kp_mutex_t tls_lock;
+extern struct ticket *tickets;
+extern struct handle *handles;
+struct resumer {
+	struct pool_key key;
+	int kind; /* resumption_kind(): a server may resume tickets, not ids */
+	bool resumes;
+};
+extern struct resumer resumers[MAX_RESUMERS];
+extern unsigned n_resumers;
+bool closer_looked(const struct pool_key *key);
+void closer_told(const struct pool_key *key);
+void closer_learn(SSL *e, int r, const struct pool_key *key);
+int resumption_kind(SSL *ssl, SSL_SESSION *sess);
+struct resumer *resumer(const struct pool_key *key, int kind);
+SSL_CTX *shim_ctx_get(void);
+void conf_free(struct conf *c);
+void conf_set(struct conf *c, int i, const void *p, size_t n);
+void conf_copy(struct conf *dst, const struct conf *src);
+const char *conf_mismatch(const struct conf *a, const struct conf *b);
+const char *never_reason(unsigned never);
+struct record *record_get(const void *obj, bool create);
+void record_drop(const void *obj);
+int deferred_fd(SSL *ssl);
+void cfg_free(struct cfg *c);
+void cfg_read(SSL *ssl, struct cfg *c);
+void cfg_copy(struct cfg *dst, const struct cfg *src);
+const char *cfg_mismatch(const struct cfg *was, const struct cfg *now);
+struct handle *handle_find(const SSL *ssl);
+void saved_free(struct saved *sv);
+void engine_free(struct kp_tls *e);
+bool engine_unref(struct kp_tls *e);
+void handle_free(struct handle *h);
+SSL_CTX *session_ctx(SSL *ssl);
+bool tells_sessions(SSL_CTX *ctx);
+const char *watcher(SSL *ssl, const struct conf *conf);
+const char *never_for(SSL *ssl, const struct conf *conf);
+const struct conf *conf_of(const SSL *ssl);
+bool chain_equal(X509 *cert, SSL *ssl, STACK_OF(X509) *want);
+int detach_program(struct kp_tls *e, int fd, bool prog_alive);
+void restore_program(struct kp_tls *e);
+bool same_str(const char *a, const char *b);
+const char *shape_mismatch(const struct shape *sh, SSL *ssl);
+SSL_SESSION *resuming(SSL *ssl);
+int verify_as(SSL *ssl, X509 *leaf, STACK_OF(X509) *untrusted, long *result, STACK_OF(X509) **chain, char **peername, X509_VERIFY_PARAM **keep);
+void ticket_free(struct ticket *t);
+void ticket_insert(struct ticket *t, struct ticket **drop);
+STACK_OF(X509) *ticket_chain_of(const struct pool_key *key, const char *sni, X509 *leaf);
+SSL_SESSION *session_anew(SSL_SESSION *sess, long at);
+extern struct kp_tls *parked;
+int prog_socket_bio(SSL *ssl, int *close_flag);
+void note_cert(struct kp_tls *e);
+
+#endif
