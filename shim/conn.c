@@ -8,12 +8,19 @@
  * final response; on anything unusual step aside (passthrough) and really
  * close.  Every real call goes through kp_real; errno is preserved.
  *
- * Here, in this order: pool ops, twins, the fd budget, connection
- * objects, the finished list, connect() and hand-out, close() and park,
- * the write side, the read side, HTTPS, hand-off, fork, exit.  Beside it,
- * sharing conn_internal.h: the program's socket options carried onto a
- * pooled socket (sockopts.c), and the first use of a reused connection,
- * fresh connections and replay (conn_replay.c, docs/design.md §4).
+ * Here, in this order: connect() and hand-out, close(), dup and shutdown,
+ * the read side, HTTPS, hand-off, credentials, fork, exit.  The core's
+ * other files share conn_internal.h, each calling only those below it
+ * (docs/structure.md):
+ *   send.c         the program's writes, and conn_opts.c, the program's
+ *                  socket options carried onto a pooled socket (sockopts.c
+ *                  decides): above this file (the hooks call them);
+ *   conn_replay.c  the first use of a reused connection, fresh
+ *                  connections and replay (docs/design.md §4), give_up;
+ *   wire.c         a request's bytes out: the socket call, the held
+ *                  buffer, a torn head, what was sent, the tx watch;
+ *   hidden.c       the pool's ops, twins, the fd budget, the objects,
+ *                  the finished list, park.
  */
 #include "conn_internal.h"
 #include "aio_scan.h"
@@ -47,598 +54,6 @@
 #include "tls.h"
 #include "watch.h"
 #include "wbuf.h"
-
-/* ------------------------------------------------------------ pool ops */
-
-static int pool_close_fd(int fd)
-{
-	struct kp_tls *t = kp_tls_unpark(fd);
-	if (t)
-		kp_tls_put(t);
-	kp_fd_swap(fd, NULL); /* before the number can be reused */
-	kp_count(dropped);
-	return KP_REAL(close)(fd);
-}
-
-/* An idle socket is alive when reading would block: no EOF, no error, and
- * no unsolicited bytes (a 408 or garbage means the server is done with it). */
-int pool_alive_fd(int fd)
-{
-	char c;
-	ssize_t r = KP_REAL(recv)(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
-	return r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
-}
-
-/* A live socket the local caps push out goes to the broker, if there is
- * one, rather than to close(): another process may want it.  A TLS one
- * cannot leave (its state is ours): the pool closes it. */
-static int pool_evicted_fd(int fd, const struct pool_key *key, const struct pool_meta *meta)
-{
-	int link = -1;
-	if (!kp_broker_enabled() || kp_tls_is_parked(fd) || kp_broker_put(&link, key, fd, meta) < 0) {
-		kp_broker_close(link);
-		return -1;
-	}
-	kp_broker_close(link);
-	kp_fd_swap(fd, NULL);
-	KP_REAL(close)(fd);
-	return 0;
-}
-
-/* ------------------------------------------------------------ twins */
-
-/*
- * A connection handed out from the pool keeps the hidden fd it was parked
- * at (its twin) while the program uses it: the hand-out is then one dup3
- * (no close of the hidden fd) and the next park no F_DUPFD, so a reused
- * request costs the program's own syscalls and no more.  A
- * twin is the pool's to answer for, as a parked socket is: CLOEXEC (exec
- * drops it), marked KP_POOLED in the table (the program's calls on that
- * number see EBADF), closed in a forked child, kept out of close_range,
- * given back on EMFILE, and counted with the pooled sockets against the
- * pool's share of the fd table.  It is closed before the program's fd
- * whenever the connection is really closed, so the program's close() is
- * still the last one of the socket (FIN, SO_LINGER) and it drops the
- * socket's epoll registrations as it would.
- */
-#define KP_MAX_TWINS 64
-
-static struct twin {
-	int fd;
-	struct kp_conn *c;
-} twins[KP_MAX_TWINS];
-static unsigned n_twins;
-static unsigned twin_cap; /* the pool's share of the fd table (pool_fd_plan) */
-static kp_mutex_t twin_lock = KP_MUTEX_INITIALIZER;
-
-/* Keep p, the hidden fd c's socket was handed out from, as c's twin.
- * False when the fd budget has no room for it (the caller closes p). */
-static bool twin_keep(struct kp_conn *c, int p)
-{
-	size_t pooled = pool_size();
-	bool kept = false;
-	kp_lock(&twin_lock);
-	if (__atomic_load_n(&c->twin, __ATOMIC_RELAXED) < 0 && n_twins < KP_MAX_TWINS &&
-	    pooled + n_twins < __atomic_load_n(&twin_cap, __ATOMIC_RELAXED)) {
-		twins[n_twins++] = (struct twin){ p, c };
-		__atomic_store_n(&c->twin, p, __ATOMIC_RELAXED);
-		kept = true;
-	}
-	kp_unlock(&twin_lock);
-	return kept;
-}
-
-static void twin_unlist(unsigned i)
-{
-	twins[i] = twins[--n_twins];
-}
-
-/* Take c's twin away from the registry: the caller owns the fd now (it
- * is still marked KP_POOLED).  -1 when c has none. */
-static int twin_take(struct kp_conn *c)
-{
-	if (__atomic_load_n(&c->twin, __ATOMIC_RELAXED) < 0)
-		return -1;
-	int fd = -1;
-	kp_lock(&twin_lock);
-	for (unsigned i = 0; i < n_twins; i++) {
-		if (twins[i].c == c) {
-			fd = twins[i].fd;
-			twin_unlist(i);
-			break;
-		}
-	}
-	__atomic_store_n(&c->twin, -1, __ATOMIC_RELAXED);
-	kp_unlock(&twin_lock);
-	return fd;
-}
-
-/* c's socket is leaving (really closed, or replaced under the program's
- * fd): close its twin first. */
-void twin_drop(struct kp_conn *c)
-{
-	int fd = twin_take(c);
-	if (fd < 0)
-		return;
-	kp_fd_swap(fd, NULL); /* before the number can be reused */
-	KP_REAL(close)(fd);
-}
-
-/* The program closes (or dup2s onto) a number it never had, which is a
- * twin: its connection forgets it; the caller closes it or lets the
- * kernel.  True when fd was a twin. */
-static bool twin_forget_fd(int fd)
-{
-	bool found = false;
-	kp_lock(&twin_lock);
-	for (unsigned i = 0; i < n_twins; i++) {
-		if (twins[i].fd == fd) {
-			__atomic_store_n(&twins[i].c->twin, -1, __ATOMIC_RELAXED);
-			twin_unlist(i);
-			found = true;
-			break;
-		}
-	}
-	kp_unlock(&twin_lock);
-	return found;
-}
-
-/* Out of fds: every twin is closed (their connections go on without). */
-static unsigned twins_drain(void)
-{
-	int fds[KP_MAX_TWINS];
-	unsigned n;
-	kp_lock(&twin_lock);
-	n = n_twins;
-	for (unsigned i = 0; i < n; i++) {
-		fds[i] = twins[i].fd;
-		__atomic_store_n(&twins[i].c->twin, -1, __ATOMIC_RELAXED);
-	}
-	n_twins = 0;
-	kp_unlock(&twin_lock);
-	for (unsigned i = 0; i < n; i++) {
-		kp_fd_swap(fds[i], NULL);
-		KP_REAL(close)(fds[i]);
-	}
-	return n;
-}
-
-size_t kp_hidden_count(void)
-{
-	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
-		return 0;
-	size_t n = pool_size();
-	kp_lock(&twin_lock);
-	n += n_twins;
-	kp_unlock(&twin_lock);
-	return n + kp_tls_learners();
-}
-
-static int int_cmp(const void *a, const void *b)
-{
-	return (*(const int *)a > *(const int *)b) - (*(const int *)a < *(const int *)b);
-}
-
-size_t kp_hidden_fds(int *fds, size_t cap)
-{
-	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
-		return 0;
-	size_t n = pool_fds(fds, cap);
-	kp_lock(&twin_lock);
-	for (unsigned i = 0; i < n_twins && n < cap; i++)
-		fds[n++] = twins[i].fd;
-	kp_unlock(&twin_lock);
-	n += kp_tls_learner_fds(fds + n, cap - n);
-	qsort(fds, n, sizeof(*fds), int_cmp);
-	return n;
-}
-
-/* Every hand-out is probed (pool_config.unprobed_ms 0), however recently
- * the socket was parked: one recv(MSG_PEEK) a reuse is the price of
- * handing out neither a socket whose server has just gone (the program
- * would meet at its read what a fresh connect() refuses) nor one with a
- * stray response waiting, which would be read as the next request's
- * answer (docs/replay.md, "Hand-out and park"). */
-void kp_conn_init(void)
-{
-	kp_mem_reserve(); /* the pool's objects and small write buffers */
-	struct pool_config pc = {
-		.idle_ms = kp_cfg.idle_ms,
-		.max_per_dest = kp_cfg.max_idle_per_dest,
-		.max_total = kp_cfg.max_idle_total,
-		.unprobed_ms = 0,
-	};
-	struct pool_ops ops = { .close = pool_close_fd, .alive = pool_alive_fd,
-				.evicted = pool_evicted_fd };
-	pool_init(&pc, &ops);
-	kp_broker_init();
-}
-
-void conn_flush_opts(struct kp_conn *c, int fd)
-{
-	if (!kp_sockopts_flush(&c->so, fd))
-		unpool(c, "a socket option of the previous owner could not be reset");
-}
-
-/* ------------------------------------------------------------ fd budget */
-
-/* Where our hidden fds live: fdlimit.c, docs/limits.md. */
-static uint64_t fd_soft; /* the soft RLIMIT_NOFILE the plan was made for */
-
-static void plan_fds(const struct rlimit *rl, bool changed)
-{
-	uint64_t soft = rl->rlim_cur == RLIM_INFINITY ? 1u << 20 : rl->rlim_cur;
-	uint64_t was = __atomic_exchange_n(&fd_soft, soft, __ATOMIC_RELAXED);
-	if (changed && soft == was && kp_limits_fresh(rl))
-		return;
-	unsigned cap;
-	int base;
-	pool_fd_plan(soft, kp_cfg.max_idle_total, &cap, &base);
-	if (kp_limits_plan(rl, kp_cfg.max_idle_total + 2)) {
-		cap = kp_cfg.max_idle_total;
-		base = (int)soft;
-	}
-	/* pooled sockets placed for the old limit: beyond a lowered one, or
-	 * inside a raised one (costing the program numbers): a few
-	 * reconnects, where keeping them would cost the program fds */
-	if (changed) {
-		pool_drain();
-		twins_drain();
-	}
-	kp_fd_set_hidden_base(base);
-	__atomic_store_n(&twin_cap, cap, __ATOMIC_RELAXED);
-	pool_set_max_total(cap);
-	kp_debug("fd budget: soft limit %llu, up to %u pooled sockets from fd %d%s",
-		 (unsigned long long)soft, cap, base, kp_limits_above() ? " (above the limit)" : "");
-}
-
-void kp_conn_fd_limits(bool changed)
-{
-	struct rlimit rl;
-	if (kp_sys_prlimit(0, RLIMIT_NOFILE, NULL, &rl) == 0)
-		plan_fds(&rl, changed);
-}
-
-void kp_conn_fd_limits_from(const struct rlimit *rl)
-{
-	plan_fds(rl, false);
-}
-
-bool kp_fds_short(void)
-{
-	int err = errno;
-	if (err != EMFILE && err != ENFILE)
-		return false;
-	kp_conn_fd_limits(true); /* the program may have changed its limit */
-	/* above the limit our fds cost the program none: nothing to give */
-	unsigned n = err == EMFILE && kp_limits_above() ? 0 : pool_drain() + twins_drain() + kp_tls_learners_drain();
-	if (n)
-		kp_debug("out of fds (%s): %u pooled sockets (or twins) closed, the call made again",
-			 strerror(err), n);
-	errno = err;
-	return n > 0;
-}
-
-/* A copy of fd at a hidden number; a limit changed behind us (EINVAL): a
- * new plan, and one more try. */
-int kp_fd_hide_planned(int fd)
-{
-	int h = kp_fd_hide(fd);
-	if (h < 0 && errno == EINVAL) {
-		kp_conn_fd_limits(true);
-		h = kp_fd_hide(fd);
-	}
-	return h;
-}
-
-/* ------------------------------------------------------------ objects */
-
-/* Connection objects are recycled, never freed (conn.h): a wrapper that
- * raced with the close of its fd may still hold a pointer, and must find a
- * valid mutex behind it and, once it holds it, a table that no longer maps
- * its fd to the object (conn_lock). */
-static struct kp_conn *free_conns;
-static kp_mutex_t free_lock = KP_MUTEX_INITIALIZER;
-
-/* Bumped by every change of the process's credentials (before and after
- * the call): what was made under an older value belongs to another
- * identity (kp_conn_cred_change). */
-static uint32_t cred_epoch;
-/* A thread changed its own identity or namespace (unshare, setns, capset,
- * a raw set*id) while others ran: from now on the process's threads may
- * be different owners, and nothing ever changes owner again. */
-static bool divided;
-
-/*
- * The one question every park, hand-out and hand-over to the broker asks
- * (docs/owner.md): may this connection change owner?  Only while we know
- * its single owner: we connected it ourselves (kp_connect: a socket whose
- * socket() we saw, of the address's family, never shared before), every
- * duplication of it went through us, it never crossed a fork, spawn,
- * exec or SCM_RIGHTS (shared: for life), and the process's credentials
- * are still those it was made under.  Caller holds c->lock.
- */
-static bool one_owner(const struct kp_conn *c)
-{
-	return !c->shared && !__atomic_load_n(&c->raw, __ATOMIC_ACQUIRE) && c->cred_epoch == __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE) &&
-	       !__atomic_load_n(&divided, __ATOMIC_RELAXED);
-}
-
-/* The same question for a socket in the pool: parked by one_owner's
- * leave, under the credentials of its tag. */
-static bool pooled_one_owner(const struct kp_tag *tag)
-{
-	return tag->cred_epoch == __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE) &&
-	       !__atomic_load_n(&divided, __ATOMIC_RELAXED);
-}
-
-/* Connection objects come from mmap'd slabs, never malloc: connect() is
- * async-signal-safe, and a handler may interrupt the program inside
- * malloc (calloc there corrupted the arena or deadlocked on its lock).
- * Objects are recycled, never unmapped.  Caller holds free_lock. */
-static struct kp_conn *slab_refill(void)
-{
-	size_t per = 4096 / sizeof(struct kp_conn) + 1;
-	void *m = mmap(NULL, per * sizeof(struct kp_conn), PROT_READ | PROT_WRITE,
-		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (m == MAP_FAILED)
-		return NULL;
-#ifdef __SANITIZE_ADDRESS__
-	/* what the objects point to (held heads, replay copies) is reachable */
-	__lsan_register_root_region(m, per * sizeof(struct kp_conn));
-#endif
-	struct kp_conn *objs = m;
-	for (size_t i = 1; i < per; i++) {
-		kp_mutex_init(&objs[i].lock);
-		objs[i].next_free = free_conns;
-		free_conns = &objs[i];
-	}
-	kp_mutex_init(&objs[0].lock);
-	return &objs[0];
-}
-
-struct kp_conn *conn_new(void)
-{
-	kp_lock(&free_lock);
-	struct kp_conn *c = free_conns;
-	if (c)
-		free_conns = c->next_free;
-	else
-		c = slab_refill();
-	kp_unlock(&free_lock);
-	if (!c)
-		return NULL;
-	kp_lock(&c->lock);
-	/* the buffers a recycled object kept (conn_free) */
-	char *held = c->held, *replay = c->replay;
-	size_t held_cap = c->held_cap, replay_cap = c->replay_cap;
-	memset((char *)c + offsetof(struct kp_conn, next_free), 0,
-	       sizeof(*c) - offsetof(struct kp_conn, next_free));
-	c->held = held;
-	c->held_cap = held_cap;
-	c->replay = replay;
-	c->replay_cap = replay_cap;
-	c->refs = 1;
-	c->cred_epoch = __atomic_load_n(&cred_epoch, __ATOMIC_ACQUIRE);
-	__atomic_store_n(&c->twin, -1, __ATOMIC_RELAXED);
-	c->poolable = true;
-	c->ka_timeout = -1;
-	c->ka_max = -1;
-	kp_unlock(&c->lock);
-	return c;
-}
-
-struct kp_conn *kp_conn_track(int fd)
-{
-	struct kp_conn *c = conn_new();
-	if (!c)
-		return NULL;
-	struct kp_conn *old = kp_fd_swap(fd, c);
-	if (old && old != KP_POOLED)
-		conn_unref(old);
-	return c;
-}
-
-static void finished_forget(int fd, const struct kp_conn *c);
-
-static void conn_free(struct kp_conn *c)
-{
-	twin_drop(c); /* before the program's fd, whose close is then the last */
-	finished_forget(-1, c);
-	kp_lock(&c->lock);
-	if (c->tls) { /* its socket is gone */
-		kp_tls_put(c->tls);
-		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
-	}
-	/* small buffers stay for the object's next use (wbuf.h) */
-	if (c->held_cap > KP_WBUF_KEEP) {
-		kp_wbuf_free(c->held, c->held_cap);
-		c->held = NULL;
-		c->held_cap = 0;
-	}
-	if (c->replay_cap > KP_WBUF_KEEP) {
-		kp_wbuf_free(c->replay, c->replay_cap);
-		c->replay = NULL;
-		c->replay_cap = 0;
-	}
-	if (c->part) { /* conn_new clears the pointer: not kept */
-		kp_wbuf_free(c->part, c->part_cap);
-		c->part = NULL;
-		c->part_cap = 0;
-	}
-	c->held_len = c->replay_len = 0;
-	c->state = KP_PASSTHROUGH;
-	kp_unlock(&c->lock);
-	kp_lock(&free_lock);
-	c->next_free = free_conns;
-	free_conns = c;
-	kp_unlock(&free_lock);
-}
-
-/* Drop one fd's reference; the last one frees.  Caller does not hold lock. */
-void conn_unref(struct kp_conn *c)
-{
-	kp_lock(&c->lock);
-	int left = --c->refs;
-	kp_unlock(&c->lock);
-	if (!left)
-		conn_free(c);
-}
-
-static void give_up(struct kp_conn *c, int fd, const char *why);
-static void raw_settle(struct kp_conn *c, int fd);
-static int flush_held(struct kp_conn *c, int fd, int flags);
-static void handoff_fin_if_due(struct kp_conn *c, int fd);
-
-/* why a complete response leaves its connection unreusable */
-static const char *resp_why(const struct frm_resp *r)
-{
-	if (r->server_close)
-		return "the server closes (Connection: close, or HTTP/1.0)";
-	if (r->conn_bound)
-		return "NTLM or Negotiate binds the connection";
-	if (r->doubt)
-		return "the response was framed only leniently";
-	return "the response's framing is not reusable";
-}
-
-/* Step aside for good.  Caller holds c->lock. */
-static void go_passthrough(struct kp_conn *c, const char *why)
-{
-	if (c->state != KP_PASSTHROUGH) {
-		kp_debug("passthrough: %s", why);
-		kp_count(passthrough);
-	}
-	c->state = KP_PASSTHROUGH;
-	unpool(c, why);
-}
-
-/* ------------------------------------------------------------ finished */
-
-/*
- * A program that opens its next connection before it closes the last one
- * (Node ends a response, starts the next request, and closes the old
- * socket a loop turn later) would find the pool empty every time.  But a
- * connection whose exchange is complete and whose EOF the program is owed
- * is, as the program sees it, already closed by the server.  So a connect()
- * that misses the pool takes such a connection's socket for the pool, and
- * leaves in its place what the program would hold after the server's
- * close: a socket that reads EOF and refuses writes.
- */
-#define MAX_FINISHED 64
-static struct finished {
-	int fd;
-	struct kp_conn *c;
-} finished[MAX_FINISHED];
-static unsigned n_finished;
-static kp_mutex_t finished_lock = KP_MUTEX_INITIALIZER;
-
-/* Caller holds finished_lock; n_finished is read without it. */
-static void finished_drop(unsigned i)
-{
-	unsigned n = n_finished - 1;
-	finished[i] = finished[n];
-	__atomic_store_n(&n_finished, n, __ATOMIC_RELEASE);
-}
-
-/* Caller holds c->lock. */
-static void finished_add(int fd, struct kp_conn *c)
-{
-	kp_lock(&finished_lock);
-	if (n_finished < MAX_FINISHED) {
-		finished[n_finished].fd = fd;
-		finished[n_finished].c = c;
-		__atomic_store_n(&n_finished, n_finished + 1, __ATOMIC_RELEASE);
-	}
-	kp_unlock(&finished_lock);
-}
-
-/* Forget entries for fd (fd >= 0) or for c (c != NULL). */
-static void finished_forget(int fd, const struct kp_conn *c)
-{
-	if (!__atomic_load_n(&n_finished, __ATOMIC_ACQUIRE))
-		return;
-	kp_lock(&finished_lock);
-	for (unsigned i = 0; i < n_finished;) {
-		if ((fd >= 0 && finished[i].fd == fd) || (c && finished[i].c == c))
-			finished_drop(i);
-		else
-			i++;
-	}
-	kp_unlock(&finished_lock);
-}
-
-static bool parkable(const struct kp_conn *c);
-
-/* Move a finished connection to key into the pool, if there is one.
- * Returns true when one was moved. */
-static bool take_finished(const struct pool_key *key)
-{
-	if (!__atomic_load_n(&n_finished, __ATOMIC_ACQUIRE))
-		return false;
-	int fd = -1;
-	struct kp_conn *c = NULL;
-	kp_lock(&finished_lock);
-	for (unsigned i = 0; i < n_finished; i++) {
-		if (!memcmp(&finished[i].c->key, key, sizeof(*key))) {
-			fd = finished[i].fd;
-			c = finished[i].c;
-			finished_drop(i);
-			break;
-		}
-	}
-	kp_unlock(&finished_lock);
-	if (!c || !conn_lock(c, fd))
-		return false;
-	bool moved = false;
-	int dead[2] = { -1, -1 };
-	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
-	/* only event-loop programs (non-blocking sockets) open their next
-	 * connection before closing the last: a blocking program's fd is left
-	 * a TCP socket to the end */
-	/* (a close line's bytes not read yet: the program is not done) */
-	if (c->eof_owed && c->nonblock && c->refs == 1 && parkable(c) && fdfl >= 0 &&
-	    !c->rx_extra_len &&
-	    KP_REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (c->nonblock ? SOCK_NONBLOCK : 0),
-				0, dead) == 0) {
-		KP_REAL(close)(dead[1]); /* reads: EOF; writes: EPIPE */
-		kp_watch_detach(fd); /* or epoll would follow the socket */
-		int hidden = park(fd, c, false, 0);
-		if (hidden >= 0 &&
-		    KP_REAL(dup3)(dead[0], fd, (fdfl & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0) {
-			moved = true;
-		} else if (hidden >= 0 && pool_owns_fd(hidden, true)) {
-			kp_fd_swap(hidden, NULL); /* one owner only */
-			KP_REAL(close)(hidden);
-		}
-		KP_REAL(close)(dead[0]);
-		kp_watch_renew(fd); /* the program's registrations, on what fd is now */
-	}
-	if (moved) {
-		/* fd is no longer a connection of ours: the kernel answers.  A
-		 * close racing in another thread may have taken fd's reference
-		 * already (it swapped the table first): then it is its to drop,
-		 * and it must not park what fd holds now. */
-		c->state = KP_PASSTHROUGH;
-		unpool(c, "its fd was taken over");
-		bool ours = kp_fd_swap(fd, NULL) == c;
-		if (ours)
-			c->refs--;
-		kp_fl_set(fd, 0);
-		kp_count(parked);
-		kp_debug("fd %d: finished connection moved to the pool for a new connect()", fd);
-		/* (not ours: the racing close drops the reference and frees c) */
-		if (ours)
-			kp_watch_forget_fd(fd);
-		bool free_it = ours && !c->refs;
-		kp_unlock(&c->lock);
-		if (free_it)
-			conn_free(c);
-		return true;
-	}
-	kp_unlock(&c->lock);
-	return false;
-}
 
 /* ------------------------------------------------------------ connect */
 
@@ -950,130 +365,12 @@ static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len)
 
 /* ------------------------------------------------------------ close */
 
-/* The kernel's count of bytes written to fd's socket, plus one for the
- * SYN: those it acknowledged, and those still in its send queue. */
-static int kernel_tx(int fd, uint64_t *w)
-{
-	uint64_t acked;
-	int outq;
-	if (kp_tcp_bytes_acked(fd, &acked) < 0 || KP_REAL(ioctl)(fd, SIOCOUTQ, &outq) < 0 || outq < 0)
-		return -1;
-	*w = acked + (uint64_t)outq;
-	return 0;
-}
-
-/* Caller holds c->lock. */
-void tx_watch_start(struct kp_conn *c, int fd)
-{
-	if (c->tx_watch || c->state != KP_ACTIVE || c->tls)
-		return;
-	int saved = errno;
-	if (kernel_tx(fd, &c->tx_kernel0) == 0) {
-		c->tx_watch = true;
-		c->tx0 = c->tx;
-	} else {
-		unpool(c, "stdio on a socket the kernel gives no byte count for");
-	}
-	errno = saved;
-}
-
-/* Did the socket take bytes that never went through us since the watch
- * began?  A count we cannot read is a doubt: yes.  Caller holds c->lock. */
-static bool tx_unseen(struct kp_conn *c, int fd)
-{
-	if (!c->tx_watch)
-		return false;
-	int saved = errno;
-	uint64_t w;
-	bool unseen = kernel_tx(fd, &w) < 0 || w - c->tx_kernel0 != c->tx - c->tx0;
-	errno = saved;
-	return unseen;
-}
-
 void kp_stdio_watch(struct kp_conn *c, int fd)
 {
 	if (c == KP_POOLED || !conn_lock(c, fd))
 		return;
 	tx_watch_start(c, fd);
 	kp_unlock(&c->lock);
-}
-
-static bool parkable(const struct kp_conn *c)
-{
-	return c->state == KP_ACTIVE && c->poolable && one_owner(c) && !c->n_reqs && c->req_mode == KP_REQ_HEAD &&
-	       !c->held_len && !c->resp_started && c->served > 0 &&
-	       (c->ka_max < 0 || c->served < (uint32_t)c->ka_max);
-}
-
-/* Move the connection behind fd into the pool.  Returns the hidden fd it
- * is parked at (fd then closed if close_fd), -1 when not (fd untouched).
- * parked_ms: when it went idle, for one handed back unused; 0: now. */
-int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
-{
-	if (!one_owner(c))
-		return -1;
-	int inq = 0;
-	if (!c->tls && KP_REAL(ioctl)(fd, FIONREAD, &inq) == 0 && inq > 0) {
-		/* bytes after a complete response (a stray second response, a
-		 * Content-Length that undercounts): they would be read as the
-		 * next request's answer; a real close (docs/replay.md) */
-		unpool(c, "bytes wait unread after the response");
-		kp_debug("fd %d: %d bytes unread after the response: not parked", fd, inq);
-		return -1;
-	}
-	if (tx_unseen(c, fd)) {
-		unpool(c, "bytes reached the socket behind our back (stdio)");
-		kp_debug("fd %d: the kernel took bytes we never saw: not parked", fd);
-		return -1;
-	}
-	int hidden = twin_take(c); /* the hidden fd it came from, still open */
-	if (hidden < 0)
-		hidden = kp_fd_hide_planned(fd);
-	if (hidden < 0)
-		return -1;
-	if (!kp_fd_valid(hidden)) {
-		KP_REAL(close)(hidden);
-		return -1;
-	}
-	struct pool_meta meta = {
-		.parked_ms = parked_ms,
-		.requests = c->served,
-		.ka_timeout = c->ka_timeout,
-		.ka_max = c->ka_max,
-		.tag_len = sizeof(struct kp_tag),
-	};
-	struct kp_tag tag = { .nonblock = c->nonblock, .n_opts = c->so.n_opts,
-			      .cred_epoch = c->cred_epoch };
-	memcpy(tag.opts, c->so.opts, c->so.n_opts * sizeof(c->so.opts[0]));
-	for (unsigned i = 0; i < c->so.n_pending; i++) {
-		if (tag.n_opts == KP_MAX_OPTS) {
-			kp_fd_swap(hidden, NULL); /* a twin's mark */
-			KP_REAL(close)(hidden);
-			return -1;
-		}
-		tag.opts[tag.n_opts++] = c->so.pending[i];
-	}
-	memcpy(meta.tag, &tag, sizeof(tag));
-	/* a TLS connection goes with its socket, detached from the program */
-	if (c->tls && !kp_tls_park(c->tls, hidden, c->tls_ssl, &c->key)) {
-		kp_fd_swap(hidden, NULL);
-		KP_REAL(close)(hidden);
-		return -1;
-	}
-	kp_fd_swap(hidden, KP_POOLED);
-	if (pool_checkin(&c->key, hidden, &meta, kp_now_ms()) < 0) {
-		kp_fd_swap(hidden, NULL);
-		struct kp_tls *t = kp_tls_unpark(hidden);
-		if (t)
-			kp_tls_put(t);
-		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
-		KP_REAL(close)(hidden);
-		return -1;
-	}
-	__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE); /* the pool holds it now */
-	if (close_fd)
-		KP_REAL(close)(fd);
-	return hidden;
 }
 
 /* Why c is not parked: every real close is explained in the debug log. */
@@ -1119,18 +416,17 @@ static bool settle_last(int fd, struct kp_conn *c)
 
 /* The last fd of c, a TLS connection, is going away unparked, its server
  * asked to end it and the response read: if it is not known how that
- * server ends, its socket stays, hidden, for tls.c to read that end
- * (docs/tls.md "Ragged closes"), inside the pool's share of the fd
- * budget.  True: c->tls and the socket are tls.c's now (fd then closed). */
+ * server ends, its socket stays, hidden, for the TLS engine to read that
+ * end (shim/tls_engine.c kp_tls_learn, docs/tls.md "Ragged closes"),
+ * inside the pool's share of the fd budget.  True: c->tls and the socket
+ * are the engine's now (fd then closed). */
 static bool learn_end(int fd, struct kp_conn *c)
 {
 	if (!c->tls || c->tls_pending || !c->server_closing || c->n_reqs || !c->served ||
 	    c->state != KP_ACTIVE || !one_owner(c))
 		return false;
-	kp_lock(&twin_lock);
-	bool room = pool_size() + n_twins + kp_tls_learners() < __atomic_load_n(&twin_cap, __ATOMIC_RELAXED);
-	kp_unlock(&twin_lock);
-	if (!room)
+	kp_tls_keep_session(c->tls, &c->key);
+	if (!hidden_room())
 		return false;
 	int hidden = kp_fd_hide_planned(fd);
 	if (hidden < 0)
@@ -1336,1059 +632,6 @@ bool kp_shutdown(struct kp_conn *c, int fd, int how)
 	return swallow;
 }
 
-/* ------------------------------------------------------------ write side */
-
-/* Append up to max bytes of iov starting at byte off to c->held. */
-static int held_append(struct kp_conn *c, const struct iovec *iov, int n, size_t off, size_t max)
-{
-	size_t want = iov_total(iov, n) - off;
-	if (want > max)
-		want = max;
-	if (c->held_len + want > c->held_cap) {
-		char *b = kp_wbuf_grow(c->held, &c->held_cap, c->held_len + want);
-		if (!b)
-			return -1;
-		c->held = b;
-	}
-	for (int i = 0; i < n && want; i++) {
-		size_t l = iov[i].iov_len;
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		size_t take = l - off < want ? l - off : want;
-		memcpy(c->held + c->held_len, (const char *)iov[i].iov_base + off, take);
-		c->held_len += take;
-		want -= take;
-		off = 0;
-	}
-	return 0;
-}
-
-/* The program's request bytes go out: on the socket, or through the TLS
- * connection it carries (which never answers EAGAIN: a TLS record begun
- * must be finished, so kp_tls_xmit waits, boundedly). */
-ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flags)
-{
-	if (c->tls)
-		return kp_tls_xmit(c->tls, fd, m->msg_iov, (int)m->msg_iovlen);
-	ssize_t r = KP_REAL(sendmsg)(fd, m, flags);
-	if (r > 0)
-		c->tx += (uint64_t)r;
-	return r;
-}
-
-/* Send all of buf.  A non-blocking socket is waited for (bounded), except
- * when nothing at all was sent and fail_clean is set: then -1/EAGAIN, and
- * the caller reports EAGAIN to the program exactly as the kernel would.
- * Only for bytes the program was already told went out (held bytes, a
- * replay): a head written now never waits here (part_pump). */
-ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
-		 bool fail_clean, size_t *sent)
-{
-	int waited_ms = 0;
-	*sent = 0;
-	if (c->tls) {
-		struct iovec v = { (void *)buf, len };
-		ssize_t r = kp_tls_xmit(c->tls, fd, &v, 1);
-		if (r > 0)
-			*sent = (size_t)r;
-		return r;
-	}
-	while (*sent < len) {
-		ssize_t r = KP_REAL(send)(fd, buf + *sent, len - *sent, flags);
-		if (r > 0) {
-			*sent += (size_t)r;
-			c->tx += (uint64_t)r;
-			continue;
-		}
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (!*sent && fail_clean)
-				return -1;
-			if (waited_ms >= 30000 || (flags & MSG_DONTWAIT))
-				return -1;
-			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-			KP_REAL(poll)(&pfd, 1, 100);
-			waited_ms += 100;
-			continue;
-		}
-		return -1;
-	}
-	return (ssize_t)len;
-}
-
-/* ------------------------------------------------------------ a torn head
- *
- * The socket took part of a head (docs/hold.md, "A head the socket took in
- * part"): the program is told which of its own bytes went out (headmap.h),
- * nothing is waited for, and the program's next write, which must offer
- * the rest of its head again, sends the rest of the head as we sent it. */
-
-/* Bytes of R the program was told went out that the server lacks: held
- * bytes of earlier calls when this call's send was torn before them. */
-static size_t part_debt(const struct kp_conn *c)
-{
-	size_t need = kp_headmap_fwd(&c->part_map, c->part_pos);
-	return need > c->part_k ? need - c->part_k : 0;
-}
-
-/* The program's own send would block: a blocking socket, no MSG_DONTWAIT. */
-static bool send_blocks(int fd, int flags)
-{
-	if (flags & MSG_DONTWAIT)
-		return false;
-	int fl = KP_REAL(fcntl)(fd, F_GETFL);
-	return fl >= 0 && !(fl & O_NONBLOCK);
-}
-
-/* Keep R (the head as it goes out) and O (the program's), the server
- * having k bytes of R and the program having been told pos bytes of O. */
-static bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *o, size_t ol,
-		       size_t k, size_t pos)
-{
-	if (rl + ol > c->part_cap) {
-		char *b = kp_wbuf_grow(c->part, &c->part_cap, rl + ol);
-		if (!b)
-			return false;
-		c->part = b;
-	}
-	memcpy(c->part, r, rl);
-	memcpy(c->part + rl, o, ol);
-	kp_headmap_init(&c->part_map, c->part, rl, c->part + rl, ol);
-	c->part_k = k;
-	c->part_pos = pos;
-	return true;
-}
-
-/* The program offers O[pos0, pos0 + n): sends what of R they stand for
- * (never more, never a byte after the head: a body follows with the
- * program's next write, told of a short count); returns how many of the
- * program's bytes of this call went out, or -1 with errno (none did).
- * sent_once: that send was made already (part_k counts it).  A send that
- * took only bytes of R's span, which stand for none of the program's,
- * answers as the kernel does when none of a call's bytes went: EAGAIN on a
- * non-blocking socket, EINTR on a blocking one (whose send returns short
- * only when a signal, or SO_SNDTIMEO, interrupted it).  Never waits.
- * Caller holds c->lock. */
-static ssize_t part_pump(struct kp_conn *c, int fd, size_t pos0, size_t n, int flags,
-			 bool sent_once)
-{
-	const struct kp_headmap *m = &c->part_map;
-	size_t target = kp_headmap_target(m, c->part_k, pos0, n);
-	if (!sent_once && target > c->part_k) {
-		ssize_t r = KP_REAL(send)(fd, c->part + c->part_k, target - c->part_k, flags);
-		if (r < 0)
-			return -1;
-		c->tx += (uint64_t)r;
-		c->part_k += (size_t)r;
-	}
-	c->part_pos = kp_headmap_told(m, pos0, n, c->part_k, target);
-	if (c->part_pos > pos0)
-		return (ssize_t)(c->part_pos - pos0);
-	errno = send_blocks(fd, flags) ? EINTR : EAGAIN;
-	return -1;
-}
-
-/* The head is whole as the program sees it: on to its body, or the next
- * request.  Caller holds c->lock. */
-static void part_end(struct kp_conn *c)
-{
-	c->req_mode = c->part_next;
-	kp_debug("torn head: finished");
-}
-
-static bool iov_equal(const struct iovec *iov, int iovcnt, const char *p, size_t n)
-{
-	for (int i = 0; i < iovcnt && n; i++) {
-		size_t l = iov[i].iov_len < n ? iov[i].iov_len : n;
-		if (memcmp(iov[i].iov_base, p, l))
-			return false;
-		p += l;
-		n -= l;
-	}
-	return true;
-}
-
-/* A write after a torn head: the program must offer the rest of its head
- * again (it was told those bytes did not go out).  True when handled
- * (*ret set); false: the caller sends the program's bytes as they are.
- * Caller holds c->lock. */
-static bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
-			  int flags, ssize_t *ret)
-{
-	size_t total = iov_total(iov, iovcnt);
-	size_t left = c->part_map.ol - c->part_pos;
-	size_t n = total < left ? total : left;
-	if (!total)
-		return false;
-	if (!iov_equal(iov, iovcnt, c->part + c->part_map.rl + c->part_pos, n)) {
-		give_up(c, fd, "the rest of a torn head differs from what was torn");
-		return false;
-	}
-	ssize_t r = part_pump(c, fd, c->part_pos, n, flags, false);
-	if (r < 0) {
-		int err = errno;
-		if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
-			go_passthrough(c, "send failed mid-head");
-		errno = err;
-		*ret = -1;
-		return true;
-	}
-	if (c->part_pos == c->part_map.ol) {
-		part_end(c);
-		handoff_fin_if_due(c, fd);
-	}
-	*ret = r;
-	return true;
-}
-
-/* Send head bytes held from earlier calls (the program was told they went
- * out), unchanged.  Returns 0, or -1 with errno when the send failed (the
- * connection is then unpoolable).  Caller holds c->lock. */
-static int flush_held(struct kp_conn *c, int fd, int flags)
-{
-	int r = 0;
-	if (c->req_mode == KP_REQ_HEAD_PART) {
-		/* a torn head: what the program was told went out and the
-		 * server lacks (part_debt); the rest is the program's to send */
-		size_t debt = part_debt(c), sent = 0;
-		if (fd >= 0 && debt) {
-			r = send_all(c, fd, c->part + c->part_k, debt, flags | MSG_NOSIGNAL, false,
-				     &sent) < 0 ? -1 : 0;
-			c->part_k += sent;
-			if (r < 0)
-				unpool(c, "sending held request bytes failed");
-		}
-		c->req_mode = c->part_next;
-		return r;
-	}
-	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
-		size_t sent;
-		r = send_all(c, fd, c->held, c->held_len, flags | MSG_NOSIGNAL, false, &sent) < 0 ? -1 : 0;
-		if (r < 0)
-			unpool(c, "sending held request bytes failed");
-		c->held_len = 0;
-	}
-	return r;
-}
-
-/* Step aside in the middle of things: bytes we held from an unfinished head
- * were promised to the program as sent, so they go out first; and if a
- * rewritten request is still waiting for its response, nobody will close
- * the connection for the program: let the quiet period end it (lost).
- * fd < 0: no held bytes can be pending here.  Caller holds c->lock. */
-static void give_up(struct kp_conn *c, int fd, const char *why)
-{
-	if (fd >= 0)
-		unvouch(c, fd, why);
-	flush_held(c, fd, 0);
-	for (unsigned i = 0; i < c->n_reqs && !c->lost; i++) {
-		if (c->reqs[i].rewritten) {
-			c->lost = true;
-			/* the quiet clock starts with the response: a response under
-			 * way was last heard from now (it is what we gave up on); else
-			 * wait for the server's first byte, however late it comes */
-			c->lost_ms = c->resp_started ? c->last_rx_ms : kp_now_ms();
-		}
-	}
-	go_passthrough(c, why);
-}
-
-/* The program reaches past TLS to its socket (sendfile, splice, stdio: kTLS
- * at most): nothing we can follow.  True when c carries TLS. */
-static bool tls_bypassed(struct kp_conn *c, int fd)
-{
-	if (!__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
-		return false;
-	if (conn_lock(c, fd)) {
-		unpool(c, "TLS bytes written past OpenSSL");
-		kp_unlock(&c->lock);
-	}
-	return true;
-}
-
-bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
-{
-	if (c == KP_POOLED || tls_bypassed(c, fd))
-		return true;
-	int saved = errno;
-	if (!conn_lock(c, fd))
-		return true;
-	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && *len &&
-	    ((c->eof_owed && !c->n_reqs) || after_close(c))) {
-		/* as the write path (send_intercept): after the owed EOF the
-		 * first send is taken, our FIN goes out and later ones meet the
-		 * kernel's EPIPE; after a close request, taken and not sent */
-		if (c->eof_owed && !c->n_reqs) {
-			finished_forget(-1, c);
-			KP_REAL(shutdown)(fd, SHUT_WR);
-			go_passthrough(c, "a send after the owed EOF");
-		}
-		kp_debug("fd %d: %zu bytes sent past the write path after a close: not sent", fd, *len);
-		kp_unlock(&c->lock);
-		errno = saved;
-		return false;
-	}
-	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
-	    c->reqs[c->n_reqs - 1].rewritten && c->req_body.kind == FRM_BODY_LENGTH &&
-	    c->req_body.left < *len && c->req_body.left)
-		*len = (size_t)c->req_body.left; /* the rest would be after_close */
-	if (c->state == KP_ACTIVE && ((c->req_mode == KP_REQ_HEAD && c->held_len) ||
-				      c->req_mode == KP_REQ_HEAD_PART)) {
-		give_up(c, fd, "a send we cannot see into follows a held head");
-	} else if (c->first == KP_FIRST_SENT) {
-		/* zero-copy bytes the copy cannot hold: no replay for this one */
-		c->first = KP_FIRST_DONE;
-		kp_debug("fd %d: request bytes by sendfile/splice: not replayable", fd);
-	} else {
-		unvouch(c, fd, "a request we cannot see into");
-	}
-	kp_unlock(&c->lock);
-	errno = saved;
-	return true;
-}
-
-static void first_seen(struct kp_conn *c);
-
-/* A read no wrapper sees (AIO's) of a response under way: the framing is
- * given up, and the EOF we owe can never reach that read; so, as for
- * stdio's reads (kp_note_fdopen), the server's must: with the request we
- * rewrote complete, our FIN goes out and the server closes once it has
- * answered.  Caller holds c->lock. */
-static void unseen_read_fin(struct kp_conn *c, int fd)
-{
-	bool rewritten = false;
-	for (unsigned i = 0; i < c->n_reqs; i++)
-		rewritten |= c->reqs[i].rewritten;
-	bool whole = c->req_mode == KP_REQ_HEAD && !c->held_len;
-	give_up(c, fd, "a read we cannot see");
-	if (rewritten && whole && !c->shut_how && KP_REAL(shutdown)(fd, SHUT_WR) == 0)
-		__atomic_store_n(&c->fin_for_server, true, __ATOMIC_RELEASE);
-}
-
-void kp_aio_before(struct kp_conn *c, int fd, bool write)
-{
-	if (c == KP_POOLED || tls_bypassed(c, fd))
-		return;
-	size_t any = 1;
-	if (write)
-		kp_send_bypass(c, fd, &any); /* a drop needs the FIN below anyway */
-	int saved = errno;
-	if (!conn_lock(c, fd))
-		return;
-	bool owed = __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE);
-	/* (bytes that would begin a request: a body of the program's own
-	 * request goes on as any unseen body) */
-	if (write && (owed || (after_close(c) && c->req_mode == KP_REQ_HEAD && !c->held_len))) {
-		/* glibc's helper thread writes with its internal write, which
-		 * no wrapper sees: the bytes cannot be taken and dropped as a
-		 * write of the program's is.  Our FIN goes out now, so that
-		 * they never reach the server: the helper's write fails with
-		 * EPIPE (its thread blocks every signal: no SIGPIPE) where
-		 * the program alone would have had its first write accepted
-		 * and its next one fail (docs/replay.md, "Nothing added") */
-		finished_forget(-1, c);
-		KP_REAL(shutdown)(fd, SHUT_WR);
-		go_passthrough(c, "aio write after a request that asked to close");
-	} else if (!write && owed) {
-		/* the helper's read would wait for the server's idle timeout:
-		 * the kernel answers it with our EOF (bytes already waiting,
-		 * a server's idle 408, come first) */
-		finished_forget(-1, c);
-		KP_REAL(shutdown)(fd, SHUT_RD);
-		go_passthrough(c, "aio read after the owed EOF");
-	} else if (c->state == KP_ACTIVE) {
-		/* an exchange we cannot follow: never pooled; a response read
-		 * unseen cannot be framed */
-		if (write)
-			unpool(c, "aio write");
-		else
-			unseen_read_fin(c, fd);
-	}
-	if (!write)
-		first_seen(c);
-	kp_unlock(&c->lock);
-	errno = saved;
-}
-
-void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only)
-{
-	if (c == KP_POOLED || tls_bypassed(c, fd))
-		return;
-	/* stdio's writes go through us (hooks_stdio.c); its reads do not */
-	if (write_only) {
-		kp_stdio_watch(c, fd);
-		return;
-	}
-	int saved = errno;
-	if (!conn_lock(c, fd))
-		return;
-	bool rewritten = false;
-	for (unsigned i = 0; i < c->n_reqs; i++)
-		rewritten |= c->reqs[i].rewritten;
-	unvouch(c, fd, "stdio");
-	flush_held(c, fd, 0);
-	go_passthrough(c, "fdopen: stdio reads go past us");
-	/* Our EOF cannot reach stdio's reads, so the server's must: it closes
-	 * after answering once it sees our FIN.  Only for a stream that will
-	 * not write: a shut-down socket cannot send. */
-	if (rewritten && read_only && KP_REAL(shutdown)(fd, SHUT_WR) == 0)
-		__atomic_store_n(&c->fin_for_server, true, __ATOMIC_RELEASE);
-	kp_unlock(&c->lock);
-	errno = saved;
-}
-
-/* Parse a request head of which the first `seen` bytes were already
- * found unfinished.  Until the new bytes complete a line, nothing new can
- * be judged: a head trickling in a byte per write costs a parse per line,
- * not per byte. */
-static long head_parse(const char *buf, size_t len, size_t seen, struct frm_req_head *h)
-{
-	if (seen && len <= FRM_MAX_HEAD && !memchr(buf + seen, '\n', len - seen))
-		return 0;
-	return frm_req_parse_head(buf, len, h);
-}
-
-static bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool rewritten)
-{
-	if (c->n_reqs == KP_MAX_PIPELINE)
-		return false;
-	struct kp_request *r = &c->reqs[c->n_reqs++];
-	r->method = (uint8_t)h->method;
-	r->app_close = h->app_close;
-	r->rewritten = rewritten;
-	if (h->upgrade || h->method == FRM_M_CONNECT || h->doubt)
-		unpool(c, "an upgrade, CONNECT or doubtful request");
-	if (h->conn_bound) /* the server may take the connection as this login's */
-		unpool(c, "NTLM, Negotiate or Kerberos credentials in the request");
-	frm_body_init(&c->req_body, h->body_kind, h->body_len);
-	/* Content-Length: 0 is as bodiless as no length at all */
-	c->req_mode = c->req_body.done || h->body_kind == FRM_BODY_NONE ? KP_REQ_HEAD : KP_REQ_BODY;
-	return true;
-}
-
-/* Account for n request bytes at byte offset off of iov that went out
- * unchanged: body bytes, and heads that began mid-write.  Caller holds lock. */
-void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n)
-{
-	int i = 0;
-	while (i < iovcnt && off >= iov[i].iov_len)
-		off -= iov[i++].iov_len;
-	while (n && i < iovcnt && c->state == KP_ACTIVE) {
-		const char *p = (const char *)iov[i].iov_base + off;
-		size_t l = iov[i].iov_len - off;
-		if (l > n)
-			l = n;
-		if (!l) {
-			i++;
-			off = 0;
-			continue;
-		}
-		size_t used = l;
-		if (c->req_mode == KP_REQ_BODY) {
-			long u = frm_body_feed(&c->req_body, p, l);
-			if (u < 0) {
-				give_up(c, -1, "malformed request body");
-				return;
-			}
-			used = (size_t)u;
-			if (c->req_body.done)
-				c->req_mode = KP_REQ_HEAD_SENT;
-		} else {
-			/* a head that went out as it was: learn its facts only (and
-			 * never send these bytes again: they are gone) */
-			c->req_mode = KP_REQ_HEAD_SENT;
-			struct iovec one = { (void *)p, l };
-			size_t before = c->held_len;
-			struct frm_req_head h;
-			if (held_append(c, &one, 1, 0, FRM_MAX_HEAD + 1) < 0) {
-				give_up(c, -1, "out of memory");
-				return;
-			}
-			long hl = head_parse(c->held, c->held_len, before, &h);
-			if (hl < 0 || (hl > 0 && !queue_request(c, &h, false))) {
-				give_up(c, -1, "unparsable request");
-				return;
-			}
-			if (hl > 0) {
-				used = (size_t)hl - before;
-				c->held_len = 0;
-			}
-		}
-		off += used;
-		n -= used;
-		if (off == iov[i].iov_len) {
-			i++;
-			off = 0;
-		}
-	}
-	/* at a boundary after sent bytes: the next write starts a held head */
-	if (c->req_mode == KP_REQ_HEAD_SENT && !c->held_len)
-		c->req_mode = KP_REQ_HEAD;
-}
-
-/* How many bytes of iov from byte off belong to the body b is in: a copy
- * of its framer runs over them (pure).  SIZE_MAX when the body does not
- * end within them, or is malformed (account_sent gives up on it then). */
-size_t body_span(struct frm_body b, const struct iovec *iov, int iovcnt, size_t off)
-{
-	size_t n = 0;
-	for (int i = 0; i < iovcnt; i++) {
-		size_t l = iov[i].iov_len;
-		if (off >= l) {
-			off -= l;
-			continue;
-		}
-		const char *p = (const char *)iov[i].iov_base + off;
-		l -= off;
-		off = 0;
-		if (b.done)
-			return n;
-		long u = frm_body_feed(&b, p, l);
-		if (u < 0)
-			return SIZE_MAX;
-		n += (size_t)u;
-		if ((size_t)u < l)
-			return n;
-	}
-	return b.done && n ? n : SIZE_MAX;
-}
-
-/* Do request bytes follow, within this call, the request whose head ends
- * at byte off of iov (beyond its own body)? */
-static bool bytes_follow(const struct frm_req_head *h, const struct iovec *iov, int iovcnt,
-			 size_t off)
-{
-	struct frm_body b;
-	frm_body_init(&b, h->body_kind, h->body_len);
-	size_t n = body_span(b, iov, iovcnt, off);
-	return n != SIZE_MAX && off + n < iov_total(iov, iovcnt);
-}
-
-/* A request that asked the server to close (and that we rewrote) is still
- * waiting for its response.  Without us the server would answer it and
- * close, never reading what the program writes after it (RFC 9112 9.6:
- * such a client is wrong, but the server must see what it would have
- * seen): those bytes are taken from the program and not sent. */
-bool after_close(const struct kp_conn *c)
-{
-	for (unsigned i = 0; i < c->n_reqs; i++)
-		if (c->reqs[i].rewritten)
-			return true;
-	return false;
-}
-
-/* The body of a rewritten close request ends inside this write and more
- * bytes follow it: only the body goes out (after_close: the server would
- * never have read the rest), and the program is told all were taken.  A
- * short send is reported as such (the program offers the rest again).
- * Returns false when the body does not end here: the real call as it is.
- * Caller holds c->lock. */
-static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
-			  ssize_t *ret)
-{
-	size_t n = body_span(c->req_body, iov, iovcnt, 0), total = iov_total(iov, iovcnt);
-	if (n == SIZE_MAX || n >= total)
-		return false;
-	struct iovec small[16], *v = small;
-	size_t v_cap = 0;
-	if (iovcnt > 16 && !(v = kp_wbuf_grow(NULL, &v_cap, (size_t)iovcnt * sizeof(*v))))
-		return false;
-	int k = 0;
-	for (size_t left = n; left && k < iovcnt; k++) {
-		v[k] = iov[k];
-		if (v[k].iov_len > left)
-			v[k].iov_len = left;
-		left -= v[k].iov_len;
-	}
-	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)k };
-	ssize_t r;
-	do
-		r = conn_sendmsg(c, fd, &m, flags);
-	while (r < 0 && errno == EINTR);
-	int err = errno;
-	if (v != small)
-		kp_wbuf_free(v, v_cap);
-	if (r < 0) {
-		if (err != EAGAIN && err != EWOULDBLOCK)
-			unpool(c, "a send failed");
-		*ret = -1;
-		errno = err;
-		return true;
-	}
-	account_sent(c, iov, iovcnt, 0, (size_t)r);
-	if ((size_t)r < n) {
-		*ret = r;
-		return true;
-	}
-	kp_debug("fd %d: %zu bytes written after a request that asked to close: "
-		 "not sent (the server would have closed without reading them)",
-		 fd, total - n);
-	*ret = (ssize_t)total;
-	return true;
-}
-
-/* The socket is the program's fd 0 when it writes a head: stdin's FILE
- * (fgets, scanf, getchar) may read it with libc's internal read, past us,
- * so our EOF after a rewritten response could never reach it: the head is
- * sent as written (the server's own close ends the response). */
-static inline bool stdin_reads(const struct kp_conn *c)
-{
-	return kp_fd_conn(0) == c;
-}
-
-/* The socket took only part of a head just parsed (part_begin done): the
- * request is queued now (its response is framed as any other), the program
- * is told which of its bytes went out, and the head's rest follows with
- * the program's next write (part_continue).  A reused connection's replay
- * copy is dropped: this request is not sent again.  Unlocks c->lock. */
-static bool torn_head(struct kp_conn *c, int fd, const struct frm_req_head *h, bool rewritten, bool keep_copy,
-		      size_t replay_mark, size_t mine, int flags, int saved, ssize_t *ret)
-{
-	c->held_len = 0;
-	if (keep_copy)
-		c->replay_len = replay_mark;
-	if (c->first != KP_FIRST_DONE)
-		first_seen(c);
-	/* (a rewrite needs room in the queue: a head that finds none maps 1:1) */
-	bool queued = queue_request(c, h, rewritten);
-	if (rewritten && queued)
-		kp_count(rewritten);
-	c->part_next = c->req_mode;
-	c->req_mode = KP_REQ_HEAD_PART;
-	kp_debug("fd %d: torn head: %zu of %zu bytes went out", fd, c->part_k, c->part_map.rl);
-	ssize_t r = part_pump(c, fd, c->part_pos, mine, flags, true);
-	if (r < 0)
-		saved = errno; /* EAGAIN or EINTR: none of this call's bytes went */
-	else if (c->part_pos == c->part_map.ol)
-		part_end(c); /* (never: the head was torn) */
-	if (!queued) /* what held bytes the program was told of go out first */
-		give_up(c, fd, "too many pipelined requests");
-	*ret = r;
-	kp_unlock(&c->lock);
-	errno = saved;
-	return true;
-}
-
-static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
-			   ssize_t *ret)
-{
-	if (!conn_lock(c, fd))
-		return false;
-	if (c->eof_written) {
-		/* TLS, written after the owed EOF already (send_intercept
-		 * below): the SSL layer reports what a close_notify gives */
-		unpool(c, "a write after the owed EOF");
-		kp_unlock(&c->lock);
-		*ret = -1;
-		errno = EPIPE;
-		return true;
-	}
-	/* the body of the first request on a reused connection: it joins the
-	 * copy a replay would send */
-	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->first == KP_FIRST_SENT)
-		return first_body_send(c, fd, iov, iovcnt, flags, ret);
-	int saved = errno;
-	if (c->fin_for_server && !c->shut_how) {
-		/* as a socket whose server closed takes them: 0 bytes, and
-		 * the first write (its reset would fail the next); after our
-		 * FIN the kernel would say EPIPE at once (docs/replay.md,
-		 * "Nothing added") */
-		size_t n = iov_total(iov, iovcnt);
-		if (n)
-			__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
-		kp_debug("fd %d: %zu bytes written after our FIN: taken, not sent", fd, n);
-		*ret = (ssize_t)n;
-		kp_unlock(&c->lock);
-		errno = saved;
-		return true;
-	}
-	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD_PART && c->eof_owed && !c->n_reqs)
-		/* the server answered the torn head and we owe the program its
-		 * close: the rest is written after it (the checks below) */
-		c->req_mode = KP_REQ_HEAD;
-	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD_PART) {
-		bool taken = part_continue(c, fd, iov, iovcnt, flags, ret);
-		int err = errno;
-		kp_unlock(&c->lock);
-		errno = taken && *ret < 0 ? err : saved;
-		return taken;
-	}
-	if (c->state != KP_ACTIVE || c->req_mode != KP_REQ_HEAD) {
-		bool taken = c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
-			     c->reqs[c->n_reqs - 1].rewritten &&
-			     send_body_end(c, fd, iov, iovcnt, flags, ret);
-		int err = errno;
-		kp_unlock(&c->lock);
-		errno = taken && *ret < 0 ? err : saved;
-		return taken;
-	}
-	if (c->shut_how) {
-		/* writing after shutdown: the kernel's answer (EPIPE), for real */
-		KP_REAL(shutdown)(fd, c->shut_how - 1);
-		go_passthrough(c, "write after shutdown");
-		kp_unlock(&c->lock);
-		errno = saved;
-		return false;
-	}
-	if (c->so.n_pending)
-		conn_flush_opts(c, fd);
-	size_t total = iov_total(iov, iovcnt);
-	if (c->eof_owed && !c->n_reqs && !total) {
-		/* a socket the server has closed takes 0 bytes; ours may have
-		 * sent our FIN meanwhile (a fork handed it off), after which
-		 * the kernel would answer EPIPE and SIGPIPE */
-		*ret = 0;
-		kp_unlock(&c->lock);
-		errno = saved;
-		return true;
-	}
-	if (c->eof_owed && !c->n_reqs && total) {
-		/* The program asked to close and was answered: without us the
-		 * server has closed, and these bytes must never reach it
-		 * (docs/replay.md, "Nothing added").  A closed server's client
-		 * sees its first write accepted (the server's TCP answers it
-		 * with a reset) and the next ones fail with EPIPE (and SIGPIPE):
-		 * so this one is taken and dropped, our FIN goes out, and later
-		 * writes meet the kernel's own EPIPE and signal. */
-		finished_forget(-1, c);
-		KP_REAL(shutdown)(fd, SHUT_WR);
-		if (c->tls) { /* later writes: a TLS error, not the socket's */
-			c->eof_written = true;
-			/* our FIN went out: never parked, never another's */
-			unpool(c, "a write after the owed EOF");
-		} else {
-			go_passthrough(c, "a write after the owed EOF");
-		}
-		kp_debug("fd %d: %zu bytes written after the EOF we owe: not sent", fd, total);
-		*ret = (ssize_t)total;
-		kp_unlock(&c->lock);
-		errno = saved;
-		return true;
-	}
-	if (total && after_close(c)) {
-		kp_debug("fd %d: %zu bytes written after a request that asked to close: "
-			 "not sent (the server would have closed without reading them)",
-			 fd, total);
-		*ret = (ssize_t)total;
-		kp_unlock(&c->lock);
-		errno = saved;
-		return true;
-	}
-	size_t old_held = c->held_len;
-	const char *data;
-	size_t dlen;
-	struct frm_req_head h;
-	if (!total)
-		goto pass;
-	if (!old_held && iovcnt == 1) {
-		data = iov[0].iov_base;
-		dlen = total;
-	} else {
-		if (held_append(c, iov, iovcnt, 0, FRM_MAX_HEAD + 1) < 0)
-			goto pass_flush;
-		data = c->held;
-		dlen = c->held_len;
-	}
-	long hl = head_parse(data, dlen, old_held, &h);
-	if (hl < 0) {
-		c->held_len = old_held; /* the program's bytes go out as they are */
-		unvouch(c, fd, "not an HTTP request");
-		go_passthrough(c, dlen && (uint8_t)data[0] == 0x16 ? "TLS" : "not an HTTP request");
-		goto pass_flush;
-	}
-	if (hl == 0) {
-		if (data != c->held && held_append(c, iov, iovcnt, 0, total) < 0)
-			goto pass_flush;
-		kp_debug("fd %d: holding %zu bytes of a request head", fd, c->held_len);
-		*ret = (ssize_t)total;
-		kp_unlock(&c->lock);
-		errno = saved;
-		return true;
-	}
-
-	/* The head is whole: rewrite, send all of it, then the rest of the call. */
-	size_t mine = (size_t)hl - old_held; /* the program's bytes in the head */
-	/* First use of a reused connection: keep a copy, or go fresh. */
-	bool keep_copy = false;
-	int send_flags = flags;
-	if (c->first != KP_FIRST_DONE) {
-		keep_copy = first_request_plan(c, fd, &h, total - mine);
-		if (keep_copy)
-			send_flags |= MSG_NOSIGNAL; /* a dead socket is ours to handle */
-	}
-	char small[2048], *out = small;
-	size_t out_cap = sizeof(small);
-	long outlen = 0;
-	bool may_rewrite = !h.upgrade && !h.doubt && !h.conn_bound && h.method != FRM_M_CONNECT &&
-			   !c->handed_off && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
-	/* More requests pipelined behind one that asks to close, in the same
-	 * write: the server must get the close and execute nothing after it,
-	 * exactly as without us; so no rewrite, and no reuse. */
-	if (may_rewrite && h.app_close && bytes_follow(&h, iov, iovcnt, mine)) {
-		kp_debug("fd %d: not rewritten: requests follow one that asks to close", fd);
-		may_rewrite = false;
-	}
-	/* a rewrite adds one header line, or 5 bytes per "close" token */
-	if (may_rewrite && (size_t)hl + 64 + (size_t)hl / 2 > out_cap) {
-		size_t cap = 0;
-		out = kp_wbuf_grow(NULL, &cap, (size_t)hl + 64 + (size_t)hl / 2);
-		if (out)
-			out_cap = cap;
-		else
-			out = small, may_rewrite = false;
-	}
-	/* an io_submit we cannot see could read where we owe the EOF
-	 * (docs/replay.md "Kernel AIO"): owe none */
-	if (may_rewrite && h.app_close && kp_aio_unseen()) {
-		kp_debug("fd %d: not rewritten: a kernel AIO library makes its system calls unseen", fd);
-		may_rewrite = false;
-	}
-	/* TLS: the EOF we would owe shows a close_notify; only where this
-	 * destination was seen to send one (docs/tls.md "Ragged closes") */
-	if (may_rewrite && h.app_close && c->tls && !kp_tls_closes_clean(&c->key)) {
-		kp_debug("fd %d: not rewritten: not known how the server ends a TLS connection", fd);
-		may_rewrite = false;
-	}
-	if (may_rewrite)
-		outlen = frm_req_rewrite_head(data, &h, out, out_cap);
-	const char *head = outlen > 0 ? out : data;
-	size_t headlen = outlen > 0 ? (size_t)outlen : (size_t)hl;
-	/* The head and the rest of this call (body bytes) in one sendmsg, as
-	 * the program's one call would have been: two sends would let Nagle
-	 * hold the second behind the server's delayed ACK (40 ms a request,
-	 * seen with Perl's LWP). */
-	struct iovec v[17]; /* only v[0, nv) is read: no zeroing of the rest */
-	v[0] = (struct iovec){ (void *)head, headlen };
-	int nv = 1;
-	size_t off = mine;
-	for (int i = 0; i < iovcnt && nv < 17; i++) {
-		if (off >= iov[i].iov_len) {
-			off -= iov[i].iov_len;
-			continue;
-		}
-		v[nv].iov_base = (char *)iov[i].iov_base + off;
-		v[nv].iov_len = iov[i].iov_len - off;
-		nv++;
-		off = 0;
-	}
-	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)nv };
-	size_t replay_mark = c->replay_len;
-	if (keep_copy && !replay_keep(c, head, headlen)) {
-		keep_copy = false;
-		c->first = KP_FIRST_DONE;
-	}
-	ssize_t r;
-	for (;;) {
-		/* EINTR here: a handler without SA_RESTART (the kernel restarts
-		 * the others itself) ran before a byte went; the program's own
-		 * send would say EINTR.  (TLS: the engine's record is under way,
-		 * kp_tls_xmit finishes it) */
-		do
-			r = conn_sendmsg(c, fd, &m, send_flags);
-		while (r < 0 && errno == EINTR && c->tls);
-		/* the pooled socket was dead before our request got out: a fresh
-		 * one (once), and the request goes there */
-		if (r < 0 && keep_copy && c->first == KP_FIRST_UNSENT &&
-		    (errno == EPIPE || errno == ECONNRESET)) {
-			uint64_t now = kp_now_ms();
-			pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
-			int err = errno;
-			if (swap_fresh(c, fd, false) == 0) {
-				kp_count(replayed); /* none of it went out: any method */
-				if (c->first_plan == KP_PLAN_PROVE)
-					kp_count(replayed_unacked);
-				keep_copy = false;
-				c->replay_len = 0;
-				send_flags = flags;
-				continue;
-			}
-			errno = err;
-		}
-		break;
-	}
-	/* the program's own send would have raised SIGPIPE here */
-	bool held_back = r < 0 && errno == EPIPE && (send_flags & ~flags & MSG_NOSIGNAL);
-	size_t sent = 0, body_sent = 0;
-	ssize_t sr = 0;
-	if (r >= 0 && (size_t)r >= headlen) {
-		sent = headlen;
-		body_sent = (size_t)r - headlen;
-	} else if (r > 0 && !c->tls &&
-		   part_begin(c, head, headlen, data, (size_t)hl, (size_t)r, old_held)) {
-		/* the socket took part of the head: nothing waits (part_pump) */
-		if (out != small)
-			kp_wbuf_free(out, out_cap);
-		return torn_head(c, fd, &h, outlen > 0, keep_copy, replay_mark, mine,
-				 flags, saved, ret);
-	} else if (r > 0) {
-		/* no memory to keep the head: the rest of it, waited for */
-		size_t more;
-		sent = (size_t)r;
-		sr = send_all(c, fd, head + sent, headlen - sent, flags, false, &more);
-		sent += more;
-	} else {
-		sr = -1; /* EAGAIN, EINTR: nothing went, the program is told so */
-	}
-	if (out != small)
-		kp_wbuf_free(out, out_cap);
-	if (sr < 0) {
-		int err = errno;
-		if (held_back)
-			sigpipe_as_kernel(flags); /* our MSG_NOSIGNAL kept it back */
-		if (keep_copy)
-			c->replay_len = replay_mark;
-		if (!sent && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) {
-			/* nothing went out: the program will offer this call's
-			 * bytes again; what earlier calls gave us stays held */
-			c->held_len = old_held;
-		} else {
-			/* a dead connection, or a torn head: finished either way */
-			c->held_len = 0;
-			go_passthrough(c, sent ? "send failed mid-head" : "send failed");
-		}
-		kp_unlock(&c->lock);
-		errno = err;
-		*ret = -1;
-		return true;
-	}
-	c->held_len = 0;
-	if (keep_copy && c->first == KP_FIRST_UNSENT)
-		c->first = KP_FIRST_SENT;
-	if (!queue_request(c, &h, outlen > 0)) {
-		go_passthrough(c, "too many pipelined requests");
-		*ret = (ssize_t)mine;
-		kp_unlock(&c->lock);
-		errno = saved;
-		return true;
-	}
-	if (outlen > 0) {
-		kp_count(rewritten);
-		kp_debug("fd %d: request rewritten to keep-alive", fd);
-	}
-	*ret = (ssize_t)mine;
-	/* body bytes that went with the head join the copy */
-	if (body_sent && keep_copy && c->first == KP_FIRST_SENT &&
-	    !replay_keep_iov(c, iov, iovcnt, mine, body_sent))
-		c->first = KP_FIRST_DONE;
-	if (body_sent) {
-		account_sent(c, iov, iovcnt, mine, body_sent);
-		*ret += (ssize_t)body_sent;
-	}
-	handoff_fin_if_due(c, fd);
-	kp_unlock(&c->lock);
-	errno = saved;
-	return true;
-
-pass_flush:
-	/* bytes we held from earlier calls must go out first, unchanged */
-	if (flush_held(c, fd, flags) < 0) {
-		int err = errno;
-		go_passthrough(c, "send failed");
-		kp_unlock(&c->lock);
-		errno = err;
-		*ret = -1;
-		return true;
-	}
-	go_passthrough(c, "gave up on the request");
-pass:
-	kp_unlock(&c->lock);
-	errno = saved;
-	return false;
-}
-
-bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
-		       ssize_t *ret)
-{
-	if (c == KP_POOLED)
-		return false;
-	raw_settle(c, fd);
-	struct kp_tls *t = __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
-	void *hs = kp_tls_handshaking;
-	if (t && !__atomic_load_n(&c->tls_pending, __ATOMIC_ACQUIRE))
-		return false; /* ciphertext: the SSL_* wrappers frame its plaintext */
-	if (t && hs) {
-		/* A handshake's first write on a pooled TLS connection, through a
-		 * BIO of the program's own (curl): it tells us the fd.  Nothing
-		 * goes out; the decision waits for the program's next call, as
-		 * curl loads its trust store only after its first SSL_connect. */
-		kp_tls_defer(hs, fd);
-		*ret = -1;
-		errno = EAGAIN;
-		return true;
-	}
-	if (t || hs) {
-		/* a fresh connection's handshake (the fd of a BIO of the
-		 * program's own), or plain bytes on a pooled TLS connection */
-		int saved = errno;
-		switch (kp_conn_tls_start(fd, hs)) {
-		case KP_TLS_HANDED: /* nothing may go out: the handshake is over */
-			*ret = -1;
-			errno = EAGAIN;
-			return true;
-		case KP_TLS_FRESH:
-			errno = saved;
-			return false;
-		}
-		errno = saved;
-	}
-	return send_intercept(c, fd, iov, iovcnt, flags, ret);
-}
-
-static void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret)
-{
-	int saved = errno;
-	if (!conn_lock(c, fd))
-		return;
-	if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-		unpool(c, "a send failed");
-	if (ret > 0)
-		c->tx += (uint64_t)ret;
-	if (ret > 0 && c->state == KP_ACTIVE)
-		account_sent(c, iov, iovcnt, 0, (size_t)ret);
-	handoff_fin_if_due(c, fd);
-	kp_unlock(&c->lock);
-	errno = saved;
-}
-
-void kp_send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret)
-{
-	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
-		return;
-	send_done(c, fd, iov, iovcnt, ret);
-}
-
-void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
-{
-	if (c == KP_POOLED || ret == 0 || tls_bypassed(c, out_fd))
-		return;
-	int saved = errno;
-	if (!conn_lock(c, out_fd))
-		return;
-	if (ret > 0)
-		c->tx += (uint64_t)ret;
-	if (ret < 0) {
-		if (errno != EAGAIN && errno != EINTR)
-			unpool(c, "sendfile failed");
-	} else if (c->state == KP_ACTIVE) {
-		/* zero-copy: we never see the bytes, so only a Content-Length body
-		 * can be followed (by arithmetic) */
-		if (c->req_mode == KP_REQ_BODY && c->req_body.kind == FRM_BODY_LENGTH &&
-		    (uint64_t)ret <= c->req_body.left) {
-			c->req_body.left -= (uint64_t)ret;
-			if (!c->req_body.left)
-				c->req_mode = KP_REQ_HEAD;
-		} else {
-			give_up(c, out_fd, "sendfile outside a Content-Length body");
-		}
-	}
-	handoff_fin_if_due(c, out_fd);
-	kp_unlock(&c->lock);
-	errno = saved;
-}
-
 /* ------------------------------------------------------------ read side */
 
 bool kp_conn_data_only(int fd)
@@ -2532,7 +775,7 @@ bool kp_conn_raw_fd(int fd)
 /* A call went past us on c (kp_conn_raw): what we know of its exchange
  * may be wrong, so we step aside as for any byte read or written unseen
  * (give_up: our FIN if we owe an EOF). */
-static void raw_settle(struct kp_conn *c, int fd)
+void raw_settle(struct kp_conn *c, int fd)
 {
 	if (__builtin_expect(!__atomic_load_n(&c->raw, __ATOMIC_ACQUIRE), 1) || !conn_lock(c, fd))
 		return;
@@ -2597,11 +840,93 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	return recv_intercept(c, fd, ret);
 }
 
+
+/* The program reaches past TLS to its socket (sendfile, splice, stdio: kTLS
+ * at most): nothing we can follow.  True when c carries TLS. */
+bool tls_bypassed(struct kp_conn *c, int fd)
+{
+	if (!__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+		return false;
+	if (conn_lock(c, fd)) {
+		unpool(c, "TLS bytes written past OpenSSL");
+		kp_unlock(&c->lock);
+	}
+	return true;
+}
+
+bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
+{
+	if (c == KP_POOLED || tls_bypassed(c, fd))
+		return true;
+	int saved = errno;
+	if (!conn_lock(c, fd))
+		return true;
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && *len &&
+	    ((c->eof_owed && !c->n_reqs) || after_close(c))) {
+		/* as the write path (send_intercept): after the owed EOF the
+		 * first send is taken, our FIN goes out and later ones meet the
+		 * kernel's EPIPE; after a close request, taken and not sent */
+		if (c->eof_owed && !c->n_reqs) {
+			finished_forget(-1, c);
+			KP_REAL(shutdown)(fd, SHUT_WR);
+			go_passthrough(c, "a send after the owed EOF");
+		}
+		kp_debug("fd %d: %zu bytes sent past the write path after a close: not sent", fd, *len);
+		kp_unlock(&c->lock);
+		errno = saved;
+		return false;
+	}
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
+	    c->reqs[c->n_reqs - 1].rewritten && c->req_body.kind == FRM_BODY_LENGTH &&
+	    c->req_body.left < *len && c->req_body.left)
+		*len = (size_t)c->req_body.left; /* the rest would be after_close */
+	if (c->state == KP_ACTIVE && ((c->req_mode == KP_REQ_HEAD && c->held_len) ||
+				      c->req_mode == KP_REQ_HEAD_PART)) {
+		give_up(c, fd, "a send we cannot see into follows a held head");
+	} else if (c->first == KP_FIRST_SENT) {
+		/* zero-copy bytes the copy cannot hold: no replay for this one */
+		c->first = KP_FIRST_DONE;
+		kp_debug("fd %d: request bytes by sendfile/splice: not replayable", fd);
+	} else {
+		unvouch(c, fd, "a request we cannot see into");
+	}
+	kp_unlock(&c->lock);
+	errno = saved;
+	return true;
+}
+
+void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only)
+{
+	if (c == KP_POOLED || tls_bypassed(c, fd))
+		return;
+	/* stdio's writes go through us (hooks_stdio.c); its reads do not */
+	if (write_only) {
+		kp_stdio_watch(c, fd);
+		return;
+	}
+	int saved = errno;
+	if (!conn_lock(c, fd))
+		return;
+	bool rewritten = false;
+	for (unsigned i = 0; i < c->n_reqs; i++)
+		rewritten |= c->reqs[i].rewritten;
+	unvouch(c, fd, "stdio");
+	flush_held(c, fd, 0);
+	go_passthrough(c, "fdopen: stdio reads go past us");
+	/* Our EOF cannot reach stdio's reads, so the server's must: it closes
+	 * after answering once it sees our FIN.  Only for a stream that will
+	 * not write: a shut-down socket cannot send. */
+	if (rewritten && read_only && KP_REAL(shutdown)(fd, SHUT_WR) == 0)
+		__atomic_store_n(&c->fin_for_server, true, __ATOMIC_RELEASE);
+	kp_unlock(&c->lock);
+	errno = saved;
+}
+
 /* The program may have read response bytes, an EOF or an error where we
  * could not see: a replay (or a fresh socket swapped in) after them would
  * add to what it already has (docs/replay.md, "Reads we cannot follow").
  * Caller holds c->lock. */
-static void first_seen(struct kp_conn *c)
+void first_seen(struct kp_conn *c)
 {
 	c->first = KP_FIRST_DONE;
 	c->replay_len = 0;
@@ -2969,18 +1294,6 @@ static bool tls_lock(struct kp_conn *c, int fd)
 	return false;
 }
 
-bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t *ret)
-{
-	struct iovec iov = { (void *)buf, n };
-	return send_intercept(c, fd, &iov, 1, 0, ret);
-}
-
-void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t ret)
-{
-	struct iovec iov = { (void *)buf, n };
-	send_done(c, fd, &iov, 1, ret);
-}
-
 bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending)
 {
 	ssize_t r;
@@ -3104,7 +1417,7 @@ static void handoff_locked(struct kp_conn *c, int fd, const char *why)
 
 /* Our FIN once the request being written is whole (a FIN now would cut
  * off the rest of its head or body).  Caller holds c->lock. */
-static void handoff_fin_if_due(struct kp_conn *c, int fd)
+void handoff_fin_if_due(struct kp_conn *c, int fd)
 {
 	if (c->fin_due && (c->state != KP_ACTIVE || (c->req_mode == KP_REQ_HEAD && !c->held_len)))
 		handoff_fin(c, fd);
@@ -3221,13 +1534,12 @@ void kp_conn_before_fork(void)
 	}
 	/* the child may read any of them (and exec what reads them) */
 	kp_conn_handoff_all(false, "fork");
-	kp_lock(&free_lock);
-	kp_lock(&finished_lock);
+	hidden_lock_objects();
 	kp_sockopts_before_fork();
 	kp_watch_before_fork();
 	pool_before_fork();
 	kp_tls_before_fork(); /* after the pool's: the pool's close takes it */
-	kp_lock(&twin_lock);
+	hidden_lock_twins();
 	kp_limits_before_fork(); /* the child copies the program's limit */
 }
 
@@ -3238,13 +1550,12 @@ void kp_conn_after_fork_parent(void)
 		return;
 	}
 	kp_limits_after_fork_parent();
-	kp_unlock(&twin_lock);
+	hidden_unlock_twins();
 	kp_tls_after_fork_parent();
 	pool_after_fork_parent();
 	kp_watch_after_fork_parent();
 	kp_sockopts_after_fork_parent();
-	kp_unlock(&finished_lock);
-	kp_unlock(&free_lock);
+	hidden_unlock_objects();
 }
 
 void kp_conn_after_fork_child(void)
@@ -3258,21 +1569,12 @@ void kp_conn_after_fork_child(void)
 	/* The child's copies of tracked fds are the parent's connections: the
 	 * child uses them raw, and never parks them.  Its copies of pooled
 	 * sockets are closed (the parent's stay open). */
-	/* recycled objects may be locked by threads the child does not have */
-	free_conns = NULL;
-	kp_mutex_init(&free_lock);
-	kp_mutex_init(&finished_lock);
+	hidden_child_objects();
 	kp_sockopts_after_fork_child();
 	kp_watch_after_fork_child();
-	__atomic_store_n(&n_finished, 0, __ATOMIC_RELAXED);
 	kp_fdtab_after_fork_child();
 	pool_after_fork_child();
-	/* the twins too: a child holding a copy would keep the parent's
-	 * socket open after the parent closed it */
-	for (unsigned i = 0; i < n_twins; i++)
-		KP_REAL(close)(twins[i].fd);
-	n_twins = 0;
-	kp_mutex_init(&twin_lock);
+	hidden_child_twins();
 	kp_limits_after_fork_child();
 	/* the locks kp_conn_before_fork took are new, not released */
 	kp_inside = 0;

@@ -60,7 +60,9 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms);
 ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flags);
 ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
 		 bool fail_clean, size_t *sent);
-void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n);
+/* Learn what n bytes of iov from off, written as they were, were: NULL, or
+ * why the connection must be given up (account_sent: give_up). */
+const char *wire_account(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n);
 size_t body_span(struct frm_body b, const struct iovec *iov, int iovcnt, size_t off);
 bool after_close(const struct kp_conn *c);
 
@@ -108,6 +110,58 @@ void sigpipe_as_kernel(int flags);
  * program's call is to fail with EINTR (kp_recv_done) */
 extern __thread bool kp_replay_interrupted;
 bool ready_settle(struct kp_conn *c, int fd);
+
+/* shared by conn.c, wire.c, hidden.c and conn_replay.c */
+void first_seen(struct kp_conn *c);
+void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret);
+bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags, ssize_t *ret);
+bool tls_bypassed(struct kp_conn *c, int fd);
+void conn_free(struct kp_conn *c);
+extern uint32_t cred_epoch;
+extern bool divided;
+void finished_add(int fd, struct kp_conn *c);
+void finished_forget(int fd, const struct kp_conn *c);
+extern kp_mutex_t finished_lock;
+int flush_held(struct kp_conn *c, int fd, int flags);
+extern struct kp_conn *free_conns;
+extern kp_mutex_t free_lock;
+void give_up(struct kp_conn *c, int fd, const char *why);
+void go_passthrough(struct kp_conn *c, const char *why);
+void handoff_fin_if_due(struct kp_conn *c, int fd);
+long head_parse(const char *buf, size_t len, size_t seen, struct frm_req_head *h);
+int held_append(struct kp_conn *c, const struct iovec *iov, int n, size_t off, size_t max);
+extern unsigned n_finished;
+extern unsigned n_twins;
+bool one_owner(const struct kp_conn *c);
+bool parkable(const struct kp_conn *c);
+bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *o, size_t ol, size_t k, size_t pos);
+bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags, ssize_t *ret);
+size_t part_debt(const struct kp_conn *c);
+void part_end(struct kp_conn *c);
+ssize_t part_pump(struct kp_conn *c, int fd, size_t pos0, size_t n, int flags, bool sent_once);
+bool pooled_one_owner(const struct kp_tag *tag);
+bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool rewritten);
+void raw_settle(struct kp_conn *c, int fd);
+const char *resp_why(const struct frm_resp *r);
+bool take_finished(const struct pool_key *key);
+bool twin_forget_fd(int fd);
+bool twin_keep(struct kp_conn *c, int p);
+/* the pool's share of the fd budget has room for one more hidden fd
+ * (pooled sockets, twins, TLS sockets kept to learn their end) */
+bool hidden_room(void);
+extern kp_mutex_t twin_lock;
+bool tx_unseen(struct kp_conn *c, int fd);
+
+/* hidden.c's part of fork (kp_conn_before_fork and after) */
+void hidden_lock_objects(void);
+void hidden_unlock_objects(void);
+void hidden_lock_twins(void);
+void hidden_unlock_twins(void);
+void hidden_child_objects(void);
+void hidden_child_twins(void);
+
+/* wire_account, and give_up where it says so (conn_replay.c) */
+void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n);
 
 #pragma GCC visibility pop
 

@@ -725,3 +725,32 @@ bool kp_conn_ready_settle(struct kp_conn *c, int fd)
 	errno = saved;
 	return swapped;
 }
+
+/* Step aside in the middle of things: bytes we held from an unfinished head
+ * were promised to the program as sent, so they go out first; and if a
+ * rewritten request is still waiting for its response, nobody will close
+ * the connection for the program: let the quiet period end it (lost).
+ * fd < 0: no held bytes can be pending here.  Caller holds c->lock. */
+void give_up(struct kp_conn *c, int fd, const char *why)
+{
+	if (fd >= 0)
+		unvouch(c, fd, why);
+	flush_held(c, fd, 0);
+	for (unsigned i = 0; i < c->n_reqs && !c->lost; i++) {
+		if (c->reqs[i].rewritten) {
+			c->lost = true;
+			/* the quiet clock starts with the response: a response under
+			 * way was last heard from now (it is what we gave up on); else
+			 * wait for the server's first byte, however late it comes */
+			c->lost_ms = c->resp_started ? c->last_rx_ms : kp_now_ms();
+		}
+	}
+	go_passthrough(c, why);
+}
+
+void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n)
+{
+	const char *why = wire_account(c, iov, iovcnt, off, n);
+	if (why)
+		give_up(c, -1, why);
+}

@@ -95,6 +95,11 @@ unsigned kp_replay_settle_ms(uint32_t srtt_us);
  * to hold it: an older kernel). */
 int kp_tcp_bytes_acked(int fd, uint64_t *acked);
 
+/* The kernel's count of bytes written to fd's socket, plus one for the
+ * SYN: those it acknowledged, and those still in its send queue
+ * (SIOCOUTQ).  0, or -1. */
+int kp_tcp_kernel_tx(int fd, uint64_t *w);
+
 /* The socket's TCP state (TCP_ESTABLISHED, TCP_CLOSE_WAIT, TCP_CLOSE...),
  * tcpi_bytes_acked (acked_ok false on a kernel without it) and tcpi_rtt,
  * in one getsockopt(TCP_INFO): 0, or -1 with errno. */

@@ -9,7 +9,9 @@
 #include <netinet/in.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <linux/sockios.h>
 
 #include "real.h"
 #include "replay.h"
@@ -40,5 +42,15 @@ int kp_tcp_view(int fd, struct kp_tcp_view *v)
 	v->srtt_us = ti.tcpi_rtt;
 	v->acked_ok = len >= offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof(ti.tcpi_bytes_acked);
 	v->acked = v->acked_ok ? ti.tcpi_bytes_acked : 0;
+	return 0;
+}
+
+int kp_tcp_kernel_tx(int fd, uint64_t *w)
+{
+	uint64_t acked;
+	int outq;
+	if (kp_tcp_bytes_acked(fd, &acked) < 0 || KP_REAL(ioctl)(fd, SIOCOUTQ, &outq) < 0 || outq < 0)
+		return -1;
+	*w = acked + (uint64_t)outq;
 	return 0;
 }

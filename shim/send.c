@@ -1,0 +1,666 @@
+/*
+ * send.c - the program's writes to a connection we follow: a request head
+ * collected, deferred (stdio) or rewritten and sent, its body counted,
+ * a head the socket took in part continued, sends we cannot see into,
+ * what was sent learnt afterwards (kp_send_done).  Called by the hooks;
+ * calls wire.c, hidden.c, conn_replay.c below it, never conn.c.
+ */
+#include "conn_internal.h"
+#include "aio_scan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+#include <sys/resource.h>
+#include <sys/single_threaded.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "broker_check.h"
+#include "broker_client.h"
+#include "config.h"
+#include "fdlimit.h"
+#include "fdtable.h"
+#include "kp_mem.h"
+#include "real.h"
+#include "replay.h"
+#include "tls.h"
+#include "watch.h"
+#include "wbuf.h"
+
+
+/* A read no wrapper sees (AIO's) of a response under way: the framing is
+ * given up, and the EOF we owe can never reach that read; so, as for
+ * stdio's reads (kp_note_fdopen), the server's must: with the request we
+ * rewrote complete, our FIN goes out and the server closes once it has
+ * answered.  Caller holds c->lock. */
+static void unseen_read_fin(struct kp_conn *c, int fd)
+{
+	bool rewritten = false;
+	for (unsigned i = 0; i < c->n_reqs; i++)
+		rewritten |= c->reqs[i].rewritten;
+	bool whole = c->req_mode == KP_REQ_HEAD && !c->held_len;
+	give_up(c, fd, "a read we cannot see");
+	if (rewritten && whole && !c->shut_how && KP_REAL(shutdown)(fd, SHUT_WR) == 0)
+		__atomic_store_n(&c->fin_for_server, true, __ATOMIC_RELEASE);
+}
+
+void kp_aio_before(struct kp_conn *c, int fd, bool write)
+{
+	if (c == KP_POOLED || tls_bypassed(c, fd))
+		return;
+	size_t any = 1;
+	if (write)
+		kp_send_bypass(c, fd, &any); /* a drop needs the FIN below anyway */
+	int saved = errno;
+	if (!conn_lock(c, fd))
+		return;
+	bool owed = __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE);
+	/* (bytes that would begin a request: a body of the program's own
+	 * request goes on as any unseen body) */
+	if (write && (owed || (after_close(c) && c->req_mode == KP_REQ_HEAD && !c->held_len))) {
+		/* glibc's helper thread writes with its internal write, which
+		 * no wrapper sees: the bytes cannot be taken and dropped as a
+		 * write of the program's is.  Our FIN goes out now, so that
+		 * they never reach the server: the helper's write fails with
+		 * EPIPE (its thread blocks every signal: no SIGPIPE) where
+		 * the program alone would have had its first write accepted
+		 * and its next one fail (docs/replay.md, "Nothing added") */
+		finished_forget(-1, c);
+		KP_REAL(shutdown)(fd, SHUT_WR);
+		go_passthrough(c, "aio write after a request that asked to close");
+	} else if (!write && owed) {
+		/* the helper's read would wait for the server's idle timeout:
+		 * the kernel answers it with our EOF (bytes already waiting,
+		 * a server's idle 408, come first) */
+		finished_forget(-1, c);
+		KP_REAL(shutdown)(fd, SHUT_RD);
+		go_passthrough(c, "aio read after the owed EOF");
+	} else if (c->state == KP_ACTIVE) {
+		/* an exchange we cannot follow: never pooled; a response read
+		 * unseen cannot be framed */
+		if (write)
+			unpool(c, "aio write");
+		else
+			unseen_read_fin(c, fd);
+	}
+	if (!write)
+		first_seen(c);
+	kp_unlock(&c->lock);
+	errno = saved;
+}
+
+/* Do request bytes follow, within this call, the request whose head ends
+ * at byte off of iov (beyond its own body)? */
+static bool bytes_follow(const struct frm_req_head *h, const struct iovec *iov, int iovcnt,
+			 size_t off)
+{
+	struct frm_body b;
+	frm_body_init(&b, h->body_kind, h->body_len);
+	size_t n = body_span(b, iov, iovcnt, off);
+	return n != SIZE_MAX && off + n < iov_total(iov, iovcnt);
+}
+
+/* A write after a torn head: the program must offer the rest of its head
+ * again (it was told those bytes did not go out).  True when handled
+ * (*ret set); false: the caller sends the program's bytes as they are.
+ * Caller holds c->lock. */
+bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
+			  int flags, ssize_t *ret)
+{
+	size_t total = iov_total(iov, iovcnt);
+	size_t left = c->part_map.ol - c->part_pos;
+	size_t n = total < left ? total : left;
+	if (!total)
+		return false;
+	if (!iov_equal(iov, iovcnt, c->part + c->part_map.rl + c->part_pos, n)) {
+		give_up(c, fd, "the rest of a torn head differs from what was torn");
+		return false;
+	}
+	ssize_t r = part_pump(c, fd, c->part_pos, n, flags, false);
+	if (r < 0) {
+		int err = errno;
+		if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
+			go_passthrough(c, "send failed mid-head");
+		errno = err;
+		*ret = -1;
+		return true;
+	}
+	if (c->part_pos == c->part_map.ol) {
+		part_end(c);
+		handoff_fin_if_due(c, fd);
+	}
+	*ret = r;
+	return true;
+}
+
+/* The body of a rewritten close request ends inside this write and more
+ * bytes follow it: only the body goes out (after_close: the server would
+ * never have read the rest), and the program is told all were taken.  A
+ * short send is reported as such (the program offers the rest again).
+ * Returns false when the body does not end here: the real call as it is.
+ * Caller holds c->lock. */
+static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+			  ssize_t *ret)
+{
+	size_t n = body_span(c->req_body, iov, iovcnt, 0), total = iov_total(iov, iovcnt);
+	if (n == SIZE_MAX || n >= total)
+		return false;
+	struct iovec small[16], *v = small;
+	size_t v_cap = 0;
+	if (iovcnt > 16 && !(v = kp_wbuf_grow(NULL, &v_cap, (size_t)iovcnt * sizeof(*v))))
+		return false;
+	int k = 0;
+	for (size_t left = n; left && k < iovcnt; k++) {
+		v[k] = iov[k];
+		if (v[k].iov_len > left)
+			v[k].iov_len = left;
+		left -= v[k].iov_len;
+	}
+	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)k };
+	ssize_t r;
+	do
+		r = conn_sendmsg(c, fd, &m, flags);
+	while (r < 0 && errno == EINTR);
+	int err = errno;
+	if (v != small)
+		kp_wbuf_free(v, v_cap);
+	if (r < 0) {
+		if (err != EAGAIN && err != EWOULDBLOCK)
+			unpool(c, "a send failed");
+		*ret = -1;
+		errno = err;
+		return true;
+	}
+	account_sent(c, iov, iovcnt, 0, (size_t)r);
+	if ((size_t)r < n) {
+		*ret = r;
+		return true;
+	}
+	kp_debug("fd %d: %zu bytes written after a request that asked to close: "
+		 "not sent (the server would have closed without reading them)",
+		 fd, total - n);
+	*ret = (ssize_t)total;
+	return true;
+}
+
+/* The socket is the program's fd 0 when it writes a head: stdin's FILE
+ * (fgets, scanf, getchar) may read it with libc's internal read, past us,
+ * so our EOF after a rewritten response could never reach it: the head is
+ * sent as written (the server's own close ends the response). */
+static inline bool stdin_reads(const struct kp_conn *c)
+{
+	return kp_fd_conn(0) == c;
+}
+
+/* The socket took only part of a head just parsed (part_begin done): the
+ * request is queued now (its response is framed as any other), the program
+ * is told which of its bytes went out, and the head's rest follows with
+ * the program's next write (part_continue).  A reused connection's replay
+ * copy is dropped: this request is not sent again.  Unlocks c->lock. */
+static bool torn_head(struct kp_conn *c, int fd, const struct frm_req_head *h, bool rewritten, bool keep_copy,
+		      size_t replay_mark, size_t mine, int flags, int saved, ssize_t *ret)
+{
+	c->held_len = 0;
+	if (keep_copy)
+		c->replay_len = replay_mark;
+	if (c->first != KP_FIRST_DONE)
+		first_seen(c);
+	/* (a rewrite needs room in the queue: a head that finds none maps 1:1) */
+	bool queued = queue_request(c, h, rewritten);
+	if (rewritten && queued)
+		kp_count(rewritten);
+	c->part_next = c->req_mode;
+	c->req_mode = KP_REQ_HEAD_PART;
+	kp_debug("fd %d: torn head: %zu of %zu bytes went out", fd, c->part_k, c->part_map.rl);
+	ssize_t r = part_pump(c, fd, c->part_pos, mine, flags, true);
+	if (r < 0)
+		saved = errno; /* EAGAIN or EINTR: none of this call's bytes went */
+	else if (c->part_pos == c->part_map.ol)
+		part_end(c); /* (never: the head was torn) */
+	if (!queued) /* what held bytes the program was told of go out first */
+		give_up(c, fd, "too many pipelined requests");
+	*ret = r;
+	kp_unlock(&c->lock);
+	errno = saved;
+	return true;
+}
+
+bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+			   ssize_t *ret)
+{
+	if (!conn_lock(c, fd))
+		return false;
+	if (c->eof_written) {
+		/* TLS, written after the owed EOF already (send_intercept
+		 * below): the SSL layer reports what a close_notify gives */
+		unpool(c, "a write after the owed EOF");
+		kp_unlock(&c->lock);
+		*ret = -1;
+		errno = EPIPE;
+		return true;
+	}
+	/* the body of the first request on a reused connection: it joins the
+	 * copy a replay would send */
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->first == KP_FIRST_SENT)
+		return first_body_send(c, fd, iov, iovcnt, flags, ret);
+	int saved = errno;
+	if (c->fin_for_server && !c->shut_how) {
+		/* as a socket whose server closed takes them: 0 bytes, and
+		 * the first write (its reset would fail the next); after our
+		 * FIN the kernel would say EPIPE at once (docs/replay.md,
+		 * "Nothing added") */
+		size_t n = iov_total(iov, iovcnt);
+		if (n)
+			__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
+		kp_debug("fd %d: %zu bytes written after our FIN: taken, not sent", fd, n);
+		*ret = (ssize_t)n;
+		kp_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD_PART && c->eof_owed && !c->n_reqs)
+		/* the server answered the torn head and we owe the program its
+		 * close: the rest is written after it (the checks below) */
+		c->req_mode = KP_REQ_HEAD;
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD_PART) {
+		bool taken = part_continue(c, fd, iov, iovcnt, flags, ret);
+		int err = errno;
+		kp_unlock(&c->lock);
+		errno = taken && *ret < 0 ? err : saved;
+		return taken;
+	}
+	if (c->state != KP_ACTIVE || c->req_mode != KP_REQ_HEAD) {
+		bool taken = c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
+			     c->reqs[c->n_reqs - 1].rewritten &&
+			     send_body_end(c, fd, iov, iovcnt, flags, ret);
+		int err = errno;
+		kp_unlock(&c->lock);
+		errno = taken && *ret < 0 ? err : saved;
+		return taken;
+	}
+	if (c->shut_how) {
+		/* writing after shutdown: the kernel's answer (EPIPE), for real */
+		KP_REAL(shutdown)(fd, c->shut_how - 1);
+		go_passthrough(c, "write after shutdown");
+		kp_unlock(&c->lock);
+		errno = saved;
+		return false;
+	}
+	if (c->so.n_pending)
+		conn_flush_opts(c, fd);
+	size_t total = iov_total(iov, iovcnt);
+	if (c->eof_owed && !c->n_reqs && !total) {
+		/* a socket the server has closed takes 0 bytes; ours may have
+		 * sent our FIN meanwhile (a fork handed it off), after which
+		 * the kernel would answer EPIPE and SIGPIPE */
+		*ret = 0;
+		kp_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
+	if (c->eof_owed && !c->n_reqs && total) {
+		/* The program asked to close and was answered: without us the
+		 * server has closed, and these bytes must never reach it
+		 * (docs/replay.md, "Nothing added").  A closed server's client
+		 * sees its first write accepted (the server's TCP answers it
+		 * with a reset) and the next ones fail with EPIPE (and SIGPIPE):
+		 * so this one is taken and dropped, our FIN goes out, and later
+		 * writes meet the kernel's own EPIPE and signal. */
+		finished_forget(-1, c);
+		KP_REAL(shutdown)(fd, SHUT_WR);
+		if (c->tls) { /* later writes: a TLS error, not the socket's */
+			c->eof_written = true;
+			/* our FIN went out: never parked, never another's */
+			unpool(c, "a write after the owed EOF");
+		} else {
+			go_passthrough(c, "a write after the owed EOF");
+		}
+		kp_debug("fd %d: %zu bytes written after the EOF we owe: not sent", fd, total);
+		*ret = (ssize_t)total;
+		kp_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
+	if (total && after_close(c)) {
+		kp_debug("fd %d: %zu bytes written after a request that asked to close: "
+			 "not sent (the server would have closed without reading them)",
+			 fd, total);
+		*ret = (ssize_t)total;
+		kp_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
+	size_t old_held = c->held_len;
+	const char *data;
+	size_t dlen;
+	struct frm_req_head h;
+	if (!total)
+		goto pass;
+	if (!old_held && iovcnt == 1) {
+		data = iov[0].iov_base;
+		dlen = total;
+	} else {
+		if (held_append(c, iov, iovcnt, 0, FRM_MAX_HEAD + 1) < 0)
+			goto pass_flush;
+		data = c->held;
+		dlen = c->held_len;
+	}
+	long hl = head_parse(data, dlen, old_held, &h);
+	if (hl < 0) {
+		c->held_len = old_held; /* the program's bytes go out as they are */
+		unvouch(c, fd, "not an HTTP request");
+		go_passthrough(c, dlen && (uint8_t)data[0] == 0x16 ? "TLS" : "not an HTTP request");
+		goto pass_flush;
+	}
+	if (hl == 0) {
+		if (data != c->held && held_append(c, iov, iovcnt, 0, total) < 0)
+			goto pass_flush;
+		kp_debug("fd %d: holding %zu bytes of a request head", fd, c->held_len);
+		*ret = (ssize_t)total;
+		kp_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
+
+	/* The head is whole: rewrite, send all of it, then the rest of the call. */
+	size_t mine = (size_t)hl - old_held; /* the program's bytes in the head */
+	/* First use of a reused connection: keep a copy, or go fresh. */
+	bool keep_copy = false;
+	int send_flags = flags;
+	if (c->first != KP_FIRST_DONE) {
+		keep_copy = first_request_plan(c, fd, &h, total - mine);
+		if (keep_copy)
+			send_flags |= MSG_NOSIGNAL; /* a dead socket is ours to handle */
+	}
+	char small[2048], *out = small;
+	size_t out_cap = sizeof(small);
+	long outlen = 0;
+	bool may_rewrite = !h.upgrade && !h.doubt && !h.conn_bound && h.method != FRM_M_CONNECT &&
+			   !c->handed_off && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
+	/* More requests pipelined behind one that asks to close, in the same
+	 * write: the server must get the close and execute nothing after it,
+	 * exactly as without us; so no rewrite, and no reuse. */
+	if (may_rewrite && h.app_close && bytes_follow(&h, iov, iovcnt, mine)) {
+		kp_debug("fd %d: not rewritten: requests follow one that asks to close", fd);
+		may_rewrite = false;
+	}
+	/* a rewrite adds one header line, or 5 bytes per "close" token */
+	if (may_rewrite && (size_t)hl + 64 + (size_t)hl / 2 > out_cap) {
+		size_t cap = 0;
+		out = kp_wbuf_grow(NULL, &cap, (size_t)hl + 64 + (size_t)hl / 2);
+		if (out)
+			out_cap = cap;
+		else
+			out = small, may_rewrite = false;
+	}
+	/* an io_submit we cannot see could read where we owe the EOF
+	 * (docs/replay.md "Kernel AIO"): owe none */
+	if (may_rewrite && h.app_close && kp_aio_unseen()) {
+		kp_debug("fd %d: not rewritten: a kernel AIO library makes its system calls unseen", fd);
+		may_rewrite = false;
+	}
+	/* TLS: the EOF we would owe shows a close_notify; only where this
+	 * destination was seen to send one (docs/tls.md "Ragged closes") */
+	if (may_rewrite && h.app_close && c->tls && !kp_tls_closes_clean(&c->key)) {
+		kp_debug("fd %d: not rewritten: not known how the server ends a TLS connection", fd);
+		may_rewrite = false;
+	}
+	if (may_rewrite)
+		outlen = frm_req_rewrite_head(data, &h, out, out_cap);
+	const char *head = outlen > 0 ? out : data;
+	size_t headlen = outlen > 0 ? (size_t)outlen : (size_t)hl;
+	/* The head and the rest of this call (body bytes) in one sendmsg, as
+	 * the program's one call would have been: two sends would let Nagle
+	 * hold the second behind the server's delayed ACK (40 ms a request,
+	 * seen with Perl's LWP). */
+	struct iovec v[17]; /* only v[0, nv) is read: no zeroing of the rest */
+	v[0] = (struct iovec){ (void *)head, headlen };
+	int nv = 1;
+	size_t off = mine;
+	for (int i = 0; i < iovcnt && nv < 17; i++) {
+		if (off >= iov[i].iov_len) {
+			off -= iov[i].iov_len;
+			continue;
+		}
+		v[nv].iov_base = (char *)iov[i].iov_base + off;
+		v[nv].iov_len = iov[i].iov_len - off;
+		nv++;
+		off = 0;
+	}
+	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)nv };
+	size_t replay_mark = c->replay_len;
+	if (keep_copy && !replay_keep(c, head, headlen)) {
+		keep_copy = false;
+		c->first = KP_FIRST_DONE;
+	}
+	ssize_t r;
+	for (;;) {
+		/* EINTR here: a handler without SA_RESTART (the kernel restarts
+		 * the others itself) ran before a byte went; the program's own
+		 * send would say EINTR.  (TLS: the engine's record is under way,
+		 * kp_tls_xmit finishes it) */
+		do
+			r = conn_sendmsg(c, fd, &m, send_flags);
+		while (r < 0 && errno == EINTR && c->tls);
+		/* the pooled socket was dead before our request got out: a fresh
+		 * one (once), and the request goes there */
+		if (r < 0 && keep_copy && c->first == KP_FIRST_UNSENT &&
+		    (errno == EPIPE || errno == ECONNRESET)) {
+			uint64_t now = kp_now_ms();
+			pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+			int err = errno;
+			if (swap_fresh(c, fd, false) == 0) {
+				kp_count(replayed); /* none of it went out: any method */
+				if (c->first_plan == KP_PLAN_PROVE)
+					kp_count(replayed_unacked);
+				keep_copy = false;
+				c->replay_len = 0;
+				send_flags = flags;
+				continue;
+			}
+			errno = err;
+		}
+		break;
+	}
+	/* the program's own send would have raised SIGPIPE here */
+	bool held_back = r < 0 && errno == EPIPE && (send_flags & ~flags & MSG_NOSIGNAL);
+	size_t sent = 0, body_sent = 0;
+	ssize_t sr = 0;
+	if (r >= 0 && (size_t)r >= headlen) {
+		sent = headlen;
+		body_sent = (size_t)r - headlen;
+	} else if (r > 0 && !c->tls &&
+		   part_begin(c, head, headlen, data, (size_t)hl, (size_t)r, old_held)) {
+		/* the socket took part of the head: nothing waits (part_pump) */
+		if (out != small)
+			kp_wbuf_free(out, out_cap);
+		return torn_head(c, fd, &h, outlen > 0, keep_copy, replay_mark, mine,
+				 flags, saved, ret);
+	} else if (r > 0) {
+		/* no memory to keep the head: the rest of it, waited for */
+		size_t more;
+		sent = (size_t)r;
+		sr = send_all(c, fd, head + sent, headlen - sent, flags, false, &more);
+		sent += more;
+	} else {
+		sr = -1; /* EAGAIN, EINTR: nothing went, the program is told so */
+	}
+	if (out != small)
+		kp_wbuf_free(out, out_cap);
+	if (sr < 0) {
+		int err = errno;
+		if (held_back)
+			sigpipe_as_kernel(flags); /* our MSG_NOSIGNAL kept it back */
+		if (keep_copy)
+			c->replay_len = replay_mark;
+		if (!sent && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) {
+			/* nothing went out: the program will offer this call's
+			 * bytes again; what earlier calls gave us stays held */
+			c->held_len = old_held;
+		} else {
+			/* a dead connection, or a torn head: finished either way */
+			c->held_len = 0;
+			go_passthrough(c, sent ? "send failed mid-head" : "send failed");
+		}
+		kp_unlock(&c->lock);
+		errno = err;
+		*ret = -1;
+		return true;
+	}
+	c->held_len = 0;
+	if (keep_copy && c->first == KP_FIRST_UNSENT)
+		c->first = KP_FIRST_SENT;
+	if (!queue_request(c, &h, outlen > 0)) {
+		go_passthrough(c, "too many pipelined requests");
+		*ret = (ssize_t)mine;
+		kp_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
+	if (outlen > 0) {
+		kp_count(rewritten);
+		kp_debug("fd %d: request rewritten to keep-alive", fd);
+	}
+	*ret = (ssize_t)mine;
+	/* body bytes that went with the head join the copy */
+	if (body_sent && keep_copy && c->first == KP_FIRST_SENT &&
+	    !replay_keep_iov(c, iov, iovcnt, mine, body_sent))
+		c->first = KP_FIRST_DONE;
+	if (body_sent) {
+		account_sent(c, iov, iovcnt, mine, body_sent);
+		*ret += (ssize_t)body_sent;
+	}
+	handoff_fin_if_due(c, fd);
+	kp_unlock(&c->lock);
+	errno = saved;
+	return true;
+
+pass_flush:
+	/* bytes we held from earlier calls must go out first, unchanged */
+	if (flush_held(c, fd, flags) < 0) {
+		int err = errno;
+		go_passthrough(c, "send failed");
+		kp_unlock(&c->lock);
+		errno = err;
+		*ret = -1;
+		return true;
+	}
+	go_passthrough(c, "gave up on the request");
+pass:
+	kp_unlock(&c->lock);
+	errno = saved;
+	return false;
+}
+
+bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+		       ssize_t *ret)
+{
+	if (c == KP_POOLED)
+		return false;
+	raw_settle(c, fd);
+	struct kp_tls *t = __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
+	void *hs = kp_tls_handshaking;
+	if (t && !__atomic_load_n(&c->tls_pending, __ATOMIC_ACQUIRE))
+		return false; /* ciphertext: the SSL_* wrappers frame its plaintext */
+	if (t && hs) {
+		/* A handshake's first write on a pooled TLS connection, through a
+		 * BIO of the program's own (curl): it tells us the fd.  Nothing
+		 * goes out; the decision waits for the program's next call, as
+		 * curl loads its trust store only after its first SSL_connect. */
+		kp_tls_defer(hs, fd);
+		*ret = -1;
+		errno = EAGAIN;
+		return true;
+	}
+	if (t || hs) {
+		/* a fresh connection's handshake (the fd of a BIO of the
+		 * program's own), or plain bytes on a pooled TLS connection */
+		int saved = errno;
+		switch (kp_conn_tls_start(fd, hs)) {
+		case KP_TLS_HANDED: /* nothing may go out: the handshake is over */
+			*ret = -1;
+			errno = EAGAIN;
+			return true;
+		case KP_TLS_FRESH:
+			errno = saved;
+			return false;
+		}
+		errno = saved;
+	}
+	return send_intercept(c, fd, iov, iovcnt, flags, ret);
+}
+
+void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret)
+{
+	int saved = errno;
+	if (!conn_lock(c, fd))
+		return;
+	if (ret < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+		unpool(c, "a send failed");
+	if (ret > 0)
+		c->tx += (uint64_t)ret;
+	if (ret > 0 && c->state == KP_ACTIVE)
+		account_sent(c, iov, iovcnt, 0, (size_t)ret);
+	handoff_fin_if_due(c, fd);
+	kp_unlock(&c->lock);
+	errno = saved;
+}
+
+void kp_send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret)
+{
+	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+		return;
+	send_done(c, fd, iov, iovcnt, ret);
+}
+
+void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
+{
+	if (c == KP_POOLED || ret == 0 || tls_bypassed(c, out_fd))
+		return;
+	int saved = errno;
+	if (!conn_lock(c, out_fd))
+		return;
+	if (ret > 0)
+		c->tx += (uint64_t)ret;
+	if (ret < 0) {
+		if (errno != EAGAIN && errno != EINTR)
+			unpool(c, "sendfile failed");
+	} else if (c->state == KP_ACTIVE) {
+		/* zero-copy: we never see the bytes, so only a Content-Length body
+		 * can be followed (by arithmetic) */
+		if (c->req_mode == KP_REQ_BODY && c->req_body.kind == FRM_BODY_LENGTH &&
+		    (uint64_t)ret <= c->req_body.left) {
+			c->req_body.left -= (uint64_t)ret;
+			if (!c->req_body.left)
+				c->req_mode = KP_REQ_HEAD;
+		} else {
+			give_up(c, out_fd, "sendfile outside a Content-Length body");
+		}
+	}
+	handoff_fin_if_due(c, out_fd);
+	kp_unlock(&c->lock);
+	errno = saved;
+}
+
+bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t *ret)
+{
+	struct iovec iov = { (void *)buf, n };
+	return send_intercept(c, fd, &iov, 1, 0, ret);
+}
+
+void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t ret)
+{
+	struct iovec iov = { (void *)buf, n };
+	send_done(c, fd, &iov, 1, ret);
+}

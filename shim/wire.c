@@ -1,0 +1,376 @@
+/*
+ * wire.c - a request's bytes out: the socket call, the bounded send of
+ * bytes the program was told went out, the held buffer, a head the
+ * socket took in part (docs/hold.md), what was sent (account_sent,
+ * body_span) and the watch on what the kernel sent.  Below conn.c and
+ * conn_replay.c: it calls neither.
+ */
+#include "conn_internal.h"
+#include "aio_scan.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#ifdef __SANITIZE_ADDRESS__
+#include <sanitizer/lsan_interface.h>
+#endif
+#include <sys/resource.h>
+#include <sys/single_threaded.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "broker_check.h"
+#include "broker_client.h"
+#include "config.h"
+#include "fdlimit.h"
+#include "fdtable.h"
+#include "kp_mem.h"
+#include "real.h"
+#include "replay.h"
+#include "tls.h"
+#include "watch.h"
+#include "wbuf.h"
+
+/* ------------------------------------------------------------ the tx watch */
+
+/* Caller holds c->lock. */
+void tx_watch_start(struct kp_conn *c, int fd)
+{
+	if (c->tx_watch || c->state != KP_ACTIVE || c->tls)
+		return;
+	int saved = errno;
+	if (kp_tcp_kernel_tx(fd, &c->tx_kernel0) == 0) {
+		c->tx_watch = true;
+		c->tx0 = c->tx;
+	} else {
+		unpool(c, "stdio on a socket the kernel gives no byte count for");
+	}
+	errno = saved;
+}
+
+/* ------------------------------------------------------------ write side */
+
+/* Append up to max bytes of iov starting at byte off to c->held. */
+int held_append(struct kp_conn *c, const struct iovec *iov, int n, size_t off, size_t max)
+{
+	size_t want = iov_total(iov, n) - off;
+	if (want > max)
+		want = max;
+	if (c->held_len + want > c->held_cap) {
+		char *b = kp_wbuf_grow(c->held, &c->held_cap, c->held_len + want);
+		if (!b)
+			return -1;
+		c->held = b;
+	}
+	for (int i = 0; i < n && want; i++) {
+		size_t l = iov[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		size_t take = l - off < want ? l - off : want;
+		memcpy(c->held + c->held_len, (const char *)iov[i].iov_base + off, take);
+		c->held_len += take;
+		want -= take;
+		off = 0;
+	}
+	return 0;
+}
+
+/* The program's request bytes go out: on the socket, or through the TLS
+ * connection it carries (which never answers EAGAIN: a TLS record begun
+ * must be finished, so kp_tls_xmit waits, boundedly). */
+ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flags)
+{
+	if (c->tls)
+		return kp_tls_xmit(c->tls, fd, m->msg_iov, (int)m->msg_iovlen);
+	ssize_t r = KP_REAL(sendmsg)(fd, m, flags);
+	if (r > 0)
+		c->tx += (uint64_t)r;
+	return r;
+}
+
+/* Send all of buf.  A non-blocking socket is waited for (bounded), except
+ * when nothing at all was sent and fail_clean is set: then -1/EAGAIN, and
+ * the caller reports EAGAIN to the program exactly as the kernel would.
+ * Only for bytes the program was already told went out (held bytes, a
+ * replay): a head written now never waits here (part_pump). */
+ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
+		 bool fail_clean, size_t *sent)
+{
+	int waited_ms = 0;
+	*sent = 0;
+	if (c->tls) {
+		struct iovec v = { (void *)buf, len };
+		ssize_t r = kp_tls_xmit(c->tls, fd, &v, 1);
+		if (r > 0)
+			*sent = (size_t)r;
+		return r;
+	}
+	while (*sent < len) {
+		ssize_t r = KP_REAL(send)(fd, buf + *sent, len - *sent, flags);
+		if (r > 0) {
+			*sent += (size_t)r;
+			c->tx += (uint64_t)r;
+			continue;
+		}
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			if (!*sent && fail_clean)
+				return -1;
+			if (waited_ms >= 30000 || (flags & MSG_DONTWAIT))
+				return -1;
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			KP_REAL(poll)(&pfd, 1, 100);
+			waited_ms += 100;
+			continue;
+		}
+		return -1;
+	}
+	return (ssize_t)len;
+}
+
+/* ------------------------------------------------------------ a torn head
+ *
+ * The socket took part of a head (docs/hold.md, "A head the socket took in
+ * part"): the program is told which of its own bytes went out (headmap.h),
+ * nothing is waited for, and the program's next write, which must offer
+ * the rest of its head again, sends the rest of the head as we sent it. */
+
+/* Bytes of R the program was told went out that the server lacks: held
+ * bytes of earlier calls when this call's send was torn before them. */
+size_t part_debt(const struct kp_conn *c)
+{
+	size_t need = kp_headmap_fwd(&c->part_map, c->part_pos);
+	return need > c->part_k ? need - c->part_k : 0;
+}
+
+/* The program's own send would block: a blocking socket, no MSG_DONTWAIT. */
+static bool send_blocks(int fd, int flags)
+{
+	if (flags & MSG_DONTWAIT)
+		return false;
+	int fl = KP_REAL(fcntl)(fd, F_GETFL);
+	return fl >= 0 && !(fl & O_NONBLOCK);
+}
+
+/* Keep R (the head as it goes out) and O (the program's), the server
+ * having k bytes of R and the program having been told pos bytes of O. */
+bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *o, size_t ol,
+		       size_t k, size_t pos)
+{
+	if (rl + ol > c->part_cap) {
+		char *b = kp_wbuf_grow(c->part, &c->part_cap, rl + ol);
+		if (!b)
+			return false;
+		c->part = b;
+	}
+	memcpy(c->part, r, rl);
+	memcpy(c->part + rl, o, ol);
+	kp_headmap_init(&c->part_map, c->part, rl, c->part + rl, ol);
+	c->part_k = k;
+	c->part_pos = pos;
+	return true;
+}
+
+/* The program offers O[pos0, pos0 + n): sends what of R they stand for
+ * (never more, never a byte after the head: a body follows with the
+ * program's next write, told of a short count); returns how many of the
+ * program's bytes of this call went out, or -1 with errno (none did).
+ * sent_once: that send was made already (part_k counts it).  A send that
+ * took only bytes of R's span, which stand for none of the program's,
+ * answers as the kernel does when none of a call's bytes went: EAGAIN on a
+ * non-blocking socket, EINTR on a blocking one (whose send returns short
+ * only when a signal, or SO_SNDTIMEO, interrupted it).  Never waits.
+ * Caller holds c->lock. */
+ssize_t part_pump(struct kp_conn *c, int fd, size_t pos0, size_t n, int flags,
+			 bool sent_once)
+{
+	const struct kp_headmap *m = &c->part_map;
+	size_t target = kp_headmap_target(m, c->part_k, pos0, n);
+	if (!sent_once && target > c->part_k) {
+		ssize_t r = KP_REAL(send)(fd, c->part + c->part_k, target - c->part_k, flags);
+		if (r < 0)
+			return -1;
+		c->tx += (uint64_t)r;
+		c->part_k += (size_t)r;
+	}
+	c->part_pos = kp_headmap_told(m, pos0, n, c->part_k, target);
+	if (c->part_pos > pos0)
+		return (ssize_t)(c->part_pos - pos0);
+	errno = send_blocks(fd, flags) ? EINTR : EAGAIN;
+	return -1;
+}
+
+/* The head is whole as the program sees it: on to its body, or the next
+ * request.  Caller holds c->lock. */
+void part_end(struct kp_conn *c)
+{
+	c->req_mode = c->part_next;
+	kp_debug("torn head: finished");
+}
+
+/* Send head bytes held from earlier calls (the program was told they went
+ * out), unchanged.  Returns 0, or -1 with errno when the send failed (the
+ * connection is then unpoolable).  Caller holds c->lock. */
+int flush_held(struct kp_conn *c, int fd, int flags)
+{
+	int r = 0;
+	if (c->req_mode == KP_REQ_HEAD_PART) {
+		/* a torn head: what the program was told went out and the
+		 * server lacks (part_debt); the rest is the program's to send */
+		size_t debt = part_debt(c), sent = 0;
+		if (fd >= 0 && debt) {
+			r = send_all(c, fd, c->part + c->part_k, debt, flags | MSG_NOSIGNAL, false,
+				     &sent) < 0 ? -1 : 0;
+			c->part_k += sent;
+			if (r < 0)
+				unpool(c, "sending held request bytes failed");
+		}
+		c->req_mode = c->part_next;
+		return r;
+	}
+	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
+		size_t sent;
+		r = send_all(c, fd, c->held, c->held_len, flags | MSG_NOSIGNAL, false, &sent) < 0 ? -1 : 0;
+		if (r < 0)
+			unpool(c, "sending held request bytes failed");
+		c->held_len = 0;
+	}
+	return r;
+}
+
+/* Parse a request head of which the first `seen` bytes were already
+ * found unfinished.  Until the new bytes complete a line, nothing new can
+ * be judged: a head trickling in a byte per write costs a parse per line,
+ * not per byte. */
+long head_parse(const char *buf, size_t len, size_t seen, struct frm_req_head *h)
+{
+	if (seen && len <= FRM_MAX_HEAD && !memchr(buf + seen, '\n', len - seen))
+		return 0;
+	return frm_req_parse_head(buf, len, h);
+}
+
+bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool rewritten)
+{
+	if (c->n_reqs == KP_MAX_PIPELINE)
+		return false;
+	struct kp_request *r = &c->reqs[c->n_reqs++];
+	r->method = (uint8_t)h->method;
+	r->app_close = h->app_close;
+	r->rewritten = rewritten;
+	if (h->upgrade || h->method == FRM_M_CONNECT || h->doubt)
+		unpool(c, "an upgrade, CONNECT or doubtful request");
+	if (h->conn_bound) /* the server may take the connection as this login's */
+		unpool(c, "NTLM, Negotiate or Kerberos credentials in the request");
+	frm_body_init(&c->req_body, h->body_kind, h->body_len);
+	/* Content-Length: 0 is as bodiless as no length at all */
+	c->req_mode = c->req_body.done || h->body_kind == FRM_BODY_NONE ? KP_REQ_HEAD : KP_REQ_BODY;
+	return true;
+}
+
+/* Account for n request bytes at byte offset off of iov that went out
+ * unchanged: body bytes, and heads that began mid-write.  Caller holds lock. */
+const char *wire_account(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n)
+{
+	int i = 0;
+	while (i < iovcnt && off >= iov[i].iov_len)
+		off -= iov[i++].iov_len;
+	while (n && i < iovcnt && c->state == KP_ACTIVE) {
+		const char *p = (const char *)iov[i].iov_base + off;
+		size_t l = iov[i].iov_len - off;
+		if (l > n)
+			l = n;
+		if (!l) {
+			i++;
+			off = 0;
+			continue;
+		}
+		size_t used = l;
+		if (c->req_mode == KP_REQ_BODY) {
+			long u = frm_body_feed(&c->req_body, p, l);
+			if (u < 0) {
+				return "malformed request body";
+			}
+			used = (size_t)u;
+			if (c->req_body.done)
+				c->req_mode = KP_REQ_HEAD_SENT;
+		} else {
+			/* a head that went out as it was: learn its facts only (and
+			 * never send these bytes again: they are gone) */
+			c->req_mode = KP_REQ_HEAD_SENT;
+			struct iovec one = { (void *)p, l };
+			size_t before = c->held_len;
+			struct frm_req_head h;
+			if (held_append(c, &one, 1, 0, FRM_MAX_HEAD + 1) < 0) {
+				return "out of memory";
+			}
+			long hl = head_parse(c->held, c->held_len, before, &h);
+			if (hl < 0 || (hl > 0 && !queue_request(c, &h, false))) {
+				return "unparsable request";
+			}
+			if (hl > 0) {
+				used = (size_t)hl - before;
+				c->held_len = 0;
+			}
+		}
+		off += used;
+		n -= used;
+		if (off == iov[i].iov_len) {
+			i++;
+			off = 0;
+		}
+	}
+	/* at a boundary after sent bytes: the next write starts a held head */
+	if (c->req_mode == KP_REQ_HEAD_SENT && !c->held_len)
+		c->req_mode = KP_REQ_HEAD;
+	return NULL;
+}
+
+/* How many bytes of iov from byte off belong to the body b is in: a copy
+ * of its framer runs over them (pure).  SIZE_MAX when the body does not
+ * end within them, or is malformed (account_sent gives up on it then). */
+size_t body_span(struct frm_body b, const struct iovec *iov, int iovcnt, size_t off)
+{
+	size_t n = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		size_t l = iov[i].iov_len;
+		if (off >= l) {
+			off -= l;
+			continue;
+		}
+		const char *p = (const char *)iov[i].iov_base + off;
+		l -= off;
+		off = 0;
+		if (b.done)
+			return n;
+		long u = frm_body_feed(&b, p, l);
+		if (u < 0)
+			return SIZE_MAX;
+		n += (size_t)u;
+		if ((size_t)u < l)
+			return n;
+	}
+	return b.done && n ? n : SIZE_MAX;
+}
+
+/* A request that asked the server to close (and that we rewrote) is still
+ * waiting for its response.  Without us the server would answer it and
+ * close, never reading what the program writes after it (RFC 9112 9.6:
+ * such a client is wrong, but the server must see what it would have
+ * seen): those bytes are taken from the program and not sent. */
+bool after_close(const struct kp_conn *c)
+{
+	for (unsigned i = 0; i < c->n_reqs; i++)
+		if (c->reqs[i].rewritten)
+			return true;
+	return false;
+}
