@@ -81,7 +81,9 @@ assert_own_connections() {
 			assert_taught_then_one $N
 		else
 			assert_own_connections $N
-			assert_equal "resumed $(stat_value tls_resumed)" "resumed $((N - 1))"
+			# (the first connection, whose close teaches, is not
+			# parked: its session is not kept)
+			assert_equal "resumed $(stat_value tls_resumed)" "resumed $((N - 2))"
 		fi
 	done
 }
@@ -277,7 +279,9 @@ trust_steps() {
 	# no hand-out is declined, docs/tls.md "Ragged closes"; the fallback
 	# is left to the test "no pooled connection free" without valgrind)
 	[ "$(stat_value tls_reused)" -ge 2 ]
-	CLIENT_TIMEOUT=120 run_both 2 valgrind -q --error-exitcode=99 "$CLIENTS/tls_config" setting "$SERVER_PORT" "$TLS" block_padding
+	# (one exchange first, whose close teaches how nginx ends: the
+	# scenario's first connection is then pooled, and declined)
+	CLIENT_TIMEOUT=120 run_both 3 TLS_CONFIG_TEACH=1 valgrind -q --error-exitcode=99 "$CLIENTS/tls_config" setting "$SERVER_PORT" "$TLS" block_padding
 	assert_both_ok
 	assert_same_output
 	[ "$(stat_value tls_declined)" -ge 1 ]
