@@ -97,8 +97,8 @@ void kp_tls_defer(void *ssl, int fd);
 bool kp_tls_learn(struct kp_tls *e, int hidden, const struct pool_key *key);
 /* The same connection's session is kept for resumption, as a parked
  * one's is (docs/tls.md "Sessions"): the first connection to a
- * destination, whose close teaches, is not parked.  False: not (e still
- * reachable by a program's SSL, or not a whole handshake). */
+ * destination, whose close teaches, is not parked.  False: not (e gone
+ * back to the program, or not a whole handshake). */
 bool kp_tls_keep_session(struct kp_tls *e, const struct pool_key *key);
 /* how many such sockets are kept, and which */
 unsigned kp_tls_learners(void);

@@ -631,8 +631,8 @@ bool kp_tls_keep_session(struct kp_tls *e, const struct pool_key *key)
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) || !kp_ssl.SSL_is_init_finished(e->ssl))
 		return false;
 	kp_lock(&tls_lock);
-	/* no program's SSL speaks through it any more (as kp_tls_learn) */
-	bool ours = e->refs == 1 && !e->dead && !e->foreign && e->own_bio;
+	/* read as kp_tls_park reads it, the program's SSL alive or not */
+	bool ours = !e->dead && !e->foreign;
 	if (ours) {
 		note_cert(e);
 		if (!e->full.known && !kp_ssl.SSL_session_reused(e->ssl))
