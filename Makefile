@@ -59,9 +59,12 @@ $(BROKER): $(BROKER_SRCS) $(wildcard pool/*.h) Makefile debian/changelog
 	@mkdir -p build
 	$(CC) -std=gnu11 -D_GNU_SOURCE -pthread $(WARN) -Ipool -DKP_VERSION='"$(VERSION)"' $(CFLAGS) -o $@ $(BROKER_SRCS) -pthread
 
-$(LIB): $(SRCS) $(HDRS) Makefile
+# linked from its objects, each compiled alone (build/obj/, also the
+# structure checks' objects): a header change rebuilds the objects that
+# include it (-MMD -MP: build/obj/*.d), and nothing else
+$(LIB): $(patsubst %.c,build/obj/%.o,$(SRCS)) shim/exports.map Makefile
 	@mkdir -p build
-	$(CC) $(ALLFLAGS) -shared -Wl,-soname,libkeepalive.so $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
+	$(CC) $(ALLFLAGS) -shared -Wl,-soname,libkeepalive.so $(LDMAP) -o $@ $(filter %.o,$^) $(LDLIBS)
 
 # its objects (build/san/, one compiler per file under make -j) are the
 # ones the unit tests and fuzz replayers link too: same flags
@@ -97,16 +100,16 @@ build/libkeepalive-noprobe.so: $(SRCS) $(HDRS) Makefile
 # the ASan library
 PURE_SAN_OBJS := $(patsubst %.c,build/san/%.o,$(PURE_SRCS))
 
-build/san/%.o: %.c $(HDRS) Makefile
+build/san/%.o: %.c Makefile debian/changelog
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLFLAGS) $(SAN) -c -o $@ $<
+	$(CC) $(ALLFLAGS) $(SAN) -MMD -MP -c -o $@ $<
 
 # our dlsym's path (shim/dl_real.c) runs before the sanitizers' runtimes
 # are set up (they look their interceptors up with dlsym, ours): never
 # instrumented
-build/san/shim/dl_real.o: shim/dl_real.c $(HDRS) Makefile
+build/san/shim/dl_real.o: shim/dl_real.c Makefile debian/changelog
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLFLAGS) -c -o $@ $<
+	$(CC) $(ALLFLAGS) -MMD -MP -c -o $@ $<
 
 build/unit/%: tests/unit/%.c $(PURE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
 	@mkdir -p build/unit
@@ -265,9 +268,12 @@ fuzz: $(FUZZ_BINS)
 # docs/structure.md (tests/structure.py: exports, self-calls, the cycle)
 STRUCT_OBJS := $(patsubst %.c,build/obj/%.o,$(SRCS))
 
-build/obj/%.o: %.c $(HDRS) Makefile
+build/obj/%.o: %.c Makefile debian/changelog
 	@mkdir -p $(dir $@)
-	$(CC) $(ALLFLAGS) -c -o $@ $<
+	$(CC) $(ALLFLAGS) -MMD -MP -c -o $@ $<
+
+# what each object includes, as the compiler found it
+-include $(patsubst %.c,build/obj/%.d,$(SRCS)) $(patsubst %.c,build/san/%.d,$(SRCS))
 
 unit: $(UNIT_BINS) $(REPLAY_BINS) $(LIB) $(STRUCT_OBJS)
 	python3 tests/structure.py $(LIB) build/obj

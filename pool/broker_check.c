@@ -166,18 +166,12 @@ const char *bk_check_conn(const struct bk_sys *sys, int fd, const struct pool_ke
 	l = sizeof(ss);
 	memset(&ss, 0, sizeof(ss));
 	if (sys->getpeername(fd, (struct sockaddr *)&ss, &l) == 0) {
-		if (ss.ss_family != key->family)
+		struct pool_key peer;
+		if (!pool_key_from_sockaddr((struct sockaddr *)&ss, l, &peer) || peer.family != key->family)
 			return "socket family is not the key's";
-		if (key->family == AF_INET) {
-			const struct sockaddr_in *in = (const void *)&ss;
-			if (ntohs(in->sin_port) != key->port || memcmp(&in->sin_addr, key->addr, 4))
-				return "peer is not the key's destination";
-		} else {
-			const struct sockaddr_in6 *in6 = (const void *)&ss;
-			if (ntohs(in6->sin6_port) != key->port || memcmp(&in6->sin6_addr, key->addr, 16) ||
-			    in6->sin6_scope_id != key->scope)
-				return "peer is not the key's destination";
-		}
+		/* (an IPv4 key's scope is 0, as pool_key_from_sockaddr makes it) */
+		if (!pool_key_same_peer(&peer, key))
+			return "peer is not the key's destination";
 	} else if (ti.tcpi_state != TCP_CLOSE) {
 		return "not connected";
 	} else {

@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
 
 #include "kp_mem.h"
 
@@ -646,4 +647,51 @@ unsigned pool_drain(void)
 size_t pool_size(void)
 {
 	return __atomic_load_n(&n_idle, __ATOMIC_ACQUIRE);
+}
+
+bool pool_key_from_sockaddr(const struct sockaddr *addr, socklen_t len, struct pool_key *key)
+{
+	memset(key, 0, sizeof(*key));
+	if (!addr)
+		return false;
+	if (addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
+		const struct sockaddr_in *in = (const void *)addr;
+		key->family = AF_INET;
+		key->port = ntohs(in->sin_port);
+		memcpy(key->addr, &in->sin_addr, 4);
+		return true;
+	}
+	if (addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
+		const struct sockaddr_in6 *in6 = (const void *)addr;
+		key->family = AF_INET6;
+		key->port = ntohs(in6->sin6_port);
+		key->scope = in6->sin6_scope_id;
+		memcpy(key->addr, &in6->sin6_addr, 16);
+		return true;
+	}
+	return false;
+}
+
+socklen_t pool_key_to_sockaddr(const struct pool_key *key, struct sockaddr_storage *ss)
+{
+	memset(ss, 0, sizeof(*ss));
+	if (key->family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)ss;
+		in->sin_family = AF_INET;
+		in->sin_port = htons(key->port);
+		memcpy(&in->sin_addr, key->addr, 4);
+		return sizeof(*in);
+	}
+	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+	in6->sin6_family = AF_INET6;
+	in6->sin6_port = htons(key->port);
+	in6->sin6_scope_id = key->scope;
+	memcpy(&in6->sin6_addr, key->addr, 16);
+	return sizeof(*in6);
+}
+
+bool pool_key_same_peer(const struct pool_key *a, const struct pool_key *b)
+{
+	return a->family == b->family && a->port == b->port && a->scope == b->scope &&
+	       !memcmp(a->addr, b->addr, sizeof(a->addr));
 }

@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 /* A destination.  Zero the whole struct before filling it (it is hashed
  * as bytes).  Sockets whose route depends on more than this (bound local
@@ -31,6 +32,17 @@ struct pool_key {
 	 * another server.  0 in the in-process pool. */
 	uint64_t netns;
 };
+
+/* The key of the destination addr names (AF_INET or AF_INET6, len long
+ * enough; netns 0): true, or false for any other address. */
+bool pool_key_from_sockaddr(const struct sockaddr *addr, socklen_t len, struct pool_key *key);
+
+/* The address key names, in ss: its length. */
+socklen_t pool_key_to_sockaddr(const struct pool_key *key, struct sockaddr_storage *ss);
+
+/* The same destination (family, address, port, IPv6 scope), whatever the
+ * network namespace. */
+bool pool_key_same_peer(const struct pool_key *a, const struct pool_key *b);
 
 #define POOL_TAG_MAX 192
 

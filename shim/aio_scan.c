@@ -17,53 +17,11 @@
 
 #include "aio_scan.h"
 #include "dl_real.h"
+#include "elf_scan.h"
 
-/* the object at base imports name (an undefined symbol among its
- * relocations, PLT or not) */
-static bool imports(const ElfW(Sym) *symtab, const char *strtab, const void *rel, size_t size, size_t entsize,
-		    bool rela, const char *name)
+static bool named(const char *name, const void *want)
 {
-	for (size_t off = 0; entsize && off + entsize <= size; off += entsize) {
-		const char *r = (const char *)rel + off;
-		ElfW(Xword) info = rela ? ((const ElfW(Rela) *)r)->r_info : ((const ElfW(Rel) *)r)->r_info;
-		size_t idx = ELF64_R_SYM(info);
-		if (idx && symtab[idx].st_shndx == SHN_UNDEF && !strcmp(strtab + symtab[idx].st_name, name))
-			return true;
-	}
-	return false;
-}
-
-static bool object_imports(struct dl_phdr_info *info, const char *name)
-{
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
-			continue;
-		const ElfW(Dyn) *d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-		const ElfW(Sym) *symtab = NULL;
-		const char *strtab = NULL;
-		const void *jmprel = NULL, *rel = NULL;
-		size_t pltsz = 0, relsz = 0, relent = 0;
-		bool rela = true, plt_rela = true;
-		for (; d->d_tag != DT_NULL; d++) {
-			switch (d->d_tag) {
-			case DT_SYMTAB: symtab = (const void *)d->d_un.d_ptr; break;
-			case DT_STRTAB: strtab = (const void *)d->d_un.d_ptr; break;
-			case DT_JMPREL: jmprel = (const void *)d->d_un.d_ptr; break;
-			case DT_PLTRELSZ: pltsz = d->d_un.d_val; break;
-			case DT_PLTREL: plt_rela = d->d_un.d_val == DT_RELA; break;
-			case DT_RELA: rel = (const void *)d->d_un.d_ptr; rela = true; break;
-			case DT_REL: rel = (const void *)d->d_un.d_ptr; rela = false; break;
-			case DT_RELASZ: case DT_RELSZ: relsz = d->d_un.d_val; break;
-			case DT_RELAENT: case DT_RELENT: relent = d->d_un.d_val; break;
-			}
-		}
-		if (!symtab || !strtab || (uintptr_t)symtab < info->dlpi_addr)
-			return false;
-		return (jmprel && imports(symtab, strtab, jmprel, pltsz,
-					  plt_rela ? sizeof(ElfW(Rela)) : sizeof(ElfW(Rel)), plt_rela, name)) ||
-		       (rel && imports(symtab, strtab, rel, relsz, relent, rela, name));
-	}
-	return false;
+	return !strcmp(name, want);
 }
 
 /* an object that defines io_submit itself (dlsym on its own handle finds
@@ -81,7 +39,7 @@ static int unseen_object(struct dl_phdr_info *info, size_t size, void *arg)
 	Dl_info di;
 	if (!p || !dladdr(p, &di) || (uintptr_t)di.dli_fbase != (uintptr_t)info->dlpi_addr)
 		return 0;
-	if (object_imports(info, "syscall"))
+	if (kp_elf_imports(info, named, "syscall"))
 		return 0;
 	*(int *)arg = 1;
 	return 1;
@@ -96,15 +54,8 @@ static int unseen_main(struct dl_phdr_info *info, size_t size, void *arg)
 	void *p = kp_dl_sym(RTLD_DEFAULT, "io_submit");
 	Dl_info di;
 	if (p && dladdr(p, &di) && (uintptr_t)di.dli_fbase == (uintptr_t)info->dlpi_addr &&
-	    !object_imports(info, "syscall"))
+	    !kp_elf_imports(info, named, "syscall"))
 		*(int *)arg = 1;
-	return 1;
-}
-
-static int adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	*(unsigned long long *)arg = info->dlpi_adds;
 	return 1;
 }
 
@@ -124,9 +75,8 @@ void kp_aio_dlopen(void)
 void kp_aio_rescan(void)
 {
 	static unsigned long long seen_adds = ~0ull;
-	unsigned long long adds = 0;
 	unsigned begun = __atomic_load_n(&dlopens, __ATOMIC_ACQUIRE);
-	dl_iterate_phdr(adds_cb, &adds);
+	unsigned long long adds = kp_elf_adds();
 	if (adds != __atomic_load_n(&seen_adds, __ATOMIC_ACQUIRE)) {
 		int f = 0;
 		dl_iterate_phdr(unseen_object, &f);

@@ -57,29 +57,6 @@
 
 /* ------------------------------------------------------------ connect */
 
-static bool make_key(const struct sockaddr *addr, socklen_t len, struct pool_key *key)
-{
-	memset(key, 0, sizeof(*key));
-	if (!addr)
-		return false;
-	if (addr->sa_family == AF_INET && len >= sizeof(struct sockaddr_in)) {
-		const struct sockaddr_in *in = (const void *)addr;
-		key->family = AF_INET;
-		key->port = ntohs(in->sin_port);
-		memcpy(key->addr, &in->sin_addr, 4);
-		return true;
-	}
-	if (addr->sa_family == AF_INET6 && len >= sizeof(struct sockaddr_in6)) {
-		const struct sockaddr_in6 *in6 = (const void *)addr;
-		key->family = AF_INET6;
-		key->port = ntohs(in6->sin6_port);
-		key->scope = in6->sin6_scope_id;
-		memcpy(key->addr, &in6->sin6_addr, 16);
-		return true;
-	}
-	return false;
-}
-
 /* Is fd a socket we may make a connection of ours on, to key?  Only one
  * whose socket() we saw (a socket made before we were loaded was
  * inherited, or made where we cannot see who else holds it), of key's
@@ -94,12 +71,6 @@ static bool ours_to_connect(int fd, const struct pool_key *key)
 	    (fl & (KP_FD_BOUND | KP_FD_ROUTED | KP_FD_CONNECTED | KP_FD_SHARED | KP_FD_STDIO)))
 		return false;
 	return key->family == ((fl & KP_FD_INET6) ? AF_INET6 : AF_INET);
-}
-
-static bool same_destination(const struct pool_key *a, const struct pool_key *b)
-{
-	return a->family == b->family && a->port == b->port && a->scope == b->scope &&
-	       !memcmp(a->addr, b->addr, sizeof(a->addr));
 }
 
 /* fd's connection stops being ours (a connect() that dissolves or moves
@@ -131,7 +102,7 @@ static void disown(int fd, struct kp_conn *c, const char *why)
 static int connect_again(int fd, struct kp_conn *c, const struct sockaddr *addr, socklen_t len)
 {
 	struct pool_key key;
-	if (make_key(addr, len, &key) && same_destination(&key, &c->key)) {
+	if (pool_key_from_sockaddr(addr, len, &key) && pool_key_same_peer(&key, &c->key)) {
 		if (c->reused) { /* we answered for the kernel: it is connected */
 			/* after our EINPROGRESS the kernel's next answer is 0 */
 			if (c->connect_owed) {
@@ -290,7 +261,7 @@ static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len)
 	}
 	if (c && c->state != KP_PRECONNECT)
 		return connect_again(fd, c, addr, len);
-	if (!kp_fd_valid(fd) || !make_key(addr, len, &key) || !kp_port_enabled(key.port) ||
+	if (!kp_fd_valid(fd) || !pool_key_from_sockaddr(addr, len, &key) || !kp_port_enabled(key.port) ||
 	    !ours_to_connect(fd, &key) || (c && (!c->poolable || !one_owner(c)))) {
 		if (c)
 			conn_unref(kp_fd_swap(fd, NULL));

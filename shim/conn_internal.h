@@ -65,6 +65,7 @@ ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int fla
 const char *wire_account(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n);
 size_t body_span(struct frm_body b, const struct iovec *iov, int iovcnt, size_t off);
 bool after_close(const struct kp_conn *c);
+void after_close_drop(int fd, size_t n);
 
 /* ------------------------------------------------------------ sockopts.c */
 
@@ -151,6 +152,9 @@ bool twin_keep(struct kp_conn *c, int p);
 bool hidden_room(void);
 extern kp_mutex_t twin_lock;
 bool tx_unseen(struct kp_conn *c, int fd);
+
+int hidden_close(int hidden);
+void conn_note_dead(const struct kp_conn *c, uint64_t idle_end_ms);
 
 /* hidden.c's part of fork (kp_conn_before_fork and after) */
 void hidden_lock_objects(void);

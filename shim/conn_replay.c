@@ -42,24 +42,6 @@
  * no server program read it (settle_facts gathers what the kernel shows).
  */
 
-static socklen_t key_sockaddr(const struct pool_key *k, struct sockaddr_storage *ss)
-{
-	memset(ss, 0, sizeof(*ss));
-	if (k->family == AF_INET) {
-		struct sockaddr_in *in = (struct sockaddr_in *)ss;
-		in->sin_family = AF_INET;
-		in->sin_port = htons(k->port);
-		memcpy(&in->sin_addr, k->addr, 4);
-		return sizeof(*in);
-	}
-	struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
-	in6->sin6_family = AF_INET6;
-	in6->sin6_port = htons(k->port);
-	in6->sin6_scope_id = k->scope;
-	memcpy(&in6->sin6_addr, k->addr, 16);
-	return sizeof(*in6);
-}
-
 /* The program believes it is connected already, so the handshake is
  * waited for, boundedly: one round trip where it goes well. */
 #define FRESH_CONNECT_MS 30000
@@ -101,7 +83,7 @@ static int fresh_bound_ms(const struct kp_conn *c, int fd)
 static int connect_fresh(struct kp_conn *c, int fd)
 {
 	struct sockaddr_storage ss;
-	socklen_t sl = key_sockaddr(&c->key, &ss);
+	socklen_t sl = pool_key_to_sockaddr(&c->key, &ss);
 	int s = KP_REAL(socket)(c->key.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
 	if (s < 0 && kp_fds_short())
 		s = KP_REAL(socket)(c->key.family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -173,13 +155,8 @@ int swap_fresh(struct kp_conn *c, int fd, bool repark)
 			continue;
 		int err = errno;
 		if (i == 0) { /* nothing moved: all back as it was */
-			if (hidden >= 0 && pool_owns_fd(hidden, true)) { /* one owner only */
-				kp_fd_swap(hidden, NULL);
-				struct kp_tls *t = kp_tls_unpark(hidden);
-				if (t)
-					kp_tls_put(t);
-				KP_REAL(close)(hidden);
-			}
+			if (hidden >= 0 && pool_owns_fd(hidden, true)) /* one owner only */
+				hidden_close(hidden);
 			KP_REAL(close)(s);
 			for (int k = 0; k < n; k++)
 				kp_watch_renew(fds[k]);
@@ -362,7 +339,7 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 {
 	c->first = KP_FIRST_DONE;
 	call_timeo = how == KP_DIED_SEND_EPIPE || how == KP_DIED_SEND_RESET ? SO_SNDTIMEO : SO_RCVTIMEO;
-	pool_note_dead(&c->key, c->sent_ms - c->parked_ms, c->served_at_checkout, kp_now_ms());
+	conn_note_dead(c, c->sent_ms);
 	if (!replay_proved(c, fd, how)) {
 		/* the program meets an error a fresh connection would not have
 		 * given it: not twice (docs/replay.md, "The residual risk") */
@@ -509,8 +486,7 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 	/* (a GET is not probed again: the hand-out's probe was a moment ago,
 	 * and a dead connection under it is replayed anyway) */
 	if (plan == KP_PLAN_PROVE && !still_alive(c, fd)) {
-		uint64_t now = kp_now_ms();
-		pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+		conn_note_dead(c, 0);
 		kp_count(probed_dead);
 		if (swap_fresh(c, fd, false) == 0) {
 			kp_debug("fd %d: the reused connection died before the request's first byte: "
@@ -599,9 +575,7 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 	if (v != iov && v != small)
 		kp_wbuf_free(v, v_cap);
 	if (r > 0 && (size_t)r == n && n < total) {
-		kp_debug("fd %d: %zu bytes written after a request that asked to close: "
-			 "not sent (the server would have closed without reading them)",
-			 fd, total - n);
+		after_close_drop(fd, total - n);
 	}
 	if (r > 0) {
 		uint64_t body = c->req_body.left < (uint64_t)r ? c->req_body.left : (uint64_t)r;
@@ -645,8 +619,7 @@ bool kp_conn_dead_seen(struct kp_conn *c, int fd)
 			c->replay_len = 0;
 			unpool(c, "the program read the connection's error under its first request");
 		} else if (c->first == KP_FIRST_UNSENT && c->state == KP_ACTIVE && c->reused) {
-			uint64_t now = kp_now_ms();
-			pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+			conn_note_dead(c, 0);
 			swapped = swap_fresh(c, fd, false) == 0;
 			kp_debug("fd %d: a reused connection found reset before its first request: %s", fd,
 				 swapped ? "a fresh one" : "no fresh one");
@@ -692,8 +665,7 @@ bool ready_settle(struct kp_conn *c, int fd)
 		return false; /* nothing yet: the kernel's answer stands */
 	if (c->first == KP_FIRST_UNSENT) {
 		/* dead before the program wrote a byte: a fresh one in its place */
-		uint64_t now = kp_now_ms();
-		pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+		conn_note_dead(c, 0);
 		if (swap_fresh(c, fd, false) < 0)
 			return false;
 		kp_debug("fd %d: a reused connection died before its first request: a fresh one", fd);

@@ -40,14 +40,21 @@
 
 /* ------------------------------------------------------------ pool ops */
 
-static int pool_close_fd(int fd)
+/* A hidden descriptor of ours closed for good, with the TLS connection
+ * parked on it: the fd table first, before the number can be reused. */
+int hidden_close(int hidden)
 {
-	struct kp_tls *t = kp_tls_unpark(fd);
+	kp_fd_swap(hidden, NULL);
+	struct kp_tls *t = kp_tls_unpark(hidden);
 	if (t)
 		kp_tls_put(t);
-	kp_fd_swap(fd, NULL); /* before the number can be reused */
+	return KP_REAL(close)(hidden);
+}
+
+static int pool_close_fd(int fd)
+{
 	kp_count(dropped);
-	return KP_REAL(close)(fd);
+	return hidden_close(fd);
 }
 
 /* An idle socket is alive when reading would block: no EOF, no error, and
@@ -563,6 +570,14 @@ void finished_forget(int fd, const struct kp_conn *c)
 	kp_unlock(&finished_lock);
 }
 
+/* The pool learns that c, pooled, was found dead: idle from its parking
+ * to idle_end_ms (0: now), after the requests it had served. */
+void conn_note_dead(const struct kp_conn *c, uint64_t idle_end_ms)
+{
+	uint64_t now = kp_now_ms();
+	pool_note_dead(&c->key, (idle_end_ms ? idle_end_ms : now) - c->parked_ms, c->served_at_checkout, now);
+}
+
 /* ------------------------------------------------------------ park */
 
 /* Did the socket take bytes that never went through us since the watch
@@ -715,12 +730,8 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 	}
 	kp_fd_swap(hidden, KP_POOLED);
 	if (pool_checkin(&c->key, hidden, &meta, kp_now_ms()) < 0) {
-		kp_fd_swap(hidden, NULL);
-		struct kp_tls *t = kp_tls_unpark(hidden);
-		if (t)
-			kp_tls_put(t);
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
-		KP_REAL(close)(hidden);
+		hidden_close(hidden);
 		return -1;
 	}
 	__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE); /* the pool holds it now */

@@ -187,9 +187,7 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 		*ret = r;
 		return true;
 	}
-	kp_debug("fd %d: %zu bytes written after a request that asked to close: "
-		 "not sent (the server would have closed without reading them)",
-		 fd, total - n);
+	after_close_drop(fd, total - n);
 	*ret = (ssize_t)total;
 	return true;
 }
@@ -236,25 +234,39 @@ static bool torn_head(struct kp_conn *c, int fd, const struct frm_req_head *h, b
 	return true;
 }
 
-bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
-			   ssize_t *ret)
+/* One request head on its way out: what send_intercept learns, builds and
+ * sends, step by step (head_collect, head_build, head_send, head_settle). */
+struct head_send {
+	const struct iovec *iov;
+	int iovcnt;
+	int flags;      /* the program's */
+	int send_flags; /* ours: MSG_NOSIGNAL added while a dead socket is ours */
+	int saved;      /* errno at the program's call */
+	size_t total;   /* the call's bytes */
+	size_t old_held;
+	const char *data; /* the program's head: its buffer, or c->held */
+	size_t dlen;
+	long hl;          /* the head's length in data */
+	size_t mine;      /* the call's bytes in the head */
+	struct frm_req_head h;
+	bool keep_copy;   /* a copy kept for a replay (c->replay) */
+	size_t replay_mark;
+	char small[2048]; /* the rewritten head, or out grown for it */
+	char *out;
+	size_t out_cap;
+	long outlen;      /* > 0: rewritten */
+	const char *head; /* what goes out: out or data */
+	size_t headlen;
+};
+
+#define SEND_ON (-1) /* not decided by this step: the next one decides */
+
+/* What the connection's state makes of this write before any head is
+ * looked at: after our FIN, the rest of a torn head, a body, a write after
+ * shutdown.  SEND_ON, or whether the call was taken (c->lock released). */
+static int send_outside_head(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt,
+			     int flags, int saved, ssize_t *ret)
 {
-	if (!conn_lock(c, fd))
-		return false;
-	if (c->eof_written) {
-		/* TLS, written after the owed EOF already (send_intercept
-		 * below): the SSL layer reports what a close_notify gives */
-		unpool(c, "a write after the owed EOF");
-		kp_unlock(&c->lock);
-		*ret = -1;
-		errno = EPIPE;
-		return true;
-	}
-	/* the body of the first request on a reused connection: it joins the
-	 * copy a replay would send */
-	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->first == KP_FIRST_SENT)
-		return first_body_send(c, fd, iov, iovcnt, flags, ret);
-	int saved = errno;
 	if (c->fin_for_server && !c->shut_how) {
 		/* as a socket whose server closed takes them: 0 bytes, and
 		 * the first write (its reset would fail the next); after our
@@ -271,7 +283,7 @@ bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovc
 	}
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD_PART && c->eof_owed && !c->n_reqs)
 		/* the server answered the torn head and we owe the program its
-		 * close: the rest is written after it (the checks below) */
+		 * close: the rest is written after it (send_after_end) */
 		c->req_mode = KP_REQ_HEAD;
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD_PART) {
 		bool taken = part_continue(c, fd, iov, iovcnt, flags, ret);
@@ -297,9 +309,13 @@ bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovc
 		errno = saved;
 		return false;
 	}
-	if (c->so.n_pending)
-		conn_flush_opts(c, fd);
-	size_t total = iov_total(iov, iovcnt);
+	return SEND_ON;
+}
+
+/* Bytes written after the end the program asked for: never sent.
+ * SEND_ON, or true: taken (c->lock released). */
+static int send_after_end(struct kp_conn *c, int fd, size_t total, int saved, ssize_t *ret)
+{
 	if (c->eof_owed && !c->n_reqs && !total) {
 		/* a socket the server has closed takes 0 bytes; ours may have
 		 * sent our FIN meanwhile (a fork handed it off), after which
@@ -333,117 +349,141 @@ bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovc
 		return true;
 	}
 	if (total && after_close(c)) {
-		kp_debug("fd %d: %zu bytes written after a request that asked to close: "
-			 "not sent (the server would have closed without reading them)",
-			 fd, total);
+		after_close_drop(fd, total);
 		*ret = (ssize_t)total;
 		kp_unlock(&c->lock);
 		errno = saved;
 		return true;
 	}
-	size_t old_held = c->held_len;
-	const char *data;
-	size_t dlen;
-	struct frm_req_head h;
-	if (!total)
-		goto pass;
-	if (!old_held && iovcnt == 1) {
-		data = iov[0].iov_base;
-		dlen = total;
-	} else {
-		if (held_append(c, iov, iovcnt, 0, FRM_MAX_HEAD + 1) < 0)
-			goto pass_flush;
-		data = c->held;
-		dlen = c->held_len;
-	}
-	long hl = head_parse(data, dlen, old_held, &h);
-	if (hl < 0) {
-		c->held_len = old_held; /* the program's bytes go out as they are */
-		unvouch(c, fd, "not an HTTP request");
-		go_passthrough(c, dlen && (uint8_t)data[0] == 0x16 ? "TLS" : "not an HTTP request");
-		goto pass_flush;
-	}
-	if (hl == 0) {
-		if (data != c->held && held_append(c, iov, iovcnt, 0, total) < 0)
-			goto pass_flush;
-		kp_debug("fd %d: holding %zu bytes of a request head", fd, c->held_len);
-		*ret = (ssize_t)total;
-		kp_unlock(&c->lock);
-		errno = saved;
-		return true;
-	}
+	return SEND_ON;
+}
 
-	/* The head is whole: rewrite, send all of it, then the rest of the call. */
-	size_t mine = (size_t)hl - old_held; /* the program's bytes in the head */
-	/* First use of a reused connection: keep a copy, or go fresh. */
-	bool keep_copy = false;
-	int send_flags = flags;
-	if (c->first != KP_FIRST_DONE) {
-		keep_copy = first_request_plan(c, fd, &h, total - mine);
-		if (keep_copy)
-			send_flags |= MSG_NOSIGNAL; /* a dead socket is ours to handle */
+enum { HEAD_WHOLE, HEAD_HELD, HEAD_PASS, HEAD_PASS_FLUSH };
+
+/* The head this write completes, in s->data (the program's buffer, or the
+ * bytes held from earlier calls with this call's appended): HEAD_WHOLE;
+ * part of one, held (HEAD_HELD: the call was taken, c->lock released); or
+ * nothing we follow (HEAD_PASS; HEAD_PASS_FLUSH: held bytes go out first). */
+static int head_collect(struct kp_conn *c, int fd, struct head_send *s, ssize_t *ret)
+{
+	s->old_held = c->held_len;
+	if (!s->total)
+		return HEAD_PASS;
+	if (!s->old_held && s->iovcnt == 1) {
+		s->data = s->iov[0].iov_base;
+		s->dlen = s->total;
+	} else {
+		if (held_append(c, s->iov, s->iovcnt, 0, FRM_MAX_HEAD + 1) < 0)
+			return HEAD_PASS_FLUSH;
+		s->data = c->held;
+		s->dlen = c->held_len;
 	}
-	char small[2048], *out = small;
-	size_t out_cap = sizeof(small);
-	long outlen = 0;
-	bool may_rewrite = !h.upgrade && !h.doubt && !h.conn_bound && h.method != FRM_M_CONNECT &&
-			   !c->handed_off && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
+	s->hl = head_parse(s->data, s->dlen, s->old_held, &s->h);
+	if (s->hl < 0) {
+		c->held_len = s->old_held; /* the program's bytes go out as they are */
+		unvouch(c, fd, "not an HTTP request");
+		go_passthrough(c, s->dlen && (uint8_t)s->data[0] == 0x16 ? "TLS" : "not an HTTP request");
+		return HEAD_PASS_FLUSH;
+	}
+	if (s->hl == 0) {
+		if (s->data != c->held && held_append(c, s->iov, s->iovcnt, 0, s->total) < 0)
+			return HEAD_PASS_FLUSH;
+		kp_debug("fd %d: holding %zu bytes of a request head", fd, c->held_len);
+		*ret = (ssize_t)s->total;
+		kp_unlock(&c->lock);
+		errno = s->saved;
+		return HEAD_HELD;
+	}
+	s->mine = (size_t)s->hl - s->old_held;
+	return HEAD_WHOLE;
+}
+
+/* May s's head be rewritten to keep the connection?  Grows s->out for the
+ * rewrite. */
+static bool head_rewritable(struct kp_conn *c, int fd, struct head_send *s)
+{
+	const struct frm_req_head *h = &s->h;
+	bool may = !h->upgrade && !h->doubt && !h->conn_bound && h->method != FRM_M_CONNECT &&
+		   !c->handed_off && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
 	/* More requests pipelined behind one that asks to close, in the same
 	 * write: the server must get the close and execute nothing after it,
 	 * exactly as without us; so no rewrite, and no reuse. */
-	if (may_rewrite && h.app_close && bytes_follow(&h, iov, iovcnt, mine)) {
+	if (may && h->app_close && bytes_follow(h, s->iov, s->iovcnt, s->mine)) {
 		kp_debug("fd %d: not rewritten: requests follow one that asks to close", fd);
-		may_rewrite = false;
-	}
-	/* a rewrite adds one header line, or 5 bytes per "close" token */
-	if (may_rewrite && (size_t)hl + 64 + (size_t)hl / 2 > out_cap) {
-		size_t cap = 0;
-		out = kp_wbuf_grow(NULL, &cap, (size_t)hl + 64 + (size_t)hl / 2);
-		if (out)
-			out_cap = cap;
-		else
-			out = small, may_rewrite = false;
+		return false;
 	}
 	/* an io_submit we cannot see could read where we owe the EOF
 	 * (docs/replay.md "Kernel AIO"): owe none */
-	if (may_rewrite && h.app_close && kp_aio_unseen()) {
+	if (may && h->app_close && kp_aio_unseen()) {
 		kp_debug("fd %d: not rewritten: a kernel AIO library makes its system calls unseen", fd);
-		may_rewrite = false;
+		return false;
 	}
 	/* TLS: the EOF we would owe shows a close_notify; only where this
 	 * destination was seen to send one (docs/tls.md "Ragged closes") */
-	if (may_rewrite && h.app_close && c->tls && !kp_tls_closes_clean(&c->key)) {
+	if (may && h->app_close && c->tls && !kp_tls_closes_clean(&c->key)) {
 		kp_debug("fd %d: not rewritten: not known how the server ends a TLS connection", fd);
-		may_rewrite = false;
+		return false;
 	}
-	if (may_rewrite)
-		outlen = frm_req_rewrite_head(data, &h, out, out_cap);
-	const char *head = outlen > 0 ? out : data;
-	size_t headlen = outlen > 0 ? (size_t)outlen : (size_t)hl;
-	/* The head and the rest of this call (body bytes) in one sendmsg, as
-	 * the program's one call would have been: two sends would let Nagle
-	 * hold the second behind the server's delayed ACK (40 ms a request,
-	 * seen with Perl's LWP). */
+	/* a rewrite adds one header line, or 5 bytes per "close" token */
+	size_t need = (size_t)s->hl + 64 + (size_t)s->hl / 2;
+	if (may && need > s->out_cap) {
+		size_t cap = 0;
+		char *grown = kp_wbuf_grow(NULL, &cap, need);
+		if (!grown)
+			return false;
+		s->out = grown;
+		s->out_cap = cap;
+	}
+	return may;
+}
+
+/* What goes out for s's whole head: rewritten to keep the connection where
+ * nothing forbids it (s->head, s->headlen); on the first use of a reused
+ * connection, a copy kept for a replay, or a fresh connection. */
+static void head_build(struct kp_conn *c, int fd, struct head_send *s)
+{
+	s->keep_copy = false;
+	s->send_flags = s->flags;
+	if (c->first != KP_FIRST_DONE) {
+		s->keep_copy = first_request_plan(c, fd, &s->h, s->total - s->mine);
+		if (s->keep_copy)
+			s->send_flags |= MSG_NOSIGNAL; /* a dead socket is ours to handle */
+	}
+	s->out = s->small;
+	s->out_cap = sizeof(s->small);
+	s->outlen = 0;
+	if (head_rewritable(c, fd, s))
+		s->outlen = frm_req_rewrite_head(s->data, &s->h, s->out, s->out_cap);
+	s->head = s->outlen > 0 ? s->out : s->data;
+	s->headlen = s->outlen > 0 ? (size_t)s->outlen : (size_t)s->hl;
+	s->replay_mark = c->replay_len;
+	if (s->keep_copy && !replay_keep(c, s->head, s->headlen)) {
+		s->keep_copy = false;
+		c->first = KP_FIRST_DONE;
+	}
+}
+
+/* s's head and the rest of this call (body bytes) in one sendmsg, as the
+ * program's one call would have been: two sends would let Nagle hold the
+ * second behind the server's delayed ACK (40 ms a request, seen with
+ * Perl's LWP).  What the socket took, or -1 with errno. */
+static ssize_t head_send(struct kp_conn *c, int fd, struct head_send *s)
+{
 	struct iovec v[17]; /* only v[0, nv) is read: no zeroing of the rest */
-	v[0] = (struct iovec){ (void *)head, headlen };
+	v[0] = (struct iovec){ (void *)s->head, s->headlen };
 	int nv = 1;
-	size_t off = mine;
-	for (int i = 0; i < iovcnt && nv < 17; i++) {
-		if (off >= iov[i].iov_len) {
-			off -= iov[i].iov_len;
+	size_t off = s->mine;
+	for (int i = 0; i < s->iovcnt && nv < 17; i++) {
+		if (off >= s->iov[i].iov_len) {
+			off -= s->iov[i].iov_len;
 			continue;
 		}
-		v[nv].iov_base = (char *)iov[i].iov_base + off;
-		v[nv].iov_len = iov[i].iov_len - off;
+		v[nv].iov_base = (char *)s->iov[i].iov_base + off;
+		v[nv].iov_len = s->iov[i].iov_len - off;
 		nv++;
 		off = 0;
 	}
 	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)nv };
-	size_t replay_mark = c->replay_len;
-	if (keep_copy && !replay_keep(c, head, headlen)) {
-		keep_copy = false;
-		c->first = KP_FIRST_DONE;
-	}
 	ssize_t r;
 	for (;;) {
 		/* EINTR here: a handler without SA_RESTART (the kernel restarts
@@ -451,63 +491,70 @@ bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovc
 		 * send would say EINTR.  (TLS: the engine's record is under way,
 		 * kp_tls_xmit finishes it) */
 		do
-			r = conn_sendmsg(c, fd, &m, send_flags);
+			r = conn_sendmsg(c, fd, &m, s->send_flags);
 		while (r < 0 && errno == EINTR && c->tls);
 		/* the pooled socket was dead before our request got out: a fresh
 		 * one (once), and the request goes there */
-		if (r < 0 && keep_copy && c->first == KP_FIRST_UNSENT &&
+		if (r < 0 && s->keep_copy && c->first == KP_FIRST_UNSENT &&
 		    (errno == EPIPE || errno == ECONNRESET)) {
-			uint64_t now = kp_now_ms();
-			pool_note_dead(&c->key, now - c->parked_ms, c->served_at_checkout, now);
+			conn_note_dead(c, 0);
 			int err = errno;
 			if (swap_fresh(c, fd, false) == 0) {
 				kp_count(replayed); /* none of it went out: any method */
 				if (c->first_plan == KP_PLAN_PROVE)
 					kp_count(replayed_unacked);
-				keep_copy = false;
+				s->keep_copy = false;
 				c->replay_len = 0;
-				send_flags = flags;
+				s->send_flags = s->flags;
 				continue;
 			}
 			errno = err;
 		}
-		break;
+		return r;
 	}
+}
+
+/* What the socket took of s's send (r, errno), settled: the head whole
+ * (the request queued, body bytes that went with it learnt), torn (the
+ * rest continues at the program's next write: docs/hold.md), or nothing.
+ * Takes the call; c->lock released. */
+static bool head_settle(struct kp_conn *c, int fd, struct head_send *s, ssize_t r, ssize_t *ret)
+{
 	/* the program's own send would have raised SIGPIPE here */
-	bool held_back = r < 0 && errno == EPIPE && (send_flags & ~flags & MSG_NOSIGNAL);
+	bool held_back = r < 0 && errno == EPIPE && (s->send_flags & ~s->flags & MSG_NOSIGNAL);
 	size_t sent = 0, body_sent = 0;
 	ssize_t sr = 0;
-	if (r >= 0 && (size_t)r >= headlen) {
-		sent = headlen;
-		body_sent = (size_t)r - headlen;
+	if (r >= 0 && (size_t)r >= s->headlen) {
+		sent = s->headlen;
+		body_sent = (size_t)r - s->headlen;
 	} else if (r > 0 && !c->tls &&
-		   part_begin(c, head, headlen, data, (size_t)hl, (size_t)r, old_held)) {
+		   part_begin(c, s->head, s->headlen, s->data, (size_t)s->hl, (size_t)r, s->old_held)) {
 		/* the socket took part of the head: nothing waits (part_pump) */
-		if (out != small)
-			kp_wbuf_free(out, out_cap);
-		return torn_head(c, fd, &h, outlen > 0, keep_copy, replay_mark, mine,
-				 flags, saved, ret);
+		if (s->out != s->small)
+			kp_wbuf_free(s->out, s->out_cap);
+		return torn_head(c, fd, &s->h, s->outlen > 0, s->keep_copy, s->replay_mark, s->mine,
+				 s->flags, s->saved, ret);
 	} else if (r > 0) {
 		/* no memory to keep the head: the rest of it, waited for */
 		size_t more;
 		sent = (size_t)r;
-		sr = send_all(c, fd, head + sent, headlen - sent, flags, false, &more);
+		sr = send_all(c, fd, s->head + sent, s->headlen - sent, s->flags, false, &more);
 		sent += more;
 	} else {
 		sr = -1; /* EAGAIN, EINTR: nothing went, the program is told so */
 	}
-	if (out != small)
-		kp_wbuf_free(out, out_cap);
+	if (s->out != s->small)
+		kp_wbuf_free(s->out, s->out_cap);
 	if (sr < 0) {
 		int err = errno;
 		if (held_back)
-			sigpipe_as_kernel(flags); /* our MSG_NOSIGNAL kept it back */
-		if (keep_copy)
-			c->replay_len = replay_mark;
+			sigpipe_as_kernel(s->flags); /* our MSG_NOSIGNAL kept it back */
+		if (s->keep_copy)
+			c->replay_len = s->replay_mark;
 		if (!sent && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) {
 			/* nothing went out: the program will offer this call's
 			 * bytes again; what earlier calls gave us stays held */
-			c->held_len = old_held;
+			c->held_len = s->old_held;
 		} else {
 			/* a dead connection, or a torn head: finished either way */
 			c->held_len = 0;
@@ -519,48 +566,99 @@ bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovc
 		return true;
 	}
 	c->held_len = 0;
-	if (keep_copy && c->first == KP_FIRST_UNSENT)
+	if (s->keep_copy && c->first == KP_FIRST_UNSENT)
 		c->first = KP_FIRST_SENT;
-	if (!queue_request(c, &h, outlen > 0)) {
+	if (!queue_request(c, &s->h, s->outlen > 0)) {
 		go_passthrough(c, "too many pipelined requests");
-		*ret = (ssize_t)mine;
+		*ret = (ssize_t)s->mine;
 		kp_unlock(&c->lock);
-		errno = saved;
+		errno = s->saved;
 		return true;
 	}
-	if (outlen > 0) {
+	if (s->outlen > 0) {
 		kp_count(rewritten);
 		kp_debug("fd %d: request rewritten to keep-alive", fd);
 	}
-	*ret = (ssize_t)mine;
+	*ret = (ssize_t)s->mine;
 	/* body bytes that went with the head join the copy */
-	if (body_sent && keep_copy && c->first == KP_FIRST_SENT &&
-	    !replay_keep_iov(c, iov, iovcnt, mine, body_sent))
+	if (body_sent && s->keep_copy && c->first == KP_FIRST_SENT &&
+	    !replay_keep_iov(c, s->iov, s->iovcnt, s->mine, body_sent))
 		c->first = KP_FIRST_DONE;
 	if (body_sent) {
-		account_sent(c, iov, iovcnt, mine, body_sent);
+		account_sent(c, s->iov, s->iovcnt, s->mine, body_sent);
 		*ret += (ssize_t)body_sent;
 	}
 	handoff_fin_if_due(c, fd);
 	kp_unlock(&c->lock);
-	errno = saved;
+	errno = s->saved;
 	return true;
+}
 
-pass_flush:
-	/* bytes we held from earlier calls must go out first, unchanged */
-	if (flush_held(c, fd, flags) < 0) {
-		int err = errno;
-		go_passthrough(c, "send failed");
-		kp_unlock(&c->lock);
-		errno = err;
-		*ret = -1;
-		return true;
+/* Nothing we follow: the call is the kernel's (false), after the bytes we
+ * held from earlier calls went out unchanged (flush). */
+static bool send_pass(struct kp_conn *c, int fd, int flags, bool flush, int saved, ssize_t *ret)
+{
+	if (flush) {
+		if (flush_held(c, fd, flags) < 0) {
+			int err = errno;
+			go_passthrough(c, "send failed");
+			kp_unlock(&c->lock);
+			errno = err;
+			*ret = -1;
+			return true;
+		}
+		go_passthrough(c, "gave up on the request");
 	}
-	go_passthrough(c, "gave up on the request");
-pass:
 	kp_unlock(&c->lock);
 	errno = saved;
 	return false;
+}
+
+bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
+		    ssize_t *ret)
+{
+	if (!conn_lock(c, fd))
+		return false;
+	if (c->eof_written) {
+		/* TLS, written after the owed EOF already (send_after_end): the
+		 * SSL layer reports what a close_notify gives */
+		unpool(c, "a write after the owed EOF");
+		kp_unlock(&c->lock);
+		*ret = -1;
+		errno = EPIPE;
+		return true;
+	}
+	/* the body of the first request on a reused connection: it joins the
+	 * copy a replay would send */
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->first == KP_FIRST_SENT)
+		return first_body_send(c, fd, iov, iovcnt, flags, ret);
+	int saved = errno;
+	int step = send_outside_head(c, fd, iov, iovcnt, flags, saved, ret);
+	if (step != SEND_ON)
+		return step;
+	if (c->so.n_pending)
+		conn_flush_opts(c, fd);
+	size_t total = iov_total(iov, iovcnt);
+	step = send_after_end(c, fd, total, saved, ret);
+	if (step != SEND_ON)
+		return step;
+	struct head_send s; /* not zeroed: each step sets what the next reads */
+	s.iov = iov;
+	s.iovcnt = iovcnt;
+	s.flags = flags;
+	s.saved = saved;
+	s.total = total;
+	switch (head_collect(c, fd, &s, ret)) {
+	case HEAD_HELD:
+		return true;
+	case HEAD_PASS:
+		return send_pass(c, fd, flags, false, saved, ret);
+	case HEAD_PASS_FLUSH:
+		return send_pass(c, fd, flags, true, saved, ret);
+	}
+	/* The head is whole: rewrite, send all of it, then the rest of the call. */
+	head_build(c, fd, &s);
+	return head_settle(c, fd, &s, head_send(c, fd, &s), ret);
 }
 
 bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,

@@ -463,6 +463,140 @@ void kp_tls_forget_sessions(void)
 	}
 }
 
+/* Why the program's ssl must not be offered ticket t (its shape, what its
+ * full handshake negotiated, its timeout, its id), or NULL.  Caller holds
+ * tls_lock. */
+static const char *ticket_why(const struct ticket *t, SSL *ssl, const char *unknown_full)
+{
+	struct shape sh = { t->sni, &t->conf, &t->cfg, t->cert, t->cchain, t->seclevel,
+			    kp_ssl.SSL_SESSION_get_protocol_version(t->sess),
+			    kp_ssl.SSL_SESSION_get0_cipher(t->sess) };
+	const char *why = shape_mismatch(&sh, ssl);
+	if (!why && !t->full.known)
+		why = unknown_full;
+	/* resumed, the session keeps its timeout, which its first owner's
+	 * context (or the server's ticket) gave */
+	if (!why && t->sess_timeout != kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)))
+		why = "the session timeout differs";
+	if (!why && kp_ssl.SSL_SESSION_get_protocol_version(t->sess) < TLS1_3_VERSION &&
+	    !kp_ssl.SSL_SESSION_has_ticket(t->sess))
+		why = "its session id is the server's (a full handshake shows a new one)";
+	return why;
+}
+
+/* What an offer of t needs, with references of its own: the session, the
+ * peer's leaf and chain, what the full handshake negotiated. */
+struct offer {
+	SSL_SESSION *sess;
+	X509 *leaf;
+	STACK_OF(X509) *untrusted;
+	struct full full;
+};
+
+static void offer_take(struct offer *o, const struct ticket *t)
+{
+	if (kp_ssl.SSL_SESSION_up_ref(t->sess) && kp_ssl.X509_up_ref(t->leaf)) {
+		o->sess = t->sess;
+		o->leaf = t->leaf;
+		o->untrusted = t->chain ? kp_ssl.X509_chain_up_ref(t->chain) : NULL;
+		full_copy(&o->full, &t->full);
+	}
+}
+
+/* The program's own verification on o's peer chain, then a copy of o's
+ * session set on ssl, recorded as offered (so that the program's SSL says
+ * what its own full handshake would have: not reused, this chain verified,
+ * kp_tls_session_reused and kp_tls_verify_result).  NULL, or why not. */
+static const char *offer_verified(SSL *ssl, struct offer *o, bool across)
+{
+	const char *why = NULL;
+	long result;
+	STACK_OF(X509) *chain;
+	char *peername;
+	X509_VERIFY_PARAM *named = NULL;
+	kp_ssl.ERR_set_mark();
+	int ok = verify_as(ssl, o->leaf, o->untrusted, &result, &chain, &peername, &named);
+	kp_ssl.ERR_pop_to_mark();
+	free(peername);
+	/* a copy of the program's own, with a new id (a ticket's is the
+	 * client's): resumed, it is the program's session, not one another
+	 * program read (docs/tls.md "Sessions") */
+	SSL_SESSION *mine = ok > 0 && result == X509_V_OK ? session_anew(o->sess, 0) : NULL;
+	if (mine && kp_ssl.SSL_set_session(ssl, mine)) {
+		kp_count(tls_resumed);
+		kp_lock(&tls_lock);
+		struct record *r = record_get(ssl, true);
+		if (r) {
+			if (r->offered_chain)
+				kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)r->offered_chain,
+							   (void (*)(void *))kp_ssl.X509_free);
+			r->offered = true;
+			r->offered_across = across;
+			r->offered_result = result;
+			r->offered_chain = chain;
+			chain = NULL;
+			if (r->offered_named)
+				kp_ssl.X509_VERIFY_PARAM_free(r->offered_named);
+			r->offered_named = named;
+			named = NULL;
+			full_copy(&r->offered_full, &o->full);
+		}
+		kp_unlock(&tls_lock);
+	} else {
+		why = "the program's verification fails on its chain";
+	}
+	if (chain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
+	if (named)
+		kp_ssl.X509_VERIFY_PARAM_free(named);
+	if (mine)
+		kp_ssl.SSL_SESSION_free(mine); /* (SSL_set_session took its own) */
+	return why;
+}
+
+static void offer_free(struct offer *o)
+{
+	if (o->sess)
+		kp_ssl.SSL_SESSION_free(o->sess);
+	if (o->leaf)
+		kp_ssl.X509_free(o->leaf);
+	if (o->untrusted)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)o->untrusted, (void (*)(void *))kp_ssl.X509_free);
+	full_free(&o->full);
+}
+
+/* A ticket from the broker, offered (why NULL): kept here as a ticket of
+ * our own, its chain serving the session this handshake makes
+ * (ticket_chain_of); not offered: never sent, still unused (a single-use
+ * ticket too), back to the broker for the next process. */
+static void imported_settle(struct ticket *imported, const struct pool_key *key, const char *why)
+{
+	if (!why) {
+		struct ticket *drop = NULL;
+		kp_lock(&tls_lock);
+		ticket_insert(imported, &drop);
+		kp_unlock(&tls_lock);
+		while (drop) {
+			struct ticket *o = drop;
+			drop = o->next;
+			ticket_free(o);
+		}
+		return;
+	}
+	uint8_t name[32];
+	uint32_t life = 0;
+	size_t n_enc = 0;
+	unsigned char *enc = across_encode(imported, &n_enc, name, &life);
+	if (enc) {
+		kp_broker_sess_put(key, name, life,
+				   kp_ssl.SSL_SESSION_get_protocol_version(imported->sess) >= TLS1_3_VERSION,
+				   enc, n_enc);
+		kp_ssl.OPENSSL_cleanse(enc, n_enc);
+		free(enc);
+	}
+	ticket_free(imported);
+}
+
 void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 {
 	SSL *ssl = ssl_;
@@ -473,15 +607,12 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 	    resuming(ssl) || /* the program resumes one of its own */
 	    (kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_TICKET)) /* or wants none */
 		return;
-	SSL_SESSION *sess = NULL;
-	X509 *leaf = NULL;
-	STACK_OF(X509) *untrusted = NULL;
+	struct offer o = { 0 };
 	const char *why = "none kept";
 	bool found = false;
 	/* one from another process (the broker) only where this process
 	 * keeps none for the destination and name */
 	struct ticket *imported = NULL;
-	struct full full = { 0 };
 	kp_lock(&tls_lock);
 	const char *sni = kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
 	for (struct ticket *t = __atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) ? tickets : NULL; t;
@@ -489,137 +620,31 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		if (memcmp(&t->key, key, sizeof(*key)) || !same_str(t->sni, sni))
 			continue;
 		found = true;
-		struct shape sh = { t->sni, &t->conf, &t->cfg, t->cert, t->cchain, t->seclevel,
-				    kp_ssl.SSL_SESSION_get_protocol_version(t->sess),
-				    kp_ssl.SSL_SESSION_get0_cipher(t->sess) };
-		why = shape_mismatch(&sh, ssl);
-		if (!why && !t->full.known)
-			why = "what its full handshake negotiated is not known";
-		/* resumed, the session keeps its timeout, which its first
-		 * owner's context (or the server's ticket) gave */
-		if (!why && t->sess_timeout != kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)))
-			why = "the session timeout differs";
-		if (!why && kp_ssl.SSL_SESSION_get_protocol_version(t->sess) < TLS1_3_VERSION &&
-		    !kp_ssl.SSL_SESSION_has_ticket(t->sess))
-			why = "its session id is the server's (a full handshake shows a new one)";
-		if (!why && kp_ssl.SSL_SESSION_up_ref(t->sess) && kp_ssl.X509_up_ref(t->leaf)) {
-			sess = t->sess;
-			leaf = t->leaf;
-			untrusted = t->chain ? kp_ssl.X509_chain_up_ref(t->chain) : NULL;
-			full_copy(&full, &t->full);
-		}
+		why = ticket_why(t, ssl, "what its full handshake negotiated is not known");
+		if (!why)
+			offer_take(&o, t);
 		break;
 	}
 	kp_unlock(&tls_lock);
 	if (!found && (imported = across_fetch(ssl, key))) {
-		/* the same rule as a ticket of this process's own: the
-		 * recorded configuration equal, then the program's own
-		 * verification of the peer chain (below) */
-		struct ticket *t = imported;
-		struct shape sh = { t->sni, &t->conf, &t->cfg, t->cert, t->cchain, t->seclevel,
-				    kp_ssl.SSL_SESSION_get_protocol_version(t->sess),
-				    kp_ssl.SSL_SESSION_get0_cipher(t->sess) };
+		/* the same rule as a ticket of this process's own: the recorded
+		 * configuration equal, then the program's own verification of
+		 * the peer chain (offer_verified) */
 		kp_lock(&tls_lock);
-		why = same_str(t->sni, sni) ? shape_mismatch(&sh, ssl) : "SNI";
-		if (!why && !t->full.known)
-			why = "what its full handshake negotiated is not carried";
-		/* resumed, the session keeps its timeout, which its first
-		 * owner's context (or the server's ticket) gave */
-		if (!why && t->sess_timeout != kp_ssl.SSL_CTX_get_timeout(session_ctx(ssl)))
-			why = "the session timeout differs";
-		if (!why && kp_ssl.SSL_SESSION_get_protocol_version(t->sess) < TLS1_3_VERSION &&
-		    !kp_ssl.SSL_SESSION_has_ticket(t->sess))
-			why = "its session id is the server's (a full handshake shows a new one)";
+		why = same_str(imported->sni, sni)
+			      ? ticket_why(imported, ssl, "what its full handshake negotiated is not carried")
+			      : "SNI";
 		kp_unlock(&tls_lock);
-		if (!why && kp_ssl.SSL_SESSION_up_ref(t->sess) && kp_ssl.X509_up_ref(t->leaf)) {
-			sess = t->sess;
-			leaf = t->leaf;
-			untrusted = t->chain ? kp_ssl.X509_chain_up_ref(t->chain) : NULL;
-			full_copy(&full, &t->full);
-		}
-		if (why)
+		if (!why)
+			offer_take(&o, imported);
+		else
 			kp_debug("a session from the broker not offered: %s", why);
 	}
-	if (sess) {
-		long result;
-		STACK_OF(X509) *chain;
-		char *peername;
-		X509_VERIFY_PARAM *named = NULL;
-		kp_ssl.ERR_set_mark();
-		int ok = verify_as(ssl, leaf, untrusted, &result, &chain, &peername, &named);
-		kp_ssl.ERR_pop_to_mark();
-		free(peername);
-		/* a copy of the program's own, with a new id (a ticket's is the
-		 * client's): resumed, it is the program's session, not one
-		 * another program read (docs/tls.md "Sessions") */
-		SSL_SESSION *mine = ok > 0 && result == X509_V_OK ? session_anew(sess, 0) : NULL;
-		if (mine && kp_ssl.SSL_set_session(ssl, mine)) {
-			kp_count(tls_resumed);
-			why = NULL;
-			/* resumed, the program's SSL says what its own full
-			 * handshake would have: not reused, this chain verified
-			 * (kp_tls_session_reused, kp_tls_verify_result) */
-			kp_lock(&tls_lock);
-			struct record *r = record_get(ssl, true);
-			if (r) {
-				if (r->offered_chain)
-					kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)r->offered_chain,
-								   (void (*)(void *))kp_ssl.X509_free);
-				r->offered = true;
-				r->offered_across = imported != NULL;
-				r->offered_result = result;
-				r->offered_chain = chain;
-				chain = NULL;
-				if (r->offered_named)
-					kp_ssl.X509_VERIFY_PARAM_free(r->offered_named);
-				r->offered_named = named;
-				named = NULL;
-				full_copy(&r->offered_full, &full);
-			}
-			kp_unlock(&tls_lock);
-		} else {
-			why = "the program's verification fails on its chain";
-		}
-		if (chain)
-			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
-		if (named)
-			kp_ssl.X509_VERIFY_PARAM_free(named);
-		if (mine)
-			kp_ssl.SSL_SESSION_free(mine); /* (SSL_set_session took its own) */
-		kp_ssl.SSL_SESSION_free(sess);
-		kp_ssl.X509_free(leaf);
-		if (untrusted)
-			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)untrusted, (void (*)(void *))kp_ssl.X509_free);
-	}
-	if (imported && !why) {
-		/* kept here as a ticket of our own: its chain serves the
-		 * session this handshake makes (ticket_chain_of) */
-		struct ticket *drop = NULL;
-		kp_lock(&tls_lock);
-		ticket_insert(imported, &drop);
-		kp_unlock(&tls_lock);
-		while (drop) {
-			struct ticket *o = drop;
-			drop = o->next;
-			ticket_free(o);
-		}
-	} else if (imported) {
-		/* not offered: never sent, still unused (a single-use ticket
-		 * too): back to the broker for the next process */
-		uint8_t name[32];
-		uint32_t life = 0;
-		size_t n_enc = 0;
-		unsigned char *enc = across_encode(imported, &n_enc, name, &life);
-		if (enc) {
-			kp_broker_sess_put(key, name, life,
-					   kp_ssl.SSL_SESSION_get_protocol_version(imported->sess) >= TLS1_3_VERSION,
-					   enc, n_enc);
-			kp_ssl.OPENSSL_cleanse(enc, n_enc);
-			free(enc);
-		}
-		ticket_free(imported);
-	}
-	full_free(&full);
+	if (o.sess)
+		why = offer_verified(ssl, &o, imported != NULL);
+	if (imported)
+		imported_settle(imported, key, why);
+	offer_free(&o);
 	if (why)
 		kp_debug("no session offered: %s", why);
 	else

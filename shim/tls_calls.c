@@ -229,6 +229,97 @@ static bool told_to_accept(SSL *ssl)
 	return accept;
 }
 
+/* A session of ours resumed: the program reads a full handshake
+ * (kp_tls_session_reused), its context no hit. */
+static void handshake_resumed(SSL *ssl, SSL_CTX *hctx, long hits)
+{
+	long more = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_HIT, 0, NULL) - hits;
+	kp_lock(&tls_lock);
+	struct record *rec = record_get(ssl, false), *cr;
+	/* once: SSL_connect's SSL_do_handshake comes here too */
+	if (rec && rec->offered && !rec->hit_unmade && more > 0 && (cr = record_get(hctx, true))) {
+		cr->stat_adj[STAT_HIT] -= 1;
+		rec->hit_unmade = true;
+	}
+	bool across = rec && rec->offered_across && !rec->across_counted;
+	if (across)
+		rec->across_counted = true;
+	/* the session it reads is its copy (kp_tls_offer_session): made
+	 * now, as its full handshake's would be */
+	if (rec && rec->offered && !rec->hit_unmade_time) {
+		SSL_SESSION *mine = kp_ssl.SSL_get_session(ssl);
+		if (mine)
+			kp_ssl.SSL_SESSION_set_time(mine, (long)time(NULL));
+		rec->hit_unmade_time = true;
+	}
+	/* the name our check matched, where its own full handshake's
+	 * verification would have left it (SSL_clear at its start cleared
+	 * it) */
+	if (rec && rec->offered && rec->offered_named) {
+		kp_ssl.X509_VERIFY_PARAM_move_peername(kp_ssl.SSL_get0_param(ssl), rec->offered_named);
+		kp_ssl.X509_VERIFY_PARAM_free(rec->offered_named);
+		rec->offered_named = NULL;
+	}
+	kp_unlock(&tls_lock);
+	if (across)
+		kp_count(tls_resumed_across);
+}
+
+/* A session of ours the server refused: libssl counted a miss its
+ * program, which offered none, would not have. */
+static void handshake_refused(SSL *ssl, SSL_CTX *hctx, long misses)
+{
+	long more = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_MISSES, 0, NULL) - misses;
+	kp_lock(&tls_lock);
+	struct record *rec = record_get(ssl, false), *cr;
+	if (rec && rec->offered && more > 0 && (cr = record_get(hctx, true))) {
+		cr->stat_adj[STAT_MISS] -= 1;
+		rec->offered = false; /* its own full handshake now */
+	}
+	kp_unlock(&tls_lock);
+}
+
+/* What the server did with the session offered (a kind of session). */
+static void handshake_resumer(SSL *ssl, const struct io *io, int offer_kind)
+{
+	bool resumes = kp_ssl.SSL_session_reused(ssl);
+	kp_lock(&tls_lock);
+	struct resumer *seen = resumer(&io->c->key, offer_kind);
+	if (!seen)
+		seen = &resumers[n_resumers++ % MAX_RESUMERS];
+	*seen = (struct resumer){ io->c->key, offer_kind, resumes };
+	kp_unlock(&tls_lock);
+	kp_debug("the server %s a session offered (kind %d)", resumes ? "resumed" : "did not resume",
+		 offer_kind);
+}
+
+/* What its full handshake negotiated, for whoever is handed the
+ * connection: its own, or a session of ours's. */
+static void handshake_full(SSL *ssl)
+{
+	kp_lock(&tls_lock);
+	struct handle *hh = handle_find(ssl);
+	struct kp_tls *e = hh ? hh->e : NULL;
+	if (e && e->ssl == ssl && !e->full.known) {
+		struct record *rec = record_get(ssl, false);
+		if (!kp_ssl.SSL_session_reused(ssl))
+			full_read(ssl, &e->full);
+		else if (rec && rec->offered && rec->offered_full.known)
+			full_copy(&e->full, &rec->offered_full);
+	}
+	kp_unlock(&tls_lock);
+}
+
+/* A protocol other than HTTP/1.1 chosen by ALPN: not ours to frame. */
+static void handshake_alpn(SSL *ssl, const struct io *io)
+{
+	const unsigned char *sel;
+	unsigned sel_len;
+	kp_ssl.SSL_get0_alpn_selected(ssl, &sel, &sel_len);
+	if (sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8)))
+		kp_conn_tls_spoil(io->c, io->fd, "ALPN chose a protocol other than HTTP/1.1");
+}
+
 int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 {
 	struct io io;
@@ -278,85 +369,17 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		kp_ssl.ERR_clear_error();
 		return 1;
 	}
-	if (r == 1 && kp_ssl.SSL_session_reused(ssl)) {
-		/* a session of ours resumed: the program reads a full
-		 * handshake (kp_tls_session_reused), its context no hit */
-		long more = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_HIT, 0, NULL) - hits;
-		kp_lock(&tls_lock);
-		struct record *rec = record_get(ssl, false), *cr;
-		/* once: SSL_connect's SSL_do_handshake comes here too */
-		if (rec && rec->offered && !rec->hit_unmade && more > 0 && (cr = record_get(hctx, true))) {
-			cr->stat_adj[STAT_HIT] -= 1;
-			rec->hit_unmade = true;
-		}
-		bool across = rec && rec->offered_across && !rec->across_counted;
-		if (across)
-			rec->across_counted = true;
-		/* the name our check matched, where its own full handshake's
-		 * verification would have left it (SSL_clear at its start
-		 * cleared it) */
-		/* the session it reads is its copy (kp_tls_offer_session): made
-		 * now, as its full handshake's would be */
-		if (rec && rec->offered && !rec->hit_unmade_time) {
-			SSL_SESSION *mine = kp_ssl.SSL_get_session(ssl);
-			if (mine)
-				kp_ssl.SSL_SESSION_set_time(mine, (long)time(NULL));
-			rec->hit_unmade_time = true;
-		}
-		if (rec && rec->offered && rec->offered_named) {
-			kp_ssl.X509_VERIFY_PARAM_move_peername(kp_ssl.SSL_get0_param(ssl), rec->offered_named);
-			kp_ssl.X509_VERIFY_PARAM_free(rec->offered_named);
-			rec->offered_named = NULL;
-		}
-		kp_unlock(&tls_lock);
-		if (across)
-			kp_count(tls_resumed_across);
-	}
-	if (r == 1 && !kp_ssl.SSL_session_reused(ssl)) {
-		/* a session of ours the server refused: libssl counted a miss
-		 * its program, which offered none, would not have */
-		long more = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_MISSES, 0, NULL) - misses;
-		kp_lock(&tls_lock);
-		struct record *rec = record_get(ssl, false), *cr;
-		if (rec && rec->offered && more > 0 && (cr = record_get(hctx, true))) {
-			cr->stat_adj[STAT_MISS] -= 1;
-			rec->offered = false; /* its own full handshake now */
-		}
-		kp_unlock(&tls_lock);
-	}
-	if (r == 1 && offer_kind >= 0 && io_get(ssl, &io) && io.c && io.e == ssl) {
-		/* what the server did with the session offered */
-		bool resumes = kp_ssl.SSL_session_reused(ssl);
-		kp_lock(&tls_lock);
-		struct resumer *seen = resumer(&io.c->key, offer_kind);
-		if (!seen)
-			seen = &resumers[n_resumers++ % MAX_RESUMERS];
-		*seen = (struct resumer){ io.c->key, offer_kind, resumes };
-		kp_unlock(&tls_lock);
-		kp_debug("the server %s a session offered (kind %d)", resumes ? "resumed" : "did not resume",
-			 offer_kind);
-	}
-	if (r == 1 && io_get(ssl, &io) && io.e == ssl) {
-		/* what its full handshake negotiated, for whoever is handed
-		 * the connection: its own, or a session of ours's */
-		kp_lock(&tls_lock);
-		struct handle *hh = handle_find(ssl);
-		struct kp_tls *e = hh ? hh->e : NULL;
-		if (e && e->ssl == ssl && !e->full.known) {
-			struct record *rec = record_get(ssl, false);
-			if (!kp_ssl.SSL_session_reused(ssl))
-				full_read(ssl, &e->full);
-			else if (rec && rec->offered && rec->offered_full.known)
-				full_copy(&e->full, &rec->offered_full);
-		}
-		kp_unlock(&tls_lock);
-	}
-	if (r == 1 && io_get(ssl, &io) && io.c) {
-		const unsigned char *sel;
-		unsigned sel_len;
-		kp_ssl.SSL_get0_alpn_selected(ssl, &sel, &sel_len);
-		if (sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8)))
-			kp_conn_tls_spoil(io.c, io.fd, "ALPN chose a protocol other than HTTP/1.1");
+	if (r == 1) {
+		if (kp_ssl.SSL_session_reused(ssl))
+			handshake_resumed(ssl, hctx, hits);
+		else
+			handshake_refused(ssl, hctx, misses);
+		if (offer_kind >= 0 && io_get(ssl, &io) && io.c && io.e == ssl)
+			handshake_resumer(ssl, &io, offer_kind);
+		if (io_get(ssl, &io) && io.e == ssl)
+			handshake_full(ssl);
+		if (io_get(ssl, &io) && io.c)
+			handshake_alpn(ssl, &io);
 	}
 	return r;
 }

@@ -3,6 +3,8 @@
  * tls_internal.h), and the tickets kept for resumption. */
 #include "tls_internal.h"
 
+#include "elf_scan.h"
+
 /* ------------------------------------------------------------ hand-out */
 
 bool same_str(const char *a, const char *b)
@@ -196,70 +198,18 @@ static bool resumed_as(struct kp_tls *e, SSL *ssl)
  * its relocations), looked up again whenever objects were loaded.  The
  * same holds of the BIO counters (kp_dl_sees_past, shim/dl_real.c).
  */
-static bool rel_imports(const ElfW(Sym) *symtab, const char *strtab, const void *rel, size_t size,
-			size_t entsize, bool rela)
+static bool sees_past(const char *name, const void *arg)
 {
-	for (size_t off = 0; entsize && off + entsize <= size; off += entsize) {
-		const char *r = (const char *)rel + off;
-		ElfW(Xword) info = rela ? ((const ElfW(Rela) *)r)->r_info : ((const ElfW(Rel) *)r)->r_info;
-#if __WORDSIZE == 64
-		size_t idx = ELF64_R_SYM(info);
-#else
-		size_t idx = ELF32_R_SYM(info);
-#endif
-		if (!idx || symtab[idx].st_shndx != SHN_UNDEF)
-			continue;
-		if (kp_dl_sees_past(strtab + symtab[idx].st_name))
-			return true;
-	}
-	return false;
+	(void)arg;
+	return kp_dl_sees_past(name);
 }
 
 static int ssl_bio_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	int *found = arg;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		if (info->dlpi_phdr[i].p_type != PT_DYNAMIC)
-			continue;
-		const ElfW(Dyn) *d = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
-		const ElfW(Sym) *symtab = NULL;
-		const char *strtab = NULL;
-		const void *jmprel = NULL, *rel = NULL;
-		size_t pltsz = 0, relsz = 0, relent = 0;
-		bool rela = true, plt_rela = true;
-		for (; d->d_tag != DT_NULL; d++) {
-			/* glibc has relocated these to addresses already */
-			switch (d->d_tag) {
-			case DT_SYMTAB: symtab = (const void *)d->d_un.d_ptr; break;
-			case DT_STRTAB: strtab = (const void *)d->d_un.d_ptr; break;
-			case DT_JMPREL: jmprel = (const void *)d->d_un.d_ptr; break;
-			case DT_PLTRELSZ: pltsz = d->d_un.d_val; break;
-			case DT_PLTREL: plt_rela = d->d_un.d_val == DT_RELA; break;
-			case DT_RELA: rel = (const void *)d->d_un.d_ptr; rela = true; break;
-			case DT_REL: rel = (const void *)d->d_un.d_ptr; rela = false; break;
-			case DT_RELASZ: case DT_RELSZ: relsz = d->d_un.d_val; break;
-			case DT_RELAENT: case DT_RELENT: relent = d->d_un.d_val; break;
-			}
-		}
-		/* the vDSO's entries are not relocated: it imports nothing */
-		if (!symtab || !strtab || (uintptr_t)symtab < info->dlpi_addr)
-			break;
-		if ((jmprel && rel_imports(symtab, strtab, jmprel, pltsz,
-					   plt_rela ? sizeof(ElfW(Rela)) : sizeof(ElfW(Rel)), plt_rela)) ||
-		    (rel && rel_imports(symtab, strtab, rel, relsz, relent, rela))) {
-			*found = 1;
-			return 1;
-		}
-		break;
-	}
-	return 0;
-}
-
-static int ssl_bio_adds_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	(void)size;
-	*(unsigned long long *)arg = info->dlpi_adds;
+	if (!kp_elf_imports(info, sees_past, NULL))
+		return 0;
+	*(int *)arg = 1;
 	return 1;
 }
 
@@ -269,8 +219,7 @@ static bool ssl_bio_imported(void)
 		return true;
 	static unsigned long long seen_adds = ~0ull;
 	static int found;
-	unsigned long long adds = 0;
-	dl_iterate_phdr(ssl_bio_adds_cb, &adds);
+	unsigned long long adds = kp_elf_adds();
 	if (adds != __atomic_load_n(&seen_adds, __ATOMIC_ACQUIRE)) {
 		int f = 0;
 		dl_iterate_phdr(ssl_bio_object, &f);
