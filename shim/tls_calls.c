@@ -467,9 +467,13 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 				return ex ? 1 : (int)ret;
 			}
 			/* a write after the owed EOF: as after the server's
-			 * close_notify (docs/replay.md, "Nothing added") */
-			synth(&io, __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) ? SSL_ERROR_ZERO_RETURN
-										  : SSL_ERROR_SYSCALL);
+			 * close_notify (docs/replay.md, "Nothing added"); so
+			 * too where the server's own close_notify was read (a
+			 * close not rewritten: OpenSSL's SSL_get_error says
+			 * ZERO_RETURN once it came) */
+			bool notified = kp_ssl.SSL_get_shutdown(io.e) & SSL_RECEIVED_SHUTDOWN;
+			synth(&io, __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || notified ? SSL_ERROR_ZERO_RETURN
+												: SSL_ERROR_SYSCALL);
 			return ex ? 0 : -1;
 		}
 		io_get(ssl, &io); /* a fresh connection may have been made */
