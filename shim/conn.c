@@ -624,8 +624,10 @@ void kp_conn_waits(struct kp_conn *c, int fd)
 		return;
 	int saved = errno;
 	if (conn_lock(c, fd)) {
+		/* (TLS: a torn head's program waits after its WANT_WRITE, as
+		 * OpenSSL asks, and calls again: docs/hold.md "HTTPS") */
 		if (c->state == KP_ACTIVE && ((c->req_mode == KP_REQ_HEAD && c->held_len) ||
-					      (c->req_mode == KP_REQ_HEAD_PART && part_debt(c))))
+					      (c->req_mode == KP_REQ_HEAD_PART && !c->tls && part_debt(c))))
 			give_up(c, fd, "the program waits with a request head unfinished");
 		kp_unlock(&c->lock);
 	}

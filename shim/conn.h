@@ -135,6 +135,15 @@ struct kp_conn {
 	size_t part_cap, part_k, part_pos;
 	struct kp_headmap part_map;
 	uint8_t part_next;
+	/* TLS (docs/hold.md "HTTPS"): R is the head then the body bytes of
+	 * the write that completed it (part_body of them, accounted when the
+	 * head is whole); part_pend: the engine began a record for R[part_k,
+	 * part_k + part_pend) and must be called again with just that (0:
+	 * none), part_err the errno it left.  Plain: part_t0, when the send
+	 * that tore the head began (a send that ran to SO_SNDTIMEO) */
+	size_t part_body, part_pend;
+	int part_err;
+	uint64_t part_t0;
 	struct kp_request reqs[KP_MAX_PIPELINE]; /* awaiting responses, oldest first */
 	unsigned n_reqs;
 

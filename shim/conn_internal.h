@@ -138,7 +138,11 @@ bool parkable(const struct kp_conn *c);
 bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *o, size_t ol, size_t k, size_t pos);
 bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags, ssize_t *ret);
 size_t part_debt(const struct kp_conn *c);
-void part_end(struct kp_conn *c);
+const char *part_end(struct kp_conn *c);
+bool held_fits(const struct kp_conn *c, int fd, int flags);
+bool tls_stage_push(struct kp_conn *c, const struct iovec *v, int nv, size_t ol, ssize_t *r);
+void tls_part_begin(struct kp_conn *c, size_t rl, size_t headlen, const char *data, size_t hl, size_t k,
+		    size_t pos);
 ssize_t part_pump(struct kp_conn *c, int fd, size_t pos0, size_t n, int flags, bool sent_once);
 bool pooled_one_owner(const struct kp_tag *tag);
 bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool rewritten);

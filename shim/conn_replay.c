@@ -560,7 +560,7 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 	for (;;) {
 		do
 			r = conn_sendmsg(c, fd, &m, flags | MSG_NOSIGNAL);
-		while (r < 0 && errno == EINTR);
+		while (r < 0 && errno == EINTR && !c->tls); /* TLS: the program's WANT_WRITE */
 		if (r >= 0 || c->first != KP_FIRST_SENT || (errno != EPIPE && errno != ECONNRESET))
 			break;
 		int err = errno;

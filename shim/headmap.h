@@ -75,4 +75,41 @@ static inline size_t kp_headmap_told(const struct kp_headmap *m, size_t pos, siz
 	return b > pos ? b : pos;
 }
 
+/* TLS (docs/hold.md "HTTPS"): the engine is the socket.  push(ctx, from,
+ * len) hands it R[from, from + len): the bytes it took (a partial-write
+ * engine may take a prefix), 0 when it began a record it could not finish
+ * (WANT_WRITE), -1 for an error.  A call it could not finish (*pend bytes
+ * from *k) must be made again with just those bytes before anything else
+ * (OpenSSL's write retry).  R goes up to target, until the program, which
+ * offers O[pos0, pos0 + n), can be told some of its bytes went out.
+ * sent_once: the first call was made already (*k, *pend say how it went).
+ * Returns 0, or why the program's call fails now: */
+enum { KP_HM_WANT = 1, /* a record begun (*pend): the program's WANT_WRITE */
+       KP_HM_SHORT,    /* it offers fewer bytes than that record stands for */
+       KP_HM_ERR };    /* push failed */
+typedef long (*kp_headmap_push)(void *ctx, size_t from, size_t len);
+static inline int kp_headmap_pump(const struct kp_headmap *m, size_t *k, size_t *pend, size_t pos0,
+				  size_t n, size_t target, int sent_once, kp_headmap_push push,
+				  void *ctx)
+{
+	while (*k < target && kp_headmap_told(m, pos0, n, *k, target) <= pos0) {
+		if (*pend && sent_once)
+			return KP_HM_WANT;
+		if (*pend && *k + *pend > target)
+			return KP_HM_SHORT;
+		size_t len = *pend ? *pend : target - *k;
+		long w = push(ctx, *k, len);
+		if (w < 0)
+			return KP_HM_ERR;
+		if (w == 0) {
+			*pend = len;
+			return KP_HM_WANT;
+		}
+		*pend = 0;
+		*k += (size_t)w;
+		sent_once = 0;
+	}
+	return 0;
+}
+
 #endif

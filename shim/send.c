@@ -124,6 +124,18 @@ bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, int iovcn
 	if (!total)
 		return false;
 	if (!iov_equal(iov, iovcnt, c->part + c->part_map.rl + c->part_pos, n)) {
+		if (c->tls && c->part_pend) {
+			/* the engine's record begun stands for bytes the program
+			 * no longer offers: OpenSSL fails such a retry (bad write
+			 * retry), and the connection can carry nothing else */
+			c->req_mode = c->part_next;
+			c->part_body = 0;
+			give_up(c, fd, "a TLS write retry with other bytes");
+			kp_tls_push_fail(SSL_ERROR_SSL);
+			errno = EPROTO;
+			*ret = -1;
+			return true;
+		}
 		give_up(c, fd, "the rest of a torn head differs from what was torn");
 		return false;
 	}
@@ -137,7 +149,9 @@ bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, int iovcn
 		return true;
 	}
 	if (c->part_pos == c->part_map.ol) {
-		part_end(c);
+		const char *why = part_end(c);
+		if (why)
+			give_up(c, -1, why);
 		handoff_fin_if_due(c, fd);
 	}
 	*ret = r;
@@ -169,9 +183,9 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 	}
 	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)k };
 	ssize_t r;
-	do
+	do /* (TLS: the engine's EINTR is the program's WANT_WRITE) */
 		r = conn_sendmsg(c, fd, &m, flags);
-	while (r < 0 && errno == EINTR);
+	while (r < 0 && errno == EINTR && !c->tls);
 	int err = errno;
 	if (v != small)
 		kp_wbuf_free(v, v_cap);
@@ -221,12 +235,17 @@ static bool torn_head(struct kp_conn *c, int fd, const struct frm_req_head *h, b
 	c->part_next = c->req_mode;
 	c->req_mode = KP_REQ_HEAD_PART;
 	kp_debug("fd %d: torn head: %zu of %zu bytes went out", fd, c->part_k, c->part_map.rl);
-	ssize_t r = part_pump(c, fd, c->part_pos, mine, flags, true);
+	(void)mine; /* the program's bytes of this call: O's rest (TLS: its body too) */
+	ssize_t r = part_pump(c, fd, c->part_pos, c->part_map.ol - c->part_pos, flags, true);
 	if (r < 0)
 		saved = errno; /* EAGAIN or EINTR: none of this call's bytes went */
 	else if (c->part_pos == c->part_map.ol)
-		part_end(c); /* (never: the head was torn) */
-	if (!queued) /* what held bytes the program was told of go out first */
+		(void)part_end(c); /* (never: the head was torn) */
+	if (!queued && c->tls && c->part_pend)
+		/* the engine's record begun is the program's to finish: its
+		 * response unframed, the connection is not pooled */
+		unpool(c, "too many pipelined requests");
+	else if (!queued) /* what held bytes the program was told of go out first */
 		give_up(c, fd, "too many pipelined requests");
 	*ret = r;
 	kp_unlock(&c->lock);
@@ -256,6 +275,8 @@ struct head_send {
 	size_t out_cap;
 	long outlen;      /* > 0: rewritten */
 	const char *head; /* what goes out: out or data */
+	bool staged;      /* TLS: head and body staged in c->part (tls_stage_push) */
+	size_t staged_len;
 	size_t headlen;
 };
 
@@ -388,6 +409,13 @@ static int head_collect(struct kp_conn *c, int fd, struct head_send *s, ssize_t 
 	if (s->hl == 0) {
 		if (s->data != c->held && held_append(c, s->iov, s->iovcnt, 0, s->total) < 0)
 			return HEAD_PASS_FLUSH;
+		if (!held_fits(c, fd, s->flags)) {
+			/* the kernel might not take them all now: its own answer */
+			c->held_len = s->old_held;
+			unvouch(c, fd, "an unfinished head larger than the socket's room");
+			kp_debug("fd %d: not held: the socket may not take them now", fd);
+			return HEAD_PASS_FLUSH;
+		}
 		kp_debug("fd %d: holding %zu bytes of a request head", fd, c->held_len);
 		*ret = (ssize_t)s->total;
 		kp_unlock(&c->lock);
@@ -485,14 +513,17 @@ static ssize_t head_send(struct kp_conn *c, int fd, struct head_send *s)
 	}
 	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)nv };
 	ssize_t r;
+	s->staged = false;
 	for (;;) {
 		/* EINTR here: a handler without SA_RESTART (the kernel restarts
 		 * the others itself) ran before a byte went; the program's own
-		 * send would say EINTR.  (TLS: the engine's record is under way,
-		 * kp_tls_xmit finishes it) */
-		do
-			r = conn_sendmsg(c, fd, &m, s->send_flags);
-		while (r < 0 && errno == EINTR && c->tls);
+		 * send would say EINTR.  TLS: the engine's WANT_WRITE, its
+		 * record begun kept for the program's retry (tls_stage_push) */
+		c->part_t0 = kp_now_ms();
+		s->staged = c->tls && tls_stage_push(c, v, nv, (size_t)s->hl + iov_total(v + 1, nv - 1), &r);
+		s->staged_len = s->staged ? iov_total(v, nv) : 0;
+		if (!s->staged) /* (no memory: TLS as before, the engine's record waited for) */
+			r = c->tls ? kp_tls_xmit(c->tls, fd, v, nv) : conn_sendmsg(c, fd, &m, s->send_flags);
 		/* the pooled socket was dead before our request got out: a fresh
 		 * one (once), and the request goes there */
 		if (r < 0 && s->keep_copy && c->first == KP_FIRST_UNSENT &&
@@ -530,6 +561,15 @@ static bool head_settle(struct kp_conn *c, int fd, struct head_send *s, ssize_t 
 	} else if (r > 0 && !c->tls &&
 		   part_begin(c, s->head, s->headlen, s->data, (size_t)s->hl, (size_t)r, s->old_held)) {
 		/* the socket took part of the head: nothing waits (part_pump) */
+		if (s->out != s->small)
+			kp_wbuf_free(s->out, s->out_cap);
+		return torn_head(c, fd, &s->h, s->outlen > 0, s->keep_copy, s->replay_mark, s->mine,
+				 s->flags, s->saved, ret);
+	} else if (s->staged && (r > 0 || c->part_pend)) {
+		/* the engine took part of R (a partial-write engine), or began
+		 * a record it could not finish: nothing waits (tls_part_push) */
+		tls_part_begin(c, s->staged_len, s->headlen, s->data, (size_t)s->hl, r > 0 ? (size_t)r : 0,
+			       s->old_held);
 		if (s->out != s->small)
 			kp_wbuf_free(s->out, s->out_cap);
 		return torn_head(c, fd, &s->h, s->outlen > 0, s->keep_copy, s->replay_mark, s->mine,

@@ -84,6 +84,17 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl);
  * (bounded) when it is full.  Returns the bytes or -1 with errno. */
 ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcnt);
 
+/* One SSL_write_ex of buf through e, never waiting (docs/hold.md
+ * "HTTPS"): 1 with *w (a partial-write engine may take less than len);
+ * 0 when none was taken now, errno EAGAIN or EINTR for WANT_WRITE or
+ * WANT_READ (the engine keeps what it began, and must be called again
+ * with the same buf and len before anything else), else the error's
+ * errno.  The program's call on this thread then reports that SSL error. */
+int kp_tls_push(struct kp_tls *e, const void *buf, size_t len, size_t *w);
+/* The program's write on this thread fails with this SSL error (a retry
+ * that does not offer the bytes a record begun stands for). */
+void kp_tls_push_fail(int ssl_err);
+
 /* ssl's handshake tried to write on fd, which holds a pooled TLS
  * connection: decide at its next handshake call (kp_tls_handshake). */
 void kp_tls_defer(void *ssl, int fd);

@@ -459,6 +459,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	if (write) {
 		ssize_t ret;
 		int saved = errno;
+		kp_tls_push_err = 0;
 		if (n && kp_conn_tls_send(c, io.fd, buf, n, &ret)) {
 			if (ret >= 0) {
 				if (done)
@@ -466,14 +467,23 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 				errno = saved;
 				return ex ? 1 : (int)ret;
 			}
-			/* a write after the owed EOF: as after the server's
-			 * close_notify (docs/replay.md, "Nothing added"); so
-			 * too where the server's own close_notify was read (a
-			 * close not rewritten: OpenSSL's SSL_get_error says
-			 * ZERO_RETURN once it came) */
-			bool notified = kp_ssl.SSL_get_shutdown(io.e) & SSL_RECEIVED_SHUTDOWN;
-			synth(&io, __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || notified ? SSL_ERROR_ZERO_RETURN
-												: SSL_ERROR_SYSCALL);
+			/* the engine's record begun and not finished (WANT_WRITE:
+			 * the program calls again with the same bytes, docs/hold.md
+			 * "HTTPS"), or a retry it could not take; else a write after
+			 * the owed EOF: as after the server's close_notify
+			 * (docs/replay.md, "Nothing added"); so too where the
+			 * server's own close_notify was read (a close not
+			 * rewritten: OpenSSL's SSL_get_error says ZERO_RETURN once
+			 * it came) */
+			int err = kp_tls_push_err;
+			if (!err) {
+				bool notified = kp_ssl.SSL_get_shutdown(io.e) & SSL_RECEIVED_SHUTDOWN;
+				err = __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || notified ? SSL_ERROR_ZERO_RETURN
+												   : SSL_ERROR_SYSCALL;
+			}
+			saved = errno;
+			synth(&io, err);
+			errno = saved;
 			return ex ? 0 : -1;
 		}
 		io_get(ssl, &io); /* a fresh connection may have been made */

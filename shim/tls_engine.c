@@ -974,6 +974,36 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 	return ret;
 }
 
+/* The SSL error a failed kp_tls_push left for the program's call on this
+ * thread (0: none): kp_tls_io reports it as the program's SSL_get_error. */
+__thread int kp_tls_push_err;
+
+int kp_tls_push(struct kp_tls *e, const void *buf, size_t len, size_t *w)
+{
+	int r;
+	*w = 0;
+	r = KP_OUTSIDE(kp_ssl.SSL_write_ex(e->ssl, buf, len, w));
+	if (r == 1) {
+		kp_tls_push_err = 0;
+		return 1;
+	}
+	int saved = errno, err = kp_ssl.SSL_get_error(e->ssl, r);
+	*w = 0;
+	kp_tls_push_err = err;
+	if (err == SSL_ERROR_WANT_WRITE || err == SSL_ERROR_WANT_READ)
+		/* what its socket said: EAGAIN, or EINTR on a blocking one
+		 * (OpenSSL's socket BIO retries neither) */
+		errno = saved == EINTR ? EINTR : EAGAIN;
+	else
+		errno = err == SSL_ERROR_SYSCALL && saved ? saved : err == SSL_ERROR_SSL ? EPROTO : EPIPE;
+	return 0;
+}
+
+void kp_tls_push_fail(int ssl_err)
+{
+	kp_tls_push_err = ssl_err;
+}
+
 /* A new object at an address: nothing recorded of an older one applies;
  * an SSL starts with its context's ALPN list. */
 void kp_tls_note_new(const void *obj, const void *ctx)

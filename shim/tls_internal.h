@@ -309,6 +309,8 @@ void ticket_insert(struct ticket *t, struct ticket **drop);
 STACK_OF(X509) *ticket_chain_of(const struct pool_key *key, const char *sni, X509 *leaf);
 SSL_SESSION *session_anew(SSL_SESSION *sess, long at);
 extern struct kp_tls *parked;
+/* the SSL error of this thread's last failed kp_tls_push (tls_engine.c) */
+extern __thread int kp_tls_push_err;
 int prog_socket_bio(SSL *ssl, int *close_flag);
 void note_cert(struct kp_tls *e);
 

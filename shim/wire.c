@@ -85,11 +85,19 @@ int held_append(struct kp_conn *c, const struct iovec *iov, int n, size_t off, s
 }
 
 /* The program's request bytes go out: on the socket, or through the TLS
- * connection it carries (which never answers EAGAIN: a TLS record begun
- * must be finished, so kp_tls_xmit waits, boundedly). */
+ * connection it carries.  TLS: one buffer (the program's own) goes to the
+ * engine without waiting: a record it began and could not finish is the
+ * program's WANT_WRITE, and its retry, with the same buffer as OpenSSL
+ * requires, comes back here with it (docs/hold.md "HTTPS"). */
 ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flags)
 {
-	if (c->tls)
+	if (c->tls && m->msg_iovlen == 1) {
+		size_t w;
+		return kp_tls_push(c->tls, m->msg_iov[0].iov_base, m->msg_iov[0].iov_len, &w)
+			       ? (ssize_t)w
+			       : -1;
+	}
+	if (c->tls) /* (never the program's own write: that is one buffer) */
 		return kp_tls_xmit(c->tls, fd, m->msg_iov, (int)m->msg_iovlen);
 	ssize_t r = KP_REAL(sendmsg)(fd, m, flags);
 	if (r > 0)
@@ -162,6 +170,130 @@ static bool send_blocks(int fd, int flags)
 	return fl >= 0 && !(fl & O_NONBLOCK);
 }
 
+/* What the kernel says when none of a send's bytes went, the send that
+ * tore the head having begun at part_t0: EAGAIN on a non-blocking socket
+ * or with MSG_DONTWAIT, and on a blocking one whose SO_SNDTIMEO ran out
+ * (the send lasted that long); EINTR on a blocking one a signal
+ * interrupted (docs/hold.md "A head the socket took in part"). */
+static int none_went(const struct kp_conn *c, int fd, int flags)
+{
+	if (!send_blocks(fd, flags))
+		return EAGAIN;
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	if (KP_REAL(getsockopt)(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l) < 0 ||
+	    (!tv.tv_sec && !tv.tv_usec))
+		return EINTR;
+	uint64_t timeo = (uint64_t)tv.tv_sec * 1000 + (uint64_t)tv.tv_usec / 1000;
+	/* (the clock is read in whole ms on both sides: one of slack) */
+	return kp_now_ms() - c->part_t0 + 1 >= timeo ? EAGAIN : EINTR;
+}
+
+/* c->held may be held: told sent to the program, they must surely fit the
+ * socket's free room now when its own send would not wait (a non-blocking
+ * socket, MSG_DONTWAIT), so that sending them later never waits (the
+ * socket's room only grows until then: they are its last bytes).  The
+ * kernel counts an skb's memory, not its bytes: twice the bytes within
+ * SO_SNDBUF is sure (docs/hold.md "Waits that remain").  A blocking
+ * program alone would have waited in its write.  Caller holds c->lock. */
+bool held_fits(const struct kp_conn *c, int fd, int flags)
+{
+	if (send_blocks(fd, flags))
+		return true;
+	int outq = 0, sndbuf = 0;
+	socklen_t l = sizeof(sndbuf);
+	if (KP_REAL(ioctl)(fd, SIOCOUTQ, &outq) < 0 ||
+	    KP_REAL(getsockopt)(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &l) < 0 || outq < 0 || sndbuf < 0)
+		return false;
+	/* (TLS: a record's header, padding and tag) */
+	return ((size_t)outq + c->held_len + (c->tls ? 64 : 0)) * 2 <= (size_t)sndbuf;
+}
+
+/* TLS: R (v[0, nv): the head as it goes out, then this call's body bytes)
+ * is copied to c->part, with room for O (ol bytes) after it, and the
+ * engine takes it from there: a record it begins and cannot finish must be
+ * finished by the same call from the same place (OpenSSL's write retry),
+ * at the program's retry (docs/hold.md "HTTPS").  False: no memory (the
+ * caller sends it as before).  Caller holds c->lock. */
+bool tls_stage_push(struct kp_conn *c, const struct iovec *v, int nv, size_t ol, ssize_t *r)
+{
+	size_t rl = iov_total(v, nv), off = 0, w;
+	if (rl + ol > c->part_cap) {
+		char *b = kp_wbuf_grow(c->part, &c->part_cap, rl + ol);
+		if (!b)
+			return false;
+		c->part = b;
+	}
+	for (int i = 0; i < nv; i++) {
+		memcpy(c->part + off, v[i].iov_base, v[i].iov_len);
+		off += v[i].iov_len;
+	}
+	c->part_pend = 0;
+	if (kp_tls_push(c->tls, c->part, rl, &w)) {
+		*r = (ssize_t)w;
+		return true;
+	}
+	if (errno == EAGAIN || errno == EINTR) {
+		c->part_pend = rl;
+		c->part_err = errno;
+	}
+	*r = -1;
+	return true;
+}
+
+/* TLS: the engine took k bytes of R (rl bytes staged by tls_stage_push: the
+ * head, headlen bytes, then the call's body bytes), and may have begun a
+ * record for the rest (part_pend): O after it is the program's head (data,
+ * hl bytes, the first pos of them told already) and the same body bytes.
+ * Caller holds c->lock. */
+void tls_part_begin(struct kp_conn *c, size_t rl, size_t headlen, const char *data, size_t hl, size_t k,
+		    size_t pos)
+{
+	size_t body = rl - headlen;
+	memcpy(c->part + rl, data, hl);
+	memcpy(c->part + rl + hl, c->part + headlen, body);
+	kp_headmap_init(&c->part_map, c->part, rl, c->part + rl, hl + body);
+	c->part_k = k;
+	c->part_pos = pos;
+	c->part_body = body;
+}
+
+static long tls_part_send(void *ctx, size_t from, size_t len)
+{
+	struct kp_conn *c = ctx;
+	size_t w;
+	if (kp_tls_push(c->tls, c->part + from, len, &w))
+		return (long)w;
+	if (errno != EAGAIN && errno != EINTR)
+		return -1;
+	c->part_err = errno;
+	return 0;
+}
+
+/* TLS: the engine takes R up to target (kp_headmap_pump: a record begun
+ * goes first, by the same call again), until the program can be told some
+ * of its bytes went or the engine cannot go on without the socket: -1 with
+ * the errno it left (the program's WANT_WRITE).  A retry offering fewer
+ * bytes than that record stands for gets OpenSSL's error for it (bad
+ * length).  Never waits. */
+static int tls_part_push(struct kp_conn *c, size_t pos0, size_t n, size_t target, bool sent_once)
+{
+	switch (kp_headmap_pump(&c->part_map, &c->part_k, &c->part_pend, pos0, n, target, sent_once,
+				tls_part_send, c)) {
+	case 0:
+		return 0;
+	case KP_HM_WANT:
+		errno = c->part_err;
+		return -1;
+	case KP_HM_SHORT:
+		kp_tls_push_fail(SSL_ERROR_SSL);
+		errno = EPROTO;
+		return -1;
+	default: /* errno: the engine's */
+		return -1;
+	}
+}
+
 /* Keep R (the head as it goes out) and O (the program's), the server
  * having k bytes of R and the program having been told pos bytes of O. */
 bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *o, size_t ol,
@@ -178,6 +310,7 @@ bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *o, size
 	kp_headmap_init(&c->part_map, c->part, rl, c->part + rl, ol);
 	c->part_k = k;
 	c->part_pos = pos;
+	c->part_body = c->part_pend = 0;
 	return true;
 }
 
@@ -187,16 +320,19 @@ bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *o, size
  * program's bytes of this call went out, or -1 with errno (none did).
  * sent_once: that send was made already (part_k counts it).  A send that
  * took only bytes of R's span, which stand for none of the program's,
- * answers as the kernel does when none of a call's bytes went: EAGAIN on a
- * non-blocking socket, EINTR on a blocking one (whose send returns short
- * only when a signal, or SO_SNDTIMEO, interrupted it).  Never waits.
+ * answers as the kernel does when none of a call's bytes went (none_went).
+ * TLS: the engine is the socket (tls_part_push).  Never waits.
  * Caller holds c->lock. */
 ssize_t part_pump(struct kp_conn *c, int fd, size_t pos0, size_t n, int flags,
 			 bool sent_once)
 {
 	const struct kp_headmap *m = &c->part_map;
 	size_t target = kp_headmap_target(m, c->part_k, pos0, n);
-	if (!sent_once && target > c->part_k) {
+	if (c->tls) {
+		if (tls_part_push(c, pos0, n, target, sent_once) < 0)
+			return -1;
+	} else if (!sent_once && target > c->part_k) {
+		c->part_t0 = kp_now_ms();
 		ssize_t r = KP_REAL(send)(fd, c->part + c->part_k, target - c->part_k, flags);
 		if (r < 0)
 			return -1;
@@ -206,16 +342,22 @@ ssize_t part_pump(struct kp_conn *c, int fd, size_t pos0, size_t n, int flags,
 	c->part_pos = kp_headmap_told(m, pos0, n, c->part_k, target);
 	if (c->part_pos > pos0)
 		return (ssize_t)(c->part_pos - pos0);
-	errno = send_blocks(fd, flags) ? EINTR : EAGAIN;
+	errno = none_went(c, fd, flags);
 	return -1;
 }
 
 /* The head is whole as the program sees it: on to its body, or the next
- * request.  Caller holds c->lock. */
-void part_end(struct kp_conn *c)
+ * request.  TLS: the body bytes that rode with it went too.  Returns why
+ * to give up (wire_account), or NULL.  Caller holds c->lock. */
+const char *part_end(struct kp_conn *c)
 {
 	c->req_mode = c->part_next;
 	kp_debug("torn head: finished");
+	if (!c->part_body)
+		return NULL;
+	struct iovec v = { c->part + c->part_map.rl - c->part_body, c->part_body };
+	c->part_body = 0;
+	return wire_account(c, &v, 1, 0, v.iov_len);
 }
 
 /* Send head bytes held from earlier calls (the program was told they went
@@ -228,7 +370,19 @@ int flush_held(struct kp_conn *c, int fd, int flags)
 		/* a torn head: what the program was told went out and the
 		 * server lacks (part_debt); the rest is the program's to send */
 		size_t debt = part_debt(c), sent = 0;
-		if (fd >= 0 && debt) {
+		if (fd >= 0 && c->tls && c->part_pend) {
+			/* the engine's record begun: the same call again, to its
+			 * end (it covers the debt), waited for (docs/hold.md) */
+			r = send_all(c, fd, c->part + c->part_k, c->part_pend, flags | MSG_NOSIGNAL,
+				     false, &sent) < 0 ? -1 : 0;
+			c->part_k += sent;
+			c->part_pend = 0;
+			debt = part_debt(c);
+			if (r < 0)
+				unpool(c, "sending a begun TLS record failed");
+		}
+		c->part_body = 0;
+		if (fd >= 0 && debt && r == 0) {
 			r = send_all(c, fd, c->part + c->part_k, debt, flags | MSG_NOSIGNAL, false,
 				     &sent) < 0 ? -1 : 0;
 			c->part_k += sent;

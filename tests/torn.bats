@@ -128,3 +128,149 @@ torn_same() {
 	printf '%s\n' "${bad[@]}"
 	[ "${#bad[@]}" = 0 ]
 }
+
+# HTTPS (docs/hold.md "HTTPS"): the head goes out as TLS records, and a
+# record the socket takes only in part is the engine's, which OpenSSL
+# finishes only when it is called again with the same bytes.  The program
+# alone gets SSL_ERROR_WANT_WRITE (errno EAGAIN; EINTR on a blocking socket
+# a signal interrupts), waits and calls again; with the library it must get
+# the same at once and its retry must finish the rewritten head, never a
+# wait on the server (tests/servers/tls_torn.py reads only once the first
+# SSL_write returned).  tests/clients/tls_torn.c prints what each first
+# SSL_write met, whether later calls kept OpenSSL's promise, SSL_pending,
+# and the response to its end.
+
+_tls_torn_ready() { [ -s "$BATS_TEST_TMPDIR/torn.port" ] || _pid_gone "$TORN_PID"; }
+
+tls_torn_start() {
+	TLS="$BATS_TEST_TMPDIR/tls"
+	tls_make "$TLS" || return 1
+	rm -f "$BATS_TEST_TMPDIR/go" "$BATS_TEST_TMPDIR/torn.port"
+	mkfifo "$BATS_TEST_TMPDIR/go"
+	: >"$BATS_TEST_TMPDIR/torn.log"
+	python3 "$ROOT/tests/servers/tls_torn.py" "$TLS/server.pem" "$TLS/server.key" \
+		"$BATS_TEST_TMPDIR/torn.port" "$BATS_TEST_TMPDIR/torn.log" "$BATS_TEST_TMPDIR/go" \
+		2>"$BATS_TEST_TMPDIR/torn.err" &
+	TORN_PID=$!
+	wait_until _tls_torn_ready
+	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/torn.port"
+}
+
+# tls_torn_both KIND MODE PAD COUNT VERSION: as torn_both, with tls_torn
+tls_torn_both() {
+	: >"$BATS_TEST_TMPDIR/torn.log"
+	run_plain "$CLIENTS/tls_torn" "$SERVER_PORT" "$TLS/ca.pem" "$BATS_TEST_TMPDIR/go" "$@"
+	cp "$BATS_TEST_TMPDIR/torn.log" "$BATS_TEST_TMPDIR/plain.log"
+	: >"$BATS_TEST_TMPDIR/torn.log"
+	run_shim "$CLIENTS/tls_torn" "$SERVER_PORT" "$TLS/ca.pem" "$BATS_TEST_TMPDIR/go" "$@"
+	cp "$BATS_TEST_TMPDIR/torn.log" "$BATS_TEST_TMPDIR/shim.log"
+}
+
+@test "HTTPS: a non-blocking socket takes part of the TLS record of a rewritten head: WANT_WRITE at once, the retry finishes it, as without the library" {
+	CLIENT_TIMEOUT=10
+	tls_torn_start
+	tls_torn_both close nb 60000 1 13
+	assert_both_ok
+	assert_same_output --close-line
+	run diff "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.log"
+	assert_success
+	run grep -c 'first SSL_write: -1 WANT_WRITE errno EAGAIN; later calls as promised' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 1
+	[[ "$SHIM_STATS" == *"rewritten=1"* ]]
+}
+
+# The TLS axis of the never-hang matrix: TLS 1.3 / 1.2 x a non-blocking
+# socket / a blocking one a signal interrupts / non-blocking with
+# SSL_MODE_ENABLE_PARTIAL_WRITE x the request fits / its head is torn / it
+# is torn on a pooled TLS connection handed out (the first request keeps the
+# connection alive) x Connection: close first / last / HTTP/1.0 (a header
+# added).  Every cell against the same run without the library, the torn
+# request rewritten.
+@test "HTTPS torn matrix: TLS 1.3/1.2 x non-blocking/blocking+signal/partial writes x fits/torn/torn on a reused connection x close first/close last/HTTP/1.0: as without the library" {
+	CLIENT_TIMEOUT=10
+	tls_torn_start
+	local v mode shape kind bad=() cells=0
+	for v in 13 12; do
+		for mode in nb block nb+partial; do
+			for shape in fits torn reused; do
+				for kind in close close-last http10; do
+					cells=$((cells + 1))
+					local cell="TLS$v/$mode/$shape/$kind"
+					case $shape in
+					fits) tls_torn_both "$kind" "$mode" 0 1 "$v" ;;
+					torn) tls_torn_both "$kind" "$mode" 60000 1 "$v" ;;
+					reused) tls_torn_both "keep,$kind" "$mode" 0,60000 2 "$v" ;;
+					esac
+					torn_same || {
+						bad+=("$cell: plain $PLAIN_STATUS shim $SHIM_STATUS")
+						diff "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" | head -5
+						diff "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.log" | head -5
+					}
+					grep -q 'later calls as promised' "$BATS_TEST_TMPDIR/shim.out" ||
+						bad+=("$cell: a later SSL_write broke OpenSSL's promise")
+					[[ "$SHIM_STATS" == *"rewritten=1"* ]] ||
+						bad+=("$cell: not rewritten: $SHIM_STATS")
+					[ "$shape" != reused ] || [[ "$SHIM_STATS" == *"tls_reused=1"* ]] ||
+						bad+=("$cell: not handed a pooled connection: $SHIM_STATS")
+					[ "$shape" != torn ] || grep -q 'first SSL_write: -1 WANT_WRITE' "$BATS_TEST_TMPDIR/plain.out" ||
+						bad+=("$cell: the plain run was not torn (the cell tests nothing)")
+				done
+			done
+		done
+	done
+	echo "$cells cells"
+	printf '%s\n' "${bad[@]}"
+	[ "$cells" = 54 ] && [ "${#bad[@]}" = 0 ]
+}
+
+# SO_SNDTIMEO (docs/hold.md "A head the socket took in part"): a blocking
+# send that times out having taken nothing says EAGAIN, not EINTR (no
+# signal ran); OpenSSL reports WANT_WRITE with that errno.  Plain and TLS,
+# each kind, against the run without the library.  (A timeout whose bytes
+# all fell inside the rewritten span, which the library must report as
+# none, is the same rule, none_went in shim/conn.c; no test makes the
+# kernel tear there on purpose.)
+@test "SO_SNDTIMEO: a blocking send that times out on a torn head reads as without the library (a short count, or WANT_WRITE with EAGAIN), plain and HTTPS" {
+	CLIENT_TIMEOUT=10
+	local kind v bad=()
+	torn_start
+	for kind in close close-last http10; do
+		torn_both "$kind" timeo 60000 1
+		torn_same || bad+=("plain/$kind: plain $PLAIN_STATUS shim $SHIM_STATUS")
+	done
+	_stop_pid "$TORN_PID"
+	tls_torn_start
+	for v in 13 12; do
+		for kind in close close-last http10; do
+			tls_torn_both "$kind" timeo 60000 1 "$v"
+			torn_same || bad+=("TLS$v/$kind: plain $PLAIN_STATUS shim $SHIM_STATUS")
+			grep -q 'first SSL_write: -1 WANT_WRITE errno EAGAIN; later calls as promised' \
+				"$BATS_TEST_TMPDIR/shim.out" || bad+=("TLS$v/$kind: $(head -1 "$BATS_TEST_TMPDIR/shim.out")")
+			[[ "$SHIM_STATS" == *"rewritten=1"* ]] || bad+=("TLS$v/$kind: not rewritten")
+		done
+	done
+	printf '%s\n' "${bad[@]}"
+	[ "${#bad[@]}" = 0 ]
+}
+
+# An unfinished head is held (told sent) only where the kernel would surely
+# have taken it at once (docs/hold.md "Waits that remain"): on a
+# non-blocking socket, an unfinished head larger than the socket's free
+# room meets the kernel's own short count, never a "sent" that a later
+# flush would have to wait for.  (Before: the middle write was told
+# "all", and the next one EAGAIN.)
+@test "a non-blocking write of an unfinished head larger than the socket takes: the kernel's short count, as without the library" {
+	CLIENT_TIMEOUT=10
+	torn_start
+	local kind bad=()
+	for kind in close close-last http10; do
+		torn_both "$kind" nb+pieces 60000 2
+		torn_same || {
+			bad+=("$kind: plain $PLAIN_STATUS shim $SHIM_STATUS")
+			diff "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" | head -5
+		}
+		grep -q 'middle write: short' "$BATS_TEST_TMPDIR/plain.out" || bad+=("$kind: the plain run was not short")
+	done
+	printf '%s\n' "${bad[@]}"
+	[ "${#bad[@]}" = 0 ]
+}

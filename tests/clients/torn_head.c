@@ -7,11 +7,15 @@
  *   MODE  nb: a non-blocking socket, write() until all went, meeting
  *         EAGAIN; dontwait: a blocking socket, send(MSG_DONTWAIT);
  *         block: a blocking socket whose first write is interrupted by a
- *         signal without SA_RESTART (setitimer).  MODE+split: the first
+ *         signal without SA_RESTART (setitimer); timeo: a blocking socket
+ *         with SO_SNDTIMEO 200 ms (a send that times out).  MODE+split: the first
  *         10 bytes of the head are written alone first (a head begun by
  *         an earlier write: the library holds them).  MODE+change: after
  *         the first write, the rest of the X-Pad value is written in
- *         capitals (bytes it was told did not go out: it may send others)
+ *         capitals (bytes it was told did not go out: it may send others).
+ *         MODE+pieces: the first 10 bytes alone, then all but the last 4
+ *         (an unfinished head larger than the socket takes: printed as
+ *         "middle write"), then the rest
  *   PAD   bytes of an X-Pad header (60000: the head is larger than what
  *         the socket and the server's small receive buffer take; 0: it
  *         fits); a list (0,60000): request i takes the i-th (the last for
@@ -77,8 +81,8 @@ int main(int argc, char **argv)
 	const char *fifo = argv[3], *kind = argv[4], *mode = argv[5];
 	long count = strtol(argv[7], NULL, 10);
 	bool nb = !strncmp(mode, "nb", 2), dontwait = !strncmp(mode, "dontwait", 8),
-	     block = !strncmp(mode, "block", 5), split = strstr(mode, "split") != NULL,
-	     change = strstr(mode, "change") != NULL;
+	     block = !strncmp(mode, "block", 5), timeo = !strncmp(mode, "timeo", 5), split = strstr(mode, "split") != NULL,
+	     change = strstr(mode, "change") != NULL, pieces = strstr(mode, "pieces") != NULL;
 	size_t pads[8], npads = 0;
 	for (char *q = argv[6]; npads < 8 && *q;) {
 		pads[npads++] = strtoul(q, &q, 10);
@@ -107,9 +111,22 @@ int main(int argc, char **argv)
 			die("setsockopt");
 		if (nb && fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK) < 0)
 			die("fcntl");
+		struct timeval tv = { 0, 200000 };
+		if (timeo && setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) < 0)
+			die("SO_SNDTIMEO");
 		size_t off = 0;
 		bool told = false;
-		char met[64] = "";
+		char met[64] = "", mid[64] = "";
+		if (pieces) {
+			if (write(fd, req, 10) != 10)
+				die("write (request %ld, its first 10 bytes)", i);
+			ssize_t n = write(fd, req + 10, len - 14);
+			if (n < 0 && errno != EAGAIN)
+				die("write (request %ld, its middle)", i);
+			snprintf(mid, sizeof(mid), "%s",
+				 n < 0 ? strerror(errno) : (size_t)n < len - 14 ? "short" : "all");
+			off = 10 + (n > 0 ? (size_t)n : 0);
+		}
 		if (split) {
 			if (write(fd, req, 10) != 10)
 				die("write (request %ld, its first 10 bytes)", i);
@@ -148,6 +165,8 @@ int main(int argc, char **argv)
 			}
 			off += (size_t)n;
 		}
+		if (pieces)
+			printf("request %ld: middle write: %s\n", i, mid);
 		printf("request %ld: first write: %s\n", i, met);
 		char buf[4096];
 		for (;;) {
