@@ -168,9 +168,18 @@ build/clients/libinline_aio.so: tests/clients/lib/inline_aio.c Makefile
 build/clients/inline_aio_get: tests/clients/inline_aio_get.c build/clients/libinline_aio.so Makefile
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $< -Lbuild/clients -linline_aio -Wl,-rpath,'$$ORIGIN'
+# the same library as a plugin: dlopen()ed, its functions registered by its
+# constructor with the program (which exports the registration)
+build/clients/libinline_aio_plugin.so: tests/clients/lib/inline_aio_plugin.c tests/clients/lib/inline_aio.c Makefile
+	@mkdir -p build/clients
+	$(CC) -O2 -g -Wall -Wextra -Werror -fPIC -shared -o $@ $<
+build/clients/inline_aio_plugin_get: tests/clients/inline_aio_plugin_get.c tests/clients/inline_aio_get.c build/clients/libinline_aio_plugin.so Makefile
+	@mkdir -p build/clients
+	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $< -ldl -Wl,--export-dynamic-symbol=inline_aio_register
 
 # clients that speak TLS themselves link libssl (libssl-dev)
 build/clients/tls_bio_dlsym: tests/clients/tls_bio.c
+build/clients/tls_bio_dlvsym: tests/clients/tls_bio.c
 build/clients/tls_%: tests/clients/tls_%.c $(wildcard tests/clients/*.h) Makefile
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -pthread -o $@ $< -lssl -lcrypto

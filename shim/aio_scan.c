@@ -60,10 +60,22 @@ static int unseen_main(struct dl_phdr_info *info, size_t size, void *arg)
 }
 
 static int found;
+/* the program's dlopen calls begun, and how many of them the last scan
+ * came after: an object opened since is not known yet (its loader may
+ * never call dlsym: a plugin whose constructor registers its functions),
+ * so until the next scan (the program's next dlsym, dlvsym or dlopen)
+ * the process owes no EOF (default deny) */
+static unsigned dlopens, dlopens_scanned;
+
+void kp_aio_dlopen(void)
+{
+	__atomic_add_fetch(&dlopens, 1, __ATOMIC_RELEASE);
+}
 
 void kp_aio_rescan(void)
 {
 	static unsigned long long seen_adds = ~0ull;
+	unsigned begun = __atomic_load_n(&dlopens, __ATOMIC_ACQUIRE);
 	unsigned long long adds = kp_elf_adds();
 	if (adds != __atomic_load_n(&seen_adds, __ATOMIC_ACQUIRE)) {
 		int f = 0;
@@ -73,6 +85,7 @@ void kp_aio_rescan(void)
 		__atomic_store_n(&found, f, __ATOMIC_RELAXED);
 		__atomic_store_n(&seen_adds, adds, __ATOMIC_RELEASE);
 	}
+	__atomic_store_n(&dlopens_scanned, begun, __ATOMIC_RELEASE);
 }
 
 /* a load: asked on the request path, maybe in a signal handler that
@@ -80,5 +93,6 @@ void kp_aio_rescan(void)
  * loader's lock) would deadlock */
 bool kp_aio_unseen(void)
 {
-	return __atomic_load_n(&found, __ATOMIC_RELAXED);
+	return __atomic_load_n(&found, __ATOMIC_RELAXED) ||
+	       __atomic_load_n(&dlopens, __ATOMIC_ACQUIRE) != __atomic_load_n(&dlopens_scanned, __ATOMIC_ACQUIRE);
 }

@@ -383,6 +383,38 @@ static bool settle_last(int fd, struct kp_conn *c)
 	return parked;
 }
 
+/* The last fd of c, a TLS connection, is going away unparked, its server
+ * asked to end it and the response read: if it is not known how that
+ * server ends, its socket stays, hidden, for the TLS engine to read that
+ * end (shim/tls_engine.c kp_tls_learn, docs/tls.md "Ragged closes"),
+ * inside the pool's share of the fd budget.  True: c->tls and the socket
+ * are the engine's now (fd then closed). */
+static bool learn_end(int fd, struct kp_conn *c)
+{
+	if (!c->tls || c->tls_pending || !c->server_closing || c->n_reqs || !c->served ||
+	    c->state != KP_ACTIVE || !one_owner(c))
+		return false;
+	kp_tls_keep_session(c->tls, &c->key);
+	if (!hidden_room())
+		return false;
+	int hidden = kp_fd_hide_planned(fd);
+	if (hidden < 0)
+		return false;
+	if (!kp_fd_valid(hidden)) {
+		KP_REAL(close)(hidden);
+		return false;
+	}
+	kp_fd_swap(hidden, KP_POOLED);
+	if (!kp_tls_learn(c->tls, hidden, &c->key)) {
+		kp_fd_swap(hidden, NULL);
+		KP_REAL(close)(hidden);
+		return false;
+	}
+	__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
+	kp_debug("fd %d: kept to learn how the server ends TLS", fd);
+	return true;
+}
+
 static int close_locked(int fd, struct kp_conn *c);
 
 int kp_close(int fd, struct kp_conn *c)
@@ -404,7 +436,7 @@ static int close_locked(int fd, struct kp_conn *c)
 		 * before exec, say): the pool loses that socket, and the program
 		 * hears what it would have heard without us. */
 		kp_fd_swap(fd, NULL);
-		if (pool_owns_fd(fd, true) || twin_forget_fd(fd))
+		if (pool_owns_fd(fd, true) || twin_forget_fd(fd) || kp_tls_learner_forget(fd))
 			KP_REAL(close)(fd);
 		errno = EBADF;
 		return -1;
@@ -426,6 +458,8 @@ static int close_locked(int fd, struct kp_conn *c)
 	if (!left && c->held_len) /* the kernel would send them before its FIN */
 		give_up(c, fd, "closed with a request head unfinished");
 	bool parked = !left && settle_last(fd, c);
+	if (!left && !parked)
+		learn_end(fd, c);
 	kp_unlock(&c->lock);
 	if (!left)
 		conn_free(c);
@@ -442,8 +476,8 @@ void kp_forget_fd(int fd, bool may_park)
 		return;
 	if (c == KP_POOLED) {
 		/* the kernel is about to close it */
-		if (!pool_owns_fd(fd, true))
-			twin_forget_fd(fd);
+		if (!pool_owns_fd(fd, true) && !twin_forget_fd(fd))
+			kp_tls_learner_forget(fd);
 		return;
 	}
 	int saved = errno;
@@ -499,8 +533,10 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 		tx_watch_start(c, oldfd);
 	kp_unlock(&c->lock);
 	struct kp_conn *old = kp_fd_swap(newfd, c);
-	if (old == KP_POOLED && !pool_owns_fd(newfd, true)) /* closed behind our back: forget it */
-		twin_forget_fd(newfd);
+	if (old == KP_POOLED && !pool_owns_fd(newfd, true)) { /* closed behind our back: forget it */
+		if (!twin_forget_fd(newfd))
+			kp_tls_learner_forget(newfd);
+	}
 	else if (old)
 		conn_unref(old);
 	/* onto stdin: its FILE (fread, fgets, scanf) may read the response

@@ -156,6 +156,9 @@ const char *resp_why(const struct frm_resp *r);
 bool take_finished(const struct pool_key *key);
 bool twin_forget_fd(int fd);
 bool twin_keep(struct kp_conn *c, int p);
+/* the pool's share of the fd budget has room for one more hidden fd
+ * (pooled sockets, twins, TLS sockets kept to learn their end) */
+bool hidden_room(void);
 int hidden_close(int hidden);
 void conn_note_dead(const struct kp_conn *c, uint64_t idle_end_ms);
 void hidden_lock_objects(void);

@@ -1,6 +1,6 @@
 /*
- * dl_real.c - see dl_real.h.  glibc's dlsym is found with dlvsym, which
- * the library does not wrap.  Never built with a sanitizer (Makefile): our
+ * dl_real.c - see dl_real.h.  glibc's dlsym is found with glibc's dlvsym,
+ * bound under a version our own dlvsym does not answer.  Never built with a sanitizer (Makefile): our
  * dlsym runs this before the sanitizers' runtimes are set up.
  */
 #include <dlfcn.h>
@@ -12,13 +12,25 @@
 static void *real_dlsym;
 static int ssl_bio_named;
 
+/* glibc's dlvsym, under its first version: the library exports dlvsym as
+ * GLIBC_2.34 (shim/exports.map; hooks_dl.c), which a reference to
+ * GLIBC_2.2.5 never binds to, so the dynamic linker takes libc's (the
+ * same function) for ours */
+extern void *kp_glibc_dlvsym(void *, const char *, const char *);
+__asm__(".symver kp_glibc_dlvsym, dlvsym@GLIBC_2.2.5");
+
+void *kp_dl_vsym(void *handle, const char *name, const char *version)
+{
+	return kp_glibc_dlvsym(handle, name, version);
+}
+
 void *kp_dl_real_dlsym(void)
 {
 	void *p = __atomic_load_n(&real_dlsym, __ATOMIC_ACQUIRE);
 	if (!p) {
-		p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+		p = kp_dl_vsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
 		if (!p)
-			p = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+			p = kp_dl_vsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
 		__atomic_store_n(&real_dlsym, p, __ATOMIC_RELEASE);
 	}
 	return p;
@@ -92,10 +104,29 @@ int kp_dl_ssl_bio_named(void)
 }
 
 static void (*on_lookup)(void);
+static void (*on_open)(void);
 
 void kp_dl_watch(void (*fn)(void))
 {
 	__atomic_store_n(&on_lookup, fn, __ATOMIC_RELEASE);
+}
+
+void kp_dl_watch_open(void (*fn)(void))
+{
+	__atomic_store_n(&on_open, fn, __ATOMIC_RELEASE);
+}
+
+/* the program calls dlopen (shim/hooks_dl.c, before the tail jump to the
+ * real one): the watcher looks at what earlier calls opened, then hears
+ * of this one */
+void kp_dlopen_note(void)
+{
+	void (*fn)(void) = __atomic_load_n(&on_lookup, __ATOMIC_ACQUIRE);
+	if (fn)
+		fn();
+	fn = __atomic_load_n(&on_open, __ATOMIC_ACQUIRE);
+	if (fn)
+		fn();
 }
 
 /* called by our dlsym (shim/hooks_dl.c) with the program's name: notes
@@ -109,4 +140,14 @@ __attribute__((used, visibility("hidden"))) void *kp_dlsym_note(const char *name
 	if (fn)
 		fn();
 	return kp_dl_real_dlsym();
+}
+
+/* the same for our dlvsym: answers glibc's dlvsym */
+__attribute__((used, visibility("hidden"))) void *kp_dlvsym_note(const char *name)
+{
+	kp_dl_note_name(name);
+	void (*fn)(void) = __atomic_load_n(&on_lookup, __ATOMIC_ACQUIRE);
+	if (fn)
+		fn();
+	return (void *)kp_glibc_dlvsym;
 }

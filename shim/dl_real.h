@@ -10,6 +10,8 @@
 
 /* glibc's dlsym; RTLD_NEXT from here is the object after ours */
 void *kp_dl_sym(void *handle, const char *name);
+/* glibc's dlvsym (the library exports its own: hooks_dl.c) */
+void *kp_dl_vsym(void *handle, const char *name, const char *version);
 /* glibc's dlopen, called from our library */
 void *kp_dl_open(const char *file, int mode);
 /* the address of glibc's dlsym (NULL: none) */
@@ -22,6 +24,10 @@ void kp_dl_note_name(const char *name);
 /* fn runs at each dlsym of the program, before the lookup (set by our
  * constructor: shim/aio_scan.c's rescan) */
 void kp_dl_watch(void (*fn)(void));
+/* fn runs at each dlopen of the program, before the real one and after
+ * the lookup watcher (shim/aio_scan.c: what it opens is not seen yet) */
+void kp_dl_watch_open(void (*fn)(void));
+void kp_dlopen_note(void);
 /* one of those was looked up with dlsym */
 int kp_dl_ssl_bio_named(void);
 

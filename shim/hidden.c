@@ -207,7 +207,16 @@ size_t kp_hidden_count(void)
 	kp_lock(&twin_lock);
 	n += n_twins;
 	kp_unlock(&twin_lock);
-	return n;
+	return n + kp_tls_learners();
+}
+
+bool hidden_room(void)
+{
+	size_t pooled = pool_size();
+	kp_lock(&twin_lock);
+	bool room = pooled + n_twins + kp_tls_learners() < __atomic_load_n(&twin_cap, __ATOMIC_RELAXED);
+	kp_unlock(&twin_lock);
+	return room;
 }
 
 static int int_cmp(const void *a, const void *b)
@@ -224,6 +233,7 @@ size_t kp_hidden_fds(int *fds, size_t cap)
 	for (unsigned i = 0; i < n_twins && n < cap; i++)
 		fds[n++] = twins[i].fd;
 	kp_unlock(&twin_lock);
+	n += kp_tls_learner_fds(fds + n, cap - n);
 	qsort(fds, n, sizeof(*fds), int_cmp);
 	return n;
 }
@@ -306,7 +316,7 @@ bool kp_fds_short(void)
 		return false;
 	kp_conn_fd_limits(true); /* the program may have changed its limit */
 	/* above the limit our fds cost the program none: nothing to give */
-	unsigned n = err == EMFILE && kp_limits_above() ? 0 : pool_drain() + twins_drain();
+	unsigned n = err == EMFILE && kp_limits_above() ? 0 : pool_drain() + twins_drain() + kp_tls_learners_drain();
 	if (n)
 		kp_debug("out of fds (%s): %u pooled sockets (or twins) closed, the call made again",
 			 strerror(err), n);

@@ -69,10 +69,11 @@ __attribute__((constructor)) static void kp_init(void)
 	kp_conn_init();
 	syscall_init();
 	/* the objects the program links are loaded: a kernel AIO library we
-	 * cannot see is looked for now and at its dlsym calls, never on the
-	 * request path (shim/aio_scan.h) */
+	 * cannot see is looked for now and at its dlsym, dlvsym and dlopen
+	 * calls, never on the request path (shim/aio_scan.h) */
 	kp_aio_rescan();
 	kp_dl_watch(kp_aio_rescan);
+	kp_dl_watch_open(kp_aio_dlopen);
 	struct rlimit rl;
 	if (kp_fdtab_init(&rl) < 0)
 		return; /* the table stays empty: everything passes through */

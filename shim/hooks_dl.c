@@ -38,8 +38,13 @@
  * before ours has run) */
 __attribute__((used, visibility("hidden"))) void *kp_dl_real;
 
-__attribute__((used, visibility("hidden"))) void *kp_dl_bind(void)
+__attribute__((used, visibility("hidden"))) void *kp_dl_bind(const char *file, int mode)
 {
+	/* what it opens is not known until the next look; RTLD_NOLOAD and
+	 * the program's own handle open nothing new (OpenSSL pins its own
+	 * libcrypto with RTLD_NOLOAD, no dlsym after) */
+	if (file && !(mode & RTLD_NOLOAD))
+		kp_dlopen_note();
 	void *p = __atomic_load_n(&kp_dl_real, __ATOMIC_ACQUIRE);
 	if (!p) {
 		p = kp_dl_sym(RTLD_NEXT, "dlopen");
@@ -78,7 +83,9 @@ __asm__(".text\n"
 	"	test $" KP_STR(RTLD_DEEPBIND) ", %esi\n"
 	"	jz 1f\n"
 	"	call kp_dl_deepbind\n"
-	"1:	call kp_dl_bind\n"
+	"1:	mov 16(%rsp), %rdi\n" /* the file and mode, pushed */
+	"	mov 8(%rsp), %rsi\n"
+	"	call kp_dl_bind\n"
 	"	add $8, %rsp\n"
 	"	.cfi_adjust_cfa_offset -8\n"
 	"	pop %rsi\n"
@@ -100,9 +107,8 @@ __asm__(".text\n"
  * every later hand-out declined.  glibc's dlsym looks at its caller's
  * return address (RTLD_NEXT is "after the caller"), so, as dlopen above,
  * a tail jump to the real one with the program's return address in place.
- * The real dlsym is found with dlvsym (shim/dl_real.c; dlvsym is not
- * wrapped: it would need a real lookup to find its own real; a BIO_f_ssl
- * reached through dlvsym is left, README "Limits").  The note lives in
+ * The real dlsym is found with glibc's dlvsym (shim/dl_real.c).  dlvsym
+ * is wrapped the same way below.  The note lives in
  * shim/dl_real.c, which the sanitizer builds leave uninstrumented: their
  * runtimes look their interceptors up with dlsym (ours) before they are
  * set up.
@@ -136,5 +142,36 @@ __asm__(".text\n"
 	"	ret\n"
 	"	.cfi_endproc\n"
 	".size dlsym, .-dlsym\n");
+
+/* void *dlvsym(void *handle, const char *name, const char *version): rdi,
+ * rsi, rdx.  The same note (kp_dlvsym_note answers glibc's dlvsym, which
+ * the library reaches under its GLIBC_2.2.5 name while this one is
+ * exported as GLIBC_2.34: shim/exports.map).  Three pushes realign. */
+__asm__(".text\n"
+	".globl dlvsym\n"
+	".type dlvsym, @function\n"
+	"dlvsym:\n"
+	"	.cfi_startproc\n"
+	"	push %rdi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	push %rsi\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	push %rdx\n"
+	"	.cfi_adjust_cfa_offset 8\n"
+	"	mov %rsi, %rdi\n"
+	"	call kp_dlvsym_note\n"
+	"	pop %rdx\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rsi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	pop %rdi\n"
+	"	.cfi_adjust_cfa_offset -8\n"
+	"	test %rax, %rax\n"
+	"	jz 2f\n"
+	"	jmp *%rax\n"
+	"2:	xor %eax, %eax\n"
+	"	ret\n"
+	"	.cfi_endproc\n"
+	".size dlvsym, .-dlvsym\n");
 
 #endif

@@ -21,6 +21,7 @@
 #include <openssl/rand.h>
 
 #include "config.h"
+#include "dl_real.h"
 #include "tls.h"
 #include "tls_real.h"
 
@@ -125,13 +126,13 @@ KP_EXPORT int CRYPTO_get_ex_new_index(int class_index, long argl, void *argp, CR
 {
 	static int (*real)(int, long, void *, CRYPTO_EX_new *, CRYPTO_EX_dup *, CRYPTO_EX_free *);
 	if (!real)
-		*(void **)&real = dlvsym(RTLD_NEXT, "CRYPTO_get_ex_new_index", "OPENSSL_3.0.0");
+		*(void **)&real = kp_dl_vsym(RTLD_NEXT, "CRYPTO_get_ex_new_index", "OPENSSL_3.0.0");
 	if (!real) {
 		/* libcrypto loaded RTLD_LOCAL (CPython's _ssl): not in the
 		 * global scope RTLD_NEXT searches */
 		void *h = dlopen("libcrypto.so.3", RTLD_NOW | RTLD_NOLOAD);
 		if (h)
-			*(void **)&real = dlvsym(h, "CRYPTO_get_ex_new_index", "OPENSSL_3.0.0");
+			*(void **)&real = kp_dl_vsym(h, "CRYPTO_get_ex_new_index", "OPENSSL_3.0.0");
 	}
 	if (!real)
 		return -1;

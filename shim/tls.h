@@ -99,6 +99,27 @@ void kp_tls_push_fail(int ssl_err);
  * connection: decide at its next handshake call (kp_tls_handshake). */
 void kp_tls_defer(void *ssl, int fd);
 
+/* The program closed the connection of engine e (the connection's
+ * reference, passed on; its socket kept at hidden, marked pooled) before
+ * reading the end its server was asked to send, where it is not known how
+ * that server ends: read on, never waiting, to learn it (docs/tls.md
+ * "Ragged closes").  True: e and hidden are taken (closed when done);
+ * false: nothing changed. */
+bool kp_tls_learn(struct kp_tls *e, int hidden, const struct pool_key *key);
+/* The same connection's session is kept for resumption, as a parked
+ * one's is (docs/tls.md "Sessions"): the first connection to a
+ * destination, whose close teaches, is not parked.  False: not (e gone
+ * back to the program, or not a whole handshake). */
+bool kp_tls_keep_session(struct kp_tls *e, const struct pool_key *key);
+/* how many such sockets are kept, and which */
+unsigned kp_tls_learners(void);
+size_t kp_tls_learner_fds(int *fds, size_t cap);
+/* the program closes (or the kernel is about to close) hidden fd, a
+ * learner's: forgotten, the caller closes it.  True when it was one. */
+bool kp_tls_learner_forget(int fd);
+/* out of fds: one last look each, then all closed; how many */
+unsigned kp_tls_learners_drain(void);
+
 /* --- for the SSL_* wrappers (hooks_tls.c) --- */
 
 enum kp_tls_op { KP_TLS_READ, KP_TLS_READ_EX, KP_TLS_PEEK, KP_TLS_PEEK_EX, KP_TLS_WRITE, KP_TLS_WRITE_EX };

@@ -651,6 +651,24 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 		kp_debug("a cached session offered for resumption");
 }
 
+bool kp_tls_keep_session(struct kp_tls *e, const struct pool_key *key)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) || !kp_ssl.SSL_is_init_finished(e->ssl))
+		return false;
+	kp_lock(&tls_lock);
+	/* read as kp_tls_park reads it, the program's SSL alive or not */
+	bool ours = !e->dead && !e->foreign;
+	if (ours) {
+		note_cert(e);
+		if (!e->full.known && !kp_ssl.SSL_session_reused(e->ssl))
+			full_read(e->ssl, &e->full);
+	}
+	kp_unlock(&tls_lock);
+	if (ours)
+		ticket_keep(e, key);
+	return ours;
+}
+
 bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key)
 {
 	if (e->dead || !shim_ctx_get())

@@ -498,11 +498,16 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 			 * the program calls again with the same bytes, docs/hold.md
 			 * "HTTPS"), or a retry it could not take; else a write after
 			 * the owed EOF: as after the server's close_notify
-			 * (docs/replay.md, "Nothing added") */
+			 * (docs/replay.md, "Nothing added"); so too where the
+			 * server's own close_notify was read (a close not
+			 * rewritten: OpenSSL's SSL_get_error says ZERO_RETURN once
+			 * it came) */
 			int err = kp_tls_push_err;
-			if (!err)
-				err = __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) ? SSL_ERROR_ZERO_RETURN
-										     : SSL_ERROR_SYSCALL;
+			if (!err) {
+				bool notified = kp_ssl.SSL_get_shutdown(io.e) & SSL_RECEIVED_SHUTDOWN;
+				err = __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || notified ? SSL_ERROR_ZERO_RETURN
+												   : SSL_ERROR_SYSCALL;
+			}
 			saved = errno;
 			synth(&io, err);
 			errno = saved;

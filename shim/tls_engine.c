@@ -80,8 +80,21 @@ void closer_told(const struct pool_key *key)
 	closer_set(key, CL_TELLS);
 }
 
+/* the server's way is known (close_notify or the FIN alone) */
+static bool closer_known(const struct pool_key *key)
+{
+	kp_lock(&tls_lock);
+	struct closer *cl = closer(key);
+	bool known = cl && (cl->state == CL_NOTIFY || cl->state == CL_RAGGED);
+	kp_unlock(&tls_lock);
+	return known;
+}
+
+static void learn_poll(const struct pool_key *key, bool last);
+
 bool kp_tls_closes_clean(const struct pool_key *key)
 {
+	learn_poll(key, false); /* a connection closed before may know now */
 	kp_lock(&tls_lock);
 	struct closer *seen = closer(key);
 	int state = seen ? seen->state : -1;
@@ -126,6 +139,211 @@ void closer_learn(SSL *e, int r, const struct pool_key *key)
 	uint8_t b = (uint8_t)notify;
 	kp_broker_sess_put(key, closer_name, CLOSER_KEEP_S, false, &b, 1);
 	kp_debug("the server ended a TLS connection %s", notify == 1 ? "with close_notify" : "without close_notify");
+}
+
+/* ------------------------------------------------------------ learning at close */
+
+/*
+ * A connection whose server was asked to end it (the request's close was
+ * not rewritten), closed by the program before it read that end (urllib
+ * reads Content-Length bytes and closes), where it is not known how the
+ * server ends: the library keeps its socket (hidden, as a parked one) and
+ * its engine, and reads on, never waiting: one recv(MSG_DONTWAIT) at the
+ * close, at the next close request or TLS connection of the process, and
+ * at exit (before OpenSSL's own exit handler), until close_notify or the
+ * bare FIN shows the server's way (docs/tls.md "Ragged closes").  The
+ * engine reads from a memory BIO we fill, and writes into another: no
+ * byte (an alert) ever reaches the server, and no wrapper of ours sees a
+ * read.  Only an engine no program can reach (the program freed its SSL
+ * first: CPython, curl) is kept.  A few, for a few seconds.
+ */
+#define MAX_LEARNERS 4
+#define LEARN_KEEP_MS 5000
+static struct learner {
+	struct kp_tls *e;
+	int fd;
+	struct pool_key key;
+	uint64_t since_ms;
+} learners[MAX_LEARNERS];
+static unsigned n_learners;
+static bool learn_atexit, learn_over; /* registered; ran (exit under way) */
+
+/* read what the socket has into l's engine; true when l is done (learnt,
+ * or it never will be).  Caller holds no lock of ours. */
+static bool learn_step(struct learner *l)
+{
+	SSL *s = l->e->ssl;
+	BIO *rb = kp_ssl.SSL_get_rbio(s);
+	char buf[4096];
+	int saved = errno;
+	bool fin = false, gone = false;
+	for (int i = 0; i < 16; i++) {
+		ssize_t n = KP_REAL(recv)(l->fd, buf, sizeof(buf), MSG_DONTWAIT);
+		if (n > 0 && kp_ssl.BIO_write(rb, buf, (int)n) == (int)n)
+			continue;
+		fin = n == 0;
+		gone = n != 0 && (n > 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR));
+		break;
+	}
+	errno = saved;
+	if (gone) /* a reset, or no memory: teaches nothing */
+		return true;
+	if (fin) /* the memory BIO's end is the TCP FIN: read 0, not retry */
+		kp_ssl.BIO_ctrl(rb, BIO_C_SET_BUF_MEM_EOF_RETURN, 0, NULL);
+	kp_ssl.ERR_set_mark();
+	int r = kp_ssl.SSL_read(s, buf, sizeof(buf));
+	bool done = true;
+	if (r <= 0 && kp_ssl.SSL_get_error(s, r) == SSL_ERROR_WANT_READ && !fin)
+		done = false;
+	else if (r <= 0) /* r > 0: bytes after the response: teaches nothing */
+		closer_learn(s, r, &l->key);
+	kp_ssl.ERR_pop_to_mark();
+	errno = saved;
+	return done;
+}
+
+static void learner_drop(struct learner *l)
+{
+	kp_fd_swap(l->fd, NULL);
+	KP_REAL(close)(l->fd);
+	kp_tls_put(l->e);
+}
+
+/* Step the learners (those for key, or all when key is NULL; all that are
+ * too old go), or drop them all (at exit: one last step each). */
+static void learn_poll(const struct pool_key *key, bool last)
+{
+	if (!__atomic_load_n(&n_learners, __ATOMIC_ACQUIRE))
+		return;
+	struct learner mine[MAX_LEARNERS];
+	unsigned n = 0;
+	uint64_t now = kp_now_ms();
+	kp_lock(&tls_lock);
+	for (unsigned i = 0; i < n_learners;) {
+		struct learner *l = &learners[i];
+		if (last || !key || !memcmp(&l->key, key, sizeof(*key)) || now - l->since_ms > LEARN_KEEP_MS) {
+			mine[n++] = *l;
+			*l = learners[--n_learners];
+		} else {
+			i++;
+		}
+	}
+	kp_unlock(&tls_lock);
+	for (unsigned i = 0; i < n; i++) {
+		struct learner *l = &mine[i];
+		bool old = now - l->since_ms > LEARN_KEEP_MS;
+		bool known = closer_known(&l->key);
+		if (known || learn_step(l) || old || last) {
+			learner_drop(l);
+			continue;
+		}
+		kp_lock(&tls_lock);
+		bool room = n_learners < MAX_LEARNERS;
+		if (room)
+			learners[n_learners++] = *l;
+		kp_unlock(&tls_lock);
+		if (!room)
+			learner_drop(l);
+	}
+}
+
+static void learn_exit(void)
+{
+	__atomic_store_n(&learn_over, true, __ATOMIC_RELEASE); /* OpenSSL's handler comes next */
+	learn_poll(NULL, true);
+}
+
+unsigned kp_tls_learners(void)
+{
+	return __atomic_load_n(&n_learners, __ATOMIC_ACQUIRE);
+}
+
+bool kp_tls_learn(struct kp_tls *e, int hidden, const struct pool_key *key)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) || __atomic_load_n(&learn_over, __ATOMIC_ACQUIRE) ||
+	    closer_known(key))
+		return false;
+	kp_lock(&tls_lock);
+	/* no program's SSL speaks through it any more, nor ever will */
+	bool ours = e->refs == 1 && !e->dead && !e->foreign && e->own_bio &&
+		    !(kp_ssl.SSL_get_shutdown(e->ssl) & SSL_RECEIVED_SHUTDOWN);
+	kp_unlock(&tls_lock);
+	if (!ours)
+		return false;
+	BIO *rb = kp_ssl.BIO_new(kp_ssl.BIO_s_mem()), *wb = kp_ssl.BIO_new(kp_ssl.BIO_s_mem());
+	if (!rb || !wb) {
+		if (rb)
+			kp_ssl.BIO_free(rb);
+		if (wb)
+			kp_ssl.BIO_free(wb);
+		return false;
+	}
+	kp_ssl.BIO_ctrl(rb, BIO_C_SET_BUF_MEM_EOF_RETURN, -1, NULL); /* empty: retry */
+	kp_ssl.SSL_set_bio(e->ssl, rb, wb); /* frees its socket BIO (no close) */
+	e->fd = hidden;
+	/* the end as it is on the wire: close_notify is ZERO_RETURN, the FIN
+	 * alone "unexpected eof" (closer_learn) */
+	kp_ssl.SSL_clear_options(e->ssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
+	struct learner l = { e, hidden, *key, kp_now_ms() };
+	if (learn_step(&l) || closer_known(key))
+		return learner_drop(&l), true;
+	struct learner out = { 0 };
+	bool evict = false, first = !learn_atexit;
+	kp_lock(&tls_lock);
+	if (n_learners == MAX_LEARNERS) { /* the oldest goes */
+		out = learners[0];
+		learners[0] = learners[--n_learners];
+		evict = true;
+	}
+	learners[n_learners] = l;
+	__atomic_store_n(&n_learners, n_learners + 1, __ATOMIC_RELEASE);
+	learn_atexit = true;
+	kp_unlock(&tls_lock);
+	if (evict)
+		learner_drop(&out);
+	/* before OpenSSL's own handler (registered at its first use, so
+	 * earlier), which frees what the engines need */
+	if (first)
+		atexit(learn_exit);
+	return true;
+}
+
+bool kp_tls_learner_forget(int fd)
+{
+	if (!__atomic_load_n(&n_learners, __ATOMIC_ACQUIRE))
+		return false;
+	struct learner out = { 0 };
+	kp_lock(&tls_lock);
+	for (unsigned i = 0; i < n_learners; i++) {
+		if (learners[i].fd == fd) {
+			out = learners[i];
+			learners[i] = learners[--n_learners];
+			break;
+		}
+	}
+	kp_unlock(&tls_lock);
+	if (out.e)
+		kp_tls_put(out.e);
+	return out.e != NULL;
+}
+
+size_t kp_tls_learner_fds(int *fds, size_t cap)
+{
+	size_t n = 0;
+	if (!__atomic_load_n(&n_learners, __ATOMIC_ACQUIRE))
+		return 0;
+	kp_lock(&tls_lock);
+	for (unsigned i = 0; i < n_learners && n < cap; i++)
+		fds[n++] = learners[i].fd;
+	kp_unlock(&tls_lock);
+	return n;
+}
+
+unsigned kp_tls_learners_drain(void)
+{
+	unsigned n = kp_tls_learners();
+	learn_poll(NULL, true);
+	return n;
 }
 
 /* How ssl's handshake offers session sess: its protocol version, with a
@@ -436,6 +654,7 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 	SSL *ssl = ssl_;
 	if (!kp_ssl_bind() || !shim_ctx_get())
 		return NULL;
+	learn_poll(NULL, false); /* connections closed before may know now */
 	struct kp_tls *e = calloc(1, sizeof(*e));
 	struct handle *h = calloc(1, sizeof(*h));
 	const char *sni;
@@ -892,6 +1111,14 @@ void kp_tls_after_fork_parent(void)
 void kp_tls_after_fork_child(void)
 {
 	kp_mutex_init(&tls_lock);
+	/* the learners' sockets are the parent's: the child's copies go */
+	for (unsigned i = 0; i < n_learners; i++) {
+		kp_fd_swap(learners[i].fd, NULL);
+		KP_REAL(close)(learners[i].fd);
+		if (engine_unref(learners[i].e))
+			engine_free(learners[i].e);
+	}
+	n_learners = 0;
 }
 
 /* ALPN chose a protocol, and not HTTP/1.1: not ours to frame. */

@@ -52,6 +52,7 @@
 
 #include "broker_client.h"
 #include "broker_proto.h"
+#include "clock.h"
 #include "config.h"
 #include "dl_real.h"
 #include "fdtable.h"
@@ -225,13 +226,16 @@ struct ticket {
  * not known yet, that a program of this process would tell the
  * difference (it read an EOF we owed, or called SSL_shutdown again after
  * it).  An EOF the library owes is shown as a close_notify, so a request
- * that asks to close is rewritten where that is what the server sends,
- * or where nothing is known yet and no program has looked (docs/tls.md
- * "Ragged closes").  A small ring, as resumers. */
+ * that asks to close is rewritten only where that is what the server
+ * sends (docs/tls.md "Ragged closes"; a connection closed before its end
+ * was read is read on by the library to learn it, tls_engine.c
+ * kp_tls_learn).  A small ring, as resumers. */
 enum { CL_RAGGED = 0, CL_NOTIFY = 1, CL_TELLS = 2 };
-/* 0: a destination not known owes no EOF at all (strict default deny:
- * measured, docs/tls.md, it costs Python's urllib all its HTTPS reuse) */
-#define CLOSER_UNKNOWN_OWES 1
+/* 0: a destination not known owes no EOF at all (strict default deny;
+ * with learning at close it costs one connection per destination,
+ * docs/tls.md "Ragged closes"); 1: the middle rule before (rewrite until
+ * a program looked) */
+#define CLOSER_UNKNOWN_OWES 0
 #define MAX_CLOSERS 16
 #define CLOSER_KEEP_S 3600
 /* Options that may differ (docs/tls.md "allow-list"): they act only after

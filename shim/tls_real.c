@@ -50,12 +50,12 @@ static void *real_dlopen(const char *soname, int flags)
  * that is loaded, in whatever scope (CPython loads _ssl RTLD_LOCAL). */
 static void *find(const char *name, const char *soname, void **handle)
 {
-	void *p = dlvsym(RTLD_NEXT, name, OSSL_VERSION);
+	void *p = kp_dl_vsym(RTLD_NEXT, name, OSSL_VERSION);
 	if (p)
 		return p;
 	if (!*handle)
 		*handle = real_dlopen(soname, RTLD_LAZY | RTLD_NOLOAD);
-	return *handle ? dlvsym(*handle, name, OSSL_VERSION) : NULL;
+	return *handle ? kp_dl_vsym(*handle, name, OSSL_VERSION) : NULL;
 }
 
 static void bind_all(void)

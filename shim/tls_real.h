@@ -202,6 +202,9 @@ typedef void (*kp_any_fn)(void);
 /* libcrypto */
 #define KP_CRYPTO_FUNCS(X)                                                        \
 	X(BIO *, BIO_new_socket, (int, int))                                       \
+	X(BIO *, BIO_new, (const BIO_METHOD *))                                    \
+	X(const BIO_METHOD *, BIO_s_mem, (void))                                   \
+	X(int, BIO_write, (BIO *, const void *, int))                              \
 	X(long, BIO_ctrl, (BIO *, int, long, void *))                              \
 	X(int, BIO_up_ref, (BIO *))                                                \
 	X(int, BIO_free, (BIO *))                                                  \

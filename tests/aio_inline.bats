@@ -24,6 +24,18 @@ teardown() { servers_stop; }
 	[ "$(stat_value rewritten)" -eq 0 ] || fail "a request rewritten"
 }
 
+@test "the same library opened with dlopen() and reached without dlsym (its constructor registers its functions): not rewritten either, ends as without the library" {
+	# the object appears after our scans at start: the program's dlopen
+	# leaves it unknown, and unknown owes no EOF until the next dlsym
+	run_both 2 "$CLIENTS/inline_aio_plugin_get" 127.0.0.1 "$SERVER_PORT" 2
+	assert_both_ok
+	assert_same_output --headers
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_line "end 0"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 2"
+	[ "$(stat_value rewritten)" -eq 0 ] || fail "a request rewritten"
+}
+
 @test "Debian's libaio (io_submit through libc's syscall(), which we wrap) is not affected: the same program without the inline object still reuses" {
 	# httpget asks to close and reads with read(): rewritten and reused
 	run_both 2 "$CLIENTS/httpget" 127.0.0.1 "$SERVER_PORT" /f 2

@@ -25,6 +25,19 @@ assert_one_connection() {
 	assert_equal "handed out $(stat_value tls_reused)" "handed out $(($1 - 1))"
 }
 
+# the same after a first connection of the program's own: its request's
+# close is not rewritten while it is not known how the server ends a TLS
+# connection; that close teaches it (docs/tls.md "Ragged closes"), and one
+# connection serves the rest
+assert_taught_then_one() {
+	assert_both_ok
+	assert_equal "plain requests $PLAIN_REQS" "plain requests $1"
+	assert_equal "plain conns $PLAIN_CONNS" "plain conns $1"
+	assert_equal "shim requests $SHIM_REQS" "shim requests $1"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 2"
+	assert_equal "handed out $(stat_value tls_reused)" "handed out $(($1 - 2))"
+}
+
 # N requests, each on a connection of the program's own handshake: one
 # the library may not hand a pooled connection (docs/tls.md "Callbacks
 # that watch", "Renegotiation")
@@ -63,9 +76,13 @@ assert_own_connections() {
 		assert_plain_output_is "$NGINX_DIR/www/f" $N
 		assert_same_output
 		if [ $v = 13 ]; then
-			assert_one_connection $N
+			# (urllib never reads the end: the library reads it after
+			# the program's close, docs/tls.md "Ragged closes")
+			assert_taught_then_one $N
 		else
 			assert_own_connections $N
+			# (the first connection, whose close teaches, is not
+			# parked: its session is kept all the same)
 			assert_equal "resumed $(stat_value tls_resumed)" "resumed $((N - 1))"
 		fi
 	done
@@ -107,21 +124,22 @@ trust_steps() {
 }
 
 @test "trust never leaks: a context that does not trust the CA fails after trusted connections were pooled" {
-	# tls_trust.py reads each answer to its end: the first step's owed
-	# EOF stops the hand-outs (one declined) until the second's close
-	# reaches nginx, which teaches that it ends with close_notify
-	# (docs/tls.md "Ragged closes"); the first connection then serves the
-	# third and fourth
+	# the first step's close reaches nginx (nothing is known of how it
+	# ends: not rewritten), which teaches that it ends with close_notify
+	# (docs/tls.md "Ragged closes"); the second's connection then serves
+	# the third and fourth, and is refused to the fifth
 	trust_steps 4 trust@localhost trust@localhost trust@localhost trust@localhost other@localhost
 	assert_equal "$(sed -n 5p "$BATS_TEST_TMPDIR/shim.out")" \
 		"other@localhost fail unable to get local issuer certificate"
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 2"
-	[ "$(stat_value tls_reused)" -eq 2 ] && [ "$(stat_value tls_declined)" -eq 2 ]
+	[ "$(stat_value tls_reused)" -eq 2 ] && [ "$(stat_value tls_declined)" -eq 1 ]
 }
 
 @test "trust never leaks: the verified name is the program's own (IP 127.0.0.2 fails on 127.0.0.1's connection)" {
-	trust_steps 1 trust@127.0.0.1 trust@127.0.0.2
-	assert_equal "$(sed -n 2p "$BATS_TEST_TMPDIR/shim.out")" \
+	# (the first step teaches how nginx ends, docs/tls.md "Ragged closes";
+	# the second's connection is pooled)
+	trust_steps 2 trust@127.0.0.1 trust@127.0.0.1 trust@127.0.0.2
+	assert_equal "$(sed -n 3p "$BATS_TEST_TMPDIR/shim.out")" \
 		"trust@127.0.0.2 fail IP address mismatch, certificate is not valid for '127.0.0.2'."
 	# same SNI (none): only the program's own verification could refuse it
 	[ "$(stat_value tls_declined)" -eq 1 ]
@@ -240,14 +258,14 @@ trust_steps() {
 }
 
 @test "trust never leaks: a stricter security level is not handed a connection made at a laxer one" {
-	# (the second step teaches how nginx ends, docs/tls.md "Ragged
-	# closes": its hand-out declined)
+	# (the first step teaches how nginx ends, docs/tls.md "Ragged
+	# closes"; the second's connection is pooled)
 	trust_steps 3 trust@localhost trust@localhost trust+sec4@localhost trust@localhost
 	assert_equal "$(sed -n 3p "$BATS_TEST_TMPDIR/shim.out")" "trust+sec4@localhost fail SSLError"
-	[ "$(stat_value tls_declined)" -eq 2 ] && [ "$(stat_value tls_reused)" -eq 1 ]
+	[ "$(stat_value tls_declined)" -eq 1 ] && [ "$(stat_value tls_reused)" -eq 1 ]
 }
 
-@test "under valgrind (memcheck): park, hand-out, re-verification, resumption of ours, a declined hand-out (tls_config); curl passing through: no error" {
+@test "under valgrind (memcheck): park, hand-out, re-verification, a declined hand-out (tls_config); curl passing through: no error" {
 	# curl cannot start with libasan preloaded: valgrind watches it instead
 	curl_ok || skip "the ASan run preloads libasan, which valgrind cannot follow"
 	use_tls 13
@@ -256,8 +274,14 @@ trust_steps() {
 	CLIENT_TIMEOUT=120 run_both 5 valgrind -q --error-exitcode=99 "$CLIENTS/tls_config" observe "$SERVER_PORT" "$TLS"
 	assert_both_ok
 	assert_same_output
-	[ "$(stat_value tls_reused)" -ge 2 ] && [ "$(stat_value tls_resumed)" -ge 1 ]
-	CLIENT_TIMEOUT=120 run_both 2 valgrind -q --error-exitcode=99 "$CLIENTS/tls_config" setting "$SERVER_PORT" "$TLS" block_padding
+	# (no resumption of ours in this sequence since a close is rewritten
+	# only where close_notify is known: the first connection teaches and
+	# no hand-out is declined, docs/tls.md "Ragged closes"; the fallback
+	# is left to the test "no pooled connection free" without valgrind)
+	[ "$(stat_value tls_reused)" -ge 2 ]
+	# (one exchange first, whose close teaches how nginx ends: the
+	# scenario's first connection is then pooled, and declined)
+	CLIENT_TIMEOUT=120 run_both 3 TLS_CONFIG_TEACH=1 valgrind -q --error-exitcode=99 "$CLIENTS/tls_config" setting "$SERVER_PORT" "$TLS" block_padding
 	assert_both_ok
 	assert_same_output
 	[ "$(stat_value tls_declined)" -ge 1 ]
@@ -287,15 +311,15 @@ concurrent() {
 }
 
 @test "no pooled connection free: a fresh handshake resumes the session of a pooled one (fallback)" {
-	# (a first request that teaches how nginx ends, docs/tls.md "Ragged
-	# closes": the second's hand-out is declined, its close teaches)
+	# (a first request whose close teaches how nginx ends, docs/tls.md
+	# "Ragged closes"; the second's connection, which resumed the first's
+	# session, is pooled)
 	concurrent 4 trust,trust trust
 	assert_equal "$(count_matches ' ok HTTP/1.1 200 OK /echo/' "$BATS_TEST_TMPDIR/shim.out")" 4
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 3"
 	# nginx's $ssl_session_reused: the new connection resumed ("r")
 	run awk '!($1 in seen) { seen[$1] = ++n } seen[$1] > 2 { print $7 }' "$NGINX_DIR/access.log"
 	assert_output r
-	# (the declined second request's own handshake resumed one too)
 	[ "$(stat_value tls_resumed)" -eq 2 ] && [ "$(stat_value tls_reused)" -eq 1 ]
 }
 

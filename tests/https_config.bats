@@ -252,9 +252,9 @@ gnutls_own() {
 	assert_equal "shim requests $SHIM_REQS" "shim requests 4"
 }
 
-@test "a program that reads its SSL through BIO_f_ssl, imported or found by dlsym, is never handed a pooled TLS connection (its BIO reads the SSL past us)" {
+@test "a program that reads its SSL through BIO_f_ssl, imported or found by dlsym or dlvsym, is never handed a pooled TLS connection (its BIO reads the SSL past us)" {
 	scripted_start_tls keepalive
-	for client in tls_bio tls_bio_dlsym; do
+	for client in tls_bio tls_bio_dlsym tls_bio_dlvsym; do
 		# (the first connection's close teaches how the server ends, the
 		# second is pooled: docs/tls.md "Ragged closes")
 		run_both 4 "$CLIENTS/$client" "$SCRIPTED_PORT" "$SCRIPTED_CA" localhost 4 mixed

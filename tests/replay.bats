@@ -351,19 +351,26 @@ close_line_all() {
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
 }
 
-# will_close_run [--ca CA]: Python http.client, GET and POST alternately
+# will_close_run [--ca CA]: Python http.client, GET and POST alternately.
+# Over TLS the first request is not rewritten (how the server ends is not
+# known yet, docs/tls.md "Ragged closes"): it reads the server's own
+# answer, as without the library, and its close teaches; the close line
+# shows from the second on, whose connection serves the rest.
 will_close_run() {
+	local first=0 conns=1
+	[ "${1-}" != --ca ] || { first=1 && conns=2; }
 	run_both 4 "$PYTHON" "$SCRIPTS/will_close.py" 127.0.0.1 "$SCRIPTED_PORT" 4 "$@"
 	assert_both_ok
 	run cat "$BATS_TEST_TMPDIR/plain.out"
 	assert_line --index 0 --regexp "^0 200 None False b'id=[0-9]{8}\\\\n'$"
 	run cat "$BATS_TEST_TMPDIR/shim.out"
-	assert_line --index 0 --regexp "^0 200 'close' True b'id=[0-9]{8}\\\\n'$"
+	[ $first = 0 ] || assert_line --index 0 --regexp "^0 200 None False b'id=[0-9]{8}\\\\n'$"
+	assert_line --index $first --regexp "^$first 200 'close' True b'id=[0-9]{8}\\\\n'$"
 	sed "s/ 'close' True / None False /" "$BATS_TEST_TMPDIR/shim.out" >"$BATS_TEST_TMPDIR/shim.cmp"
 	cmp -s "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.cmp" ||
 		fail "more than Connection and will_close differ"
 	assert_equal "shim requests $SHIM_REQS" "shim requests 4"
-	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns $conns"
 }
 
 @test "Python http.client: the answer to its Connection: close says close, will_close is True" {

@@ -39,7 +39,11 @@ int main(int argc, char **argv)
 	int mixed = !strcmp(argv[5], "mixed");
 #ifdef TLS_BIO_BY_NAME
 	const BIO_METHOD *(*f_ssl)(void);
+#if TLS_BIO_BY_NAME == 2
+	*(void **)&f_ssl = dlvsym(RTLD_DEFAULT, "BIO_f_ssl", "OPENSSL_3.0.0");
+#else
 	*(void **)&f_ssl = dlsym(RTLD_DEFAULT, "BIO_f_ssl");
+#endif
 	if (!f_ssl)
 		return 2;
 #else

@@ -318,6 +318,11 @@ int main(int argc, char **argv)
 	const char *sc = argv[1], *arg = argc > 4 ? argv[4] : "";
 	port = atoi(argv[2]);
 	dir = argv[3];
+	/* TLS_CONFIG_TEACH=1: one exchange before the scenario, whose close
+	 * teaches the library how the server ends (docs/tls.md "Ragged
+	 * closes"), so that the scenario's first request may be pooled */
+	if (getenv("TLS_CONFIG_TEACH"))
+		first();
 	if (!strcmp(sc, "kept_ssl")) {
 		/* the first SSL closes its socket and is freed only after a
 		 * second SSL's request (Ruby frees at GC): it keeps its
