@@ -554,7 +554,7 @@ int tlsrec_read(struct tlsrec_reader *r, const uint8_t *buf, size_t len, size_t 
 	/* the messages of a record first, one per call */
 	int rc = next_message(r, ev);
 	if (rc)
-		return rc;
+		return rc < 0 ? rc : 0;
 	int f = tlsrec_frame(r->rx->version, buf, len, &need);
 	if (f <= 0) {
 		ev->need = need;
