@@ -221,7 +221,7 @@ bench: $(LIB) build/clients/httpget build/latency-proxy
 # without libFuzzer by $(CC).
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_NAMES := response request rewrite llhttp broker split
+FUZZ_NAMES := response request rewrite llhttp broker split tls_record
 FUZZ_BINS := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_NAMES))
 REPLAY_BINS := $(patsubst %,build/fuzz-replay/fuzz_%,$(FUZZ_NAMES))
 FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 $(WARN) -Ishim \
@@ -245,6 +245,16 @@ build/fuzz/fuzz_broker: tests/fuzz/fuzz_broker.c tests/fuzz/fuzz.h pool/broker_p
 build/fuzz-replay/fuzz_broker: tests/fuzz/fuzz_broker.c tests/fuzz/replay.c tests/fuzz/fuzz.h build/san/pool/broker_proto.o Makefile
 	@mkdir -p build/fuzz-replay
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c build/san/pool/broker_proto.o
+
+# the TLS record layer's reader (shim/tls_record.c, libcrypto), not the framer
+build/fuzz/fuzz_tls_record: tests/fuzz/fuzz_tls_record.c tests/fuzz/fuzz.h shim/tls_record.c shim/tls_record.h Makefile
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang (apt-get install clang)" >&2; exit 1; }
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< shim/tls_record.c -lcrypto
+
+build/fuzz-replay/fuzz_tls_record: tests/fuzz/fuzz_tls_record.c tests/fuzz/replay.c tests/fuzz/fuzz.h build/san/shim/tls_record.o Makefile
+	@mkdir -p build/fuzz-replay
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c build/san/shim/tls_record.o -lcrypto
 
 # our response framer against llhttp on arbitrary bytes (llhttp built for
 # libFuzzer too, without our warnings)

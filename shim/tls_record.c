@@ -462,7 +462,12 @@ static int next_message(struct tlsrec_reader *r, struct tlsrec_ev *ev)
 		return 0;
 	r->hs_done += mlen;
 	bool v13 = r->rx->version == TLSREC_V13;
-	switch (v13 ? m[0] : m[0] == HS_HELLO_REQUEST ? HS_HELLO_REQUEST : 255) {
+	/* TLS 1.3 has tickets and KeyUpdate after the handshake, no
+	 * HelloRequest (RFC 8446 4); TLS 1.2 only HelloRequest */
+	uint8_t mtype = m[0];
+	if (v13 ? mtype == HS_HELLO_REQUEST : mtype != HS_HELLO_REQUEST)
+		mtype = 255;
+	switch (mtype) {
 	case HS_NEW_SESSION_TICKET:
 		ev->what = TLSREC_EV_TICKET;
 		ev->data = m;

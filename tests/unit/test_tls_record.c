@@ -628,6 +628,9 @@ static void rules13(uint16_t cipher)
 	peer_init(q, TLSREC_V13, cipher);
 	peer_seal(q, TLSREC_CT_HANDSHAKE, "\x0d\x00\x00\x00", 4);
 	CHECK(peer_read(q, &ev) == -TLSREC_AD_UNEXPECTED_MESSAGE);
+	peer_init(q, TLSREC_V13, cipher); /* a HelloRequest is TLS 1.2's */
+	peer_seal(q, TLSREC_CT_HANDSHAKE, "\x00\x00\x00\x00", 4);
+	CHECK(peer_read(q, &ev) == -TLSREC_AD_UNEXPECTED_MESSAGE);
 	peer_init(q, TLSREC_V13, cipher);
 	static uint8_t big[300] = {4, 0, 1, 40};
 	peer_seal(q, TLSREC_CT_HANDSHAKE, big, sizeof(big));
