@@ -18,7 +18,8 @@ tests/fuzz/*.c):
             and without the rewrite), a pipelined stream, or a request file;
   tls_record: a control byte (cipher, version, sealed or raw, stride),
             then records to seal (type, length, content) or raw bytes
-            (tls_record_seeds below).
+            (tls_record_seeds below);
+  tls_export: an export message (shim/tls_export.c; tls_export_seeds).
 The regression inputs of CORPUS_DIR/fuzz-<harness>/ are copied as they are.
 The fuzzers then write only into OUT_DIR, never into tests/.
 """
@@ -117,10 +118,36 @@ def tls_record_seeds():
     return out
 
 
+def tls_export_seeds():
+    """well-formed export messages (shim/tls_export.c: big-endian, the
+    fixed fields, then the blobs [u32 length][bytes]), each version x
+    cipher"""
+    out = []
+    for version in (0x0304, 0x0303):
+        for cipher, klen, hlen in ((51, 16, 32), (52, 32, 48), (54, 32, 32)):
+            ivlen = 4 if version == 0x0303 and cipher != 54 else 12
+            slen = hlen if version == 0x0304 else 0
+            def direction(b):
+                return ((bytes([b]) * klen).ljust(32, b"\0") + (bytes([b]) * ivlen).ljust(12, b"\0") +
+                        struct.pack(">Q", 5) + (bytes([b]) * slen).ljust(48, b"\0"))
+            exp = hlen if version == 0x0304 else 48
+            fin = hlen if version == 0x0304 else 12
+            flags = 1 if version == 0x0304 else 0
+            m = struct.pack(">IHHBHH", 0x6b707831, version, cipher, flags, 29, 0x0403)
+            m += direction(0x11) + direction(0x22)
+            m += bytes([exp]) + b"\xee" * exp + b"\xc1" * 32 + b"\x5e" * 32
+            m += bytes([fin]) + b"\xf1" * fin + bytes([fin]) + b"\xf2" * fin
+            chain = struct.pack(">I", 3) + b"\x30\x01\x02" + struct.pack(">I", 2) + b"\x30\x09"
+            for blob in (b"http/1.1", b"localhost", b"session" * 6, chain, b"conf" * 10):
+                m += struct.pack(">I", len(blob)) + blob
+            out.append(m)
+    return out
+
+
 def main():
     corpus, out = sys.argv[1], sys.argv[2]
     seeds = {"response": [], "request": [], "rewrite": [], "llhttp": [], "broker": [],
-             "split": [], "tls_record": []}
+             "split": [], "tls_record": [], "tls_export": []}
     gets = []
     for sub in ("response", "response-hand"):
         for path in files(os.path.join(corpus, sub)):
@@ -145,6 +172,7 @@ def main():
         seeds["split"].append(bytes([0x80]) + data)
     seeds["broker"] = broker_seeds()
     seeds["tls_record"] = tls_record_seeds()
+    seeds["tls_export"] = tls_export_seeds()
     for name, lst in seeds.items():
         d = os.path.join(out, name)
         shutil.rmtree(d, ignore_errors=True)
