@@ -19,6 +19,9 @@
 /* OpenSSL's MAX_WARN_ALERT_COUNT: the fifth warning alert in a row is
  * fatal (unexpected_message, "too many warn alerts") */
 #define MAX_WARNINGS 5
+/* OpenSSL's MAX_EMPTY_RECORDS: more empty records in a row are
+ * unexpected_message ("record too small") */
+#define MAX_EMPTY 32
 
 static void put16(uint8_t *p, size_t v)
 {
@@ -545,6 +548,10 @@ static int on_handshake(struct tlsrec_reader *r, const uint8_t *p, int n)
 		return -TLSREC_AD_INTERNAL_ERROR;
 	memcpy(r->hs + r->hs_len, p, (size_t)n);
 	r->hs_len += (size_t)n;
+	/* a message its header says will not fit: refused now, not when
+	 * its bytes have come */
+	if (r->hs_len >= HS_HEADER && HS_HEADER + get24(r->hs + 1) > r->hs_cap)
+		return -TLSREC_AD_INTERNAL_ERROR;
 	return 0;
 }
 
@@ -569,6 +576,10 @@ int tlsrec_read(struct tlsrec_reader *r, const uint8_t *buf, size_t len, size_t 
 	if (n < 0)
 		return n;
 	*used = (size_t)f;
+	if (n > 0)
+		r->empty = 0;
+	else if (++r->empty > MAX_EMPTY)
+		return -TLSREC_AD_UNEXPECTED_MESSAGE;
 	/* RFC 8446 5.1: a handshake message may not be interleaved with
 	 * other records */
 	if (type != TLSREC_CT_HANDSHAKE && r->hs_len != r->hs_done)

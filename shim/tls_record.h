@@ -162,7 +162,7 @@ struct tlsrec_ev {
 
 /* The receiving half: its direction, the partial handshake message
  * (post-handshake messages may span records and share them: RFC 8446
- * 5.1), the warning alerts in a row (OpenSSL allows 4). */
+ * 5.1), the warning alerts and empty records in a row. */
 struct tlsrec_reader {
 	struct kp_tls_dir *rx;
 	uint8_t *hs;      /* the caller's buffer for handshake messages */
@@ -170,6 +170,7 @@ struct tlsrec_reader {
 	size_t hs_len;    /* bytes of handshake messages in hs */
 	size_t hs_done;   /* of which already given out */
 	unsigned warnings;
+	unsigned empty;   /* records of no content in a row (OpenSSL allows 32) */
 	uint8_t plain[TLSREC_OPEN_ROOM];
 };
 

@@ -480,6 +480,27 @@ static void renegotiation(void)
 	free(p);
 }
 
+/* 32 empty records in a row OpenSSL's server takes, the 33rd it refuses
+ * (ours the same: rules13, rules12) */
+static void empty_records(int version, const char *suite)
+{
+	for (int many = 32; many <= 33; many++) {
+		struct pair *p = calloc(1, sizeof(*p));
+		CHECK(handshake(p, version, suite) == 0 && take_over(p) == 0);
+		for (int i = 0; i < many; i++)
+			ours_send(p, TLSREC_CT_DATA, NULL, 0);
+		ours_send(p, TLSREC_CT_DATA, (const uint8_t *)"x", 1);
+		uint8_t buf[16];
+		int got = SSL_read(p->s, buf, sizeof(buf));
+		CHECK(many == 32 ? got == 1 : got <= 0 && SSL_get_error(p->s, got) == SSL_ERROR_SSL);
+		ERR_clear_error();
+		pair_free(p);
+		free(p);
+	}
+}
+
+static void empty_ours(uint16_t version, uint16_t cipher);
+
 /* ------------------------------------------------------------ the rules */
 
 /* a peer of ours: a record sealed as the peer would, with an inner
@@ -649,6 +670,9 @@ static void rules13(uint16_t cipher)
 	static uint8_t big[300] = {4, 0, 1, 40};
 	peer_seal(q, TLSREC_CT_HANDSHAKE, big, sizeof(big));
 	CHECK(peer_read(q, &ev) == -TLSREC_AD_INTERNAL_ERROR);
+	peer_init(q, TLSREC_V13, cipher); /* refused at its header */
+	peer_seal(q, TLSREC_CT_HANDSHAKE, big, 4);
+	CHECK(peer_read(q, &ev) == -TLSREC_AD_INTERNAL_ERROR);
 
 	/* five warnings in a row (user_canceled): too many */
 	peer_init(q, TLSREC_V13, cipher);
@@ -684,6 +708,26 @@ static void rules13(uint16_t cipher)
 	peer_seal(q, TLSREC_CT_DATA, "x", 1);
 	q->wire[0] = TLSREC_CT_HANDSHAKE;
 	CHECK(peer_read(q, &ev) == -TLSREC_AD_UNEXPECTED_MESSAGE);
+	free(q);
+}
+
+/* ours: 32 empty records in a row, then data; the 33rd refused */
+static void empty_ours(uint16_t version, uint16_t cipher)
+{
+	struct peer *q = calloc(1, sizeof(*q));
+	struct tlsrec_ev ev;
+	for (int many = 32; many <= 33; many++) {
+		peer_init(q, version, cipher);
+		for (int i = 0; i < many; i++)
+			peer_seal(q, TLSREC_CT_DATA, "", 0);
+		peer_seal(q, TLSREC_CT_DATA, "x", 1);
+		int rc = 0;
+		for (int i = 0; i < many && rc == 0; i++)
+			rc = peer_read(q, &ev);
+		CHECK(many == 32 ? rc == 0 : rc == -TLSREC_AD_UNEXPECTED_MESSAGE);
+		if (many == 32)
+			CHECK(peer_read(q, &ev) == 0 && ev.what == TLSREC_EV_DATA && ev.len == 1);
+	}
 	free(q);
 }
 
@@ -821,11 +865,15 @@ int main(void)
 		one_case(cases[i].version, cases[i].suite, cases[i].cipher, true);
 	}
 	renegotiation();
+	empty_records(TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256");
+	empty_records(TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256");
 	for (uint16_t c = TLSREC_AES_GCM_128; c <= TLSREC_CHACHA20_POLY1305; c++) {
 		if (c == 53)
 			continue;
 		rules13(c);
 		rules12(c);
+		empty_ours(TLSREC_V13, c);
+		empty_ours(TLSREC_V12, c);
 	}
 	framing();
 	X509_free(cert);
