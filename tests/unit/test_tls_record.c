@@ -1,14 +1,15 @@
 /*
  * test_tls_record.c - the record layer (shim/tls_record.c) against OpenSSL
  * itself, in process over memory BIOs: a real client and server SSL make
- * their handshake (a self-signed certificate made here), the client's
+ * their handshake (self-signed P-256 and RSA certificates made here), the client's
  * secrets are taken (TLS 1.3: its keylog lines; TLS 1.2: the master secret
  * and the randoms), and ours then takes the client's place: what it seals
  * the server's SSL_read must accept, what the server's SSL_write sends
  * ours must open, for every version x cipher, record sizes 0, 1, 2^14 - 1
  * and 2^14 (2^14 + 1 refused), with a NewSessionTicket mid-stream,
  * KeyUpdates both ways (requested and not), close_notify both ways, the
- * sequence numbers continuing across all of it.
+ * sequence numbers continuing across all of it; then every size to 80 and
+ * a stride to 2^14 both ways, and the empty-record limit.
  *
  * Each case runs twice: taken over right after the handshake, and after
  * the client's OpenSSL exchanged records first, the sequence numbers then
@@ -33,12 +34,14 @@
 
 /* ------------------------------------------------------------ the pair */
 
-static EVP_PKEY *pkey;
-static X509 *cert;
+/* the server's key and certificate: P-256 for the ECDSA suites, RSA for
+ * TLS 1.2's ECDHE-RSA ones (TLS 1.3 takes either) */
+static EVP_PKEY *pkey, *ec_key, *rsa_key;
+static X509 *cert, *ec_cert, *rsa_cert;
 
-static void make_cert(void)
+static void make_cert(bool rsa)
 {
-	pkey = EVP_EC_gen("P-256");
+	pkey = rsa ? EVP_RSA_gen(2048) : EVP_EC_gen("P-256");
 	cert = X509_new();
 	if (!pkey || !cert)
 		abort();
@@ -52,6 +55,19 @@ static void make_cert(void)
 	X509_set_pubkey(cert, pkey);
 	if (!X509_sign(cert, pkey, EVP_sha256()))
 		abort();
+	if (rsa) {
+		rsa_key = pkey;
+		rsa_cert = cert;
+	} else {
+		ec_key = pkey;
+		ec_cert = cert;
+	}
+}
+
+static void use_key(bool rsa)
+{
+	pkey = rsa ? rsa_key : ec_key;
+	cert = rsa ? rsa_cert : ec_cert;
 }
 
 /* the client's keylog lines (TLS 1.3): the two application traffic
@@ -466,6 +482,29 @@ static void one_case(int version, const char *suite, int expect_cipher, bool ope
 	free(p);
 }
 
+/* every record size from 0 to 80 (the AEAD's block edges) and then a
+ * stride up to 2^14, both ways, on one connection */
+static void size_sweep(int version, const char *suite)
+{
+	struct pair *p = calloc(1, sizeof(*p));
+	int failed_before = failed;
+	CHECK(handshake(p, version, suite) == 0 && take_over(p) == 0);
+	for (size_t len = 0; len <= TLSREC_MAX_PLAIN; len += len < 80 ? 1 : 1021) {
+		ours_send(p, TLSREC_CT_DATA, pattern(len, (uint8_t)len), len);
+		ours_send(p, TLSREC_CT_DATA, (const uint8_t *)"|", 1);
+		server_reads(p, pattern(len, (uint8_t)len), len);
+		server_reads(p, (const uint8_t *)"|", 1);
+		if (len) {
+			server_writes(p, pattern(len, (uint8_t)(len + 1)), len);
+			ours_reads(p, pattern(len, (uint8_t)(len + 1)), len);
+		}
+	}
+	printf("  %s %s: sizes 0-80 and every 1021st to 2^14 both ways: %s\n",
+	       version == TLS1_3_VERSION ? "TLS 1.3" : "TLS 1.2", suite, failed == failed_before ? "ok" : "FAILED");
+	pair_free(p);
+	free(p);
+}
+
 /* TLS 1.2: the server's HelloRequest is a renegotiation ours refuses */
 static void renegotiation(void)
 {
@@ -850,20 +889,30 @@ int main(void)
 		int version;
 		const char *suite;
 		int cipher;
+		bool rsa;
 	} cases[] = {
-		{TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256", TLSREC_AES_GCM_128},
-		{TLS1_3_VERSION, "TLS_AES_256_GCM_SHA384", TLSREC_AES_GCM_256},
-		{TLS1_3_VERSION, "TLS_CHACHA20_POLY1305_SHA256", TLSREC_CHACHA20_POLY1305},
-		{TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256", TLSREC_AES_GCM_128},
-		{TLS1_2_VERSION, "ECDHE-ECDSA-AES256-GCM-SHA384", TLSREC_AES_GCM_256},
-		{TLS1_2_VERSION, "ECDHE-ECDSA-CHACHA20-POLY1305", TLSREC_CHACHA20_POLY1305},
+		{TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256", TLSREC_AES_GCM_128, false},
+		{TLS1_3_VERSION, "TLS_AES_256_GCM_SHA384", TLSREC_AES_GCM_256, false},
+		{TLS1_3_VERSION, "TLS_CHACHA20_POLY1305_SHA256", TLSREC_CHACHA20_POLY1305, false},
+		{TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256", TLSREC_AES_GCM_128, false},
+		{TLS1_2_VERSION, "ECDHE-ECDSA-AES256-GCM-SHA384", TLSREC_AES_GCM_256, false},
+		{TLS1_2_VERSION, "ECDHE-ECDSA-CHACHA20-POLY1305", TLSREC_CHACHA20_POLY1305, false},
+		{TLS1_2_VERSION, "ECDHE-RSA-AES128-GCM-SHA256", TLSREC_AES_GCM_128, true},
+		{TLS1_2_VERSION, "ECDHE-RSA-AES256-GCM-SHA384", TLSREC_AES_GCM_256, true},
+		{TLS1_2_VERSION, "ECDHE-RSA-CHACHA20-POLY1305", TLSREC_CHACHA20_POLY1305, true},
 	};
 
-	make_cert();
+	make_cert(true);
+	make_cert(false);
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		use_key(cases[i].rsa);
 		one_case(cases[i].version, cases[i].suite, cases[i].cipher, false);
-		one_case(cases[i].version, cases[i].suite, cases[i].cipher, true);
+		if (!cases[i].rsa)
+			one_case(cases[i].version, cases[i].suite, cases[i].cipher, true);
+		if (cases[i].version == TLS1_3_VERSION || !cases[i].rsa)
+			size_sweep(cases[i].version, cases[i].suite);
 	}
+	use_key(false);
 	renegotiation();
 	empty_records(TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256");
 	empty_records(TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256");
@@ -876,8 +925,10 @@ int main(void)
 		empty_ours(TLSREC_V12, c);
 	}
 	framing();
-	X509_free(cert);
-	EVP_PKEY_free(pkey);
+	X509_free(ec_cert);
+	EVP_PKEY_free(ec_key);
+	X509_free(rsa_cert);
+	EVP_PKEY_free(rsa_key);
 	printf("test_tls_record: %d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }
