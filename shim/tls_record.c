@@ -356,10 +356,16 @@ int tlsrec_frame(uint16_t version, const uint8_t *buf, size_t len, size_t *need)
 	*need = TLSREC_HEADER;
 	if (len < TLSREC_HEADER)
 		return 0;
+	/* OpenSSL's order and alerts: the type, then the version */
 	if (buf[0] < TLSREC_CT_CCS || buf[0] > TLSREC_CT_DATA)
 		return -TLSREC_AD_UNEXPECTED_MESSAGE;
+	/* TLS 1.3 after the handshake: every record is protected, its
+	 * outer type application_data (RFC 8446 5: a change_cipher_spec
+	 * after the peer's Finished is unexpected) */
+	if (version == TLSREC_V13 && buf[0] != TLSREC_CT_DATA)
+		return -TLSREC_AD_UNEXPECTED_MESSAGE;
 	if (get16(buf + 1) != TLSREC_V12)
-		return -TLSREC_AD_DECODE_ERROR;
+		return version == TLSREC_V13 ? -TLSREC_AD_DECODE_ERROR : -TLSREC_AD_PROTOCOL_VERSION;
 	size_t body = get16(buf + 3);
 	if (body > (version == TLSREC_V13 ? TLSREC_MAX_BODY_13 : TLSREC_MAX_BODY_12))
 		return -TLSREC_AD_RECORD_OVERFLOW;
@@ -394,11 +400,7 @@ int tlsrec_open(struct kp_tls_dir *d, const uint8_t *rec, size_t rec_len, uint8_
 	if (f == 0 || (size_t)f != rec_len)
 		return -TLSREC_AD_DECODE_ERROR;
 	size_t body = rec_len - TLSREC_HEADER;
-	/* TLS 1.3 after the handshake: every record is protected, its
-	 * outer type application_data (RFC 8446 5: a change_cipher_spec
-	 * after the peer's Finished is unexpected) */
-	if (v13 && rec[0] != TLSREC_CT_DATA)
-		return -TLSREC_AD_UNEXPECTED_MESSAGE;
+	/* TLS 1.2: no ChangeCipherSpec after the handshake either */
 	if (!v13 && rec[0] == TLSREC_CT_CCS)
 		return -TLSREC_AD_UNEXPECTED_MESSAGE;
 	if (body < xn + TLSREC_TAG)

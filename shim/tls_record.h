@@ -57,6 +57,7 @@
 #define TLSREC_AD_HANDSHAKE_FAILURE 40
 #define TLSREC_AD_ILLEGAL_PARAMETER 47
 #define TLSREC_AD_DECODE_ERROR 50
+#define TLSREC_AD_PROTOCOL_VERSION 70
 #define TLSREC_AD_INTERNAL_ERROR 80
 #define TLSREC_AD_USER_CANCELED 90
 #define TLSREC_AD_NO_RENEGOTIATION 100
@@ -129,9 +130,11 @@ int tlsrec_open(struct kp_tls_dir *d, const uint8_t *rec, size_t rec_len, uint8_
 /* Where the first record of a byte stream ends: its whole length (header
  * and body) when all of it is in buf[0..len), 0 when more bytes are needed
  * (*need: how many in all, when the header is known, else 5), < 0 for a
- * header no peer of the version may send (-unexpected_message: a content
- * type that is none of the four; -record_overflow; -decode_error: not the
- * record version 0x0303). */
+ * header no peer of the version may send after the handshake, with
+ * OpenSSL's alert: -unexpected_message (a content type that is none of
+ * the four; in TLS 1.3 any but application_data), -decode_error (1.3) or
+ * -protocol_version (1.2) for a record version other than 0x0303,
+ * -record_overflow. */
 int tlsrec_frame(uint16_t version, const uint8_t *buf, size_t len, size_t *need);
 
 /* ------------------------------------------------------------ the reader */

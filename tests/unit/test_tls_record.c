@@ -832,9 +832,13 @@ static void framing(void)
 	CHECK(tlsrec_frame(TLSREC_V13, rec, 5, &need) == -TLSREC_AD_UNEXPECTED_MESSAGE);
 	rec[0] = 19;
 	CHECK(tlsrec_frame(TLSREC_V13, rec, 5, &need) == -TLSREC_AD_UNEXPECTED_MESSAGE);
+	rec[0] = 22; /* fine in TLS 1.2 (a HelloRequest), not in 1.3 */
+	CHECK(tlsrec_frame(TLSREC_V13, rec, 5, &need) == -TLSREC_AD_UNEXPECTED_MESSAGE);
+	CHECK(tlsrec_frame(TLSREC_V12, rec, 5, &need) == 0);
 	rec[0] = 23;
 	rec[2] = 1;
 	CHECK(tlsrec_frame(TLSREC_V13, rec, 5, &need) == -TLSREC_AD_DECODE_ERROR);
+	CHECK(tlsrec_frame(TLSREC_V12, rec, 5, &need) == -TLSREC_AD_PROTOCOL_VERSION);
 	rec[2] = 3;
 	rec[3] = (TLSREC_MAX_BODY_13 + 1) >> 8;
 	rec[4] = (TLSREC_MAX_BODY_13 + 1) & 0xff;
