@@ -540,6 +540,25 @@ static void empty_records(int version, const char *suite)
 
 static void empty_ours(uint16_t version, uint16_t cipher);
 
+/* TLS 1.3: 2^14 + 1 bytes of content, which ours refuses to seal and to
+ * open, OpenSSL's server refuses too (record_overflow) */
+static void over_limit(void)
+{
+	struct pair *p = calloc(1, sizeof(*p));
+	static uint8_t inner[TLSREC_MAX_PLAIN + 2], rec[TLSREC_HEADER + TLSREC_MAX_PLAIN + 2 + TLSREC_TAG];
+	CHECK(handshake(p, TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256") == 0 && take_over(p) == 0);
+	memset(inner, 'o', sizeof(inner));
+	inner[TLSREC_MAX_PLAIN + 1] = TLSREC_CT_DATA;
+	size_t n = raw13(&p->tx, inner, sizeof(inner), rec);
+	BIO_write(p->s_in, rec, (int)n);
+	uint8_t buf[64];
+	int got = SSL_read(p->s, buf, sizeof(buf));
+	CHECK(got <= 0 && SSL_get_error(p->s, got) == SSL_ERROR_SSL);
+	ERR_clear_error();
+	pair_free(p);
+	free(p);
+}
+
 /* ------------------------------------------------------------ the rules */
 
 /* a peer of ours: a record sealed as the peer would, with an inner
@@ -919,6 +938,7 @@ int main(void)
 	use_key(false);
 	renegotiation();
 	empty_records(TLS1_3_VERSION, "TLS_AES_128_GCM_SHA256");
+	over_limit();
 	empty_records(TLS1_2_VERSION, "ECDHE-ECDSA-AES128-GCM-SHA256");
 	for (uint16_t c = TLSREC_AES_GCM_128; c <= TLSREC_CHACHA20_POLY1305; c++) {
 		if (c == 53)
