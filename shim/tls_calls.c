@@ -465,6 +465,56 @@ static ssize_t io_error(SSL *e, int r)
 	}
 }
 
+/* ------------------------------------------------------------ after the program's SSL_shutdown */
+
+/* At a request boundary the program's SSL_shutdown is answered without its
+ * close_notify going out (kp_tls_shutdown: the connection may be parked);
+ * what libssl alone does after it is done here (docs/tls.md "The
+ * program's SSL_shutdown"). */
+
+/* the shutdown bits our answers made up for its handle */
+static int shut_made(const struct io *io)
+{
+	kp_lock(&tls_lock);
+	int shut = io->h->shut;
+	kp_unlock(&tls_lock);
+	return shut;
+}
+
+/* A write after it: refused as libssl refuses one after its close_notify
+ * was sent ("protocol is shutdown", SSL_ERROR_SSL), nothing sent. */
+static int shut_write_refused(struct io *io)
+{
+	kp_ssl.ERR_new();
+	kp_ssl.ERR_set_error(ERR_LIB_SSL, SSL_R_PROTOCOL_IS_SHUTDOWN, NULL);
+	synth(io, SSL_ERROR_SSL);
+	return -1;
+}
+
+/* The program waits for the server's close_notify after it (a read, a
+ * second SSL_shutdown): alone its own went out and the server answered it
+ * (nginx and Python's ssl at once), where a server never asked to close
+ * answers nothing.  Our close_notify goes out now, and the connection is
+ * never parked: the engine's real SSL_shutdown. */
+static int shut_made_real(struct io *io, const char *why)
+{
+	kp_conn_tls_spoil(io->c, io->fd, why);
+	return KP_OUTSIDE(kp_ssl.SSL_shutdown(io->e));
+}
+
+/* A read after it that would wait for the server (its close_notify not
+ * read, no EOF owed): the close made real first. */
+static void shut_read(struct io *io)
+{
+	if ((shut_made(io) & (SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN)) != SSL_SENT_SHUTDOWN ||
+	    __atomic_load_n(&io->c->eof_owed, __ATOMIC_ACQUIRE) || !kp_conn_tls_at_end(io->c, io->fd))
+		return;
+	int saved = errno;
+	if (shut_made_real(io, "a read after SSL_shutdown") >= 0)
+		kp_ssl.ERR_clear_error();
+	errno = saved;
+}
+
 /* Plaintext I/O through the handle's engine, framed. */
 int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
@@ -480,9 +530,15 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 		int r = refused(&io);
 		return ex ? 0 : r;
 	}
+	if (write && (shut_made(&io) & SSL_SENT_SHUTDOWN)) {
+		int r = shut_write_refused(&io);
+		return ex ? 0 : r;
+	}
 	struct kp_conn *c = io.c;
 	if (!c)
 		return io_real(io.e, op, buf, n, done);
+	if (!write)
+		shut_read(&io);
 	if (write) {
 		ssize_t ret;
 		int saved = errno;
@@ -607,6 +663,18 @@ int kp_tls_shutdown(SSL *ssl)
 		 * sends (the EOF we owe): 1.  Quiet shutdown: 1 at once. */
 		bool quiet = kp_ssl.SSL_get_quiet_shutdown(ssl);
 		bool owed = __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE);
+		bool sent = shut_made(&io) & SSL_SENT_SHUTDOWN;
+		if (!quiet && !owed && sent) {
+			/* a second call waits for the server's close_notify */
+			r = shut_made_real(&io, "SSL_shutdown called again");
+			return r == 0 ? KP_OUTSIDE(kp_ssl.SSL_shutdown(io.e)) : r;
+		}
+		if (!quiet && !owed && ssl_bio_imported())
+			/* BIO_f_ssl writes the program's SSL from inside libssl,
+			 * where no refusal of ours can stand for libssl's: its
+			 * close is real (such a process is handed no connection
+			 * anyway, tls_handout.c) */
+			return shut_made_real(&io, "SSL_shutdown where BIO_f_ssl can write");
 		if (owed && !quiet)
 			closer_told(&io.c->key); /* its sequence shows the end */
 		kp_lock(&tls_lock);

@@ -324,5 +324,6 @@ extern __thread int kp_tls_push_err;
 int prog_socket_bio(SSL *ssl, int *close_flag);
 void note_cert(struct kp_tls *e);
 bool alpn_not_http11(SSL *ssl);
+bool ssl_bio_imported(void);
 
 #endif
