@@ -80,6 +80,9 @@ KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	KP_FAST(fd, write, fd, buf, n);
 }
 
+/* glibc exports write under this name too: a program may bind it */
+KP_EXPORT ssize_t __write(int fd, const void *buf, size_t n) __attribute__((alias("write")));
+
 static ssize_t writev_inside(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
 {
 	ssize_t r;
@@ -147,6 +150,8 @@ KP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	KP_FAST(fd, send, fd, buf, n, flags);
 }
+
+KP_EXPORT ssize_t __send(int fd, const void *buf, size_t n, int flags) __attribute__((alias("send")));
 
 /* Bytes the program sends past the write path that must never reach the
  * server (kp_send_bypass): taken from where they come from, as a send

@@ -459,3 +459,12 @@ send_after() {
 @test "sendmmsg right behind a request that asked to close never reaches the server" { send_after behind sendmmsg; }
 @test "pwritev2(RWF_DSYNC) after the owed EOF never reaches the server" { send_after after pwritev2_dsync; }
 @test "syscall(SYS_sendfile) after the owed EOF never reaches the server" { send_after after syscall_sendfile; }
+@test "dprintf, vdprintf, __dprintf_chk, __write, __send after the owed EOF and right behind a close request never reach the server" {
+	for when in after behind; do
+		for mode in dprintf vdprintf dprintf_chk __write __send; do
+			echo "$when $mode"
+			send_after $when $mode
+			scripted_stop
+		done
+	done
+}

@@ -1,13 +1,16 @@
 /*
  * send_after - a request asking to close, then a POST sent past the write
  * path (sendfile, splice, sendmmsg, sendto with an address, pwritev2 with
- * a flag a socket ignores, syscall(SYS_sendfile)): either after
+ * a flag a socket ignores, syscall(SYS_sendfile), glibc's names past the
+ * wrappers of write: dprintf, vdprintf, __dprintf_chk, __write, __send):
+ * either after
  * the response was read to EOF ("after"), or right behind the request,
  * before its response ("behind").  Without the library the server has
  * closed, or closes without reading it: the POST is never executed.
  *
  *   send_after HOST PORT after|behind MODE
- *   MODE: sendfile|splice|sendmmsg|sendto|pwritev2_dsync|syscall_sendfile
+ *   MODE: sendfile|splice|sendmmsg|sendto|pwritev2_dsync|syscall_sendfile|
+ *         dprintf|vdprintf|dprintf_chk|__write|__send
  *
  * Prints what each call returned and the response's first line.
  */
@@ -15,6 +18,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +55,20 @@ static void read_all(int s, const char *what)
 	printf("%s: %s, then read %zd\n", what, first, n);
 }
 
+/* glibc's exported names, undeclared by its headers without fortification */
+extern int __dprintf_chk(int, int, const char *, ...);
+extern ssize_t __write(int, const void *, size_t);
+extern ssize_t __send(int, const void *, size_t, int);
+
+static int via_vdprintf(int s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vdprintf(s, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
 static ssize_t send_past(int s, const char *mode, const char *req)
 {
 	size_t len = strlen(req);
@@ -80,6 +98,16 @@ static ssize_t send_past(int s, const char *mode, const char *req)
 		off_t o = 0;
 		return syscall(SYS_sendfile, s, fileno(t), &o, len);
 	}
+	if (!strcmp(mode, "dprintf"))
+		return dprintf(s, "%s", req);
+	if (!strcmp(mode, "vdprintf"))
+		return via_vdprintf(s, "%s", req);
+	if (!strcmp(mode, "dprintf_chk"))
+		return __dprintf_chk(s, 1, "%s", req);
+	if (!strcmp(mode, "__write"))
+		return __write(s, req, len);
+	if (!strcmp(mode, "__send"))
+		return __send(s, req, len, 0);
 	struct iovec v = { (void *)req, len };
 	if (!strcmp(mode, "pwritev2_dsync"))
 		return pwritev2(s, &v, 1, -1, RWF_DSYNC);
