@@ -437,6 +437,15 @@ static bool head_rewritable(struct kp_conn *c, int fd, struct head_send *s)
 		kp_debug("fd %d: not rewritten: requests follow one that asks to close", fd);
 		return false;
 	}
+	/* a body the server may answer before reading (a refused upload):
+	 * alone it closes and never reads it; kept, it may read the body as
+	 * its next request.  Nothing we see proves it read the body
+	 * (docs/replay.md "A close request with a body") */
+	if (may && h->app_close && h->body_kind != FRM_BODY_NONE &&
+	    !(h->body_kind == FRM_BODY_LENGTH && h->body_len == 0)) {
+		kp_debug("fd %d: not rewritten: a request with a body asks to close", fd);
+		return false;
+	}
 	/* an io_submit we cannot see could read where we owe the EOF
 	 * (docs/replay.md "Kernel AIO"): owe none */
 	if (may && h->app_close && kp_aio_unseen()) {

@@ -9,6 +9,8 @@ load helpers
 setup_file() { suite_setup; }
 teardown() {
 	[ -z "${ONCE_PID:-}" ] || _stop_pid "$ONCE_PID"
+	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
+	OWN_PID=
 	servers_stop
 }
 
@@ -466,5 +468,41 @@ send_after() {
 			send_after $when $mode
 			scripted_stop
 		done
+	done
+}
+
+# ------------------------------------------------------------ a close request with a body
+
+# early_server MODE: tests/servers/early_answer.py (Python's http.server
+# answering a POST with 401, MODE early: before reading its body; reads:
+# after)
+early_server() {
+	OWN_LOG="$BATS_TEST_TMPDIR/early.log"
+	: >"$OWN_LOG"
+	rm -f "$BATS_TEST_TMPDIR/port"
+	"$PYTHON" "$ROOT/tests/servers/early_answer.py" "$BATS_TEST_TMPDIR/port" "$OWN_LOG" "$1" 3>&- &
+	OWN_PID=$!
+	wait_until test -s "$BATS_TEST_TMPDIR/port"
+	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/port"
+}
+
+@test "a request with a body that asks to close is not rewritten: a server that answers before reading the body never reads it as a request, whether it reads bodies or not" {
+	for mode in early reads; do
+		early_server $mode
+		: >"$OWN_LOG"
+		run_plain "$PYTHON" "$ROOT/tests/clients/upload_close.py" "$SERVER_PORT" 2
+		cp "$OWN_LOG" "$BATS_TEST_TMPDIR/plain.log"
+		: >"$OWN_LOG"
+		run_shim "$PYTHON" "$ROOT/tests/clients/upload_close.py" "$SERVER_PORT" 2
+		echo "$mode: $SHIM_STATS"
+		cat "$OWN_LOG"
+		assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+		assert_same_output
+		assert_equal "$mode: smuggled $(count_matches '/smuggled' "$OWN_LOG")" "$mode: smuggled 0"
+		assert_equal "$mode: smuggled alone $(count_matches '/smuggled' "$BATS_TEST_TMPDIR/plain.log")" "$mode: smuggled alone 0"
+		# the GETs, bodiless, are still rewritten and reused
+		[ "$(stat_value rewritten)" -ge 1 ] || fail "no GET rewritten"
+		_stop_pid "$OWN_PID"
+		OWN_PID=
 	done
 }
