@@ -413,6 +413,13 @@ static int head_collect(struct kp_conn *c, int fd, struct head_send *s, ssize_t 
 			kp_debug("fd %d: not held: the socket may not take them now", fd);
 			return HEAD_PASS_FLUSH;
 		}
+		if (held_dead(c, fd)) {
+			/* its errno and SIGPIPE are the kernel's to give */
+			c->held_len = s->old_held;
+			unvouch(c, fd, "an unfinished head on a closed or reset connection");
+			kp_debug("fd %d: not held: the connection is closed or reset", fd);
+			return HEAD_PASS_FLUSH;
+		}
 		kp_debug("fd %d: holding %zu bytes of a request head", fd, c->held_len);
 		*ret = (ssize_t)s->total;
 		kp_unlock(&c->lock);

@@ -506,3 +506,37 @@ early_server() {
 		OWN_PID=
 	done
 }
+
+# ------------------------------------------------------------ a dead connection under a held head
+
+# dead_pieces_run MODE: tests/clients/dead_pieces.sh against once.py
+dead_pieces_run() {
+	local pf="$BATS_TEST_TMPDIR/once.$1" st=0
+	"$PYTHON" "$ROOT/tests/servers/once.py" "$pf" &
+	ONCE_PID=$!
+	wait_until test -s "$pf"
+	local port
+	port=$(cat "$pf")
+	if [ "$1" = plain ]; then
+		env -u LD_PRELOAD bash "$ROOT/tests/clients/dead_pieces.sh" "$port" \
+			>"$BATS_TEST_TMPDIR/plain.out" 2>/dev/null || st=$?
+	else
+		env LD_PRELOAD="$PRELOAD" KEEPALIVE_PORTS="$port" \
+			bash "$ROOT/tests/clients/dead_pieces.sh" "$port" \
+			>"$BATS_TEST_TMPDIR/shim.out" 2>/dev/null || st=$?
+	fi
+	echo "$st" >"$BATS_TEST_TMPDIR/$1.status"
+	wait "$ONCE_PID" || true
+	ONCE_PID=
+}
+
+@test "an unfinished head written in pieces on a connection the server closed: the kernel's EPIPE and SIGPIPE, as without the library" {
+	dead_pieces_run plain
+	dead_pieces_run shim
+	run cat "$BATS_TEST_TMPDIR/plain.status"
+	# proves the half alone met the SIGPIPE
+	assert_output 141
+	run cat "$BATS_TEST_TMPDIR/shim.status"
+	assert_output 141
+	assert_same_output
+}
