@@ -208,7 +208,7 @@ bool held_fits(const struct kp_conn *c, int fd, int flags)
  * server's FIN or reset came, or ours went): the program's write would get
  * the kernel's own answer (taken into CLOSE_WAIT, then EPIPE and SIGPIPE
  * once the server's reset came), which holding would hide (docs/hold.md
- * "A dead connection").  A reused connection's first request is the
+ * "What is held now").  A reused connection's first request is the
  * replay's to save (docs/replay.md): not asked there.  Caller holds
  * c->lock. */
 bool held_dead(const struct kp_conn *c, int fd)

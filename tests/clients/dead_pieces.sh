@@ -4,7 +4,7 @@
 # second request head written a piece per printf on the dead connection.
 # Alone the first piece is taken (the socket is in CLOSE_WAIT), the
 # server's TCP resets, and the second piece's write raises SIGPIPE: bash
-# dies, 141 (tests/replay.bats, docs/hold.md "A dead connection").
+# dies, 141 (tests/replay.bats, docs/hold.md "What is held now").
 port=$1
 exec 5<>"/dev/tcp/127.0.0.1/$port"
 printf 'GET /a HTTP/1.1\r\nHost: x\r\n\r\n' >&5
