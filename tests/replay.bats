@@ -461,6 +461,14 @@ send_after() {
 @test "sendmmsg right behind a request that asked to close never reaches the server" { send_after behind sendmmsg; }
 @test "pwritev2(RWF_DSYNC) after the owed EOF never reaches the server" { send_after after pwritev2_dsync; }
 @test "syscall(SYS_sendfile) after the owed EOF never reaches the server" { send_after after syscall_sendfile; }
+@test "recv(MSG_OOB) after the owed EOF and right behind a close request: the kernel's EINVAL, as without the library" {
+	for when in after behind; do
+		send_after $when recv_oob
+		run cat "$BATS_TEST_TMPDIR/plain.out"
+		assert_output --partial 'recv_oob: -1 EINVAL'
+		scripted_stop
+	done
+}
 @test "dprintf, vdprintf, __dprintf_chk, __write, __send after the owed EOF and right behind a close request never reach the server" {
 	for when in after behind; do
 		for mode in dprintf vdprintf dprintf_chk __write __send; do

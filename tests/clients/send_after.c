@@ -10,7 +10,8 @@
  *
  *   send_after HOST PORT after|behind MODE
  *   MODE: sendfile|splice|sendmmsg|sendto|pwritev2_dsync|syscall_sendfile|
- *         dprintf|vdprintf|dprintf_chk|__write|__send
+ *         dprintf|vdprintf|dprintf_chk|__write|__send|
+ *         recv_oob (a recv(MSG_OOB), which sends nothing: EINVAL alone)
  *
  * Prints what each call returned and the response's first line.
  */
@@ -98,6 +99,10 @@ static ssize_t send_past(int s, const char *mode, const char *req)
 		off_t o = 0;
 		return syscall(SYS_sendfile, s, fileno(t), &o, len);
 	}
+	if (!strcmp(mode, "recv_oob")) {
+		char u;
+		return recv(s, &u, 1, MSG_OOB);
+	}
 	if (!strcmp(mode, "dprintf"))
 		return dprintf(s, "%s", req);
 	if (!strcmp(mode, "vdprintf"))
@@ -146,7 +151,7 @@ int main(int argc, char **argv)
 		read_all(s, "response");
 	errno = 0;
 	ssize_t n = send_past(s, argv[4], pay);
-	printf("%s: %zd%s\n", argv[4], n, n < 0 ? (errno == EPIPE ? " EPIPE" : " error") : "");
+	printf("%s: %zd%s\n", argv[4], n, n < 0 ? (errno == EPIPE ? " EPIPE" : errno == EINVAL ? " EINVAL" : " error") : "");
 	if (!strcmp(argv[3], "behind"))
 		read_all(s, "response");
 	else
