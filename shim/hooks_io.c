@@ -386,6 +386,18 @@ KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 	size_t any = SIZE_MAX;
 	if (c && vec && n && !kp_send_bypass(c, fd, &any)) {
 		/* taken, never sent (kp_send_bypass) */
+		if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) && n > 1) {
+			/* after the owed EOF, as a closed server's kernel: the
+			 * first message taken, the next meets its reset (our FIN
+			 * is out: the kernel's EPIPE and SIGPIPE, the program's
+			 * flags), and the count says one */
+			vec[0].msg_len = (unsigned int)iov_total(vec[0].msg_hdr.msg_iov,
+								 (int)vec[0].msg_hdr.msg_iovlen);
+			int saved = errno;
+			int more = KP_REAL(sendmmsg)(fd, vec + 1, n - 1, flags);
+			errno = saved;
+			return more > 0 ? 1 + more : 1;
+		}
 		for (unsigned int i = 0; i < n; i++)
 			vec[i].msg_len = (unsigned int)iov_total(vec[i].msg_hdr.msg_iov,
 								 (int)vec[i].msg_hdr.msg_iovlen);

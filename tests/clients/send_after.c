@@ -11,7 +11,8 @@
  *   send_after HOST PORT after|behind MODE
  *   MODE: sendfile|splice|sendmmsg|sendto|pwritev2_dsync|syscall_sendfile|
  *         dprintf|vdprintf|dprintf_chk|__write|__send|
- *         recv_oob (a recv(MSG_OOB), which sends nothing: EINVAL alone)
+ *         recv_oob (a recv(MSG_OOB), which sends nothing: EINVAL alone)|
+ *         sendmmsg2 (the POST as two messages, its halves)
  *
  * Prints what each call returned and the response's first line.
  */
@@ -116,6 +117,14 @@ static ssize_t send_past(int s, const char *mode, const char *req)
 	struct iovec v = { (void *)req, len };
 	if (!strcmp(mode, "pwritev2_dsync"))
 		return pwritev2(s, &v, 1, -1, RWF_DSYNC);
+	if (!strcmp(mode, "sendmmsg2")) {
+		struct iovec w[2] = { { (void *)req, len / 2 }, { (void *)(req + len / 2), len - len / 2 } };
+		struct mmsghdr mm[2] = { { .msg_hdr = { .msg_iov = &w[0], .msg_iovlen = 1 } },
+					 { .msg_hdr = { .msg_iov = &w[1], .msg_iovlen = 1 } } };
+		int r = sendmmsg(s, mm, 2, 0);
+		printf("msg_len %u %u\n", mm[0].msg_len, mm[1].msg_len);
+		return r;
+	}
 	if (!strcmp(mode, "sendmmsg")) {
 		struct mmsghdr mm = { .msg_hdr = { .msg_iov = &v, .msg_iovlen = 1 } };
 		int r = sendmmsg(s, &mm, 1, 0);
