@@ -405,7 +405,7 @@ static bool learn_end(int fd, struct kp_conn *c)
 		return false;
 	}
 	kp_fd_swap(hidden, KP_POOLED);
-	if (!kp_tls_learn(c->tls, hidden, &c->key)) {
+	if (!kp_tls_learn(c->tls, hidden, &c->key, __atomic_load_n(&c->close_kind, __ATOMIC_ACQUIRE))) {
 		kp_fd_swap(hidden, NULL);
 		KP_REAL(close)(hidden);
 		return false;

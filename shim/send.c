@@ -461,7 +461,7 @@ static bool head_rewritable(struct kp_conn *c, int fd, struct head_send *s)
 	}
 	/* TLS: the EOF we would owe shows a close_notify; only where this
 	 * destination was seen to send one (docs/tls.md "Ragged closes") */
-	if (may && h->app_close && c->tls && !kp_tls_closes_clean(&c->key)) {
+	if (may && h->app_close && c->tls && !kp_tls_closes_clean(&c->key, h->ua_hash)) {
 		kp_debug("fd %d: not rewritten: not known how the server ends a TLS connection", fd);
 		return false;
 	}

@@ -590,7 +590,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 		}
 		pending = kp_ssl.SSL_has_pending(io.e);
 		if (kp_conn_tls_eof(c, io.fd, pending)) {
-			closer_told(&c->key); /* the program reads our EOF */
+			closer_told(&c->key, __atomic_load_n(&c->close_kind, __ATOMIC_ACQUIRE)); /* the program reads our EOF */
 			synth(&io, SSL_ERROR_ZERO_RETURN);
 			if (done)
 				*done = 0;
@@ -602,7 +602,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 		if (got <= 0) /* as the socket calls would say it (recv_done) */
 			got = io_error(io.e, r);
 		if (got == 0 && kp_conn_tls_server_closing(c, io.fd))
-			closer_learn(io.e, r, &c->key);
+			closer_learn(io.e, r, &c->key, __atomic_load_n(&c->close_kind, __ATOMIC_ACQUIRE));
 		ssize_t shown = got;
 		bool again = kp_conn_tls_recv_done(c, io.fd, buf, n, &shown, peek ? MSG_PEEK : 0);
 		errno = saved;
@@ -676,7 +676,7 @@ int kp_tls_shutdown(SSL *ssl)
 			 * anyway, tls_handout.c) */
 			return shut_made_real(&io, "SSL_shutdown where BIO_f_ssl can write");
 		if (owed && !quiet)
-			closer_told(&io.c->key); /* its sequence shows the end */
+			closer_told(&io.c->key, __atomic_load_n(&io.c->close_kind, __ATOMIC_ACQUIRE)); /* its sequence shows the end */
 		kp_lock(&tls_lock);
 		if (quiet || (owed && (io.h->shut & SSL_SENT_SHUTDOWN)))
 			io.h->shut |= SSL_RECEIVED_SHUTDOWN;

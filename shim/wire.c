@@ -431,6 +431,8 @@ bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool rewritt
 	r->method = (uint8_t)h->method;
 	r->app_close = h->app_close;
 	r->rewritten = rewritten;
+	if (h->app_close)
+		__atomic_store_n(&c->close_kind, h->ua_hash, __ATOMIC_RELEASE);
 	if (h->upgrade || h->method == FRM_M_CONNECT || h->doubt)
 		unpool(c, "an upgrade, CONNECT or doubtful request");
 	if (h->conn_bound) /* the server may take the connection as this login's */
