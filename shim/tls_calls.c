@@ -166,6 +166,7 @@ struct io {
 	struct kp_conn *c; /* the connection that frames it, or NULL */
 	int fd;
 	bool closed;
+	int shut; /* the shutdown bits our answers made up (h->shut) */
 };
 
 static bool io_get(SSL *ssl, struct io *io)
@@ -180,6 +181,7 @@ static bool io_get(SSL *ssl, struct io *io)
 		io->e = h->e->ssl;
 		io->fd = h->fd;
 		io->closed = h->closed;
+		io->shut = h->shut;
 		struct kp_conn *c = kp_fd_conn(h->fd);
 		io->c = c && c != KP_POOLED && __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) == h->e &&
 				c->tls_ssl == ssl
@@ -472,15 +474,6 @@ static ssize_t io_error(SSL *e, int r)
  * what libssl alone does after it is done here (docs/tls.md "The
  * program's SSL_shutdown"). */
 
-/* the shutdown bits our answers made up for its handle */
-static int shut_made(const struct io *io)
-{
-	kp_lock(&tls_lock);
-	int shut = io->h->shut;
-	kp_unlock(&tls_lock);
-	return shut;
-}
-
 /* A write after it: refused as libssl refuses one after its close_notify
  * was sent ("protocol is shutdown", SSL_ERROR_SSL), nothing sent. */
 static int shut_write_refused(struct io *io)
@@ -506,7 +499,7 @@ static int shut_made_real(struct io *io, const char *why)
  * read, no EOF owed): the close made real first. */
 static void shut_read(struct io *io)
 {
-	if ((shut_made(io) & (SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN)) != SSL_SENT_SHUTDOWN ||
+	if ((io->shut & (SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN)) != SSL_SENT_SHUTDOWN ||
 	    __atomic_load_n(&io->c->eof_owed, __ATOMIC_ACQUIRE) || !kp_conn_tls_at_end(io->c, io->fd))
 		return;
 	int saved = errno;
@@ -530,7 +523,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 		int r = refused(&io);
 		return ex ? 0 : r;
 	}
-	if (write && (shut_made(&io) & SSL_SENT_SHUTDOWN)) {
+	if (write && (io.shut & SSL_SENT_SHUTDOWN)) {
 		int r = shut_write_refused(&io);
 		return ex ? 0 : r;
 	}
@@ -663,7 +656,7 @@ int kp_tls_shutdown(SSL *ssl)
 		 * sends (the EOF we owe): 1.  Quiet shutdown: 1 at once. */
 		bool quiet = kp_ssl.SSL_get_quiet_shutdown(ssl);
 		bool owed = __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE);
-		bool sent = shut_made(&io) & SSL_SENT_SHUTDOWN;
+		bool sent = io.shut & SSL_SENT_SHUTDOWN;
 		if (!quiet && !owed && sent) {
 			/* a second call waits for the server's close_notify */
 			r = shut_made_real(&io, "SSL_shutdown called again");
