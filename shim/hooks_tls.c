@@ -242,11 +242,28 @@ KP_EXPORT int SSL_get_peer_signature_type_nid(const SSL *s, int *nid)
 	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
 	return e ? kp_ssl.SSL_get_peer_signature_type_nid(e, nid) : 0;
 }
-MUTATOR(int, SSL_verify_client_post_handshake, (SSL *s), (e))
-MUTATOR(int, SSL_key_update, (SSL *s, int type), (e, type))
+/* a call that puts the connection back in a handshake: the engine's, and
+ * the connection never parked after it (docs/tls.md "Found by the second
+ * HTTPS review") */
+#define HANDSHAKE_AGAIN(name, params, args)                                          \
+	KP_EXPORT int name params                                                    \
+	{                                                                            \
+		if (MISSING(name))                                                   \
+			return 0;                                                    \
+		if (INTERNAL())                                                      \
+			return kp_ssl.name(s HANDSHAKE_ARGS args);                   \
+		SSL *e = kp_tls_route(s, true);                                      \
+		if (!e)                                                              \
+			return 0;                                                    \
+		kp_tls_after_set(s, KP_AFTER_OTHER, #name " after the handshake"); \
+		return kp_ssl.name(e HANDSHAKE_ARGS args);                           \
+	}
+#define HANDSHAKE_ARGS(...) __VA_OPT__(, ) __VA_ARGS__
+HANDSHAKE_AGAIN(SSL_verify_client_post_handshake, (SSL *s), ())
+HANDSHAKE_AGAIN(SSL_key_update, (SSL *s, int type), (type))
 ROUTED(int, SSL_get_key_update_type, (const SSL *s), (e))
-MUTATOR(int, SSL_renegotiate, (SSL *s), (e))
-MUTATOR(int, SSL_renegotiate_abbreviated, (SSL *s), (e))
+HANDSHAKE_AGAIN(SSL_renegotiate, (SSL *s), ())
+HANDSHAKE_AGAIN(SSL_renegotiate_abbreviated, (SSL *s), ())
 ROUTED(int, SSL_renegotiate_pending, (const SSL *s), (e))
 ROUTED(int, SSL_get_early_data_status, (const SSL *s), (e))
 ROUTED(int, SSL_want, (const SSL *s), (e))
@@ -536,6 +553,81 @@ KP_EXPORT int SSL_get_shutdown(const SSL *s)
 
 /* ------------------------------------------------------------ verification */
 
+/* setters whose getter the library answers for a handed-out SSL (docs/tls.md
+ * "Found by the second HTTPS review"): the program's SSL takes the value
+ * as without the library, and so does our answer */
+KP_EXPORT void SSL_set_verify_result(SSL *s, long v)
+{
+	if (MISSING(SSL_set_verify_result))
+		return;
+	kp_ssl.SSL_set_verify_result(s, v);
+	if (!INTERNAL())
+		kp_tls_set_verify_result(s, v);
+}
+
+KP_EXPORT int SSL_set_session(SSL *s, SSL_SESSION *sess)
+{
+	if (MISSING(SSL_set_session))
+		return 0;
+	int r = kp_ssl.SSL_set_session(s, sess);
+	if (!INTERNAL() && r == 1)
+		kp_tls_set_session(s);
+	return r;
+}
+
+KP_EXPORT void SSL_set_shutdown(SSL *s, int mode)
+{
+	if (MISSING(SSL_set_shutdown))
+		return;
+	if (INTERNAL() || !kp_tls_set_shutdown(s, mode))
+		kp_ssl.SSL_set_shutdown(s, mode);
+}
+
+/* settings that act after the handshake: the engine doing the program's
+ * I/O takes them too */
+KP_EXPORT uint64_t SSL_set_options(SSL *s, uint64_t op)
+{
+	if (MISSING(SSL_set_options))
+		return 0;
+	uint64_t r = kp_ssl.SSL_set_options(s, op);
+	if (!INTERNAL())
+		kp_tls_after_set(s, KP_AFTER_OPTIONS, "SSL_set_options");
+	return r;
+}
+
+KP_EXPORT uint64_t SSL_clear_options(SSL *s, uint64_t op)
+{
+	if (MISSING(SSL_clear_options))
+		return 0;
+	uint64_t r = kp_ssl.SSL_clear_options(s, op);
+	if (!INTERNAL())
+		kp_tls_after_set(s, KP_AFTER_OPTIONS, "SSL_clear_options");
+	return r;
+}
+
+KP_EXPORT void SSL_set_quiet_shutdown(SSL *s, int mode)
+{
+	if (MISSING(SSL_set_quiet_shutdown))
+		return;
+	int was = kp_ssl.SSL_get_quiet_shutdown(s);
+	kp_ssl.SSL_set_quiet_shutdown(s, mode);
+	SSL *e = INTERNAL() || was == mode
+		 ? NULL
+		 : kp_tls_after_set(s, KP_AFTER_OTHER, "quiet shutdown set after the handshake");
+	if (e)
+		kp_ssl.SSL_set_quiet_shutdown(e, mode);
+}
+
+KP_EXPORT void SSL_set_read_ahead(SSL *s, int yes)
+{
+	if (MISSING(SSL_set_read_ahead))
+		return;
+	kp_ssl.SSL_set_read_ahead(s, yes);
+	SSL *e = INTERNAL() ? NULL : kp_tls_after_set(s, KP_AFTER_OTHER, "read ahead set after the handshake");
+	if (e)
+		kp_ssl.SSL_set_read_ahead(e, yes);
+}
+
 KP_EXPORT long SSL_get_verify_result(const SSL *s)
 {
 	if (MISSING(SSL_get_verify_result))
@@ -725,8 +817,21 @@ KP_EXPORT int SSL_CTX_set_client_cert_engine(SSL_CTX *ctx, ENGINE *e)
 			kp_tls_note_val(o, which, norm);                      \
 		return r;                                                     \
 	}
-/* a block of 0 or 1 is no padding */
-NOTED_VALUE(SSL, SSL_set_block_padding, size_t, VAL_BLOCK_PADDING, v > 1 ? (long)v : 0)
+/* a block of 0 or 1 is no padding; set after the handshake, the engine
+ * takes it too (SSL_set_quiet_shutdown above) */
+KP_EXPORT int SSL_set_block_padding(SSL *s, size_t v)
+{
+	if (MISSING(SSL_set_block_padding))
+		return 0;
+	int r = kp_ssl.SSL_set_block_padding(s, v);
+	if (r > 0 && kp_ssl_bind()) {
+		kp_tls_note_val(s, VAL_BLOCK_PADDING, v > 1 ? (long)v : 0);
+		SSL *e = INTERNAL() ? NULL : kp_tls_after_set(s, KP_AFTER_OTHER, "block padding set after the handshake");
+		if (e)
+			kp_ssl.SSL_set_block_padding(e, v);
+	}
+	return r;
+}
 NOTED_VALUE(SSL_CTX, SSL_CTX_set_block_padding, size_t, VAL_BLOCK_PADDING, v > 1 ? (long)v : 0)
 NOTED_VALUE(SSL, SSL_set_tlsext_max_fragment_length, uint8_t, VAL_MAX_FRAG_LEN, (long)v)
 NOTED_VALUE(SSL_CTX, SSL_CTX_set_tlsext_max_fragment_length, uint8_t, VAL_MAX_FRAG_LEN, (long)v)

@@ -169,6 +169,19 @@ int kp_tls_pending(const SSL *ssl, bool has);
 /* true when ssl was handed a pooled connection: the verification that
  * counts is the one we ran for it */
 bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain);
+/* the program set what a getter of ours answers (docs/tls.md "Found by the
+ * second HTTPS review"): SSL_set_verify_result, SSL_set_session on a
+ * handed-out SSL; true: done here (not to be set on ssl again) */
+void kp_tls_set_verify_result(SSL *ssl, long result);
+void kp_tls_set_session(SSL *ssl);
+/* SSL_set_shutdown: true when ssl is ours and its engine took the bits */
+bool kp_tls_set_shutdown(SSL *ssl, int mode);
+/* a setting that acts after the handshake changed on ssl (options, quiet
+ * shutdown, read ahead, record sizes, a key update): the engine that does
+ * its I/O takes it (set, a real setter applied to the engine), and what
+ * the connection's record no longer tells keeps it out of the pool */
+enum kp_tls_after { KP_AFTER_OPTIONS, KP_AFTER_OTHER };
+SSL *kp_tls_after_set(SSL *ssl, enum kp_tls_after what, const char *why);
 void kp_tls_free(SSL *ssl);
 /* SSL_clear (clear) or SSL_set_connect_state: what to do with the call */
 enum kp_tls_reset_do {

@@ -32,6 +32,20 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 	if ((cmd == SSL_CTRL_GET_PEER_SIGNATURE_NID || cmd == SSL_CTRL_GET_PEER_TMP_KEY) && parg &&
 	    kp_tls_peer_full(ssl, cmd, parg, &full_ret))
 		return full_ret;
+	switch (cmd) {
+	case SSL_CTRL_SET_MAX_SEND_FRAGMENT:
+	case SSL_CTRL_SET_SPLIT_SEND_FRAGMENT:
+	case SSL_CTRL_SET_MAX_PIPELINES:
+	case SSL_CTRL_SET_READ_AHEAD: {
+		/* record settings, compared at hand-out: changed after it,
+		 * the engine takes them (docs/tls.md "Found by the second
+		 * HTTPS review") */
+		SSL *eng = kp_tls_after_set(ssl, KP_AFTER_OTHER, "a record setting changed after the handshake");
+		if (eng)
+			kp_ssl.SSL_ctrl(eng, cmd, larg, parg);
+		return kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
+	}
+	}
 	SSL *e = kp_tls_route(ssl, false);
 	if (e == ssl)
 		return kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
@@ -83,6 +97,13 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 		return false;
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
+	if (h && h->sess_set) {
+		/* it set a session of its own since (SSL_set_session): that
+		 * one, as libssl would answer */
+		*out = kp_ssl.SSL_get_session(ssl);
+		kp_unlock(&tls_lock);
+		return true;
+	}
 	/* (a resumption of its own session: the engine's is that one) */
 	bool ours = h && h->verified && !h->resumed;
 	SSL_SESSION *src = ours ? kp_ssl.SSL_get_session(h->e->ssl) : NULL;
@@ -648,6 +669,15 @@ int kp_tls_shutdown(SSL *ssl)
 	}
 	if (io.closed)
 		return kept_own(ssl) ? KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl)) : refused(&io);
+	int real_shut = kp_ssl.SSL_get_shutdown(io.e);
+	if (io.c && ((real_shut & SSL_SENT_SHUTDOWN) || kp_ssl.SSL_in_init(io.e))) {
+		/* shutdown or handshake state set outside our answers
+		 * (SSL_set_shutdown, SSL_key_update, SSL_renegotiate): libssl's
+		 * own answer, from the engine that holds it */
+		kp_conn_tls_spoil(io.c, io.fd, "SSL_shutdown after a state set outside it");
+		kp_ssl.SSL_set_shutdown(io.e, real_shut | io.shut);
+		return KP_OUTSIDE(kp_ssl.SSL_shutdown(io.e));
+	}
 	if (io.c && kp_conn_tls_at_end(io.c, io.fd)) {
 		/* no close_notify: the connection may be parked.  As OpenSSL's
 		 * SSL_shutdown: the first call "sends" ours and returns 1 if the
@@ -671,7 +701,7 @@ int kp_tls_shutdown(SSL *ssl)
 		if (owed && !quiet)
 			closer_told(&io.c->key, __atomic_load_n(&io.c->close_kind, __ATOMIC_ACQUIRE)); /* its sequence shows the end */
 		kp_lock(&tls_lock);
-		if (quiet || (owed && (io.h->shut & SSL_SENT_SHUTDOWN)))
+		if (quiet || (owed && (io.h->shut & SSL_SENT_SHUTDOWN)) || (real_shut & SSL_RECEIVED_SHUTDOWN))
 			io.h->shut |= SSL_RECEIVED_SHUTDOWN;
 		io.h->shut |= SSL_SENT_SHUTDOWN;
 		r = io.h->shut & SSL_RECEIVED_SHUTDOWN ? 1 : 0;
@@ -728,7 +758,7 @@ bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	bool own = h && h->verified;
-	if (own && h->resumed) {
+	if (own && h->resumed && !h->verify_set) {
 		/* what a resumption says: the session's result, no chain */
 		*result = kp_ssl.SSL_get_verify_result(h->e->ssl);
 		*chain = NULL;
@@ -753,6 +783,80 @@ bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
 	}
 	kp_unlock(&tls_lock);
 	return own;
+}
+
+void kp_tls_set_verify_result(SSL *ssl, long result)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	struct record *r = h && h->verified ? NULL : record_get(ssl, false);
+	if (h && h->verified) {
+		h->verify_result = result;
+		h->verify_set = true;
+	} else if (r && r->offered) {
+		r->offered_result = result;
+	}
+	kp_unlock(&tls_lock);
+}
+
+void kp_tls_set_session(SSL *ssl)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h && h->verified)
+		h->sess_set = true;
+	kp_unlock(&tls_lock);
+}
+
+bool kp_tls_set_shutdown(SSL *ssl, int mode)
+{
+	struct io io;
+	if (!io_get(ssl, &io))
+		return false;
+	if (io.closed) {
+		if (kept_own(ssl))
+			return false;
+		kp_lock(&tls_lock);
+		struct handle *h = handle_find(ssl);
+		if (h)
+			h->shut = mode;
+		kp_unlock(&tls_lock);
+		return true;
+	}
+	/* a state our answers do not model: the engine takes it, its
+	 * SSL_shutdown is libssl's from now on, and the connection is never
+	 * parked (docs/tls.md "Found by the second HTTPS review") */
+	if (io.c)
+		kp_conn_tls_spoil(io.c, io.fd, "SSL_set_shutdown");
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h)
+		h->shut = 0;
+	kp_unlock(&tls_lock);
+	kp_ssl.SSL_set_shutdown(io.e, mode);
+	return true;
+}
+
+SSL *kp_tls_after_set(SSL *ssl, enum kp_tls_after what, const char *why)
+{
+	struct io io;
+	if (!io_get(ssl, &io) || io.closed)
+		return NULL;
+	if (what == KP_AFTER_OPTIONS) {
+		/* the options that act after the handshake, as at hand-out
+		 * (reset at the next one: the connection stays parkable) */
+		if (io.e != ssl)
+			engine_take_options(io.e, ssl);
+		return NULL;
+	}
+	/* the engine now differs from what its record says: never parked */
+	if (io.c)
+		kp_conn_tls_spoil(io.c, io.fd, why);
+	return io.e == ssl ? NULL : io.e;
 }
 
 long kp_tls_ctx_stat(const SSL_CTX *ctx, int cmd, long r)

@@ -73,6 +73,13 @@ const char *shape_mismatch(const struct shape *sh, SSL *ssl)
 		return "OCSP stapling asked";
 	if (kp_ssl.SSL_ct_is_enabled(ssl))
 		return "certificate transparency";
+	/* without AUTO_RETRY a read that meets a record with no data answers
+	 * WANT_READ: its own full TLS 1.3 handshake shows the server's
+	 * tickets so at its first reads (nginx: two), where a handed-out
+	 * connection shows none (its first owner read them) and a session of
+	 * ours resumed one (docs/tls.md "Found by the second HTTPS review") */
+	if (sh->version >= TLS1_3_VERSION && !(kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL) & SSL_MODE_AUTO_RETRY))
+		return "the program reads without AUTO_RETRY (TLS 1.3: the tickets show)";
 	return NULL;
 }
 
@@ -268,11 +275,16 @@ static const char *handout_why(struct kp_tls *e, SSL *ssl)
 /* The engine does the program's I/O now, on fd: the program's modes and
  * the options that act after the handshake apply (the others are equal);
  * renegotiation stays refused (docs/tls.md "Renegotiation"). */
-static void engine_takes_program(struct kp_tls *e, SSL *ssl, int fd)
+void engine_take_options(SSL *e, SSL *ssl)
 {
 	uint64_t opts = kp_ssl.SSL_get_options(ssl);
-	kp_ssl.SSL_clear_options(e->ssl, CARRIED_OPTIONS);
-	kp_ssl.SSL_set_options(e->ssl, (opts & CARRIED_OPTIONS) | SSL_OP_NO_RENEGOTIATION);
+	kp_ssl.SSL_clear_options(e, CARRIED_OPTIONS);
+	kp_ssl.SSL_set_options(e, (opts & CARRIED_OPTIONS) | SSL_OP_NO_RENEGOTIATION);
+}
+
+static void engine_takes_program(struct kp_tls *e, SSL *ssl, int fd)
+{
+	engine_take_options(e->ssl, ssl);
 	long mode = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL);
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_CLEAR_MODE, ~0L, NULL);
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, mode | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, NULL);
@@ -288,6 +300,10 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	if (!h)
 		return -1;
 	const char *why = handout_why(e, ssl);
+	/* as the resumption of its own session: no verification in it, so no
+	 * name matched either (docs/tls.md "Sessions") */
+	bool resumed = !why && resumed_as(e, ssl);
+	X509_VERIFY_PARAM *unnamed = NULL;
 	long result = 0;
 	STACK_OF(X509) *chain = NULL;
 	char *peername = NULL;
@@ -296,8 +312,15 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		 * lock of ours held.  Its errors stay off the program's queue. */
 		kp_ssl.ERR_set_mark();
 		int ok = verify_as(ssl, kp_ssl.SSL_get0_peer_certificate(e->ssl),
-				   kp_ssl.SSL_get_peer_cert_chain(e->ssl), &result, &chain, &peername, NULL);
+				   kp_ssl.SSL_get_peer_cert_chain(e->ssl), &result, &chain, &peername,
+				   resumed ? &unnamed : NULL);
 		kp_ssl.ERR_pop_to_mark();
+		if (unnamed)
+			kp_ssl.X509_VERIFY_PARAM_free(unnamed);
+		if (resumed) {
+			free(peername);
+			peername = NULL;
+		}
 		/* OpenSSL aborts a failed verification for any mode but
 		 * SSL_VERIFY_NONE (tls_post_process_server_certificate), not
 		 * only with SSL_VERIFY_PEER */
@@ -337,7 +360,6 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		return -1;
 	}
 	engine_takes_program(e, ssl, fd);
-	bool resumed = resumed_as(e, ssl);
 	kp_lock(&tls_lock);
 	e->fd = fd;
 	e->refs++;

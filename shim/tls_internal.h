@@ -145,6 +145,8 @@ struct handle {
 	bool verified;       /* handed out: verify_result/vchain are its own */
 	bool resumed;        /* ... as the resumption of its own session */
 	long verify_result;
+	bool verify_set;     /* ... set by the program (SSL_set_verify_result) */
+	bool sess_set;       /* the program set its own session since (SSL_set_session) */
 	STACK_OF(X509) *vchain;
 	char *peername;      /* the name our verification matched */
 	/* handed out: the session it reads (kp_tls_session), a copy of the
@@ -313,6 +315,8 @@ void restore_program(struct kp_tls *e);
 bool same_str(const char *a, const char *b);
 const char *shape_mismatch(const struct shape *sh, SSL *ssl);
 SSL_SESSION *resuming(SSL *ssl);
+/* the options that act after the handshake, the program ssl's, on the engine e */
+void engine_take_options(SSL *e, SSL *ssl);
 int verify_as(SSL *ssl, X509 *leaf, STACK_OF(X509) *untrusted, long *result, STACK_OF(X509) **chain, char **peername, X509_VERIFY_PARAM **keep);
 void ticket_free(struct ticket *t);
 void ticket_insert(struct ticket *t, struct ticket **drop);

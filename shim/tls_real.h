@@ -153,6 +153,9 @@ typedef void (*kp_any_fn)(void);
 	X(int, SSL_get_ex_data_X509_STORE_CTX_idx, (void))                         \
 	X(int, SSL_ct_is_enabled, (const SSL *))                                   \
 	X(void, SSL_set_shutdown, (SSL *, int))                                    \
+	X(void, SSL_set_verify_result, (SSL *, long))                              \
+	X(void, SSL_set_quiet_shutdown, (SSL *, int))                              \
+	X(void, SSL_set_read_ahead, (SSL *, int))                                  \
 	X(uint64_t, SSL_set_options, (SSL *, uint64_t))                            \
 	X(int, SSL_get_security_level, (const SSL *))                              \
 	X(int, SSL_set_session, (SSL *, SSL_SESSION *))                            \

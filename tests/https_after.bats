@@ -1,0 +1,104 @@
+#!/usr/bin/env bats
+# HTTPS: what a program does with its SSL after the handshake, found by the
+# second HTTPS review of 2026-12-05 (docs/tls.md "Found by the second HTTPS
+# review"): a read mode without AUTO_RETRY, setters whose getter the
+# library answers (SSL_set_verify_result, SSL_set_shutdown), the peer name
+# of a hand-out standing for a resumption, shutdown state set outside
+# SSL_shutdown (SSL_key_update), options and settings changed after the
+# hand-out, the second SSL_shutdown.  tests/clients/tls_after.c, without
+# and with the library: the same output.
+
+load helpers
+
+setup_file() { suite_setup; }
+setup() {
+	NGINX_TLS=1 nginx_start
+	TLS="$NGINX_DIR/tls"
+}
+teardown() {
+	servers_stop
+	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
+	OWN_PID=
+}
+
+# after N FLAGS...: tls_after against nginx (SERVER_PORT), N requests,
+# without and with the library: same status and output
+after() {
+	run_both "$1" "$CLIENTS/tls_after" "$SERVER_PORT" "$TLS/ca.pem" "$@"
+	echo "$SHIM_STATS"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+}
+
+# own_after N FLAGS...: the same against tests/servers/tls_close.py
+own_after() {
+	run_plain "$CLIENTS/tls_after" "$SERVER_PORT" "$TLS/ca.pem" "$@"
+	run_shim "$CLIENTS/tls_after" "$SERVER_PORT" "$TLS/ca.pem" "$@"
+	echo "$SHIM_STATS"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+}
+
+close_server() {
+	rm -f "$BATS_TEST_TMPDIR/port"
+	"$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" "$TLS/server.key" \
+		"$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" "$1" 3>&- &
+	OWN_PID=$!
+	wait_until test -s "$BATS_TEST_TMPDIR/port"
+	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/port"
+}
+
+@test "AUTO_RETRY cleared: a TLS 1.3 program reads the server's tickets as WANT_READ on its own connection, so it is handed none" {
+	for v in 13 12; do
+		use_tls $v
+		after 3 noautoretry noreneg
+		[ $v = 12 ] || assert_line --partial "read r=-1 err=2 (blocking socket)"
+	done
+	use_tls 13
+	after 3 noautoretry
+	assert_equal "handed out $(stat_value tls_reused)" "handed out 0"
+}
+
+@test "SSL_set_verify_result on a handed-out SSL: SSL_get_verify_result reads it back" {
+	use_tls 13
+	after 3 setvr
+	assert_line --partial "set_verify_result(23): get=23"
+	assert_equal "handed out $(stat_value tls_reused)" "handed out 2"
+}
+
+@test "a hand-out standing for a resumption of the program's own session shows no verified peer name" {
+	use_tls 13
+	after 6 resumeodd
+	assert_line --partial "reused=1 verify=0 group"
+	use_tls 12
+	after 6 resumeodd noreneg
+}
+
+@test "shutdown state set outside SSL_shutdown (SSL_set_shutdown, SSL_key_update): SSL_shutdown answers from it, as libssl" {
+	use_tls 13
+	after 2 setshut
+	assert_line --partial "shutdown=1 get_shutdown=3"
+	after 3 keyupdate
+	assert_line --partial "shutdown while in init"
+	use_tls 12
+	after 2 setshut noreneg
+}
+
+@test "SSL_set_options and SSL_set_quiet_shutdown after the hand-out reach the connection: a bare FIN read as the program's options say" {
+	close_server ragged
+	own_after 2 close_last drain_last ignoreeof_after
+	assert_line --partial "read end r=0 err=6"
+	own_after 2 close_last drain_last quiet_after
+	own_after 2 quiet_after
+}
+
+@test "a second SSL_shutdown after a kept-alive exchange waits for the server's answer, as alone" {
+	for v in 13 12; do
+		use_tls $v
+		after 2 shut2 noreneg
+	done
+	close_server notify
+	own_after 2 shut2
+}
