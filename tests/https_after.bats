@@ -101,4 +101,11 @@ close_server() {
 	done
 	close_server notify
 	own_after 2 shut2
+	# CPython's unwrap(): SSL_shutdown until the server's answer
+	for v in 13 12; do
+		use_tls $v
+		run_both 2 "$PYTHON" "$ROOT/tests/clients/tls_unwrap.py" "$SERVER_PORT" "$TLS/ca.pem" 2
+		assert_both_ok
+		assert_same_output
+	done
 }
