@@ -570,7 +570,8 @@ KP_EXPORT int SSL_set_session(SSL *s, SSL_SESSION *sess)
 	if (MISSING(SSL_set_session))
 		return 0;
 	int r = kp_ssl.SSL_set_session(s, sess);
-	if (!INTERNAL() && r == 1)
+	/* (also from inside libssl: SSL_copy_session_id sets it so) */
+	if (r == 1)
 		kp_tls_set_session(s);
 	return r;
 }

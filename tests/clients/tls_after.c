@@ -5,7 +5,8 @@
  * noautoretry setvr resumeodd setshut keyupdate ignoreeof_after shut2
  * close_last (Connection: close on the last request) drain_last (its
  * answer read to the connection's end) quiet_after
- * (SSL_set_quiet_shutdown after the handshake) 
+ * (SSL_set_quiet_shutdown after the handshake; quiet_first, readahead_first:
+ * on the first request only)
  * flags (env-ish words): hup=PIDFILE (SIGHUP that pid between requests),
  *   sleep=MS between requests, implicit (no SSL_connect: SSL_write does
  *   the handshake), nb (non-blocking socket), vnone (SSL_VERIFY_NONE),
@@ -140,8 +141,10 @@ int main(int argc, char **argv)
 		}
 		if (has(argc, argv, "ignoreeof_after", NULL))
 			SSL_set_options(s, SSL_OP_IGNORE_UNEXPECTED_EOF);
-		if (has(argc, argv, "quiet_after", NULL))
+		if (has(argc, argv, "quiet_after", NULL) || (has(argc, argv, "quiet_first", NULL) && i == 0))
 			SSL_set_quiet_shutdown(s, 1);
+		if (has(argc, argv, "readahead_first", NULL) && i == 0)
+			SSL_set_read_ahead(s, 1);
 		char req[256];
 		const char *path = "/index.html";
 		if (has(argc, argv, "path", &v))
