@@ -684,6 +684,9 @@ int kp_tls_shutdown(SSL *ssl)
 		 * server's came (the program read our EOF), else 0; a later one
 		 * waits for the server's, which a server that was asked to close
 		 * sends (the EOF we owe): 1.  Quiet shutdown: 1 at once. */
+		if ((io.shut & (SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN)) ==
+		    (SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN))
+			return 1; /* both ways done (SSL_set_shutdown): libssl sends nothing */
 		bool quiet = kp_ssl.SSL_get_quiet_shutdown(ssl);
 		bool owed = __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE);
 		bool sent = io.shut & SSL_SENT_SHUTDOWN;
@@ -827,7 +830,19 @@ bool kp_tls_set_shutdown(SSL *ssl, int mode)
 		kp_unlock(&tls_lock);
 		return true;
 	}
-	/* a state our answers do not model: the engine takes it, its
+	/* at a request boundary, the bits are what our SSL_shutdown answers
+	 * from (the common "no close_notify" before SSL_free: the
+	 * connection stays parkable, nothing is sent, as alone) */
+	if (io.c && !kp_ssl.SSL_get_shutdown(io.e) && !kp_ssl.SSL_in_init(io.e) &&
+	    kp_conn_tls_at_end(io.c, io.fd)) {
+		kp_lock(&tls_lock);
+		struct handle *h = handle_find(ssl);
+		if (h)
+			h->shut = mode;
+		kp_unlock(&tls_lock);
+		return true;
+	}
+	/* else a state our answers do not model: the engine takes it, its
 	 * SSL_shutdown is libssl's from now on, and the connection is never
 	 * parked (docs/tls.md "Found by the second HTTPS review") */
 	if (io.c)

@@ -80,6 +80,8 @@ close_server() {
 	use_tls 13
 	after 2 setshut
 	assert_line --partial "shutdown=1 get_shutdown=3"
+	# set at a request boundary: nothing sent, as alone; still pooled
+	assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
 	after 3 keyupdate
 	assert_line --partial "shutdown while in init"
 	use_tls 12
