@@ -40,6 +40,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <time.h>
 
 /* The lock itself.  Every request takes about a dozen of them, never
  * contended in a single-threaded program: pthread_mutex_lock and unlock
@@ -102,6 +103,39 @@ static inline void kp_mutex_release(kp_mutex_t *m)
 	if (__builtin_expect(__atomic_exchange_n(&m->word, 0, __ATOMIC_RELEASE) != 1, 0))
 		kp_futex(&m->word, FUTEX_WAKE_PRIVATE, 1);
 }
+
+/* kp_mutex_acquire, unless *busy is (or becomes) nonzero while another
+ * holds m: false then, m not taken.  The waiter looks at *busy at least
+ * every 10 ms (a wake that kp_mutex_wake_all sends between its look and
+ * its sleep is not lost for longer). */
+static inline bool kp_mutex_acquire_unless(kp_mutex_t *m, const unsigned *busy)
+{
+	int c = 0;
+	if (__builtin_expect(__atomic_compare_exchange_n(&m->word, &c, 1, false, __ATOMIC_ACQUIRE,
+							 __ATOMIC_RELAXED), 1))
+		return true;
+	for (;;) {
+		if (__atomic_load_n(busy, __ATOMIC_ACQUIRE))
+			return false;
+		if (__atomic_exchange_n(&m->word, 2, __ATOMIC_ACQUIRE) == 0)
+			return true;
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		long ret;
+		register long r10 __asm__("r10") = (long)&ts;
+		__asm__ volatile("syscall"
+				 : "=a"(ret)
+				 : "0"((long)SYS_futex), "D"(&m->word), "S"((long)FUTEX_WAIT_PRIVATE),
+				   "d"(2L), "r"(r10)
+				 : "rcx", "r11", "memory");
+		(void)ret;
+	}
+}
+
+/* Wake every waiter of m (held by the caller): they look at busy again. */
+static inline void kp_mutex_wake_all(kp_mutex_t *m)
+{
+	kp_futex(&m->word, FUTEX_WAKE_PRIVATE, 1 << 30);
+}
 #else
 typedef pthread_mutex_t kp_mutex_t;
 #define KP_MUTEX_INITIALIZER PTHREAD_MUTEX_INITIALIZER
@@ -109,6 +143,25 @@ static inline void kp_mutex_init(kp_mutex_t *m) { pthread_mutex_init(m, NULL); }
 static inline void kp_mutex_acquire(kp_mutex_t *m) { pthread_mutex_lock(m); }
 static inline int kp_mutex_tryacquire(kp_mutex_t *m) { return pthread_mutex_trylock(m); }
 static inline void kp_mutex_release(kp_mutex_t *m) { pthread_mutex_unlock(m); }
+static inline bool kp_mutex_acquire_unless(kp_mutex_t *m, const unsigned *busy)
+{
+	for (;;) {
+		if (pthread_mutex_trylock(m) == 0)
+			return true;
+		if (__atomic_load_n(busy, __ATOMIC_ACQUIRE))
+			return false;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (pthread_mutex_timedlock(m, &ts) == 0)
+			return true;
+	}
+}
+static inline void kp_mutex_wake_all(kp_mutex_t *m) { (void)m; }
 #endif
 
 /* How deep this thread is inside a locked region (or a connect()/close()
@@ -132,6 +185,18 @@ static inline void kp_lock(kp_mutex_t *m)
 {
 	kp_enter();
 	kp_mutex_acquire(m);
+}
+
+/* kp_lock, unless another call holds m across a call that may block
+ * (*busy: a connection's send, docs/hold.md "Never wait on a busy
+ * connection"): false then, not locked, not counted. */
+static inline bool kp_lock_unless(kp_mutex_t *m, const unsigned *busy)
+{
+	kp_enter();
+	if (kp_mutex_acquire_unless(m, busy))
+		return true;
+	kp_leave();
+	return false;
 }
 
 /* 0 (locked, counted) or EBUSY (not counted) */

@@ -143,7 +143,7 @@ int swap_fresh(struct kp_conn *c, int fd, bool repark)
 		}
 	}
 	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
-	int s = fdfl < 0 ? -1 : connect_fresh(c, fd);
+	int s = fdfl < 0 ? -1 : BUSY(c, connect_fresh(c, fd));
 	if (s < 0)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -185,7 +185,7 @@ int swap_fresh(struct kp_conn *c, int fd, bool repark)
 		/* the program's SSL was speaking through the pooled engine: it
 		 * makes its own handshake on the fresh connection now */
 		c->tls_handed = false;
-		if (kp_tls_rehandshake(&c->tls, fd, c->tls_ssl) < 0)
+		if (BUSY(c, kp_tls_rehandshake(&c->tls, fd, c->tls_ssl)) < 0)
 			unpool(c, "TLS handshake after a replay failed");
 	} else if (c->tls) { /* a pending engine that was not handed out */
 		kp_tls_put(c->tls);

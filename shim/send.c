@@ -520,7 +520,8 @@ static ssize_t head_send(struct kp_conn *c, int fd, struct head_send *s)
 		s->staged = c->tls && tls_stage_push(c, v, nv, (size_t)s->hl + iov_total(v + 1, nv - 1), &r);
 		s->staged_len = s->staged ? iov_total(v, nv) : 0;
 		if (!s->staged) /* (no memory: TLS as before, the engine's record waited for) */
-			r = c->tls ? kp_tls_xmit(c->tls, fd, v, nv) : conn_sendmsg(c, fd, &m, s->send_flags);
+			r = c->tls ? BUSY(c, kp_tls_xmit(c->tls, fd, v, nv))
+				   : conn_sendmsg(c, fd, &m, s->send_flags);
 		/* the pooled socket was dead before our request got out: a fresh
 		 * one (once), and the request goes there */
 		if (r < 0 && s->keep_copy && c->first == KP_FIRST_UNSENT &&
@@ -733,7 +734,9 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		}
 		errno = saved;
 	}
-	return send_intercept(c, fd, iov, iovcnt, flags, ret);
+	bool taken = send_intercept(c, fd, iov, iovcnt, flags, ret);
+	conn_reap(c); /* closes that came while the send was busy */
+	return taken;
 }
 
 static void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret)
@@ -791,7 +794,9 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t *ret)
 {
 	struct iovec iov = { (void *)buf, n };
-	return send_intercept(c, fd, &iov, 1, 0, ret);
+	bool taken = send_intercept(c, fd, &iov, 1, 0, ret);
+	conn_reap(c);
+	return taken;
 }
 
 void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t ret)
