@@ -119,3 +119,27 @@ busy_matrix() {
 	echo "$output"
 	assert_success
 }
+
+_mute_ready() { [ -s "$BATS_TEST_TMPDIR/mute.port" ] || _pid_gone "$SLOW_PID"; }
+
+@test "HTTPS: a replay on a non-blocking socket whose fresh handshake the server never answers: the program's read returns within its own bound, as alone (no 30 s wait of ours)" {
+	CLIENT_TIMEOUT=20
+	TLS="$BATS_TEST_TMPDIR/tls"
+	tls_make "$TLS"
+	local half
+	for half in plain shim; do
+		_stop_pid "${SLOW_PID:-}"
+		rm -f "$BATS_TEST_TMPDIR/mute.port"
+		python3 "$ROOT/tests/servers/tls_mute.py" "$TLS/server.pem" "$TLS/server.key" \
+			"$BATS_TEST_TMPDIR/mute.port" >/dev/null 2>"$BATS_TEST_TMPDIR/mute.err" &
+		SLOW_PID=$!
+		wait_until _mute_ready
+		read -r SERVER_PORT <"$BATS_TEST_TMPDIR/mute.port"
+		"run_$half" "$PYTHON" "$ROOT/tests/clients/tls_nb_replay.py" "$SERVER_PORT" "$TLS/ca.pem"
+	done
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "r2: failed: TimeoutError"
+	[[ "$SHIM_STATS" == *"tls_reused=1"* ]]
+}
