@@ -227,8 +227,11 @@ static inline bool kp_reentered(void)
  * (the engine's SSL_write_ex reaches send(), a handshake read()): that
  * nested wrapper runs as the program's call would, not as a handler's
  * (it takes no lock its caller holds: it never could, that would have
- * deadlocked without any signal).  A signal handler that interrupts
- * inside one of these calls is not protected (docs/binding.md). */
+ * deadlocked without any signal).  Made under a connection's lock, it
+ * runs with that connection busy (shim/conn_internal.h BUSY): a signal
+ * handler that interrupts inside it steps aside on that connection
+ * (kp_lock_unless) instead of waiting for its own thread's lock
+ * (docs/binding.md). */
 #define KP_OUTSIDE(call)                                  \
 	({                                                \
 		unsigned outer_ = kp_inside;              \
