@@ -143,3 +143,25 @@ _mute_ready() { [ -s "$BATS_TEST_TMPDIR/mute.port" ] || _pid_gone "$SLOW_PID"; }
 	assert_line "r2: failed: TimeoutError"
 	[[ "$SHIM_STATS" == *"tls_reused=1"* ]]
 }
+
+@test "HTTPS under RLIMIT_AS: a 64 MiB request in one non-blocking SSL_write, no room for the library's staging copy: written as alone, never the 30 s fallback" {
+	CLIENT_TIMEOUT=20
+	slow_start tls
+	local as=$((150 * 1024 * 1024))
+	: >"$BATS_TEST_TMPDIR/slow.log"
+	run_plain prlimit --as="$as" "$CLIENTS/tls_busy" "$SERVER_PORT" "$TLS/ca.pem" tls nb reads \
+		setsockopt "$BATS_TEST_TMPDIR/go" 64
+	_logged reads
+	cp "$BATS_TEST_TMPDIR/slow.log" "$BATS_TEST_TMPDIR/plain.log"
+	: >"$BATS_TEST_TMPDIR/slow.log"
+	run_shim prlimit --as="$as" "$CLIENTS/tls_busy" "$SERVER_PORT" "$TLS/ca.pem" tls nb reads \
+		setsockopt "$BATS_TEST_TMPDIR/go" 64
+	_logged reads
+	cp "$BATS_TEST_TMPDIR/slow.log" "$BATS_TEST_TMPDIR/shim.log"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "A: all written; response: HTTP/1.1 200 OK"
+	run diff "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.log"
+	assert_success
+}

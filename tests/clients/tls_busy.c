@@ -5,7 +5,7 @@
  * server that does not read yet: A's send blocks.  Then thread B (or a
  * signal handler on A) makes one call on the socket; alone each returns at
  * once, and so must it with the library.
- * Usage: tls_busy PORT CA TRANSPORT MODE SERVER CALL FIFO
+ * Usage: tls_busy PORT CA TRANSPORT MODE SERVER CALL FIFO [BODY_MB]
  *   TRANSPORT plain or tls (TLS 1.3, CA verifies the server)
  *   MODE      block, or nb (O_NONBLOCK: A waits in poll between writes)
  *   SERVER    reads: the server reads once the client writes a line on
@@ -15,6 +15,7 @@
  *             (TCP_NODELAY), dup (then close of the copy), fork (the
  *             child exits at once), or sig-dup, sig-close, sig-recv: the
  *             same made by a SIGUSR1 handler that interrupts A's write
+ *   BODY_MB   the body's size (default 4)
  * Prints B's call and its answer, then (the server reading, or after a
  * shutdown, which ends A's write) how A's write ended and the response's
  * status line; with a server that never reads, A stays in its write, as
@@ -35,7 +36,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-#define BODY (4u << 20)
+static unsigned body_len = 4u << 20;
 
 static int fd;
 static SSL *ssl;
@@ -221,13 +222,15 @@ static void go(const char *fifo)
 
 int main(int argc, char **argv)
 {
-	if (argc != 8) {
-		fprintf(stderr, "usage: tls_busy PORT CA TRANSPORT MODE SERVER CALL FIFO\n");
+	if (argc != 8 && argc != 9) {
+		fprintf(stderr, "usage: tls_busy PORT CA TRANSPORT MODE SERVER CALL FIFO [BODY_MB]\n");
 		return 2;
 	}
 	bool tls = !strcmp(argv[3], "tls"), reads = !strcmp(argv[5], "reads");
 	const char *call = argv[6];
 	nb = !strcmp(argv[4], "nb");
+	if (argc == 9)
+		body_len = (unsigned)atoi(argv[8]) << 20;
 	signal(SIGPIPE, SIG_IGN);
 	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = SA_RESTART };
 	sigaction(SIGUSR1, &sa, NULL);
@@ -252,13 +255,15 @@ int main(int argc, char **argv)
 	if (nb)
 		fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 
-	req = malloc(BODY + 256);
+	req = malloc(body_len + 256);
+	if (!req)
+		die("malloc");
 	req_len = (size_t)sprintf(req,
 				  "POST /busy HTTP/1.1\r\nHost: localhost\r\nContent-Length: %u\r\n"
 				  "Connection: close\r\n\r\n",
-				  BODY);
-	memset(req + req_len, 'b', BODY);
-	req_len += BODY;
+				  body_len);
+	memset(req + req_len, 'b', body_len);
+	req_len += body_len;
 
 	pthread_t a;
 	pthread_create(&a, NULL, writer, NULL);
