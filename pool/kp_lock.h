@@ -131,10 +131,12 @@ static inline bool kp_mutex_acquire_unless(kp_mutex_t *m, const unsigned *busy)
 	}
 }
 
-/* Wake every waiter of m (held by the caller): they look at busy again. */
+/* Wake every waiter of m (held by the caller): they look at busy again.
+ * Only when one waits (2): no system call on the uncontended path. */
 static inline void kp_mutex_wake_all(kp_mutex_t *m)
 {
-	kp_futex(&m->word, FUTEX_WAKE_PRIVATE, 1 << 30);
+	if (__atomic_load_n(&m->word, __ATOMIC_ACQUIRE) == 2)
+		kp_futex(&m->word, FUTEX_WAKE_PRIVATE, 1 << 30);
 }
 #else
 typedef pthread_mutex_t kp_mutex_t;
