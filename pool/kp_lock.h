@@ -17,7 +17,9 @@
  * while holding those above it):
  *   c->lock                       a connection (conn.c, send.c, wire.c,
  *                                 hidden.c, conn_replay.c, conn_opts.c,
- *                                 tls_calls.c)
+ *                                 tls_calls.c); held across a call that
+ *                                 may block only with c->busy up, and
+ *                                 then never waited for (kp_lock_unless)
  *   free_lock, finished_lock      hidden.c (objects, the finished take-over)
  *   defaults_lock                 sockopts.c
  *   watch.c lock                  the readiness watch
