@@ -165,3 +165,27 @@ _mute_ready() { [ -s "$BATS_TEST_TMPDIR/mute.port" ] || _pid_gone "$SLOW_PID"; }
 	run diff "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.log"
 	assert_success
 }
+
+@test "HTTPS: a handler's dup() every 200 us during a 64 MiB SSL_write lands inside libssl too: no deadlock on the connection's lock, the request and response as alone (3 runs)" {
+	CLIENT_TIMEOUT=20
+	slow_start tls
+	local i
+	for i in 1 2 3; do
+		: >"$BATS_TEST_TMPDIR/slow.log"
+		run_plain "$CLIENTS/tls_busy" "$SERVER_PORT" "$TLS/ca.pem" tls block reads sig-storm \
+			"$BATS_TEST_TMPDIR/go" 64
+		_logged reads
+		cp "$BATS_TEST_TMPDIR/slow.log" "$BATS_TEST_TMPDIR/plain.log"
+		: >"$BATS_TEST_TMPDIR/slow.log"
+		run_shim "$CLIENTS/tls_busy" "$SERVER_PORT" "$TLS/ca.pem" tls block reads sig-storm \
+			"$BATS_TEST_TMPDIR/go" 64
+		_logged reads
+		cp "$BATS_TEST_TMPDIR/slow.log" "$BATS_TEST_TMPDIR/shim.log"
+		assert_both_ok
+		assert_same_output
+		run diff "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.log"
+		assert_success
+	done
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "A: all written; response: HTTP/1.1 200 OK"
+}

@@ -14,7 +14,9 @@
  *             session ticket may wait), setsockopt
  *             (TCP_NODELAY), dup (then close of the copy), fork (the
  *             child exits at once), or sig-dup, sig-close, sig-recv: the
- *             same made by a SIGUSR1 handler that interrupts A's write
+ *             same made by a SIGUSR1 handler that interrupts A's write;
+ *             sig-storm: the server reads at once (SERVER must be reads),
+ *             and a handler's dup interrupts A's write every 200 us
  *   BODY_MB   the body's size (default 4)
  * Prints B's call and its answer, then (the server reading, or after a
  * shutdown, which ends A's write) how A's write ended and the response's
@@ -55,7 +57,7 @@ static void on_usr1(int sig)
 	(void)sig;
 	int saved = errno;
 	char b;
-	if (!strcmp(sig_call, "sig-dup")) {
+	if (!strcmp(sig_call, "sig-dup") || !strcmp(sig_call, "sig-storm")) {
 		sig_ret = dup(fd);
 		sig_err = errno;
 		if (sig_ret >= 0) {
@@ -80,9 +82,19 @@ static void wait_io(short ev)
 }
 
 /* A: the request in one call (its rest in later ones), then the response */
+static volatile int a_done;
+
 static void *writer(void *arg)
 {
 	(void)arg;
+	void *writer_body(void);
+	writer_body();
+	a_done = 1;
+	return NULL;
+}
+
+void *writer_body(void)
+{
 	size_t off = 0;
 	started = 1;
 	while (off < req_len) {
@@ -267,6 +279,22 @@ int main(int argc, char **argv)
 
 	pthread_t a;
 	pthread_create(&a, NULL, writer, NULL);
+	if (!strcmp(call, "sig-storm")) {
+		/* the server reads at once; a handler's dup every 200 us lands
+		 * anywhere in A's SSL_write, in libssl too */
+		sig_call = call;
+		go(argv[7]);
+		int bad = 0;
+		while (!a_done) {
+			pthread_kill(a, SIGUSR1);
+			usleep(200);
+			bad |= sig_done && sig_ret < 0;
+		}
+		pthread_join(a, NULL);
+		printf("B: sig-storm -> %d\n%s", bad ? -1 : 0, a_out);
+		fflush(stdout);
+		_exit(0);
+	}
 	until_blocked();
 	b_call(call, a);
 	if (reads)
