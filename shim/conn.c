@@ -453,7 +453,15 @@ static int close_locked(int fd, struct kp_conn *c)
 	kp_watch_detach(fd);
 	kp_watch_forget_fd(fd);
 	finished_forget(fd, NULL);
-	kp_lock(&c->lock);
+	if (!conn_lock_any(c)) {
+		/* another call holds it across a send that may never end (or
+		 * a signal handler interrupted one on this thread): the
+		 * kernel's close, at once, as alone; c is raw, never parked,
+		 * and its reference goes when that call is over */
+		conn_unref(c);
+		errno = saved;
+		return KP_REAL(close)(fd);
+	}
 	int left = --c->refs;
 	if (!left && c->held_len) /* the kernel would send them before its FIN */
 		give_up(c, fd, "closed with a request head unfinished");
@@ -485,7 +493,11 @@ void kp_forget_fd(int fd, bool may_park)
 		kp_watch_detach(fd); /* as kp_close */
 	kp_watch_forget_fd(fd);
 	finished_forget(fd, NULL);
-	kp_lock(&c->lock);
+	if (!conn_lock_any(c)) { /* busy (as close_locked): never parked */
+		conn_unref(c);
+		errno = saved;
+		return;
+	}
 	int left = --c->refs;
 	if (!left && c->held_len) /* the kernel would send them before its FIN */
 		give_up(c, fd, "closed with a request head unfinished");
@@ -1195,6 +1207,7 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 	if (flags & MSG_OOB)
 		return false; /* not the stream's bytes */
 	bool again = recv_done(c, fd, iov, iovcnt, ret, flags);
+	conn_reap(c); /* (a replay's sends are busy) */
 	if (!again && kp_replay_interrupted) {
 		/* a signal ended the replay: the program's call says so */
 		kp_replay_interrupted = false;
@@ -1282,7 +1295,9 @@ bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending)
 bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t *ret, int flags)
 {
 	struct iovec iov = { buf, n };
-	return recv_done(c, fd, &iov, 1, ret, flags);
+	bool again = recv_done(c, fd, &iov, 1, ret, flags);
+	conn_reap(c);
+	return again;
 }
 
 bool kp_conn_tls_at_end(struct kp_conn *c, int fd)

@@ -80,8 +80,14 @@ void kp_tls_put(struct kp_tls *e);
  * -1. */
 int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl);
 
+/* The deadline (kp_now_ms) of the call a replay happens in, 0: none
+ * (docs/replay.md "The program's bounds"): kp_tls_rehandshake and
+ * kp_tls_xmit wait no longer than that on this thread. */
+extern __attribute__((visibility("hidden"))) __thread uint64_t kp_tls_wait_end_ms;
+
 /* Send all of iov through e (TLS records on fd), waiting for the socket
- * (bounded) when it is full.  Returns the bytes or -1 with errno. */
+ * (bounded: 30 s, or kp_tls_wait_end_ms) when it is full.  Returns the
+ * bytes or -1 with errno. */
 ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcnt);
 
 /* One SSL_write_ex of buf through e, never waiting (docs/hold.md

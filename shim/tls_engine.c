@@ -924,8 +924,28 @@ bool kp_tls_is_parked(int hidden)
 
 /* ------------------------------------------------------------ fresh again */
 
-/* Run ssl's handshake on fd to its end, waiting (bounded) as a blocking
- * socket would. */
+__thread uint64_t kp_tls_wait_end_ms;
+
+/* How long a wait of ours may still last, having waited `waited` ms:
+ * TLS_WAIT_MS, or what is left of the program's call (kp_tls_wait_end_ms). */
+static int wait_slice(void)
+{
+	if (!kp_tls_wait_end_ms)
+		return 100;
+	uint64_t now = kp_now_ms();
+	uint64_t left = kp_tls_wait_end_ms > now ? kp_tls_wait_end_ms - now : 0;
+	return left < 100 ? (int)left : 100;
+}
+
+static bool may_wait(int waited)
+{
+	if (waited >= TLS_WAIT_MS)
+		return false;
+	return !kp_tls_wait_end_ms || kp_now_ms() < kp_tls_wait_end_ms;
+}
+
+/* Run ssl's handshake on fd to its end, waiting (bounded: may_wait) as a
+ * blocking socket would. */
 static int handshake_wait(SSL *ssl, int fd)
 {
 	int waited = 0;
@@ -937,10 +957,10 @@ static int handshake_wait(SSL *ssl, int fd)
 		int err;
 		err = kp_ssl.SSL_get_error(ssl, r);
 		short ev = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
-		if (!ev || waited >= TLS_WAIT_MS)
+		if (!ev || !may_wait(waited))
 			return -1;
 		struct pollfd pfd = { .fd = fd, .events = ev };
-		KP_REAL(poll)(&pfd, 1, 100);
+		KP_REAL(poll)(&pfd, 1, wait_slice());
 		waited += 100;
 	}
 }
@@ -1041,14 +1061,14 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 		int saved = errno;
 		e2 = kp_ssl.SSL_get_error(e->ssl, r);
 		short ev = e2 == SSL_ERROR_WANT_READ ? POLLIN : e2 == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
-		if (!ev || waited >= TLS_WAIT_MS) {
+		if (!ev || !may_wait(waited)) {
 			err = e2 == SSL_ERROR_SYSCALL && saved ? saved
 			      : e2 == SSL_ERROR_SSL	     ? EPROTO
 							     : EPIPE;
 			break;
 		}
 		struct pollfd pfd = { .fd = fd, .events = ev };
-		KP_REAL(poll)(&pfd, 1, 100);
+		KP_REAL(poll)(&pfd, 1, wait_slice());
 		waited += 100;
 	}
 	if (buf != small && buf != iov[0].iov_base)
