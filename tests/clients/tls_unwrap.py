@@ -1,7 +1,7 @@
 """tls_unwrap.py PORT CAFILE N - CPython's SSLSocket.unwrap() after a
 kept-alive exchange: its close_notify, then a wait for the server's
 (SSL_shutdown called again), printed with what it raised
-(tests/https_after.bats; docs/tls.md "Found by the second HTTPS review")."""
+(tests/https_setters.bats; docs/tls.md "Found by the second HTTPS review")."""
 import socket
 import ssl
 import sys

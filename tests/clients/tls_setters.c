@@ -1,7 +1,7 @@
-/* tls_after.c - a C TLS client printing what it can observe after its
+/* tls_setters.c - a C TLS client printing what it can observe after its
  * handshake, step by step (from the HTTPS review of 2026-12-05, second:
  * docs/tls.md "Found by the second HTTPS review").
- * usage: tls_after PORT CAFILE N [flags...]
+ * usage: tls_setters PORT CAFILE N [flags...]
  * noautoretry setvr resumeodd setshut keyupdate ignoreeof_after shut2
  * close_last (Connection: close on the last request) drain_last (its
  * answer read to the connection's end) quiet_after

@@ -5,7 +5,7 @@
 # library answers (SSL_set_verify_result, SSL_set_shutdown), the peer name
 # of a hand-out standing for a resumption, shutdown state set outside
 # SSL_shutdown (SSL_key_update), options and settings changed after the
-# hand-out, the second SSL_shutdown.  tests/clients/tls_after.c, without
+# hand-out, the second SSL_shutdown.  tests/clients/tls_setters.c, without
 # and with the library: the same output.
 
 load helpers
@@ -21,10 +21,10 @@ teardown() {
 	OWN_PID=
 }
 
-# after N FLAGS...: tls_after against nginx (SERVER_PORT), N requests,
+# after N FLAGS...: tls_setters against nginx (SERVER_PORT), N requests,
 # without and with the library: same status and output
 after() {
-	run_both "$1" "$CLIENTS/tls_after" "$SERVER_PORT" "$TLS/ca.pem" "$@"
+	run_both "$1" "$CLIENTS/tls_setters" "$SERVER_PORT" "$TLS/ca.pem" "$@"
 	echo "$SHIM_STATS"
 	assert_both_ok
 	assert_same_output
@@ -33,8 +33,8 @@ after() {
 
 # own_after N FLAGS...: the same against tests/servers/tls_close.py
 own_after() {
-	run_plain "$CLIENTS/tls_after" "$SERVER_PORT" "$TLS/ca.pem" "$@"
-	run_shim "$CLIENTS/tls_after" "$SERVER_PORT" "$TLS/ca.pem" "$@"
+	run_plain "$CLIENTS/tls_setters" "$SERVER_PORT" "$TLS/ca.pem" "$@"
+	run_shim "$CLIENTS/tls_setters" "$SERVER_PORT" "$TLS/ca.pem" "$@"
 	echo "$SHIM_STATS"
 	assert_both_ok
 	assert_same_output
