@@ -190,14 +190,17 @@ struct io {
 	int shut; /* the shutdown bits our answers made up (h->shut) */
 };
 
-static bool io_get(SSL *ssl, struct io *io)
+/* (a call that is not I/O, a setter, keeps the error made up for the
+ * last I/O call: SSL_get_error may follow it: new_call false) */
+static bool io_look(SSL *ssl, struct io *io, bool new_call)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return false;
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	if (h) {
-		h->synth_err = 0;
+		if (new_call)
+			h->synth_err = 0;
 		io->h = h;
 		io->e = h->e->ssl;
 		io->fd = h->fd;
@@ -211,6 +214,11 @@ static bool io_get(SSL *ssl, struct io *io)
 	}
 	kp_unlock(&tls_lock);
 	return h != NULL;
+}
+
+static bool io_get(SSL *ssl, struct io *io)
+{
+	return io_look(ssl, io, true);
 }
 
 /* ssl is the program's own SSL, kept after it closed its socket, whose
@@ -818,7 +826,7 @@ void kp_tls_set_session(SSL *ssl)
 bool kp_tls_set_shutdown(SSL *ssl, int mode)
 {
 	struct io io;
-	if (!io_get(ssl, &io))
+	if (!io_look(ssl, &io, false))
 		return false;
 	if (io.closed) {
 		if (kept_own(ssl))
@@ -859,7 +867,7 @@ bool kp_tls_set_shutdown(SSL *ssl, int mode)
 SSL *kp_tls_after_set(SSL *ssl, enum kp_tls_after what, const char *why)
 {
 	struct io io;
-	if (!io_get(ssl, &io) || io.closed)
+	if (!io_look(ssl, &io, false) || io.closed)
 		return NULL;
 	if (what == KP_AFTER_OPTIONS) {
 		/* the options that act after the handshake, as at hand-out
