@@ -122,11 +122,14 @@ static int seal_out(struct tlsf *f, uint8_t type, const uint8_t *p, size_t len)
 	return n;
 }
 
-/* an alert of ours (ssl3_send_alert): sealed now, sent now if it can go */
+/* an alert of ours (ssl3_send_alert): sealed now, sent now if it can go;
+ * none but close_notify once our close_notify was sent */
 static void send_alert(struct tlsf *f, uint8_t level, uint8_t desc)
 {
 	const uint8_t msg[2] = {level, desc};
 
+	if ((f->shutdown & TLSF_SENT_SHUTDOWN) && desc != TLSREC_AD_CLOSE_NOTIFY)
+		return;
 	if (seal_out(f, TLSREC_CT_ALERT, msg, sizeof(msg)) < 0)
 		return;
 	f->alert_owed = true;
@@ -138,8 +141,10 @@ static void send_alert(struct tlsf *f, uint8_t level, uint8_t desc)
  * state machine in its error state */
 static int fatal(struct tlsf *f, int alert, int reason)
 {
+	bool again = f->failed; /* ossl_statem_send_fatal: "once is enough" */
+
 	f->failed = true;
-	if (alert >= 0)
+	if (alert >= 0 && !again)
 		send_alert(f, ALERT_FATAL, (uint8_t)alert);
 	f->err_reason = reason;
 	return -1;
@@ -152,6 +157,7 @@ static int reader_failed(struct tlsf *f, int rc)
 {
 	int alert = TLSREC_ALERT_OF(rc);
 
+	f->in_len = 0; /* the record is gone: SSL_has_pending says 0 */
 	if (alert < 0)
 		return fatal(f, TLSREC_AD_INTERNAL_ERROR, TLSF_R_OTHER);
 	return fatal(f, alert,
@@ -443,8 +449,9 @@ int tlsf_write_ex(struct tlsf *f, const void *buf, size_t num, size_t *written)
 /* ------------------------------------------------------------ shutdown */
 
 /* ssl3_read_bytes(type 0) of ssl3_shutdown waiting for the peer's
- * close_notify: application data and post-handshake messages after ours
- * are thrown away (OpenSSL: "ditch anything we read") */
+ * close_notify: application data (given or not) is a fatal error
+ * (SSL_R_APPLICATION_DATA_AFTER_CLOSE_NOTIFY, no alert: ours was sent),
+ * post-handshake messages are thrown away */
 static void read_for_shutdown(struct tlsf *f)
 {
 	struct tlsrec_ev ev;
@@ -455,6 +462,7 @@ static void read_for_shutdown(struct tlsf *f)
 		if (f->app_len) {
 			f->app_len = 0;
 			f->rwstate = RW_NOTHING;
+			fatal(f, TLSREC_AD_UNEXPECTED_MESSAGE, TLSF_R_APPLICATION_DATA_AFTER_CLOSE_NOTIFY);
 			return;
 		}
 		if (next_event(f, &ev) <= 0)
@@ -464,6 +472,7 @@ static void read_for_shutdown(struct tlsf *f)
 			if (ev.len == 0)
 				continue;
 			f->rwstate = RW_NOTHING;
+			fatal(f, TLSREC_AD_UNEXPECTED_MESSAGE, TLSF_R_APPLICATION_DATA_AFTER_CLOSE_NOTIFY);
 			return;
 		case TLSREC_EV_CLOSE:
 			f->shutdown |= TLSF_RECEIVED_SHUTDOWN;
@@ -529,7 +538,10 @@ int tlsf_get_error(const struct tlsf *f, int ret)
 		return TLSF_ERROR_WANT_READ;
 	if (f->io_retry && f->rwstate == RW_WRITING)
 		return TLSF_ERROR_WANT_WRITE;
-	if (ret == 0 && (f->shutdown & TLSF_RECEIVED_SHUTDOWN) && f->warn_alert == TLSREC_AD_CLOSE_NOTIFY)
+	/* OpenSSL 3.0 asks this whatever ret is: a write after the peer's
+	 * close_notify (or fatal alert: warn_alert stays 0) that failed
+	 * for another reason says ZERO_RETURN */
+	if ((f->shutdown & TLSF_RECEIVED_SHUTDOWN) && f->warn_alert == TLSREC_AD_CLOSE_NOTIFY)
 		return TLSF_ERROR_ZERO_RETURN;
 	return TLSF_ERROR_SYSCALL;
 }

@@ -60,6 +60,7 @@ struct tlsf_io {
 /* the reasons of OpenSSL's errors the engine raises (sslerr.h): the hooks
  * raise them with ERR_raise(ERR_LIB_SSL, reason) */
 #define TLSF_R_BAD_WRITE_RETRY 127
+#define TLSF_R_APPLICATION_DATA_AFTER_CLOSE_NOTIFY 291
 #define TLSF_R_BAD_LENGTH 271
 #define TLSF_R_PROTOCOL_IS_SHUTDOWN 207
 #define TLSF_R_DECRYPTION_FAILED_OR_BAD_RECORD_MAC 281

@@ -631,7 +631,11 @@ static void ref_step(struct side *x, const struct step *st, struct answer *a)
 	default: return;
 	}
 	a->err = SSL_get_error(x->c, a->ret);
-	a->reason = a->err == SSL_ERROR_SSL ? ERR_GET_REASON(ERR_peek_error()) : -1;
+	/* the SSL error: TLS 1.2 AES-GCM's failed open puts a provider's
+	 * error first in the queue */
+	unsigned long e = ERR_peek_last_error();
+	CHECK(a->err != SSL_ERROR_SSL || ERR_GET_LIB(e) == ERR_LIB_SSL);
+	a->reason = a->err == SSL_ERROR_SSL ? ERR_GET_REASON(e) : -1;
 	a->len = st->op == C_READ_EX ? got : (st->op == C_READ || st->op == C_PEEK) && a->ret > 0 ? (size_t)a->ret : 0;
 	a->pending = SSL_pending(x->c);
 	a->has_pending = SSL_has_pending(x->c);
@@ -770,6 +774,10 @@ static void run_script(const struct script *sc, int version, const char *suite, 
 		size_t ref_up = ref.up.len, fgn_up = fgn.up.len;
 		ref_step(&ref, st, &a);
 		foreign_step(&fgn, st, &b);
+		if (getenv("TLSF_TRACE"))
+			fprintf(stderr, "%s: ret %d/%d err %d/%d reason %d/%d shut %d/%d pend %d/%d has %d/%d wrote %zu/%zu\n", where,
+				a.ret, b.ret, a.err, b.err, a.reason, b.reason, a.shutdown, b.shutdown, a.pending,
+				b.pending, a.has_pending, b.has_pending, ref.up.len - ref_up, fgn.up.len - fgn_up);
 		SAME("return", a.ret, b.ret);
 		SAME("SSL_get_error", a.err, b.err);
 		if (b.reason == TLSF_R_OTHER && a.reason > 0)
