@@ -69,11 +69,14 @@ void tlsf_set_mode(struct tlsf *f, uint32_t mode)
 
 /* ------------------------------------------------------------ state of a call */
 
+/* what a call starts from: the error queue empty (the test's programs
+ * clear it); rwstate and the BIO's retry flag stay until something
+ * resets them, as in OpenSSL (SSL_shutdown after a blocked write says
+ * WANT_WRITE without writing) */
 static void call_begins(struct tlsf *f)
 {
 	f->err_reason = -1;
 	f->err_syscall = false;
-	f->io_retry = false;
 }
 
 static int raise_error(struct tlsf *f, int reason)
@@ -89,6 +92,7 @@ static int flush(struct tlsf *f)
 {
 	while (f->out_off < f->out_len) {
 		f->rwstate = RW_WRITING;
+		f->io_retry = false; /* BIO_clear_retry_flags */
 		long n = f->io.send(f->io.ctx, f->out + f->out_off, f->out_len - f->out_off);
 		if (n > 0) {
 			f->out_off += (size_t)n;
@@ -196,6 +200,7 @@ static int next_event(struct tlsf *f, struct tlsrec_ev *ev)
 		if (ev->need <= f->in_len || ev->need > sizeof(f->in))
 			return fatal(f, TLSREC_AD_INTERNAL_ERROR, TLSF_R_OTHER);
 		f->rwstate = RW_READING;
+		f->io_retry = false;
 		long n = f->io.recv(f->io.ctx, f->in + f->in_len, ev->need - f->in_len);
 		if (n > 0) {
 			f->in_len += (size_t)n > ev->need - f->in_len ? ev->need - f->in_len : (size_t)n;
@@ -507,6 +512,10 @@ int tlsf_shutdown(struct tlsf *f)
 		if (f->alert_owed)
 			return -1;
 	} else if (f->alert_owed) {
+		/* ssl3_dispatch_alert while a data record is half sent:
+		 * ssl3_write_pending sees another type and buffer */
+		if (f->wpend_tot)
+			return fatal(f, TLSREC_AD_INTERNAL_ERROR, TLSF_R_BAD_WRITE_RETRY);
 		if (flush(f) < 0)
 			return -1;
 		f->alert_owed = false;

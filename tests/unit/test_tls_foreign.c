@@ -112,6 +112,8 @@ static long wire_write(struct wire *w, const uint8_t *buf, size_t len)
 {
 	if (w->room == 0)
 		return TLSF_IO_RETRY;
+	if (w->room == UNLIMITED - 1)
+		return TLSF_IO_ERROR;
 	size_t n = w->room != UNLIMITED && w->room < len ? w->room : len;
 	if (w->len + n > w->cap)
 		abort();
@@ -151,7 +153,7 @@ static int bio_write(BIO *b, const char *buf, int len)
 		BIO_set_retry_write(b);
 		return -1;
 	}
-	return (int)n;
+	return n == TLSF_IO_ERROR ? -1 : (int)n;
 }
 
 static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
@@ -456,7 +458,7 @@ enum op {
 	S_RENEG,    /* TLS 1.2: a HelloRequest */
 	HOLD,       /* the server's next bytes reach the client only when released */
 	RELEASE,    /* n more bytes reach the client (-1: all) */
-	ROOM,       /* the client's socket takes n more bytes (-1: any) */
+	ROOM,       /* the client's socket takes n more bytes (-1: any, -2: it fails) */
 	C_READ,     /* SSL_read(n) */
 	C_PEEK,     /* SSL_peek(n) */
 	C_READ_EX,  /* SSL_read_ex(n) */
@@ -536,6 +538,18 @@ static const struct script scripts[] = {
 	{"shutdown while writes block",
 	 {{ROOM, 0}, {C_SHUTDOWN, 0}, {C_SHUTDOWN, 0}, {C_WRITE, 5}, {ROOM, -1}, {C_SHUTDOWN, 0},
 	  {S_CLOSE, 0}, {C_SHUTDOWN, 0}, {END, 0}}},
+	{"post-handshake messages after our close_notify",
+	 {{C_SHUTDOWN, 0}, {S_TICKET, 0, V13}, {S_KU, 0, V13}, {S_WRITE, 5}, {C_READ, 10}, {C_READ, 10},
+	  {S_KU, 1, V13}, {S_CLOSE, 0}, {C_SHUTDOWN, 0}, {C_SHUTDOWN, 0}, {C_READ, 10}, {END, 0}}},
+	{"the client's socket fails on write",
+	 {{ROOM, -2}, {C_WRITE, 10}, {C_WRITE, 10}, {C_SHUTDOWN, 0}, {C_SHUTDOWN, 0}, {S_WRITE, 3},
+	  {C_READ, 10}, {END, 0}}},
+	{"shutdown with a data record half sent",
+	 {{ROOM, 5}, {C_WRITE, 100}, {C_SHUTDOWN, 0}, {ROOM, -1}, {C_SHUTDOWN, 0}, {C_WRITE, 100},
+	  {C_SHUTDOWN, 0}, {C_READ, 5}, {END, 0}}},
+	{"a write retried after the peer's close_notify",
+	 {{ROOM, 0}, {C_WRITE, 100}, {S_WRITE, 2}, {S_CLOSE, 0}, {C_READ, 5}, {C_READ, 5}, {ROOM, -1},
+	  {C_WRITE, 100}, {C_WRITE, 0}, {C_SHUTDOWN, 0}, {END, 0}}},
 	{"a ticket then EOF",
 	 {{S_TICKET, 0, V13}, {S_EOF, 0}, {C_READ, 5}, {C_READ, 5}, {C_READ, 5}, {END, 0}}},
 };
@@ -602,7 +616,7 @@ static void server_step(struct side *x, const struct step *st, int *pattern_at)
 			x->down.hold = false;
 		break;
 	case ROOM:
-		x->up.room = st->n < 0 ? UNLIMITED : (size_t)st->n;
+		x->up.room = st->n == -2 ? UNLIMITED - 1 : st->n < 0 ? UNLIMITED : (size_t)st->n; /* -2: failing */
 		break;
 	default:
 		break;
