@@ -405,7 +405,7 @@ static bool learn_end(int fd, struct kp_conn *c)
 		return false;
 	}
 	kp_fd_swap(hidden, KP_POOLED);
-	if (!kp_tls_learn(c->tls, hidden, &c->key)) {
+	if (!kp_tls_learn(c->tls, hidden, &c->key, __atomic_load_n(&c->close_kind, __ATOMIC_ACQUIRE))) {
 		kp_fd_swap(hidden, NULL);
 		KP_REAL(close)(hidden);
 		return false;
@@ -802,6 +802,10 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	/* TLS: its owed EOF is a TLS EOF, answered by the SSL_* wrappers */
 	if (c == KP_POOLED)
 		return false;
+	/* urgent data is outside the stream we frame and owe the EOF of: the
+	 * kernel answers (EINVAL where none came, as alone) */
+	if (flags & MSG_OOB)
+		return false;
 	raw_settle(c, fd);
 	if (__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false;
@@ -1188,6 +1192,8 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 {
 	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false; /* ciphertext */
+	if (flags & MSG_OOB)
+		return false; /* not the stream's bytes */
 	bool again = recv_done(c, fd, iov, iovcnt, ret, flags);
 	if (!again && kp_replay_interrupted) {
 		/* a signal ended the replay: the program's call says so */

@@ -80,6 +80,9 @@ struct kp_conn {
 	bool server_closing; /* the last response ends the connection (its
 	                        request's close reached the server, or it
 	                        said close): TLS learns how it ends */
+	uint32_t close_kind; /* the User-Agent hash of the last request that
+	                        asked to close: how a TLS server ends is
+	                        learnt per kind (docs/tls.md "Ragged closes") */
 	bool resp_started;   /* resp is framing a response to reqs[0] */
 	bool nonblock;       /* O_NONBLOCK of the open file description */
 	int8_t shut_how;     /* a shutdown() we answered without the kernel:

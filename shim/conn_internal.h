@@ -125,6 +125,7 @@ bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *o, size
 size_t part_debt(const struct kp_conn *c);
 const char *part_end(struct kp_conn *c);
 bool held_fits(const struct kp_conn *c, int fd, int flags);
+bool held_dead(const struct kp_conn *c, int fd);
 bool tls_stage_push(struct kp_conn *c, const struct iovec *v, int nv, size_t ol, ssize_t *r);
 void tls_part_begin(struct kp_conn *c, size_t rl, size_t headlen, const char *data, size_t hl, size_t k,
 		    size_t pos);

@@ -413,6 +413,13 @@ static int head_collect(struct kp_conn *c, int fd, struct head_send *s, ssize_t 
 			kp_debug("fd %d: not held: the socket may not take them now", fd);
 			return HEAD_PASS_FLUSH;
 		}
+		if (held_dead(c, fd)) {
+			/* its errno and SIGPIPE are the kernel's to give */
+			c->held_len = s->old_held;
+			unvouch(c, fd, "an unfinished head on a closed or reset connection");
+			kp_debug("fd %d: not held: the connection is closed or reset", fd);
+			return HEAD_PASS_FLUSH;
+		}
 		kp_debug("fd %d: holding %zu bytes of a request head", fd, c->held_len);
 		*ret = (ssize_t)s->total;
 		kp_unlock(&c->lock);
@@ -437,6 +444,15 @@ static bool head_rewritable(struct kp_conn *c, int fd, struct head_send *s)
 		kp_debug("fd %d: not rewritten: requests follow one that asks to close", fd);
 		return false;
 	}
+	/* a body the server may answer before reading (a refused upload):
+	 * alone it closes and never reads it; kept, it may read the body as
+	 * its next request.  Nothing we see proves it read the body
+	 * (docs/replay.md "A close request with a body") */
+	if (may && h->app_close && h->body_kind != FRM_BODY_NONE &&
+	    !(h->body_kind == FRM_BODY_LENGTH && h->body_len == 0)) {
+		kp_debug("fd %d: not rewritten: a request with a body asks to close", fd);
+		return false;
+	}
 	/* an io_submit we cannot see could read where we owe the EOF
 	 * (docs/replay.md "Kernel AIO"): owe none */
 	if (may && h->app_close && kp_aio_unseen()) {
@@ -445,7 +461,7 @@ static bool head_rewritable(struct kp_conn *c, int fd, struct head_send *s)
 	}
 	/* TLS: the EOF we would owe shows a close_notify; only where this
 	 * destination was seen to send one (docs/tls.md "Ragged closes") */
-	if (may && h->app_close && c->tls && !kp_tls_closes_clean(&c->key)) {
+	if (may && h->app_close && c->tls && !kp_tls_closes_clean(&c->key, h->ua_hash)) {
 		kp_debug("fd %d: not rewritten: not known how the server ends a TLS connection", fd);
 		return false;
 	}

@@ -105,7 +105,7 @@ void kp_tls_defer(void *ssl, int fd);
  * that server ends: read on, never waiting, to learn it (docs/tls.md
  * "Ragged closes").  True: e and hidden are taken (closed when done);
  * false: nothing changed. */
-bool kp_tls_learn(struct kp_tls *e, int hidden, const struct pool_key *key);
+bool kp_tls_learn(struct kp_tls *e, int hidden, const struct pool_key *key, uint32_t kind);
 /* The same connection's session is kept for resumption, as a parked
  * one's is (docs/tls.md "Sessions"): the first connection to a
  * destination, whose close teaches, is not parked.  False: not (e gone
@@ -161,7 +161,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done);
 /* The destination was last seen to end a TLS connection it was asked to
  * end with close_notify: an EOF owed there may be shown as one
  * (docs/tls.md "Ragged closes") */
-bool kp_tls_closes_clean(const struct pool_key *key);
+bool kp_tls_closes_clean(const struct pool_key *key, uint32_t kind);
 int kp_tls_get_error(const SSL *ssl, int ret);
 int kp_tls_shutdown(SSL *ssl);
 int kp_tls_get_shutdown(const SSL *ssl);

@@ -204,6 +204,21 @@ bool held_fits(const struct kp_conn *c, int fd, int flags)
 	return ((size_t)outq + c->held_len + (c->tls ? 64 : 0)) * 2 <= (size_t)sndbuf;
 }
 
+/* c's socket no longer carries bytes as an open connection does (the
+ * server's FIN or reset came, or ours went): the program's write would get
+ * the kernel's own answer (taken into CLOSE_WAIT, then EPIPE and SIGPIPE
+ * once the server's reset came), which holding would hide (docs/hold.md
+ * "What is held now").  A reused connection's first request is the
+ * replay's to save (docs/replay.md): not asked there.  Caller holds
+ * c->lock. */
+bool held_dead(const struct kp_conn *c, int fd)
+{
+	if (c->first != KP_FIRST_DONE)
+		return false;
+	struct kp_tcp_view v;
+	return kp_tcp_view(fd, &v) == 0 && v.state != 1 /* TCP_ESTABLISHED */;
+}
+
 /* TLS: R (v[0, nv): the head as it goes out, then this call's body bytes)
  * is copied to c->part, with room for O (ol bytes) after it, and the
  * engine takes it from there: a record it begins and cannot finish must be
@@ -416,6 +431,8 @@ bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool rewritt
 	r->method = (uint8_t)h->method;
 	r->app_close = h->app_close;
 	r->rewritten = rewritten;
+	if (h->app_close)
+		__atomic_store_n(&c->close_kind, h->ua_hash, __ATOMIC_RELEASE);
 	if (h->upgrade || h->method == FRM_M_CONNECT || h->doubt)
 		unpool(c, "an upgrade, CONNECT or doubtful request");
 	if (h->conn_bound) /* the server may take the connection as this login's */
