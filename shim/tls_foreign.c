@@ -224,7 +224,8 @@ static int on_post_handshake(struct tlsf *f, const struct tlsrec_ev *ev, bool ke
 {
 	switch (ev->what) {
 	case TLSREC_EV_TICKET:
-		f->tickets++;
+		/* after our close_notify (keep false) thrown away, uncounted */
+		f->tickets += keep;
 		if (keep && ev->len <= sizeof(f->ticket)) {
 			memcpy(f->ticket, ev->data, ev->len);
 			f->ticket_len = ev->len;

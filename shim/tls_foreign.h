@@ -106,7 +106,7 @@ struct tlsf {
 	bool io_retry;       /* the socket said "would block" (BIO_should_retry) */
 	int err_reason;      /* >= 0: the last call raised this OpenSSL error */
 	bool err_syscall;    /* the socket failed: SSL_ERROR_SYSCALL */
-	/* TLS 1.3 tickets: the latest kept, how many seen */
+	/* TLS 1.3 tickets: the latest kept, how many read before our close_notify */
 	uint8_t ticket[TLSF_TICKET_MAX];
 	size_t ticket_len;
 	unsigned tickets;

@@ -813,6 +813,11 @@ static void run_script(const struct script *sc, int version, const char *suite, 
 		SAME("the server's last SSL_read", ref.srv_ret, fgn.srv_ret);
 		SAME("the server's SSL_get_error", ref.srv_err, fgn.srv_err);
 	}
+	/* a ticket the engine read is kept whole: the latest
+	 * NewSessionTicket message */
+	const uint8_t *msg;
+	size_t tlen = tlsf_ticket(fgn.f, &msg);
+	CHECK(fgn.f->tickets == 0 ? tlen == 0 : tlen > 4 && msg[0] == 4 && tlen == 4 + ((size_t)msg[1] << 16 | (size_t)msg[2] << 8 | msg[3]));
 	side_close(&ref);
 	side_close(&fgn);
 }
