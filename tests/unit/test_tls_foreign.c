@@ -723,7 +723,8 @@ static void compare_getters(struct side *x)
 	tlsf_alpn(x->f, &a2, &l2);
 	CHECK(l1 == l2 && l1 == 8 && !memcmp(a1, a2, l1));
 	char sni[64];
-	CHECK(tlsf_servername(x->f, sni, sizeof(sni)) == 9 && !strcmp(sni, SSL_get_servername(x->c, TLSEXT_NAMETYPE_host_name)));
+	CHECK(tlsf_servername(x->f, sni, sizeof(sni)) == 9 &&
+	      !strcmp(sni, SSL_get_servername(x->c, TLSEXT_NAMETYPE_host_name)));
 	uint8_t f1[64], f2[64];
 	size_t n1 = SSL_get_finished(x->c, f1, 5), n2 = tlsf_finished(x->f, f2, 5);
 	CHECK(n1 == n2 && !memcmp(f1, f2, 5));
@@ -817,7 +818,8 @@ static void run_script(const struct script *sc, int version, const char *suite, 
 	 * NewSessionTicket message */
 	const uint8_t *msg;
 	size_t tlen = tlsf_ticket(fgn.f, &msg);
-	CHECK(fgn.f->tickets == 0 ? tlen == 0 : tlen > 4 && msg[0] == 4 && tlen == 4 + ((size_t)msg[1] << 16 | (size_t)msg[2] << 8 | msg[3]));
+	size_t body = tlen > 4 ? (size_t)msg[1] << 16 | (size_t)msg[2] << 8 | msg[3] : 0;
+	CHECK(fgn.f->tickets == 0 ? tlen == 0 : tlen > 4 && msg[0] == 4 && tlen == 4 + body);
 	side_close(&ref);
 	side_close(&fgn);
 }
