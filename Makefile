@@ -22,7 +22,7 @@ ALLFLAGS += -U_FORTIFY_SOURCE
 # connections across processes, are not in the library yet: nothing there
 # uses them; their unit tests and fuzzers link them, and the structure
 # checks see their objects)
-ACROSS_SRCS := shim/tls_record.c shim/tls_export.c
+ACROSS_SRCS := shim/tls_record.c shim/tls_export.c shim/tls_foreign.c
 SRCS := $(filter-out $(ACROSS_SRCS),$(wildcard shim/*.c)) $(filter-out pool/broker.c,$(wildcard pool/*.c))
 HDRS := $(wildcard shim/*.h) $(wildcard pool/*.h) shim/exports.map debian/changelog
 LIB  := build/libkeepalive.so
@@ -136,7 +136,7 @@ build/unit/test_sockopts: tests/unit/test_sockopts.c build/san/shim/sockopts.o b
 # libcrypto: these tests only, neither is in the library)
 ACROSS_SAN_OBJS := $(patsubst %.c,build/san/%.o,$(ACROSS_SRCS))
 
-build/unit/test_tls_record build/unit/test_tls_export: build/unit/%: tests/unit/%.c $(ACROSS_SAN_OBJS) $(HDRS) shim/tls_record.h shim/tls_export.h $(wildcard tests/unit/*.h) Makefile
+build/unit/test_tls_record build/unit/test_tls_export build/unit/test_tls_foreign: build/unit/%: tests/unit/%.c $(ACROSS_SAN_OBJS) $(HDRS) shim/tls_record.h shim/tls_export.h shim/tls_foreign.h $(wildcard tests/unit/*.h) Makefile
 	@mkdir -p build/unit
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< $(ACROSS_SAN_OBJS) $(LDLIBS) -lssl -lcrypto
 
@@ -223,7 +223,7 @@ bench: $(LIB) build/clients/httpget build/latency-proxy
 # without libFuzzer by $(CC).
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_NAMES := response request rewrite llhttp broker split tls_record tls_export
+FUZZ_NAMES := response request rewrite llhttp broker split tls_record tls_export tls_foreign
 FUZZ_BINS := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_NAMES))
 REPLAY_BINS := $(patsubst %,build/fuzz-replay/fuzz_%,$(FUZZ_NAMES))
 FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 $(WARN) -Ishim \
@@ -265,6 +265,17 @@ build/fuzz/fuzz_tls_export: tests/fuzz/fuzz_tls_export.c tests/fuzz/fuzz.h $(ACR
 	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(ACROSS_SRCS) -lcrypto
 
 build/fuzz-replay/fuzz_tls_export: tests/fuzz/fuzz_tls_export.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(ACROSS_SAN_OBJS) Makefile
+	@mkdir -p build/fuzz-replay
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c $(ACROSS_SAN_OBJS) -lcrypto
+
+# the foreign engine (shim/tls_foreign.c over the record layer and the
+# export message)
+build/fuzz/fuzz_tls_foreign: tests/fuzz/fuzz_tls_foreign.c tests/fuzz/fuzz.h $(ACROSS_SRCS) shim/tls_record.h shim/tls_export.h shim/tls_foreign.h Makefile
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang (apt-get install clang)" >&2; exit 1; }
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(ACROSS_SRCS) -lcrypto
+
+build/fuzz-replay/fuzz_tls_foreign: tests/fuzz/fuzz_tls_foreign.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(ACROSS_SAN_OBJS) Makefile
 	@mkdir -p build/fuzz-replay
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c $(ACROSS_SAN_OBJS) -lcrypto
 

@@ -15,7 +15,7 @@ struct out {
 
 static void put(struct out *o, const void *d, size_t n)
 {
-	if (o->p && n <= o->cap - o->len && o->len <= o->cap)
+	if (o->p && n && n <= o->cap - o->len && o->len <= o->cap)
 		memcpy(o->p + o->len, d, n);
 	o->len += n;
 }

@@ -55,6 +55,13 @@ busy_cell() {
 	run_shim "$CLIENTS/tls_busy" "$SERVER_PORT" "${TLS:-none}/ca.pem" "$@" "$BATS_TEST_TMPDIR/go"
 	_logged "$3"
 	cp "$BATS_TEST_TMPDIR/slow.log" "$BATS_TEST_TMPDIR/shim.log"
+	# A's next write after B's close: alone it is EBADF or, in some runs
+	# (seen 1 in 8 without the library), EPIPE - which one is the
+	# kernel's timing, not ours, so the two read the same here
+	if [[ "$4" == *close ]]; then
+		sed -i 's/^A: write error Broken pipe$/A: write error Bad file descriptor/' \
+			"$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out"
+	fi
 	if [ "$PLAIN_STATUS" = 0 ] && [ "$SHIM_STATUS" = 0 ] &&
 		cmp -s "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" &&
 		cmp -s "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.log"; then

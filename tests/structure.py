@@ -46,17 +46,20 @@ hidden
 tls_across tls_handout tls_engine tls_conf
 broker_client watch sockopts aio_scan tls_real
 config fdlimit fdtable tcpinfo elf_scan wbuf real dl_real broker_check
+tls_foreign
 framer replay pool broker_proto tls_export
 kp_mem tls_record
 """.split()
-PURE = {"framer", "replay", "pool", "broker_proto", "tls_record", "tls_export"}
+PURE = {"framer", "replay", "pool", "broker_proto", "tls_record", "tls_export", "tls_foreign"}
 # what the pure modules may use of libc: memory and strings, no system call
 PURE_LIBC = {"memchr", "memcmp", "memcpy", "memmove", "memset", "strncasecmp", "strlen", "strcmp",
              "strncmp", "qsort", "__assert_fail", "_GLOBAL_OFFSET_TABLE_"}
 # and the record layer (shim/tls_record.c) libcrypto's AEAD, KDFs and
 # parameters, and its cleanse: computation, no system call of its own;
-# the export message (shim/tls_export.c) the cleanse
-PURE_CRYPTO = {"tls_record": ("EVP_", "OSSL_PARAM_", "OPENSSL_cleanse"), "tls_export": ("OPENSSL_cleanse",)}
+# the export message (shim/tls_export.c) the cleanse; the foreign engine
+# (shim/tls_foreign.c) as the record layer (its exporter)
+PURE_CRYPTO = {"tls_record": ("EVP_", "OSSL_PARAM_", "OPENSSL_cleanse"), "tls_export": ("OPENSSL_cleanse",),
+               "tls_foreign": ("EVP_", "OSSL_PARAM_", "OPENSSL_cleanse")}
 MAX_FILE_LINES = 1700
 MAX_FUNC_LINES = 120
 LONG_OK = {"frm_resp_feed", "frm_req_parse_head", "body_run"}  # fuzzed parsers

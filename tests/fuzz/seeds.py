@@ -20,6 +20,9 @@ tests/fuzz/*.c):
             then records to seal (type, length, content) or raw bytes
             (tls_record_seeds below);
   tls_export: an export message (shim/tls_export.c; tls_export_seeds).
+  tls_foreign: a control byte (cipher, version, options, modes), then
+            events [op][arg] of the server, the socket and the program
+            (tls_foreign_seeds below).
 The regression inputs of CORPUS_DIR/fuzz-<harness>/ are copied as they are.
 The fuzzers then write only into OUT_DIR, never into tests/.
 """
@@ -144,10 +147,55 @@ def tls_export_seeds():
     return out
 
 
+def tls_foreign_seeds():
+    """inputs of fuzz_tls_foreign: each cipher x version x a few option
+    sets, scripts of server events and program calls"""
+    def ev(op, arg):
+        return bytes([op, arg])
+
+    def ev16(op, n):
+        return bytes([op]) + struct.pack(">H", n)
+    data, read, peek, write = (lambda n: ev16(0, n)), (lambda n: ev16(7, n)), \
+        (lambda n: ev16(8, n)), (lambda n: ev16(9, n))
+    ticket, ku, alert, raw, release = (lambda n: ev(1, n)), (lambda r: ev(2, r)), \
+        (lambda lvl, d: ev(3, d << 1 | (lvl - 1))), (lambda b: ev(4, len(b)) + b), (lambda n: ev(5, n))
+    eof, error, shutdown, room, hs, empty, hold = ev(6, 1), ev(6, 0), ev(10, 0), (lambda n: ev(11, n)), \
+        (lambda b: ev(12, len(b)) + b), ev(13, 0), ev(14, 0)
+    scripts = [
+        data(100) + read(10) + peek(5) + read(0) + read(200) + read(10) + hold + data(30) + release(3) +
+        read(10) + release(10) + read(10) + release(0) + read(100) + data(16384) + read(16384) +
+        write(50) + write(0) + write(20000) + read(1),
+        ticket(40) + data(10) + read(100) + read(100) + ku(1) + data(10) + read(100) + read(100) +
+        write(5) + ku(0) + ticket(8) + data(3) + peek(2) + read(100) + read(100) + read(100),
+        data(10) + alert(1, 0) + read(5) + read(5) + read(5) + write(5) + shutdown + shutdown + write(5),
+        shutdown + read(5) + data(10) + read(4) + shutdown + data(10) + alert(1, 0) + shutdown + shutdown,
+        data(10) + eof + read(5) + read(5) + read(5) + write(5) + shutdown + shutdown,
+        hold + data(10) + release(3) + read(5) + eof + release(6) + read(5) + read(5),
+        data(10) + error + read(10) + read(10) + write(5) + shutdown,
+        data(10) + alert(2, 20) + read(20) + read(20) + write(5) + shutdown,
+        data(10) + raw(b"\x17\x03\x03\x00\x20" + b"\0" * 32) + read(20) + read(20) + write(5),
+        hs(b"\x00\x00\x00\x00") + data(10) + read(20) + read(20) + write(5) + read(20),
+        room(0) + write(100) + write(100) + room(1) + write(100) + room(255) + write(100) + room(0) +
+        write(100) + room(255) + write(0x8000 | 100) + write(100),
+        room(0) + write(100) + room(255) + write(50) + write(100),
+        room(2) + write(40000 & 0x7fff) + write(40000 & 0x7fff) + room(255) + write(40000 & 0x7fff),
+        ku(1) + data(1) + read(5) + room(0) + write(10) + write(10) + room(255) + write(10),
+        room(0) + shutdown + shutdown + write(5) + room(255) + shutdown + alert(1, 0) + shutdown,
+        empty * 40 + data(5) + read(10),
+        alert(1, 90) + alert(1, 90) + data(3) + read(10) + read(10),
+        ticket(3) + eof + read(5) + read(5) + read(5),
+    ]
+    out = []
+    for ctl in (0x10, 0x11, 0x12, 0x14, 0x15, 0x16, 0x00, 0x18, 0x30, 0x70, 0x94, 0x84):
+        for sc in scripts:
+            out.append(bytes([ctl]) + sc)
+    return out
+
+
 def main():
     corpus, out = sys.argv[1], sys.argv[2]
     seeds = {"response": [], "request": [], "rewrite": [], "llhttp": [], "broker": [],
-             "split": [], "tls_record": [], "tls_export": []}
+             "split": [], "tls_record": [], "tls_export": [], "tls_foreign": []}
     gets = []
     for sub in ("response", "response-hand"):
         for path in files(os.path.join(corpus, sub)):
@@ -173,6 +221,7 @@ def main():
     seeds["broker"] = broker_seeds()
     seeds["tls_record"] = tls_record_seeds()
     seeds["tls_export"] = tls_export_seeds()
+    seeds["tls_foreign"] = tls_foreign_seeds()
     for name, lst in seeds.items():
         d = os.path.join(out, name)
         shutil.rmtree(d, ignore_errors=True)
