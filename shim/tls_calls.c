@@ -87,7 +87,11 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 	bool ours = h && h->verified && !h->resumed;
 	SSL_SESSION *src = ours ? kp_ssl.SSL_get_session(h->e->ssl) : NULL;
 	long at = ours ? h->handed_at : 0;
-	if (ours && src == h->sess_src) {
+	/* A TLS 1.3 server's tickets come after its Finished, and the
+	 * program's own SSL takes them at its first read: until then its
+	 * session has no id and is not resumable */
+	bool early = ours && !h->read_once && kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION;
+	if (ours && src == h->sess_src && early == h->sess_early) {
 		*out = h->sess;
 		kp_unlock(&tls_lock);
 		return true;
@@ -99,7 +103,9 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 		return false;
 	/* the copy made outside our lock (the program's session ex_data dup
 	 * callbacks run in it) */
-	SSL_SESSION *d = session_anew(src, at), *old = NULL;
+	SSL_SESSION *d = early ? session_unticketed(src) : session_anew(src, at), *old = NULL;
+	if (d && early && kp_ssl.SSL_SESSION_get_time(d) < at)
+		kp_ssl.SSL_SESSION_set_time(d, at);
 	kp_lock(&tls_lock);
 	h = handle_find(ssl);
 	if (h && h->verified && !h->resumed) {
@@ -108,6 +114,7 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 		old = h->sess;
 		h->sess = d;
 		h->sess_src = kp_ssl.SSL_get_session(h->e->ssl) == src ? src : NULL;
+		h->sess_early = early;
 		d = NULL;
 	}
 	*out = h ? h->sess : NULL;
@@ -466,6 +473,17 @@ static ssize_t io_error(SSL *e, int r)
 }
 
 /* Plaintext I/O through the handle's engine, framed. */
+/* a handed-out SSL reads: its own would have taken a TLS 1.3 server's
+ * tickets (kp_tls_session) */
+static void read_noted(SSL *ssl)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h)
+		h->read_once = true;
+	kp_unlock(&tls_lock);
+}
+
 int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
 	struct io io;
@@ -474,6 +492,8 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	bool peek = op == KP_TLS_PEEK || op == KP_TLS_PEEK_EX;
 	if (!io_get(ssl, &io))
 		return io_real(ssl, op, buf, n, done);
+	if (!write && io.e != ssl)
+		read_noted(ssl);
 	if (io.closed) {
 		if (kept_own(ssl))
 			return io_real(ssl, op, buf, n, done);

@@ -563,6 +563,11 @@ static bool store_runs_code(SSL *ssl)
 		for (size_t i = 0; store && i < sizeof(get) / sizeof(*get); i++)
 			if (get[i](store))
 				return true;
+		/* a lookup method of the program's (X509_STORE_add_lookup):
+		 * its get_by_subject runs in every verification */
+		struct record *sr = store ? record_get(store, false) : NULL;
+		if (sr && (sr->conf.never & (1u << NEVER_LOOKUP)))
+			return true;
 	}
 	return false;
 }
