@@ -788,8 +788,35 @@ KP_EXPORT void SSL_set_msg_callback(SSL *s, kp_msg_cb cb)
 	if (MISSING(SSL_set_msg_callback))
 		return;
 	kp_ssl.SSL_set_msg_callback(s, cb);
-	if (!INTERNAL() && kp_ssl_bind())
+	if (!INTERNAL() && kp_ssl_bind()) {
 		kp_tls_note_msg_cb(s, cb);
+		if (cb)
+			kp_tls_watched(s, false);
+	}
+}
+
+/* an info callback set after an SSL was handed a pooled connection: it
+ * makes its own handshake before its first read or write (docs/tls.md
+ * "Callbacks that watch"); before its handshake, the callback declines
+ * (read by its getter) */
+KP_EXPORT void SSL_set_info_callback(SSL *s, kp_info_cb cb)
+{
+	if (MISSING(SSL_set_info_callback))
+		return;
+	kp_ssl.SSL_set_info_callback(s, cb);
+	if (cb && !INTERNAL() && kp_ssl_bind())
+		kp_tls_watched(s, false);
+}
+
+/* (a context's info callback is read at each event, not copied at
+ * SSL_new: its SSLs handed a connection already are watched too) */
+KP_EXPORT void SSL_CTX_set_info_callback(SSL_CTX *ctx, kp_info_cb cb)
+{
+	if (MISSING(SSL_CTX_set_info_callback))
+		return;
+	kp_ssl.SSL_CTX_set_info_callback(ctx, cb);
+	if (cb && !INTERNAL() && kp_ssl_bind())
+		kp_tls_watched(ctx, true);
 }
 
 /* the client certificate comes from an engine */

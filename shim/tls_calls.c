@@ -473,14 +473,81 @@ static ssize_t io_error(SSL *e, int r)
 }
 
 /* Plaintext I/O through the handle's engine, framed. */
-/* a handed-out SSL reads: its own would have taken a TLS 1.3 server's
- * tickets (kp_tls_session) */
-static void read_noted(SSL *ssl)
+/* a handed-out SSL reads (or writes): its own would have taken a TLS 1.3
+ * server's tickets (kp_tls_session) */
+static void io_noted(SSL *ssl, bool read)
 {
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
+	if (h) {
+		h->read_once |= read;
+		h->io_once = true;
+	}
+	kp_unlock(&tls_lock);
+}
+
+void kp_tls_watched(const void *obj, bool is_ctx)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return;
+	kp_lock(&tls_lock);
+	for (struct handle *h = handles; h; h = h->hh.next)
+		if (h->e->ssl != h->ssl && h->verified && !h->io_once &&
+		    (is_ctx ? (const void *)kp_ssl.SSL_get_SSL_CTX(h->ssl) == obj : (const void *)h->ssl == obj))
+			h->remake = true;
+	kp_unlock(&tls_lock);
+}
+
+static void info_muted(const SSL *s, int where, int ret)
+{
+	(void)s, (void)where, (void)ret;
+}
+
+/* ssl was handed a pooled connection, then given an info or message
+ * callback (or its context an info callback) before it read or wrote:
+ * its own connection would raise events from then on that the engine's
+ * cannot (a TLS 1.3 server's tickets at the first read, the alerts at
+ * the end).  It makes its own handshake on a fresh connection now, with
+ * those callbacks muted (set after its handshake, they saw none of it),
+ * as a replay makes one (kp_tls_rehandshake).  Where that handshake would
+ * be seen anyway (a keylog callback on its context, a context told of
+ * sessions) it stays on the pooled connection (docs/tls.md "Callbacks
+ * that watch"). */
+static void remake_watched(SSL *ssl, int fd)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool go = h && h->remake && !h->io_once && !tells_sessions(session_ctx(ssl));
+	bool resumed = h && h->resumed;
+	kp_msg_cb msg = conf_of(ssl)->msg_cb;
 	if (h)
-		h->read_once = true;
+		h->remake = false;
+	kp_unlock(&tls_lock);
+	if (!go || kp_ssl.SSL_CTX_get_keylog_callback(kp_ssl.SSL_get_SSL_CTX(ssl)))
+		return;
+	/* what the hand-out counted, as the handshake about to be made
+	 * will count it (kp_tls_handout) */
+	SSL_SESSION *own = resuming(ssl);
+	unsigned id_len = 0;
+	bool missed = own && !resumed && kp_ssl.SSL_SESSION_get_id(own, &id_len) && id_len;
+	kp_info_cb info = kp_ssl.SSL_get_info_callback(ssl);
+	kp_ssl.SSL_set_info_callback(ssl, info_muted);
+	kp_ssl.SSL_set_msg_callback(ssl, NULL);
+	int r = kp_conn_tls_remake(fd, ssl);
+	kp_ssl.SSL_set_info_callback(ssl, info);
+	kp_ssl.SSL_set_msg_callback(ssl, msg);
+	kp_debug("fd %d: a callback that watches set after the hand-out: %s", fd,
+		 r == 0 ? "its own handshake on a fresh connection" : "no fresh connection, left on the pooled one");
+	if (r < 0)
+		return;
+	kp_lock(&tls_lock);
+	stat_add(ssl, STAT_CONNECT, -1);
+	if (kp_ssl.SSL_is_init_finished(ssl))
+		stat_add(ssl, STAT_GOOD, -1);
+	if (resumed)
+		stat_add(ssl, STAT_HIT, -1);
+	if (missed)
+		stat_add(ssl, STAT_MISS, -1);
 	kp_unlock(&tls_lock);
 }
 
@@ -492,8 +559,14 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	bool peek = op == KP_TLS_PEEK || op == KP_TLS_PEEK_EX;
 	if (!io_get(ssl, &io))
 		return io_real(ssl, op, buf, n, done);
-	if (!write && io.e != ssl)
-		read_noted(ssl);
+	if (io.e != ssl && !io.closed) {
+		if (io.h->remake && io.c) {
+			remake_watched(ssl, io.fd);
+			if (!io_get(ssl, &io))
+				return io_real(ssl, op, buf, n, done);
+		}
+		io_noted(ssl, !write);
+	}
 	if (io.closed) {
 		if (kept_own(ssl))
 			return io_real(ssl, op, buf, n, done);

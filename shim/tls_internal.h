@@ -153,6 +153,8 @@ struct handle {
 	bool sess_early;     /* sess is the copy before the server's tickets */
 	bool read_once;      /* handed out, then read: its own SSL would
 				have taken a TLS 1.3 server's tickets by now */
+	bool io_once;        /* handed out, then read or written */
+	bool remake;         /* handed out, then watched (kp_tls_watched) */
 	long handed_at;      /* time() of the hand-out: its "handshake" */
 	UT_hash_handle hh;
 };

@@ -139,6 +139,7 @@ typedef void (*kp_any_fn)(void);
 	X(const SSL_METHOD *, TLS_client_method, (void))                           \
 	X(int, SSL_set_ex_data, (SSL *, int, void *))                              \
 	X(void, SSL_set_info_callback, (SSL *, void (*)(const SSL *, int, int)))   \
+	X(void, SSL_CTX_set_info_callback, (SSL_CTX *, void (*)(const SSL *, int, int))) \
 	X(void, SSL_set_msg_callback, (SSL *, void (*)(int, int, int, const void *, size_t, \
 						      SSL *, void *)))              \
 	X(void, SSL_set_verify, (SSL *, int, SSL_verify_cb))                       \

@@ -57,3 +57,25 @@ after() {
 		assert_equal "handed out $(stat_value tls_reused)" "handed out 0"
 	done
 }
+
+@test "an info or message callback set after the handshake on an SSL handed a pooled connection (or an info callback on its context) is told what its own connection would raise: its own handshake is made before its first read or write" {
+	for v in 13 12; do
+		use_tls $v
+		for arg in info_ssl info_ctx msg_ssl; do
+			after 3 watch "$arg"
+			assert_line --partial "3 ok HTTP/1.1 200 OK"
+			refute_line "told after the handshake: info 0 (alerts 0), messages 0, keylog lines 0"
+			# request 3 was handed request 2's connection, then made its own
+			assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
+		done
+		# a message callback on the context (copied at SSL_new) and a
+		# keylog callback are told nothing after the handshake: the
+		# hand-out stands
+		for arg in msg_ctx keylog; do
+			after 3 watch "$arg"
+			assert_line "told after the handshake: info 0 (alerts 0), messages 0, keylog lines 0"
+			assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
+			assert_equal "connections $SHIM_CONNS" "connections 2"
+		done
+	done
+}
