@@ -212,6 +212,7 @@ typedef void (*kp_any_fn)(void);
 	X(void, ERR_new, (void))                                                   \
 	X(void, ERR_set_error, (int, int, const char *, ...))                      \
 	X(int, BIO_method_type, (const BIO *))                                     \
+	X(const char *, BIO_method_name, (const BIO *))                            \
 	X(long, BIO_int_ctrl, (BIO *, int, long, int))                             \
 	X(X509_STORE_CTX *, X509_STORE_CTX_new, (void))                            \
 	X(void, X509_STORE_CTX_free, (X509_STORE_CTX *))                           \

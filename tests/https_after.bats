@@ -79,3 +79,4 @@ after() {
 		done
 	done
 }
+
