@@ -472,18 +472,21 @@ static ssize_t io_error(SSL *e, int r)
 	}
 }
 
-/* Plaintext I/O through the handle's engine, framed. */
-/* a handed-out SSL reads (or writes): its own would have taken a TLS 1.3
- * server's tickets (kp_tls_session) */
-static void io_noted(SSL *ssl, bool read)
+/* A handed-out SSL reads (or writes): its own would have taken a TLS 1.3
+ * server's tickets (kp_tls_session).  True when a watcher set since its
+ * hand-out asks for its own handshake first (kp_tls_watched). */
+static bool io_noted(SSL *ssl, bool read)
 {
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
+	bool remake = h && h->remake && !h->io_once;
 	if (h) {
+		h->remake = false;
 		h->read_once |= read;
 		h->io_once = true;
 	}
 	kp_unlock(&tls_lock);
+	return remake;
 }
 
 void kp_tls_watched(const void *obj, bool is_ctx)
@@ -517,11 +520,9 @@ static void remake_watched(SSL *ssl, int fd)
 {
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
-	bool go = h && h->remake && !h->io_once && !tells_sessions(session_ctx(ssl));
+	bool go = h && !tells_sessions(session_ctx(ssl));
 	bool resumed = h && h->resumed;
 	kp_msg_cb msg = conf_of(ssl)->msg_cb;
-	if (h)
-		h->remake = false;
 	kp_unlock(&tls_lock);
 	if (!go || kp_ssl.SSL_CTX_get_keylog_callback(kp_ssl.SSL_get_SSL_CTX(ssl)))
 		return;
@@ -551,6 +552,7 @@ static void remake_watched(SSL *ssl, int fd)
 	kp_unlock(&tls_lock);
 }
 
+/* Plaintext I/O through the handle's engine, framed. */
 int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
 	struct io io;
@@ -559,13 +561,10 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	bool peek = op == KP_TLS_PEEK || op == KP_TLS_PEEK_EX;
 	if (!io_get(ssl, &io))
 		return io_real(ssl, op, buf, n, done);
-	if (io.e != ssl && !io.closed) {
-		if (io.h->remake && io.c) {
-			remake_watched(ssl, io.fd);
-			if (!io_get(ssl, &io))
-				return io_real(ssl, op, buf, n, done);
-		}
-		io_noted(ssl, !write);
+	if (io.e != ssl && !io.closed && io_noted(ssl, !write) && io.c) {
+		remake_watched(ssl, io.fd);
+		if (!io_get(ssl, &io))
+			return io_real(ssl, op, buf, n, done);
 	}
 	if (io.closed) {
 		if (kept_own(ssl))
