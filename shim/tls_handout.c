@@ -3,6 +3,7 @@
  * tls_internal.h), and the tickets kept for resumption. */
 #include "tls_internal.h"
 
+#include "der.h"
 #include "elf_scan.h"
 
 /* ------------------------------------------------------------ hand-out */
@@ -443,75 +444,6 @@ SSL_SESSION *session_anew(SSL_SESSION *sess, long at)
 	return d;
 }
 
-/* One DER element at p (at most n bytes): its size with its header in
- * *total; false when it is not one.  Definite lengths only (DER). */
-static bool der_element(const unsigned char *p, size_t n, size_t *hdr, size_t *total)
-{
-	if (n < 2)
-		return false;
-	size_t len = p[1], h = 2;
-	if (len & 0x80) {
-		size_t k = len & 0x7f;
-		if (k == 0 || k > 3 || n < 2 + k)
-			return false;
-		len = 0;
-		for (size_t i = 0; i < k; i++)
-			len = len << 8 | p[2 + i];
-		h += k;
-	}
-	if (len > n - h)
-		return false;
-	*hdr = h;
-	*total = h + len;
-	return true;
-}
-
-/* The DER of a session (ssl/ssl_asn1.c's SSL_SESSION_ASN1) without what
- * the server's ticket put in it: the session id (the fourth element)
- * empty, and none of [9] ticket lifetime, [10] ticket, [14] ticket age
- * add, [15] max early data.  out has room for n bytes; its length, or 0
- * when in is not such a DER. */
-static size_t der_unticketed(const unsigned char *in, size_t n, unsigned char *out)
-{
-	size_t hdr, total;
-	if (!der_element(in, n, &hdr, &total) || in[0] != 0x30 || total != n)
-		return 0;
-	size_t body = 0, at = hdr, idx = 0;
-	unsigned char *b = out + 4; /* room for the longest header we write */
-	while (at < n) {
-		size_t eh, et;
-		if (!der_element(in + at, n - at, &eh, &et))
-			return 0;
-		unsigned char tag = in[at];
-		if (idx == 3) {
-			if (tag != 0x04)
-				return 0;
-			b[body++] = 0x04;
-			b[body++] = 0;
-		} else if (tag != 0xa9 && tag != 0xaa && tag != 0xae && tag != 0xaf) {
-			memcpy(b + body, in + at, et);
-			body += et;
-		}
-		at += et;
-		idx++;
-	}
-	if (idx < 4 || body > 0xffff)
-		return 0;
-	size_t h = body < 0x80 ? 2 : body < 0x100 ? 3 : 4;
-	unsigned char head[4] = { 0x30, (unsigned char)body, 0, 0 };
-	if (h == 3) {
-		head[1] = 0x81;
-		head[2] = (unsigned char)body;
-	} else if (h == 4) {
-		head[1] = 0x82;
-		head[2] = (unsigned char)(body >> 8);
-		head[3] = (unsigned char)body;
-	}
-	memmove(out + h, b, body);
-	memcpy(out, head, h);
-	return h + body;
-}
-
 /* (libssl has no setter that takes a ticket away: the session goes
  * through its DER, which keeps the peer's certificate, not its chain,
  * nor ex_data: neither did the handshake's session carry the latter) */
@@ -523,7 +455,7 @@ SSL_SESSION *session_unticketed(SSL_SESSION *sess)
 	unsigned char *der = malloc((size_t)n), *out = malloc((size_t)n + 4), *p = der;
 	SSL_SESSION *d = NULL;
 	size_t m;
-	if (der && out && kp_ssl.i2d_SSL_SESSION(sess, &p) == n && (m = der_unticketed(der, (size_t)n, out))) {
+	if (der && out && kp_ssl.i2d_SSL_SESSION(sess, &p) == n && (m = kp_der_unticketed(der, (size_t)n, out))) {
 		const unsigned char *q = out;
 		d = kp_ssl.d2i_SSL_SESSION(NULL, &q, (long)m);
 	}

@@ -46,10 +46,10 @@ hidden
 tls_across tls_handout tls_engine tls_conf
 broker_client watch sockopts aio_scan tls_real
 config fdlimit fdtable tcpinfo elf_scan wbuf real dl_real broker_check
-framer replay pool broker_proto
+framer replay pool broker_proto der
 kp_mem
 """.split()
-PURE = {"framer", "replay", "pool", "broker_proto"}
+PURE = {"framer", "replay", "pool", "broker_proto", "der"}
 # what the pure modules may use of libc: memory and strings, no system call
 PURE_LIBC = {"memchr", "memcmp", "memcpy", "memmove", "memset", "strncasecmp", "strlen", "strcmp",
              "strncmp", "qsort", "__assert_fail", "_GLOBAL_OFFSET_TABLE_"}
