@@ -327,15 +327,7 @@ static bool send_reply(struct client *cl, struct bk_msg *m, int fd)
 		fds[n++] = fd;
 	struct iovec iov = { m, sizeof(*m) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (n) {
-		mh.msg_control = u.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int) * n);
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int) * n);
-		memcpy(CMSG_DATA(cm), fds, sizeof(int) * n);
-	}
+	bk_cmsg_put(&mh, u.buf, fds, n);
 	/* never wait for a client: if its buffer is full it gets nothing */
 	bool ok = sendmsg(cl->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(*m);
 	if (ok)
@@ -358,15 +350,8 @@ static bool send_reply_bytes(struct client *cl, struct bk_msg *m, const struct b
 	memcpy(out + sizeof(*m), h, sizeof(*h));
 	struct iovec iov = { out, len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (!cl->proved) {
-		mh.msg_control = u.buf;
-		mh.msg_controllen = CMSG_SPACE(sizeof(int));
-		struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-		cm->cmsg_level = SOL_SOCKET;
-		cm->cmsg_type = SCM_RIGHTS;
-		cm->cmsg_len = CMSG_LEN(sizeof(int));
-		memcpy(CMSG_DATA(cm), &lfd, sizeof(int));
-	}
+	if (!cl->proved)
+		bk_cmsg_put(&mh, u.buf, &lfd, 1);
 	bool ok = sendmsg(cl->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len;
 	if (ok)
 		cl->proved = true;
@@ -546,15 +531,8 @@ static bool serve(unsigned i)
 		return false; /* gone, perhaps mid-message: nothing half-read stays */
 	cl->last_ms = now_ms();
 
-	int fds[8];
-	unsigned nfds = 0;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t j = 0; j < k && nfds < 8; j++)
-			memcpy(&fds[nfds++], CMSG_DATA(cm) + j * sizeof(int), sizeof(int));
-	}
+	int fds[4];
+	unsigned nfds = bk_cmsg_fds(&mh, fds, 4);
 	struct bk_msg m;
 	const char *why = NULL;
 	bool dead = false;
@@ -660,20 +638,15 @@ static int answering(int dirfd, const char *name, bool verify, int wait_ms)
 			struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 					     .msg_controllen = sizeof(u.buf) };
 			ssize_t n = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-			struct cmsghdr *cm = n > 0 ? CMSG_FIRSTHDR(&mh) : NULL;
 			int fds[2] = { -1, -1 };
-			unsigned nfds = 0;
+			unsigned nfds = n > 0 ? bk_cmsg_fds(&mh, fds, 2) : 0;
 			const char *why;
-			if (cm && cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS) {
-				nfds = (unsigned)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-				memcpy(fds, CMSG_DATA(cm), sizeof(int) * (nfds > 2 ? 2 : nfds));
-			}
-			if (n > 0 && nfds <= 2 &&
+			if (n > 0 &&
 			    bk_decode(buf, (size_t)n, nfds, (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0,
 				      BK_AT_CLIENT, &m, &why) == 0 &&
 			    (m.flags & BK_F_PROOF) && !bk_check_proof(&bk_libc, &cred, fds[0], &self))
 				r = 1;
-			for (unsigned j = 0; j < nfds && j < 2; j++)
+			for (unsigned j = 0; j < nfds; j++)
 				close(fds[j]);
 		}
 	}

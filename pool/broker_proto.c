@@ -165,3 +165,29 @@ int bk_decode_any(const void *buf, size_t len, unsigned nfds, int truncated, enu
 	*blob_off = sizeof(*out) + sizeof(*sess);
 	return 0;
 }
+
+void bk_cmsg_put(struct msghdr *mh, void *ctl, const int *fds, unsigned n)
+{
+	if (!n)
+		return;
+	mh->msg_control = ctl;
+	mh->msg_controllen = CMSG_SPACE(sizeof(int) * n);
+	struct cmsghdr *cm = CMSG_FIRSTHDR(mh);
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int) * n);
+	memcpy(CMSG_DATA(cm), fds, sizeof(int) * n);
+}
+
+unsigned bk_cmsg_fds(struct msghdr *mh, int *fds, unsigned cap)
+{
+	unsigned n = 0;
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm; cm = CMSG_NXTHDR(mh, cm)) {
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t j = 0; j < k && n < cap; j++)
+			memcpy(&fds[n++], CMSG_DATA(cm) + j * sizeof(int), sizeof(int));
+	}
+	return n;
+}

@@ -20,6 +20,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/socket.h>
 
 #include "pool.h"
 
@@ -98,5 +99,16 @@ int bk_decode_any(const void *buf, size_t len, unsigned nfds, int truncated, enu
 /* Fill a message (zeroing what is not given; the key's netns too). */
 void bk_encode(struct bk_msg *m, enum bk_type type, enum bk_status status, uint32_t flags,
 	       const struct pool_key *key, const struct pool_meta *meta);
+
+/* Attach n descriptors (SCM_RIGHTS) to mh, in ctl: at least
+ * CMSG_SPACE(sizeof(int) * n) bytes, aligned for a struct cmsghdr.  n 0
+ * attaches none. */
+void bk_cmsg_put(struct msghdr *mh, void *ctl, const int *fds, unsigned n);
+
+/* The descriptors received with mh, at most cap of them into fds.  The
+ * caller sizes its control buffer for cap descriptors, so the kernel
+ * installs no more than that (the rest would be closed with MSG_CTRUNC,
+ * which bk_decode refuses).  Returns how many. */
+unsigned bk_cmsg_fds(struct msghdr *mh, int *fds, unsigned cap);
 
 #endif

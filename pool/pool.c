@@ -339,6 +339,15 @@ struct victim {
 	struct pool_meta meta;
 };
 
+/* Unlink e, keeping what evict_all needs. */
+static struct victim victim_take(struct idle *e)
+{
+	struct victim v = { e->fd, e->dest->key, e->meta };
+	unlink_idle(e);
+	idle_release(e);
+	return v;
+}
+
 static void evict_all(const struct victim *v, size_t n)
 {
 	for (size_t i = 0; i < n; i++)
@@ -407,20 +416,13 @@ int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *met
 	DL_APPEND2(all_idle, e, gprev, gnext);
 	d->count++;
 	__atomic_store_n(&n_idle, n_idle + 1, __ATOMIC_RELEASE);
-	/* Per-destination cap: drop this destination's oldest (the stack's tail). */
-	while (d->count > cfg.max_per_dest && n_victims < EVICT_BATCH) {
-		struct idle *old = d->stack->dprev; /* utlist: head->prev is the tail */
-		victims[n_victims++] = (struct victim){ old->fd, d->key, old->meta };
-		unlink_idle(old);
-		idle_release(old);
-	}
+	/* Per-destination cap: drop this destination's oldest (the stack's
+	 * tail; utlist: head->prev is the tail). */
+	while (d->count > cfg.max_per_dest && n_victims < EVICT_BATCH)
+		victims[n_victims++] = victim_take(d->stack->dprev);
 	/* Total cap: drop the oldest anywhere. */
-	while (n_idle > cfg.max_total && n_victims < EVICT_BATCH) {
-		struct idle *old = all_idle;
-		victims[n_victims++] = (struct victim){ old->fd, old->dest->key, old->meta };
-		unlink_idle(old);
-		idle_release(old);
-	}
+	while (n_idle > cfg.max_total && n_victims < EVICT_BATCH)
+		victims[n_victims++] = victim_take(all_idle);
 	kp_unlock(&lock);
 	evict_all(victims, n_victims);
 	return 0;
@@ -466,20 +468,24 @@ int pool_checkout(const struct pool_key *key, uint64_t now_ms, struct pool_meta 
 	}
 }
 
+/* The idle entry of fd, or NULL.  Under the lock. */
+static struct idle *idle_of_fd(int fd)
+{
+	struct idle *e;
+	DL_FOREACH2(all_idle, e, gnext)
+		if (e->fd == fd)
+			return e;
+	return NULL;
+}
+
 bool pool_owns_fd(int fd, bool take)
 {
-	bool found = false;
 	kp_lock(&lock);
-	struct idle *e;
-	DL_FOREACH2(all_idle, e, gnext) {
-		if (e->fd == fd) {
-			found = true;
-			if (take) {
-				unlink_idle(e);
-				idle_release(e);
-			}
-			break;
-		}
+	struct idle *e = idle_of_fd(fd);
+	bool found = e != NULL;
+	if (e && take) {
+		unlink_idle(e);
+		idle_release(e);
 	}
 	kp_unlock(&lock);
 	return found;
@@ -487,18 +493,13 @@ bool pool_owns_fd(int fd, bool take)
 
 int pool_take_fd(int fd, struct pool_key *key, struct pool_meta *meta)
 {
-	int r = -1;
 	kp_lock(&lock);
-	struct idle *e;
-	DL_FOREACH2(all_idle, e, gnext) {
-		if (e->fd == fd) {
-			*key = e->dest->key;
-			*meta = e->meta;
-			unlink_idle(e);
-			idle_release(e);
-			r = 0;
-			break;
-		}
+	struct idle *e = idle_of_fd(fd);
+	int r = e ? 0 : -1;
+	if (e) {
+		struct victim v = victim_take(e);
+		*key = v.key;
+		*meta = v.meta;
 	}
 	kp_unlock(&lock);
 	return r;

@@ -265,14 +265,7 @@ static int exchange_bytes(const struct bk_msg *req, const void *bytes, size_t le
 		return -2;
 	}
 	int fds[4];
-	unsigned nfds = 0;
-	for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); cm; cm = CMSG_NXTHDR(&mh, cm)) {
-		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-			continue;
-		size_t k = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-		for (size_t j = 0; j < k && nfds < 4; j++)
-			memcpy(&fds[nfds++], CMSG_DATA(cm) + j * sizeof(int), sizeof(int));
-	}
+	unsigned nfds = bk_cmsg_fds(&mh, fds, 4);
 	const char *why = NULL;
 	int truncated = (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0;
 	bool proof = false;
@@ -402,13 +395,8 @@ int kp_broker_put(int *link, const struct pool_key *key, int fd, const struct po
 		struct cmsghdr align;
 	} u;
 	struct iovec iov = { &m, sizeof(m) };
-	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-			     .msg_controllen = sizeof(u.buf) };
-	struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
-	cm->cmsg_level = SOL_SOCKET;
-	cm->cmsg_type = SCM_RIGHTS;
-	cm->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(cm), &fd, sizeof(int));
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+	bk_cmsg_put(&mh, u.buf, &fd, 1);
 	int r = -1;
 	for (int attempt = 0; attempt < 2 && r < 0; attempt++) {
 		/* only to a broker that proved itself on this link */
