@@ -77,20 +77,35 @@ bool kp_tls_peername(SSL *ssl, const char **name)
 	return own;
 }
 
+/* The session ssl reads is a copy of ours (kp_tls_session): handed out
+ * (not as the resumption of its own session), or, before its first read,
+ * its own TLS 1.3 handshake that resumed a session of ours (its full
+ * handshake's would have no ticket yet).  *early: the copy is the one
+ * before the server's tickets.  Caller holds tls_lock. */
+static bool session_copied(const struct handle *h, const SSL *ssl, bool *early)
+{
+	/* A TLS 1.3 server's tickets come after its Finished, and the
+	 * program's own SSL takes them at its first read: until then its
+	 * session has no id and is not resumable */
+	*early = h && !h->read_once && kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION;
+	/* (a resumption of its own session: the engine's is that one) */
+	if (h && h->verified && !h->resumed)
+		return true;
+	struct record *r = h && h->e->ssl == ssl && *early ? record_get(ssl, false) : NULL;
+	return r && r->offered && kp_ssl.SSL_session_reused(ssl);
+}
+
 bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return false;
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
-	/* (a resumption of its own session: the engine's is that one) */
-	bool ours = h && h->verified && !h->resumed;
+	bool early;
+	bool ours = session_copied(h, ssl, &early);
 	SSL_SESSION *src = ours ? kp_ssl.SSL_get_session(h->e->ssl) : NULL;
-	long at = ours ? h->handed_at : 0;
-	/* A TLS 1.3 server's tickets come after its Finished, and the
-	 * program's own SSL takes them at its first read: until then its
-	 * session has no id and is not resumable */
-	bool early = ours && !h->read_once && kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION;
+	/* (a session of ours resumed took its handshake's time then) */
+	long at = ours && h->verified ? h->handed_at : 0;
 	if (ours && src == h->sess_src && early == h->sess_early) {
 		*out = h->sess;
 		kp_unlock(&tls_lock);
@@ -108,7 +123,8 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 		kp_ssl.SSL_SESSION_set_time(d, at);
 	kp_lock(&tls_lock);
 	h = handle_find(ssl);
-	if (h && h->verified && !h->resumed) {
+	bool still_early;
+	if (session_copied(h, ssl, &still_early) && still_early == early) {
 		/* first asked, or the engine's session changed (a ticket
 		 * came): so would the program's, and its old one go */
 		old = h->sess;
@@ -561,7 +577,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	bool peek = op == KP_TLS_PEEK || op == KP_TLS_PEEK_EX;
 	if (!io_get(ssl, &io))
 		return io_real(ssl, op, buf, n, done);
-	if (io.e != ssl && !io.closed && io_noted(ssl, !write) && io.c) {
+	if (!io.closed && io_noted(ssl, !write) && io.e != ssl && io.c) {
 		remake_watched(ssl, io.fd);
 		if (!io_get(ssl, &io))
 			return io_real(ssl, op, buf, n, done);

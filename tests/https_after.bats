@@ -24,11 +24,15 @@ after() {
 	run cat "$BATS_TEST_TMPDIR/shim.out"
 }
 
-@test "the session a handed-out SSL reads right after its TLS 1.3 handshake has no id and is not resumable, as its own before the server's tickets; after the answer, a ticket's" {
+@test "the session a handed-out SSL, or one that resumed a session of ours, reads right after its TLS 1.3 handshake has no id and is not resumable, as its own full handshake's before the server's tickets; after the answer, a ticket's" {
 	use_tls 13
 	after 3 session_early
-	assert_line "3 session after the handshake: one, id 0, resumable 0, ticket 0, the same by get1 yes, DER id 0"
-	assert_line "3 session after the answer: one, id 32, resumable 1, ticket 1, the same by get1 yes, DER id 32"
+	for i in 2 3; do
+		assert_line "$i session after the handshake: one, id 0, resumable 0, ticket 0, the same by get1 yes, DER id 0"
+		assert_line "$i session after the answer: one, id 32, resumable 1, ticket 1, the same by get1 yes, DER id 32"
+	done
+	# request 2 resumed a session of ours, request 3 was handed a connection
+	assert_equal "resumed $(stat_value tls_resumed)" "resumed 1"
 	assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
 	use_tls 12
 	after 3 session_early
