@@ -18,7 +18,12 @@ ALLFLAGS += -DKP_VERSION='"$(VERSION)"'
 ALLFLAGS += -U_FORTIFY_SOURCE
 
 # the library: the shim and the pool (not the broker's main)
-SRCS := $(wildcard shim/*.c) $(filter-out pool/broker.c,$(wildcard pool/*.c))
+# (ACROSS_SRCS, the record layer and the export message of whole TLS
+# connections across processes, are not in the library yet: nothing there
+# uses them; their unit tests and fuzzers link them, and the structure
+# checks see their objects)
+ACROSS_SRCS := shim/tls_record.c shim/tls_export.c
+SRCS := $(filter-out $(ACROSS_SRCS),$(wildcard shim/*.c)) $(filter-out pool/broker.c,$(wildcard pool/*.c))
 HDRS := $(wildcard shim/*.h) $(wildcard pool/*.h) shim/exports.map debian/changelog
 LIB  := build/libkeepalive.so
 # the per-user pool process (docs/design.md §8): its own small program, never
@@ -127,6 +132,14 @@ build/unit/test_sockopts: tests/unit/test_sockopts.c build/san/shim/sockopts.o b
 	@mkdir -p build/unit
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< build/san/shim/sockopts.o build/san/shim/real.o build/san/shim/dl_real.o $(PURE_SAN_OBJS) $(LDLIBS)
 
+# the record layer against OpenSSL itself, the export message (libssl and
+# libcrypto: these tests only, neither is in the library)
+ACROSS_SAN_OBJS := $(patsubst %.c,build/san/%.o,$(ACROSS_SRCS))
+
+build/unit/test_tls_record build/unit/test_tls_export: build/unit/%: tests/unit/%.c $(ACROSS_SAN_OBJS) $(HDRS) shim/tls_record.h shim/tls_export.h $(wildcard tests/unit/*.h) Makefile
+	@mkdir -p build/unit
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< $(ACROSS_SAN_OBJS) $(LDLIBS) -lssl -lcrypto
+
 # the connection core in process (docs/structure.md): every library
 # object but the wrappers (no libc name interposed in the test)
 CORE_SAN_OBJS := $(patsubst %.c,build/san/%.o,$(filter-out shim/hooks_%,$(SRCS)))
@@ -210,7 +223,7 @@ bench: $(LIB) build/clients/httpget build/latency-proxy
 # without libFuzzer by $(CC).
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_NAMES := response request rewrite llhttp broker split
+FUZZ_NAMES := response request rewrite llhttp broker split tls_record tls_export
 FUZZ_BINS := $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_NAMES))
 REPLAY_BINS := $(patsubst %,build/fuzz-replay/fuzz_%,$(FUZZ_NAMES))
 FUZZ_FLAGS := -std=gnu11 -D_GNU_SOURCE -g -O1 $(WARN) -Ishim \
@@ -234,6 +247,26 @@ build/fuzz/fuzz_broker: tests/fuzz/fuzz_broker.c tests/fuzz/fuzz.h pool/broker_p
 build/fuzz-replay/fuzz_broker: tests/fuzz/fuzz_broker.c tests/fuzz/replay.c tests/fuzz/fuzz.h build/san/pool/broker_proto.o Makefile
 	@mkdir -p build/fuzz-replay
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c build/san/pool/broker_proto.o
+
+# the TLS record layer's reader (shim/tls_record.c, libcrypto), not the framer
+build/fuzz/fuzz_tls_record: tests/fuzz/fuzz_tls_record.c tests/fuzz/fuzz.h shim/tls_record.c shim/tls_record.h Makefile
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang (apt-get install clang)" >&2; exit 1; }
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< shim/tls_record.c -lcrypto
+
+build/fuzz-replay/fuzz_tls_record: tests/fuzz/fuzz_tls_record.c tests/fuzz/replay.c tests/fuzz/fuzz.h build/san/shim/tls_record.o Makefile
+	@mkdir -p build/fuzz-replay
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c build/san/shim/tls_record.o -lcrypto
+
+# the export message's decoder (shim/tls_export.c over tls_record.c)
+build/fuzz/fuzz_tls_export: tests/fuzz/fuzz_tls_export.c tests/fuzz/fuzz.h $(ACROSS_SRCS) shim/tls_record.h shim/tls_export.h Makefile
+	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang (apt-get install clang)" >&2; exit 1; }
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(ACROSS_SRCS) -lcrypto
+
+build/fuzz-replay/fuzz_tls_export: tests/fuzz/fuzz_tls_export.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(ACROSS_SAN_OBJS) Makefile
+	@mkdir -p build/fuzz-replay
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c $(ACROSS_SAN_OBJS) -lcrypto
 
 # our response framer against llhttp on arbitrary bytes (llhttp built for
 # libFuzzer too, without our warnings)
@@ -266,14 +299,14 @@ fuzz: $(FUZZ_BINS)
 
 # each library source compiled alone, for the structure checks of
 # docs/structure.md (tests/structure.py: exports, self-calls, the cycle)
-STRUCT_OBJS := $(patsubst %.c,build/obj/%.o,$(SRCS))
+STRUCT_OBJS := $(patsubst %.c,build/obj/%.o,$(SRCS) $(ACROSS_SRCS))
 
 build/obj/%.o: %.c Makefile debian/changelog
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLFLAGS) -MMD -MP -c -o $@ $<
 
 # what each object includes, as the compiler found it
--include $(patsubst %.c,build/obj/%.d,$(SRCS)) $(patsubst %.c,build/san/%.d,$(SRCS))
+-include $(patsubst %.c,build/obj/%.d,$(SRCS) $(ACROSS_SRCS)) $(patsubst %.c,build/san/%.d,$(SRCS) $(ACROSS_SRCS))
 
 unit: $(UNIT_BINS) $(REPLAY_BINS) $(LIB) $(STRUCT_OBJS)
 	python3 tests/structure.py $(LIB) build/obj

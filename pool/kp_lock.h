@@ -17,7 +17,9 @@
  * while holding those above it):
  *   c->lock                       a connection (conn.c, send.c, wire.c,
  *                                 hidden.c, conn_replay.c, conn_opts.c,
- *                                 tls_calls.c)
+ *                                 tls_calls.c); held across a call that
+ *                                 may block only with c->busy up, and
+ *                                 then never waited for (kp_lock_unless)
  *   free_lock, finished_lock      hidden.c (objects, the finished take-over)
  *   defaults_lock                 sockopts.c
  *   watch.c lock                  the readiness watch
@@ -40,6 +42,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <time.h>
 
 /* The lock itself.  Every request takes about a dozen of them, never
  * contended in a single-threaded program: pthread_mutex_lock and unlock
@@ -102,6 +105,41 @@ static inline void kp_mutex_release(kp_mutex_t *m)
 	if (__builtin_expect(__atomic_exchange_n(&m->word, 0, __ATOMIC_RELEASE) != 1, 0))
 		kp_futex(&m->word, FUTEX_WAKE_PRIVATE, 1);
 }
+
+/* kp_mutex_acquire, unless *busy is (or becomes) nonzero while another
+ * holds m: false then, m not taken.  The waiter looks at *busy at least
+ * every 10 ms (a wake that kp_mutex_wake_all sends between its look and
+ * its sleep is not lost for longer). */
+static inline bool kp_mutex_acquire_unless(kp_mutex_t *m, const unsigned *busy)
+{
+	int c = 0;
+	if (__builtin_expect(__atomic_compare_exchange_n(&m->word, &c, 1, false, __ATOMIC_ACQUIRE,
+							 __ATOMIC_RELAXED), 1))
+		return true;
+	for (;;) {
+		if (__atomic_load_n(busy, __ATOMIC_ACQUIRE))
+			return false;
+		if (__atomic_exchange_n(&m->word, 2, __ATOMIC_ACQUIRE) == 0)
+			return true;
+		struct timespec ts = { 0, 10 * 1000 * 1000 };
+		long ret;
+		register long r10 __asm__("r10") = (long)&ts;
+		__asm__ volatile("syscall"
+				 : "=a"(ret)
+				 : "0"((long)SYS_futex), "D"(&m->word), "S"((long)FUTEX_WAIT_PRIVATE),
+				   "d"(2L), "r"(r10)
+				 : "rcx", "r11", "memory");
+		(void)ret;
+	}
+}
+
+/* Wake every waiter of m (held by the caller): they look at busy again.
+ * Only when one waits (2): no system call on the uncontended path. */
+static inline void kp_mutex_wake_all(kp_mutex_t *m)
+{
+	if (__atomic_load_n(&m->word, __ATOMIC_ACQUIRE) == 2)
+		kp_futex(&m->word, FUTEX_WAKE_PRIVATE, 1 << 30);
+}
 #else
 typedef pthread_mutex_t kp_mutex_t;
 #define KP_MUTEX_INITIALIZER PTHREAD_MUTEX_INITIALIZER
@@ -109,6 +147,25 @@ static inline void kp_mutex_init(kp_mutex_t *m) { pthread_mutex_init(m, NULL); }
 static inline void kp_mutex_acquire(kp_mutex_t *m) { pthread_mutex_lock(m); }
 static inline int kp_mutex_tryacquire(kp_mutex_t *m) { return pthread_mutex_trylock(m); }
 static inline void kp_mutex_release(kp_mutex_t *m) { pthread_mutex_unlock(m); }
+static inline bool kp_mutex_acquire_unless(kp_mutex_t *m, const unsigned *busy)
+{
+	for (;;) {
+		if (pthread_mutex_trylock(m) == 0)
+			return true;
+		if (__atomic_load_n(busy, __ATOMIC_ACQUIRE))
+			return false;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 10 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		if (pthread_mutex_timedlock(m, &ts) == 0)
+			return true;
+	}
+}
+static inline void kp_mutex_wake_all(kp_mutex_t *m) { (void)m; }
 #endif
 
 /* How deep this thread is inside a locked region (or a connect()/close()
@@ -132,6 +189,18 @@ static inline void kp_lock(kp_mutex_t *m)
 {
 	kp_enter();
 	kp_mutex_acquire(m);
+}
+
+/* kp_lock, unless another call holds m across a call that may block
+ * (*busy: a connection's send, docs/hold.md "Never wait on a busy
+ * connection"): false then, not locked, not counted. */
+static inline bool kp_lock_unless(kp_mutex_t *m, const unsigned *busy)
+{
+	kp_enter();
+	if (kp_mutex_acquire_unless(m, busy))
+		return true;
+	kp_leave();
+	return false;
 }
 
 /* 0 (locked, counted) or EBUSY (not counted) */
@@ -162,8 +231,11 @@ static inline bool kp_reentered(void)
  * (the engine's SSL_write_ex reaches send(), a handshake read()): that
  * nested wrapper runs as the program's call would, not as a handler's
  * (it takes no lock its caller holds: it never could, that would have
- * deadlocked without any signal).  A signal handler that interrupts
- * inside one of these calls is not protected (docs/binding.md). */
+ * deadlocked without any signal).  Made under a connection's lock, it
+ * runs with that connection busy (shim/conn_internal.h BUSY): a signal
+ * handler that interrupts inside it steps aside on that connection
+ * (kp_lock_unless) instead of waiting for its own thread's lock
+ * (docs/binding.md). */
 #define KP_OUTSIDE(call)                                  \
 	({                                                \
 		unsigned outer_ = kp_inside;              \

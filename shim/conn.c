@@ -405,7 +405,7 @@ static bool learn_end(int fd, struct kp_conn *c)
 		return false;
 	}
 	kp_fd_swap(hidden, KP_POOLED);
-	if (!kp_tls_learn(c->tls, hidden, &c->key)) {
+	if (!kp_tls_learn(c->tls, hidden, &c->key, __atomic_load_n(&c->close_kind, __ATOMIC_ACQUIRE))) {
 		kp_fd_swap(hidden, NULL);
 		KP_REAL(close)(hidden);
 		return false;
@@ -453,7 +453,15 @@ static int close_locked(int fd, struct kp_conn *c)
 	kp_watch_detach(fd);
 	kp_watch_forget_fd(fd);
 	finished_forget(fd, NULL);
-	kp_lock(&c->lock);
+	if (!conn_lock_any(c)) {
+		/* another call holds it across a send that may never end (or
+		 * a signal handler interrupted one on this thread): the
+		 * kernel's close, at once, as alone; c is raw, never parked,
+		 * and its reference goes when that call is over */
+		conn_unref(c);
+		errno = saved;
+		return KP_REAL(close)(fd);
+	}
 	int left = --c->refs;
 	if (!left && c->held_len) /* the kernel would send them before its FIN */
 		give_up(c, fd, "closed with a request head unfinished");
@@ -485,7 +493,11 @@ void kp_forget_fd(int fd, bool may_park)
 		kp_watch_detach(fd); /* as kp_close */
 	kp_watch_forget_fd(fd);
 	finished_forget(fd, NULL);
-	kp_lock(&c->lock);
+	if (!conn_lock_any(c)) { /* busy (as close_locked): never parked */
+		conn_unref(c);
+		errno = saved;
+		return;
+	}
 	int left = --c->refs;
 	if (!left && c->held_len) /* the kernel would send them before its FIN */
 		give_up(c, fd, "closed with a request head unfinished");
@@ -801,6 +813,10 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 {
 	/* TLS: its owed EOF is a TLS EOF, answered by the SSL_* wrappers */
 	if (c == KP_POOLED)
+		return false;
+	/* urgent data is outside the stream we frame and owe the EOF of: the
+	 * kernel answers (EINVAL where none came, as alone) */
+	if (flags & MSG_OOB)
 		return false;
 	raw_settle(c, fd);
 	if (__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
@@ -1188,7 +1204,10 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 {
 	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false; /* ciphertext */
+	if (flags & MSG_OOB)
+		return false; /* not the stream's bytes */
 	bool again = recv_done(c, fd, iov, iovcnt, ret, flags);
+	conn_reap(c); /* (a replay's sends are busy) */
 	if (!again && kp_replay_interrupted) {
 		/* a signal ended the replay: the program's call says so */
 		kp_replay_interrupted = false;
@@ -1298,7 +1317,9 @@ bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending)
 bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t *ret, int flags)
 {
 	struct iovec iov = { buf, n };
-	return recv_done(c, fd, &iov, 1, ret, flags);
+	bool again = recv_done(c, fd, &iov, 1, ret, flags);
+	conn_reap(c);
+	return again;
 }
 
 bool kp_conn_tls_at_end(struct kp_conn *c, int fd)

@@ -60,6 +60,17 @@ enum kp_first {
  * so it locks the object and checks the table still maps its fd to it. */
 struct kp_conn {
 	kp_mutex_t lock;
+	/* > 0 while the holder of lock is in a call that may block (a send
+	 * the server may never read, a fresh connect or handshake, a call
+	 * into libssl whose BIO calls our wrappers): any other call on the
+	 * connection, from another thread or a signal handler on this one,
+	 * steps aside (conn_lock: raw) instead of waiting for lock
+	 * (docs/hold.md "Never wait on a busy connection").  Written by
+	 * the holder only; kept across conn_new's clearing */
+	unsigned busy;
+	/* references dropped (closes) while busy, to be dropped by the
+	 * busy call when it is over (conn_reap) */
+	unsigned busy_unrefs;
 	struct kp_conn *next_free;
 	int refs;            /* fds sharing it (dup family) */
 	int twin;            /* reused: the pooled socket's hidden fd, kept
@@ -80,6 +91,9 @@ struct kp_conn {
 	bool server_closing; /* the last response ends the connection (its
 	                        request's close reached the server, or it
 	                        said close): TLS learns how it ends */
+	uint32_t close_kind; /* the User-Agent hash of the last request that
+	                        asked to close: how a TLS server ends is
+	                        learnt per kind (docs/tls.md "Ragged closes") */
 	bool resp_started;   /* resp is framing a response to reqs[0] */
 	bool nonblock;       /* O_NONBLOCK of the open file description */
 	int8_t shut_how;     /* a shutdown() we answered without the kernel:

@@ -14,6 +14,7 @@
 #define KEEPALIVE_CONN_INTERNAL_H
 
 #include "iov.h"
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -29,16 +30,60 @@
 
 /* ------------------------------------------------------------ for all of them */
 
+/* Lock c, unless its holder is in a call that may block (c->busy):
+ * then c is marked raw (never pooled, given up at our next call on it:
+ * a call went past us) and false says "make the kernel's call" (docs/hold.md
+ * "Never wait on a busy connection"). */
+static inline bool conn_lock_any(struct kp_conn *c)
+{
+	if (__builtin_expect(kp_lock_unless(&c->lock, &c->busy), 1))
+		return true;
+	__atomic_store_n(&c->raw, true, __ATOMIC_RELEASE);
+	return false;
+}
+
 /* Lock c for work on fd; false (not locked) when fd no longer holds c:
- * the program closed it meanwhile, in another thread. */
+ * the program closed it meanwhile, in another thread; or when c is busy
+ * (conn_lock_any). */
 static inline bool conn_lock(struct kp_conn *c, int fd)
 {
-	kp_lock(&c->lock);
+	if (__builtin_expect(!kp_lock_unless(&c->lock, &c->busy), 0)) {
+		if (kp_fd_conn(fd) == c) /* (a stale pointer's object is another's) */
+			__atomic_store_n(&c->raw, true, __ATOMIC_RELEASE);
+		return false;
+	}
 	if (kp_fd_conn(fd) == c)
 		return true;
 	kp_unlock(&c->lock);
 	return false;
 }
+
+/* The holder of c->lock is about to make a call that may block, or call
+ * libssl (whose BIO reaches our wrappers with the inside mark cleared,
+ * kp_lock.h KP_OUTSIDE): from now until busy_end every other call on c
+ * steps aside rather than wait (conn_lock_any), and waiters already
+ * queued on the lock are woken to see it.  Nests. */
+static inline void busy_begin(struct kp_conn *c)
+{
+	if (__atomic_add_fetch(&c->busy, 1, __ATOMIC_ACQ_REL) == 1)
+		kp_mutex_wake_all(&c->lock);
+}
+
+static inline void busy_end(struct kp_conn *c)
+{
+	__atomic_sub_fetch(&c->busy, 1, __ATOMIC_ACQ_REL);
+}
+
+/* Run call with c busy (busy_begin); its value. */
+#define BUSY(c, call)                             \
+	({                                        \
+		busy_begin(c);                    \
+		__typeof__(call) busy_r_ = (call); \
+		int busy_e_ = errno;              \
+		busy_end(c);                      \
+		errno = busy_e_;                  \
+		busy_r_;                          \
+	})
 
 /* The connection may no longer be parked.  The first reason is kept for
  * the debug line of its real close (settle_last). */
@@ -125,6 +170,7 @@ bool part_begin(struct kp_conn *c, const char *r, size_t rl, const char *o, size
 size_t part_debt(const struct kp_conn *c);
 const char *part_end(struct kp_conn *c);
 bool held_fits(const struct kp_conn *c, int fd, int flags);
+bool held_dead(const struct kp_conn *c, int fd);
 bool tls_stage_push(struct kp_conn *c, const struct iovec *v, int nv, size_t ol, ssize_t *r);
 void tls_part_begin(struct kp_conn *c, size_t rl, size_t headlen, const char *data, size_t hl, size_t k,
 		    size_t pos);
@@ -144,6 +190,9 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms);
 void conn_flush_opts(struct kp_conn *c, int fd);
 
 void conn_free(struct kp_conn *c);
+/* The closes that came while c was busy (busy_unrefs), dropped now that
+ * its busy call is over; the caller holds no lock of c's. */
+void conn_reap(struct kp_conn *c);
 extern uint32_t cred_epoch;
 extern bool divided;
 void finished_add(int fd, struct kp_conn *c);

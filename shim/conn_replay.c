@@ -122,11 +122,44 @@ fail:;
 	return -1;
 }
 
+static int swap_fresh_in(struct kp_conn *c, int fd, bool repark);
+
+/* The program's SSL could not make its handshake on the fresh connection
+ * swap_fresh put under its fd (within the call's bound): a replay that
+ * needs it fails. */
+static __thread bool fresh_tls_failed;
+
+/* The deadline of the program's call for our waits in it (a fresh TLS
+ * handshake, the replay's records): fresh_bound_ms; on an O_NONBLOCK
+ * socket, outside poll, a few round trips of the dead connection
+ * (kp_replay_settle_ms), what the server's TLS stack needs to answer,
+ * never its program's work.  docs/replay.md "The program's bounds". */
+static uint64_t call_end_ms(const struct kp_conn *c, int fd)
+{
+	int ms = fresh_bound_ms(c, fd);
+	if (ms == 0) {
+		struct kp_tcp_view v;
+		ms = (int)kp_replay_settle_ms(kp_tcp_view(fd, &v) == 0 ? v.srtt_us : 0);
+	}
+	return kp_now_ms() + (uint64_t)ms;
+}
+
 /* Put a fresh connection under the program's fd in place of the reused
  * one, which goes back to the pool when repark (it was never used), else
  * is closed.  Caller holds c->lock.  Returns 0, or -1 with errno and fd
  * untouched. */
 int swap_fresh(struct kp_conn *c, int fd, bool repark)
+{
+	fresh_tls_failed = false;
+	uint64_t outer = kp_tls_wait_end_ms;
+	if (!outer)
+		kp_tls_wait_end_ms = call_end_ms(c, fd);
+	int r = swap_fresh_in(c, fd, repark);
+	kp_tls_wait_end_ms = outer;
+	return r;
+}
+
+static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 {
 	/* every fd of the program that holds the old socket (dup family) */
 	int fds[16], n = 0;
@@ -143,7 +176,7 @@ int swap_fresh(struct kp_conn *c, int fd, bool repark)
 		}
 	}
 	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
-	int s = fdfl < 0 ? -1 : connect_fresh(c, fd);
+	int s = fdfl < 0 ? -1 : BUSY(c, connect_fresh(c, fd));
 	if (s < 0)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -185,8 +218,10 @@ int swap_fresh(struct kp_conn *c, int fd, bool repark)
 		/* the program's SSL was speaking through the pooled engine: it
 		 * makes its own handshake on the fresh connection now */
 		c->tls_handed = false;
-		if (kp_tls_rehandshake(&c->tls, fd, c->tls_ssl) < 0)
+		if (BUSY(c, kp_tls_rehandshake(&c->tls, fd, c->tls_ssl)) < 0) {
+			fresh_tls_failed = true;
 			unpool(c, "TLS handshake after a replay failed");
+		}
 	} else if (c->tls) { /* a pending engine that was not handed out */
 		kp_tls_put(c->tls);
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
@@ -348,16 +383,34 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 		c->replay_len = 0;
 		return false;
 	}
+	/* the fresh connection, its handshake and the copy's records within
+	 * the program's call (docs/replay.md "The program's bounds") */
+	kp_tls_wait_end_ms = call_end_ms(c, fd);
 	int swapped = swap_fresh(c, fd, false);
 	call_timeo = SO_SNDTIMEO;
 	if (swapped < 0) {
+		kp_tls_wait_end_ms = 0;
 		kp_debug("fd %d: %s on a reused connection; no replay: %s", fd, died_str(how),
 			 strerror(errno));
 		unpool(c, "a replay found no fresh connection");
 		return false;
 	}
-	size_t sent;
-	if (send_all(c, fd, c->replay, c->replay_len, MSG_NOSIGNAL, false, &sent) < 0)
+	size_t sent = 0;
+	bool resent = !fresh_tls_failed &&
+		      send_all(c, fd, c->replay, c->replay_len, MSG_NOSIGNAL, false, &sent) >= 0;
+	kp_tls_wait_end_ms = 0;
+	if (!resent && c->tls) {
+		/* the program's SSL could not make its handshake or send the
+		 * copy within its call: no replay; the program meets what the
+		 * dead connection gave it (as when no fresh connection can be
+		 * made), never a read that waits for a request never sent */
+		kp_debug("fd %d: %s on a reused connection; the replay's TLS did not finish within "
+			 "the program's call: not replayed", fd, died_str(how));
+		c->replay_len = 0;
+		give_up(c, fd, "a replay's TLS did not finish in time");
+		return false;
+	}
+	if (!resent)
 		unpool(c, "resending the request failed");
 	c->replay_len = 0;
 	c->resp_started = false;

@@ -48,6 +48,7 @@ enum hdr_id {
 	H_IDEM,    /* Idempotency-Key (requests) */
 	H_EXPECT,  /* Expect (requests) */
 	H_AUTHZ,   /* Authorization, Proxy-Authorization (requests) */
+	H_UA,      /* User-Agent (requests) */
 };
 
 static bool is_digit(unsigned char c)
@@ -273,6 +274,8 @@ static enum hdr_id header_id(const char *name, size_t n, bool response)
 	case 10:
 		if (name_eq(name, n, "connection"))
 			return H_CONN;
+		if (!response && name_eq(name, n, "user-agent"))
+			return H_UA;
 		return response && name_eq(name, n, "keep-alive") ? H_KA : H_NONE;
 	case 16:
 		return response && name_eq(name, n, "www-authenticate") ? H_AUTH : H_NONE;
@@ -762,6 +765,12 @@ long frm_req_parse_head(const char *buf, size_t len, struct frm_req_head *out)
 		case H_EXPECT:
 			if (ieq(buf + vs, ve - vs, "100-continue"))
 				out->expect_continue = true;
+			break;
+		case H_UA:
+			/* FNV-1a, odd: 0 stays "none" */
+			for (t = buf + vs; t < buf + ve; t++)
+				out->ua_hash = (out->ua_hash ^ (uint8_t)*t) * 16777619u;
+			out->ua_hash |= 1;
 			break;
 		case H_AUTHZ:
 			/* credentials = auth-scheme [ 1*SP token68 / params ]

@@ -83,6 +83,9 @@ struct frm_req_head {
 	                             Negotiate, Kerberos): never pool it */
 	bool doubt;               /* odd but parseable (obs-fold, bare LF, TE+CL
 	                             ...): do not rewrite, do not pool */
+	uint32_t ua_hash;         /* the User-Agent value(s) hashed, 0: none (a
+	                             server may end a TLS connection by it:
+	                             docs/tls.md "Ragged closes") */
 	/* for frm_req_rewrite_head: the values of the Connection field lines
 	 * ([start, end) offsets, OWS trimmed; the first FRM_CONN_LINES of
 	 * them), how many there are (saturating at 255) and whether one

@@ -480,14 +480,28 @@ void conn_free(struct kp_conn *c)
 	kp_unlock(&free_lock);
 }
 
-/* Drop one fd's reference; the last one frees.  Caller does not hold lock. */
+/* Drop one fd's reference; the last one frees.  Caller does not hold lock.
+ * While c is busy the drop waits for the busy call's end (conn_reap). */
 void conn_unref(struct kp_conn *c)
 {
-	kp_lock(&c->lock);
+	if (!conn_lock_any(c)) {
+		__atomic_add_fetch(&c->busy_unrefs, 1, __ATOMIC_ACQ_REL);
+		if (!__atomic_load_n(&c->busy, __ATOMIC_ACQUIRE)) /* it ended meanwhile */
+			conn_reap(c);
+		return;
+	}
 	int left = --c->refs;
 	kp_unlock(&c->lock);
 	if (!left)
 		conn_free(c);
+}
+
+void conn_reap(struct kp_conn *c)
+{
+	if (__builtin_expect(!__atomic_load_n(&c->busy_unrefs, __ATOMIC_ACQUIRE), 1))
+		return;
+	for (unsigned n = __atomic_exchange_n(&c->busy_unrefs, 0, __ATOMIC_ACQ_REL); n; n--)
+		conn_unref(c);
 }
 
 

@@ -80,6 +80,9 @@ KP_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 	KP_FAST(fd, write, fd, buf, n);
 }
 
+/* glibc exports write under this name too: a program may bind it */
+KP_EXPORT ssize_t __write(int fd, const void *buf, size_t n) __attribute__((alias("write")));
+
 static ssize_t writev_inside(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt)
 {
 	ssize_t r;
@@ -147,6 +150,8 @@ KP_EXPORT ssize_t send(int fd, const void *buf, size_t n, int flags)
 {
 	KP_FAST(fd, send, fd, buf, n, flags);
 }
+
+KP_EXPORT ssize_t __send(int fd, const void *buf, size_t n, int flags) __attribute__((alias("send")));
 
 /* Bytes the program sends past the write path that must never reach the
  * server (kp_send_bypass): taken from where they come from, as a send
@@ -381,6 +386,18 @@ KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 	size_t any = SIZE_MAX;
 	if (c && vec && n && !kp_send_bypass(c, fd, &any)) {
 		/* taken, never sent (kp_send_bypass) */
+		if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) && n > 1) {
+			/* after the owed EOF, as a closed server's kernel: the
+			 * first message taken, the next meets its reset (our FIN
+			 * is out: the kernel's EPIPE and SIGPIPE, the program's
+			 * flags), and the count says one */
+			vec[0].msg_len = (unsigned int)iov_total(vec[0].msg_hdr.msg_iov,
+								 (int)vec[0].msg_hdr.msg_iovlen);
+			int saved = errno;
+			int more = KP_REAL(sendmmsg)(fd, vec + 1, n - 1, flags);
+			errno = saved;
+			return more > 0 ? 1 + more : 1;
+		}
 		for (unsigned int i = 0; i < n; i++)
 			vec[i].msg_len = (unsigned int)iov_total(vec[i].msg_hdr.msg_iov,
 								 (int)vec[i].msg_hdr.msg_iovlen);

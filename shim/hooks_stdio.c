@@ -52,6 +52,14 @@ int __vfprintf_chk(FILE *, int, const char *, va_list);
 int __vprintf_chk(int, const char *, va_list);
 int __fprintf_chk(FILE *, int, const char *, ...);
 int __printf_chk(int, const char *, ...);
+int __vdprintf_chk(int, int, const char *, va_list);
+int __dprintf_chk(int, int, const char *, ...);
+size_t _IO_fwrite(const void *, size_t, size_t, FILE *);
+int _IO_fputs(const char *, FILE *);
+int _IO_puts(const char *);
+int _IO_vfprintf(FILE *, const char *, va_list);
+int _IO_fprintf(FILE *, const char *, ...);
+int _IO_printf(const char *, ...);
 extern int __overflow(FILE *, int);
 extern int _IO_putc(int, FILE *);
 
@@ -376,25 +384,39 @@ KP_EXPORT size_t fwrite_unlocked(const void *p, size_t size, size_t nmemb, FILE 
 /* Format as the program asked (flag >= 0: the fortified check level),
  * then put the result.  -1 with the real call's errno when formatting
  * fails, which then writes nothing, as glibc's would not either. */
-static KP_SLOW int vprintf_slow(FILE *fp, int flag, const char *fmt, va_list ap)
+/* fmt formatted into small (its size: sizeof(small) of the caller's
+ * array) or, when longer, into memory of malloc's: *n its length (< 0: the
+ * formatting failed, errno set); NULL when out of memory. */
+static char *format(char *small, size_t cap, int flag, const char *fmt, va_list ap, int *n)
 {
-	char small[512], *buf = small;
 	va_list ap2;
 	va_copy(ap2, ap);
-	int n = flag >= 0 ? __vsnprintf_chk(small, sizeof(small), flag, sizeof(small), fmt, ap)
-			  : vsnprintf(small, sizeof(small), fmt, ap);
-	if (n >= (int)sizeof(small)) {
-		buf = malloc((size_t)n + 1);
-		if (!buf) {
-			va_end(ap2);
+	char *buf = small;
+	*n = flag >= 0 ? __vsnprintf_chk(small, cap, flag, cap, fmt, ap) : vsnprintf(small, cap, fmt, ap);
+	if (*n >= (int)cap) {
+		buf = malloc((size_t)*n + 1);
+		if (buf)
+			*n = flag >= 0 ? __vsnprintf_chk(buf, (size_t)*n + 1, flag, (size_t)*n + 1, fmt, ap2)
+				       : vsnprintf(buf, (size_t)*n + 1, fmt, ap2);
+		else
 			errno = ENOMEM;
-			fp->_flags |= _IO_ERR_SEEN;
-			return -1;
-		}
-		n = flag >= 0 ? __vsnprintf_chk(buf, (size_t)n + 1, flag, (size_t)n + 1, fmt, ap2)
-			      : vsnprintf(buf, (size_t)n + 1, fmt, ap2);
 	}
 	va_end(ap2);
+	return buf;
+}
+
+/* Format as the program asked (flag >= 0: the fortified check level),
+ * then put the result.  -1 with the real call's errno when formatting
+ * fails, which then writes nothing, as glibc's would not either. */
+static KP_SLOW int vprintf_slow(FILE *fp, int flag, const char *fmt, va_list ap)
+{
+	char small[512];
+	int n;
+	char *buf = format(small, sizeof(small), flag, fmt, ap, &n);
+	if (!buf) {
+		fp->_flags |= _IO_ERR_SEEN;
+		return -1;
+	}
 	int r = n;
 	if (n > 0) {
 		size_t taken;
@@ -466,6 +488,116 @@ KP_EXPORT int __printf_chk(int flag, const char *fmt, ...)
 	va_list ap;
 	va_start(ap, fmt);
 	int r = __vfprintf_chk(stdout, flag, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* glibc's libio names of the same calls, exported too (a program built
+ * against an old libio may bind them) */
+KP_EXPORT size_t _IO_fwrite(const void *p, size_t size, size_t nmemb, FILE *fp)
+{
+	return fwrite(p, size, nmemb, fp);
+}
+
+KP_EXPORT int _IO_fputs(const char *s, FILE *fp)
+{
+	return fputs(s, fp);
+}
+
+KP_EXPORT int _IO_puts(const char *s)
+{
+	return puts(s);
+}
+
+KP_EXPORT int _IO_vfprintf(FILE *fp, const char *fmt, va_list ap)
+{
+	return vfprintf(fp, fmt, ap);
+}
+
+KP_EXPORT int _IO_fprintf(FILE *fp, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfprintf(fp, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+KP_EXPORT int _IO_printf(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vfprintf(stdout, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+/* ------------------------------------------------------------ dprintf */
+
+/*
+ * dprintf and vdprintf format into a FILE of glibc's own over the fd and
+ * flush it with glibc's internal write, past us: after the EOF we owe the
+ * bytes reached the server.  On an fd of ours the text is formatted here
+ * and written through our write(), as glibc's flush writes it (again until
+ * all is taken or a write fails: -1 with its errno), so it is framed,
+ * rewritten, or taken and dropped as any write (docs/replay.md "Writes we
+ * cannot see").  Any other fd: a load, a test and libc's own.
+ */
+static KP_SLOW int vdprintf_slow(struct kp_conn *c, int fd, int flag, const char *fmt, va_list ap)
+{
+	if (c == KP_POOLED) { /* not the program's (docs/owner.md) */
+		errno = EBADF;
+		return -1;
+	}
+	char small[512];
+	int n;
+	char *buf = format(small, sizeof(small), flag, fmt, ap, &n);
+	if (!buf)
+		return -1;
+	int r = n;
+	for (size_t done = 0; n > 0 && done < (size_t)n;) {
+		ssize_t w = write(fd, buf + done, (size_t)n - done);
+		if (w <= 0) {
+			r = -1;
+			break;
+		}
+		done += (size_t)w;
+	}
+	if (buf != small)
+		free(buf);
+	return r;
+}
+
+KP_EXPORT int vdprintf(int fd, const char *fmt, va_list ap)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (__builtin_expect(c != NULL, 0))
+		return vdprintf_slow(c, fd, -1, fmt, ap);
+	return KP_REAL(vdprintf)(fd, fmt, ap);
+}
+
+KP_EXPORT int dprintf(int fd, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vdprintf(fd, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
+KP_EXPORT int __vdprintf_chk(int fd, int flag, const char *fmt, va_list ap)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (__builtin_expect(c != NULL, 0))
+		return vdprintf_slow(c, fd, flag, fmt, ap);
+	return KP_REAL(__vdprintf_chk)(fd, flag, fmt, ap);
+}
+
+KP_EXPORT int __dprintf_chk(int fd, int flag, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = __vdprintf_chk(fd, flag, fmt, ap);
 	va_end(ap);
 	return r;
 }

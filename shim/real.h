@@ -119,6 +119,8 @@
 	X(size_t, fwrite_unlocked, (const void *, size_t, size_t, FILE *))           \
 	X(int, vfprintf, (FILE *, const char *, va_list))                            \
 	X(int, __vfprintf_chk, (FILE *, int, const char *, va_list))                 \
+	X(int, vdprintf, (int, const char *, va_list))                               \
+	X(int, __vdprintf_chk, (int, int, const char *, va_list))                    \
 	X(int, fflush, (FILE *))                                                     \
 	X(wint_t, fputwc, (wchar_t, FILE *))                                         \
 	X(wint_t, putwc, (wchar_t, FILE *))                                          \

@@ -413,6 +413,13 @@ static int head_collect(struct kp_conn *c, int fd, struct head_send *s, ssize_t 
 			kp_debug("fd %d: not held: the socket may not take them now", fd);
 			return HEAD_PASS_FLUSH;
 		}
+		if (held_dead(c, fd)) {
+			/* its errno and SIGPIPE are the kernel's to give */
+			c->held_len = s->old_held;
+			unvouch(c, fd, "an unfinished head on a closed or reset connection");
+			kp_debug("fd %d: not held: the connection is closed or reset", fd);
+			return HEAD_PASS_FLUSH;
+		}
 		kp_debug("fd %d: holding %zu bytes of a request head", fd, c->held_len);
 		*ret = (ssize_t)s->total;
 		kp_unlock(&c->lock);
@@ -437,6 +444,15 @@ static bool head_rewritable(struct kp_conn *c, int fd, struct head_send *s)
 		kp_debug("fd %d: not rewritten: requests follow one that asks to close", fd);
 		return false;
 	}
+	/* a body the server may answer before reading (a refused upload):
+	 * alone it closes and never reads it; kept, it may read the body as
+	 * its next request.  Nothing we see proves it read the body
+	 * (docs/replay.md "A close request with a body") */
+	if (may && h->app_close && h->body_kind != FRM_BODY_NONE &&
+	    !(h->body_kind == FRM_BODY_LENGTH && h->body_len == 0)) {
+		kp_debug("fd %d: not rewritten: a request with a body asks to close", fd);
+		return false;
+	}
 	/* an io_submit we cannot see could read where we owe the EOF
 	 * (docs/replay.md "Kernel AIO"): owe none */
 	if (may && h->app_close && kp_aio_unseen()) {
@@ -445,7 +461,7 @@ static bool head_rewritable(struct kp_conn *c, int fd, struct head_send *s)
 	}
 	/* TLS: the EOF we would owe shows a close_notify; only where this
 	 * destination was seen to send one (docs/tls.md "Ragged closes") */
-	if (may && h->app_close && c->tls && !kp_tls_closes_clean(&c->key)) {
+	if (may && h->app_close && c->tls && !kp_tls_closes_clean(&c->key, h->ua_hash)) {
 		kp_debug("fd %d: not rewritten: not known how the server ends a TLS connection", fd);
 		return false;
 	}
@@ -519,8 +535,14 @@ static ssize_t head_send(struct kp_conn *c, int fd, struct head_send *s)
 		c->part_t0 = kp_now_ms();
 		s->staged = c->tls && tls_stage_push(c, v, nv, (size_t)s->hl + iov_total(v + 1, nv - 1), &r);
 		s->staged_len = s->staged ? iov_total(v, nv) : 0;
-		if (!s->staged) /* (no memory: TLS as before, the engine's record waited for) */
-			r = c->tls ? kp_tls_xmit(c->tls, fd, v, nv) : conn_sendmsg(c, fd, &m, s->send_flags);
+		if (c->tls && !s->staged) {
+			/* no memory for R's copy (RLIMIT_AS, a large write):
+			 * nothing went; the caller steps aside (send_nomem) */
+			errno = ENOMEM;
+			return -1;
+		}
+		if (!s->staged)
+			r = conn_sendmsg(c, fd, &m, s->send_flags);
 		/* the pooled socket was dead before our request got out: a fresh
 		 * one (once), and the request goes there */
 		if (r < 0 && s->keep_copy && c->first == KP_FIRST_UNSENT &&
@@ -651,6 +673,25 @@ static bool send_pass(struct kp_conn *c, int fd, int flags, bool flush, int save
 	return false;
 }
 
+/* TLS: no memory to stage the rewritten head and this call's body for
+ * the engine (tls_stage_push): nothing went out.  Fail open: the bytes
+ * held from earlier calls go first, then the program's write goes to the
+ * engine as written (its own buffer, never copied, never waited for: the
+ * engine's WANT_WRITE is the program's), and the connection is ours no
+ * more (docs/hold.md "No memory for the staging copy").  Takes the call;
+ * c->lock released. */
+static bool send_nomem(struct kp_conn *c, int fd, struct head_send *s, ssize_t *ret)
+{
+	if (s->out != s->small)
+		kp_wbuf_free(s->out, s->out_cap);
+	if (s->keep_copy)
+		c->replay_len = s->replay_mark;
+	c->held_len = s->old_held;
+	unvouch(c, fd, "no memory to stage a TLS request");
+	kp_debug("fd %d: no memory to stage the request for TLS: sent as written", fd);
+	return send_pass(c, fd, s->flags, true, s->saved, ret);
+}
+
 static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 		    ssize_t *ret)
 {
@@ -695,7 +736,10 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	}
 	/* The head is whole: rewrite, send all of it, then the rest of the call. */
 	head_build(c, fd, &s);
-	return head_settle(c, fd, &s, head_send(c, fd, &s), ret);
+	ssize_t r = head_send(c, fd, &s);
+	if (r < 0 && errno == ENOMEM && c->tls && !s.staged)
+		return send_nomem(c, fd, &s, ret);
+	return head_settle(c, fd, &s, r, ret);
 }
 
 bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
@@ -733,7 +777,9 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		}
 		errno = saved;
 	}
-	return send_intercept(c, fd, iov, iovcnt, flags, ret);
+	bool taken = send_intercept(c, fd, iov, iovcnt, flags, ret);
+	conn_reap(c); /* closes that came while the send was busy */
+	return taken;
 }
 
 static void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret)
@@ -791,7 +837,9 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t *ret)
 {
 	struct iovec iov = { (void *)buf, n };
-	return send_intercept(c, fd, &iov, 1, 0, ret);
+	bool taken = send_intercept(c, fd, &iov, 1, 0, ret);
+	conn_reap(c);
+	return taken;
 }
 
 void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t ret)

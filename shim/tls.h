@@ -80,8 +80,14 @@ void kp_tls_put(struct kp_tls *e);
  * -1. */
 int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl);
 
+/* The deadline (kp_now_ms) of the call a replay happens in, 0: none
+ * (docs/replay.md "The program's bounds"): kp_tls_rehandshake and
+ * kp_tls_xmit wait no longer than that on this thread. */
+extern __attribute__((visibility("hidden"))) __thread uint64_t kp_tls_wait_end_ms;
+
 /* Send all of iov through e (TLS records on fd), waiting for the socket
- * (bounded) when it is full.  Returns the bytes or -1 with errno. */
+ * (bounded: 30 s, or kp_tls_wait_end_ms) when it is full.  Returns the
+ * bytes or -1 with errno. */
 ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcnt);
 
 /* One SSL_write_ex of buf through e, never waiting (docs/hold.md
@@ -105,7 +111,7 @@ void kp_tls_defer(void *ssl, int fd);
  * that server ends: read on, never waiting, to learn it (docs/tls.md
  * "Ragged closes").  True: e and hidden are taken (closed when done);
  * false: nothing changed. */
-bool kp_tls_learn(struct kp_tls *e, int hidden, const struct pool_key *key);
+bool kp_tls_learn(struct kp_tls *e, int hidden, const struct pool_key *key, uint32_t kind);
 /* The same connection's session is kept for resumption, as a parked
  * one's is (docs/tls.md "Sessions"): the first connection to a
  * destination, whose close teaches, is not parked.  False: not (e gone
@@ -161,7 +167,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done);
 /* The destination was last seen to end a TLS connection it was asked to
  * end with close_notify: an EOF owed there may be shown as one
  * (docs/tls.md "Ragged closes") */
-bool kp_tls_closes_clean(const struct pool_key *key);
+bool kp_tls_closes_clean(const struct pool_key *key, uint32_t kind);
 int kp_tls_get_error(const SSL *ssl, int ret);
 int kp_tls_shutdown(SSL *ssl);
 int kp_tls_get_shutdown(const SSL *ssl);

@@ -189,6 +189,7 @@ struct io {
 	struct kp_conn *c; /* the connection that frames it, or NULL */
 	int fd;
 	bool closed;
+	int shut; /* the shutdown bits our answers made up (h->shut) */
 };
 
 static bool io_get(SSL *ssl, struct io *io)
@@ -203,6 +204,7 @@ static bool io_get(SSL *ssl, struct io *io)
 		io->e = h->e->ssl;
 		io->fd = h->fd;
 		io->closed = h->closed;
+		io->shut = h->shut;
 		struct kp_conn *c = kp_fd_conn(h->fd);
 		io->c = c && c != KP_POOLED && __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) == h->e &&
 				c->tls_ssl == ssl
@@ -568,6 +570,47 @@ static void remake_watched(SSL *ssl, int fd)
 	kp_unlock(&tls_lock);
 }
 
+/* ------------------------------------------------------------ after the program's SSL_shutdown */
+
+/* At a request boundary the program's SSL_shutdown is answered without its
+ * close_notify going out (kp_tls_shutdown: the connection may be parked);
+ * what libssl alone does after it is done here (docs/tls.md "The
+ * program's SSL_shutdown"). */
+
+/* A write after it: refused as libssl refuses one after its close_notify
+ * was sent ("protocol is shutdown", SSL_ERROR_SSL), nothing sent. */
+static int shut_write_refused(struct io *io)
+{
+	kp_ssl.ERR_new();
+	kp_ssl.ERR_set_error(ERR_LIB_SSL, SSL_R_PROTOCOL_IS_SHUTDOWN, NULL);
+	synth(io, SSL_ERROR_SSL);
+	return -1;
+}
+
+/* The program waits for the server's close_notify after it (a read, a
+ * second SSL_shutdown): alone its own went out and the server answered it
+ * (nginx and Python's ssl at once), where a server never asked to close
+ * answers nothing.  Our close_notify goes out now, and the connection is
+ * never parked: the engine's real SSL_shutdown. */
+static int shut_made_real(struct io *io, const char *why)
+{
+	kp_conn_tls_spoil(io->c, io->fd, why);
+	return KP_OUTSIDE(kp_ssl.SSL_shutdown(io->e));
+}
+
+/* A read after it that would wait for the server (its close_notify not
+ * read, no EOF owed): the close made real first. */
+static void shut_read(struct io *io)
+{
+	if ((io->shut & (SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN)) != SSL_SENT_SHUTDOWN ||
+	    __atomic_load_n(&io->c->eof_owed, __ATOMIC_ACQUIRE) || !kp_conn_tls_at_end(io->c, io->fd))
+		return;
+	int saved = errno;
+	if (shut_made_real(io, "a read after SSL_shutdown") >= 0)
+		kp_ssl.ERR_clear_error();
+	errno = saved;
+}
+
 /* Plaintext I/O through the handle's engine, framed. */
 int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
@@ -588,9 +631,15 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 		int r = refused(&io);
 		return ex ? 0 : r;
 	}
+	if (write && (io.shut & SSL_SENT_SHUTDOWN)) {
+		int r = shut_write_refused(&io);
+		return ex ? 0 : r;
+	}
 	struct kp_conn *c = io.c;
 	if (!c)
 		return io_real(io.e, op, buf, n, done);
+	if (!write)
+		shut_read(&io);
 	if (write) {
 		ssize_t ret;
 		int saved = errno;
@@ -642,7 +691,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 		}
 		pending = kp_ssl.SSL_has_pending(io.e);
 		if (kp_conn_tls_eof(c, io.fd, pending)) {
-			closer_told(&c->key); /* the program reads our EOF */
+			closer_told(&c->key, __atomic_load_n(&c->close_kind, __ATOMIC_ACQUIRE)); /* the program reads our EOF */
 			synth(&io, SSL_ERROR_ZERO_RETURN);
 			if (done)
 				*done = 0;
@@ -654,7 +703,7 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 		if (got <= 0) /* as the socket calls would say it (recv_done) */
 			got = io_error(io.e, r);
 		if (got == 0 && kp_conn_tls_server_closing(c, io.fd))
-			closer_learn(io.e, r, &c->key);
+			closer_learn(io.e, r, &c->key, __atomic_load_n(&c->close_kind, __ATOMIC_ACQUIRE));
 		ssize_t shown = got;
 		bool again = kp_conn_tls_recv_done(c, io.fd, buf, n, &shown, peek ? MSG_PEEK : 0);
 		errno = saved;
@@ -715,8 +764,20 @@ int kp_tls_shutdown(SSL *ssl)
 		 * sends (the EOF we owe): 1.  Quiet shutdown: 1 at once. */
 		bool quiet = kp_ssl.SSL_get_quiet_shutdown(ssl);
 		bool owed = __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE);
+		bool sent = io.shut & SSL_SENT_SHUTDOWN;
+		if (!quiet && !owed && sent) {
+			/* a second call waits for the server's close_notify */
+			r = shut_made_real(&io, "SSL_shutdown called again");
+			return r == 0 ? KP_OUTSIDE(kp_ssl.SSL_shutdown(io.e)) : r;
+		}
+		if (!quiet && !owed && ssl_bio_imported())
+			/* BIO_f_ssl writes the program's SSL from inside libssl,
+			 * where no refusal of ours can stand for libssl's: its
+			 * close is real (such a process is handed no connection
+			 * anyway, tls_handout.c) */
+			return shut_made_real(&io, "SSL_shutdown where BIO_f_ssl can write");
 		if (owed && !quiet)
-			closer_told(&io.c->key); /* its sequence shows the end */
+			closer_told(&io.c->key, __atomic_load_n(&io.c->close_kind, __ATOMIC_ACQUIRE)); /* its sequence shows the end */
 		kp_lock(&tls_lock);
 		if (quiet || (owed && (io.h->shut & SSL_SENT_SHUTDOWN)))
 			io.h->shut |= SSL_RECEIVED_SHUTDOWN;

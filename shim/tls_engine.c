@@ -25,66 +25,83 @@ struct kp_tls *parked;
 struct resumer resumers[MAX_RESUMERS];
 unsigned n_resumers;
 
+/* How a server ends is learnt per destination and kind of request: the
+ * hash of its User-Agent (0: none).  A server may decide by it (Apache's
+ * ssl-unclean-shutdown is set by BrowserMatch): a request of another kind
+ * is not known until its own end teaches (docs/tls.md "Ragged closes"). */
 static struct closer {
 	struct pool_key key;
+	uint32_t kind;
 	int state; /* CL_* */
 } closers[MAX_CLOSERS];
 
 static unsigned n_closers;
 
 /* Caller holds tls_lock. */
-static struct closer *closer(const struct pool_key *key)
+static struct closer *closer(const struct pool_key *key, uint32_t kind)
 {
 	for (unsigned i = 0; i < MAX_CLOSERS && i < n_closers; i++)
-		if (!memcmp(&closers[i].key, key, sizeof(*key)))
+		if (closers[i].kind == kind && !memcmp(&closers[i].key, key, sizeof(*key)))
 			return &closers[i];
 	return NULL;
 }
 
 /* What was learnt travels through the broker as an entry of its session
- * store under this name (a SHA-256 of a configuration never equals it):
- * one byte, 1 close_notify, 0 the FIN alone.  So a process that makes one
- * request rewrites it when an earlier one saw the server's end. */
-static const uint8_t closer_name[BK_SESS_NAME] = "libkeepalive: how servers end.";
+ * store under this name (a SHA-256 of a configuration never equals it),
+ * its last four bytes the kind (none: the name as it was): one byte, 1
+ * close_notify, 0 the FIN alone.  So a process that makes one request
+ * rewrites it when an earlier one saw the server's end. */
+static const uint8_t closer_name_base[BK_SESS_NAME] = "libkeepalive: how servers end.";
+
+static void closer_name(uint32_t kind, uint8_t name[BK_SESS_NAME])
+{
+	memcpy(name, closer_name_base, BK_SESS_NAME);
+	if (kind)
+		memcpy(name + BK_SESS_NAME - sizeof(kind), &kind, sizeof(kind));
+}
 
 /* told: only where nothing is known of the server (a server's way wins) */
-static void closer_set(const struct pool_key *key, int state)
+static void closer_set(const struct pool_key *key, uint32_t kind, int state)
 {
 	kp_lock(&tls_lock);
-	struct closer *seen = closer(key);
+	struct closer *seen = closer(key, kind);
 	if (seen && state == CL_TELLS) {
 		kp_unlock(&tls_lock);
 		return;
 	}
 	if (!seen)
 		seen = &closers[n_closers++ % MAX_CLOSERS];
-	*seen = (struct closer){ *key, state };
+	*seen = (struct closer){ *key, kind, state };
 	kp_unlock(&tls_lock);
 }
 
 /* a program looked at the end we owed where the server's way is not
- * known, or it is known ragged: a pooled connection is not handed out (the
- * program's request then goes on a fresh connection, not rewritten, whose
- * close reaches the server and teaches; docs/tls.md "Ragged closes") */
+ * known, or it is known ragged, for a kind of request: a pooled
+ * connection is not handed out (the program's request, of a kind not
+ * known before the hand-out, then goes on a fresh connection, not
+ * rewritten, whose close reaches the server and teaches; docs/tls.md
+ * "Ragged closes") */
 bool closer_looked(const struct pool_key *key)
 {
+	bool looked = false;
 	kp_lock(&tls_lock);
-	struct closer *cl = closer(key);
-	bool looked = cl && (cl->state == CL_TELLS || cl->state == CL_RAGGED);
+	for (unsigned i = 0; i < MAX_CLOSERS && i < n_closers && !looked; i++)
+		looked = !memcmp(&closers[i].key, key, sizeof(*key)) &&
+			 (closers[i].state == CL_TELLS || closers[i].state == CL_RAGGED);
 	kp_unlock(&tls_lock);
 	return looked;
 }
 
-void closer_told(const struct pool_key *key)
+void closer_told(const struct pool_key *key, uint32_t kind)
 {
-	closer_set(key, CL_TELLS);
+	closer_set(key, kind, CL_TELLS);
 }
 
 /* the server's way is known (close_notify or the FIN alone) */
-static bool closer_known(const struct pool_key *key)
+static bool closer_known(const struct pool_key *key, uint32_t kind)
 {
 	kp_lock(&tls_lock);
-	struct closer *cl = closer(key);
+	struct closer *cl = closer(key, kind);
 	bool known = cl && (cl->state == CL_NOTIFY || cl->state == CL_RAGGED);
 	kp_unlock(&tls_lock);
 	return known;
@@ -92,18 +109,19 @@ static bool closer_known(const struct pool_key *key)
 
 static void learn_poll(const struct pool_key *key, bool last);
 
-bool kp_tls_closes_clean(const struct pool_key *key)
+bool kp_tls_closes_clean(const struct pool_key *key, uint32_t kind)
 {
 	learn_poll(key, false); /* a connection closed before may know now */
 	kp_lock(&tls_lock);
-	struct closer *seen = closer(key);
+	struct closer *seen = closer(key, kind);
 	int state = seen ? seen->state : -1;
 	kp_unlock(&tls_lock);
 	if (state < 0 || state == CL_TELLS) {
-		uint8_t b[8];
-		if (kp_broker_sess_get(key, closer_name, b, sizeof(b)) == 1 && b[0] <= 1) {
+		uint8_t b[8], name[BK_SESS_NAME];
+		closer_name(kind, name);
+		if (kp_broker_sess_get(key, name, b, sizeof(b)) == 1 && b[0] <= 1) {
 			state = b[0];
-			closer_set(key, state);
+			closer_set(key, kind, state);
 			kp_debug("the broker knows how the server ends: %s", state ? "close_notify" : "FIN alone");
 		}
 	}
@@ -117,7 +135,7 @@ bool kp_tls_closes_clean(const struct pool_key *key)
  * tells: a close_notify ends SSL_read before the FIN is read.  "unexpected
  * eof", or an SSL_ERROR_SYSCALL end: the FIN alone.  Anything else
  * teaches nothing. */
-void closer_learn(SSL *e, int r, const struct pool_key *key)
+void closer_learn(SSL *e, int r, const struct pool_key *key, uint32_t kind)
 {
 	int err = kp_ssl.SSL_get_error(e, r);
 	unsigned long code = kp_ssl.ERR_peek_error();
@@ -135,9 +153,10 @@ void closer_learn(SSL *e, int r, const struct pool_key *key)
 	}
 	if (notify < 0)
 		return;
-	closer_set(key, notify == 1 ? CL_NOTIFY : CL_RAGGED);
-	uint8_t b = (uint8_t)notify;
-	kp_broker_sess_put(key, closer_name, CLOSER_KEEP_S, false, &b, 1);
+	closer_set(key, kind, notify == 1 ? CL_NOTIFY : CL_RAGGED);
+	uint8_t b = (uint8_t)notify, name[BK_SESS_NAME];
+	closer_name(kind, name);
+	kp_broker_sess_put(key, name, CLOSER_KEEP_S, false, &b, 1);
 	kp_debug("the server ended a TLS connection %s", notify == 1 ? "with close_notify" : "without close_notify");
 }
 
@@ -163,6 +182,7 @@ static struct learner {
 	struct kp_tls *e;
 	int fd;
 	struct pool_key key;
+	uint32_t kind; /* of the request whose end it reads */
 	uint64_t since_ms;
 } learners[MAX_LEARNERS];
 static unsigned n_learners;
@@ -196,7 +216,7 @@ static bool learn_step(struct learner *l)
 	if (r <= 0 && kp_ssl.SSL_get_error(s, r) == SSL_ERROR_WANT_READ && !fin)
 		done = false;
 	else if (r <= 0) /* r > 0: bytes after the response: teaches nothing */
-		closer_learn(s, r, &l->key);
+		closer_learn(s, r, &l->key, l->kind);
 	kp_ssl.ERR_pop_to_mark();
 	errno = saved;
 	return done;
@@ -232,7 +252,7 @@ static void learn_poll(const struct pool_key *key, bool last)
 	for (unsigned i = 0; i < n; i++) {
 		struct learner *l = &mine[i];
 		bool old = now - l->since_ms > LEARN_KEEP_MS;
-		bool known = closer_known(&l->key);
+		bool known = closer_known(&l->key, l->kind);
 		if (known || learn_step(l) || old || last) {
 			learner_drop(l);
 			continue;
@@ -258,10 +278,10 @@ unsigned kp_tls_learners(void)
 	return __atomic_load_n(&n_learners, __ATOMIC_ACQUIRE);
 }
 
-bool kp_tls_learn(struct kp_tls *e, int hidden, const struct pool_key *key)
+bool kp_tls_learn(struct kp_tls *e, int hidden, const struct pool_key *key, uint32_t kind)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) || __atomic_load_n(&learn_over, __ATOMIC_ACQUIRE) ||
-	    closer_known(key))
+	    closer_known(key, kind))
 		return false;
 	kp_lock(&tls_lock);
 	/* no program's SSL speaks through it any more, nor ever will */
@@ -284,8 +304,8 @@ bool kp_tls_learn(struct kp_tls *e, int hidden, const struct pool_key *key)
 	/* the end as it is on the wire: close_notify is ZERO_RETURN, the FIN
 	 * alone "unexpected eof" (closer_learn) */
 	kp_ssl.SSL_clear_options(e->ssl, SSL_OP_IGNORE_UNEXPECTED_EOF);
-	struct learner l = { e, hidden, *key, kp_now_ms() };
-	if (learn_step(&l) || closer_known(key))
+	struct learner l = { e, hidden, *key, kind, kp_now_ms() };
+	if (learn_step(&l) || closer_known(key, kind))
 		return learner_drop(&l), true;
 	struct learner out = { 0 };
 	bool evict = false, first = !learn_atexit;
@@ -937,8 +957,28 @@ bool kp_tls_is_parked(int hidden)
 
 /* ------------------------------------------------------------ fresh again */
 
-/* Run ssl's handshake on fd to its end, waiting (bounded) as a blocking
- * socket would. */
+__thread uint64_t kp_tls_wait_end_ms;
+
+/* How long a wait of ours may still last, having waited `waited` ms:
+ * TLS_WAIT_MS, or what is left of the program's call (kp_tls_wait_end_ms). */
+static int wait_slice(void)
+{
+	if (!kp_tls_wait_end_ms)
+		return 100;
+	uint64_t now = kp_now_ms();
+	uint64_t left = kp_tls_wait_end_ms > now ? kp_tls_wait_end_ms - now : 0;
+	return left < 100 ? (int)left : 100;
+}
+
+static bool may_wait(int waited)
+{
+	if (waited >= TLS_WAIT_MS)
+		return false;
+	return !kp_tls_wait_end_ms || kp_now_ms() < kp_tls_wait_end_ms;
+}
+
+/* Run ssl's handshake on fd to its end, waiting (bounded: may_wait) as a
+ * blocking socket would. */
 static int handshake_wait(SSL *ssl, int fd)
 {
 	int waited = 0;
@@ -950,10 +990,10 @@ static int handshake_wait(SSL *ssl, int fd)
 		int err;
 		err = kp_ssl.SSL_get_error(ssl, r);
 		short ev = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
-		if (!ev || waited >= TLS_WAIT_MS)
+		if (!ev || !may_wait(waited))
 			return -1;
 		struct pollfd pfd = { .fd = fd, .events = ev };
-		KP_REAL(poll)(&pfd, 1, 100);
+		KP_REAL(poll)(&pfd, 1, wait_slice());
 		waited += 100;
 	}
 }
@@ -1054,14 +1094,14 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 		int saved = errno;
 		e2 = kp_ssl.SSL_get_error(e->ssl, r);
 		short ev = e2 == SSL_ERROR_WANT_READ ? POLLIN : e2 == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
-		if (!ev || waited >= TLS_WAIT_MS) {
+		if (!ev || !may_wait(waited)) {
 			err = e2 == SSL_ERROR_SYSCALL && saved ? saved
 			      : e2 == SSL_ERROR_SSL	     ? EPROTO
 							     : EPIPE;
 			break;
 		}
 		struct pollfd pfd = { .fd = fd, .events = ev };
-		KP_REAL(poll)(&pfd, 1, 100);
+		KP_REAL(poll)(&pfd, 1, wait_slice());
 		waited += 100;
 	}
 	if (buf != small && buf != iov[0].iov_base)

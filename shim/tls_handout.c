@@ -211,7 +211,9 @@ static int ssl_bio_object(struct dl_phdr_info *info, size_t size, void *arg)
 	return 1;
 }
 
-static bool ssl_bio_imported(void)
+/* An object of the process can reach an SSL from inside libssl (BIO_f_ssl)
+ * or count its BIO's bytes: past every wrapper of ours. */
+bool ssl_bio_imported(void)
 {
 	if (kp_dl_ssl_bio_named()) /* found by dlsym (shim/dl_real.c) */
 		return true;

@@ -284,8 +284,8 @@ struct resumer {
 extern struct resumer resumers[MAX_RESUMERS];
 extern unsigned n_resumers;
 bool closer_looked(const struct pool_key *key);
-void closer_told(const struct pool_key *key);
-void closer_learn(SSL *e, int r, const struct pool_key *key);
+void closer_told(const struct pool_key *key, uint32_t kind);
+void closer_learn(SSL *e, int r, const struct pool_key *key, uint32_t kind);
 int resumption_kind(SSL *ssl, SSL_SESSION *sess);
 struct resumer *resumer(const struct pool_key *key, int kind);
 SSL_CTX *shim_ctx_get(void);
@@ -332,5 +332,6 @@ extern __thread int kp_tls_push_err;
 int prog_socket_bio(SSL *ssl, int *close_flag);
 void note_cert(struct kp_tls *e);
 bool alpn_not_http11(SSL *ssl);
+bool ssl_bio_imported(void);
 
 #endif

@@ -88,13 +88,16 @@ ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flag
 {
 	if (c->tls && m->msg_iovlen == 1) {
 		size_t w;
-		return kp_tls_push(c->tls, m->msg_iov[0].iov_base, m->msg_iov[0].iov_len, &w)
+		return BUSY(c, kp_tls_push(c->tls, m->msg_iov[0].iov_base, m->msg_iov[0].iov_len, &w))
 			       ? (ssize_t)w
 			       : -1;
 	}
 	if (c->tls) /* (never the program's own write: that is one buffer) */
-		return kp_tls_xmit(c->tls, fd, m->msg_iov, (int)m->msg_iovlen);
-	ssize_t r = KP_REAL(sendmsg)(fd, m, flags);
+		return BUSY(c, kp_tls_xmit(c->tls, fd, m->msg_iov, (int)m->msg_iovlen));
+	/* a blocking send waits for the server to read: c is busy meanwhile,
+	 * so that no other call on it waits for that (docs/hold.md "Never
+	 * wait on a busy connection") */
+	ssize_t r = BUSY(c, KP_REAL(sendmsg)(fd, m, flags));
 	if (r > 0)
 		c->tx += (uint64_t)r;
 	return r;
@@ -105,8 +108,17 @@ ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flag
  * the caller reports EAGAIN to the program exactly as the kernel would.
  * Only for bytes the program was already told went out (held bytes, a
  * replay): a head written now never waits here (part_pump). */
+static ssize_t send_all_busy(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
+			     bool fail_clean, size_t *sent);
+
 ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
 		 bool fail_clean, size_t *sent)
+{
+	return BUSY(c, send_all_busy(c, fd, buf, len, flags, fail_clean, sent));
+}
+
+static ssize_t send_all_busy(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
+			     bool fail_clean, size_t *sent)
 {
 	int waited_ms = 0;
 	*sent = 0;
@@ -204,6 +216,21 @@ bool held_fits(const struct kp_conn *c, int fd, int flags)
 	return ((size_t)outq + c->held_len + (c->tls ? 64 : 0)) * 2 <= (size_t)sndbuf;
 }
 
+/* c's socket no longer carries bytes as an open connection does (the
+ * server's FIN or reset came, or ours went): the program's write would get
+ * the kernel's own answer (taken into CLOSE_WAIT, then EPIPE and SIGPIPE
+ * once the server's reset came), which holding would hide (docs/hold.md
+ * "What is held now").  A reused connection's first request is the
+ * replay's to save (docs/replay.md): not asked there.  Caller holds
+ * c->lock. */
+bool held_dead(const struct kp_conn *c, int fd)
+{
+	if (c->first != KP_FIRST_DONE)
+		return false;
+	struct kp_tcp_view v;
+	return kp_tcp_view(fd, &v) == 0 && v.state != 1 /* TCP_ESTABLISHED */;
+}
+
 /* TLS: R (v[0, nv): the head as it goes out, then this call's body bytes)
  * is copied to c->part, with room for O (ol bytes) after it, and the
  * engine takes it from there: a record it begins and cannot finish must be
@@ -224,7 +251,7 @@ bool tls_stage_push(struct kp_conn *c, const struct iovec *v, int nv, size_t ol,
 		off += v[i].iov_len;
 	}
 	c->part_pend = 0;
-	if (kp_tls_push(c->tls, c->part, rl, &w)) {
+	if (BUSY(c, kp_tls_push(c->tls, c->part, rl, &w))) {
 		*r = (ssize_t)w;
 		return true;
 	}
@@ -257,7 +284,7 @@ static long tls_part_send(void *ctx, size_t from, size_t len)
 {
 	struct kp_conn *c = ctx;
 	size_t w;
-	if (kp_tls_push(c->tls, c->part + from, len, &w))
+	if (BUSY(c, kp_tls_push(c->tls, c->part + from, len, &w)))
 		return (long)w;
 	if (errno != EAGAIN && errno != EINTR)
 		return -1;
@@ -328,7 +355,7 @@ ssize_t part_pump(struct kp_conn *c, int fd, size_t pos0, size_t n, int flags,
 			return -1;
 	} else if (!sent_once && target > c->part_k) {
 		c->part_t0 = kp_now_ms();
-		ssize_t r = KP_REAL(send)(fd, c->part + c->part_k, target - c->part_k, flags);
+		ssize_t r = BUSY(c, KP_REAL(send)(fd, c->part + c->part_k, target - c->part_k, flags));
 		if (r < 0)
 			return -1;
 		c->tx += (uint64_t)r;
@@ -416,6 +443,8 @@ bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool rewritt
 	r->method = (uint8_t)h->method;
 	r->app_close = h->app_close;
 	r->rewritten = rewritten;
+	if (h->app_close)
+		__atomic_store_n(&c->close_kind, h->ua_hash, __ATOMIC_RELEASE);
 	if (h->upgrade || h->method == FRM_M_CONNECT || h->doubt)
 		unpool(c, "an upgrade, CONNECT or doubtful request");
 	if (h->conn_bound) /* the server may take the connection as this login's */

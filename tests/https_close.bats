@@ -204,3 +204,24 @@ PY
 		OWN_PID=
 	done
 }
+
+# ------------------------------------------------------------ a server that ends by User-Agent
+
+@test "a server that ends by User-Agent (the FIN alone for MSIE, close_notify for others): a request of the other kind is not read with the end learnt for the first, in one process and through a broker, each as without the library" {
+	close_server byagent
+	local e="$CLIENTS/tls_end"
+	for opt in strict lax; do
+		for order in eof shut; do
+			# one process: two requests of one kind, then two of the other
+			end_both 4 $opt $order 'curl/8+Mozilla/4.0 (compatible; MSIE 5.0)'
+			end_both 4 $opt $order 'Mozilla/4.0 (compatible; MSIE 5.0)+curl/8'
+			# across processes, what the broker learnt for the other kind
+			wrap_both "$e $SERVER_PORT $TLS/ca.pem 2 $opt $order curl/8; $e $SERVER_PORT $TLS/ca.pem 2 $opt $order 'MSIE 5.0'"
+		done
+	done
+	# proves the half without the library met both ends
+	run_plain "$e" "$SERVER_PORT" "$TLS/ca.pem" 2 strict eof 'curl/8+MSIE 5.0'
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_line --regexp '^1 .* read=0 err=6 '
+	assert_line --regexp '^2 .* read=0 err=1 reason="unexpected eof while reading"'
+}

@@ -1,13 +1,18 @@
 /*
  * send_after - a request asking to close, then a POST sent past the write
  * path (sendfile, splice, sendmmsg, sendto with an address, pwritev2 with
- * a flag a socket ignores, syscall(SYS_sendfile)): either after
+ * a flag a socket ignores, syscall(SYS_sendfile), glibc's names past the
+ * wrappers of write: dprintf, vdprintf, __dprintf_chk, __write, __send):
+ * either after
  * the response was read to EOF ("after"), or right behind the request,
  * before its response ("behind").  Without the library the server has
  * closed, or closes without reading it: the POST is never executed.
  *
  *   send_after HOST PORT after|behind MODE
- *   MODE: sendfile|splice|sendmmsg|sendto|pwritev2_dsync|syscall_sendfile
+ *   MODE: sendfile|splice|sendmmsg|sendto|pwritev2_dsync|syscall_sendfile|
+ *         dprintf|vdprintf|dprintf_chk|__write|__send|
+ *         recv_oob (a recv(MSG_OOB), which sends nothing: EINVAL alone)|
+ *         sendmmsg2 (the POST as two messages, its halves)
  *
  * Prints what each call returned and the response's first line.
  */
@@ -15,6 +20,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +57,20 @@ static void read_all(int s, const char *what)
 	printf("%s: %s, then read %zd\n", what, first, n);
 }
 
+/* glibc's exported names, undeclared by its headers without fortification */
+extern int __dprintf_chk(int, int, const char *, ...);
+extern ssize_t __write(int, const void *, size_t);
+extern ssize_t __send(int, const void *, size_t, int);
+
+static int via_vdprintf(int s, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int r = vdprintf(s, fmt, ap);
+	va_end(ap);
+	return r;
+}
+
 static ssize_t send_past(int s, const char *mode, const char *req)
 {
 	size_t len = strlen(req);
@@ -80,9 +100,31 @@ static ssize_t send_past(int s, const char *mode, const char *req)
 		off_t o = 0;
 		return syscall(SYS_sendfile, s, fileno(t), &o, len);
 	}
+	if (!strcmp(mode, "recv_oob")) {
+		char u;
+		return recv(s, &u, 1, MSG_OOB);
+	}
+	if (!strcmp(mode, "dprintf"))
+		return dprintf(s, "%s", req);
+	if (!strcmp(mode, "vdprintf"))
+		return via_vdprintf(s, "%s", req);
+	if (!strcmp(mode, "dprintf_chk"))
+		return __dprintf_chk(s, 1, "%s", req);
+	if (!strcmp(mode, "__write"))
+		return __write(s, req, len);
+	if (!strcmp(mode, "__send"))
+		return __send(s, req, len, 0);
 	struct iovec v = { (void *)req, len };
 	if (!strcmp(mode, "pwritev2_dsync"))
 		return pwritev2(s, &v, 1, -1, RWF_DSYNC);
+	if (!strcmp(mode, "sendmmsg2")) {
+		struct iovec w[2] = { { (void *)req, len / 2 }, { (void *)(req + len / 2), len - len / 2 } };
+		struct mmsghdr mm[2] = { { .msg_hdr = { .msg_iov = &w[0], .msg_iovlen = 1 } },
+					 { .msg_hdr = { .msg_iov = &w[1], .msg_iovlen = 1 } } };
+		int r = sendmmsg(s, mm, 2, 0);
+		printf("msg_len %u %u\n", mm[0].msg_len, mm[1].msg_len);
+		return r;
+	}
 	if (!strcmp(mode, "sendmmsg")) {
 		struct mmsghdr mm = { .msg_hdr = { .msg_iov = &v, .msg_iovlen = 1 } };
 		int r = sendmmsg(s, &mm, 1, 0);
@@ -118,7 +160,7 @@ int main(int argc, char **argv)
 		read_all(s, "response");
 	errno = 0;
 	ssize_t n = send_past(s, argv[4], pay);
-	printf("%s: %zd%s\n", argv[4], n, n < 0 ? (errno == EPIPE ? " EPIPE" : " error") : "");
+	printf("%s: %zd%s\n", argv[4], n, n < 0 ? (errno == EPIPE ? " EPIPE" : errno == EINVAL ? " EINVAL" : " error") : "");
 	if (!strcmp(argv[3], "behind"))
 		read_all(s, "response");
 	else

@@ -8,8 +8,10 @@
  * each SSL_shutdown's return with SSL_get_shutdown after it.
  * tests/https_close.bats and tests/matrix.bats compare it without and with
  * the library (docs/tls.md "Ragged closes").
- * Usage: tls_end PORT CA N strict|lax eof|shut
+ * Usage: tls_end PORT CA N strict|lax eof|shut [USER-AGENT]
  *   lax: SSL_OP_IGNORE_UNEXPECTED_EOF set on the context
+ *   USER-AGENT: sent as the requests' User-Agent (none without it); A+B:
+ *   A for the first half of the N, B for the rest
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -85,7 +87,18 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		char rq[256];
-		int len = snprintf(rq, sizeof rq, "GET /%d HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", i);
+		const char *ua = argc > 6 ? argv[6] : NULL, *plus = ua ? strchr(ua, '+') : NULL;
+		int ual = ua ? (int)strlen(ua) : 0;
+		if (plus && i <= n / 2)
+			ual = (int)(plus - ua);
+		else if (plus)
+			ua = plus + 1, ual = (int)strlen(ua);
+		int len = ua ? snprintf(rq, sizeof rq,
+					"GET /%d HTTP/1.1\r\nHost: localhost\r\nUser-Agent: %.*s\r\n"
+					"Connection: close\r\n\r\n",
+					i, ual, ua)
+				   : snprintf(rq, sizeof rq,
+					      "GET /%d HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", i);
 		if (SSL_write(ssl, rq, len) != len) {
 			printf("%d write failed\n", i);
 			return 1;

@@ -15,7 +15,11 @@ tests/fuzz/*.c):
   llhttp:   the method code (byte 0), then the bytes of a response file;
   split:    a control byte (the method in bits 0-2 and 3-5, bit 6 the
             rewrite, bit 7 request prefixes), then a response file (with
-            and without the rewrite), a pipelined stream, or a request file.
+            and without the rewrite), a pipelined stream, or a request file;
+  tls_record: a control byte (cipher, version, sealed or raw, stride),
+            then records to seal (type, length, content) or raw bytes
+            (tls_record_seeds below);
+  tls_export: an export message (shim/tls_export.c; tls_export_seeds).
 The regression inputs of CORPUS_DIR/fuzz-<harness>/ are copied as they are.
 The fuzzers then write only into OUT_DIR, never into tests/.
 """
@@ -89,10 +93,61 @@ def sess_seeds(lo4):
     ]
 
 
+def tls_record_seeds():
+    """inputs of fuzz_tls_record: each cipher x version, sealed mode
+    (records [type - 20][length][content]) and raw mode (headers of
+    records that fail their tag, a partial header, an overflow)"""
+    def rec(typ, content):
+        return bytes([typ - 20]) + struct.pack(">H", len(content)) + content
+    nst = b"\x04\x00\x00\x06" + b"ticket"
+    ku_req, ku_not = b"\x18\x00\x00\x01\x01", b"\x18\x00\x00\x01\x00"
+    out = []
+    for cipher in range(3):
+        for v12 in (0, 4):
+            sealed = 8 | v12 | cipher
+            out.append(bytes([sealed]) + rec(23, b"hello") + rec(23, b"") + rec(23, b"x" * 16384))
+            out.append(bytes([sealed | 0x30]) + rec(22, nst[:3]) + rec(22, nst[3:] + nst) + rec(23, b"after"))
+            out.append(bytes([sealed]) + rec(22, nst + ku_req) + rec(23, b"new keys") + rec(22, ku_not))
+            out.append(bytes([sealed]) + rec(21, b"\x01\x5a") + rec(21, b"\x01\x2a") + rec(21, b"\x01\x00"))
+            out.append(bytes([sealed]) + rec(22, b"\x00\x00\x00\x00") + rec(21, b"\x02\x28"))
+            out.append(bytes([sealed | 0x10]) + rec(22, b"\x0d\x00\x00\x00") + rec(20, b"\x01"))
+            raw = v12 | cipher
+            out.append(bytes([raw]) + b"\x17\x03\x03\x00\x20" + b"\0" * 32 + b"\x17\x03")
+            out.append(bytes([raw | 0x70]) + b"\x15\x03\x03\x00\x02\x01\x00" + b"\x17\x03\x03\x41\x01")
+            out.append(bytes([raw]) + b"\x18\x03\x03\x00\x01x" + b"\x16\x03\x01\x00\x00")
+    return out
+
+
+def tls_export_seeds():
+    """well-formed export messages (shim/tls_export.c: big-endian, the
+    fixed fields, then the blobs [u32 length][bytes]), each version x
+    cipher"""
+    out = []
+    for version in (0x0304, 0x0303):
+        for cipher, klen, hlen in ((51, 16, 32), (52, 32, 48), (54, 32, 32)):
+            ivlen = 4 if version == 0x0303 and cipher != 54 else 12
+            slen = hlen if version == 0x0304 else 0
+            def direction(b):
+                return ((bytes([b]) * klen).ljust(32, b"\0") + (bytes([b]) * ivlen).ljust(12, b"\0") +
+                        struct.pack(">Q", 5) + (bytes([b]) * slen).ljust(48, b"\0"))
+            exp = hlen if version == 0x0304 else 48
+            fin = hlen if version == 0x0304 else 12
+            flags = 1 if version == 0x0304 else 0
+            m = struct.pack(">IHHBHH", 0x6b707831, version, cipher, flags, 29, 0x0403)
+            m += direction(0x11) + direction(0x22)
+            m += bytes([exp]) + b"\xee" * exp + b"\xc1" * 32 + b"\x5e" * 32
+            m += bytes([fin]) + b"\xf1" * fin + bytes([fin]) + b"\xf2" * fin
+            chain = struct.pack(">I", 3) + b"\x30\x01\x02" + struct.pack(">I", 2) + b"\x30\x09"
+            for blob in (b"http/1.1", b"localhost", b"session" * 6, chain, b"conf" * 10):
+                m += struct.pack(">I", len(blob)) + blob
+            out.append(m)
+    return out
+
+
 def main():
     corpus, out = sys.argv[1], sys.argv[2]
     seeds = {"response": [], "request": [], "rewrite": [], "llhttp": [], "broker": [],
-             "split": []}
+             "split": [], "tls_record": [], "tls_export": []}
     gets = []
     for sub in ("response", "response-hand"):
         for path in files(os.path.join(corpus, sub)):
@@ -116,6 +171,8 @@ def main():
         seeds["rewrite"].append(data)
         seeds["split"].append(bytes([0x80]) + data)
     seeds["broker"] = broker_seeds()
+    seeds["tls_record"] = tls_record_seeds()
+    seeds["tls_export"] = tls_export_seeds()
     for name, lst in seeds.items():
         d = os.path.join(out, name)
         shutil.rmtree(d, ignore_errors=True)

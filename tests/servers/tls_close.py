@@ -4,6 +4,8 @@ one when its request asks to close (Connection: close, answered with
 Connection: close), in one of two ways, as MODE says:
   notify  close_notify, then the TCP FIN (as nginx, Apache)
   ragged  the TCP FIN alone, no close_notify
+  byagent ragged where the request's User-Agent holds "MSIE", else notify
+          (as Apache's BrowserMatch ... ssl-unclean-shutdown)
 tests/https_close.bats and tests/matrix.bats use it (docs/tls.md "Ragged
 closes").
 
@@ -48,7 +50,9 @@ def serve(raw, conn_id):
             s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
             continue
         s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
-        if mode == "notify":
+        agent = [l for l in head.lower().split(b"\r\n") if l.startswith(b"user-agent:")]
+        ragged = mode == "ragged" or (mode == "byagent" and any(b"msie" in l for l in agent))
+        if not ragged:
             # SSL_shutdown once: our close_notify, not waiting for the
             # client's (unwrap would wait)
             s.settimeout(0)

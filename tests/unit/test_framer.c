@@ -1050,6 +1050,34 @@ static void rw_case(const char *in, const char *want)
 	CHECK(frm_req_rewrite_head(head, &h, out, (size_t)rc) == rc, "cap exact");
 }
 
+/* The User-Agent's hash (how a TLS server ends is learnt per kind of
+ * request: docs/tls.md "Ragged closes"): 0 without one, odd with one, the
+ * same for the same value whatever the name's case and the OWS, different
+ * for another value. */
+static uint32_t ua_of(const char *head)
+{
+	struct frm_req_head h;
+	long r = frm_req_parse_head(head, strlen(head), &h);
+	CHECK(r > 0, "ua_of: %s: %ld", head, r);
+	return r > 0 ? h.ua_hash : 0;
+}
+
+static void test_ua_hash(void)
+{
+	uint32_t none = ua_of("GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+	uint32_t a = ua_of("GET / HTTP/1.1\r\nUser-Agent: curl/8\r\n\r\n");
+	uint32_t a2 = ua_of("GET /x HTTP/1.1\r\nuser-agent:   curl/8  \r\nHost: b\r\n\r\n");
+	uint32_t b = ua_of("GET / HTTP/1.1\r\nUser-Agent: Mozilla/4.0 (compatible; MSIE 5.0)\r\n\r\n");
+	uint32_t empty = ua_of("GET / HTTP/1.1\r\nUser-Agent:\r\n\r\n");
+	CHECK(none == 0, "no User-Agent: %u", none);
+	CHECK(a & 1, "a User-Agent: odd, got %u", a);
+	CHECK(a == a2, "the same value: %u %u", a, a2);
+	CHECK(a != b, "another value: %u %u", a, b);
+	CHECK(empty != 0, "an empty User-Agent is one: %u", empty);
+	/* another name that ends in it is not it */
+	CHECK(ua_of("GET / HTTP/1.1\r\nX-User-Agent: curl/8\r\n\r\n") == 0, "X-User-Agent");
+}
+
 static void test_rewrite(void)
 {
 	rw_case("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
@@ -1266,6 +1294,7 @@ int main(void)
 	test_resp_fast();
 	test_body();
 	test_req_parse();
+	test_ua_hash();
 	test_rewrite();
 	test_mutations();
 	printf("%d passed, %d failed\n", passed, failed);

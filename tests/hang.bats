@@ -1,0 +1,191 @@
+#!/usr/bin/env bats
+# Another call on a connection while the library sends a request on it
+# (docs/hold.md "Never wait on a busy connection").  A request head (and
+# the body that rides with it) goes out inside the program's write, and a
+# blocking send waits for the server to read; the connection's lock used
+# to be held across it, so another thread's shutdown(), close(),
+# recv(MSG_DONTWAIT), setsockopt(), dup() or fork() waited until the
+# server read - for ever against one that does not.  Alone each returns at
+# once.  tests/clients/tls_busy.c makes the call from thread B (or from a
+# signal handler on the writing thread) once A's write waits;
+# tests/servers/slow_reader.py reads only when the client says so after
+# that call, or never.  `timeout` is the hang detector (status 124); the
+# outcome is compared with the run without the library.
+
+load helpers
+
+setup_file() { suite_setup; }
+teardown() { _stop_pid "${SLOW_PID:-}"; }
+
+_slow_ready() { [ -s "$BATS_TEST_TMPDIR/slow.port" ] || _pid_gone "$SLOW_PID"; }
+
+# slow_start plain|tls
+slow_start() {
+	_stop_pid "${SLOW_PID:-}"
+	rm -f "$BATS_TEST_TMPDIR/go" "$BATS_TEST_TMPDIR/slow.port"
+	mkfifo "$BATS_TEST_TMPDIR/go"
+	: >"$BATS_TEST_TMPDIR/slow.log"
+	local tls=()
+	if [ "$1" = tls ]; then
+		TLS="$BATS_TEST_TMPDIR/tls"
+		tls_make "$TLS" || return 1
+		tls=("$TLS/server.pem" "$TLS/server.key")
+	fi
+	python3 "$ROOT/tests/servers/slow_reader.py" "$BATS_TEST_TMPDIR/slow.port" \
+		"$BATS_TEST_TMPDIR/slow.log" "$BATS_TEST_TMPDIR/go" "${tls[@]}" \
+		>/dev/null 2>"$BATS_TEST_TMPDIR/slow.err" &
+	SLOW_PID=$!
+	wait_until _slow_ready
+	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/slow.port"
+}
+
+# a server that reads logs the request once it has read it (the client may
+# have ended before that: a close, a cut body)
+_log_line() { [ -s "$BATS_TEST_TMPDIR/slow.log" ]; }
+_logged() { [ "$1" != reads ] || wait_until _log_line; }
+
+# busy_cell TRANSPORT MODE SERVER CALL: the client alone, then with the
+# library; both end (no 124), with the same output and the same server log
+busy_cell() {
+	: >"$BATS_TEST_TMPDIR/slow.log"
+	run_plain "$CLIENTS/tls_busy" "$SERVER_PORT" "${TLS:-none}/ca.pem" "$@" "$BATS_TEST_TMPDIR/go"
+	_logged "$3"
+	cp "$BATS_TEST_TMPDIR/slow.log" "$BATS_TEST_TMPDIR/plain.log"
+	: >"$BATS_TEST_TMPDIR/slow.log"
+	run_shim "$CLIENTS/tls_busy" "$SERVER_PORT" "${TLS:-none}/ca.pem" "$@" "$BATS_TEST_TMPDIR/go"
+	_logged "$3"
+	cp "$BATS_TEST_TMPDIR/slow.log" "$BATS_TEST_TMPDIR/shim.log"
+	if [ "$PLAIN_STATUS" = 0 ] && [ "$SHIM_STATUS" = 0 ] &&
+		cmp -s "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" &&
+		cmp -s "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.log"; then
+		return 0
+	fi
+	echo "cell $*: plain $PLAIN_STATUS shim $SHIM_STATUS"
+	diff "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" | head -5
+	diff "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.log" | head -5
+	head -3 "$BATS_TEST_TMPDIR/shim.err"
+	return 1
+}
+
+CALLS="shutdown close recv setsockopt dup fork sig-dup sig-close sig-recv"
+
+# busy_matrix TRANSPORT SERVER: every call x blocking / non-blocking (the
+# server started by slow_start TRANSPORT)
+busy_matrix() {
+	local mode call failed=0 cells=0
+	for mode in block nb; do
+		for call in $CALLS; do
+			# LEFT (docs/hold.md "Never wait on a busy connection"):
+			# a TLS record begun in c->part, its socket closed before
+			# the program's retry: the retry meets OpenSSL's "bad write
+			# retry" where alone it meets EBADF
+			[[ "$1 $mode $2 $call" == "tls nb reads "*close ]] && continue
+			cells=$((cells + 1))
+			busy_cell "$1" "$mode" "$2" "$call" || failed=$((failed + 1))
+		done
+	done
+	echo "$failed of $cells cells differ"
+	[ "$failed" = 0 ]
+}
+
+@test "a plain request's send waits on a server that never reads: another thread's call, or a handler's, returns at once as alone (18 cells)" {
+	CLIENT_TIMEOUT=8
+	slow_start plain
+	run busy_matrix plain never
+	echo "$output"
+	assert_success
+}
+
+@test "a plain request's send waits until the server reads after the other call: that call returns at once, the request and response as alone (18 cells)" {
+	CLIENT_TIMEOUT=8
+	slow_start plain
+	run busy_matrix plain reads
+	echo "$output"
+	assert_success
+}
+
+@test "HTTPS: an SSL_write that waits on a server that never reads: another thread's call on the socket, or a handler's, returns at once as alone (18 cells)" {
+	CLIENT_TIMEOUT=8
+	slow_start tls
+	run busy_matrix tls never
+	echo "$output"
+	assert_success
+}
+
+@test "HTTPS: an SSL_write that waits until the server reads after the other call: that call returns at once, the request and response as alone (16 cells)" {
+	CLIENT_TIMEOUT=8
+	slow_start tls
+	run busy_matrix tls reads
+	echo "$output"
+	assert_success
+}
+
+_mute_ready() { [ -s "$BATS_TEST_TMPDIR/mute.port" ] || _pid_gone "$SLOW_PID"; }
+
+@test "HTTPS: a replay on a non-blocking socket whose fresh handshake the server never answers: the program's read returns within its own bound, as alone (no 30 s wait of ours)" {
+	CLIENT_TIMEOUT=20
+	TLS="$BATS_TEST_TMPDIR/tls"
+	tls_make "$TLS"
+	local half
+	for half in plain shim; do
+		_stop_pid "${SLOW_PID:-}"
+		rm -f "$BATS_TEST_TMPDIR/mute.port"
+		python3 "$ROOT/tests/servers/tls_mute.py" "$TLS/server.pem" "$TLS/server.key" \
+			"$BATS_TEST_TMPDIR/mute.port" >/dev/null 2>"$BATS_TEST_TMPDIR/mute.err" &
+		SLOW_PID=$!
+		wait_until _mute_ready
+		read -r SERVER_PORT <"$BATS_TEST_TMPDIR/mute.port"
+		"run_$half" "$PYTHON" "$ROOT/tests/clients/tls_nb_replay.py" "$SERVER_PORT" "$TLS/ca.pem"
+	done
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "r2: failed: TimeoutError"
+	[[ "$SHIM_STATS" == *"tls_reused=1"* ]]
+}
+
+@test "HTTPS under RLIMIT_AS: a 64 MiB request in one non-blocking SSL_write, no room for the library's staging copy: written as alone, never the 30 s fallback" {
+	CLIENT_TIMEOUT=20
+	slow_start tls
+	local as=$((150 * 1024 * 1024))
+	: >"$BATS_TEST_TMPDIR/slow.log"
+	run_plain prlimit --as="$as" "$CLIENTS/tls_busy" "$SERVER_PORT" "$TLS/ca.pem" tls nb reads \
+		setsockopt "$BATS_TEST_TMPDIR/go" 64
+	_logged reads
+	cp "$BATS_TEST_TMPDIR/slow.log" "$BATS_TEST_TMPDIR/plain.log"
+	: >"$BATS_TEST_TMPDIR/slow.log"
+	run_shim prlimit --as="$as" "$CLIENTS/tls_busy" "$SERVER_PORT" "$TLS/ca.pem" tls nb reads \
+		setsockopt "$BATS_TEST_TMPDIR/go" 64
+	_logged reads
+	cp "$BATS_TEST_TMPDIR/slow.log" "$BATS_TEST_TMPDIR/shim.log"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "A: all written; response: HTTP/1.1 200 OK"
+	run diff "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.log"
+	assert_success
+}
+
+@test "HTTPS: a handler's dup() every 200 us during a 64 MiB SSL_write lands inside libssl too: no deadlock on the connection's lock, the request and response as alone (3 runs)" {
+	CLIENT_TIMEOUT=20
+	slow_start tls
+	local i
+	for i in 1 2 3; do
+		: >"$BATS_TEST_TMPDIR/slow.log"
+		run_plain "$CLIENTS/tls_busy" "$SERVER_PORT" "$TLS/ca.pem" tls block reads sig-storm \
+			"$BATS_TEST_TMPDIR/go" 64
+		_logged reads
+		cp "$BATS_TEST_TMPDIR/slow.log" "$BATS_TEST_TMPDIR/plain.log"
+		: >"$BATS_TEST_TMPDIR/slow.log"
+		run_shim "$CLIENTS/tls_busy" "$SERVER_PORT" "$TLS/ca.pem" tls block reads sig-storm \
+			"$BATS_TEST_TMPDIR/go" 64
+		_logged reads
+		cp "$BATS_TEST_TMPDIR/slow.log" "$BATS_TEST_TMPDIR/shim.log"
+		assert_both_ok
+		assert_same_output
+		run diff "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.log"
+		assert_success
+	done
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "A: all written; response: HTTP/1.1 200 OK"
+}
