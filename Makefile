@@ -40,7 +40,7 @@ AUDIT_LIB := build/libkeepalive-audit.so
 SAN  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # the pure modules (no syscalls): unit-tested and fuzzed on their own
-PURE_SRCS := $(wildcard shim/framer.c shim/replay.c pool/pool.c pool/kp_mem.c pool/broker_proto.c)
+PURE_SRCS := $(wildcard shim/framer.c shim/replay.c shim/der.c pool/pool.c pool/kp_mem.c pool/broker_proto.c)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)

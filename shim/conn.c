@@ -1219,6 +1219,28 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 
 /* ------------------------------------------------------------ HTTPS */
 
+int kp_conn_tls_remake(int fd, void *ssl)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c || c == KP_POOLED || !conn_lock(c, fd))
+		return -1;
+	int saved = errno, r = -1;
+	/* (the pooled connection is not put back: its engine answered the
+	 * program until now, and the program's handshake replaces it) */
+	if (c->state == KP_ACTIVE && c->tls_handed && c->tls_ssl == ssl && c->first == KP_FIRST_UNSENT &&
+	    !c->n_reqs && !c->held_len)
+		r = swap_fresh(c, fd, false);
+	/* and its callbacks see its end as their own: the server's close, its
+	 * own close_notify (a close request not rewritten, never pooled) */
+	if (r == 0) {
+		unpool(c, "a callback that watches the connection");
+		c->handed_off = true; /* (what it means to the send path) */
+	}
+	kp_unlock(&c->lock);
+	errno = saved;
+	return r;
+}
+
 int kp_conn_tls_start(int fd, void *ssl)
 {
 	struct kp_conn *c = kp_fd_conn(fd);

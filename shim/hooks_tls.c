@@ -174,6 +174,12 @@ static bool from_openssl(const void *ra, void *real)
 	return dladdr(ra, &a) && dladdr(real, &b) && a.dli_fbase == b.dli_fbase;
 }
 
+/* > 0 inside OPENSSL_init_crypto (whoever called it): a configuration it
+ * loads (its once-only OPENSSL_INIT_LOAD_CONFIG, OPENSSL_config) runs the
+ * setters below from inside libcrypto, and counts (docs/tls.md
+ * "Process-wide state") */
+static __thread int in_init_crypto;
+
 /* Process-wide crypto state: what a handshake made from now on may fetch
  * (providers, default properties), draw (RAND) or run on (engines).  Each
  * setter bumps kp_tls_crypto_gen, before and after the real call (a
@@ -190,7 +196,8 @@ static bool from_openssl(const void *ra, void *real)
 			*(void **)&real = crypto_real(#name);                  \
 		if (!real)                                                     \
 			return (ret)0;                                         \
-		if (from_openssl(__builtin_return_address(0), *(void **)&real)) \
+		if (!in_init_crypto &&                                         \
+		    from_openssl(__builtin_return_address(0), *(void **)&real)) \
 			return real args;                                      \
 		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
 		kp_debug("%s: process-wide crypto state changes", #name);      \
@@ -229,6 +236,90 @@ CRYPTO_SETTER(int, ENGINE_set_default_pkey_meths, (ENGINE * e), (e))
 CRYPTO_SETTER(int, ENGINE_set_default_pkey_asn1_meths, (ENGINE * e), (e))
 CRYPTO_SETTER(int, ENGINE_register_complete, (ENGINE * e), (e))
 CRYPTO_SETTER(int, ENGINE_register_all_complete, (void), ())
+#define CRYPTO_SETTER_VOID(name, params, args)                                  \
+	KP_EXPORT void name params                                             \
+	{                                                                      \
+		static void(*real) params;                                     \
+		if (!real)                                                     \
+			*(void **)&real = crypto_real(#name);                  \
+		if (!real)                                                     \
+			return;                                                \
+		if (!in_init_crypto &&                                         \
+		    from_openssl(__builtin_return_address(0), *(void **)&real)) \
+			return real args;                                      \
+		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
+		kp_debug("%s: process-wide crypto state changes", #name);      \
+		real args;                                                     \
+		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
+	}
+/* a registered engine is a candidate for each algorithm it implements
+ * (the engine tables), default or not; unregistered, it no longer is;
+ * an engine's methods changed change what it runs */
+#define ENGINE_TABLE(what, mtype)                                               \
+	CRYPTO_SETTER(int, ENGINE_register_##what, (ENGINE * e), (e))           \
+	CRYPTO_SETTER_VOID(ENGINE_unregister_##what, (ENGINE * e), (e))         \
+	CRYPTO_SETTER_VOID(ENGINE_register_all_##what, (void), ())              \
+	CRYPTO_SETTER(int, ENGINE_set_##what, (ENGINE * e, mtype m), (e, m))
+ENGINE_TABLE(RSA, const RSA_METHOD *)
+ENGINE_TABLE(DSA, const DSA_METHOD *)
+ENGINE_TABLE(EC, const EC_KEY_METHOD *)
+ENGINE_TABLE(DH, const DH_METHOD *)
+ENGINE_TABLE(RAND, const RAND_METHOD *)
+ENGINE_TABLE(ciphers, ENGINE_CIPHERS_PTR)
+ENGINE_TABLE(digests, ENGINE_DIGESTS_PTR)
+ENGINE_TABLE(pkey_meths, ENGINE_PKEY_METHS_PTR)
+ENGINE_TABLE(pkey_asn1_meths, ENGINE_PKEY_ASN1_METHS_PTR)
+CRYPTO_SETTER_VOID(ENGINE_set_table_flags, (unsigned int f), (f))
+/* legacy key methods a key of an engine's may run on */
+CRYPTO_SETTER(int, EVP_PKEY_meth_add0, (const EVP_PKEY_METHOD *m), (m))
+CRYPTO_SETTER(int, EVP_PKEY_asn1_add0, (const EVP_PKEY_ASN1_METHOD *m), (m))
+CRYPTO_SETTER(int, EVP_PKEY_asn1_add_alias, (int to, int from), (to, from))
+/* a failed self-test leaves a (FIPS) provider in its error state */
+CRYPTO_SETTER(int, OSSL_PROVIDER_self_test, (const OSSL_PROVIDER *p), (p))
+/* unloading configuration modules runs their finish functions */
+CRYPTO_SETTER_VOID(CONF_modules_unload, (int all), (all))
+CRYPTO_SETTER_VOID(CONF_modules_finish, (void), ())
+
+/* A lookup method of the program's own in a store (X509_LOOKUP_meth_new):
+ * its code runs in every verification with the store, as the store's
+ * functions do, and such a store declines as they do (docs/tls.md
+ * "Callbacks that watch").  libcrypto's own methods (a file, a hashed
+ * directory, an OSSL_STORE URI) read what the program's handshake would
+ * read at the same moment: our check runs them then. */
+KP_EXPORT X509_LOOKUP *X509_STORE_add_lookup(X509_STORE *store, X509_LOOKUP_METHOD *m)
+{
+	static X509_LOOKUP *(*real)(X509_STORE *, X509_LOOKUP_METHOD *);
+	static X509_LOOKUP_METHOD *(*builtin[3])(void);
+	static const char *const builtin_name[3] = { "X509_LOOKUP_file", "X509_LOOKUP_hash_dir",
+						     "X509_LOOKUP_store" };
+	if (!real)
+		*(void **)&real = crypto_real("X509_STORE_add_lookup");
+	if (!real)
+		return NULL;
+	X509_LOOKUP *l = real(store, m);
+	bool own = l != NULL;
+	for (int i = 0; own && i < 3; i++) {
+		if (!builtin[i])
+			*(void **)&builtin[i] = crypto_real(builtin_name[i]);
+		own = !builtin[i] || builtin[i]() != m;
+	}
+	if (own)
+		kp_tls_note_never(store, NEVER_LOOKUP, true);
+	return l;
+}
+
+KP_EXPORT int OPENSSL_init_crypto(uint64_t opts, const OPENSSL_INIT_SETTINGS *settings)
+{
+	static int (*real)(uint64_t, const OPENSSL_INIT_SETTINGS *);
+	if (!real)
+		*(void **)&real = crypto_real("OPENSSL_init_crypto");
+	if (!real)
+		return 0;
+	in_init_crypto++;
+	int r = real(opts, settings);
+	in_init_crypto--;
+	return r;
+}
 
 /* what the program's own full handshake would show, for a handed-out SSL
  * or a session of ours resumed (docs/tls.md "After the handshake") */
@@ -790,8 +881,35 @@ KP_EXPORT void SSL_set_msg_callback(SSL *s, kp_msg_cb cb)
 	if (MISSING(SSL_set_msg_callback))
 		return;
 	kp_ssl.SSL_set_msg_callback(s, cb);
-	if (!INTERNAL() && kp_ssl_bind())
+	if (!INTERNAL() && kp_ssl_bind()) {
 		kp_tls_note_msg_cb(s, cb);
+		if (cb)
+			kp_tls_watched(s, false);
+	}
+}
+
+/* an info callback set after an SSL was handed a pooled connection: it
+ * makes its own handshake before its first read or write (docs/tls.md
+ * "Callbacks that watch"); before its handshake, the callback declines
+ * (read by its getter) */
+KP_EXPORT void SSL_set_info_callback(SSL *s, kp_info_cb cb)
+{
+	if (MISSING(SSL_set_info_callback))
+		return;
+	kp_ssl.SSL_set_info_callback(s, cb);
+	if (cb && !INTERNAL() && kp_ssl_bind())
+		kp_tls_watched(s, false);
+}
+
+/* (a context's info callback is read at each event, not copied at
+ * SSL_new: its SSLs handed a connection already are watched too) */
+KP_EXPORT void SSL_CTX_set_info_callback(SSL_CTX *ctx, kp_info_cb cb)
+{
+	if (MISSING(SSL_CTX_set_info_callback))
+		return;
+	kp_ssl.SSL_CTX_set_info_callback(ctx, cb);
+	if (cb && !INTERNAL() && kp_ssl_bind())
+		kp_tls_watched(ctx, true);
 }
 
 /* the client certificate comes from an engine */

@@ -218,7 +218,7 @@ enum kp_never {
 	NEVER_APP_VERIFY, NEVER_DANE, NEVER_CERT_CB, NEVER_NPN, NEVER_ENGINE, NEVER_TMP_ECDH,
 	NEVER_CUSTOM_EXT, NEVER_PSK, NEVER_ACCEPT, NEVER_LIBCTX, NEVER_UNKNOWN,
 	NEVER_UNKNOWN_CTRL, NEVER_UNKNOWN_CB, NEVER_SRP, NEVER_STATUS_CB, NEVER_PADDING_CB,
-	NEVER_TICKET_EXT,
+	NEVER_TICKET_EXT, NEVER_LOOKUP, NEVER_DEBUG_CB,
 };
 struct conf {
 	unsigned char *list[CONF_LISTS];
@@ -240,6 +240,10 @@ void kp_tls_note_new(const void *obj, const void *ctx);
 /* SSL_set_SSL_CTX(ssl, ctx): ssl's certificate settings are ctx's now */
 void kp_tls_note_set_ctx(const void *ssl, const void *ctx, const void *before);
 void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb);
+/* an info or message callback set on obj (an SSL, or a context: is_ctx)
+ * after an SSL was handed a pooled connection (docs/tls.md "Callbacks
+ * that watch") */
+void kp_tls_watched(const void *obj, bool is_ctx);
 /* SSL_session_reused for ssl: true (and *reused set) when the answer is ours */
 bool kp_tls_session_reused(const SSL *ssl, int *reused);
 

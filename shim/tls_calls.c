@@ -91,6 +91,24 @@ bool kp_tls_peername(SSL *ssl, const char **name)
 	return own;
 }
 
+/* The session ssl reads is a copy of ours (kp_tls_session): handed out
+ * (not as the resumption of its own session), or, before its first read,
+ * its own TLS 1.3 handshake that resumed a session of ours (its full
+ * handshake's would have no ticket yet).  *early: the copy is the one
+ * before the server's tickets.  Caller holds tls_lock. */
+static bool session_copied(const struct handle *h, const SSL *ssl, bool *early)
+{
+	/* A TLS 1.3 server's tickets come after its Finished, and the
+	 * program's own SSL takes them at its first read: until then its
+	 * session has no id and is not resumable */
+	*early = h && !h->read_once && kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION;
+	/* (a resumption of its own session: the engine's is that one) */
+	if (h && h->verified && !h->resumed)
+		return true;
+	struct record *r = h && h->e->ssl == ssl && *early ? record_get(ssl, false) : NULL;
+	return r && r->offered && kp_ssl.SSL_session_reused(ssl);
+}
+
 bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
@@ -104,11 +122,12 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 		kp_unlock(&tls_lock);
 		return true;
 	}
-	/* (a resumption of its own session: the engine's is that one) */
-	bool ours = h && h->verified && !h->resumed;
+	bool early;
+	bool ours = session_copied(h, ssl, &early);
 	SSL_SESSION *src = ours ? kp_ssl.SSL_get_session(h->e->ssl) : NULL;
-	long at = ours ? h->handed_at : 0;
-	if (ours && src == h->sess_src) {
+	/* (a session of ours resumed took its handshake's time then) */
+	long at = ours && h->verified ? h->handed_at : 0;
+	if (ours && src == h->sess_src && early == h->sess_early) {
 		*out = h->sess;
 		kp_unlock(&tls_lock);
 		return true;
@@ -120,15 +139,19 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 		return false;
 	/* the copy made outside our lock (the program's session ex_data dup
 	 * callbacks run in it) */
-	SSL_SESSION *d = session_anew(src, at), *old = NULL;
+	SSL_SESSION *d = early ? session_unticketed(src) : session_anew(src, at), *old = NULL;
+	if (d && early && kp_ssl.SSL_SESSION_get_time(d) < at)
+		kp_ssl.SSL_SESSION_set_time(d, at);
 	kp_lock(&tls_lock);
 	h = handle_find(ssl);
-	if (h && h->verified && !h->resumed) {
+	bool still_early;
+	if (session_copied(h, ssl, &still_early) && still_early == early) {
 		/* first asked, or the engine's session changed (a ticket
 		 * came): so would the program's, and its old one go */
 		old = h->sess;
 		h->sess = d;
 		h->sess_src = kp_ssl.SSL_get_session(h->e->ssl) == src ? src : NULL;
+		h->sess_early = early;
 		d = NULL;
 	}
 	*out = h ? h->sess : NULL;
@@ -496,6 +519,86 @@ static ssize_t io_error(SSL *e, int r)
 	}
 }
 
+/* A handed-out SSL reads (or writes): its own would have taken a TLS 1.3
+ * server's tickets (kp_tls_session).  True when a watcher set since its
+ * hand-out asks for its own handshake first (kp_tls_watched). */
+static bool io_noted(SSL *ssl, bool read)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool remake = h && h->remake && !h->io_once;
+	if (h) {
+		h->remake = false;
+		h->read_once |= read;
+		h->io_once = true;
+	}
+	kp_unlock(&tls_lock);
+	return remake;
+}
+
+void kp_tls_watched(const void *obj, bool is_ctx)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return;
+	kp_lock(&tls_lock);
+	for (struct handle *h = handles; h; h = h->hh.next)
+		if (h->e->ssl != h->ssl && h->verified && !h->io_once &&
+		    (is_ctx ? (const void *)kp_ssl.SSL_get_SSL_CTX(h->ssl) == obj : (const void *)h->ssl == obj))
+			h->remake = true;
+	kp_unlock(&tls_lock);
+}
+
+static void info_muted(const SSL *s, int where, int ret)
+{
+	(void)s, (void)where, (void)ret;
+}
+
+/* ssl was handed a pooled connection, then given an info or message
+ * callback (or its context an info callback) before it read or wrote:
+ * its own connection would raise events from then on that the engine's
+ * cannot (a TLS 1.3 server's tickets at the first read, the alerts at
+ * the end).  It makes its own handshake on a fresh connection now, with
+ * those callbacks muted (set after its handshake, they saw none of it),
+ * as a replay makes one (kp_tls_rehandshake).  Where that handshake would
+ * be seen anyway (a keylog callback on its context, a context told of
+ * sessions) it stays on the pooled connection (docs/tls.md "Callbacks
+ * that watch"). */
+static void remake_watched(SSL *ssl, int fd)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool go = h && !tells_sessions(session_ctx(ssl));
+	bool resumed = h && h->resumed;
+	kp_msg_cb msg = conf_of(ssl)->msg_cb;
+	kp_unlock(&tls_lock);
+	if (!go || kp_ssl.SSL_CTX_get_keylog_callback(kp_ssl.SSL_get_SSL_CTX(ssl)))
+		return;
+	/* what the hand-out counted, as the handshake about to be made
+	 * will count it (kp_tls_handout) */
+	SSL_SESSION *own = resuming(ssl);
+	unsigned id_len = 0;
+	bool missed = own && !resumed && kp_ssl.SSL_SESSION_get_id(own, &id_len) && id_len;
+	kp_info_cb info = kp_ssl.SSL_get_info_callback(ssl);
+	kp_ssl.SSL_set_info_callback(ssl, info_muted);
+	kp_ssl.SSL_set_msg_callback(ssl, NULL);
+	int r = kp_conn_tls_remake(fd, ssl);
+	kp_ssl.SSL_set_info_callback(ssl, info);
+	kp_ssl.SSL_set_msg_callback(ssl, msg);
+	kp_debug("fd %d: a callback that watches set after the hand-out: %s", fd,
+		 r == 0 ? "its own handshake on a fresh connection" : "no fresh connection, left on the pooled one");
+	if (r < 0)
+		return;
+	kp_lock(&tls_lock);
+	stat_add(ssl, STAT_CONNECT, -1);
+	if (kp_ssl.SSL_is_init_finished(ssl))
+		stat_add(ssl, STAT_GOOD, -1);
+	if (resumed)
+		stat_add(ssl, STAT_HIT, -1);
+	if (missed)
+		stat_add(ssl, STAT_MISS, -1);
+	kp_unlock(&tls_lock);
+}
+
 /* ------------------------------------------------------------ after the program's SSL_shutdown */
 
 /* At a request boundary the program's SSL_shutdown is answered without its
@@ -546,6 +649,11 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	bool peek = op == KP_TLS_PEEK || op == KP_TLS_PEEK_EX;
 	if (!io_get(ssl, &io))
 		return io_real(ssl, op, buf, n, done);
+	if (!io.closed && io_noted(ssl, !write) && io.e != ssl && io.c) {
+		remake_watched(ssl, io.fd);
+		if (!io_get(ssl, &io))
+			return io_real(ssl, op, buf, n, done);
+	}
 	if (io.closed) {
 		if (kept_own(ssl))
 			return io_real(ssl, op, buf, n, done);
@@ -818,7 +926,7 @@ void kp_tls_set_session(SSL *ssl)
 		return;
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
-	if (h && h->verified)
+	if (h)
 		h->sess_set = true;
 	kp_unlock(&tls_lock);
 }

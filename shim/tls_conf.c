@@ -29,6 +29,8 @@ static const char *const never_why[] = {
 	[NEVER_STATUS_CB] = "an OCSP status callback",
 	[NEVER_PADDING_CB] = "a record padding callback",
 	[NEVER_TICKET_EXT] = "a session ticket extension of its own",
+	[NEVER_LOOKUP] = "a certificate lookup method of its own in its store",
+	[NEVER_DEBUG_CB] = "a TLS extension debug callback",
 };
 
 static const char *const val_what[CONF_VALS] = {
@@ -368,8 +370,7 @@ void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg, lon
 void kp_tls_note_callback_ctrl(const void *obj, int cmd, bool set)
 {
 	switch (cmd) {
-	case SSL_CTRL_SET_MSG_CALLBACK:
-	case SSL_CTRL_SET_TLSEXT_DEBUG_CB:
+	case SSL_CTRL_SET_MSG_CALLBACK: /* a watcher: conf.msg_cb */
 	case SSL_CTRL_SET_TLSEXT_SERVERNAME_CB: /* a server's */
 	case SSL_CTRL_SET_TLSEXT_TICKET_KEY_CB:  /* a server's */
 	case SSL_CTRL_SET_TMP_DH_CB:             /* a server's */
@@ -377,6 +378,11 @@ void kp_tls_note_callback_ctrl(const void *obj, int cmd, bool set)
 		return;
 	case SSL_CTRL_SET_TLSEXT_STATUS_REQ_CB:
 		kp_tls_note_never(obj, NEVER_STATUS_CB, set);
+		return;
+	/* it is told of every extension its handshake sends and reads: a
+	 * handed-out connection's none (docs/tls.md "Callbacks that watch") */
+	case SSL_CTRL_SET_TLSEXT_DEBUG_CB:
+		kp_tls_note_never(obj, NEVER_DEBUG_CB, set);
 		return;
 	case SSL_CTRL_SET_TLS_EXT_SRP_USERNAME_CB:
 	case SSL_CTRL_SET_SRP_VERIFY_PARAM_CB:

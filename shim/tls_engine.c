@@ -583,6 +583,11 @@ static bool store_runs_code(SSL *ssl)
 		for (size_t i = 0; store && i < sizeof(get) / sizeof(*get); i++)
 			if (get[i](store))
 				return true;
+		/* a lookup method of the program's (X509_STORE_add_lookup):
+		 * its get_by_subject runs in every verification */
+		struct record *sr = store ? record_get(store, false) : NULL;
+		if (sr && (sr->conf.never & (1u << NEVER_LOOKUP)))
+			return true;
 	}
 	return false;
 }
@@ -592,6 +597,32 @@ static bool store_runs_code(SSL *ssl)
  * A handed-out SSL's I/O goes through the engine's socket BIO: they would
  * see no traffic (docs/tls.md "BIO_f_ssl").  curl's own BIO (a method of
  * its own, alone) is allowed: see there. */
+/* A BIO whose I/O runs no code of the program's and shows it nothing but
+ * the bytes: libcrypto's socket, descriptor and connect BIOs, and curl's
+ * (a method of its own, named so, forwarding to curl's socket filter,
+ * which curl reads nothing else of: docs/tls.md "BIO_f_ssl").  Another
+ * method of the program's would see none of a handed-out SSL's traffic
+ * (its read and write never run: the engine's socket BIO carries it), and
+ * a memory BIO or pair is pumped by the program itself. */
+static bool bio_known(BIO *b)
+{
+	static const struct {
+		int type;
+		const char *name;
+	} known[] = {
+		{ BIO_TYPE_SOCKET, "socket" },
+		{ BIO_TYPE_FD, "file descriptor" },
+		{ BIO_TYPE_CONNECT, "socket connect" },
+		{ BIO_TYPE_MEM, "OpenSSL CF BIO" }, /* curl 7.88 and 8 */
+	};
+	int type = kp_ssl.BIO_method_type(b);
+	const char *name = kp_ssl.BIO_method_name(b);
+	for (size_t i = 0; name && i < sizeof(known) / sizeof(*known); i++)
+		if (type == known[i].type && !strcmp(name, known[i].name))
+			return true;
+	return false;
+}
+
 const char *bio_watcher(SSL *ssl)
 {
 	BIO *b[2] = { kp_ssl.SSL_get_rbio(ssl), kp_ssl.SSL_get_wbio(ssl) };
@@ -602,6 +633,8 @@ const char *bio_watcher(SSL *ssl)
 			return "a BIO callback on the program's BIO";
 		if (kp_ssl.BIO_next(b[i]))
 			return "a chain of BIOs under the program's SSL";
+		if (!bio_known(b[i]))
+			return "a BIO of the program's own (or a memory BIO) under the SSL";
 	}
 	return NULL;
 }

@@ -3,6 +3,7 @@
  * tls_internal.h), and the tickets kept for resumption. */
 #include "tls_internal.h"
 
+#include "der.h"
 #include "elf_scan.h"
 
 /* ------------------------------------------------------------ hand-out */
@@ -464,5 +465,25 @@ SSL_SESSION *session_anew(SSL_SESSION *sess, long at)
 		kp_ssl.SSL_SESSION_set1_id(d, id, len);
 	if (kp_ssl.SSL_SESSION_get_time(d) < at)
 		kp_ssl.SSL_SESSION_set_time(d, at);
+	return d;
+}
+
+/* (libssl has no setter that takes a ticket away: the session goes
+ * through its DER, which keeps the peer's certificate, not its chain,
+ * nor ex_data: neither did the handshake's session carry the latter) */
+SSL_SESSION *session_unticketed(SSL_SESSION *sess)
+{
+	int n = sess ? kp_ssl.i2d_SSL_SESSION(sess, NULL) : 0;
+	if (n <= 0)
+		return NULL;
+	unsigned char *der = malloc((size_t)n), *out = malloc((size_t)n + 4), *p = der;
+	SSL_SESSION *d = NULL;
+	size_t m;
+	if (der && out && kp_ssl.i2d_SSL_SESSION(sess, &p) == n && (m = kp_der_unticketed(der, (size_t)n, out))) {
+		const unsigned char *q = out;
+		d = kp_ssl.d2i_SSL_SESSION(NULL, &q, (long)m);
+	}
+	free(der);
+	free(out);
 	return d;
 }

@@ -152,6 +152,11 @@ struct handle {
 	/* handed out: the session it reads (kp_tls_session), a copy of the
 	 * engine's session src made to look as its own handshake's would */
 	SSL_SESSION *sess, *sess_src;
+	bool sess_early;     /* sess is the copy before the server's tickets */
+	bool read_once;      /* handed out, then read: its own SSL would
+				have taken a TLS 1.3 server's tickets by now */
+	bool io_once;        /* handed out, then read or written */
+	bool remake;         /* handed out, then watched (kp_tls_watched) */
 	long handed_at;      /* time() of the hand-out: its "handshake" */
 	UT_hash_handle hh;
 };
@@ -322,6 +327,9 @@ void ticket_free(struct ticket *t);
 void ticket_insert(struct ticket *t, struct ticket **drop);
 STACK_OF(X509) *ticket_chain_of(const struct pool_key *key, const char *sni, X509 *leaf);
 SSL_SESSION *session_anew(SSL_SESSION *sess, long at);
+/* a copy of sess as a TLS 1.3 handshake leaves it, before the server's
+ * tickets: no id, no ticket (docs/tls.md "Sessions"), or NULL */
+SSL_SESSION *session_unticketed(SSL_SESSION *sess);
 extern struct kp_tls *parked;
 /* the SSL error of this thread's last failed kp_tls_push (tls_engine.c) */
 extern __thread int kp_tls_push_err;

@@ -139,6 +139,7 @@ typedef void (*kp_any_fn)(void);
 	X(const SSL_METHOD *, TLS_client_method, (void))                           \
 	X(int, SSL_set_ex_data, (SSL *, int, void *))                              \
 	X(void, SSL_set_info_callback, (SSL *, void (*)(const SSL *, int, int)))   \
+	X(void, SSL_CTX_set_info_callback, (SSL_CTX *, void (*)(const SSL *, int, int))) \
 	X(void, SSL_set_msg_callback, (SSL *, void (*)(int, int, int, const void *, size_t, \
 						      SSL *, void *)))              \
 	X(void, SSL_set_verify, (SSL *, int, SSL_verify_cb))                       \
@@ -214,6 +215,7 @@ typedef void (*kp_any_fn)(void);
 	X(void, ERR_new, (void))                                                   \
 	X(void, ERR_set_error, (int, int, const char *, ...))                      \
 	X(int, BIO_method_type, (const BIO *))                                     \
+	X(const char *, BIO_method_name, (const BIO *))                            \
 	X(long, BIO_int_ctrl, (BIO *, int, long, int))                             \
 	X(X509_STORE_CTX *, X509_STORE_CTX_new, (void))                            \
 	X(void, X509_STORE_CTX_free, (X509_STORE_CTX *))                           \

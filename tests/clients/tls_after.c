@@ -1,0 +1,301 @@
+/*
+ * tls_after - what a program reads of an SSL handed a pooled connection
+ * after its handshake, and what runs in its verification
+ * (tests/https_after.bats runs each scenario without and with the
+ * library and compares what it prints: docs/tls.md).  Requests 1 and 2
+ * make the connection that request 3 may be handed (the first teaches
+ * how the server ends, docs/tls.md "Ragged closes").  Each request: GET
+ * /echo/<i>, Connection: close, the response read by its Content-Length
+ * and then to the end.
+ * Usage: tls_after SCENARIO PORT TLSDIR [ARG]
+ *   session_early   the session right after the handshake, then after
+ *                   the answer
+ *   watch ARG       a callback set after the handshake (info_ssl,
+ *                   info_ctx, msg_ssl, msg_ctx, keylog): what it is told
+ *   lookup          a lookup method of its own in its store, that finds
+ *                   nothing: how often it runs
+ *   engine          an engine registered for the AEAD ciphers, whose
+ *                   ciphers fail, after request 2
+ */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <openssl/engine.h>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
+
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+
+static int port;
+static const char *dir;
+
+static int dial(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+		perror("connect");
+		exit(2);
+	}
+	return fd;
+}
+
+/* verifying, renegotiation refused (a TLS 1.2 connection is handed only
+ * to such a program: docs/tls.md "Renegotiation") */
+static SSL_CTX *mkctx(void)
+{
+	char ca[512];
+	snprintf(ca, sizeof ca, "%s/ca.pem", dir);
+	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+	if (!ctx)
+		return NULL;
+	SSL_CTX_load_verify_locations(ctx, ca, NULL);
+	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+	return ctx;
+}
+
+static const char *errstr(void)
+{
+	static char eb[256];
+	unsigned long e = ERR_peek_error();
+	const char *r = e ? ERR_reason_error_string(e) : NULL;
+	snprintf(eb, sizeof eb, "%s", r ? r : "no error queued");
+	ERR_clear_error();
+	return eb;
+}
+
+static int handshake(SSL *ssl, int fd, int i)
+{
+	SSL_set_fd(ssl, fd);
+	SSL_set_tlsext_host_name(ssl, "localhost");
+	SSL_set1_host(ssl, "localhost");
+	if (SSL_connect(ssl) != 1) {
+		long v = SSL_get_verify_result(ssl);
+		printf("%d fail %s\n", i, v != X509_V_OK ? X509_verify_cert_error_string(v) : errstr());
+		return -1;
+	}
+	return 0;
+}
+
+/* GET /echo/i, Connection: close; the body by its length, then the end */
+static int get(SSL *ssl, int i)
+{
+	char rq[256], resp[65536];
+	int len = snprintf(rq, sizeof rq, "GET /echo/%d HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n", i);
+	if (SSL_write(ssl, rq, len) != len) {
+		printf("%d fail write\n", i);
+		return -1;
+	}
+	size_t got = 0;
+	for (;;) {
+		int r = SSL_read(ssl, resp + got, (int)(sizeof(resp) - 1 - got));
+		if (r <= 0) {
+			int err = SSL_get_error(ssl, r);
+			if (err != SSL_ERROR_ZERO_RETURN) {
+				printf("%d read ended: %d (%s)\n", i, err, errstr());
+				return -1;
+			}
+			break;
+		}
+		got += (size_t)r;
+	}
+	resp[got] = 0;
+	char *eol = strstr(resp, "\r\n");
+	printf("%d ok %.*s reused=%d verify=%ld\n", i, eol ? (int)(eol - resp) : 0, resp, SSL_session_reused(ssl),
+	       SSL_get_verify_result(ssl));
+	return 0;
+}
+
+static void one(SSL_CTX *ctx, int i)
+{
+	if (!ctx) {
+		printf("%d fail context: %s\n", i, errstr());
+		return;
+	}
+	SSL *s = SSL_new(ctx);
+	int fd = dial();
+	if (handshake(s, fd, i) == 0 && get(s, i) == 0)
+		SSL_shutdown(s);
+	close(fd);
+	SSL_free(s);
+}
+
+/* the session as the program reads it */
+static void session(SSL *s, int i, const char *when)
+{
+	SSL_SESSION *sess = SSL_get_session(s);
+	unsigned id = 0;
+	if (sess)
+		SSL_SESSION_get_id(sess, &id);
+	SSL_SESSION *s1 = SSL_get1_session(s);
+	unsigned char *der = NULL;
+	int n = s1 ? i2d_SSL_SESSION(s1, &der) : 0;
+	SSL_SESSION *back = NULL;
+	const unsigned char *p = der;
+	if (n > 0)
+		back = d2i_SSL_SESSION(NULL, &p, n);
+	unsigned id_back = 0;
+	if (back)
+		SSL_SESSION_get_id(back, &id_back);
+	printf("%d session %s: %s, id %u, resumable %d, ticket %d, the same by get1 %s, DER id %u\n", i, when,
+	       sess ? "one" : "none", id, sess ? SSL_SESSION_is_resumable(sess) : -1,
+	       sess ? SSL_SESSION_has_ticket(sess) : -1, s1 == sess ? "yes" : "no", id_back);
+	SSL_SESSION_free(back);
+	OPENSSL_free(der);
+	SSL_SESSION_free(s1);
+}
+
+/* scenario watch: what callbacks set after the handshake are told */
+static int info_calls, info_alerts, msg_calls, keylog_lines;
+static void info_cb(const SSL *s, int where, int ret)
+{
+	(void)s, (void)ret;
+	info_calls++;
+	info_alerts += !!(where & SSL_CB_ALERT);
+}
+static void msg_cb(int write_p, int version, int type, const void *buf, size_t len, SSL *s, void *arg)
+{
+	(void)write_p, (void)version, (void)type, (void)buf, (void)len, (void)s, (void)arg;
+	msg_calls++;
+}
+static void keylog_cb(const SSL *s, const char *line)
+{
+	(void)s, (void)line;
+	keylog_lines++;
+}
+
+/* scenario lookup: a lookup method of the program's, finding nothing */
+static int lookup_calls;
+static int lookup_by_subject(X509_LOOKUP *l, X509_LOOKUP_TYPE t, const X509_NAME *name, X509_OBJECT *ret)
+{
+	(void)l, (void)t, (void)name, (void)ret;
+	lookup_calls++;
+	return 0;
+}
+
+/* scenario engine: AEAD ciphers whose key setting fails */
+static int fail_init(EVP_CIPHER_CTX *c, const unsigned char *k, const unsigned char *iv, int enc)
+{
+	(void)c, (void)k, (void)iv, (void)enc;
+	return 0;
+}
+static int fail_do(EVP_CIPHER_CTX *c, unsigned char *o, const unsigned char *in, size_t n)
+{
+	(void)c, (void)o, (void)in, (void)n;
+	return -1;
+}
+static const int fail_nids[] = { NID_aes_128_gcm, NID_aes_256_gcm, NID_chacha20_poly1305 };
+static int fail_ciphers(ENGINE *e, const EVP_CIPHER **c, const int **nids, int nid)
+{
+	(void)e;
+	static EVP_CIPHER *made[3];
+	if (!c) {
+		*nids = fail_nids;
+		return 3;
+	}
+	for (int k = 0; k < 3; k++) {
+		if (nid != fail_nids[k])
+			continue;
+		if (!made[k]) {
+			made[k] = EVP_CIPHER_meth_new(nid, 1, k == 0 ? 16 : 32);
+			EVP_CIPHER_meth_set_iv_length(made[k], 12);
+			EVP_CIPHER_meth_set_flags(made[k], EVP_CIPH_FLAG_AEAD_CIPHER | EVP_CIPH_CUSTOM_IV |
+								   (k < 2 ? EVP_CIPH_GCM_MODE : 0));
+			EVP_CIPHER_meth_set_init(made[k], fail_init);
+			EVP_CIPHER_meth_set_do_cipher(made[k], fail_do);
+		}
+		*c = made[k];
+		return 1;
+	}
+	*c = NULL;
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (argc < 4) {
+		fprintf(stderr, "usage: tls_after SCENARIO PORT TLSDIR [ARG]\n");
+		return 2;
+	}
+	const char *sc = argv[1], *arg = argc > 4 ? argv[4] : "";
+	port = atoi(argv[2]);
+	dir = argv[3];
+	if (!strcmp(sc, "session_early")) {
+		/* request 2 (no connection free: the first taught) may resume a
+		 * session of the library's, request 3 be handed 2's connection */
+		one(mkctx(), 1);
+		for (int i = 2; i <= 3; i++) {
+			SSL_CTX *ctx = mkctx();
+			SSL *s = SSL_new(ctx);
+			int fd = dial();
+			if (handshake(s, fd, i) == 0) {
+				session(s, i, "after the handshake");
+				if (get(s, i) == 0)
+					session(s, i, "after the answer");
+				SSL_shutdown(s);
+			}
+			close(fd);
+			SSL_free(s);
+		}
+	} else if (!strcmp(sc, "watch")) {
+		one(mkctx(), 1);
+		one(mkctx(), 2);
+		SSL_CTX *ctx = mkctx();
+		SSL *s = SSL_new(ctx);
+		int fd = dial();
+		if (handshake(s, fd, 3) == 0) {
+			if (!strcmp(arg, "info_ssl"))
+				SSL_set_info_callback(s, info_cb);
+			else if (!strcmp(arg, "info_ctx"))
+				SSL_CTX_set_info_callback(ctx, info_cb);
+			else if (!strcmp(arg, "msg_ssl"))
+				SSL_set_msg_callback(s, msg_cb);
+			else if (!strcmp(arg, "msg_ctx"))
+				SSL_CTX_set_msg_callback(ctx, msg_cb);
+			else if (!strcmp(arg, "keylog"))
+				SSL_CTX_set_keylog_callback(ctx, keylog_cb);
+			if (get(s, 3) == 0)
+				SSL_shutdown(s);
+		}
+		close(fd);
+		SSL_free(s);
+		printf("told after the handshake: info %d (alerts %d), messages %d, keylog lines %d\n", info_calls,
+		       info_alerts, msg_calls, keylog_lines);
+	} else if (!strcmp(sc, "lookup")) {
+		one(mkctx(), 1);
+		one(mkctx(), 2);
+		SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+		SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+		SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
+		X509_LOOKUP_METHOD *m = X509_LOOKUP_meth_new("tls_after");
+		X509_LOOKUP_meth_set_get_by_subject(m, lookup_by_subject);
+		X509_STORE_add_lookup(SSL_CTX_get_cert_store(ctx), m);
+		for (int i = 3; i <= 4; i++) {
+			one(ctx, i);
+			printf("%d lookup method: %d calls\n", i, lookup_calls);
+			lookup_calls = 0;
+		}
+	} else if (!strcmp(sc, "engine")) {
+		one(mkctx(), 1);
+		one(mkctx(), 2);
+		ENGINE *e = ENGINE_new();
+		ENGINE_set_id(e, "tls_after");
+		ENGINE_set_name(e, "ciphers that fail");
+		ENGINE_set_ciphers(e, fail_ciphers);
+		printf("registered: %d\n", ENGINE_register_ciphers(e));
+		for (int i = 3; i <= 4; i++)
+			one(mkctx(), i);
+	} else {
+		fprintf(stderr, "unknown scenario %s\n", sc);
+		return 2;
+	}
+	return 0;
+}

@@ -1,0 +1,86 @@
+#!/usr/bin/env bats
+# HTTPS: what a program reads of an SSL handed a pooled connection after
+# its handshake, what runs in its verification, and process-wide crypto
+# state changed through the setters of the 2026-12-05 leftovers
+# (docs/tls.md "Sessions", "Callbacks that watch", "Process-wide state").
+# tests/clients/tls_after.c against nginx, without and with the library:
+# the same output.
+
+load helpers
+
+setup_file() { suite_setup; }
+setup() {
+	NGINX_TLS=1 nginx_start
+	TLS="$NGINX_DIR/tls"
+}
+teardown() { servers_stop; }
+
+# after N SCENARIO [ARG]: tls_after without and with the library
+after() {
+	run_both "$1" "$CLIENTS/tls_after" "$2" "$SERVER_PORT" "$TLS" "${@:3}"
+	echo "$SHIM_STATS"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+}
+
+@test "the session a handed-out SSL, or one that resumed a session of ours, reads right after its TLS 1.3 handshake has no id and is not resumable, as its own full handshake's before the server's tickets; after the answer, a ticket's" {
+	use_tls 13
+	after 3 session_early
+	for i in 2 3; do
+		assert_line "$i session after the handshake: one, id 0, resumable 0, ticket 0, the same by get1 yes, DER id 0"
+		assert_line "$i session after the answer: one, id 32, resumable 1, ticket 1, the same by get1 yes, DER id 32"
+	done
+	# request 2 resumed a session of ours, request 3 was handed a connection
+	assert_equal "resumed $(stat_value tls_resumed)" "resumed 1"
+	assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
+	use_tls 12
+	after 3 session_early
+	assert_line --partial "3 ok HTTP/1.1 200 OK"
+	assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
+}
+
+@test "a certificate lookup method of the program's own runs as often as in its own handshakes: such a program is neither handed a connection nor offered a session" {
+	for v in 13 12; do
+		use_tls $v
+		after 4 lookup
+		assert_line "3 lookup method: 2 calls"
+		assert_line "4 lookup method: 2 calls"
+		assert_equal "handed out $(stat_value tls_reused)" "handed out 0"
+	done
+}
+
+@test "an engine registered for the ciphers after a handshake (no default set): the program's own handshake runs on it, no connection made before is handed out" {
+	for v in 13 12; do
+		use_tls $v
+		after 2 engine
+		assert_line "registered: 1"
+		assert_line --partial "2 ok HTTP/1.1 200 OK"
+		assert_line --partial "3 fail"
+		assert_line --partial "4 fail"
+		assert_equal "handed out $(stat_value tls_reused)" "handed out 0"
+	done
+}
+
+@test "an info or message callback set after the handshake on an SSL handed a pooled connection (or an info callback on its context) is told what its own connection would raise: its own handshake is made before its first read or write" {
+	for v in 13 12; do
+		use_tls $v
+		for arg in info_ssl info_ctx msg_ssl; do
+			after 3 watch "$arg"
+			assert_line --partial "3 ok HTTP/1.1 200 OK"
+			refute_line "told after the handshake: info 0 (alerts 0), messages 0, keylog lines 0"
+			# request 3 was handed request 2's connection, then made its own
+			assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
+		done
+		# a message callback on the context (copied at SSL_new) and a
+		# keylog callback are told nothing after the handshake: the
+		# hand-out stands
+		for arg in msg_ctx keylog; do
+			after 3 watch "$arg"
+			assert_line "told after the handshake: info 0 (alerts 0), messages 0, keylog lines 0"
+			assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
+			assert_equal "connections $SHIM_CONNS" "connections 2"
+		done
+	done
+}
+
