@@ -425,6 +425,19 @@ run_both() {
 	[ "${#first[@]}" -eq 0 ] || printf '%s\n' "${first[@]}"
 }
 
+# tls_case CLIENT N SCENARIO [ARG...]: tests/clients/CLIENT SCENARIO
+# against the TLS nginx of the test's setup ($TLS its test CA), without and
+# with the library (run_both N): the same status and output; then `run cat`
+# of what the client printed with the library, for the test's own asserts
+tls_case() {
+	run_both "$2" "$CLIENTS/$1" "$3" "$SERVER_PORT" "$TLS" "${@:4}"
+	echo "$SHIM_STATS"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+}
+
+
 # ------------------------------------------------------------ assertions
 
 # Both halves exited 0 (124 = killed by timeout: a hang).

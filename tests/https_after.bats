@@ -16,13 +16,7 @@ setup() {
 teardown() { servers_stop; }
 
 # after N SCENARIO [ARG]: tls_after without and with the library
-after() {
-	run_both "$1" "$CLIENTS/tls_after" "$2" "$SERVER_PORT" "$TLS" "${@:3}"
-	echo "$SHIM_STATS"
-	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
-	assert_same_output
-	run cat "$BATS_TEST_TMPDIR/shim.out"
-}
+after() { tls_case tls_after "$@"; }
 
 @test "the session a handed-out SSL, or one that resumed a session of ours, reads right after its TLS 1.3 handshake has no id and is not resumable, as its own full handshake's before the server's tickets; after the answer, a ticket's" {
 	use_tls 13

@@ -17,13 +17,7 @@ setup() {
 teardown() { servers_stop; }
 
 # config N SCENARIO [ARG]: tls_config without and with the library
-config() {
-	run_both "$1" "$CLIENTS/tls_config" "$2" "$SERVER_PORT" "$TLS" "${@:3}"
-	echo "$SHIM_STATS"
-	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
-	assert_same_output
-	run cat "$BATS_TEST_TMPDIR/shim.out"
-}
+config() { tls_case tls_config "$@"; }
 
 @test "an SSL kept after its socket closed keeps its ex_data and context while another SSL makes a request; its connection is handed out once it is freed" {
 	for v in 13 12; do

@@ -16,13 +16,7 @@ setup() {
 teardown() { servers_stop; }
 
 # config N SCENARIO [ARG]: tls_config without and with the library
-config() {
-	run_both "$1" "$CLIENTS/tls_config" "$2" "$SERVER_PORT" "$TLS" "${@:3}"
-	echo "$SHIM_STATS"
-	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
-	assert_same_output
-	run cat "$BATS_TEST_TMPDIR/shim.out"
-}
+config() { tls_case tls_config "$@"; }
 
 @test "a verify callback or a function of the program's X509_STORE runs as often as in its own handshakes: such a program is neither handed a connection nor offered a session" {
 	for v in 13 12; do

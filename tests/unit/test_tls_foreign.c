@@ -38,36 +38,7 @@
 #include "tls_record.h"
 
 #include "check.h"
-
-/* ------------------------------------------------------------ certificates */
-
-static EVP_PKEY *ec_key, *rsa_key;
-static X509 *ec_cert, *rsa_cert;
-
-static void make_cert(bool rsa)
-{
-	EVP_PKEY *pkey = rsa ? EVP_RSA_gen(2048) : EVP_EC_gen("P-256");
-	X509 *cert = X509_new();
-	if (!pkey || !cert)
-		abort();
-	X509_set_version(cert, 2);
-	ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
-	X509_gmtime_adj(X509_getm_notBefore(cert), -60);
-	X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
-	X509_NAME *name = X509_get_subject_name(cert);
-	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1, -1, 0);
-	X509_set_issuer_name(cert, name);
-	X509_set_pubkey(cert, pkey);
-	if (!X509_sign(cert, pkey, EVP_sha256()))
-		abort();
-	if (rsa) {
-		rsa_key = pkey;
-		rsa_cert = cert;
-	} else {
-		ec_key = pkey;
-		ec_cert = cert;
-	}
-}
+#include "tls_pair.h"
 
 /* ------------------------------------------------------------ the script socket */
 
@@ -199,36 +170,6 @@ static long io_send(void *ctx, const uint8_t *buf, size_t len)
 
 /* ------------------------------------------------------------ a connection */
 
-/* the client's TLS 1.3 secrets from its keylog lines */
-static uint8_t k_client[48], k_server[48], k_exporter[48];
-static size_t k_client_len, k_server_len, k_exporter_len;
-
-static size_t unhex(const char *s, uint8_t *out, size_t cap)
-{
-	size_t n = 0;
-	while (s[0] && s[1] && s[0] != ' ' && n < cap) {
-		unsigned v;
-		if (sscanf(s, "%2x", &v) != 1)
-			break;
-		out[n++] = (uint8_t)v;
-		s += 2;
-	}
-	return n;
-}
-
-static void keylog(const SSL *ssl, const char *line)
-{
-	const char *secret = strrchr(line, ' ');
-	if (!secret)
-		return;
-	if (!strncmp(line, "CLIENT_TRAFFIC_SECRET_0 ", 24))
-		k_client_len = unhex(secret + 1, k_client, sizeof(k_client));
-	else if (!strncmp(line, "SERVER_TRAFFIC_SECRET_0 ", 24))
-		k_server_len = unhex(secret + 1, k_server, sizeof(k_server));
-	else if (!strncmp(line, "EXPORTER_SECRET ", 16))
-		k_exporter_len = unhex(secret + 1, k_exporter, sizeof(k_exporter));
-}
-
 static int alpn_select(SSL *ssl, const unsigned char **out, unsigned char *outlen, const unsigned char *in,
 		       unsigned inlen, void *arg)
 {
@@ -250,13 +191,6 @@ struct side {
 	size_t srv_len;
 	int srv_ret, srv_err;
 };
-
-static BIO *mem_bio(void)
-{
-	BIO *b = BIO_new(BIO_s_mem());
-	BIO_set_mem_eof_return(b, -1);
-	return b;
-}
 
 /* what the server wrote goes on the wire to the client */
 static void server_out(struct side *x)
@@ -845,8 +779,7 @@ int main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : NULL;
 
-	make_cert(false);
-	make_cert(true);
+	pair_make_certs();
 	for (size_t i = 0; i < sizeof(wbuf_a); i++)
 		wbuf_a[i] = wbuf_b[i] = (uint8_t)(i * 13 + 1);
 	for (size_t i = 0; i < sizeof(sent_pattern); i++)
@@ -863,6 +796,7 @@ int main(int argc, char **argv)
 					   on | (m & 2 ? SSL_MODE_AUTO_RETRY : 0), off);
 			}
 		}
+	pair_free_certs();
 	printf("test_tls_foreign: %d passed, %d failed (%d errors whose reason the engine does not claim)\n",
 	       passed, failed, unclaimed_reasons);
 	return failed ? 1 : 0;

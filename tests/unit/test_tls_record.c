@@ -31,72 +31,18 @@
 #include "tls_record.h"
 
 #include "check.h"
+#include "tls_pair.h"
 
 /* ------------------------------------------------------------ the pair */
 
-/* the server's key and certificate: P-256 for the ECDSA suites, RSA for
- * TLS 1.2's ECDHE-RSA ones (TLS 1.3 takes either) */
-static EVP_PKEY *pkey, *ec_key, *rsa_key;
-static X509 *cert, *ec_cert, *rsa_cert;
-
-static void make_cert(bool rsa)
-{
-	pkey = rsa ? EVP_RSA_gen(2048) : EVP_EC_gen("P-256");
-	cert = X509_new();
-	if (!pkey || !cert)
-		abort();
-	X509_set_version(cert, 2);
-	ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
-	X509_gmtime_adj(X509_getm_notBefore(cert), -60);
-	X509_gmtime_adj(X509_getm_notAfter(cert), 3600);
-	X509_NAME *name = X509_get_subject_name(cert);
-	X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, (const unsigned char *)"localhost", -1, -1, 0);
-	X509_set_issuer_name(cert, name);
-	X509_set_pubkey(cert, pkey);
-	if (!X509_sign(cert, pkey, EVP_sha256()))
-		abort();
-	if (rsa) {
-		rsa_key = pkey;
-		rsa_cert = cert;
-	} else {
-		ec_key = pkey;
-		ec_cert = cert;
-	}
-}
+/* the server's key and certificate of the case */
+static EVP_PKEY *pkey;
+static X509 *cert;
 
 static void use_key(bool rsa)
 {
 	pkey = rsa ? rsa_key : ec_key;
 	cert = rsa ? rsa_cert : ec_cert;
-}
-
-/* the client's keylog lines (TLS 1.3): the two application traffic
- * secrets */
-static uint8_t client_secret[48], server_secret[48];
-static size_t client_secret_len, server_secret_len;
-
-static size_t unhex(const char *s, uint8_t *out, size_t cap)
-{
-	size_t n = 0;
-	while (s[0] && s[1] && s[0] != ' ' && n < cap) {
-		unsigned v;
-		if (sscanf(s, "%2x", &v) != 1)
-			break;
-		out[n++] = (uint8_t)v;
-		s += 2;
-	}
-	return n;
-}
-
-static void keylog(const SSL *ssl, const char *line)
-{
-	const char *secret = strrchr(line, ' ');
-	if (!secret)
-		return;
-	if (!strncmp(line, "CLIENT_TRAFFIC_SECRET_0 ", 24))
-		client_secret_len = unhex(secret + 1, client_secret, sizeof(client_secret));
-	else if (!strncmp(line, "SERVER_TRAFFIC_SECRET_0 ", 24))
-		server_secret_len = unhex(secret + 1, server_secret, sizeof(server_secret));
 }
 
 struct pair {
@@ -113,13 +59,6 @@ struct pair {
 	size_t stream_len, stream_off;
 	int tickets, key_updates;
 };
-
-static BIO *mem_bio(void)
-{
-	BIO *b = BIO_new(BIO_s_mem());
-	BIO_set_mem_eof_return(b, -1); /* empty: retry, not EOF */
-	return b;
-}
 
 /* move what one SSL wrote to the other's input, counting its records
  * once the handshake is over */
@@ -172,7 +111,7 @@ static int handshake(struct pair *p, int version, const char *suite)
 	SSL_set_bio(p->s, p->s_in, p->s_out);
 	SSL_set_connect_state(p->c);
 	SSL_set_accept_state(p->s);
-	client_secret_len = server_secret_len = 0;
+	k_client_len = k_server_len = 0;
 	bool cdone = false, sdone = false;
 	for (int i = 0; i < 20 && !(cdone && sdone); i++) {
 		if (!cdone && SSL_do_handshake(p->c) == 1) {
@@ -219,9 +158,9 @@ static int take_over(struct pair *p)
 	if (cipher < 0)
 		return -1;
 	if (version == TLSREC_V13) {
-		CHECK(client_secret_len == tlsrec_hash_len((uint16_t)cipher) && server_secret_len == client_secret_len);
-		if (tlsrec_init13(&p->tx, (uint16_t)cipher, client_secret, client_secret_len, tx_seq) ||
-		    tlsrec_init13(&p->rx, (uint16_t)cipher, server_secret, server_secret_len, rx_seq))
+		CHECK(k_client_len == tlsrec_hash_len((uint16_t)cipher) && k_server_len == k_client_len);
+		if (tlsrec_init13(&p->tx, (uint16_t)cipher, k_client, k_client_len, tx_seq) ||
+		    tlsrec_init13(&p->rx, (uint16_t)cipher, k_server, k_server_len, rx_seq))
 			return -1;
 	} else {
 		uint8_t master[48], cr[32], sr[32];
@@ -925,8 +864,7 @@ int main(void)
 		{TLS1_2_VERSION, "ECDHE-RSA-CHACHA20-POLY1305", TLSREC_CHACHA20_POLY1305, true},
 	};
 
-	make_cert(true);
-	make_cert(false);
+	pair_make_certs();
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
 		use_key(cases[i].rsa);
 		one_case(cases[i].version, cases[i].suite, cases[i].cipher, false);
@@ -949,10 +887,7 @@ int main(void)
 		empty_ours(TLSREC_V12, c);
 	}
 	framing();
-	X509_free(ec_cert);
-	EVP_PKEY_free(ec_key);
-	X509_free(rsa_cert);
-	EVP_PKEY_free(rsa_key);
+	pair_free_certs();
 	printf("test_tls_record: %d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }
