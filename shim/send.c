@@ -320,9 +320,18 @@ static int send_outside_head(struct kp_conn *c, int fd, const struct iovec *iov,
 		return taken;
 	}
 	if (c->shut_how) {
-		/* writing after shutdown: the kernel's answer (EPIPE), for real */
-		KP_REAL(shutdown)(fd, c->shut_how - 1);
+		/* writing after shutdown: the kernel's answer (EPIPE), for real;
+		 * where the program is owed the server's close our FIN stands
+		 * for it, and after a SHUT_RD the write meets that close as the
+		 * first step above answers it */
+		int how = c->shut_how - 1;
+		KP_REAL(shutdown)(fd, how);
+		owed_close_fin(c, fd);
 		go_passthrough(c, "write after shutdown");
+		if (how == SHUT_RD && c->fin_for_server) {
+			c->shut_how = 0;
+			return send_outside_head(c, fd, iov, iovcnt, flags, saved, ret);
+		}
 		kp_unlock(&c->lock);
 		errno = saved;
 		return false;

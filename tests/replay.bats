@@ -610,3 +610,21 @@ dead_pieces_run() {
 		assert_equal "$(sed -n 2p "$BATS_TEST_TMPDIR/plain.out")" "1: error"
 	done
 }
+
+# A call that takes the connection out of the library's following while
+# the program is owed the server's close (docs/replay.md "Nothing added":
+# owed_close_fin): our FIN stands for that close, and nothing written after
+# reaches the server.  Found by the review of 2026-12-05: each executed
+# the POST three times where alone it never runs.
+@test "shutdown(SHUT_RD) after the owed EOF, then a write: never reaches the server, the same answers" { send_after after shutrd; }
+@test "dup2 onto fd 0 after the owed EOF, then a write: never reaches the server, the same answers" { send_after after dup0; }
+@test "fdopen(\"r\") after the owed EOF, then a write: never reaches the server, the same answers" { send_after after fdopen_r; }
+@test "fdopen(\"r+\") after the owed EOF, then fputs and fflush: never reaches the server, the same answers" { send_after after fdopen_rplus; }
+# LEFT (docs/replay.md): the fd leaves the library (disown), so its first
+# write meets our FIN (EPIPE) where alone the server's close takes it
+@test "connect() elsewhere after the owed EOF (EISCONN), then a write: never reaches the server" {
+	scripted_start keepalive
+	run_both 2 "$CLIENTS/send_after" 127.0.0.1 "$SCRIPTED_PORT" after connect_other
+	assert_both_ok
+	assert_equal "executed $(count_matches '/pay' "$SCRIPTED_LOG")" "executed 0"
+}
