@@ -676,7 +676,14 @@ static bool lost_quiet(struct kp_conn *c, int fd)
 			return KP_REAL(poll)(&pfd, 1, 0) == 0;
 		if (c->nonblock)
 			return false; /* the program waits in poll: kp_conn_wait_ms */
-		if (KP_REAL(poll)(&pfd, 1, ms) != 0)
+		int r = KP_REAL(poll)(&pfd, 1, ms);
+		/* a signal: the quiet period is ours, not a wait the program's
+		 * read would have made (alone the server's close ends it at
+		 * once), so its handler has run and the wait goes on; ending it
+		 * here sent the read to wait for the server's idle close */
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != 0)
 			return false; /* data, or an error the real read will report */
 	}
 }
