@@ -78,6 +78,7 @@ static bool ours_to_connect(int fd, const struct pool_key *key)
 static void disown(int fd, struct kp_conn *c, const char *why)
 {
 	if (conn_lock(c, fd)) {
+		owed_close_fin(c, fd);
 		c->handed_off = true;
 		c->first = KP_FIRST_DONE;
 		go_passthrough(c, why);
@@ -555,7 +556,7 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 	 * past us, as if fdopen'ed for reading: our EOF could never reach
 	 * it, so the server's must (docs/hold.md) */
 	if (newfd == 0)
-		kp_note_fdopen(c, oldfd, true, false);
+		kp_note_fdopen(c, oldfd, false);
 }
 
 bool kp_shutdown(struct kp_conn *c, int fd, int how)
@@ -603,9 +604,12 @@ bool kp_shutdown(struct kp_conn *c, int fd, int how)
 		swallow = KP_REAL(shutdown)(fd, how) == 0 || errno == ENOTCONN;
 		go_passthrough(c, "shutdown");
 	} else {
-		/* the server sees our FIN and closes after answering: nothing to owe */
+		/* the server sees our FIN and closes after answering: nothing to owe;
+		 * a SHUT_RD sends none, so ours goes where a close is owed */
 		unvouch(c, fd, "shutdown");
 		flush_held(c, fd, 0);
+		if (how == SHUT_RD)
+			owed_close_fin(c, fd);
 		go_passthrough(c, "shutdown");
 	}
 	kp_unlock(&c->lock);
@@ -672,7 +676,14 @@ static bool lost_quiet(struct kp_conn *c, int fd)
 			return KP_REAL(poll)(&pfd, 1, 0) == 0;
 		if (c->nonblock)
 			return false; /* the program waits in poll: kp_conn_wait_ms */
-		if (KP_REAL(poll)(&pfd, 1, ms) != 0)
+		int r = KP_REAL(poll)(&pfd, 1, ms);
+		/* a signal: the quiet period is ours, not a wait the program's
+		 * read would have made (alone the server's close ends it at
+		 * once), so its handler has run and the wait goes on; ending it
+		 * here sent the read to wait for the server's idle close */
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r != 0)
 			return false; /* data, or an error the real read will report */
 	}
 }
@@ -882,7 +893,7 @@ bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
 	return true;
 }
 
-void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only)
+void kp_note_fdopen(struct kp_conn *c, int fd, bool write_only)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))
 		return;
@@ -894,17 +905,14 @@ void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only)
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return;
-	bool rewritten = false;
-	for (unsigned i = 0; i < c->n_reqs; i++)
-		rewritten |= c->reqs[i].rewritten;
 	unvouch(c, fd, "stdio");
 	flush_held(c, fd, 0);
-	go_passthrough(c, "fdopen: stdio reads go past us");
 	/* Our EOF cannot reach stdio's reads, so the server's must: it closes
-	 * after answering once it sees our FIN.  Only for a stream that will
-	 * not write: a shut-down socket cannot send. */
-	if (rewritten && read_only && KP_REAL(shutdown)(fd, SHUT_WR) == 0)
-		__atomic_store_n(&c->fin_for_server, true, __ATOMIC_RELEASE);
+	 * after answering once it sees our FIN (once the request is whole).
+	 * A stream that also writes ("r+") too: alone the server's close
+	 * would end its writes as well. */
+	owed_close_fin(c, fd);
+	go_passthrough(c, "fdopen: stdio reads go past us");
 	kp_unlock(&c->lock);
 	errno = saved;
 }
@@ -1366,6 +1374,34 @@ void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why)
  * child, which holds the old socket).
  */
 
+/* Whether the program is owed the server's close, which our rewriting
+ * took away: a request we rewrote is out, an answer was read with its EOF
+ * owed, or the connection was lost with one.  Caller holds c->lock. */
+static bool owes_close(const struct kp_conn *c)
+{
+	if (c->tls)
+		return false;
+	bool owed = (c->state == KP_ACTIVE || c->lost) && (c->eof_owed || c->lost);
+	for (unsigned i = 0; c->state == KP_ACTIVE && i < c->n_reqs; i++)
+		owed |= c->reqs[i].rewritten;
+	return owed;
+}
+
+/* c stops being followed (passthrough, or its fd no longer ours) while the
+ * program may be owed the server's close: only our FIN can make the server
+ * close now, once the request being written is whole (handoff_fin_if_due).
+ * Then nothing the program writes after the owed EOF reaches the server,
+ * and a read past us ends where it would alone (docs/replay.md "Nothing
+ * added").  Call before go_passthrough.  Caller holds c->lock. */
+void owed_close_fin(struct kp_conn *c, int fd)
+{
+	if (c->fin_due || c->fin_for_server || !owes_close(c))
+		return;
+	kp_debug("fd %d: no longer followed, the server's close owed: our FIN", fd);
+	c->fin_due = true;
+	handoff_fin_if_due(c, fd);
+}
+
 /* Our FIN, now.  Caller holds c->lock. */
 static void handoff_fin(struct kp_conn *c, int fd)
 {
@@ -1406,9 +1442,7 @@ static void handoff_locked(struct kp_conn *c, int fd, const char *why)
 	c->shared = true; /* one_owner() says no for the rest of its life */
 	if (c->handed_off)
 		return;
-	bool owed = !c->tls && (c->state == KP_ACTIVE || c->lost) && (c->eof_owed || c->lost);
-	for (unsigned i = 0; !c->tls && c->state == KP_ACTIVE && i < c->n_reqs; i++)
-		owed |= c->reqs[i].rewritten;
+	bool owed = owes_close(c);
 	/* the server's word on a reused connection's first request: a replay
 	 * is still ours to make, under the same fd, before it leaves (only
 	 * where the reader must be made to see the server's close anyway) */

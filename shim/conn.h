@@ -294,7 +294,7 @@ void kp_aio_before(struct kp_conn *c, int fd, bool write);
 
 /* fdopen() of a tracked fd: stdio's reads will go past us (its writes
  * do not: a write_only stream changes nothing). */
-void kp_note_fdopen(struct kp_conn *c, int fd, bool read_only, bool write_only);
+void kp_note_fdopen(struct kp_conn *c, int fd, bool write_only);
 
 /* shutdown() of a tracked connection.  Returns true when the call is
  * answered (0) without reaching the kernel: the exchange is complete or

@@ -121,6 +121,7 @@ enum kp_died {
 void first_seen(struct kp_conn *c);
 bool tls_bypassed(struct kp_conn *c, int fd);
 void handoff_fin_if_due(struct kp_conn *c, int fd);
+void owed_close_fin(struct kp_conn *c, int fd);
 void raw_settle(struct kp_conn *c, int fd);
 
 /* ------------------------------------------------------------ conn_replay.c */

@@ -491,8 +491,7 @@ KP_EXPORT FILE *fdopen(int fd, const char *mode)
 	if (!c && kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_TCP))
 		kp_fl_or(fd, KP_FD_STDIO);
 	if (c && c != KP_POOLED && mode)
-		kp_note_fdopen(c, fd, mode[0] == 'r' && !strchr(mode, '+'),
-			       (mode[0] == 'w' || mode[0] == 'a') && !strchr(mode, '+'));
+		kp_note_fdopen(c, fd, (mode[0] == 'w' || mode[0] == 'a') && !strchr(mode, '+'));
 	return KP_REAL(fdopen)(fd, mode);
 }
 

@@ -320,9 +320,18 @@ static int send_outside_head(struct kp_conn *c, int fd, const struct iovec *iov,
 		return taken;
 	}
 	if (c->shut_how) {
-		/* writing after shutdown: the kernel's answer (EPIPE), for real */
-		KP_REAL(shutdown)(fd, c->shut_how - 1);
+		/* writing after shutdown: the kernel's answer (EPIPE), for real;
+		 * where the program is owed the server's close our FIN stands
+		 * for it, and after a SHUT_RD the write meets that close as the
+		 * first step above answers it */
+		int how = c->shut_how - 1;
+		KP_REAL(shutdown)(fd, how);
+		owed_close_fin(c, fd);
 		go_passthrough(c, "write after shutdown");
+		if (how == SHUT_RD && c->fin_for_server) {
+			c->shut_how = 0;
+			return send_outside_head(c, fd, iov, iovcnt, flags, saved, ret);
+		}
 		kp_unlock(&c->lock);
 		errno = saved;
 		return false;
@@ -544,9 +553,12 @@ static ssize_t head_send(struct kp_conn *c, int fd, struct head_send *s)
 		if (!s->staged)
 			r = conn_sendmsg(c, fd, &m, s->send_flags);
 		/* the pooled socket was dead before our request got out: a fresh
-		 * one (once), and the request goes there */
+		 * one (once), and the request goes there.  A failed sendmsg
+		 * took nothing; a failed TLS write may have sent whole records
+		 * first (the head among them), which the server may have acted
+		 * on: then no replay here (docs/replay.md "A send that failed") */
 		if (r < 0 && s->keep_copy && c->first == KP_FIRST_UNSENT &&
-		    (errno == EPIPE || errno == ECONNRESET)) {
+		    (errno == EPIPE || errno == ECONNRESET) && !(s->staged && kp_tls_push_wire)) {
 			conn_note_dead(c, 0);
 			int err = errno;
 			if (swap_fresh(c, fd, false) == 0) {

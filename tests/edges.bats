@@ -45,6 +45,17 @@ GET_CLOSE='GET /r/{N} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n'
 	assert_equal "parked=$(stat_value parked)" "parked=0"
 }
 
+# A signal during the quiet period (the library's own wait before that
+# EOF): its handler runs and the wait goes on; it used to end the wait and
+# send the read to wait for the server's idle close (docs/hold.md).
+@test "unframeable response after a rewrite, a signal during the quiet period: EOF after it, as alone" {
+	scripted_start conflicting_length
+	run_both 1 KEEPALIVE_QUIET_MS=1000 "$PYTHON" "$ROOT/tests/clients/read_signal.py" 127.0.0.1 "$SCRIPTED_PORT" 0.2
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "rewritten=$(stat_value rewritten)" "rewritten=1"
+}
+
 @test "unframeable response after a rewrite, non-blocking client in poll(): EOF after the quiet period" {
 	scripted_start conflicting_length
 	run_both 3 KEEPALIVE_QUIET_MS=300 "$CLIENTS/nonblock" 127.0.0.1 "$SCRIPTED_PORT" /x 3

@@ -12,7 +12,10 @@
  *   MODE: sendfile|splice|sendmmsg|sendto|pwritev2_dsync|syscall_sendfile|
  *         dprintf|vdprintf|dprintf_chk|__write|__send|
  *         recv_oob (a recv(MSG_OOB), which sends nothing: EINVAL alone)|
- *         sendmmsg2 (the POST as two messages, its halves)
+ *         sendmmsg2 (the POST as two messages, its halves)|
+ *         shutrd, connect_other, dup0, fdopen_r, fdopen_rplus (a call
+ *         that takes the connection out of the library's following, then
+ *         the POST by write(), or fputs and fflush on the "r+" FILE)
  *
  * Prints what each call returned and the response's first line.
  */
@@ -103,6 +106,37 @@ static ssize_t send_past(int s, const char *mode, const char *req)
 	if (!strcmp(mode, "recv_oob")) {
 		char u;
 		return recv(s, &u, 1, MSG_OOB);
+	}
+	/* a call that takes the connection out of the library's following,
+	 * then the POST written as usual */
+	if (!strcmp(mode, "shutrd")) {
+		printf("shutdown(SHUT_RD) %d\n", shutdown(s, SHUT_RD));
+		return write(s, req, len);
+	}
+	if (!strcmp(mode, "connect_other")) {
+		struct sockaddr_in a;
+		socklen_t al = sizeof(a);
+		getpeername(s, (struct sockaddr *)&a, &al);
+		a.sin_port = htons((uint16_t)(ntohs(a.sin_port) + 1));
+		int r = connect(s, (struct sockaddr *)&a, al);
+		printf("connect elsewhere %d%s\n", r, r < 0 && errno == EISCONN ? " EISCONN" : "");
+		return write(s, req, len);
+	}
+	if (!strcmp(mode, "dup0")) {
+		printf("dup2 onto 0: %d\n", dup2(s, 0));
+		return write(s, req, len);
+	}
+	if (!strcmp(mode, "fdopen_r")) {
+		printf("fdopen r: %s\n", fdopen(dup(s), "r") ? "ok" : "failed");
+		return write(s, req, len);
+	}
+	if (!strcmp(mode, "fdopen_rplus")) {
+		FILE *f = fdopen(s, "r+");
+		if (!f)
+			return -2;
+		setvbuf(f, NULL, _IOFBF, 4096);
+		fputs(req, f);
+		return fflush(f) == 0 ? (ssize_t)len : -1;
 	}
 	if (!strcmp(mode, "dprintf"))
 		return dprintf(s, "%s", req);
