@@ -17,19 +17,9 @@
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
-#include <openssl/x509v3.h>
 
-static int dial(int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		perror("connect");
-		exit(2);
-	}
-	return fd;
-}
+#include "tls_common.h"
+#include <openssl/x509v3.h>
 
 /* "<status line> <body>" of a response read to its end */
 static void print_response(int i, const char *resp)

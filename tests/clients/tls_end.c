@@ -24,24 +24,7 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
-static int dial(int port)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	int fd = socket(AF_INET, SOCK_STREAM, 0);
-	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		perror("connect");
-		exit(2);
-	}
-	return fd;
-}
-
-static const char *reason(void)
-{
-	unsigned long e = ERR_peek_last_error();
-	const char *r = e ? ERR_reason_error_string(e) : NULL;
-	return r ? r : "none";
-}
+#include "tls_common.h"
 
 static void end_read(SSL *ssl)
 {
@@ -104,21 +87,8 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		char resp[8192];
-		size_t got = 0;
-		long want = -1;
-		char *body = NULL;
-		while (!body || (long)(got - (size_t)(body - resp)) < want) {
-			int r = SSL_read(ssl, resp + got, (int)(sizeof resp - 1 - got));
-			if (r <= 0)
-				break;
-			got += (size_t)r;
-			resp[got] = 0;
-			if (!body && (body = strstr(resp, "\r\n\r\n"))) {
-				body += 4;
-				const char *cl = strcasestr(resp, "content-length:");
-				want = cl ? atol(cl + 15) : 0;
-			}
-		}
+		size_t got;
+		char *body = read_response(ssl, resp, sizeof resp, &got);
 		char *eol = strstr(resp, "\r\n");
 		printf("%d %.*s body=%ld", i, eol ? (int)(eol - resp) : 0, resp,
 		       body ? (long)(got - (size_t)(body - resp)) : -1L);
