@@ -75,9 +75,14 @@ static void on_usr1(int sig)
 	errno = saved;
 }
 
+/* non-blocking: A met a full socket and waits in poll for room */
+static volatile int a_polled;
+
 static void wait_io(short ev)
 {
 	struct pollfd p = { .fd = fd, .events = ev };
+	if (ev == POLLOUT)
+		a_polled = 1;
 	poll(&p, 1, -1);
 }
 
@@ -170,6 +175,10 @@ void *writer_body(void)
 static void until_blocked(void)
 {
 	while (!started)
+		usleep(1000);
+	/* non-blocking: A has met the full socket (a stable queue alone can be
+	 * A not scheduled yet, on a busy machine) */
+	while (nb && !a_polled)
 		usleep(1000);
 	int last = -1, same = 0;
 	while (same < 5) {
