@@ -87,6 +87,13 @@ busy_matrix() {
 			# the program's retry: the retry meets OpenSSL's "bad write
 			# retry" where alone it meets EBADF
 			[[ "$1 $mode $2 $call" == "tls nb reads "*close ]] && continue
+			# LEFT (docs/hold.md "Found by the second review", 6): on a
+			# non-blocking socket, whether A's writes had met the full
+			# socket when B shuts it down or closes it is the machine's
+			# timing: under CI's load even the run without the library
+			# gave either outcome (EPIPE or all written; a poll that
+			# never wakes)
+			[[ "$1 $mode $call" == "plain nb shutdown" || "$1 $mode $call" == "plain nb close" ]] && continue
 			cells=$((cells + 1))
 			busy_cell "$1" "$mode" "$2" "$call" || failed=$((failed + 1))
 		done
@@ -95,7 +102,7 @@ busy_matrix() {
 	[ "$failed" = 0 ]
 }
 
-@test "a plain request's send waits on a server that never reads: another thread's call, or a handler's, returns at once as alone (18 cells)" {
+@test "a plain request's send waits on a server that never reads: another thread's call, or a handler's, returns at once as alone (16 cells)" {
 	CLIENT_TIMEOUT=8
 	slow_start plain
 	run busy_matrix plain never
@@ -103,7 +110,7 @@ busy_matrix() {
 	assert_success
 }
 
-@test "a plain request's send waits until the server reads after the other call: that call returns at once, the request and response as alone (18 cells)" {
+@test "a plain request's send waits until the server reads after the other call: that call returns at once, the request and response as alone (16 cells)" {
 	CLIENT_TIMEOUT=8
 	slow_start plain
 	run busy_matrix plain reads

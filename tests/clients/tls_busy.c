@@ -75,14 +75,9 @@ static void on_usr1(int sig)
 	errno = saved;
 }
 
-/* non-blocking: A met a full socket and waits in poll for room */
-static volatile int a_polled;
-
 static void wait_io(short ev)
 {
 	struct pollfd p = { .fd = fd, .events = ev };
-	if (ev == POLLOUT)
-		a_polled = 1;
 	poll(&p, 1, -1);
 }
 
@@ -175,12 +170,6 @@ void *writer_body(void)
 static void until_blocked(void)
 {
 	while (!started)
-		usleep(1000);
-	/* non-blocking: A has met the full socket (a stable queue alone can be
-	 * A not scheduled yet, on a busy machine).  Bounded: with the library
-	 * A's write may not come back to A's poll (docs/hold.md, "Found by
-	 * the second review"), and the queue then decides */
-	for (int i = 0; nb && !a_polled && i < 2000; i++)
 		usleep(1000);
 	int last = -1, same = 0;
 	while (same < 5) {
