@@ -553,12 +553,9 @@ static ssize_t head_send(struct kp_conn *c, int fd, struct head_send *s)
 		if (!s->staged)
 			r = conn_sendmsg(c, fd, &m, s->send_flags);
 		/* the pooled socket was dead before our request got out: a fresh
-		 * one (once), and the request goes there.  A failed sendmsg
-		 * took nothing; a failed TLS write may have sent whole records
-		 * first (the head among them), which the server may have acted
-		 * on: then no replay here (docs/replay.md "A send that failed") */
+		 * one (once), and the request goes there */
 		if (r < 0 && s->keep_copy && c->first == KP_FIRST_UNSENT &&
-		    (errno == EPIPE || errno == ECONNRESET) && !(s->staged && kp_tls_push_wire)) {
+		    (errno == EPIPE || errno == ECONNRESET)) {
 			conn_note_dead(c, 0);
 			int err = errno;
 			if (swap_fresh(c, fd, false) == 0) {

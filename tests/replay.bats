@@ -573,44 +573,6 @@ dead_pieces_run() {
 	assert_same_output
 }
 
-# ------------------------------------------------------------ a TLS write that failed after its head went
-
-# A POST on a pooled TLS connection whose server reads the head (the
-# execution) and resets while the body is still being written: the
-# engine's write fails with EPIPE or ECONNRESET after whole records went,
-# so nothing proves the request unreceived: no replay (docs/replay.md "A
-# send that failed").  The reset lands inside the write in some runs only
-# (the old library executed /pay1 twice in 3 of 8), so the case runs 6
-# times; in every run each POST is executed once, as alone.
-@test "https: a POST whose head reached the server before a reset inside the write is not sent again" {
-	local tls="$BATS_TEST_TMPDIR/tls" run mode log port pf
-	tls_make "$tls"
-	for run in 1 2 3 4 5 6; do
-		for mode in plain shim; do
-			log="$BATS_TEST_TMPDIR/rst.$run.$mode.log" pf="$BATS_TEST_TMPDIR/rst.$run.$mode.port"
-			: >"$log"
-			"$PYTHON" "$ROOT/tests/servers/tls_head_rst.py" "$tls/server.pem" "$tls/server.key" "$pf" "$log" 2 &
-			OWN_PID=$!
-			wait_until test -s "$pf"
-			port=$(cat "$pf")
-			if [ "$mode" = plain ]; then
-				run_plain "$CLIENTS/tls_post" "$port" "$tls/ca.pem" 2 65000
-			else
-				SERVER_PORT=$port run_shim "$CLIENTS/tls_post" "$port" "$tls/ca.pem" 2 65000
-			fi
-			_stop_pid "$OWN_PID"
-			OWN_PID=
-			echo "run $run $mode: $(tr '\n' ' ' <"$BATS_TEST_TMPDIR/$mode.out")"
-			assert_equal "run $run $mode: /pay1 executed $(count_matches 'EXEC POST /pay1' "$log")" \
-				"run $run $mode: /pay1 executed 1"
-			assert_equal "run $run $mode: /pay0 executed $(count_matches 'EXEC POST /pay0' "$log")" \
-				"run $run $mode: /pay0 executed 1"
-		done
-		assert_equal "$(sed -n 2p "$BATS_TEST_TMPDIR/shim.out")" "1: error"
-		assert_equal "$(sed -n 2p "$BATS_TEST_TMPDIR/plain.out")" "1: error"
-	done
-}
-
 # A call that takes the connection out of the library's following while
 # the program is owed the server's close (docs/replay.md "Nothing added":
 # owed_close_fin): our FIN stands for that close, and nothing written after
