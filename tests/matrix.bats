@@ -8,9 +8,11 @@
 # splice, recv(MSG_TRUNC), kernel AIO: tests/clients/pair.c), each
 # cell run without and with the library by tests/servers/matrix.py: the
 # request under test executed at most once (a GET at most twice: its
-# replay), every answer read as a closing one (the program asked to
-# close), and the program's outcome one the same server timing gives
-# without the library, or a replay's success.
+# replay), every answer to a request the library rewrote read as a closing
+# one (the program asked to close; a close request with a body goes as
+# written, and its answer is compared whole), and the program's outcome
+# one the same server timing gives without the library, or a replay's
+# success.
 
 load helpers
 
