@@ -651,47 +651,8 @@ void kp_conn_waits(struct kp_conn *c, int fd)
 	errno = saved;
 }
 
-int kp_conn_wait_ms(struct kp_conn *c)
-{
-	if (c == KP_POOLED)
-		return -1;
-	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) ||
-	    __atomic_load_n(&c->rx_extra_len, __ATOMIC_ACQUIRE))
-		return 0;
-	if (!c->lost || c->last_rx_ms < c->lost_ms)
-		return -1; /* no response byte since: the server has the word */
-	uint64_t quiet = kp_now_ms() - c->last_rx_ms;
-	return quiet >= kp_cfg.quiet_ms ? 0 : (int)(kp_cfg.quiet_ms - quiet);
-}
-
-/* The framing was lost after we had rewritten a request: the server will
- * not close, so a program reading to EOF would wait for the server's idle
- * timeout.  Once the connection has been quiet for KEEPALIVE_QUIET_MS after
- * its last byte we show EOF (and really close at close()). */
-static bool lost_quiet(struct kp_conn *c, int fd)
-{
-	for (;;) {
-		int ms = kp_conn_wait_ms(c);
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		if (ms < 0)
-			return false;
-		if (ms == 0) /* quiet long enough, unless bytes wait unread */
-			return KP_REAL(poll)(&pfd, 1, 0) == 0;
-		if (c->nonblock)
-			return false; /* the program waits in poll: kp_conn_wait_ms */
-		int r = KP_REAL(poll)(&pfd, 1, ms);
-		/* a signal: the quiet period is ours, not a wait the program's
-		 * read would have made (alone the server's close ends it at
-		 * once), so its handler has run and the wait goes on; ending it
-		 * here sent the read to wait for the server's idle close */
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r != 0)
-			return false; /* data, or an error the real read will report */
-	}
-}
-
-static bool recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
+/* flags: the call's (MSG_DONTWAIT bounds its wait) */
+static bool recv_intercept(struct kp_conn *c, int fd, int flags, ssize_t *ret)
 {
 	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE)) {
 		kp_count(eofs);
@@ -699,8 +660,8 @@ static bool recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 		return true;
 	}
 	if (c->lost) {
-		int saved = errno;
-		if (lost_quiet(c, fd)) {
+		int saved = errno, err = 0;
+		if (lost_quiet(c, fd, flags, &err)) {
 			__atomic_store_n(&c->eof_owed, true, __ATOMIC_RELEASE);
 			kp_count(eofs);
 			kp_debug("fd %d: framing lost; EOF after %llu ms of quiet", fd,
@@ -709,7 +670,9 @@ static bool recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 			errno = saved;
 			return true;
 		}
-		errno = saved;
+		errno = err ? err : saved;
+		if (err) /* the read's own bound ran out first: its answer */
+			return (void)(*ret = -1), true;
 	}
 	return false;
 }
@@ -838,7 +801,7 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	if (iov && extra_into(c, fd, iov, iovcnt, flags, ret))
 		return true;
 	kp_conn_waits(c, fd);
-	return recv_intercept(c, fd, ret);
+	return recv_intercept(c, fd, flags, ret);
 }
 
 
@@ -1341,7 +1304,7 @@ bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending)
 {
 	ssize_t r;
 	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || (!pending && c->lost))
-		return recv_intercept(c, fd, &r);
+		return recv_intercept(c, fd, 0, &r) && r == 0; /* (a bound: SSL_read's own) */
 	return false;
 }
 
@@ -1534,6 +1497,22 @@ bool kp_conn_passing_fd(int fd)
 	return true;
 }
 
+/* A forked child moves its copy of a socket whose answer the parent's
+ * framing still owes (KP_FD_FIN_OWED) onto its stdin, stdout or stderr: a
+ * reader past us (sed, cat) is certain, and only the server's close can
+ * end its read; so our FIN goes, as for the parent's own move (the
+ * request is whole: fin_at_end is set only then). */
+void kp_fin_owed_onto(int oldfd, int newfd)
+{
+	if (newfd > 2 || !kp_fd_valid(oldfd) || !(kp_fl(oldfd) & KP_FD_FIN_OWED))
+		return;
+	int saved = errno;
+	if (KP_REAL(shutdown)(oldfd, SHUT_WR) == 0)
+		kp_debug("fd %d: moved onto fd %d in a forked child, the answer owed: our FIN", oldfd, newfd);
+	kp_fl_clear(oldfd, KP_FD_FIN_OWED);
+	errno = saved;
+}
+
 /* ------------------------------------------------------------ credentials */
 
 /* kp_conn_cred_change without a lock: nothing made before changes hands
@@ -1629,6 +1608,15 @@ void kp_conn_after_fork_child(void)
 	hidden_child_objects();
 	kp_sockopts_after_fork_child();
 	kp_watch_after_fork_child();
+	/* the child's copies are never ours; one whose answer we owe and
+	 * have not framed yet keeps that fact, for a move onto its stdio
+	 * (kp_fin_owed_onto) */
+	int high = kp_fd_high();
+	for (int fd = 0; fd <= high; fd++) {
+		struct kp_conn *c = kp_fd_conn(fd);
+		if (c && c != KP_POOLED)
+			kp_fl_or(fd, KP_FD_SHARED | (c->fin_at_end && !c->fin_for_server ? KP_FD_FIN_OWED : 0));
+	}
 	kp_fdtab_after_fork_child();
 	pool_after_fork_child();
 	hidden_child_twins();

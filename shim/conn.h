@@ -432,6 +432,8 @@ enum kp_handoff {
 };
 void kp_conn_handoff_all(bool inherited_only, enum kp_handoff how, const char *why);
 void kp_conn_handoff_fd(int fd, enum kp_handoff how, const char *why);
+/* dup2/dup3/F_DUPFD of oldfd onto newfd in a forked child (conn.c) */
+void kp_fin_owed_onto(int oldfd, int newfd);
 
 /* fd is about to be passed to another process (SCM_RIGHTS): it may
  * have two owners from now on.  False when fd is a hidden fd of ours (not

@@ -820,7 +820,7 @@ static KP_SLOW int dup_slow(int fd)
 	if (nfd >= 0 && c && c != KP_POOLED)
 		kp_dup_to(c, fd, nfd);
 	else if (nfd >= 0)
-		dup_fdflags(fd, nfd, false);
+		kp_fin_owed_onto(fd, nfd), dup_fdflags(fd, nfd, false);
 	return nfd;
 }
 
@@ -851,6 +851,8 @@ static KP_SLOW int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
 		return dup_onto_in_vfork_child(c, oldfd, newfd, flags, is_dup2);
 	if (!c && !kp_fd_conn(newfd)) {
 		int r = is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
+		if (r >= 0 && r != oldfd)
+			kp_fin_owed_onto(oldfd, r);
 		if (r >= 0 && r != oldfd)
 			dup_fdflags(oldfd, r, flags & O_CLOEXEC);
 		return r;
@@ -928,7 +930,7 @@ static KP_SLOW int fcntl_slow(int fd, int cmd, void *arg)
 		if (c && c != KP_POOLED)
 			kp_dup_to(c, fd, r);
 		else
-			dup_fdflags(fd, r, cmd == F_DUPFD_CLOEXEC);
+			kp_fin_owed_onto(fd, r), dup_fdflags(fd, r, cmd == F_DUPFD_CLOEXEC);
 		break;
 	}
 	case F_SETFL:

@@ -51,3 +51,42 @@ GET /s HTTP/$1"
 @test "failopen: shutdown(SHUT_WR) after an HTTP/1.0 request: a server that answers after the client's FIN answers, as alone" {
 	shut_wr_case 1.0
 }
+
+# ---- a bounded read while the framing is lost
+#
+# The response cannot be delimited (tests/servers/lost_cue.py: "Content-
+# Length: 5x"): we show EOF after a quiet period of ours.  A read the
+# program bounded (MSG_DONTWAIT, SO_RCVTIMEO) while the server is quiet and
+# open must end as its bound says (EAGAIN), not wait out our quiet period
+# and answer EOF (the old code, whose lost_quiet looked only at
+# O_NONBLOCK: status 124 here).  (splice's SPLICE_F_NONBLOCK is no bound:
+# it is the pipe's, and alone the socket's read blocks.)  The quiet period
+# is made long
+# (30 s) so that no scheduling delay can end it before that read.
+
+_lost_ready() { [ -s "$BATS_TEST_TMPDIR/lost.port" ] || _pid_gone "$AFTER_PID"; }
+
+lost_bound_case() {
+	rm -f "$BATS_TEST_TMPDIR/lost.port"
+	"$PYTHON" "$ROOT/tests/servers/lost_cue.py" "$BATS_TEST_TMPDIR/lost.port" "$BATS_TEST_TMPDIR" \
+		</dev/null >/dev/null 2>"$BATS_TEST_TMPDIR/lost.err" 3>&- &
+	AFTER_PID=$!
+	wait_until _lost_ready
+	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/lost.port"
+	CLIENT_TIMEOUT=20 run_plain "$CLIENTS/lost_bound" 127.0.0.1 "$SERVER_PORT" "$BATS_TEST_TMPDIR" "$1"
+	CLIENT_TIMEOUT=20 run_shim env KEEPALIVE_QUIET_MS=30000 "$CLIENTS/lost_bound" 127.0.0.1 \
+		"$SERVER_PORT" "$BATS_TEST_TMPDIR" "$1"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "$1 read, the server quiet: EAGAIN"
+	assert_line "then: EOF"
+}
+
+@test "failopen: framing lost, recv(MSG_DONTWAIT) while the server is quiet: EAGAIN at once, as alone" {
+	lost_bound_case dontwait
+}
+
+@test "failopen: framing lost, recv() under SO_RCVTIMEO while the server is quiet: EAGAIN at its timeout, as alone" {
+	lost_bound_case rcvtimeo
+}
