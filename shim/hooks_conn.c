@@ -49,6 +49,35 @@ static int not_yours(void)
 
 static pid_t our_pid;
 
+/* Whether this process may ever have been a vfork child's parent: set
+ * before any vfork (our vfork, a CLONE_VM clone or raw SYS_vfork/clone),
+ * never cleared.  Until then in_vfork_child() costs no system call: a
+ * program that never vforks pays no getpid on any close (the reuse
+ * path's calls are counted: tests/edges.bats).  Elsewhere than x86-64
+ * (no trampoline below) it starts set. */
+#if defined(__x86_64__)
+__attribute__((visibility("hidden"))) bool kp_vforked;
+#else
+__attribute__((visibility("hidden"))) bool kp_vforked = true;
+#endif
+
+#if defined(__x86_64__)
+/* vfork() cannot be a C wrapper: the child returns on the parent's stack,
+ * and a frame of ours there would be the parent's when it resumes.  So
+ * it is a trampoline that touches no stack: it notes kp_vforked, then
+ * jumps to libc's vfork (through its lazy pointer, whose first call binds
+ * it with the caller's frame intact, as a PLT stub). */
+__attribute__((visibility("hidden"))) pid_t (**const kp_vfork_slot)(void) = &kp_real.vfork;
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, @function\n"
+	"vfork:\n"
+	"\tmovb $1, kp_vforked(%rip)\n"
+	"\tmovq kp_vfork_slot(%rip), %rax\n"
+	"\tjmp *(%rax)\n"
+	".size vfork, .-vfork\n");
+#endif
+
 static void after_fork_child(void)
 {
 	__atomic_store_n(&our_pid, getpid(), __ATOMIC_RELAXED);
@@ -152,6 +181,8 @@ KP_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 		/* a thread, or vfork-like: the child's calls are seen on our
 		 * memory (its exec and dup2 as a vfork child's); a copy of
 		 * our fds in another memory is not */
+		if (!(flags & CLONE_THREAD))
+			__atomic_store_n(&kp_vforked, true, __ATOMIC_RELAXED);
 		if (!(flags & CLONE_FILES))
 			kp_conn_handoff_all(false, KP_HANDOFF_INHERIT, "clone");
 		return KP_REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
@@ -181,6 +212,8 @@ static long raw_fork(long number, const long a[6])
 {
 	unsigned long flags = 0;
 	bool own_stack = false;
+	if (number != SYS_fork) /* may share our memory: in_vfork_child */
+		__atomic_store_n(&kp_vforked, true, __ATOMIC_RELAXED);
 	if (number == SYS_clone) {
 		flags = (unsigned long)a[0];
 		own_stack = a[1] != 0;
@@ -638,7 +671,8 @@ KP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
  * fd we know pay the getpid (docs/replay.md "A vfork child"). */
 static bool in_vfork_child(void)
 {
-	return getpid() != __atomic_load_n(&our_pid, __ATOMIC_RELAXED);
+	return __atomic_load_n(&kp_vforked, __ATOMIC_RELAXED) &&
+	       getpid() != __atomic_load_n(&our_pid, __ATOMIC_RELAXED);
 }
 
 static KP_SLOW int close_slow(int fd)
