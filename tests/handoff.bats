@@ -87,3 +87,12 @@ fork_cue_case() {
 @test "handoff: vfork(), the child dups the socket, closes both, execs: the parent reads its answer, as alone" {
 	fork_cue_case vfork-dup
 }
+
+@test "handoff: Ruby fork beside a Net::HTTP thread waiting for its answer: the answer once, as alone (no retried GET)" {
+	CLIENT_TIMEOUT=20 run_both 1 "$RUBY" "$ROOT/tests/clients/fork_cue.rb" 127.0.0.1 "$NGINX_PORT" /cue/rb "$CUE_DIR"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output '["200", "cued /cue/rb\n"]'
+	assert_upstream_answered_both /cue/rb
+}
