@@ -587,11 +587,14 @@ bool kp_shutdown(struct kp_conn *c, int fd, int how)
 		 * ends every socket this way before closing it) */
 		swallow = true;
 	} else if (quiet && c->n_reqs && how == SHUT_WR) {
-		/* requests out, each with its EOF owed by us: the server's close
-		 * after our FIN would come exactly where our EOF will */
-		swallow = true;
+		/* requests out, each with its EOF owed by us: we frame on and
+		 * show that EOF, but the FIN goes out now (a server that reads
+		 * to it before answering would never answer: docs/hold.md) */
+		bool owed = true;
 		for (unsigned i = 0; i < c->n_reqs; i++)
-			swallow &= c->reqs[i].app_close && c->reqs[i].rewritten;
+			owed &= c->reqs[i].app_close && c->reqs[i].rewritten;
+		if ((swallow = owed && KP_REAL(shutdown)(fd, how) == 0))
+			unpool(c, "shutdown(SHUT_WR) with the answer owed");
 	}
 	if (swallow) {
 		c->shut_how = (int8_t)(how + 1);
@@ -648,47 +651,8 @@ void kp_conn_waits(struct kp_conn *c, int fd)
 	errno = saved;
 }
 
-int kp_conn_wait_ms(struct kp_conn *c)
-{
-	if (c == KP_POOLED)
-		return -1;
-	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) ||
-	    __atomic_load_n(&c->rx_extra_len, __ATOMIC_ACQUIRE))
-		return 0;
-	if (!c->lost || c->last_rx_ms < c->lost_ms)
-		return -1; /* no response byte since: the server has the word */
-	uint64_t quiet = kp_now_ms() - c->last_rx_ms;
-	return quiet >= kp_cfg.quiet_ms ? 0 : (int)(kp_cfg.quiet_ms - quiet);
-}
-
-/* The framing was lost after we had rewritten a request: the server will
- * not close, so a program reading to EOF would wait for the server's idle
- * timeout.  Once the connection has been quiet for KEEPALIVE_QUIET_MS after
- * its last byte we show EOF (and really close at close()). */
-static bool lost_quiet(struct kp_conn *c, int fd)
-{
-	for (;;) {
-		int ms = kp_conn_wait_ms(c);
-		struct pollfd pfd = { .fd = fd, .events = POLLIN };
-		if (ms < 0)
-			return false;
-		if (ms == 0) /* quiet long enough, unless bytes wait unread */
-			return KP_REAL(poll)(&pfd, 1, 0) == 0;
-		if (c->nonblock)
-			return false; /* the program waits in poll: kp_conn_wait_ms */
-		int r = KP_REAL(poll)(&pfd, 1, ms);
-		/* a signal: the quiet period is ours, not a wait the program's
-		 * read would have made (alone the server's close ends it at
-		 * once), so its handler has run and the wait goes on; ending it
-		 * here sent the read to wait for the server's idle close */
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r != 0)
-			return false; /* data, or an error the real read will report */
-	}
-}
-
-static bool recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
+/* flags: the call's (MSG_DONTWAIT bounds its wait) */
+static bool recv_intercept(struct kp_conn *c, int fd, int flags, ssize_t *ret)
 {
 	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE)) {
 		kp_count(eofs);
@@ -696,8 +660,8 @@ static bool recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 		return true;
 	}
 	if (c->lost) {
-		int saved = errno;
-		if (lost_quiet(c, fd)) {
+		int saved = errno, err = 0;
+		if (lost_quiet(c, fd, flags, &err)) {
 			__atomic_store_n(&c->eof_owed, true, __ATOMIC_RELEASE);
 			kp_count(eofs);
 			kp_debug("fd %d: framing lost; EOF after %llu ms of quiet", fd,
@@ -706,7 +670,9 @@ static bool recv_intercept(struct kp_conn *c, int fd, ssize_t *ret)
 			errno = saved;
 			return true;
 		}
-		errno = saved;
+		errno = err ? err : saved;
+		if (err) /* the read's own bound ran out first: its answer */
+			return (void)(*ret = -1), true;
 	}
 	return false;
 }
@@ -835,7 +801,7 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	if (iov && extra_into(c, fd, iov, iovcnt, flags, ret))
 		return true;
 	kp_conn_waits(c, fd);
-	return recv_intercept(c, fd, ret);
+	return recv_intercept(c, fd, flags, ret);
 }
 
 
@@ -977,6 +943,25 @@ static bool idle_408(const char *p, size_t n)
 
 /* Frame n response bytes.  Caller holds c->lock.  Returns how many of
  * them follow a response after which we owe the program EOF. */
+/* Our FIN, now.  Caller holds c->lock. */
+static void handoff_fin(struct kp_conn *c, int fd)
+{
+	c->fin_due = false;
+	if (KP_REAL(shutdown)(fd, SHUT_WR) == 0)
+		__atomic_store_n(&c->fin_for_server, true, __ATOMIC_RELEASE);
+	if (c->fin_for_server)
+		kp_debug("fd %d: handed off with an exchange we rewrote: FIN sent, the server closes", fd);
+}
+
+/* The answer our FIN waited for (fin_at_end) is whole: the server has
+ * sent it all, so the FIN cancels nothing.  Caller holds c->lock. */
+static void fin_at_answer_end(struct kp_conn *c, int fd)
+{
+	if (c->fin_at_end && !c->fin_for_server)
+		handoff_fin(c, fd);
+	c->fin_at_end = false;
+}
+
 static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t *ins)
 {
 	char *start = p;
@@ -1032,6 +1017,7 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t
 			} else if (done.app_close && !c->resp.server_close) {
 				/* the program expects the server's FIN now */
 				__atomic_store_n(&c->eof_owed, true, __ATOMIC_RELEASE);
+				fin_at_answer_end(c, fd);
 				if (n || c->n_reqs)
 					unpool(c, "bytes or requests after the response owed EOF");
 				else if (c->refs == 1 && parkable(c) && !c->tls && c->nonblock)
@@ -1318,7 +1304,7 @@ bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending)
 {
 	ssize_t r;
 	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || (!pending && c->lost))
-		return recv_intercept(c, fd, &r);
+		return recv_intercept(c, fd, 0, &r) && r == 0; /* (a bound: SSL_read's own) */
 	return false;
 }
 
@@ -1364,14 +1350,13 @@ void kp_conn_tls_spoil(struct kp_conn *c, int fd, const char *why)
  * A child process that reads the program's connection (subprocess.run
  * with stdin=sock; fork, dup2 onto stdin, exec sed) runs a copy of the
  * library that never saw the request we rewrote to keep-alive: it cannot
- * show the EOF we owe, and would wait for the server's idle timeout (75 s
- * with nginx, forever with a server that has none).  So when such a
- * connection leaves our hands, the server is made to close as it would
- * have without us: our FIN (shutdown(SHUT_WR)) once the request is whole,
- * and the server answers, then closes.  Whoever reads sees the response,
- * then EOF.  Such a connection is never pooled, its later requests are not
- * rewritten, and its first request is not replayed (the reader may be the
- * child, which holds the old socket).
+ * show the EOF we owe, and would wait for the server's idle timeout.  Our
+ * FIN (shutdown(SHUT_WR)) makes the server close as it would have without
+ * us; but a FIN before the answer is whole is a client that gave up, to a
+ * server that cancels on it (nginx as a proxy: 499, the program reads
+ * nothing).  When and whether it goes: handoff_locked.  Such a connection
+ * is never pooled, its later requests are not rewritten, and its first
+ * request is not replayed (the reader may be the child).
  */
 
 /* Whether the program is owed the server's close, which our rewriting
@@ -1402,26 +1387,13 @@ void owed_close_fin(struct kp_conn *c, int fd)
 	handoff_fin_if_due(c, fd);
 }
 
-/* Our FIN, now.  Caller holds c->lock. */
-static void handoff_fin(struct kp_conn *c, int fd)
-{
-	c->fin_due = false;
-	if (KP_REAL(shutdown)(fd, SHUT_WR) == 0)
-		__atomic_store_n(&c->fin_for_server, true, __ATOMIC_RELEASE);
-	if (c->fin_for_server)
-		kp_debug("fd %d: handed off with an exchange we rewrote: FIN sent, the server closes", fd);
-}
-
 /* The server's first word on a reused connection decides whether its
- * request must be replayed; the child about to read it cannot replay.  A
- * connection the server had closed idle answers our request with a reset
- * within a round trip; one that took the request answers when it has
- * worked, which may be long: so wait only as long as the replay rule waits
- * for a reset (kp_replay_settle_ms: a few smoothed RTTs, 10 ms at least),
- * never for the server's work - fork(), system() and exec must not wait on
- * the server (docs/replay.md).  A death seen in that time is replayed now,
- * under the same fd, before the fd leaves; later, the reader sees what the
- * server did.  Caller holds c->lock. */
+ * request must be replayed; the child cannot replay.  An idle-closed
+ * connection answers with a reset within a round trip: so wait only as
+ * long as the replay rule waits for one (kp_replay_settle_ms), never for
+ * the server's work - fork(), system() and exec must not wait on the
+ * server (docs/replay.md).  A death seen in that time is replayed now,
+ * under the same fd.  Caller holds c->lock. */
 static void handoff_verdict(struct kp_conn *c, int fd)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
@@ -1432,27 +1404,33 @@ static void handoff_verdict(struct kp_conn *c, int fd)
 }
 
 /* Whatever else happens, the socket may have another owner now: it can
- * never change owner again (one_owner), and once it has left nothing of
- * it is rewritten or replayed (the other process may read what the
- * server says).  Caller holds c->lock. */
-static void handoff_locked(struct kp_conn *c, int fd, const char *why)
+ * never change owner again (one_owner), and nothing of it is rewritten or
+ * replayed.  A socket merely inherited (fork, exec, system, spawn) is most
+ * often read by the program, or a forked copy, through our wrappers: our
+ * FIN waits for our framing to reach the answer's end (fin_at_end), and
+ * goes at once only when no answer is outstanding.  One moved where
+ * another reads it past us (a child's stdin) gets it once the request is
+ * whole (docs/replay.md "After our FIN stood in").  Caller holds c->lock. */
+static void handoff_locked(struct kp_conn *c, int fd, enum kp_handoff how, const char *why)
 {
 	if (!c->shared)
 		kp_debug("fd %d: may have another owner from now on (%s)", fd, why);
 	c->shared = true; /* one_owner() says no for the rest of its life */
-	if (c->handed_off)
-		return;
 	bool owed = owes_close(c);
-	/* the server's word on a reused connection's first request: a replay
-	 * is still ours to make, under the same fd, before it leaves (only
-	 * where the reader must be made to see the server's close anyway) */
-	if (owed && c->first == KP_FIRST_SENT && c->state == KP_ACTIVE)
-		handoff_verdict(c, fd);
-	c->handed_off = true;
-	c->first = KP_FIRST_DONE;
-	if (!owed)
+	if (!c->handed_off) {
+		/* a reused connection's first request: a replay is still
+		 * ours to make, under the same fd, before it leaves */
+		if (owed && c->first == KP_FIRST_SENT && c->state == KP_ACTIVE)
+			handoff_verdict(c, fd);
+		c->handed_off = true;
+		c->first = KP_FIRST_DONE;
+		owed = owes_close(c);
+	}
+	if (!owed || c->fin_due || c->fin_for_server)
 		return; /* nothing of ours to owe: the program's own requests speak */
 	kp_debug("fd %d: leaves our hands (%s)", fd, why);
+	if (how == KP_HANDOFF_INHERIT && c->state == KP_ACTIVE && c->n_reqs && !c->lost)
+		return (void)(c->fin_at_end = true); /* fin_at_answer_end */
 	c->fin_due = true;
 	handoff_fin_if_due(c, fd);
 }
@@ -1465,7 +1443,7 @@ void handoff_fin_if_due(struct kp_conn *c, int fd)
 		handoff_fin(c, fd);
 }
 
-void kp_conn_handoff_fd(int fd, const char *why)
+void kp_conn_handoff_fd(int fd, enum kp_handoff how, const char *why)
 {
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return (void)kp_conn_raw_fd(fd);
@@ -1474,13 +1452,13 @@ void kp_conn_handoff_fd(int fd, const char *why)
 		return;
 	int saved = errno;
 	if (conn_lock(c, fd)) {
-		handoff_locked(c, fd, why);
+		handoff_locked(c, fd, how, why);
 		kp_unlock(&c->lock);
 	}
 	errno = saved;
 }
 
-void kp_conn_handoff_all(bool inherited_only, const char *why)
+void kp_conn_handoff_all(bool inherited_only, enum kp_handoff how, const char *why)
 {
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return;
@@ -1500,7 +1478,7 @@ void kp_conn_handoff_all(bool inherited_only, const char *why)
 		if (!c)
 			kp_fl_or(fd, KP_FD_SHARED);
 		else
-			kp_conn_handoff_fd(fd, why);
+			kp_conn_handoff_fd(fd, how, why);
 	}
 	errno = saved;
 }
@@ -1513,10 +1491,26 @@ bool kp_conn_passing_fd(int fd)
 	if (c == KP_POOLED)
 		return false;
 	if (c)
-		kp_conn_handoff_fd(fd, "passed in SCM_RIGHTS");
+		kp_conn_handoff_fd(fd, KP_HANDOFF_READER, "passed in SCM_RIGHTS");
 	else if (kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_TCP))
 		kp_fl_or(fd, KP_FD_SHARED);
 	return true;
+}
+
+/* A forked child moves its copy of a socket whose answer the parent's
+ * framing still owes (KP_FD_FIN_OWED) onto its stdin, stdout or stderr: a
+ * reader past us (sed, cat) is certain, and only the server's close can
+ * end its read; so our FIN goes, as for the parent's own move (the
+ * request is whole: fin_at_end is set only then). */
+void kp_fin_owed_onto(int oldfd, int newfd)
+{
+	if (newfd > 2 || !kp_fd_valid(oldfd) || !(kp_fl(oldfd) & KP_FD_FIN_OWED))
+		return;
+	int saved = errno;
+	if (KP_REAL(shutdown)(oldfd, SHUT_WR) == 0)
+		kp_debug("fd %d: moved onto fd %d in a forked child, the answer owed: our FIN", oldfd, newfd);
+	kp_fl_clear(oldfd, KP_FD_FIN_OWED);
+	errno = saved;
 }
 
 /* ------------------------------------------------------------ credentials */
@@ -1575,7 +1569,7 @@ void kp_conn_before_fork(void)
 		return;
 	}
 	/* the child may read any of them (and exec what reads them) */
-	kp_conn_handoff_all(false, "fork");
+	kp_conn_handoff_all(false, KP_HANDOFF_INHERIT, "fork");
 	hidden_lock_objects();
 	kp_sockopts_before_fork();
 	kp_watch_before_fork();
@@ -1614,6 +1608,15 @@ void kp_conn_after_fork_child(void)
 	hidden_child_objects();
 	kp_sockopts_after_fork_child();
 	kp_watch_after_fork_child();
+	/* the child's copies are never ours; one whose answer we owe and
+	 * have not framed yet keeps that fact, for a move onto its stdio
+	 * (kp_fin_owed_onto) */
+	int high = kp_fd_high();
+	for (int fd = 0; fd <= high; fd++) {
+		struct kp_conn *c = kp_fd_conn(fd);
+		if (c && c != KP_POOLED)
+			kp_fl_or(fd, KP_FD_SHARED | (c->fin_at_end && !c->fin_for_server ? KP_FD_FIN_OWED : 0));
+	}
 	kp_fdtab_after_fork_child();
 	pool_after_fork_child();
 	hidden_child_twins();

@@ -102,6 +102,9 @@ struct kp_conn {
 	                        never pooled, never rewritten again */
 	bool fin_due;        /* handed off mid-request: our FIN goes out when
 	                        the request is whole */
+	bool fin_at_end;     /* handed off by inheritance with its answer
+	                        outstanding: our FIN goes out when our framing
+	                        reaches the answer's end (docs/replay.md) */
 	bool fin_for_server; /* our FIN went out in place of the close the
 	                        program asked the server for, and the program
 	                        has written nothing since: its writes must be
@@ -431,8 +434,17 @@ bool kp_conn_tls_server_closing(struct kp_conn *c, int fd);
  * child's stdin in a vfork child).  Safe in a vfork child: only the
  * connection objects (shared memory, locked) and the sockets change.
  */
-void kp_conn_handoff_all(bool inherited_only, const char *why);
-void kp_conn_handoff_fd(int fd, const char *why);
+enum kp_handoff {
+	KP_HANDOFF_INHERIT, /* the socket is merely inherited (fork, exec,
+	                       spawn, system): the one reading it is most
+	                       likely still a copy of ours */
+	KP_HANDOFF_READER,  /* moved where another reads it past us (onto a
+	                       child's stdio, spawn file actions, SCM_RIGHTS) */
+};
+void kp_conn_handoff_all(bool inherited_only, enum kp_handoff how, const char *why);
+void kp_conn_handoff_fd(int fd, enum kp_handoff how, const char *why);
+/* dup2/dup3/F_DUPFD of oldfd onto newfd in a forked child (conn.c) */
+void kp_fin_owed_onto(int oldfd, int newfd);
 
 /* fd is about to be passed to another process (SCM_RIGHTS): it may
  * have two owners from now on.  False when fd is a hidden fd of ours (not

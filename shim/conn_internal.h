@@ -148,6 +148,11 @@ extern __thread bool kp_replay_interrupted;
 
 bool ready_settle(struct kp_conn *c, int fd);
 void give_up(struct kp_conn *c, int fd, const char *why);
+/* A read on c, lost (give_up): whether its quiet period has passed (show
+ * EOF).  False: the real read goes on, unless *err is set: the read's own
+ * bound (SO_RCVTIMEO, a signal) ran out first and the call fails with it.
+ * Takes no lock. */
+bool lost_quiet(struct kp_conn *c, int fd, int flags, int *err);
 void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n);
 
 /* ------------------------------------------------------------ wire.c */

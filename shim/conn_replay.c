@@ -725,6 +725,91 @@ bool kp_conn_dead_seen(struct kp_conn *c, int fd)
 	return swapped;
 }
 
+int kp_conn_wait_ms(struct kp_conn *c)
+{
+	if (c == KP_POOLED)
+		return -1;
+	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&c->rx_extra_len, __ATOMIC_ACQUIRE))
+		return 0;
+	if (!c->lost || c->last_rx_ms < c->lost_ms)
+		return -1; /* no response byte since: the server has the word */
+	uint64_t quiet = kp_now_ms() - c->last_rx_ms;
+	return quiet >= kp_cfg.quiet_ms ? 0 : (int)(kp_cfg.quiet_ms - quiet);
+}
+
+/* The framing was lost after we had rewritten a request: the server will
+ * not close, so a program reading to EOF would wait for the server's idle
+ * timeout.  Once the connection has been quiet for KEEPALIVE_QUIET_MS after
+ * its last byte we show EOF (and really close at close()).
+ *
+ * That wait is ours, but the read's bounds are the program's, and it
+ * never outlasts them (alone the read would end at the server's close, or
+ * at its bound if that came first): O_NONBLOCK and MSG_DONTWAIT do not
+ * wait (the program waits in its poll, which kp_conn_wait_ms wakes);
+ * SO_RCVTIMEO, read only once a wait is due (never on the fast path),
+ * ends it with EAGAIN, the kernel's timed-out read; a signal ends it with
+ * EINTR unless every handler the program installed restarts (SA_RESTART:
+ * alone the read would go on, as it does here).  Never an EOF sooner than
+ * the quiet period: the bytes on the wire are all we know (docs/hold.md).
+ * *err: the bound that ended the wait, 0 if none. */
+static bool signal_restarts(void)
+{
+	for (int sig = 1; sig < NSIG; sig++) {
+		struct sigaction sa;
+		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) < 0)
+			continue;
+		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN && !(sa.sa_flags & SA_RESTART))
+			return false;
+	}
+	return true;
+}
+
+/* SO_RCVTIMEO in ms, or -1 for none */
+static int64_t rcvtimeo_ms(int fd)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t len = sizeof(tv);
+	if (KP_REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &len) < 0 || (!tv.tv_sec && !tv.tv_usec))
+		return -1;
+	return (int64_t)tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000;
+}
+
+bool lost_quiet(struct kp_conn *c, int fd, int flags, int *err)
+{
+	uint64_t deadline = 0; /* of SO_RCVTIMEO, once read; UINT64_MAX: none */
+	for (;;) {
+		int ms = kp_conn_wait_ms(c);
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		if (ms < 0)
+			return false;
+		if (ms == 0) /* quiet long enough, unless bytes wait unread */
+			return KP_REAL(poll)(&pfd, 1, 0) == 0;
+		if (c->nonblock || (flags & MSG_DONTWAIT))
+			return false; /* the program waits in poll: kp_conn_wait_ms */
+		if (!deadline) {
+			int64_t t = rcvtimeo_ms(fd);
+			deadline = t < 0 ? UINT64_MAX : kp_now_ms() + (uint64_t)t;
+		}
+		uint64_t now = kp_now_ms();
+		if (now >= deadline) { /* the read's SO_RCVTIMEO ran out */
+			*err = EAGAIN;
+			return false;
+		}
+		if (deadline - now < (uint64_t)ms)
+			ms = (int)(deadline - now);
+		int r = KP_REAL(poll)(&pfd, 1, ms);
+		if (r < 0 && errno == EINTR) {
+			if (signal_restarts())
+				continue;
+			*err = EINTR;
+			return false;
+		}
+		if (r != 0)
+			return false; /* data, or an error the real read will report */
+	}
+}
+
 /*
  * Readiness (poll, select, epoll) is about to tell the program something
  * of fd.  A reused connection the server closed or reset under its first

@@ -37,6 +37,10 @@ enum {
 	 * stdio's reads go past us, so no request on it may be rewritten
 	 * (docs/hold.md).  Never a connection of ours. */
 	KP_FD_STDIO = 1024,
+	/* In a forked child: the parent's connection on this socket owed its
+	 * program an answer's end and the server's close (fin_at_end in
+	 * conn.c): a move onto stdio sends our FIN (kp_fin_owed_onto). */
+	KP_FD_FIN_OWED = 2048,
 };
 typedef uint16_t kp_fdfl;
 

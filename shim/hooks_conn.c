@@ -49,6 +49,35 @@ static int not_yours(void)
 
 static pid_t our_pid;
 
+/* Whether this process may ever have been a vfork child's parent: set
+ * before any vfork (our vfork, a CLONE_VM clone or raw SYS_vfork/clone),
+ * never cleared.  Until then in_vfork_child() costs no system call: a
+ * program that never vforks pays no getpid on any close (the reuse
+ * path's calls are counted: tests/edges.bats).  Elsewhere than x86-64
+ * (no trampoline below) it starts set. */
+#if defined(__x86_64__)
+__attribute__((visibility("hidden"))) bool kp_vforked;
+#else
+__attribute__((visibility("hidden"))) bool kp_vforked = true;
+#endif
+
+#if defined(__x86_64__)
+/* vfork() cannot be a C wrapper: the child returns on the parent's stack,
+ * and a frame of ours there would be the parent's when it resumes.  So
+ * it is a trampoline that touches no stack: it notes kp_vforked, then
+ * jumps to libc's vfork (through its lazy pointer, whose first call binds
+ * it with the caller's frame intact, as a PLT stub). */
+__attribute__((visibility("hidden"))) pid_t (**const kp_vfork_slot)(void) = &kp_real.vfork;
+__asm__(".text\n"
+	".globl vfork\n"
+	".type vfork, @function\n"
+	"vfork:\n"
+	"\tmovb $1, kp_vforked(%rip)\n"
+	"\tmovq kp_vfork_slot(%rip), %rax\n"
+	"\tjmp *(%rax)\n"
+	".size vfork, .-vfork\n");
+#endif
+
 static void after_fork_child(void)
 {
 	__atomic_store_n(&our_pid, getpid(), __ATOMIC_RELAXED);
@@ -96,6 +125,7 @@ __attribute__((destructor)) static void kp_fini(void)
 }
 
 static inline int fresh(int fd);
+static bool in_vfork_child(void);
 #define RETRY_IF_SHORT(call)                          \
 	({                                            \
 		__typeof__(call) r_ = (call);         \
@@ -151,8 +181,10 @@ KP_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 		/* a thread, or vfork-like: the child's calls are seen on our
 		 * memory (its exec and dup2 as a vfork child's); a copy of
 		 * our fds in another memory is not */
+		if (!(flags & CLONE_THREAD))
+			__atomic_store_n(&kp_vforked, true, __ATOMIC_RELAXED);
 		if (!(flags & CLONE_FILES))
-			kp_conn_handoff_all(false, "clone");
+			kp_conn_handoff_all(false, KP_HANDOFF_INHERIT, "clone");
 		return KP_REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
 	}
 	struct clone_start *st = malloc(sizeof(*st));
@@ -180,6 +212,8 @@ static long raw_fork(long number, const long a[6])
 {
 	unsigned long flags = 0;
 	bool own_stack = false;
+	if (number != SYS_fork) /* may share our memory: in_vfork_child */
+		__atomic_store_n(&kp_vforked, true, __ATOMIC_RELAXED);
 	if (number == SYS_clone) {
 		flags = (unsigned long)a[0];
 		own_stack = a[1] != 0;
@@ -205,7 +239,7 @@ static long raw_fork(long number, const long a[6])
 	}
 	if ((flags & CLONE_VM) || own_stack || number == SYS_vfork) {
 		if (!(flags & CLONE_FILES))
-			kp_conn_handoff_all(false, "clone");
+			kp_conn_handoff_all(false, KP_HANDOFF_INHERIT, "clone");
 		return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 	}
 	kp_conn_before_fork();
@@ -285,7 +319,10 @@ KP_EXPORT int socket(int domain, int type, int protocol)
 static KP_SLOW void fresh_slow(int fd)
 {
 	int saved = errno;
-	fresh_fd(fd, 0);
+	/* (a number new in a vfork child's table is still the parent's
+	 * socket in the parent's, which our table describes) */
+	if (!in_vfork_child())
+		fresh_fd(fd, 0);
 	errno = saved;
 }
 
@@ -468,7 +505,7 @@ KP_EXPORT int epoll_create1(int flags)
 KP_EXPORT int fclose(FILE *fp)
 {
 	int fd = fp ? fileno(fp) : -1;
-	if (fd >= 0 && kp_fd_conn(fd) && kp_fd_conn(fd) != KP_POOLED) {
+	if (fd >= 0 && kp_fd_conn(fd) && kp_fd_conn(fd) != KP_POOLED && !in_vfork_child()) {
 		int saved = errno;
 		/* what we could not empty (a wide stream's buffer) goes out
 		 * unseen in libc's fclose: then the connection is not parked */
@@ -620,9 +657,29 @@ KP_EXPORT int connect(int fd, const struct sockaddr *addr, socklen_t len)
 
 /* ------------------------------------------------------------ close */
 
+/* In a vfork() child (CPython's subprocess closes fds with close_range()
+ * there; a C program closes the socket before exec) our memory is the
+ * parent's, but the fd table is not: settling, parking, freeing or
+ * recording anything of an fd would change the parent's state for a
+ * number only the child's table changed.  So in a vfork child the calls
+ * that change the fd table (close, close_range, closefrom, fclose, dup,
+ * dup2, dup3, fcntl's F_DUPFD and F_SETFD, ioctl's FIOCLEX) are the
+ * kernel's alone, and only what the child's image will hold changes our
+ * state: a copy it keeps across exec leaves our hands (as at exec), a
+ * shutdown (the socket's, the parent's too) makes the connection ours no
+ * more.  vfork runs no atfork handler, so the pid tells; only calls on an
+ * fd we know pay the getpid (docs/replay.md "A vfork child"). */
+static bool in_vfork_child(void)
+{
+	return __atomic_load_n(&kp_vforked, __ATOMIC_RELAXED) &&
+	       getpid() != __atomic_load_n(&our_pid, __ATOMIC_RELAXED);
+}
+
 static KP_SLOW int close_slow(int fd)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
+	if (in_vfork_child()) /* the child's table only: the parent's fd stays */
+		return c == KP_POOLED ? not_yours() : KP_REAL(close)(fd);
 	if (c)
 		return kp_close(fd, c);
 	/* what socket()/fcntl() taught us dies with the fd */
@@ -640,15 +697,6 @@ KP_EXPORT int close(int fd)
 	    __builtin_expect(kp_fd_conn(fd) || kp_fl(fd), 0))
 		return close_slow(fd);
 	return KP_REAL(close)(fd);
-}
-
-/* In a vfork() child (CPython's subprocess closes fds with close_range()
- * there) our memory is the parent's, but the fd table is not: settling or
- * parking anything would wreck the parent's state.  vfork runs no atfork
- * handler, so the pid tells.  Only the rare range calls pay the getpid. */
-static bool in_vfork_child(void)
-{
-	return getpid() != __atomic_load_n(&our_pid, __ATOMIC_RELAXED);
 }
 
 static int close_gaps(unsigned first, unsigned last, int flags, const int *keep, size_t n);
@@ -761,7 +809,13 @@ static KP_SLOW int shutdown_slow(struct kp_conn *c, int fd, int how)
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (c != KP_POOLED && (how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR) &&
+	if (in_vfork_child()) {
+		/* the socket is the parent's too: what we know of it may be
+		 * wrong now, so the connection is given up (raw) */
+		kp_conn_raw(c);
+		return KP_REAL(shutdown)(fd, how);
+	}
+	if ((how == SHUT_RD || how == SHUT_WR || how == SHUT_RDWR) &&
 	    kp_shutdown(c, fd, how))
 		return 0;
 	return KP_REAL(shutdown)(fd, how);
@@ -778,16 +832,29 @@ KP_EXPORT int shutdown(int fd, int how)
 /* ------------------------------------------------------------ dup */
 
 
+/* A copy made in a vfork child (dup, F_DUPFD): the table is the parent's
+ * and must not change; a copy the exec'd image keeps takes the connection
+ * out of our hands, as exec does. */
+static int dup_in_vfork_child(int fd, int nfd, bool cloexec)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (nfd >= 0 && c && c != KP_POOLED && !cloexec)
+		kp_conn_handoff_fd(fd, KP_HANDOFF_INHERIT, "a copy in a vfork child");
+	return nfd;
+}
+
 static KP_SLOW int dup_slow(int fd)
 {
 	if (kp_fd_conn(fd) == KP_POOLED)
 		return not_yours();
+	if (in_vfork_child())
+		return dup_in_vfork_child(fd, KP_REAL(dup)(fd), false);
 	int nfd = RETRY_IF_SHORT(KP_REAL(dup)(fd));
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (nfd >= 0 && c && c != KP_POOLED)
 		kp_dup_to(c, fd, nfd);
 	else if (nfd >= 0)
-		dup_fdflags(fd, nfd, false);
+		kp_fin_owed_onto(fd, nfd), dup_fdflags(fd, nfd, false);
 	return nfd;
 }
 
@@ -806,7 +873,8 @@ KP_EXPORT int dup(int fd)
 static int dup_onto_in_vfork_child(struct kp_conn *c, int oldfd, int newfd, int flags, bool is_dup2)
 {
 	if (c && c != KP_POOLED && !(flags & O_CLOEXEC))
-		kp_conn_handoff_fd(oldfd, "dup2 in a vfork child");
+		kp_conn_handoff_fd(oldfd, newfd <= 2 ? KP_HANDOFF_READER : KP_HANDOFF_INHERIT,
+				   "dup2 in a vfork child");
 	return is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
 }
 
@@ -817,6 +885,8 @@ static KP_SLOW int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
 		return dup_onto_in_vfork_child(c, oldfd, newfd, flags, is_dup2);
 	if (!c && !kp_fd_conn(newfd)) {
 		int r = is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
+		if (r >= 0 && r != oldfd)
+			kp_fin_owed_onto(oldfd, r);
 		if (r >= 0 && r != oldfd)
 			dup_fdflags(oldfd, r, flags & O_CLOEXEC);
 		return r;
@@ -860,10 +930,27 @@ KP_EXPORT int dup3(int oldfd, int newfd, int flags)
 }
 
 /* fcntl and ioctl: see open above for their fixed third parameter */
+
+/* fcntl in a vfork child: a copy as dup's; O_NONBLOCK belongs to the
+ * socket's description, the parent's too (noted); close-on-exec to the
+ * child's table (not noted). */
+static int fcntl_in_vfork_child(int fd, int cmd, void *arg)
+{
+	int r = KP_REAL(fcntl)(fd, cmd, arg);
+	int saved = errno;
+	if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC)
+		r = dup_in_vfork_child(fd, r, cmd == F_DUPFD_CLOEXEC);
+	else if (r >= 0 && cmd == F_SETFL && kp_fd_valid(fd))
+		kp_note_nonblock(fd, (long)arg & O_NONBLOCK);
+	errno = saved;
+	return r;
+}
 static KP_SLOW int fcntl_slow(int fd, int cmd, void *arg)
 {
 	if (kp_fd_conn(fd) == KP_POOLED)
 		return not_yours();
+	if (in_vfork_child())
+		return fcntl_in_vfork_child(fd, cmd, arg);
 	int r = KP_REAL(fcntl)(fd, cmd, arg);
 	if (r < 0 && (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) && !kp_reentered() && kp_fds_short())
 		r = KP_REAL(fcntl)(fd, cmd, arg);
@@ -877,7 +964,7 @@ static KP_SLOW int fcntl_slow(int fd, int cmd, void *arg)
 		if (c && c != KP_POOLED)
 			kp_dup_to(c, fd, r);
 		else
-			dup_fdflags(fd, r, cmd == F_DUPFD_CLOEXEC);
+			kp_fin_owed_onto(fd, r), dup_fdflags(fd, r, cmd == F_DUPFD_CLOEXEC);
 		break;
 	}
 	case F_SETFL:
@@ -912,6 +999,8 @@ static KP_SLOW int ioctl_slow(int fd, unsigned long req, void *arg)
 	if (kp_fd_conn(fd) == KP_POOLED)
 		return not_yours();
 	int r = KP_REAL(ioctl)(fd, req, arg);
+	if ((req == FIOCLEX || req == FIONCLEX) && in_vfork_child())
+		return r; /* the child's table's, not the parent's */
 	if (r == 0 && kp_fd_valid(fd)) {
 		int saved = errno;
 		if (req == FIONBIO && arg)
@@ -1254,7 +1343,7 @@ static KP_SLOW long syscall_slow(long number, const long a[6])
 		return io_submit_slow(a);
 	case SYS_execve:
 	case SYS_execveat:
-		kp_conn_handoff_all(true, "exec");
+		kp_conn_handoff_all(true, KP_HANDOFF_INHERIT, "exec");
 		break;
 	case SYS_fork:
 	case SYS_vfork:

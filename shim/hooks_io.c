@@ -355,6 +355,8 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 			return r;
 		}
 	}
+	/* (SPLICE_F_NONBLOCK is the pipe's: a socket's read blocks unless
+	 * the socket is O_NONBLOCK, tests/failopen.bats) */
 	if (in && kp_recv_intercept(in, fd_in, NULL, 0, 0, &r))
 		return r;
 	if (out && !kp_send_bypass(out, fd_out, &len))

@@ -26,7 +26,7 @@
 static void before_exec(void)
 {
 	if (kp_fdtab_len)
-		kp_conn_handoff_all(true, "exec");
+		kp_conn_handoff_all(true, KP_HANDOFF_INHERIT, "exec");
 	kp_spawn_enter(false);
 }
 
@@ -116,7 +116,8 @@ KP_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_a
 			  const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	if (kp_fdtab_len)
-		kp_conn_handoff_all(fa == NULL, "posix_spawn");
+		kp_conn_handoff_all(fa == NULL, fa ? KP_HANDOFF_READER : KP_HANDOFF_INHERIT,
+				    "posix_spawn");
 	kp_spawn_enter(true);
 	int r = KP_REAL(posix_spawn)(pid, path, fa, attr, argv, envp);
 	kp_spawn_leave();
@@ -127,7 +128,8 @@ KP_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_
 			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
 	if (kp_fdtab_len)
-		kp_conn_handoff_all(fa == NULL, "posix_spawn");
+		kp_conn_handoff_all(fa == NULL, fa ? KP_HANDOFF_READER : KP_HANDOFF_INHERIT,
+				    "posix_spawn");
 	kp_spawn_enter(true);
 	int r = KP_REAL(posix_spawnp)(pid, file, fa, attr, argv, envp);
 	kp_spawn_leave();
@@ -139,7 +141,7 @@ KP_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_
 KP_EXPORT int system(const char *cmd)
 {
 	if (cmd && kp_fdtab_len)
-		kp_conn_handoff_all(true, "exec");
+		kp_conn_handoff_all(true, KP_HANDOFF_INHERIT, "exec");
 	kp_spawn_enter(true);
 	int r = KP_REAL(system)(cmd);
 	kp_spawn_leave();
@@ -149,7 +151,7 @@ KP_EXPORT int system(const char *cmd)
 KP_EXPORT FILE *popen(const char *cmd, const char *mode)
 {
 	if (kp_fdtab_len)
-		kp_conn_handoff_all(true, "exec");
+		kp_conn_handoff_all(true, KP_HANDOFF_INHERIT, "exec");
 	kp_spawn_enter(true);
 	FILE *f = KP_REAL(popen)(cmd, mode);
 	kp_spawn_leave();

@@ -148,6 +148,7 @@
 	X(int, unshare, (int))                                                       \
 	X(int, setns, (int, int))                                                    \
 	X(pid_t, _Fork, (void))                                                      \
+	X(pid_t, vfork, (void))                                                      \
 	X(int, clone, (int (*)(void *), void *, int, void *, ...))                   \
 	X(int, execveat, (int, const char *, char *const[], char *const[], int))     \
 	X(int, pidfd_getfd, (int, int, unsigned int))
