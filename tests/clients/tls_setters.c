@@ -6,7 +6,10 @@
  * close_last (Connection: close on the last request) drain_last (its
  * answer read to the connection's end) quiet_after
  * (SSL_set_quiet_shutdown after the handshake; quiet_first, readahead_first:
- * on the first request only)
+ * on the first request only) autoretry_after (SSL_clear_mode AUTO_RETRY
+ * after the handshake) setfd_same (SSL_set_fd on its own socket again,
+ * from the second request on) membio_after pair_after rbio_after (from
+ * the second request on, its I/O moved after the handshake: moved())
  * flags (env-ish words): hup=PIDFILE (SIGHUP that pid between requests),
  *   sleep=MS between requests, implicit (no SSL_connect: SSL_write does
  *   the handshake), nb (non-blocking socket), vnone (SSL_VERIFY_NONE),
@@ -60,6 +63,52 @@ static void waitio(int fd, SSL *s, int r)
 	int e = SSL_get_error(s, r);
 	struct pollfd p = { fd, e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN, 0 };
 	poll(&p, 1, 5000);
+}
+
+/* membio_after, pair_after, rbio_after: the SSL's I/O moved after its
+ * handshake (to memory BIOs, to one end of a socket pair, its read side
+ * to a memory BIO): a request written, then a read */
+static void moved(SSL *s, int fd, int argc, char **argv)
+{
+	const char req[] = "GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n";
+	BIO *mr = BIO_new(BIO_s_mem()), *mw = NULL;
+	int sv[2] = { -1, -1 };
+	if (has(argc, argv, "membio_after", NULL)) {
+		mw = BIO_new(BIO_s_mem());
+		SSL_set_bio(s, mr, mw);
+	} else if (has(argc, argv, "pair_after", NULL)) {
+		BIO_free(mr);
+		mr = NULL;
+		socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+		printf("  set_fd(pair)=%d get_fd is the pair's %d\n", SSL_set_fd(s, sv[0]), SSL_get_fd(s) == sv[0]);
+	} else {
+		SSL_set0_rbio(s, mr);
+		printf("  set0_rbio: get_fd is the socket's %d\n", SSL_get_wfd(s) == fd);
+	}
+	int r = SSL_write(s, req, sizeof req - 1);
+	printf("  moved write=%d err=%d\n", r, r > 0 ? 0 : SSL_get_error(s, r));
+	errq("moved write");
+	if (mw)
+		printf("  memory wbio holds %d bytes\n", (int)BIO_pending(mw));
+	if (sv[1] >= 0) {
+		char tmp[4096];
+		ssize_t k = recv(sv[1], tmp, sizeof tmp, MSG_DONTWAIT);
+		printf("  the pair's other end read %zd bytes, a record %d\n", k, k > 5 && tmp[0] == 23);
+		shutdown(sv[1], SHUT_WR);
+	}
+	char buf[512];
+	r = SSL_read(s, buf, sizeof buf);
+	printf("  moved read=%d err=%d get_shutdown=%d\n", r, r > 0 ? 0 : SSL_get_error(s, r), SSL_get_shutdown(s));
+	errq("moved read");
+	r = SSL_shutdown(s);
+	printf("  moved shutdown=%d err=%d get_shutdown=%d\n", r, SSL_get_error(s, r), SSL_get_shutdown(s));
+	errq("moved shutdown");
+	if (mw)
+		printf("  memory wbio holds %d bytes\n", (int)BIO_pending(mw));
+	if (sv[0] >= 0) {
+		close(sv[0]);
+		close(sv[1]);
+	}
 }
 
 int main(int argc, char **argv)
@@ -134,6 +183,18 @@ int main(int argc, char **argv)
 			int r3 = SSL_do_handshake(s);
 			printf("  second SSL_connect=%d do_handshake=%d err=%d in_init=%d\n", r2, r3, SSL_get_error(s, r3), SSL_in_init(s));
 			errq("connect2");
+		}
+		if (has(argc, argv, "autoretry_after", NULL))
+			SSL_clear_mode(s, SSL_MODE_AUTO_RETRY);
+		if (has(argc, argv, "setfd_same", NULL) && i > 0)
+			printf("  set_fd(same)=%d\n", SSL_set_fd(s, fd));
+		if (i > 0 && (has(argc, argv, "membio_after", NULL) || has(argc, argv, "pair_after", NULL) ||
+			      has(argc, argv, "rbio_after", NULL))) {
+			moved(s, fd, argc, argv);
+			printf("req %d end\n", i);
+			SSL_free(s);
+			close(fd);
+			continue;
 		}
 		if (has(argc, argv, "setvr", NULL) && i > 0) {
 			SSL_set_verify_result(s, X509_V_ERR_CERT_REVOKED);
