@@ -148,3 +148,12 @@ close_server() {
 		[ "$(grep -c 'status: HTTP/1.1 404 Not Found' "$BATS_TEST_TMPDIR/shim.out")" -eq 3 ]
 	done
 }
+
+@test "a blocking BIO of the program's own method: its handshake on the socket it connected, pooled or not, succeeds as alone (its own handshake on a fresh connection)" {
+	for v in 13 12; do
+		use_tls $v
+		after 3 ownbio noreneg
+		[ "$(grep -c '  connect=1' "$BATS_TEST_TMPDIR/shim.out")" -eq 3 ]
+		assert_equal "handed out $(stat_value tls_reused)" "handed out 0"
+	done
+}

@@ -10,6 +10,7 @@
  * after the handshake) setfd_same (SSL_set_fd on its own socket again,
  * from the second request on) membio_after pair_after rbio_after (from
  * the second request on, its I/O moved after the handshake: moved())
+ * ownbio (a blocking BIO of its own method on the socket)
  * flags (env-ish words): hup=PIDFILE (SIGHUP that pid between requests),
  *   sleep=MS between requests, implicit (no SSL_connect: SSL_write does
  *   the handshake), nb (non-blocking socket), vnone (SSL_VERIFY_NONE),
@@ -23,6 +24,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,6 +65,38 @@ static void waitio(int fd, SSL *s, int r)
 	int e = SSL_get_error(s, r);
 	struct pollfd p = { fd, e == SSL_ERROR_WANT_WRITE ? POLLOUT : POLLIN, 0 };
 	poll(&p, 1, 5000);
+}
+
+/* ownbio: a blocking BIO of the program's own method on the socket (its
+ * write a send, its read a recv) */
+static int ob_write(BIO *b, const char *d, int n)
+{
+	ssize_t k = send((int)(intptr_t)BIO_get_data(b), d, n, MSG_NOSIGNAL);
+	return k < 0 ? -1 : (int)k;
+}
+static int ob_read(BIO *b, char *d, int n)
+{
+	ssize_t k = recv((int)(intptr_t)BIO_get_data(b), d, n, 0);
+	return k < 0 ? -1 : (int)k;
+}
+static long ob_ctrl(BIO *b, int cmd, long l, void *p)
+{
+	(void)b, (void)l, (void)p;
+	return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+static BIO *own_bio(int fd)
+{
+	static BIO_METHOD *m;
+	if (!m) {
+		m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "tls_setters own");
+		BIO_meth_set_write(m, ob_write);
+		BIO_meth_set_read(m, ob_read);
+		BIO_meth_set_ctrl(m, ob_ctrl);
+	}
+	BIO *b = BIO_new(m);
+	BIO_set_data(b, (void *)(intptr_t)fd);
+	BIO_set_init(b, 1);
+	return b;
 }
 
 /* membio_after, pair_after, rbio_after: the SSL's I/O moved after its
@@ -149,7 +183,12 @@ int main(int argc, char **argv)
 		if (nb)
 			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 		SSL *s = SSL_new(ctx);
-		SSL_set_fd(s, fd);
+		if (has(argc, argv, "ownbio", NULL)) {
+			BIO *b = own_bio(fd);
+			SSL_set_bio(s, b, b);
+		} else {
+			SSL_set_fd(s, fd);
+		}
 		if ((has(argc, argv, "resume", NULL) || (has(argc, argv, "resumeodd", NULL) && i % 2 == 0)) && keep) {
 			SSL_set_session(s, keep);
 			SSL_SESSION_free(keep);
