@@ -1249,6 +1249,16 @@ int kp_conn_tls_remake(int fd, void *ssl, bool watched)
 	return r;
 }
 
+void kp_conn_tls_watched(int fd)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c || c == KP_POOLED || !conn_lock(c, fd))
+		return;
+	unpool(c, "a callback that watches set after the connection carried bytes");
+	c->handed_off = true; /* (what it means to the send path) */
+	kp_unlock(&c->lock);
+}
+
 int kp_conn_tls_start(int fd, void *ssl)
 {
 	struct kp_conn *c = kp_fd_conn(fd);

@@ -233,6 +233,7 @@ struct conf {
 	long val[CONF_VALS];
 	unsigned never;    /* 1 << enum kp_never */
 	kp_msg_cb msg_cb;  /* not compared: given back by SSL_clear */
+	void *msg_arg;     /* its argument (SSL_set_msg_callback_arg) */
 };
 void kp_tls_note_list(const void *obj, enum kp_conf_list i, const void *p, size_t n);
 void kp_tls_note_val(const void *obj, enum kp_conf_val i, long v);

@@ -556,16 +556,81 @@ static unsigned io_noted(SSL *ssl, bool read)
 	return remake;
 }
 
+/* The program's SSL that a handed-out engine e does the I/O of, watched
+ * late, and what its message callback is told with.  Caller holds
+ * tls_lock. */
+static SSL *watcher_of(const SSL *e)
+{
+	for (struct handle *h = handles; h; h = h->hh.next)
+		if (h->e->ssl == e && h->ssl != e && !h->closed && h->watched_late)
+			return h->ssl;
+	return NULL;
+}
+
+/* The engine's events, told to the program's callbacks with its own SSL,
+ * as its own SSL would have told them on that connection. */
+static void info_told(const SSL *e, int where, int ret)
+{
+	kp_lock(&tls_lock);
+	SSL *ssl = watcher_of(e);
+	kp_unlock(&tls_lock);
+	kp_info_cb cb = ssl ? kp_ssl.SSL_get_info_callback(ssl) : NULL;
+	if (ssl && !cb)
+		cb = kp_ssl.SSL_CTX_get_info_callback(kp_ssl.SSL_get_SSL_CTX(ssl));
+	if (cb)
+		cb(ssl, where, ret);
+}
+
+static void msg_told(int write_p, int version, int type, const void *buf, size_t len, SSL *e, void *arg)
+{
+	(void)arg;
+	kp_lock(&tls_lock);
+	SSL *ssl = watcher_of(e);
+	kp_msg_cb cb = ssl ? conf_of(ssl)->msg_cb : NULL;
+	void *ssl_arg = ssl ? conf_of(ssl)->msg_arg : NULL;
+	kp_unlock(&tls_lock);
+	if (cb)
+		cb(write_p, version, type, buf, len, ssl, ssl_arg);
+}
+
+/* A watcher set on obj after the handshake.  A handed-out SSL that has not
+ * read or written makes its own handshake first (remake_watched).  One
+ * that has (its connection carried its bytes), or the connection's own
+ * SSL, cannot: the engine tells it the events from now on (info_told,
+ * msg_told: its own SSL tells them itself), and its connection steps
+ * aside from what we make up (kp_conn_tls_watched: no later close
+ * rewritten; its SSL_shutdown libssl's own, kp_tls_shutdown), so its
+ * callbacks see the server's end and its own as alone (docs/tls.md
+ * "Callbacks that watch"). */
 void kp_tls_watched(const void *obj, bool is_ctx)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return;
+	enum { MAX_LATE = 32 };
+	int late_fd[MAX_LATE], n_late = 0;
 	kp_lock(&tls_lock);
-	for (struct handle *h = handles; h; h = h->hh.next)
-		if (h->e->ssl != h->ssl && h->verified && !h->io_once &&
-		    (is_ctx ? (const void *)kp_ssl.SSL_get_SSL_CTX(h->ssl) == obj : (const void *)h->ssl == obj))
+	for (struct handle *h = handles; h; h = h->hh.next) {
+		if (h->closed ||
+		    !(is_ctx ? (const void *)kp_ssl.SSL_get_SSL_CTX(h->ssl) == obj : (const void *)h->ssl == obj))
+			continue;
+		bool handed = h->e->ssl != h->ssl;
+		if (handed && h->verified && !h->io_once) {
 			h->remake |= REMAKE_WATCHED;
+			continue;
+		}
+		h->watched_late = true;
+		if (handed) {
+			kp_ssl.SSL_set_info_callback(h->e->ssl, info_told);
+			kp_ssl.SSL_set_msg_callback(h->e->ssl, msg_told);
+		}
+		if (n_late < MAX_LATE)
+			late_fd[n_late++] = h->fd;
+		else
+			h->e->dead = true; /* (never parked, at least) */
+	}
 	kp_unlock(&tls_lock);
+	for (int i = 0; i < n_late; i++)
+		kp_conn_tls_watched(late_fd[i]);
 }
 
 static void info_muted(const SSL *s, int where, int ret)
@@ -810,6 +875,16 @@ int kp_tls_shutdown(SSL *ssl)
 	if (io.closed)
 		return kept_own(ssl) ? KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl)) : refused(&io);
 	int real_shut = kp_ssl.SSL_get_shutdown(io.e);
+	kp_lock(&tls_lock);
+	bool late = io.h->watched_late;
+	kp_unlock(&tls_lock);
+	if (late && io.c && !__atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE)) {
+		/* a watcher set late is told the close_notify its own
+		 * SSL_shutdown sends (kp_tls_watched): libssl's own */
+		kp_conn_tls_spoil(io.c, io.fd, "SSL_shutdown watched");
+		kp_ssl.SSL_set_shutdown(io.e, real_shut | io.shut);
+		return KP_OUTSIDE(kp_ssl.SSL_shutdown(io.e));
+	}
 	if (io.c && ((real_shut & SSL_SENT_SHUTDOWN) || kp_ssl.SSL_in_init(io.e))) {
 		/* shutdown or handshake state set outside our answers
 		 * (SSL_set_shutdown, SSL_key_update, SSL_renegotiate): libssl's

@@ -160,6 +160,10 @@ struct handle {
 	unsigned remake;     /* handed out, then watched (REMAKE_WATCHED:
 				kp_tls_watched) or its AUTO_RETRY cleared
 				(REMAKE_AUTORETRY) before its first I/O */
+	bool watched_late;   /* a watcher set after it read or wrote (or
+				after its own handshake): told the engine's
+				events, its connection stepped aside
+				(kp_tls_watched) */
 	bool moved;          /* its BIO changed after the handshake: the engine
 				does its I/O on the program's BIO, unframed
 				(kp_tls_bio_moved) */
