@@ -1213,7 +1213,7 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 
 /* ------------------------------------------------------------ HTTPS */
 
-int kp_conn_tls_remake(int fd, void *ssl)
+int kp_conn_tls_remake(int fd, void *ssl, bool watched)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c || c == KP_POOLED || !conn_lock(c, fd))
@@ -1226,13 +1226,23 @@ int kp_conn_tls_remake(int fd, void *ssl)
 		r = swap_fresh(c, fd, false);
 	/* and its callbacks see its end as their own: the server's close, its
 	 * own close_notify (a close request not rewritten, never pooled) */
-	if (r == 0) {
+	if (r == 0 && watched) {
 		unpool(c, "a callback that watches the connection");
 		c->handed_off = true; /* (what it means to the send path) */
 	}
 	kp_unlock(&c->lock);
 	errno = saved;
 	return r;
+}
+
+void kp_conn_tls_watched(int fd)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c || c == KP_POOLED || !conn_lock(c, fd))
+		return;
+	unpool(c, "a callback that watches set after the connection carried bytes");
+	c->handed_off = true; /* (what it means to the send path) */
+	kp_unlock(&c->lock);
 }
 
 int kp_conn_tls_start(int fd, void *ssl)

@@ -392,9 +392,14 @@ enum kp_tls_start { KP_TLS_NONE = 0, KP_TLS_FRESH, KP_TLS_HANDED };
 int kp_conn_tls_start(int fd, void *ssl);
 /* ssl, handed the pooled connection on fd, makes its own handshake on a
  * fresh connection after all, while nothing was sent on it (a callback
- * that watches set after the hand-out: docs/tls.md "Callbacks that
- * watch").  0 when the fresh connection was made. */
-int kp_conn_tls_remake(int fd, void *ssl);
+ * that watches set after the hand-out, watched: docs/tls.md "Callbacks
+ * that watch", then never pooled; or AUTO_RETRY cleared).  0 when the
+ * fresh connection was made. */
+int kp_conn_tls_remake(int fd, void *ssl, bool watched);
+/* a callback that watches set on the SSL of fd's connection after it
+ * carried the program's bytes: never pooled, no later request rewritten
+ * (its callbacks see the server's end as their own) */
+void kp_conn_tls_watched(int fd);
 
 /* The plaintext side, fed by the SSL_* wrappers: the same framing as the
  * socket calls above, the bytes going through c->tls. */

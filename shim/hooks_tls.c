@@ -720,6 +720,45 @@ KP_EXPORT void SSL_set_read_ahead(SSL *s, int yes)
 		kp_ssl.SSL_set_read_ahead(e, yes);
 }
 
+/* the SSL's I/O moved (docs/tls.md "After the hand-out: the program's
+ * BIO"): set before the handshake, nothing to do; after it, the engine
+ * doing its I/O takes the program's new BIOs.  libssl's SSL_set_bio ends
+ * in a tail call of SSL_set0_wbio, which arrives here with its caller's
+ * return address: ours when the library sets an engine's BIO (under its
+ * lock), so our own calls are told apart too. */
+static bool from_self(const void *addr)
+{
+	Dl_info self, at;
+	return dladdr((void *)from_self, &self) && dladdr(addr, &at) && at.dli_fbase == self.dli_fbase;
+}
+#define BIO_SETTER(ret, name, params, args)                    \
+	KP_EXPORT ret name params                              \
+	{                                                      \
+		if (MISSING(name))                             \
+			return (ret)0;                         \
+		ret r = kp_ssl.name args;                      \
+		if (!INTERNAL() && kp_ssl_bind() &&            \
+		    !from_self(__builtin_return_address(0)))   \
+			kp_tls_bio_moved(s);                   \
+		return r;                                      \
+	}
+#define BIO_SETTER_VOID(name, params, args)                    \
+	KP_EXPORT void name params                             \
+	{                                                      \
+		if (MISSING(name))                             \
+			return;                                \
+		kp_ssl.name args;                              \
+		if (!INTERNAL() && kp_ssl_bind() &&            \
+		    !from_self(__builtin_return_address(0)))   \
+			kp_tls_bio_moved(s);                   \
+	}
+BIO_SETTER(int, SSL_set_fd, (SSL *s, int fd), (s, fd))
+BIO_SETTER(int, SSL_set_rfd, (SSL *s, int fd), (s, fd))
+BIO_SETTER(int, SSL_set_wfd, (SSL *s, int fd), (s, fd))
+BIO_SETTER_VOID(SSL_set_bio, (SSL *s, BIO *rbio, BIO *wbio), (s, rbio, wbio))
+BIO_SETTER_VOID(SSL_set0_rbio, (SSL *s, BIO *rbio), (s, rbio))
+BIO_SETTER_VOID(SSL_set0_wbio, (SSL *s, BIO *wbio), (s, wbio))
+
 KP_EXPORT long SSL_get_verify_result(const SSL *s)
 {
 	if (MISSING(SSL_get_verify_result))

@@ -761,7 +761,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	void *hs = kp_tls_handshaking;
 	if (t && !__atomic_load_n(&c->tls_pending, __ATOMIC_ACQUIRE))
 		return false; /* ciphertext: the SSL_* wrappers frame its plaintext */
-	if (t && hs) {
+	if (t && hs && kp_tls_defer_may_hand(hs)) {
 		/* A handshake's first write on a pooled TLS connection, through a
 		 * BIO of the program's own (curl): it tells us the fd.  Nothing
 		 * goes out; the decision waits for the program's next call, as

@@ -112,6 +112,8 @@ void kp_tls_push_fail(int ssl_err);
 /* ssl's handshake tried to write on fd, which holds a pooled TLS
  * connection: decide at its next handshake call (kp_tls_handshake). */
 void kp_tls_defer(void *ssl, int fd);
+/* false: ssl's BIO declines a hand-out anyway, decide at once */
+bool kp_tls_defer_may_hand(void *ssl);
 
 /* The program closed the connection of engine e (the connection's
  * reference, passed on; its socket kept at hidden, marked pooled) before
@@ -196,6 +198,11 @@ bool kp_tls_set_shutdown(SSL *ssl, int mode);
  * the connection's record no longer tells keeps it out of the pool */
 enum kp_tls_after { KP_AFTER_OPTIONS, KP_AFTER_OTHER };
 SSL *kp_tls_after_set(SSL *ssl, enum kp_tls_after what, const char *why);
+/* ssl's BIOs changed (SSL_set_fd, _rfd, _wfd, _bio, set0_rbio, _wbio):
+ * after its handshake, the engine that does its I/O takes the program's
+ * BIOs, the connection is never parked and no longer framed (docs/tls.md
+ * "After the hand-out: the program's BIO") */
+void kp_tls_bio_moved(SSL *ssl);
 void kp_tls_free(SSL *ssl);
 /* SSL_clear (clear) or SSL_set_connect_state: what to do with the call */
 enum kp_tls_reset_do {
@@ -234,6 +241,7 @@ struct conf {
 	long val[CONF_VALS];
 	unsigned never;    /* 1 << enum kp_never */
 	kp_msg_cb msg_cb;  /* not compared: given back by SSL_clear */
+	void *msg_arg;     /* its argument (SSL_set_msg_callback_arg) */
 };
 void kp_tls_note_list(const void *obj, enum kp_conf_list i, const void *p, size_t n);
 void kp_tls_note_val(const void *obj, enum kp_conf_val i, long v);

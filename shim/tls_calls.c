@@ -26,6 +26,24 @@ SSL *kp_tls_route(const SSL *ssl, bool mutates)
 	return e;
 }
 
+/* SSL_MODE_AUTO_RETRY cleared on a handed-out SSL: its own TLS 1.3
+ * connection would show the server's tickets to its first reads as
+ * WANT_READ, which the engine's first owner took.  Before its first read
+ * or write it makes its own handshake on a fresh connection, as for a
+ * callback that watches (remake_watched; docs/tls.md "Found by the second
+ * HTTPS review", F1); after its first read the tickets are gone alone
+ * too (taken under AUTO_RETRY), nothing differs.  TLS 1.2 has no record
+ * after the handshake but a renegotiation, refused either way. */
+static void autoretry_cleared(SSL *ssl)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h && h->e->ssl != ssl && h->verified && !h->io_once && !h->closed &&
+	    kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION)
+		h->remake |= REMAKE_AUTORETRY;
+	kp_unlock(&tls_lock);
+}
+
 long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 {
 	long full_ret;
@@ -55,6 +73,8 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 		if (!kp_tls_route(ssl, true))
 			break;
 		kp_ssl.SSL_ctrl(e, cmd, larg, parg); /* the engine does its I/O */
+		if (cmd == SSL_CTRL_CLEAR_MODE && (larg & SSL_MODE_AUTO_RETRY))
+			autoretry_cleared(ssl);
 		break;
 	case SSL_CTRL_GET_CLIENT_CERT_REQUEST:
 	case SSL_CTRL_GET_NUM_RENEGOTIATIONS:
@@ -231,7 +251,7 @@ static bool io_look(SSL *ssl, struct io *io, bool new_call)
 		io->shut = h->shut;
 		struct kp_conn *c = kp_fd_conn(h->fd);
 		io->c = c && c != KP_POOLED && __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) == h->e &&
-				c->tls_ssl == ssl
+				c->tls_ssl == ssl && !h->moved
 			? c
 			: NULL;
 	}
@@ -522,13 +542,13 @@ static ssize_t io_error(SSL *e, int r)
 /* A handed-out SSL reads (or writes): its own would have taken a TLS 1.3
  * server's tickets (kp_tls_session).  True when a watcher set since its
  * hand-out asks for its own handshake first (kp_tls_watched). */
-static bool io_noted(SSL *ssl, bool read)
+static unsigned io_noted(SSL *ssl, bool read)
 {
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
-	bool remake = h && h->remake && !h->io_once;
+	unsigned remake = h && !h->io_once ? h->remake : 0;
 	if (h) {
-		h->remake = false;
+		h->remake = 0;
 		h->read_once |= read;
 		h->io_once = true;
 	}
@@ -536,16 +556,81 @@ static bool io_noted(SSL *ssl, bool read)
 	return remake;
 }
 
+/* The program's SSL that a handed-out engine e does the I/O of, watched
+ * late, and what its message callback is told with.  Caller holds
+ * tls_lock. */
+static SSL *watcher_of(const SSL *e)
+{
+	for (struct handle *h = handles; h; h = h->hh.next)
+		if (h->e->ssl == e && h->ssl != e && !h->closed && h->watched_late)
+			return h->ssl;
+	return NULL;
+}
+
+/* The engine's events, told to the program's callbacks with its own SSL,
+ * as its own SSL would have told them on that connection. */
+static void info_told(const SSL *e, int where, int ret)
+{
+	kp_lock(&tls_lock);
+	SSL *ssl = watcher_of(e);
+	kp_unlock(&tls_lock);
+	kp_info_cb cb = ssl ? kp_ssl.SSL_get_info_callback(ssl) : NULL;
+	if (ssl && !cb)
+		cb = kp_ssl.SSL_CTX_get_info_callback(kp_ssl.SSL_get_SSL_CTX(ssl));
+	if (cb)
+		cb(ssl, where, ret);
+}
+
+static void msg_told(int write_p, int version, int type, const void *buf, size_t len, SSL *e, void *arg)
+{
+	(void)arg;
+	kp_lock(&tls_lock);
+	SSL *ssl = watcher_of(e);
+	kp_msg_cb cb = ssl ? conf_of(ssl)->msg_cb : NULL;
+	void *ssl_arg = ssl ? conf_of(ssl)->msg_arg : NULL;
+	kp_unlock(&tls_lock);
+	if (cb)
+		cb(write_p, version, type, buf, len, ssl, ssl_arg);
+}
+
+/* A watcher set on obj after the handshake.  A handed-out SSL that has not
+ * read or written makes its own handshake first (remake_watched).  One
+ * that has (its connection carried its bytes), or the connection's own
+ * SSL, cannot: the engine tells it the events from now on (info_told,
+ * msg_told: its own SSL tells them itself), and its connection steps
+ * aside from what we make up (kp_conn_tls_watched: no later close
+ * rewritten; its SSL_shutdown libssl's own, kp_tls_shutdown), so its
+ * callbacks see the server's end and its own as alone (docs/tls.md
+ * "Callbacks that watch"). */
 void kp_tls_watched(const void *obj, bool is_ctx)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return;
+	enum { MAX_LATE = 32 };
+	int late_fd[MAX_LATE], n_late = 0;
 	kp_lock(&tls_lock);
-	for (struct handle *h = handles; h; h = h->hh.next)
-		if (h->e->ssl != h->ssl && h->verified && !h->io_once &&
-		    (is_ctx ? (const void *)kp_ssl.SSL_get_SSL_CTX(h->ssl) == obj : (const void *)h->ssl == obj))
-			h->remake = true;
+	for (struct handle *h = handles; h; h = h->hh.next) {
+		if (h->closed ||
+		    !(is_ctx ? (const void *)kp_ssl.SSL_get_SSL_CTX(h->ssl) == obj : (const void *)h->ssl == obj))
+			continue;
+		bool handed = h->e->ssl != h->ssl;
+		if (handed && h->verified && !h->io_once) {
+			h->remake |= REMAKE_WATCHED;
+			continue;
+		}
+		h->watched_late = true;
+		if (handed) {
+			kp_ssl.SSL_set_info_callback(h->e->ssl, info_told);
+			kp_ssl.SSL_set_msg_callback(h->e->ssl, msg_told);
+		}
+		if (n_late < MAX_LATE)
+			late_fd[n_late++] = h->fd;
+		else
+			h->e->dead = true; /* (never parked, at least) */
+	}
 	kp_unlock(&tls_lock);
+	for (int i = 0; i < n_late; i++)
+		kp_conn_tls_watched(late_fd[i]);
 }
 
 static void info_muted(const SSL *s, int where, int ret)
@@ -554,7 +639,9 @@ static void info_muted(const SSL *s, int where, int ret)
 }
 
 /* ssl was handed a pooled connection, then given an info or message
- * callback (or its context an info callback) before it read or wrote:
+ * callback (or its context an info callback), or its AUTO_RETRY cleared
+ * (autoretry_cleared: then its fresh connection may be pooled), before
+ * it read or wrote:
  * its own connection would raise events from then on that the engine's
  * cannot (a TLS 1.3 server's tickets at the first read, the alerts at
  * the end).  It makes its own handshake on a fresh connection now, with
@@ -563,7 +650,7 @@ static void info_muted(const SSL *s, int where, int ret)
  * be seen anyway (a keylog callback on its context, a context told of
  * sessions) it stays on the pooled connection (docs/tls.md "Callbacks
  * that watch"). */
-static void remake_watched(SSL *ssl, int fd)
+static void remake_watched(SSL *ssl, int fd, unsigned why)
 {
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
@@ -581,10 +668,11 @@ static void remake_watched(SSL *ssl, int fd)
 	kp_info_cb info = kp_ssl.SSL_get_info_callback(ssl);
 	kp_ssl.SSL_set_info_callback(ssl, info_muted);
 	kp_ssl.SSL_set_msg_callback(ssl, NULL);
-	int r = kp_conn_tls_remake(fd, ssl);
+	int r = kp_conn_tls_remake(fd, ssl, why & REMAKE_WATCHED);
 	kp_ssl.SSL_set_info_callback(ssl, info);
 	kp_ssl.SSL_set_msg_callback(ssl, msg);
-	kp_debug("fd %d: a callback that watches set after the hand-out: %s", fd,
+	kp_debug("fd %d: %s after the hand-out: %s", fd,
+		 why & REMAKE_WATCHED ? "a callback that watches set" : "AUTO_RETRY cleared",
 		 r == 0 ? "its own handshake on a fresh connection" : "no fresh connection, left on the pooled one");
 	if (r < 0)
 		return;
@@ -666,8 +754,9 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	bool peek = op == KP_TLS_PEEK || op == KP_TLS_PEEK_EX;
 	if (!io_get(ssl, &io))
 		return io_real(ssl, op, buf, n, done);
-	if (!io.closed && io_noted(ssl, !write) && io.e != ssl && io.c) {
-		remake_watched(ssl, io.fd);
+	unsigned remake = io.closed ? 0 : io_noted(ssl, !write);
+	if (remake && io.e != ssl && io.c) {
+		remake_watched(ssl, io.fd, remake);
 		if (!io_get(ssl, &io))
 			return io_real(ssl, op, buf, n, done);
 	}
@@ -811,6 +900,16 @@ int kp_tls_shutdown(SSL *ssl)
 	if (io.closed)
 		return kept_own(ssl) ? KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl)) : refused(&io);
 	int real_shut = kp_ssl.SSL_get_shutdown(io.e);
+	kp_lock(&tls_lock);
+	bool late = io.h->watched_late;
+	kp_unlock(&tls_lock);
+	if (late && io.c && !__atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE)) {
+		/* a watcher set late is told the close_notify its own
+		 * SSL_shutdown sends (kp_tls_watched): libssl's own */
+		kp_conn_tls_spoil(io.c, io.fd, "SSL_shutdown watched");
+		kp_ssl.SSL_set_shutdown(io.e, real_shut | io.shut);
+		return KP_OUTSIDE(kp_ssl.SSL_shutdown(io.e));
+	}
 	if (io.c && ((real_shut & SSL_SENT_SHUTDOWN) || kp_ssl.SSL_in_init(io.e))) {
 		/* shutdown or handshake state set outside our answers
 		 * (SSL_set_shutdown, SSL_key_update, SSL_renegotiate): libssl's
@@ -995,6 +1094,40 @@ bool kp_tls_set_shutdown(SSL *ssl, int mode)
 	kp_unlock(&tls_lock);
 	kp_ssl.SSL_set_shutdown(io.e, mode);
 	return true;
+}
+
+void kp_tls_bio_moved(SSL *ssl)
+{
+	struct io io;
+	if (!io_look(ssl, &io, false) || io.closed)
+		return;
+	/* its I/O goes where the program put it, with the connection's keys,
+	 * as libssl alone moves it: the engine takes the program's BIOs (a
+	 * reference each).  Our framing and our made-up answers (an owed EOF,
+	 * a shutdown without close_notify) stand for the old socket only:
+	 * from now on the calls go to the engine unframed, as libssl's own */
+	if (io.c)
+		kp_conn_tls_spoil(io.c, io.fd, "the SSL's BIO changed after the handshake");
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h) {
+		h->moved = true;
+		h->e->dead = true; /* its BIO is not the parked socket's any more */
+		/* the shutdown bits we answered are its real SSL's from now on */
+		kp_ssl.SSL_set_shutdown(h->e->ssl, kp_ssl.SSL_get_shutdown(h->e->ssl) | h->shut);
+		h->shut = 0;
+	}
+	kp_unlock(&tls_lock);
+	if (!h || io.e == ssl)
+		return; /* its own SSL: the real call moved it already */
+	BIO *rb = kp_ssl.SSL_get_rbio(ssl), *wb = kp_ssl.SSL_get_wbio(ssl);
+	if (rb)
+		kp_ssl.BIO_up_ref(rb);
+	if (wb)
+		kp_ssl.BIO_up_ref(wb);
+	kp_ssl.SSL_set0_rbio(io.e, rb);
+	kp_ssl.SSL_set0_wbio(io.e, wb);
+	kp_debug("fd %d: the SSL's BIO changed after the hand-out: the engine does its I/O there", io.fd);
 }
 
 SSL *kp_tls_after_set(SSL *ssl, enum kp_tls_after what, const char *why)

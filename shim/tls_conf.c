@@ -74,6 +74,7 @@ void conf_copy(struct conf *dst, const struct conf *src)
 	conf_free(dst);
 	dst->never = src->never;
 	dst->msg_cb = src->msg_cb;
+	dst->msg_arg = src->msg_arg;
 	memcpy(dst->val, src->val, sizeof(dst->val));
 	for (int i = 0; i < CONF_LISTS; i++)
 		conf_set(dst, i, src->list[i], src->len[i]);
@@ -299,6 +300,16 @@ static enum ctrl_kind ctrl_kind(int cmd)
 void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg, long ret)
 {
 	enum ctrl_kind kind = ctrl_kind(cmd);
+	if (cmd == SSL_CTRL_SET_MSG_CALLBACK_ARG) {
+		/* for a watcher set after the hand-out (docs/tls.md
+		 * "Callbacks that watch") */
+		kp_lock(&tls_lock);
+		struct record *r = record_get(obj, true);
+		if (r)
+			r->conf.msg_arg = (void *)parg;
+		kp_unlock(&tls_lock);
+		return;
+	}
 	if (kind == CTRL_GETTER || kind == CTRL_READ || kind == CTRL_SERVER || kind == CTRL_ALLOWED)
 		return;
 	if (kind == CTRL_UNKNOWN) {

@@ -639,6 +639,16 @@ const char *bio_watcher(SSL *ssl)
 	return NULL;
 }
 
+/* A handshake's first write through a BIO of the program's, on a pooled
+ * TLS connection: whether waiting for the program's next call could still
+ * hand the connection out.  A BIO a hand-out refuses (bio_watcher) makes
+ * the decision now: a blocking BIO of the program's own would take the
+ * deferral's EAGAIN for a failure (docs/tls.md "BIO_f_ssl"). */
+bool kp_tls_defer_may_hand(void *ssl)
+{
+	return !bio_watcher(ssl);
+}
+
 /* Code of the program's that watches ssl's handshake: what it would see
  * of a handshake of its own, a handed-out connection (none) or a session
  * of ours (a resumption) cannot show it.  Caller holds tls_lock. */

@@ -134,6 +134,7 @@ struct kp_tls {
 };
 
 /* a program's SSL that we follow */
+enum { REMAKE_WATCHED = 1, REMAKE_AUTORETRY = 2 };
 struct handle {
 	SSL *ssl;
 	struct kp_tls *e;    /* answers for it (e->ssl == ssl: its own) */
@@ -156,7 +157,16 @@ struct handle {
 	bool read_once;      /* handed out, then read: its own SSL would
 				have taken a TLS 1.3 server's tickets by now */
 	bool io_once;        /* handed out, then read or written */
-	bool remake;         /* handed out, then watched (kp_tls_watched) */
+	unsigned remake;     /* handed out, then watched (REMAKE_WATCHED:
+				kp_tls_watched) or its AUTO_RETRY cleared
+				(REMAKE_AUTORETRY) before its first I/O */
+	bool watched_late;   /* a watcher set after it read or wrote (or
+				after its own handshake): told the engine's
+				events, its connection stepped aside
+				(kp_tls_watched) */
+	bool moved;          /* its BIO changed after the handshake: the engine
+				does its I/O on the program's BIO, unframed
+				(kp_tls_bio_moved) */
 	long handed_at;      /* time() of the hand-out: its "handshake" */
 	UT_hash_handle hh;
 };

@@ -134,6 +134,11 @@ typedef void (*kp_any_fn)(void);
 	X(const STACK_OF(X509_NAME) *, SSL_get0_CA_list, (const SSL *))            \
 	X(int, SSL_get_fd, (const SSL *))                                          \
 	X(void, SSL_set_bio, (SSL *, BIO *, BIO *))                                \
+	X(int, SSL_set_fd, (SSL *, int))                                           \
+	X(int, SSL_set_rfd, (SSL *, int))                                          \
+	X(int, SSL_set_wfd, (SSL *, int))                                          \
+	X(void, SSL_set0_rbio, (SSL *, BIO *))                                     \
+	X(void, SSL_set0_wbio, (SSL *, BIO *))                                     \
 	X(BIO *, SSL_get_rbio, (const SSL *))                                      \
 	X(SSL_CTX *, SSL_get_SSL_CTX, (const SSL *))                               \
 	X(const SSL_METHOD *, TLS_client_method, (void))                           \

@@ -78,3 +78,18 @@ after() { tls_case tls_after "$@"; }
 	done
 }
 
+
+@test "an info or message callback set after the SSL read and wrote (handed a pooled connection, or its own): told the later records, the server's close_notify and its own, with its own SSL and argument, as alone" {
+	for v in 13 12; do
+		use_tls $v
+		for arg in info_ssl info_ctx msg_ssl; do
+			after 4 watch_late "$arg"
+			assert_line --partial "3 ok HTTP/1.1 200 OK"
+			assert_line --partial "4 ok HTTP/1.1 200 OK"
+			refute_line --regexp "^[34] told after the first exchange: info 0 \(alerts 0\), messages 0"
+			assert_line --regexp "^3 told after the first exchange: .* not its own SSL or argument 0$"
+		done
+		# request 3 was handed request 2's connection
+		assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
+	done
+}

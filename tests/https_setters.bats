@@ -41,6 +41,16 @@ own_after() {
 	run cat "$BATS_TEST_TMPDIR/shim.out"
 }
 
+# moved SEEN FLAG: 3 requests, the SSL's I/O moved in the last two; the
+# server sees SEEN of them
+moved() {
+	run_both "$1" "$CLIENTS/tls_setters" "$SERVER_PORT" "$TLS/ca.pem" 3 "$2" noreneg
+	echo "$SHIM_STATS"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+}
+
 close_server() {
 	rm -f "$BATS_TEST_TMPDIR/port"
 	"$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" "$TLS/server.key" \
@@ -109,5 +119,41 @@ close_server() {
 		run_both 2 "$PYTHON" "$ROOT/tests/clients/tls_unwrap.py" "$SERVER_PORT" "$TLS/ca.pem" 2
 		assert_both_ok
 		assert_same_output
+	done
+}
+
+@test "AUTO_RETRY cleared after the hand-out, before the first read: its own handshake on a fresh connection, so the server's tickets read as WANT_READ as alone" {
+	use_tls 13
+	after 3 autoretry_after noreneg
+	assert_line --partial "read r=-1 err=2 (blocking socket)"
+	[ "$(grep -c 'read r=-1 err=2' "$BATS_TEST_TMPDIR/shim.out")" -eq 6 ]
+	use_tls 12
+	after 3 autoretry_after noreneg
+	# TLS 1.2: no record after the handshake, nothing to show: handed out
+	assert_equal "handed out $(stat_value tls_reused)" "handed out 2"
+}
+
+@test "the SSL's I/O moved after the hand-out (SSL_set_bio, SSL_set_fd, SSL_set0_rbio): the connection's records go where the program put them, as alone" {
+	for v in 13 12; do
+		use_tls $v
+		moved 1 membio_after
+		assert_line "  moved read=-1 err=2 get_shutdown=0"
+		assert_line --regexp "^  memory wbio holds [1-9][0-9]* bytes$"
+		moved 1 pair_after
+		assert_line --regexp "^  the pair's other end read [1-9][0-9]* bytes, a record 1$"
+		moved 3 rbio_after
+		assert_line "  moved read=-1 err=2 get_shutdown=0"
+		# its own socket again: the same connection, as alone
+		after 3 setfd_same noreneg
+		[ "$(grep -c 'status: HTTP/1.1 404 Not Found' "$BATS_TEST_TMPDIR/shim.out")" -eq 3 ]
+	done
+}
+
+@test "a blocking BIO of the program's own method: its handshake on the socket it connected, pooled or not, succeeds as alone (its own handshake on a fresh connection)" {
+	for v in 13 12; do
+		use_tls $v
+		after 3 ownbio noreneg
+		[ "$(grep -c '  connect=1' "$BATS_TEST_TMPDIR/shim.out")" -eq 3 ]
+		assert_equal "handed out $(stat_value tls_reused)" "handed out 0"
 	done
 }

@@ -12,6 +12,8 @@
  *                   the answer
  *   watch ARG       a callback set after the handshake (info_ssl,
  *                   info_ctx, msg_ssl, msg_ctx, keylog): what it is told
+ *   watch_late ARG  the same set after a first exchange kept alive
+ *                   (requests 3 and 4): what it is told
  *   lookup          a lookup method of its own in its store, that finds
  *                   nothing: how often it runs
  *   engine          an engine registered for the AEAD ciphers, whose
@@ -113,6 +115,33 @@ static int get(SSL *ssl, int i)
 	return 0;
 }
 
+/* GET /echo/i kept alive, read by its Content-Length */
+static int get_keep(SSL *ssl, int i)
+{
+	char rq[256], resp[65536];
+	int len = snprintf(rq, sizeof rq, "GET /echo/%d HTTP/1.1\r\nHost: localhost\r\n\r\n", i);
+	if (SSL_write(ssl, rq, len) != len) {
+		printf("%d fail write\n", i);
+		return -1;
+	}
+	size_t got = 0;
+	for (;;) {
+		int r = SSL_read(ssl, resp + got, (int)(sizeof(resp) - 1 - got));
+		if (r <= 0) {
+			printf("%d kept-alive read ended: %d (%s)\n", i, SSL_get_error(ssl, r), errstr());
+			return -1;
+		}
+		got += (size_t)r;
+		resp[got] = 0;
+		char *end = strstr(resp, "\r\n\r\n"), *cl = strcasestr(resp, "\r\ncontent-length:");
+		if (end && cl && cl < end && got - (size_t)(end + 4 - resp) >= (size_t)atoi(cl + 17))
+			break;
+	}
+	char *eol = strstr(resp, "\r\n");
+	printf("%d kept alive %.*s\n", i, eol ? (int)(eol - resp) : 0, resp);
+	return 0;
+}
+
 static void one(SSL_CTX *ctx, int i)
 {
 	if (!ctx) {
@@ -154,16 +183,21 @@ static void session(SSL *s, int i, const char *when)
 
 /* scenario watch: what callbacks set after the handshake are told */
 static int info_calls, info_alerts, msg_calls, keylog_lines;
+static SSL *watched;
+static int foreign;
 static void info_cb(const SSL *s, int where, int ret)
 {
-	(void)s, (void)ret;
+	(void)ret;
 	info_calls++;
+	foreign += watched && s != watched;
 	info_alerts += !!(where & SSL_CB_ALERT);
 }
+static int msg_arg;
 static void msg_cb(int write_p, int version, int type, const void *buf, size_t len, SSL *s, void *arg)
 {
-	(void)write_p, (void)version, (void)type, (void)buf, (void)len, (void)s, (void)arg;
+	(void)write_p, (void)version, (void)type, (void)buf, (void)len;
 	msg_calls++;
+	foreign += watched && (s != watched || arg != &msg_arg);
 }
 static void keylog_cb(const SSL *s, const char *line)
 {
@@ -269,6 +303,36 @@ int main(int argc, char **argv)
 		SSL_free(s);
 		printf("told after the handshake: info %d (alerts %d), messages %d, keylog lines %d\n", info_calls,
 		       info_alerts, msg_calls, keylog_lines);
+	} else if (!strcmp(sc, "watch_late")) {
+		/* the callback set after a first exchange kept alive: request 3
+		 * on a connection handed out, request 4 on its own */
+		one(mkctx(), 1);
+		one(mkctx(), 2);
+		for (int i = 3; i <= 4; i++) {
+			SSL_CTX *ctx = mkctx();
+			SSL *s = SSL_new(ctx);
+			int fd = dial();
+			info_calls = info_alerts = msg_calls = foreign = 0;
+			if (handshake(s, fd, i) == 0 && get_keep(s, i) == 0) {
+				watched = s;
+				if (!strcmp(arg, "info_ssl"))
+					SSL_set_info_callback(s, info_cb);
+				else if (!strcmp(arg, "info_ctx"))
+					SSL_CTX_set_info_callback(ctx, info_cb);
+				else if (!strcmp(arg, "msg_ssl")) {
+					SSL_set_msg_callback_arg(s, &msg_arg);
+					SSL_set_msg_callback(s, msg_cb);
+				}
+				if (get(s, i) == 0)
+					printf("%d shutdown %d\n", i, SSL_shutdown(s));
+			}
+			close(fd);
+			SSL_free(s);
+			watched = NULL;
+			SSL_CTX_free(ctx);
+			printf("%d told after the first exchange: info %d (alerts %d), messages %d, not its own SSL or argument %d\n",
+			       i, info_calls, info_alerts, msg_calls, foreign);
+		}
 	} else if (!strcmp(sc, "lookup")) {
 		one(mkctx(), 1);
 		one(mkctx(), 2);

@@ -6,7 +6,11 @@
  * close_last (Connection: close on the last request) drain_last (its
  * answer read to the connection's end) quiet_after
  * (SSL_set_quiet_shutdown after the handshake; quiet_first, readahead_first:
- * on the first request only)
+ * on the first request only) autoretry_after (SSL_clear_mode AUTO_RETRY
+ * after the handshake) setfd_same (SSL_set_fd on its own socket again,
+ * from the second request on) membio_after pair_after rbio_after (from
+ * the second request on, its I/O moved after the handshake: moved())
+ * ownbio (a blocking BIO of its own method on the socket)
  * flags (env-ish words): hup=PIDFILE (SIGHUP that pid between requests),
  *   sleep=MS between requests, implicit (no SSL_connect: SSL_write does
  *   the handshake), nb (non-blocking socket), vnone (SSL_VERIFY_NONE),
@@ -20,6 +24,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +67,84 @@ static void waitio(int fd, SSL *s, int r)
 	poll(&p, 1, 5000);
 }
 
+/* ownbio: a blocking BIO of the program's own method on the socket (its
+ * write a send, its read a recv) */
+static int ob_write(BIO *b, const char *d, int n)
+{
+	ssize_t k = send((int)(intptr_t)BIO_get_data(b), d, n, MSG_NOSIGNAL);
+	return k < 0 ? -1 : (int)k;
+}
+static int ob_read(BIO *b, char *d, int n)
+{
+	ssize_t k = recv((int)(intptr_t)BIO_get_data(b), d, n, 0);
+	return k < 0 ? -1 : (int)k;
+}
+static long ob_ctrl(BIO *b, int cmd, long l, void *p)
+{
+	(void)b, (void)l, (void)p;
+	return cmd == BIO_CTRL_FLUSH ? 1 : 0;
+}
+static BIO *own_bio(int fd)
+{
+	static BIO_METHOD *m;
+	if (!m) {
+		m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "tls_setters own");
+		BIO_meth_set_write(m, ob_write);
+		BIO_meth_set_read(m, ob_read);
+		BIO_meth_set_ctrl(m, ob_ctrl);
+	}
+	BIO *b = BIO_new(m);
+	BIO_set_data(b, (void *)(intptr_t)fd);
+	BIO_set_init(b, 1);
+	return b;
+}
+
+/* membio_after, pair_after, rbio_after: the SSL's I/O moved after its
+ * handshake (to memory BIOs, to one end of a socket pair, its read side
+ * to a memory BIO): a request written, then a read */
+static void moved(SSL *s, int fd, int argc, char **argv)
+{
+	const char req[] = "GET /index.html HTTP/1.1\r\nHost: localhost\r\n\r\n";
+	BIO *mr = BIO_new(BIO_s_mem()), *mw = NULL;
+	int sv[2] = { -1, -1 };
+	if (has(argc, argv, "membio_after", NULL)) {
+		mw = BIO_new(BIO_s_mem());
+		SSL_set_bio(s, mr, mw);
+	} else if (has(argc, argv, "pair_after", NULL)) {
+		BIO_free(mr);
+		mr = NULL;
+		socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+		printf("  set_fd(pair)=%d get_fd is the pair's %d\n", SSL_set_fd(s, sv[0]), SSL_get_fd(s) == sv[0]);
+	} else {
+		SSL_set0_rbio(s, mr);
+		printf("  set0_rbio: get_fd is the socket's %d\n", SSL_get_wfd(s) == fd);
+	}
+	int r = SSL_write(s, req, sizeof req - 1);
+	printf("  moved write=%d err=%d\n", r, r > 0 ? 0 : SSL_get_error(s, r));
+	errq("moved write");
+	if (mw)
+		printf("  memory wbio holds %d bytes\n", (int)BIO_pending(mw));
+	if (sv[1] >= 0) {
+		char tmp[4096];
+		ssize_t k = recv(sv[1], tmp, sizeof tmp, MSG_DONTWAIT);
+		printf("  the pair's other end read %zd bytes, a record %d\n", k, k > 5 && tmp[0] == 23);
+		shutdown(sv[1], SHUT_WR);
+	}
+	char buf[512];
+	r = SSL_read(s, buf, sizeof buf);
+	printf("  moved read=%d err=%d get_shutdown=%d\n", r, r > 0 ? 0 : SSL_get_error(s, r), SSL_get_shutdown(s));
+	errq("moved read");
+	r = SSL_shutdown(s);
+	printf("  moved shutdown=%d err=%d get_shutdown=%d\n", r, SSL_get_error(s, r), SSL_get_shutdown(s));
+	errq("moved shutdown");
+	if (mw)
+		printf("  memory wbio holds %d bytes\n", (int)BIO_pending(mw));
+	if (sv[0] >= 0) {
+		close(sv[0]);
+		close(sv[1]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	int port = atoi(argv[1]);
@@ -100,7 +183,12 @@ int main(int argc, char **argv)
 		if (nb)
 			fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 		SSL *s = SSL_new(ctx);
-		SSL_set_fd(s, fd);
+		if (has(argc, argv, "ownbio", NULL)) {
+			BIO *b = own_bio(fd);
+			SSL_set_bio(s, b, b);
+		} else {
+			SSL_set_fd(s, fd);
+		}
 		if ((has(argc, argv, "resume", NULL) || (has(argc, argv, "resumeodd", NULL) && i % 2 == 0)) && keep) {
 			SSL_set_session(s, keep);
 			SSL_SESSION_free(keep);
@@ -134,6 +222,18 @@ int main(int argc, char **argv)
 			int r3 = SSL_do_handshake(s);
 			printf("  second SSL_connect=%d do_handshake=%d err=%d in_init=%d\n", r2, r3, SSL_get_error(s, r3), SSL_in_init(s));
 			errq("connect2");
+		}
+		if (has(argc, argv, "autoretry_after", NULL))
+			SSL_clear_mode(s, SSL_MODE_AUTO_RETRY);
+		if (has(argc, argv, "setfd_same", NULL) && i > 0)
+			printf("  set_fd(same)=%d\n", SSL_set_fd(s, fd));
+		if (i > 0 && (has(argc, argv, "membio_after", NULL) || has(argc, argv, "pair_after", NULL) ||
+			      has(argc, argv, "rbio_after", NULL))) {
+			moved(s, fd, argc, argv);
+			printf("req %d end\n", i);
+			SSL_free(s);
+			close(fd);
+			continue;
 		}
 		if (has(argc, argv, "setvr", NULL) && i > 0) {
 			SSL_set_verify_result(s, X509_V_ERR_CERT_REVOKED);
