@@ -513,6 +513,41 @@ static void head_build(struct kp_conn *c, int fd, struct head_send *s)
 	}
 }
 
+/* TLS: the engine's write of R (v[0, nv): the head as it goes out, then
+ * this call's body bytes) failed with EPIPE or ECONNRESET on the first
+ * request of a reused connection after it had put bytes on the socket:
+ * whole records, the head among them, may have reached the server and been
+ * executed before a later one met the reset.  That is not "none of it went
+ * out" but a request sent on a connection that died under it, and the
+ * proof rule decides (docs/replay.md "A send that failed"): the copy takes
+ * all of R, and replay() sends it again on a fresh connection only where
+ * the method allows it or the server's FIN came first and our bytes met a
+ * closed socket.  R's length when sent again there, else -1 with the
+ * engine's errno (the program's write fails as it failed).  Caller holds
+ * c->lock. */
+static ssize_t head_sent_died(struct kp_conn *c, int fd, struct head_send *s,
+			      const struct iovec *v, int nv)
+{
+	int err = errno;
+	size_t body = iov_total(v + 1, nv - 1);
+	if (!replay_keep_iov(c, v + 1, nv - 1, 0, body)) {
+		/* no memory for the copy: nothing can go again */
+		c->first = KP_FIRST_DONE;
+		c->replay_len = 0;
+		unpool(c, "died under its first request, no copy to replay");
+		errno = err;
+		return -1;
+	}
+	c->first = KP_FIRST_SENT;
+	if (!replay(c, fd, err == EPIPE ? KP_DIED_SEND_EPIPE : KP_DIED_SEND_RESET)) {
+		errno = err;
+		return -1;
+	}
+	s->keep_copy = false;
+	s->send_flags = s->flags;
+	return (ssize_t)(s->headlen + body);
+}
+
 /* s's head and the rest of this call (body bytes) in one sendmsg, as the
  * program's one call would have been: two sends would let Nagle hold the
  * second behind the server's delayed ACK (40 ms a request, seen with
@@ -552,8 +587,13 @@ static ssize_t head_send(struct kp_conn *c, int fd, struct head_send *s)
 		}
 		if (!s->staged)
 			r = conn_sendmsg(c, fd, &m, s->send_flags);
-		/* the pooled socket was dead before our request got out: a fresh
-		 * one (once), and the request goes there */
+		if (r < 0 && s->keep_copy && c->first == KP_FIRST_UNSENT &&
+		    (errno == EPIPE || errno == ECONNRESET) && s->staged && kp_tls_push_wire)
+			/* bytes went before the failure: the proof decides */
+			return head_sent_died(c, fd, s, v, nv);
+		/* the pooled socket was dead before our request got out (a
+		 * failed sendmsg queued nothing; the engine wrote no byte): a
+		 * fresh one (once), and the request goes there */
 		if (r < 0 && s->keep_copy && c->first == KP_FIRST_UNSENT &&
 		    (errno == EPIPE || errno == ECONNRESET)) {
 			conn_note_dead(c, 0);
@@ -580,7 +620,8 @@ static ssize_t head_send(struct kp_conn *c, int fd, struct head_send *s)
 static bool head_settle(struct kp_conn *c, int fd, struct head_send *s, ssize_t r, ssize_t *ret)
 {
 	/* the program's own send would have raised SIGPIPE here */
-	bool held_back = r < 0 && errno == EPIPE && (s->send_flags & ~s->flags & MSG_NOSIGNAL);
+	bool held_back = r < 0 && errno == EPIPE && (s->send_flags & ~s->flags & MSG_NOSIGNAL) &&
+			 !c->tls; /* (the engine's own write raised it) */
 	size_t sent = 0, body_sent = 0;
 	ssize_t sr = 0;
 	if (r >= 0 && (size_t)r >= s->headlen) {
