@@ -34,7 +34,7 @@ int main(int argc, char **argv)
 	if (!ctx || SSL_CTX_load_verify_locations(ctx, argv[2], NULL) != 1)
 		return 1;
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-	/* (refused as curl does: a pooled TLS 1.2 connection is handed only
+	/* (refused: a pooled TLS 1.2 connection is handed only
 	 * to a program that never renegotiates, docs/tls.md) */
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1])) };
