@@ -859,6 +859,34 @@ bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
 	int saved = errno;
 	if (!conn_lock(c, fd))
 		return true;
+	if (c->fin_for_server && !c->shut_how && *len) {
+		/* after our FIN stood for the server's close: the first send is
+		 * taken, as the write path takes it (send_outside_head) */
+		__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
+		kp_debug("fd %d: %zu bytes sent past the write path after our FIN: taken", fd, *len);
+		kp_unlock(&c->lock);
+		errno = saved;
+		return false;
+	}
+	if (c->shut_how && *len) {
+		/* the program's own shutdown(), answered by us: made real now,
+		 * as the write path makes it (send_outside_head): after SHUT_WR
+		 * the kernel's EPIPE and SIGPIPE, never a count for bytes that
+		 * could not go; after SHUT_RD our FIN stands for the server's
+		 * close owed, and the first send is taken */
+		int how = c->shut_how - 1;
+		KP_REAL(shutdown)(fd, how);
+		owed_close_fin(c, fd);
+		go_passthrough(c, "a send past the write path after shutdown");
+		bool take = how == SHUT_RD && c->fin_for_server;
+		if (take) {
+			c->shut_how = 0;
+			__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
+		}
+		kp_unlock(&c->lock);
+		errno = saved;
+		return !take;
+	}
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && *len &&
 	    ((c->eof_owed && !c->n_reqs) || after_close(c))) {
 		/* as the write path (send_intercept): after the owed EOF the

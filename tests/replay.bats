@@ -466,6 +466,20 @@ send_after() {
 @test "sendmmsg right behind a request that asked to close never reaches the server" { send_after behind sendmmsg; }
 @test "pwritev2(RWF_DSYNC) after the owed EOF never reaches the server" { send_after after pwritev2_dsync; }
 @test "syscall(SYS_sendfile) after the owed EOF never reaches the server" { send_after after syscall_sendfile; }
+# The program's own shutdown(SHUT_WR) right behind a request that asked to
+# close (answered by the library, which keeps the connection), then a send
+# past the write path: alone EPIPE and SIGPIPE, nothing sent.  The library
+# before counted the bytes as sent (kp_send_bypass did not look at the
+# shutdown it had answered: "sendfile: 50", no SIGPIPE).
+@test "sendfile, splice, sendto, sendmmsg, syscall(SYS_sendfile), pwritev2 after the program's shutdown(SHUT_WR): EPIPE and SIGPIPE as alone, nothing reaches the server" {
+	local mode
+	for mode in sendfile splice sendto sendmmsg syscall_sendfile pwritev2_dsync; do
+		send_after shutwr "$mode"
+		grep -q "^$mode: -1 EPIPE$" "$BATS_TEST_TMPDIR/shim.out" || fail "$mode: $(cat "$BATS_TEST_TMPDIR/shim.out")"
+		grep -q "^SIGPIPE: 1$" "$BATS_TEST_TMPDIR/shim.out" || fail "$mode: $(cat "$BATS_TEST_TMPDIR/shim.out")"
+		servers_stop
+	done
+}
 @test "sendmmsg of two messages after the owed EOF: the first taken, the second meets our FIN (as the write path: a closed server's kernel takes a first write and resets the next); right behind a close request both; none reaches the server" {
 	# after: alone the count depends on whether the server's close came
 	# before the first message (2 against a lingering server, 1 or 2
