@@ -852,75 +852,6 @@ bool tls_bypassed(struct kp_conn *c, int fd)
 	return true;
 }
 
-bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
-{
-	if (c == KP_POOLED || tls_bypassed(c, fd))
-		return true;
-	int saved = errno;
-	if (!conn_lock(c, fd))
-		return true;
-	if (c->fin_for_server && !c->shut_how && *len) {
-		/* after our FIN stood for the server's close: the first send is
-		 * taken, as the write path takes it (send_outside_head) */
-		__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
-		kp_debug("fd %d: %zu bytes sent past the write path after our FIN: taken", fd, *len);
-		kp_unlock(&c->lock);
-		errno = saved;
-		return false;
-	}
-	if (c->shut_how && *len) {
-		/* the program's own shutdown(), answered by us: made real now,
-		 * as the write path makes it (send_outside_head): after SHUT_WR
-		 * the kernel's EPIPE and SIGPIPE, never a count for bytes that
-		 * could not go; after SHUT_RD our FIN stands for the server's
-		 * close owed, and the first send is taken */
-		int how = c->shut_how - 1;
-		KP_REAL(shutdown)(fd, how);
-		owed_close_fin(c, fd);
-		go_passthrough(c, "a send past the write path after shutdown");
-		bool take = how == SHUT_RD && c->fin_for_server;
-		if (take) {
-			c->shut_how = 0;
-			__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
-		}
-		kp_unlock(&c->lock);
-		errno = saved;
-		return !take;
-	}
-	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && *len &&
-	    ((c->eof_owed && !c->n_reqs) || after_close(c))) {
-		/* as the write path (send_intercept): after the owed EOF the
-		 * first send is taken, our FIN goes out and later ones meet the
-		 * kernel's EPIPE; after a close request, taken and not sent */
-		if (c->eof_owed && !c->n_reqs) {
-			finished_forget(-1, c);
-			KP_REAL(shutdown)(fd, SHUT_WR);
-			go_passthrough(c, "a send after the owed EOF");
-		}
-		kp_debug("fd %d: %zu bytes sent past the write path after a close: not sent", fd, *len);
-		kp_unlock(&c->lock);
-		errno = saved;
-		return false;
-	}
-	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
-	    c->reqs[c->n_reqs - 1].rewritten && c->req_body.kind == FRM_BODY_LENGTH &&
-	    c->req_body.left < *len && c->req_body.left)
-		*len = (size_t)c->req_body.left; /* the rest would be after_close */
-	if (c->state == KP_ACTIVE && ((c->req_mode == KP_REQ_HEAD && c->held_len) ||
-				      c->req_mode == KP_REQ_HEAD_PART)) {
-		give_up(c, fd, "a send we cannot see into follows a held head");
-	} else if (c->first == KP_FIRST_SENT) {
-		/* zero-copy bytes the copy cannot hold: no replay for this one */
-		c->first = KP_FIRST_DONE;
-		kp_debug("fd %d: request bytes by sendfile/splice: not replayable", fd);
-	} else {
-		unvouch(c, fd, "a request we cannot see into");
-	}
-	kp_unlock(&c->lock);
-	errno = saved;
-	return true;
-}
-
 void kp_note_fdopen(struct kp_conn *c, int fd, bool write_only)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))
@@ -975,22 +906,6 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 	}
 	kp_unlock(&c->lock);
 	errno = saved;
-}
-
-bool kp_unseen_write(struct kp_conn *c, int fd, size_t len)
-{
-	if (c == KP_POOLED || !len)
-		return false;
-	if (!kp_send_bypass(c, fd, &len))
-		return true;
-	int saved = errno;
-	if (conn_lock(c, fd)) {
-		if (c->state == KP_ACTIVE)
-			unpool(c, "a write we cannot see");
-		kp_unlock(&c->lock);
-	}
-	errno = saved;
-	return false;
 }
 
 /* Bytes after a response to a request that asked to close (we owe EOF
@@ -1050,6 +965,11 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t
 				c->ka_max = c->resp.ka_max + (int32_t)c->served;
 			if (!frm_resp_reusable(&c->resp))
 				unpool(c, resp_why(&c->resp));
+			/* an answer a server gives before reading the body: the
+			 * body may wait in its buffer for the next request
+			 * (docs/replay.md "A request with a body answered early") */
+			if (done.body && kp_body_maybe_unread(c->resp.status))
+				unpool(c, "an error or redirect answered a request with a body");
 			__atomic_store_n(&c->server_closing,
 					 c->resp.server_close || (done.app_close && !done.rewritten),
 					 __ATOMIC_RELEASE);

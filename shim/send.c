@@ -97,6 +97,91 @@ void kp_aio_before(struct kp_conn *c, int fd, bool write)
 	errno = saved;
 }
 
+bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
+{
+	if (c == KP_POOLED || tls_bypassed(c, fd))
+		return true;
+	int saved = errno;
+	if (!conn_lock(c, fd))
+		return true;
+	if (c->fin_for_server && !c->shut_how && *len) {
+		/* after our FIN stood for the server's close: the first send is
+		 * taken, as the write path takes it (send_outside_head) */
+		__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
+		kp_debug("fd %d: %zu bytes sent past the write path after our FIN: taken", fd, *len);
+		kp_unlock(&c->lock);
+		errno = saved;
+		return false;
+	}
+	if (c->shut_how && *len) {
+		/* the program's own shutdown(), answered by us: made real now,
+		 * as the write path makes it (send_outside_head): after SHUT_WR
+		 * the kernel's EPIPE and SIGPIPE, never a count for bytes that
+		 * could not go; after SHUT_RD our FIN stands for the server's
+		 * close owed, and the first send is taken */
+		int how = c->shut_how - 1;
+		KP_REAL(shutdown)(fd, how);
+		owed_close_fin(c, fd);
+		go_passthrough(c, "a send past the write path after shutdown");
+		bool take = how == SHUT_RD && c->fin_for_server;
+		if (take) {
+			c->shut_how = 0;
+			__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
+		}
+		kp_unlock(&c->lock);
+		errno = saved;
+		return !take;
+	}
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && *len &&
+	    ((c->eof_owed && !c->n_reqs) || after_close(c))) {
+		/* as the write path (send_intercept): after the owed EOF the
+		 * first send is taken, our FIN goes out and later ones meet the
+		 * kernel's EPIPE; after a close request, taken and not sent */
+		if (c->eof_owed && !c->n_reqs) {
+			finished_forget(-1, c);
+			KP_REAL(shutdown)(fd, SHUT_WR);
+			go_passthrough(c, "a send after the owed EOF");
+		}
+		kp_debug("fd %d: %zu bytes sent past the write path after a close: not sent", fd, *len);
+		kp_unlock(&c->lock);
+		errno = saved;
+		return false;
+	}
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
+	    c->reqs[c->n_reqs - 1].rewritten && c->req_body.kind == FRM_BODY_LENGTH &&
+	    c->req_body.left < *len && c->req_body.left)
+		*len = (size_t)c->req_body.left; /* the rest would be after_close */
+	if (c->state == KP_ACTIVE && ((c->req_mode == KP_REQ_HEAD && c->held_len) ||
+				      c->req_mode == KP_REQ_HEAD_PART)) {
+		give_up(c, fd, "a send we cannot see into follows a held head");
+	} else if (c->first == KP_FIRST_SENT) {
+		/* zero-copy bytes the copy cannot hold: no replay for this one */
+		c->first = KP_FIRST_DONE;
+		kp_debug("fd %d: request bytes by sendfile/splice: not replayable", fd);
+	} else {
+		unvouch(c, fd, "a request we cannot see into");
+	}
+	kp_unlock(&c->lock);
+	errno = saved;
+	return true;
+}
+
+bool kp_unseen_write(struct kp_conn *c, int fd, size_t len)
+{
+	if (c == KP_POOLED || !len)
+		return false;
+	if (!kp_send_bypass(c, fd, &len))
+		return true;
+	int saved = errno;
+	if (conn_lock(c, fd)) {
+		if (c->state == KP_ACTIVE)
+			unpool(c, "a write we cannot see");
+		kp_unlock(&c->lock);
+	}
+	errno = saved;
+	return false;
+}
+
 /* Do request bytes follow, within this call, the request whose head ends
  * at byte off of iov (beyond its own body)? */
 static bool bytes_follow(const struct frm_req_head *h, const struct iovec *iov, int iovcnt,

@@ -553,6 +553,35 @@ early_server() {
 	done
 }
 
+# The keep-alive sibling (docs/replay.md "A request with a body answered
+# early"): http.client POSTs a small JSON body on a keep-alive connection;
+# the server answers 401 before reading it (early) or after (reads), then
+# a GET /next on a new connection.  Alone the unread body dies with its
+# connection.  The library before parked the connection and handed it to
+# the GET: the server read '{"user": "x"}GET /next HTTP/1.1' as one request
+# line and the program read a 400 where alone it reads its 200.  Now a
+# 4xx/5xx (or 307/308) answer to a request with a body is never parked;
+# the GETs' connections still are.
+@test "a keep-alive request with a body answered 401 before its body was read: the connection is not reused, the body never read before another request" {
+	for mode in early reads; do
+		early_server $mode
+		: >"$OWN_LOG"
+		run_plain "$PYTHON" "$ROOT/tests/clients/upload_keepalive.py" "$SERVER_PORT" 3
+		cp "$OWN_LOG" "$BATS_TEST_TMPDIR/plain.log"
+		: >"$OWN_LOG"
+		run_shim "$PYTHON" "$ROOT/tests/clients/upload_keepalive.py" "$SERVER_PORT" 3
+		echo "$mode: $SHIM_STATS"
+		cat "$OWN_LOG"
+		assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+		assert_same_output
+		assert_equal "$mode: /next $(count_matches 'GET /next' "$OWN_LOG")" "$mode: /next 3"
+		# the GETs' connections are still parked and reused
+		[ "$(stat_value reused)" -ge 1 ] || fail "nothing reused: $SHIM_STATS"
+		_stop_pid "$OWN_PID"
+		OWN_PID=
+	done
+}
+
 # ------------------------------------------------------------ a dead connection under a held head
 
 # dead_pieces_run MODE: tests/clients/dead_pieces.sh against once.py
