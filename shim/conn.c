@@ -74,11 +74,14 @@ static bool ours_to_connect(int fd, const struct pool_key *key)
 /* fd's connection stops being ours (a connect() that dissolves or moves
  * its association): what was held goes out as written, it is never
  * pooled nor rewritten again, and fd is the kernel's from now on.  Other
- * fds of the same socket keep the (passthrough) object until they close. */
-static void disown(int fd, struct kp_conn *c, const char *why)
+ * fds of the same socket keep the (passthrough) object until they close.
+ * fin: our FIN stands for the server's close the program is owed (not on
+ * a socket already connected anew elsewhere). */
+static void disown(int fd, struct kp_conn *c, const char *why, bool fin)
 {
 	if (conn_lock(c, fd)) {
-		owed_close_fin(c, fd);
+		if (fin)
+			owed_close_fin(c, fd);
 		c->handed_off = true;
 		c->first = KP_FIRST_DONE;
 		go_passthrough(c, why);
@@ -95,9 +98,13 @@ static void disown(int fd, struct kp_conn *c, const char *why)
 
 /* A connect() on a socket already connected through us.  Ruby's second
  * connect() after EINPROGRESS (same destination) is the same connection;
- * AF_UNSPEC dissolves the association (TCP allows it) and a connect to
- * another destination is the kernel's to answer: either way the socket is
- * no longer ours, and the kernel's answer stands. */
+ * AF_UNSPEC dissolves the association (TCP allows it): the socket is no
+ * longer ours.  A connect to another destination is the kernel's to
+ * answer: on a connected socket it fails (EISCONN) and nothing changed,
+ * so the socket stays ours, and what it owes the program (the server's
+ * close, the first write after it taken) stays as alone (docs/replay.md
+ * "Found by the second review", 2); one that connects (a socket a reset
+ * had closed) is a new connection, never ours, and gets no FIN of ours. */
 static int connect_again(int fd, struct kp_conn *c, const struct sockaddr *addr, socklen_t len)
 {
 	struct pool_key key;
@@ -114,12 +121,18 @@ static int connect_again(int fd, struct kp_conn *c, const struct sockaddr *addr,
 		return KP_REAL(connect)(fd, addr, len);
 	}
 	int saved = errno;
-	disown(fd, c,
-	       addr && len >= sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC
-		       ? "connect(AF_UNSPEC) dissolved its association"
-		       : "connected again to another destination");
-	errno = saved;
-	return KP_REAL(connect)(fd, addr, len);
+	if (addr && len >= sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC) {
+		disown(fd, c, "connect(AF_UNSPEC) dissolved its association", true);
+		errno = saved;
+		return KP_REAL(connect)(fd, addr, len);
+	}
+	int r = KP_REAL(connect)(fd, addr, len);
+	if (r < 0 && errno != EINPROGRESS)
+		return -1; /* refused, nothing changed: still ours */
+	int err = errno;
+	disown(fd, c, "connected again to another destination", false);
+	errno = r < 0 ? err : saved;
+	return r;
 }
 
 /* Put pooled socket p in the program's fd, as if connect() had just
