@@ -598,39 +598,31 @@ static void head_build(struct kp_conn *c, int fd, struct head_send *s)
 	}
 }
 
-/* TLS: the engine's write of R (v[0, nv): the head as it goes out, then
- * this call's body bytes) failed with EPIPE or ECONNRESET on the first
- * request of a reused connection after it had put bytes on the socket:
- * whole records, the head among them, may have reached the server and been
- * executed before a later one met the reset.  That is not "none of it went
- * out" but a request sent on a connection that died under it, and the
- * proof rule decides (docs/replay.md "A send that failed"): the copy takes
- * all of R, and replay() sends it again on a fresh connection only where
- * the method allows it or the server's FIN came first and our bytes met a
- * closed socket.  R's length when sent again there, else -1 with the
- * engine's errno (the program's write fails as it failed).  Caller holds
- * c->lock. */
-static ssize_t head_sent_died(struct kp_conn *c, int fd, struct head_send *s,
-			      const struct iovec *v, int nv)
+/* TLS: the engine's write of s's head and body failed with EPIPE or
+ * ECONNRESET on the first request of a reused connection after it had put
+ * bytes on the socket: whole records, the head among them, may have
+ * reached the server and been executed before a later one met the reset.
+ * That is not "none of it went out" but a request sent on a connection
+ * that died under it, and the proof rule decides (docs/replay.md "A send
+ * that failed"): the method, or the server's FIN first and our bytes met a
+ * closed socket.  True: a fresh connection is under fd, and the caller
+ * sends the request there as for a socket found dead before its first
+ * byte; false: the program's write fails as the engine's did (errno
+ * kept).  Caller holds c->lock. */
+static bool head_sent_died(struct kp_conn *c, int fd, struct head_send *s)
 {
 	int err = errno;
-	size_t body = iov_total(v + 1, nv - 1);
-	if (!replay_keep_iov(c, v + 1, nv - 1, 0, body)) {
-		/* no memory for the copy: nothing can go again */
-		c->first = KP_FIRST_DONE;
-		c->replay_len = 0;
-		unpool(c, "died under its first request, no copy to replay");
+	if (!replay_decide(c, fd, err == EPIPE ? KP_DIED_SEND_EPIPE : KP_DIED_SEND_RESET) ||
+	    swap_fresh(c, fd, false) < 0) {
+		unpool(c, "died under its first request");
 		errno = err;
-		return -1;
+		return false;
 	}
-	c->first = KP_FIRST_SENT;
-	if (!replay(c, fd, err == EPIPE ? KP_DIED_SEND_EPIPE : KP_DIED_SEND_RESET)) {
-		errno = err;
-		return -1;
-	}
+	kp_count(replayed);
 	s->keep_copy = false;
+	c->replay_len = 0;
 	s->send_flags = s->flags;
-	return (ssize_t)(s->headlen + body);
+	return true;
 }
 
 /* s's head and the rest of this call (body bytes) in one sendmsg, as the
@@ -673,9 +665,12 @@ static ssize_t head_send(struct kp_conn *c, int fd, struct head_send *s)
 		if (!s->staged)
 			r = conn_sendmsg(c, fd, &m, s->send_flags);
 		if (r < 0 && s->keep_copy && c->first == KP_FIRST_UNSENT &&
-		    (errno == EPIPE || errno == ECONNRESET) && s->staged && kp_tls_push_wire)
+		    (errno == EPIPE || errno == ECONNRESET) && s->staged && kp_tls_push_wire) {
 			/* bytes went before the failure: the proof decides */
-			return head_sent_died(c, fd, s, v, nv);
+			if (!head_sent_died(c, fd, s))
+				return -1;
+			continue;
+		}
 		/* the pooled socket was dead before our request got out (a
 		 * failed sendmsg queued nothing; the engine wrote no byte): a
 		 * fresh one (once), and the request goes there */
