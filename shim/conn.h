@@ -133,6 +133,11 @@ struct kp_conn {
 	uint32_t served_at_checkout;
 	char *replay;        /* KP_FIRST_SENT: the bytes of that request */
 	size_t replay_len, replay_cap;
+	/* a replay over TLS whose fresh handshake was still under way when
+	 * the program's call ended: its copy goes at the program's next call
+	 * on the SSL (kp_conn_tls_replay_step), replay_off of it sent so far */
+	bool replay_async;
+	size_t replay_off;
 	uint8_t first_plan;  /* enum kp_first_plan of that request */
 	bool acked_known;    /* acked_at_first holds the kernel's count */
 	uint64_t acked_at_first; /* tcpi_bytes_acked just before its first byte */
@@ -392,6 +397,12 @@ int kp_conn_tls_remake(int fd, void *ssl);
 /* The plaintext side, fed by the SSL_* wrappers: the same framing as the
  * socket calls above, the bytes going through c->tls. */
 bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t *ret);
+
+/* A replay waiting for its fresh TLS handshake (replay_async): take it
+ * one step on, never waiting.  1 nothing waits (any more), 0 the socket
+ * is wanted (the program's SSL says so), -1 failed (the SSL says why).
+ * To be called before every read or write of the program's SSL on c. */
+int kp_conn_tls_replay_step(struct kp_conn *c, int fd);
 void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t ret);
 /* plaintext a close line pushed past the program's last read (conn.h
  * rx_extra) is read first: kp_recv_extra() */

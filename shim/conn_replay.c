@@ -127,7 +127,7 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark);
 /* The program's SSL could not make its handshake on the fresh connection
  * swap_fresh put under its fd (within the call's bound): a replay that
  * needs it fails. */
-static __thread bool fresh_tls_failed;
+static __thread bool fresh_tls_failed, fresh_tls_under_way;
 
 /* The deadline of the program's call for our waits in it (a fresh TLS
  * handshake, the replay's records): fresh_bound_ms; on an O_NONBLOCK
@@ -150,7 +150,7 @@ static uint64_t call_end_ms(const struct kp_conn *c, int fd)
  * untouched. */
 int swap_fresh(struct kp_conn *c, int fd, bool repark)
 {
-	fresh_tls_failed = false;
+	fresh_tls_failed = fresh_tls_under_way = false;
 	uint64_t outer = kp_tls_wait_end_ms;
 	if (!outer)
 		kp_tls_wait_end_ms = call_end_ms(c, fd);
@@ -218,10 +218,14 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 		/* the program's SSL was speaking through the pooled engine: it
 		 * makes its own handshake on the fresh connection now */
 		c->tls_handed = false;
-		if (BUSY(c, kp_tls_rehandshake(&c->tls, fd, c->tls_ssl)) < 0) {
+		int hs = BUSY(c, kp_tls_rehandshake(&c->tls, fd, c->tls_ssl));
+		if (hs < 0) {
 			fresh_tls_failed = true;
 			unpool(c, "TLS handshake after a replay failed");
 		}
+		/* under way: the program's SSL goes on with it at its next
+		 * call, as with its own handshake */
+		fresh_tls_under_way = hs > 0;
 	} else if (c->tls) { /* a pending engine that was not handed out */
 		kp_tls_put(c->tls);
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
@@ -404,6 +408,21 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 		unpool(c, "a replay found no fresh connection");
 		return false;
 	}
+	if (fresh_tls_under_way && !fresh_tls_failed) {
+		/* the handshake did not end within the program's call (a
+		 * non-blocking one ends at once): the copy follows it at the
+		 * program's next call on its SSL, which is told WANT_READ or
+		 * WANT_WRITE meanwhile, as by its own handshake; never a read
+		 * that waits for a request never sent (docs/replay.md "The
+		 * program's bounds") */
+		kp_tls_wait_end_ms = 0;
+		c->replay_async = true;
+		c->replay_off = 0;
+		c->resp_started = false;
+		kp_debug("fd %d: %s on a reused connection before any response byte: sent again "
+			 "once the fresh TLS handshake ends", fd, died_str(how));
+		return true;
+	}
 	size_t sent = 0;
 	bool resent = !fresh_tls_failed &&
 		      send_all(c, fd, c->replay, c->replay_len, MSG_NOSIGNAL, false, &sent) >= 0;
@@ -427,6 +446,29 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 	kp_debug("fd %d: %s on a reused connection before any response byte: sent again on a "
 		 "fresh one", fd, died_str(how));
 	return true;
+}
+
+int kp_conn_tls_replay_step(struct kp_conn *c, int fd)
+{
+	if (!__atomic_load_n(&c->replay_async, __ATOMIC_ACQUIRE) || !conn_lock(c, fd))
+		return 1;
+	int r = 1;
+	if (c->replay_async && c->tls) {
+		r = BUSY(c, kp_tls_replay_step(c->tls, c->replay, c->replay_len, &c->replay_off));
+		if (r > 0) {
+			kp_count(replayed);
+			kp_debug("fd %d: the fresh TLS handshake ended: the request sent again", fd);
+		} else if (r < 0) {
+			/* the program's SSL says why, as its own handshake would */
+			give_up(c, fd, "a replay's TLS handshake failed");
+		}
+	}
+	if (r != 0) {
+		c->replay_async = false;
+		c->replay_len = c->replay_off = 0;
+	}
+	kp_unlock(&c->lock);
+	return r;
 }
 
 /* Keep a copy of request bytes sent on a reused connection. */

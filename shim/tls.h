@@ -76,9 +76,17 @@ void kp_tls_put(struct kp_tls *e);
  * engine the program's ssl was using (*slot, the connection's: put by
  * this call, if any): the program's ssl becomes its own engine and makes
  * its own handshake (with its own verification), bounded in time.  Sets
- * *slot (NULL while it works, so that nobody uses the old engine).  0 or
- * -1. */
+ * *slot (NULL while it works, so that nobody uses the old engine).  0
+ * done, 1 still under way when the time was up (kp_tls_replay_step goes
+ * on with it), -1 failed. */
 int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl);
+
+/* A replay whose fresh handshake (or copy) did not end within the
+ * program's call goes on at its next call on that SSL, never waiting:
+ * the handshake, then buf from *off (advanced) through e.  1 all sent, 0
+ * the socket is wanted (the program's SSL says WANT_READ or WANT_WRITE,
+ * as for its own handshake under way), -1 failed (its SSL says why). */
+int kp_tls_replay_step(struct kp_tls *e, const char *buf, size_t len, size_t *off);
 
 /* The deadline (kp_now_ms) of the call a replay happens in, 0: none
  * (docs/replay.md "The program's bounds"): kp_tls_rehandshake and

@@ -641,6 +641,23 @@ static void shut_read(struct io *io)
 }
 
 /* Plaintext I/O through the handle's engine, framed. */
+/* A replay whose copy waits for the fresh TLS handshake (docs/replay.md
+ * "The program's bounds") goes on before the program's read or write:
+ * false while it waits (the program's SSL says WANT_READ or WANT_WRITE,
+ * or why it failed); true to go on, io read again when it moved. */
+static bool replay_stepped(SSL *ssl, struct io *io)
+{
+	if (!io->c || !__atomic_load_n(&io->c->replay_async, __ATOMIC_ACQUIRE))
+		return true;
+	if (kp_conn_tls_replay_step(io->c, io->fd) <= 0)
+		return false;
+	if (!io_get(ssl, io)) {
+		io->c = NULL;
+		io->e = ssl;
+	}
+	return true;
+}
+
 int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
 	struct io io;
@@ -670,6 +687,10 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	if (!write)
 		shut_read(&io);
 	if (write) {
+		if (!replay_stepped(ssl, &io))
+			return ex ? 0 : -1;
+		if (!(c = io.c))
+			return io_real(io.e, op, buf, n, done);
 		ssize_t ret;
 		int saved = errno;
 		kp_tls_push_err = 0;
@@ -711,6 +732,10 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	}
 	for (;;) {
 		int pending;
+		if (!replay_stepped(ssl, &io))
+			return ex ? 0 : -1;
+		if (!(c = io.c))
+			return io_real(io.e, op, buf, n, done);
 		/* a close line's bytes left from the last read come first */
 		size_t extra = n ? kp_recv_extra(c, io.fd, buf, n > INT_MAX ? INT_MAX : n, peek) : 0;
 		if (extra) {

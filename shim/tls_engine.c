@@ -978,7 +978,8 @@ static bool may_wait(int waited)
 }
 
 /* Run ssl's handshake on fd to its end, waiting (bounded: may_wait) as a
- * blocking socket would. */
+ * blocking socket would: 0 done, 1 not done when the wait ended (the
+ * handshake wants the socket), -1 failed. */
 static int handshake_wait(SSL *ssl, int fd)
 {
 	int waited = 0;
@@ -990,8 +991,10 @@ static int handshake_wait(SSL *ssl, int fd)
 		int err;
 		err = kp_ssl.SSL_get_error(ssl, r);
 		short ev = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
-		if (!ev || !may_wait(waited))
+		if (!ev)
 			return -1;
+		if (!may_wait(waited))
+			return 1;
 		struct pollfd pfd = { .fd = fd, .events = ev };
 		KP_REAL(poll)(&pfd, 1, wait_slice());
 		waited += 100;
@@ -1050,8 +1053,32 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 	__atomic_store_n(slot, e, __ATOMIC_RELEASE);
 	int r = handshake_wait(ssl, fd);
 	kp_debug("fd %d: the program's SSL made its own handshake on a fresh connection: %s", fd,
-		 r == 0 ? "done" : "failed");
+		 r == 0 ? "done" : r > 0 ? "under way" : "failed");
 	return r;
+}
+
+int kp_tls_replay_step(struct kp_tls *e, const char *buf, size_t len, size_t *off)
+{
+	SSL *ssl = e->ssl;
+	int r;
+	if (kp_ssl.SSL_in_init(ssl)) {
+		r = KP_OUTSIDE(kp_ssl.SSL_connect(ssl));
+		if (r != 1)
+			goto stopped;
+	}
+	while (*off < len) {
+		size_t w = 0;
+		/* after WANT_WRITE, the same bytes at the same address: what
+		 * libssl asks of a write it took in part */
+		r = KP_OUTSIDE(kp_ssl.SSL_write_ex(ssl, buf + *off, len - *off, &w));
+		if (r != 1)
+			goto stopped;
+		*off += w;
+	}
+	return 1;
+stopped:;
+	int err = kp_ssl.SSL_get_error(ssl, r);
+	return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE ? 0 : -1;
 }
 
 /* ------------------------------------------------------------ I/O */

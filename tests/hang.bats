@@ -158,6 +158,29 @@ _mute_ready() { [ -s "$BATS_TEST_TMPDIR/mute.port" ] || _pid_gone "$SLOW_PID"; }
 	[[ "$SHIM_STATS" == *"tls_reused=1"* ]]
 }
 
+@test "HTTPS: a replay on a non-blocking socket whose fresh handshake the server answers 300 ms late: the copy follows the handshake at the program's next call, the answer read as alone (never a read waiting for a request never sent)" {
+	CLIENT_TIMEOUT=20
+	TLS="$BATS_TEST_TMPDIR/tls"
+	tls_make "$TLS"
+	local half
+	for half in plain shim; do
+		_stop_pid "${SLOW_PID:-}"
+		rm -f "$BATS_TEST_TMPDIR/mute.port"
+		python3 "$ROOT/tests/servers/tls_mute.py" "$TLS/server.pem" "$TLS/server.key" \
+			"$BATS_TEST_TMPDIR/mute.port" 300 >/dev/null 2>"$BATS_TEST_TMPDIR/mute.err" &
+		SLOW_PID=$!
+		wait_until _mute_ready
+		read -r SERVER_PORT <"$BATS_TEST_TMPDIR/mute.port"
+		"run_$half" "$PYTHON" "$ROOT/tests/clients/tls_nb_replay.py" "$SERVER_PORT" "$TLS/ca.pem"
+	done
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "r2: read HTTP/1.1 200 OK"
+	[[ "$SHIM_STATS" == *"tls_reused=1"* ]]
+	[[ "$SHIM_STATS" == *"replayed=1"* ]]
+}
+
 @test "HTTPS under RLIMIT_AS: a 64 MiB request in one non-blocking SSL_write, no room for the library's staging copy: written as alone, never the 30 s fallback" {
 	CLIENT_TIMEOUT=20
 	slow_start tls

@@ -423,6 +423,11 @@ run_both() {
 	local -a first
 	mapfile -t -n 5 first <"$BATS_TEST_TMPDIR/shim.err"
 	[ "${#first[@]}" -eq 0 ] || printf '%s\n' "${first[@]}"
+	# a client that failed: the lines of its output that say where
+	if [ "$SHIM_STATUS" -ne "$PLAIN_STATUS" ]; then
+		echo "shim stdout, its ERROR lines:"
+		grep -m 5 -i "error" "$BATS_TEST_TMPDIR/shim.out" || true
+	fi
 }
 
 # tls_case CLIENT N SCENARIO [ARG...]: tests/clients/CLIENT SCENARIO
