@@ -74,11 +74,14 @@ static bool ours_to_connect(int fd, const struct pool_key *key)
 /* fd's connection stops being ours (a connect() that dissolves or moves
  * its association): what was held goes out as written, it is never
  * pooled nor rewritten again, and fd is the kernel's from now on.  Other
- * fds of the same socket keep the (passthrough) object until they close. */
-static void disown(int fd, struct kp_conn *c, const char *why)
+ * fds of the same socket keep the (passthrough) object until they close.
+ * fin: our FIN stands for the server's close the program is owed (not on
+ * a socket already connected anew elsewhere). */
+static void disown(int fd, struct kp_conn *c, const char *why, bool fin)
 {
 	if (conn_lock(c, fd)) {
-		owed_close_fin(c, fd);
+		if (fin)
+			owed_close_fin(c, fd);
 		c->handed_off = true;
 		c->first = KP_FIRST_DONE;
 		go_passthrough(c, why);
@@ -95,9 +98,13 @@ static void disown(int fd, struct kp_conn *c, const char *why)
 
 /* A connect() on a socket already connected through us.  Ruby's second
  * connect() after EINPROGRESS (same destination) is the same connection;
- * AF_UNSPEC dissolves the association (TCP allows it) and a connect to
- * another destination is the kernel's to answer: either way the socket is
- * no longer ours, and the kernel's answer stands. */
+ * AF_UNSPEC dissolves the association (TCP allows it): the socket is no
+ * longer ours.  A connect to another destination is the kernel's to
+ * answer: on a connected socket it fails (EISCONN) and nothing changed,
+ * so the socket stays ours, and what it owes the program (the server's
+ * close, the first write after it taken) stays as alone (docs/replay.md
+ * "Found by the second review", 2); one that connects (a socket a reset
+ * had closed) is a new connection, never ours, and gets no FIN of ours. */
 static int connect_again(int fd, struct kp_conn *c, const struct sockaddr *addr, socklen_t len)
 {
 	struct pool_key key;
@@ -114,12 +121,18 @@ static int connect_again(int fd, struct kp_conn *c, const struct sockaddr *addr,
 		return KP_REAL(connect)(fd, addr, len);
 	}
 	int saved = errno;
-	disown(fd, c,
-	       addr && len >= sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC
-		       ? "connect(AF_UNSPEC) dissolved its association"
-		       : "connected again to another destination");
-	errno = saved;
-	return KP_REAL(connect)(fd, addr, len);
+	if (addr && len >= sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC) {
+		disown(fd, c, "connect(AF_UNSPEC) dissolved its association", true);
+		errno = saved;
+		return KP_REAL(connect)(fd, addr, len);
+	}
+	int r = KP_REAL(connect)(fd, addr, len);
+	if (r < 0 && errno != EINPROGRESS)
+		return -1; /* refused, nothing changed: still ours */
+	int err = errno;
+	disown(fd, c, "connected again to another destination", false);
+	errno = r < 0 ? err : saved;
+	return r;
 }
 
 /* Put pooled socket p in the program's fd, as if connect() had just
@@ -818,47 +831,6 @@ bool tls_bypassed(struct kp_conn *c, int fd)
 	return true;
 }
 
-bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
-{
-	if (c == KP_POOLED || tls_bypassed(c, fd))
-		return true;
-	int saved = errno;
-	if (!conn_lock(c, fd))
-		return true;
-	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && *len &&
-	    ((c->eof_owed && !c->n_reqs) || after_close(c))) {
-		/* as the write path (send_intercept): after the owed EOF the
-		 * first send is taken, our FIN goes out and later ones meet the
-		 * kernel's EPIPE; after a close request, taken and not sent */
-		if (c->eof_owed && !c->n_reqs) {
-			finished_forget(-1, c);
-			KP_REAL(shutdown)(fd, SHUT_WR);
-			go_passthrough(c, "a send after the owed EOF");
-		}
-		kp_debug("fd %d: %zu bytes sent past the write path after a close: not sent", fd, *len);
-		kp_unlock(&c->lock);
-		errno = saved;
-		return false;
-	}
-	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
-	    c->reqs[c->n_reqs - 1].rewritten && c->req_body.kind == FRM_BODY_LENGTH &&
-	    c->req_body.left < *len && c->req_body.left)
-		*len = (size_t)c->req_body.left; /* the rest would be after_close */
-	if (c->state == KP_ACTIVE && ((c->req_mode == KP_REQ_HEAD && c->held_len) ||
-				      c->req_mode == KP_REQ_HEAD_PART)) {
-		give_up(c, fd, "a send we cannot see into follows a held head");
-	} else if (c->first == KP_FIRST_SENT) {
-		/* zero-copy bytes the copy cannot hold: no replay for this one */
-		c->first = KP_FIRST_DONE;
-		kp_debug("fd %d: request bytes by sendfile/splice: not replayable", fd);
-	} else {
-		unvouch(c, fd, "a request we cannot see into");
-	}
-	kp_unlock(&c->lock);
-	errno = saved;
-	return true;
-}
-
 void kp_note_fdopen(struct kp_conn *c, int fd, bool write_only)
 {
 	if (c == KP_POOLED || tls_bypassed(c, fd))
@@ -913,22 +885,6 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 	}
 	kp_unlock(&c->lock);
 	errno = saved;
-}
-
-bool kp_unseen_write(struct kp_conn *c, int fd, size_t len)
-{
-	if (c == KP_POOLED || !len)
-		return false;
-	if (!kp_send_bypass(c, fd, &len))
-		return true;
-	int saved = errno;
-	if (conn_lock(c, fd)) {
-		if (c->state == KP_ACTIVE)
-			unpool(c, "a write we cannot see");
-		kp_unlock(&c->lock);
-	}
-	errno = saved;
-	return false;
 }
 
 /* Bytes after a response to a request that asked to close (we owe EOF
@@ -1007,6 +963,11 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t
 				c->ka_max = c->resp.ka_max + (int32_t)c->served;
 			if (!frm_resp_reusable(&c->resp))
 				unpool(c, resp_why(&c->resp));
+			/* an answer a server gives before reading the body: the
+			 * body may wait in its buffer for the next request
+			 * (docs/replay.md "A request with a body answered early") */
+			if (done.body && kp_body_maybe_unread(c->resp.status))
+				unpool(c, "an error or redirect answered a request with a body");
 			__atomic_store_n(&c->server_closing,
 					 c->resp.server_close || (done.app_close && !done.rewritten),
 					 __ATOMIC_RELEASE);

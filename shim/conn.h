@@ -39,6 +39,7 @@ struct kp_request {
 	uint8_t method;  /* enum frm_method */
 	bool app_close;  /* the program expects the server to close after it */
 	bool rewritten;  /* we changed its Connection header */
+	bool body;       /* it had a body (Content-Length above 0, chunked) */
 };
 
 /* The first request on a connection taken from the pool (docs/design.md §4): the

@@ -130,6 +130,9 @@ int swap_fresh(struct kp_conn *c, int fd, bool repark);
 void first_request_fresh(struct kp_conn *c, int fd, const char *why);
 void unvouch(struct kp_conn *c, int fd, const char *why);
 bool replay(struct kp_conn *c, int fd, enum kp_died how);
+/* replay()'s decision alone: may the request go again (the method, or the
+ * proof)?  On no, the connection is given up as replay() gives it up. */
+bool replay_decide(struct kp_conn *c, int fd, enum kp_died how);
 bool replay_keep(struct kp_conn *c, const char *p, size_t n);
 bool replay_keep_iov(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off,
 		     size_t n);

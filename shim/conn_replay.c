@@ -374,10 +374,9 @@ static void settle_facts(struct kp_conn *c, int fd, enum kp_died how, struct kp_
  * call is to be made again). */
 static bool replay_proved(struct kp_conn *c, int fd, enum kp_died how);
 
-bool replay(struct kp_conn *c, int fd, enum kp_died how)
+bool replay_decide(struct kp_conn *c, int fd, enum kp_died how)
 {
 	c->first = KP_FIRST_DONE;
-	call_timeo = how == KP_DIED_SEND_EPIPE || how == KP_DIED_SEND_RESET ? SO_SNDTIMEO : SO_RCVTIMEO;
 	conn_note_dead(c, c->sent_ms);
 	if (!replay_proved(c, fd, how)) {
 		/* the program meets an error a fresh connection would not have
@@ -385,6 +384,16 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 		pool_note_killed(&c->key, c->served_at_checkout, kp_now_ms());
 		unpool(c, "died under its first request, not replayed");
 		c->replay_len = 0;
+		return false;
+	}
+	return true;
+}
+
+bool replay(struct kp_conn *c, int fd, enum kp_died how)
+{
+	call_timeo = how == KP_DIED_SEND_EPIPE || how == KP_DIED_SEND_RESET ? SO_SNDTIMEO : SO_RCVTIMEO;
+	if (!replay_decide(c, fd, how)) {
+		call_timeo = SO_SNDTIMEO;
 		return false;
 	}
 	/* the fresh connection, its handshake and the copy's records within

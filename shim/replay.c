@@ -150,3 +150,8 @@ bool kp_replay_408_closes(const char *p, size_t n)
 	}
 	return false;
 }
+
+bool kp_body_maybe_unread(unsigned status)
+{
+	return status >= 400 || status == 307 || status == 308;
+}

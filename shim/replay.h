@@ -119,4 +119,12 @@ int kp_tcp_view(int fd, struct kp_tcp_view *v);
  * program's request: it reads it (docs/replay.md, "A 408"). */
 bool kp_replay_408_closes(const char *p, size_t n);
 
+/* A final answer with this status to a request that had a body may have
+ * been sent before the server read the body (an upload refused: 401, 413,
+ * 417; an error; a redirect that keeps the method, 307 and 308, made by a
+ * routing layer): the body may wait in the server's buffer, to be read as
+ * the next request on the connection.  True for 3xx 307/308 and any 4xx or
+ * 5xx (docs/replay.md "A request with a body answered early"). */
+bool kp_body_maybe_unread(unsigned status);
+
 #endif

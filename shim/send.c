@@ -97,6 +97,91 @@ void kp_aio_before(struct kp_conn *c, int fd, bool write)
 	errno = saved;
 }
 
+bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
+{
+	if (c == KP_POOLED || tls_bypassed(c, fd))
+		return true;
+	int saved = errno;
+	if (!conn_lock(c, fd))
+		return true;
+	if (c->fin_for_server && !c->shut_how && *len) {
+		/* after our FIN stood for the server's close: the first send is
+		 * taken, as the write path takes it (send_outside_head) */
+		__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
+		kp_debug("fd %d: %zu bytes sent past the write path after our FIN: taken", fd, *len);
+		kp_unlock(&c->lock);
+		errno = saved;
+		return false;
+	}
+	if (c->shut_how && *len) {
+		/* the program's own shutdown(), answered by us: made real now,
+		 * as the write path makes it (send_outside_head): after SHUT_WR
+		 * the kernel's EPIPE and SIGPIPE, never a count for bytes that
+		 * could not go; after SHUT_RD our FIN stands for the server's
+		 * close owed, and the first send is taken */
+		int how = c->shut_how - 1;
+		KP_REAL(shutdown)(fd, how);
+		owed_close_fin(c, fd);
+		go_passthrough(c, "a send past the write path after shutdown");
+		bool take = how == SHUT_RD && c->fin_for_server;
+		if (take) {
+			c->shut_how = 0;
+			__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
+		}
+		kp_unlock(&c->lock);
+		errno = saved;
+		return !take;
+	}
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && *len &&
+	    ((c->eof_owed && !c->n_reqs) || after_close(c))) {
+		/* as the write path (send_intercept): after the owed EOF the
+		 * first send is taken, our FIN goes out and later ones meet the
+		 * kernel's EPIPE; after a close request, taken and not sent */
+		if (c->eof_owed && !c->n_reqs) {
+			finished_forget(-1, c);
+			KP_REAL(shutdown)(fd, SHUT_WR);
+			go_passthrough(c, "a send after the owed EOF");
+		}
+		kp_debug("fd %d: %zu bytes sent past the write path after a close: not sent", fd, *len);
+		kp_unlock(&c->lock);
+		errno = saved;
+		return false;
+	}
+	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->n_reqs &&
+	    c->reqs[c->n_reqs - 1].rewritten && c->req_body.kind == FRM_BODY_LENGTH &&
+	    c->req_body.left < *len && c->req_body.left)
+		*len = (size_t)c->req_body.left; /* the rest would be after_close */
+	if (c->state == KP_ACTIVE && ((c->req_mode == KP_REQ_HEAD && c->held_len) ||
+				      c->req_mode == KP_REQ_HEAD_PART)) {
+		give_up(c, fd, "a send we cannot see into follows a held head");
+	} else if (c->first == KP_FIRST_SENT) {
+		/* zero-copy bytes the copy cannot hold: no replay for this one */
+		c->first = KP_FIRST_DONE;
+		kp_debug("fd %d: request bytes by sendfile/splice: not replayable", fd);
+	} else {
+		unvouch(c, fd, "a request we cannot see into");
+	}
+	kp_unlock(&c->lock);
+	errno = saved;
+	return true;
+}
+
+bool kp_unseen_write(struct kp_conn *c, int fd, size_t len)
+{
+	if (c == KP_POOLED || !len)
+		return false;
+	if (!kp_send_bypass(c, fd, &len))
+		return true;
+	int saved = errno;
+	if (conn_lock(c, fd)) {
+		if (c->state == KP_ACTIVE)
+			unpool(c, "a write we cannot see");
+		kp_unlock(&c->lock);
+	}
+	errno = saved;
+	return false;
+}
+
 /* Do request bytes follow, within this call, the request whose head ends
  * at byte off of iov (beyond its own body)? */
 static bool bytes_follow(const struct frm_req_head *h, const struct iovec *iov, int iovcnt,
@@ -513,6 +598,33 @@ static void head_build(struct kp_conn *c, int fd, struct head_send *s)
 	}
 }
 
+/* TLS: the engine's write of s's head and body failed with EPIPE or
+ * ECONNRESET on the first request of a reused connection after it had put
+ * bytes on the socket: whole records, the head among them, may have
+ * reached the server and been executed before a later one met the reset.
+ * That is not "none of it went out" but a request sent on a connection
+ * that died under it, and the proof rule decides (docs/replay.md "A send
+ * that failed"): the method, or the server's FIN first and our bytes met a
+ * closed socket.  True: a fresh connection is under fd, and the caller
+ * sends the request there as for a socket found dead before its first
+ * byte; false: the program's write fails as the engine's did (errno
+ * kept).  Caller holds c->lock. */
+static bool head_sent_died(struct kp_conn *c, int fd, struct head_send *s)
+{
+	int err = errno;
+	if (!replay_decide(c, fd, err == EPIPE ? KP_DIED_SEND_EPIPE : KP_DIED_SEND_RESET) ||
+	    swap_fresh(c, fd, false) < 0) {
+		unpool(c, "died under its first request");
+		errno = err;
+		return false;
+	}
+	kp_count(replayed);
+	s->keep_copy = false;
+	c->replay_len = 0;
+	s->send_flags = s->flags;
+	return true;
+}
+
 /* s's head and the rest of this call (body bytes) in one sendmsg, as the
  * program's one call would have been: two sends would let Nagle hold the
  * second behind the server's delayed ACK (40 ms a request, seen with
@@ -552,8 +664,16 @@ static ssize_t head_send(struct kp_conn *c, int fd, struct head_send *s)
 		}
 		if (!s->staged)
 			r = conn_sendmsg(c, fd, &m, s->send_flags);
-		/* the pooled socket was dead before our request got out: a fresh
-		 * one (once), and the request goes there */
+		if (r < 0 && s->keep_copy && c->first == KP_FIRST_UNSENT &&
+		    (errno == EPIPE || errno == ECONNRESET) && s->staged && kp_tls_push_wire) {
+			/* bytes went before the failure: the proof decides */
+			if (!head_sent_died(c, fd, s))
+				return -1;
+			continue;
+		}
+		/* the pooled socket was dead before our request got out (a
+		 * failed sendmsg queued nothing; the engine wrote no byte): a
+		 * fresh one (once), and the request goes there */
 		if (r < 0 && s->keep_copy && c->first == KP_FIRST_UNSENT &&
 		    (errno == EPIPE || errno == ECONNRESET)) {
 			conn_note_dead(c, 0);
@@ -580,7 +700,8 @@ static ssize_t head_send(struct kp_conn *c, int fd, struct head_send *s)
 static bool head_settle(struct kp_conn *c, int fd, struct head_send *s, ssize_t r, ssize_t *ret)
 {
 	/* the program's own send would have raised SIGPIPE here */
-	bool held_back = r < 0 && errno == EPIPE && (s->send_flags & ~s->flags & MSG_NOSIGNAL);
+	bool held_back = r < 0 && errno == EPIPE && (s->send_flags & ~s->flags & MSG_NOSIGNAL) &&
+			 !c->tls; /* (the engine's own write raised it) */
 	size_t sent = 0, body_sent = 0;
 	ssize_t sr = 0;
 	if (r >= 0 && (size_t)r >= s->headlen) {

@@ -105,6 +105,9 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
  * with the same buf and len before anything else), else the error's
  * errno.  The program's call on this thread then reports that SSL error. */
 int kp_tls_push(struct kp_tls *e, const void *buf, size_t len, size_t *w);
+/* Whether this thread's last kp_tls_push put any byte on the socket (a
+ * failed one too: the records before the failure went). */
+extern __thread bool kp_tls_push_wire;
 /* The program's write on this thread fails with this SSL error (a retry
  * that does not offer the bytes a record begun stands for). */
 void kp_tls_push_fail(int ssl_err);

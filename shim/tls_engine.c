@@ -1151,12 +1151,19 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 /* The SSL error a failed kp_tls_push left for the program's call on this
  * thread (0: none): kp_tls_io reports it as the program's SSL_get_error. */
 __thread int kp_tls_push_err;
+__thread bool kp_tls_push_wire;
 
 int kp_tls_push(struct kp_tls *e, const void *buf, size_t len, size_t *w)
 {
 	int r;
 	*w = 0;
+	BIO *wbio = kp_ssl.SSL_get_wbio(e->ssl);
+	uint64_t before = wbio ? kp_ssl.BIO_number_written(wbio) : 0;
 	r = KP_OUTSIDE(kp_ssl.SSL_write_ex(e->ssl, buf, len, w));
+	/* a failed write may have put whole records on the wire before it
+	 * failed: the server may have read them (docs/replay.md "A send that
+	 * failed") */
+	kp_tls_push_wire = !wbio || kp_ssl.BIO_number_written(wbio) != before;
 	if (r == 1) {
 		kp_tls_push_err = 0;
 		return 1;

@@ -452,6 +452,7 @@ bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool rewritt
 	frm_body_init(&c->req_body, h->body_kind, h->body_len);
 	/* Content-Length: 0 is as bodiless as no length at all */
 	c->req_mode = c->req_body.done || h->body_kind == FRM_BODY_NONE ? KP_REQ_HEAD : KP_REQ_BODY;
+	r->body = c->req_mode == KP_REQ_BODY;
 	return true;
 }
 

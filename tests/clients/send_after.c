@@ -5,10 +5,13 @@
  * wrappers of write: dprintf, vdprintf, __dprintf_chk, __write, __send):
  * either after
  * the response was read to EOF ("after"), or right behind the request,
- * before its response ("behind").  Without the library the server has
- * closed, or closes without reading it: the POST is never executed.
+ * before its response ("behind"), or right behind it and the program's
+ * own shutdown(SHUT_WR) ("shutwr": alone the send fails with EPIPE and
+ * SIGPIPE, counted by a handler and printed).  Without the library the
+ * server has closed, or closes without reading it: the POST is never
+ * executed.
  *
- *   send_after HOST PORT after|behind MODE
+ *   send_after HOST PORT after|behind|shutwr MODE
  *   MODE: sendfile|splice|sendmmsg|sendto|pwritev2_dsync|syscall_sendfile|
  *         dprintf|vdprintf|dprintf_chk|__write|__send|
  *         recv_oob (a recv(MSG_OOB), which sends nothing: EINVAL alone)|
@@ -23,6 +26,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,11 +176,19 @@ static ssize_t send_past(int s, const char *mode, const char *req)
 	return sendto(s, req, len, 0, (struct sockaddr *)&a, al);
 }
 
+static volatile sig_atomic_t sigpipes;
+static void on_sigpipe(int sig)
+{
+	(void)sig;
+	sigpipes++;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 5)
 		return 2;
-	signal(SIGPIPE, SIG_IGN);
+	bool shutwr = !strcmp(argv[3], "shutwr");
+	signal(SIGPIPE, shutwr ? on_sigpipe : SIG_IGN);
 	int port = atoi(argv[2]);
 	const char *warm = "GET /warm HTTP/1.1\r\nHost: x\r\n\r\n";
 	const char *req = "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
@@ -192,10 +204,14 @@ int main(int argc, char **argv)
 		return 1;
 	if (!strcmp(argv[3], "after"))
 		read_all(s, "response");
+	if (shutwr)
+		printf("shutdown: %d\n", shutdown(s, SHUT_WR));
 	errno = 0;
 	ssize_t n = send_past(s, argv[4], pay);
 	printf("%s: %zd%s\n", argv[4], n, n < 0 ? (errno == EPIPE ? " EPIPE" : errno == EINVAL ? " EINVAL" : " error") : "");
-	if (!strcmp(argv[3], "behind"))
+	if (shutwr)
+		printf("SIGPIPE: %d\n", (int)sigpipes);
+	if (!strcmp(argv[3], "behind") || shutwr)
 		read_all(s, "response");
 	else
 		printf("read after: %zd\n", read(s, buf, sizeof(buf)));

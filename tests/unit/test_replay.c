@@ -142,8 +142,26 @@ static void idle_408s(void)
 	}
 }
 
+static void body_answers(void)
+{
+	CHECK(!kp_body_maybe_unread(200));
+	CHECK(!kp_body_maybe_unread(201));
+	CHECK(!kp_body_maybe_unread(204));
+	CHECK(!kp_body_maybe_unread(302));
+	CHECK(!kp_body_maybe_unread(303));
+	CHECK(kp_body_maybe_unread(307));
+	CHECK(kp_body_maybe_unread(308));
+	CHECK(kp_body_maybe_unread(400));
+	CHECK(kp_body_maybe_unread(401));
+	CHECK(kp_body_maybe_unread(413));
+	CHECK(kp_body_maybe_unread(417));
+	CHECK(kp_body_maybe_unread(500));
+	CHECK(kp_body_maybe_unread(503));
+}
+
 int main(void)
 {
+	body_answers();
 	idle_408s();
 	plans();
 	verdicts();
