@@ -669,6 +669,24 @@ bool kp_tls_keep_session(struct kp_tls *e, const struct pool_key *key)
 	return ours;
 }
 
+/* Under KEEPALIVE_TLS_ACROSS: e's whole state as the export message, at a
+ * record boundary with nothing pending (kp_tls_park checked it). */
+static void state_export(struct kp_tls *e)
+{
+	unsigned char *msg = NULL;
+	const char *why = NULL;
+	long len = kp_tls_capture_export(e->ssl, &msg, &why);
+	if (len < 0) {
+		kp_debug("TLS connection not exportable: %s", why);
+		return;
+	}
+	/* the message's first bytes after the magic: version, cipher */
+	kp_debug("TLS connection exportable: %ld bytes, version %02x%02x, cipher %u", len, msg[4], msg[5],
+		 (unsigned)(msg[6] << 8 | msg[7]));
+	kp_ssl.OPENSSL_cleanse(msg, (size_t)len);
+	free(msg);
+}
+
 bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key)
 {
 	if (e->dead || !shim_ctx_get())
@@ -676,6 +694,8 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 	if (kp_ssl.SSL_has_pending(e->ssl) || kp_ssl.SSL_get_shutdown(e->ssl) ||
 	    !kp_ssl.SSL_is_init_finished(e->ssl))
 		return false;
+	if (kp_cfg.tls_across && !e->foreign)
+		state_export(e);
 	kp_lock(&tls_lock);
 	bool ok = true;
 	note_cert(e);

@@ -58,6 +58,7 @@
 #include "fdtable.h"
 #include "real.h"
 #include "tls_real.h"
+#include "tls_capture.h"
 
 /* wait at most this long for a TLS record to go out, or for the handshake
  * a fresh connection makes behind the program's back */
