@@ -102,6 +102,13 @@ build/libkeepalive-noprobe.so: $(SRCS) $(HDRS) Makefile
 	@mkdir -p build
 	$(CC) $(ALLFLAGS) -DKP_TEST_NO_PROBE -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
 
+# a test build whose parked TLS connections, under KEEPALIVE_TLS_ACROSS,
+# prove their export: the state imported into the foreign engine makes a
+# request of its own on the socket (tests/https_across.bats)
+build/libkeepalive-acrosscheck.so: $(SRCS) $(HDRS) Makefile
+	@mkdir -p build
+	$(CC) $(ALLFLAGS) -DKP_TEST_ACROSS_VERIFY='"/f?across-check"' -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
+
 # unit tests link the pure modules directly and run under ASan+UBSan; the
 # modules are compiled once (build/san/) for them, the fuzz replayers and
 # the ASan library

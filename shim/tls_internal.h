@@ -59,6 +59,7 @@
 #include "real.h"
 #include "tls_real.h"
 #include "tls_capture.h"
+#include "tls_import.h"
 
 /* wait at most this long for a TLS record to go out, or for the handshake
  * a fresh connection makes behind the program's back */
