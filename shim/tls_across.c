@@ -698,6 +698,7 @@ static void state_verify(unsigned char *msg, long len, int fd)
 	int r, err = 0;
 	while ((r = tlsf_write(&im->f, req, (int)sizeof(req) - 1)) <= 0 && (err = verify_wait(im, r)) < 0)
 		;
+	bool sent = r > 0;
 	char head[16] = "";
 	size_t got = 0;
 	while (r > 0) {
@@ -709,7 +710,7 @@ static void state_verify(unsigned char *msg, long len, int fd)
 		got += r > 0 ? (size_t)r : 0;
 	}
 	kp_warn("across check: version %x, sent %s, read %zu bytes, \"%.12s\", ended with SSL error %d",
-		tlsf_version(&im->f), err && !got ? "nothing" : "the request", got, head, err);
+		tlsf_version(&im->f), sent ? "the request" : "nothing", got, head, err);
 	kp_tls_import_free(im);
 }
 #endif
