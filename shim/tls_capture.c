@@ -394,8 +394,10 @@ long kp_tls_capture_export(SSL *ssl, unsigned char **out, const char **why)
 			capture_wipe(&c);
 		return -1;
 	}
-	if (kp_ssl.SSL_get_read_ahead(ssl)) {
-		*why = "read-ahead";
+	/* a KeyUpdate the peer asked for, not sent yet: the state does not
+	 * say it is owed */
+	if (kp_ssl.SSL_get_read_ahead(ssl) || kp_ssl.SSL_get_key_update_type(ssl) != SSL_KEY_UPDATE_NONE) {
+		*why = kp_ssl.SSL_get_read_ahead(ssl) ? "read-ahead" : "a KeyUpdate owed";
 		capture_wipe(&c);
 		return -1;
 	}

@@ -15,8 +15,24 @@ setup_file() { suite_setup; }
 setup() {
 	NGINX_TLS=1 nginx_start
 	TLS="$NGINX_DIR/tls"
+	PIDS=()
 }
-teardown() { servers_stop; }
+teardown() {
+	servers_stop
+	local p
+	for p in "${PIDS[@]}"; do _stop_pid "$p"; done
+}
+
+# gnutls NAME PRIORITY: a GnuTLS server (tests/clients/gnutls_server.c,
+# its environment GNUTLS_ENV), its port in PORT, its log NAME.log
+gnutls() {
+	local pf="$BATS_TEST_TMPDIR/$1.port"
+	env ${GNUTLS_ENV:-} "$CLIENTS/gnutls_server" "$TLS/server.pem" "$TLS/server.key" "$2" "$pf" \
+		"$BATS_TEST_TMPDIR/$1.log" 3>&- &
+	PIDS+=($!)
+	wait_until test -s "$pf"
+	read -r PORT <"$pf"
+}
 
 N=4
 
@@ -83,4 +99,22 @@ second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
 	run diff <(awk '{ print $1 }' "$BATS_TEST_TMPDIR/plain.keys") <(awk '{ print $1 }' "$BATS_TEST_TMPDIR/shim.keys")
 	assert_success
 	[ "$(grep -c '^CLIENT_TRAFFIC_SECRET_0 ' "$BATS_TEST_TMPDIR/shim.keys")" -eq $N ]
+}
+
+@test "a server sending KeyUpdates at awkward moments (one asking ours before each answer, one between an answer's two records) and tickets: the capture follows them, the foreign engine's request on each parked connection answered, same output" {
+	[ -x "$CLIENTS/gnutls_server" ] || skip "no GnuTLS server (libgnutls28-dev)"
+	check_lib
+	GNUTLS_ENV="KP_GNUTLS_KEYUPDATE=1 KP_GNUTLS_TICKET=1" gnutls ku NORMAL
+	SERVER_PORT=$PORT
+	run_plain "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SERVER_PORT" /f $N "$TLS/ca.pem"
+	: >"$BATS_TEST_TMPDIR/ku.log"
+	PRELOAD="$CHECK_LIB" run_shim KEEPALIVE_TLS_ACROSS=1 \
+		"$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SERVER_PORT" /f $N "$TLS/ca.pem"
+	cat "$BATS_TEST_TMPDIR/shim.err" "$BATS_TEST_TMPDIR/ku.log"
+	assert_both_ok
+	assert_same_output
+	assert_equal "checked $(checked 304)" "checked $((N - 1))"
+	# each check's request came second on a connection of the program's
+	assert_equal "$(awk '$3 == "/f?across-check" { print $1 }' "$BATS_TEST_TMPDIR/ku.log" | sort -u | wc -l)" "$((N - 1))"
+	assert_equal "$(awk '$3 == "/f" { n++ } END { print n }' "$BATS_TEST_TMPDIR/ku.log")" "$N"
 }
