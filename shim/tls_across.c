@@ -731,6 +731,14 @@ static bool state_export(struct kp_tls *e, int hidden)
 	kp_debug("TLS connection exportable: %ld bytes, version %02x%02x, cipher %u", len, msg[4], msg[5],
 		 (unsigned)(msg[6] << 8 | msg[7]));
 #ifdef KP_TEST_ACROSS_VERIFY
+	/* KP_TEST_ACROSS_AFTER=N: proved at the park after N parks (its
+	 * counts kept through N in-process hand-outs), parked before */
+	const char *after = getenv("KP_TEST_ACROSS_AFTER");
+	if (after && e->parks < (unsigned)atoi(after)) {
+		kp_ssl.OPENSSL_cleanse(msg, (size_t)len);
+		free(msg);
+		return false;
+	}
 	state_verify(msg, len, hidden);
 	return true;
 #else
@@ -794,6 +802,7 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 		if (h && h->e == e)
 			h->closed = true;
 		HASH_ADD_INT(parked, fd, e);
+		e->parks++;
 	}
 	kp_unlock(&tls_lock);
 	if (ok) /* e->cert says which client certificate it carries */

@@ -87,6 +87,22 @@ second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
 	done
 }
 
+@test "python urllib, TLS 1.3: the counts go on through in-process hand-outs (the export proved at a connection's third park, after two hand-outs)" {
+	check_lib
+	use_tls 13
+	PRELOAD="$CHECK_LIB" run_both 6 KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_AFTER=2 \
+		"$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SERVER_PORT" /f 6 "$TLS/ca.pem"
+	cat "$BATS_TEST_TMPDIR/shim.err"
+	nginx_log
+	assert_both_ok
+	assert_plain_output_is "$NGINX_DIR/www/f" 6
+	assert_same_output
+	# the taught connection; then one that serves three requests of the
+	# program's and the check's fourth; then a fresh one for the last two
+	assert_equal "checked $(checked 304)" "checked 1"
+	assert_equal "fourth requests $(awk '$2 == 4' "$NGINX_DIR/access.log" | wc -l)" "fourth requests 1"
+}
+
 @test "a program's own keylog callback (Python's SSLKEYLOGFILE) under KEEPALIVE_TLS_ACROSS=1: it sees exactly its lines, same output" {
 	use_tls 13
 	run_plain env SSLKEYLOGFILE="$BATS_TEST_TMPDIR/plain.keys" \
