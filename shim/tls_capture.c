@@ -29,7 +29,9 @@ struct capture {
 };
 enum { SEC_CLIENT, SEC_SERVER, SEC_EXPORTER };
 
-/* a context whose keylog callback is ours: the program's, called after ours */
+/* a context whose keylog callback is ours: the program's, called after
+ * ours.  Kept for the process (a few bytes a context; a context freed and
+ * its address reused finds its entry rewritten when ours is installed) */
 struct chained {
 	const SSL_CTX *ctx;
 	kp_keylog_cb prog;
@@ -236,7 +238,7 @@ kp_msg_cb kp_tls_capture_msg_cb(const SSL *ssl)
 
 void kp_tls_capture_forget(const SSL *ssl)
 {
-	if (!captures)
+	if (!kp_cfg.tls_across) /* (set once, at start) */
 		return;
 	kp_lock(&cap_lock);
 	struct capture *c;
