@@ -18,12 +18,14 @@ ALLFLAGS += -DKP_VERSION='"$(VERSION)"'
 ALLFLAGS += -U_FORTIFY_SOURCE
 
 # the library: the shim and the pool (not the broker's main)
-# (ACROSS_SRCS, the record layer and the export message of whole TLS
-# connections across processes, are not in the library yet: nothing there
-# uses them; their unit tests and fuzzers link them, and the structure
-# checks see their objects)
+# (ACROSS_SRCS, the record layer, the export message and the foreign engine
+# of whole TLS connections across processes, reach libcrypto through a
+# table, shim/tls_crypto.h: the library fills it from the program's copy,
+# their unit tests and fuzzers from the libcrypto they link,
+# CRYPTO_DIRECT)
 ACROSS_SRCS := shim/tls_record.c shim/tls_export.c shim/tls_foreign.c
-SRCS := $(filter-out $(ACROSS_SRCS),$(wildcard shim/*.c)) $(filter-out pool/broker.c,$(wildcard pool/*.c))
+CRYPTO_DIRECT := tests/unit/crypto_direct.c
+SRCS := $(wildcard shim/*.c) $(filter-out pool/broker.c,$(wildcard pool/*.c))
 HDRS := $(wildcard shim/*.h) $(wildcard pool/*.h) shim/exports.map debian/changelog
 LIB  := build/libkeepalive.so
 # the per-user pool process (docs/design.md §8): its own small program, never
@@ -100,6 +102,13 @@ build/libkeepalive-noprobe.so: $(SRCS) $(HDRS) Makefile
 	@mkdir -p build
 	$(CC) $(ALLFLAGS) -DKP_TEST_NO_PROBE -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
 
+# a test build whose parked TLS connections, under KEEPALIVE_TLS_ACROSS,
+# prove their export: the state imported into the foreign engine makes a
+# request of its own on the socket (tests/https_across.bats)
+build/libkeepalive-acrosscheck.so: $(SRCS) $(HDRS) Makefile
+	@mkdir -p build
+	$(CC) $(ALLFLAGS) -DKP_TEST_ACROSS_VERIFY='"/f?across-check"' -shared $(LDMAP) -o $@ $(SRCS) $(LDLIBS)
+
 # unit tests link the pure modules directly and run under ASan+UBSan; the
 # modules are compiled once (build/san/) for them, the fuzz replayers and
 # the ASan library
@@ -136,9 +145,9 @@ build/unit/test_sockopts: tests/unit/test_sockopts.c build/san/shim/sockopts.o b
 # libcrypto: these tests only, neither is in the library)
 ACROSS_SAN_OBJS := $(patsubst %.c,build/san/%.o,$(ACROSS_SRCS))
 
-build/unit/test_tls_record build/unit/test_tls_export build/unit/test_tls_foreign: build/unit/%: tests/unit/%.c $(ACROSS_SAN_OBJS) $(HDRS) shim/tls_record.h shim/tls_export.h shim/tls_foreign.h $(wildcard tests/unit/*.h) Makefile
+build/unit/test_tls_record build/unit/test_tls_export build/unit/test_tls_foreign: build/unit/%: tests/unit/%.c $(ACROSS_SAN_OBJS) $(CRYPTO_DIRECT) $(HDRS) shim/tls_record.h shim/tls_export.h shim/tls_foreign.h $(wildcard tests/unit/*.h) Makefile
 	@mkdir -p build/unit
-	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< $(ACROSS_SAN_OBJS) $(LDLIBS) -lssl -lcrypto
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< $(CRYPTO_DIRECT) $(ACROSS_SAN_OBJS) $(LDLIBS) -lssl -lcrypto
 
 # the connection core in process (docs/structure.md): every library
 # object but the wrappers (no libc name interposed in the test)
@@ -252,32 +261,32 @@ build/fuzz-replay/fuzz_broker: tests/fuzz/fuzz_broker.c tests/fuzz/replay.c test
 build/fuzz/fuzz_tls_record: tests/fuzz/fuzz_tls_record.c tests/fuzz/fuzz.h shim/tls_record.c shim/tls_record.h Makefile
 	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang (apt-get install clang)" >&2; exit 1; }
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< shim/tls_record.c -lcrypto
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< shim/tls_record.c $(CRYPTO_DIRECT) -lcrypto
 
 build/fuzz-replay/fuzz_tls_record: tests/fuzz/fuzz_tls_record.c tests/fuzz/replay.c tests/fuzz/fuzz.h build/san/shim/tls_record.o Makefile
 	@mkdir -p build/fuzz-replay
-	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c build/san/shim/tls_record.o -lcrypto
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c build/san/shim/tls_record.o $(CRYPTO_DIRECT) -lcrypto
 
 # the export message's decoder (shim/tls_export.c over tls_record.c)
 build/fuzz/fuzz_tls_export: tests/fuzz/fuzz_tls_export.c tests/fuzz/fuzz.h $(ACROSS_SRCS) shim/tls_record.h shim/tls_export.h Makefile
 	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang (apt-get install clang)" >&2; exit 1; }
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(ACROSS_SRCS) -lcrypto
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(ACROSS_SRCS) $(CRYPTO_DIRECT) -lcrypto
 
 build/fuzz-replay/fuzz_tls_export: tests/fuzz/fuzz_tls_export.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(ACROSS_SAN_OBJS) Makefile
 	@mkdir -p build/fuzz-replay
-	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c $(ACROSS_SAN_OBJS) -lcrypto
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c $(ACROSS_SAN_OBJS) $(CRYPTO_DIRECT) -lcrypto
 
 # the foreign engine (shim/tls_foreign.c over the record layer and the
 # export message)
 build/fuzz/fuzz_tls_foreign: tests/fuzz/fuzz_tls_foreign.c tests/fuzz/fuzz.h $(ACROSS_SRCS) shim/tls_record.h shim/tls_export.h shim/tls_foreign.h Makefile
 	@command -v $(FUZZ_CC) >/dev/null || { echo "make fuzz needs clang (apt-get install clang)" >&2; exit 1; }
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(ACROSS_SRCS) -lcrypto
+	$(FUZZ_CC) $(FUZZ_FLAGS) -o $@ $< $(ACROSS_SRCS) $(CRYPTO_DIRECT) -lcrypto
 
 build/fuzz-replay/fuzz_tls_foreign: tests/fuzz/fuzz_tls_foreign.c tests/fuzz/replay.c tests/fuzz/fuzz.h $(ACROSS_SAN_OBJS) Makefile
 	@mkdir -p build/fuzz-replay
-	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c $(ACROSS_SAN_OBJS) -lcrypto
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< tests/fuzz/replay.c $(ACROSS_SAN_OBJS) $(CRYPTO_DIRECT) -lcrypto
 
 # our response framer against llhttp on arbitrary bytes (llhttp built for
 # libFuzzer too, without our warnings)
@@ -310,14 +319,14 @@ fuzz: $(FUZZ_BINS)
 
 # each library source compiled alone, for the structure checks of
 # docs/structure.md (tests/structure.py: exports, self-calls, the cycle)
-STRUCT_OBJS := $(patsubst %.c,build/obj/%.o,$(SRCS) $(ACROSS_SRCS))
+STRUCT_OBJS := $(patsubst %.c,build/obj/%.o,$(SRCS))
 
 build/obj/%.o: %.c Makefile debian/changelog
 	@mkdir -p $(dir $@)
 	$(CC) $(ALLFLAGS) -MMD -MP -c -o $@ $<
 
 # what each object includes, as the compiler found it
--include $(patsubst %.c,build/obj/%.d,$(SRCS) $(ACROSS_SRCS)) $(patsubst %.c,build/san/%.d,$(SRCS) $(ACROSS_SRCS))
+-include $(patsubst %.c,build/obj/%.d,$(SRCS)) $(patsubst %.c,build/san/%.d,$(SRCS))
 
 unit: $(UNIT_BINS) $(REPLAY_BINS) $(LIB) $(STRUCT_OBJS)
 	python3 tests/structure.py $(LIB) build/obj

@@ -121,7 +121,8 @@ static int parse_u64(const char *s, uint64_t min, uint64_t max, uint64_t *out)
 	X(REPLAY_MAX) \
 	X(METHODS) \
 	X(MAX_IDLE_PER_HOST) \
-	X(MAX_IDLE)
+	X(MAX_IDLE) \
+	X(TLS_ACROSS)
 #define KP_ENV_ENUM(name) E_##name,
 enum { KP_ENV(KP_ENV_ENUM) ENV_N };
 #define KP_ENV_NAME(name) "KEEPALIVE_" #name,
@@ -306,6 +307,7 @@ void kp_config_load(void)
 		}
 	}
 	kp_cfg.observe = env_bool(E_OBSERVE, false);
+	kp_cfg.tls_across = env_bool(E_TLS_ACROSS, false);
 	/* a bad or empty list never widens what is pooled: nothing is
 	 * (docs/wrapper.md; the wrapper says it once for a command tree) */
 	if ((s = env(PORTS)) && (!*s || kp_parse_ports(s, kp_cfg.ports) < 0)) {

@@ -18,6 +18,8 @@ struct kp_config {
 	bool disabled;            /* KEEPALIVE_DISABLE=1, or a setuid process */
 	bool stats;               /* KEEPALIVE_STATS=1 (or KEEPALIVE_STATS_FILE) */
 	bool observe;             /* KEEPALIVE_OBSERVE=1: count connects, pool nothing */
+	bool tls_across;          /* KEEPALIVE_TLS_ACROSS=1: whole TLS connections through
+	                             the broker (docs/tls-across.md "The integration") */
 	int log_level;            /* KEEPALIVE_LOG */
 	int log_fd;               /* stderr or KEEPALIVE_LOG_FILE */
 	uint64_t idle_ms;         /* KEEPALIVE_IDLE_MS: max idle time in the pool */

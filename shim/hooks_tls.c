@@ -23,6 +23,7 @@
 #include "config.h"
 #include "dl_real.h"
 #include "tls.h"
+#include "tls_capture.h"
 #include "tls_real.h"
 
 #define KP_EXPORT __attribute__((visibility("default")))
@@ -949,6 +950,26 @@ KP_EXPORT void SSL_CTX_set_info_callback(SSL_CTX *ctx, kp_info_cb cb)
 	kp_ssl.SSL_CTX_set_info_callback(ctx, cb);
 	if (cb && !INTERNAL() && kp_ssl_bind())
 		kp_tls_watched(ctx, true);
+}
+
+/* Under KEEPALIVE_TLS_ACROSS a followed context's keylog callback is ours
+ * (tls_capture.h): the program's is kept behind it, called with each line,
+ * and is what the getter answers. */
+KP_EXPORT void SSL_CTX_set_keylog_callback(SSL_CTX *ctx, kp_keylog_cb cb)
+{
+	if (MISSING(SSL_CTX_set_keylog_callback))
+		return;
+	if (INTERNAL() || !kp_ssl_bind() || !kp_tls_keylog_set(ctx, cb))
+		kp_ssl.SSL_CTX_set_keylog_callback(ctx, cb);
+}
+
+KP_EXPORT kp_keylog_cb SSL_CTX_get_keylog_callback(const SSL_CTX *ctx)
+{
+	if (MISSING(SSL_CTX_get_keylog_callback))
+		return NULL;
+	if (INTERNAL() || !kp_ssl_bind())
+		return kp_ssl.SSL_CTX_get_keylog_callback(ctx);
+	return kp_tls_keylog_of(ctx);
 }
 
 /* the client certificate comes from an engine */

@@ -412,6 +412,21 @@ static void handshake_full(SSL *ssl)
 	kp_unlock(&tls_lock);
 }
 
+/* Its own handshake on a connection we follow starts: its secrets and
+ * record counts are taken for an export at park (tls_capture.h). */
+static void handshake_capture(SSL *ssl)
+{
+	if (!kp_cfg.tls_across)
+		return;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool follow = h && h->e && h->e->ssl == ssl;
+	bool prog_msg = conf_of(ssl)->msg_cb != NULL;
+	kp_unlock(&tls_lock);
+	if (follow)
+		kp_tls_capture_begin(ssl, prog_msg);
+}
+
 /* A protocol other than HTTP/1.1 chosen by ALPN: not ours to frame. */
 static void handshake_alpn(SSL *ssl, const struct io *io)
 {
@@ -450,6 +465,7 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	if (kp_ssl.SSL_in_before(ssl)) {
 		SSL_SESSION *offer = resuming(ssl);
 		note_offer(ssl, offer ? resumption_kind(ssl, offer) : -1, true);
+		handshake_capture(ssl);
 	}
 	void *prev = kp_tls_handshaking;
 	kp_tls_handshaking = ssl;
@@ -475,8 +491,10 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 			handshake_refused(ssl, hctx, misses);
 		if (offer_kind >= 0 && io_get(ssl, &io) && io.c && io.e == ssl)
 			handshake_resumer(ssl, &io, offer_kind);
-		if (io_get(ssl, &io) && io.e == ssl)
+		if (io_get(ssl, &io) && io.e == ssl) {
 			handshake_full(ssl);
+			kp_tls_capture_done(ssl);
+		}
 		if (io_get(ssl, &io) && io.c)
 			handshake_alpn(ssl, &io);
 	}
@@ -658,7 +676,7 @@ static void remake_watched(SSL *ssl, int fd, unsigned why)
 	bool resumed = h && h->resumed;
 	kp_msg_cb msg = conf_of(ssl)->msg_cb;
 	kp_unlock(&tls_lock);
-	if (!go || kp_ssl.SSL_CTX_get_keylog_callback(kp_ssl.SSL_get_SSL_CTX(ssl)))
+	if (!go || kp_tls_keylog_of(kp_ssl.SSL_get_SSL_CTX(ssl)))
 		return;
 	/* what the hand-out counted, as the handshake about to be made
 	 * will count it (kp_tls_handout) */
@@ -1209,8 +1227,10 @@ void kp_tls_free(SSL *ssl)
 	kp_unlock(&tls_lock);
 	if (h)
 		handle_free(h);
-	if (!own)
+	if (!own) {
+		kp_tls_capture_forget(ssl);
 		kp_ssl.SSL_free(ssl);
+	}
 	if (last)
 		engine_free(e);
 }
@@ -1218,6 +1238,8 @@ void kp_tls_free(SSL *ssl)
 enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 {
 	struct io io;
+	if (clear) /* a new connection on this object, if any: counted anew */
+		kp_tls_capture_forget(ssl);
 	if (!io_get(ssl, &io))
 		return KP_RESET_PASS;
 	bool own = io.e == ssl;

@@ -164,6 +164,9 @@ void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb)
 	if (r)
 		r->conf.msg_cb = cb;
 	kp_unlock(&tls_lock);
+	/* an SSL's (a context's reaches its SSLs at SSL_new only): it
+	 * replaced ours, which counted the records */
+	kp_tls_capture_lost(obj);
 }
 
 void kp_tls_note_val(const void *obj, enum kp_conf_val i, long v)

@@ -461,6 +461,7 @@ void engine_free(struct kp_tls *e)
 		/* a clean end for OpenSSL: no session removal (the first
 		 * owner's remove-session callback) for a connection never shut */
 		kp_ssl.SSL_set_shutdown(e->ssl, SSL_SENT_SHUTDOWN);
+		kp_tls_capture_forget(e->ssl);
 		kp_ssl.SSL_free(e->ssl);
 	}
 	if (e->cert)
@@ -655,7 +656,7 @@ bool kp_tls_defer_may_hand(void *ssl)
 const char *watcher(SSL *ssl, const struct conf *conf)
 {
 	SSL_CTX *ctx = kp_ssl.SSL_get_SSL_CTX(ssl);
-	if (kp_ssl.SSL_CTX_get_keylog_callback(ctx))
+	if (kp_tls_keylog_of(ctx)) /* the program's: ours only takes the secrets */
 		return "a keylog callback";
 	if (kp_ssl.SSL_get_info_callback(ssl) || kp_ssl.SSL_CTX_get_info_callback(ctx))
 		return "an info callback";
@@ -877,7 +878,8 @@ int detach_program(struct kp_tls *e, int fd, bool prog_alive)
 	}
 	kp_ssl.SSL_set_bio(e->ssl, b, b); /* frees the program's BIO (curl's) now */
 	kp_ssl.SSL_set_info_callback(e->ssl, NULL);
-	kp_ssl.SSL_set_msg_callback(e->ssl, NULL);
+	/* ours, where its records are counted (tls_capture.h), goes on */
+	kp_ssl.SSL_set_msg_callback(e->ssl, kp_tls_capture_msg_cb(e->ssl));
 	kp_ssl.SSL_set_verify(e->ssl, kp_ssl.SSL_get_verify_mode(e->ssl), NULL);
 	/* a server's renegotiation would verify against nobody's trust now */
 	kp_ssl.SSL_set_options(e->ssl, SSL_OP_NO_RENEGOTIATION);

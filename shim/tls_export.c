@@ -6,7 +6,8 @@
 
 #include <string.h>
 
-#include <openssl/crypto.h>
+#include "tls_crypto.h"
+
 
 struct out {
 	uint8_t *p;

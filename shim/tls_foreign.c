@@ -21,10 +21,8 @@
 
 #include <string.h>
 
-#include <openssl/crypto.h>
-#include <openssl/core_names.h>
-#include <openssl/evp.h>
-#include <openssl/kdf.h>
+#include "tls_crypto.h"
+
 
 #define RW_NOTHING TLSF_RW_NOTHING
 #define RW_READING TLSF_RW_READING

@@ -58,6 +58,8 @@
 #include "fdtable.h"
 #include "real.h"
 #include "tls_real.h"
+#include "tls_capture.h"
+#include "tls_import.h"
 
 /* wait at most this long for a TLS record to go out, or for the handshake
  * a fresh connection makes behind the program's back */
@@ -121,6 +123,7 @@ struct kp_tls {
 	SSL_CTX *sess_ctx;   /* where its SSL's new sessions go (session_ctx()) */
 	long sess_timeout;   /* that context's session timeout at its handshake */
 	struct full full;    /* its full handshake's (engine_full) */
+	unsigned parks;      /* times parked (the test build's proof: tls_across.c) */
 	/* kp_tls_crypto_gen when its handshake started: the process-wide
 	 * crypto state (providers, default properties, RAND and engine
 	 * defaults) it was made under (docs/tls.md "Process-wide state") */

@@ -10,6 +10,9 @@
 #include <stdbool.h>
 
 #include "config.h"
+/* the table's fields, not the names mapped onto it */
+#define KP_TLS_CRYPTO_NAMES
+#include "tls_crypto.h"
 
 struct kp_ssl_table kp_ssl;
 
@@ -71,6 +74,12 @@ static void bind_all(void)
 	*(void **)&kp_ssl.name = find(#name, "libcrypto.so.3", &crypto);    \
 	ok = ok && kp_ssl.name;
 	KP_CRYPTO_FUNCS(KP_TLS_BIND)
+#undef KP_TLS_BIND
+	/* the record layer's libcrypto (tls_crypto.h), from the same copy */
+#define KP_TLS_BIND(name)                                                         \
+	*(void **)&tlsrec_crypto.name = find(#name, "libcrypto.so.3", &crypto);     \
+	ok = ok && tlsrec_crypto.name;
+	KP_RECORD_CRYPTO_FUNCS(KP_TLS_BIND)
 #undef KP_TLS_BIND
 	Dl_info di;
 	if (kp_ssl.SSL_read && dladdr(*(void **)&kp_ssl.SSL_read, &di) && di.dli_fbase)

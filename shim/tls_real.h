@@ -206,7 +206,10 @@ typedef void (*kp_any_fn)(void);
 	X(SSL_SESSION *, SSL_SESSION_dup, (const SSL_SESSION *))                   \
 	X(long, SSL_SESSION_set_time, (SSL_SESSION *, long))                       \
 	X(int, SSL_SESSION_set1_id, (SSL_SESSION *, const unsigned char *, unsigned int)) \
-	X(long, SSL_CTX_get_timeout, (const SSL_CTX *))
+	X(long, SSL_CTX_get_timeout, (const SSL_CTX *))                            \
+	X(void, SSL_CTX_set_keylog_callback, (SSL_CTX *, kp_keylog_cb))            \
+	X(size_t, SSL_SESSION_get_master_key, (const SSL_SESSION *, unsigned char *, size_t)) \
+	X(uint16_t, SSL_CIPHER_get_protocol_id, (const SSL_CIPHER *))
 
 /* libcrypto */
 #define KP_CRYPTO_FUNCS(X)                                                        \

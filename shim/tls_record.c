@@ -5,10 +5,8 @@
 
 #include <string.h>
 
-#include <openssl/core_names.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/kdf.h>
+#include "tls_crypto.h"
+
 
 /* handshake message types (RFC 8446 4) */
 #define HS_HELLO_REQUEST 0
@@ -22,6 +20,9 @@
 /* OpenSSL's MAX_EMPTY_RECORDS: more empty records in a row are
  * unexpected_message ("record too small") */
 #define MAX_EMPTY 32
+
+/* libcrypto, filled by whoever links us (tls_crypto.h) */
+struct tlsrec_crypto_table tlsrec_crypto;
 
 static void put16(uint8_t *p, size_t v)
 {

@@ -14,6 +14,9 @@
  * asks to renegotiate (TLS 1.2 HelloRequest) and closes without an answer
  * if the client refuses; a client's own renegotiation is served always.
  * KP_GNUTLS_TICKET=1: a TLS 1.3 NewSessionTicket before each answer.
+ * KP_GNUTLS_KEYUPDATE=1: TLS 1.3 KeyUpdates at awkward moments: one
+ * asking the client's (update_requested) before each answer, and one not
+ * asking between the two records each answer is sent in.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -28,7 +31,7 @@
 
 static gnutls_certificate_credentials_t cred;
 static gnutls_priority_t prio;
-static int require_cert, rehandshake, ticket;
+static int require_cert, rehandshake, ticket, keyupdate;
 static gnutls_datum_t ticket_key;
 
 /* 0: done; < 0: failed (a refusal, a warning alert, anything) */
@@ -102,7 +105,14 @@ static void serve(int fd, int id, const char *log)
 		char out[2048];
 		int len = snprintf(out, sizeof out, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n%s\r\n%s\n",
 				   strlen(uri) + 1, close_it ? "Connection: close\r\n" : "", uri);
-		gnutls_record_send(s, out, (size_t)len);
+		if (keyupdate) {
+			gnutls_session_key_update(s, GNUTLS_KU_PEER);
+			gnutls_record_send(s, out, 5);
+			gnutls_session_key_update(s, 0);
+			gnutls_record_send(s, out + 5, (size_t)len - 5);
+		} else {
+			gnutls_record_send(s, out, (size_t)len);
+		}
 		size_t used = (size_t)(end + 4 - buf);
 		memmove(buf, buf + used, got - used);
 		got -= used;
@@ -123,6 +133,7 @@ int main(int argc, char **argv)
 	gnutls_global_init();
 	rehandshake = getenv("KP_GNUTLS_REHANDSHAKE") != NULL;
 	ticket = getenv("KP_GNUTLS_TICKET") != NULL;
+	keyupdate = getenv("KP_GNUTLS_KEYUPDATE") != NULL;
 	if (ticket)
 		gnutls_session_ticket_key_generate(&ticket_key);
 	gnutls_certificate_allocate_credentials(&cred);

@@ -1,0 +1,72 @@
+/* tls_import.c - the foreign engine over a socket (tls_import.h). */
+#include "tls_import.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include "real.h"
+#include "tls_real.h"
+
+/* As OpenSSL's socket BIO: read(2) and write(2), EAGAIN and EINTR a retry
+ * (BIO_sock_should_retry), errno left as the call set it. */
+static long sock_recv(void *ctx, uint8_t *buf, size_t cap)
+{
+	const struct kp_import *im = ctx;
+	ssize_t n = kp_real.read(im->fd, buf, cap);
+	if (n >= 0)
+		return (long)n;
+	return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? TLSF_IO_RETRY : TLSF_IO_ERROR;
+}
+
+static long sock_send(void *ctx, const uint8_t *buf, size_t len)
+{
+	const struct kp_import *im = ctx;
+	ssize_t n = kp_real.write(im->fd, buf, len);
+	if (n > 0)
+		return (long)n;
+	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? TLSF_IO_RETRY
+										     : TLSF_IO_ERROR;
+}
+
+static void msg_free(unsigned char *msg, size_t len)
+{
+	if (msg)
+		kp_ssl.OPENSSL_cleanse(msg, len);
+	free(msg);
+}
+
+struct kp_import *kp_tls_import(unsigned char *msg, size_t len, int fd, uint64_t options, uint32_t mode,
+				const char **why)
+{
+	struct kp_import *im = calloc(1, sizeof(*im));
+	if (!im) {
+		*why = "no memory";
+		msg_free(msg, len);
+		return NULL;
+	}
+	im->msg = msg;
+	im->len = len;
+	im->fd = fd;
+	if (tlsx_decode(msg, len, &im->st, why) < 0) {
+		kp_tls_import_free(im);
+		return NULL;
+	}
+	struct tlsf_io io = { sock_recv, sock_send, im };
+	if (tlsf_import(&im->f, &im->st, &io, options, mode) < 0) {
+		*why = "a state the foreign engine does not carry";
+		kp_tls_import_free(im);
+		return NULL;
+	}
+	return im;
+}
+
+void kp_tls_import_free(struct kp_import *im)
+{
+	if (!im)
+		return;
+	tlsf_wipe(&im->f);
+	tlsx_wipe(&im->st);
+	msg_free(im->msg, im->len);
+	kp_ssl.OPENSSL_cleanse(im, sizeof(*im));
+	free(im);
+}

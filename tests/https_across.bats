@@ -1,0 +1,136 @@
+#!/usr/bin/env bats
+# Whole TLS connections across processes, the integration
+# (docs/tls-across.md "The integration"), under KEEPALIVE_TLS_ACROSS=1.
+# Built so far: the capture of a followed connection's state at its
+# handshake (our keylog callback chained before the program's, the TLS
+# 1.2 master secret, the records counted both ways, KeyUpdates), its export
+# message at park, and its import into the foreign engine over the socket.
+# Each test compares a real client's output with and without the library
+# against nginx (TLS 1.3 and 1.2); nginx's log ($connection,
+# $connection_requests first) says which requests shared a connection.
+
+load helpers
+
+setup_file() { suite_setup; }
+setup() {
+	NGINX_TLS=1 nginx_start
+	TLS="$NGINX_DIR/tls"
+	PIDS=()
+}
+teardown() {
+	servers_stop
+	local p
+	for p in "${PIDS[@]}"; do _stop_pid "$p"; done
+}
+
+# gnutls NAME PRIORITY: a GnuTLS server (tests/clients/gnutls_server.c,
+# its environment GNUTLS_ENV), its port in PORT, its log NAME.log
+gnutls() {
+	local pf="$BATS_TEST_TMPDIR/$1.port"
+	env ${GNUTLS_ENV:-} "$CLIENTS/gnutls_server" "$TLS/server.pem" "$TLS/server.key" "$2" "$pf" \
+		"$BATS_TEST_TMPDIR/$1.log" 3>&- &
+	PIDS+=($!)
+	wait_until test -s "$pf"
+	read -r PORT <"$pf"
+}
+
+N=4
+
+# the wire's version number of 13 or 12
+wire_version() { if [ "$1" = 13 ]; then echo 304; else echo 303; fi; }
+
+# the test build whose parks prove the export (Makefile): each parked
+# connection's state, imported into the foreign engine on its socket,
+# makes a request of its own (GET /f?across-check) and reads its answer
+check_lib() {
+	flock "$ROOT/build/.make.lock" make -s -C "$ROOT" build/libkeepalive-acrosscheck.so >/dev/null
+	CHECK_LIB="$ROOT/build/libkeepalive-acrosscheck.so"
+}
+
+# checked: the foreign engine's requests that were answered whole (200,
+# then the server's close_notify: SSL_ERROR_ZERO_RETURN)
+checked() { grep -c 'across check: version '"$1"', sent the request, read [0-9]* bytes, "HTTP/1.1 200", ended with SSL error 6' "$BATS_TEST_TMPDIR/shim.err" || true; }
+# second: nginx's requests that came second on their connection
+second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
+
+@test "python urllib, KEEPALIVE_TLS_ACROSS=1: each parked connection's state exports whole, same output, nothing else changes" {
+	for v in 13 12; do
+		use_tls $v
+		run_both $N KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_LOG=debug \
+			"$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SERVER_PORT" /f $N "$TLS/ca.pem"
+		assert_both_ok
+		assert_plain_output_is "$NGINX_DIR/www/f" $N
+		assert_same_output
+		grep 'exportable' "$BATS_TEST_TMPDIR/shim.err" || true
+		assert_equal "TLS $v: not exportable $(grep -c 'not exportable' "$BATS_TEST_TMPDIR/shim.err" || true)" \
+			"TLS $v: not exportable 0"
+		[ "$(grep -c "TLS connection exportable: .* version 0$(wire_version $v)," "$BATS_TEST_TMPDIR/shim.err")" -ge 1 ]
+	done
+}
+
+@test "python urllib, the export proved: the foreign engine, from the state our capture exported, makes a request on the parked connection and reads its answer (TLS 1.3 and 1.2)" {
+	check_lib
+	for v in 13 12; do
+		use_tls $v
+		PRELOAD="$CHECK_LIB" run_both $N KEEPALIVE_TLS_ACROSS=1 \
+			"$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SERVER_PORT" /f $N "$TLS/ca.pem"
+		cat "$BATS_TEST_TMPDIR/shim.err"
+		nginx_log
+		assert_both_ok
+		assert_plain_output_is "$NGINX_DIR/www/f" $N
+		assert_same_output
+		# the first connection's close is not rewritten (it teaches how
+		# the server ends, docs/tls.md "Ragged closes"): N - 1 parked,
+		# each spent by its check
+		assert_equal "TLS $v: checked $(checked "$(wire_version $v)")" "TLS $v: checked $((N - 1))"
+		assert_equal "TLS $v: second requests $(second)" "TLS $v: second requests $((N - 1))"
+	done
+}
+
+@test "python urllib, TLS 1.3: the counts go on through in-process hand-outs (the export proved at a connection's third park, after two hand-outs)" {
+	check_lib
+	use_tls 13
+	PRELOAD="$CHECK_LIB" run_both 6 KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_AFTER=2 \
+		"$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SERVER_PORT" /f 6 "$TLS/ca.pem"
+	cat "$BATS_TEST_TMPDIR/shim.err"
+	nginx_log
+	assert_both_ok
+	assert_plain_output_is "$NGINX_DIR/www/f" 6
+	assert_same_output
+	# the taught connection; then one that serves three requests of the
+	# program's and the check's fourth; then a fresh one for the last two
+	assert_equal "checked $(checked 304)" "checked 1"
+	assert_equal "fourth requests $(awk '$2 == 4' "$NGINX_DIR/access.log" | wc -l)" "fourth requests 1"
+}
+
+@test "a program's own keylog callback (Python's SSLKEYLOGFILE) under KEEPALIVE_TLS_ACROSS=1: it sees exactly its lines, same output" {
+	use_tls 13
+	run_plain env SSLKEYLOGFILE="$BATS_TEST_TMPDIR/plain.keys" \
+		"$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SERVER_PORT" /f $N "$TLS/ca.pem"
+	run_shim KEEPALIVE_TLS_ACROSS=1 SSLKEYLOGFILE="$BATS_TEST_TMPDIR/shim.keys" \
+		"$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SERVER_PORT" /f $N "$TLS/ca.pem"
+	assert_both_ok
+	assert_same_output
+	# the labels, in order (the secrets differ from run to run)
+	run diff <(awk '{ print $1 }' "$BATS_TEST_TMPDIR/plain.keys") <(awk '{ print $1 }' "$BATS_TEST_TMPDIR/shim.keys")
+	assert_success
+	[ "$(grep -c '^CLIENT_TRAFFIC_SECRET_0 ' "$BATS_TEST_TMPDIR/shim.keys")" -eq $N ]
+}
+
+@test "a server sending KeyUpdates at awkward moments (one asking ours before each answer, one between an answer's two records) and tickets: the capture follows them, the foreign engine's request on each parked connection answered, same output" {
+	[ -x "$CLIENTS/gnutls_server" ] || skip "no GnuTLS server (libgnutls28-dev)"
+	check_lib
+	GNUTLS_ENV="KP_GNUTLS_KEYUPDATE=1 KP_GNUTLS_TICKET=1" gnutls ku NORMAL
+	SERVER_PORT=$PORT
+	run_plain "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SERVER_PORT" /f $N "$TLS/ca.pem"
+	: >"$BATS_TEST_TMPDIR/ku.log"
+	PRELOAD="$CHECK_LIB" run_shim KEEPALIVE_TLS_ACROSS=1 \
+		"$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$SERVER_PORT" /f $N "$TLS/ca.pem"
+	cat "$BATS_TEST_TMPDIR/shim.err" "$BATS_TEST_TMPDIR/ku.log"
+	assert_both_ok
+	assert_same_output
+	assert_equal "checked $(checked 304)" "checked $((N - 1))"
+	# each check's request came second on a connection of the program's
+	assert_equal "$(awk '$3 == "/f?across-check" { print $1 }' "$BATS_TEST_TMPDIR/ku.log" | sort -u | wc -l)" "$((N - 1))"
+	assert_equal "$(awk '$3 == "/f" { n++ } END { print n }' "$BATS_TEST_TMPDIR/ku.log")" "$N"
+}
