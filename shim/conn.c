@@ -1147,6 +1147,13 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 			if (ins != SIZE_MAX && ins <= (size_t)*retp)
 				*retp = (ssize_t)close_line_in(iov, iovcnt, (size_t)*retp, ins,
 							       c->rx_extra, &c->rx_extra_len);
+			/* a pooled connection's answer under way: the ACK a fresh
+			 * one gives at once, once an answer (docs/cost.md "A
+			 * response in two writes") */
+			if (c->reused && c->n_reqs && c->quickacked != c->served + 1) {
+				c->quickacked = c->served + 1;
+				kp_tcp_quickack(fd);
+			}
 		}
 	}
 	kp_unlock(&c->lock);

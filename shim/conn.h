@@ -173,6 +173,9 @@ struct kp_conn {
 	/* response side */
 	struct frm_resp resp;
 	uint32_t served;     /* responses completed on this TCP connection */
+	uint32_t quickacked; /* served + 1 when response served + 1 was given
+	                        its quick ACK (docs/cost.md "A response in two
+	                        writes") */
 	int32_t ka_timeout, ka_max;
 	uint64_t last_rx_ms; /* when the program last read response bytes */
 	uint64_t lost_ms;    /* when lost was set (or the response bytes it

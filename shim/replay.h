@@ -111,6 +111,10 @@ struct kp_tcp_view {
 };
 int kp_tcp_view(int fd, struct kp_tcp_view *v);
 
+/* Acknowledge now what the kernel would acknowledge late (TCP_QUICKACK):
+ * docs/cost.md "A response in two writes". */
+int kp_tcp_quickack(int fd);
+
 /* A 408 is the server's idle timer (its close, which the program alone
  * would have met as its connect() to a server that had gone) only when it
  * says it closes: the whole head in p[0..n), "Connection: close" among

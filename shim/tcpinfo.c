@@ -16,6 +16,12 @@
 #include "real.h"
 #include "replay.h"
 
+int kp_tcp_quickack(int fd)
+{
+	int one = 1;
+	return KP_REAL(setsockopt)(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+}
+
 int kp_tcp_bytes_acked(int fd, uint64_t *acked)
 {
 	struct tcp_info ti;

@@ -66,3 +66,12 @@ setup_file() { suite_setup; }
 	assert_line --regexp '^plain +[0-9.]+ +[0-9.]+ +1\.000x +[0-9.]+ +\+0\.0 +5$'
 	assert_line --regexp '^new +[0-9.]+ +[0-9.]+ +[0-9.]+x +[0-9.]+ +[-+][0-9.]+ +1$'
 }
+
+@test "scripts/bench-split: a server answering in two writes, a loop of GETs without and with the library, the same output" {
+	[ -z "${KEEPALIVE_ASAN-}" ] || skip "measures the plain build"
+	run "$ROOT/scripts/bench-split" -n 20 -r 1
+	assert_success
+	assert_line --regexp '^mode +ms/request +ratio +same-output$'
+	assert_line --regexp '^plain +[0-9.]+ +1\.000x +yes$'
+	assert_line --regexp '^library +[0-9.]+ +[0-9.]+x +yes$'
+}
