@@ -9,9 +9,12 @@
 #include <errno.h>
 #include <string.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/sendfile.h>
+#include <sys/time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "iov.h"
 #include "conn.h"
 #include "fdtable.h"
@@ -488,10 +491,53 @@ KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
  * bytes, the owed EOF, the real EOF, an error or a signal; partial data
  * first, as the kernel answers (docs/replay.md).
  */
+/* The bounds of the one kernel call a split MSG_WAITALL read stands for:
+ * SO_RCVTIMEO counts over the whole call, and a signal ends it once it
+ * has data, even under SA_RESTART.  Each piece is a call of its own (its
+ * own timeout, restarted after a handler), so a piece after the first
+ * waits here first, in poll (never restarted), for what is left of the
+ * call's time; false: the call ends with what it has. */
+struct waitall {
+	bool nowait, bounded;
+	uint64_t end_ms;
+};
+
+static void waitall_begin(const struct kp_conn *c, int fd, int flags, struct waitall *w)
+{
+	w->nowait = (flags & MSG_DONTWAIT) || __atomic_load_n(&c->nonblock, __ATOMIC_RELAXED);
+	w->bounded = false;
+	struct timeval tv;
+	socklen_t l = sizeof(tv);
+	if (!w->nowait && KP_REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 &&
+	    (tv.tv_sec || tv.tv_usec)) {
+		w->bounded = true;
+		w->end_ms = kp_now_ms() + (uint64_t)tv.tv_sec * 1000 + ((uint64_t)tv.tv_usec + 999) / 1000;
+	}
+}
+
+static bool waitall_more(int fd, const struct waitall *w)
+{
+	if (w->nowait)
+		return true; /* the read answers at once */
+	int ms = -1, saved = errno;
+	if (w->bounded) {
+		uint64_t now = kp_now_ms();
+		if (now >= w->end_ms)
+			return false;
+		ms = (int)(w->end_ms - now);
+	}
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int r = KP_REAL(poll)(&p, 1, ms);
+	errno = saved;
+	return r > 0; /* 0: the time is up; -1: a handler ran (EINTR) */
+}
+
 static ssize_t recv_waitall(struct kp_conn *c, int fd, char *buf, size_t n, int flags,
 			    struct sockaddr *from, socklen_t *fromlen)
 {
 	size_t got = 0;
+	struct waitall w;
+	waitall_begin(c, fd, flags, &w);
 	flags &= ~MSG_WAITALL;
 	while (got < n) {
 		ssize_t r;
@@ -502,6 +548,8 @@ static ssize_t recv_waitall(struct kp_conn *c, int fd, char *buf, size_t n, int 
 			got += (size_t)r; /* a close line's bytes (conn.h rx_extra) */
 			continue;
 		}
+		if (got && !waitall_more(fd, &w))
+			return (ssize_t)got;
 		do
 			r = from ? KP_REAL(recvfrom)(fd, buf + got, n - got, flags, from, fromlen)
 				 : KP_REAL(recv)(fd, buf + got, n - got, flags);
@@ -532,9 +580,15 @@ static ssize_t recv_trunc(struct kp_conn *c, int fd, size_t n, int flags)
 {
 	char tmp[TRUNC_CHUNK];
 	size_t got = 0;
+	struct waitall w = { .nowait = true };
+	if (flags & MSG_WAITALL)
+		waitall_begin(c, fd, flags, &w);
 	flags &= ~MSG_TRUNC;
 	do {
-		ssize_t r = recv_inside(c, fd, tmp, n - got < sizeof(tmp) ? n - got : sizeof(tmp), flags);
+		if (got && !waitall_more(fd, &w))
+			return (ssize_t)got;
+		ssize_t r = recv_inside(c, fd, tmp, n - got < sizeof(tmp) ? n - got : sizeof(tmp),
+					flags & ~MSG_WAITALL);
 		if (r <= 0)
 			return got ? (ssize_t)got : r;
 		got += (size_t)r;
@@ -635,6 +689,8 @@ static ssize_t recvmsg_waitall(struct kp_conn *c, int fd, struct msghdr *msg, in
 	size_t got = 0, control = msg->msg_controllen;
 	int out_flags = 0;
 	bool first = true;
+	struct waitall w;
+	waitall_begin(c, fd, flags, &w);
 	flags &= ~MSG_WAITALL;
 	for (;;) {
 		/* the program's iovec from byte got on */
@@ -659,6 +715,8 @@ static ssize_t recvmsg_waitall(struct kp_conn *c, int fd, struct msghdr *msg, in
 			got += (size_t)r; /* a close line's bytes (conn.h rx_extra) */
 			continue;
 		}
+		if (got && !waitall_more(fd, &w))
+			break;
 		struct msghdr m = *msg;
 		m.msg_iov = iov;
 		m.msg_iovlen = (size_t)n;

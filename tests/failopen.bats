@@ -90,3 +90,44 @@ lost_bound_case() {
 @test "failopen: framing lost, recv() under SO_RCVTIMEO while the server is quiet: EAGAIN at its timeout, as alone" {
 	lost_bound_case rcvtimeo
 }
+
+# ---- recv(MSG_WAITALL) split into pieces (docs/replay.md "recv(MSG_WAITALL)")
+#
+# The kernel's one MSG_WAITALL read counts SO_RCVTIMEO over the whole call
+# and ends at a signal once it has data (SA_RESTART or not).  The library
+# reads such a call in pieces (each framed); each piece used to start its
+# own timeout and be restarted after a handler, so a server trickling its
+# body (tests/servers/trickle.py: 30 bytes, one per 100 ms) kept the read
+# going to the body's end ("whole", 3 s) or, on a keep-alive request,
+# waiting past it (124), where alone it ends at its bound ("partial").
+# Which bytes came by then is the machine's timing; that it ended is not.
+
+trickle_case() {
+	rm -f "$BATS_TEST_TMPDIR/trickle.port"
+	"$PYTHON" "$ROOT/tests/servers/trickle.py" "$BATS_TEST_TMPDIR/trickle.port" \
+		</dev/null >/dev/null 2>"$BATS_TEST_TMPDIR/trickle.err" 3>&- &
+	AFTER_PID=$!
+	wait_until _trickle_ready
+	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/trickle.port"
+	local how ka call
+	for how in timeo signal; do
+		for ka in ka close; do
+			for call in recv recvmsg recvfrom; do
+				CLIENT_TIMEOUT=10 run_plain "$CLIENTS/waitall" "$SERVER_PORT" $how $ka $call
+				CLIENT_TIMEOUT=10 run_shim "$CLIENTS/waitall" "$SERVER_PORT" $how $ka $call
+				echo "cell $how $ka $call"
+				assert_both_ok
+				assert_same_output
+				run cat "$BATS_TEST_TMPDIR/shim.out"
+				assert_output "partial"
+			done
+		done
+	done
+}
+
+_trickle_ready() { [ -s "$BATS_TEST_TMPDIR/trickle.port" ] || _pid_gone "$AFTER_PID"; }
+
+@test "failopen: recv/recvmsg/recvfrom(MSG_WAITALL) under SO_RCVTIMEO or a signal (SA_RESTART), a body trickling past the bound: the read ends at its bound, as alone (12 cells)" {
+	make -s -C "$ROOT" build/clients/waitall >&2
+	trickle_case
+}
