@@ -157,3 +157,21 @@ close_server() {
 		assert_equal "handed out $(stat_value tls_reused)" "handed out 0"
 	done
 }
+
+# A session's ticket and master key are new at every full handshake; a
+# hand-out would show its first owner's (the HTTPS review of 2026-12-05,
+# the third: the same ticket and master key three times).  A process that
+# can read them (SSL_SESSION_get0_ticket, SSL_SESSION_print_keylog, ...)
+# is handed no pooled connection (docs/tls.md).
+@test "a program that reads its sessions' tickets and master keys: each request's are new, as alone (no hand-out)" {
+	make -s -C "$ROOT" build/clients/tls_ticket >&2
+	for v in 13 12; do
+		use_tls $v
+		run_both 3 "$CLIENTS/tls_ticket" "$SERVER_PORT" "$TLS/ca.pem" 3
+		assert_both_ok
+		assert_same_output
+		run cat "$BATS_TEST_TMPDIR/shim.out"
+		assert_line "2: answered, reused 0, ticket new, master key new"
+		assert_line "3: answered, reused 0, ticket new, master key new"
+	done
+}
