@@ -113,8 +113,8 @@ trickle_case() {
 	for how in timeo signal; do
 		for ka in ka close; do
 			for call in recv recvmsg recvfrom; do
-				CLIENT_TIMEOUT=10 run_plain "$CLIENTS/waitall" "$SERVER_PORT" $how $ka $call
-				CLIENT_TIMEOUT=10 run_shim "$CLIENTS/waitall" "$SERVER_PORT" $how $ka $call
+				CLIENT_TIMEOUT=10 run_plain "$CLIENTS/waitall_bound" "$SERVER_PORT" $how $ka $call
+				CLIENT_TIMEOUT=10 run_shim "$CLIENTS/waitall_bound" "$SERVER_PORT" $how $ka $call
 				echo "cell $how $ka $call"
 				assert_both_ok
 				assert_same_output
@@ -128,6 +128,6 @@ trickle_case() {
 _trickle_ready() { [ -s "$BATS_TEST_TMPDIR/trickle.port" ] || _pid_gone "$AFTER_PID"; }
 
 @test "failopen: recv/recvmsg/recvfrom(MSG_WAITALL) under SO_RCVTIMEO or a signal (SA_RESTART), a body trickling past the bound: the read ends at its bound, as alone (12 cells)" {
-	make -s -C "$ROOT" build/clients/waitall >&2
+	make -s -C "$ROOT" build/clients/waitall_bound >&2
 	trickle_case
 }

@@ -1,8 +1,8 @@
 /*
  * tls_shut - what a program does with its SSL after its own SSL_shutdown
  * on a keep-alive connection: N connections, one after the other, each one
- * request that does not ask to close (GET /<i>, or POST /<i> with a 5-byte
- * body), its answer read by Content-Length, then SSL_shutdown and:
+ * request that does not ask to close (GET /<i>, or POST /post/<i> with a
+ * 5-byte body: a 2xx answer, whose connection may be parked), its answer read by Content-Length, then SSL_shutdown and:
  *   once   nothing more (Ruby's sysclose, curl's close: the SSL is freed)
  *   twice  SSL_shutdown again (waits for the server's close_notify)
  *   bidi   SSL_read until it ends (the bidirectional shutdown)
@@ -88,7 +88,7 @@ int main(int argc, char **argv)
 		}
 		char rq[256];
 		int len = post ? snprintf(rq, sizeof rq,
-					  "POST /%d HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello", i)
+					  "POST /post/%d HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n\r\nhello", i)
 			       : snprintf(rq, sizeof rq, "GET /%d HTTP/1.1\r\nHost: localhost\r\n\r\n", i);
 		if (SSL_write(ssl, rq, len) != len) {
 			printf("%d write failed\n", i);
