@@ -139,7 +139,11 @@ busy_matrix() {
 
 _mute_ready() { [ -s "$BATS_TEST_TMPDIR/mute.port" ] || _pid_gone "$SLOW_PID"; }
 
-@test "HTTPS: a replay on a non-blocking socket whose fresh handshake the server never answers: the program's read returns within its own bound, as alone (no 30 s wait of ours)" {
+# mute_replay [SLOW_MS]: tests/clients/tls_nb_replay.py against
+# tests/servers/tls_mute.py (its later handshakes never answered, or
+# answered SLOW_MS late), without and with the library: the same status
+# and output; then `run cat` of what the client printed with the library
+mute_replay() {
 	CLIENT_TIMEOUT=20
 	TLS="$BATS_TEST_TMPDIR/tls"
 	tls_make "$TLS"
@@ -148,7 +152,7 @@ _mute_ready() { [ -s "$BATS_TEST_TMPDIR/mute.port" ] || _pid_gone "$SLOW_PID"; }
 		_stop_pid "${SLOW_PID:-}"
 		rm -f "$BATS_TEST_TMPDIR/mute.port"
 		python3 "$ROOT/tests/servers/tls_mute.py" "$TLS/server.pem" "$TLS/server.key" \
-			"$BATS_TEST_TMPDIR/mute.port" >/dev/null 2>"$BATS_TEST_TMPDIR/mute.err" &
+			"$BATS_TEST_TMPDIR/mute.port" "$@" >/dev/null 2>"$BATS_TEST_TMPDIR/mute.err" &
 		SLOW_PID=$!
 		wait_until _mute_ready
 		read -r SERVER_PORT <"$BATS_TEST_TMPDIR/mute.port"
@@ -157,28 +161,16 @@ _mute_ready() { [ -s "$BATS_TEST_TMPDIR/mute.port" ] || _pid_gone "$SLOW_PID"; }
 	assert_both_ok
 	assert_same_output
 	run cat "$BATS_TEST_TMPDIR/shim.out"
+}
+
+@test "HTTPS: a replay on a non-blocking socket whose fresh handshake the server never answers: the program's read returns within its own bound, as alone (no 30 s wait of ours)" {
+	mute_replay
 	assert_line "r2: failed: TimeoutError"
 	[[ "$SHIM_STATS" == *"tls_reused=1"* ]]
 }
 
 @test "HTTPS: a replay on a non-blocking socket whose fresh handshake the server answers 300 ms late: the copy follows the handshake at the program's next call, the answer read as alone (never a read waiting for a request never sent)" {
-	CLIENT_TIMEOUT=20
-	TLS="$BATS_TEST_TMPDIR/tls"
-	tls_make "$TLS"
-	local half
-	for half in plain shim; do
-		_stop_pid "${SLOW_PID:-}"
-		rm -f "$BATS_TEST_TMPDIR/mute.port"
-		python3 "$ROOT/tests/servers/tls_mute.py" "$TLS/server.pem" "$TLS/server.key" \
-			"$BATS_TEST_TMPDIR/mute.port" 300 >/dev/null 2>"$BATS_TEST_TMPDIR/mute.err" &
-		SLOW_PID=$!
-		wait_until _mute_ready
-		read -r SERVER_PORT <"$BATS_TEST_TMPDIR/mute.port"
-		"run_$half" "$PYTHON" "$ROOT/tests/clients/tls_nb_replay.py" "$SERVER_PORT" "$TLS/ca.pem"
-	done
-	assert_both_ok
-	assert_same_output
-	run cat "$BATS_TEST_TMPDIR/shim.out"
+	mute_replay 300
 	assert_line "r2: read HTTP/1.1 200 OK"
 	[[ "$SHIM_STATS" == *"tls_reused=1"* ]]
 	[[ "$SHIM_STATS" == *"replayed=1"* ]]
