@@ -498,12 +498,12 @@ assert_plain_output_is() {
 		fail "plain output is not $1 x $2 ($(wc -c <"$BATS_TEST_TMPDIR/plain.out") bytes)"
 }
 
-# count_matches REGEX FILE: number of lines matching (grep -c without its
-# exit status)
 # curl hangs at start-up (setlocale lock) whenever libasan is preloaded:
 # the ASan run leaves curl out
 curl_ok() { [ -z "${KEEPALIVE_ASAN:-}" ]; }
 
+# count_matches REGEX FILE: number of lines matching (grep -c without its
+# exit status)
 count_matches() { grep -c -a -E "$1" "$2" || true; }
 
 # stat_value NAME: NAME=<n> from the shim's stats line
