@@ -381,11 +381,25 @@ static uint64_t idle_since(const struct kp_conn *c)
 	return c->reused && c->first == KP_FIRST_UNSENT ? c->parked_ms : 0;
 }
 
+/* A read of the program's is under way on c's socket, in another thread
+ * (or in this one, interrupted by the handler that closes): the kernel
+ * keeps the socket for it, and the next connect() gets a new connection.
+ * Parked, the socket would be handed to that connect() and the read
+ * could take its answer (docs/hold.md "A read under way when another
+ * thread closes"): it is closed for real. */
+static bool read_under_way(struct kp_conn *c)
+{
+	if (!__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
+		return false;
+	unpool(c, "a read under way in another thread");
+	return true;
+}
+
 /* The last fd of c is going away: park it if allowed and possible (fd is
  * then closed) and say so. */
 static bool settle_last(int fd, struct kp_conn *c)
 {
-	bool parked = parkable(c) && park(fd, c, true, idle_since(c)) >= 0;
+	bool parked = !read_under_way(c) && parkable(c) && park(fd, c, true, idle_since(c)) >= 0;
 	if (parked) {
 		kp_count(parked);
 		kp_debug("fd %d: parked after %u requests", fd, c->served);
@@ -480,8 +494,8 @@ static int close_locked(int fd, struct kp_conn *c)
 	if (!left && c->held_len) /* the kernel would send them before its FIN */
 		give_up(c, fd, "closed with a request head unfinished");
 	bool parked = !left && settle_last(fd, c);
-	if (!left && !parked)
-		learn_end(fd, c);
+	if (!left && !parked && !__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
+		learn_end(fd, c); /* (not while a read is under way: it is the read's) */
 	kp_unlock(&c->lock);
 	if (!left)
 		conn_free(c);
@@ -515,7 +529,7 @@ void kp_forget_fd(int fd, bool may_park)
 	int left = --c->refs;
 	if (!left && c->held_len) /* the kernel would send them before its FIN */
 		give_up(c, fd, "closed with a request head unfinished");
-	if (!left && may_park && parkable(c)) {
+	if (!left && may_park && !read_under_way(c) && parkable(c)) {
 		/* dup2 onto our last fd would close the socket: park a copy, and
 		 * leave fd open: dup2 replaces it atomically, where closing it
 		 * here would let another thread's open() take the number first */
@@ -981,7 +995,7 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t
 				fin_at_answer_end(c, fd);
 				if (n || c->n_reqs)
 					unpool(c, "bytes or requests after the response owed EOF");
-				else if (c->refs == 1 && parkable(c) && !c->tls && c->nonblock)
+				else if (fd >= 0 && c->refs == 1 && parkable(c) && !c->tls && c->nonblock)
 					finished_add(fd, c); /* (only these are taken: take_finished) */
 				return n;
 			}
@@ -1086,18 +1100,39 @@ static size_t mask_peeked(const struct kp_conn *c, const struct iovec *iov, int 
 	return n;
 }
 
+/* Lock c for the end of a read on fd that began on it.  fd may no longer
+ * hold c: another thread closed it (or dup2'd over it) while the read was
+ * under way.  The read was on c's socket all the same (the kernel kept
+ * the file for it), so its bytes are c's: a counted read (kp_read_begin
+ * kept c from being freed or reused meanwhile) frames them with c's
+ * state, the close line of a request we rewrote included, and *gone says
+ * fd is not to be touched (the number may be another file's now). */
+static bool recv_lock(struct kp_conn *c, int fd, bool counted, bool *gone)
+{
+	*gone = false;
+	if (conn_lock(c, fd))
+		return true;
+	if (!counted || kp_fd_conn(fd) == c || !conn_lock_any(c))
+		return false;
+	*gone = true;
+	return true;
+}
+
 static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *retp,
-		      int flags)
+		      int flags, bool counted)
 {
 	ssize_t ret = *retp;
 	int saved = errno;
-	if (!conn_lock(c, fd))
+	bool gone;
+	if (!recv_lock(c, fd, counted, &gone))
 		return false;
+	if (gone)
+		fd = -1; /* (give_up, our FIN, the quick ACK: none on the number) */
 	/* response bytes before any request we saw (one written where we
 	 * cannot see): the socket is never swapped under them any more */
 	if (ret > 0 && c->first == KP_FIRST_UNSENT)
 		c->first = KP_FIRST_DONE;
-	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->shut_how &&
+	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->shut_how && !gone &&
 	    iov_total(iov, iovcnt) > 0) { /* a read of 0 bytes returns 0: no EOF */
 		bool again = false;
 		if (ret == 0 || (ret < 0 && (errno == ECONNRESET || errno == EPIPE)))
@@ -1150,7 +1185,7 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 			/* a pooled connection's answer under way: the ACK a fresh
 			 * one gives at once, once an answer (docs/cost.md "A
 			 * response in two writes") */
-			if (c->reused && c->n_reqs && c->quickacked != c->served + 1) {
+			if (c->reused && c->n_reqs && c->quickacked != c->served + 1 && !gone) {
 				c->quickacked = c->served + 1;
 				kp_tcp_quickack(fd);
 			}
@@ -1168,7 +1203,7 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 		return false; /* ciphertext */
 	if (flags & MSG_OOB)
 		return false; /* not the stream's bytes */
-	bool again = recv_done(c, fd, iov, iovcnt, ret, flags);
+	bool again = recv_done(c, fd, iov, iovcnt, ret, flags, true);
 	conn_reap(c); /* (a replay's sends are busy) */
 	if (!again && kp_replay_interrupted) {
 		/* a signal ended the replay: the program's call says so */
@@ -1177,6 +1212,13 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 		errno = EINTR;
 	}
 	return again;
+}
+
+void kp_read_last(struct kp_conn *c)
+{
+	int saved = errno;
+	conn_free_orphan(c);
+	errno = saved;
 }
 
 /* ------------------------------------------------------------ HTTPS */
@@ -1289,7 +1331,7 @@ bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending)
 bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t *ret, int flags)
 {
 	struct iovec iov = { buf, n };
-	bool again = recv_done(c, fd, &iov, 1, ret, flags);
+	bool again = recv_done(c, fd, &iov, 1, ret, flags, false);
 	conn_reap(c);
 	return again;
 }
