@@ -381,20 +381,6 @@ static uint64_t idle_since(const struct kp_conn *c)
 	return c->reused && c->first == KP_FIRST_UNSENT ? c->parked_ms : 0;
 }
 
-/* A read of the program's is under way on c's socket, in another thread
- * (or in this one, interrupted by the handler that closes): the kernel
- * keeps the socket for it, and the next connect() gets a new connection.
- * Parked, the socket would be handed to that connect() and the read
- * could take its answer (docs/hold.md "A read under way when another
- * thread closes"): it is closed for real. */
-static bool read_under_way(struct kp_conn *c)
-{
-	if (!__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
-		return false;
-	unpool(c, "a read under way in another thread");
-	return true;
-}
-
 /* The last fd of c is going away: park it if allowed and possible (fd is
  * then closed) and say so. */
 static bool settle_last(int fd, struct kp_conn *c)
@@ -1100,20 +1086,23 @@ static size_t mask_peeked(const struct kp_conn *c, const struct iovec *iov, int 
 	return n;
 }
 
-/* Lock c for the end of a read on fd that began on it.  fd may no longer
- * hold c: another thread closed it (or dup2'd over it) while the read was
- * under way.  The read was on c's socket all the same (the kernel kept
- * the file for it), so its bytes are c's: a counted read (kp_read_begin
- * kept c from being freed or reused meanwhile) frames them with c's
- * state, the close line of a request we rewrote included, and *gone says
- * fd is not to be touched (the number may be another file's now). */
+/* Lock c for the end of a read on fd that began on it.  Another thread
+ * may have closed fd (or dup2'd over it) meanwhile: the read was on c's
+ * socket all the same (the kernel kept the file for it), so a counted
+ * read (kp_read_begin kept c) frames its bytes with c's state, close line
+ * included, and *gone says the number is not to be touched. */
 static bool recv_lock(struct kp_conn *c, int fd, bool counted, bool *gone)
 {
 	*gone = false;
 	if (conn_lock(c, fd))
 		return true;
-	if (!counted || kp_fd_conn(fd) == c || !conn_lock_any(c))
+	struct kp_conn *now = kp_fd_conn(fd);
+	if (!counted || now == c || !conn_lock_any(c))
 		return false;
+	/* (the number may be a new connection's, read by a race of the
+	 * program's: never reused on doubt) */
+	if (now && now != KP_POOLED)
+		kp_conn_raw(now);
 	*gone = true;
 	return true;
 }
@@ -1212,13 +1201,6 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 		errno = EINTR;
 	}
 	return again;
-}
-
-void kp_read_last(struct kp_conn *c)
-{
-	int saved = errno;
-	conn_free_orphan(c);
-	errno = saved;
 }
 
 /* ------------------------------------------------------------ HTTPS */

@@ -224,6 +224,9 @@ void finished_forget(int fd, const struct kp_conn *c);
 void go_passthrough(struct kp_conn *c, const char *why);
 bool one_owner(const struct kp_conn *c);
 bool parkable(const struct kp_conn *c);
+/* a read is under way on c (conn.h kp_read_begin): never parked now
+ * (unpooled).  Caller holds c->lock. */
+bool read_under_way(struct kp_conn *c);
 bool pooled_one_owner(const struct kp_tag *tag);
 const char *resp_why(const struct frm_resp *r);
 bool take_finished(const struct pool_key *key);

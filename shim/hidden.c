@@ -504,6 +504,13 @@ void conn_free_orphan(struct kp_conn *c)
 		conn_free_now(c);
 }
 
+void kp_read_last(struct kp_conn *c)
+{
+	int saved = errno;
+	conn_free_orphan(c);
+	errno = saved;
+}
+
 /* Drop one fd's reference; the last one frees.  Caller does not hold lock.
  * While c is busy the drop waits for the busy call's end (conn_reap). */
 void conn_unref(struct kp_conn *c)
@@ -660,7 +667,7 @@ bool take_finished(const struct pool_key *key)
 	 * a TCP socket to the end */
 	/* (a close line's bytes not read yet: the program is not done) */
 	if (c->eof_owed && c->nonblock && c->refs == 1 && parkable(c) && fdfl >= 0 &&
-	    !__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST) && /* (a read is under way: conn.c read_under_way) */
+	    !read_under_way(c) &&
 	    !c->rx_extra_len &&
 	    KP_REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (c->nonblock ? SOCK_NONBLOCK : 0),
 				0, dead) == 0) {
@@ -703,6 +710,19 @@ bool take_finished(const struct pool_key *key)
 	return false;
 }
 
+
+/* A read is under way on c's socket (another thread's, or this one's that
+ * the closing handler interrupted): alone the kernel keeps the socket for
+ * it.  Parked, it would go to the next connect(), whose answer the read
+ * could take: a real close (docs/hold.md "A read under way when another
+ * thread closes"). */
+bool read_under_way(struct kp_conn *c)
+{
+	if (!__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
+		return false;
+	unpool(c, "a read under way in another thread");
+	return true;
+}
 
 bool parkable(const struct kp_conn *c)
 {
