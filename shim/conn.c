@@ -9,7 +9,7 @@
  * close.  Every real call goes through kp_real; errno is preserved.
  *
  * Here, in this order: connect() and hand-out, close(), dup and shutdown,
- * the read side, HTTPS, hand-off, credentials, fork, exit.  The core's
+ * the read side, HTTPS, hand-off, credentials, fork.  The core's
  * other files share conn_internal.h, each calling only those below it
  * (docs/structure.md):
  *   send.c         the program's writes, and conn_opts.c, the program's
@@ -250,6 +250,8 @@ static int connect_reentered(int fd, const struct sockaddr *addr, socklen_t len)
 }
 
 static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len);
+static int connect_pinned(int fd, struct kp_conn *c, const struct pool_key *keyp,
+			  const struct sockaddr *addr, socklen_t len, int saved);
 
 int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
@@ -275,8 +277,8 @@ static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len)
 		return connect_again(fd, c, addr, len);
 	if (!kp_fd_valid(fd) || !pool_key_from_sockaddr(addr, len, &key) || !kp_port_enabled(key.port) ||
 	    !ours_to_connect(fd, &key) || (c && (!c->poolable || !one_owner(c)))) {
-		if (c)
-			conn_unref(kp_fd_swap(fd, NULL));
+		if (c && kp_fd_drop_if(fd, c))
+			conn_unref(c);
 		kp_watch_forget_fd(fd); /* never ours: the kernel's alone */
 		errno = saved;
 		int r = KP_REAL(connect)(fd, addr, len);
@@ -286,8 +288,8 @@ static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len)
 	}
 	kp_count(connects);
 	if (kp_cfg.observe) { /* KEEPALIVE_OBSERVE: counted, then the kernel's alone */
-		if (c)
-			conn_unref(kp_fd_swap(fd, NULL));
+		if (c && kp_fd_drop_if(fd, c))
+			conn_unref(c);
 		kp_watch_forget_fd(fd);
 		kp_fl_or(fd, KP_FD_CONNECTED); /* a second connect() (Ruby's) is not counted */
 		errno = saved;
@@ -304,6 +306,30 @@ static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len)
 		}
 		kp_fd_swap(fd, c);
 	}
+	/* pinned for the call: another thread may close fd while it waits */
+	if (!conn_lock(c, fd)) {
+		errno = saved;
+		return KP_REAL(connect)(fd, addr, len);
+	}
+	c->refs++;
+	kp_unlock(&c->lock);
+	int r = connect_pinned(fd, c, &key, addr, len, saved);
+	saved = errno;
+	conn_unref(c);
+	errno = saved;
+	return r;
+}
+
+/* connect_locked's own connection c, pinned: one reference of the call's
+ * own beside fd's.  Another thread's close while the kernel's connect
+ * waits (a blocking connect to a server slow to accept) takes fd's
+ * reference and closes the socket; the pin keeps the object from being
+ * recycled under us, and what the call learns then is dropped with it
+ * (docs/hold.md "A close during a connect"). */
+static int connect_pinned(int fd, struct kp_conn *c, const struct pool_key *keyp,
+			  const struct sockaddr *addr, socklen_t len, int saved)
+{
+	struct pool_key key = *keyp;
 	c->key = key;
 
 	struct pool_meta meta;
@@ -311,8 +337,8 @@ static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len)
 	uint64_t now = kp_now_ms();
 	/* a pooled socket replaces the program's socket under fd alone: with
 	 * other fds of the same socket (a dup before connect) the program's
-	 * own socket is connected, as those fds expect */
-	bool alone = __atomic_load_n(&c->refs, __ATOMIC_RELAXED) == 1;
+	 * own socket is connected, as those fds expect (the pin is one) */
+	bool alone = __atomic_load_n(&c->refs, __ATOMIC_RELAXED) == 2;
 	while (alone && ((p = pool_checkout(&key, now, &meta)) >= 0 ||
 	       (take_finished(&key) && (p = pool_checkout(&key, now, &meta)) >= 0))) {
 		if (hand_out(fd, c, p, &meta, now, true) == 0)
@@ -329,7 +355,12 @@ static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len)
 	}
 	errno = saved;
 	int r = KP_REAL(connect)(fd, addr, len);
-	if (r == 0 || errno == EINPROGRESS) {
+	saved = errno;
+	if (kp_fd_conn(fd) != c) { /* closed meanwhile: the connection is no more */
+		errno = saved;
+		return r;
+	}
+	if (r == 0 || saved == EINPROGRESS) {
 		c->state = KP_ACTIVE;
 		if (kp_fl(fd) & KP_FD_TCP) {
 			c->nonblock = kp_fl(fd) & KP_FD_NONBLOCK;
@@ -338,11 +369,10 @@ static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len)
 			c->nonblock = sfl >= 0 && (sfl & O_NONBLOCK);
 		}
 		kp_count(fresh);
-	} else {
-		saved = errno;
-		conn_unref(kp_fd_swap(fd, NULL));
-		errno = saved;
+	} else if (kp_fd_drop_if(fd, c)) {
+		conn_unref(c);
 	}
+	errno = saved;
 	return r;
 }
 
@@ -1625,65 +1655,4 @@ void kp_conn_after_fork_child(void)
 	kp_limits_after_fork_child();
 	/* the locks kp_conn_before_fork took are new, not released */
 	kp_inside = 0;
-}
-
-/* ------------------------------------------------------------ exit */
-
-/* A finished connection the program never closed (the response complete,
- * nothing owed but an EOF): as idle as a closed one.  Park a copy; the
- * program's own fd dies with the process.  Only sockets still connected
- * to their key's destination: a close we never saw (a raw syscall) may
- * have left the number to a file. */
-static void park_unclosed(void)
-{
-	for (unsigned fd = 0; fd < kp_fdtab_len; fd++) {
-		struct kp_conn *c = kp_fd_conn((int)fd);
-		if (!c || c == KP_POOLED || !conn_lock(c, (int)fd))
-			continue;
-		if (!c->tls && c->refs == 1 && parkable(c) &&
-		    !kp_broker_check_own((int)fd, &c->key) && park((int)fd, c, false, 0) >= 0) {
-			c->poolable = false; /* a second exit path must not park it again */
-			kp_count(parked);
-			kp_debug("fd %d: parked at exit, never closed", fd);
-		}
-		kp_unlock(&c->lock);
-	}
-}
-
-/* The process is exiting: its idle plain-HTTP connections go to the
- * broker, oldest first (the broker's stack then has the newest on top),
- * so the next process finds them.  TLS ones stay: their state dies with
- * us (and OpenSSL may be torn down already: leave it alone). */
-void kp_conn_exit(void)
-{
-	if (!kp_broker_enabled())
-		return;
-	park_unclosed();
-	if (!pool_size())
-		return;
-	static int fds[256];
-	static struct leaving {
-		int fd;
-		struct pool_key key;
-		struct pool_meta meta;
-	} out[256];
-	size_t n = pool_fds(fds, sizeof(fds) / sizeof(fds[0])), m = 0;
-	for (size_t i = 0; i < n; i++)
-		if (!kp_tls_is_parked(fds[i]) && pool_take_fd(fds[i], &out[m].key, &out[m].meta) == 0)
-			out[m++].fd = fds[i];
-	/* insertion sort by park time (at most 256) */
-	for (size_t i = 1; i < m; i++)
-		for (size_t j = i; j > 0 && out[j - 1].meta.parked_ms > out[j].meta.parked_ms; j--) {
-			struct leaving t = out[j];
-			out[j] = out[j - 1];
-			out[j - 1] = t;
-		}
-	int link = -1;
-	for (size_t i = 0; i < m; i++) {
-		/* sent or not, our copy goes: we are exiting */
-		kp_broker_put(&link, &out[i].key, out[i].fd, &out[i].meta);
-		kp_fd_swap(out[i].fd, NULL);
-		KP_REAL(close)(out[i].fd);
-	}
-	kp_broker_close(link);
 }

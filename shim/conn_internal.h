@@ -1,10 +1,11 @@
 /*
  * conn_internal.h - what the files of one connection's life share, and
  * nothing outside them sees, by the file that defines each name: conn.c
- * (connect and hand-out, close, the read side, TLS, hand-off, fork, exit),
+ * (connect and hand-out, close, the read side, TLS, hand-off, fork),
  * send.c (the program's writes), conn_replay.c (the first use of a reused
  * connection: fresh connections and replay), wire.c (a request's bytes
- * out), hidden.c (pool ops, twins, objects, the finished list, park) and
+ * out), hidden.c (pool ops, twins, objects, the finished list, park,
+ * the exit's hand of the pool to the broker) and
  * conn_opts.c (the program's socket options carried onto a pooled
  * socket).  docs/structure.md has the order they call one another in.
  * The wrappers' interface is conn.h.  Every name here is hidden (never exported),

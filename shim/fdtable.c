@@ -73,6 +73,19 @@ struct kp_conn *kp_fd_swap(int fd, struct kp_conn *c)
 	return old;
 }
 
+bool kp_fd_drop_if(int fd, struct kp_conn *c)
+{
+	if (!kp_fd_valid(fd) || !c || c == KP_POOLED)
+		return false;
+	struct kp_conn *want = c;
+	/* (seq-cst, as kp_fd_swap: pairs with kp_read_begin's re-read) */
+	if (!__atomic_compare_exchange_n(&kp_fdtab[fd], &want, NULL, false, __ATOMIC_SEQ_CST,
+					 __ATOMIC_SEQ_CST))
+		return false;
+	__atomic_sub_fetch(&kp_fd_live, 1, __ATOMIC_ACQ_REL);
+	return true;
+}
+
 void kp_fd_note_high(int fd)
 {
 	int high = __atomic_load_n(&fd_high, __ATOMIC_RELAXED);

@@ -130,6 +130,10 @@ int kp_fdtab_init(struct rlimit *rl);
 
 /* Set fd's entry; returns the previous one. */
 struct kp_conn *kp_fd_swap(int fd, struct kp_conn *c);
+/* Clear fd's entry if it still holds c (a connection, not KP_POOLED);
+ * true when it did, and the entry's reference is then the caller's to
+ * drop.  False: another thread's close took it first. */
+bool kp_fd_drop_if(int fd, struct kp_conn *c);
 
 /* The lowest fd number to hide pooled sockets at. */
 int kp_fd_hidden_base(void);

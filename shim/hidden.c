@@ -1,7 +1,8 @@
 /*
  * hidden.c - the connections the program does not see: the pool's ops, the
  * twins (a parked connection's hidden descriptor), the fd budget, the
- * connection objects and the finished list, and parking (docs/owner.md).
+ * connection objects and the finished list, parking, and the exit's hand
+ * of the pool to the broker (docs/owner.md).
  * Below conn.c and conn_replay.c: it calls neither.
  */
 #include "conn_internal.h"
@@ -842,4 +843,65 @@ void hidden_child_twins(void)
 		KP_REAL(close)(twins[i].fd);
 	n_twins = 0;
 	kp_mutex_init(&twin_lock);
+}
+
+/* ------------------------------------------------------------ exit */
+
+/* A finished connection the program never closed (the response complete,
+ * nothing owed but an EOF): as idle as a closed one.  Park a copy; the
+ * program's own fd dies with the process.  Only sockets still connected
+ * to their key's destination: a close we never saw (a raw syscall) may
+ * have left the number to a file. */
+static void park_unclosed(void)
+{
+	for (unsigned fd = 0; fd < kp_fdtab_len; fd++) {
+		struct kp_conn *c = kp_fd_conn((int)fd);
+		if (!c || c == KP_POOLED || !conn_lock(c, (int)fd))
+			continue;
+		if (!c->tls && c->refs == 1 && parkable(c) &&
+		    !kp_broker_check_own((int)fd, &c->key) && park((int)fd, c, false, 0) >= 0) {
+			c->poolable = false; /* a second exit path must not park it again */
+			kp_count(parked);
+			kp_debug("fd %d: parked at exit, never closed", fd);
+		}
+		kp_unlock(&c->lock);
+	}
+}
+
+/* The process is exiting: its idle plain-HTTP connections go to the
+ * broker, oldest first (the broker's stack then has the newest on top),
+ * so the next process finds them.  TLS ones stay: their state dies with
+ * us (and OpenSSL may be torn down already: leave it alone). */
+void kp_conn_exit(void)
+{
+	if (!kp_broker_enabled())
+		return;
+	park_unclosed();
+	if (!pool_size())
+		return;
+	static int fds[256];
+	static struct leaving {
+		int fd;
+		struct pool_key key;
+		struct pool_meta meta;
+	} out[256];
+	size_t n = pool_fds(fds, sizeof(fds) / sizeof(fds[0])), m = 0;
+	for (size_t i = 0; i < n; i++)
+		if (!kp_tls_is_parked(fds[i]) && pool_take_fd(fds[i], &out[m].key, &out[m].meta) == 0)
+			out[m++].fd = fds[i];
+	/* insertion sort by park time (at most 256) */
+	for (size_t i = 1; i < m; i++)
+		for (size_t j = i; j > 0 && out[j - 1].meta.parked_ms > out[j].meta.parked_ms; j--) {
+			struct leaving t = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	int link = -1;
+	for (size_t i = 0; i < m; i++) {
+		/* sent or not, our copy goes: we are exiting */
+		kp_broker_put(&link, &out[i].key, out[i].fd, &out[i].meta);
+		kp_fd_swap(out[i].fd, NULL);
+		KP_REAL(close)(out[i].fd);
+	}
+	kp_broker_close(link);
 }

@@ -216,3 +216,23 @@ _same_conn_rounds() {
 	run grep -c $'^Connection: close\r$' "$BATS_TEST_TMPDIR/shim.out"
 	assert_output 20
 }
+
+# ---- a close during a connect
+#
+# Another thread closes a socket while its blocking connect() waits (a
+# server slow to accept: a full backlog); then the connect fails.  The
+# library once freed the connection under the call and dereferenced the
+# table's empty entry at its failure (SIGSEGV, 5 of 5 runs on the old
+# code).  tests/clients/connect_close.c makes its own listener.
+
+@test "another thread closes a socket while its connect() waits: the connect's failure as alone, no crash" {
+	SERVER_PORT=$(free_port)
+	run_plain "$CLIENTS/connect_close" "$SERVER_PORT"
+	run_shim "$CLIENTS/connect_close" "$SERVER_PORT"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "close during connect: 0"
+	assert_line "connect: -1 Connection refused"
+	assert_line "survived"
+}
