@@ -20,6 +20,9 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "fdtable.h"
 #include "kp_lock.h"
@@ -153,4 +156,38 @@ void kp_limits_after_fork_child(void)
 {
 	kp_mutex_init(&rl_lock);
 	__atomic_store_n(&spawning, 0, __ATOMIC_RELAXED);
+}
+
+/* The program's highest open fd below `below` (a hidden fd of ours
+ * aside), from /proc/self/fd read with the raw calls (select is
+ * async-signal-safe: no opendir, no malloc); -1 when it has none there,
+ * -2 when /proc cannot be read. */
+int kp_fd_program_high(int below)
+{
+	int dir = (int)KP_REAL(syscall)(SYS_openat, AT_FDCWD, "/proc/self/fd",
+					 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dir < 0)
+		return -2;
+	int high = -1;
+	char buf[4096];
+	long n;
+	while ((n = KP_REAL(syscall)(SYS_getdents64, dir, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n;) {
+			/* struct linux_dirent64: ino 8, off 8, reclen 2, type 1, name */
+			unsigned short reclen;
+			memcpy(&reclen, buf + off + 16, sizeof(reclen));
+			const char *name = buf + off + 19;
+			int fd = 0;
+			bool num = *name != 0;
+			for (const char *c = name; *c && num; c++) {
+				num = *c >= '0' && *c <= '9' && fd < 100000000;
+				fd = fd * 10 + (*c - '0');
+			}
+			if (num && fd != dir && fd < below && fd > high && !kp_fd_pooled(fd))
+				high = fd;
+			off += reclen;
+		}
+	}
+	KP_REAL(close)(dir);
+	return n < 0 ? -2 : high;
 }

@@ -39,4 +39,8 @@ void kp_limits_before_fork(void);
 void kp_limits_after_fork_parent(void);
 void kp_limits_after_fork_child(void);
 
+/* The program's highest open fd below `below`, hidden fds of ours aside:
+ * -1 none, -2 unknown (/proc unreadable). */
+int kp_fd_program_high(int below);
+
 #endif

@@ -11,6 +11,7 @@
 #include <sys/select.h>
 
 #include "conn.h"
+#include "fdlimit.h"
 #include "fdtable.h"
 #include "real.h"
 #include "watch.h"
@@ -441,6 +442,28 @@ static int ms_of_tv(const struct timeval *tv)
 	return tv ? ms_ceil(tv->tv_sec, (long)tv->tv_usec * 1000) : -1;
 }
 
+/* select(getdtablesize(), ...) over FD_SETSIZE sets, a classic idiom:
+ * alone the kernel reads and writes the sets only up to its fd table's
+ * size, which a program with few fds keeps at or under FD_SETSIZE.  Our
+ * hidden fds (numbered from 1024, or above the soft limit: docs/limits.md)
+ * grow that table, and the kernel, and our scans, would then read and
+ * write past the program's sets.  So past FD_SETSIZE, once a number of
+ * ours was ever given, nfds is cut to just past the program's own highest
+ * fd, rounded up as the kernel's table is: never less than alone (set
+ * bits for fds not open there, a program's bug, are then not EBADF).
+ * Unknown (no /proc): as the program asked. */
+static KP_SLOW int select_nfds(int nfds)
+{
+	if (kp_fd_high() < 0)
+		return nfds;
+	int high = kp_fd_program_high(nfds);
+	if (high == -2)
+		return nfds;
+	int words = (high + 1 + 63) / 64;
+	int cut = (words ? words : 1) * 64;
+	return cut < nfds ? cut : nfds;
+}
+
 static KP_SLOW int select_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
 	if (nfds <= 0 || nfds > SELECT_NFDS_MAX ||
@@ -451,6 +474,8 @@ static KP_SLOW int select_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, str
 
 KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
+	if (__builtin_expect(nfds > FD_SETSIZE, 0))
+		nfds = select_nfds(nfds);
 	if (wait_untouched())
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_slow(nfds, rd, wr, ex, tv);
@@ -468,6 +493,8 @@ static KP_SLOW int pselect_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, co
 KP_EXPORT int pselect(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
 		      const sigset_t *mask)
 {
+	if (__builtin_expect(nfds > FD_SETSIZE, 0))
+		nfds = select_nfds(nfds);
 	if (wait_untouched())
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
 	return pselect_slow(nfds, rd, wr, ex, ts, mask);

@@ -236,3 +236,24 @@ _same_conn_rounds() {
 	assert_line "connect: -1 Connection refused"
 	assert_line "survived"
 }
+
+# ---- select() past FD_SETSIZE
+#
+# select(getdtablesize(), ...) over an ordinary fd_set: alone the kernel
+# reads and writes the set only up to its fd table's size.  The library's
+# scans read nfds bits (SIGSEGV on the old code with the set before a
+# PROT_NONE page), and its hidden fds, numbered from the soft limit up,
+# grow the kernel's table so that the kernel itself would read and write
+# past the set (docs/limits.md "select past FD_SETSIZE").  Three requests:
+# the later ones on a pooled connection, whose hidden fd grew the table.
+
+@test "select(getdtablesize()) over an fd_set with a soft limit of 20000: the same answers, nothing read past the set" {
+	[ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 20000 ] || skip "hard RLIMIT_NOFILE under 20000"
+	nginx_start
+	run_both 3 prlimit --nofile=20000: "$CLIENTS/select_wide" "$NGINX_PORT" /f 3
+	assert_both_ok
+	assert_same_output --headers
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "nfds above FD_SETSIZE: yes"
+	assert_equal "reused=$(stat_value reused)" "reused=2"
+}

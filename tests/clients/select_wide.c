@@ -1,0 +1,57 @@
+/*
+ * select_wide.c - select(getdtablesize(), ...) over an ordinary fd_set,
+ * the classic idiom: alone the kernel reads and writes the set only up to
+ * its fd table's size (docs/limits.md "select past FD_SETSIZE").
+ *
+ * Usage: select_wide PORT PATH N
+ *
+ * N requests to 127.0.0.1:PORT, each on a new socket: GET PATH with
+ * "Connection: close", then select(getdtablesize(), rd, ...) before each
+ * read, until EOF; the bytes read are printed.  The fd_set sits at the end
+ * of a page whose next page is PROT_NONE: a read or write past it by
+ * anyone (the library's scans, or the kernel's, whose table hidden fds of
+ * the library grew) faults.  Run it with a soft RLIMIT_NOFILE above
+ * FD_SETSIZE.
+ */
+#include "common.h"
+
+#include <sys/mman.h>
+#include <sys/select.h>
+
+int main(int argc, char **argv)
+{
+	if (argc != 4)
+		die("usage: select_wide PORT PATH N");
+	int port = atoi(argv[1]), n = atoi(argv[3]);
+	char *page = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (page == MAP_FAILED || mprotect(page + 4096, 4096, PROT_NONE))
+		die("mmap");
+	fd_set *rd = (fd_set *)(page + 4096 - sizeof(fd_set));
+	int nfds = getdtablesize();
+	printf("nfds above FD_SETSIZE: %s\n", nfds > FD_SETSIZE ? "yes" : "no");
+	for (int i = 0; i < n; i++) {
+		int s = dial_loopback(port);
+		char req[512];
+		int len = snprintf(req, sizeof(req),
+				   "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", argv[2]);
+		if (write(s, req, (size_t)len) != len)
+			die("write");
+		for (;;) {
+			FD_ZERO(rd);
+			FD_SET(s, rd);
+			struct timeval tv = { 10, 0 };
+			int r = select(nfds, rd, NULL, NULL, &tv);
+			if (r <= 0)
+				die("select: %d", r);
+			char buf[4096];
+			ssize_t k = read(s, buf, sizeof(buf));
+			if (k < 0)
+				die("read");
+			if (!k)
+				break;
+			write_stdout(buf, (size_t)k);
+		}
+		close(s);
+	}
+	return fflush(stdout) == 0 ? 0 : 1;
+}
