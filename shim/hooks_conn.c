@@ -684,7 +684,7 @@ static KP_SLOW int close_slow(int fd)
 		return kp_close(fd, c);
 	/* what socket()/fcntl() taught us dies with the fd */
 	if (kp_fl(fd) & KP_FD_EPOLL)
-		kp_watch_forget_epfd(fd);
+		kp_watch_close_epfd(fd);
 	kp_fl_set(fd, 0);
 	return KP_REAL(close)(fd);
 }

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "fdlimit.h"
 #include "fdtable.h"
 #include "real.h"
 
@@ -18,6 +19,7 @@ struct watch {
 	uint32_t events;
 	epoll_data_t data;
 	bool armed; /* EPOLLONESHOT/EPOLLET: reported once until re-armed */
+	bool hidden; /* epfd is our copy of a set the program closed a number of */
 };
 
 unsigned kp_watch_count;
@@ -28,9 +30,17 @@ static kp_mutex_t lock = KP_MUTEX_INITIALIZER;
 /* Caller holds the lock. */
 static void drop(unsigned i)
 {
+	int ep = watches[i].hidden ? watches[i].epfd : -1;
 	unsigned n = kp_watch_count - 1;
 	watches[i] = watches[n];
 	__atomic_store_n(&kp_watch_count, n, __ATOMIC_RELEASE); /* read without the lock */
+	if (ep < 0)
+		return;
+	for (unsigned j = 0; j < n; j++)
+		if (watches[j].epfd == ep)
+			return;
+	kp_fd_swap(ep, NULL); /* our copy's last record: the copy goes */
+	KP_REAL(close)(ep);
 }
 
 /* Caller holds the lock. */
@@ -110,6 +120,54 @@ void kp_watch_forget_epfd(int epfd)
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return;
 	forget_if(by_epfd, epfd);
+}
+
+/* The program is about to close epfd, a set our connections are
+ * registered in.  The set may live on through another fd of the
+ * program's (a dup of it, a fork's copy): its registrations of our
+ * sockets must still be removed when they park (a pooled twin keeps the
+ * socket's file open, and the set would go on reporting it).  So their
+ * records move to a hidden copy of epfd, closed with the last of them
+ * (docs/hold.md "epoll through a closed number").  Without a copy to be
+ * had: forgotten, as before. */
+void kp_watch_close_epfd(int epfd)
+{
+	if (kp_reentered() || !__atomic_load_n(&kp_watch_count, __ATOMIC_ACQUIRE))
+		return;
+	kp_lock(&lock);
+	bool any = false;
+	for (unsigned i = 0; i < kp_watch_count && !any; i++)
+		any = watches[i].epfd == epfd && !watches[i].hidden;
+	kp_unlock(&lock);
+	if (!any)
+		return;
+	int copy = kp_fd_hide(epfd); /* (its own locks: not under ours) */
+	if (copy >= 0 && !kp_fd_valid(copy)) {
+		KP_REAL(close)(copy);
+		copy = -1;
+	}
+	if (copy >= 0)
+		kp_fd_swap(copy, KP_POOLED); /* refused to the program, as our others */
+	kp_lock(&lock);
+	bool used = false;
+	for (unsigned i = 0; i < kp_watch_count;) {
+		struct watch *w = &watches[i];
+		if (w->epfd != epfd || w->hidden) {
+			i++;
+		} else if (copy < 0) {
+			drop(i);
+		} else {
+			w->epfd = copy;
+			w->hidden = true;
+			used = true;
+			i++;
+		}
+	}
+	kp_unlock(&lock);
+	if (copy >= 0 && !used) {
+		kp_fd_swap(copy, NULL);
+		KP_REAL(close)(copy);
+	}
 }
 
 void kp_watch_detach(int fd)
@@ -214,6 +272,9 @@ void kp_watch_after_fork_parent(void)
 
 void kp_watch_after_fork_child(void)
 {
+	for (unsigned i = 0; i < kp_watch_count; i++)
+		if (watches[i].hidden) /* (the parent's; a copy closed twice: EBADF) */
+			KP_REAL(close)(watches[i].epfd);
 	kp_mutex_init(&lock);
 	__atomic_store_n(&kp_watch_count, 0, __ATOMIC_RELAXED);
 }

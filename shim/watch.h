@@ -27,6 +27,9 @@ void kp_watch_forget_fd(int fd);
 
 /* The epoll set epfd is closed. */
 void kp_watch_forget_epfd(int epfd);
+/* The program is about to close epfd: its records of our sockets move to a
+ * hidden copy of the set (it may live on through another fd). */
+void kp_watch_close_epfd(int epfd);
 
 /* fd is about to be replaced by another file (dup3 onto it): take its
  * registrations out of the kernel's sets first, or epoll would go on

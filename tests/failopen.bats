@@ -257,3 +257,19 @@ _same_conn_rounds() {
 	assert_line "nfds above FD_SETSIZE: yes"
 	assert_equal "reused=$(stat_value reused)" "reused=2"
 }
+
+# ---- epoll through a closed number
+#
+# A socket registered through a dup of the epoll fd, that dup closed: the
+# library forgot its record of the registration with the number, so at
+# park it could not remove it, and the pooled socket woke the set with
+# the closed socket's data (docs/hold.md "epoll through a closed number").
+
+@test "epoll: a socket registered through a closed dup of the set's fd: once closed, the set reports nothing of it, as alone" {
+	nginx_start
+	run_both 2 "$CLIENTS/epoll_dup" "$NGINX_PORT" /f
+	assert_both_ok
+	assert_same_output --headers
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "events in the set after its socket's close: 0"
+}
