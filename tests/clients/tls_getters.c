@@ -85,6 +85,13 @@ static void show(SSL *ssl)
 	int ra = SSL_get_peer_signature_type_nid(ssl, &a), rb = (int)SSL_get_peer_signature_nid(ssl, &b);
 	int rc = SSL_get_signature_type_nid(ssl, &c), rd = (int)SSL_get_signature_nid(ssl, &d);
 	printf("  peer signature %d:%d hash %d:%d; own signature %d:%d hash %d:%d\n", ra, a, rb, b, rc, c, rd, d);
+	EVP_PKEY *pk = NULL, *own = NULL;
+	long rp = SSL_get_peer_tmp_key(ssl, &pk), ro = SSL_get_tmp_key(ssl, &own);
+	printf("  peer key %ld:%d own key %ld:%d group %d shared %ld extms %ld\n", rp, pk ? EVP_PKEY_get_id(pk) : 0, ro,
+	       own ? EVP_PKEY_get_id(own) : 0, (int)SSL_get_negotiated_group(ssl), SSL_get_shared_group(ssl, 0),
+	       SSL_get_extms_support(ssl));
+	EVP_PKEY_free(pk);
+	EVP_PKEY_free(own);
 }
 
 int main(int argc, char **argv)
