@@ -709,6 +709,14 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 	    resuming(ssl) || /* the program resumes one of its own */
 	    (kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_TICKET)) /* or wants none */
 		return;
+	/* a process that can show a session's ticket, master key or bytes:
+	 * a resumption of ours would show the ones of the session it came
+	 * from, as a hand-out would (declined there too: docs/tls.md "What a
+	 * session shows") */
+	if (session_shown_imported()) {
+		kp_debug("no session of ours offered: the program can show a session's ticket, master key or bytes");
+		return;
+	}
 	struct offer o = { 0 };
 	const char *why = "none kept";
 	bool found = false;

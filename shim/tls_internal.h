@@ -374,5 +374,6 @@ int prog_socket_bio(SSL *ssl, int *close_flag);
 void note_cert(struct kp_tls *e);
 bool alpn_not_http11(SSL *ssl);
 bool ssl_bio_imported(void);
+bool session_shown_imported(void);
 
 #endif
