@@ -214,3 +214,24 @@ getters() {
 		getters 4 "$g" "$SERVER_PORT" "$TLS/ca.pem" 4 ownsess=first hold=2 "$cert"
 	done
 }
+
+# A session's bytes (i2d_SSL_SESSION) carry its master key: a hand-out's
+# session, and a TLS 1.2 session of ours resumed, carry the first one's,
+# where alone every full handshake makes a new one.  A process that can
+# write them out (but CPython's _ssl) is handed no pooled connection and
+# offered no session of ours (docs/tls.md "What a session shows").
+@test "a program that serializes its sessions: the master key in each request's DER is new, as alone (no hand-out, no session of ours)" {
+	make -s -C "$ROOT" build/clients/tls_der >&2
+	for v in 13 12; do
+		use_tls $v
+		for h in "" hold=2; do
+			run_both 4 "$CLIENTS/tls_der" "$SERVER_PORT" "$TLS/ca.pem" 4 $h
+			assert_both_ok
+			assert_same_output
+			run cat "$BATS_TEST_TMPDIR/shim.out"
+			for i in 2 3 4; do
+				assert_line "$i: answered, reused 0, master key in the DER new"
+			done
+		done
+	done
+}
