@@ -354,9 +354,12 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		/* the program's verify callback runs here, as in a handshake: no
 		 * lock of ours held.  Its errors stay off the program's queue. */
 		kp_ssl.ERR_set_mark();
-		int ok = verify_as(ssl, kp_ssl.SSL_get0_peer_certificate(e->ssl),
-				   kp_ssl.SSL_get_peer_cert_chain(e->ssl), &result, &chain, &peername,
-				   resumed ? &unnamed : NULL);
+		/* (the chain its full handshake read: an engine made by
+		 * resuming a session from the broker has none of its own) */
+		STACK_OF(X509) *peer_chain = e->full.shown && e->full.chain ? e->full.chain
+									   : kp_ssl.SSL_get_peer_cert_chain(e->ssl);
+		int ok = verify_as(ssl, kp_ssl.SSL_get0_peer_certificate(e->ssl), peer_chain, &result, &chain,
+				   &peername, resumed ? &unnamed : NULL);
 		kp_ssl.ERR_pop_to_mark();
 		if (unnamed)
 			kp_ssl.X509_VERIFY_PARAM_free(unnamed);
