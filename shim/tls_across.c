@@ -105,10 +105,12 @@ static void w_shown(struct wbuf *b, const struct full *f)
 		X509_NAME *x = kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)f->ca_names, i);
 		unsigned char *der = NULL;
 		int len = kp_ssl.i2d_X509_NAME(x, &der);
-		if (len <= 0)
+		if (len <= 0) {
 			b->bad = true;
-		else
-			w_u32(b, (uint32_t)len), w_bytes(b, der, (size_t)len);
+		} else {
+			w_u32(b, (uint32_t)len);
+			w_bytes(b, der, (size_t)len);
+		}
 		kp_ssl.CRYPTO_free(der, __FILE__, __LINE__);
 	}
 	w_u32(b, f->client_ca);
@@ -358,7 +360,7 @@ static void r_shown(struct rbuf *b, struct full *f)
 	if (n && !q)
 		b->bad = true;
 	else if (n)
-		memcpy(f->ctypes, q, n), f->n_ctypes = (int)n;
+		memcpy(f->ctypes, q, (f->n_ctypes = (int)n));
 	uint32_t oks = r_u32(b);
 	f->own_sig_ok = oks >> 1 & 1;
 	f->own_type_ok = oks & 1;

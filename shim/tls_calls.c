@@ -188,6 +188,15 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 	return true;
 }
 
+/* a nid getter's answer: 1 and *parg, or 0 (parg untouched) */
+static void nid_answer(void *parg, bool ok, int nid, long *ret)
+{
+	if (ok) {
+		*(int *)parg = nid;
+		*ret = 1;
+	}
+}
+
 /* The answer of full f to cmd (kp_tls_peer_full); false: libssl's.
  * Caller holds tls_lock. */
 static bool full_answer(const struct full *f, bool none, int cmd, void *parg, long *ret)
@@ -195,16 +204,16 @@ static bool full_answer(const struct full *f, bool none, int cmd, void *parg, lo
 	*ret = 0;
 	switch (cmd) {
 	case KP_PEER_SIG_TYPE:
-		if (f->type_ok)
-			*(int *)parg = f->type_nid, *ret = 1;
+		nid_answer(parg, f->type_ok, f->type_nid, ret);
 		return true;
 	case SSL_CTRL_GET_PEER_SIGNATURE_NID:
-		if (f->sig_ok)
-			*(int *)parg = f->sig_nid, *ret = 1;
+		nid_answer(parg, f->sig_ok, f->sig_nid, ret);
 		return true;
 	case SSL_CTRL_GET_PEER_TMP_KEY:
-		if (f->tmp && kp_ssl.EVP_PKEY_up_ref(f->tmp))
-			*(EVP_PKEY **)parg = f->tmp, *ret = 1;
+		if (f->tmp && kp_ssl.EVP_PKEY_up_ref(f->tmp)) {
+			*(EVP_PKEY **)parg = f->tmp;
+			*ret = 1;
+		}
 		return true;
 	}
 	if (!f->shown)
@@ -253,12 +262,10 @@ static bool full_answer(const struct full *f, bool none, int cmd, void *parg, lo
 		*ret = f->n_ctypes;
 		return true;
 	case KP_OWN_SIG_TYPE:
-		if (f->own_type_ok)
-			*(int *)parg = f->own_type_nid, *ret = 1;
+		nid_answer(parg, f->own_type_ok, f->own_type_nid, ret);
 		return true;
 	case SSL_CTRL_GET_SIGNATURE_NID:
-		if (f->own_sig_ok)
-			*(int *)parg = f->own_sig_nid, *ret = 1;
+		nid_answer(parg, f->own_sig_ok, f->own_sig_nid, ret);
 		return true;
 	}
 	return false;
