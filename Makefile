@@ -135,6 +135,12 @@ build/unit/test_broker_check: tests/unit/test_broker_check.c build/san/pool/brok
 	@mkdir -p build/unit
 	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< build/san/pool/broker_check.o $(PURE_SAN_OBJS) $(LDLIBS)
 
+# the names whose import declines a process (shim/dl_real.c, never
+# instrumented: see above)
+build/unit/test_dl_names: tests/unit/test_dl_names.c build/san/shim/dl_real.o $(PURE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h) Makefile
+	@mkdir -p build/unit
+	$(CC) $(ALLFLAGS) $(SAN) -o $@ $< build/san/shim/dl_real.o $(PURE_SAN_OBJS) $(LDLIBS)
+
 # the socket options service on real sockets: below the connection core,
 # so it links with the real-function table only
 build/unit/test_sockopts: tests/unit/test_sockopts.c build/san/shim/sockopts.o build/san/shim/real.o build/san/shim/dl_real.o $(PURE_SAN_OBJS) $(HDRS) $(wildcard tests/unit/*.h) Makefile

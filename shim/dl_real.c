@@ -11,6 +11,7 @@
 
 static void *real_dlsym;
 static int ssl_bio_named;
+static int session_named;
 
 /* glibc's dlvsym, under its first version: the library exports dlvsym as
  * GLIBC_2.34 (shim/exports.map; hooks_dl.c), which a reference to
@@ -55,11 +56,14 @@ void *kp_dl_open(const char *file, int mode)
  * counters count what the program's own BIO carried (0 on a handed-out
  * SSL), and a BIO callback set on it would see no traffic.  And what a
  * fresh handshake would make new (docs/tls.md "The first owner's
- * handshake values"): the randoms, the master key and the keying-material
- * exporter of a handed-out connection are its first owner's.  (Info
- * callbacks set after the handshake are not here: the programs and tests
- * that import their setters set them before it, which declines already;
- * nor SSL_get_finished, which CPython imports: docs/tls.md.) */
+ * handshake values"): the randoms, the keying-material exporter, and what
+ * shows a session (kp_dl_shows_session) of a handed-out connection are
+ * its first owner's.  (Info callbacks set after the handshake are not
+ * here: the programs and tests that import their setters set them before
+ * it, which declines already; nor SSL_get_finished, which CPython
+ * imports: docs/tls.md.  i2d_SSL_SESSION is, but CPython's _ssl, which
+ * imports it to copy a session and shows no byte of it, is told apart by
+ * the caller: shim/tls_handout.c.) */
 /* (no libc string calls: the sanitizers' runtimes intercept them, and
  * their dlsym lookups come here before they are set up) */
 static bool same(const char *a, const char *b)
@@ -69,31 +73,42 @@ static bool same(const char *a, const char *b)
 	return *a == *b;
 }
 
+/* What shows a session's ticket or master key (or carries them out whole,
+ * i2d_SSL_SESSION), which a hand-out shares with its first owner's and a
+ * session of ours resumed with the session it came from, where the
+ * program's own full handshake makes them new (docs/tls.md "What a session
+ * shows") */
+bool kp_dl_shows_session(const char *name)
+{
+	static const char *const ssl[] = { "SSL_SESSION_get_master_key", "SSL_SESSION_get0_ticket",
+					   "SSL_SESSION_print_keylog", "SSL_SESSION_print", "SSL_SESSION_print_fp" };
+	static const char *const pem[] = { "PEM_write_SSL_SESSION", "PEM_write_bio_SSL_SESSION" };
+	if (!name || name[0] == 0 || name[1] == 0 || name[2] == 0 || name[3] != '_')
+		return false;
+	if (name[0] == 'i')
+		return same(name, "i2d_SSL_SESSION");
+	const char *const *list = name[0] == 'P' && name[1] == 'E' && name[2] == 'M' ? pem
+				  : name[0] == 'S' && name[1] == 'S' && name[2] == 'L' ? ssl
+											  : NULL;
+	size_t n = list == pem ? sizeof(pem) / sizeof(*pem) : sizeof(ssl) / sizeof(*ssl);
+	for (size_t i = 0; list && i < n; i++)
+		if (same(name, list[i]))
+			return true;
+	return false;
+}
+
 bool kp_dl_sees_past(const char *name)
 {
 	static const char *const bio[] = { "BIO_f_ssl",	      "BIO_new_ssl",
 					   "BIO_new_ssl_connect", "BIO_new_buffer_ssl_connect",
 					   "BIO_number_read",	      "BIO_number_written",
 					   "BIO_set_callback",	      "BIO_set_callback_ex" };
-	/* and what shows a session's ticket or master key, which a hand-out
-	 * shares with its first owner's where a fresh handshake makes them
-	 * new (docs/tls.md "Found by the HTTPS review of 2026-12-05, the
-	 * third"); i2d_SSL_SESSION is not here: CPython imports it to copy
-	 * sessions, and shows no byte of it */
-	static const char *const ssl[] = { "SSL_get_client_random",	      "SSL_get_server_random",
-					   "SSL_SESSION_get_master_key",      "SSL_export_keying_material",
-					   "SSL_export_keying_material_early", "SSL_SESSION_get0_ticket",
-					   "SSL_SESSION_print_keylog",	      "SSL_SESSION_print",
-					   "SSL_SESSION_print_fp" };
-	static const char *const pem[] = { "PEM_write_SSL_SESSION", "PEM_write_bio_SSL_SESSION" };
+	static const char *const ssl[] = { "SSL_get_client_random", "SSL_get_server_random",
+					   "SSL_export_keying_material", "SSL_export_keying_material_early" };
+	if (kp_dl_shows_session(name))
+		return true;
 	if (!name || name[0] == 0 || name[1] == 0 || name[2] == 0 || name[3] != '_')
 		return false;
-	if (name[0] == 'P' && name[1] == 'E' && name[2] == 'M') {
-		for (size_t i = 0; i < sizeof(pem) / sizeof(*pem); i++)
-			if (same(name, pem[i]))
-				return true;
-		return false;
-	}
 	if (name[0] == 'B' && name[1] == 'I' && name[2] == 'O') {
 		for (size_t i = 0; i < sizeof(bio) / sizeof(*bio); i++)
 			if (same(name, bio[i]))
@@ -108,6 +123,8 @@ bool kp_dl_sees_past(const char *name)
 
 void kp_dl_note_name(const char *name)
 {
+	if (kp_dl_shows_session(name))
+		__atomic_store_n(&session_named, 1, __ATOMIC_RELEASE);
 	if (kp_dl_sees_past(name))
 		__atomic_store_n(&ssl_bio_named, 1, __ATOMIC_RELEASE);
 }
@@ -115,6 +132,11 @@ void kp_dl_note_name(const char *name)
 int kp_dl_ssl_bio_named(void)
 {
 	return __atomic_load_n(&ssl_bio_named, __ATOMIC_ACQUIRE);
+}
+
+int kp_dl_session_named(void)
+{
+	return __atomic_load_n(&session_named, __ATOMIC_ACQUIRE);
 }
 
 static void (*on_lookup)(void);

@@ -17,8 +17,11 @@ void *kp_dl_open(const char *file, int mode);
 /* the address of glibc's dlsym (NULL: none) */
 void *kp_dl_real_dlsym(void);
 /* name is a function that sees past a hand-out (the BIO_f_ssl family,
- * the BIO counters) */
+ * the BIO counters, the randoms, the exporter, what shows a session) */
 bool kp_dl_sees_past(const char *name);
+/* name shows a session's ticket or master key, or its bytes
+ * (i2d_SSL_SESSION): a session of ours is not offered either */
+bool kp_dl_shows_session(const char *name);
 /* dlsym was asked for name: notes those */
 void kp_dl_note_name(const char *name);
 /* fn runs at each dlsym of the program, before the lookup (set by our
@@ -30,5 +33,7 @@ void kp_dl_watch_open(void (*fn)(void));
 void kp_dlopen_note(void);
 /* one of those was looked up with dlsym */
 int kp_dl_ssl_bio_named(void);
+/* ... one that shows a session */
+int kp_dl_session_named(void);
 
 #endif

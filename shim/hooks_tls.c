@@ -64,7 +64,22 @@
 
 ROUTED(X509 *, SSL_get1_peer_certificate, (const SSL *s), (e))
 ROUTED(X509 *, SSL_get0_peer_certificate, (const SSL *s), (e))
-ROUTED(STACK_OF(X509) *, SSL_get_peer_cert_chain, (const SSL *s), (e))
+/* what the program's own full handshake would have read, for a handed-out
+ * SSL or a session of ours resumed (docs/tls.md "What a full handshake
+ * shows") */
+#define FULL_SHOWN(ret, name, cmd, params, args)                           \
+	KP_EXPORT ret name params                                          \
+	{                                                                  \
+		if (MISSING(name))                                         \
+			return (ret)0;                                     \
+		ret shown;                                                 \
+		long r;                                                    \
+		if (!INTERNAL() && kp_tls_peer_full(s, cmd, &shown, &r))  \
+			return shown;                                      \
+		SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);   \
+		return e ? kp_ssl.name args : (ret)0;                      \
+	}
+FULL_SHOWN(STACK_OF(X509) *, SSL_get_peer_cert_chain, KP_PEER_CHAIN, (const SSL *s), (e))
 ROUTED_VOID(SSL_get0_alpn_selected, (const SSL *s, const unsigned char **d, unsigned int *l), d, l)
 ROUTED_VOID(SSL_get0_next_proto_negotiated, (const SSL *s, const unsigned char **d, unsigned *l), d, l)
 /* a handed-out SSL reads a session of its own (kp_tls_session) */
@@ -94,8 +109,8 @@ ROUTED(const SSL_CIPHER *, SSL_get_pending_cipher, (const SSL *s), (e))
 ROUTED(const COMP_METHOD *, SSL_get_current_compression, (const SSL *s), (e))
 ROUTED(const COMP_METHOD *, SSL_get_current_expansion, (const SSL *s), (e))
 ROUTED(STACK_OF(SSL_CIPHER) *, SSL_get_client_ciphers, (const SSL *s), (e))
-ROUTED(STACK_OF(X509_NAME) *, SSL_get_client_CA_list, (const SSL *s), (e))
-ROUTED(const STACK_OF(X509_NAME) *, SSL_get0_peer_CA_list, (const SSL *s), (e))
+FULL_SHOWN(STACK_OF(X509_NAME) *, SSL_get_client_CA_list, KP_CLIENT_CA, (const SSL *s), (e))
+FULL_SHOWN(const STACK_OF(X509_NAME) *, SSL_get0_peer_CA_list, KP_PEER_CA, (const SSL *s), (e))
 ROUTED(size_t, SSL_get_finished, (const SSL *s, void *buf, size_t n), (e, buf, n))
 ROUTED(size_t, SSL_get_peer_finished, (const SSL *s, void *buf, size_t n), (e, buf, n))
 ROUTED(const char *, SSL_get_version, (const SSL *s), (e))
@@ -359,12 +374,31 @@ HANDSHAKE_AGAIN(SSL_renegotiate_abbreviated, (SSL *s), ())
 ROUTED(int, SSL_renegotiate_pending, (const SSL *s), (e))
 ROUTED(int, SSL_get_early_data_status, (const SSL *s), (e))
 ROUTED(int, SSL_want, (const SSL *s), (e))
-ROUTED(int, SSL_get_shared_sigalgs, (SSL *s, int idx, int *sign, int *hash, int *signhash,
-				    unsigned char *rsig, unsigned char *rhash),
-       (e, idx, sign, hash, signhash, rsig, rhash))
-ROUTED(int, SSL_get_sigalgs, (SSL *s, int idx, int *sign, int *hash, int *signhash,
-			      unsigned char *rsig, unsigned char *rhash),
-       (e, idx, sign, hash, signhash, rsig, rhash))
+#define SIGALGS(name, cmd)                                                                         \
+	KP_EXPORT int name(SSL *s, int idx, int *sign, int *hash, int *signhash, unsigned char *rsig, \
+			   unsigned char *rhash)                                                      \
+	{                                                                                          \
+		if (MISSING(name))                                                                 \
+			return 0;                                                                  \
+		struct kp_sigalg_query q = { idx, sign, hash, signhash, rsig, rhash };             \
+		long r;                                                                            \
+		if (!INTERNAL() && kp_tls_peer_full(s, cmd, &q, &r))                               \
+			return (int)r;                                                             \
+		SSL *e = INTERNAL() ? s : kp_tls_route(s, false);                                  \
+		return e ? kp_ssl.name(e, idx, sign, hash, signhash, rsig, rhash) : 0;             \
+	}
+SIGALGS(SSL_get_shared_sigalgs, KP_SHARED_SIGALGS)
+SIGALGS(SSL_get_sigalgs, KP_SIGALGS)
+KP_EXPORT int SSL_get_signature_type_nid(const SSL *s, int *nid)
+{
+	if (MISSING(SSL_get_signature_type_nid))
+		return 0;
+	long r;
+	if (!INTERNAL() && nid && kp_tls_peer_full(s, KP_OWN_SIG_TYPE, nid, &r))
+		return (int)r;
+	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
+	return e ? kp_ssl.SSL_get_signature_type_nid(e, nid) : 0;
+}
 ROUTED(const STACK_OF(SCT) *, SSL_get0_peer_scts, (SSL *s), (e))
 
 /* SSL_ctrl: the commands that read the connection go to the engine, mode

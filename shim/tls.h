@@ -172,6 +172,23 @@ extern bool kp_tls_ssl_ex_funcs;
  * (docs/tls.md "Process-wide state") */
 extern unsigned long kp_tls_crypto_gen;
 #define KP_PEER_SIG_TYPE (-1)
+/* and what the messages a resumption skips showed (docs/tls.md "What a
+ * full handshake shows"): SSL_get_signature_type_nid, the peer's chain
+ * (STACK_OF(X509) **), CA names (STACK_OF(X509_NAME) **, through
+ * SSL_get0_peer_CA_list or SSL_get_client_CA_list), signature algorithms
+ * (struct kp_sigalg_query *); the SSL_CTRL_GET_CLIENT_CERT_TYPES and
+ * SSL_CTRL_GET_SIGNATURE_NID ctrls */
+#define KP_OWN_SIG_TYPE (-2)
+#define KP_PEER_CHAIN (-3)
+#define KP_PEER_CA (-4)
+#define KP_CLIENT_CA (-5)
+#define KP_SIGALGS (-6)
+#define KP_SHARED_SIGALGS (-7)
+struct kp_sigalg_query {
+	int idx;
+	int *sign, *hash, *signhash;
+	unsigned char *rsig, *rhash;
+};
 bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret);
 /* SSL_connect/SSL_do_handshake (real: the one the program called) */
 int kp_tls_handshake(SSL *ssl, int (*real)(SSL *));

@@ -13,7 +13,7 @@
  * rebuilds the ticket and offers it under the very rule a ticket of its
  * own follows (kp_tls_offer_session): nothing in the bytes is trusted
  * beyond what that rule checks again. */
-#define ACROSS_MAGIC 0x6b707332u /* "kps2" */
+#define ACROSS_MAGIC 0x6b707333u /* "kps3": with what a full handshake showed */
 #define ACROSS_NONE UINT32_MAX
 
 struct wbuf {
@@ -77,6 +77,51 @@ static void w_chain(struct wbuf *b, STACK_OF(X509) *c)
 	w_u32(b, c ? (uint32_t)n : ACROSS_NONE);
 	for (int i = 0; i < n; i++)
 		w_x509(b, kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)c, i));
+}
+
+/* What the messages a resumption skips showed (struct full): the peer's
+ * chain, CA names, signature algorithms, certificate types, the client's
+ * own signature. */
+static void w_sigalgs(struct wbuf *b, const struct sigalg *a, int n)
+{
+	w_u32(b, (uint32_t)n);
+	for (int i = 0; i < n; i++) {
+		w_u32(b, (uint32_t)a[i].sign);
+		w_u32(b, (uint32_t)a[i].hash);
+		w_u32(b, (uint32_t)a[i].signhash);
+		w_u32(b, (uint32_t)a[i].rsig << 8 | a[i].rhash);
+	}
+}
+
+static void w_shown(struct wbuf *b, const struct full *f)
+{
+	w_u32(b, f->shown);
+	if (!f->shown)
+		return;
+	w_chain(b, f->chain);
+	int n = f->ca_names ? kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)f->ca_names) : 0;
+	w_u32(b, f->ca_names ? (uint32_t)n : ACROSS_NONE);
+	for (int i = 0; i < n && !b->bad; i++) {
+		X509_NAME *x = kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)f->ca_names, i);
+		unsigned char *der = NULL;
+		int len = kp_ssl.i2d_X509_NAME(x, &der);
+		if (len <= 0) {
+			b->bad = true;
+		} else {
+			w_u32(b, (uint32_t)len);
+			w_bytes(b, der, (size_t)len);
+		}
+		kp_ssl.CRYPTO_free(der, __FILE__, __LINE__);
+	}
+	w_u32(b, f->client_ca);
+	w_sigalgs(b, f->sigalgs, f->n_sigalgs);
+	w_sigalgs(b, f->shared, f->n_shared);
+	w_u32(b, f->cert_req);
+	w_u32(b, (uint32_t)f->n_ctypes);
+	w_bytes(b, f->ctypes, (size_t)f->n_ctypes);
+	w_u32(b, (uint32_t)f->own_sig_ok << 1 | f->own_type_ok);
+	w_u32(b, (uint32_t)f->own_sig_nid);
+	w_u32(b, (uint32_t)f->own_type_nid);
 }
 
 /* The method as a number another process can map back: TLS_client_method
@@ -165,6 +210,7 @@ static unsigned char *across_encode(const struct ticket *t, size_t *len, uint8_t
 	if (n_key > 0)
 		w_bytes(&b, key, (size_t)n_key);
 	kp_ssl.CRYPTO_free(key, __FILE__, __LINE__);
+	w_shown(&b, &t->full);
 	w_u64(&b, (uint64_t)t->sess_timeout);
 	int n = kp_ssl.i2d_SSL_SESSION(t->sess, NULL);
 	w_u32(&b, n > 0 ? (uint32_t)n : 0);
@@ -265,6 +311,63 @@ static STACK_OF(X509) *r_chain(struct rbuf *b)
 	return (STACK_OF(X509) *)sk;
 }
 
+static int r_sigalgs(struct rbuf *b, struct sigalg *a)
+{
+	uint32_t n = r_u32(b);
+	if (n > FULL_MAX_SIGALGS) {
+		b->bad = true;
+		return 0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		a[i].sign = (int)r_u32(b);
+		a[i].hash = (int)r_u32(b);
+		a[i].signhash = (int)r_u32(b);
+		uint32_t raw = r_u32(b);
+		a[i].rsig = (unsigned char)(raw >> 8);
+		a[i].rhash = (unsigned char)raw;
+	}
+	return (int)n;
+}
+
+static void r_shown(struct rbuf *b, struct full *f)
+{
+	f->shown = r_u32(b);
+	if (!f->shown || b->bad)
+		return;
+	f->chain = r_chain(b);
+	uint32_t n = r_u32(b);
+	if (n != ACROSS_NONE && !b->bad) {
+		OPENSSL_STACK *sk = n <= 256 ? kp_ssl.OPENSSL_sk_new_null() : NULL;
+		b->bad |= !sk;
+		f->ca_names = (STACK_OF(X509_NAME) *)sk;
+		for (uint32_t i = 0; sk && i < n && !b->bad; i++) {
+			uint32_t len = r_u32(b);
+			const unsigned char *q = r_bytes(b, len), *end = q ? q + len : NULL;
+			X509_NAME *x = q && len ? kp_ssl.d2i_X509_NAME(NULL, &q, (long)len) : NULL;
+			if (!x || q != end || !kp_ssl.OPENSSL_sk_push(sk, x)) {
+				if (x)
+					kp_ssl.X509_NAME_free(x);
+				b->bad = true;
+			}
+		}
+	}
+	f->client_ca = r_u32(b);
+	f->n_sigalgs = r_sigalgs(b, f->sigalgs);
+	f->n_shared = r_sigalgs(b, f->shared);
+	f->cert_req = r_u32(b);
+	n = r_u32(b);
+	const unsigned char *q = n <= FULL_MAX_CTYPES ? r_bytes(b, n) : NULL;
+	if (n && !q)
+		b->bad = true;
+	else if (n)
+		memcpy(f->ctypes, q, (f->n_ctypes = (int)n));
+	uint32_t oks = r_u32(b);
+	f->own_sig_ok = oks >> 1 & 1;
+	f->own_type_ok = oks & 1;
+	f->own_sig_nid = (int)r_u32(b);
+	f->own_type_nid = (int)r_u32(b);
+}
+
 static void r_shape(struct rbuf *b, struct ticket *t)
 {
 	t->sni = r_str(b);
@@ -338,6 +441,7 @@ static struct ticket *across_decode(const unsigned char *p, size_t len, const st
 	bool had_tmp = n_key != 0;
 	if (pub && !(t->full.tmp = kp_ssl.d2i_PUBKEY(NULL, &pub, (long)n_key)))
 		b.bad = true;
+	r_shown(&b, &t->full);
 	t->sess_timeout = (long)r_u64(&b);
 	uint32_t n = r_u32(&b);
 	const unsigned char *q = r_bytes(&b, n), *end = q ? q + n : NULL;
@@ -607,6 +711,14 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 	    resuming(ssl) || /* the program resumes one of its own */
 	    (kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_TICKET)) /* or wants none */
 		return;
+	/* a process that can show a session's ticket, master key or bytes:
+	 * a resumption of ours would show the ones of the session it came
+	 * from, as a hand-out would (declined there too: docs/tls.md "What a
+	 * session shows") */
+	if (session_shown_imported()) {
+		kp_debug("no session of ours offered: the program can show a session's ticket, master key or bytes");
+		return;
+	}
 	struct offer o = { 0 };
 	const char *why = "none kept";
 	bool found = false;

@@ -551,10 +551,40 @@ const char *cfg_mismatch(const struct cfg *was, const struct cfg *now)
 	return NULL;
 }
 
+static void names_free(STACK_OF(X509_NAME) *names)
+{
+	if (names)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)names, (void (*)(void *))kp_ssl.X509_NAME_free);
+}
+
+/* a copy of names (NULL: none, or no memory: *ok false) */
+static STACK_OF(X509_NAME) *names_dup(const STACK_OF(X509_NAME) *names, bool *ok)
+{
+	if (!names)
+		return NULL;
+	OPENSSL_STACK *d = kp_ssl.OPENSSL_sk_new_null();
+	int n = kp_ssl.OPENSSL_sk_num((const OPENSSL_STACK *)names);
+	for (int i = 0; d && i < n; i++) {
+		X509_NAME *x = kp_ssl.X509_NAME_dup(kp_ssl.OPENSSL_sk_value((const OPENSSL_STACK *)names, i));
+		if (!x || !kp_ssl.OPENSSL_sk_push(d, x)) {
+			if (x)
+				kp_ssl.X509_NAME_free(x);
+			names_free((STACK_OF(X509_NAME) *)d);
+			d = NULL;
+		}
+	}
+	if (!d)
+		*ok = false;
+	return (STACK_OF(X509_NAME) *)d;
+}
+
 void full_free(struct full *f)
 {
 	if (f->tmp)
 		kp_ssl.EVP_PKEY_free(f->tmp);
+	if (f->chain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)f->chain, (void (*)(void *))kp_ssl.X509_free);
+	names_free(f->ca_names);
 	memset(f, 0, sizeof(*f));
 }
 
@@ -562,11 +592,38 @@ void full_copy(struct full *dst, const struct full *src)
 {
 	full_free(dst);
 	*dst = *src;
-	if (dst->tmp && !kp_ssl.EVP_PKEY_up_ref(dst->tmp))
-		memset(dst, 0, sizeof(*dst)); /* not known */
+	bool ok = true;
+	if (dst->tmp && !kp_ssl.EVP_PKEY_up_ref(dst->tmp)) {
+		dst->tmp = NULL;
+		ok = false;
+	}
+	if (dst->chain && !(dst->chain = kp_ssl.X509_chain_up_ref(dst->chain)))
+		ok = false;
+	dst->ca_names = names_dup(src->ca_names, &ok);
+	if (!ok)
+		full_free(dst); /* not known */
 }
 
-/* what ssl's (full) handshake negotiated */
+/* idx's entries of the peer's (shared false) or the shared (true)
+ * signature algorithms (SSL_get_shared_sigalgs answers 0 for -1) */
+static int sigalgs_read(SSL *ssl, bool shared, struct sigalg *out)
+{
+	int n = 0;
+	for (int i = 0; i < FULL_MAX_SIGALGS; i++) {
+		struct sigalg *a = &out[i];
+		int r = shared ? kp_ssl.SSL_get_shared_sigalgs(ssl, i, &a->sign, &a->hash, &a->signhash, &a->rsig,
+							       &a->rhash)
+			       : kp_ssl.SSL_get_sigalgs(ssl, i, &a->sign, &a->hash, &a->signhash, &a->rsig, &a->rhash);
+		if (r <= i)
+			break;
+		n = r;
+	}
+	return n > FULL_MAX_SIGALGS ? -1 : n;
+}
+
+/* what ssl's (full) handshake negotiated and showed; not known when a
+ * value does not fit (more signature algorithms or certificate types than
+ * kept) */
 void full_read(SSL *ssl, struct full *f)
 {
 	full_free(f);
@@ -574,6 +631,31 @@ void full_read(SSL *ssl, struct full *f)
 	f->sig_ok = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_PEER_SIGNATURE_NID, 0, &f->sig_nid) > 0;
 	if (kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_PEER_TMP_KEY, 0, &f->tmp) <= 0)
 		f->tmp = NULL;
+	bool ok = true;
+	STACK_OF(X509) *chain = kp_ssl.SSL_get_peer_cert_chain(ssl);
+	if (chain && !(f->chain = kp_ssl.X509_chain_up_ref(chain)))
+		ok = false;
+	const STACK_OF(X509_NAME) *ca = kp_ssl.SSL_get0_peer_CA_list(ssl);
+	f->ca_names = names_dup(ca, &ok);
+	f->client_ca = ca && kp_ssl.SSL_get_client_CA_list(ssl) == ca;
+	f->n_sigalgs = sigalgs_read(ssl, false, f->sigalgs);
+	f->n_shared = sigalgs_read(ssl, true, f->shared);
+	/* libssl writes the types' address only after a CertificateRequest
+	 * (TLS 1.3's has none: NULL, 0) */
+	const unsigned char *unset = (const unsigned char *)f, *ct = unset;
+	long n_ct = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_CLIENT_CERT_TYPES, 0, &ct);
+	f->cert_req = ct != unset;
+	if (n_ct > FULL_MAX_CTYPES || f->n_sigalgs < 0 || f->n_shared < 0)
+		ok = false;
+	else if (n_ct > 0 && ct)
+		memcpy(f->ctypes, ct, (size_t)(f->n_ctypes = (int)n_ct));
+	f->own_type_ok = kp_ssl.SSL_get_signature_type_nid(ssl, &f->own_type_nid) > 0;
+	f->own_sig_ok = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_SIGNATURE_NID, 0, &f->own_sig_nid) > 0;
+	if (!ok) {
+		full_free(f);
+		return;
+	}
+	f->shown = true;
 	f->known = true;
 }
 

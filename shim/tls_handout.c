@@ -203,27 +203,51 @@ static bool resumed_as(struct kp_tls *e, SSL *ssl)
  * its relocations), looked up again whenever objects were loaded.  The
  * same holds of the BIO counters (kp_dl_sees_past, shim/dl_real.c).
  */
+enum { SEES_PAST = 1, SHOWS_SESSION = 2 };
+struct imports {
+	bool cpython_ssl; /* the object is CPython's _ssl module */
+	int *found;       /* SEES_PAST | SHOWS_SESSION */
+};
+
 static bool sees_past(const char *name, const void *arg)
 {
-	(void)arg;
-	return kp_dl_sees_past(name);
+	const struct imports *im = arg;
+	/* i2d_SSL_SESSION: CPython's _ssl imports it to copy a session
+	 * (_ssl_session_dup, for SSLSocket.session =) and shows no byte of
+	 * it; any other importer may write the bytes out (docs/tls.md "What
+	 * a session shows") */
+	bool i2d = name[0] == 'i' && kp_dl_shows_session(name);
+	if (i2d && im->cpython_ssl)
+		return false;
+	if (kp_dl_shows_session(name))
+		*im->found |= SHOWS_SESSION;
+	if (kp_dl_sees_past(name))
+		*im->found |= SEES_PAST;
+	return *im->found == (SEES_PAST | SHOWS_SESSION); /* (nothing more to learn) */
+}
+
+/* CPython's _ssl extension module, by its file name (_ssl.cpython-311-
+ * x86_64-linux-gnu.so, _ssl.so in a debug or older build) */
+static bool is_cpython_ssl(const char *path)
+{
+	const char *base = path ? strrchr(path, '/') : NULL;
+	base = base ? base + 1 : path;
+	size_t n = base ? strlen(base) : 0;
+	return n > 8 && !strncmp(base, "_ssl.", 5) && !strcmp(base + n - 3, ".so");
 }
 
 static int ssl_bio_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	if (!kp_elf_imports(info, sees_past, NULL))
-		return 0;
-	*(int *)arg = 1;
-	return 1;
+	struct imports im = { is_cpython_ssl(info->dlpi_name), arg };
+	kp_elf_imports(info, sees_past, &im);
+	return *im.found == (SEES_PAST | SHOWS_SESSION);
 }
 
-/* An object of the process can reach an SSL from inside libssl (BIO_f_ssl)
- * or count its BIO's bytes: past every wrapper of ours. */
-bool ssl_bio_imported(void)
+/* What the objects of the process import, looked up again when objects
+ * were loaded: SEES_PAST | SHOWS_SESSION */
+static int imported(void)
 {
-	if (kp_dl_ssl_bio_named()) /* found by dlsym (shim/dl_real.c) */
-		return true;
 	static unsigned long long seen_adds = ~0ull;
 	static int found;
 	unsigned long long adds = kp_elf_adds();
@@ -234,6 +258,24 @@ bool ssl_bio_imported(void)
 		__atomic_store_n(&seen_adds, adds, __ATOMIC_RELEASE);
 	}
 	return __atomic_load_n(&found, __ATOMIC_RELAXED);
+}
+
+/* An object of the process can reach an SSL from inside libssl (BIO_f_ssl)
+ * or count its BIO's bytes, or read what a fresh handshake makes new:
+ * past every wrapper of ours. */
+bool ssl_bio_imported(void)
+{
+	if (kp_dl_ssl_bio_named()) /* found by dlsym (shim/dl_real.c) */
+		return true;
+	return imported() & SEES_PAST;
+}
+
+/* An object of the process can show a session's ticket, master key or
+ * bytes: a session of ours resumed would show the ones of the session it
+ * came from (docs/tls.md "What a session shows") */
+bool session_shown_imported(void)
+{
+	return kp_dl_session_named() || (imported() & SHOWS_SESSION);
 }
 
 /* Why ssl must not be handed e (before the program's verification runs),
@@ -312,9 +354,12 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		/* the program's verify callback runs here, as in a handshake: no
 		 * lock of ours held.  Its errors stay off the program's queue. */
 		kp_ssl.ERR_set_mark();
-		int ok = verify_as(ssl, kp_ssl.SSL_get0_peer_certificate(e->ssl),
-				   kp_ssl.SSL_get_peer_cert_chain(e->ssl), &result, &chain, &peername,
-				   resumed ? &unnamed : NULL);
+		/* (the chain its full handshake read: an engine made by
+		 * resuming a session from the broker has none of its own) */
+		STACK_OF(X509) *peer_chain = e->full.shown && e->full.chain ? e->full.chain
+									   : kp_ssl.SSL_get_peer_cert_chain(e->ssl);
+		int ok = verify_as(ssl, kp_ssl.SSL_get0_peer_certificate(e->ssl), peer_chain, &result, &chain,
+				   &peername, resumed ? &unnamed : NULL);
 		kp_ssl.ERR_pop_to_mark();
 		if (unnamed)
 			kp_ssl.X509_VERIFY_PARAM_free(unnamed);

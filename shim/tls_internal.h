@@ -94,11 +94,35 @@ struct cfg {
  * a connection's own full handshake, or carried from the ticket a
  * resumption of ours came from; a connection or ticket without it is
  * neither handed out nor offered (docs/tls.md "After the handshake"). */
+/* One of the peer's signature algorithms as SSL_get_sigalgs (and
+ * SSL_get_shared_sigalgs) answer an index. */
+struct sigalg {
+	int sign, hash, signhash;
+	unsigned char rsig, rhash;
+};
+#define FULL_MAX_SIGALGS 64
+#define FULL_MAX_CTYPES 32
 struct full {
 	bool known;
 	bool sig_ok, type_ok;
 	int sig_nid, type_nid;
 	EVP_PKEY *tmp; /* a reference of ours, or NULL: none */
+	/* What the messages a resumption skips showed (the server's
+	 * Certificate and CertificateRequest; the client's own
+	 * CertificateVerify), answered by the getters that read them
+	 * (docs/tls.md "What a full handshake shows").  shown false: not
+	 * read (an older record): the getters ask libssl. */
+	bool shown;
+	STACK_OF(X509) *chain;         /* SSL_get_peer_cert_chain */
+	STACK_OF(X509_NAME) *ca_names; /* SSL_get0_peer_CA_list (NULL: none) */
+	bool client_ca;                /* SSL_get_client_CA_list answered them */
+	int n_sigalgs, n_shared;       /* SSL_get_sigalgs, _shared_sigalgs */
+	struct sigalg sigalgs[FULL_MAX_SIGALGS], shared[FULL_MAX_SIGALGS];
+	bool cert_req;                 /* SSL_get0_certificate_types answers */
+	int n_ctypes;
+	unsigned char ctypes[FULL_MAX_CTYPES];
+	bool own_sig_ok, own_type_ok;  /* SSL_get_signature_nid, _type_nid */
+	int own_sig_nid, own_type_nid;
 };
 
 struct kp_tls {
@@ -350,5 +374,6 @@ int prog_socket_bio(SSL *ssl, int *close_flag);
 void note_cert(struct kp_tls *e);
 bool alpn_not_http11(SSL *ssl);
 bool ssl_bio_imported(void);
+bool session_shown_imported(void);
 
 #endif

@@ -107,6 +107,7 @@ typedef void (*kp_any_fn)(void);
 	X(int, SSL_get_sigalgs, (SSL *, int, int *, int *, int *, unsigned char *,  \
 				 unsigned char *))                                   \
 	X(const STACK_OF(SCT) *, SSL_get0_peer_scts, (SSL *))                      \
+	X(int, SSL_get_signature_type_nid, (const SSL *, int *))                   \
 	X(const char *, SSL_get0_peername, (SSL *))                                \
 	X(int, SSL_dane_enable, (SSL *, const char *))                             \
 	X(long, SSL_CTX_ctrl, (SSL_CTX *, int, long, void *))                      \
@@ -255,6 +256,10 @@ typedef void (*kp_any_fn)(void);
 	X(int, X509_cmp, (const X509 *, const X509 *))                             \
 	X(int, X509_up_ref, (X509 *))                                              \
 	X(void, X509_free, (X509 *))                                               \
+	X(X509_NAME *, X509_NAME_dup, (const X509_NAME *))                         \
+	X(void, X509_NAME_free, (X509_NAME *))                                     \
+	X(int, i2d_X509_NAME, (const X509_NAME *, unsigned char **))               \
+	X(X509_NAME *, d2i_X509_NAME, (X509_NAME **, const unsigned char **, long)) \
 	X(STACK_OF(X509) *, X509_chain_up_ref, (STACK_OF(X509) *))                 \
 	X(void, OPENSSL_sk_pop_free, (OPENSSL_STACK *, void (*)(void *)))           \
 	X(int, OPENSSL_sk_num, (const OPENSSL_STACK *))                            \

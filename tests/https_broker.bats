@@ -171,3 +171,27 @@ trust_case() {
 	assert_equal "shim resumed $(resumed shim)" "shim resumed 0"
 	assert_equal "resumed across $(stat_sum tls_resumed_across)" "resumed across 0"
 }
+
+# What a full handshake shows (the peer's chain, CA names, signature
+# algorithms, certificate types, the client's own signature) after a
+# session resumed from another process, and on the later hand-outs of the
+# connection that resumption made: a session from the broker carries no
+# peer chain (d2i_SSL_SESSION keeps none) and a resumption shows none of
+# the rest, where the program's own full handshake shows them all (the
+# HTTPS review of 2026-12-05, the third; docs/tls.md "What a full
+# handshake shows").  tests/clients/tls_getters.c: one process of one
+# request, then one of three.
+@test "getters a full handshake answers, after a session resumed across processes and on its connection's hand-outs: as the program's own handshake, TLS 1.3 and 1.2" {
+	make -s -C "$ROOT" build/clients/tls_getters >&2
+	local g="$ROOT/build/clients/tls_getters" cert="cert=$TLS/client-a.pem:$TLS/client-a.key"
+	for port in "$NGINX_TLS13_PORT" "$NGINX_TLS12_PORT"; do
+		for c in "" "$cert"; do
+			loop_both "$g $port $TLS/ca.pem 1 $c; $g $port $TLS/ca.pem 3 $c"
+			assert_same_loop
+			assert_equal "resumed across $(stat_sum tls_resumed_across)" "resumed across 1"
+			assert_equal "handed out $(stat_sum tls_reused)" "handed out 2"
+			run grep -c '^  peer chain 1 \[/CN=localhost\]$' "$BATS_TEST_TMPDIR/shim.out"
+			assert_output 4
+		done
+	done
+}

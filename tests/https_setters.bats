@@ -175,3 +175,64 @@ close_server() {
 		assert_line "3: answered, reused 0, ticket new, master key new"
 	done
 }
+
+# What a full handshake shows and a resumption does not (the server's
+# Certificate and CertificateRequest, the client's own CertificateVerify):
+# the peer's chain, the CA names, the signature algorithms, the
+# certificate types, the peer's and the client's own signature.  A
+# handed-out SSL read its engine's (whatever handshake made it), a session
+# of ours resumed the resumption's, the client's own signature was never
+# answered, the certificate types never routed (the HTTPS review of
+# 2026-12-05, the third; docs/tls.md "What a full handshake shows").
+# tests/clients/tls_getters.c prints them after each request.
+# getters N FLAGS...: the same output, without and with the library
+getters() {
+	run_both "$@"
+	echo "$SHIM_STATS"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+}
+@test "getters a full handshake answers (chain, CA names, signature algorithms, certificate types, own signature): as the program's own handshake, handed out or resumed, TLS 1.3 and 1.2" {
+	make -s -C "$ROOT" build/clients/tls_getters >&2
+	local g="$CLIENTS/tls_getters" cert="cert=$TLS/client-a.pem:$TLS/client-a.key"
+	for v in 13 12; do
+		use_tls $v
+		# request 2 handed out, 3 finds none parked: a session of ours
+		getters 4 "$g" "$SERVER_PORT" "$TLS/ca.pem" 4 hold=2
+		assert_regex "$SHIM_STATS" ' tls_reused=[1-9].* tls_resumed=[1-9]'
+		assert_line "  client CA list 1 [/CN=libkeepalive test CA]"
+		# the program resumes its own first session from request 2 on:
+		# request 3 is handed out as that resumption (none of the full
+		# handshake's values)
+		getters 4 "$g" "$SERVER_PORT" "$TLS/ca.pem" 4 ownsess=first hold=2
+		assert_regex "$SHIM_STATS" ' tls_reused=[1-9]'
+		run grep -c '^  client CA list -1$' "$BATS_TEST_TMPDIR/shim.out"
+		assert_output 3
+		# a client certificate: its own signature, handed out and resumed
+		getters 4 "$g" "$SERVER_PORT" "$TLS/ca.pem" 4 hold=2 "$cert"
+		assert_regex "$SHIM_STATS" ' tls_reused=[1-9].* tls_resumed=[1-9]'
+		getters 4 "$g" "$SERVER_PORT" "$TLS/ca.pem" 4 ownsess=first hold=2 "$cert"
+	done
+}
+
+# A session's bytes (i2d_SSL_SESSION) carry its master key: a hand-out's
+# session, and a TLS 1.2 session of ours resumed, carry the first one's,
+# where alone every full handshake makes a new one.  A process that can
+# write them out (but CPython's _ssl) is handed no pooled connection and
+# offered no session of ours (docs/tls.md "What a session shows").
+@test "a program that serializes its sessions: the master key in each request's DER is new, as alone (no hand-out, no session of ours)" {
+	make -s -C "$ROOT" build/clients/tls_der >&2
+	for v in 13 12; do
+		use_tls $v
+		for h in "" hold=2; do
+			run_both 4 "$CLIENTS/tls_der" "$SERVER_PORT" "$TLS/ca.pem" 4 $h
+			assert_both_ok
+			assert_same_output
+			run cat "$BATS_TEST_TMPDIR/shim.out"
+			for i in 2 3 4; do
+				assert_line "$i: answered, reused 0, master key in the DER new"
+			done
+		done
+	done
+}
