@@ -134,6 +134,53 @@ static int shape_name(const char *sni, const struct conf *conf, const struct cfg
 	return 0;
 }
 
+/* The full handshake's values, its key-exchange key (which a resumption
+ * below TLS 1.3 does not show) as a public key. */
+static void w_full(struct wbuf *b, const struct full *full)
+{
+	w_u32(b, full->known);
+	w_u32(b, (uint32_t)full->sig_ok << 1 | full->type_ok);
+	w_u32(b, (uint32_t)full->sig_nid);
+	w_u32(b, (uint32_t)full->type_nid);
+	unsigned char *key = NULL;
+	int n_key = full->tmp ? kp_ssl.i2d_PUBKEY(full->tmp, &key) : 0;
+	w_u32(b, n_key > 0 ? (uint32_t)n_key : 0);
+	if (n_key > 0)
+		w_bytes(b, key, (size_t)n_key);
+	kp_ssl.CRYPTO_free(key, __FILE__, __LINE__);
+}
+
+/* The configuration record of a connection's export message (its conf
+ * field; docs/tls-across.md "The broker's TLS message"): what the step 1
+ * rule compares in the receiving process, written as a session's message
+ * writes it but for the peer (the export message carries the peer chain):
+ * the shape whole, the security level, the client certificate and the
+ * chain sent with it, the full handshake's values, the session timeout.
+ * No secret in it.  malloc'd, *len bytes; NULL when it cannot go (another
+ * method: the name could not be made either).  Caller holds tls_lock. */
+static unsigned char *conn_record(const struct kp_tls *e, size_t *len)
+{
+	uint8_t name[32];
+	if (shape_name(e->sni, &e->conf, &e->cfg, e->cert, name) < 0)
+		return NULL;
+	struct wbuf b = { malloc(BK_SESS_MAX), 0, BK_SESS_MAX, false };
+	if (!b.p)
+		return NULL;
+	w_u32(&b, ACROSS_MAGIC);
+	w_shape(&b, e->sni, &e->conf, &e->cfg, true);
+	w_u32(&b, (uint32_t)e->seclevel);
+	w_x509(&b, e->cert);
+	w_chain(&b, e->chain);
+	w_full(&b, &e->full);
+	w_u64(&b, (uint64_t)e->sess_timeout);
+	if (b.bad) {
+		free(b.p);
+		return NULL;
+	}
+	*len = b.len;
+	return b.p;
+}
+
 /* t as bytes (malloc'd, *len of them), its name and the seconds its
  * session has left; NULL when it cannot go (another method, too big, a
  * session about to expire).  Caller holds tls_lock; t is its own. */
@@ -153,18 +200,7 @@ static unsigned char *across_encode(const struct ticket *t, size_t *len, uint8_t
 	w_chain(&b, t->cchain);
 	w_x509(&b, t->leaf);
 	w_chain(&b, t->chain);
-	/* the full handshake's values, its key-exchange key (which a
-	 * resumption below TLS 1.3 does not show) as a public key */
-	w_u32(&b, t->full.known);
-	w_u32(&b, (uint32_t)t->full.sig_ok << 1 | t->full.type_ok);
-	w_u32(&b, (uint32_t)t->full.sig_nid);
-	w_u32(&b, (uint32_t)t->full.type_nid);
-	unsigned char *key = NULL;
-	int n_key = t->full.tmp ? kp_ssl.i2d_PUBKEY(t->full.tmp, &key) : 0;
-	w_u32(&b, n_key > 0 ? (uint32_t)n_key : 0);
-	if (n_key > 0)
-		w_bytes(&b, key, (size_t)n_key);
-	kp_ssl.CRYPTO_free(key, __FILE__, __LINE__);
+	w_full(&b, &t->full);
 	w_u64(&b, (uint64_t)t->sess_timeout);
 	int n = kp_ssl.i2d_SSL_SESSION(t->sess, NULL);
 	w_u32(&b, n > 0 ? (uint32_t)n : 0);
@@ -722,14 +758,19 @@ static bool state_export(struct kp_tls *e, int hidden)
 {
 	unsigned char *msg = NULL;
 	const char *why = NULL;
-	long len = kp_tls_capture_export(e->ssl, &msg, &why);
+	size_t conf_len = 0;
+	kp_lock(&tls_lock);
+	unsigned char *conf = conn_record(e, &conf_len);
+	kp_unlock(&tls_lock);
+	long len = conf ? kp_tls_capture_export(e->ssl, conf, conf_len, &msg, &why) : -1;
+	free(conf);
 	if (len < 0) {
-		kp_debug("TLS connection not exportable: %s", why);
+		kp_debug("TLS connection not exportable: %s", conf ? why : "no configuration record");
 		return false;
 	}
 	/* the message's first bytes after the magic: version, cipher */
-	kp_debug("TLS connection exportable: %ld bytes, version %02x%02x, cipher %u", len, msg[4], msg[5],
-		 (unsigned)(msg[6] << 8 | msg[7]));
+	kp_debug("TLS connection exportable: %ld bytes, version %02x%02x, cipher %u, configuration record %zu bytes",
+		 len, msg[4], msg[5], (unsigned)(msg[6] << 8 | msg[7]), conf_len);
 #ifdef KP_TEST_ACROSS_VERIFY
 	/* KP_TEST_ACROSS_AFTER=N: proved at the park after N parks (its
 	 * counts kept through N in-process hand-outs), parked before */

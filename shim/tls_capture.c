@@ -378,7 +378,8 @@ static const char *state_rest(SSL *ssl, struct tlsx_state *st, unsigned char **s
 	return NULL;
 }
 
-long kp_tls_capture_export(SSL *ssl, unsigned char **out, const char **why)
+long kp_tls_capture_export(SSL *ssl, const unsigned char *conf, size_t conf_len, unsigned char **out,
+			   const char **why)
 {
 	struct capture c;
 	kp_lock(&cap_lock);
@@ -411,6 +412,7 @@ long kp_tls_capture_export(SSL *ssl, unsigned char **out, const char **why)
 	*why = state_keys(ssl, &c, &st);
 	if (!*why)
 		*why = state_rest(ssl, &st, &sess, &chain);
+	st.conf = (struct tlsx_blob){ conf_len ? conf : NULL, (uint32_t)conf_len };
 	sess_len = st.session.len;
 	size_t cap = *why ? 0 : tlsx_encoded_len(&st);
 	if (!*why && cap <= TLSX_MAX && (*out = malloc(cap)))

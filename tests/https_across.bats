@@ -53,7 +53,7 @@ checked() { grep -c 'across check: version '"$1"', sent the request, read [0-9]*
 # second: nginx's requests that came second on their connection
 second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
 
-@test "python urllib, KEEPALIVE_TLS_ACROSS=1: each parked connection's state exports whole, same output, nothing else changes" {
+@test "python urllib, KEEPALIVE_TLS_ACROSS=1: each parked connection's state exports whole, its configuration record in it, same output, nothing else changes" {
 	for v in 13 12; do
 		use_tls $v
 		run_both $N KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_LOG=debug \
@@ -65,6 +65,10 @@ second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
 		assert_equal "TLS $v: not exportable $(grep -c 'not exportable' "$BATS_TEST_TMPDIR/shim.err" || true)" \
 			"TLS $v: not exportable 0"
 		[ "$(grep -c "TLS connection exportable: .* version 0$(wire_version $v)," "$BATS_TEST_TMPDIR/shim.err")" -ge 1 ]
+		# the configuration record the receiving process compares is in
+		# the message (docs/tls-across.md "The broker's TLS message")
+		assert_equal "TLS $v: without a configuration record $(grep 'TLS connection exportable:' "$BATS_TEST_TMPDIR/shim.err" |
+			grep -vc 'configuration record [1-9][0-9]* bytes' || true)" "TLS $v: without a configuration record 0"
 	done
 }
 
