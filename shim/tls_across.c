@@ -389,29 +389,31 @@ static struct ticket *across_decode(const unsigned char *p, size_t len, const st
 	return t;
 }
 
+/* The broker's name for what ssl's own settings would make (a session's
+ * or a connection's: shape_name), 0; -1 for a program nothing may be
+ * offered to (curl's session cache, Ruby's info callback: it does not
+ * cost the broker a question) or another method. */
+static int across_name(SSL *ssl, uint8_t name[32])
+{
+	struct cfg now;
+	cfg_read(ssl, &now);
+	kp_lock(&tls_lock);
+	const struct conf *conf = conf_of(ssl);
+	int r = never_for(ssl, conf) || watcher(ssl, conf)
+			? -1
+			: shape_name(kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name), conf, &now,
+				     kp_ssl.SSL_get_certificate(ssl), name);
+	kp_unlock(&tls_lock);
+	cfg_free(&now);
+	return r;
+}
+
 /* A ticket from the broker for ssl's handshake to key: asked under the
  * name ssl's own settings make, rebuilt, NULL when there is none. */
 static struct ticket *across_fetch(SSL *ssl, const struct pool_key *key)
 {
-	if (!kp_broker_enabled())
-		return NULL;
-	struct cfg now;
-	cfg_read(ssl, &now);
 	uint8_t name[32];
-	kp_lock(&tls_lock);
-	/* a program no session may be offered to (curl's session cache,
-	 * Ruby's info callback) does not cost the broker a question */
-	const struct conf *conf = conf_of(ssl);
-	if (never_for(ssl, conf) || watcher(ssl, conf)) {
-		kp_unlock(&tls_lock);
-		cfg_free(&now);
-		return NULL;
-	}
-	int r = shape_name(kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name), conf_of(ssl), &now,
-			   kp_ssl.SSL_get_certificate(ssl), name);
-	kp_unlock(&tls_lock);
-	cfg_free(&now);
-	if (r < 0)
+	if (!kp_broker_enabled() || across_name(ssl, name) < 0)
 		return NULL;
 	unsigned char *buf = malloc(BK_SESS_MAX);
 	if (!buf)
@@ -633,9 +635,17 @@ static void imported_settle(struct ticket *imported, const struct pool_key *key,
 	ticket_free(imported);
 }
 
+#ifdef KP_TEST_ACROSS_VERIFY
+static void state_from_broker(SSL *ssl, const struct pool_key *key);
+#endif
+
 void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 {
 	SSL *ssl = ssl_;
+#ifdef KP_TEST_ACROSS_VERIFY
+	if (kp_ssl_bind() && shim_ctx_get())
+		state_from_broker(ssl, key);
+#endif
 	/* a TLS connection made here: it cannot move to another process
 	 * (docs/tls-across.md), whatever becomes of its session */
 	kp_count(tls_not_shared);
@@ -751,10 +761,68 @@ static void state_verify(unsigned char *msg, long len, int fd)
 }
 #endif
 
+#ifdef KP_TEST_ACROSS_VERIFY
+/* KP_TEST_ACROSS_BROKER=1 (the test build, under a broker): the export
+ * proved in the next process instead.  At park the state goes to the
+ * broker beside its socket (TPUT) under the name of the configuration the
+ * connection was made under; at the next process's SSL_connect to the
+ * destination, the state under the name the program's SSL makes comes
+ * back with its socket (TGET) and makes the check's request there
+ * (state_verify).  The program's own handshake goes on, on its own
+ * connection.  What it proves: the fd and its state through the broker,
+ * the name made in two processes from two SSLs the same, the keys and
+ * sequence numbers good in another process. */
+static bool across_broker_test(void)
+{
+	const char *v = getenv("KP_TEST_ACROSS_BROKER");
+	return v && *v == '1' && kp_broker_enabled();
+}
+
+static bool state_to_broker(struct kp_tls *e, int hidden, const struct pool_key *key, unsigned char *msg,
+			    long len)
+{
+	uint8_t name[32];
+	kp_lock(&tls_lock);
+	int r = shape_name(e->sni, &e->conf, &e->cfg, e->cert, name);
+	kp_unlock(&tls_lock);
+	/* kept no longer than its session (what it may be resumed by) */
+	SSL_SESSION *s = kp_ssl.SSL_get_session(e->ssl);
+	long left = s ? kp_ssl.SSL_SESSION_get_timeout(s) - ((long)time(NULL) - kp_ssl.SSL_SESSION_get_time(s)) : 0;
+	struct pool_meta meta = { .ka_timeout = -1, .ka_max = -1 };
+	bool sent = r == 0 && left >= 2 &&
+		    kp_broker_tls_put(key, name, (uint32_t)(left - 1), hidden, &meta, msg, (size_t)len) == 0;
+	kp_warn("across check: the state %s the broker (%ld bytes)", sent ? "given to" : "not given to", len);
+	kp_ssl.OPENSSL_cleanse(msg, (size_t)len);
+	free(msg);
+	return sent;
+}
+
+static void state_from_broker(SSL *ssl, const struct pool_key *key)
+{
+	uint8_t name[32];
+	if (!across_broker_test() || across_name(ssl, name) < 0)
+		return;
+	unsigned char *buf = malloc(BK_TLS_MAX);
+	struct pool_meta meta;
+	size_t len = 0;
+	int fd = buf ? kp_broker_tls_get(key, name, &meta, buf, BK_TLS_MAX, &len) : -1;
+	if (fd < 0) {
+		if (buf)
+			kp_ssl.OPENSSL_cleanse(buf, BK_TLS_MAX);
+		free(buf);
+		kp_warn("across check: no state from the broker");
+		return;
+	}
+	kp_warn("across check: a state from the broker (%zu bytes)", len);
+	state_verify(buf, (long)len, fd); /* buf is the import's: wiped there */
+	kp_real.close(fd);
+}
+#endif
+
 /* Under KEEPALIVE_TLS_ACROSS: e's whole state as the export message, at a
  * record boundary with nothing pending (kp_tls_park checked it).  (True
  * in the test build: the connection was spent proving the export.) */
-static bool state_export(struct kp_tls *e, int hidden)
+static bool state_export(struct kp_tls *e, int hidden, const struct pool_key *key)
 {
 	unsigned char *msg = NULL;
 	const char *why = NULL;
@@ -780,10 +848,13 @@ static bool state_export(struct kp_tls *e, int hidden)
 		free(msg);
 		return false;
 	}
+	if (across_broker_test())
+		return state_to_broker(e, hidden, key, msg, len);
 	state_verify(msg, len, hidden);
 	return true;
 #else
 	(void)hidden;
+	(void)key;
 	kp_ssl.OPENSSL_cleanse(msg, (size_t)len);
 	free(msg);
 	return false;
@@ -797,7 +868,7 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 	if (kp_ssl.SSL_has_pending(e->ssl) || kp_ssl.SSL_get_shutdown(e->ssl) ||
 	    !kp_ssl.SSL_is_init_finished(e->ssl))
 		return false;
-	if (kp_cfg.tls_across && !e->foreign && state_export(e, hidden))
+	if (kp_cfg.tls_across && !e->foreign && state_export(e, hidden, key))
 		return false;
 	kp_lock(&tls_lock);
 	bool ok = true;

@@ -91,6 +91,37 @@ second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
 	done
 }
 
+@test "python urllib, the export proved in the next process: the state goes to the broker beside its socket (TPUT), and the next process's SSL_connect takes it under the name its own SSL makes (TGET) and makes its request (TLS 1.3 and 1.2)" {
+	check_lib
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -m 0700 "$xdg"
+	for v in 13 12; do
+		use_tls $v
+		# three processes of two requests: the first connection of each
+		# teaches how the server ends (docs/tls.md "Ragged closes"), the
+		# second is parked: into the broker
+		local script="for i in 1 2 3; do $PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $SERVER_PORT /f 2 $TLS/ca.pem || exit 1; done"
+		nginx_reset
+		timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>&1 </dev/null
+		nginx_reset
+		timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+			KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=1 "$ROOT/scripts/keepalive" \
+			sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+		cat "$out/shim.err"
+		nginx_log
+		run diff "$out/plain.out" "$out/shim.out"
+		assert_success
+		assert_equal "TLS $v: given $(grep -c 'across check: the state given to the broker' "$out/shim.err")" "TLS $v: given 3"
+		assert_equal "TLS $v: taken $(grep -c 'across check: a state from the broker' "$out/shim.err")" "TLS $v: taken 2"
+		# nginx took our records, we opened its answer, in another process
+		assert_equal "TLS $v: checked $(checked "$(wire_version $v)")" "TLS $v: checked 2"
+		assert_equal "TLS $v: second requests $(awk '$2 == 2 && /across-check/' "$NGINX_DIR/access.log" | wc -l)" \
+			"TLS $v: second requests 2"
+		# the state's bytes are never logged: the keys' lines nowhere
+		! grep -qi 'traffic_secret' "$out/shim.err"
+	done
+}
+
 @test "python urllib, TLS 1.3: the counts go on through in-process hand-outs (the export proved at a connection's third park, after two hand-outs)" {
 	check_lib
 	use_tls 13
