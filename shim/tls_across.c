@@ -829,9 +829,18 @@ static bool state_export(struct kp_tls *e, int hidden, const struct pool_key *ke
 	size_t conf_len = 0;
 	kp_lock(&tls_lock);
 	unsigned char *conf = conn_record(e, &conf_len);
+	/* a resumed handshake holds no peer chain (a session keeps the leaf
+	 * only): the chain the resumed ticket came with, as ticket_keep takes
+	 * it; the receiving process verifies it again */
+	STACK_OF(X509) *peer = NULL;
+	X509 *leaf = kp_ssl.SSL_get0_peer_certificate(e->ssl);
+	if (!kp_ssl.SSL_get_peer_cert_chain(e->ssl) && leaf)
+		peer = ticket_chain_of(key, e->sni, leaf);
 	kp_unlock(&tls_lock);
-	long len = conf ? kp_tls_capture_export(e->ssl, conf, conf_len, &msg, &why) : -1;
+	long len = conf ? kp_tls_capture_export(e->ssl, conf, conf_len, peer, &msg, &why) : -1;
 	free(conf);
+	if (peer)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)peer, (void (*)(void *))kp_ssl.X509_free);
 	if (len < 0) {
 		kp_debug("TLS connection not exportable: %s", conf ? why : "no configuration record");
 		return false;
