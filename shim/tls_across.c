@@ -778,6 +778,42 @@ static bool across_broker_test(void)
 	return v && *v == '1' && kp_broker_enabled();
 }
 
+/* The KeyUpdate before a TLS 1.3 state leaves the process
+ * (docs/tls-across.md "Left" 2): ours, asking the server's
+ * (update_requested), sealed under the exported sending keys and written
+ * to the parked socket, the state then re-made with the sending direction
+ * moved on and the receiving one marked TLSX_RX_UPDATE_PENDING: the
+ * receiving process never holds the keys of what went before in our
+ * direction, and in the server's once its answer comes.  Not through the
+ * parked SSL (its BIO may still name the program's closed fd).  Returns
+ * the new message (*len bytes), msg wiped and freed either way; NULL when
+ * the state must not go (the KeyUpdate not written whole: the connection
+ * is spent).  TLS 1.2 has none: msg as it is. */
+static unsigned char *key_update_out(unsigned char *msg, size_t *len, int fd)
+{
+	struct tlsx_state st;
+	const char *why = NULL;
+	unsigned char rec[64], *out = NULL;
+	if (tlsx_decode(msg, *len, &st, &why) == 0 && st.version < TLS1_3_VERSION)
+		return msg;
+	int n = why ? -1 : tlsrec_seal_key_update(&st.tx, true, rec, sizeof(rec));
+	if (n > 0 && kp_real.send(fd, rec, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n) {
+		st.flags |= TLSX_RX_UPDATE_PENDING;
+		size_t cap = tlsx_encoded_len(&st);
+		if (cap <= TLSX_MAX && (out = malloc(cap)) && tlsx_encode(&st, out, cap, &why) < 0) {
+			kp_ssl.OPENSSL_cleanse(out, cap);
+			free(out);
+			out = NULL;
+		}
+		*len = cap;
+	}
+	tlsx_wipe(&st);
+	kp_ssl.OPENSSL_cleanse(rec, sizeof(rec));
+	kp_ssl.OPENSSL_cleanse(msg, *len);
+	free(msg);
+	return out;
+}
+
 static bool state_to_broker(struct kp_tls *e, int hidden, const struct pool_key *key, unsigned char *msg,
 			    long len)
 {
@@ -789,10 +825,17 @@ static bool state_to_broker(struct kp_tls *e, int hidden, const struct pool_key 
 	SSL_SESSION *s = kp_ssl.SSL_get_session(e->ssl);
 	long left = s ? kp_ssl.SSL_SESSION_get_timeout(s) - ((long)time(NULL) - kp_ssl.SSL_SESSION_get_time(s)) : 0;
 	struct pool_meta meta = { .ka_timeout = -1, .ka_max = -1 };
+	bool v13 = kp_ssl.SSL_version(e->ssl) >= TLS1_3_VERSION;
+	size_t n = (size_t)len;
+	if (!(msg = key_update_out(msg, &n, hidden))) {
+		kp_warn("across check: the state not given to the broker (its KeyUpdate not sent)");
+		return true; /* spent: the caller closes it */
+	}
 	bool sent = r == 0 && left >= 2 &&
-		    kp_broker_tls_put(key, name, (uint32_t)(left - 1), hidden, &meta, msg, (size_t)len) == 0;
-	kp_warn("across check: the state %s the broker (%ld bytes)", sent ? "given to" : "not given to", len);
-	kp_ssl.OPENSSL_cleanse(msg, (size_t)len);
+		    kp_broker_tls_put(key, name, (uint32_t)(left - 1), hidden, &meta, msg, n) == 0;
+	kp_warn("across check: the state %s the broker (%zu bytes%s)", sent ? "given to" : "not given to", n,
+		v13 ? ", our KeyUpdate sent before" : "");
+	kp_ssl.OPENSSL_cleanse(msg, n);
 	free(msg);
 	return sent;
 }
