@@ -827,17 +827,25 @@ static bool state_to_broker(struct kp_tls *e, int hidden, const struct pool_key 
 	struct pool_meta meta = { .ka_timeout = -1, .ka_max = -1 };
 	bool v13 = kp_ssl.SSL_version(e->ssl) >= TLS1_3_VERSION;
 	size_t n = (size_t)len;
+	if (r < 0 || left < 2) {
+		kp_ssl.OPENSSL_cleanse(msg, n);
+		free(msg);
+		kp_warn("across check: the state not for the broker (no name, or its session ends)");
+		return false; /* parked in process, as without the switch */
+	}
+	/* once our KeyUpdate is on the wire the connection's SSL no longer
+	 * knows its own sending keys: it is spent whatever the broker does
+	 * (a broker gone: the connection closed, the next request dials) */
 	if (!(msg = key_update_out(msg, &n, hidden))) {
 		kp_warn("across check: the state not given to the broker (its KeyUpdate not sent)");
-		return true; /* spent: the caller closes it */
+		return true;
 	}
-	bool sent = r == 0 && left >= 2 &&
-		    kp_broker_tls_put(key, name, (uint32_t)(left - 1), hidden, &meta, msg, n) == 0;
+	bool sent = kp_broker_tls_put(key, name, (uint32_t)(left - 1), hidden, &meta, msg, n) == 0;
 	kp_warn("across check: the state %s the broker (%zu bytes%s)", sent ? "given to" : "not given to", n,
 		v13 ? ", our KeyUpdate sent before" : "");
 	kp_ssl.OPENSSL_cleanse(msg, n);
 	free(msg);
-	return sent;
+	return sent || v13; /* TLS 1.2 sent nothing: parked in process when the broker did not take it */
 }
 
 static void state_from_broker(SSL *ssl, const struct pool_key *key)

@@ -131,6 +131,32 @@ second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
 	done
 }
 
+@test "python urllib, the state through the broker, the broker killed (SIGKILL) mid-loop: every process still succeeds, same output (TLS 1.3 and 1.2)" {
+	check_lib
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -m 0700 "$xdg"
+	for v in 13 12; do
+		use_tls $v
+		local get="$PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $SERVER_PORT /f 2 $TLS/ca.pem"
+		# after the second process the wrapper's broker is killed: the
+		# third's TGET and its TPUTs meet no broker
+		local script="for i in 1 2 3 4; do $get || exit 1; [ -n \"\${KEEPALIVE_BROKER_PID:-}\" ] && [ \$i = 2 ] && kill -9 \$KEEPALIVE_BROKER_PID; done; exit 0"
+		nginx_reset
+		timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>&1 </dev/null
+		nginx_reset
+		timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+			KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=1 "$ROOT/scripts/keepalive" \
+			sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+		cat "$out/shim.err"
+		nginx_log
+		run diff "$out/plain.out" "$out/shim.out"
+		assert_success
+		assert_equal "TLS $v: requests $(nginx_requests)" "TLS $v: requests $((8 + $(checked "$(wire_version $v)")))"
+		# before the kill: as in the loop above (2 taken, both answered)
+		[ "$(checked "$(wire_version $v)")" -ge 2 ] || fail "checked $(checked "$(wire_version $v)")"
+	done
+}
+
 @test "python urllib, TLS 1.3: the counts go on through in-process hand-outs (the export proved at a connection's third park, after two hand-outs)" {
 	check_lib
 	use_tls 13
