@@ -794,7 +794,8 @@ static unsigned char *key_update_out(unsigned char *msg, size_t *len, int fd)
 	struct tlsx_state st;
 	const char *why = NULL;
 	unsigned char rec[64], *out = NULL;
-	if (tlsx_decode(msg, *len, &st, &why) == 0 && st.version < TLS1_3_VERSION)
+	size_t old_len = *len;
+	if (tlsx_decode(msg, old_len, &st, &why) == 0 && st.version < TLS1_3_VERSION)
 		return msg;
 	int n = why ? -1 : tlsrec_seal_key_update(&st.tx, true, rec, sizeof(rec));
 	if (n > 0 && kp_real.send(fd, rec, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n) {
@@ -809,7 +810,7 @@ static unsigned char *key_update_out(unsigned char *msg, size_t *len, int fd)
 	}
 	tlsx_wipe(&st);
 	kp_ssl.OPENSSL_cleanse(rec, sizeof(rec));
-	kp_ssl.OPENSSL_cleanse(msg, *len);
+	kp_ssl.OPENSSL_cleanse(msg, old_len); /* st pointed into it until here */
 	free(msg);
 	return out;
 }
