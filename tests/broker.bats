@@ -281,7 +281,7 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	cat "$log"
 	for why in "TLS put without exactly one fd" "not a socket" "peer is not the key's destination" \
 		"session without bytes or lifetime" "oversized message" "request with an fd" \
-		"connection record and no connection" "reply sent to the broker"; do
+		"TLS message with a connection record and no connection" "reply sent to the broker"; do
 		grep -q "refused a message from pid [0-9]*: $why" "$log" || fail "no log line: $why"
 	done
 	# the state's bytes are never in its log
