@@ -62,6 +62,7 @@ static volatile sig_atomic_t stop, status_asked;
 static struct {
 	uint64_t got, gave, missed, refused, dropped;
 	uint64_t sess_got, sess_gave, sess_missed;
+	uint64_t tls_got, tls_gave, tls_missed;
 } counts;
 static uid_t our_uid;      /* geteuid(), once */
 static gid_t our_gid;      /* getegid(), once */
@@ -72,6 +73,7 @@ static int lfd = -1;       /* the listening socket: also our proof */
 static bool accept_paused;
 static uint64_t accept_retry_ms;
 static uint64_t client_idle_ms = 1000; /* KEEPALIVE_BROKER_CLIENT_MS */
+static struct pool_config pool_cfg; /* the pool's; TLS connections expire by it too */
 
 static struct bk_sys bk_libc = {
 	.getsockopt = getsockopt,
@@ -335,23 +337,29 @@ static bool send_reply(struct client *cl, struct bk_msg *m, int fd)
 	return ok;
 }
 
-/* Send a session reply: m and h at the head of out (len bytes in all),
- * with our proof if it is the client's first reply. */
+/* Send a session or TLS reply: m and h at the head of out (len bytes in
+ * all), with our proof if it is the client's first reply, then fd (or
+ * none). */
 static bool send_reply_bytes(struct client *cl, struct bk_msg *m, const struct bk_sess *h,
-			     unsigned char *out, size_t len)
+			     unsigned char *out, size_t len, int fd)
 {
 	union {
-		char buf[CMSG_SPACE(sizeof(int))];
+		char buf[CMSG_SPACE(sizeof(int) * 2)];
 		struct cmsghdr align;
 	} u;
-	if (!cl->proved)
+	int fds[2];
+	unsigned n = 0;
+	if (!cl->proved) {
 		m->flags |= BK_F_PROOF;
+		fds[n++] = lfd;
+	}
+	if (fd >= 0)
+		fds[n++] = fd;
 	memcpy(out, m, sizeof(*m));
 	memcpy(out + sizeof(*m), h, sizeof(*h));
 	struct iovec iov = { out, len };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
-	if (!cl->proved)
-		bk_cmsg_put(&mh, u.buf, &lfd, 1);
+	bk_cmsg_put(&mh, u.buf, fds, n);
 	bool ok = sendmsg(cl->fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)len;
 	if (ok)
 		cl->proved = true;
@@ -493,7 +501,7 @@ static void sess_reply(struct client *cl, const struct pool_key *key, const stru
 	size_t len = sizeof(m) + sizeof(r) + r.len;
 	if (e)
 		memcpy(out + sizeof(m) + sizeof(r), e->bytes, e->len);
-	bool sent = send_reply_bytes(cl, &m, &r, out, len);
+	bool sent = send_reply_bytes(cl, &m, &r, out, len, -1);
 	explicit_bzero(out, len);
 	if (!e) {
 		counts.sess_missed++;
@@ -509,6 +517,179 @@ static void sess_reply(struct client *cl, const struct pool_key *key, const stru
 		sess_drop(e);
 }
 
+/* ------------------------------------------------------------ TLS connections */
+
+/* Whole TLS connections (docs/tls-across.md "The broker's TLS message"):
+ * the socket and its state (the export message: traffic keys, sequence
+ * numbers) under destination and name, kept apart from the plain pool (a
+ * plain GET never gets one).  Each is handed out once; its bytes are wiped
+ * when its fd leaves: given, dropped dead, expired, pushed out by the
+ * bounds, at exit.  The broker never reads the bytes, nor the socket (the
+ * liveness MSG_PEEK aside), and never logs them. */
+#define TCONN_COUNT 32
+#define TCONN_BYTES (2u << 20)
+struct tconn {
+	struct pool_key key;
+	uint8_t name[BK_SESS_NAME];
+	struct pool_meta meta;
+	uint64_t expires_ms;
+	int fd;
+	uint32_t len;
+	unsigned char *bytes; /* NULL: a free slot */
+};
+static struct tconn tconns[TCONN_COUNT];
+static size_t tconn_bytes;
+
+/* The slot emptied, its state wiped, our copy of its fd closed. */
+static void tconn_release(struct tconn *t)
+{
+	if (!t->bytes)
+		return;
+	explicit_bzero(t->bytes, t->len);
+	free(t->bytes);
+	tconn_bytes -= t->len;
+	close_fd(t->fd);
+	memset(t, 0, sizeof(*t));
+}
+
+static void tconn_drop(struct tconn *t)
+{
+	if (t->bytes)
+		counts.dropped++;
+	tconn_release(t);
+}
+
+static void tconn_expire(uint64_t now)
+{
+	for (unsigned i = 0; i < TCONN_COUNT; i++)
+		if (tconns[i].bytes && tconns[i].expires_ms <= now)
+			tconn_drop(&tconns[i]);
+}
+
+static unsigned tconn_count(void)
+{
+	unsigned n = 0;
+	for (unsigned i = 0; i < TCONN_COUNT; i++)
+		n += tconns[i].bytes != NULL;
+	return n;
+}
+
+/* A free slot for len more bytes, the oldest going first (the oldest of
+ * key's own when it has max_per_dest already). */
+static struct tconn *tconn_slot(const struct pool_key *key, uint32_t len)
+{
+	for (;;) {
+		struct tconn *oldest = NULL, *oldest_here = NULL, *empty = NULL;
+		unsigned here = 0;
+		for (unsigned i = 0; i < TCONN_COUNT; i++) {
+			struct tconn *t = &tconns[i];
+			if (!t->bytes) {
+				empty = empty ? empty : t;
+				continue;
+			}
+			if (!oldest || t->meta.parked_ms < oldest->meta.parked_ms)
+				oldest = t;
+			if (!memcmp(&t->key, key, sizeof(*key))) {
+				here++;
+				if (!oldest_here || t->meta.parked_ms < oldest_here->meta.parked_ms)
+					oldest_here = t;
+			}
+		}
+		if (oldest_here && here >= pool_cfg.max_per_dest)
+			tconn_drop(oldest_here);
+		else if (empty && tconn_bytes + len <= TCONN_BYTES)
+			return empty;
+		else if (oldest)
+			tconn_drop(oldest);
+		else
+			return NULL;
+	}
+}
+
+/* Keep fd (checked: established, ours, to key's destination) and its
+ * state until the pool's own expiry for its record or the state's
+ * lifetime (its session's), whichever comes first.  fd is ours either
+ * way. */
+static void tconn_put(const struct bk_msg *m, const struct bk_sess *h, const char *bytes, int fd, uint64_t now)
+{
+	tconn_expire(now);
+	uint64_t expires = pool_expiry(&pool_cfg, &m->meta, now);
+	uint64_t life = now + (uint64_t)h->timeout_s * 1000;
+	struct tconn *e = NULL;
+	if (pool_cfg.max_per_dest && pool_cfg.max_total && expires > now)
+		e = tconn_slot(&m->key, h->len);
+	if (!e || !(e->bytes = malloc(h->len))) {
+		op_close(fd);
+		return;
+	}
+	memcpy(e->bytes, bytes, h->len);
+	e->key = m->key;
+	memcpy(e->name, h->name, BK_SESS_NAME);
+	e->meta = m->meta;
+	e->meta.parked_ms = now;
+	e->expires_ms = life < expires ? life : expires;
+	e->fd = fd;
+	e->len = h->len;
+	tconn_bytes += h->len;
+	counts.tls_got++;
+	logmsg(4, "got a TLS connection (port %u, %u requests served, %u bytes of state)", m->key.port,
+	       m->meta.requests, (unsigned)h->len);
+}
+
+/* Answer a TGET: the newest live TLS connection under key and name, with
+ * its state (taken: once), or none. */
+static void tconn_reply(struct client *cl, const struct pool_key *key, const struct bk_sess *h, uint64_t now)
+{
+	tconn_expire(now);
+	struct tconn *e;
+	for (;;) {
+		e = NULL;
+		for (unsigned i = 0; i < TCONN_COUNT; i++) {
+			struct tconn *t = &tconns[i];
+			if (t->bytes && !memcmp(&t->key, key, sizeof(*key)) &&
+			    !memcmp(t->name, h->name, BK_SESS_NAME) &&
+			    (!e || t->meta.parked_ms >= e->meta.parked_ms))
+				e = t;
+		}
+		if (!e || op_alive(e->fd))
+			break;
+		tconn_drop(e); /* the server closed it, or spoke unasked */
+	}
+	static unsigned char out[BK_MSG_MAX];
+	struct bk_msg m;
+	struct bk_sess r;
+	memset(&r, 0, sizeof(r));
+	memcpy(r.name, h->name, BK_SESS_NAME);
+	bk_encode(&m, BK_TREPLY, e ? BK_OK : BK_NONE, 0, key, e ? &e->meta : NULL);
+	r.len = e ? e->len : 0;
+	size_t len = sizeof(m) + sizeof(r) + r.len;
+	if (e)
+		memcpy(out + sizeof(m) + sizeof(r), e->bytes, e->len);
+	bool sent = send_reply_bytes(cl, &m, &r, out, len, e ? e->fd : -1);
+	explicit_bzero(out, len);
+	if (!e) {
+		counts.tls_missed++;
+		return;
+	}
+	if (!sent)
+		return; /* not delivered: still ours, as idle as it was */
+	counts.tls_gave++;
+	logmsg(4, "gave a TLS connection to pid %d (port %u)", (int)cl->pid, key->port);
+	tconn_release(e);
+}
+
+/* A server that closed a kept TLS connection (or sent on it) made it
+ * readable: dropped now. */
+static void tconn_drop_closed(const struct pollfd *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		for (unsigned j = 0; j < TCONN_COUNT; j++)
+			if (p[i].revents && tconns[j].bytes && tconns[j].fd == p[i].fd) {
+				logmsg(4, "server closed a kept TLS connection (port %u)", tconns[j].key.port);
+				tconn_drop(&tconns[j]);
+			}
+}
+
 /* One datagram from client i.  Returns false when the client is done
  * (gone or refused). */
 static bool serve(unsigned i)
@@ -518,9 +699,9 @@ static bool serve(unsigned i)
 		char buf[CMSG_SPACE(sizeof(int) * 4)];
 		struct cmsghdr align;
 	} u;
-	/* one more: an oversized message shows; static: a session's bytes
-	 * are wiped from it once kept (sess_put) */
-	static char buf[BK_SESS_MSG_MAX + 1];
+	/* one more: an oversized message shows; static: a session's or TLS
+	 * state's bytes are wiped from it once kept (sess_put, tconn_put) */
+	static char buf[BK_MSG_MAX + 1];
 	struct iovec iov = { buf, sizeof(buf) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
 			     .msg_controllen = sizeof(u.buf) };
@@ -540,13 +721,14 @@ static bool serve(unsigned i)
 	struct bk_sess sess;
 	size_t off;
 	if (bk_decode_any(buf, (size_t)n, nfds, truncated, BK_AT_BROKER, &m, &sess, &off, &why) == 0 &&
-	    m.type == BK_PUT)
+	    (m.type == BK_PUT || m.type == BK_TPUT))
 		why = bk_check_conn(&bk_libc, fds[0], &m.key, &our_ns, &dead);
 	if (why && dead) {
 		/* a server that closed an idle connection on its way here: a
 		 * normal event (docs/broker.md), not the client's fault */
 		logmsg(4, "dropped a dead connection from pid %d (port %u)", (int)cl->pid, m.key.port);
 		close_fd(fds[0]);
+		explicit_bzero(buf, (size_t)n);
 		return true;
 	}
 	if (why) {
@@ -555,7 +737,17 @@ static bool serve(unsigned i)
 		counts.refused++;
 		for (unsigned j = 0; j < nfds; j++)
 			close_fd(fds[j]);
+		explicit_bzero(buf, (size_t)n);
 		return false;
+	}
+	if (m.type == BK_TPUT) {
+		tconn_put(&m, &sess, buf + off, fds[0], now_ms());
+		explicit_bzero(buf, (size_t)n);
+		return true;
+	}
+	if (m.type == BK_TGET) {
+		tconn_reply(cl, &m.key, &sess, now_ms());
+		return true;
 	}
 	if (m.type == BK_SPUT) {
 		sess_put(&m.key, &sess, buf + off, now_ms());
@@ -770,6 +962,9 @@ static void write_status(int dirfd, const char *sock, uint64_t started)
 	fprintf(f, "tls sessions: %u kept, got=%llu gave=%llu missed=%llu\n", sess_count(),
 		(unsigned long long)counts.sess_got, (unsigned long long)counts.sess_gave,
 		(unsigned long long)counts.sess_missed);
+	fprintf(f, "tls connections: %u kept, got=%llu gave=%llu missed=%llu\n", tconn_count(),
+		(unsigned long long)counts.tls_got, (unsigned long long)counts.tls_gave,
+		(unsigned long long)counts.tls_missed);
 	fprintf(f, "idle connections: %zu\n", n);
 	for (size_t i = 0; i < n; i++) {
 		char addr[INET6_ADDRSTRLEN] = "?";
@@ -1188,7 +1383,7 @@ static void adopt_activated(struct run *r)
 static uint64_t next_wake(const struct run *r, uint64_t now, uint64_t last_busy, int wrapper_fd)
 {
 	uint64_t wake = pool_next_expiry();
-	if (!n_clients && !pool_size())
+	if (!n_clients && !pool_size() && !tconn_count())
 		wake = last_busy + r->exit_ms;
 	for (unsigned i = 0; i < n_clients; i++)
 		if (clients[i].last_ms + client_idle_ms < wake)
@@ -1198,6 +1393,9 @@ static uint64_t next_wake(const struct run *r, uint64_t now, uint64_t last_busy,
 	for (unsigned i = 0; i < SESS_COUNT; i++) /* wiped at their own end */
 		if (sessions[i].bytes && sessions[i].expires_ms < wake)
 			wake = sessions[i].expires_ms;
+	for (unsigned i = 0; i < TCONN_COUNT; i++)
+		if (tconns[i].bytes && tconns[i].expires_ms < wake)
+			wake = tconns[i].expires_ms;
 	if (r->wrapper > 1 && wrapper_fd < 0 && wake > now + 1000)
 		wake = now + 1000;
 	return wake;
@@ -1245,7 +1443,7 @@ static void serve_loop(struct run *r)
 			stop = 1;
 	}
 	uint64_t last_busy = now_ms();
-	static struct pollfd pfd[2 + MAX_CLIENTS + MAX_POOLED_POLL];
+	static struct pollfd pfd[2 + MAX_CLIENTS + MAX_POOLED_POLL + TCONN_COUNT];
 	static int pooled[MAX_POOLED_POLL];
 	while (!stop) {
 		uint64_t now = now_ms();
@@ -1255,6 +1453,7 @@ static void serve_loop(struct run *r)
 		}
 		pool_expire(now);
 		sess_expire(now);
+		tconn_expire(now);
 		/* a client that has said nothing for a while goes: idle ones must
 		 * not hold every slot (it opens a new link when it needs one) */
 		for (unsigned i = n_clients; i-- > 0;)
@@ -1264,7 +1463,7 @@ static void serve_loop(struct run *r)
 			}
 		if (accept_paused && now >= accept_retry_ms)
 			accept_paused = false;
-		if (n_clients || pool_size())
+		if (n_clients || pool_size() || tconn_count())
 			last_busy = now;
 		else if (now - last_busy >= r->exit_ms)
 			break;
@@ -1282,6 +1481,12 @@ static void serve_loop(struct run *r)
 		size_t n_pooled = pool_fds(pooled, MAX_POOLED_POLL);
 		for (size_t i = 0; i < n_pooled; i++)
 			pfd[n++] = (struct pollfd){ pooled[i], POLLIN | POLLRDHUP, 0 };
+		size_t n_tls = 0;
+		for (unsigned i = 0; i < TCONN_COUNT; i++)
+			if (tconns[i].bytes) {
+				pfd[n++] = (struct pollfd){ tconns[i].fd, POLLIN | POLLRDHUP, 0 };
+				n_tls++;
+			}
 		nfds_t w = n;
 		if (wrapper_fd >= 0)
 			pfd[n++] = (struct pollfd){ wrapper_fd, POLLIN, 0 };
@@ -1294,6 +1499,7 @@ static void serve_loop(struct run *r)
 		if (wrapper_fd >= 0 && pfd[w].revents)
 			break; /* the wrapper is gone: so is its command */
 		drop_closed(&pfd[1 + n_clients], n_pooled);
+		tconn_drop_closed(&pfd[1 + n_clients + n_pooled], n_tls);
 		serve_clients(&pfd[1]);
 		if (pfd[0].revents)
 			accept_clients();
@@ -1333,6 +1539,8 @@ static void shut_down(struct run *r)
 	}
 	for (unsigned i = 0; i < SESS_COUNT; i++)
 		sess_drop(&sessions[i]);
+	for (unsigned i = 0; i < TCONN_COUNT; i++)
+		tconn_drop(&tconns[i]);
 }
 
 int main(int argc, char **argv)
@@ -1379,7 +1587,7 @@ int main(int argc, char **argv)
 	if (r.activated)
 		adopt_activated(&r);
 
-	struct pool_config pc = {
+	pool_cfg = (struct pool_config){
 		.idle_ms = env_u64("KEEPALIVE_IDLE_MS", 30000, 1, 24ull * 3600 * 1000),
 		.max_per_dest = (unsigned)env_u64("KEEPALIVE_MAX_IDLE_PER_HOST", 16, 0, 65536),
 		.max_total = (unsigned)env_u64("KEEPALIVE_MAX_IDLE", 64, 0, MAX_POOLED_POLL),
@@ -1390,7 +1598,7 @@ int main(int argc, char **argv)
 		.unprobed_ms = 0,
 	};
 	struct pool_ops ops = { .close = op_close, .alive = op_alive };
-	pool_init(&pc, &ops);
+	pool_init(&pool_cfg, &ops);
 	logmsg(3, "serving %s (exit after %llu ms idle)", r.bound ? r.path : "fd 3", (unsigned long long)r.exit_ms);
 	serve_loop(&r);
 	shut_down(&r);

@@ -4,6 +4,7 @@
  */
 #include "broker_proto.h"
 
+#include <stdbool.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -98,7 +99,60 @@ int bk_decode(const void *buf, size_t len, unsigned nfds, int truncated, enum bk
 
 static int sess_type(uint16_t t)
 {
-	return t == BK_SPUT || t == BK_SGET || t == BK_SREPLY;
+	return t >= BK_SPUT && t <= BK_TREPLY;
+}
+
+static int tls_type(uint16_t t)
+{
+	return t == BK_TPUT || t == BK_TGET || t == BK_TREPLY;
+}
+
+/* The struct bk_sess and the fds of a message after the fixed header:
+ * a session message carries no fd and no connection record; a TLS one
+ * carries its connection (one fd, its record) in TPUT and an OK TREPLY,
+ * nothing else in TGET and a NONE TREPLY. */
+static int sess_check(const struct bk_msg *out, const struct bk_sess *sess, unsigned nfds, enum bk_side side,
+		      const char **why)
+{
+	static const struct pool_meta zero_meta;
+	bool tls = tls_type(out->type);
+	bool conn = out->type == BK_TPUT || (out->type == BK_TREPLY && out->status == BK_OK);
+	if (!conn && memcmp(&out->meta, &zero_meta, sizeof(zero_meta)))
+		REFUSE(tls ? "TLS message with a connection record and no connection"
+			   : "session message with a connection record");
+	if (conn && out->meta.tag_len > POOL_TAG_MAX)
+		REFUSE("tag too long");
+	if (conn && out->meta.ka_max < -1)
+		REFUSE("bad keep-alive max");
+	if (out->type == BK_SREPLY || out->type == BK_TREPLY) {
+		if (side != BK_AT_CLIENT)
+			REFUSE("reply sent to the broker");
+		if (out->status != BK_OK && out->status != BK_NONE)
+			REFUSE("unknown reply status");
+		if (out->flags & ~BK_F_PROOF)
+			REFUSE("unknown reply flags");
+		if (nfds != (out->flags & BK_F_PROOF ? 1u : 0u) + (conn ? 1u : 0u))
+			REFUSE(tls ? "reply fd count does not match its status"
+				   : "reply fd count does not match its flags");
+		if (sess->timeout_s || sess->flags)
+			REFUSE("session reply with a lifetime");
+		if ((out->status == BK_OK) != (sess->len > 0))
+			REFUSE("session reply length does not match its status");
+		return 0;
+	}
+	if (side != BK_AT_BROKER)
+		REFUSE("request sent to a client");
+	if (out->status || out->flags)
+		REFUSE("status set in a request");
+	if (nfds != (conn ? 1u : 0u))
+		REFUSE(conn ? "TLS put without exactly one fd" : "request with an fd");
+	if ((out->type == BK_SGET || out->type == BK_TGET) && (sess->len || sess->timeout_s || sess->flags))
+		REFUSE("session request with bytes");
+	if ((out->type == BK_SPUT || out->type == BK_TPUT) && (!sess->len || !sess->timeout_s))
+		REFUSE("session without bytes or lifetime");
+	if (sess->flags & ~(out->type == BK_SPUT ? BK_S_ONCE : 0u))
+		REFUSE("unknown session flags");
+	return 0;
 }
 
 int bk_decode_any(const void *buf, size_t len, unsigned nfds, int truncated, enum bk_side side,
@@ -106,7 +160,7 @@ int bk_decode_any(const void *buf, size_t len, unsigned nfds, int truncated, enu
 {
 	memset(sess, 0, sizeof(*sess));
 	*blob_off = 0;
-	if (truncated || len > BK_SESS_MSG_MAX)
+	if (truncated || len > BK_MSG_MAX)
 		REFUSE("oversized message");
 	if (len <= sizeof(*out)) {
 		if (bk_decode(buf, len, nfds, truncated, side, out, why) < 0)
@@ -126,40 +180,15 @@ int bk_decode_any(const void *buf, size_t len, unsigned nfds, int truncated, enu
 	if (!sess_type(out->type))
 		REFUSE(out->type >= BK_PUT && out->type <= BK_HELLO ? "oversized message"
 								     : "unknown message type");
-	static const struct pool_meta zero_meta;
-	if (memcmp(&out->meta, &zero_meta, sizeof(zero_meta)))
-		REFUSE("session message with a connection record");
+	/* a session is at most BK_SESS_MAX bytes; a TLS state BK_TLS_MAX */
+	if (!tls_type(out->type) && len > BK_SESS_MSG_MAX)
+		REFUSE("oversized message");
 	if (sess->zero)
 		REFUSE("reserved field set");
 	if ((size_t)sess->len != len - sizeof(*out) - sizeof(*sess))
 		REFUSE("session length does not match the message");
-	if (out->type == BK_SREPLY) {
-		if (side != BK_AT_CLIENT)
-			REFUSE("reply sent to the broker");
-		if (out->status != BK_OK && out->status != BK_NONE)
-			REFUSE("unknown reply status");
-		if (out->flags & ~BK_F_PROOF)
-			REFUSE("unknown reply flags");
-		if (nfds != (out->flags & BK_F_PROOF ? 1u : 0u))
-			REFUSE("reply fd count does not match its flags");
-		if (sess->timeout_s || sess->flags)
-			REFUSE("session reply with a lifetime");
-		if ((out->status == BK_OK) != (sess->len > 0))
-			REFUSE("session reply length does not match its status");
-	} else {
-		if (side != BK_AT_BROKER)
-			REFUSE("request sent to a client");
-		if (out->status || out->flags)
-			REFUSE("status set in a request");
-		if (nfds)
-			REFUSE("request with an fd");
-		if (out->type == BK_SGET && (sess->len || sess->timeout_s || sess->flags))
-			REFUSE("session request with bytes");
-		if (out->type == BK_SPUT && (!sess->len || !sess->timeout_s))
-			REFUSE("session without bytes or lifetime");
-		if (sess->flags & ~BK_S_ONCE)
-			REFUSE("unknown session flags");
-	}
+	if (sess_check(out, sess, nfds, side, why) < 0)
+		return -1;
 	if (!key_ok(&out->key))
 		REFUSE("bad destination key");
 	*blob_off = sizeof(*out) + sizeof(*sess);

@@ -40,6 +40,14 @@ enum bk_type {
 	BK_SPUT = 5,   /* client -> broker: keep these bytes (bk_sess.len > 0) */
 	BK_SGET = 6,   /* client -> broker: the bytes kept under key and name */
 	BK_SREPLY = 7, /* broker -> client: BK_OK with the bytes, or BK_NONE */
+	/* Whole TLS connections (docs/tls-across.md "The broker's TLS
+	 * message"): the socket (one fd) and its state, the export message,
+	 * as opaque bytes after a struct bk_sess; name what the connection
+	 * was made under.  Kept apart from the plain pool (a plain GET never
+	 * gets one), handed out once, the bytes wiped when the fd leaves */
+	BK_TPUT = 8,   /* client -> broker: keep this fd and its bytes (one fd) */
+	BK_TGET = 9,   /* client -> broker: a TLS connection to key under name */
+	BK_TREPLY = 10, /* broker -> client: BK_OK with the fd and bytes, or BK_NONE */
 };
 
 /* bk_msg.flags of a REPLY */
@@ -78,6 +86,10 @@ struct bk_sess {
 };
 _Static_assert(sizeof(struct bk_sess) == 48, "bk_sess is a wire format");
 #define BK_SESS_MSG_MAX (sizeof(struct bk_msg) + sizeof(struct bk_sess) + BK_SESS_MAX)
+/* A TLS connection's state (shim/tls_export.h TLSX_MAX), at most; the
+ * longest datagram either end may receive */
+#define BK_TLS_MAX 65536
+#define BK_MSG_MAX (sizeof(struct bk_msg) + sizeof(struct bk_sess) + BK_TLS_MAX)
 
 /* Which end is decoding: a broker accepts PUT and GET, a client REPLY. */
 enum bk_side { BK_AT_BROKER, BK_AT_CLIENT };
@@ -90,9 +102,10 @@ int bk_decode(const void *buf, size_t len, unsigned nfds, int truncated, enum bk
 	      struct bk_msg *out, const char **why);
 
 /* Any message: a fixed one (len == sizeof(struct bk_msg)) as bk_decode,
- * *sess zeroed; a session message (SPUT, SGET at the broker, SREPLY at a
- * client) with *sess filled, its bytes at buf + *blob_off, sess->len of
- * them.  Returns 0, or -1 with *why. */
+ * *sess zeroed; a session or TLS connection message (SPUT, SGET, TPUT,
+ * TGET at the broker, SREPLY, TREPLY at a client) with *sess filled, its
+ * bytes at buf + *blob_off, sess->len of them.  Returns 0, or -1 with
+ * *why. */
 int bk_decode_any(const void *buf, size_t len, unsigned nfds, int truncated, enum bk_side side,
 		  struct bk_msg *out, struct bk_sess *sess, size_t *blob_off, const char **why);
 

@@ -241,6 +241,12 @@ static ssize_t recv_reply(int s, struct msghdr *mh, uint64_t deadline)
 	}
 }
 
+/* The reply a request calls for. */
+static uint16_t reply_type(uint16_t req)
+{
+	return req == BK_SGET ? BK_SREPLY : req == BK_TGET ? BK_TREPLY : BK_REPLY;
+}
+
 /* Send req (type GET or HELLO) and read its reply: *out decoded, the
  * proof checked when it comes, *conn the connection or -1.  Returns 0, or
  * -1 (the link is dropped: a late reply must never answer a later
@@ -277,11 +283,12 @@ static int exchange_bytes(const struct bk_msg *req, const void *bytes, size_t le
 			why = "a second proof";
 		else if (proof && (why = bk_check_proof(&sys, &link_cred, fds[0], &our_ns)))
 			;
-		else if ((out->type == BK_SREPLY) != (req->type == BK_SGET))
+		else if (out->type != reply_type(req->type))
 			why = "a reply of another kind";
-		else if (out->status == BK_OK && req->type != BK_GET && req->type != BK_SGET)
+		else if (out->status == BK_OK && req->type != BK_GET && req->type != BK_SGET &&
+			 req->type != BK_TGET)
 			why = "a connection nobody asked for";
-		else if (out->type == BK_SREPLY &&
+		else if ((out->type == BK_SREPLY || out->type == BK_TREPLY) &&
 			 (memcmp(&out->key, &req->key, sizeof(req->key)) ||
 			  memcmp(rs->name, ((const struct bk_sess *)((const char *)bytes + sizeof(*req)))->name,
 				 BK_SESS_NAME)))
@@ -304,7 +311,7 @@ static int exchange_bytes(const struct bk_msg *req, const void *bytes, size_t le
 		return -2;
 	}
 	link_proved = true;
-	if (out->status == BK_OK && out->type == BK_REPLY)
+	if (out->status == BK_OK && (out->type == BK_REPLY || out->type == BK_TREPLY))
 		*conn = fds[proof ? 1 : 0];
 	return 0;
 }
@@ -490,6 +497,102 @@ ssize_t kp_broker_sess_get(const struct pool_key *key, const uint8_t name[BK_SES
 	explicit_bzero(buf, sizeof(buf)); /* the resumption secret */
 	kp_unlock(&link_lock);
 	return got;
+}
+
+/* ------------------------------------------------------------ TLS connections */
+
+int kp_broker_tls_put(const struct pool_key *key, const uint8_t name[BK_SESS_NAME], uint32_t timeout_s, int fd,
+		      const struct pool_meta *meta, const void *state, size_t len)
+{
+	if (!kp_broker_enabled() || !len || len > BK_TLS_MAX || !timeout_s || kp_trylock(&link_lock))
+		return -1;
+	uint64_t deadline = kp_now_ms() + kp_cfg.broker_timeout_ms;
+	struct bk_msg m;
+	struct bk_sess h;
+	bk_encode(&m, BK_TPUT, BK_OK, 0, key, meta);
+	memset(&h, 0, sizeof(h));
+	memcpy(h.name, name, BK_SESS_NAME);
+	h.timeout_s = timeout_s;
+	h.len = (uint32_t)len;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} u;
+	struct iovec iov[3] = { { &m, sizeof(m) }, { &h, sizeof(h) }, { (void *)state, len } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 3 };
+	bk_cmsg_put(&mh, u.buf, &fd, 1);
+	ssize_t want = (ssize_t)(sizeof(m) + sizeof(h) + len);
+	int r = -1;
+	for (int attempt = 0; attempt < 2 && r < 0; attempt++) {
+		/* the keys go only to a broker that proved itself on this link
+		 * (docs/broker.md) */
+		if (link_ready(true, deadline) < 0)
+			break;
+		if (KP_REAL(sendmsg)(link_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == want)
+			r = 0;
+		else if (errno == EAGAIN)
+			break;
+		else
+			link_drop();
+	}
+	kp_unlock(&link_lock);
+	if (r == 0)
+		kp_count(broker_gave);
+	return r;
+}
+
+int kp_broker_tls_get(const struct pool_key *key, const uint8_t name[BK_SESS_NAME], struct pool_meta *meta,
+		      void *out, size_t cap, size_t *len)
+{
+	if (!kp_broker_enabled() || kp_trylock(&link_lock))
+		return -1;
+	uint64_t deadline = kp_now_ms() + kp_cfg.broker_timeout_ms;
+	struct {
+		struct bk_msg m;
+		struct bk_sess h;
+	} req;
+	bk_encode(&req.m, BK_TGET, BK_OK, 0, key, NULL);
+	memset(&req.h, 0, sizeof(req.h));
+	memcpy(req.h.name, name, BK_SESS_NAME);
+	static char buf[BK_MSG_MAX + 1]; /* under link_lock */
+	struct bk_msg reply;
+	struct bk_sess rs;
+	size_t off = 0;
+	int conn = -1;
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (link_ready(false, deadline) < 0)
+			break;
+		int r = exchange_bytes(&req.m, &req, sizeof(req), &reply, &conn, buf, sizeof(buf), &rs, &off,
+				       deadline);
+		if (r == 0 || r == -2)
+			break;
+		link_drop(); /* a stale link: once more on a new one */
+	}
+	const char *why = NULL;
+	bool dead = false;
+	if (conn >= 0 && rs.len > cap)
+		why = "its state does not fit";
+	else if (conn >= 0)
+		why = bk_check_conn(&sys, conn, key, &our_ns, &dead);
+	if (conn >= 0 && !why) {
+		memcpy(out, buf + off, rs.len);
+		*len = rs.len;
+		*meta = reply.meta;
+	}
+	explicit_bzero(buf, sizeof(buf)); /* the traffic keys */
+	if (why && !dead) {
+		kp_warn("broker reply refused: %s", why);
+		link_drop();
+		refuse_broker(why);
+	}
+	kp_unlock(&link_lock);
+	if (why && conn >= 0) {
+		KP_REAL(close)(conn);
+		conn = -1;
+	}
+	if (conn >= 0)
+		kp_count(broker_got);
+	return conn;
 }
 
 void kp_broker_close(int link)

@@ -51,6 +51,19 @@ int kp_broker_sess_put(const struct pool_key *key, const uint8_t name[32], uint3
  * out after use. */
 ssize_t kp_broker_sess_get(const struct pool_key *key, const uint8_t name[32], void *out, size_t cap);
 
+/* Whole TLS connections (docs/tls-across.md "The broker's TLS message"):
+ * the connection fd with its state (the export message, len bytes,
+ * opaque to the broker) under key and name, kept at most timeout_s and
+ * handed out once.  Sent only to a broker that proved itself.  Returns 0
+ * when sent (the caller still closes its fd and wipes state), -1. */
+int kp_broker_tls_put(const struct pool_key *key, const uint8_t name[32], uint32_t timeout_s, int fd,
+		      const struct pool_meta *meta, const void *state, size_t len);
+/* A TLS connection to key under name, checked as kp_broker_get's, its
+ * record in *meta and its state copied to out (at most cap bytes, *len of
+ * them; the caller wipes them after use): the fd, or -1. */
+int kp_broker_tls_get(const struct pool_key *key, const uint8_t name[32], struct pool_meta *meta, void *out,
+		      size_t cap, size_t *len);
+
 /* Is the process's own socket fd (one that never left it) an established
  * TCP connection to key's destination?  NULL, or why not. */
 const char *kp_broker_check_own(int fd, const struct pool_key *key);

@@ -179,6 +179,55 @@ static int shape_name(const char *sni, const struct conf *conf, const struct cfg
 	return 0;
 }
 
+/* The full handshake's values, its key-exchange key (which a resumption
+ * below TLS 1.3 does not show) as a public key, then what its getters
+ * show (w_shown). */
+static void w_full(struct wbuf *b, const struct full *full)
+{
+	w_u32(b, full->known);
+	w_u32(b, (uint32_t)full->sig_ok << 1 | full->type_ok);
+	w_u32(b, (uint32_t)full->sig_nid);
+	w_u32(b, (uint32_t)full->type_nid);
+	unsigned char *key = NULL;
+	int n_key = full->tmp ? kp_ssl.i2d_PUBKEY(full->tmp, &key) : 0;
+	w_u32(b, n_key > 0 ? (uint32_t)n_key : 0);
+	if (n_key > 0)
+		w_bytes(b, key, (size_t)n_key);
+	kp_ssl.CRYPTO_free(key, __FILE__, __LINE__);
+	w_shown(b, full);
+}
+
+/* The configuration record of a connection's export message (its conf
+ * field; docs/tls-across.md "The broker's TLS message"): what the step 1
+ * rule compares in the receiving process, written as a session's message
+ * writes it but for the peer (the export message carries the peer chain):
+ * the shape whole, the security level, the client certificate and the
+ * chain sent with it, the full handshake's values, the session timeout.
+ * No secret in it.  malloc'd, *len bytes; NULL when it cannot go (another
+ * method: the name could not be made either).  Caller holds tls_lock. */
+static unsigned char *conn_record(const struct kp_tls *e, size_t *len)
+{
+	uint8_t name[32];
+	if (shape_name(e->sni, &e->conf, &e->cfg, e->cert, name) < 0)
+		return NULL;
+	struct wbuf b = { malloc(BK_SESS_MAX), 0, BK_SESS_MAX, false };
+	if (!b.p)
+		return NULL;
+	w_u32(&b, ACROSS_MAGIC);
+	w_shape(&b, e->sni, &e->conf, &e->cfg, true);
+	w_u32(&b, (uint32_t)e->seclevel);
+	w_x509(&b, e->cert);
+	w_chain(&b, e->chain);
+	w_full(&b, &e->full);
+	w_u64(&b, (uint64_t)e->sess_timeout);
+	if (b.bad) {
+		free(b.p);
+		return NULL;
+	}
+	*len = b.len;
+	return b.p;
+}
+
 /* t as bytes (malloc'd, *len of them), its name and the seconds its
  * session has left; NULL when it cannot go (another method, too big, a
  * session about to expire).  Caller holds tls_lock; t is its own. */
@@ -198,19 +247,7 @@ static unsigned char *across_encode(const struct ticket *t, size_t *len, uint8_t
 	w_chain(&b, t->cchain);
 	w_x509(&b, t->leaf);
 	w_chain(&b, t->chain);
-	/* the full handshake's values, its key-exchange key (which a
-	 * resumption below TLS 1.3 does not show) as a public key */
-	w_u32(&b, t->full.known);
-	w_u32(&b, (uint32_t)t->full.sig_ok << 1 | t->full.type_ok);
-	w_u32(&b, (uint32_t)t->full.sig_nid);
-	w_u32(&b, (uint32_t)t->full.type_nid);
-	unsigned char *key = NULL;
-	int n_key = t->full.tmp ? kp_ssl.i2d_PUBKEY(t->full.tmp, &key) : 0;
-	w_u32(&b, n_key > 0 ? (uint32_t)n_key : 0);
-	if (n_key > 0)
-		w_bytes(&b, key, (size_t)n_key);
-	kp_ssl.CRYPTO_free(key, __FILE__, __LINE__);
-	w_shown(&b, &t->full);
+	w_full(&b, &t->full);
 	w_u64(&b, (uint64_t)t->sess_timeout);
 	int n = kp_ssl.i2d_SSL_SESSION(t->sess, NULL);
 	w_u32(&b, n > 0 ? (uint32_t)n : 0);
@@ -457,29 +494,31 @@ static struct ticket *across_decode(const unsigned char *p, size_t len, const st
 	return t;
 }
 
+/* The broker's name for what ssl's own settings would make (a session's
+ * or a connection's: shape_name), 0; -1 for a program nothing may be
+ * offered to (curl's session cache, Ruby's info callback: it does not
+ * cost the broker a question) or another method. */
+static int across_name(SSL *ssl, uint8_t name[32])
+{
+	struct cfg now;
+	cfg_read(ssl, &now);
+	kp_lock(&tls_lock);
+	const struct conf *conf = conf_of(ssl);
+	int r = never_for(ssl, conf) || watcher(ssl, conf)
+			? -1
+			: shape_name(kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name), conf, &now,
+				     kp_ssl.SSL_get_certificate(ssl), name);
+	kp_unlock(&tls_lock);
+	cfg_free(&now);
+	return r;
+}
+
 /* A ticket from the broker for ssl's handshake to key: asked under the
  * name ssl's own settings make, rebuilt, NULL when there is none. */
 static struct ticket *across_fetch(SSL *ssl, const struct pool_key *key)
 {
-	if (!kp_broker_enabled())
-		return NULL;
-	struct cfg now;
-	cfg_read(ssl, &now);
 	uint8_t name[32];
-	kp_lock(&tls_lock);
-	/* a program no session may be offered to (curl's session cache,
-	 * Ruby's info callback) does not cost the broker a question */
-	const struct conf *conf = conf_of(ssl);
-	if (never_for(ssl, conf) || watcher(ssl, conf)) {
-		kp_unlock(&tls_lock);
-		cfg_free(&now);
-		return NULL;
-	}
-	int r = shape_name(kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name), conf_of(ssl), &now,
-			   kp_ssl.SSL_get_certificate(ssl), name);
-	kp_unlock(&tls_lock);
-	cfg_free(&now);
-	if (r < 0)
+	if (!kp_broker_enabled() || across_name(ssl, name) < 0)
 		return NULL;
 	unsigned char *buf = malloc(BK_SESS_MAX);
 	if (!buf)
@@ -701,9 +740,17 @@ static void imported_settle(struct ticket *imported, const struct pool_key *key,
 	ticket_free(imported);
 }
 
+#ifdef KP_TEST_ACROSS_VERIFY
+static void state_from_broker(SSL *ssl, const struct pool_key *key);
+#endif
+
 void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 {
 	SSL *ssl = ssl_;
+#ifdef KP_TEST_ACROSS_VERIFY
+	if (kp_ssl_bind() && shim_ctx_get())
+		state_from_broker(ssl, key);
+#endif
 	/* a TLS connection made here: it cannot move to another process
 	 * (docs/tls-across.md), whatever becomes of its session */
 	kp_count(tls_not_shared);
@@ -827,21 +874,145 @@ static void state_verify(unsigned char *msg, long len, int fd)
 }
 #endif
 
+#ifdef KP_TEST_ACROSS_VERIFY
+/* KP_TEST_ACROSS_BROKER=1 (the test build, under a broker): the export
+ * proved in the next process instead.  At park the state goes to the
+ * broker beside its socket (TPUT) under the name of the configuration the
+ * connection was made under; at the next process's SSL_connect to the
+ * destination, the state under the name the program's SSL makes comes
+ * back with its socket (TGET) and makes the check's request there
+ * (state_verify).  The program's own handshake goes on, on its own
+ * connection.  What it proves: the fd and its state through the broker,
+ * the name made in two processes from two SSLs the same, the keys and
+ * sequence numbers good in another process. */
+static bool across_broker_test(void)
+{
+	const char *v = getenv("KP_TEST_ACROSS_BROKER");
+	return v && *v == '1' && kp_broker_enabled();
+}
+
+/* The KeyUpdate before a TLS 1.3 state leaves the process
+ * (docs/tls-across.md "Left" 2): ours, asking the server's
+ * (update_requested), sealed under the exported sending keys and written
+ * to the parked socket, the state then re-made with the sending direction
+ * moved on and the receiving one marked TLSX_RX_UPDATE_PENDING: the
+ * receiving process never holds the keys of what went before in our
+ * direction, and in the server's once its answer comes.  Not through the
+ * parked SSL (its BIO may still name the program's closed fd).  Returns
+ * the new message (*len bytes), msg wiped and freed either way; NULL when
+ * the state must not go (the KeyUpdate not written whole: the connection
+ * is spent).  TLS 1.2 has none: msg as it is. */
+static unsigned char *key_update_out(unsigned char *msg, size_t *len, int fd)
+{
+	struct tlsx_state st;
+	const char *why = NULL;
+	unsigned char rec[64], *out = NULL;
+	size_t old_len = *len;
+	if (tlsx_decode(msg, old_len, &st, &why) == 0 && st.version < TLS1_3_VERSION)
+		return msg;
+	int n = why ? -1 : tlsrec_seal_key_update(&st.tx, true, rec, sizeof(rec));
+	if (n > 0 && kp_real.send(fd, rec, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n) {
+		st.flags |= TLSX_RX_UPDATE_PENDING;
+		size_t cap = tlsx_encoded_len(&st);
+		if (cap <= TLSX_MAX && (out = malloc(cap)) && tlsx_encode(&st, out, cap, &why) < 0) {
+			kp_ssl.OPENSSL_cleanse(out, cap);
+			free(out);
+			out = NULL;
+		}
+		*len = cap;
+	}
+	tlsx_wipe(&st);
+	kp_ssl.OPENSSL_cleanse(rec, sizeof(rec));
+	kp_ssl.OPENSSL_cleanse(msg, old_len); /* st pointed into it until here */
+	free(msg);
+	return out;
+}
+
+static bool state_to_broker(struct kp_tls *e, int hidden, const struct pool_key *key, unsigned char *msg,
+			    long len)
+{
+	uint8_t name[32];
+	kp_lock(&tls_lock);
+	int r = shape_name(e->sni, &e->conf, &e->cfg, e->cert, name);
+	kp_unlock(&tls_lock);
+	/* kept no longer than its session (what it may be resumed by) */
+	SSL_SESSION *s = kp_ssl.SSL_get_session(e->ssl);
+	long left = s ? kp_ssl.SSL_SESSION_get_timeout(s) - ((long)time(NULL) - kp_ssl.SSL_SESSION_get_time(s)) : 0;
+	struct pool_meta meta = { .ka_timeout = -1, .ka_max = -1 };
+	bool v13 = kp_ssl.SSL_version(e->ssl) >= TLS1_3_VERSION;
+	size_t n = (size_t)len;
+	if (r < 0 || left < 2) {
+		kp_ssl.OPENSSL_cleanse(msg, n);
+		free(msg);
+		kp_warn("across check: the state not for the broker (no name, or its session ends)");
+		return false; /* parked in process, as without the switch */
+	}
+	/* once our KeyUpdate is on the wire the connection's SSL no longer
+	 * knows its own sending keys: it is spent whatever the broker does
+	 * (a broker gone: the connection closed, the next request dials) */
+	if (!(msg = key_update_out(msg, &n, hidden))) {
+		kp_warn("across check: the state not given to the broker (its KeyUpdate not sent)");
+		return true;
+	}
+	bool sent = kp_broker_tls_put(key, name, (uint32_t)(left - 1), hidden, &meta, msg, n) == 0;
+	kp_warn("across check: the state %s the broker (%zu bytes%s)", sent ? "given to" : "not given to", n,
+		v13 ? ", our KeyUpdate sent before" : "");
+	kp_ssl.OPENSSL_cleanse(msg, n);
+	free(msg);
+	return sent || v13; /* TLS 1.2 sent nothing: parked in process when the broker did not take it */
+}
+
+static void state_from_broker(SSL *ssl, const struct pool_key *key)
+{
+	uint8_t name[32];
+	if (!across_broker_test() || across_name(ssl, name) < 0)
+		return;
+	unsigned char *buf = malloc(BK_TLS_MAX);
+	struct pool_meta meta;
+	size_t len = 0;
+	int fd = buf ? kp_broker_tls_get(key, name, &meta, buf, BK_TLS_MAX, &len) : -1;
+	if (fd < 0) {
+		if (buf)
+			kp_ssl.OPENSSL_cleanse(buf, BK_TLS_MAX);
+		free(buf);
+		kp_warn("across check: no state from the broker");
+		return;
+	}
+	kp_warn("across check: a state from the broker (%zu bytes)", len);
+	state_verify(buf, (long)len, fd); /* buf is the import's: wiped there */
+	kp_real.close(fd);
+}
+#endif
+
 /* Under KEEPALIVE_TLS_ACROSS: e's whole state as the export message, at a
  * record boundary with nothing pending (kp_tls_park checked it).  (True
  * in the test build: the connection was spent proving the export.) */
-static bool state_export(struct kp_tls *e, int hidden)
+static bool state_export(struct kp_tls *e, int hidden, const struct pool_key *key)
 {
 	unsigned char *msg = NULL;
 	const char *why = NULL;
-	long len = kp_tls_capture_export(e->ssl, &msg, &why);
+	size_t conf_len = 0;
+	kp_lock(&tls_lock);
+	unsigned char *conf = conn_record(e, &conf_len);
+	/* a resumed handshake holds no peer chain (a session keeps the leaf
+	 * only): the chain the resumed ticket came with, as ticket_keep takes
+	 * it; the receiving process verifies it again */
+	STACK_OF(X509) *peer = NULL;
+	X509 *leaf = kp_ssl.SSL_get0_peer_certificate(e->ssl);
+	if (!kp_ssl.SSL_get_peer_cert_chain(e->ssl) && leaf)
+		peer = ticket_chain_of(key, e->sni, leaf);
+	kp_unlock(&tls_lock);
+	long len = conf ? kp_tls_capture_export(e->ssl, conf, conf_len, peer, &msg, &why) : -1;
+	free(conf);
+	if (peer)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)peer, (void (*)(void *))kp_ssl.X509_free);
 	if (len < 0) {
-		kp_debug("TLS connection not exportable: %s", why);
+		kp_debug("TLS connection not exportable: %s", conf ? why : "no configuration record");
 		return false;
 	}
 	/* the message's first bytes after the magic: version, cipher */
-	kp_debug("TLS connection exportable: %ld bytes, version %02x%02x, cipher %u", len, msg[4], msg[5],
-		 (unsigned)(msg[6] << 8 | msg[7]));
+	kp_debug("TLS connection exportable: %ld bytes, version %02x%02x, cipher %u, configuration record %zu bytes",
+		 len, msg[4], msg[5], (unsigned)(msg[6] << 8 | msg[7]), conf_len);
 #ifdef KP_TEST_ACROSS_VERIFY
 	/* KP_TEST_ACROSS_AFTER=N: proved at the park after N parks (its
 	 * counts kept through N in-process hand-outs), parked before */
@@ -851,10 +1022,13 @@ static bool state_export(struct kp_tls *e, int hidden)
 		free(msg);
 		return false;
 	}
+	if (across_broker_test())
+		return state_to_broker(e, hidden, key, msg, len);
 	state_verify(msg, len, hidden);
 	return true;
 #else
 	(void)hidden;
+	(void)key;
 	kp_ssl.OPENSSL_cleanse(msg, (size_t)len);
 	free(msg);
 	return false;
@@ -868,7 +1042,7 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 	if (kp_ssl.SSL_has_pending(e->ssl) || kp_ssl.SSL_get_shutdown(e->ssl) ||
 	    !kp_ssl.SSL_is_init_finished(e->ssl))
 		return false;
-	if (kp_cfg.tls_across && !e->foreign && state_export(e, hidden))
+	if (kp_cfg.tls_across && !e->foreign && state_export(e, hidden, key))
 		return false;
 	kp_lock(&tls_lock);
 	bool ok = true;

@@ -328,9 +328,8 @@ static const char *state_keys(SSL *ssl, const struct capture *c, struct tlsx_sta
 }
 
 /* The peer chain as the message carries it: [u32 length][DER] each. */
-static unsigned char *chain_bytes(SSL *ssl, uint32_t *len)
+static unsigned char *chain_bytes(STACK_OF(X509) *chain, uint32_t *len)
 {
-	STACK_OF(X509) *chain = kp_ssl.SSL_get_peer_cert_chain(ssl);
 	int n = chain ? kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)chain) : 0;
 	size_t total = 0;
 	for (int i = 0; i < n; i++) {
@@ -353,7 +352,8 @@ static unsigned char *chain_bytes(SSL *ssl, uint32_t *len)
 
 /* What the getters tell, the session and the peer chain (malloc'd into
  * *sess, *chain, freed by the caller). */
-static const char *state_rest(SSL *ssl, struct tlsx_state *st, unsigned char **sess, unsigned char **chain)
+static const char *state_rest(SSL *ssl, STACK_OF(X509) *peer, struct tlsx_state *st, unsigned char **sess,
+			      unsigned char **chain)
 {
 	st->finished_len = (uint8_t)kp_ssl.SSL_get_finished(ssl, st->finished, sizeof(st->finished));
 	st->peer_finished_len =
@@ -372,13 +372,16 @@ static const char *state_rest(SSL *ssl, struct tlsx_state *st, unsigned char **s
 	kp_ssl.i2d_SSL_SESSION(s, &q);
 	st->session = (struct tlsx_blob){ *sess, (uint32_t)slen };
 	uint32_t clen = 0;
-	if (!(*chain = chain_bytes(ssl, &clen)))
+	if (!peer)
+		peer = kp_ssl.SSL_get_peer_cert_chain(ssl);
+	if (!(*chain = chain_bytes(peer, &clen)))
 		return "no peer chain";
 	st->chain = (struct tlsx_blob){ *chain, clen };
 	return NULL;
 }
 
-long kp_tls_capture_export(SSL *ssl, unsigned char **out, const char **why)
+long kp_tls_capture_export(SSL *ssl, const unsigned char *conf, size_t conf_len, STACK_OF(X509) *peer,
+			   unsigned char **out, const char **why)
 {
 	struct capture c;
 	kp_lock(&cap_lock);
@@ -410,7 +413,8 @@ long kp_tls_capture_export(SSL *ssl, unsigned char **out, const char **why)
 	uint32_t sess_len = 0;
 	*why = state_keys(ssl, &c, &st);
 	if (!*why)
-		*why = state_rest(ssl, &st, &sess, &chain);
+		*why = state_rest(ssl, peer, &st, &sess, &chain);
+	st.conf = (struct tlsx_blob){ conf_len ? conf : NULL, (uint32_t)conf_len };
 	sess_len = st.session.len;
 	size_t cap = *why ? 0 : tlsx_encoded_len(&st);
 	if (!*why && cap <= TLSX_MAX && (*out = malloc(cap)))

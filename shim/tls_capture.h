@@ -55,10 +55,13 @@ kp_keylog_cb kp_tls_keylog_of(const SSL_CTX *ctx);
  * installed (true), else false (the caller sets it). */
 bool kp_tls_keylog_set(SSL_CTX *ctx, kp_keylog_cb cb);
 
-/* ssl's state as the export message (tls_export.h), in a buffer of
+/* ssl's state as the export message (tls_export.h), its configuration
+ * record conf (conf_len bytes, opaque here) and the peer chain peer (NULL:
+ * the one ssl holds) in it, in a buffer of
  * malloc's that the caller wipes (OPENSSL_cleanse) and frees: its length,
  * or -1 with *why.  ssl must stand at a record boundary with nothing
  * pending either way (kp_tls_park checks it). */
-long kp_tls_capture_export(SSL *ssl, unsigned char **out, const char **why);
+long kp_tls_capture_export(SSL *ssl, const unsigned char *conf, size_t conf_len, STACK_OF(X509) *peer,
+			   unsigned char **out, const char **why);
 
 #endif

@@ -254,6 +254,41 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	assert_equal "conns $(nginx_conns)" "conns 1"
 }
 
+@test "broker: a TLS connection with its state (TPUT): apart from the plain pool, given once under its name with its bytes; bad TLS messages refused" {
+	NGINX_TLS=1 nginx_start
+	broker_start
+	local port="$NGINX_TLS13_PORT"
+	run "$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" tls-put 127.0.0.1 "$port" name-a state-of-a
+	assert_output "sent"
+	# a plain GET to the same destination never gets a TLS connection
+	run "$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" get 127.0.0.1 "$port"
+	assert_output "none"
+	# nor a TGET under another name (another configuration)
+	run "$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" tls-get 127.0.0.1 "$port" name-b
+	assert_output "none"
+	# its own name: the socket (to the server) and the very bytes, once
+	run "$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" tls-get 127.0.0.1 "$port" name-a
+	assert_output "got state-of-a"
+	run "$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" tls-get 127.0.0.1 "$port" name-a
+	assert_output "none"
+	run "$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" tls-junk 127.0.0.1 "$port"
+	assert_success
+	for c in tput-without-fd tput-pipe tput-other-destination tput-no-state tput-no-lifetime \
+		tput-oversized tget-with-fd tget-with-record treply-to-broker; do
+		assert_line "$c closed"
+	done
+	local log="$BATS_TEST_TMPDIR/broker.log"
+	cat "$log"
+	for why in "TLS put without exactly one fd" "not a socket" "peer is not the key's destination" \
+		"session without bytes or lifetime" "oversized message" "request with an fd" \
+		"TLS message with a connection record and no connection" "reply sent to the broker"; do
+		grep -q "refused a message from pid [0-9]*: $why" "$log" || fail "no log line: $why"
+	done
+	# the state's bytes are never in its log
+	! grep -q "state-of-a" "$log"
+	kill -0 "$BROKER_PID"
+}
+
 @test "broker: exits after KEEPALIVE_BROKER_EXIT_MS idle with nothing pooled, and removes its socket" {
 	broker_start KEEPALIVE_BROKER_EXIT_MS=300
 	wait_until _pid_gone "$BROKER_PID"

@@ -53,7 +53,7 @@ checked() { grep -c 'across check: version '"$1"', sent the request, read [0-9]*
 # second: nginx's requests that came second on their connection
 second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
 
-@test "python urllib, KEEPALIVE_TLS_ACROSS=1: each parked connection's state exports whole, same output, nothing else changes" {
+@test "python urllib, KEEPALIVE_TLS_ACROSS=1: each parked connection's state exports whole, its configuration record in it, same output, nothing else changes" {
 	for v in 13 12; do
 		use_tls $v
 		run_both $N KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_LOG=debug \
@@ -65,6 +65,10 @@ second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
 		assert_equal "TLS $v: not exportable $(grep -c 'not exportable' "$BATS_TEST_TMPDIR/shim.err" || true)" \
 			"TLS $v: not exportable 0"
 		[ "$(grep -c "TLS connection exportable: .* version 0$(wire_version $v)," "$BATS_TEST_TMPDIR/shim.err")" -ge 1 ]
+		# the configuration record the receiving process compares is in
+		# the message (docs/tls-across.md "The broker's TLS message")
+		assert_equal "TLS $v: without a configuration record $(grep 'TLS connection exportable:' "$BATS_TEST_TMPDIR/shim.err" |
+			grep -vc 'configuration record [1-9][0-9]* bytes' || true)" "TLS $v: without a configuration record 0"
 	done
 }
 
@@ -84,6 +88,72 @@ second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
 		# each spent by its check
 		assert_equal "TLS $v: checked $(checked "$(wire_version $v)")" "TLS $v: checked $((N - 1))"
 		assert_equal "TLS $v: second requests $(second)" "TLS $v: second requests $((N - 1))"
+	done
+}
+
+@test "python urllib, the export proved in the next process: the state goes to the broker beside its socket (TPUT), and the next process's SSL_connect takes it under the name its own SSL makes (TGET) and makes its request (TLS 1.3 and 1.2)" {
+	check_lib
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -m 0700 "$xdg"
+	for v in 13 12; do
+		use_tls $v
+		# three processes of two requests.  The first process's first
+		# connection teaches how the server ends (docs/tls.md "Ragged
+		# closes"; the broker tells the next ones); every other is parked,
+		# its state into the broker (5), and each SSL_connect after the
+		# first process's takes the one before it (4), resumed handshakes
+		# among them (their peer chain the resumed ticket's)
+		local script="for i in 1 2 3; do $PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $SERVER_PORT /f 2 $TLS/ca.pem || exit 1; done"
+		nginx_reset
+		timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+		nginx_reset
+		timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+			KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=1 "$ROOT/scripts/keepalive" \
+			sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+		cat "$out/shim.err"
+		nginx_log
+		run diff "$out/plain.out" "$out/shim.out"
+		assert_success
+		assert_equal "TLS $v: given $(grep -c 'across check: the state given to the broker' "$out/shim.err")" "TLS $v: given 5"
+		assert_equal "TLS $v: taken $(grep -c 'across check: a state from the broker' "$out/shim.err")" "TLS $v: taken 4"
+		# TLS 1.3: our KeyUpdate went before each state left (the checks
+		# below pass only under the keys it moved on)
+		if [ "$v" = 13 ]; then
+			assert_equal "KeyUpdates $(grep -c 'the state given to the broker (.*, our KeyUpdate sent before)' "$out/shim.err")" \
+				"KeyUpdates 5"
+		fi
+		# nginx took our records, we opened its answer, in another process
+		# (or the same one's next SSL_connect: through the broker too)
+		assert_equal "TLS $v: checked $(checked "$(wire_version $v)")" "TLS $v: checked 4"
+		assert_equal "TLS $v: second requests $(second)" "TLS $v: second requests 4"
+		# the state's bytes are never logged: the keys' lines nowhere
+		! grep -qi 'traffic_secret' "$out/shim.err"
+	done
+}
+
+@test "python urllib, the state through the broker, the broker killed (SIGKILL) mid-loop: every process still succeeds, same output (TLS 1.3 and 1.2)" {
+	check_lib
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -m 0700 "$xdg"
+	for v in 13 12; do
+		use_tls $v
+		local get="$PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $SERVER_PORT /f 2 $TLS/ca.pem"
+		# after the second process the wrapper's broker is killed: the
+		# third's TGET and its TPUTs meet no broker
+		local script="for i in 1 2 3 4; do $get || exit 1; [ -n \"\${KEEPALIVE_BROKER_PID:-}\" ] && [ \$i = 2 ] && kill -9 \$KEEPALIVE_BROKER_PID; done; exit 0"
+		nginx_reset
+		timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+		nginx_reset
+		timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+			KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=1 "$ROOT/scripts/keepalive" \
+			sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+		cat "$out/shim.err"
+		nginx_log
+		run diff "$out/plain.out" "$out/shim.out"
+		assert_success
+		assert_equal "TLS $v: requests $(nginx_requests)" "TLS $v: requests $((8 + $(checked "$(wire_version $v)")))"
+		# before the kill: as in the loop above (2 taken, both answered)
+		[ "$(checked "$(wire_version $v)")" -ge 2 ] || fail "checked $(checked "$(wire_version $v)")"
 	done
 }
 

@@ -9,6 +9,15 @@ struct bk_msg (280 bytes, host order).
         "got" (and check it is a TCP socket to HOST:PORT) or "none"
   broker_client.py SOCKET put HOST PORT      dial HOST:PORT, send a GET /f
         request, read the answer, hand the connection to the broker
+  broker_client.py SOCKET tls-put HOST PORT NAME STATE   make an HTTPS
+        request to HOST:PORT (TLS, no verification: the test's server), then
+        hand the connection to the broker as a TLS one (TPUT) under NAME
+        with the bytes STATE beside it; prints "sent" or why not
+  broker_client.py SOCKET tls-get HOST PORT NAME   ask for a TLS connection
+        under NAME (TGET); print "got STATE" (and check it is a TCP socket
+        to HOST:PORT) or "none"
+  broker_client.py SOCKET tls-junk HOST PORT   bad TLS connection messages,
+        each on its own connection, and what the broker did with it
   broker_client.py SOCKET listen-exec CMD... create a listening socket at
         SOCKET (in a directory anyone may enter), then exec CMD with it as
         fd 3 and LISTEN_FDS=1, LISTEN_PID=its pid (socket activation)
@@ -176,6 +185,87 @@ def put(path, host, port):
     c = tcp(host, port)
     print(send(path, msg(PUT, host, port), (c.fileno(),)))
     return 0
+
+
+TPUT, TGET, TREPLY = 8, 9, 10
+
+
+def tls_msg(typ, host, port, name, state=b"", timeout=60, flags=0, with_meta=True):
+    """a TLS connection message: the header (with the connection's record
+    in a TPUT), a struct bk_sess (name, lifetime, flags, length), the bytes"""
+    m = struct.pack("=IHHIIQ", MAGIC, PROTO, typ, 0, 0, 0) + key(host, port)
+    m += meta() if with_meta else b"\0" * (SIZE - len(m))
+    return m + name.encode().ljust(32, b"\0")[:32] + struct.pack("=IIII", timeout, flags, len(state), 0) + state
+
+
+def https(host, port):
+    import ssl
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    c = ctx.wrap_socket(socket.create_connection((host, port)))
+    c.sendall(b"GET /f HTTP/1.1\r\nHost: x\r\n\r\n")
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += c.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int([l for l in head.split(b"\r\n") if l.lower().startswith(b"content-length:")][0].split(b":")[1])
+    while len(body) < length:
+        body += c.recv(65536)
+    return c
+
+
+def tls_put(path, host, port, name, state):
+    c = https(host, port)
+    s = dial(path)
+    s.sendmsg([tls_msg(TPUT, host, port, name, state.encode())],
+              [(socket.SOL_SOCKET, socket.SCM_RIGHTS, array.array("i", [c.fileno()]))])
+    print("sent")
+    return 0
+
+
+def tls_get(path, host, port, name):
+    s = dial(path)
+    s.send(tls_msg(TGET, host, port, name, timeout=0, with_meta=False))
+    data, anc, flags, _ = s.recvmsg(SIZE + 48 + 65536 + 1, socket.CMSG_SPACE(4 * 4))
+    fds = array.array("i")
+    for level, typ, d in anc:
+        if level == socket.SOL_SOCKET and typ == socket.SCM_RIGHTS:
+            fds.frombytes(d[: len(d) - len(d) % 4])
+    typ, = struct.unpack_from("=H", data, 6)
+    status, flags = struct.unpack_from("=II", data, 8)
+    if typ != TREPLY or len(data) < SIZE + 48:
+        print("bad reply", typ, len(data))
+        return 1
+    if flags & F_PROOF:  # the broker's listening socket, its proof
+        os.close(fds.pop(0))
+    n, = struct.unpack_from("=I", data, SIZE + 40)
+    if status != 0 or not fds:
+        print("none" if not fds and not n else "bad none")
+        return 0
+    c = socket.socket(fileno=fds[0])
+    ok = c.type == socket.SOCK_STREAM and c.getpeername() == (host, port)
+    print(("got " if ok else "got-wrong ") + data[SIZE + 48:SIZE + 48 + n].decode())
+    return 0
+
+
+def tls_junk(path, host, port):
+    r, w = os.pipe()
+    conn = https(host, port)
+    big = b"x" * 65537
+    cases = [
+        ("tput-without-fd", tls_msg(TPUT, host, port, "n", b"state"), ()),
+        ("tput-pipe", tls_msg(TPUT, host, port, "n", b"state"), (r,)),
+        ("tput-other-destination", tls_msg(TPUT, host, port + 1, "n", b"state"), (conn.fileno(),)),
+        ("tput-no-state", tls_msg(TPUT, host, port, "n", b""), (conn.fileno(),)),
+        ("tput-no-lifetime", tls_msg(TPUT, host, port, "n", b"state", timeout=0), (conn.fileno(),)),
+        ("tput-oversized", tls_msg(TPUT, host, port, "n", big), (conn.fileno(),)),
+        ("tget-with-fd", tls_msg(TGET, host, port, "n", timeout=0, with_meta=False), (conn.fileno(),)),
+        ("tget-with-record", tls_msg(TGET, host, port, "n", timeout=0), ()),
+        ("treply-to-broker", tls_msg(TREPLY, host, port, "n", b"state", timeout=0), (conn.fileno(),)),
+    ]
+    for name, data, fds in cases:
+        print(name, send(path, data, fds))
 
 
 def listen_exec(path, argv):
@@ -357,6 +447,12 @@ def main():
     if cmd == "stuck":
         return stuck(path)
     host, port = sys.argv[3], int(sys.argv[4])
+    if cmd == "tls-put":
+        return tls_put(path, host, port, sys.argv[5], sys.argv[6])
+    if cmd == "tls-get":
+        return tls_get(path, host, port, sys.argv[5])
+    if cmd == "tls-junk":
+        return tls_junk(path, host, port) or 0
     if cmd in ("attack", "fake-broker"):
         f = attack if cmd == "attack" else fake_broker
         return f(path, host, port, sys.argv[5], int(sys.argv[6])) or 0

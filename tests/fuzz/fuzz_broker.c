@@ -8,7 +8,9 @@
  *        carry the broker's proof beside its connection); bit 2: decode at
  *        the client (else at the broker); bit 3: the kernel said truncated;
  *        bit 4: decode with bk_decode_any (the session messages too: SPUT,
- *        SGET, SREPLY, a struct bk_sess and opaque bytes after the header)
+ *        SGET, SREPLY, a struct bk_sess and opaque bytes after the header;
+ *        and the TLS connection messages TPUT, TGET, TREPLY: the same,
+ *        the connection's fd and record beside a TPUT and an OK TREPLY)
  *
  * abort() unless: the decoder reads only the bytes given (the datagram is
  * in a buffer of its own size: ASan); an accepted message is exactly one
@@ -18,6 +20,7 @@
  * bytes, no namespace claim) or none at all (HELLO) and a tag that fits;
  * it is accepted the same again; a refused one always says why.
  */
+#include <stdbool.h>
 #include <sys/socket.h>
 
 #include "broker_proto.h"
@@ -48,19 +51,30 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			INVARIANT(off == 0 && sess.len == 0, "a fixed message with session bytes");
 			INVARIANT(m.type >= BK_PUT && m.type <= BK_HELLO, "type %u at the fixed size", m.type);
 		} else {
-			INVARIANT(m.type == BK_SPUT || m.type == BK_SGET || m.type == BK_SREPLY, "type %u", m.type);
+			bool tls = m.type == BK_TPUT || m.type == BK_TGET || m.type == BK_TREPLY;
+			bool conn = m.type == BK_TPUT || (m.type == BK_TREPLY && m.status == BK_OK);
+			static const struct pool_meta zero_meta;
+			INVARIANT(tls || m.type == BK_SPUT || m.type == BK_SGET || m.type == BK_SREPLY, "type %u",
+				  m.type);
 			INVARIANT(off == sizeof(m) + sizeof(sess) && off + sess.len == len, "bytes %u at %zu of %zu",
 				  sess.len, off, len);
-			INVARIANT(sess.len <= BK_SESS_MAX && !sess.zero, "session header");
+			INVARIANT(sess.len <= (tls ? BK_TLS_MAX : BK_SESS_MAX) && !sess.zero, "session header");
 			INVARIANT(m.key.port && !m.key.netns, "key");
+			INVARIANT(conn ? m.meta.tag_len <= POOL_TAG_MAX && m.meta.ka_max >= -1
+				       : !memcmp(&m.meta, &zero_meta, sizeof(zero_meta)),
+				  "a record where no connection goes");
 			if (side == BK_AT_BROKER) {
-				INVARIANT(m.type != BK_SREPLY && nfds == 0 && !m.status && !m.flags, "request");
-				INVARIANT(m.type != BK_SPUT || (sess.len && sess.timeout_s), "put without bytes");
-				INVARIANT(m.type != BK_SGET || (!sess.len && !sess.timeout_s && !sess.flags), "get");
-				INVARIANT(!(sess.flags & ~BK_S_ONCE), "flags");
+				INVARIANT(m.type != BK_SREPLY && m.type != BK_TREPLY && !m.status && !m.flags, "request");
+				INVARIANT(nfds == (conn ? 1u : 0u), "%u fds with type %u", nfds, m.type);
+				INVARIANT((m.type != BK_SPUT && m.type != BK_TPUT) || (sess.len && sess.timeout_s),
+					  "put without bytes");
+				INVARIANT((m.type != BK_SGET && m.type != BK_TGET) ||
+						  (!sess.len && !sess.timeout_s && !sess.flags),
+					  "get");
+				INVARIANT(!(sess.flags & ~(m.type == BK_SPUT ? BK_S_ONCE : 0u)), "flags");
 			} else {
-				INVARIANT(m.type == BK_SREPLY, "type %u at a client", m.type);
-				INVARIANT(nfds == (m.flags & BK_F_PROOF ? 1u : 0u), "%u fds", nfds);
+				INVARIANT(m.type == BK_SREPLY || m.type == BK_TREPLY, "type %u at a client", m.type);
+				INVARIANT(nfds == (m.flags & BK_F_PROOF ? 1u : 0u) + (conn ? 1u : 0u), "%u fds", nfds);
 				INVARIANT((m.status == BK_OK) == (sess.len > 0), "status %u with %u bytes", m.status,
 					  sess.len);
 			}

@@ -93,6 +93,30 @@ def sess_seeds(lo4):
         (0, msg(6, 0, 0, 0, 0, b"")),                       # SGET
         (4, msg(7, 0, 0, 0, 0, b"session bytes" * 20)),    # SREPLY with the bytes
         (5, msg(7, 1, 1, 0, 0, b"")),                       # SREPLY: proof, none
+    ] + tls_conn_seeds(lo4)
+
+
+def tls_conn_seeds(lo4):
+    """the TLS connection messages (BK_TPUT 8, BK_TGET 9, BK_TREPLY 10):
+    as the session messages, the connection's record in the header of a
+    TPUT and an OK TREPLY, its fd beside them"""
+    def msg(typ, status, flags, timeout, body, record):
+        m = struct.pack("=IHHIIQ", 0x6B61626B, 2, typ, status, flags, 0)
+        m += struct.pack("=HHI16sQ", 2, 8443, 0, lo4.ljust(16, b"\0"), 0)
+        if record:
+            m += struct.pack("=IiiIQH192s6x", 3, 5, 100, 0, 12345, 4, b"tag!")
+        m += b"\0" * (280 - len(m))
+        m += b"\xcd" * 32 + struct.pack("=IIII", timeout, 0, len(body), 0)
+        return m + body
+    state = b"kpx1 state" * 300
+    return [
+        (1, msg(8, 0, 0, 60, state, True)),                 # TPUT, its fd
+        (1, msg(8, 0, 0, 60, b"\x5a" * 65536, True)),       # TPUT at the bound
+        (0, msg(9, 0, 0, 0, b"", False)),                   # TGET
+        (5, msg(10, 0, 0, 0, state, True)),                 # TREPLY with fd and state
+        (6, msg(10, 0, 1, 0, state, True)),                 # TREPLY: proof, fd, state
+        (4, msg(10, 1, 0, 0, b"", False)),                  # TREPLY: none
+        (5, msg(10, 1, 1, 0, b"", False)),                  # TREPLY: proof, none
     ]
 
 

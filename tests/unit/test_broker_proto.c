@@ -11,7 +11,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
-#define GUARD_AREA 32768
+#define GUARD_AREA 131072 /* a TLS state message: BK_MSG_MAX + 1 */
 #include "broker_proto.h"
 #include "guard.h"
 #include "pool.h"
@@ -195,7 +195,7 @@ int main(void)
 	/* session messages (SPUT, SGET, SREPLY): a struct bk_sess and the
 	 * bytes after the header, decoded by bk_decode_any */
 	{
-		static unsigned char buf[BK_SESS_MSG_MAX + 1];
+		static unsigned char buf[BK_MSG_MAX + 1];
 		struct bk_msg h, out;
 		struct bk_sess sh, so;
 		(void)sh;
@@ -255,6 +255,80 @@ int main(void)
 		SESS(BK_SPUT, BK_OK, 0, 10, 0, 10);
 		((struct bk_sess *)(buf + sizeof(h)))->zero = 1;
 		CHECK(DEC(L + 10, 0, BK_AT_BROKER) < 0 && strstr(w, "reserved"));
+
+		/* TLS connection messages (TPUT, TGET, TREPLY): the state's
+		 * bytes as a session's, up to BK_TLS_MAX, and the connection
+		 * beside it (one fd and its record) in TPUT and an OK TREPLY */
+#define WITH_META(m) (((struct bk_msg *)buf)->meta = (m))
+		SESS(BK_TPUT, BK_OK, 0, 60, 0, 2000);
+		WITH_META(meta);
+		CHECK(DEC(L + 2000, 1, BK_AT_BROKER) == 0 && off == L && so.len == 2000 && so.timeout_s == 60 &&
+		      out.meta.requests == 3 && out.meta.tag_len == 5 && !memcmp(&out.key, &k, sizeof(k)));
+		CHECK(DEC(L + 2000, 0, BK_AT_BROKER) < 0 && strstr(w, "exactly one fd"));
+		CHECK(DEC(L + 2000, 2, BK_AT_BROKER) < 0 && strstr(w, "exactly one fd"));
+		CHECK(DEC(L + 2000, 1, BK_AT_CLIENT) < 0 && strstr(w, "client"));
+		CHECK(DEC(L + 1999, 1, BK_AT_BROKER) < 0 && strstr(w, "length"));
+		SESS(BK_TPUT, BK_OK, 0, 60, 0, BK_TLS_MAX); /* the whole export message's bound */
+		CHECK(DEC(L + BK_TLS_MAX, 1, BK_AT_BROKER) == 0 && so.len == BK_TLS_MAX);
+		SESS(BK_TPUT, BK_OK, 0, 60, 0, BK_TLS_MAX + 1);
+		CHECK(DEC(L + BK_TLS_MAX + 1, 1, BK_AT_BROKER) < 0 && strstr(w, "oversized"));
+		SESS(BK_TPUT, BK_OK, 0, 60, BK_S_ONCE, 10); /* always once: no flag */
+		CHECK(DEC(L + 10, 1, BK_AT_BROKER) < 0 && strstr(w, "flags"));
+		SESS(BK_TPUT, BK_OK, 0, 0, 0, 10);
+		CHECK(DEC(L + 10, 1, BK_AT_BROKER) < 0 && strstr(w, "lifetime"));
+		SESS(BK_TPUT, BK_OK, 0, 60, 0, 0);
+		CHECK(DEC(L, 1, BK_AT_BROKER) < 0 && strstr(w, "bytes"));
+		SESS(BK_TPUT, BK_OK, 0, 60, 0, 10);
+		WITH_META(meta);
+		((struct bk_msg *)buf)->meta.tag_len = POOL_TAG_MAX + 1;
+		CHECK(DEC(L + 10, 1, BK_AT_BROKER) < 0 && strstr(w, "tag"));
+		WITH_META(meta);
+		((struct bk_msg *)buf)->meta.ka_max = -2;
+		CHECK(DEC(L + 10, 1, BK_AT_BROKER) < 0 && strstr(w, "max"));
+		WITH_META(meta);
+		((struct bk_msg *)buf)->key.family = AF_UNIX;
+		CHECK(DEC(L + 10, 1, BK_AT_BROKER) < 0 && strstr(w, "key"));
+		/* a session may not grow to a TLS state's size */
+		SESS(BK_SPUT, BK_OK, 0, 60, 0, BK_TLS_MAX);
+		CHECK(DEC(L + BK_TLS_MAX, 0, BK_AT_BROKER) < 0 && strstr(w, "oversized"));
+		SESS(BK_TGET, BK_OK, 0, 0, 0, 0);
+		CHECK(DEC(L, 0, BK_AT_BROKER) == 0 && so.len == 0);
+		CHECK(DEC(L, 1, BK_AT_BROKER) < 0 && strstr(w, "fd"));
+		SESS(BK_TGET, BK_OK, 0, 0, 0, 0);
+		WITH_META(meta); /* a GET carries no record */
+		CHECK(DEC(L, 0, BK_AT_BROKER) < 0 && strstr(w, "record"));
+		SESS(BK_TGET, BK_OK, 0, 5, 0, 0);
+		CHECK(DEC(L, 0, BK_AT_BROKER) < 0 && strstr(w, "bytes"));
+		SESS(BK_TREPLY, BK_OK, 0, 0, 0, 700);
+		WITH_META(meta);
+		CHECK(DEC(L + 700, 1, BK_AT_CLIENT) == 0 && so.len == 700 && out.meta.requests == 3);
+		CHECK(DEC(L + 700, 0, BK_AT_CLIENT) < 0 && strstr(w, "fd"));
+		CHECK(DEC(L + 700, 2, BK_AT_CLIENT) < 0 && strstr(w, "fd"));
+		CHECK(DEC(L + 700, 1, BK_AT_BROKER) < 0 && strstr(w, "broker"));
+		SESS(BK_TREPLY, BK_OK, BK_F_PROOF, 0, 0, 700);
+		WITH_META(meta);
+		CHECK(DEC(L + 700, 2, BK_AT_CLIENT) == 0);
+		CHECK(DEC(L + 700, 1, BK_AT_CLIENT) < 0 && strstr(w, "fd"));
+		SESS(BK_TREPLY, BK_NONE, 0, 0, 0, 0);
+		CHECK(DEC(L, 0, BK_AT_CLIENT) == 0);
+		CHECK(DEC(L, 1, BK_AT_CLIENT) < 0 && strstr(w, "fd"));
+		SESS(BK_TREPLY, BK_NONE, BK_F_PROOF, 0, 0, 0);
+		CHECK(DEC(L, 1, BK_AT_CLIENT) == 0);
+		SESS(BK_TREPLY, BK_NONE, 0, 0, 0, 0);
+		WITH_META(meta); /* none, with a record */
+		CHECK(DEC(L, 0, BK_AT_CLIENT) < 0 && strstr(w, "record"));
+		SESS(BK_TREPLY, BK_NONE, 0, 0, 0, 8); /* none, with bytes */
+		CHECK(DEC(L + 8, 0, BK_AT_CLIENT) < 0 && strstr(w, "status"));
+		SESS(BK_TREPLY, BK_OK, 0, 0, 0, 0); /* ok, without */
+		CHECK(DEC(L, 1, BK_AT_CLIENT) < 0 && strstr(w, "status"));
+		SESS(BK_TREPLY, BK_OK, 0, 0, 0, BK_TLS_MAX);
+		CHECK(DEC(L + BK_TLS_MAX, 1, BK_AT_CLIENT) == 0);
+		/* a TLS type at the fixed size is not one */
+		bk_encode(&h, BK_TGET, BK_OK, 0, &k, NULL);
+		memcpy(buf, &h, sizeof(h));
+		CHECK(DEC(sizeof(h), 0, BK_AT_BROKER) < 0 && strstr(w, "type"));
+#undef WITH_META
+
 		/* fixed messages through bk_decode_any: as bk_decode */
 		bk_encode(&h, BK_GET, BK_OK, 0, &k, NULL);
 		memcpy(buf, &h, sizeof(h));
