@@ -613,6 +613,9 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
  * to handle a dead connection ourselves, and it is not replayed: the
  * signal the kernel would have sent with the program's own flags, on the
  * calling thread (docs/replay.md, "Nothing added": the same signals). */
+__thread bool kp_tls_quiet;
+__thread bool kp_tls_epipe;
+
 void sigpipe_as_kernel(int flags)
 {
 	if (!(flags & MSG_NOSIGNAL)) {

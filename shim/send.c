@@ -834,6 +834,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		kp_unlock(&c->lock);
 		*ret = -1;
 		errno = EPIPE;
+		kp_tls_epipe = true; /* the socket's EPIPE: its SIGPIPE too */
 		return true;
 	}
 	/* the body of the first request on a reused connection: it joins the
