@@ -790,6 +790,8 @@ static bool send_pass(struct kp_conn *c, int fd, int flags, bool flush, int save
 	if (flush) {
 		if (flush_held(c, fd, flags) < 0) {
 			int err = errno;
+			if (err == EPIPE) /* our MSG_NOSIGNAL kept the program's back */
+				sigpipe_as_kernel(flags);
 			go_passthrough(c, "send failed");
 			kp_unlock(&c->lock);
 			errno = err;

@@ -890,26 +890,41 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
  * a call that fails with EPIPE from the socket (or from our answer that
  * stands for it) raises it on this thread, as the kernel's write() of a
  * socket, descriptor or connect BIO does; curl's BIO sends with
- * MSG_NOSIGNAL, and a BIO of the program's own is left as it was. */
+ * MSG_NOSIGNAL, and a BIO of the program's own is left as it was.
+ * quiet_begin: -1 (nothing set), else whether ssl's BIO raises. */
+static int quiet_begin(SSL *ssl)
+{
+	int raises = prog_bio_sigpipe(ssl);
+	if (raises < 0 || kp_tls_quiet) /* (set: a handler's call inside ours) */
+		return -1;
+	kp_tls_quiet = true;
+	kp_tls_epipe = false;
+	return raises;
+}
+
+/* failed: the program's call failed, as a socket's EPIPE fails it */
+static void quiet_end(int raises, bool failed)
+{
+	if (raises < 0)
+		return;
+	int err = errno;
+	if (raises && kp_tls_epipe && failed)
+		pthread_kill(pthread_self(), SIGPIPE);
+	kp_tls_quiet = false;
+	kp_tls_epipe = false;
+	errno = err;
+}
+
 int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
 	struct io io;
 	if (!io_get(ssl, &io))
 		return io_real(ssl, op, buf, n, done);
-	int raises = prog_bio_sigpipe(ssl);
-	if (raises < 0 || kp_tls_quiet) /* (kp_tls_quiet: a handler's call inside ours) */
-		return tls_io(ssl, &io, op, buf, n, done);
-	kp_tls_quiet = true;
-	kp_tls_epipe = false;
+	int raises = quiet_begin(ssl);
 	int r = tls_io(ssl, &io, op, buf, n, done);
-	int err = errno;
 	bool ex = op == KP_TLS_READ_EX || op == KP_TLS_PEEK_EX || op == KP_TLS_WRITE_EX;
-	bool failed = ex ? r != 1 : r <= 0;
-	if (raises && kp_tls_epipe && failed && err == EPIPE)
-		pthread_kill(pthread_self(), SIGPIPE);
-	kp_tls_quiet = false;
-	kp_tls_epipe = false;
-	errno = err;
+	/* (errno: a call a replay answered may have met EPIPE first) */
+	quiet_end(raises, (ex ? r != 1 : r <= 0) && errno == EPIPE);
 	return r;
 }
 
@@ -937,14 +952,22 @@ int kp_tls_get_error(const SSL *ssl, int ret)
 	return r;
 }
 
+static int tls_shutdown(SSL *ssl, struct io io);
+
 int kp_tls_shutdown(SSL *ssl)
 {
 	struct io io;
+	if (!io_get(ssl, &io))
+		return KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl));
+	int raises = quiet_begin(ssl);
+	int r = tls_shutdown(ssl, io);
+	quiet_end(raises, r < 0); /* its close_notify met the socket's EPIPE */
+	return r;
+}
+
+static int tls_shutdown(SSL *ssl, struct io io)
+{
 	int r;
-	if (!io_get(ssl, &io)) {
-		r = KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl));
-		return r;
-	}
 	if (io.closed)
 		return kept_own(ssl) ? KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl)) : refused(&io);
 	int real_shut = kp_ssl.SSL_get_shutdown(io.e);
