@@ -248,7 +248,8 @@ PY
 		cat "$BATS_TEST_TMPDIR/shim.out"
 		assert_equal "$mode: shim status $SHIM_STATUS" "$mode: shim status $PLAIN_STATUS"
 		assert_same_output
-		[ "$(stat_value tls_reused)" -ge 1 ] || fail "$mode: the connection was not reused"
+		# (killed by the signal, the library prints no figures)
+		[ $mode = dfl ] || [ "$(stat_value tls_reused)" -ge 1 ] || fail "$mode: not reused: $SHIM_STATS"
 		run grep -c 'POST' "$OWN_LOG"
 		assert_output 0
 	done
