@@ -385,7 +385,7 @@ static uint64_t idle_since(const struct kp_conn *c)
  * then closed) and say so. */
 static bool settle_last(int fd, struct kp_conn *c)
 {
-	bool parked = parkable(c) && park(fd, c, true, idle_since(c)) >= 0;
+	bool parked = !read_under_way(c) && parkable(c) && park(fd, c, true, idle_since(c)) >= 0;
 	if (parked) {
 		kp_count(parked);
 		kp_debug("fd %d: parked after %u requests", fd, c->served);
@@ -480,8 +480,8 @@ static int close_locked(int fd, struct kp_conn *c)
 	if (!left && c->held_len) /* the kernel would send them before its FIN */
 		give_up(c, fd, "closed with a request head unfinished");
 	bool parked = !left && settle_last(fd, c);
-	if (!left && !parked)
-		learn_end(fd, c);
+	if (!left && !parked && !__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
+		learn_end(fd, c); /* (not while a read is under way: it is the read's) */
 	kp_unlock(&c->lock);
 	if (!left)
 		conn_free(c);
@@ -515,7 +515,7 @@ void kp_forget_fd(int fd, bool may_park)
 	int left = --c->refs;
 	if (!left && c->held_len) /* the kernel would send them before its FIN */
 		give_up(c, fd, "closed with a request head unfinished");
-	if (!left && may_park && parkable(c)) {
+	if (!left && may_park && !read_under_way(c) && parkable(c)) {
 		/* dup2 onto our last fd would close the socket: park a copy, and
 		 * leave fd open: dup2 replaces it atomically, where closing it
 		 * here would let another thread's open() take the number first */
@@ -988,7 +988,7 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t
 				fin_at_answer_end(c, fd);
 				if (n || c->n_reqs)
 					unpool(c, "bytes or requests after the response owed EOF");
-				else if (c->refs == 1 && parkable(c) && !c->tls && c->nonblock)
+				else if (fd >= 0 && c->refs == 1 && parkable(c) && !c->tls && c->nonblock)
 					finished_add(fd, c); /* (only these are taken: take_finished) */
 				return n;
 			}
@@ -1093,18 +1093,42 @@ static size_t mask_peeked(const struct kp_conn *c, const struct iovec *iov, int 
 	return n;
 }
 
+/* Lock c for the end of a read on fd that began on it.  Another thread
+ * may have closed fd (or dup2'd over it) meanwhile: the read was on c's
+ * socket all the same (the kernel kept the file for it), so a counted
+ * read (kp_read_begin kept c) frames its bytes with c's state, close line
+ * included, and *gone says the number is not to be touched. */
+static bool recv_lock(struct kp_conn *c, int fd, bool counted, bool *gone)
+{
+	*gone = false;
+	if (conn_lock(c, fd))
+		return true;
+	struct kp_conn *now = kp_fd_conn(fd);
+	if (!counted || now == c || !conn_lock_any(c))
+		return false;
+	/* (the number may be a new connection's, read by a race of the
+	 * program's: never reused on doubt) */
+	if (now && now != KP_POOLED)
+		kp_conn_raw(now);
+	*gone = true;
+	return true;
+}
+
 static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *retp,
-		      int flags)
+		      int flags, bool counted)
 {
 	ssize_t ret = *retp;
 	int saved = errno;
-	if (!conn_lock(c, fd))
+	bool gone;
+	if (!recv_lock(c, fd, counted, &gone))
 		return false;
+	if (gone)
+		fd = -1; /* (give_up, our FIN, the quick ACK: none on the number) */
 	/* response bytes before any request we saw (one written where we
 	 * cannot see): the socket is never swapped under them any more */
 	if (ret > 0 && c->first == KP_FIRST_UNSENT)
 		c->first = KP_FIRST_DONE;
-	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->shut_how &&
+	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->shut_how && !gone &&
 	    iov_total(iov, iovcnt) > 0) { /* a read of 0 bytes returns 0: no EOF */
 		bool again = false;
 		if (ret == 0 || (ret < 0 && (errno == ECONNRESET || errno == EPIPE)))
@@ -1157,7 +1181,7 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 			/* a pooled connection's answer under way: the ACK a fresh
 			 * one gives at once, once an answer (docs/cost.md "A
 			 * response in two writes") */
-			if (c->reused && c->n_reqs && c->quickacked != c->served + 1) {
+			if (c->reused && c->n_reqs && c->quickacked != c->served + 1 && !gone) {
 				c->quickacked = c->served + 1;
 				kp_tcp_quickack(fd);
 			}
@@ -1175,7 +1199,7 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 		return false; /* ciphertext */
 	if (flags & MSG_OOB)
 		return false; /* not the stream's bytes */
-	bool again = recv_done(c, fd, iov, iovcnt, ret, flags);
+	bool again = recv_done(c, fd, iov, iovcnt, ret, flags, true);
 	conn_reap(c); /* (a replay's sends are busy) */
 	if (!again && kp_replay_interrupted) {
 		/* a signal ended the replay: the program's call says so */
@@ -1296,7 +1320,7 @@ bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending)
 bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t *ret, int flags)
 {
 	struct iovec iov = { buf, n };
-	bool again = recv_done(c, fd, &iov, 1, ret, flags);
+	bool again = recv_done(c, fd, &iov, 1, ret, flags, false);
 	conn_reap(c);
 	return again;
 }

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <sys/uio.h>
 
+#include "fdtable.h"
 #include "framer.h"
 #include "headmap.h"
 #include "kp_lock.h"
@@ -72,6 +73,16 @@ struct kp_conn {
 	/* references dropped (closes) while busy, to be dropped by the
 	 * busy call when it is over (conn_reap) */
 	unsigned busy_unrefs;
+	/* the program's reads under way on the connection's socket (the
+	 * read family's wrappers, kp_read_begin/kp_read_end): while > 0 a
+	 * close does not park the socket (the kernel keeps it for those
+	 * reads) and the object is not freed (orphan: the last read's end
+	 * frees it), so each read ends with its own framing state
+	 * (docs/hold.md "A read under way when another thread closes").
+	 * Both kept across conn_new's clearing (a racing reader may count
+	 * on a recycled object for a moment: kp_read_begin) */
+	unsigned inflight;
+	bool orphan;
 	struct kp_conn *next_free;
 	int refs;            /* fds sharing it (dup family) */
 	int twin;            /* reused: the pooled socket's hidden fd, kept
@@ -198,6 +209,29 @@ struct kp_conn {
 	bool tls_pending;    /* tls came from the pool; no handshake yet */
 	bool tls_handed;     /* tls_ssl speaks through a pooled engine */
 };
+
+/* A read of the program's on fd, whose table entry was c, begins: it is
+ * counted on c.  False when fd no longer holds c (closed, maybe made
+ * again, by another thread between the table's load and the count): the
+ * call is made again from the table.  Seq-cst with the close's swap of
+ * the table and its load of the count (conn_free): one of them sees the
+ * other. */
+void kp_read_last(struct kp_conn *c);
+static inline void kp_read_end(struct kp_conn *c)
+{
+	if (__atomic_sub_fetch(&c->inflight, 1, __ATOMIC_SEQ_CST) == 0 &&
+	    __builtin_expect(__atomic_load_n(&c->orphan, __ATOMIC_SEQ_CST), 0))
+		kp_read_last(c);
+}
+
+static inline bool kp_read_begin(struct kp_conn *c, int fd)
+{
+	__atomic_add_fetch(&c->inflight, 1, __ATOMIC_SEQ_CST);
+	if (__builtin_expect(__atomic_load_n(&kp_fdtab[fd], __ATOMIC_SEQ_CST) == c, 1))
+		return true;
+	kp_read_end(c);
+	return false;
+}
 
 /* Called from the constructor. */
 void kp_conn_init(void);

@@ -85,6 +85,19 @@ static inline void busy_end(struct kp_conn *c)
 		busy_r_;                          \
 	})
 
+/* c->held_len and c->req_mode change under c->lock; kp_conn_holds reads
+ * them without (a hint): stored atomically, so that read is no data race
+ * (ThreadSanitizer saw one on held_len). */
+static inline void held_set(struct kp_conn *c, size_t n)
+{
+	__atomic_store_n(&c->held_len, n, __ATOMIC_RELEASE);
+}
+
+static inline void mode_set(struct kp_conn *c, uint8_t mode)
+{
+	__atomic_store_n(&c->req_mode, mode, __ATOMIC_RELEASE);
+}
+
 /* The connection may no longer be parked.  The first reason is kept for
  * the debug line of its real close (settle_last). */
 static inline void unpool(struct kp_conn *c, const char *why)
@@ -199,6 +212,8 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms);
 void conn_flush_opts(struct kp_conn *c, int fd);
 
 void conn_free(struct kp_conn *c);
+/* an orphan's last read ended: free it (once) */
+void conn_free_orphan(struct kp_conn *c);
 /* The closes that came while c was busy (busy_unrefs), dropped now that
  * its busy call is over; the caller holds no lock of c's. */
 void conn_reap(struct kp_conn *c);
@@ -209,6 +224,9 @@ void finished_forget(int fd, const struct kp_conn *c);
 void go_passthrough(struct kp_conn *c, const char *why);
 bool one_owner(const struct kp_conn *c);
 bool parkable(const struct kp_conn *c);
+/* a read is under way on c (conn.h kp_read_begin): never parked now
+ * (unpooled).  Caller holds c->lock. */
+bool read_under_way(struct kp_conn *c);
 bool pooled_one_owner(const struct kp_tag *tag);
 const char *resp_why(const struct frm_resp *r);
 bool take_finished(const struct pool_key *key);

@@ -63,7 +63,10 @@ struct kp_conn *kp_fd_swap(int fd, struct kp_conn *c)
 								__ATOMIC_RELAXED, __ATOMIC_RELAXED))
 			;
 	}
-	struct kp_conn *old = __atomic_exchange_n(&kp_fdtab[fd], c, __ATOMIC_ACQ_REL);
+	/* seq-cst: a close's swap and its load of the reads under way pair
+	 * with a read's count and its load of the table (conn.h
+	 * kp_read_begin); on x86-64 the same xchg */
+	struct kp_conn *old = __atomic_exchange_n(&kp_fdtab[fd], c, __ATOMIC_SEQ_CST);
 	int live = (c && c != KP_POOLED) - (old && old != KP_POOLED);
 	if (live)
 		__atomic_add_fetch(&kp_fd_live, (unsigned)live, __ATOMIC_ACQ_REL);

@@ -446,7 +446,7 @@ struct kp_conn *kp_conn_track(int fd)
 
 void finished_forget(int fd, const struct kp_conn *c);
 
-void conn_free(struct kp_conn *c)
+static void conn_free_now(struct kp_conn *c)
 {
 	twin_drop(c); /* before the program's fd, whose close is then the last */
 	finished_forget(-1, c);
@@ -471,13 +471,44 @@ void conn_free(struct kp_conn *c)
 		c->part = NULL;
 		c->part_cap = 0;
 	}
-	c->held_len = c->replay_len = 0;
+	held_set(c, 0);
+	c->replay_len = 0;
 	c->state = KP_PASSTHROUGH;
 	kp_unlock(&c->lock);
 	kp_lock(&free_lock);
 	c->next_free = free_conns;
 	free_conns = c;
 	kp_unlock(&free_lock);
+}
+
+/* The last reference went.  While a read of the program's is under way
+ * on the socket (c->inflight) the object stays, orphan, and the last
+ * read's end frees it (conn_free_orphan): that read ends with its own
+ * framing state, and its socket (the twin of a reused one) stays open for
+ * it as the kernel keeps the file for a read under way (docs/hold.md "A
+ * read under way when another thread closes").  The orphan mark is
+ * stored before the count is read, the count raised before the mark is
+ * read (seq-cst, conn.h kp_read_end): one of the two sees the other, and
+ * the exchange lets one of them free. */
+void conn_free(struct kp_conn *c)
+{
+	__atomic_store_n(&c->orphan, true, __ATOMIC_SEQ_CST);
+	if (__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
+		return;
+	conn_free_orphan(c);
+}
+
+void conn_free_orphan(struct kp_conn *c)
+{
+	if (__atomic_exchange_n(&c->orphan, false, __ATOMIC_SEQ_CST))
+		conn_free_now(c);
+}
+
+void kp_read_last(struct kp_conn *c)
+{
+	int saved = errno;
+	conn_free_orphan(c);
+	errno = saved;
 }
 
 /* Drop one fd's reference; the last one frees.  Caller does not hold lock.
@@ -636,6 +667,7 @@ bool take_finished(const struct pool_key *key)
 	 * a TCP socket to the end */
 	/* (a close line's bytes not read yet: the program is not done) */
 	if (c->eof_owed && c->nonblock && c->refs == 1 && parkable(c) && fdfl >= 0 &&
+	    !read_under_way(c) &&
 	    !c->rx_extra_len &&
 	    KP_REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (c->nonblock ? SOCK_NONBLOCK : 0),
 				0, dead) == 0) {
@@ -678,6 +710,19 @@ bool take_finished(const struct pool_key *key)
 	return false;
 }
 
+
+/* A read is under way on c's socket (another thread's, or this one's that
+ * the closing handler interrupted): alone the kernel keeps the socket for
+ * it.  Parked, it would go to the next connect(), whose answer the read
+ * could take: a real close (docs/hold.md "A read under way when another
+ * thread closes"). */
+bool read_under_way(struct kp_conn *c)
+{
+	if (!__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
+		return false;
+	unpool(c, "a read under way in another thread");
+	return true;
+}
 
 bool parkable(const struct kp_conn *c)
 {

@@ -426,6 +426,23 @@ KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 
 /* ------------------------------------------------------------ read */
 
+/* The tracked half of a read wrapper: the read is counted on c while it
+ * is under way (conn.h kp_read_begin: a close meanwhile does not park the
+ * socket, and the read ends with c's framing; docs/hold.md "A read under
+ * way when another thread closes"), inside our marks (kp_lock.h: a
+ * handler's call meanwhile steps aside).  When fd changed hands before
+ * the count, the program's call is made again from the table (again). */
+#define KP_READ_COUNTED(c, fd, again, inside)          \
+	do {                                             \
+		if (__builtin_expect(!kp_read_begin(c, fd), 0)) \
+			return again;                    \
+		kp_enter();                              \
+		__typeof__(inside) r_ = (inside);        \
+		kp_leave();                              \
+		kp_read_end(c);                          \
+		return r_;                               \
+	} while (0)
+
 static ssize_t read_inside(struct kp_conn *c, int fd, void *buf, size_t n)
 {
 	ssize_t r;
@@ -446,12 +463,7 @@ static KP_SLOW ssize_t read_slow(struct kp_conn *c, int fd, void *buf, size_t n)
 		return KP_REAL(read)(fd, buf, n);
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw_eof(c) ? 0 : KP_REAL(read)(fd, buf, n);
-	/* inside until our bookkeeping of the kernel's answer is done: a
-	 * handler's call meanwhile steps aside (kp_lock.h) */
-	kp_enter();
-	ssize_t r_ = read_inside(c, fd, buf, n);
-	kp_leave();
-	return r_;
+	KP_READ_COUNTED(c, fd, read(fd, buf, n), read_inside(c, fd, buf, n));
 }
 
 KP_EXPORT ssize_t read(int fd, void *buf, size_t n)
@@ -478,12 +490,7 @@ static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec 
 		return KP_REAL(readv)(fd, iov, iovcnt);
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw_eof(c) ? 0 : KP_REAL(readv)(fd, iov, iovcnt);
-	/* inside until our bookkeeping of the kernel's answer is done: a
-	 * handler's call meanwhile steps aside (kp_lock.h) */
-	kp_enter();
-	ssize_t r_ = readv_inside(c, fd, iov, iovcnt);
-	kp_leave();
-	return r_;
+	KP_READ_COUNTED(c, fd, readv(fd, iov, iovcnt), readv_inside(c, fd, iov, iovcnt));
 }
 
 KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
@@ -629,12 +636,7 @@ static KP_SLOW ssize_t recv_slow(struct kp_conn *c, int fd, void *buf, size_t n,
 		return KP_REAL(recv)(fd, buf, n, flags);
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw_eof(c) ? 0 : KP_REAL(recv)(fd, buf, n, flags);
-	/* inside until our bookkeeping of the kernel's answer is done: a
-	 * handler's call meanwhile steps aside (kp_lock.h) */
-	kp_enter();
-	ssize_t r_ = recv_inside(c, fd, buf, n, flags);
-	kp_leave();
-	return r_;
+	KP_READ_COUNTED(c, fd, recv(fd, buf, n, flags), recv_inside(c, fd, buf, n, flags));
 }
 
 KP_EXPORT ssize_t recv(int fd, void *buf, size_t n, int flags)
@@ -672,12 +674,7 @@ static KP_SLOW ssize_t recvfrom_slow(struct kp_conn *c, int fd, void *buf, size_
 		return KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw_eof(c) ? 0 : KP_REAL(recvfrom)(fd, buf, n, flags, from, fromlen);
-	/* inside until our bookkeeping of the kernel's answer is done: a
-	 * handler's call meanwhile steps aside (kp_lock.h) */
-	kp_enter();
-	ssize_t r_ = recvfrom_inside(c, fd, buf, n, flags, from, fromlen);
-	kp_leave();
-	return r_;
+	KP_READ_COUNTED(c, fd, recvfrom(fd, buf, n, flags, from, fromlen), recvfrom_inside(c, fd, buf, n, flags, from, fromlen));
 }
 
 KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockaddr *from,
@@ -785,12 +782,7 @@ static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *ms
 		return KP_REAL(recvmsg)(fd, msg, flags);
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(recvmsg)(fd, msg, flags);
-	/* inside until our bookkeeping of the kernel's answer is done: a
-	 * handler's call meanwhile steps aside (kp_lock.h) */
-	kp_enter();
-	ssize_t r_ = recvmsg_inside(c, fd, msg, flags);
-	kp_leave();
-	return r_;
+	KP_READ_COUNTED(c, fd, recvmsg(fd, msg, flags), recvmsg_inside(c, fd, msg, flags));
 }
 
 /* An fd received in SCM_RIGHTS: a number the kernel just handed out.
@@ -881,12 +873,7 @@ static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec,
 		return KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
-	/* inside until our bookkeeping of the kernel's answer is done: a
-	 * handler's call meanwhile steps aside (kp_lock.h) */
-	kp_enter();
-	int r_ = recvmmsg_inside(c, fd, vec, n, flags, ts);
-	kp_leave();
-	return r_;
+	KP_READ_COUNTED(c, fd, recvmmsg(fd, vec, n, flags, ts), recvmmsg_inside(c, fd, vec, n, flags, ts));
 }
 
 KP_EXPORT int recvmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)

@@ -210,7 +210,7 @@ static bool part_continue(struct kp_conn *c, int fd, const struct iovec *iov, in
 			/* the engine's record begun stands for bytes the program
 			 * no longer offers: OpenSSL fails such a retry (bad write
 			 * retry), and the connection can carry nothing else */
-			c->req_mode = c->part_next;
+			mode_set(c, c->part_next);
 			c->part_body = 0;
 			give_up(c, fd, "a TLS write retry with other bytes");
 			kp_tls_push_fail(SSL_ERROR_SSL);
@@ -305,7 +305,7 @@ static inline bool stdin_reads(const struct kp_conn *c)
 static bool torn_head(struct kp_conn *c, int fd, const struct frm_req_head *h, bool rewritten, bool keep_copy,
 		      size_t replay_mark, size_t mine, int flags, int saved, ssize_t *ret)
 {
-	c->held_len = 0;
+	held_set(c, 0);
 	if (keep_copy)
 		c->replay_len = replay_mark;
 	if (c->first != KP_FIRST_DONE)
@@ -315,7 +315,7 @@ static bool torn_head(struct kp_conn *c, int fd, const struct frm_req_head *h, b
 	if (rewritten && queued)
 		kp_count(rewritten);
 	c->part_next = c->req_mode;
-	c->req_mode = KP_REQ_HEAD_PART;
+	mode_set(c, KP_REQ_HEAD_PART);
 	kp_debug("fd %d: torn head: %zu of %zu bytes went out", fd, c->part_k, c->part_map.rl);
 	(void)mine; /* the program's bytes of this call: O's rest (TLS: its body too) */
 	ssize_t r = part_pump(c, fd, c->part_pos, c->part_map.ol - c->part_pos, flags, true);
@@ -387,7 +387,7 @@ static int send_outside_head(struct kp_conn *c, int fd, const struct iovec *iov,
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD_PART && c->eof_owed && !c->n_reqs)
 		/* the server answered the torn head and we owe the program its
 		 * close: the rest is written after it (send_after_end) */
-		c->req_mode = KP_REQ_HEAD;
+		mode_set(c, KP_REQ_HEAD);
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD_PART) {
 		bool taken = part_continue(c, fd, iov, iovcnt, flags, ret);
 		int err = errno;
@@ -492,7 +492,7 @@ static int head_collect(struct kp_conn *c, int fd, struct head_send *s, ssize_t 
 	}
 	s->hl = head_parse(s->data, s->dlen, s->old_held, &s->h);
 	if (s->hl < 0) {
-		c->held_len = s->old_held; /* the program's bytes go out as they are */
+		held_set(c, s->old_held); /* the program's bytes go out as they are */
 		unvouch(c, fd, "not an HTTP request");
 		go_passthrough(c, s->dlen && (uint8_t)s->data[0] == 0x16 ? "TLS" : "not an HTTP request");
 		return HEAD_PASS_FLUSH;
@@ -502,14 +502,14 @@ static int head_collect(struct kp_conn *c, int fd, struct head_send *s, ssize_t 
 			return HEAD_PASS_FLUSH;
 		if (!held_fits(c, fd, s->flags)) {
 			/* the kernel might not take them all now: its own answer */
-			c->held_len = s->old_held;
+			held_set(c, s->old_held);
 			unvouch(c, fd, "an unfinished head larger than the socket's room");
 			kp_debug("fd %d: not held: the socket may not take them now", fd);
 			return HEAD_PASS_FLUSH;
 		}
 		if (held_dead(c, fd)) {
 			/* its errno and SIGPIPE are the kernel's to give */
-			c->held_len = s->old_held;
+			held_set(c, s->old_held);
 			unvouch(c, fd, "an unfinished head on a closed or reset connection");
 			kp_debug("fd %d: not held: the connection is closed or reset", fd);
 			return HEAD_PASS_FLUSH;
@@ -743,10 +743,10 @@ static bool head_settle(struct kp_conn *c, int fd, struct head_send *s, ssize_t 
 		if (!sent && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR)) {
 			/* nothing went out: the program will offer this call's
 			 * bytes again; what earlier calls gave us stays held */
-			c->held_len = s->old_held;
+			held_set(c, s->old_held);
 		} else {
 			/* a dead connection, or a torn head: finished either way */
-			c->held_len = 0;
+			held_set(c, 0);
 			go_passthrough(c, sent ? "send failed mid-head" : "send failed");
 		}
 		kp_unlock(&c->lock);
@@ -754,7 +754,7 @@ static bool head_settle(struct kp_conn *c, int fd, struct head_send *s, ssize_t 
 		*ret = -1;
 		return true;
 	}
-	c->held_len = 0;
+	held_set(c, 0);
 	if (s->keep_copy && c->first == KP_FIRST_UNSENT)
 		c->first = KP_FIRST_SENT;
 	if (!queue_request(c, &s->h, s->outlen > 0)) {
@@ -818,7 +818,7 @@ static bool send_nomem(struct kp_conn *c, int fd, struct head_send *s, ssize_t *
 		kp_wbuf_free(s->out, s->out_cap);
 	if (s->keep_copy)
 		c->replay_len = s->replay_mark;
-	c->held_len = s->old_held;
+	held_set(c, s->old_held);
 	unvouch(c, fd, "no memory to stage a TLS request");
 	kp_debug("fd %d: no memory to stage the request for TLS: sent as written", fd);
 	return send_pass(c, fd, s->flags, true, s->saved, ret);
@@ -957,7 +957,7 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 		    (uint64_t)ret <= c->req_body.left) {
 			c->req_body.left -= (uint64_t)ret;
 			if (!c->req_body.left)
-				c->req_mode = KP_REQ_HEAD;
+				mode_set(c, KP_REQ_HEAD);
 		} else {
 			give_up(c, out_fd, "sendfile outside a Content-Length body");
 		}

@@ -72,7 +72,7 @@ int held_append(struct kp_conn *c, const struct iovec *iov, int n, size_t off, s
 		}
 		size_t take = l - off < want ? l - off : want;
 		memcpy(c->held + c->held_len, (const char *)iov[i].iov_base + off, take);
-		c->held_len += take;
+		held_set(c, c->held_len + take);
 		want -= take;
 		off = 0;
 	}
@@ -373,7 +373,7 @@ ssize_t part_pump(struct kp_conn *c, int fd, size_t pos0, size_t n, int flags,
  * to give up (wire_account), or NULL.  Caller holds c->lock. */
 const char *part_end(struct kp_conn *c)
 {
-	c->req_mode = c->part_next;
+	mode_set(c, c->part_next);
 	kp_debug("torn head: finished");
 	if (!c->part_body)
 		return NULL;
@@ -411,7 +411,7 @@ int flush_held(struct kp_conn *c, int fd, int flags)
 			if (r < 0)
 				unpool(c, "sending held request bytes failed");
 		}
-		c->req_mode = c->part_next;
+		mode_set(c, c->part_next);
 		return r;
 	}
 	if (fd >= 0 && c->req_mode == KP_REQ_HEAD && c->held_len) {
@@ -419,7 +419,7 @@ int flush_held(struct kp_conn *c, int fd, int flags)
 		r = send_all(c, fd, c->held, c->held_len, flags | MSG_NOSIGNAL, false, &sent) < 0 ? -1 : 0;
 		if (r < 0)
 			unpool(c, "sending held request bytes failed");
-		c->held_len = 0;
+		held_set(c, 0);
 	}
 	return r;
 }
@@ -451,7 +451,7 @@ bool queue_request(struct kp_conn *c, const struct frm_req_head *h, bool rewritt
 		unpool(c, "NTLM, Negotiate or Kerberos credentials in the request");
 	frm_body_init(&c->req_body, h->body_kind, h->body_len);
 	/* Content-Length: 0 is as bodiless as no length at all */
-	c->req_mode = c->req_body.done || h->body_kind == FRM_BODY_NONE ? KP_REQ_HEAD : KP_REQ_BODY;
+	mode_set(c, c->req_body.done || h->body_kind == FRM_BODY_NONE ? KP_REQ_HEAD : KP_REQ_BODY);
 	r->body = c->req_mode == KP_REQ_BODY;
 	return true;
 }
@@ -481,11 +481,11 @@ const char *wire_account(struct kp_conn *c, const struct iovec *iov, int iovcnt,
 			}
 			used = (size_t)u;
 			if (c->req_body.done)
-				c->req_mode = KP_REQ_HEAD_SENT;
+				mode_set(c, KP_REQ_HEAD_SENT);
 		} else {
 			/* a head that went out as it was: learn its facts only (and
 			 * never send these bytes again: they are gone) */
-			c->req_mode = KP_REQ_HEAD_SENT;
+			mode_set(c, KP_REQ_HEAD_SENT);
 			struct iovec one = { (void *)p, l };
 			size_t before = c->held_len;
 			struct frm_req_head h;
@@ -498,7 +498,7 @@ const char *wire_account(struct kp_conn *c, const struct iovec *iov, int iovcnt,
 			}
 			if (hl > 0) {
 				used = (size_t)hl - before;
-				c->held_len = 0;
+				held_set(c, 0);
 			}
 		}
 		off += used;
@@ -510,7 +510,7 @@ const char *wire_account(struct kp_conn *c, const struct iovec *iov, int iovcnt,
 	}
 	/* at a boundary after sent bytes: the next write starts a held head */
 	if (c->req_mode == KP_REQ_HEAD_SENT && !c->held_len)
-		c->req_mode = KP_REQ_HEAD;
+		mode_set(c, KP_REQ_HEAD);
 	return NULL;
 }
 

@@ -131,3 +131,88 @@ _trickle_ready() { [ -s "$BATS_TEST_TMPDIR/trickle.port" ] || _pid_gone "$AFTER_
 	make -s -C "$ROOT" build/clients/waitall_bound >&2
 	trickle_case
 }
+
+# ---- a read under way when another thread closes its fd
+#
+# docs/hold.md "A read under way when another thread closes".  Alone the
+# kernel keeps the socket for a read already blocked on it in another
+# thread: the read goes on, on its own connection, and the program's next
+# connect() makes a new one.  tests/clients/thread_close.c, 20 rounds, each
+# waiting for events only (the reader is seen blocked in read() in
+# /proc/self/task/TID/syscall), against tests/servers/held.py (started
+# afresh for each half: its connection ids count from 1).
+#
+# park: thread A blocks in a second read() after its keep-alive answer;
+# main closes the fd, then GET /c on a new socket.  The old code parked
+# the socket and handed it to that connect(): /c went on A's connection in
+# every round (the server's log), and A's read took an answer meant for
+# another (main's read then timed out: the rounds after it hung, 124).
+#
+# rewrite: thread B reads a "Connection: close" request's answer (which
+# we rewrite to keep-alive); main closes the fd before the server answers
+# (held.py answers /hold?i after /release?i).  The old code dropped the
+# framing at the close: B's read showed the server's keep-alive answer
+# without the close line we show such a program (50 bytes where alone 69,
+# then EBADF as alone).
+
+_held_ready() { [ -s "$BATS_TEST_TMPDIR/held.port" ] || _pid_gone "$AFTER_PID"; }
+
+held_start() {
+	[ -z "${AFTER_PID:-}" ] || _stop_pid "$AFTER_PID"
+	rm -f "$BATS_TEST_TMPDIR/held.port"
+	: >"$BATS_TEST_TMPDIR/held.log"
+	"$PYTHON" "$ROOT/tests/servers/held.py" "$BATS_TEST_TMPDIR/held.port" "$BATS_TEST_TMPDIR/held.log" \
+		</dev/null >/dev/null 2>"$BATS_TEST_TMPDIR/held.err" 3>&- &
+	AFTER_PID=$!
+	wait_until _held_ready
+	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/held.port"
+}
+
+# thread_close_case MODE: both halves, each against a fresh server; the
+# server's logs in plain.log and shim.log
+thread_close_case() {
+	make -s -C "$ROOT" build/clients/thread_close >&2
+	held_start
+	CLIENT_TIMEOUT=30 run_plain "$CLIENTS/thread_close" "$1" "$SERVER_PORT" 20
+	cp "$BATS_TEST_TMPDIR/held.log" "$BATS_TEST_TMPDIR/plain.log"
+	held_start
+	CLIENT_TIMEOUT=30 run_shim "$CLIENTS/thread_close" "$1" "$SERVER_PORT" 20
+	cp "$BATS_TEST_TMPDIR/held.log" "$BATS_TEST_TMPDIR/shim.log"
+	echo "plain: status $PLAIN_STATUS; shim: status $SHIM_STATUS"
+	head -n 5 "$BATS_TEST_TMPDIR/shim.err"
+	assert_both_ok
+	assert_same_output
+	# the same requests reached the server (the order of two connections'
+	# lines is the server's threads')
+	cut -d' ' -f2- "$BATS_TEST_TMPDIR/plain.log" | sort >"$BATS_TEST_TMPDIR/plain.reqs"
+	cut -d' ' -f2- "$BATS_TEST_TMPDIR/shim.log" | sort >"$BATS_TEST_TMPDIR/shim.reqs"
+	run cmp "$BATS_TEST_TMPDIR/plain.reqs" "$BATS_TEST_TMPDIR/shim.reqs"
+	assert_success
+	run wc -l <"$BATS_TEST_TMPDIR/shim.reqs"
+	assert_output 40
+}
+
+# rounds in LOG whose /c?i went on the connection of their /a?i
+_same_conn_rounds() {
+	awk '{ split($3, p, "?"); if (p[1] == "/a") a[p[2]] = $1; else if (p[1] == "/c" && a[p[2]] == $1) n++ }
+	     END { print n + 0 }' "$1"
+}
+
+@test "failopen: a read blocked in another thread when the fd is closed: the socket is not parked, the next connect gets a new connection, the read takes no other's answer (20 rounds), as alone" {
+	thread_close_case park
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "main 19: ok /c?19"
+	refute_line --partial "A "
+	run _same_conn_rounds "$BATS_TEST_TMPDIR/plain.log"
+	assert_output 0
+	run _same_conn_rounds "$BATS_TEST_TMPDIR/shim.log"
+	assert_output 0
+}
+
+@test "failopen: a read of a rewritten exchange under way when another thread closes the fd: the answer with its close line, then EBADF (20 rounds), as alone" {
+	thread_close_case rewrite
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "B 19: read -1 Bad file descriptor"
+	run grep -c $'^Connection: close\r$' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 20
+}

@@ -16,5 +16,9 @@ while True:
     if not d:
         break
     data += d
+# a timer still running at exit would fire after Python's finalization put
+# SIGALRM back to its default (the process killed, status 142): alone the
+# EOF often comes before the timer
+signal.setitimer(signal.ITIMER_REAL, 0)
 sys.stdout.write(data.decode("latin-1"))
 print("[EOF]")
