@@ -348,6 +348,18 @@ void kp_note_fdopen(struct kp_conn *c, int fd, bool write_only);
 bool kp_shutdown(struct kp_conn *c, int fd, int how);
 
 /*
+ * SIGPIPE inside the program's SSL call (docs/replay.md "The program's
+ * signals").  While kp_tls_quiet is set (this thread is in the program's
+ * SSL_read/SSL_write on a connection of ours whose BIO is of a known
+ * kind), the engine's socket writes go out with MSG_NOSIGNAL
+ * (hooks_io.c), and kp_tls_epipe notes that one met EPIPE, or that the
+ * library answered the EPIPE a socket would have; at the call's end the
+ * program's BIO decides whether the kernel would have raised SIGPIPE.
+ */
+extern __thread bool kp_tls_quiet;
+extern __thread bool kp_tls_epipe;
+
+/*
  * Write side.  kp_send_intercept() handles the call itself when the bytes
  * begin a request head (they may need rewriting); it returns true with the
  * program's result in *ret.  Otherwise the wrapper makes the real call and

@@ -613,6 +613,9 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
  * to handle a dead connection ourselves, and it is not replayed: the
  * signal the kernel would have sent with the program's own flags, on the
  * calling thread (docs/replay.md, "Nothing added": the same signals). */
+__thread bool kp_tls_quiet;
+__thread bool kp_tls_epipe;
+
 void sigpipe_as_kernel(int flags)
 {
 	if (!(flags & MSG_NOSIGNAL)) {
@@ -682,8 +685,12 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 		after_close_drop(fd, total - n);
 	}
 	if (r > 0) {
-		uint64_t body = c->req_body.left < (uint64_t)r ? c->req_body.left : (uint64_t)r;
-		if (c->first == KP_FIRST_SENT && !replay_keep_iov(c, iov, iovcnt, 0, (size_t)body))
+		/* every byte that went joins the copy, a request pipelined
+		 * after the body in this write too: a replay of the body alone
+		 * lost it (docs/replay.md "A request pipelined in a body's
+		 * write"); the proof that allows a replay covers every byte
+		 * sent (none of them was read) */
+		if (c->first == KP_FIRST_SENT && !replay_keep_iov(c, iov, iovcnt, 0, (size_t)r))
 			c->first = KP_FIRST_DONE;
 		account_sent(c, iov, iovcnt, 0, (size_t)r);
 	} else if (r < 0 && err != EAGAIN && err != EWOULDBLOCK) {

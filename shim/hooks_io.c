@@ -54,7 +54,15 @@ static ssize_t write_inside(struct kp_conn *c, int fd, const void *buf, size_t n
 	ssize_t r;
 	if (kp_send_intercept(c, fd, &iov, 1, 0, &r))
 		return r;
-	r = KP_REAL(write)(fd, buf, n);
+	if (__builtin_expect(kp_tls_quiet, 0)) {
+		/* the engine's socket BIO inside the program's SSL call: its
+		 * signal is the program's BIO's to give (conn.h kp_tls_quiet) */
+		r = KP_REAL(send)(fd, buf, n, MSG_NOSIGNAL);
+		if (r < 0 && errno == EPIPE)
+			kp_tls_epipe = true;
+	} else {
+		r = KP_REAL(write)(fd, buf, n);
+	}
 	kp_send_done(c, fd, &iov, 1, r);
 	return r;
 }

@@ -790,6 +790,8 @@ static bool send_pass(struct kp_conn *c, int fd, int flags, bool flush, int save
 	if (flush) {
 		if (flush_held(c, fd, flags) < 0) {
 			int err = errno;
+			if (err == EPIPE) /* our MSG_NOSIGNAL kept the program's back */
+				sigpipe_as_kernel(flags);
 			go_passthrough(c, "send failed");
 			kp_unlock(&c->lock);
 			errno = err;
@@ -834,6 +836,7 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		kp_unlock(&c->lock);
 		*ret = -1;
 		errno = EPIPE;
+		kp_tls_epipe = true; /* the socket's EPIPE: its SIGPIPE too */
 		return true;
 	}
 	/* the body of the first request on a reused connection: it joins the

@@ -1,6 +1,9 @@
 /* tls_calls.c - the logic of the libssl wrappers (hooks_tls.c): the
  * program's SSL calls answered by its engine and framed by the connection
  * (conn.h); the one tls file above the connection core. */
+#include <pthread.h>
+#include <signal.h>
+
 #include "tls_internal.h"
 
 #include "conn.h"
@@ -838,14 +841,12 @@ static bool replay_stepped(SSL *ssl, struct io *io)
 	return true;
 }
 
-int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
+static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
-	struct io io;
+	struct io io = *first;
 	bool ex = op == KP_TLS_READ_EX || op == KP_TLS_PEEK_EX || op == KP_TLS_WRITE_EX;
 	bool write = op == KP_TLS_WRITE || op == KP_TLS_WRITE_EX;
 	bool peek = op == KP_TLS_PEEK || op == KP_TLS_PEEK_EX;
-	if (!io_get(ssl, &io))
-		return io_real(ssl, op, buf, n, done);
 	unsigned remake = io.closed ? 0 : io_noted(ssl, !write);
 	if (remake && io.e != ssl && io.c) {
 		remake_watched(ssl, io.fd, remake);
@@ -957,6 +958,50 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	}
 }
 
+/* The program's SSL call on a connection of ours, with the SIGPIPE its
+ * own BIO gives (docs/replay.md "The program's signals"): the engine's
+ * writes inside it are sent without the signal (conn.h kp_tls_quiet), and
+ * a call that fails with EPIPE from the socket (or from our answer that
+ * stands for it) raises it on this thread, as the kernel's write() of a
+ * socket, descriptor or connect BIO does; curl's BIO sends with
+ * MSG_NOSIGNAL, and a BIO of the program's own is left as it was.
+ * quiet_begin: -1 (nothing set), else whether ssl's BIO raises. */
+static int quiet_begin(SSL *ssl)
+{
+	int raises = prog_bio_sigpipe(ssl);
+	if (raises < 0 || kp_tls_quiet) /* (set: a handler's call inside ours) */
+		return -1;
+	kp_tls_quiet = true;
+	kp_tls_epipe = false;
+	return raises;
+}
+
+/* failed: the program's call failed, as a socket's EPIPE fails it */
+static void quiet_end(int raises, bool failed)
+{
+	if (raises < 0)
+		return;
+	int err = errno;
+	if (raises && kp_tls_epipe && failed)
+		pthread_kill(pthread_self(), SIGPIPE);
+	kp_tls_quiet = false;
+	kp_tls_epipe = false;
+	errno = err;
+}
+
+int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
+{
+	struct io io;
+	if (!io_get(ssl, &io))
+		return io_real(ssl, op, buf, n, done);
+	int raises = quiet_begin(ssl);
+	int r = tls_io(ssl, &io, op, buf, n, done);
+	bool ex = op == KP_TLS_READ_EX || op == KP_TLS_PEEK_EX || op == KP_TLS_WRITE_EX;
+	/* (errno: a call a replay answered may have met EPIPE first) */
+	quiet_end(raises, (ex ? r != 1 : r <= 0) && errno == EPIPE);
+	return r;
+}
+
 int kp_tls_get_error(const SSL *ssl, int ret)
 {
 	if (__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
@@ -981,14 +1026,22 @@ int kp_tls_get_error(const SSL *ssl, int ret)
 	return r;
 }
 
+static int tls_shutdown(SSL *ssl, struct io io);
+
 int kp_tls_shutdown(SSL *ssl)
 {
 	struct io io;
+	if (!io_get(ssl, &io))
+		return KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl));
+	int raises = quiet_begin(ssl);
+	int r = tls_shutdown(ssl, io);
+	quiet_end(raises, r < 0); /* its close_notify met the socket's EPIPE */
+	return r;
+}
+
+static int tls_shutdown(SSL *ssl, struct io io)
+{
 	int r;
-	if (!io_get(ssl, &io)) {
-		r = KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl));
-		return r;
-	}
 	if (io.closed)
 		return kept_own(ssl) ? KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl)) : refused(&io);
 	int real_shut = kp_ssl.SSL_get_shutdown(io.e);

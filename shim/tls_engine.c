@@ -624,6 +624,16 @@ static bool bio_known(BIO *b)
 	return false;
 }
 
+int prog_bio_sigpipe(SSL *ssl)
+{
+	BIO *b = kp_ssl.SSL_get_wbio(ssl);
+	if (!b || kp_ssl.BIO_next(b) || !bio_known(b))
+		return -1;
+	/* libcrypto's writesocket() and the fd BIO's write are write(2);
+	 * curl's socket filter sends with MSG_NOSIGNAL */
+	return kp_ssl.BIO_method_type(b) != BIO_TYPE_MEM;
+}
+
 const char *bio_watcher(SSL *ssl)
 {
 	BIO *b[2] = { kp_ssl.SSL_get_rbio(ssl), kp_ssl.SSL_get_wbio(ssl) };

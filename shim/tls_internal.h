@@ -371,6 +371,10 @@ extern struct kp_tls *parked;
 /* the SSL error of this thread's last failed kp_tls_push (tls_engine.c) */
 extern __thread int kp_tls_push_err;
 int prog_socket_bio(SSL *ssl, int *close_flag);
+/* whether the program's write BIO raises SIGPIPE at a write the server
+ * refused: 1 (socket, descriptor, connect BIOs: write()), 0 (curl's:
+ * send with MSG_NOSIGNAL), -1 (not known) */
+int prog_bio_sigpipe(SSL *ssl);
 void note_cert(struct kp_tls *e);
 bool alpn_not_http11(SSL *ssl);
 bool ssl_bio_imported(void);

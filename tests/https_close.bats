@@ -225,3 +225,35 @@ PY
 	assert_line --regexp '^1 .* read=0 err=6 '
 	assert_line --regexp '^2 .* read=0 err=1 reason="unexpected eof while reading"'
 }
+
+# SSL_writes after the EOF of an answer the program asked to close
+# (docs/replay.md "The program's signals"): alone the server has closed,
+# the first write is taken and reset by its kernel, the second fails with
+# EPIPE and the SIGPIPE of the socket BIO's write().  With the library the
+# first is taken and dropped (our FIN), the second is answered EPIPE by
+# the library: before, without the signal (status 0 where alone 141; a
+# blocked SIGPIPE was not pending).  tests/clients/tls_write_after.c with
+# SIGPIPE at its default, ignored, and blocked: the same status, output
+# and pending signal as alone, and nothing written after the EOF reaches
+# the server.
+@test "SSL_writes after the owed EOF: the second fails with EPIPE and SIGPIPE as alone (default, ignored, blocked)" {
+	close_server notify
+	local mode
+	for mode in dfl ign block; do
+		: >"$OWN_LOG"
+		run_plain "$CLIENTS/tls_write_after" "$SERVER_PORT" "$TLS/ca.pem" $mode
+		: >"$OWN_LOG"
+		run_shim "$CLIENTS/tls_write_after" "$SERVER_PORT" "$TLS/ca.pem" $mode
+		echo "$mode: plain status=$PLAIN_STATUS shim status=$SHIM_STATUS; $SHIM_STATS"
+		cat "$BATS_TEST_TMPDIR/shim.out"
+		assert_equal "$mode: shim status $SHIM_STATUS" "$mode: shim status $PLAIN_STATUS"
+		assert_same_output
+		# (killed by the signal, the library prints no figures)
+		[ $mode = dfl ] || [ "$(stat_value tls_reused)" -ge 1 ] || fail "$mode: not reused: $SHIM_STATS"
+		run grep -c 'POST' "$OWN_LOG"
+		assert_output 0
+	done
+	[ "$PLAIN_STATUS" -eq 0 ] # (block: alone the signal pends, status 0)
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line 'SIGPIPE pending: 1'
+}

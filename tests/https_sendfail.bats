@@ -108,3 +108,24 @@ sendfail_run() {
 	done
 	cat "$BATS_TEST_TMPDIR/cells"
 }
+
+# The same closed-idle connection, with SIGPIPE at its default action
+# (docs/replay.md "The program's signals").  The engine's record that met
+# the server's reset failed with EPIPE, and its socket BIO's write() raised
+# SIGPIPE inside the program's SSL_write: the program was killed (status
+# 141, nothing printed) where alone, on its fresh connection, it gets its
+# answers; the replay the proof allows never ran for it.  The engine's
+# writes inside the program's call go without the signal now; the call
+# answered by the replay raises none.
+@test "https send failed on a connection the server closed idle, SIGPIPE at its default: replayed, the program is not killed" {
+	[ -z "${KEEPALIVE_ASAN-}" ] || skip "not under the ASan run"
+	flock "$ROOT/build/.make.lock" make -s -C "$ROOT" build/libkeepalive-noprobe.so >/dev/null
+	export TLS_POST_SIGPIPE=1
+	local tlsv
+	for tlsv in 1.2 1.3; do
+		sendfail_run idle "$tlsv" 20000 250 "$ROOT/build/libkeepalive-noprobe.so"
+		assert_equal "$(cat "$BATS_TEST_TMPDIR/shim.out")" "$(printf '0: answered\n1: answered')"
+		[[ $SHIM_STATS =~ [\ :]replayed_unacked=1 ]] || fail "tls$tlsv: not replayed by the proof: $SHIM_STATS"
+	done
+	cat "$BATS_TEST_TMPDIR/cells"
+}

@@ -297,6 +297,31 @@ noprobe_lib() {
 	assert_equal "not_replayed=$(stat_value not_replayed)" "not_replayed=0"
 }
 
+# A request pipelined in the write of the body before it (docs/replay.md
+# "A request pipelined in a body's write"): tests/clients/body_pipe.c
+# writes POST /a's head (MSG_MORE), then, after the server closed the
+# pooled connection, one write of /a's body and a whole POST /b.  The
+# request meets the closed socket and is replayed by the proof; the copy
+# held /a's body but not /b, so the replay sent /a alone: /b was never
+# executed and the program read the end where alone it reads both
+# answers (the library before: "read: the end", /b missing from the log).
+# Now the copy holds every byte that went: both answered, each once.
+@test "no probe: a request pipelined in a body's write, the connection dead under it: replayed with it, each executed once" {
+	noprobe_lib
+	scripted_start idle_after_response100
+	PRELOAD="$NOPROBE" run_both 3 "$CLIENTS/body_pipe" "$SCRIPTED_PORT" 250
+	figures
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line --index 3 'answer: HTTP/1.1 200'
+	assert_line --index 4 'answer: HTTP/1.1 200'
+	assert_equal "shim requests $SHIM_REQS" "shim requests 3"
+	run bash -c "awk '{ print \$3 }' '$SCRIPTED_LOG' | sort | uniq -d"
+	assert_output ""
+	[ "$(stat_value replayed_unacked)" -eq 1 ] || echo "(the server's close came late: no replay to see) $SHIM_STATS"
+}
+
 @test "https: connect, 250 ms before the POST, no probe: replayed on a fresh TLS connection by the proof" {
 	noprobe_lib
 	scripted_start_tls idle_after_response100

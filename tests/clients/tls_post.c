@@ -7,6 +7,8 @@
  *
  * THINK_MS: a pause between the handshake and the write (a pooled
  * connection its server closed meanwhile is then written on).
+ * TLS_POST_SIGPIPE set in the environment: SIGPIPE keeps its default
+ * action (else ignored).
  *
  *   tls_post PORT CA N BODY [THINK_MS]
  */
@@ -28,7 +30,8 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: tls_post PORT CA N BODY [THINK_MS]\n");
 		return 2;
 	}
-	signal(SIGPIPE, SIG_IGN);
+	if (!getenv("TLS_POST_SIGPIPE"))
+		signal(SIGPIPE, SIG_IGN);
 	int n = atoi(argv[3]), body = atoi(argv[4]), think = argc > 5 ? atoi(argv[5]) : 0;
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	if (!ctx || SSL_CTX_load_verify_locations(ctx, argv[2], NULL) != 1)
