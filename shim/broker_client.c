@@ -389,6 +389,25 @@ int kp_broker_get(const struct pool_key *key, struct pool_meta *meta)
 	return conn;
 }
 
+/* Send mh (want bytes) to a broker that proved itself on this link: a
+ * connection, a session's secret or a TLS state goes nowhere else
+ * (docs/broker.md).  Never waits: a broker whose queue is full simply
+ * does not get it; a link closed while idle, once more on a new one.
+ * Caller holds link_lock.  0 or -1. */
+static int send_proved(const struct msghdr *mh, ssize_t want, uint64_t deadline)
+{
+	for (int attempt = 0; attempt < 2; attempt++) {
+		if (link_ready(true, deadline) < 0)
+			return -1;
+		if (KP_REAL(sendmsg)(link_fd, mh, MSG_DONTWAIT | MSG_NOSIGNAL) == want)
+			return 0;
+		if (errno == EAGAIN)
+			return -1;
+		link_drop();
+	}
+	return -1;
+}
+
 int kp_broker_put(int *link, const struct pool_key *key, int fd, const struct pool_meta *meta)
 {
 	(void)link; /* the process's one link is kept here */
@@ -404,19 +423,7 @@ int kp_broker_put(int *link, const struct pool_key *key, int fd, const struct po
 	struct iovec iov = { &m, sizeof(m) };
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
 	bk_cmsg_put(&mh, u.buf, &fd, 1);
-	int r = -1;
-	for (int attempt = 0; attempt < 2 && r < 0; attempt++) {
-		/* only to a broker that proved itself on this link */
-		if (link_ready(true, deadline) < 0)
-			break;
-		/* never wait: a broker whose queue is full simply does not get it */
-		if (KP_REAL(sendmsg)(link_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)sizeof(m))
-			r = 0;
-		else if (errno == EAGAIN)
-			break;
-		else
-			link_drop(); /* closed while idle: once more on a new link */
-	}
+	int r = send_proved(&mh, (ssize_t)sizeof(m), deadline);
 	kp_unlock(&link_lock);
 	if (r == 0)
 		kp_count(broker_gave);
@@ -442,19 +449,7 @@ int kp_broker_sess_put(const struct pool_key *key, const uint8_t name[BK_SESS_NA
 	struct iovec iov[3] = { { &m, sizeof(m) }, { &h, sizeof(h) }, { (void *)bytes, len } };
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 3 };
 	ssize_t want = (ssize_t)(sizeof(m) + sizeof(h) + len);
-	int r = -1;
-	for (int attempt = 0; attempt < 2 && r < 0; attempt++) {
-		/* the secret goes only to a broker that proved itself on this
-		 * link (docs/broker.md) */
-		if (link_ready(true, deadline) < 0)
-			break;
-		if (KP_REAL(sendmsg)(link_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == want)
-			r = 0;
-		else if (errno == EAGAIN)
-			break;
-		else
-			link_drop();
-	}
+	int r = send_proved(&mh, want, deadline);
 	kp_unlock(&link_lock);
 	return r;
 }
@@ -522,19 +517,7 @@ int kp_broker_tls_put(const struct pool_key *key, const uint8_t name[BK_SESS_NAM
 	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 3 };
 	bk_cmsg_put(&mh, u.buf, &fd, 1);
 	ssize_t want = (ssize_t)(sizeof(m) + sizeof(h) + len);
-	int r = -1;
-	for (int attempt = 0; attempt < 2 && r < 0; attempt++) {
-		/* the keys go only to a broker that proved itself on this link
-		 * (docs/broker.md) */
-		if (link_ready(true, deadline) < 0)
-			break;
-		if (KP_REAL(sendmsg)(link_fd, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) == want)
-			r = 0;
-		else if (errno == EAGAIN)
-			break;
-		else
-			link_drop();
-	}
+	int r = send_proved(&mh, want, deadline);
 	kp_unlock(&link_lock);
 	if (r == 0)
 		kp_count(broker_gave);

@@ -72,6 +72,7 @@ void kp_watch_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 				n_cap = cap;
 			}
 			w = &watches[kp_watch_count];
+			w->hidden = false; /* (realloc'd memory: every field set here) */
 			__atomic_store_n(&kp_watch_count, kp_watch_count + 1, __ATOMIC_RELEASE);
 		}
 		if (w) {

@@ -27,6 +27,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "await_syscall.h"
+
 static struct sockaddr_in addr;
 static int sock;
 static volatile pid_t a_tid;
@@ -38,26 +40,6 @@ static void *connector(void *arg)
 	int r = connect(sock, (struct sockaddr *)&addr, sizeof(addr));
 	printf("connect: %d %s\n", r, r ? strerror(errno) : "");
 	return NULL;
-}
-
-/* until thread tid is inside connect(fd, ...) */
-static void await_connect(pid_t tid, int fd)
-{
-	char path[64], want[32], line[256];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
-	snprintf(want, sizeof(want), "%d 0x%x ", (int)SYS_connect, fd);
-	for (int tries = 0; tries < 100000; tries++) {
-		FILE *f = fopen(path, "r");
-		if (f) {
-			char *ok = fgets(line, sizeof(line), f);
-			fclose(f);
-			if (ok && !strncmp(line, want, strlen(want)))
-				return;
-		}
-		usleep(200);
-	}
-	fprintf(stderr, "connect_close: the thread never waited in connect\n");
-	exit(1);
 }
 
 int main(int argc, char **argv)
@@ -86,7 +68,7 @@ int main(int argc, char **argv)
 	pthread_create(&t, NULL, connector, NULL);
 	while (!a_tid)
 		usleep(100);
-	await_connect(a_tid, sock);
+	await_syscall(a_tid, SYS_connect, sock, "connect");
 	printf("close during connect: %d\n", close(sock));
 	fflush(stdout);
 	close(l);

@@ -40,6 +40,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "await_syscall.h"
+
 static int port;
 
 static void die(const char *what)
@@ -88,27 +90,6 @@ static ssize_t answer(int s, char *b, size_t cap)
 		if (end && cl && got >= (size_t)(end + 4 - b) + (size_t)atoi(cl + 15))
 			return (ssize_t)got;
 	}
-}
-
-/* Wait until thread tid is blocked in read(fd) (an event: the kernel's
- * own record of the call the thread sleeps in). */
-static void await_read(pid_t tid, int fd)
-{
-	char path[64], want[32], line[256];
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
-	snprintf(want, sizeof(want), "%d 0x%x ", (int)SYS_read, fd);
-	for (int tries = 0; tries < 100000; tries++) {
-		FILE *f = fopen(path, "r");
-		if (f) {
-			char *ok = fgets(line, sizeof(line), f);
-			fclose(f);
-			if (ok && !strncmp(line, want, strlen(want)))
-				return;
-		}
-		usleep(200);
-	}
-	fprintf(stderr, "thread_close: the reader never blocked in read\n");
-	exit(1);
 }
 
 struct reader {
@@ -185,7 +166,7 @@ static void round_park(int i)
 	if (pthread_create(&t, NULL, park_reader, r))
 		die("pthread_create");
 	pthread_detach(t);
-	await_read(tid_of(r), r->fd);
+	await_syscall(tid_of(r), SYS_read, r->fd, "read");
 	close(r->fd);
 	int s = sock();
 	/* (a bound for the old code only, whose A could take this answer) */
@@ -214,7 +195,7 @@ static void round_rewrite(int i)
 		die("pthread_create");
 	int s = sock(); /* before the close: fd's number stays free */
 	conn_to(s);
-	await_read(tid_of(&r), r.fd);
+	await_syscall(tid_of(&r), SYS_read, r.fd, "read");
 	close(r.fd);
 	put(s, "/release", i, 0);
 	if (answer(s, b, sizeof(b)) <= 0)
