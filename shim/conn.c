@@ -998,13 +998,6 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t
 			 * (docs/replay.md "A request with a body answered early") */
 			if (done.body && kp_body_maybe_unread(c->resp.status))
 				unpool(c, "an error or redirect answered a request with a body");
-			else if (done.body && !c->n_reqs && kp_tcp_unacked(fd) > 0)
-				/* the server's TCP had not acknowledged all we wrote
-				 * when it sent its answer's end (each of its segments
-				 * acknowledges what came before): its program answered
-				 * without the whole body (docs/replay.md "A request
-				 * with a body answered early") */
-				unpool(c, "an answer that ended before its request's body was received");
 			__atomic_store_n(&c->server_closing,
 					 c->resp.server_close || (done.app_close && !done.rewritten),
 					 __ATOMIC_RELEASE);

@@ -100,10 +100,6 @@ int kp_tcp_bytes_acked(int fd, uint64_t *acked);
  * (SIOCOUTQ).  0, or -1. */
 int kp_tcp_kernel_tx(int fd, uint64_t *w);
 
-/* Bytes written to fd's socket that its peer's TCP has not acknowledged
- * (SIOCOUTQ: unacknowledged and not yet sent): >= 0, or -1. */
-int kp_tcp_unacked(int fd);
-
 /* The socket's TCP state (TCP_ESTABLISHED, TCP_CLOSE_WAIT, TCP_CLOSE...),
  * tcpi_bytes_acked (acked_ok false on a kernel without it) and tcpi_rtt,
  * in one getsockopt(TCP_INFO): 0, or -1 with errno. */

@@ -51,14 +51,6 @@ int kp_tcp_view(int fd, struct kp_tcp_view *v)
 	return 0;
 }
 
-int kp_tcp_unacked(int fd)
-{
-	int outq;
-	if (KP_REAL(ioctl)(fd, SIOCOUTQ, &outq) < 0 || outq < 0)
-		return -1;
-	return outq;
-}
-
 int kp_tcp_kernel_tx(int fd, uint64_t *w)
 {
 	uint64_t acked;

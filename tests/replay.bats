@@ -582,31 +582,6 @@ early_server() {
 	done
 }
 
-# The 2xx sibling (docs/replay.md "A request with a body answered
-# early"): the server answers 200 without reading a 200,000-byte body and
-# keeps the connection (MODE ok).  Its TCP cannot have acknowledged the
-# whole body when it sent its answer (it never reads; its receive window
-# closes), so every segment of the answer acknowledges less than was
-# written: the connection is not parked.  The library before parked it and
-# handed it to the GET: the server read the body's bytes as a request line
-# (414) and the program read that where alone it reads its 200.
-@test "a keep-alive request answered 200 before its body was received: the connection is not reused, the body never read before another request" {
-	early_server ok
-	: >"$OWN_LOG"
-	run_plain "$PYTHON" "$ROOT/tests/clients/upload_keepalive.py" "$SERVER_PORT" 3 200000
-	: >"$OWN_LOG"
-	run_shim "$PYTHON" "$ROOT/tests/clients/upload_keepalive.py" "$SERVER_PORT" 3 200000
-	echo "$SHIM_STATS"
-	cat "$OWN_LOG"
-	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
-	assert_same_output
-	assert_equal "/next $(count_matches 'GET /next' "$OWN_LOG")" "/next 3"
-	run cat "$BATS_TEST_TMPDIR/shim.out"
-	assert_line "2 200 b'got /next\\n'"
-	_stop_pid "$OWN_PID"
-	OWN_PID=
-}
-
 # ------------------------------------------------------------ a dead connection under a held head
 
 # dead_pieces_run MODE: tests/clients/dead_pieces.sh against once.py

@@ -9,15 +9,14 @@ body in its buffer (alone it dies with the connection), and the library
 must not hand that connection to the next request, which the server would
 read behind those bytes (docs/replay.md "A request with a body answered early").
 
-Usage: upload_keepalive.py PORT [N [BODY]]
-BODY: a body of that many bytes ("a") instead of the JSON.
+Usage: upload_keepalive.py PORT [N]
 """
 import http.client
 import sys
 
 port = int(sys.argv[1])
 n = int(sys.argv[2]) if len(sys.argv) > 2 else 1
-inner = b'{"user": "x"}' if len(sys.argv) <= 3 else b"a" * int(sys.argv[3])
+inner = b'{"user": "x"}'
 for i in range(n):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
     c.request("POST", "/upload", body=inner)

@@ -3,9 +3,7 @@
 POST handler answers 401 without reading the request's body, as an
 upload refused before its body is read; a body that is itself a request
 is then read as the next request on a kept connection.  With MODE "reads"
-the handler reads the body (by Content-Length) first; with MODE "ok" it
-answers 200 without reading it (a handler that ignores its body).  GET
-answers 200.
+the handler reads the body (by Content-Length) first.  GET answers 200.
 tests/replay.bats uses it (docs/replay.md "A close request with a body").
 
 Usage: early_answer.py PORT_FILE LOG MODE
@@ -47,7 +45,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.note()
         if mode == "reads":
             self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self.answer(200 if mode == "ok" else 401, b"upload refused\n")
+        self.answer(401, b"upload refused\n")
 
     def do_GET(self):
         self.note()
