@@ -60,4 +60,33 @@ static inline char *read_response(SSL *ssl, char *resp, size_t cap, size_t *got)
 	return body;
 }
 
+/* A new SSL on a new connection to 127.0.0.1:port, named and verified as
+ * "localhost"; not connected yet (a caller may offer a session first). */
+static inline SSL *tls_new(SSL_CTX *ctx, int port)
+{
+	SSL *ssl = SSL_new(ctx);
+	SSL_set_fd(ssl, dial(port));
+	SSL_set_tlsext_host_name(ssl, "localhost");
+	SSL_set1_host(ssl, "localhost");
+	return ssl;
+}
+
+/* GET /f on ssl, its response read into resp (read_response). */
+static inline char *tls_get_f(SSL *ssl, char *resp, size_t cap, size_t *got)
+{
+	static const char req[] = "GET /f HTTP/1.1\r\nHost: localhost\r\n\r\n";
+	SSL_write(ssl, req, (int)sizeof(req) - 1);
+	return read_response(ssl, resp, cap, got);
+}
+
+/* Shut down and free ssl, then close its socket (freed before its socket is
+ * closed, as curl and CPython do). */
+static inline void tls_close(SSL *ssl)
+{
+	int fd = SSL_get_fd(ssl);
+	SSL_shutdown(ssl);
+	SSL_free(ssl);
+	close(fd);
+}
+
 #endif

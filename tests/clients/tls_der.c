@@ -62,19 +62,14 @@ int main(int argc, char **argv)
 	unsigned long last = 0;
 	SSL *held = NULL;
 	for (int i = 1; i <= n; i++) {
-		SSL *ssl = SSL_new(ctx);
-		SSL_set_fd(ssl, dial(port));
-		SSL_set_tlsext_host_name(ssl, "localhost");
-		SSL_set1_host(ssl, "localhost");
+		SSL *ssl = tls_new(ctx, port);
 		if (SSL_connect(ssl) != 1) {
 			printf("%d: connect failed: %s\n", i, reason());
 			return 1;
 		}
-		char req[128], resp[65536];
-		int l = snprintf(req, sizeof(req), "GET /f HTTP/1.1\r\nHost: localhost\r\n\r\n");
-		SSL_write(ssl, req, l);
+		char resp[65536];
 		size_t got;
-		char *body = read_response(ssl, resp, sizeof(resp), &got);
+		char *body = tls_get_f(ssl, resp, sizeof(resp), &got);
 		unsigned char *der = NULL;
 		int dl = SSL_get_session(ssl) ? i2d_SSL_SESSION(SSL_get_session(ssl), &der) : 0;
 		unsigned long k = 0;
@@ -97,17 +92,10 @@ int main(int argc, char **argv)
 			held = ssl;
 			continue;
 		}
-		int fd = SSL_get_fd(ssl);
-		SSL_shutdown(ssl);
-		SSL_free(ssl);
-		close(fd);
+		tls_close(ssl);
 	}
-	if (held) {
-		int fd = SSL_get_fd(held);
-		SSL_shutdown(held);
-		SSL_free(held);
-		close(fd);
-	}
+	if (held)
+		tls_close(held);
 	SSL_CTX_free(ctx);
 	return 0;
 }

@@ -125,21 +125,16 @@ int main(int argc, char **argv)
 	bool first_only = own && !strcmp(own, "first");
 	SSL *held = NULL;
 	for (int i = 1; i <= n; i++) {
-		SSL *ssl = SSL_new(ctx);
-		SSL_set_fd(ssl, dial(port));
-		SSL_set_tlsext_host_name(ssl, "localhost");
-		SSL_set1_host(ssl, "localhost");
+		SSL *ssl = tls_new(ctx, port);
 		if (last && own)
 			SSL_set_session(ssl, last);
 		if (SSL_connect(ssl) != 1) {
 			printf("%d: connect failed: %s\n", i, reason());
 			return 1;
 		}
-		char req[128], resp[65536];
-		int l = snprintf(req, sizeof(req), "GET /f HTTP/1.1\r\nHost: localhost\r\n\r\n");
-		SSL_write(ssl, req, l);
+		char resp[65536];
 		size_t got;
-		char *body = read_response(ssl, resp, sizeof(resp), &got);
+		char *body = tls_get_f(ssl, resp, sizeof(resp), &got);
 		printf("%d: %s\n", i, body ? "answered" : "no answer");
 		show(ssl);
 		if (!last || !first_only) {
@@ -151,18 +146,10 @@ int main(int argc, char **argv)
 			held = ssl;
 			continue;
 		}
-		/* freed before its socket is closed, as curl and CPython do */
-		int fd = SSL_get_fd(ssl);
-		SSL_shutdown(ssl);
-		SSL_free(ssl);
-		close(fd);
+		tls_close(ssl);
 	}
-	if (held) {
-		int fd = SSL_get_fd(held);
-		SSL_shutdown(held);
-		SSL_free(held);
-		close(fd);
-	}
+	if (held)
+		tls_close(held);
 	if (last)
 		SSL_SESSION_free(last);
 	SSL_CTX_free(ctx);

@@ -34,19 +34,14 @@ int main(int argc, char **argv)
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_OFF);
 	unsigned long last_ticket = 0, last_key = 0;
 	for (int i = 1; i <= n; i++) {
-		SSL *ssl = SSL_new(ctx);
-		SSL_set_fd(ssl, dial(port));
-		SSL_set_tlsext_host_name(ssl, "localhost");
-		SSL_set1_host(ssl, "localhost");
+		SSL *ssl = tls_new(ctx, port);
 		if (SSL_connect(ssl) != 1) {
 			printf("%d: connect failed: %s\n", i, reason());
 			return 1;
 		}
-		char req[128], resp[65536];
-		int l = snprintf(req, sizeof(req), "GET /f HTTP/1.1\r\nHost: localhost\r\n\r\n");
-		SSL_write(ssl, req, l);
+		char resp[65536];
 		size_t got;
-		char *body = read_response(ssl, resp, sizeof(resp), &got);
+		char *body = tls_get_f(ssl, resp, sizeof(resp), &got);
 		SSL_SESSION *s = SSL_get_session(ssl);
 		const unsigned char *tick = NULL;
 		size_t tlen = 0;
