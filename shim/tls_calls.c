@@ -586,9 +586,38 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	return r;
 }
 
+/* A write past the connection's framing, on an SSL whose fresh handshake
+ * replaced a handed-out connection: 1 when it may go (shown_gate), else
+ * the handshake's return while it is under way, or -1 where it showed
+ * another peer (the error a reset gives: SSL_ERROR_SYSCALL, ECONNRESET). */
+static int write_gate(SSL *ssl)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	struct kp_tls *e = h && h->e->ssl == ssl && (h->e->shown.pending || h->e->shown.refused) ? h->e : NULL;
+	kp_unlock(&tls_lock);
+	int hs = 1, g = e ? shown_gate(e, &hs) : 1;
+	if (g >= 0)
+		return g ? 1 : hs;
+	kp_lock(&tls_lock);
+	if ((h = handle_find(ssl)))
+		h->synth_err = SSL_ERROR_SYSCALL;
+	kp_unlock(&tls_lock);
+	errno = ECONNRESET;
+	return -1;
+}
+
 static int io_real(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
 	int r = -1;
+	if (op == KP_TLS_WRITE || op == KP_TLS_WRITE_EX) {
+		int hs = write_gate(ssl);
+		if (hs != 1) {
+			if (done)
+				*done = 0;
+			return op == KP_TLS_WRITE_EX ? 0 : hs;
+		}
+	}
 	switch (op) {
 	case KP_TLS_READ:
 		r = KP_OUTSIDE(kp_ssl.SSL_read(ssl, buf, (int)n));
@@ -976,7 +1005,13 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
  * quiet_begin: -1 (nothing set), else whether ssl's BIO raises. */
 static int quiet_begin(SSL *ssl)
 {
-	int raises = prog_bio_sigpipe(ssl);
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	/* a fresh connection that showed another peer than the program was
+	 * shown is shut by us (shown_gate): its EPIPE is ours, no signal */
+	bool ours = h && h->e->shown.refused;
+	kp_unlock(&tls_lock);
+	int raises = ours ? 0 : prog_bio_sigpipe(ssl);
 	if (raises < 0 || kp_tls_quiet) /* (set: a handler's call inside ours) */
 		return -1;
 	kp_tls_quiet = true;

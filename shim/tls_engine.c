@@ -455,6 +455,8 @@ int prog_socket_bio(SSL *ssl, int *close_flag)
 	return fd;
 }
 
+static void shown_drop(struct shown *sh);
+
 void engine_free(struct kp_tls *e)
 {
 	if (!e->foreign) {
@@ -466,6 +468,7 @@ void engine_free(struct kp_tls *e)
 	}
 	if (e->cert)
 		kp_ssl.X509_free(e->cert);
+	shown_drop(&e->shown);
 	saved_free(e->saved);
 	if (e->hs_ctx)
 		kp_ssl.SSL_CTX_free(e->hs_ctx);
@@ -1023,6 +1026,77 @@ static int handshake_wait(SSL *ssl, int fd)
 	}
 }
 
+/* What the program was shown of the handed-out connection h's engine
+ * answers for, kept on e, the engine of the fresh handshake that replaces
+ * it.  Caller holds tls_lock. */
+static void shown_keep(struct kp_tls *e, const struct handle *h)
+{
+	SSL *was = h->e->ssl;
+	struct shown *sh = &e->shown;
+	sh->leaf = kp_ssl.SSL_get1_peer_certificate(was);
+	sh->result_known = !h->verify_set;
+	sh->result = h->verified && !h->resumed ? h->verify_result : kp_ssl.SSL_get_verify_result(was);
+	sh->version = kp_ssl.SSL_version(was);
+	const SSL_CIPHER *ci = kp_ssl.SSL_get_current_cipher(was);
+	sh->cipher = ci ? kp_ssl.SSL_CIPHER_get_id(ci) : 0;
+	const unsigned char *alpn = NULL;
+	unsigned alpn_len = 0;
+	kp_ssl.SSL_get0_alpn_selected(was, &alpn, &alpn_len);
+	sh->alpn_len = alpn && alpn_len <= sizeof(sh->alpn) ? alpn_len : 0;
+	if (sh->alpn_len)
+		memcpy(sh->alpn, alpn, sh->alpn_len);
+	sh->pending = true;
+}
+
+static void shown_drop(struct shown *sh)
+{
+	if (sh->leaf)
+		kp_ssl.X509_free(sh->leaf);
+	sh->leaf = NULL;
+	sh->pending = false;
+}
+
+/* The fresh handshake's peer and terms against what the program was shown:
+ * the same certificate, verification result, version, suite and ALPN. */
+static bool shown_same(SSL *ssl, const struct shown *sh)
+{
+	X509 *leaf = kp_ssl.SSL_get0_peer_certificate(ssl);
+	const SSL_CIPHER *ci = kp_ssl.SSL_get_current_cipher(ssl);
+	const unsigned char *alpn = NULL;
+	unsigned alpn_len = 0;
+	kp_ssl.SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
+	return leaf && sh->leaf && kp_ssl.X509_cmp(leaf, sh->leaf) == 0 &&
+	       (!sh->result_known || kp_ssl.SSL_get_verify_result(ssl) == sh->result) &&
+	       kp_ssl.SSL_version(ssl) == sh->version && ci && kp_ssl.SSL_CIPHER_get_id(ci) == sh->cipher &&
+	       alpn_len == sh->alpn_len && (!alpn_len || memcmp(alpn, sh->alpn, alpn_len) == 0);
+}
+
+int shown_gate(struct kp_tls *e, int *hs)
+{
+	if (e->shown.refused)
+		return -1;
+	if (!e->shown.pending)
+		return 1;
+	if (kp_ssl.SSL_in_init(e->ssl)) {
+		*hs = KP_OUTSIDE(kp_ssl.SSL_do_handshake(e->ssl));
+		if (*hs != 1)
+			return 0;
+	}
+	bool same = shown_same(e->ssl, &e->shown);
+	shown_drop(&e->shown);
+	if (same)
+		return 1;
+	/* the program checked the handed-out connection's peer, not this
+	 * one's: nothing of its goes here, and nothing can come (its reads
+	 * meet our shutdown's EOF, its writes EPIPE) */
+	kp_debug("fd %d: the fresh handshake in place of a handed-out connection showed another "
+		 "peer or terms than the program was shown: nothing sent on it", e->fd);
+	KP_REAL(shutdown)(e->fd, SHUT_RDWR);
+	e->dead = true;
+	e->shown.refused = true;
+	return -1;
+}
+
 int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 {
 	SSL *ssl = ssl_;
@@ -1032,6 +1106,7 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	if (h && e) {
+		shown_keep(e, h);
 		free_old = engine_unref(h->e); /* the handle's reference */
 		e->ssl = ssl;
 		e->fd = fd;
@@ -1073,7 +1148,9 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 		return -1;
 	}
 	__atomic_store_n(slot, e, __ATOMIC_RELEASE);
-	int r = handshake_wait(ssl, fd);
+	int r = handshake_wait(ssl, fd), hs;
+	if (r == 0 && shown_gate(e, &hs) < 0)
+		r = -1;
 	kp_debug("fd %d: the program's SSL made its own handshake on a fresh connection: %s", fd,
 		 r == 0 ? "done" : r > 0 ? "under way" : "failed");
 	return r;
@@ -1082,12 +1159,17 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 int kp_tls_replay_step(struct kp_tls *e, const char *buf, size_t len, size_t *off)
 {
 	SSL *ssl = e->ssl;
-	int r;
+	int r = 1;
 	if (kp_ssl.SSL_in_init(ssl)) {
 		r = KP_OUTSIDE(kp_ssl.SSL_connect(ssl));
 		if (r != 1)
 			goto stopped;
 	}
+	int g = shown_gate(e, &r);
+	if (g < 0)
+		return -1;
+	if (g == 0)
+		goto stopped;
 	while (*off < len) {
 		size_t w = 0;
 		/* after WANT_WRITE, the same bytes at the same address: what
@@ -1132,7 +1214,13 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 		int r, e2;
 		/* the program's SSL_MODE_ENABLE_PARTIAL_WRITE (Ruby) may write
 		 * a record at a time */
-		r = KP_OUTSIDE(kp_ssl.SSL_write_ex(e->ssl, buf + off, len - off, &w));
+		int g = shown_gate(e, &r);
+		if (g < 0) { /* another peer than shown: as a reset */
+			err = ECONNRESET;
+			break;
+		}
+		if (g > 0)
+			r = KP_OUTSIDE(kp_ssl.SSL_write_ex(e->ssl, buf + off, len - off, &w));
 		if (r == 1) {
 			off += w;
 			if (off < len)
@@ -1171,7 +1259,15 @@ int kp_tls_push(struct kp_tls *e, const void *buf, size_t len, size_t *w)
 	*w = 0;
 	BIO *wbio = kp_ssl.SSL_get_wbio(e->ssl);
 	uint64_t before = wbio ? kp_ssl.BIO_number_written(wbio) : 0;
-	r = KP_OUTSIDE(kp_ssl.SSL_write_ex(e->ssl, buf, len, w));
+	int g = shown_gate(e, &r);
+	if (g < 0) { /* another peer than shown: as a reset */
+		kp_tls_push_wire = false;
+		kp_tls_push_err = SSL_ERROR_SYSCALL;
+		errno = ECONNRESET;
+		return 0;
+	}
+	if (g > 0)
+		r = KP_OUTSIDE(kp_ssl.SSL_write_ex(e->ssl, buf, len, w));
 	/* a failed write may have put whole records on the wire before it
 	 * failed: the server may have read them (docs/replay.md "A send that
 	 * failed") */

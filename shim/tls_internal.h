@@ -157,6 +157,21 @@ struct kp_tls {
 				into it (the peer's signature algorithm, in
 				the context's sigalg table: docs/tls.md
 				"After the handshake") */
+	/* made by kp_tls_rehandshake in place of a handed-out connection:
+	 * what the program was shown of that one, which this handshake must
+	 * show too before any byte of the program's goes (shown_gate:
+	 * docs/tls.md "A fresh handshake in place of a handed-out one") */
+	struct shown {
+		bool pending;
+		bool refused; /* it did not: no write goes on it */
+		bool result_known; /* not set by the program itself */
+		long result;
+		X509 *leaf;
+		int version;
+		uint32_t cipher;
+		unsigned alpn_len;
+		unsigned char alpn[256];
+	} shown;
 	UT_hash_handle hh;   /* in parked, by fd */
 };
 
@@ -352,6 +367,11 @@ const char *bio_watcher(SSL *ssl);
 const char *never_for(SSL *ssl, const struct conf *conf);
 const struct conf *conf_of(const SSL *ssl);
 bool chain_equal(X509 *cert, SSL *ssl, STACK_OF(X509) *want);
+/* 1: e's SSL may carry the program's bytes; 0: its handshake is under way
+ * (*hs: SSL_do_handshake's return, for SSL_get_error); -1: it showed
+ * another peer than the program was shown: its socket shut, nothing may
+ * be sent (the write fails as on a reset: ECONNRESET, no SIGPIPE) */
+int shown_gate(struct kp_tls *e, int *hs);
 int detach_program(struct kp_tls *e, int fd, bool prog_alive);
 void restore_program(struct kp_tls *e);
 bool same_str(const char *a, const char *b);

@@ -241,7 +241,7 @@ getters() {
 # with ERR_clear_error() and errno = 0; a handed-out SSL_connect returned 1
 # without, and the error a program left on the queue made its next
 # non-blocking read say SSL_ERROR_SSL (1) where alone WANT_READ (2): such
-# a program drops a sound connection.  (Found by the third HTTPS review.)
+# a program drops a sound connection.  (Found by the fourth HTTPS review.)
 @test "a handed-out SSL_connect clears the error queue and errno as the program's own handshake does, TLS 1.3 and 1.2" {
 	make -s -C "$ROOT" build/clients/tls_errq >&2
 	for v in 13 12; do

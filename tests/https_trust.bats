@@ -14,7 +14,10 @@ setup() {
 	NGINX_TLS=1 nginx_start
 	TLS="$NGINX_DIR/tls"
 }
-teardown() { servers_stop; }
+teardown() {
+	[ -z "${SWAP_PID:-}" ] || _stop_pid "$SWAP_PID"
+	servers_stop
+}
 
 # nginx's view of each request, from a log: "<uri> <fields...>" with the
 # fields named (status, reused: the session was resumed, curve, cipher, dn).
@@ -285,4 +288,54 @@ probe() {
 	# the server waits for a ClientHello it never gets: both time out
 	CLIENT_TIMEOUT=3 N_REQ=0 probe accept_connect
 	assert_equal "shim status $SHIM_STATUS" "shim status 124"
+}
+
+# docs/tls.md "A fresh handshake in place of a handed-out one": a program
+# checks the peer of a handed-out connection (SSL_VERIFY_NONE and
+# SSL_get_verify_result, as OpenSSL's manual says), then the library moves
+# its request to a fresh connection (a replay: the server ended the pooled
+# one under it; a watcher set after the check).  The fresh handshake must
+# show what the program was shown, else nothing of the program's goes.
+# tests/servers/tls_swap.py shows the test CA's certificate on its first
+# connection and one of another CA on every later one; alone the program
+# rejects request 2 and sends nothing on a B connection.  The library
+# before sent request 2 to B (its answer read as from A).
+_swap_server() {
+	[ -z "${SWAP_PID:-}" ] || _stop_pid "$SWAP_PID"
+	rm -f "$BATS_TEST_TMPDIR/swap.port"
+	: >"$BATS_TEST_TMPDIR/swap.log"
+	"$PYTHON" "$ROOT/tests/servers/tls_swap.py" "$TLS" "$BATS_TEST_TMPDIR/swap.port" \
+		"$BATS_TEST_TMPDIR/swap.log" server-other "$1" </dev/null >/dev/null 2>"$BATS_TEST_TMPDIR/swap.err" 3>&- &
+	SWAP_PID=$!
+	wait_until test -s "$BATS_TEST_TMPDIR/swap.port" || { cat "$BATS_TEST_TMPDIR/swap.err"; return 1; }
+	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/swap.port"
+}
+
+@test "a fresh handshake in place of a handed-out connection that shows another certificate carries nothing of the program's (a replay after a close or a reset, a watcher's remake)" {
+	make -s -C "$ROOT" build/clients/tls_swap >&2
+	_tls_cert "$TLS" server-other "/CN=localhost" "subjectAltName=DNS:localhost,IP:127.0.0.1
+extendedKeyUsage=serverAuth" other-ca
+	for how in close rst watch; do
+		local mode=$how watch=
+		[ "$how" = watch ] && mode=none watch=WATCH=1
+		_swap_server "$mode"
+		run_plain $watch "$CLIENTS/tls_swap" "$SERVER_PORT" "$TLS/ca.pem" 3
+		cp "$BATS_TEST_TMPDIR/swap.log" "$BATS_TEST_TMPDIR/plain.log"
+		_swap_server "$mode"
+		run_shim $watch "$CLIENTS/tls_swap" "$SERVER_PORT" "$TLS/ca.pem" 3
+		cp "$BATS_TEST_TMPDIR/swap.log" "$BATS_TEST_TMPDIR/shim.log"
+		_stop_pid "$SWAP_PID"
+		SWAP_PID=
+		echo "== $how: plain $PLAIN_STATUS, shim $SHIM_STATUS"
+		cat "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.out" "$BATS_TEST_TMPDIR/shim.log"
+		assert_both_ok
+		# alone: no request on a connection showing the other certificate
+		run grep -c ' B GET' "$BATS_TEST_TMPDIR/plain.log"
+		assert_output 0
+		run grep -c ' B GET' "$BATS_TEST_TMPDIR/shim.log"
+		assert_output 0
+		# and the program was handed connection 1 for its request 2
+		run grep -c '^1 A GET /x/2' "$BATS_TEST_TMPDIR/shim.log"
+		[ "$how" = watch ] || assert_output 1
+	done
 }
