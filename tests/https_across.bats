@@ -231,7 +231,7 @@ gate_loop() {
 	shift
 	mkdir -p -m 0700 "$xdg"
 	local ok="$PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f --ca $TLS/ca.pem --show $GATE_OK_ARGS"
-	local script="$ok; $ok; $PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f $*; $ok"
+	local script="$ok; $ok; ${GATE_CASE_ENV:+env $GATE_CASE_ENV} $PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f $*; $ok"
 	nginx_reset
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
 	nginx_reset
@@ -270,4 +270,16 @@ refused() { grep -c "across check: refused: $1" "$BATS_TEST_TMPDIR/shim.err" || 
 	assert_equal "refused $(refused 'TLS 1.2 without SSL_OP_NO_RENEGOTIATION')" "refused 1"
 	assert_equal "refused $(grep -c 'across check: refused' "$BATS_TEST_TMPDIR/shim.err" || true)" "refused 1"
 	assert_equal "checked $(checked 303)" "checked 1"
+}
+
+@test "the gate before a hand-out: a process under another OpenSSL configuration (OPENSSL_CONF: the same file's copy) is refused the state, makes its own handshake (TLS 1.3)" {
+	check_lib
+	use_tls 13
+	cp "$(openssl version -d | sed -E 's/^OPENSSLDIR: "(.*)"$/\1/')/openssl.cnf" "$BATS_TEST_TMPDIR/openssl.cnf"
+	GATE_CASE_ENV="OPENSSL_CONF=$BATS_TEST_TMPDIR/openssl.cnf" gate_loop "$SERVER_PORT" --ca "$TLS/ca.pem" --show
+	# the second process's state refused by the third; the third's own
+	# connection (made under that configuration) refused by the fourth
+	assert_equal "refused $(refused 'another OpenSSL configuration')" "refused 2"
+	assert_equal "refused $(grep -c 'across check: refused' "$BATS_TEST_TMPDIR/shim.err" || true)" "refused 2"
+	assert_equal "checked $(checked 304)" "checked 0"
 }
