@@ -329,3 +329,31 @@ int bk_fd_path(char *out, size_t cap, int dirfd, const char *name)
 	int n = snprintf(out, cap, "/proc/self/fd/%d/%s", dirfd, name);
 	return n > 0 && (size_t)n < cap ? 0 : -1;
 }
+
+char bk_stat_state(const char *buf, size_t len)
+{
+	const char *close = NULL;
+	for (size_t i = 0; i < len; i++)
+		if (buf[i] == ')')
+			close = buf + i;
+	if (!close || close + 2 >= buf + len || close[1] != ' ')
+		return 0;
+	return close[2];
+}
+
+bool bk_pid_stopped(const struct bk_sys *sys, pid_t pid)
+{
+	if (pid <= 0)
+		return false;
+	char path[32], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	int fd = sys->openat(AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = sys->read(fd, buf, sizeof(buf));
+	sys->close(fd);
+	if (n <= 0)
+		return false;
+	char state = bk_stat_state(buf, (size_t)n);
+	return state == 'T' || state == 't';
+}

@@ -81,6 +81,16 @@ const char *bk_check_proof(const struct bk_sys *sys, const struct ucred *link_cr
  * 1 / 0.  tcp tables: inode is the 10th field; unix: the 7th. */
 int bk_table_has_inode(const char *buf, size_t len, int family, uint64_t ino, size_t *partial);
 
+/* The state letter of a /proc/PID/stat line (buf, len bytes): the field
+ * after the last ')' (a command name may hold ')' and spaces), or 0 when
+ * the line has none. */
+char bk_stat_state(const char *buf, size_t len);
+
+/* Is process pid stopped (SIGSTOP, SIGTSTP, a tracer's stop: 'T', 't')?
+ * Read from /proc/PID/stat; false when it cannot be (pid 0: a process of
+ * another pid namespace). */
+bool bk_pid_stopped(const struct bk_sys *sys, pid_t pid);
+
 /* The directory that holds the broker's socket, opened once
  * (O_DIRECTORY|O_NOFOLLOW) and checked on the fd: a directory, ours (the
  * effective uid), no access for group or others; its parent not writable

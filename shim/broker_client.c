@@ -196,6 +196,14 @@ static int link_open(void)
 		refuse_broker("it is not run by our uid");
 		return -1;
 	}
+	if (bk_pid_stopped(&sys, link_cred.pid)) {
+		/* stopped (SIGSTOP, a debugger): it would answer nobody, and each
+		 * process would pay the whole timeout to learn it once
+		 * (docs/broker.md "A stopped broker") */
+		KP_REAL(close)(s);
+		back_off("it is stopped");
+		return -1;
+	}
 	if (bk_ns_self(&sys, s, &our_ns) < 0) {
 		KP_REAL(close)(s);
 		return -1;

@@ -331,6 +331,33 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	assert_output --partial "group or others"
 }
 
+# docs/broker.md "A stopped broker": the link's peer credentials name the
+# broker's pid, and /proc says it is stopped: no process waits for it.  The
+# library before waited KEEPALIVE_BROKER_TIMEOUT_MS in every process for a
+# reply that never came ("no reply in time"), each learning it alone.
+@test "broker: a stopped broker (SIGSTOP) is not waited for: each process sees it is stopped and dials directly, same output" {
+	nginx_start
+	broker_start
+	kill -STOP "$BROKER_PID"
+	for i in 1 2 3; do
+		run_shim KEEPALIVE_LOG=info KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+		assert_equal "status $SHIM_STATUS" "status 0"
+		cmp "$NGINX_DIR/www/f" "$BATS_TEST_TMPDIR/shim.out"
+		run grep -c "broker: it is stopped" "$BATS_TEST_TMPDIR/shim.err"
+		assert_output 1
+		run grep -c "no reply in time" "$BATS_TEST_TMPDIR/shim.err"
+		assert_output 0
+	done
+	# running again, it is used again
+	kill -CONT "$BROKER_PID"
+	run_shim KEEPALIVE_LOG=info KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
+	assert_equal "status $SHIM_STATUS" "status 0"
+	run grep -c "broker: it is stopped" "$BATS_TEST_TMPDIR/shim.err"
+	assert_output 0
+	run "$BROKER_CLIENT" "$BROKER_SOCK" get 127.0.0.1 "$NGINX_PORT"
+	assert_output "got"
+}
+
 @test "broker: keepalive --daemon, --status, --stop: a per-user broker for plain LD_PRELOAD processes (KEEPALIVE_BROKER=1)" {
 	nginx_start
 	# (3>&-: the detached broker must not hold bats' output open)

@@ -18,6 +18,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -366,6 +367,35 @@ static int check_table_parser(void)
 	return ok;
 }
 
+static int check_stat_state(void)
+{
+	static const char plain[] = "1234 (keepalive-brok) S 1 1234 1234 0 -1 4194560 183 0";
+	static const char odd[] = "77 (a) T (b) x) T 1 77";
+	int ok = 1;
+	ok &= OK(bk_stat_state(plain, sizeof(plain) - 1) == 'S');
+	/* the last ')' ends the name, whatever it holds */
+	ok &= OK(bk_stat_state(odd, sizeof(odd) - 1) == 'T');
+	ok &= OK(bk_stat_state("12 (x", 5) == 0);
+	ok &= OK(bk_stat_state("12 (x)", 6) == 0);
+	ok &= OK(bk_stat_state("12 (x) ", 7) == 0);
+	ok &= OK(bk_stat_state("12 (x)T", 7) == 0);
+	/* this process runs; pid 0 (another pid namespace) is never stopped */
+	ok &= OK(!bk_pid_stopped(&sys, getpid()));
+	ok &= OK(!bk_pid_stopped(&sys, 0));
+	pid_t child = fork();
+	if (child == 0) {
+		pause();
+		_exit(0);
+	}
+	kill(child, SIGSTOP);
+	int st;
+	ok &= OK(waitpid(child, &st, WUNTRACED) == child && WIFSTOPPED(st));
+	ok &= OK(bk_pid_stopped(&sys, child));
+	kill(child, SIGKILL);
+	waitpid(child, &st, 0);
+	return ok;
+}
+
 int main(void)
 {
 	struct made own, other;
@@ -401,6 +431,7 @@ int main(void)
 	CHECK(check_proof(&cookie, &other));
 	CHECK(check_proof(&proc, &other));
 	CHECK(check_table_parser());
+	CHECK(check_stat_state());
 	for (unsigned i = 0; i < other.n_keep; i++)
 		if (other.keep[i] >= 0)
 			close(other.keep[i]);
