@@ -1218,6 +1218,14 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,
 		  int flags)
 {
+	if (*ret < 0 && iov_total(iov, iovcnt) == 0 && errno != EAGAIN && errno != EWOULDBLOCK &&
+	    errno != EINTR)
+		/* a receive of nothing took the socket's pending error
+		 * (tcp_recvmsg), which the replay's proof reads: the program
+		 * has met the failure itself, as by SO_ERROR (docs/replay.md
+		 * "An error taken by a read of nothing").  Plain or TLS: an
+		 * engine never reads nothing. */
+		return dead_seen(c, fd);
 	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false; /* ciphertext */
 	if (flags & MSG_OOB)

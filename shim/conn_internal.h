@@ -225,6 +225,10 @@ void finished_forget(int fd, const struct kp_conn *c);
 void go_passthrough(struct kp_conn *c, const char *why);
 bool one_owner(const struct kp_conn *c);
 bool parkable(const struct kp_conn *c);
+/* The program took fd's pending error (conn.h kp_conn_dead_seen), from
+ * inside a wrapper's marks (kp_enter). */
+bool dead_seen(struct kp_conn *c, int fd);
+
 /* a read is under way on c (conn.h kp_read_begin): never parked now
  * (unpooled).  Caller holds c->lock. */
 bool read_under_way(struct kp_conn *c);

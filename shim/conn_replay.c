@@ -720,6 +720,12 @@ bool kp_conn_dead_seen(struct kp_conn *c, int fd)
 {
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return false;
+	return dead_seen(c, fd);
+}
+
+/* kp_conn_dead_seen inside a wrapper's marks (a read's: kp_enter). */
+bool dead_seen(struct kp_conn *c, int fd)
+{
 	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) == KP_FIRST_DONE)
 		return false;
 	int saved = errno;

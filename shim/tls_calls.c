@@ -532,8 +532,15 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 			if (real == kp_ssl.SSL_connect && kp_ssl.SSL_in_before(ssl) &&
 			    kp_ssl.SSL_is_server(ssl) && !told_to_accept(ssl))
 				kp_ssl.SSL_set_connect_state(ssl);
-			if (kp_conn_tls_start(fd, ssl) == KP_TLS_HANDED)
+			if (kp_conn_tls_start(fd, ssl) == KP_TLS_HANDED) {
+				/* what the handshake's state machine does first,
+				 * alone: an error the program left on the queue
+				 * would make its next SSL_get_error say SSL
+				 * (docs/tls.md "The handshake's clean slate") */
+				kp_ssl.ERR_clear_error();
+				errno = 0;
 				return 1;
+			}
 		}
 	}
 	/* its own handshake; a BIO of the program's own shows us the fd when
@@ -559,6 +566,7 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	if (io_get(ssl, &io) && io.e != ssl) {
 		/* handed out at that first write, which never went out */
 		kp_ssl.ERR_clear_error();
+		errno = 0;
 		return 1;
 	}
 	if (r == 1) {

@@ -236,3 +236,25 @@ getters() {
 		done
 	done
 }
+
+# docs/tls.md "The handshake's clean slate": OpenSSL's handshake begins
+# with ERR_clear_error() and errno = 0; a handed-out SSL_connect returned 1
+# without, and the error a program left on the queue made its next
+# non-blocking read say SSL_ERROR_SSL (1) where alone WANT_READ (2): such
+# a program drops a sound connection.  (Found by the third HTTPS review.)
+@test "a handed-out SSL_connect clears the error queue and errno as the program's own handshake does, TLS 1.3 and 1.2" {
+	make -s -C "$ROOT" build/clients/tls_errq >&2
+	for v in 13 12; do
+		use_tls $v
+		run_both 3 "$CLIENTS/tls_errq" "$SERVER_PORT" "$TLS/ca.pem" 3
+		echo "$SHIM_STATS"
+		assert_both_ok
+		assert_same_output
+		assert_regex "$SHIM_STATS" ' tls_reused=[1-9]'
+		run cat "$BATS_TEST_TMPDIR/shim.out"
+		for i in 1 2 3; do
+			assert_line "$i: connect 1, errors queued 0, errno 0"
+			assert_line "$i: a read before the request: -1, SSL_get_error 2"
+		done
+	done
+}

@@ -33,6 +33,15 @@
  *   splice  splice() into a pipe, then read() from the pipe
  *   trunc   the head by 1-byte read()s, the body by recv(NULL, MSG_TRUNC)
  *   kaio    kernel AIO: io_submit(IOCB_CMD_PREAD) by syscall(), io_getevents
+ *
+ * PAIR_TAKE=zero (environment): the program takes the socket's pending
+ * error where the library does not read it, by a receive of nothing
+ * (recv(s, NULL, 0, MSG_DONTWAIT): the kernel's tcp_recvmsg returns and
+ * clears the error of a reset): after the head (in place of the 2 ms
+ * before the body) and before reading the answer, each after waiting for
+ * the connection's error or hang-up (poll() with no events: POLLERR and
+ * POLLHUP only) for at most 2 ms and 100 ms.  The matrix's error-taker
+ * axis (docs/replay.md "An error taken by a read of nothing").
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -51,7 +60,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static const char *host, *port, *read_path;
+static const char *host, *port, *read_path, *take;
 
 static void say(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #include <stdarg.h>
@@ -166,6 +175,20 @@ static ssize_t rd(int s, char *buf, size_t n, int in_body)
 	return -1;
 }
 
+/* PAIR_TAKE=zero: wait up to ms for s's error or hang-up, then a receive
+ * of nothing (it takes a pending error, and reports nothing here: what
+ * the program's later calls meet shows it). */
+static void take_error(int s, int ms)
+{
+	if (!take || strcmp(take, "zero"))
+		return;
+	struct pollfd p = { .fd = s, .events = 0 };
+	poll(&p, 1, ms);
+	int saved = errno;
+	(void)!recv(s, NULL, 0, MSG_DONTWAIT);
+	errno = saved;
+}
+
 static void request(const char *method, long body, const char *path)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(port)) };
@@ -200,7 +223,10 @@ static void request(const char *method, long body, const char *path)
 		 * meets the first, and the second meets its reset (EPIPE, and
 		 * SIGPIPE) */
 		size_t half = (size_t)body / 2;
-		msleep(2);
+		if (take && !strcmp(take, "zero"))
+			take_error(s, 2);
+		else
+			msleep(2);
 		int r = write_all(s, b, half);
 		if (r == 0) {
 			msleep(2);
@@ -214,6 +240,7 @@ static void request(const char *method, long body, const char *path)
 			return;
 		}
 	}
+	take_error(s, 100);
 	char buf[65536], first[65] = "", hd[2048];
 	size_t got = 0, body_got = 0, hd_len = 0;
 	int crlf = 0; /* of "\r\n\r\n" matched so far; 4: in the body */
@@ -272,6 +299,7 @@ int main(int argc, char **argv)
 	if (strcmp(which, "test"))
 		request("GET", -1, "/warm");
 	read_path = getenv("PAIR_READ");
+	take = getenv("PAIR_TAKE");
 	if (strcmp(which, "warm"))
 		request(argv[4], strtol(argv[5], NULL, 10), argv[6]);
 	return 0;

@@ -87,6 +87,13 @@ HEADERS = ["none", "close", "keep-alive"]
 # cell; the paths the library cannot follow, or follows differently, for
 # GET (the request a replay may send again) with hdr=none
 PATHS = ["read", "nowait", "splice", "trunc", "kaio"]
+# the program's error taker (tests/clients/pair.c PAIR_TAKE): none for
+# every cell; "zero", a receive of nothing after the head and before the
+# read (it takes a reset's pending error where the library does not read
+# it), for every method with hdr=none, when=quick/delayed (the server's
+# close after reading: a reset the program may take)
+TAKES = ["zero"]
+TAKE_WHENS = ["quick", "delayed"]
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 8\r\n%s\r\nanswered"
 PARTIAL = b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n%s\r\n0123456789"
@@ -334,6 +341,7 @@ def run_client(args, cell, srv, lib, broker_sock):
     env = dict(os.environ)
     env.pop("LD_PRELOAD", None)
     env["PAIR_READ"] = cell["path"]
+    env["PAIR_TAKE"] = cell.get("take", "none")
     if lib:
         env.update(LD_PRELOAD=lib, KEEPALIVE_PORTS=str(srv.port))
         env.pop("KEEPALIVE_BROKER", None)
@@ -401,8 +409,9 @@ def run_once(args, cell, srv, lib, broker_sock):
 
 
 def cell_name(c):
-    return "%s read=%s close=%s when=%s via=%s hdr=%s path=%s" % (
-        c["method"][0], c["read"], c["close"], c["when"], c["via"], c["header"], c["path"])
+    return "%s read=%s close=%s when=%s via=%s hdr=%s path=%s%s" % (
+        c["method"][0], c["read"], c["close"], c["when"], c["via"], c["header"], c["path"],
+        " take=" + c["take"] if "take" in c else "")
 
 
 def run_cell(args, cell, broker_sock):
@@ -465,6 +474,8 @@ def main():
                     help="the server-header axis, comma-separated (%s)" % ",".join(HEADERS))
     ap.add_argument("--paths", default=",".join(PATHS),
                     help="the read-path axis for GET, comma-separated (%s)" % ",".join(PATHS))
+    ap.add_argument("--takes", default=",".join(TAKES),
+                    help="the error-taker axis, comma-separated (%s; empty: none)" % ",".join(TAKES))
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
     cells = [dict(method=m, read=r, close=c, when=w, via=v, header=h, path="read")
@@ -473,6 +484,10 @@ def main():
     cells += [dict(method=METHODS[0], read=r, close=c, when=w, via=v, header="none", path=p)
               for p, r, c, w, v in itertools.product(
                   args.paths.split(","), READS, CLOSES, WHENS, VIAS) if p != "read"]
+    cells += [dict(method=m, read=r, close=c, when=w, via=v, header="none", path="read", take=t)
+              for t, m, r, c, w, v in itertools.product(
+                  args.takes.split(",") if args.takes else [], METHODS, READS, CLOSES,
+                  TAKE_WHENS, VIAS)]
     tmp = tempfile.mkdtemp(prefix="kp-matrix-")
     os.chmod(tmp, 0o700)
     broker_sock = os.path.join(tmp, "broker.sock")
