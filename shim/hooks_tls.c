@@ -195,6 +195,12 @@ static bool from_openssl(const void *ra, void *real)
  * setters below from inside libcrypto, and counts (docs/tls.md
  * "Process-wide state") */
 static __thread int in_init_crypto;
+/* ... of them, those made with no settings: the default configuration's
+ * load, the same in every process of the same environment */
+static __thread int in_init_default;
+/* a setter's call that is not part of the default configuration's load */
+#define CRYPTO_ODD() \
+	((in_init_crypto && in_init_crypto == in_init_default) ? 0 : __atomic_add_fetch(&kp_tls_crypto_odd, 1, __ATOMIC_ACQ_REL))
 
 /* Process-wide crypto state: what a handshake made from now on may fetch
  * (providers, default properties), draw (RAND) or run on (engines).  Each
@@ -216,6 +222,7 @@ static __thread int in_init_crypto;
 		    from_openssl(__builtin_return_address(0), *(void **)&real)) \
 			return real args;                                      \
 		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
+		CRYPTO_ODD();                                                  \
 		kp_debug("%s: process-wide crypto state changes", #name);      \
 		ret r = real args;                                             \
 		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
@@ -264,6 +271,7 @@ CRYPTO_SETTER(int, ENGINE_register_all_complete, (void), ())
 		    from_openssl(__builtin_return_address(0), *(void **)&real)) \
 			return real args;                                      \
 		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
+		CRYPTO_ODD();                                                  \
 		kp_debug("%s: process-wide crypto state changes", #name);      \
 		real args;                                                     \
 		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
@@ -332,7 +340,9 @@ KP_EXPORT int OPENSSL_init_crypto(uint64_t opts, const OPENSSL_INIT_SETTINGS *se
 	if (!real)
 		return 0;
 	in_init_crypto++;
+	in_init_default += !settings;
 	int r = real(opts, settings);
+	in_init_default -= !settings;
 	in_init_crypto--;
 	return r;
 }

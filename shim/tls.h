@@ -171,6 +171,12 @@ extern bool kp_tls_ssl_ex_funcs;
  * connection made under another generation is not handed out
  * (docs/tls.md "Process-wide state") */
 extern unsigned long kp_tls_crypto_gen;
+/* ... by those of them not made by libcrypto's own load of its default
+ * configuration (OPENSSL_init_crypto with no settings: the file
+ * OPENSSL_CONF names, or the built-in one): a process with any other
+ * change never takes a connection from another process, whose state it
+ * cannot compare (docs/tls-across.md "The gate") */
+extern unsigned long kp_tls_crypto_odd;
 #define KP_PEER_SIG_TYPE (-1)
 /* and what the messages a resumption skips showed (docs/tls.md "What a
  * full handshake shows"): SSL_get_signature_type_nid, the peer's chain

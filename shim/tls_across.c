@@ -220,6 +220,12 @@ static unsigned char *conn_record(const struct kp_tls *e, size_t *len)
 	w_chain(&b, e->chain);
 	w_full(&b, &e->full);
 	w_u64(&b, (uint64_t)e->sess_timeout);
+	/* the process-wide crypto state its handshake ran under, as far as
+	 * another process can compare it (conn_crypto_why) */
+	w_u64(&b, (uint64_t)e->crypto_gen);
+	w_u32(&b, __atomic_load_n(&kp_tls_crypto_odd, __ATOMIC_ACQUIRE) != 0);
+	w_str(&b, getenv("OPENSSL_CONF"));
+	w_str(&b, getenv("OPENSSL_MODULES"));
 	if (b.bad) {
 		free(b.p);
 		return NULL;
@@ -449,6 +455,24 @@ static void r_shape(struct rbuf *b, struct ticket *t)
 	c->read = read && c->method;
 }
 
+/* What w_full wrote (a key that does not decode: not known). */
+static void r_full(struct rbuf *b, struct full *f)
+{
+	f->known = r_u32(b);
+	uint32_t oks = r_u32(b);
+	f->sig_ok = oks >> 1 & 1;
+	f->type_ok = oks & 1;
+	f->sig_nid = (int)r_u32(b);
+	f->type_nid = (int)r_u32(b);
+	uint32_t n_key = r_u32(b);
+	const unsigned char *pub = n_key ? r_bytes(b, n_key) : NULL;
+	if (pub && !(f->tmp = kp_ssl.d2i_PUBKEY(NULL, &pub, (long)n_key)))
+		b->bad = true;
+	r_shown(b, f);
+	if (n_key && !f->tmp)
+		f->known = false;
+}
+
 /* The ticket in len bytes from the broker, for key; NULL when they are
  * not one whole (anything left over, or missing, refuses it). */
 static struct ticket *across_decode(const unsigned char *p, size_t len, const struct pool_key *key)
@@ -467,25 +491,12 @@ static struct ticket *across_decode(const unsigned char *p, size_t len, const st
 	t->cchain = r_chain(&b);
 	t->leaf = r_x509(&b);
 	t->chain = r_chain(&b);
-	t->full.known = r_u32(&b);
-	uint32_t oks = r_u32(&b);
-	t->full.sig_ok = oks >> 1 & 1;
-	t->full.type_ok = oks & 1;
-	t->full.sig_nid = (int)r_u32(&b);
-	t->full.type_nid = (int)r_u32(&b);
-	uint32_t n_key = r_u32(&b);
-	const unsigned char *pub = n_key ? r_bytes(&b, n_key) : NULL;
-	bool had_tmp = n_key != 0;
-	if (pub && !(t->full.tmp = kp_ssl.d2i_PUBKEY(NULL, &pub, (long)n_key)))
-		b.bad = true;
-	r_shown(&b, &t->full);
+	r_full(&b, &t->full);
 	t->sess_timeout = (long)r_u64(&b);
 	uint32_t n = r_u32(&b);
 	const unsigned char *q = r_bytes(&b, n), *end = q ? q + n : NULL;
 	if (q && n && !b.bad)
 		t->sess = kp_ssl.d2i_SSL_SESSION(NULL, &q, (long)n);
-	if (had_tmp && !t->full.tmp)
-		t->full.known = false;
 	if (b.bad || b.at != len || !t->sess || q != end || !t->leaf ||
 	    !kp_ssl.SSL_SESSION_is_resumable(t->sess)) {
 		ticket_free(t); /* SSL_SESSION_free(NULL) does nothing */
@@ -962,6 +973,191 @@ static bool state_to_broker(struct kp_tls *e, int hidden, const struct pool_key 
 	return sent || v13; /* TLS 1.2 sent nothing: parked in process when the broker did not take it */
 }
 
+/* ------------------------------------------- the gate before a hand-out */
+
+/* The connection an export message carries, as a ticket (the rule a
+ * session from the broker follows is the rule here): its configuration
+ * record (conn_record: the shape, the security level, the client
+ * certificate and its chain, the full handshake's values, the session
+ * timeout), the session and the peer chain of the message.  NULL when the
+ * record or the message's session or chain does not decode whole. */
+struct conn_crypto {
+	uint64_t gen;   /* kp_tls_crypto_gen at its handshake */
+	bool odd;       /* its process had made another change (kp_tls_crypto_odd) */
+	char *conf, *modules; /* OPENSSL_CONF, OPENSSL_MODULES there */
+};
+
+static struct ticket *conn_ticket(const struct tlsx_state *st, const struct pool_key *key,
+				  struct conn_crypto *cc)
+{
+	struct rbuf b = { st->conf.p, st->conf.len, 0, false };
+	struct ticket *t = calloc(1, sizeof(*t));
+	OPENSSL_STACK *peer = kp_ssl.OPENSSL_sk_new_null();
+	if (!t || !peer) {
+		free(t);
+		if (peer)
+			kp_ssl.OPENSSL_sk_pop_free(peer, (void (*)(void *))kp_ssl.X509_free);
+		return NULL;
+	}
+	t->key = *key;
+	if (!st->conf.p || r_u32(&b) != ACROSS_MAGIC)
+		b.bad = true;
+	if (!b.bad)
+		r_shape(&b, t);
+	t->seclevel = (int)r_u32(&b);
+	t->cert = r_x509(&b);
+	t->cchain = r_chain(&b);
+	r_full(&b, &t->full);
+	t->sess_timeout = (long)r_u64(&b);
+	cc->gen = r_u64(&b);
+	cc->odd = r_u32(&b);
+	cc->conf = r_str(&b);
+	cc->modules = r_str(&b);
+	const unsigned char *q = st->session.p, *end = q ? q + st->session.len : NULL;
+	if (q && !b.bad)
+		t->sess = kp_ssl.d2i_SSL_SESSION(NULL, &q, (long)st->session.len);
+	bool bad = b.bad || b.at != st->conf.len || !t->sess || q != end;
+	for (uint32_t i = 0; i < st->chain_count && !bad; i++) {
+		const uint8_t *der, *at;
+		uint32_t n;
+		X509 *x = tlsx_chain_cert(st, i, &der, &n) == 0 ? kp_ssl.d2i_X509(NULL, (at = der, &at), (long)n)
+								: NULL;
+		if (!x || at != der + n || !kp_ssl.OPENSSL_sk_push(peer, x)) {
+			if (x)
+				kp_ssl.X509_free(x);
+			bad = true;
+		}
+	}
+	t->chain = (STACK_OF(X509) *)peer;
+	X509 *leaf = kp_ssl.OPENSSL_sk_num(peer) > 0 ? kp_ssl.OPENSSL_sk_value(peer, 0) : NULL;
+	if (!bad && leaf && kp_ssl.X509_up_ref(leaf))
+		t->leaf = leaf;
+	/* the session is the connection's own: its version is the message's
+	 * (the suite the rule compares is the session's: the message carries
+	 * the record layer's cipher, not the suite) */
+	if (bad || !t->leaf || kp_ssl.SSL_SESSION_get_protocol_version(t->sess) != st->version) {
+		ticket_free(t);
+		return NULL;
+	}
+	return t;
+}
+
+/* What the program's ssl does that the foreign engine would not answer as
+ * its own SSL would, whatever the connection (docs/tls-across.md
+ * "Declined before hand-out"), or NULL. */
+static const char *conn_declined(SSL *ssl, const struct tlsx_state *st)
+{
+	struct cfg now;
+	cfg_read(ssl, &now);
+	kp_lock(&tls_lock);
+	const struct conf *conf = conf_of(ssl);
+	const char *why = handle_find(ssl) ? "the SSL is already in use" : never_for(ssl, conf);
+	if (!why)
+		why = watcher(ssl, conf);
+	/* record shaping: the engine reads without read-ahead and writes
+	 * 2^14 records, unpadded, one at a time */
+	for (int i = 0; i < CONF_VALS && !why; i++)
+		if (conf->val[i])
+			why = "record shaping (fragment sizes, pipelines, padding)";
+	kp_unlock(&tls_lock);
+	if (!why && (!now.read || now.read_ahead))
+		why = now.read ? "read-ahead" : "its configuration cannot be read";
+	cfg_free(&now);
+	/* a HelloRequest would make OpenSSL renegotiate, a handshake the
+	 * engine cannot make */
+	if (!why && st->version < TLS1_3_VERSION && !(kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_RENEGOTIATION))
+		why = "TLS 1.2 without SSL_OP_NO_RENEGOTIATION";
+	/* its own handshake would offer its session: what the server does
+	 * with it (resume or not) is not known across processes */
+	if (!why && resuming(ssl))
+		why = "the program offers a session of its own";
+	if (!why)
+		why = bio_watcher(ssl);
+	if (!why && ssl_bio_imported())
+		why = "the program can see past a hand-out (BIO_f_ssl, the BIO counters)";
+	if (!why && session_shown_imported())
+		why = "the program can show a session's ticket, master key or bytes";
+	return why;
+}
+
+/* The process-wide crypto state (providers, default properties, RAND,
+ * engines: docs/tls.md "Process-wide state") the program's own handshake
+ * would run under, against the one the connection's ran under in its
+ * process: no getter tells it, so only the one history two processes can
+ * be shown to share passes: nothing but libcrypto's load of its default
+ * configuration (every Python process makes it at start), as many setter
+ * calls of it, under the same OPENSSL_CONF and OPENSSL_MODULES. */
+static const char *conn_crypto_why(const struct conn_crypto *cc)
+{
+	if (cc->odd || __atomic_load_n(&kp_tls_crypto_odd, __ATOMIC_ACQUIRE))
+		return "a process-wide crypto state other than the default configuration's";
+	if (cc->gen != __atomic_load_n(&kp_tls_crypto_gen, __ATOMIC_ACQUIRE))
+		return "the process-wide crypto state differs (the default configuration loaded or not)";
+	if (!same_str(cc->conf, getenv("OPENSSL_CONF")) || !same_str(cc->modules, getenv("OPENSSL_MODULES")))
+		return "another OpenSSL configuration (OPENSSL_CONF, OPENSSL_MODULES)";
+	return NULL;
+}
+
+/* The program's own verification on the connection's peer chain (its
+ * store, parameters, callback, security level), as a handshake of its own
+ * would run it: it must pass with X509_V_OK (the connection's own
+ * handshake verified it so: the session the program would read says
+ * that result). */
+static const char *conn_verified(SSL *ssl, const struct ticket *t)
+{
+	long result = 0;
+	STACK_OF(X509) *chain = NULL;
+	char *peername = NULL;
+	kp_ssl.ERR_set_mark();
+	int ok = verify_as(ssl, t->leaf, t->chain, &result, &chain, &peername, NULL);
+	kp_ssl.ERR_pop_to_mark();
+	free(peername);
+	if (chain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
+	/* OpenSSL aborts a failed verification for any mode but
+	 * SSL_VERIFY_NONE */
+	if (ok <= 0 && kp_ssl.SSL_get_verify_mode(ssl) != SSL_VERIFY_NONE)
+		return "the program's verification fails on it";
+	if (result != X509_V_OK)
+		return "the program's verification result is not X509_V_OK";
+	return NULL;
+}
+
+/* Why the program's ssl must not be handed the connection the export
+ * message msg (len bytes) carries to key, or NULL: the decline list, the
+ * configuration record compared in full as a session's (ticket_why:
+ * shape_mismatch, cfg_mismatch, the full handshake's values, the session
+ * timeout), the SNI, then the program's own verification. */
+static const char *across_conn_why(SSL *ssl, const struct pool_key *key, const unsigned char *msg, size_t len)
+{
+	struct tlsx_state st;
+	const char *why = NULL;
+	if (tlsx_decode(msg, len, &st, &why) < 0)
+		return why ? why : "the state does not decode";
+	why = conn_declined(ssl, &st);
+	struct conn_crypto cc = { 0 };
+	struct ticket *t = why ? NULL : conn_ticket(&st, key, &cc);
+	if (!why && !t)
+		why = "its configuration record, session or peer chain does not decode";
+	if (!why)
+		why = conn_crypto_why(&cc);
+	free(cc.conf);
+	free(cc.modules);
+	if (!why) {
+		kp_lock(&tls_lock);
+		why = same_str(t->sni, kp_ssl.SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name))
+			      ? ticket_why(t, ssl, "what its full handshake negotiated is not carried")
+			      : "SNI";
+		kp_unlock(&tls_lock);
+	}
+	if (!why)
+		why = conn_verified(ssl, t);
+	if (t)
+		ticket_free(t);
+	tlsx_wipe(&st);
+	return why;
+}
+
 static void state_from_broker(SSL *ssl, const struct pool_key *key)
 {
 	uint8_t name[32];
@@ -979,6 +1175,16 @@ static void state_from_broker(SSL *ssl, const struct pool_key *key)
 		return;
 	}
 	kp_warn("across check: a state from the broker (%zu bytes)", len);
+	/* the gate a hand-out passes first: refused, the state wiped and its
+	 * socket closed (the program's own handshake goes on) */
+	const char *why = across_conn_why(ssl, key, buf, len);
+	if (why) {
+		kp_warn("across check: refused: %s", why);
+		kp_ssl.OPENSSL_cleanse(buf, BK_TLS_MAX);
+		free(buf);
+		kp_real.close(fd);
+		return;
+	}
 	state_verify(buf, (long)len, fd); /* buf is the import's: wiped there */
 	kp_real.close(fd);
 }

@@ -11,6 +11,7 @@ __thread void *kp_tls_handshaking;
 bool kp_tls_used;
 bool kp_tls_ssl_ex_funcs;
 unsigned long kp_tls_crypto_gen;
+unsigned long kp_tls_crypto_odd;
 
 void stat_add(SSL *ssl, int which, long n)
 {

@@ -55,6 +55,27 @@ int tlsf_import(struct tlsf *f, const struct tlsx_state *st, const struct tlsf_i
 	return 0;
 }
 
+int tlsf_export(const struct tlsf *f, struct tlsx_state *out, const char **why)
+{
+	*why = f->failed			      ? "a fatal error"
+	       : f->shutdown			      ? "shut down"
+	       : f->app_len || f->in_len	      ? "data or a record read in part"
+	       : f->out_len != f->out_off	      ? "bytes sealed and not sent"
+	       : f->wnum || f->wpend_tot	      ? "a write in progress"
+	       : f->key_update_owed || f->alert_owed ? "a KeyUpdate or an alert owed"
+	       : f->rd.hs_len != f->rd.hs_done       ? "a handshake message in part"
+	       : f->rd.warnings || f->rd.empty       ? "warnings or empty records counted in a row"
+						     : NULL;
+	if (*why)
+		return -1;
+	*out = f->st;
+	out->tx = f->tx;
+	out->rx = f->rx;
+	if (f->key_updates_rx)
+		out->flags &= (uint8_t)~TLSX_RX_UPDATE_PENDING;
+	return 0;
+}
+
 void tlsf_set_options(struct tlsf *f, uint64_t options)
 {
 	f->options = options;

@@ -170,6 +170,18 @@ size_t tlsf_server_random(const struct tlsf *f, uint8_t *out, size_t outlen);
 /* the latest NewSessionTicket message kept (TLS 1.3), its length; 0 none */
 size_t tlsf_ticket(const struct tlsf *f, const uint8_t **msg);
 
+/* The connection's state now, as an export message's (for the next
+ * process, when the program is done with it): the imported state with
+ * both directions' current keys and sequence numbers, its blobs pointing
+ * where the imported state's did (encode it before those bytes go).  Only
+ * at rest: nothing opened and not given, no record in part, nothing
+ * sealed and not sent, no write in progress, no KeyUpdate or alert owed,
+ * no handshake message in part, no warning or empty record counted in a
+ * row (a new SSL would count them from 0), not shut down, not failed.
+ * The peer's KeyUpdate asked for before the import (TLSX_RX_UPDATE_PENDING)
+ * stays asked until one came.  0, or -1 with *why. */
+int tlsf_export(const struct tlsf *f, struct tlsx_state *out, const char **why);
+
 /* Wipe every secret (keys, reader, buffers, ticket). */
 void tlsf_wipe(struct tlsf *f);
 

@@ -116,6 +116,18 @@ second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
 		assert_success
 		assert_equal "TLS $v: given $(grep -c 'across check: the state given to the broker' "$out/shim.err")" "TLS $v: given 5"
 		assert_equal "TLS $v: taken $(grep -c 'across check: a state from the broker' "$out/shim.err")" "TLS $v: taken 4"
+		# the gate before a hand-out (docs/tls-across.md "The gate"):
+		# Python sets no SSL_OP_NO_RENEGOTIATION, so its TLS 1.2 states
+		# are refused (a HelloRequest would make its own SSL renegotiate);
+		# TLS 1.3 passes: the same configuration, its own verification
+		# X509_V_OK, the same crypto state
+		if [ "$v" = 12 ]; then
+			assert_equal "refused $(grep -c 'across check: refused: TLS 1.2 without SSL_OP_NO_RENEGOTIATION' "$out/shim.err")" \
+				"refused 4"
+			assert_equal "TLS $v: checked $(checked "$(wire_version $v)")" "TLS $v: checked 0"
+			continue
+		fi
+		assert_equal "refused $(grep -c 'across check: refused' "$out/shim.err" || true)" "refused 0"
 		# TLS 1.3: our KeyUpdate went before each state left (the checks
 		# below pass only under the keys it moved on)
 		if [ "$v" = 13 ]; then
@@ -152,8 +164,14 @@ second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
 		run diff "$out/plain.out" "$out/shim.out"
 		assert_success
 		assert_equal "TLS $v: requests $(nginx_requests)" "TLS $v: requests $((8 + $(checked "$(wire_version $v)")))"
-		# before the kill: as in the loop above (2 taken, both answered)
-		[ "$(checked "$(wire_version $v)")" -ge 2 ] || fail "checked $(checked "$(wire_version $v)")"
+		# before the kill: as in the loop above (2 taken, both answered;
+		# TLS 1.2: refused by the gate, Python sets no
+		# SSL_OP_NO_RENEGOTIATION)
+		if [ "$v" = 12 ]; then
+			assert_equal "TLS $v: checked $(checked "$(wire_version $v)")" "TLS $v: checked 0"
+		else
+			[ "$(checked "$(wire_version $v)")" -ge 2 ] || fail "checked $(checked "$(wire_version $v)")"
+		fi
 	done
 }
 
@@ -203,4 +221,65 @@ second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
 	# each check's request came second on a connection of the program's
 	assert_equal "$(awk '$3 == "/f?across-check" { print $1 }' "$BATS_TEST_TMPDIR/ku.log" | sort -u | wc -l)" "$((N - 1))"
 	assert_equal "$(awk '$3 == "/f" { n++ } END { print n }' "$BATS_TEST_TMPDIR/ku.log")" "$N"
+}
+
+# gate_loop PORT CASE...: under the test build's broker check, a loop of
+# one-request processes (tests/clients/tls_once.py), verified, verified,
+# the case, verified, without and with the library: the same output
+gate_loop() {
+	local port=$1 xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	shift
+	mkdir -p -m 0700 "$xdg"
+	local ok="$PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f --ca $TLS/ca.pem --show $GATE_OK_ARGS"
+	local script="$ok; $ok; ${GATE_CASE_ENV:+env $GATE_CASE_ENV} $PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f $*; $ok"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+		KEEPALIVE_PORTS="$port" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=1 "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	cat "$out/shim.err"
+	nginx_log
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+}
+refused() { grep -c "across check: refused: $1" "$BATS_TEST_TMPDIR/shim.err" || true; }
+
+@test "the gate before a hand-out: a process with another CA file is refused the state (its own verification fails on the chain), its own handshake fails as alone (TLS 1.3)" {
+	check_lib
+	use_tls 13
+	gate_loop "$SERVER_PORT" --ca "$TLS/other-ca.pem" --show
+	grep -q '^error=SSLCertVerificationError' "$BATS_TEST_TMPDIR/shim.out"
+	# the second process's state reached the third, which refused it
+	assert_equal "refused $(refused "the program's verification fails on it")" "refused 1"
+	assert_equal "checked $(checked 304)" "checked 0"
+}
+
+@test "the gate before a hand-out: a process with CERT_NONE is refused the state (its verification result is not X509_V_OK), makes its own handshake; the next verified process takes the state its connection left (TLS 1.3)" {
+	check_lib
+	use_tls 13
+	gate_loop "$SERVER_PORT" --noverify --show
+	assert_equal "refused $(refused "the program's verification result is not X509_V_OK")" "refused 1"
+	assert_equal "checked $(checked 304)" "checked 1"
+}
+
+@test "the gate before a hand-out: TLS 1.2 is handed only to a program with SSL_OP_NO_RENEGOTIATION: refused to the one without, taken by the ones with" {
+	check_lib
+	use_tls 12
+	GATE_OK_ARGS=--norenego gate_loop "$SERVER_PORT" --ca "$TLS/ca.pem" --show
+	assert_equal "refused $(refused 'TLS 1.2 without SSL_OP_NO_RENEGOTIATION')" "refused 1"
+	assert_equal "refused $(grep -c 'across check: refused' "$BATS_TEST_TMPDIR/shim.err" || true)" "refused 1"
+	assert_equal "checked $(checked 303)" "checked 1"
+}
+
+@test "the gate before a hand-out: a process under another OpenSSL configuration (OPENSSL_CONF: the same file's copy) is refused the state, makes its own handshake (TLS 1.3)" {
+	check_lib
+	use_tls 13
+	cp "$(openssl version -d | sed -E 's/^OPENSSLDIR: "(.*)"$/\1/')/openssl.cnf" "$BATS_TEST_TMPDIR/openssl.cnf"
+	GATE_CASE_ENV="OPENSSL_CONF=$BATS_TEST_TMPDIR/openssl.cnf" gate_loop "$SERVER_PORT" --ca "$TLS/ca.pem" --show
+	# the second process's state refused by the third; the third's own
+	# connection (made under that configuration) refused by the fourth
+	assert_equal "refused $(refused 'another OpenSSL configuration')" "refused 2"
+	assert_equal "refused $(grep -c 'across check: refused' "$BATS_TEST_TMPDIR/shim.err" || true)" "refused 2"
+	assert_equal "checked $(checked 304)" "checked 0"
 }

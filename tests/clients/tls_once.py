@@ -3,7 +3,9 @@
 # what the program can see: the body, or the error's class and reason;
 # with --show, the protocol, session_reused and the peer's subject.
 # Usage: python3 tls_once.py HOST PORT PATH [--ca FILE|--system] [--name SNI]
-#        [--max 1.2] [--noverify] [--cert PREFIX] [--show] [--time]
+#        [--max 1.2] [--noverify] [--cert PREFIX] [--norenego] [--show] [--time]
+# --norenego: SSL_OP_NO_RENEGOTIATION (a TLS 1.2 connection from another
+# process is handed only to such a program: docs/tls-across.md)
 import ssl, sys, time, urllib.request, http.client
 host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 opts = sys.argv[4:]
@@ -18,6 +20,8 @@ if "--noverify" in opts:
     ctx.verify_mode = ssl.CERT_NONE
 if opt("--cert"):
     ctx.load_cert_chain(opt("--cert") + ".pem", opt("--cert") + ".key")
+if "--norenego" in opts:
+    ctx.options |= ssl.OP_NO_RENEGOTIATION
 if opt("--max") == "1.2":
     ctx.maximum_version = ssl.TLSVersion.TLSv1_2
 name = opt("--name", host)

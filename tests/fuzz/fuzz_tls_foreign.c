@@ -343,6 +343,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		case 14:
 			u.down.hold = true;
 			break;
+		case 15: {
+			/* the state passed on (tlsf_export) to a new engine in
+			 * place, as the next process imports it: only at rest,
+			 * and everything after holds as before */
+			struct tlsx_state st;
+			const char *why = NULL;
+			if (tlsf_export(&u.f, &st, &why) == 0) {
+				INVARIANT(!u.f.app_len && !u.f.in_len && u.f.out_off == u.f.out_len && !u.f.failed,
+					  "exported not at rest");
+				struct tlsf_io io = u.f.io;
+				uint64_t opts = u.f.options;
+				uint32_t mode = u.f.mode;
+				INVARIANT(tlsf_import(&u.f, &st, &io, opts, mode) == 0, "re-import");
+				tlsx_wipe(&st);
+			} else {
+				INVARIANT(why != NULL, "refused without a reason");
+			}
+			break;
+		}
 		default:
 			break;
 		}

@@ -185,6 +185,7 @@ def tls_foreign_seeds():
         (lambda lvl, d: ev(3, d << 1 | (lvl - 1))), (lambda b: ev(4, len(b)) + b), (lambda n: ev(5, n))
     eof, error, shutdown, room, hs, empty, hold = ev(6, 1), ev(6, 0), ev(10, 0), (lambda n: ev(11, n)), \
         (lambda b: ev(12, len(b)) + b), ev(13, 0), ev(14, 0)
+    reexport = ev(15, 0)  # the state passed on to a new engine (tlsf_export), at rest only
     scripts = [
         data(100) + read(10) + peek(5) + read(0) + read(200) + read(10) + hold + data(30) + release(3) +
         read(10) + release(10) + read(10) + release(0) + read(100) + data(16384) + read(16384) +
@@ -208,6 +209,11 @@ def tls_foreign_seeds():
         empty * 40 + data(5) + read(10),
         alert(1, 90) + alert(1, 90) + data(3) + read(10) + read(10),
         ticket(3) + eof + read(5) + read(5) + read(5),
+        reexport + data(100) + read(10) + reexport + read(200) + reexport + write(30) + reexport +
+        ku(1) + data(10) + read(100) + reexport + read(100) + write(5) + reexport + ticket(8) + data(3) +
+        read(100) + read(100) + reexport + room(0) + write(10) + reexport + room(255) + write(10) +
+        reexport + ku(0) + data(4) + read(4) + read(4) + reexport + write(9) + alert(1, 0) + read(5) +
+        reexport + read(5),
     ]
     out = []
     for ctl in (0x10, 0x11, 0x12, 0x14, 0x15, 0x16, 0x00, 0x18, 0x30, 0x70, 0x94, 0x84):

@@ -401,6 +401,8 @@ enum op {
 	C_WRITE_AT, /* SSL_write(n) from the first buffer's byte 16384 */
 	C_SHUTDOWN, /* SSL_shutdown */
 	C_EXPORT,   /* compare SSL_export_keying_material (taken-over client vs engine) */
+	C_REEXPORT, /* the engine's state exported again (tlsf_export) into a new engine
+		       that goes on in its place; n: 1 refused (not at rest), 0 taken */
 };
 
 struct step {
@@ -487,6 +489,17 @@ static const struct script scripts[] = {
 	  {C_WRITE, 100}, {C_WRITE, 0}, {C_SHUTDOWN, 0}, {END, 0}}},
 	{"a ticket then EOF",
 	 {{S_TICKET, 0, V13}, {S_EOF, 0}, {C_READ, 5}, {C_READ, 5}, {C_READ, 5}, {END, 0}}},
+	/* the next process's engine, from this one's state, carries on where
+	 * it stopped: only at rest */
+	{"re-exported between exchanges",
+	 {{C_READ, 16384}, {C_READ, 16384}, {C_READ, 16384}, {C_REEXPORT, 0}, {S_WRITE, 100}, {C_READ, 10},
+	  {C_REEXPORT, 1}, {C_READ, 200}, {C_REEXPORT, 0}, {S_WRITE, 50}, {C_READ, 50}, {C_WRITE, 30},
+	  {C_REEXPORT, 0}, {S_KU, 1, V13}, {S_WRITE, 10}, {C_READ, 100}, {C_REEXPORT, 1, V13},
+	  {C_READ, 100}, {C_WRITE, 5}, {C_REEXPORT, 0}, {S_WRITE, 20}, {C_READ, 100}, {C_REEXPORT, 0},
+	  {C_WRITE, 7}, {S_TICKET, 0, V13}, {S_WRITE, 3}, {C_READ, 100}, {C_READ, 100}, {C_REEXPORT, 0},
+	  {C_EXPORT, 0}, {ROOM, 0}, {C_WRITE, 10}, {C_REEXPORT, 1}, {ROOM, -1}, {C_WRITE, 10},
+	  {C_REEXPORT, 0}, {S_KU, 0, V13}, {S_WRITE, 4}, {C_READ, 4}, {C_READ, 4}, {C_REEXPORT, 0},
+	  {C_WRITE, 9}, {S_CLOSE, 0}, {C_READ, 5}, {C_REEXPORT, 1}, {C_READ, 5}, {END, 0}}},
 };
 
 static uint8_t wbuf_a[65536], wbuf_b[65536];
@@ -645,6 +658,45 @@ static void compare_export(struct side *x)
 	}
 }
 
+/* C_REEXPORT: the engine's state exported again (tlsf_export) through the
+ * message into a new engine over the same socket, in its place (as the
+ * next process would import it); refused: the old one goes on */
+static int reexports;
+static void reexport(struct side *x, int refused)
+{
+	struct tlsx_state st;
+	const char *why = NULL;
+	int r = tlsf_export(x->f, &st, &why);
+	SAME("re-export refused", refused, r < 0);
+	if (r < 0)
+		return;
+	/* the peer's KeyUpdate asked before the import stays asked until
+	 * one came */
+	bool asked = x->f->st.flags & TLSX_RX_UPDATE_PENDING;
+	SAME("KeyUpdate still asked", asked && !x->f->key_updates_rx, (st.flags & TLSX_RX_UPDATE_PENDING) != 0);
+	uint8_t *msg = malloc(TLSX_MAX);
+	struct tlsf *g = malloc(sizeof(*g));
+	struct tlsx_state in;
+	struct tlsf_io io = {io_recv, io_send, &x->ends};
+	int n = msg ? tlsx_encode(&st, msg, TLSX_MAX, &why) : -1;
+	if (!g || n <= 0 || tlsx_decode(msg, (size_t)n, &in, &why) ||
+	    tlsf_import(g, &in, &io, x->f->options, x->f->mode)) {
+		CHECK(!"re-export imported");
+		free(msg);
+		free(g);
+		return;
+	}
+	/* the getters' values went along */
+	CHECK(memcmp(x->f->st.client_random, g->st.client_random, 32) == 0 &&
+	      x->f->st.exporter_len == g->st.exporter_len && x->f->st.chain.len == g->st.chain.len);
+	tlsf_wipe(x->f);
+	free(x->f);
+	free(x->exported);
+	x->f = g;
+	x->exported = msg;
+	reexports++;
+}
+
 /* the getters, the taken-over client against the engine */
 static void compare_getters(struct side *x)
 {
@@ -699,6 +751,10 @@ static void run_script(const struct script *sc, int version, const char *suite, 
 		return;
 	}
 	compare_getters(&fgn);
+	/* the re-export script: as a state whose KeyUpdate went before its
+	 * export (the flag only: the server's KeyUpdates come as scripted) */
+	if (version == TLS1_3_VERSION && strstr(sc->name, "re-exported"))
+		fgn.f->st.flags |= TLSX_RX_UPDATE_PENDING;
 	int pattern_at = 0;
 	for (int i = 0; sc->steps[i].op != END; i++) {
 		const struct step *st = &sc->steps[i];
@@ -710,6 +766,10 @@ static void run_script(const struct script *sc, int version, const char *suite, 
 			 mode & SSL_MODE_ENABLE_PARTIAL_WRITE ? " partial-write" : "", i);
 		if (st->op == C_EXPORT) {
 			compare_export(&fgn);
+			continue;
+		}
+		if (st->op == C_REEXPORT) {
+			reexport(&fgn, st->n);
 			continue;
 		}
 		if (st->op < C_READ) {
@@ -797,7 +857,8 @@ int main(int argc, char **argv)
 			}
 		}
 	pair_free_certs();
-	printf("test_tls_foreign: %d passed, %d failed (%d errors whose reason the engine does not claim)\n",
-	       passed, failed, unclaimed_reasons);
+	printf("test_tls_foreign: %d passed, %d failed (%d errors whose reason the engine does not claim, "
+	       "%d engines re-exported)\n",
+	       passed, failed, unclaimed_reasons, reexports);
 	return failed ? 1 : 0;
 }
