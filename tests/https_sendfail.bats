@@ -129,3 +129,18 @@ sendfail_run() {
 	done
 	cat "$BATS_TEST_TMPDIR/cells"
 }
+
+# docs/replay.md "An error taken by a read of nothing": the program writes
+# the head on the pooled connection, the server executes it and resets
+# (no FIN), the program takes the reset's error by a receive of nothing on
+# its socket, then its body write meets the kernel's EPIPE.  The proof read
+# that EPIPE as "the FIN came first" and replayed: /pay1 executed twice
+# (the library before: 2 of 2 runs, TLS 1.2 and 1.3); alone once.
+@test "https: the program takes a reset's error by a receive of nothing between head and body: not replayed, executed once as alone" {
+	local tlsv
+	for tlsv in 1.2 1.3; do
+		TLS_POST_TAKE=1 sendfail_run rst "$tlsv" 2000 0 "$PRELOAD"
+		assert_equal "$(count_matches 'EXEC POST /pay1$' "$BATS_TEST_TMPDIR/shim.exec")" 1
+	done
+	cat "$BATS_TEST_TMPDIR/cells"
+}

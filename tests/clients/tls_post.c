@@ -9,11 +9,17 @@
  * connection its server closed meanwhile is then written on).
  * TLS_POST_SIGPIPE set in the environment: SIGPIPE keeps its default
  * action (else ignored).
+ * TLS_POST_TAKE set: the head goes by its own SSL_write, then the program
+ * waits (at most 2 s) for its socket's error or hang-up (poll() with no
+ * events) and takes the error by a receive of nothing on the socket
+ * (recv(fd, NULL, 0): docs/replay.md "An error taken by a read of
+ * nothing"), then writes the body.
  *
  *   tls_post PORT CA N BODY [THINK_MS]
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,7 +69,16 @@ int main(int argc, char **argv)
 		memset(req + hl, 'a', (size_t)body);
 		if (think)
 			usleep((useconds_t)think * 1000);
-		int r = SSL_write(s, req, hl + body);
+		int r = 1, off = 0;
+		if (getenv("TLS_POST_TAKE")) {
+			r = SSL_write(s, req, hl);
+			off = hl;
+			struct pollfd p = { .fd = fd, .events = 0 };
+			poll(&p, 1, 2000);
+			(void)!recv(fd, NULL, 0, MSG_DONTWAIT);
+		}
+		if (r > 0)
+			r = SSL_write(s, req + off, hl + body - off);
 		if (r <= 0) {
 			printf("%d: error\n", i);
 		} else {
