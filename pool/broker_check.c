@@ -354,6 +354,8 @@ bool bk_pid_stopped(const struct bk_sys *sys, pid_t pid)
 	sys->close(fd);
 	if (n <= 0)
 		return false;
-	char state = bk_stat_state(buf, (size_t)n);
-	return state == 'T' || state == 't';
+	/* 'T' only: a traced broker ('t') stops at each of its system calls
+	 * under strace, for a moment, and answers (strace -f of a command
+	 * under keepalive traces its broker too) */
+	return bk_stat_state(buf, (size_t)n) == 'T';
 }

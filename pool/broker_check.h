@@ -86,7 +86,8 @@ int bk_table_has_inode(const char *buf, size_t len, int family, uint64_t ino, si
  * the line has none. */
 char bk_stat_state(const char *buf, size_t len);
 
-/* Is process pid stopped (SIGSTOP, SIGTSTP, a tracer's stop: 'T', 't')?
+/* Is process pid stopped (SIGSTOP, SIGTSTP: 'T'; not a tracer's stop 't',
+ * which strace makes at each system call for a moment)?
  * Read from /proc/PID/stat; false when it cannot be (pid 0: a process of
  * another pid namespace). */
 bool bk_pid_stopped(const struct bk_sys *sys, pid_t pid);
