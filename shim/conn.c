@@ -1590,6 +1590,13 @@ void kp_conn_cred_change(bool one_thread)
 	errno = saved;
 }
 
+void kp_conn_divide(const char *why)
+{
+	if (!__atomic_exchange_n(&divided, true, __ATOMIC_RELAXED))
+		kp_debug("%s: no more pooling", why);
+	kp_conn_cred_change(false);
+}
+
 /* ------------------------------------------------------------ fork */
 
 /* fork() from a signal handler that interrupted one of our locked paths

@@ -534,6 +534,18 @@ void kp_forget_fd_raw(int fd);
  * nothing is ever pooled again in this process. */
 void kp_conn_cred_change(bool one_thread);
 
+/* A task of its own on our memory (clone(CLONE_VM) without CLONE_THREAD,
+ * or in other namespaces), whose credential and namespace changes are its
+ * own: as kp_conn_cred_change, and nothing is ever pooled again in this
+ * process, whatever the thread count (docs/owner.md "A task of its own on
+ * our memory"). */
+void kp_conn_divide(const char *why);
+
+/* Flags of clone() that start the child in new namespaces. */
+#define KP_CLONE_NEW_ANY                                                                   \
+	(CLONE_NEWNET | CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS | \
+	 CLONE_NEWCGROUP)
+
 
 /* fork(): prepare, parent and child handlers. */
 void kp_conn_before_fork(void);

@@ -185,6 +185,12 @@ KP_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 			__atomic_store_n(&kp_vforked, true, __ATOMIC_RELAXED);
 		if (!(flags & CLONE_FILES))
 			kp_conn_handoff_all(false, KP_HANDOFF_INHERIT, "clone");
+		/* a task of its own that runs on our memory (not suspended
+		 * until its exec as a vfork child), or in other namespaces:
+		 * its identity is its own from now on (glibc's setxid
+		 * broadcast reaches pthreads only) */
+		if ((!(flags & CLONE_THREAD) && !(flags & CLONE_VFORK)) || (flags & KP_CLONE_NEW_ANY))
+			kp_conn_divide("clone(CLONE_VM) of a task of its own");
 		return KP_REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
 	}
 	struct clone_start *st = malloc(sizeof(*st));
@@ -240,6 +246,10 @@ static long raw_fork(long number, const long a[6])
 	if ((flags & CLONE_VM) || own_stack || number == SYS_vfork) {
 		if (!(flags & CLONE_FILES))
 			kp_conn_handoff_all(false, KP_HANDOFF_INHERIT, "clone");
+		/* as the clone() wrapper's */
+		if (((flags & CLONE_VM) && !(flags & CLONE_THREAD) && !(flags & CLONE_VFORK)) ||
+		    (flags & KP_CLONE_NEW_ANY))
+			kp_conn_divide("a raw clone of a task of its own");
 		return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 	}
 	kp_conn_before_fork();
@@ -781,6 +791,10 @@ static bool range_unknown(unsigned first, unsigned last)
 
 KP_EXPORT int close_range(unsigned int first, unsigned int last, int flags)
 {
+	/* the calling thread's own fd table from now on: as
+	 * unshare(CLONE_FILES) (docs/owner.md) */
+	if ((flags & CLOSE_RANGE_UNSHARE) && kp_fdtab_len && !in_vfork_child())
+		kp_conn_cred_change(true);
 	if (!kp_fdtab_len || first > last || range_unknown(first, last) || in_vfork_child())
 		return (int)KP_REAL(syscall)(SYS_close_range, first, last, flags);
 	if (kp_reentered())

@@ -99,6 +99,12 @@ KP_EXPORT int capset(void *hdr, const void *data)
 	return THREAD_CRED_CALL(KP_REAL(capset)(hdr, data));
 }
 
+/* glibc's initgroups calls setgroups inside libc, past our wrapper */
+KP_EXPORT int initgroups(const char *user, gid_t group)
+{
+	return CRED_CALL(KP_REAL(initgroups)(user, group));
+}
+
 KP_EXPORT int unshare(int flags)
 {
 	return THREAD_CRED_CALL(KP_REAL(unshare)(flags));

@@ -142,6 +142,7 @@
 	X(int, setregid, (gid_t, gid_t))                                             \
 	X(int, setresgid, (gid_t, gid_t, gid_t))                                     \
 	X(int, setgroups, (size_t, const gid_t *))                                   \
+	X(int, initgroups, (const char *, gid_t))                                   \
 	X(int, setfsuid, (uid_t))                                                    \
 	X(int, setfsgid, (gid_t))                                                    \
 	X(int, capset, (void *, const void *))                                       \

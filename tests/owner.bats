@@ -285,3 +285,55 @@ run_matrix() {
 	# a sample: the broker pass costs more per shape
 	run_matrix 6 --limit 120 --seed 23
 }
+
+# docs/owner.md "A task of its own on our memory": a clone(CLONE_VM)
+# child that is not a thread shares our pool and our broker link, but its
+# namespaces and credentials are its own.  The library before gave the
+# CLONE_NEWNET child the parent's pooled connection (a request served in
+# the old namespace where alone ENETUNREACH), and the child that dropped
+# to nobody root's socket (uid 0).
+@test "clone(CLONE_VM|CLONE_NEWNET) child: no connection of the parent's namespace, ENETUNREACH as alone" {
+	[ "$(id -u)" = 0 ] || skip "needs root for CLONE_NEWNET"
+	echo_start
+	run_both 2 "$OWNER" clone-netns "$ECHO_PORT"
+	assert_both_ok
+	assert_same_output
+	grep -q '^child: connect ENETUNREACH$' "$BATS_TEST_TMPDIR/shim.out"
+}
+
+@test "clone(CLONE_VM) child that drops to nobody: never handed root's socket" {
+	[ "$(id -u)" = 0 ] || skip "needs root to drop to nobody"
+	echo_start
+	run_both 2 "$OWNER" clone-uid "$ECHO_PORT"
+	assert_both_ok
+	assert_same_output
+	grep -q '^child: socket of uid 65534$' "$BATS_TEST_TMPDIR/shim.out"
+}
+
+# close_range(CLOSE_RANGE_UNSHARE) gives the calling thread a fd table of
+# its own, as unshare(CLONE_FILES): the two tables shared one pool, whose
+# hidden numbers named other sockets in each, and each request went to
+# the other server (the library before: A's log held /thread-to-B).
+@test "close_range(CLOSE_RANGE_UNSHARE) in a thread: each destination's requests reach it alone" {
+	echo_start
+	echo_start b
+	run_both 2 KEEPALIVE_PORTS="$ECHO_PORT,$ECHO_PORT_b" "$OWNER" range-unshare "$ECHO_PORT" "$ECHO_PORT_b"
+	assert_both_ok
+	assert_same_output
+	run grep -c 'to-B' "$ECHO_LOG"
+	assert_output 0
+	run grep -c 'to-A' "$ECHO_LOG_b"
+	assert_output 0
+}
+
+# glibc's initgroups calls setgroups inside libc, past our wrapper: the
+# connection made before it carried the request after it (the library
+# before: one connection).
+@test "initgroups: the connection made before is not handed out after" {
+	[ "$(id -u)" = 0 ] || skip "needs root for initgroups"
+	echo_start
+	run_both 2 "$OWNER" initgroups "$ECHO_PORT"
+	assert_both_ok
+	assert_same_output
+	[ "$(conn_of g1)" != "$(conn_of g2)" ] || fail "g1 and g2 on one connection"
+}

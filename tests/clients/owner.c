@@ -40,9 +40,26 @@
  *   owner thread-cred PORT      a thread drops to nobody with a raw
  *                               setresuid and makes a request; then the
  *                               main thread (root) does: whose sockets?
+ *   owner clone-netns PORT      a request; a clone(CLONE_VM|CLONE_FILES|
+ *                               CLONE_NEWNET) child connects (alone:
+ *                               ENETUNREACH, its namespace has no route);
+ *                               then the parent's request
+ *   owner clone-uid PORT        a clone(CLONE_VM|CLONE_FILES) child drops
+ *                               to nobody (setuid: its own task only);
+ *                               the parent (root) makes a request, then
+ *                               the child: whose socket?
+ *   owner range-unshare PORT PORT_B   a thread takes a fd table of its own
+ *                               (close_range(CLOSE_RANGE_UNSHARE)); then,
+ *                               in turn: main to B, the thread to A, main
+ *                               to A, the thread to B (each server's log
+ *                               must hold its own requests only)
+ *   owner initgroups PORT       a request, initgroups("daemon", 1), a
+ *                               request (its own connection, as alone)
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <grp.h>
+#include <linux/close_range.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
@@ -480,6 +497,117 @@ static void thread_cred(void)
 	close(s);
 }
 
+static int clone_netns_child(void *arg)
+{
+	(void)arg;
+	struct sockaddr_in a = addr4(port);
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	if (connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+		printf("child: connect %s\n", errname(errno));
+	else
+		request(s, "child", "c2");
+	close(s);
+	return 0;
+}
+
+static char clone_stack[1 << 16];
+
+static void clone_netns(void)
+{
+	one("parent", "c1");
+	int pid = clone(clone_netns_child, clone_stack + sizeof(clone_stack),
+			CLONE_VM | CLONE_FILES | CLONE_NEWNET | SIGCHLD, NULL);
+	if (pid < 0) {
+		printf("clone: %s\n", errname(errno));
+		return;
+	}
+	waitpid(pid, NULL, 0);
+	one("parent", "c3");
+}
+
+static volatile int clone_step;
+
+static int clone_uid_child(void *arg)
+{
+	(void)arg;
+	if (setuid(65534) < 0)
+		printf("child: setuid %s\n", errname(errno));
+	clone_step = 1;
+	while (clone_step != 2)
+		usleep(1000);
+	int s = dial(port);
+	printf("child: socket of uid %u\n", (unsigned)socket_owner(s));
+	request(s, "child", "u2");
+	close(s);
+	return 0;
+}
+
+static void clone_uid(void)
+{
+	int pid = clone(clone_uid_child, clone_stack + sizeof(clone_stack), CLONE_VM | CLONE_FILES | SIGCHLD,
+			NULL);
+	if (pid < 0) {
+		printf("clone: %s\n", errname(errno));
+		return;
+	}
+	while (clone_step != 1)
+		usleep(1000);
+	one("parent", "u1");
+	clone_step = 2;
+	waitpid(pid, NULL, 0);
+}
+
+static int port_b;
+static volatile int unshare_step;
+
+static void *unshare_thread(void *arg)
+{
+	(void)arg;
+	if (close_range(900, 900, CLOSE_RANGE_UNSHARE) < 0)
+		printf("close_range: %s\n", errname(errno));
+	unshare_step = 1;
+	while (unshare_step != 2)
+		usleep(1000);
+	int s = dial(port);
+	request(s, "thread", "thread-to-A");
+	close(s);
+	unshare_step = 3;
+	while (unshare_step != 4)
+		usleep(1000);
+	s = dial(port_b);
+	request(s, "thread", "thread-to-B");
+	close(s);
+	return NULL;
+}
+
+static void range_unshare(void)
+{
+	pthread_t t;
+	if (pthread_create(&t, NULL, unshare_thread, NULL) != 0)
+		die("pthread_create");
+	while (unshare_step != 1)
+		usleep(1000);
+	int s = dial(port_b);
+	request(s, "main", "main-to-B");
+	close(s);
+	unshare_step = 2;
+	while (unshare_step != 3)
+		usleep(1000);
+	s = dial(port);
+	request(s, "main", "main-to-A");
+	close(s);
+	unshare_step = 4;
+	pthread_join(t, NULL);
+}
+
+static void groups(void)
+{
+	one("before", "g1");
+	if (initgroups("daemon", 1) < 0)
+		printf("initgroups: %s\n", errname(errno));
+	one("after", "g2");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 3) {
@@ -508,6 +636,14 @@ int main(int argc, char **argv)
 		netns();
 	else if (!strcmp(argv[1], "thread-cred"))
 		thread_cred();
+	else if (!strcmp(argv[1], "clone-netns"))
+		clone_netns();
+	else if (!strcmp(argv[1], "clone-uid"))
+		clone_uid();
+	else if (!strcmp(argv[1], "range-unshare") && argc > 3 && (port_b = atoi(argv[3])))
+		range_unshare();
+	else if (!strcmp(argv[1], "initgroups"))
+		groups();
 	else
 		return 2;
 	return 0;
