@@ -408,6 +408,11 @@ bool kp_unseen_write(struct kp_conn *c, int fd, size_t len);
  * fresh connection; ask the kernel again (its readiness is the program's). */
 bool kp_conn_ready_settle(struct kp_conn *c, int fd);
 
+/* As kp_conn_ready_settle, for a report of readable alone: settled only
+ * where TCP's state says the server's FIN (or reset) came, not a
+ * response (one TCP_INFO: docs/replay.md "Readable, and the FIN"). */
+bool kp_conn_read_settle(struct kp_conn *c, int fd);
+
 /* What is left (ms, -1: no limit) of the poll/select/epoll call whose
  * readiness is being settled in this thread: a replay's fresh connect waits
  * no longer (docs/replay.md).  KP_NOT_WAITING outside such a call. */

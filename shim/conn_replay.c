@@ -900,6 +900,15 @@ bool kp_conn_ready_settle(struct kp_conn *c, int fd)
 	return swapped;
 }
 
+bool kp_conn_read_settle(struct kp_conn *c, int fd)
+{
+	struct kp_tcp_view v;
+	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) || kp_tcp_view(fd, &v) < 0 ||
+	    v.state == TCP_ESTABLISHED)
+		return false;
+	return kp_conn_ready_settle(c, fd);
+}
+
 /* Step aside in the middle of things: bytes we held from an unfinished head
  * were promised to the program as sent, so they go out first; and if a
  * rewritten request is still waiting for its response, nobody will close

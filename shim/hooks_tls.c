@@ -62,8 +62,25 @@
 			    __VA_ARGS__);                            \
 	}
 
-ROUTED(X509 *, SSL_get1_peer_certificate, (const SSL *s), (e))
-ROUTED(X509 *, SSL_get0_peer_certificate, (const SSL *s), (e))
+/* what the program reads of its peer: a fresh handshake in its place must
+ * show the same (kp_tls_peer_seen) */
+#define PEER_SEEN(s) (INTERNAL() ? (void)0 : kp_tls_peer_seen(s))
+KP_EXPORT X509 *SSL_get1_peer_certificate(const SSL *s)
+{
+	if (MISSING(SSL_get1_peer_certificate))
+		return NULL;
+	PEER_SEEN(s);
+	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
+	return e ? kp_ssl.SSL_get1_peer_certificate(e) : NULL;
+}
+KP_EXPORT X509 *SSL_get0_peer_certificate(const SSL *s)
+{
+	if (MISSING(SSL_get0_peer_certificate))
+		return NULL;
+	PEER_SEEN(s);
+	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
+	return e ? kp_ssl.SSL_get0_peer_certificate(e) : NULL;
+}
 /* what the program's own full handshake would have read, for a handed-out
  * SSL or a session of ours resumed (docs/tls.md "What a full handshake
  * shows") */
@@ -74,6 +91,8 @@ ROUTED(X509 *, SSL_get0_peer_certificate, (const SSL *s), (e))
 			return (ret)0;                                     \
 		ret shown;                                                 \
 		long r;                                                    \
+		if (cmd == KP_PEER_CHAIN)                                  \
+			PEER_SEEN(s);                                      \
 		if (!INTERNAL() && kp_tls_peer_full(s, cmd, &shown, &r))  \
 			return shown;                                      \
 		SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);   \
@@ -87,6 +106,7 @@ KP_EXPORT SSL_SESSION *SSL_get_session(const SSL *s)
 {
 	if (MISSING(SSL_get_session))
 		return NULL;
+	PEER_SEEN(s);
 	SSL_SESSION *sess;
 	if (!INTERNAL() && kp_tls_session(s, &sess))
 		return sess;
@@ -98,6 +118,7 @@ KP_EXPORT SSL_SESSION *SSL_get1_session(SSL *s)
 {
 	if (MISSING(SSL_get1_session))
 		return NULL;
+	PEER_SEEN(s);
 	SSL_SESSION *sess;
 	if (!INTERNAL() && kp_tls_session(s, &sess))
 		return sess && kp_ssl.SSL_SESSION_up_ref(sess) ? sess : NULL;
@@ -812,6 +833,7 @@ KP_EXPORT long SSL_get_verify_result(const SSL *s)
 	STACK_OF(X509) *chain;
 	if (INTERNAL())
 		return kp_ssl.SSL_get_verify_result(s);
+	kp_tls_peer_seen(s);
 	if (kp_tls_verify_result(s, &result, &chain))
 		return result;
 	return kp_ssl.SSL_get_verify_result(kp_tls_route(s, false));
@@ -825,6 +847,7 @@ KP_EXPORT STACK_OF(X509) *SSL_get0_verified_chain(const SSL *s)
 	STACK_OF(X509) *chain;
 	if (INTERNAL())
 		return kp_ssl.SSL_get0_verified_chain(s);
+	kp_tls_peer_seen(s);
 	if (kp_tls_verify_result(s, &result, &chain))
 		return chain;
 	return kp_ssl.SSL_get0_verified_chain(kp_tls_route(s, false));

@@ -100,8 +100,14 @@ static int poll_settle(struct pollfd *fds, nfds_t n, int r)
 {
 	for (nfds_t i = 0; i < n; i++) {
 		struct kp_conn *c;
-		if (!(fds[i].revents & POLL_DEAD) || !(c = unsettled(fds[i].fd)) ||
-		    !kp_conn_ready_settle(c, fds[i].fd))
+		if (!(fds[i].revents & (POLL_DEAD | POLLIN)) || !(c = unsettled(fds[i].fd)))
+			continue;
+		/* readable alone: a FIN under its first request reads so, and
+		 * the program's read would replay it and wait for the fresh
+		 * one's answer past its own timeout (docs/replay.md
+		 * "Readable, and the FIN") */
+		if (!((fds[i].revents & POLL_DEAD) ? kp_conn_ready_settle(c, fds[i].fd)
+						    : kp_conn_read_settle(c, fds[i].fd)))
 			continue;
 		struct pollfd one = { .fd = fds[i].fd, .events = fds[i].events };
 		if (KP_REAL(poll)(&one, 1, 0) < 0)
@@ -276,23 +282,22 @@ static int select_due_ms(int nfds, const fd_set *rd)
 	return due;
 }
 
-/* Is any fd in select()'s write or exception set a connection that may
- * still be replayed?  (The read set's are left to the read: select_settle.) */
-static bool select_unsettled(int nfds, const fd_set *wr, const fd_set *ex)
+/* Is any fd in select()'s sets a connection that may still be replayed? */
+static bool select_unsettled(int nfds, const fd_set *rd, const fd_set *wr, const fd_set *ex)
 {
 	for (int fd = 0; fd < nfds; fd++)
-		if (((wr && FD_ISSET(fd, wr)) || (ex && FD_ISSET(fd, ex))) && unsettled(fd))
+		if (((rd && FD_ISSET(fd, rd)) || (wr && FD_ISSET(fd, wr)) || (ex && FD_ISSET(fd, ex))) &&
+		    unsettled(fd))
 			return true;
 	return false;
 }
 
 /* As poll_settle, over select()'s sets; rd0, wr0, ex0: what the program
- * asked.  Returns the new count.  Only fds reported writable or
- * exceptional are settled: select() has no error bits, so an fd reported
- * readable alone is read next, and the read replays a dead connection
- * (a blocking read then waits for the fresh one's answer, a non-blocking
- * one says EAGAIN: spurious readiness, which select(2) allows).  Settling
- * it here would cost a peek for every response not there yet (curb). */
+ * asked.  Returns the new count.  An fd reported writable or exceptional
+ * is settled as poll's dead ones; one reported readable alone only where
+ * TCP's state says the FIN came (kp_conn_read_settle: one TCP_INFO), else
+ * a blocking read after it would replay and wait for the fresh one's
+ * answer past the program's timeout. */
 static int select_settle(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const fd_set *rd0,
 			 const fd_set *wr0, const fd_set *ex0, int r)
 {
@@ -300,7 +305,8 @@ static int select_settle(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const fd_
 		bool in_rd = rd && FD_ISSET(fd, rd), in_wr = wr && FD_ISSET(fd, wr),
 		     in_ex = ex && FD_ISSET(fd, ex);
 		struct kp_conn *c;
-		if (!(in_wr || in_ex) || !(c = unsettled(fd)) || !kp_conn_ready_settle(c, fd))
+		if (!(in_rd || in_wr || in_ex) || !(c = unsettled(fd)) ||
+		    !(in_wr || in_ex ? kp_conn_ready_settle(c, fd) : kp_conn_read_settle(c, fd)))
 			continue;
 		struct pollfd one = { .fd = fd };
 		if (rd && FD_ISSET(fd, rd0))
@@ -467,7 +473,7 @@ static KP_SLOW int select_nfds(int nfds)
 static KP_SLOW int select_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
 	if (nfds <= 0 || nfds > SELECT_NFDS_MAX ||
-	    (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, wr, ex)))
+	    (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_common(nfds, rd, wr, ex, ms_of_tv(tv), NULL, false, tv, NULL);
 }
@@ -485,7 +491,7 @@ static KP_SLOW int pselect_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, co
 				const sigset_t *mask)
 {
 	if (nfds <= 0 || nfds > SELECT_NFDS_MAX ||
-	    (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, wr, ex)))
+	    (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
 	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);
 }

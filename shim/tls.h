@@ -295,4 +295,10 @@ void kp_tls_before_fork(void);
 void kp_tls_after_fork_parent(void);
 void kp_tls_after_fork_child(void);
 
+/* The program asked what ssl's peer is (its certificate, chain, verify
+ * result, session): a fresh handshake in place of a handed-out connection
+ * must then show the same peer (docs/tls.md "A fresh handshake in place
+ * of a handed-out one"). */
+void kp_tls_peer_seen(const SSL *ssl);
+
 #endif

@@ -1046,6 +1046,10 @@ static void shown_keep(struct kp_tls *e, const struct handle *h)
 	sh->alpn_len = alpn && alpn_len <= sizeof(sh->alpn) ? alpn_len : 0;
 	if (sh->alpn_len)
 		memcpy(sh->alpn, alpn, sh->alpn_len);
+	/* it looked at the peer (a getter, or its verify callback ran on the
+	 * pooled chain at the hand-out): the fresh one must be the same; else
+	 * its own handshake's verification is all it would have had alone */
+	sh->peer = h->peer_seen || kp_ssl.SSL_get_verify_callback(h->ssl);
 	sh->pending = true;
 }
 
@@ -1066,10 +1070,12 @@ static bool shown_same(SSL *ssl, const struct shown *sh)
 	const unsigned char *alpn = NULL;
 	unsigned alpn_len = 0;
 	kp_ssl.SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
-	return leaf && sh->leaf && kp_ssl.X509_cmp(leaf, sh->leaf) == 0 &&
-	       (!sh->result_known || kp_ssl.SSL_get_verify_result(ssl) == sh->result) &&
-	       kp_ssl.SSL_version(ssl) == sh->version && ci && kp_ssl.SSL_CIPHER_get_id(ci) == sh->cipher &&
-	       alpn_len == sh->alpn_len && (!alpn_len || memcmp(alpn, sh->alpn, alpn_len) == 0);
+	if (alpn_len != sh->alpn_len || (alpn_len && memcmp(alpn, sh->alpn, alpn_len) != 0))
+		return false; /* another protocol on the wire */
+	return !sh->peer ||
+	       (leaf && sh->leaf && kp_ssl.X509_cmp(leaf, sh->leaf) == 0 &&
+		(!sh->result_known || kp_ssl.SSL_get_verify_result(ssl) == sh->result) &&
+		kp_ssl.SSL_version(ssl) == sh->version && ci && kp_ssl.SSL_CIPHER_get_id(ci) == sh->cipher);
 }
 
 int shown_gate(struct kp_tls *e, int *hs)

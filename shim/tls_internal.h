@@ -164,6 +164,7 @@ struct kp_tls {
 	struct shown {
 		bool pending;
 		bool refused; /* it did not: no write goes on it */
+		bool peer;    /* the program looked at its peer: the same one */
 		bool result_known; /* not set by the program itself */
 		long result;
 		X509 *leaf;
@@ -189,6 +190,7 @@ struct handle {
 	bool resumed;        /* ... as the resumption of its own session */
 	long verify_result;
 	bool verify_set;     /* ... set by the program (SSL_set_verify_result) */
+	bool peer_seen;      /* it asked what its peer is (kp_tls_peer_seen) */
 	bool sess_set;       /* the program set its own session since (SSL_set_session) */
 	STACK_OF(X509) *vchain;
 	char *peername;      /* the name our verification matched */

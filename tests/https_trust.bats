@@ -305,7 +305,7 @@ _swap_server() {
 	rm -f "$BATS_TEST_TMPDIR/swap.port"
 	: >"$BATS_TEST_TMPDIR/swap.log"
 	"$PYTHON" "$ROOT/tests/servers/tls_swap.py" "$TLS" "$BATS_TEST_TMPDIR/swap.port" \
-		"$BATS_TEST_TMPDIR/swap.log" server-other "$1" </dev/null >/dev/null 2>"$BATS_TEST_TMPDIR/swap.err" 3>&- &
+		"$BATS_TEST_TMPDIR/swap.log" "${2:-server-other}" "$1" </dev/null >/dev/null 2>"$BATS_TEST_TMPDIR/swap.err" 3>&- &
 	SWAP_PID=$!
 	wait_until test -s "$BATS_TEST_TMPDIR/swap.port" || { cat "$BATS_TEST_TMPDIR/swap.err"; return 1; }
 	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/swap.port"
@@ -338,4 +338,30 @@ extendedKeyUsage=serverAuth" other-ca
 		run grep -c '^1 A GET /x/2' "$BATS_TEST_TMPDIR/shim.log"
 		[ "$how" = watch ] || assert_output 1
 	done
+}
+
+# The same server, its later certificate valid too (the test CA's, another
+# key: an L4 balancer over backends with keys of their own), and a program
+# that never looks at its peer (SSL_VERIFY_PEER, no getter): its own
+# handshake's verification is all it has alone, so the fresh handshake in
+# place of the handed-out connection carries its request (the first
+# version of the rule shut it: SSL_ERROR_SYSCALL where alone answered).
+@test "a fresh handshake in place of a handed-out connection, another valid certificate, a program that never looks at its peer: answered as alone" {
+	make -s -C "$ROOT" build/clients/tls_swap >&2
+	_tls_cert "$TLS" server-b "/CN=localhost" "subjectAltName=DNS:localhost,IP:127.0.0.1
+extendedKeyUsage=serverAuth"
+	_swap_server close server-b
+	run_plain BLIND=1 "$CLIENTS/tls_swap" "$SERVER_PORT" "$TLS/ca.pem" 3
+	_swap_server close server-b
+	run_shim BLIND=1 "$CLIENTS/tls_swap" "$SERVER_PORT" "$TLS/ca.pem" 3
+	cp "$BATS_TEST_TMPDIR/swap.log" "$BATS_TEST_TMPDIR/shim.log"
+	cat "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" "$BATS_TEST_TMPDIR/shim.log"
+	assert_both_ok
+	# the same but which connection served it (alone each its own)
+	diff <(sed -E 's/conn [0-9]+ (cert .) req [0-9]+/\1/' "$BATS_TEST_TMPDIR/plain.out") \
+		<(sed -E 's/conn [0-9]+ (cert .) req [0-9]+/\1/' "$BATS_TEST_TMPDIR/shim.out")
+	assert_equal "$(grep -c '^  got: conn' "$BATS_TEST_TMPDIR/shim.out")" 3
+	# request 2 went on connection 1 (handed out), then fresh
+	run grep -c '^1 A GET /x/2' "$BATS_TEST_TMPDIR/shim.log"
+	assert_output 1
 }

@@ -65,6 +65,18 @@ assert_same_but_date() {
 	assert_equal "shim conns $SHIM_CONNS" "shim conns 10"
 }
 
+# docs/hold.md "A held head at a hand-off": the head's first lines were
+# held (an unfinished head) when a child (a subshell: fork) wrote its end;
+# the library before sent the child's bytes first, or never sent the held
+# ones (nginx: 400 Bad Request, its request line "Connection: close").
+@test "bash exec 3<>/dev/tcp, the head begun by printf and ended by a child: the held bytes go first, same output" {
+	nginx_start
+	run_both 5 bash "$DEVTCP" childend "$NGINX_PORT" 5
+	assert_both_ok
+	assert_same_but_date
+	assert_equal "$(count_matches '^HTTP/1.1 200 OK' "$BATS_TEST_TMPDIR/shim.out")" 5
+}
+
 @test "bash: builtin requests, then one read by cat: same output, no hang" {
 	nginx_start
 	run_both 5 bash "$DEVTCP" mixed "$NGINX_PORT" 5

@@ -11,6 +11,10 @@
 #   cat       exec 3<>/dev/tcp/...; one printf of the head; the response
 #             read by cat, a child process (fork, exec) that inherits fd 3
 #   mixed     N-1 requests as in builtins, then one as in cat
+#   childend  exec 3<>/dev/tcp/...; printf of the head's first lines, the
+#             rest of the head (its end) written by a child (printf in a
+#             subshell: fork), the response read by cat (docs/hold.md "A
+#             held head at a hand-off")
 #   unread    as builtins, but fd 5 closed without reading the response
 set -e
 mode=$1 port=$2 n=$3
@@ -41,12 +45,20 @@ with_cat() {
 	cat <&3
 	exec 3<&-
 }
+childend() {
+	exec 3<>"/dev/tcp/127.0.0.1/$port"
+	printf 'GET /f HTTP/1.1\r\nHost: 127.0.0.1\r\n' >&3
+	(printf 'Connection: close\r\n\r\n' >&3)
+	cat <&3
+	exec 3<&-
+}
 for ((i = 0; i < n; i++)); do
 	case $mode in
 	builtins) builtins ;;
 	builtins_u) builtins_u ;;
 	cat) with_cat ;;
 	unread) unread ;;
+	childend) childend ;;
 	mixed) if ((i < n - 1)); then builtins; else with_cat; fi ;;
 	*) echo "unknown mode $mode" >&2; exit 2 ;;
 	esac

@@ -5,10 +5,13 @@
  * result checked right after SSL_connect: nothing is sent unless it is
  * X509_V_OK.  WATCH (environment): from request 2 on, an info callback
  * set after the check (a watcher: a hand-out then makes its own handshake
- * on a fresh connection).  Prints what it saw and what came back.  Against
+ * on a fresh connection).  BLIND (environment): SSL_VERIFY_PEER and no
+ * look at the peer at all (the handshake's verification is the program's
+ * only check).  Prints what it saw and what came back.  Against
  * tests/servers/tls_swap.py (docs/tls.md "A fresh handshake in place of a
  * handed-out one").
  */
+#include <stdbool.h>
 #include <unistd.h>
 
 #include "tls_common.h"
@@ -42,10 +45,22 @@ int main(int argc, char **argv)
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION);
 	SSL_CTX_load_verify_locations(ctx, argv[2], NULL);
-	SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, NULL);
+	bool blind = getenv("BLIND");
+	SSL_CTX_set_verify(ctx, blind ? SSL_VERIFY_PEER : SSL_VERIFY_NONE, NULL);
 	for (int i = 1; i <= n; i++) {
 		SSL *ssl = tls_new(ctx, port);
 		int r = SSL_connect(ssl);
+		if (blind) {
+			printf("req %d: connect %d\n", i, r);
+			if (r != 1) {
+				int fd = SSL_get_fd(ssl);
+				SSL_free(ssl);
+				close(fd);
+				continue;
+			}
+		}
+		if (blind)
+			goto send;
 		long vr = SSL_get_verify_result(ssl);
 		printf("req %d: connect %d, verify result %ld, issuer %s", i, r, vr, issuer(ssl));
 		if (r != 1 || vr != X509_V_OK) {
@@ -56,6 +71,7 @@ int main(int argc, char **argv)
 			continue;
 		}
 		printf(": sending\n");
+	send:;
 		if (getenv("WATCH") && i > 1)
 			SSL_set_info_callback(ssl, info_cb);
 		char req[128], resp[8192];
