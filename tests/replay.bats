@@ -632,3 +632,25 @@ dead_pieces_run() {
 # included, and the owed EOF
 @test "connect() elsewhere after the owed EOF (EISCONN), then a write: never reaches the server, the same answers" { send_after after connect_other; }
 @test "connect() elsewhere right behind a close request (EISCONN), then a write and a read: never reaches the server, the same answers" { send_after behind connect_other; }
+
+# docs/replay.md "Readable, and the FIN": the kept connection's server
+# closes (FIN) under the second request, which then reads as readable; the
+# program polls 2 s, then reads blocking (wget -T).  The fresh connection
+# the replay makes stalls 6 s, as the program's own fresh connection does
+# alone: alone its wait ends at 2 s with nothing; the library before
+# replayed inside the blocking read and waited there for the answer
+# ("/b answered" after 6 s).
+@test "a FIN under a reused connection's request reads as readable: poll/select settle it within the program's timeout, as alone" {
+	make -s -C "$ROOT" build/clients/poll_then_read >&2
+	local mode
+	for mode in poll select; do
+		scripted_start late_close_then_stall
+		run_plain "$CLIENTS/poll_then_read" "$SERVER_PORT" "$mode"
+		scripted_start late_close_then_stall
+		run_shim "$CLIENTS/poll_then_read" "$SERVER_PORT" "$mode"
+		cat "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out"
+		assert_both_ok
+		assert_same_output
+		assert_equal "$(sed -n 2p "$BATS_TEST_TMPDIR/shim.out")" "/b: timeout"
+	done
+}
