@@ -603,6 +603,8 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
  * another peer (the error a reset gives: SSL_ERROR_SYSCALL, ECONNRESET). */
 static int write_gate(SSL *ssl)
 {
+	if (!__atomic_load_n(&kp_tls_shown_ever, __ATOMIC_RELAXED))
+		return 1;
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	struct kp_tls *e = h && h->e->ssl == ssl && (h->e->shown.pending || h->e->shown.refused) ? h->e : NULL;
@@ -1016,12 +1018,15 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
  * quiet_begin: -1 (nothing set), else whether ssl's BIO raises. */
 static int quiet_begin(SSL *ssl)
 {
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
 	/* a fresh connection that showed another peer than the program was
 	 * shown is shut by us (shown_gate): its EPIPE is ours, no signal */
-	bool ours = h && h->e->shown.refused;
-	kp_unlock(&tls_lock);
+	bool ours = false;
+	if (__atomic_load_n(&kp_tls_shown_ever, __ATOMIC_RELAXED)) {
+		kp_lock(&tls_lock);
+		struct handle *h = handle_find(ssl);
+		ours = h && h->e->shown.refused;
+		kp_unlock(&tls_lock);
+	}
 	int raises = ours ? 0 : prog_bio_sigpipe(ssl);
 	if (raises < 0 || kp_tls_quiet) /* (set: a handler's call inside ours) */
 		return -1;

@@ -1030,8 +1030,11 @@ static int handshake_wait(SSL *ssl, int fd)
 /* What the program was shown of the handed-out connection h's engine
  * answers for, kept on e, the engine of the fresh handshake that replaces
  * it.  Caller holds tls_lock. */
+bool kp_tls_shown_ever;
+
 static void shown_keep(struct kp_tls *e, const struct handle *h)
 {
+	__atomic_store_n(&kp_tls_shown_ever, true, __ATOMIC_RELAXED);
 	SSL *was = h->e->ssl;
 	struct shown *sh = &e->shown;
 	sh->leaf = kp_ssl.SSL_get1_peer_certificate(was);

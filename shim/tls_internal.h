@@ -374,6 +374,9 @@ bool chain_equal(X509 *cert, SSL *ssl, STACK_OF(X509) *want);
  * another peer than the program was shown: its socket shut, nothing may
  * be sent (the write fails as on a reset: ECONNRESET, no SIGPIPE) */
 int shown_gate(struct kp_tls *e, int *hs);
+/* set once a fresh handshake replaced a handed-out connection in this
+ * process: before, no SSL has a gate to look up (one load) */
+extern bool kp_tls_shown_ever;
 int detach_program(struct kp_tls *e, int fd, bool prog_alive);
 void restore_program(struct kp_tls *e);
 bool same_str(const char *a, const char *b);
