@@ -1457,8 +1457,11 @@ static void handoff_locked(struct kp_conn *c, int fd, enum kp_handoff how, const
 		kp_debug("fd %d: may have another owner from now on (%s)", fd, why);
 	/* bytes of an unfinished head we held were promised as sent: they go
 	 * before anything the other owner writes, and what follows them is
-	 * no longer ours to frame (docs/hold.md "A held head at a hand-off") */
-	if (fd >= 0 && c->state == KP_ACTIVE && (c->held_len || c->req_mode == KP_REQ_HEAD_PART))
+	 * no longer ours to frame (docs/hold.md "A held head at a hand-off").
+	 * Plain only: a TLS record begun is the writing thread's to finish
+	 * (sent from here, in the middle of its SSL_write, it cut the stream:
+	 * tests/hang.bats, the HTTPS fork cell) */
+	if (fd >= 0 && c->state == KP_ACTIVE && !c->tls && (c->held_len || c->req_mode == KP_REQ_HEAD_PART))
 		give_up(c, fd, "a hand-off with request bytes held");
 	c->shared = true; /* one_owner() says no for the rest of its life */
 	bool owed = owes_close(c);
