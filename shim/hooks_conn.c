@@ -162,6 +162,15 @@ struct clone_start {
 	void *arg;
 };
 
+/* A clone's child that is a task of its own on our memory (not a thread,
+ * not suspended until its exec as a vfork child), or in other namespaces:
+ * its identity is its own from then on (glibc's setxid broadcast reaches
+ * pthreads only), so the process is divided (kp_conn_divide). */
+static bool clone_divides(unsigned long flags)
+{
+	return ((flags & CLONE_VM) && !(flags & (CLONE_THREAD | CLONE_VFORK))) || (flags & KP_CLONE_NEW_ANY);
+}
+
 static int clone_child(void *p)
 {
 	struct clone_start st = *(struct clone_start *)p;
@@ -185,11 +194,7 @@ KP_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 			__atomic_store_n(&kp_vforked, true, __ATOMIC_RELAXED);
 		if (!(flags & CLONE_FILES))
 			kp_conn_handoff_all(false, KP_HANDOFF_INHERIT, "clone");
-		/* a task of its own that runs on our memory (not suspended
-		 * until its exec as a vfork child), or in other namespaces:
-		 * its identity is its own from now on (glibc's setxid
-		 * broadcast reaches pthreads only) */
-		if ((!(flags & CLONE_THREAD) && !(flags & CLONE_VFORK)) || (flags & KP_CLONE_NEW_ANY))
+		if (clone_divides((unsigned long)flags))
 			kp_conn_divide("clone(CLONE_VM) of a task of its own");
 		return KP_REAL(clone)(fn, stack, flags, arg, ptid, tls, ctid);
 	}
@@ -246,9 +251,7 @@ static long raw_fork(long number, const long a[6])
 	if ((flags & CLONE_VM) || own_stack || number == SYS_vfork) {
 		if (!(flags & CLONE_FILES))
 			kp_conn_handoff_all(false, KP_HANDOFF_INHERIT, "clone");
-		/* as the clone() wrapper's */
-		if (((flags & CLONE_VM) && !(flags & CLONE_THREAD) && !(flags & CLONE_VFORK)) ||
-		    (flags & KP_CLONE_NEW_ANY))
+		if (clone_divides(flags))
 			kp_conn_divide("a raw clone of a task of its own");
 		return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
 	}

@@ -65,22 +65,17 @@
 /* what the program reads of its peer: a fresh handshake in its place must
  * show the same (kp_tls_peer_seen) */
 #define PEER_SEEN(s) (INTERNAL() ? (void)0 : kp_tls_peer_seen(s))
-KP_EXPORT X509 *SSL_get1_peer_certificate(const SSL *s)
-{
-	if (MISSING(SSL_get1_peer_certificate))
-		return NULL;
-	PEER_SEEN(s);
-	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
-	return e ? kp_ssl.SSL_get1_peer_certificate(e) : NULL;
-}
-KP_EXPORT X509 *SSL_get0_peer_certificate(const SSL *s)
-{
-	if (MISSING(SSL_get0_peer_certificate))
-		return NULL;
-	PEER_SEEN(s);
-	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
-	return e ? kp_ssl.SSL_get0_peer_certificate(e) : NULL;
-}
+#define PEER_ROUTED(ret, name, params, args) \
+	KP_EXPORT ret name params                 \
+	{                                         \
+		if (MISSING(name))                \
+			return (ret)0;            \
+		PEER_SEEN(s);                     \
+		SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false); \
+		return e ? kp_ssl.name args : (ret)0; \
+	}
+PEER_ROUTED(X509 *, SSL_get1_peer_certificate, (const SSL *s), (e))
+PEER_ROUTED(X509 *, SSL_get0_peer_certificate, (const SSL *s), (e))
 /* what the program's own full handshake would have read, for a handed-out
  * SSL or a session of ours resumed (docs/tls.md "What a full handshake
  * shows") */
