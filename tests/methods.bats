@@ -106,17 +106,25 @@ failed_unexecuted() { # N
 # program sees the failure; not seen in our runs, allowed and counted).
 @test "every method, idle timer at random 0-30 ms, 15 ms between connect and request, no probe: dead connections replayed by the proof, never twice" {
 	noprobe_lib
-	local n=120 errors
+	local n=120 errors try
 	scripted_start idle_random30
-	PRELOAD="$NOPROBE" run_both $n "$PYTHON" "$SCRIPTS/pauses.py" \
-		--think 15 127.0.0.1 "$SCRIPTED_PORT" $n MIX 12 0
-	figures
-	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
-	failed_unexecuted $n
-	errors=$ERRORS
 	# (one run: 88 of 120 reused, 53 of them dead under their request, 47
-	# replayed by the proof, 6 GETs as idempotent, 0 errors)
-	[ "$(stat_value replayed_unacked)" -ge 20 ] || fail "proof: $SHIM_STATS"
+	# replayed by the proof, 6 GETs as idempotent, 0 errors.) A request the
+	# timer kills as it lands is rightly not replayed, and it teaches the
+	# destination a request limit (docs/replay.md "The residual risk"):
+	# reuse then stops and few proofs are left to count. Such a run still
+	# checks "never twice"; the proof count is asked of a run without one,
+	# the run repeated up to three times.
+	for try in 1 2 3; do
+		PRELOAD="$NOPROBE" run_both $n "$PYTHON" "$SCRIPTS/pauses.py" \
+			--think 15 127.0.0.1 "$SCRIPTED_PORT" $n MIX 12 0
+		figures
+		assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+		failed_unexecuted $n
+		errors=$ERRORS
+		[ "$errors" -eq 0 ] && break
+	done
+	[ "$(stat_value replayed_unacked)" -ge 20 ] || fail "proof (try $try): $SHIM_STATS"
 }
 
 # ---- nginx's keep-alive timeout, pauses just under and just over it

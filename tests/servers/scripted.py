@@ -166,6 +166,7 @@ over TLS (as nginx does them):
 """
 
 import argparse
+import errno
 import fcntl
 import json
 import math
@@ -623,8 +624,19 @@ def listen(family, host, port):
 
 
 def open_listeners(port, ipv6):
-    for _ in range(50):
-        v4 = listen(socket.AF_INET, "127.0.0.1", port)
+    # No port given: one below the kernel's ephemeral range (as the nginx
+    # launcher's free_port), so that a restart on the same port cannot meet
+    # a client socket of a test running beside this one sitting on it.
+    chosen = port
+    for _ in range(200):
+        if not port:
+            chosen = random.randint(20000, 32000)
+        try:
+            v4 = listen(socket.AF_INET, "127.0.0.1", chosen)
+        except OSError as e:
+            if port or e.errno != errno.EADDRINUSE:
+                raise
+            continue
         if not ipv6:
             return [v4]
         try:
