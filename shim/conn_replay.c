@@ -775,7 +775,7 @@ int kp_conn_wait_ms(struct kp_conn *c)
  * alone the read would go on, as it does here).  Never an EOF sooner than
  * the quiet period: the bytes on the wire are all we know (docs/hold.md).
  * *err: the bound that ended the wait, 0 if none. */
-static bool signal_restarts(void)
+bool kp_signal_restarts(void)
 {
 	for (int sig = 1; sig < NSIG; sig++) {
 		struct sigaction sa;
@@ -822,7 +822,7 @@ bool lost_quiet(struct kp_conn *c, int fd, int flags, int *err)
 			ms = (int)(deadline - now);
 		int r = KP_REAL(poll)(&pfd, 1, ms);
 		if (r < 0 && errno == EINTR) {
-			if (signal_restarts())
+			if (kp_signal_restarts())
 				continue;
 			*err = EINTR;
 			return false;
