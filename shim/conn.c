@@ -28,6 +28,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -1137,6 +1138,41 @@ static bool recv_lock(struct kp_conn *c, int fd, bool counted, bool *gone)
 	return true;
 }
 
+__thread unsigned kp_read_swaps;
+
+/*
+ * A read met an EOF or a reset that the program alone, on its own fresh
+ * connection, would not have met (docs/replay.md "Before the first
+ * request"): true when its call is to be made again on fd, which holds a
+ * fresh connection now.  Either the read began before another thread put
+ * a fresh connection under fd (c->swaps moved) and its end was the
+ * replaced socket's (the one under fd now is still ESTABLISHED: a read
+ * returns 0, or a reset, only once its own FIN or reset is in); or c is
+ * a reused connection whose first request has not gone, and the server
+ * closed it while idle: a fresh one goes under fd now, every other
+ * thread's call on fd waiting for it (swap_fresh).  Caller holds c->lock.
+ */
+static bool read_unseen_end(struct kp_conn *c, int fd)
+{
+	struct kp_tcp_view v;
+	if (c->state != KP_ACTIVE || c->shut_how || c->tls || kp_tcp_view(fd, &v) < 0)
+		return false; /* (TLS: the engine's reads, the SSL layer's ends) */
+	if (kp_read_swaps != c->swaps)
+		return v.state == TCP_ESTABLISHED;
+	if (c->first != KP_FIRST_UNSENT || !c->reused || v.state == TCP_ESTABLISHED)
+		return false; /* (ESTABLISHED: the program's own SHUT_RD) */
+	conn_note_dead(c, 0);
+	kp_count(probed_dead);
+	if (swap_fresh(c, fd, false) < 0) {
+		kp_debug("fd %d: a reused connection closed before its first request, no fresh "
+			 "connection (%s)", fd, strerror(errno));
+		return false;
+	}
+	kp_debug("fd %d: a reused connection closed before its first request, met by a read: a "
+		 "fresh one", fd);
+	return true;
+}
+
 static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *retp,
 		      int flags, bool counted)
 {
@@ -1151,6 +1187,13 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	 * cannot see): the socket is never swapped under them any more */
 	if (ret > 0 && c->first == KP_FIRST_UNSENT)
 		c->first = KP_FIRST_DONE;
+	if (!gone && (ret == 0 || (ret < 0 && (saved == ECONNRESET || saved == EPIPE))) &&
+	    iov_total(iov, iovcnt) > 0 && read_unseen_end(c, fd)) {
+		kp_read_swaps = c->swaps; /* (the read made again is on this socket) */
+		kp_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
 	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->shut_how && !gone &&
 	    iov_total(iov, iovcnt) > 0) { /* a read of 0 bytes returns 0: no EOF */
 		bool again = false;

@@ -176,7 +176,16 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 		}
 	}
 	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
-	int s = fdfl < 0 ? -1 : BUSY(c, connect_fresh(c, fd));
+	/* Before the first request the program's other threads wait for the
+	 * fresh connection (c->lock, not busy): to the program the fd is one
+	 * fresh connection, and a write that stepped aside went to the dead
+	 * socket under the dup3 to come, while the program read the fresh one
+	 * (docs/replay.md "Before the first request").  The connect is bounded
+	 * (fresh_bound_ms), never the server's work.  A replay's stays busy:
+	 * its request is out, and what it waits on includes a handshake */
+	int s = fdfl < 0 ? -1
+		: c->first == KP_FIRST_UNSENT && !c->tls_handed ? connect_fresh(c, fd)
+								 : BUSY(c, connect_fresh(c, fd));
 	if (s < 0)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -199,6 +208,8 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 		unpool(c, "a dup left on the old socket: never again");
 	}
 	KP_REAL(close)(s);
+	/* (after the dup3s: a read that began before sees the count move) */
+	__atomic_add_fetch(&c->swaps, 1, __ATOMIC_RELEASE);
 	twin_drop(c); /* the old socket's (unless park took it) */
 	for (int i = 0; i < n; i++)
 		kp_watch_renew(fds[i]); /* the program's registrations, on the new socket */
@@ -238,8 +249,8 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
  * after all (fail open: the program gets what that connection gives). */
 void first_request_fresh(struct kp_conn *c, int fd, const char *why)
 {
-	c->first = KP_FIRST_DONE;
 	if (swap_fresh(c, fd, true) < 0) {
+		c->first = KP_FIRST_DONE;
 		kp_debug("fd %d: %s, but no fresh connection (%s): sent on the reused one", fd, why,
 			 strerror(errno));
 		return;
