@@ -1486,6 +1486,30 @@ static void handoff_verdict(struct kp_conn *c, int fd)
 		kp_debug("fd %d: replayed before leaving our hands", fd);
 }
 
+/* A reused connection whose first request has not gone leaves our hands
+ * (fork, exec, spawn, system): after this no probe or replay can be made
+ * for it (the other holder may write or read it past us, and a socket
+ * swapped under one process's fd is not under the other's), so it gets
+ * a fresh connection now, before the call, as a fresh connection is what
+ * the program believes it has: parent and child share it, and whatever
+ * either sends or reads meets what it would alone.  The pooled one goes
+ * back unused.  The connect is bounded as handoff_verdict's wait (a few
+ * round trips: fork() must not wait on the server); not made in time,
+ * the reused one stays, as before (docs/replay.md "Before the first
+ * request").  Not over TLS (the program's SSL would need a handshake
+ * inside fork()), nor in a vfork child, whose fd table is its own: our
+ * swap would move its fd, not the parent's.  Caller holds c->lock. */
+static void handoff_fresh(struct kp_conn *c, int fd)
+{
+	if (c->state != KP_ACTIVE || !c->reused || c->tls || getpid() != kp_conn_pid)
+		return;
+	struct kp_tcp_view v;
+	int outer = kp_wait_left_ms;
+	kp_wait_left_ms = (int)kp_replay_settle_ms(kp_tcp_view(fd, &v) == 0 ? v.srtt_us : 0);
+	unvouch(c, fd, "a hand-off before the first request");
+	kp_wait_left_ms = outer;
+}
+
 /* Whatever else happens, the socket may have another owner now: it can
  * never change owner again (one_owner), and nothing of it is rewritten or
  * replayed.  A socket merely inherited (fork, exec, system, spawn) is most
@@ -1513,6 +1537,8 @@ static void handoff_locked(struct kp_conn *c, int fd, enum kp_handoff how, const
 		 * ours to make, under the same fd, before it leaves */
 		if (owed && c->first == KP_FIRST_SENT && c->state == KP_ACTIVE)
 			handoff_verdict(c, fd);
+		else if (c->first == KP_FIRST_UNSENT && fd >= 0)
+			handoff_fresh(c, fd);
 		c->handed_off = true;
 		c->first = KP_FIRST_DONE;
 		owed = owes_close(c);
@@ -1694,6 +1720,7 @@ void kp_conn_after_fork_parent(void)
 
 void kp_conn_after_fork_child(void)
 {
+	kp_conn_pid = getpid();
 	if (fork_inside) {
 		fork_inside = false;
 		__atomic_store_n(&kp_fdtab_len, 0, __ATOMIC_RELEASE);

@@ -245,8 +245,11 @@ size_t kp_hidden_fds(int *fds, size_t cap)
  * would meet at its read what a fresh connect() refuses) nor one with a
  * stray response waiting, which would be read as the next request's
  * answer (docs/replay.md, "Hand-out and park"). */
+pid_t kp_conn_pid;
+
 void kp_conn_init(void)
 {
+	kp_conn_pid = getpid();
 	kp_mem_reserve(); /* the pool's objects and small write buffers */
 	struct pool_config pc = {
 		.idle_ms = kp_cfg.idle_ms,
