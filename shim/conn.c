@@ -1522,6 +1522,9 @@ static void handoff_locked(struct kp_conn *c, int fd, enum kp_handoff how, const
 {
 	if (!c->shared)
 		kp_debug("fd %d: may have another owner from now on (%s)", fd, why);
+	/* (before c->shared: the pooled socket goes back to the pool) */
+	if (!c->handed_off && c->first == KP_FIRST_UNSENT && fd >= 0)
+		handoff_fresh(c, fd);
 	/* bytes of an unfinished head we held were promised as sent: they go
 	 * before anything the other owner writes, and what follows them is
 	 * no longer ours to frame (docs/hold.md "A held head at a hand-off").
@@ -1537,8 +1540,7 @@ static void handoff_locked(struct kp_conn *c, int fd, enum kp_handoff how, const
 		 * ours to make, under the same fd, before it leaves */
 		if (owed && c->first == KP_FIRST_SENT && c->state == KP_ACTIVE)
 			handoff_verdict(c, fd);
-		else if (c->first == KP_FIRST_UNSENT && fd >= 0)
-			handoff_fresh(c, fd);
+
 		c->handed_off = true;
 		c->first = KP_FIRST_DONE;
 		owed = owes_close(c);
