@@ -151,6 +151,11 @@ bool replay_keep(struct kp_conn *c, const char *p, size_t n);
 bool replay_keep_iov(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off,
 		     size_t n);
 
+/* docs/replay.md "Before the first request": a read's end the program
+ * alone would not meet (a fresh connection now under fd: make the read
+ * again), and a hand-off's fresh connection */
+bool read_unseen_end(struct kp_conn *c, int fd);
+void handoff_fresh(struct kp_conn *c, int fd);
 bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 			size_t extra);
 

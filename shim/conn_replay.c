@@ -7,7 +7,9 @@
  * fresh connection put under the program's fd in place of the reused one
  * (swap_fresh), the replay itself, and the same found out early, where
  * the program asks for readiness or an error (ready_settle,
- * kp_conn_dead_seen).  Called from send.c's and conn.c's paths, with
+ * kp_conn_dead_seen), a read meets the server's close, or the connection
+ * leaves our hands before its first request (read_unseen_end,
+ * handoff_fresh).  Called from send.c's and conn.c's paths, with
  * c->lock held, through conn_internal.h; also give_up and account_sent.
  */
 #include <errno.h>
@@ -275,6 +277,65 @@ void unvouch(struct kp_conn *c, int fd, const char *why)
 		return;
 	}
 	first_request_fresh(c, fd, why);
+}
+
+__thread unsigned kp_read_swaps;
+
+/*
+ * A read met an EOF or a reset that the program alone, on its own fresh
+ * connection, would not have met (docs/replay.md "Before the first
+ * request"): true when its call is to be made again on fd, which holds a
+ * fresh connection now.  Either the read began before another thread put
+ * a fresh connection under fd (c->swaps moved) and its end was the
+ * replaced socket's (the one under fd now is still ESTABLISHED: a read
+ * returns 0, or a reset, only once its own FIN or reset is in); or c is
+ * a reused connection whose first request has not gone, and the server
+ * closed it while idle: a fresh one goes under fd now, every other
+ * thread's call on fd waiting for it (swap_fresh).  Caller holds c->lock.
+ */
+bool read_unseen_end(struct kp_conn *c, int fd)
+{
+	struct kp_tcp_view v;
+	if (c->state != KP_ACTIVE || c->shut_how || c->tls || kp_tcp_view(fd, &v) < 0)
+		return false; /* (TLS: the engine's reads, the SSL layer's ends) */
+	if (kp_read_swaps != c->swaps)
+		return v.state == TCP_ESTABLISHED;
+	if (c->first != KP_FIRST_UNSENT || !c->reused || v.state == TCP_ESTABLISHED)
+		return false; /* (ESTABLISHED: the program's own SHUT_RD) */
+	conn_note_dead(c, 0);
+	kp_count(probed_dead);
+	if (swap_fresh(c, fd, false) < 0) {
+		kp_debug("fd %d: a reused connection closed before its first request, no fresh "
+			 "connection (%s)", fd, strerror(errno));
+		return false;
+	}
+	kp_debug("fd %d: a reused connection closed before its first request, met by a read: a "
+		 "fresh one", fd);
+	return true;
+}
+
+/* A reused connection whose first request has not gone leaves our hands
+ * (fork, exec, spawn, system): after this no probe or replay can be made
+ * for it (the other holder may write or read it past us, and a socket
+ * swapped under one process's fd is not under the other's), so it gets
+ * a fresh connection now, before the call, as a fresh connection is what
+ * the program believes it has: parent and child share it, and whatever
+ * either sends or reads meets what it would alone.  The pooled one goes
+ * back unused.  The connect is bounded as handoff_verdict's wait (a few
+ * round trips: fork() must not wait on the server); not made in time,
+ * the reused one stays, as before (docs/replay.md "Before the first
+ * request").  Not over TLS (the program's SSL would need a handshake
+ * inside fork()), nor in a vfork child, whose fd table is its own: our
+ * swap would move its fd, not the parent's.  Caller holds c->lock. */
+void handoff_fresh(struct kp_conn *c, int fd)
+{
+	if (c->state != KP_ACTIVE || !c->reused || c->tls || getpid() != kp_conn_pid)
+		return;
+	struct kp_tcp_view v;
+	int outer = kp_wait_left_ms;
+	kp_wait_left_ms = (int)kp_replay_settle_ms(kp_tcp_view(fd, &v) == 0 ? v.srtt_us : 0);
+	unvouch(c, fd, "a hand-off before the first request");
+	kp_wait_left_ms = outer;
 }
 
 static const char *died_str(enum kp_died how)
