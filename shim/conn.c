@@ -1480,7 +1480,6 @@ static void handoff_locked(struct kp_conn *c, int fd, enum kp_handoff how, const
 		 * ours to make, under the same fd, before it leaves */
 		if (owed && c->first == KP_FIRST_SENT && c->state == KP_ACTIVE)
 			handoff_verdict(c, fd);
-
 		c->handed_off = true;
 		c->first = KP_FIRST_DONE;
 		owed = owes_close(c);

@@ -230,7 +230,8 @@ static inline void kp_read_end(struct kp_conn *c)
 }
 
 /* c->swaps when this thread's read began: an EOF or a reset it meets
- * after a swap may be the replaced socket's (conn.c recv_done) */
+ * after a swap may be the replaced socket's (conn_replay.c
+ * read_unseen_end) */
 extern __thread unsigned kp_read_swaps;
 
 static inline bool kp_read_begin(struct kp_conn *c, int fd)

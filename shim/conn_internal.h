@@ -248,7 +248,7 @@ bool hidden_room(void);
 int hidden_close(int hidden);
 /* The process whose fd table ours describes (kp_conn_init, a fork's
  * child anew): a call made with another pid is a vfork child's, whose
- * fds are its own table's (conn.c handoff_fresh) */
+ * fds are its own table's (conn_replay.c handoff_fresh) */
 extern pid_t kp_conn_pid;
 void conn_note_dead(const struct kp_conn *c, uint64_t idle_end_ms);
 void hidden_lock_objects(void);

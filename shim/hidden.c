@@ -239,14 +239,14 @@ size_t kp_hidden_fds(int *fds, size_t cap)
 	return n;
 }
 
+pid_t kp_conn_pid;
+
 /* Every hand-out is probed (pool_config.unprobed_ms 0), however recently
  * the socket was parked: one recv(MSG_PEEK) a reuse is the price of
  * handing out neither a socket whose server has just gone (the program
  * would meet at its read what a fresh connect() refuses) nor one with a
  * stray response waiting, which would be read as the next request's
  * answer (docs/replay.md, "Hand-out and park"). */
-pid_t kp_conn_pid;
-
 void kp_conn_init(void)
 {
 	kp_conn_pid = getpid();
