@@ -1275,6 +1275,47 @@ void kp_conn_tls_watched(int fd)
 	kp_unlock(&c->lock);
 }
 
+/* A whole TLS connection from another process, for the program's ssl on
+ * fd (docs/tls-across.md "The hand-out in another process"): taken at
+ * its SSL_connect, with its SSL in hand, so that a refusal leaves the
+ * program's own connection untouched.  The broker's socket goes in fd's
+ * place as a pooled socket does at connect (adopt_pooled: the program's
+ * options, status flags and FD_CLOEXEC carried, the previous owner's
+ * cleared); the program's own connection, opened and not yet used, is
+ * closed by that dup3.  True: handed (c is now the reused connection);
+ * false: nothing changed.  c locked. */
+static bool tls_taken_across(struct kp_conn *c, int fd, void *ssl)
+{
+	struct pool_meta meta = { 0 };
+	int p;
+	struct kp_tls *t = kp_tls_across_take(ssl, &c->key, fd, &p, &meta);
+	if (!t)
+		return false;
+	int ok = adopt_pooled(fd, p, c, &meta, false);
+	KP_REAL(close)(p);
+	if (ok < 0) {
+		kp_debug("fd %d: a TLS connection from another process could not be adopted: %s", fd, strerror(errno));
+		kp_tls_across_drop(t, ssl);
+		return false;
+	}
+	c->reused = true;
+	c->first = KP_FIRST_UNSENT;
+	c->parked_ms = meta.parked_ms;
+	c->sent_ms = kp_now_ms();
+	c->served_at_checkout = meta.requests;
+	c->served = meta.requests;
+	c->ka_timeout = meta.ka_timeout;
+	c->ka_max = meta.ka_max;
+	c->tls_ssl = ssl;
+	c->tls_handed = true;
+	c->tls_pending = false;
+	__atomic_store_n(&c->tls, t, __ATOMIC_RELEASE);
+	kp_count(reused);
+	kp_warn("fd %d: a TLS connection from another process handed to the program's SSL (%u requests served)", fd,
+		meta.requests);
+	return true;
+}
+
 int kp_conn_tls_start(int fd, void *ssl)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
@@ -1315,6 +1356,10 @@ int kp_conn_tls_start(int fd, void *ssl)
 		first_request_fresh(c, fd, "TLS");
 	if (c->reused || c->n_reqs || c->served || c->req_mode != KP_REQ_HEAD || c->held_len)
 		goto out; /* TLS after plain HTTP (a CONNECT tunnel, say): not ours */
+	if (tls_taken_across(c, fd, ssl)) {
+		r = KP_TLS_HANDED;
+		goto out;
+	}
 	kp_tls_offer_session(ssl, &c->key);
 	struct kp_tls *t = kp_tls_bind(ssl, fd);
 	if (t) {

@@ -25,6 +25,7 @@
 struct kp_conn;
 struct kp_tls;
 struct pool_key;
+struct pool_meta;
 
 /* The program's SSL whose real handshake runs on this thread (SSL_connect
  * or SSL_do_handshake): the socket writes it makes tell us its fd, also
@@ -49,12 +50,27 @@ int kp_tls_handout(struct kp_tls *e, void *ssl, int fd);
  * BIO detached); the connection's reference moves to the parked map.
  * user: the program's handle that used it last (its I/O is refused from
  * now on).  False when e's TLS state forbids it (nothing changed). */
-bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key);
+bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key,
+		 const struct pool_meta *meta);
 
 /* No pooled connection for ssl's handshake to key: offer it the session of
  * an earlier one (resumption), if its handshake would ask for the same
  * and its own verification passes on that session's peer chain. */
 void kp_tls_offer_session(void *ssl, const struct pool_key *key);
+
+/* A whole TLS connection from another process for ssl's handshake on fd
+ * (docs/tls-across.md "The hand-out in another process"): asked of the
+ * broker under the name ssl's settings make, passed through the gate
+ * (the decline list, the configuration record, the program's own
+ * verification), imported into a foreign engine that answers ssl from now
+ * on.  The engine (a reference for the connection, one for ssl's handle)
+ * and in *sock the socket it runs on, with its record in *meta: the
+ * caller puts the socket in fd's place, or gives the engine back
+ * (kp_tls_across_drop).  NULL: none, or refused (the program's own
+ * handshake goes on). */
+struct kp_tls *kp_tls_across_take(void *ssl, const struct pool_key *key, int fd, int *sock,
+				  struct pool_meta *meta);
+void kp_tls_across_drop(struct kp_tls *e, void *ssl);
 
 /* Forget every kept session (the process's credentials changed). */
 void kp_tls_forget_sessions(void);

@@ -148,6 +148,12 @@ struct kp_tls {
 	long sess_timeout;   /* that context's session timeout at its handshake */
 	struct full full;    /* its full handshake's (engine_full) */
 	unsigned parks;      /* times parked (the test build's proof: tls_across.c) */
+	/* a connection taken from another process (docs/tls-across.md "The
+	 * hand-out in another process"): the foreign engine answers the
+	 * program's calls, and ssl is a placeholder of ours that never made
+	 * a handshake (any call not routed to the import meets a fresh SSL,
+	 * never freed memory) */
+	struct kp_import *im;
 	/* kp_tls_crypto_gen when its handshake started: the process-wide
 	 * crypto state (providers, default properties, RAND and engine
 	 * defaults) it was made under (docs/tls.md "Process-wide state") */

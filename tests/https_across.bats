@@ -283,3 +283,35 @@ refused() { grep -c "across check: refused: $1" "$BATS_TEST_TMPDIR/shim.err" || 
 	assert_equal "refused $(grep -c 'across check: refused' "$BATS_TEST_TMPDIR/shim.err" || true)" "refused 2"
 	assert_equal "checked $(checked 304)" "checked 0"
 }
+
+# handed: the processes the test build handed a connection from another
+# process (docs/tls-across.md "The hand-out in another process")
+handed() { grep -c 'a TLS connection from another process handed to the program' "$BATS_TEST_TMPDIR/shim.err" || true; }
+
+@test "the hand-out in another process (test build, KP_TEST_ACROSS_BROKER=2): a loop of python urllib processes, one request each, runs on one server connection after the first process's; the same output (TLS 1.3)" {
+	check_lib
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -m 0700 "$xdg"
+	use_tls 13
+	# the first process's connection teaches how the server ends (not
+	# parked); the second's is parked and goes to the broker; each later
+	# process takes the one before it at its SSL_connect, is answered by
+	# the foreign engine, and passes it on at its close
+	local script="for i in 1 2 3 4 5 6; do $PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $SERVER_PORT /f 1 $TLS/ca.pem || exit 1; done"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	cat "$out/shim.err"
+	nginx_log
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	assert_equal "handed $(handed)" "handed 4"
+	assert_equal "passed on $(grep -c 'across: the connection passed on to the broker' "$out/shim.err")" "passed on 4"
+	# six requests on two server connections: the first process's own,
+	# then the second's, carried through the four after it
+	assert_equal "requests $(nginx_requests)" "requests 6"
+	assert_equal "connections $(nginx_conns)" "connections 2"
+}
