@@ -167,6 +167,37 @@ long kp_tls_ctx_stat(const SSL_CTX *ctx, int cmd, long r);
  * a pooled connection to, else ssl.  NULL for a call that acts on the
  * connection (mutates) from an SSL whose connection went to the pool. */
 SSL *kp_tls_route(const SSL *ssl, bool mutates);
+/* A connection taken from another process (docs/tls-across.md "The
+ * hand-out in another process"): the getters answered from its state by
+ * the foreign engine, as the program's own SSL would answer them after
+ * its handshake.  False: not such an SSL (ask as before). */
+enum kp_fq {
+	KP_FQ_VERSION, KP_FQ_VERSION_STR, KP_FQ_CLIENT_VERSION, KP_FQ_INIT_FINISHED, KP_FQ_IN_INIT,
+	KP_FQ_IN_BEFORE, KP_FQ_STATE, KP_FQ_STATE_STR, KP_FQ_STATE_STR_LONG, KP_FQ_SERVERNAME,
+	KP_FQ_SERVERNAME_TYPE, KP_FQ_FINISHED, KP_FQ_PEER_FINISHED, KP_FQ_CLIENT_RANDOM, KP_FQ_SERVER_RANDOM,
+	KP_FQ_ALPN, KP_FQ_EKM, KP_FQ_WANT,
+};
+struct kp_fq_args {
+	void *buf;
+	size_t n;
+	int type;
+	const unsigned char **data;
+	unsigned *len;
+	const char *label;
+	size_t llen;
+	const unsigned char *ctx;
+	size_t clen;
+	int use_ctx;
+};
+union kp_fq_ret {
+	long i;
+	size_t z;
+	const char *s;
+};
+/* set once a connection from another process was handed out here */
+extern bool kp_tls_foreign_ever;
+bool kp_tls_foreign(const SSL *ssl, enum kp_fq q, const struct kp_fq_args *a, union kp_fq_ret *r);
+
 /* SSL_ctrl: connection getters to the engine, settings to ssl */
 long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg);
 /* SSL_get0_peername of an SSL handed a pooled connection */

@@ -1108,6 +1108,8 @@ static const char *conn_crypto_why(const struct conn_crypto *cc)
 struct conn_verdict {
 	STACK_OF(X509) *chain; /* what the program's verification built */
 	char *peername;        /* the name it matched */
+	struct full full;      /* what the connection's full handshake showed */
+	SSL_SESSION *sess;     /* the connection's session */
 };
 
 static void verdict_free(struct conn_verdict *v)
@@ -1115,8 +1117,10 @@ static void verdict_free(struct conn_verdict *v)
 	free(v->peername);
 	if (v->chain)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)v->chain, (void (*)(void *))kp_ssl.X509_free);
-	v->chain = NULL;
-	v->peername = NULL;
+	if (v->sess)
+		kp_ssl.SSL_SESSION_free(v->sess);
+	full_free(&v->full);
+	memset(v, 0, sizeof(*v));
 }
 
 static const char *conn_verified(SSL *ssl, const struct ticket *t, struct conn_verdict *keep)
@@ -1169,6 +1173,13 @@ static const char *across_conn_why(SSL *ssl, const struct pool_key *key, const u
 	}
 	if (!why)
 		why = conn_verified(ssl, t, keep);
+	if (!why && keep) {
+		/* what the foreign engine's getters answer beside the state's
+		 * own (its session: the cipher, the peer's certificate) */
+		full_copy(&keep->full, &t->full);
+		keep->sess = t->sess;
+		t->sess = NULL;
+	}
 	if (t)
 		ticket_free(t);
 	tlsx_wipe(&st);
@@ -1245,6 +1256,16 @@ static struct kp_tls *foreign_engine(SSL *ssl, unsigned char *msg, size_t len, i
 		return NULL;
 	}
 	memcpy(im->name, name, sizeof(im->name));
+	/* the placeholder answers what a session tells (SSL_get_session,
+	 * SSL_get_current_cipher, the peer's certificate: libssl reads them
+	 * from the session after a handshake), the record what the full
+	 * handshake showed (the peer's chain, its signature) */
+	kp_ssl.SSL_set_session(place, v->sess);
+	e->full = v->full;
+	memset(&v->full, 0, sizeof(v->full));
+	char sni[256];
+	if (tlsf_servername(&im->f, sni, sizeof(sni)))
+		e->sni = strdup(sni);
 	e->ssl = place;
 	e->im = im;
 	e->fd = fd;
@@ -1264,8 +1285,10 @@ static struct kp_tls *foreign_engine(SSL *ssl, unsigned char *msg, size_t len, i
 	kp_lock(&tls_lock);
 	HASH_ADD_PTR(handles, ssl, h);
 	bool added = h->hh.tbl != NULL;
-	if (added)
+	if (added) {
 		__atomic_store_n(&kp_tls_used, true, __ATOMIC_RELEASE);
+		__atomic_store_n(&kp_tls_foreign_ever, true, __ATOMIC_RELEASE);
+	}
 	kp_unlock(&tls_lock);
 	if (!added) {
 		handle_free(h);

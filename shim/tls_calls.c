@@ -53,7 +53,7 @@ static void autoretry_cleared(SSL *ssl)
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	if (h && h->e->ssl != ssl && h->verified && !h->io_once && !h->closed &&
-	    kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION)
+	    engine_version(h->e) >= TLS1_3_VERSION)
 		h->remake |= REMAKE_AUTORETRY;
 	kp_unlock(&tls_lock);
 }
@@ -138,7 +138,7 @@ static bool session_copied(const struct handle *h, const SSL *ssl, bool *early)
 	/* A TLS 1.3 server's tickets come after its Finished, and the
 	 * program's own SSL takes them at its first read: until then its
 	 * session has no id and is not resumable */
-	*early = h && !h->read_once && kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION;
+	*early = h && !h->read_once && engine_version(h->e) >= TLS1_3_VERSION;
 	/* (a resumption of its own session: the engine's is that one) */
 	if (h && h->verified && !h->resumed)
 		return true;
@@ -301,7 +301,7 @@ bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
 		 * session (which shows no signature, no CertificateRequest,
 		 * and below TLS 1.3 no key exchange) */
 		f = h->resumed ? &none : &h->e->full;
-		tls13 = kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION;
+		tls13 = engine_version(h->e) >= TLS1_3_VERSION;
 	} else if (r && r->offered && reused) {
 		f = &r->offered_full; /* a session of ours resumed */
 	}
@@ -786,6 +786,95 @@ static int eng_shutdown(const struct io *io)
 static bool eng_in_init(const struct io *io)
 {
 	return !io->f && kp_ssl.SSL_in_init(io->e);
+}
+
+bool kp_tls_foreign_ever;
+
+/* The answer of the foreign engine e (its import f) to q for ssl.  Caller
+ * holds tls_lock. */
+static void foreign_answer(struct kp_tls *e, struct tlsf *f, const SSL *ssl, enum kp_fq q,
+			   const struct kp_fq_args *a, union kp_fq_ret *r)
+{
+	switch (q) {
+	case KP_FQ_VERSION:
+		r->i = tlsf_version(f);
+		break;
+	case KP_FQ_VERSION_STR:
+		r->s = tlsf_version_string(f);
+		break;
+	case KP_FQ_CLIENT_VERSION: {
+		/* the highest version its own ClientHello offered: the gate
+		 * compared its limits with the connection's */
+		long max = kp_ssl.SSL_ctrl((SSL *)ssl, SSL_CTRL_GET_MAX_PROTO_VERSION, 0, NULL);
+		r->i = max && max < TLS1_3_VERSION ? max : TLS1_3_VERSION;
+		break;
+	}
+	case KP_FQ_INIT_FINISHED:
+		r->i = 1;
+		break;
+	case KP_FQ_IN_INIT:
+	case KP_FQ_IN_BEFORE:
+		r->i = 0;
+		break;
+	case KP_FQ_STATE:
+		r->i = TLS_ST_OK;
+		break;
+	case KP_FQ_STATE_STR:
+		r->s = "SSLOK ";
+		break;
+	case KP_FQ_STATE_STR_LONG:
+		r->s = "SSL negotiation finished successfully";
+		break;
+	case KP_FQ_SERVERNAME:
+		r->s = a->type == TLSEXT_NAMETYPE_host_name ? e->sni : NULL;
+		break;
+	case KP_FQ_SERVERNAME_TYPE:
+		r->i = e->sni ? TLSEXT_NAMETYPE_host_name : -1;
+		break;
+	case KP_FQ_FINISHED:
+		r->z = tlsf_finished(f, a->buf, a->n);
+		break;
+	case KP_FQ_PEER_FINISHED:
+		r->z = tlsf_peer_finished(f, a->buf, a->n);
+		break;
+	case KP_FQ_CLIENT_RANDOM:
+		r->z = tlsf_client_random(f, a->buf, a->n);
+		break;
+	case KP_FQ_SERVER_RANDOM:
+		r->z = tlsf_server_random(f, a->buf, a->n);
+		break;
+	case KP_FQ_ALPN: {
+		const uint8_t *d;
+		unsigned l;
+		tlsf_alpn(f, &d, &l);
+		*a->data = l ? d : NULL;
+		*a->len = l;
+		break;
+	}
+	case KP_FQ_EKM:
+		r->i = tlsf_export_keying_material(f, a->buf, a->n, a->label, a->llen, a->ctx, a->clen, a->use_ctx);
+		break;
+	case KP_FQ_WANT:
+		r->i = tlsf_want(f);
+		break;
+	}
+}
+
+bool kp_tls_foreign(const SSL *ssl, enum kp_fq q, const struct kp_fq_args *a, union kp_fq_ret *r)
+{
+	if (!__atomic_load_n(&kp_tls_foreign_ever, __ATOMIC_ACQUIRE))
+		return false;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool ours = h && h->e->im;
+	if (ours)
+		foreign_answer(h->e, &h->e->im->f, ssl, q, a, r);
+	kp_unlock(&tls_lock);
+	if (ours && q == KP_FQ_EKM && r->i != 1) {
+		kp_ssl.ERR_new();
+		kp_ssl.ERR_set_error(ERR_LIB_SSL, SSL_R_TLS_ILLEGAL_EXPORTER_LABEL, NULL);
+	}
+	return ours;
 }
 
 /* A handed-out SSL reads (or writes): its own would have taken a TLS 1.3

@@ -483,6 +483,11 @@ void engine_free(struct kp_tls *e)
 	free(e);
 }
 
+int engine_version(const struct kp_tls *e)
+{
+	return e->im ? tlsf_version(&e->im->f) : kp_ssl.SSL_version(e->ssl);
+}
+
 /* Caller holds tls_lock.  True when the caller must engine_free(e) after
  * letting go of the lock. */
 bool engine_unref(struct kp_tls *e)

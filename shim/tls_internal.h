@@ -366,6 +366,8 @@ const char *cfg_mismatch(const struct cfg *was, const struct cfg *now);
 struct handle *handle_find(const SSL *ssl);
 void saved_free(struct saved *sv);
 void engine_free(struct kp_tls *e);
+/* SSL_version of the connection e carries (a foreign engine's too) */
+int engine_version(const struct kp_tls *e);
 bool engine_unref(struct kp_tls *e);
 void handle_free(struct handle *h);
 SSL_CTX *session_ctx(SSL *ssl);

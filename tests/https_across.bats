@@ -230,13 +230,13 @@ gate_loop() {
 	local port=$1 xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
 	shift
 	mkdir -p -m 0700 "$xdg"
-	local ok="$PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f --ca $TLS/ca.pem --show $GATE_OK_ARGS"
+	local ok="$PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f --ca $TLS/ca.pem --show ${GATE_OK_ARGS:-}"
 	local script="$ok; $ok; ${GATE_CASE_ENV:+env $GATE_CASE_ENV} $PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f $*; $ok"
 	nginx_reset
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
 	nginx_reset
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
-		KEEPALIVE_PORTS="$port" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=1 "$ROOT/scripts/keepalive" \
+		KEEPALIVE_PORTS="$port" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER="${GATE_MODE:-1}" "$ROOT/scripts/keepalive" \
 		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
 	cat "$out/shim.err"
 	nginx_log
@@ -314,4 +314,90 @@ handed() { grep -c 'a TLS connection from another process handed to the program'
 	# then the second's, carried through the four after it
 	assert_equal "requests $(nginx_requests)" "requests 6"
 	assert_equal "connections $(nginx_conns)" "connections 2"
+}
+
+across_refused() { grep -c "across: a connection from the broker not taken: $1" "$BATS_TEST_TMPDIR/shim.err" || true; }
+
+@test "the hand-out in another process: what the program reads of its SSL (version, cipher, peer certificate, session_reused, ALPN, compression, pending) is what its own handshake shows (TLS 1.3)" {
+	check_lib
+	use_tls 13
+	GATE_MODE=2 GATE_OK_ARGS=--getters gate_loop "$SERVER_PORT" --ca "$TLS/ca.pem" --show --getters
+	grep '^cipher=' "$BATS_TEST_TMPDIR/shim.out"
+	# the second process's connection, then carried through the third and fourth
+	assert_equal "handed $(handed)" "handed 2"
+	assert_equal "connections $(nginx_conns)" "connections 2"
+}
+
+@test "the hand-out in another process: TLS 1.2 is handed to a program with SSL_OP_NO_RENEGOTIATION (the loop on two server connections), same output and getters" {
+	check_lib
+	use_tls 12
+	GATE_MODE=2 GATE_OK_ARGS="--norenego --getters" gate_loop "$SERVER_PORT" --ca "$TLS/ca.pem" --norenego --show --getters
+	assert_equal "handed $(handed)" "handed 2"
+	assert_equal "connections $(nginx_conns)" "connections 2"
+}
+
+@test "the hand-out in another process, trust: a process with another CA file is not handed the connection (its own handshake fails as alone); one with CERT_NONE is not either (its own handshake); the verified ones after are (TLS 1.3)" {
+	check_lib
+	use_tls 13
+	GATE_MODE=2 gate_loop "$SERVER_PORT" --ca "$TLS/other-ca.pem" --show
+	grep -q '^error=SSLCertVerificationError' "$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "refused $(across_refused "the program's verification fails on it")" "refused 1"
+	# the refused state's socket is closed: the fourth process finds none
+	assert_equal "handed $(handed)" "handed 0"
+	GATE_MODE=2 gate_loop "$SERVER_PORT" --noverify --show
+	assert_equal "refused $(across_refused "the program's verification result is not X509_V_OK")" "refused 1"
+	# the fourth takes the connection CERT_NONE's process made and passed on
+	assert_equal "handed $(handed)" "handed 1"
+}
+
+@test "the hand-out in another process, the broker killed (SIGKILL) mid-loop: every process still succeeds, same output (TLS 1.3)" {
+	check_lib
+	use_tls 13
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -m 0700 "$xdg"
+	local get="$PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $SERVER_PORT /f 1 $TLS/ca.pem"
+	local script="for i in 1 2 3 4 5; do $get || exit 1; [ -n \"\${KEEPALIVE_BROKER_PID:-}\" ] && [ \$i = 3 ] && kill -9 \$KEEPALIVE_BROKER_PID; done; exit 0"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	cat "$out/shim.err"
+	nginx_log
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	assert_equal "requests $(nginx_requests)" "requests 5"
+	# the third took the second's; after the kill no process is handed one
+	assert_equal "handed $(handed)" "handed 1"
+}
+
+@test "the hand-out in another process: a server that closed the connection parked in the broker (nginx reloaded): the next process gets its answer on its own connection, as alone (TLS 1.3)" {
+	check_lib
+	use_tls 13
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -m 0700 "$xdg"
+	local get="$PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $SERVER_PORT /f 1 $TLS/ca.pem"
+	# after the third process nginx is reloaded: its old workers close the
+	# idle connections, the one in the broker among them
+	local reload="kill -HUP $NGINX_PID"
+	# until no connection to the server is established any more (the
+	# broker's, under the library, closed by the old worker: the broker
+	# then drops it), an event, not a delay
+	local closed="while ss -Htn state established '( dport = :$SERVER_PORT )' | grep -q .; do sleep 0.05; done"
+	local script="for i in 1 2 3 4 5; do $get || exit 1; if [ \$i = 3 ]; then $reload || exit 2; $closed; fi; done; exit 0"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	cat "$out/shim.err"
+	nginx_log
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	assert_equal "requests $(nginx_requests)" "requests 5"
+	# the third took the second's; the fourth found it closed (or none)
+	# and made its own; the fifth takes the fourth's
+	assert_equal "handed $(handed)" "handed 2"
 }
