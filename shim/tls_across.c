@@ -1342,6 +1342,95 @@ struct kp_tls *kp_tls_across_take(void *ssl_, const struct pool_key *key, int fd
 #endif
 }
 
+bool kp_tls_foreign_ever;
+
+/* The answer of the foreign engine e (its import f) to q for ssl.  Caller
+ * holds tls_lock. */
+static void foreign_answer(struct kp_tls *e, struct tlsf *f, const SSL *ssl, enum kp_fq q,
+			   const struct kp_fq_args *a, union kp_fq_ret *r)
+{
+	switch (q) {
+	case KP_FQ_VERSION:
+		r->i = tlsf_version(f);
+		break;
+	case KP_FQ_VERSION_STR:
+		r->s = tlsf_version_string(f);
+		break;
+	case KP_FQ_CLIENT_VERSION: {
+		/* the highest version its own ClientHello offered: the gate
+		 * compared its limits with the connection's */
+		long max = kp_ssl.SSL_ctrl((SSL *)ssl, SSL_CTRL_GET_MAX_PROTO_VERSION, 0, NULL);
+		r->i = max && max < TLS1_3_VERSION ? max : TLS1_3_VERSION;
+		break;
+	}
+	case KP_FQ_INIT_FINISHED:
+		r->i = 1;
+		break;
+	case KP_FQ_IN_INIT:
+	case KP_FQ_IN_BEFORE:
+		r->i = 0;
+		break;
+	case KP_FQ_STATE:
+		r->i = TLS_ST_OK;
+		break;
+	case KP_FQ_STATE_STR:
+		r->s = "SSLOK ";
+		break;
+	case KP_FQ_STATE_STR_LONG:
+		r->s = "SSL negotiation finished successfully";
+		break;
+	case KP_FQ_SERVERNAME:
+		r->s = a->type == TLSEXT_NAMETYPE_host_name ? e->sni : NULL;
+		break;
+	case KP_FQ_SERVERNAME_TYPE:
+		r->i = e->sni ? TLSEXT_NAMETYPE_host_name : -1;
+		break;
+	case KP_FQ_FINISHED:
+		r->z = tlsf_finished(f, a->buf, a->n);
+		break;
+	case KP_FQ_PEER_FINISHED:
+		r->z = tlsf_peer_finished(f, a->buf, a->n);
+		break;
+	case KP_FQ_CLIENT_RANDOM:
+		r->z = tlsf_client_random(f, a->buf, a->n);
+		break;
+	case KP_FQ_SERVER_RANDOM:
+		r->z = tlsf_server_random(f, a->buf, a->n);
+		break;
+	case KP_FQ_ALPN: {
+		const uint8_t *d;
+		unsigned l;
+		tlsf_alpn(f, &d, &l);
+		*a->data = l ? d : NULL;
+		*a->len = l;
+		break;
+	}
+	case KP_FQ_EKM:
+		r->i = tlsf_export_keying_material(f, a->buf, a->n, a->label, a->llen, a->ctx, a->clen, a->use_ctx);
+		break;
+	case KP_FQ_WANT:
+		r->i = tlsf_want(f);
+		break;
+	}
+}
+
+bool kp_tls_foreign(const SSL *ssl, enum kp_fq q, const struct kp_fq_args *a, union kp_fq_ret *r)
+{
+	if (!__atomic_load_n(&kp_tls_foreign_ever, __ATOMIC_ACQUIRE))
+		return false;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool ours = h && h->e->im;
+	if (ours)
+		foreign_answer(h->e, &h->e->im->f, ssl, q, a, r);
+	kp_unlock(&tls_lock);
+	if (ours && q == KP_FQ_EKM && r->i != 1) {
+		kp_ssl.ERR_new();
+		kp_ssl.ERR_set_error(ERR_LIB_SSL, SSL_R_TLS_ILLEGAL_EXPORTER_LABEL, NULL);
+	}
+	return ours;
+}
+
 void kp_tls_across_drop(struct kp_tls *e, void *ssl)
 {
 	kp_lock(&tls_lock);

@@ -1046,12 +1046,17 @@ static void shown_keep(struct kp_tls *e, const struct handle *h)
 	sh->leaf = kp_ssl.SSL_get1_peer_certificate(was);
 	sh->result_known = !h->verify_set;
 	sh->result = h->verified && !h->resumed ? h->verify_result : kp_ssl.SSL_get_verify_result(was);
-	sh->version = kp_ssl.SSL_version(was);
+	/* (a foreign engine's placeholder holds the session: its peer and
+	 * suite; the version and ALPN are the import's) */
+	sh->version = engine_version(h->e);
 	const SSL_CIPHER *ci = kp_ssl.SSL_get_current_cipher(was);
 	sh->cipher = ci ? kp_ssl.SSL_CIPHER_get_id(ci) : 0;
 	const unsigned char *alpn = NULL;
 	unsigned alpn_len = 0;
-	kp_ssl.SSL_get0_alpn_selected(was, &alpn, &alpn_len);
+	if (h->e->im)
+		tlsf_alpn(&h->e->im->f, &alpn, &alpn_len);
+	else
+		kp_ssl.SSL_get0_alpn_selected(was, &alpn, &alpn_len);
 	sh->alpn_len = alpn && alpn_len <= sizeof(sh->alpn) ? alpn_len : 0;
 	if (sh->alpn_len)
 		memcpy(sh->alpn, alpn, sh->alpn_len);
