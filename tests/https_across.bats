@@ -4,7 +4,9 @@
 # Built so far: the capture of a followed connection's state at its
 # handshake (our keylog callback chained before the program's, the TLS
 # 1.2 master secret, the records counted both ways, KeyUpdates), its export
-# message at park, and its import into the foreign engine over the socket.
+# message at park, and its import into the foreign engine over the socket;
+# in the test build, the gate and the hand-out itself (KP_TEST_ACROSS_BROKER=2:
+# the next process's SSL answered by the foreign engine).
 # Each test compares a real client's output with and without the library
 # against nginx (TLS 1.3 and 1.2); nginx's log ($connection,
 # $connection_requests first) says which requests shared a connection.
