@@ -403,3 +403,34 @@ across_refused() { grep -c "across: a connection from the broker not taken: $1" 
 	# and made its own; the fifth takes the fourth's
 	assert_equal "handed $(handed)" "handed 2"
 }
+
+@test "the hand-out in another process: a server that ends the handed connection under the process's request (its second on that connection, unanswered): the request is replayed on the program's own fresh handshake, same output (TLS 1.3)" {
+	check_lib
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR" log="$BATS_TEST_TMPDIR/own.log"
+	mkdir -m 0700 "$xdg"
+	# tests/servers/tls_close.py: every connection's second request is read
+	# and not answered (close_notify, then the FIN)
+	: >"$log"
+	TLS_CLOSE_CUT=2 "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" "$TLS/server.key" \
+		"$BATS_TEST_TMPDIR/port" "$log" notify 3>&- &
+	PIDS+=($!)
+	wait_until test -s "$BATS_TEST_TMPDIR/port"
+	local port
+	read -r port <"$BATS_TEST_TMPDIR/port"
+	local script="for i in 1 2 3 4 5; do $PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $port /f 1 $TLS/ca.pem || exit 1; done"
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	: >"$log"
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+		KEEPALIVE_PORTS="$port" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 KEEPALIVE_LOG=debug "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	grep -E 'across|replay|fresh' "$out/shim.err" || true
+	cat "$log"
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	# the third, fourth and fifth processes are each handed the one before
+	# theirs, whose server ends it under their request: each replayed on
+	# its own fresh handshake, answered once
+	assert_equal "handed $(handed)" "handed 3"
+	assert_equal "cut $(grep -c ' cut GET' "$log")" "cut 3"
+	assert_equal "answered $(grep -vc ' cut ' "$log")" "answered 5"
+}
