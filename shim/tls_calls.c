@@ -58,6 +58,22 @@ static void autoretry_cleared(SSL *ssl)
 	kp_unlock(&tls_lock);
 }
 
+/* A mode set or cleared on an SSL a foreign engine answers: the program's
+ * SSL takes it, the engine its I/O modes (docs/tls-across.md "The
+ * hand-out in another process").  False: not such an SSL. */
+static bool foreign_modes(SSL *ssl, int cmd, long larg, void *parg, long *ret)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	struct tlsf *f = h && h->e->im ? &h->e->im->f : NULL;
+	kp_unlock(&tls_lock);
+	if (!f)
+		return false;
+	*ret = kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
+	tlsf_set_mode(f, (uint32_t)kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL));
+	return true;
+}
+
 long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 {
 	long full_ret;
@@ -89,6 +105,11 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 	case SSL_CTRL_CLEAR_MODE:
 		if (!kp_tls_route(ssl, true))
 			break;
+		if (foreign_modes(ssl, cmd, larg, parg, &full_ret)) {
+			if (cmd == SSL_CTRL_CLEAR_MODE && (larg & SSL_MODE_AUTO_RETRY))
+				autoretry_cleared(ssl);
+			return full_ret;
+		}
 		kp_ssl.SSL_ctrl(e, cmd, larg, parg); /* the engine does its I/O */
 		if (cmd == SSL_CTRL_CLEAR_MODE && (larg & SSL_MODE_AUTO_RETRY))
 			autoretry_cleared(ssl);
@@ -1459,7 +1480,9 @@ SSL *kp_tls_after_set(SSL *ssl, enum kp_tls_after what, const char *why)
 	if (what == KP_AFTER_OPTIONS) {
 		/* the options that act after the handshake, as at hand-out
 		 * (reset at the next one: the connection stays parkable) */
-		if (io.e != ssl)
+		if (io.f)
+			tlsf_set_options(io.f, kp_ssl.SSL_get_options(ssl));
+		else if (io.e != ssl)
 			engine_take_options(io.e, ssl);
 		return NULL;
 	}
