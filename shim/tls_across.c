@@ -1553,7 +1553,17 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 		if (!e->dead && across_hand_test())
 			foreign_out(e, hidden, key, meta);
 #endif
-		return false; /* (closed here: its socket went on, or is spent) */
+		/* closed here (its socket went on, or is spent): a program's
+		 * SSL still alive (closed before SSL_free) is answered as a
+		 * closed handle (EBADF), its engine never writes to the number
+		 * again */
+		kp_lock(&tls_lock);
+		struct handle *h = user ? handle_find(user) : NULL;
+		if (h && h->e == e)
+			h->closed = true;
+		e->dead = true;
+		kp_unlock(&tls_lock);
+		return false;
 	}
 	if (e->dead || !shim_ctx_get())
 		return false;
