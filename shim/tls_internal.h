@@ -11,7 +11,9 @@
  *   tls_handout.c  handing a parked engine or a session to a program's
  *                  SSL, the verification it runs as its own, the tickets;
  *   tls_across.c   sessions through the broker (docs/tls-across.md) and
- *                  parking (which keeps the session here and there);
+ *                  parking (which keeps the session here and there); the
+ *                  gate and (test build) the hand-out of a connection
+ *                  from another process, its foreign engine's getters;
  *   tls_calls.c    the wrappers' logic (hooks_tls.c): the program's SSL
  *                  calls answered, the only file that calls conn.h.
  *
