@@ -1228,6 +1228,8 @@ int kp_tls_shutdown(SSL *ssl)
 		return KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl));
 	int raises = quiet_begin(ssl);
 	int r = tls_shutdown(ssl, io);
+	if (io.f && r < 0 && errno == EPIPE)
+		kp_tls_epipe = true; /* (the foreign engine's send: MSG_NOSIGNAL) */
 	quiet_end(raises, r < 0); /* its close_notify met the socket's EPIPE */
 	return r;
 }
