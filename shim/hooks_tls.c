@@ -147,7 +147,7 @@ KP_EXPORT SSL_SESSION *SSL_get1_session(SSL *s)
 	return e ? kp_ssl.SSL_get1_session(e) : NULL;
 }
 ROUTED(const SSL_CIPHER *, SSL_get_current_cipher, (const SSL *s), (e))
-ROUTED(const SSL_CIPHER *, SSL_get_pending_cipher, (const SSL *s), (e))
+FOREIGN(const SSL_CIPHER *, SSL_get_pending_cipher, KP_FQ_PENDING_CIPHER, p, (const SSL *s), NO_ARGS, (e))
 ROUTED(const COMP_METHOD *, SSL_get_current_compression, (const SSL *s), (e))
 ROUTED(const COMP_METHOD *, SSL_get_current_expansion, (const SSL *s), (e))
 ROUTED(STACK_OF(SSL_CIPHER) *, SSL_get_client_ciphers, (const SSL *s), (e))

@@ -175,7 +175,7 @@ enum kp_fq {
 	KP_FQ_VERSION, KP_FQ_VERSION_STR, KP_FQ_CLIENT_VERSION, KP_FQ_INIT_FINISHED, KP_FQ_IN_INIT,
 	KP_FQ_IN_BEFORE, KP_FQ_STATE, KP_FQ_STATE_STR, KP_FQ_STATE_STR_LONG, KP_FQ_SERVERNAME,
 	KP_FQ_SERVERNAME_TYPE, KP_FQ_FINISHED, KP_FQ_PEER_FINISHED, KP_FQ_CLIENT_RANDOM, KP_FQ_SERVER_RANDOM,
-	KP_FQ_ALPN, KP_FQ_EKM, KP_FQ_WANT,
+	KP_FQ_ALPN, KP_FQ_EKM, KP_FQ_WANT, KP_FQ_PENDING_CIPHER, KP_FQ_EXTMS,
 };
 struct kp_fq_args {
 	void *buf;
@@ -193,6 +193,7 @@ union kp_fq_ret {
 	long i;
 	size_t z;
 	const char *s;
+	const void *p;
 };
 /* set once a connection from another process was handed out here */
 extern bool kp_tls_foreign_ever;

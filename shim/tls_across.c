@@ -1288,6 +1288,11 @@ static struct kp_tls *foreign_engine(SSL *ssl, unsigned char *msg, size_t len, i
 	if (added) {
 		__atomic_store_n(&kp_tls_used, true, __ATOMIC_RELEASE);
 		__atomic_store_n(&kp_tls_foreign_ever, true, __ATOMIC_RELEASE);
+		/* the handshake its own would have made, counted where libssl
+		 * counts it (as kp_tls_handout; it offers no session of its
+		 * own: the gate) */
+		stat_add(ssl, STAT_CONNECT, 1);
+		stat_add(ssl, STAT_GOOD, 1);
 	}
 	kp_unlock(&tls_lock);
 	if (!added) {
@@ -1410,6 +1415,15 @@ static void foreign_answer(struct kp_tls *e, struct tlsf *f, const SSL *ssl, enu
 		break;
 	case KP_FQ_WANT:
 		r->i = tlsf_want(f);
+		break;
+	case KP_FQ_PENDING_CIPHER:
+		/* libssl keeps the handshake's suite there after it */
+		r->p = kp_ssl.SSL_get_current_cipher(e->ssl);
+		break;
+	case KP_FQ_EXTMS:
+		/* (libssl's after a handshake: its session's flag, never set
+		 * in TLS 1.3) */
+		r->i = (f->st.flags & TLSX_EXTMS) != 0;
 		break;
 	}
 }

@@ -83,6 +83,9 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 	     cmd == SSL_CTRL_GET_CLIENT_CERT_TYPES) &&
 	    kp_tls_peer_full(ssl, cmd, parg, &full_ret))
 		return full_ret;
+	union kp_fq_ret fr;
+	if (cmd == SSL_CTRL_GET_EXTMS_SUPPORT && kp_tls_foreign(ssl, KP_FQ_EXTMS, NULL, &fr))
+		return fr.i;
 	switch (cmd) {
 	case SSL_CTRL_SET_MAX_SEND_FRAGMENT:
 	case SSL_CTRL_SET_SPLIT_SEND_FRAGMENT:
