@@ -153,6 +153,10 @@ struct kp_conn {
 	bool replay_async;
 	size_t replay_off;
 	uint8_t first_plan;  /* enum kp_first_plan of that request */
+	/* the fresh connection a first request had to take was refused (the
+	 * server's answer: alone the program's connect() failed so): its
+	 * send fails with this errno, nothing of it goes out */
+	int fresh_refused;
 	bool acked_known;    /* acked_at_first holds the kernel's count */
 	uint64_t acked_at_first; /* tcpi_bytes_acked just before its first byte */
 
@@ -436,6 +440,9 @@ bool kp_conn_holds(const struct kp_conn *c);
  * now (EOF owed), n > 0 when it will in n ms (framing lost, quiet period
  * running), -1 when it is up to the kernel. */
 int kp_conn_wait_ms(struct kp_conn *c);
+/* Would a blocking read the kernel started go on after a handler ran:
+ * every handler the program installed has SA_RESTART (conn_replay.c). */
+bool kp_signal_restarts(void);
 
 /*
  * HTTPS.  kp_conn_tls_start(): the program's ssl begins its handshake on

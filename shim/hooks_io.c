@@ -512,15 +512,27 @@ KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
  * own timeout, restarted after a handler), so a piece after the first
  * waits here first, in poll (never restarted), for what is left of the
  * call's time; false: the call ends with what it has. */
+/* A handler that ran between two pieces, where no call of ours was in
+ * the kernel, ended the call alone but went unseen: the next piece's
+ * wait went on past it (a keep-alive server sends nothing more).  A
+ * handler that ran as a piece returned, likewise.  So a waiting call blocks the
+ * thread's signals for its whole length (as fdlimit.c does:
+ * pthread_sigmask leaves glibc's own), and waits only in ppoll under the
+ * program's own mask: every handler runs inside it, which answers EINTR
+ * (a ppoll that answers readiness leaves a signal pending, blocked, for
+ * the next; a handler that ran before any byte, where the kernel's call
+ * restarts, ends the call after the bytes already there).  The pieces then never wait in the kernel (MSG_DONTWAIT); the
+ * mask is the program's again at the call's end. */
 struct waitall {
-	bool nowait, bounded;
+	bool nowait, bounded, masked, cut;
 	uint64_t end_ms;
+	sigset_t old;
 };
 
 static void waitall_begin(const struct kp_conn *c, int fd, int flags, struct waitall *w)
 {
 	w->nowait = (flags & MSG_DONTWAIT) || __atomic_load_n(&c->nonblock, __ATOMIC_RELAXED);
-	w->bounded = false;
+	w->bounded = w->masked = w->cut = false;
 	struct timeval tv;
 	socklen_t l = sizeof(tv);
 	if (!w->nowait && KP_REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, &l) == 0 &&
@@ -530,50 +542,129 @@ static void waitall_begin(const struct kp_conn *c, int fd, int flags, struct wai
 	}
 }
 
-static bool waitall_more(int fd, const struct waitall *w)
+/* Wait for the next piece; false: the call ends, with what it has, or
+ * with nothing and errno as the kernel's call would end (EAGAIN at
+ * SO_RCVTIMEO's end; EINTR after a handler, but without SO_RCVTIMEO where
+ * every handler restarts: the kernel's call would go on, so does ours).
+ * true also when the EOF we owe after a quiet time may be due
+ * (kp_conn_wait_ms): the caller goes round and its intercept says. */
+static bool waitall_more(struct kp_conn *c, int fd, struct waitall *w, size_t got)
 {
 	if (w->nowait)
 		return true; /* the read answers at once */
-	int ms = -1, saved = errno;
-	if (w->bounded) {
-		uint64_t now = kp_now_ms();
-		if (now >= w->end_ms)
-			return false;
-		ms = (int)(w->end_ms - now);
+	int saved = errno, err;
+	if (w->cut && got)
+		return false;
+	if (!w->masked) {
+		sigset_t all;
+		sigfillset(&all);
+		w->masked = pthread_sigmask(SIG_BLOCK, &all, &w->old) == 0;
 	}
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-	int r = KP_REAL(poll)(&p, 1, ms);
-	errno = saved;
-	return r > 0; /* 0: the time is up; -1: a handler ran (EINTR) */
+	for (;;) {
+		int ms = -1;
+		if (w->bounded) {
+			uint64_t now = kp_now_ms();
+			if (now >= w->end_ms) {
+				err = EAGAIN;
+				break;
+			}
+			ms = (int)(w->end_ms - now);
+		}
+		int quiet = kp_conn_wait_ms(c);
+		bool quiet_first = quiet >= 0 && (ms < 0 || quiet < ms);
+		if (quiet_first)
+			ms = quiet;
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
+		int r = w->masked ? KP_REAL(ppoll)(&p, 1, ms < 0 ? NULL : &ts, &w->old)
+				  : KP_REAL(poll)(&p, 1, ms);
+		if (r > 0 || (r == 0 && quiet_first) || (r < 0 && errno != EINTR)) {
+			errno = saved; /* the piece's read tells */
+			return true;
+		}
+		if (r == 0)
+			continue; /* SO_RCVTIMEO's end: the check above */
+		if (got || w->bounded || !kp_signal_restarts()) {
+			err = EINTR;
+			break;
+		}
+		/* restarted; but bytes there already: the kernel's call had
+		 * taken them when it saw the signal, and ended with them */
+		p.revents = 0;
+		if (KP_REAL(poll)(&p, 1, 0) > 0) {
+			w->cut = true;
+			errno = saved;
+			return true;
+		}
+	}
+	errno = got ? saved : err;
+	return false;
 }
 
-static ssize_t recv_waitall(struct kp_conn *c, int fd, char *buf, size_t n, int flags,
-			    struct sockaddr *from, socklen_t *fromlen)
+/* A piece's flags: once the signals are blocked, it never waits in the
+ * kernel (a wait there could not be cut by the program's handlers): it
+ * waits in waitall_more, and a piece that finds nothing goes round. */
+static inline int waitall_flags(const struct waitall *w, int flags)
+{
+	return w->masked ? flags | MSG_DONTWAIT : flags;
+}
+
+static inline bool waitall_round(const struct waitall *w, ssize_t r)
+{
+	return r < 0 && w->masked && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* The program's mask back (a signal held since the last wait runs its
+ * handler now, as one that came just after the call would); errno kept. */
+static void waitall_end(struct waitall *w)
+{
+	if (w->masked) {
+		int saved = errno;
+		pthread_sigmask(SIG_SETMASK, &w->old, NULL);
+		errno = saved;
+		w->masked = false;
+	}
+}
+
+static ssize_t recv_pieces(struct kp_conn *c, int fd, char *buf, size_t n, int flags,
+			   struct sockaddr *from, socklen_t *fromlen, struct waitall *w)
 {
 	size_t got = 0;
-	struct waitall w;
-	waitall_begin(c, fd, flags, &w);
 	flags &= ~MSG_WAITALL;
 	while (got < n) {
 		ssize_t r;
+		int piece = waitall_flags(w, flags);
 		struct iovec iov = { buf + got, n - got };
-		if (kp_recv_intercept(c, fd, &iov, 1, flags, &r)) {
+		if (kp_recv_intercept(c, fd, &iov, 1, piece, &r)) {
 			if (r <= 0)
 				return got ? (ssize_t)got : r;
 			got += (size_t)r; /* a close line's bytes (conn.h rx_extra) */
 			continue;
 		}
-		if (got && !waitall_more(fd, &w))
-			return (ssize_t)got;
+		if (!waitall_more(c, fd, w, got))
+			return got ? (ssize_t)got : -1;
+		piece = waitall_flags(w, flags);
 		do
-			r = from ? KP_REAL(recvfrom)(fd, buf + got, n - got, flags, from, fromlen)
-				 : KP_REAL(recv)(fd, buf + got, n - got, flags);
-		while (kp_recv_done(c, fd, &iov, 1, &r, flags));
+			r = from ? KP_REAL(recvfrom)(fd, buf + got, n - got, piece, from, fromlen)
+				 : KP_REAL(recv)(fd, buf + got, n - got, piece);
+		while (kp_recv_done(c, fd, &iov, 1, &r, piece));
+		if (waitall_round(w, r))
+			continue;
 		if (r <= 0)
 			return got ? (ssize_t)got : r;
 		got += (size_t)r;
 	}
 	return (ssize_t)got;
+}
+
+static ssize_t recv_waitall(struct kp_conn *c, int fd, char *buf, size_t n, int flags,
+			    struct sockaddr *from, socklen_t *fromlen)
+{
+	struct waitall w;
+	waitall_begin(c, fd, flags, &w);
+	ssize_t r = recv_pieces(c, fd, buf, n, flags, from, fromlen, &w);
+	waitall_end(&w);
+	return r;
 }
 
 /* recv(MSG_TRUNC) on TCP takes up to n bytes and copies none of them:
@@ -595,20 +686,26 @@ static ssize_t recv_trunc(struct kp_conn *c, int fd, size_t n, int flags)
 {
 	char tmp[TRUNC_CHUNK];
 	size_t got = 0;
+	ssize_t r = 0;
 	struct waitall w = { .nowait = true };
 	if (flags & MSG_WAITALL)
 		waitall_begin(c, fd, flags, &w);
 	flags &= ~MSG_TRUNC;
 	do {
-		if (got && !waitall_more(fd, &w))
-			return (ssize_t)got;
-		ssize_t r = recv_inside(c, fd, tmp, n - got < sizeof(tmp) ? n - got : sizeof(tmp),
-					flags & ~MSG_WAITALL);
+		if (!waitall_more(c, fd, &w, got)) {
+			r = -1;
+			break;
+		}
+		r = recv_inside(c, fd, tmp, n - got < sizeof(tmp) ? n - got : sizeof(tmp),
+				waitall_flags(&w, flags & ~MSG_WAITALL));
+		if (waitall_round(&w, r))
+			continue;
 		if (r <= 0)
-			return got ? (ssize_t)got : r;
+			break;
 		got += (size_t)r;
 	} while ((flags & MSG_WAITALL) && got < n);
-	return (ssize_t)got;
+	waitall_end(&w);
+	return got ? (ssize_t)got : r;
 }
 
 static ssize_t recv_inside(struct kp_conn *c, int fd, void *buf, size_t n, int flags)
@@ -688,14 +785,12 @@ KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
  * piece that reaches the kernel (a TCP socket's, timestamps say, come
  * with the first bytes). */
 #define WAITALL_IOV_MAX 64
-static ssize_t recvmsg_waitall(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
+static ssize_t recvmsg_pieces(struct kp_conn *c, int fd, struct msghdr *msg, int flags, struct waitall *w)
 {
 	struct iovec iov[WAITALL_IOV_MAX];
 	size_t got = 0, control = msg->msg_controllen;
 	int out_flags = 0;
 	bool first = true;
-	struct waitall w;
-	waitall_begin(c, fd, flags, &w);
 	flags &= ~MSG_WAITALL;
 	for (;;) {
 		/* the program's iovec from byte got on */
@@ -714,14 +809,20 @@ static ssize_t recvmsg_waitall(struct kp_conn *c, int fd, struct msghdr *msg, in
 		if (!n)
 			break;
 		ssize_t r;
-		if (kp_recv_intercept(c, fd, iov, n, flags, &r)) {
+		if (kp_recv_intercept(c, fd, iov, n, waitall_flags(w, flags), &r)) {
 			if (r <= 0)
 				break;
 			got += (size_t)r; /* a close line's bytes (conn.h rx_extra) */
 			continue;
 		}
-		if (got && !waitall_more(fd, &w))
+		if (!waitall_more(c, fd, w, got)) {
+			if (!got) {
+				msg->msg_controllen = 0;
+				msg->msg_flags = 0;
+				return -1;
+			}
 			break;
+		}
 		struct msghdr m = *msg;
 		m.msg_iov = iov;
 		m.msg_iovlen = (size_t)n;
@@ -729,9 +830,12 @@ static ssize_t recvmsg_waitall(struct kp_conn *c, int fd, struct msghdr *msg, in
 			m.msg_control = NULL;
 			m.msg_controllen = 0;
 		}
+		int piece = waitall_flags(w, flags);
 		do
-			r = KP_REAL(recvmsg)(fd, &m, flags);
-		while (kp_recv_done(c, fd, iov, n, &r, flags));
+			r = KP_REAL(recvmsg)(fd, &m, piece);
+		while (kp_recv_done(c, fd, iov, n, &r, piece));
+		if (waitall_round(w, r))
+			continue;
 		if (first && r >= 0) {
 			control = m.msg_controllen;
 			first = false;
@@ -750,6 +854,15 @@ static ssize_t recvmsg_waitall(struct kp_conn *c, int fd, struct msghdr *msg, in
 	msg->msg_controllen = first ? 0 : control;
 	msg->msg_flags = out_flags;
 	return (ssize_t)got;
+}
+
+static ssize_t recvmsg_waitall(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
+{
+	struct waitall w;
+	waitall_begin(c, fd, flags, &w);
+	ssize_t r = recvmsg_pieces(c, fd, msg, flags, &w);
+	waitall_end(&w);
+	return r;
 }
 
 static ssize_t recvmsg_inside(struct kp_conn *c, int fd, struct msghdr *msg, int flags)

@@ -106,17 +106,25 @@ failed_unexecuted() { # N
 # program sees the failure; not seen in our runs, allowed and counted).
 @test "every method, idle timer at random 0-30 ms, 15 ms between connect and request, no probe: dead connections replayed by the proof, never twice" {
 	noprobe_lib
-	local n=120 errors
+	local n=120 errors try
 	scripted_start idle_random30
-	PRELOAD="$NOPROBE" run_both $n "$PYTHON" "$SCRIPTS/pauses.py" \
-		--think 15 127.0.0.1 "$SCRIPTED_PORT" $n MIX 12 0
-	figures
-	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
-	failed_unexecuted $n
-	errors=$ERRORS
 	# (one run: 88 of 120 reused, 53 of them dead under their request, 47
-	# replayed by the proof, 6 GETs as idempotent, 0 errors)
-	[ "$(stat_value replayed_unacked)" -ge 20 ] || fail "proof: $SHIM_STATS"
+	# replayed by the proof, 6 GETs as idempotent, 0 errors.) A request the
+	# timer kills as it lands is rightly not replayed, and it teaches the
+	# destination a request limit (docs/replay.md "The residual risk"):
+	# reuse then stops and few proofs are left to count. Such a run still
+	# checks "never twice"; the proof count is asked of a run without one,
+	# the run repeated up to three times.
+	for try in 1 2 3; do
+		PRELOAD="$NOPROBE" run_both $n "$PYTHON" "$SCRIPTS/pauses.py" \
+			--think 15 127.0.0.1 "$SCRIPTED_PORT" $n MIX 12 0
+		figures
+		assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+		failed_unexecuted $n
+		errors=$ERRORS
+		[ "$errors" -eq 0 ] && break
+	done
+	[ "$(stat_value replayed_unacked)" -ge 20 ] || fail "proof (try $try): $SHIM_STATS"
 }
 
 # ---- nginx's keep-alive timeout, pauses just under and just over it
@@ -336,4 +344,25 @@ noprobe_lib() {
 	think "$PRELOAD" --ca "$SCRIPTED_CA"
 	[ "$(stat_value tls_reused)" -ge 2 ] || fail "too few pooled TLS connections: $SHIM_STATS"
 	assert_equal "probed_dead=$(stat_value probed_dead)" "probed_dead=$(stat_value tls_reused)"
+}
+
+# ---- a server that stops taking connections (a drain)
+#
+# docs/replay.md "A fresh connection refused".  tests/servers/cases/drain_after1
+# serves its first connection and then closes its listeners.  Alone, POST 2
+# and 3 meet ECONNREFUSED at their connect.  With KEEPALIVE_METHODS=idempotent a
+# POST never rides a kept connection: its fresh connect is refused, and the
+# old library sent it on the kept connection anyway (executed, 200, where alone
+# it was refused).  Now the program's send fails with the refusal (http.client
+# raises the same ConnectionRefusedError from its send as from its connect),
+# nothing is executed, and the kept connection is never used again.
+@test "KEEPALIVE_METHODS=idempotent, a server that stops taking connections: a POST whose fresh connection is refused fails as alone, never executed on the kept one" {
+	scripted_start drain_after1
+	run_both 3 KEEPALIVE_METHODS=idempotent "$PYTHON" "$SCRIPTS/pauses.py" 127.0.0.1 "$SCRIPTED_PORT" 3 POST 1 0
+	assert_equal "status $SHIM_STATUS" "status $PLAIN_STATUS"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line --index 1 --regexp '^ERROR 2 ConnectionRefusedError'
+	assert_equal "executed $(wc -l <"$SCRIPTED_LOG")" "executed 1"
+	assert_equal "reused $(stat_value reused)" "reused 1"
 }

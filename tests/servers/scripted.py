@@ -76,6 +76,9 @@ Options (JSON, all optional; an unknown name or a bad value is an error):
   idle_reset_ms  (int, none)    like idle_close_ms, but abort the connection:
                                 SO_LINGER {1, 0}, close -> a TCP RST, not a FIN.
                                 With several idle_* options the shortest wins.
+  accepts        (int >= 1, none)  close the listeners after this many accepted
+                                connections (a drain: new connections are
+                                refused, the accepted ones still served).
   close_after    (int >= 1, none)  like close, but only after this many
                                 requests on the connection, and without a word
                                 in the response (no "Connection: close" unless
@@ -166,6 +169,7 @@ over TLS (as nginx does them):
 """
 
 import argparse
+import errno
 import fcntl
 import json
 import math
@@ -216,6 +220,7 @@ OPTIONS = {
     "cycle": lambda v: type(v) is bool,
     "idle_random_ms": _count(0),
     "idle_random_min_ms": _count(0),
+    "accepts": _count(1),
 }
 
 
@@ -623,8 +628,19 @@ def listen(family, host, port):
 
 
 def open_listeners(port, ipv6):
-    for _ in range(50):
-        v4 = listen(socket.AF_INET, "127.0.0.1", port)
+    # No port given: one below the kernel's ephemeral range (as the nginx
+    # launcher's free_port), so that a restart on the same port cannot meet
+    # a client socket of a test running beside this one sitting on it.
+    chosen = port
+    for _ in range(200):
+        if not port:
+            chosen = random.randint(20000, 32000)
+        try:
+            v4 = listen(socket.AF_INET, "127.0.0.1", chosen)
+        except OSError as e:
+            if port or e.errno != errno.EADDRINUSE:
+                raise
+            continue
         if not ipv6:
             return [v4]
         try:
@@ -672,13 +688,27 @@ def main(argv=None, ready=None):
     sel = selectors.DefaultSelector()
     for s in listeners:
         sel.register(s, selectors.EVENT_READ)
+    accepts = options.get("accepts")
     while True:
         for key, _ in sel.select():
             try:
                 conn, _ = key.fileobj.accept()
             except OSError:
                 continue
+            if accepts is not None:
+                accepts -= 1
+                if accepts == 0:
+                    # a drain: new connections refused, the accepted ones
+                    # served; closed before this one is answered, so no
+                    # client can connect after its answer
+                    for s in listeners:
+                        sel.unregister(s)
+                        s.close()
+                    server.diag("listeners closed after %d accepts" % options["accepts"])
             threading.Thread(target=server.serve, args=(conn,), daemon=True).start()
+            if accepts == 0:
+                while True:
+                    time.sleep(3600)
 
 
 def _tell(rep_path, line):
