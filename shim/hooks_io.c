@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <string.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sys/sendfile.h>
 #include <sys/time.h>
@@ -44,6 +45,22 @@ static ssize_t not_yours(void)
 {
 	errno = EBADF;
 	return -1;
+}
+
+/* The program's array of n iovecs, which we read before the kernel does
+ * (to frame, to trim): false where the kernel would refuse it (EFAULT, or
+ * EINVAL/EMSGSIZE past IOV_MAX).  The call is then the kernel's alone: it
+ * fails before any byte moves, and its answer is the program's
+ * (docs/limits.md "A pointer the kernel refuses"). */
+static bool iov_readable(const struct iovec *iov, size_t n)
+{
+	return n <= 1024 && kp_readable(iov, n * sizeof(*iov));
+}
+
+/* The same for a msghdr and the iovec it names. */
+static bool msg_readable(const struct msghdr *msg)
+{
+	return kp_readable(msg, sizeof(*msg)) && iov_readable(msg->msg_iov, msg->msg_iovlen);
 }
 
 /* ------------------------------------------------------------ write */
@@ -108,7 +125,7 @@ static KP_SLOW ssize_t writev_slow(struct kp_conn *c, int fd, const struct iovec
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c)
+	if (!c || !iov_readable(iov, (size_t)iovcnt))
 		return KP_REAL(writev)(fd, iov, iovcnt);
 	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
 		ssize_t taken_ = kp_conn_raw_write(c, fd, iov, iovcnt);
@@ -268,7 +285,9 @@ static ssize_t sendmsg_inside(struct kp_conn *c, int fd, const struct msghdr *ms
 
 static KP_SLOW ssize_t sendmsg_slow(struct kp_conn *c, int fd, const struct msghdr *msg, int flags)
 {
-	if (!c)
+	if (c == KP_POOLED)
+		return not_yours();
+	if (!c || !msg_readable(msg))
 		return KP_REAL(sendmsg)(fd, msg, flags);
 	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
 		ssize_t taken_ = kp_conn_raw_write(c, fd, msg->msg_iov, msg->msg_name ? 0 : (int)msg->msg_iovlen);
@@ -310,17 +329,32 @@ static bool each_passed_fd(const struct msghdr *msg, bool (*fn)(int fd))
  * for a number that is not open, and nothing is sent). */
 static KP_SLOW ssize_t sendmsg_control(int fd, const struct msghdr *msg, int flags)
 {
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c && kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_TCP))
+		return KP_REAL(sendmsg)(fd, msg, flags); /* a TCP socket passes no fd */
+	if (!kp_readable(msg, sizeof(*msg)) || !kp_readable(msg->msg_control, msg->msg_controllen))
+		return KP_REAL(sendmsg)(fd, msg, flags); /* EFAULT, nothing passed */
 	int saved = errno;
 	bool ok = each_passed_fd(msg, kp_reentered() ? kp_conn_raw_fd : kp_conn_passing_fd);
 	errno = saved;
 	if (!ok)
 		return not_yours();
-	return sendmsg_slow(kp_fd_conn(fd), fd, msg, flags);
+	return sendmsg_slow(c, fd, msg, flags);
+}
+
+/* Could a number the program names be one of ours: a connection, or a
+ * hidden fd?  Until then, no fd a message passes can be, and a wrapper
+ * leaves the program's pointers to the kernel (with the library off, the
+ * table is empty: never).  Two loads and two branches. */
+static inline bool ours_anywhere(void)
+{
+	return kp_fd_any_live() ||
+	       __builtin_expect(__atomic_load_n(&kp_fd_pooled_low, __ATOMIC_RELAXED) != INT_MAX, 0);
 }
 
 KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	if (__builtin_expect(msg && msg->msg_controllen, 0) && kp_fdtab_len)
+	if (ours_anywhere())
 		return sendmsg_control(fd, msg, flags);
 	KP_FAST(fd, sendmsg, fd, msg, flags);
 }
@@ -380,48 +414,86 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 	return r;
 }
 
-KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
+/* The messages from the first vec[i] on whose iovec the kernel would
+ * refuse: all n when none. */
+static unsigned int mmsg_readable(const struct mmsghdr *vec, unsigned int n)
 {
-	if (kp_fdtab_len) {
-		int saved = errno;
-		for (unsigned int i = 0; vec && i < n; i++)
-			if (vec[i].msg_hdr.msg_controllen &&
-			    !each_passed_fd(&vec[i].msg_hdr,
-					    kp_reentered() ? kp_conn_raw_fd : kp_conn_passing_fd))
-				return (int)not_yours();
-		errno = saved;
+	for (unsigned int i = 0; i < n; i++)
+		if (!iov_readable(vec[i].msg_hdr.msg_iov, vec[i].msg_hdr.msg_iovlen))
+			return i;
+	return n;
+}
+
+/* Messages taken, never sent (kp_send_bypass): each counted whole. */
+static int sendmmsg_taken(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags)
+{
+	unsigned int ok = mmsg_readable(vec, n);
+	if (ok < n && !ok) {
+		errno = EFAULT; /* the kernel's answer to the first message */
+		return -1;
 	}
+	n = ok; /* the kernel's count: the messages before the one it refuses */
+	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) && n > 1) {
+		/* after the owed EOF, as a closed server's kernel: the first
+		 * message taken, the next meets its reset (our FIN is out: the
+		 * kernel's EPIPE and SIGPIPE, the program's flags), and the
+		 * count says one */
+		vec[0].msg_len = (unsigned int)iov_total(vec[0].msg_hdr.msg_iov, (int)vec[0].msg_hdr.msg_iovlen);
+		int saved = errno;
+		int more = KP_REAL(sendmmsg)(fd, vec + 1, n - 1, flags);
+		errno = saved;
+		return more > 0 ? 1 + more : 1;
+	}
+	for (unsigned int i = 0; i < n; i++)
+		vec[i].msg_len = (unsigned int)iov_total(vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen);
+	return (int)n;
+}
+
+static KP_SLOW int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int n, int flags)
+{
 	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c && kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_TCP))
+		return KP_REAL(sendmmsg)(fd, vec, n, flags); /* a TCP socket passes no fd */
+	/* (the kernel takes at most UIO_MAXIOV messages) */
+	if (n > 1024)
+		n = 1024;
+	if (!kp_readable(vec, n * sizeof(*vec)))
+		return KP_REAL(sendmmsg)(fd, vec, n, flags); /* EFAULT, nothing sent */
+	int saved = errno;
+	for (unsigned int i = 0; i < n; i++) {
+		const struct msghdr *m = &vec[i].msg_hdr;
+		if (!m->msg_controllen)
+			continue;
+		if (!kp_readable(m->msg_control, m->msg_controllen)) {
+			n = i; /* the kernel stops there, or fails at the first */
+			if (!n)
+				return KP_REAL(sendmmsg)(fd, vec, 1, flags);
+			break;
+		}
+		if (!each_passed_fd(m, kp_reentered() ? kp_conn_raw_fd : kp_conn_passing_fd))
+			return (int)not_yours();
+	}
+	errno = saved;
 	if (c == KP_POOLED)
 		return (int)not_yours();
 	if (c && kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(sendmmsg)(fd, vec, n, flags);
 	size_t any = SIZE_MAX;
-	if (c && vec && n && !kp_send_bypass(c, fd, &any)) {
-		/* taken, never sent (kp_send_bypass) */
-		if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) && n > 1) {
-			/* after the owed EOF, as a closed server's kernel: the
-			 * first message taken, the next meets its reset (our FIN
-			 * is out: the kernel's EPIPE and SIGPIPE, the program's
-			 * flags), and the count says one */
-			vec[0].msg_len = (unsigned int)iov_total(vec[0].msg_hdr.msg_iov,
-								 (int)vec[0].msg_hdr.msg_iovlen);
-			int saved = errno;
-			int more = KP_REAL(sendmmsg)(fd, vec + 1, n - 1, flags);
-			errno = saved;
-			return more > 0 ? 1 + more : 1;
-		}
-		for (unsigned int i = 0; i < n; i++)
-			vec[i].msg_len = (unsigned int)iov_total(vec[i].msg_hdr.msg_iov,
-								 (int)vec[i].msg_hdr.msg_iovlen);
-		return (int)n;
-	}
+	if (c && n && !kp_send_bypass(c, fd, &any))
+		return sendmmsg_taken(c, fd, vec, n, flags);
 	int r = KP_REAL(sendmmsg)(fd, vec, n, flags);
 	/* never rewritten (a head may span messages): followed for facts */
 	for (int i = 0; c && i < r; i++)
 		kp_send_done(c, fd, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
 			     (ssize_t)vec[i].msg_len);
 	return r;
+}
+
+KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
+{
+	if (ours_anywhere())
+		return sendmmsg_slow(fd, vec, n, flags);
+	return KP_REAL(sendmmsg)(fd, vec, n, flags);
 }
 
 /* ------------------------------------------------------------ read */
@@ -486,7 +558,7 @@ static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec 
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c)
+	if (!c || !iov_readable(iov, (size_t)iovcnt))
 		return KP_REAL(readv)(fd, iov, iovcnt);
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw_eof(c) ? 0 : KP_REAL(readv)(fd, iov, iovcnt);
@@ -891,7 +963,7 @@ static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *ms
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c)
+	if (!c || !msg_readable(msg))
 		return KP_REAL(recvmsg)(fd, msg, flags);
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(recvmsg)(fd, msg, flags);
@@ -915,22 +987,29 @@ static bool received_fd_raw(int fd)
 	return true;
 }
 
-static KP_SLOW ssize_t recvmsg_control(int fd, struct msghdr *msg, int flags)
+static KP_SLOW void recvmsg_passed(struct msghdr *msg)
 {
-	ssize_t r = recvmsg_slow(kp_fd_conn(fd), fd, msg, flags);
-	if (r >= 0 && msg->msg_controllen) {
-		int saved = errno;
-		each_passed_fd(msg, kp_reentered() ? received_fd_raw : received_fd);
-		errno = saved;
-	}
-	return r;
+	int saved = errno;
+	each_passed_fd(msg, kp_reentered() ? received_fd_raw : received_fd);
+	errno = saved;
 }
 
+/* The program's msghdr is read only after the call: an answer r >= 0 is
+ * the kernel's, which wrote msg_controllen back (so msg is there), or
+ * ours on a connection, whose msg recvmsg_slow checked first.  Not a tail
+ * jump, so an untracked call costs the load and the test after it too;
+ * an fd past the table (or the library off: an empty table) is the
+ * kernel's alone. */
 KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	if (__builtin_expect(msg && msg->msg_controllen, 0) && kp_fdtab_len)
-		return recvmsg_control(fd, msg, flags);
-	KP_FAST(fd, recvmsg, fd, msg, flags);
+	if (__builtin_expect((unsigned)fd >= kp_fdtab_len, 0))
+		return recvmsg_slow(NULL, fd, msg, flags);
+	struct kp_conn *c = __atomic_load_n(&kp_fdtab[fd], __ATOMIC_ACQUIRE);
+	ssize_t r = __builtin_expect(c != NULL, 0) ? recvmsg_slow(c, fd, msg, flags)
+						   : KP_REAL_BOUND(recvmsg)(fd, msg, flags);
+	if (__builtin_expect(r >= 0 && msg->msg_controllen, 0))
+		recvmsg_passed(msg);
+	return r;
 }
 
 static int recvmmsg_inside(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
@@ -982,7 +1061,9 @@ static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec,
 {
 	if (c == KP_POOLED)
 		return (int)not_yours();
-	if (!c)
+	/* (the kernel takes at most UIO_MAXIOV messages) */
+	if (!c || !kp_readable(vec, (n < 1024 ? n : 1024) * sizeof(*vec)) ||
+	    (n && !iov_readable(vec[0].msg_hdr.msg_iov, vec[0].msg_hdr.msg_iovlen)))
 		return KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(recvmmsg)(fd, vec, n, flags, ts);

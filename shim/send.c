@@ -824,6 +824,20 @@ static bool send_nomem(struct kp_conn *c, int fd, struct head_send *s, ssize_t *
 	return send_pass(c, fd, s->flags, true, s->saved, ret);
 }
 
+/* Does the kernel accept the bytes of this send that we would read
+ * before it: a head's (up to the longest we parse), a body's we copy for a
+ * replay or look through for its end.  A body we only count is the
+ * kernel's to read (a system call less per send). */
+static bool bytes_readable(const struct kp_conn *c, const struct iovec *iov, int iovcnt)
+{
+	if (c->state != KP_ACTIVE)
+		return true;
+	if (c->req_mode == KP_REQ_BODY && c->first != KP_FIRST_SENT &&
+	    !(c->n_reqs && c->reqs[c->n_reqs - 1].rewritten))
+		return true;
+	return kp_readable_iov(iov, iovcnt, FRM_MAX_HEAD + 1);
+}
+
 static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 		    ssize_t *ret)
 {
@@ -838,6 +852,14 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		errno = EPIPE;
 		kp_tls_epipe = true; /* the socket's EPIPE: its SIGPIPE too */
 		return true;
+	}
+	if (__builtin_expect(!bytes_readable(c, iov, iovcnt), 0)) {
+		/* the program's bytes, which we read before the kernel does,
+		 * are ones it refuses (EFAULT): the call is the kernel's alone,
+		 * after what we held went out, and the connection ours no more
+		 * (docs/limits.md "A pointer the kernel refuses") */
+		unvouch(c, fd, "a buffer the kernel refuses");
+		return send_pass(c, fd, flags, true, errno, ret);
 	}
 	/* the body of the first request on a reused connection: it joins the
 	 * copy a replay would send */

@@ -273,3 +273,27 @@ _same_conn_rounds() {
 	run cat "$BATS_TEST_TMPDIR/shim.out"
 	assert_line "events in the set after its socket's close: 0"
 }
+
+# ---- a pointer the kernel refuses
+#
+# A call that fails with EFAULT alone fails so with the library, on a
+# socket it never follows (with the library off too) and on a connection
+# it does: the library read the program's msghdr, iovec, pollfd array,
+# fd_set or head bytes before the kernel did, and the process died of
+# SIGSEGV (every one of these cells on the old code).  After a refused
+# write the connection still carries the request, and its whole answer
+# (docs/limits.md "A pointer the kernel refuses").
+
+@test "failopen: calls with a pointer the kernel refuses (poll, select, readv, writev, sendmsg, recvmsg, sendmmsg, recvmmsg, write, ...): EFAULT as alone, no crash, the connection still answers" {
+	nginx_start
+	run_both 11 "$CLIENTS/bad_pointer" "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	refute_output --partial "killed"
+	assert_line "write-held -> -1 Bad address"
+	assert_line "  then: HTTP/1.1 200 OK, EOF (read 0)"
+	run_shim KEEPALIVE_DISABLE=1 "$CLIENTS/bad_pointer" "$NGINX_PORT"
+	assert_equal "shim status $SHIM_STATUS" "shim status 0"
+	assert_same_output
+}
