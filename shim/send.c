@@ -531,6 +531,16 @@ static bool head_rewritable(struct kp_conn *c, int fd, struct head_send *s)
 	const struct frm_req_head *h = &s->h;
 	bool may = !h->upgrade && !h->doubt && !h->conn_bound && h->method != FRM_M_CONNECT &&
 		   !c->handed_off && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
+	/* A connection that may never be parked (an option we cannot carry,
+	 * SO_RCVLOWAT say, whose read would wait past our EOF for the
+	 * server's close; a routing option; any other unpool): a rewrite
+	 * could only cost, so the request goes out as the program wrote it
+	 * (docs/hold.md "Options we cannot carry") */
+	if (may && !c->poolable) {
+		kp_debug("fd %d: not rewritten: the connection may not be pooled (%s)", fd,
+			 c->unpooled ? c->unpooled : "?");
+		return false;
+	}
 	/* More requests pipelined behind one that asks to close, in the same
 	 * write: the server must get the close and execute nothing after it,
 	 * exactly as without us; so no rewrite, and no reuse. */

@@ -297,3 +297,24 @@ _same_conn_rounds() {
 	assert_equal "shim status $SHIM_STATUS" "shim status 0"
 	assert_same_output
 }
+
+# ---- an option we cannot carry stops the rewrite
+#
+# SO_RCVLOWAT above an answer's size: the kernel's read and poll wait for
+# that much or the server's close.  The library logged it as an option
+# it cannot carry (the connection never pooled again) and still rewrote
+# the request that asked to close: the read waited for nginx's idle close
+# (75 s; status 124 on the old code).  Request 0 is pooled and rewritten;
+# 1 and 2 set the option, on the handed-out connection and on a fresh one
+# (docs/hold.md "Options we cannot carry").
+
+@test "failopen: SO_RCVLOWAT set before a request that asks to close: not rewritten, read and poll end at the server's close, as alone" {
+	nginx_start
+	for mode in read poll; do
+		run_both 3 "$CLIENTS/rcvlowat" "$NGINX_PORT" "$mode" 3 1
+		assert_both_ok
+		assert_same_output
+		assert_equal "rewritten $mode $(stat_value rewritten)" "rewritten $mode 1"
+		assert_equal "reused $mode $(stat_value reused)" "reused $mode 1"
+	done
+}
