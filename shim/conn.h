@@ -386,6 +386,12 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 /* The bytes a close line pushed past an earlier read (up to cap into buf,
  * kept for a peek): how many; 0 when none wait. */
 size_t kp_recv_extra(struct kp_conn *c, int fd, char *buf, size_t cap, bool peek);
+/* recv(MSG_PEEK|MSG_WAITALL): does the socket's queue hold the end of an
+ * answer after which we owe the program an EOF (a request rewritten from
+ * close)?  Alone the server's close would follow it, and the kernel's
+ * wait end there.  *queued: the bytes queued (SIOCINQ).  True also when
+ * we cannot tell for lack of memory (the wait ends: never past the EOF). */
+bool kp_conn_peek_ends(struct kp_conn *c, int fd, size_t *queued);
 /* *ret also becomes -1 with EINTR when a signal ended the replay the
  * call met (docs/replay.md, "The program's bounds"). */
 bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,

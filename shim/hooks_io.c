@@ -739,6 +739,58 @@ static ssize_t recv_waitall(struct kp_conn *c, int fd, char *buf, size_t n, int 
 	return r;
 }
 
+/* recv(MSG_PEEK|MSG_WAITALL) waits in the kernel for n bytes queued or
+ * the server's close, as recv(MSG_WAITALL) does, and a peek cannot be
+ * split into reads.  So it is asked without waiting (our peek: the close
+ * line shown, the owed EOF) until it has n bytes, or the queue holds the
+ * end of an answer after which we owe the EOF (kp_conn_peek_ends: alone
+ * the server's close comes next), or the EOF, an error, the call's bound
+ * or a signal.  Meanwhile it waits in waitall_more with SO_RCVLOWAT set
+ * one past what is queued (poll honours it), the program's value back
+ * after each wait (docs/replay.md "recv(MSG_WAITALL)"). */
+typedef ssize_t (*peek_fn)(struct kp_conn *c, int fd, void *arg, int flags);
+
+static bool peek_wait_more(struct kp_conn *c, int fd, struct waitall *w, size_t queued, size_t got)
+{
+	int old = 1, lowat = queued < INT_MAX ? (int)queued + 1 : INT_MAX, saved = errno;
+	socklen_t l = sizeof(old);
+	bool set = KP_REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &old, &l) == 0 &&
+		   KP_REAL(setsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat)) == 0;
+	errno = saved;
+	bool more = waitall_more(c, fd, w, got);
+	if (set) {
+		saved = errno;
+		KP_REAL(setsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &old, sizeof(old));
+		errno = saved;
+	}
+	return more;
+}
+
+static ssize_t peek_waitall(struct kp_conn *c, int fd, size_t n, int flags, peek_fn peek, void *arg)
+{
+	struct waitall w;
+	waitall_begin(c, fd, flags, &w);
+	int piece = (flags & ~MSG_WAITALL) | MSG_DONTWAIT;
+	ssize_t r;
+	for (;;) {
+		r = peek(c, fd, arg, piece);
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !w.nowait) {
+			if (!waitall_more(c, fd, &w, 0))
+				break;
+			continue;
+		}
+		size_t queued;
+		if (r <= 0 || (size_t)r >= n || w.nowait || kp_conn_peek_ends(c, fd, &queued))
+			break;
+		if (!peek_wait_more(c, fd, &w, queued, (size_t)r)) {
+			r = r > 0 ? r : -1;
+			break;
+		}
+	}
+	waitall_end(&w);
+	return r;
+}
+
 /* recv(MSG_TRUNC) on TCP takes up to n bytes and copies none of them:
  * the framer must see them all the same, or the response is given up and
  * the EOF we owe comes only after the quiet time (docs/replay.md).  So
@@ -780,10 +832,37 @@ static ssize_t recv_trunc(struct kp_conn *c, int fd, size_t n, int flags)
 	return got ? (ssize_t)got : r;
 }
 
+struct peek_args {
+	void *buf;
+	size_t n;
+	struct sockaddr *from;
+	socklen_t *fromlen;
+	struct msghdr *msg;
+};
+
+static ssize_t recvfrom_inside(struct kp_conn *c, int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+			       socklen_t *fromlen);
+
+static ssize_t peek_recvfrom(struct kp_conn *c, int fd, void *arg, int flags)
+{
+	struct peek_args *a = arg;
+	return recvfrom_inside(c, fd, a->buf, a->n, flags, a->from, a->fromlen);
+}
+
+static inline bool peek_waitall_read(const struct kp_conn *c, int flags)
+{
+	return __builtin_expect((flags & (MSG_WAITALL | MSG_PEEK)) == (MSG_WAITALL | MSG_PEEK), 0) &&
+	       c != KP_POOLED && !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
+}
+
 static ssize_t recv_inside(struct kp_conn *c, int fd, void *buf, size_t n, int flags)
 {
 	if (trunc_read(c, flags))
 		return recv_trunc(c, fd, n, flags);
+	if (peek_waitall_read(c, flags)) {
+		struct peek_args a = { .buf = buf, .n = n };
+		return peek_waitall(c, fd, n, flags, peek_recvfrom, &a);
+	}
 	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && c != KP_POOLED &&
 	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recv_waitall(c, fd, buf, n, flags, NULL, NULL);
@@ -821,6 +900,10 @@ static ssize_t recvfrom_inside(struct kp_conn *c, int fd, void *buf, size_t n, i
 			*fromlen = 0; /* TCP names no sender */
 		return recv_trunc(c, fd, n, flags);
 	}
+	if (peek_waitall_read(c, flags)) {
+		struct peek_args a = { .buf = buf, .n = n, .from = from, .fromlen = fromlen };
+		return peek_waitall(c, fd, n, flags, peek_recvfrom, &a);
+	}
 	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && c != KP_POOLED &&
 	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recv_waitall(c, fd, buf, n, flags, from, fromlen);
@@ -855,7 +938,9 @@ KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 /* recvmsg(MSG_WAITALL): split as recv_waitall, the program's iovec
  * trimmed by what each piece filled; ancillary data only from the first
  * piece that reaches the kernel (a TCP socket's, timestamps say, come
- * with the first bytes). */
+ * with the first bytes).  A piece reads into a window of at most
+ * WAITALL_IOV_MAX of the program's iovecs from byte got on: a longer
+ * iovec takes more pieces, never the kernel's unsplit wait. */
 #define WAITALL_IOV_MAX 64
 static ssize_t recvmsg_pieces(struct kp_conn *c, int fd, struct msghdr *msg, int flags, struct waitall *w)
 {
@@ -868,7 +953,7 @@ static ssize_t recvmsg_pieces(struct kp_conn *c, int fd, struct msghdr *msg, int
 		/* the program's iovec from byte got on */
 		size_t skip = got;
 		int n = 0;
-		for (size_t i = 0; i < msg->msg_iovlen; i++) {
+		for (size_t i = 0; i < msg->msg_iovlen && n < WAITALL_IOV_MAX; i++) {
 			size_t l = msg->msg_iov[i].iov_len;
 			if (skip >= l) {
 				skip -= l;
@@ -937,6 +1022,13 @@ static ssize_t recvmsg_waitall(struct kp_conn *c, int fd, struct msghdr *msg, in
 	return r;
 }
 
+static ssize_t recvmsg_inside(struct kp_conn *c, int fd, struct msghdr *msg, int flags);
+
+static ssize_t peek_recvmsg(struct kp_conn *c, int fd, void *arg, int flags)
+{
+	return recvmsg_inside(c, fd, ((struct peek_args *)arg)->msg, flags);
+}
+
 static ssize_t recvmsg_inside(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
 {
 	if (trunc_read(c, flags) && !msg->msg_controllen) {
@@ -944,9 +1036,12 @@ static ssize_t recvmsg_inside(struct kp_conn *c, int fd, struct msghdr *msg, int
 		msg->msg_flags = 0;
 		return recv_trunc(c, fd, iov_total(msg->msg_iov, (int)msg->msg_iovlen), flags);
 	}
-	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && msg->msg_iovlen <= WAITALL_IOV_MAX &&
-	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recvmsg_waitall(c, fd, msg, flags);
+	if (peek_waitall_read(c, flags)) {
+		struct peek_args a = { .msg = msg };
+		return peek_waitall(c, fd, iov_total(msg->msg_iov, (int)msg->msg_iovlen), flags, peek_recvmsg, &a);
+	}
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, msg->msg_iov, (int)msg->msg_iovlen, flags, &r)) {
 		msg->msg_flags = 0;
@@ -1015,6 +1110,24 @@ KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 static int recvmmsg_inside(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
 {
 	ssize_t r0;
+	if (n > 0 && (flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL &&
+	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE)) {
+		/* each message's MSG_WAITALL waits in the kernel as recv's
+		 * would: its one message split as recvmsg_waitall; MSG_WAITFORONE
+		 * is no flag of recvmsg's (a message is all we read anyway) */
+		r0 = recvmsg_waitall(c, fd, &vec[0].msg_hdr, flags & ~MSG_WAITFORONE);
+		if (r0 < 0)
+			return -1;
+		vec[0].msg_len = (unsigned)r0;
+		if (r0 > 0)
+			return 1;
+		for (unsigned int i = 1; i < n; i++) { /* at EOF: every message of length 0 */
+			vec[i].msg_len = 0;
+			vec[i].msg_hdr.msg_flags = 0;
+			vec[i].msg_hdr.msg_controllen = 0;
+		}
+		return (int)n;
+	}
 	if (n > 0 && kp_recv_intercept(c, fd, vec[0].msg_hdr.msg_iov, (int)vec[0].msg_hdr.msg_iovlen,
 				       flags, &r0)) {
 		if (r0 > 0) { /* a close line's bytes (conn.h rx_extra) */

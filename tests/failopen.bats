@@ -318,3 +318,22 @@ _same_conn_rounds() {
 		assert_equal "reused $mode $(stat_value reused)" "reused $mode 1"
 	done
 }
+
+# ---- MSG_WAITALL reads the split once left to the kernel
+#
+# recv/recvmsg(MSG_PEEK|MSG_WAITALL), recvmsg(MSG_WAITALL) over more than
+# 64 iovecs, recvmmsg(MSG_WAITALL): each asks for more than the answer to
+# a rewritten close request holds; the kernel's wait lasted until nginx's
+# idle close (75 s; status 124 on the old code for every mode).  Two
+# requests each: the second on the pooled connection (docs/replay.md
+# "recv(MSG_WAITALL)").
+
+@test "failopen: recv/recvmsg(MSG_PEEK|MSG_WAITALL), recvmsg(MSG_WAITALL) over 65 and 300 iovecs, recvmmsg(MSG_WAITALL) after a close request: the answer, then EOF, as alone" {
+	nginx_start
+	for mode in peek peekmsg iov65 iov300 mmsg; do
+		run_both 2 "$CLIENTS/waitall_more" "$NGINX_PORT" "$mode" 2
+		assert_both_ok
+		assert_same_output
+		assert_equal "reused $mode $(stat_value reused)" "reused $mode 1"
+	done
+}
