@@ -52,7 +52,6 @@
 #include "replay.h"
 #include "tls.h"
 #include "watch.h"
-#include "wbuf.h"
 
 /* ------------------------------------------------------------ connect */
 
@@ -1115,56 +1114,6 @@ static size_t mask_peeked(const struct kp_conn *c, const struct iovec *iov, int 
 		left -= l;
 	}
 	return n;
-}
-
-/* kp_conn_peek_ends with c locked: buf, n the queue's first bytes. */
-static bool peek_ends_locked(const struct kp_conn *c, char *buf, size_t n)
-{
-	struct frm_resp r;
-	enum frm_resp_event ev = FRM_EV_NONE;
-	if (c->state != KP_ACTIVE || !c->n_reqs || !c->reqs[0].rewritten)
-		return false; /* not rewritten: the server closes as alone */
-	if (c->resp_started) {
-		r = c->resp;
-	} else {
-		frm_resp_begin(&r, c->reqs[0].method, true);
-	}
-	r.insert_close = false; /* the bytes as the server sent them */
-	size_t done = 0;
-	while (done < n) {
-		done += frm_resp_feed(&r, buf + done, n - done, &ev);
-		if (ev == FRM_EV_DONE)
-			return true;
-		if (ev != FRM_EV_NONE && ev != FRM_EV_INTERIM)
-			return false; /* to the server's close, or not HTTP */
-	}
-	return false;
-}
-
-bool kp_conn_peek_ends(struct kp_conn *c, int fd, size_t *queued)
-{
-	int saved = errno, q = 0;
-	*queued = 0;
-	if (c == KP_POOLED || KP_REAL(ioctl)(fd, SIOCINQ, &q) != 0 || q <= 0) {
-		errno = saved;
-		return false;
-	}
-	*queued = (size_t)q;
-	size_t cap = 0;
-	char *tmp = kp_wbuf_grow(NULL, &cap, (size_t)q);
-	if (!tmp) {
-		errno = saved;
-		return true;
-	}
-	ssize_t got = KP_REAL(recv)(fd, tmp, (size_t)q, MSG_PEEK | MSG_DONTWAIT);
-	bool ends = false;
-	if (got > 0 && conn_lock(c, fd)) {
-		ends = peek_ends_locked(c, tmp, (size_t)got);
-		kp_unlock(&c->lock);
-	}
-	kp_wbuf_free(tmp, cap);
-	errno = saved;
-	return ends;
 }
 
 /* Lock c for the end of a read on fd that began on it.  Another thread
