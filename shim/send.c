@@ -498,6 +498,16 @@ static int head_collect(struct kp_conn *c, int fd, struct head_send *s, ssize_t 
 		return HEAD_PASS_FLUSH;
 	}
 	if (s->hl == 0) {
+		if (!c->poolable || (s->flags & MSG_ZEROCOPY)) {
+			/* a piece is held only for a rewrite, and a connection
+			 * that may never be parked is not rewritten (head_rewritable).
+			 * A held piece would merge sends the kernel counts one by
+			 * one: MSG_ZEROCOPY's completion ids, SO_TIMESTAMPING's
+			 * (docs/hold.md "Sends the kernel counts") */
+			held_set(c, s->old_held);
+			unvouch(c, fd, "an unfinished head on a connection that may not be pooled");
+			return HEAD_PASS_FLUSH;
+		}
 		if (s->data != c->held && held_append(c, s->iov, s->iovcnt, 0, s->total) < 0)
 			return HEAD_PASS_FLUSH;
 		if (!held_fits(c, fd, s->flags)) {

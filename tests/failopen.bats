@@ -337,3 +337,24 @@ _same_conn_rounds() {
 		assert_equal "reused $mode $(stat_value reused)" "reused $mode 1"
 	done
 }
+
+# ---- sends the kernel counts one by one
+#
+# A head written in two sends on a socket with SO_ZEROCOPY (MSG_ZEROCOPY
+# sends) or SO_TIMESTAMPING (OPT_ID): the kernel reports each send, a
+# completion id or a TX timestamp keyed by its byte count.  The library
+# held the first piece to rewrite the head and sent both as one: one
+# report, and the program's wait for the second never ended (124 on the
+# old code, both modes).  Such a connection is never pooled, so nothing
+# is held and nothing rewritten (docs/hold.md "Sends the kernel counts").
+
+@test "failopen: a head in two MSG_ZEROCOPY sends, or two sends under SO_TIMESTAMPING: a report for each, the same keys, the answer, as alone" {
+	nginx_start
+	for mode in zerocopy timestamp; do
+		run_both 2 "$CLIENTS/counted_sends" "$NGINX_PORT" "$mode" 2
+		assert_both_ok
+		assert_same_output
+	done
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "request 1: TX timestamp 1, key 46"
+}
