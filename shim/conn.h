@@ -294,6 +294,10 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 /* setsockopt() on a reused connection: true when the socket already holds
  * exactly that value (left by its previous owner), so the call can be
  * answered without a syscall (and it is recorded as the program's). */
+/* Before the program's setsockopt on c (conn_opts.c): an option we
+ * cannot carry on a handed-out connection not yet used moves fd to a
+ * fresh connection first. */
+void kp_sockopt_before(struct kp_conn *c, int fd, int level, int name);
 bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const void *val, socklen_t len);
 
 /* getsockopt() on a reused connection: settle the previous owner's

@@ -346,15 +346,21 @@ _same_conn_rounds() {
 # held the first piece to rewrite the head and sent both as one: one
 # report, and the program's wait for the second never ended (124 on the
 # old code, both modes).  Such a connection is never pooled, so nothing
-# is held and nothing rewritten (docs/hold.md "Sends the kernel counts").
+# is held and nothing rewritten.  Request 0 is a plain keep-alive one: the
+# option is set on a handed-out connection, which is left for a fresh one
+# before the option reaches the kernel (a fresh one made later lacked
+# it: no report at all, 124 too) (docs/hold.md "Sends the kernel
+# counts").
 
-@test "failopen: a head in two MSG_ZEROCOPY sends, or two sends under SO_TIMESTAMPING: a report for each, the same keys, the answer, as alone" {
+@test "failopen: a head in two MSG_ZEROCOPY sends, or two sends under SO_TIMESTAMPING, on fresh and handed-out connections: a report for each, the same keys, the answer, as alone" {
 	nginx_start
 	for mode in zerocopy timestamp; do
-		run_both 2 "$CLIENTS/counted_sends" "$NGINX_PORT" "$mode" 2
+		run_both 3 "$CLIENTS/counted_sends" "$NGINX_PORT" "$mode" 3 1
 		assert_both_ok
 		assert_same_output
+		# (each counted request was handed a pooled connection first)
+		assert_equal "reused $mode $(stat_value reused)" "reused $mode 2"
 	done
 	run cat "$BATS_TEST_TMPDIR/shim.out"
-	assert_line "request 1: TX timestamp 1, key 46"
+	assert_line "request 2: TX timestamp 1, key 46"
 }

@@ -11,7 +11,11 @@
  * sends: one completion, one timestamp, and the wait never ends
  * (docs/hold.md "Sends the kernel counts").
  *
- * usage: counted_sends port zerocopy|timestamp requests
+ * From request FROM on (default 0); the ones before are plain requests
+ * that ask to keep the connection, so that the next one may be handed a
+ * pooled connection.
+ *
+ * usage: counted_sends port zerocopy|timestamp requests [from]
  */
 #include <arpa/inet.h>
 #include <linux/errqueue.h>
@@ -48,9 +52,9 @@ static struct sock_extended_err *next_report(int fd, char *ctl, size_t cap, int 
 
 int main(int argc, char **argv)
 {
-	if (argc != 4)
+	if (argc != 4 && argc != 5)
 		return 2;
-	int port = atoi(argv[1]), n = atoi(argv[3]);
+	int port = atoi(argv[1]), n = atoi(argv[3]), from = argc > 4 ? atoi(argv[4]) : 0;
 	int zerocopy = !strcmp(argv[2], "zerocopy");
 	static const char a[] = "GET /f HTTP/1.1\r\nHost: x\r\n", b[] = "Connection: close\r\n\r\n";
 	for (int i = 0; i < n; i++) {
@@ -60,6 +64,16 @@ int main(int argc, char **argv)
 		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0) {
 			perror("connect");
 			return 1;
+		}
+		if (i < from) {
+			static const char keep[] = "GET /f HTTP/1.1\r\nHost: x\r\n\r\n";
+			char buf[4096];
+			if (write(fd, keep, sizeof(keep) - 1) != (ssize_t)sizeof(keep) - 1 ||
+			    read(fd, buf, sizeof(buf)) <= 0)
+				return 4;
+			printf("request %d: plain\n", i);
+			close(fd);
+			continue;
 		}
 		int one = 1, ts = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_ID |
 				  SOF_TIMESTAMPING_OPT_TSONLY;
