@@ -232,6 +232,10 @@ bool dead_seen(struct kp_conn *c, int fd);
 /* a read is under way on c (conn.h kp_read_begin): never parked now
  * (unpooled).  Caller holds c->lock. */
 bool read_under_way(struct kp_conn *c);
+/* wire.c: FRM_CLOSE_LINE shown at offset k of the n bytes a read returned
+ * in iov (docs/replay.md "A closing answer"), what no longer fits to
+ * extra; the count the read now returns */
+size_t kp_close_line_in(const struct iovec *iov, int iovcnt, size_t n, size_t k, char *extra, uint8_t *extra_len);
 bool pooled_one_owner(const struct kp_tag *tag);
 const char *resp_why(const struct frm_resp *r);
 bool take_finished(const struct pool_key *key);

@@ -782,7 +782,7 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 	}
 	memcpy(meta.tag, &tag, sizeof(tag));
 	/* a TLS connection goes with its socket, detached from the program */
-	if (c->tls && !kp_tls_park(c->tls, hidden, c->tls_ssl, &c->key)) {
+	if (c->tls && !kp_tls_park(c->tls, hidden, c->tls_ssl, &c->key, &meta)) {
 		kp_fd_swap(hidden, NULL);
 		KP_REAL(close)(hidden);
 		return -1;
