@@ -14,6 +14,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 int main(int argc, char **argv)
@@ -76,6 +77,14 @@ int main(int argc, char **argv)
 			recv(sv[0], &c, 1, MSG_DONTWAIT);
 		} else if (!strcmp(call, "send")) {
 			send(sv[0], "", 0, MSG_DONTWAIT);
+		} else if (!strcmp(call, "recvmsg")) {
+			struct iovec iov = { &c, 1 };
+			struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+			recvmsg(sv[0], &m, MSG_DONTWAIT);
+		} else if (!strcmp(call, "sendmsg")) {
+			struct iovec iov = { "", 0 };
+			struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1 };
+			sendmsg(sv[0], &m, MSG_DONTWAIT);
 		} else if (!strcmp(call, "getsockopt")) {
 			socklen_t len = sizeof(v);
 			getsockopt(sv[0], SOL_SOCKET, SO_TYPE, &v, &len);

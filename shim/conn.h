@@ -305,6 +305,10 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 /* setsockopt() on a reused connection: true when the socket already holds
  * exactly that value (left by its previous owner), so the call can be
  * answered without a syscall (and it is recorded as the program's). */
+/* Before the program's setsockopt on c (conn_opts.c): an option we
+ * cannot carry on a handed-out connection not yet used moves fd to a
+ * fresh connection first. */
+void kp_sockopt_before(struct kp_conn *c, int fd, int level, int name);
 bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const void *val, socklen_t len);
 
 /* getsockopt() on a reused connection: settle the previous owner's
@@ -401,6 +405,12 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 /* The bytes a close line pushed past an earlier read (up to cap into buf,
  * kept for a peek): how many; 0 when none wait. */
 size_t kp_recv_extra(struct kp_conn *c, int fd, char *buf, size_t cap, bool peek);
+/* recv(MSG_PEEK|MSG_WAITALL): does the socket's queue hold the end of an
+ * answer after which we owe the program an EOF (a request rewritten from
+ * close)?  Alone the server's close would follow it, and the kernel's
+ * wait end there.  *queued: the bytes queued (SIOCINQ).  True also when
+ * we cannot tell for lack of memory (the wait ends: never past the EOF). */
+bool kp_conn_peek_ends(struct kp_conn *c, int fd, size_t *queued);
 /* *ret also becomes -1 with EINTR when a signal ended the replay the
  * call met (docs/replay.md, "The program's bounds"). */
 bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,

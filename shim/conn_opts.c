@@ -105,3 +105,27 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 	}
 	kp_unlock(&c->lock);
 }
+
+/* An option we cannot carry, set on a handed-out connection before its
+ * first request: that connection is never parked again, and a fresh one
+ * would be made under the program's fd if the request needed one
+ * (unvouch: a request not followed; a replay), and the fresh socket
+ * would lack the option (SO_ZEROCOPY: the program's zerocopy sends
+ * report nothing, and it waits forever).  So the fresh connection is
+ * made now, before the option goes to the kernel, and the option lands
+ * on the socket the program keeps (docs/hold.md "Sends the kernel
+ * counts"). */
+void kp_sockopt_before(struct kp_conn *c, int fd, int level, int name)
+{
+	if (kp_reentered() || c == KP_POOLED ||
+	    __atomic_load_n(&c->first, __ATOMIC_ACQUIRE) != KP_FIRST_UNSENT ||
+	    kp_sockopt_carried(level, name))
+		return;
+	int saved = errno;
+	if (conn_lock(c, fd)) {
+		if (c->state == KP_ACTIVE && c->first == KP_FIRST_UNSENT)
+			unvouch(c, fd, "a socket option we cannot carry, on a handed-out connection");
+		kp_unlock(&c->lock);
+	}
+	errno = saved;
+}

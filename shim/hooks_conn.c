@@ -585,6 +585,8 @@ static KP_SLOW int setsockopt_slow(int fd, int level, int name, const void *val,
 		return not_yours();
 	if (c && kp_sockopt_already(c, fd, level, name, val, len))
 		return 0;
+	if (c)
+		kp_sockopt_before(c, fd, level, name);
 	int r = KP_REAL(setsockopt)(fd, level, name, val, len);
 	if (r == 0 && kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_TCP || kp_fd_conn(fd))) {
 		int saved = errno;

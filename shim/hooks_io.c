@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <string.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <sys/sendfile.h>
 #include <sys/time.h>
@@ -44,6 +45,22 @@ static ssize_t not_yours(void)
 {
 	errno = EBADF;
 	return -1;
+}
+
+/* The program's array of n iovecs, which we read before the kernel does
+ * (to frame, to trim): false where the kernel would refuse it (EFAULT, or
+ * EINVAL/EMSGSIZE past IOV_MAX).  The call is then the kernel's alone: it
+ * fails before any byte moves, and its answer is the program's
+ * (docs/limits.md "A pointer the kernel refuses"). */
+static bool iov_readable(const struct iovec *iov, size_t n)
+{
+	return n <= 1024 && kp_readable(iov, n * sizeof(*iov));
+}
+
+/* The same for a msghdr and the iovec it names. */
+static bool msg_readable(const struct msghdr *msg)
+{
+	return kp_readable(msg, sizeof(*msg)) && iov_readable(msg->msg_iov, msg->msg_iovlen);
 }
 
 /* ------------------------------------------------------------ write */
@@ -108,7 +125,7 @@ static KP_SLOW ssize_t writev_slow(struct kp_conn *c, int fd, const struct iovec
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c)
+	if (!c || !iov_readable(iov, (size_t)iovcnt))
 		return KP_REAL(writev)(fd, iov, iovcnt);
 	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
 		ssize_t taken_ = kp_conn_raw_write(c, fd, iov, iovcnt);
@@ -268,7 +285,9 @@ static ssize_t sendmsg_inside(struct kp_conn *c, int fd, const struct msghdr *ms
 
 static KP_SLOW ssize_t sendmsg_slow(struct kp_conn *c, int fd, const struct msghdr *msg, int flags)
 {
-	if (!c)
+	if (c == KP_POOLED)
+		return not_yours();
+	if (!c || !msg_readable(msg))
 		return KP_REAL(sendmsg)(fd, msg, flags);
 	if (kp_reentered()) { /* a signal handler inside our locks (kp_lock.h) */
 		ssize_t taken_ = kp_conn_raw_write(c, fd, msg->msg_iov, msg->msg_name ? 0 : (int)msg->msg_iovlen);
@@ -310,17 +329,32 @@ static bool each_passed_fd(const struct msghdr *msg, bool (*fn)(int fd))
  * for a number that is not open, and nothing is sent). */
 static KP_SLOW ssize_t sendmsg_control(int fd, const struct msghdr *msg, int flags)
 {
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c && kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_TCP))
+		return KP_REAL(sendmsg)(fd, msg, flags); /* a TCP socket passes no fd */
+	if (!kp_readable(msg, sizeof(*msg)) || !kp_readable(msg->msg_control, msg->msg_controllen))
+		return KP_REAL(sendmsg)(fd, msg, flags); /* EFAULT, nothing passed */
 	int saved = errno;
 	bool ok = each_passed_fd(msg, kp_reentered() ? kp_conn_raw_fd : kp_conn_passing_fd);
 	errno = saved;
 	if (!ok)
 		return not_yours();
-	return sendmsg_slow(kp_fd_conn(fd), fd, msg, flags);
+	return sendmsg_slow(c, fd, msg, flags);
+}
+
+/* Could a number the program names be one of ours: a connection, or a
+ * hidden fd?  Until then, no fd a message passes can be, and a wrapper
+ * leaves the program's pointers to the kernel (with the library off, the
+ * table is empty: never).  Two loads and two branches. */
+static inline bool ours_anywhere(void)
+{
+	return kp_fd_any_live() ||
+	       __builtin_expect(__atomic_load_n(&kp_fd_pooled_low, __ATOMIC_RELAXED) != INT_MAX, 0);
 }
 
 KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 {
-	if (__builtin_expect(msg && msg->msg_controllen, 0) && kp_fdtab_len)
+	if (ours_anywhere())
 		return sendmsg_control(fd, msg, flags);
 	KP_FAST(fd, sendmsg, fd, msg, flags);
 }
@@ -380,48 +414,86 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 	return r;
 }
 
-KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
+/* The messages from the first vec[i] on whose iovec the kernel would
+ * refuse: all n when none. */
+static unsigned int mmsg_readable(const struct mmsghdr *vec, unsigned int n)
 {
-	if (kp_fdtab_len) {
-		int saved = errno;
-		for (unsigned int i = 0; vec && i < n; i++)
-			if (vec[i].msg_hdr.msg_controllen &&
-			    !each_passed_fd(&vec[i].msg_hdr,
-					    kp_reentered() ? kp_conn_raw_fd : kp_conn_passing_fd))
-				return (int)not_yours();
-		errno = saved;
+	for (unsigned int i = 0; i < n; i++)
+		if (!iov_readable(vec[i].msg_hdr.msg_iov, vec[i].msg_hdr.msg_iovlen))
+			return i;
+	return n;
+}
+
+/* Messages taken, never sent (kp_send_bypass): each counted whole. */
+static int sendmmsg_taken(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags)
+{
+	unsigned int ok = mmsg_readable(vec, n);
+	if (ok < n && !ok) {
+		errno = EFAULT; /* the kernel's answer to the first message */
+		return -1;
 	}
+	n = ok; /* the kernel's count: the messages before the one it refuses */
+	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) && n > 1) {
+		/* after the owed EOF, as a closed server's kernel: the first
+		 * message taken, the next meets its reset (our FIN is out: the
+		 * kernel's EPIPE and SIGPIPE, the program's flags), and the
+		 * count says one */
+		vec[0].msg_len = (unsigned int)iov_total(vec[0].msg_hdr.msg_iov, (int)vec[0].msg_hdr.msg_iovlen);
+		int saved = errno;
+		int more = KP_REAL(sendmmsg)(fd, vec + 1, n - 1, flags);
+		errno = saved;
+		return more > 0 ? 1 + more : 1;
+	}
+	for (unsigned int i = 0; i < n; i++)
+		vec[i].msg_len = (unsigned int)iov_total(vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen);
+	return (int)n;
+}
+
+static KP_SLOW int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int n, int flags)
+{
 	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c && kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_TCP))
+		return KP_REAL(sendmmsg)(fd, vec, n, flags); /* a TCP socket passes no fd */
+	/* (the kernel takes at most UIO_MAXIOV messages) */
+	if (n > 1024)
+		n = 1024;
+	if (!kp_readable(vec, n * sizeof(*vec)))
+		return KP_REAL(sendmmsg)(fd, vec, n, flags); /* EFAULT, nothing sent */
+	int saved = errno;
+	for (unsigned int i = 0; i < n; i++) {
+		const struct msghdr *m = &vec[i].msg_hdr;
+		if (!m->msg_controllen)
+			continue;
+		if (!kp_readable(m->msg_control, m->msg_controllen)) {
+			n = i; /* the kernel stops there, or fails at the first */
+			if (!n)
+				return KP_REAL(sendmmsg)(fd, vec, 1, flags);
+			break;
+		}
+		if (!each_passed_fd(m, kp_reentered() ? kp_conn_raw_fd : kp_conn_passing_fd))
+			return (int)not_yours();
+	}
+	errno = saved;
 	if (c == KP_POOLED)
 		return (int)not_yours();
 	if (c && kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(sendmmsg)(fd, vec, n, flags);
 	size_t any = SIZE_MAX;
-	if (c && vec && n && !kp_send_bypass(c, fd, &any)) {
-		/* taken, never sent (kp_send_bypass) */
-		if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) && n > 1) {
-			/* after the owed EOF, as a closed server's kernel: the
-			 * first message taken, the next meets its reset (our FIN
-			 * is out: the kernel's EPIPE and SIGPIPE, the program's
-			 * flags), and the count says one */
-			vec[0].msg_len = (unsigned int)iov_total(vec[0].msg_hdr.msg_iov,
-								 (int)vec[0].msg_hdr.msg_iovlen);
-			int saved = errno;
-			int more = KP_REAL(sendmmsg)(fd, vec + 1, n - 1, flags);
-			errno = saved;
-			return more > 0 ? 1 + more : 1;
-		}
-		for (unsigned int i = 0; i < n; i++)
-			vec[i].msg_len = (unsigned int)iov_total(vec[i].msg_hdr.msg_iov,
-								 (int)vec[i].msg_hdr.msg_iovlen);
-		return (int)n;
-	}
+	if (c && n && !kp_send_bypass(c, fd, &any))
+		return sendmmsg_taken(c, fd, vec, n, flags);
 	int r = KP_REAL(sendmmsg)(fd, vec, n, flags);
 	/* never rewritten (a head may span messages): followed for facts */
 	for (int i = 0; c && i < r; i++)
 		kp_send_done(c, fd, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
 			     (ssize_t)vec[i].msg_len);
 	return r;
+}
+
+KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
+{
+	if (ours_anywhere())
+		return sendmmsg_slow(fd, vec, n, flags);
+	return KP_REAL(sendmmsg)(fd, vec, n, flags);
 }
 
 /* ------------------------------------------------------------ read */
@@ -486,7 +558,7 @@ static KP_SLOW ssize_t readv_slow(struct kp_conn *c, int fd, const struct iovec 
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c)
+	if (!c || !iov_readable(iov, (size_t)iovcnt))
 		return KP_REAL(readv)(fd, iov, iovcnt);
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw_eof(c) ? 0 : KP_REAL(readv)(fd, iov, iovcnt);
@@ -667,6 +739,58 @@ static ssize_t recv_waitall(struct kp_conn *c, int fd, char *buf, size_t n, int 
 	return r;
 }
 
+/* recv(MSG_PEEK|MSG_WAITALL) waits in the kernel for n bytes queued or
+ * the server's close, as recv(MSG_WAITALL) does, and a peek cannot be
+ * split into reads.  So it is asked without waiting (our peek: the close
+ * line shown, the owed EOF) until it has n bytes, or the queue holds the
+ * end of an answer after which we owe the EOF (kp_conn_peek_ends: alone
+ * the server's close comes next), or the EOF, an error, the call's bound
+ * or a signal.  Meanwhile it waits in waitall_more with SO_RCVLOWAT set
+ * one past what is queued (poll honours it), the program's value back
+ * after each wait (docs/replay.md "recv(MSG_WAITALL)"). */
+typedef ssize_t (*peek_fn)(struct kp_conn *c, int fd, void *arg, int flags);
+
+static bool peek_wait_more(struct kp_conn *c, int fd, struct waitall *w, size_t queued, size_t got)
+{
+	int old = 1, lowat = queued < INT_MAX ? (int)queued + 1 : INT_MAX, saved = errno;
+	socklen_t l = sizeof(old);
+	bool set = KP_REAL(getsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &old, &l) == 0 &&
+		   KP_REAL(setsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat)) == 0;
+	errno = saved;
+	bool more = waitall_more(c, fd, w, got);
+	if (set) {
+		saved = errno;
+		KP_REAL(setsockopt)(fd, SOL_SOCKET, SO_RCVLOWAT, &old, sizeof(old));
+		errno = saved;
+	}
+	return more;
+}
+
+static ssize_t peek_waitall(struct kp_conn *c, int fd, size_t n, int flags, peek_fn peek, void *arg)
+{
+	struct waitall w;
+	waitall_begin(c, fd, flags, &w);
+	int piece = (flags & ~MSG_WAITALL) | MSG_DONTWAIT;
+	ssize_t r;
+	for (;;) {
+		r = peek(c, fd, arg, piece);
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && !w.nowait) {
+			if (!waitall_more(c, fd, &w, 0))
+				break;
+			continue;
+		}
+		size_t queued;
+		if (r <= 0 || (size_t)r >= n || w.nowait || kp_conn_peek_ends(c, fd, &queued))
+			break;
+		if (!peek_wait_more(c, fd, &w, queued, (size_t)r)) {
+			r = r > 0 ? r : -1;
+			break;
+		}
+	}
+	waitall_end(&w);
+	return r;
+}
+
 /* recv(MSG_TRUNC) on TCP takes up to n bytes and copies none of them:
  * the framer must see them all the same, or the response is given up and
  * the EOF we owe comes only after the quiet time (docs/replay.md).  So
@@ -708,10 +832,37 @@ static ssize_t recv_trunc(struct kp_conn *c, int fd, size_t n, int flags)
 	return got ? (ssize_t)got : r;
 }
 
+struct peek_args {
+	void *buf;
+	size_t n;
+	struct sockaddr *from;
+	socklen_t *fromlen;
+	struct msghdr *msg;
+};
+
+static ssize_t recvfrom_inside(struct kp_conn *c, int fd, void *buf, size_t n, int flags, struct sockaddr *from,
+			       socklen_t *fromlen);
+
+static ssize_t peek_recvfrom(struct kp_conn *c, int fd, void *arg, int flags)
+{
+	struct peek_args *a = arg;
+	return recvfrom_inside(c, fd, a->buf, a->n, flags, a->from, a->fromlen);
+}
+
+static inline bool peek_waitall_read(const struct kp_conn *c, int flags)
+{
+	return __builtin_expect((flags & (MSG_WAITALL | MSG_PEEK)) == (MSG_WAITALL | MSG_PEEK), 0) &&
+	       c != KP_POOLED && !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
+}
+
 static ssize_t recv_inside(struct kp_conn *c, int fd, void *buf, size_t n, int flags)
 {
 	if (trunc_read(c, flags))
 		return recv_trunc(c, fd, n, flags);
+	if (peek_waitall_read(c, flags)) {
+		struct peek_args a = { .buf = buf, .n = n };
+		return peek_waitall(c, fd, n, flags, peek_recvfrom, &a);
+	}
 	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && c != KP_POOLED &&
 	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recv_waitall(c, fd, buf, n, flags, NULL, NULL);
@@ -749,6 +900,10 @@ static ssize_t recvfrom_inside(struct kp_conn *c, int fd, void *buf, size_t n, i
 			*fromlen = 0; /* TCP names no sender */
 		return recv_trunc(c, fd, n, flags);
 	}
+	if (peek_waitall_read(c, flags)) {
+		struct peek_args a = { .buf = buf, .n = n, .from = from, .fromlen = fromlen };
+		return peek_waitall(c, fd, n, flags, peek_recvfrom, &a);
+	}
 	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && c != KP_POOLED &&
 	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recv_waitall(c, fd, buf, n, flags, from, fromlen);
@@ -783,7 +938,9 @@ KP_EXPORT ssize_t recvfrom(int fd, void *buf, size_t n, int flags, struct sockad
 /* recvmsg(MSG_WAITALL): split as recv_waitall, the program's iovec
  * trimmed by what each piece filled; ancillary data only from the first
  * piece that reaches the kernel (a TCP socket's, timestamps say, come
- * with the first bytes). */
+ * with the first bytes).  A piece reads into a window of at most
+ * WAITALL_IOV_MAX of the program's iovecs from byte got on: a longer
+ * iovec takes more pieces, never the kernel's unsplit wait. */
 #define WAITALL_IOV_MAX 64
 static ssize_t recvmsg_pieces(struct kp_conn *c, int fd, struct msghdr *msg, int flags, struct waitall *w)
 {
@@ -796,7 +953,7 @@ static ssize_t recvmsg_pieces(struct kp_conn *c, int fd, struct msghdr *msg, int
 		/* the program's iovec from byte got on */
 		size_t skip = got;
 		int n = 0;
-		for (size_t i = 0; i < msg->msg_iovlen; i++) {
+		for (size_t i = 0; i < msg->msg_iovlen && n < WAITALL_IOV_MAX; i++) {
 			size_t l = msg->msg_iov[i].iov_len;
 			if (skip >= l) {
 				skip -= l;
@@ -865,6 +1022,13 @@ static ssize_t recvmsg_waitall(struct kp_conn *c, int fd, struct msghdr *msg, in
 	return r;
 }
 
+static ssize_t recvmsg_inside(struct kp_conn *c, int fd, struct msghdr *msg, int flags);
+
+static ssize_t peek_recvmsg(struct kp_conn *c, int fd, void *arg, int flags)
+{
+	return recvmsg_inside(c, fd, ((struct peek_args *)arg)->msg, flags);
+}
+
 static ssize_t recvmsg_inside(struct kp_conn *c, int fd, struct msghdr *msg, int flags)
 {
 	if (trunc_read(c, flags) && !msg->msg_controllen) {
@@ -872,9 +1036,12 @@ static ssize_t recvmsg_inside(struct kp_conn *c, int fd, struct msghdr *msg, int
 		msg->msg_flags = 0;
 		return recv_trunc(c, fd, iov_total(msg->msg_iov, (int)msg->msg_iovlen), flags);
 	}
-	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && msg->msg_iovlen <= WAITALL_IOV_MAX &&
-	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+	if ((flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL && !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return recvmsg_waitall(c, fd, msg, flags);
+	if (peek_waitall_read(c, flags)) {
+		struct peek_args a = { .msg = msg };
+		return peek_waitall(c, fd, iov_total(msg->msg_iov, (int)msg->msg_iovlen), flags, peek_recvmsg, &a);
+	}
 	ssize_t r;
 	if (kp_recv_intercept(c, fd, msg->msg_iov, (int)msg->msg_iovlen, flags, &r)) {
 		msg->msg_flags = 0;
@@ -891,7 +1058,7 @@ static KP_SLOW ssize_t recvmsg_slow(struct kp_conn *c, int fd, struct msghdr *ms
 {
 	if (c == KP_POOLED)
 		return not_yours();
-	if (!c)
+	if (!c || !msg_readable(msg))
 		return KP_REAL(recvmsg)(fd, msg, flags);
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(recvmsg)(fd, msg, flags);
@@ -915,27 +1082,52 @@ static bool received_fd_raw(int fd)
 	return true;
 }
 
-static KP_SLOW ssize_t recvmsg_control(int fd, struct msghdr *msg, int flags)
+static KP_SLOW void recvmsg_passed(struct msghdr *msg)
 {
-	ssize_t r = recvmsg_slow(kp_fd_conn(fd), fd, msg, flags);
-	if (r >= 0 && msg->msg_controllen) {
-		int saved = errno;
-		each_passed_fd(msg, kp_reentered() ? received_fd_raw : received_fd);
-		errno = saved;
-	}
-	return r;
+	int saved = errno;
+	each_passed_fd(msg, kp_reentered() ? received_fd_raw : received_fd);
+	errno = saved;
 }
 
+/* The program's msghdr is read only after the call: an answer r >= 0 is
+ * the kernel's, which wrote msg_controllen back (so msg is there), or
+ * ours on a connection, whose msg recvmsg_slow checked first.  Not a tail
+ * jump, so an untracked call costs the load and the test after it too;
+ * an fd past the table (or the library off: an empty table) is the
+ * kernel's alone. */
 KP_EXPORT ssize_t recvmsg(int fd, struct msghdr *msg, int flags)
 {
-	if (__builtin_expect(msg && msg->msg_controllen, 0) && kp_fdtab_len)
-		return recvmsg_control(fd, msg, flags);
-	KP_FAST(fd, recvmsg, fd, msg, flags);
+	if (__builtin_expect((unsigned)fd >= kp_fdtab_len, 0))
+		return recvmsg_slow(NULL, fd, msg, flags);
+	struct kp_conn *c = __atomic_load_n(&kp_fdtab[fd], __ATOMIC_ACQUIRE);
+	ssize_t r = __builtin_expect(c != NULL, 0) ? recvmsg_slow(c, fd, msg, flags)
+						   : KP_REAL_BOUND(recvmsg)(fd, msg, flags);
+	if (__builtin_expect(r >= 0 && msg->msg_controllen, 0))
+		recvmsg_passed(msg);
+	return r;
 }
 
 static int recvmmsg_inside(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags, struct timespec *ts)
 {
 	ssize_t r0;
+	if (n > 0 && (flags & (MSG_WAITALL | MSG_PEEK)) == MSG_WAITALL &&
+	    !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE)) {
+		/* each message's MSG_WAITALL waits in the kernel as recv's
+		 * would: its one message split as recvmsg_waitall; MSG_WAITFORONE
+		 * is no flag of recvmsg's (a message is all we read anyway) */
+		r0 = recvmsg_waitall(c, fd, &vec[0].msg_hdr, flags & ~MSG_WAITFORONE);
+		if (r0 < 0)
+			return -1;
+		vec[0].msg_len = (unsigned)r0;
+		if (r0 > 0)
+			return 1;
+		for (unsigned int i = 1; i < n; i++) { /* at EOF: every message of length 0 */
+			vec[i].msg_len = 0;
+			vec[i].msg_hdr.msg_flags = 0;
+			vec[i].msg_hdr.msg_controllen = 0;
+		}
+		return (int)n;
+	}
 	if (n > 0 && kp_recv_intercept(c, fd, vec[0].msg_hdr.msg_iov, (int)vec[0].msg_hdr.msg_iovlen,
 				       flags, &r0)) {
 		if (r0 > 0) { /* a close line's bytes (conn.h rx_extra) */
@@ -982,7 +1174,9 @@ static KP_SLOW int recvmmsg_slow(struct kp_conn *c, int fd, struct mmsghdr *vec,
 {
 	if (c == KP_POOLED)
 		return (int)not_yours();
-	if (!c)
+	/* (the kernel takes at most UIO_MAXIOV messages) */
+	if (!c || !kp_readable(vec, (n < 1024 ? n : 1024) * sizeof(*vec)) ||
+	    (n && !iov_readable(vec[0].msg_hdr.msg_iov, vec[0].msg_hdr.msg_iovlen)))
 		return KP_REAL(recvmmsg)(fd, vec, n, flags, ts);
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(recvmmsg)(fd, vec, n, flags, ts);

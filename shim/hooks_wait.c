@@ -208,8 +208,19 @@ static inline bool wait_untouched(void)
 	return !kp_fd_any_live();
 }
 
+/* The program's array, which we read before the kernel does: false where
+ * the kernel would refuse it (EFAULT; or EINVAL, past any fd limit): the
+ * call is then the kernel's alone (docs/limits.md "A pointer the kernel
+ * refuses"). */
+static bool fds_readable(const struct pollfd *fds, nfds_t n)
+{
+	return n <= (1u << 20) && kp_readable(fds, n * sizeof(*fds));
+}
+
 static KP_SLOW int poll_slow(struct pollfd *fds, nfds_t n, int timeout)
 {
+	if (!fds_readable(fds, n))
+		return KP_REAL(poll)(fds, n, timeout);
 	return poll_common(fds, n, NULL, timeout, NULL, false);
 }
 
@@ -223,6 +234,8 @@ KP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 static KP_SLOW int ppoll_slow(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 			      const sigset_t *mask)
 {
+	if (!fds_readable(fds, n) || (ts && !kp_readable(ts, sizeof(*ts))))
+		return KP_REAL(ppoll)(fds, n, ts, mask);
 	return poll_common(fds, n, ts, ms_of(ts), mask, true);
 }
 
@@ -470,9 +483,19 @@ static KP_SLOW int select_nfds(int nfds)
 	return cut < nfds ? cut : nfds;
 }
 
+/* As fds_readable, for select's sets (as long as nfds says) and its
+ * timeout. */
+static bool sets_readable(int nfds, const fd_set *rd, const fd_set *wr, const fd_set *ex,
+			  const void *timeout, size_t timeout_len)
+{
+	size_t nb = set_bytes(nfds);
+	return (!rd || kp_readable(rd, nb)) && (!wr || kp_readable(wr, nb)) && (!ex || kp_readable(ex, nb)) &&
+	       (!timeout || kp_readable(timeout, timeout_len));
+}
+
 static KP_SLOW int select_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
-	if (nfds <= 0 || nfds > SELECT_NFDS_MAX ||
+	if (nfds <= 0 || nfds > SELECT_NFDS_MAX || !sets_readable(nfds, rd, wr, ex, tv, sizeof(*tv)) ||
 	    (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_common(nfds, rd, wr, ex, ms_of_tv(tv), NULL, false, tv, NULL);
@@ -490,7 +513,7 @@ KP_EXPORT int select(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeva
 static KP_SLOW int pselect_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const struct timespec *ts,
 				const sigset_t *mask)
 {
-	if (nfds <= 0 || nfds > SELECT_NFDS_MAX ||
+	if (nfds <= 0 || nfds > SELECT_NFDS_MAX || !sets_readable(nfds, rd, wr, ex, ts, sizeof(*ts)) ||
 	    (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
 	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);

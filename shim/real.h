@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <spawn.h>
 #include <sys/select.h>
 #include <sys/socket.h>
@@ -201,5 +202,15 @@ void kp_real_bind(void);
  * atomic: a plain load, and no race for ThreadSanitizer with the store
  * of a first call in another thread. */
 #define KP_REAL_BOUND(name) (__atomic_load_n(&kp_real.name, __ATOMIC_RELAXED))
+
+/* Can this process read len bytes at p?  The kernel's answer (real.c):
+ * a wrapper that must read one of the program's structures before the
+ * kernel does (a pollfd array, an iovec array, a msghdr) asks first, and
+ * where the kernel would answer EFAULT lets it (docs/limits.md "A
+ * pointer the kernel refuses").  errno kept. */
+bool kp_readable(const void *p, size_t len);
+/* The same for the bytes an iovec names (the array itself readable), the
+ * first most of them. */
+bool kp_readable_iov(const struct iovec *iov, int iovcnt, size_t most);
 
 #endif

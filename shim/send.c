@@ -498,6 +498,16 @@ static int head_collect(struct kp_conn *c, int fd, struct head_send *s, ssize_t 
 		return HEAD_PASS_FLUSH;
 	}
 	if (s->hl == 0) {
+		if (!c->poolable || (s->flags & MSG_ZEROCOPY)) {
+			/* a piece is held only for a rewrite, and a connection
+			 * that may never be parked is not rewritten (head_rewritable).
+			 * A held piece would merge sends the kernel counts one by
+			 * one: MSG_ZEROCOPY's completion ids, SO_TIMESTAMPING's
+			 * (docs/hold.md "Sends the kernel counts") */
+			held_set(c, s->old_held);
+			unvouch(c, fd, "an unfinished head on a connection that may not be pooled");
+			return HEAD_PASS_FLUSH;
+		}
 		if (s->data != c->held && held_append(c, s->iov, s->iovcnt, 0, s->total) < 0)
 			return HEAD_PASS_FLUSH;
 		if (!held_fits(c, fd, s->flags)) {
@@ -531,6 +541,16 @@ static bool head_rewritable(struct kp_conn *c, int fd, struct head_send *s)
 	const struct frm_req_head *h = &s->h;
 	bool may = !h->upgrade && !h->doubt && !h->conn_bound && h->method != FRM_M_CONNECT &&
 		   !c->handed_off && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
+	/* A connection that may never be parked (an option we cannot carry,
+	 * SO_RCVLOWAT say, whose read would wait past our EOF for the
+	 * server's close; a routing option; any other unpool): a rewrite
+	 * could only cost, so the request goes out as the program wrote it
+	 * (docs/hold.md "Options we cannot carry") */
+	if (may && !c->poolable) {
+		kp_debug("fd %d: not rewritten: the connection may not be pooled (%s)", fd,
+			 c->unpooled ? c->unpooled : "?");
+		return false;
+	}
 	/* More requests pipelined behind one that asks to close, in the same
 	 * write: the server must get the close and execute nothing after it,
 	 * exactly as without us; so no rewrite, and no reuse. */
@@ -824,6 +844,20 @@ static bool send_nomem(struct kp_conn *c, int fd, struct head_send *s, ssize_t *
 	return send_pass(c, fd, s->flags, true, s->saved, ret);
 }
 
+/* Does the kernel accept the bytes of this send that we would read
+ * before it: a head's (up to the longest we parse), a body's we copy for a
+ * replay or look through for its end.  A body we only count is the
+ * kernel's to read (a system call less per send). */
+static bool bytes_readable(const struct kp_conn *c, const struct iovec *iov, int iovcnt)
+{
+	if (c->state != KP_ACTIVE)
+		return true;
+	if (c->req_mode == KP_REQ_BODY && c->first != KP_FIRST_SENT &&
+	    !(c->n_reqs && c->reqs[c->n_reqs - 1].rewritten))
+		return true;
+	return kp_readable_iov(iov, iovcnt, FRM_MAX_HEAD + 1);
+}
+
 static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 		    ssize_t *ret)
 {
@@ -838,6 +872,14 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		errno = EPIPE;
 		kp_tls_epipe = true; /* the socket's EPIPE: its SIGPIPE too */
 		return true;
+	}
+	if (__builtin_expect(!bytes_readable(c, iov, iovcnt), 0)) {
+		/* the program's bytes, which we read before the kernel does,
+		 * are ones it refuses (EFAULT): the call is the kernel's alone,
+		 * after what we held went out, and the connection ours no more
+		 * (docs/limits.md "A pointer the kernel refuses") */
+		unvouch(c, fd, "a buffer the kernel refuses");
+		return send_pass(c, fd, flags, true, errno, ret);
 	}
 	/* the body of the first request on a reused connection: it joins the
 	 * copy a replay would send */

@@ -60,6 +60,11 @@ static bool opt_carried(int level, int name)
 	return false;
 }
 
+bool kp_sockopt_carried(int level, int name)
+{
+	return opt_level_index(level) >= 0 && opt_carried(level, name) && name <= 255;
+}
+
 bool kp_sockopt_routes(int level, int name)
 {
 	return (level == SOL_SOCKET && (name == SO_MARK || name == SO_BINDTODEVICE)) ||

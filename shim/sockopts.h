@@ -43,6 +43,8 @@ enum kp_opt_verdict {
 
 /* Does this option change the route (SO_MARK, SO_BINDTODEVICE, ...)? */
 bool kp_sockopt_routes(int level, int name);
+/* Is this an option we can carry onto a pooled socket (its value aside)? */
+bool kp_sockopt_carried(int level, int name);
 
 /* The program set an option on its socket. */
 enum kp_opt_verdict kp_sockopts_record(struct kp_sockopts *s, int level, int name,

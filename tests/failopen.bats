@@ -273,3 +273,95 @@ _same_conn_rounds() {
 	run cat "$BATS_TEST_TMPDIR/shim.out"
 	assert_line "events in the set after its socket's close: 0"
 }
+
+# ---- a pointer the kernel refuses
+#
+# A call that fails with EFAULT alone fails so with the library, on a
+# socket it never follows (with the library off too) and on a connection
+# it does: the library read the program's msghdr, iovec, pollfd array,
+# fd_set or head bytes before the kernel did, and the process died of
+# SIGSEGV (every one of these cells on the old code).  After a refused
+# write the connection still carries the request, and its whole answer
+# (docs/limits.md "A pointer the kernel refuses").
+
+@test "failopen: calls with a pointer the kernel refuses (poll, select, readv, writev, sendmsg, recvmsg, sendmmsg, recvmmsg, write, ...): EFAULT as alone, no crash, the connection still answers" {
+	nginx_start
+	run_both 11 "$CLIENTS/bad_pointer" "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	refute_output --partial "killed"
+	assert_line "write-held -> -1 Bad address"
+	assert_line "  then: HTTP/1.1 200 OK, EOF (read 0)"
+	run_shim KEEPALIVE_DISABLE=1 "$CLIENTS/bad_pointer" "$NGINX_PORT"
+	assert_equal "shim status $SHIM_STATUS" "shim status 0"
+	assert_same_output
+}
+
+# ---- an option we cannot carry stops the rewrite
+#
+# SO_RCVLOWAT above an answer's size: the kernel's read and poll wait for
+# that much or the server's close.  The library logged it as an option
+# it cannot carry (the connection never pooled again) and still rewrote
+# the request that asked to close: the read waited for nginx's idle close
+# (75 s; status 124 on the old code).  Request 0 is pooled and rewritten;
+# 1 and 2 are each handed the pooled connection, and each setsockopt
+# moves them to a fresh one first (kp_sockopt_before), the option then on
+# the socket they keep (docs/hold.md "Options we cannot carry").
+
+@test "failopen: SO_RCVLOWAT set before a request that asks to close: not rewritten, read and poll end at the server's close, as alone" {
+	nginx_start
+	for mode in read poll; do
+		run_both 3 "$CLIENTS/rcvlowat" "$NGINX_PORT" "$mode" 3 1
+		assert_both_ok
+		assert_same_output
+		assert_equal "rewritten $mode $(stat_value rewritten)" "rewritten $mode 1"
+		assert_equal "unvouched $mode $(stat_value unvouched)" "unvouched $mode 2"
+	done
+}
+
+# ---- MSG_WAITALL reads the split once left to the kernel
+#
+# recv/recvmsg(MSG_PEEK|MSG_WAITALL), recvmsg(MSG_WAITALL) over more than
+# 64 iovecs, recvmmsg(MSG_WAITALL): each asks for more than the answer to
+# a rewritten close request holds; the kernel's wait lasted until nginx's
+# idle close (75 s; status 124 on the old code for every mode).  Two
+# requests each: the second on the pooled connection (docs/replay.md
+# "recv(MSG_WAITALL)").
+
+@test "failopen: recv/recvmsg(MSG_PEEK|MSG_WAITALL), recvmsg(MSG_WAITALL) over 65 and 300 iovecs, recvmmsg(MSG_WAITALL) after a close request: the answer, then EOF, as alone" {
+	nginx_start
+	for mode in peek peekmsg iov65 iov300 mmsg; do
+		run_both 2 "$CLIENTS/waitall_more" "$NGINX_PORT" "$mode" 2
+		assert_both_ok
+		assert_same_output
+		assert_equal "reused $mode $(stat_value reused)" "reused $mode 1"
+	done
+}
+
+# ---- sends the kernel counts one by one
+#
+# A head written in two sends on a socket with SO_ZEROCOPY (MSG_ZEROCOPY
+# sends) or SO_TIMESTAMPING (OPT_ID): the kernel reports each send, a
+# completion id or a TX timestamp keyed by its byte count.  The library
+# held the first piece to rewrite the head and sent both as one: one
+# report, and the program's wait for the second never ended (124 on the
+# old code, both modes).  Such a connection is never pooled, so nothing
+# is held and nothing rewritten.  Request 0 is a plain keep-alive one: the
+# option is set on a handed-out connection, which is left for a fresh one
+# before the option reaches the kernel (a fresh one made later lacked
+# it: no report at all, 124 too) (docs/hold.md "Sends the kernel
+# counts").
+
+@test "failopen: a head in two MSG_ZEROCOPY sends, or two sends under SO_TIMESTAMPING, on fresh and handed-out connections: a report for each, the same keys, the answer, as alone" {
+	nginx_start
+	for mode in zerocopy timestamp; do
+		run_both 3 "$CLIENTS/counted_sends" "$NGINX_PORT" "$mode" 3 1
+		assert_both_ok
+		assert_same_output
+		# (each counted request was handed a pooled connection first)
+		assert_equal "reused $mode $(stat_value reused)" "reused $mode 2"
+	done
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "request 2: TX timestamp 1, key 46"
+}

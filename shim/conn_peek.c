@@ -1,0 +1,66 @@
+/*
+ * conn_peek.c - recv(MSG_PEEK|MSG_WAITALL) on a connection of ours: does
+ * the socket's queue hold the end of an answer after which we owe the
+ * program an EOF?  A copy of the connection's framer is fed the queued
+ * bytes as the server sent them (hooks_io.c peek_waitall waits until it
+ * does; docs/replay.md "recv(MSG_WAITALL)").  Above the core: it takes
+ * the connection's lock (conn_internal.h) and asks the framer.
+ */
+#include <errno.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include "conn_internal.h"
+#include "real.h"
+#include "wbuf.h"
+
+/* kp_conn_peek_ends with c locked: buf, n the queue's first bytes. */
+static bool peek_ends_locked(const struct kp_conn *c, char *buf, size_t n)
+{
+	struct frm_resp r;
+	enum frm_resp_event ev = FRM_EV_NONE;
+	if (c->state != KP_ACTIVE || !c->n_reqs || !c->reqs[0].rewritten)
+		return false; /* not rewritten: the server closes as alone */
+	if (c->resp_started) {
+		r = c->resp;
+	} else {
+		frm_resp_begin(&r, c->reqs[0].method, true);
+	}
+	r.insert_close = false; /* the bytes as the server sent them */
+	size_t done = 0;
+	while (done < n) {
+		done += frm_resp_feed(&r, buf + done, n - done, &ev);
+		if (ev == FRM_EV_DONE)
+			return true;
+		if (ev != FRM_EV_NONE && ev != FRM_EV_INTERIM)
+			return false; /* to the server's close, or not HTTP */
+	}
+	return false;
+}
+
+bool kp_conn_peek_ends(struct kp_conn *c, int fd, size_t *queued)
+{
+	int saved = errno, q = 0;
+	*queued = 0;
+	if (c == KP_POOLED || KP_REAL(ioctl)(fd, SIOCINQ, &q) != 0 || q <= 0) {
+		errno = saved;
+		return false;
+	}
+	*queued = (size_t)q;
+	size_t cap = 0;
+	char *tmp = kp_wbuf_grow(NULL, &cap, (size_t)q);
+	if (!tmp) {
+		errno = saved;
+		return true;
+	}
+	ssize_t got = KP_REAL(recv)(fd, tmp, (size_t)q, MSG_PEEK | MSG_DONTWAIT);
+	bool ends = false;
+	if (got > 0 && conn_lock(c, fd)) {
+		ends = peek_ends_locked(c, tmp, (size_t)got);
+		kp_unlock(&c->lock);
+	}
+	kp_wbuf_free(tmp, cap);
+	errno = saved;
+	return ends;
+}
