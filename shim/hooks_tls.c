@@ -551,7 +551,9 @@ KP_EXPORT SSL_CTX *SSL_CTX_new(const SSL_METHOD *m)
 {
 	if (MISSING(SSL_CTX_new))
 		return NULL;
+	kp_tls_ctx_new(true);
 	SSL_CTX *ctx = kp_ssl.SSL_CTX_new(m);
+	kp_tls_ctx_new(false);
 	if (ctx && !INTERNAL() && kp_ssl_bind())
 		kp_tls_note_new(ctx, NULL);
 	return ctx;
@@ -563,7 +565,9 @@ KP_EXPORT SSL_CTX *SSL_CTX_new_ex(OSSL_LIB_CTX *libctx, const char *propq, const
 {
 	if (MISSING(SSL_CTX_new_ex))
 		return NULL;
+	kp_tls_ctx_new(true);
 	SSL_CTX *ctx = kp_ssl.SSL_CTX_new_ex(libctx, propq, m);
+	kp_tls_ctx_new(false);
 	if (ctx && !INTERNAL() && kp_ssl_bind()) {
 		kp_tls_note_new(ctx, NULL);
 		if (libctx || propq)

@@ -352,6 +352,7 @@ const char *conf_mismatch(const struct conf *a, const struct conf *b);
 const char *never_reason(unsigned never);
 struct record *record_get(const void *obj, bool create);
 void record_drop(const void *obj);
+bool ctx_new_made(const void *obj);
 int deferred_fd(SSL *ssl);
 void cfg_free(struct cfg *c);
 void cfg_read(SSL *ssl, struct cfg *c);
