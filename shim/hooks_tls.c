@@ -874,6 +874,28 @@ KP_EXPORT int SSL_CTX_set_alpn_protos(SSL_CTX *ctx, const unsigned char *p, unsi
 	return r;
 }
 
+/* the session id context: a resumption checks the session's against
+ * the SSL's, and a session reads it (no getter: docs/tls.md "The record") */
+KP_EXPORT int SSL_set_session_id_context(SSL *s, const unsigned char *p, unsigned int len)
+{
+	if (MISSING(SSL_set_session_id_context))
+		return 0;
+	int r = kp_ssl.SSL_set_session_id_context(s, p, len);
+	if (r == 1 && !INTERNAL() && kp_ssl_bind())
+		kp_tls_note_list(s, CONF_SID_CTX, p, len);
+	return r;
+}
+
+KP_EXPORT int SSL_CTX_set_session_id_context(SSL_CTX *ctx, const unsigned char *p, unsigned int len)
+{
+	if (MISSING(SSL_CTX_set_session_id_context))
+		return 0;
+	int r = kp_ssl.SSL_CTX_set_session_id_context(ctx, p, len);
+	if (r == 1 && !INTERNAL() && kp_ssl_bind())
+		kp_tls_note_list(ctx, CONF_SID_CTX, p, len);
+	return r;
+}
+
 KP_EXPORT void SSL_CTX_set_cert_verify_callback(SSL_CTX *ctx, int (*cb)(X509_STORE_CTX *, void *),
 						void *arg)
 {

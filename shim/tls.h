@@ -244,6 +244,7 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear);
 enum kp_conf_list {
 	CONF_ALPN, CONF_GROUPS, CONF_SIGALGS, CONF_CLIENT_SIGALGS,
 	CONF_PHA, /* "1": post-handshake authentication offered */
+	CONF_SID_CTX, /* the session id context (no getter) */
 	CONF_LISTS
 };
 /* ... numbers (0: libssl's default) ... */

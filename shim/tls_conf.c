@@ -48,6 +48,7 @@ static const char *const list_what[CONF_LISTS] = {
 	[CONF_SIGALGS] = "signature algorithms",
 	[CONF_CLIENT_SIGALGS] = "client signature algorithms",
 	[CONF_PHA] = "post-handshake authentication",
+	[CONF_SID_CTX] = "session id context",
 };
 
 void conf_free(struct conf *c)
@@ -460,6 +461,14 @@ void kp_tls_note_set_ctx(const void *ssl, const void *ctx, const void *before)
 			enum kp_conf_list i = in_cert[k];
 			conf_set(&r->conf, i, cr ? cr->conf.list[i] : NULL, cr ? cr->conf.len[i] : 0);
 		}
+		/* the session id context follows the new context's if it was
+		 * the old one's (SSL_set_SSL_CTX), else it stays the SSL's */
+		struct record *br = before ? record_get(before, false) : NULL;
+		const struct conf *bc = br ? &br->conf : NULL;
+		size_t n = r->conf.len[CONF_SID_CTX];
+		if (n == (bc ? bc->len[CONF_SID_CTX] : 0) && (!n || !memcmp(r->conf.list[CONF_SID_CTX], bc->list[CONF_SID_CTX], n)))
+			conf_set(&r->conf, CONF_SID_CTX, cr ? cr->conf.list[CONF_SID_CTX] : NULL,
+				 cr ? cr->conf.len[CONF_SID_CTX] : 0);
 		unsigned bit = 1u << NEVER_CERT_CB;
 		r->conf.never = (r->conf.never & ~bit) | (cr ? cr->conf.never & bit : 0);
 	}

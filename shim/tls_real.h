@@ -97,6 +97,8 @@ typedef void (*kp_any_fn)(void);
 	X(int, SSL_get_early_data_status, (const SSL *))                           \
 	X(int, SSL_set_alpn_protos, (SSL *, const unsigned char *, unsigned int)) \
 	X(int, SSL_CTX_set_alpn_protos, (SSL_CTX *, const unsigned char *, unsigned int)) \
+	X(int, SSL_set_session_id_context, (SSL *, const unsigned char *, unsigned int)) \
+	X(int, SSL_CTX_set_session_id_context, (SSL_CTX *, const unsigned char *, unsigned int)) \
 	X(void, SSL_CTX_set_cert_verify_callback, (SSL_CTX *, int (*)(X509_STORE_CTX *, void *), \
 						   void *))                          \
 	X(SSL_CTX *, SSL_CTX_new, (const SSL_METHOD *))                            \
