@@ -687,11 +687,12 @@ static ssize_t io_error(SSL *e, int r)
 /* A handed-out SSL reads (or writes): its own would have taken a TLS 1.3
  * server's tickets (kp_tls_session).  True when a watcher set since its
  * hand-out asks for its own handshake first (kp_tls_watched). */
-static unsigned io_noted(SSL *ssl, bool read)
+static unsigned io_noted(SSL *ssl, bool read, bool *first_read)
 {
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	unsigned remake = h && !h->io_once ? h->remake : 0;
+	*first_read = h && read && !h->read_once && h->e->ssl != ssl;
 	if (h) {
 		h->remake = 0;
 		h->read_once |= read;
@@ -699,6 +700,20 @@ static unsigned io_noted(SSL *ssl, bool read)
 	}
 	kp_unlock(&tls_lock);
 	return remake;
+}
+
+/* A handed-out SSL's first read: its own TLS 1.3 connection would take
+ * the server's tickets there (they follow its Finished), each in libssl's
+ * state_machine, which begins with ERR_clear_error() and errno = 0; the
+ * first owner's read took them (a ticket in its session says one came).
+ * (docs/tls.md "The handshake's clean slate") */
+static void tickets_taken(SSL *e)
+{
+	SSL_SESSION *sess = kp_ssl.SSL_get_session(e);
+	if (kp_ssl.SSL_version(e) >= TLS1_3_VERSION && sess && kp_ssl.SSL_SESSION_has_ticket(sess)) {
+		kp_ssl.ERR_clear_error();
+		errno = 0;
+	}
 }
 
 /* The program's SSL that a handed-out engine e does the I/O of, watched
@@ -897,7 +912,10 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 	bool ex = op == KP_TLS_READ_EX || op == KP_TLS_PEEK_EX || op == KP_TLS_WRITE_EX;
 	bool write = op == KP_TLS_WRITE || op == KP_TLS_WRITE_EX;
 	bool peek = op == KP_TLS_PEEK || op == KP_TLS_PEEK_EX;
-	unsigned remake = io.closed ? 0 : io_noted(ssl, !write);
+	bool first_read = false;
+	unsigned remake = io.closed ? 0 : io_noted(ssl, !write, &first_read);
+	if (first_read)
+		tickets_taken(io.e);
 	if (remake && io.e != ssl && io.c) {
 		remake_watched(ssl, io.fd, remake);
 		if (!io_get(ssl, &io))
@@ -914,7 +932,9 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 		return ex ? 0 : r;
 	}
 	struct kp_conn *c = io.c;
-	if (!c)
+	/* libssl's own close_notify went out (a real SSL_shutdown): it
+	 * refuses the write itself, and nothing of ours may hold or send it */
+	if (!c || (write && (kp_ssl.SSL_get_shutdown(io.e) & SSL_SENT_SHUTDOWN)))
 		return io_real(io.e, op, buf, n, done);
 	if (!write)
 		shut_read(&io);
@@ -930,7 +950,9 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 			if (ret >= 0) {
 				if (done)
 					*done = (size_t)ret;
-				errno = saved;
+				/* libssl's socket BIO clears errno before its
+				 * write(), which succeeded */
+				errno = 0;
 				return ex ? 1 : (int)ret;
 			}
 			/* the engine's record begun and not finished (WANT_WRITE:
@@ -954,6 +976,10 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 		}
 		io_get(ssl, &io); /* a fresh connection may have been made */
 		int r = io_real(io.e, op, buf, n, done);
+		/* a zero-length write sends nothing, whatever libssl answers
+		 * (SSL_write 0, SSL_write_ex 1): no failure of the connection */
+		if (!n)
+			return r;
 		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
 		saved = errno;
 		if (got <= 0)
@@ -1070,6 +1096,13 @@ int kp_tls_get_error(const SSL *ssl, int ret)
 		SSL *e = h ? h->e->ssl : (SSL *)ssl;
 		bool close_made = h && h->close_made;
 		kp_unlock(&tls_lock);
+		/* as libssl's: a success first, then the error queue, then
+		 * what our answer made up */
+		if (synth_err && ret > 0)
+			return SSL_ERROR_NONE;
+		unsigned long queued = synth_err ? kp_ssl.ERR_peek_error() : 0;
+		if (queued)
+			return ERR_GET_LIB(queued) == ERR_LIB_SYS ? SSL_ERROR_SYSCALL : SSL_ERROR_SSL;
 		if (synth_err)
 			return synth_err;
 		ssl = e;
@@ -1154,6 +1187,10 @@ static int tls_shutdown(SSL *ssl, struct io io)
 		r = io.h->shut & SSL_RECEIVED_SHUTDOWN ? 1 : 0;
 		io.h->synth_err = r ? 0 : SSL_ERROR_SYSCALL;
 		kp_unlock(&tls_lock);
+		/* libssl's would have written its close_notify (or read the
+		 * server's) through the socket BIO, which clears errno */
+		if (!quiet)
+			errno = 0;
 		return r;
 	}
 	if (io.c)
