@@ -732,6 +732,37 @@ KP_EXPORT int SSL_set_session(SSL *s, SSL_SESSION *sess)
 	return r;
 }
 
+/* A handed-out SSL is connected, as far as its program can tell: libssl
+ * dups a connected SSL by taking a reference to it (docs/tls.md "The
+ * first owner's SSL"); its own, still "before", would be copied */
+KP_EXPORT SSL *SSL_dup(SSL *s)
+{
+	if (MISSING(SSL_dup))
+		return NULL;
+	if (!INTERNAL() && kp_ssl_bind() && kp_tls_route(s, false) != s)
+		return kp_ssl.SSL_up_ref(s) ? s : NULL;
+	return kp_ssl.SSL_dup(s);
+}
+
+/* libssl's copies f's real session (its own SSL_get_session): from a
+ * handed-out SSL, the session its program reads instead; t's settings
+ * copied from f's (CERT, the session id context) noted as t's */
+KP_EXPORT int SSL_copy_session_id(SSL *t, const SSL *f)
+{
+	if (MISSING(SSL_copy_session_id))
+		return 0;
+	int r = kp_ssl.SSL_copy_session_id(t, f);
+	if (r != 1 || INTERNAL() || !kp_ssl_bind())
+		return r;
+	kp_tls_note_copy_session(t, f);
+	SSL_SESSION *sess;
+	if (kp_tls_session(f, &sess)) {
+		r = kp_ssl.SSL_set_session(t, sess);
+		kp_tls_set_session(t);
+	}
+	return r;
+}
+
 KP_EXPORT void SSL_set_shutdown(SSL *s, int mode)
 {
 	if (MISSING(SSL_set_shutdown))

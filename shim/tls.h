@@ -285,6 +285,9 @@ void kp_tls_note_new(const void *obj, const void *ctx);
 void kp_tls_ctx_new(bool running);
 /* SSL_set_SSL_CTX(ssl, ctx): ssl's certificate settings are ctx's now */
 void kp_tls_note_set_ctx(const void *ssl, const void *ctx, const void *before);
+/* SSL_copy_session_id(t, f): t's certificate settings and session id
+ * context are f's now */
+void kp_tls_note_copy_session(const void *t, const void *f);
 void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb);
 /* an info or message callback set on obj (an SSL, or a context: is_ctx)
  * after an SSL was handed a pooled connection (docs/tls.md "Callbacks

@@ -166,7 +166,18 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 	long at = ours && h->verified ? h->handed_at : 0;
 	if (ours && src == h->sess_src && early == h->sess_early) {
 		*out = h->sess;
+		/* a fatal error on the connection since made the engine's
+		 * session not resumable: so it would have made the program's
+		 * (libssl's remove_session marks the copy, found in no cache) */
+		SSL_SESSION *spoilt = src && *out && !kp_ssl.SSL_SESSION_is_resumable(src) &&
+					      kp_ssl.SSL_SESSION_is_resumable(*out) && kp_ssl.SSL_SESSION_up_ref(*out)
+				      ? *out
+				      : NULL;
 		kp_unlock(&tls_lock);
+		if (spoilt) {
+			kp_ssl.SSL_CTX_remove_session(kp_ssl.SSL_get_SSL_CTX(ssl), spoilt);
+			kp_ssl.SSL_SESSION_free(spoilt);
+		}
 		return true;
 	}
 	if (src && !kp_ssl.SSL_SESSION_up_ref(src))

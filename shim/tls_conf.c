@@ -475,6 +475,22 @@ void kp_tls_note_set_ctx(const void *ssl, const void *ctx, const void *before)
 	kp_unlock(&tls_lock);
 }
 
+void kp_tls_note_copy_session(const void *t, const void *f)
+{
+	kp_lock(&tls_lock);
+	struct record *r = record_get(t, true), *fr = record_get(f, false);
+	if (r) {
+		static const enum kp_conf_list copied[] = { CONF_SIGALGS, CONF_CLIENT_SIGALGS, CONF_SID_CTX };
+		for (unsigned k = 0; k < sizeof(copied) / sizeof(copied[0]); k++) {
+			enum kp_conf_list i = copied[k];
+			conf_set(&r->conf, i, fr ? fr->conf.list[i] : NULL, fr ? fr->conf.len[i] : 0);
+		}
+		unsigned bit = 1u << NEVER_CERT_CB;
+		r->conf.never = (r->conf.never & ~bit) | (fr ? fr->conf.never & bit : 0);
+	}
+	kp_unlock(&tls_lock);
+}
+
 void kp_tls_defer(void *ssl, int fd)
 {
 	kp_lock(&tls_lock);
