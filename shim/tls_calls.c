@@ -695,29 +695,11 @@ static ssize_t io_error(SSL *e, int r)
 	}
 }
 
-/* A handed-out SSL reads (or writes): its own would have taken a TLS 1.3
- * server's tickets (kp_tls_session).  True when a watcher set since its
- * hand-out asks for its own handshake first (kp_tls_watched). */
-static unsigned io_noted(SSL *ssl, bool read, bool *first_read)
-{
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	unsigned remake = h && !h->io_once ? h->remake : 0;
-	*first_read = h && read && !h->read_once && h->e->ssl != ssl;
-	if (h) {
-		h->remake = 0;
-		h->read_once |= read;
-		h->io_once = true;
-	}
-	kp_unlock(&tls_lock);
-	return remake;
-}
-
 /* A handed-out SSL's first read: its own TLS 1.3 connection would take
  * the server's tickets there (they follow its Finished), each in libssl's
  * state_machine, which begins with ERR_clear_error() and errno = 0; the
  * first owner's read took them (a ticket in its session says one came).
- * (docs/tls.md "The handshake's clean slate") */
+ * (docs/tls.md "The handshake's clean slate").  Caller holds tls_lock. */
 static void tickets_taken(SSL *e)
 {
 	SSL_SESSION *sess = kp_ssl.SSL_get_session(e);
@@ -725,6 +707,26 @@ static void tickets_taken(SSL *e)
 		kp_ssl.ERR_clear_error();
 		errno = 0;
 	}
+}
+
+/* A handed-out SSL reads (or writes): its own would have taken a TLS 1.3
+ * server's tickets (kp_tls_session).  True when a watcher set since its
+ * hand-out asks for its own handshake first (kp_tls_watched). */
+static unsigned io_noted(SSL *ssl, bool read)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	unsigned remake = h && !h->io_once ? h->remake : 0;
+	SSL *first_read = h && read && !h->read_once && h->e->ssl != ssl ? h->e->ssl : NULL;
+	if (first_read)
+		tickets_taken(first_read);
+	if (h) {
+		h->remake = 0;
+		h->read_once |= read;
+		h->io_once = true;
+	}
+	kp_unlock(&tls_lock);
+	return remake;
 }
 
 /* The program's SSL that a handed-out engine e does the I/O of, watched
@@ -923,10 +925,7 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 	bool ex = op == KP_TLS_READ_EX || op == KP_TLS_PEEK_EX || op == KP_TLS_WRITE_EX;
 	bool write = op == KP_TLS_WRITE || op == KP_TLS_WRITE_EX;
 	bool peek = op == KP_TLS_PEEK || op == KP_TLS_PEEK_EX;
-	bool first_read = false;
-	unsigned remake = io.closed ? 0 : io_noted(ssl, !write, &first_read);
-	if (first_read)
-		tickets_taken(io.e);
+	unsigned remake = io.closed ? 0 : io_noted(ssl, !write);
 	if (remake && io.e != ssl && io.c) {
 		remake_watched(ssl, io.fd, remake);
 		if (!io_get(ssl, &io))
@@ -943,8 +942,7 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 		return ex ? 0 : r;
 	}
 	struct kp_conn *c = io.c;
-	/* libssl's own close_notify went out (a real SSL_shutdown): it
-	 * refuses the write itself, and nothing of ours may hold or send it */
+	/* after libssl's own close_notify, its refusal: nothing held or sent */
 	if (!c || (write && (kp_ssl.SSL_get_shutdown(io.e) & SSL_SENT_SHUTDOWN)))
 		return io_real(io.e, op, buf, n, done);
 	if (!write)
@@ -961,9 +959,7 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 			if (ret >= 0) {
 				if (done)
 					*done = (size_t)ret;
-				/* libssl's socket BIO clears errno before its
-				 * write(), which succeeded */
-				errno = 0;
+				errno = 0; /* as the socket BIO's write() left it */
 				return ex ? 1 : (int)ret;
 			}
 			/* the engine's record begun and not finished (WANT_WRITE:
@@ -987,8 +983,7 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 		}
 		io_get(ssl, &io); /* a fresh connection may have been made */
 		int r = io_real(io.e, op, buf, n, done);
-		/* a zero-length write sends nothing, whatever libssl answers
-		 * (SSL_write 0, SSL_write_ex 1): no failure of the connection */
+		/* a zero-length write sends nothing: no failure of the connection */
 		if (!n)
 			return r;
 		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
