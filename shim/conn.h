@@ -153,6 +153,10 @@ struct kp_conn {
 	bool replay_async;
 	size_t replay_off;
 	uint8_t first_plan;  /* enum kp_first_plan of that request */
+	/* the fresh connection a first request had to take was refused (the
+	 * server's answer: alone the program's connect() failed so): its
+	 * send fails with this errno, nothing of it goes out */
+	int fresh_refused;
 	bool acked_known;    /* acked_at_first holds the kernel's count */
 	uint64_t acked_at_first; /* tcpi_bytes_acked just before its first byte */
 

@@ -233,6 +233,14 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 	return 0;
 }
 
+/* A fresh connect() that failed with the far end's answer, not with our
+ * own trouble (descriptors, our bound on the program's call, a signal). */
+static bool fresh_was_answered(int err)
+{
+	return err == ECONNREFUSED || err == ECONNRESET || err == ENETUNREACH || err == EHOSTUNREACH ||
+	       err == ENETDOWN || err == EHOSTDOWN;
+}
+
 /* The first request on a reused connection may not be replayed: it goes
  * on a fresh connection.  If none can be made, it goes on the reused one
  * after all (fail open: the program gets what that connection gives). */
@@ -240,8 +248,24 @@ void first_request_fresh(struct kp_conn *c, int fd, const char *why)
 {
 	c->first = KP_FIRST_DONE;
 	if (swap_fresh(c, fd, true) < 0) {
+		int err = errno;
+		if (!c->tls && fresh_was_answered(err)) {
+			/* the server (or the network) answered the connect: alone
+			 * the program's own connect() had failed so, and its
+			 * request was never executed.  The reused socket serves a
+			 * server that takes no new connection (a drain): nothing
+			 * goes on it, never pooled again, ended both ways. */
+			c->fresh_refused = err;
+			unpool(c, "the fresh connection a first request needs was refused");
+			KP_REAL(shutdown)(fd, SHUT_RDWR);
+			kp_debug("fd %d: %s, and the fresh connection was refused (%s): the program's send "
+				 "fails so", fd, why, strerror(err));
+			errno = err;
+			return;
+		}
 		kp_debug("fd %d: %s, but no fresh connection (%s): sent on the reused one", fd, why,
-			 strerror(errno));
+			 strerror(err));
+		errno = err;
 		return;
 	}
 	kp_count(unvouched);
@@ -596,10 +620,13 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 			kp_debug("fd %d: the reused connection died before the request's first byte: "
 				 "sent on a fresh one", fd);
 		} else {
+			int err = errno;
 			kp_debug("fd %d: the reused connection died before the request's first byte, "
-				 "no fresh connection (%s)", fd, strerror(errno));
+				 "no fresh connection (%s)", fd, strerror(err));
 			c->first = KP_FIRST_DONE;
 			unpool(c, "dead before the first byte, no fresh connection");
+			if (!c->tls && fresh_was_answered(err))
+				c->fresh_refused = err; /* as first_request_fresh */
 		}
 		return false;
 	}

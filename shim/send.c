@@ -869,6 +869,18 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	}
 	/* The head is whole: rewrite, send all of it, then the rest of the call. */
 	head_build(c, fd, &s);
+	if (c->fresh_refused) {
+		/* docs/replay.md "A fresh connection refused" */
+		int err = c->fresh_refused;
+		c->fresh_refused = 0;
+		if (s.out != s.small)
+			kp_wbuf_free(s.out, s.out_cap);
+		held_set(c, 0);
+		go_passthrough(c, "the fresh connection its first request needed was refused");
+		errno = err;
+		*ret = -1;
+		return true;
+	}
 	ssize_t r = head_send(c, fd, &s);
 	if (r < 0 && errno == ENOMEM && c->tls && !s.staged)
 		return send_nomem(c, fd, &s, ret);

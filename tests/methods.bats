@@ -345,3 +345,24 @@ noprobe_lib() {
 	[ "$(stat_value tls_reused)" -ge 2 ] || fail "too few pooled TLS connections: $SHIM_STATS"
 	assert_equal "probed_dead=$(stat_value probed_dead)" "probed_dead=$(stat_value tls_reused)"
 }
+
+# ---- a server that stops taking connections (a drain)
+#
+# docs/replay.md "A fresh connection refused".  tests/servers/cases/drain_after1
+# serves its first connection and then closes its listeners.  Alone, POST 2
+# and 3 meet ECONNREFUSED at their connect.  With KEEPALIVE_METHODS=idempotent a
+# POST never rides a kept connection: its fresh connect is refused, and the
+# old library sent it on the kept connection anyway (executed, 200, where alone
+# it was refused).  Now the program's send fails with the refusal (http.client
+# raises the same ConnectionRefusedError from its send as from its connect),
+# nothing is executed, and the kept connection is never used again.
+@test "KEEPALIVE_METHODS=idempotent, a server that stops taking connections: a POST whose fresh connection is refused fails as alone, never executed on the kept one" {
+	scripted_start drain_after1
+	run_both 3 KEEPALIVE_METHODS=idempotent "$PYTHON" "$SCRIPTS/pauses.py" 127.0.0.1 "$SCRIPTED_PORT" 3 POST 1 0
+	assert_equal "status $SHIM_STATUS" "status $PLAIN_STATUS"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line --index 1 --regexp '^ERROR 2 ConnectionRefusedError'
+	assert_equal "executed $(wc -l <"$SCRIPTED_LOG")" "executed 1"
+	assert_equal "reused $(stat_value reused)" "reused 1"
+}

@@ -76,6 +76,9 @@ Options (JSON, all optional; an unknown name or a bad value is an error):
   idle_reset_ms  (int, none)    like idle_close_ms, but abort the connection:
                                 SO_LINGER {1, 0}, close -> a TCP RST, not a FIN.
                                 With several idle_* options the shortest wins.
+  accepts        (int >= 1, none)  close the listeners after this many accepted
+                                connections (a drain: new connections are
+                                refused, the accepted ones still served).
   close_after    (int >= 1, none)  like close, but only after this many
                                 requests on the connection, and without a word
                                 in the response (no "Connection: close" unless
@@ -217,6 +220,7 @@ OPTIONS = {
     "cycle": lambda v: type(v) is bool,
     "idle_random_ms": _count(0),
     "idle_random_min_ms": _count(0),
+    "accepts": _count(1),
 }
 
 
@@ -684,13 +688,27 @@ def main(argv=None, ready=None):
     sel = selectors.DefaultSelector()
     for s in listeners:
         sel.register(s, selectors.EVENT_READ)
+    accepts = options.get("accepts")
     while True:
         for key, _ in sel.select():
             try:
                 conn, _ = key.fileobj.accept()
             except OSError:
                 continue
+            if accepts is not None:
+                accepts -= 1
+                if accepts == 0:
+                    # a drain: new connections refused, the accepted ones
+                    # served; closed before this one is answered, so no
+                    # client can connect after its answer
+                    for s in listeners:
+                        sel.unregister(s)
+                        s.close()
+                    server.diag("listeners closed after %d accepts" % options["accepts"])
             threading.Thread(target=server.serve, args=(conn,), daemon=True).start()
+            if accepts == 0:
+                while True:
+                    time.sleep(3600)
 
 
 def _tell(rep_path, line):
