@@ -109,7 +109,7 @@ const char *never_reason(unsigned never)
  * ...) through the setters we note, before it returns the context: what
  * is noted while it runs is the new context's, and stays in its record
  * (kp_tls_note_new keeps it). An older record at that address (an object
- * freed behind our back) is dropped the first time it is met then.
+ * freed behind our back) is dropped when the first setting is noted.
  * (docs/tls.md "The record") */
 static __thread int ctx_new_running; /* SSL_CTX_new calls SSL_CTX_new_ex */
 static __thread const void *ctx_new_noted;
@@ -132,7 +132,7 @@ bool ctx_new_made(const void *obj)
 struct record *record_get(const void *obj, bool create)
 {
 	struct record *r;
-	if (ctx_new_running && obj != ctx_new_noted) {
+	if (ctx_new_running && create && !ctx_new_noted) {
 		record_drop(obj);
 		ctx_new_noted = obj;
 	}
