@@ -181,6 +181,20 @@ static int adopt_pooled(int fd, int p, struct kp_conn *c, const struct pool_meta
 	return 0;
 }
 
+/* c is now the pooled connection meta describes */
+static void handed_record(struct kp_conn *c, const struct pool_meta *meta, uint64_t now)
+{
+	c->reused = true;
+	c->first = KP_FIRST_UNSENT;
+	c->parked_ms = meta->parked_ms;
+	c->sent_ms = now; /* the first request follows at once, as a rule */
+	c->served_at_checkout = meta->requests;
+	c->served = meta->requests;
+	c->ka_timeout = meta->ka_timeout;
+	c->ka_max = meta->ka_max;
+	kp_count(reused);
+}
+
 /* Hand pooled socket p (the local pool's, or the broker's) to the
  * program's fd as its connection.  p is closed, or kept as c's twin when
  * it is a hidden fd of ours (local).  Returns 0 when fd now holds it, -1
@@ -201,15 +215,7 @@ static int hand_out(int fd, struct kp_conn *c, int p, const struct pool_meta *me
 		/* handed to the program's SSL at its handshake, if it matches */
 		c->tls_pending = t != NULL;
 		__atomic_store_n(&c->tls, t, __ATOMIC_RELEASE);
-		c->reused = true;
-		c->first = KP_FIRST_UNSENT;
-		c->parked_ms = meta->parked_ms;
-		c->sent_ms = now; /* the first request follows at once, as a rule */
-		c->served_at_checkout = meta->requests;
-		c->served = meta->requests;
-		c->ka_timeout = meta->ka_timeout;
-		c->ka_max = meta->ka_max;
-		kp_count(reused);
+		handed_record(c, meta, now);
 		kp_debug("fd %d: reused a pooled connection (%u requests served)", fd, meta->requests);
 		return 0;
 	}
@@ -1031,58 +1037,12 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t
 	return 0;
 }
 
-/* A peek shows the program bytes it will read again: they get the mask
- * the read will give them (the program never sees keep-alive), from a copy
- * of the framer; the read frames them for real.  The mask lies in the
- * head, which the first event ends.  Caller holds c->lock. */
-static char *iov_byte(const struct iovec *iov, int iovcnt, size_t pos)
-{
-	for (int i = 0; i < iovcnt; i++) {
-		if (pos < iov[i].iov_len)
-			return (char *)iov[i].iov_base + pos;
-		pos -= iov[i].iov_len;
-	}
-	return NULL;
-}
-
-/*
- * Show the program FRM_CLOSE_LINE at offset k of the n bytes its call
- * returned in iov (docs/replay.md, "A closing answer"): the bytes from k
- * on move up by its length; those that no longer fit go to extra (at most
- * the line's length, since n <= the buffer), to be read first next time.
- * The same bytes whatever the read sizes: a recv(1) loop reads the line a
- * byte at a time.  Returns the count the call now returns.
- */
-static size_t close_line_in(const struct iovec *iov, int iovcnt, size_t n, size_t k, char *extra,
-			    uint8_t *extra_len)
-{
-	static const char line[] = FRM_CLOSE_LINE;
-	const size_t L = FRM_CLOSE_LINE_LEN;
-	size_t cap = iov_total(iov, iovcnt), total = n + L;
-	size_t out = total < cap ? total : cap;
-#define STREAM_AT(j) ((j) < k ? *iov_byte(iov, iovcnt, (j)) \
-		      : (j) < k + L ? line[(j) - k] : *iov_byte(iov, iovcnt, (j) - L))
-	for (size_t j = out; j < total; j++) /* before anything moves */
-		extra[j - out] = STREAM_AT(j);
-#undef STREAM_AT
-	__atomic_store_n(extra_len, (uint8_t)(total - out), __ATOMIC_RELEASE);
-	if (out > k + L) {
-		if (iovcnt == 1) {
-			memmove((char *)iov[0].iov_base + k + L, (char *)iov[0].iov_base + k,
-				out - k - L);
-		} else {
-			for (size_t j = out; j-- > k + L;)
-				*iov_byte(iov, iovcnt, j) = *iov_byte(iov, iovcnt, j - L);
-		}
-	}
-	for (size_t j = k; j < k + L && j < out; j++)
-		*iov_byte(iov, iovcnt, j) = line[j - k];
-	return out;
-}
-
-/* A peek's bytes get, from a copy of the framer, the mask and the close
- * line the read will give them; what the line pushes past the buffer is
- * not shown (the read shows it next).  Returns the peek's new count. */
+/* A peek shows the program bytes it will read again: they get, from a
+ * copy of the framer, the mask and the close line the read will give them
+ * (the program never sees keep-alive); the read frames them for real.  The
+ * mask lies in the head, which the first event ends; what the line pushes
+ * past the buffer is not shown (the read shows it next).  Returns the
+ * peek's new count.  Caller holds c->lock. */
 static size_t mask_peeked(const struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t n)
 {
 	struct frm_resp r;
@@ -1103,7 +1063,7 @@ static size_t mask_peeked(const struct kp_conn *c, const struct iovec *iov, int 
 			if (ev == FRM_EV_INSERT) {
 				char extra[FRM_CLOSE_LINE_LEN];
 				uint8_t extra_len;
-				return close_line_in(iov, iovcnt, n, off + done, extra, &extra_len);
+				return kp_close_line_in(iov, iovcnt, n, off + done, extra, &extra_len);
 			}
 			if (ev == FRM_EV_INTERIM) /* the final head follows */
 				continue;
@@ -1151,6 +1111,13 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	 * cannot see): the socket is never swapped under them any more */
 	if (ret > 0 && c->first == KP_FIRST_UNSENT)
 		c->first = KP_FIRST_DONE;
+	if (!gone && (ret == 0 || (ret < 0 && (saved == ECONNRESET || saved == EPIPE))) &&
+	    iov_total(iov, iovcnt) > 0 && read_unseen_end(c, fd)) {
+		kp_read_swaps = c->swaps; /* (the read made again is on this socket) */
+		kp_unlock(&c->lock);
+		errno = saved;
+		return true;
+	}
 	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->shut_how && !gone &&
 	    iov_total(iov, iovcnt) > 0) { /* a read of 0 bytes returns 0: no EOF */
 		bool again = false;
@@ -1199,7 +1166,7 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 				}
 			}
 			if (ins != SIZE_MAX && ins <= (size_t)*retp)
-				*retp = (ssize_t)close_line_in(iov, iovcnt, (size_t)*retp, ins,
+				*retp = (ssize_t)kp_close_line_in(iov, iovcnt, (size_t)*retp, ins,
 							       c->rx_extra, &c->rx_extra_len);
 			/* a pooled connection's answer under way: the ACK a fresh
 			 * one gives at once, once an answer (docs/cost.md "A
@@ -1275,6 +1242,35 @@ void kp_conn_tls_watched(int fd)
 	kp_unlock(&c->lock);
 }
 
+/* A TLS connection from another process for the program's ssl on fd
+ * (docs/tls-across.md "The hand-out in another process"), its socket put
+ * in fd's place as a pooled one at connect (adopt_pooled); the program's
+ * own connection, not yet used, closed by that dup3.  True: handed;
+ * false: nothing changed.  c locked. */
+static bool tls_taken_across(struct kp_conn *c, int fd, void *ssl)
+{
+	struct pool_meta meta = { 0 };
+	int p;
+	struct kp_tls *t = kp_tls_across_take(ssl, &c->key, fd, &p, &meta);
+	if (!t)
+		return false;
+	int ok = adopt_pooled(fd, p, c, &meta, false);
+	KP_REAL(close)(p);
+	if (ok < 0) {
+		kp_debug("fd %d: a TLS connection from another process could not be adopted: %s", fd, strerror(errno));
+		kp_tls_across_drop(t, ssl);
+		return false;
+	}
+	handed_record(c, &meta, kp_now_ms());
+	c->tls_ssl = ssl;
+	c->tls_handed = true;
+	c->tls_pending = false;
+	__atomic_store_n(&c->tls, t, __ATOMIC_RELEASE);
+	kp_warn("fd %d: a TLS connection from another process handed to the program's SSL (%u requests served)", fd,
+		meta.requests);
+	return true;
+}
+
 int kp_conn_tls_start(int fd, void *ssl)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
@@ -1315,6 +1311,10 @@ int kp_conn_tls_start(int fd, void *ssl)
 		first_request_fresh(c, fd, "TLS");
 	if (c->reused || c->n_reqs || c->served || c->req_mode != KP_REQ_HEAD || c->held_len)
 		goto out; /* TLS after plain HTTP (a CONNECT tunnel, say): not ours */
+	if (tls_taken_across(c, fd, ssl)) {
+		r = KP_TLS_HANDED;
+		goto out;
+	}
 	kp_tls_offer_session(ssl, &c->key);
 	struct kp_tls *t = kp_tls_bind(ssl, fd);
 	if (t) {
@@ -1455,6 +1455,9 @@ static void handoff_locked(struct kp_conn *c, int fd, enum kp_handoff how, const
 {
 	if (!c->shared)
 		kp_debug("fd %d: may have another owner from now on (%s)", fd, why);
+	/* (before c->shared: the pooled socket goes back to the pool) */
+	if (!c->handed_off && c->first == KP_FIRST_UNSENT && fd >= 0)
+		handoff_fresh(c, fd);
 	/* bytes of an unfinished head we held were promised as sent: they go
 	 * before anything the other owner writes, and what follows them is
 	 * no longer ours to frame (docs/hold.md "A held head at a hand-off").
@@ -1651,6 +1654,7 @@ void kp_conn_after_fork_parent(void)
 
 void kp_conn_after_fork_child(void)
 {
+	kp_conn_pid = getpid();
 	if (fork_inside) {
 		fork_inside = false;
 		__atomic_store_n(&kp_fdtab_len, 0, __ATOMIC_RELEASE);

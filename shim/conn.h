@@ -83,6 +83,11 @@ struct kp_conn {
 	 * on a recycled object for a moment: kp_read_begin) */
 	unsigned inflight;
 	bool orphan;
+	/* fresh connections put under the program's fds in place of the
+	 * socket it had (swap_fresh), ever: a read that began before one
+	 * may have met the socket it replaced (kp_read_swaps).  Kept across
+	 * conn_new's clearing, as inflight */
+	unsigned swaps;
 	struct kp_conn *next_free;
 	int refs;            /* fds sharing it (dup family) */
 	int twin;            /* reused: the pooled socket's hidden fd, kept
@@ -228,9 +233,15 @@ static inline void kp_read_end(struct kp_conn *c)
 		kp_read_last(c);
 }
 
+/* c->swaps when this thread's read began: an EOF or a reset it meets
+ * after a swap may be the replaced socket's (conn_replay.c
+ * read_unseen_end) */
+extern __thread unsigned kp_read_swaps;
+
 static inline bool kp_read_begin(struct kp_conn *c, int fd)
 {
 	__atomic_add_fetch(&c->inflight, 1, __ATOMIC_SEQ_CST);
+	kp_read_swaps = __atomic_load_n(&c->swaps, __ATOMIC_ACQUIRE);
 	if (__builtin_expect(__atomic_load_n(&kp_fdtab[fd], __ATOMIC_SEQ_CST) == c, 1))
 		return true;
 	kp_read_end(c);

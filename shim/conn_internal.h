@@ -151,6 +151,11 @@ bool replay_keep(struct kp_conn *c, const char *p, size_t n);
 bool replay_keep_iov(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off,
 		     size_t n);
 
+/* docs/replay.md "Before the first request": a read's end the program
+ * alone would not meet (a fresh connection now under fd: make the read
+ * again), and a hand-off's fresh connection */
+bool read_unseen_end(struct kp_conn *c, int fd);
+void handoff_fresh(struct kp_conn *c, int fd);
 bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 			size_t extra);
 
@@ -232,6 +237,10 @@ bool dead_seen(struct kp_conn *c, int fd);
 /* a read is under way on c (conn.h kp_read_begin): never parked now
  * (unpooled).  Caller holds c->lock. */
 bool read_under_way(struct kp_conn *c);
+/* wire.c: FRM_CLOSE_LINE shown at offset k of the n bytes a read returned
+ * in iov (docs/replay.md "A closing answer"), what no longer fits to
+ * extra; the count the read now returns */
+size_t kp_close_line_in(const struct iovec *iov, int iovcnt, size_t n, size_t k, char *extra, uint8_t *extra_len);
 bool pooled_one_owner(const struct kp_tag *tag);
 const char *resp_why(const struct frm_resp *r);
 bool take_finished(const struct pool_key *key);
@@ -241,6 +250,10 @@ bool twin_keep(struct kp_conn *c, int p);
  * (pooled sockets, twins, TLS sockets kept to learn their end) */
 bool hidden_room(void);
 int hidden_close(int hidden);
+/* The process whose fd table ours describes (kp_conn_init, a fork's
+ * child anew): a call made with another pid is a vfork child's, whose
+ * fds are its own table's (conn_replay.c handoff_fresh) */
+extern pid_t kp_conn_pid;
 void conn_note_dead(const struct kp_conn *c, uint64_t idle_end_ms);
 void hidden_lock_objects(void);
 void hidden_unlock_objects(void);

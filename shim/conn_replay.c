@@ -7,7 +7,9 @@
  * fresh connection put under the program's fd in place of the reused one
  * (swap_fresh), the replay itself, and the same found out early, where
  * the program asks for readiness or an error (ready_settle,
- * kp_conn_dead_seen).  Called from send.c's and conn.c's paths, with
+ * kp_conn_dead_seen), a read meets the server's close, or the connection
+ * leaves our hands before its first request (read_unseen_end,
+ * handoff_fresh).  Called from send.c's and conn.c's paths, with
  * c->lock held, through conn_internal.h; also give_up and account_sent.
  */
 #include <errno.h>
@@ -176,7 +178,16 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 		}
 	}
 	int fdfl = KP_REAL(fcntl)(fd, F_GETFD);
-	int s = fdfl < 0 ? -1 : BUSY(c, connect_fresh(c, fd));
+	/* Before the first request the program's other threads wait for the
+	 * fresh connection (c->lock, not busy): to the program the fd is one
+	 * fresh connection, and a write that stepped aside went to the dead
+	 * socket under the dup3 to come, while the program read the fresh one
+	 * (docs/replay.md "Before the first request").  The connect is bounded
+	 * (fresh_bound_ms), never the server's work.  A replay's stays busy:
+	 * its request is out, and what it waits on includes a handshake */
+	int s = fdfl < 0 ? -1
+		: c->first == KP_FIRST_UNSENT && !c->tls_handed ? connect_fresh(c, fd)
+								 : BUSY(c, connect_fresh(c, fd));
 	if (s < 0)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -199,6 +210,8 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 		unpool(c, "a dup left on the old socket: never again");
 	}
 	KP_REAL(close)(s);
+	/* (after the dup3s: a read that began before sees the count move) */
+	__atomic_add_fetch(&c->swaps, 1, __ATOMIC_RELEASE);
 	twin_drop(c); /* the old socket's (unless park took it) */
 	for (int i = 0; i < n; i++)
 		kp_watch_renew(fds[i]); /* the program's registrations, on the new socket */
@@ -246,9 +259,9 @@ static bool fresh_was_answered(int err)
  * after all (fail open: the program gets what that connection gives). */
 void first_request_fresh(struct kp_conn *c, int fd, const char *why)
 {
-	c->first = KP_FIRST_DONE;
 	if (swap_fresh(c, fd, true) < 0) {
 		int err = errno;
+		c->first = KP_FIRST_DONE;
 		if (!c->tls && fresh_was_answered(err)) {
 			/* the server (or the network) answered the connect: alone
 			 * the program's own connect() had failed so, and its
@@ -288,6 +301,79 @@ void unvouch(struct kp_conn *c, int fd, const char *why)
 		return;
 	}
 	first_request_fresh(c, fd, why);
+}
+
+__thread unsigned kp_read_swaps;
+
+/*
+ * A read met an EOF or a reset that the program alone, on its own fresh
+ * connection, would not have met (docs/replay.md "Before the first
+ * request"): true when its call is to be made again on fd, which holds a
+ * fresh connection now.  Either the read began before another thread put
+ * a fresh connection under fd (c->swaps moved) and its end was the
+ * replaced socket's (the one under fd now is still ESTABLISHED: a read
+ * returns 0, or a reset, only once its own FIN or reset is in); or c is
+ * a reused connection whose first request has not gone, and the server
+ * closed it while idle: a fresh one goes under fd now, every other
+ * thread's call on fd waiting for it (swap_fresh).  Caller holds c->lock.
+ */
+bool read_unseen_end(struct kp_conn *c, int fd)
+{
+	struct kp_tcp_view v;
+	if (c->state != KP_ACTIVE || c->shut_how || c->tls || kp_tcp_view(fd, &v) < 0)
+		return false; /* (TLS: the engine's reads, the SSL layer's ends) */
+	if (kp_read_swaps != c->swaps)
+		return v.state == TCP_ESTABLISHED;
+	if (c->first != KP_FIRST_UNSENT || !c->reused || v.state == TCP_ESTABLISHED)
+		return false; /* (ESTABLISHED: the program's own SHUT_RD) */
+	conn_note_dead(c, 0);
+	kp_count(probed_dead);
+	if (swap_fresh(c, fd, false) < 0) {
+		kp_debug("fd %d: a reused connection closed before its first request, no fresh "
+			 "connection (%s)", fd, strerror(errno));
+		return false;
+	}
+	kp_debug("fd %d: a reused connection closed before its first request, met by a read: a "
+		 "fresh one", fd);
+	return true;
+}
+
+/* A reused connection whose first request has not gone leaves our hands
+ * (fork, exec, spawn, system): after this no probe or replay can be made
+ * for it (the other holder may write or read it past us, and a socket
+ * swapped under one process's fd is not under the other's), so it gets
+ * a fresh connection now, before the call, as a fresh connection is what
+ * the program believes it has: parent and child share it, and whatever
+ * either sends or reads meets what it would alone.  The pooled one goes
+ * back unused.  The connect is bounded as handoff_verdict's wait (a few
+ * round trips: fork() must not wait on the server); not made in time,
+ * the reused one stays, as before (docs/replay.md "Before the first
+ * request").  Not over TLS (the program's SSL would need a handshake
+ * inside fork()), nor in a vfork child, whose fd table is its own: our
+ * swap would move its fd, not the parent's.  Caller holds c->lock. */
+void handoff_fresh(struct kp_conn *c, int fd)
+{
+	if (c->state != KP_ACTIVE || !c->reused || c->tls || getpid() != kp_conn_pid)
+		return;
+	/* (bytes waiting: an answer to a request written where we cannot
+	 * see, as in unvouch: never swapped) */
+	int inq = 0;
+	if (KP_REAL(ioctl)(fd, FIONREAD, &inq) < 0 || inq > 0)
+		return;
+	struct kp_tcp_view v;
+	int outer = kp_wait_left_ms;
+	kp_wait_left_ms = (int)kp_replay_settle_ms(kp_tcp_view(fd, &v) == 0 ? v.srtt_us : 0);
+	/* (not first_request_fresh: a refused fresh connect ends nothing
+	 * here, the program has not asked to send yet) */
+	if (swap_fresh(c, fd, true) == 0) {
+		kp_count(unvouched);
+		kp_debug("fd %d: a hand-off before the first request: a fresh connection, the pooled "
+			 "one put back", fd);
+	} else {
+		kp_debug("fd %d: a hand-off before the first request, no fresh connection (%s): the "
+			 "reused one stays", fd, strerror(errno));
+	}
+	kp_wait_left_ms = outer;
 }
 
 static const char *died_str(enum kp_died how)

@@ -239,6 +239,8 @@ size_t kp_hidden_fds(int *fds, size_t cap)
 	return n;
 }
 
+pid_t kp_conn_pid;
+
 /* Every hand-out is probed (pool_config.unprobed_ms 0), however recently
  * the socket was parked: one recv(MSG_PEEK) a reuse is the price of
  * handing out neither a socket whose server has just gone (the program
@@ -247,6 +249,7 @@ size_t kp_hidden_fds(int *fds, size_t cap)
  * answer (docs/replay.md, "Hand-out and park"). */
 void kp_conn_init(void)
 {
+	kp_conn_pid = getpid();
 	kp_mem_reserve(); /* the pool's objects and small write buffers */
 	struct pool_config pc = {
 		.idle_ms = kp_cfg.idle_ms,
@@ -782,7 +785,7 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 	}
 	memcpy(meta.tag, &tag, sizeof(tag));
 	/* a TLS connection goes with its socket, detached from the program */
-	if (c->tls && !kp_tls_park(c->tls, hidden, c->tls_ssl, &c->key)) {
+	if (c->tls && !kp_tls_park(c->tls, hidden, c->tls_ssl, &c->key, &meta)) {
 		kp_fd_swap(hidden, NULL);
 		KP_REAL(close)(hidden);
 		return -1;

@@ -94,7 +94,33 @@ PEER_ROUTED(X509 *, SSL_get0_peer_certificate, (const SSL *s), (e))
 		return e ? kp_ssl.name args : (ret)0;                      \
 	}
 FULL_SHOWN(STACK_OF(X509) *, SSL_get_peer_cert_chain, KP_PEER_CHAIN, (const SSL *s), (e))
-ROUTED_VOID(SSL_get0_alpn_selected, (const SSL *s, const unsigned char **d, unsigned int *l), d, l)
+/* answered by the foreign engine on a connection from another process
+ * (kp_tls_foreign), else routed */
+#define FOREIGN(ret, name, q, member, params, fargs, args)                          \
+	KP_EXPORT ret name params                                                  \
+	{                                                                          \
+		if (MISSING(name))                                                 \
+			return (ret)0;                                             \
+		struct kp_fq_args fa = fargs;                                      \
+		union kp_fq_ret fr;                                                \
+		if (!INTERNAL() && kp_tls_foreign(s, q, &fa, &fr))                 \
+			return (ret)fr.member;                                     \
+		SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);           \
+		if (!e)                                                            \
+			return (ret)0;                                             \
+		return kp_ssl.name args;                                           \
+	}
+#define NO_ARGS ((struct kp_fq_args){ 0 })
+KP_EXPORT void SSL_get0_alpn_selected(const SSL *s, const unsigned char **d, unsigned int *l)
+{
+	if (MISSING(SSL_get0_alpn_selected))
+		return;
+	struct kp_fq_args fa = { .data = d, .len = l };
+	union kp_fq_ret fr;
+	if (!INTERNAL() && kp_tls_foreign(s, KP_FQ_ALPN, &fa, &fr))
+		return;
+	kp_ssl.SSL_get0_alpn_selected(INTERNAL() ? (SSL *)s : kp_tls_route(s, false), d, l);
+}
 ROUTED_VOID(SSL_get0_next_proto_negotiated, (const SSL *s, const unsigned char **d, unsigned *l), d, l)
 /* a handed-out SSL reads a session of its own (kp_tls_session) */
 KP_EXPORT SSL_SESSION *SSL_get_session(const SSL *s)
@@ -121,32 +147,39 @@ KP_EXPORT SSL_SESSION *SSL_get1_session(SSL *s)
 	return e ? kp_ssl.SSL_get1_session(e) : NULL;
 }
 ROUTED(const SSL_CIPHER *, SSL_get_current_cipher, (const SSL *s), (e))
-ROUTED(const SSL_CIPHER *, SSL_get_pending_cipher, (const SSL *s), (e))
+FOREIGN(const SSL_CIPHER *, SSL_get_pending_cipher, KP_FQ_PENDING_CIPHER, p, (const SSL *s), NO_ARGS, (e))
 ROUTED(const COMP_METHOD *, SSL_get_current_compression, (const SSL *s), (e))
 ROUTED(const COMP_METHOD *, SSL_get_current_expansion, (const SSL *s), (e))
 ROUTED(STACK_OF(SSL_CIPHER) *, SSL_get_client_ciphers, (const SSL *s), (e))
 FULL_SHOWN(STACK_OF(X509_NAME) *, SSL_get_client_CA_list, KP_CLIENT_CA, (const SSL *s), (e))
 FULL_SHOWN(const STACK_OF(X509_NAME) *, SSL_get0_peer_CA_list, KP_PEER_CA, (const SSL *s), (e))
-ROUTED(size_t, SSL_get_finished, (const SSL *s, void *buf, size_t n), (e, buf, n))
-ROUTED(size_t, SSL_get_peer_finished, (const SSL *s, void *buf, size_t n), (e, buf, n))
-ROUTED(const char *, SSL_get_version, (const SSL *s), (e))
-ROUTED(int, SSL_version, (const SSL *s), (e))
-ROUTED(int, SSL_client_version, (const SSL *s), (e))
-ROUTED(int, SSL_is_init_finished, (const SSL *s), (e))
-ROUTED(int, SSL_in_init, (const SSL *s), (e))
-ROUTED(int, SSL_in_before, (const SSL *s), (e))
-ROUTED(OSSL_HANDSHAKE_STATE, SSL_get_state, (const SSL *s), (e))
-ROUTED(const char *, SSL_state_string, (const SSL *s), (e))
-ROUTED(const char *, SSL_state_string_long, (const SSL *s), (e))
-ROUTED(const char *, SSL_get_servername, (const SSL *s, const int type), (e, type))
-ROUTED(int, SSL_get_servername_type, (const SSL *s), (e))
+FOREIGN(size_t, SSL_get_finished, KP_FQ_FINISHED, z, (const SSL *s, void *buf, size_t n),
+	((struct kp_fq_args){ .buf = buf, .n = n }), (e, buf, n))
+FOREIGN(size_t, SSL_get_peer_finished, KP_FQ_PEER_FINISHED, z, (const SSL *s, void *buf, size_t n),
+	((struct kp_fq_args){ .buf = buf, .n = n }), (e, buf, n))
+FOREIGN(const char *, SSL_get_version, KP_FQ_VERSION_STR, s, (const SSL *s), NO_ARGS, (e))
+FOREIGN(int, SSL_version, KP_FQ_VERSION, i, (const SSL *s), NO_ARGS, (e))
+FOREIGN(int, SSL_client_version, KP_FQ_CLIENT_VERSION, i, (const SSL *s), NO_ARGS, (e))
+FOREIGN(int, SSL_is_init_finished, KP_FQ_INIT_FINISHED, i, (const SSL *s), NO_ARGS, (e))
+FOREIGN(int, SSL_in_init, KP_FQ_IN_INIT, i, (const SSL *s), NO_ARGS, (e))
+FOREIGN(int, SSL_in_before, KP_FQ_IN_BEFORE, i, (const SSL *s), NO_ARGS, (e))
+FOREIGN(OSSL_HANDSHAKE_STATE, SSL_get_state, KP_FQ_STATE, i, (const SSL *s), NO_ARGS, (e))
+FOREIGN(const char *, SSL_state_string, KP_FQ_STATE_STR, s, (const SSL *s), NO_ARGS, (e))
+FOREIGN(const char *, SSL_state_string_long, KP_FQ_STATE_STR_LONG, s, (const SSL *s), NO_ARGS, (e))
+FOREIGN(const char *, SSL_get_servername, KP_FQ_SERVERNAME, s, (const SSL *s, const int type),
+	((struct kp_fq_args){ .type = type }), (e, type))
+FOREIGN(int, SSL_get_servername_type, KP_FQ_SERVERNAME_TYPE, i, (const SSL *s), NO_ARGS, (e))
 ROUTED(char *, SSL_get_shared_ciphers, (const SSL *s, char *buf, int size), (e, buf, size))
-ROUTED(size_t, SSL_get_client_random, (const SSL *s, unsigned char *out, size_t n), (e, out, n))
-ROUTED(size_t, SSL_get_server_random, (const SSL *s, unsigned char *out, size_t n), (e, out, n))
-ROUTED(int, SSL_export_keying_material,
-       (SSL *s, unsigned char *out, size_t olen, const char *label, size_t llen,
-	const unsigned char *ctx, size_t clen, int use_ctx),
-       (e, out, olen, label, llen, ctx, clen, use_ctx))
+FOREIGN(size_t, SSL_get_client_random, KP_FQ_CLIENT_RANDOM, z, (const SSL *s, unsigned char *out, size_t n),
+	((struct kp_fq_args){ .buf = out, .n = n }), (e, out, n))
+FOREIGN(size_t, SSL_get_server_random, KP_FQ_SERVER_RANDOM, z, (const SSL *s, unsigned char *out, size_t n),
+	((struct kp_fq_args){ .buf = out, .n = n }), (e, out, n))
+FOREIGN(int, SSL_export_keying_material, KP_FQ_EKM, i,
+	(SSL *s, unsigned char *out, size_t olen, const char *label, size_t llen, const unsigned char *ctx,
+	 size_t clen, int use_ctx),
+	((struct kp_fq_args){ .buf = out, .n = olen, .label = label, .llen = llen, .ctx = ctx, .clen = clen,
+			     .use_ctx = use_ctx }),
+	(e, out, olen, label, llen, ctx, clen, use_ctx))
 /* an ex_data index of an SSL, a context or a session with a callback the
  * program made: SSL_free or SSL_CTX_free must run it then, with the
  * object's data, which an engine that keeps the object cannot do, and our
@@ -399,7 +432,7 @@ HANDSHAKE_AGAIN(SSL_renegotiate, (SSL *s), ())
 HANDSHAKE_AGAIN(SSL_renegotiate_abbreviated, (SSL *s), ())
 ROUTED(int, SSL_renegotiate_pending, (const SSL *s), (e))
 ROUTED(int, SSL_get_early_data_status, (const SSL *s), (e))
-ROUTED(int, SSL_want, (const SSL *s), (e))
+FOREIGN(int, SSL_want, KP_FQ_WANT, i, (const SSL *s), NO_ARGS, (e))
 #define SIGALGS(name, cmd)                                                                         \
 	KP_EXPORT int name(SSL *s, int idx, int *sign, int *hash, int *signhash, unsigned char *rsig, \
 			   unsigned char *rhash)                                                      \

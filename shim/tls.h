@@ -25,6 +25,7 @@
 struct kp_conn;
 struct kp_tls;
 struct pool_key;
+struct pool_meta;
 
 /* The program's SSL whose real handshake runs on this thread (SSL_connect
  * or SSL_do_handshake): the socket writes it makes tell us its fd, also
@@ -49,12 +50,27 @@ int kp_tls_handout(struct kp_tls *e, void *ssl, int fd);
  * BIO detached); the connection's reference moves to the parked map.
  * user: the program's handle that used it last (its I/O is refused from
  * now on).  False when e's TLS state forbids it (nothing changed). */
-bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key);
+bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key,
+		 const struct pool_meta *meta);
 
 /* No pooled connection for ssl's handshake to key: offer it the session of
  * an earlier one (resumption), if its handshake would ask for the same
  * and its own verification passes on that session's peer chain. */
 void kp_tls_offer_session(void *ssl, const struct pool_key *key);
+
+/* A whole TLS connection from another process for ssl's handshake on fd
+ * (docs/tls-across.md "The hand-out in another process"): asked of the
+ * broker under the name ssl's settings make, passed through the gate
+ * (the decline list, the configuration record, the program's own
+ * verification), imported into a foreign engine that answers ssl from now
+ * on.  The engine (a reference for the connection, one for ssl's handle)
+ * and in *sock the socket it runs on, with its record in *meta: the
+ * caller puts the socket in fd's place, or gives the engine back
+ * (kp_tls_across_drop).  NULL: none, or refused (the program's own
+ * handshake goes on). */
+struct kp_tls *kp_tls_across_take(void *ssl, const struct pool_key *key, int fd, int *sock,
+				  struct pool_meta *meta);
+void kp_tls_across_drop(struct kp_tls *e, void *ssl);
 
 /* Forget every kept session (the process's credentials changed). */
 void kp_tls_forget_sessions(void);
@@ -151,6 +167,38 @@ long kp_tls_ctx_stat(const SSL_CTX *ctx, int cmd, long r);
  * a pooled connection to, else ssl.  NULL for a call that acts on the
  * connection (mutates) from an SSL whose connection went to the pool. */
 SSL *kp_tls_route(const SSL *ssl, bool mutates);
+/* A connection taken from another process (docs/tls-across.md "The
+ * hand-out in another process"): the getters answered from its state by
+ * the foreign engine, as the program's own SSL would answer them after
+ * its handshake.  False: not such an SSL (ask as before). */
+enum kp_fq {
+	KP_FQ_VERSION, KP_FQ_VERSION_STR, KP_FQ_CLIENT_VERSION, KP_FQ_INIT_FINISHED, KP_FQ_IN_INIT,
+	KP_FQ_IN_BEFORE, KP_FQ_STATE, KP_FQ_STATE_STR, KP_FQ_STATE_STR_LONG, KP_FQ_SERVERNAME,
+	KP_FQ_SERVERNAME_TYPE, KP_FQ_FINISHED, KP_FQ_PEER_FINISHED, KP_FQ_CLIENT_RANDOM, KP_FQ_SERVER_RANDOM,
+	KP_FQ_ALPN, KP_FQ_EKM, KP_FQ_WANT, KP_FQ_PENDING_CIPHER, KP_FQ_EXTMS,
+};
+struct kp_fq_args {
+	void *buf;
+	size_t n;
+	int type;
+	const unsigned char **data;
+	unsigned *len;
+	const char *label;
+	size_t llen;
+	const unsigned char *ctx;
+	size_t clen;
+	int use_ctx;
+};
+union kp_fq_ret {
+	long i;
+	size_t z;
+	const char *s;
+	const void *p;
+};
+/* set once a connection from another process was handed out here */
+extern bool kp_tls_foreign_ever;
+bool kp_tls_foreign(const SSL *ssl, enum kp_fq q, const struct kp_fq_args *a, union kp_fq_ret *r);
+
 /* SSL_ctrl: connection getters to the engine, settings to ssl */
 long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg);
 /* SSL_get0_peername of an SSL handed a pooled connection */

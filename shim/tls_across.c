@@ -939,8 +939,8 @@ static unsigned char *key_update_out(unsigned char *msg, size_t *len, int fd)
 	return out;
 }
 
-static bool state_to_broker(struct kp_tls *e, int hidden, const struct pool_key *key, unsigned char *msg,
-			    long len)
+static bool state_to_broker(struct kp_tls *e, int hidden, const struct pool_key *key,
+			    const struct pool_meta *pmeta, unsigned char *msg, long len)
 {
 	uint8_t name[32];
 	kp_lock(&tls_lock);
@@ -949,7 +949,9 @@ static bool state_to_broker(struct kp_tls *e, int hidden, const struct pool_key 
 	/* kept no longer than its session (what it may be resumed by) */
 	SSL_SESSION *s = kp_ssl.SSL_get_session(e->ssl);
 	long left = s ? kp_ssl.SSL_SESSION_get_timeout(s) - ((long)time(NULL) - kp_ssl.SSL_SESSION_get_time(s)) : 0;
-	struct pool_meta meta = { .ka_timeout = -1, .ka_max = -1 };
+	/* (the socket's record: its options and flags, adopted as a pooled
+	 * socket's by the taking process) */
+	struct pool_meta meta = *pmeta;
 	bool v13 = kp_ssl.SSL_version(e->ssl) >= TLS1_3_VERSION;
 	size_t n = (size_t)len;
 	if (r < 0 || left < 2) {
@@ -1103,17 +1105,35 @@ static const char *conn_crypto_why(const struct conn_crypto *cc)
  * would run it: it must pass with X509_V_OK (the connection's own
  * handshake verified it so: the session the program would read says
  * that result). */
-static const char *conn_verified(SSL *ssl, const struct ticket *t)
+struct conn_verdict {
+	STACK_OF(X509) *chain; /* what the program's verification built */
+	char *peername;        /* the name it matched */
+	struct full full;      /* what the connection's full handshake showed */
+	SSL_SESSION *sess;     /* the connection's session */
+};
+
+static void verdict_free(struct conn_verdict *v)
+{
+	free(v->peername);
+	if (v->chain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)v->chain, (void (*)(void *))kp_ssl.X509_free);
+	if (v->sess)
+		kp_ssl.SSL_SESSION_free(v->sess);
+	full_free(&v->full);
+	memset(v, 0, sizeof(*v));
+}
+
+static const char *conn_verified(SSL *ssl, const struct ticket *t, struct conn_verdict *keep)
 {
 	long result = 0;
-	STACK_OF(X509) *chain = NULL;
-	char *peername = NULL;
+	struct conn_verdict v = { 0 };
 	kp_ssl.ERR_set_mark();
-	int ok = verify_as(ssl, t->leaf, t->chain, &result, &chain, &peername, NULL);
+	int ok = verify_as(ssl, t->leaf, t->chain, &result, &v.chain, &v.peername, NULL);
 	kp_ssl.ERR_pop_to_mark();
-	free(peername);
-	if (chain)
-		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
+	if (keep && ok > 0 && result == X509_V_OK)
+		*keep = v;
+	else
+		verdict_free(&v);
 	/* OpenSSL aborts a failed verification for any mode but
 	 * SSL_VERIFY_NONE */
 	if (ok <= 0 && kp_ssl.SSL_get_verify_mode(ssl) != SSL_VERIFY_NONE)
@@ -1128,7 +1148,8 @@ static const char *conn_verified(SSL *ssl, const struct ticket *t)
  * configuration record compared in full as a session's (ticket_why:
  * shape_mismatch, cfg_mismatch, the full handshake's values, the session
  * timeout), the SNI, then the program's own verification. */
-static const char *across_conn_why(SSL *ssl, const struct pool_key *key, const unsigned char *msg, size_t len)
+static const char *across_conn_why(SSL *ssl, const struct pool_key *key, const unsigned char *msg, size_t len,
+				   struct conn_verdict *keep)
 {
 	struct tlsx_state st;
 	const char *why = NULL;
@@ -1151,7 +1172,14 @@ static const char *across_conn_why(SSL *ssl, const struct pool_key *key, const u
 		kp_unlock(&tls_lock);
 	}
 	if (!why)
-		why = conn_verified(ssl, t);
+		why = conn_verified(ssl, t, keep);
+	if (!why && keep) {
+		/* what the foreign engine's getters answer beside the state's
+		 * own (its session: the cipher, the peer's certificate) */
+		full_copy(&keep->full, &t->full);
+		keep->sess = t->sess;
+		t->sess = NULL;
+	}
 	if (t)
 		ticket_free(t);
 	tlsx_wipe(&st);
@@ -1177,7 +1205,7 @@ static void state_from_broker(SSL *ssl, const struct pool_key *key)
 	kp_warn("across check: a state from the broker (%zu bytes)", len);
 	/* the gate a hand-out passes first: refused, the state wiped and its
 	 * socket closed (the program's own handshake goes on) */
-	const char *why = across_conn_why(ssl, key, buf, len);
+	const char *why = across_conn_why(ssl, key, buf, len, NULL);
 	if (why) {
 		kp_warn("across check: refused: %s", why);
 		kp_ssl.OPENSSL_cleanse(buf, BK_TLS_MAX);
@@ -1190,10 +1218,255 @@ static void state_from_broker(SSL *ssl, const struct pool_key *key)
 }
 #endif
 
+/* ------------------------------------------- the hand-out in another process */
+
+#ifdef KP_TEST_ACROSS_VERIFY
+/* KP_TEST_ACROSS_BROKER=2 (the test build, under a broker): the state
+ * taken from the broker is handed to the program's SSL (docs/tls-across.md
+ * "The hand-out in another process"), not only checked. */
+static bool across_hand_test(void)
+{
+	const char *v = getenv("KP_TEST_ACROSS_BROKER");
+	return v && *v == '2' && kp_broker_enabled();
+}
+
+/* The foreign engine for the program's ssl on its fd, from the message msg
+ * (taken) that passed the gate (v: what the program's verification built
+ * and matched, taken): a placeholder SSL of ours as e->ssl, the import
+ * answering, the program's handle mapped to it.  NULL with *why. */
+static struct kp_tls *foreign_engine(SSL *ssl, unsigned char *msg, size_t len, int fd, const uint8_t name[32],
+				     struct conn_verdict *v, const char **why)
+{
+	struct kp_tls *e = calloc(1, sizeof(*e));
+	struct handle *h = calloc(1, sizeof(*h));
+	SSL *place = e && h ? kp_ssl.SSL_new(shim_ctx_get()) : NULL;
+	/* the options and modes the engine's answers depend on: the
+	 * program's (the gate compared the rest) */
+	struct kp_import *im = NULL;
+	if (place)
+		im = kp_tls_import(msg, len, fd, kp_ssl.SSL_get_options(ssl),
+				   (uint32_t)kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL), why);
+	else
+		kp_ssl.OPENSSL_cleanse(msg, len), free(msg), *why = "no memory";
+	if (!im) {
+		if (place)
+			kp_ssl.SSL_free(place);
+		free(e);
+		free(h);
+		return NULL;
+	}
+	memcpy(im->name, name, sizeof(im->name));
+	/* the placeholder answers what a session tells (SSL_get_session,
+	 * SSL_get_current_cipher, the peer's certificate: libssl reads them
+	 * from the session after a handshake), the record what the full
+	 * handshake showed (the peer's chain, its signature) */
+	kp_ssl.SSL_set_session(place, v->sess);
+	e->full = v->full;
+	memset(&v->full, 0, sizeof(v->full));
+	char sni[256];
+	if (tlsf_servername(&im->f, sni, sizeof(sni)))
+		e->sni = strdup(sni);
+	e->ssl = place;
+	e->im = im;
+	e->fd = fd;
+	e->prog_fd = -1;
+	e->own_bio = true;
+	e->refs = 2; /* the program's handle, and the connection */
+	h->ssl = ssl;
+	h->e = e;
+	h->fd = fd;
+	h->verified = true;
+	h->verify_result = X509_V_OK;
+	h->vchain = v->chain;
+	h->peername = v->peername;
+	h->handed_at = (long)time(NULL);
+	v->chain = NULL;
+	v->peername = NULL;
+	kp_lock(&tls_lock);
+	HASH_ADD_PTR(handles, ssl, h);
+	bool added = h->hh.tbl != NULL;
+	if (added) {
+		__atomic_store_n(&kp_tls_used, true, __ATOMIC_RELEASE);
+		__atomic_store_n(&kp_tls_foreign_ever, true, __ATOMIC_RELEASE);
+		/* the handshake its own would have made, counted where libssl
+		 * counts it (as kp_tls_handout; it offers no session of its
+		 * own: the gate) */
+		stat_add(ssl, STAT_CONNECT, 1);
+		stat_add(ssl, STAT_GOOD, 1);
+	}
+	kp_unlock(&tls_lock);
+	if (!added) {
+		handle_free(h);
+		engine_free(e);
+		*why = "no memory";
+		return NULL;
+	}
+	return e;
+}
+#endif
+
+struct kp_tls *kp_tls_across_take(void *ssl_, const struct pool_key *key, int fd, int *sock,
+				  struct pool_meta *meta)
+{
+	*sock = -1;
+#ifdef KP_TEST_ACROSS_VERIFY
+	SSL *ssl = ssl_;
+	uint8_t name[32];
+	if (!kp_cfg.tls_across || !across_hand_test() || !kp_ssl_bind() || !shim_ctx_get() ||
+	    across_name(ssl, name) < 0)
+		return NULL;
+	unsigned char *buf = malloc(BK_TLS_MAX);
+	size_t len = 0;
+	int p = buf ? kp_broker_tls_get(key, name, meta, buf, BK_TLS_MAX, &len) : -1;
+	if (p < 0) {
+		if (buf)
+			kp_ssl.OPENSSL_cleanse(buf, BK_TLS_MAX);
+		free(buf);
+		return NULL;
+	}
+	struct conn_verdict v = { 0 };
+	const char *why = across_conn_why(ssl, key, buf, len, &v);
+	struct kp_tls *e = NULL;
+	if (why) {
+		kp_ssl.OPENSSL_cleanse(buf, BK_TLS_MAX);
+		free(buf);
+	} else {
+		e = foreign_engine(ssl, buf, len, fd, name, &v, &why); /* buf is the import's */
+	}
+	verdict_free(&v);
+	if (!e) {
+		kp_warn("across: a connection from the broker not taken: %s", why);
+		kp_real.close(p);
+		return NULL;
+	}
+	*sock = p;
+	return e;
+#else
+	(void)ssl_, (void)key, (void)fd, (void)meta;
+	return NULL;
+#endif
+}
+
+bool kp_tls_foreign_ever;
+
+/* The answer of the foreign engine e (its import f) to q for ssl.  Caller
+ * holds tls_lock. */
+static void foreign_answer(struct kp_tls *e, struct tlsf *f, const SSL *ssl, enum kp_fq q,
+			   const struct kp_fq_args *a, union kp_fq_ret *r)
+{
+	switch (q) {
+	case KP_FQ_VERSION:
+		r->i = tlsf_version(f);
+		break;
+	case KP_FQ_VERSION_STR:
+		r->s = tlsf_version_string(f);
+		break;
+	case KP_FQ_CLIENT_VERSION: {
+		/* the highest version its own ClientHello offered: the gate
+		 * compared its limits with the connection's */
+		long max = kp_ssl.SSL_ctrl((SSL *)ssl, SSL_CTRL_GET_MAX_PROTO_VERSION, 0, NULL);
+		r->i = max && max < TLS1_3_VERSION ? max : TLS1_3_VERSION;
+		break;
+	}
+	case KP_FQ_INIT_FINISHED:
+		r->i = 1;
+		break;
+	case KP_FQ_IN_INIT:
+	case KP_FQ_IN_BEFORE:
+		r->i = 0;
+		break;
+	case KP_FQ_STATE:
+		r->i = TLS_ST_OK;
+		break;
+	case KP_FQ_STATE_STR:
+		r->s = "SSLOK ";
+		break;
+	case KP_FQ_STATE_STR_LONG:
+		r->s = "SSL negotiation finished successfully";
+		break;
+	case KP_FQ_SERVERNAME:
+		r->s = a->type == TLSEXT_NAMETYPE_host_name ? e->sni : NULL;
+		break;
+	case KP_FQ_SERVERNAME_TYPE:
+		r->i = e->sni ? TLSEXT_NAMETYPE_host_name : -1;
+		break;
+	case KP_FQ_FINISHED:
+		r->z = tlsf_finished(f, a->buf, a->n);
+		break;
+	case KP_FQ_PEER_FINISHED:
+		r->z = tlsf_peer_finished(f, a->buf, a->n);
+		break;
+	case KP_FQ_CLIENT_RANDOM:
+		r->z = tlsf_client_random(f, a->buf, a->n);
+		break;
+	case KP_FQ_SERVER_RANDOM:
+		r->z = tlsf_server_random(f, a->buf, a->n);
+		break;
+	case KP_FQ_ALPN: {
+		const uint8_t *d;
+		unsigned l;
+		tlsf_alpn(f, &d, &l);
+		*a->data = l ? d : NULL;
+		*a->len = l;
+		break;
+	}
+	case KP_FQ_EKM:
+		r->i = tlsf_export_keying_material(f, a->buf, a->n, a->label, a->llen, a->ctx, a->clen, a->use_ctx);
+		break;
+	case KP_FQ_WANT:
+		r->i = tlsf_want(f);
+		break;
+	case KP_FQ_PENDING_CIPHER:
+		/* libssl keeps the handshake's suite there after it */
+		r->p = kp_ssl.SSL_get_current_cipher(e->ssl);
+		break;
+	case KP_FQ_EXTMS:
+		/* (libssl's after a handshake: its session's flag, never set
+		 * in TLS 1.3) */
+		r->i = (f->st.flags & TLSX_EXTMS) != 0;
+		break;
+	}
+}
+
+bool kp_tls_foreign(const SSL *ssl, enum kp_fq q, const struct kp_fq_args *a, union kp_fq_ret *r)
+{
+	if (!__atomic_load_n(&kp_tls_foreign_ever, __ATOMIC_ACQUIRE))
+		return false;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool ours = h && h->e->im;
+	if (ours)
+		foreign_answer(h->e, &h->e->im->f, ssl, q, a, r);
+	kp_unlock(&tls_lock);
+	if (ours && q == KP_FQ_EKM && r->i != 1) {
+		kp_ssl.ERR_new();
+		kp_ssl.ERR_set_error(ERR_LIB_SSL, SSL_R_TLS_ILLEGAL_EXPORTER_LABEL, NULL);
+	}
+	return ours;
+}
+
+void kp_tls_across_drop(struct kp_tls *e, void *ssl)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h && h->e == e) {
+		HASH_DEL(handles, h);
+		engine_unref(e);
+	} else {
+		h = NULL;
+	}
+	bool last = engine_unref(e);
+	kp_unlock(&tls_lock);
+	if (h)
+		handle_free(h);
+	if (last)
+		engine_free(e);
+}
+
 /* Under KEEPALIVE_TLS_ACROSS: e's whole state as the export message, at a
  * record boundary with nothing pending (kp_tls_park checked it).  (True
  * in the test build: the connection was spent proving the export.) */
-static bool state_export(struct kp_tls *e, int hidden, const struct pool_key *key)
+static bool state_export(struct kp_tls *e, int hidden, const struct pool_key *key, const struct pool_meta *meta)
 {
 	unsigned char *msg = NULL;
 	const char *why = NULL;
@@ -1228,27 +1501,90 @@ static bool state_export(struct kp_tls *e, int hidden, const struct pool_key *ke
 		free(msg);
 		return false;
 	}
-	if (across_broker_test())
-		return state_to_broker(e, hidden, key, msg, len);
+	if (across_broker_test() || across_hand_test())
+		return state_to_broker(e, hidden, key, meta, msg, len);
 	state_verify(msg, len, hidden);
 	return true;
 #else
 	(void)hidden;
 	(void)key;
+	(void)meta;
 	kp_ssl.OPENSSL_cleanse(msg, (size_t)len);
 	free(msg);
 	return false;
 #endif
 }
 
-bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key)
+#ifdef KP_TEST_ACROSS_VERIFY
+/* A connection taken from another process, done with here: its state now
+ * (tlsf_export: only at rest) goes on to the broker beside its socket,
+ * under the name it was taken under, after our KeyUpdate (TLS 1.3:
+ * key_update_out), for the next process (docs/tls-across.md "The hand-out
+ * in another process").  Never parked here: no SSL of ours carries it. */
+static void foreign_out(struct kp_tls *e, int hidden, const struct pool_key *key, const struct pool_meta *meta)
 {
+	struct tlsx_state st;
+	const char *why = NULL;
+	unsigned char *msg = NULL;
+	size_t cap = 0;
+	if (tlsf_export(&e->im->f, &st, &why) == 0) {
+		cap = tlsx_encoded_len(&st);
+		if (cap > TLSX_MAX || !(msg = malloc(cap)) || tlsx_encode(&st, msg, cap, &why) < 0) {
+			if (msg)
+				kp_ssl.OPENSSL_cleanse(msg, cap);
+			free(msg);
+			msg = NULL;
+			why = why ? why : "no memory";
+		}
+		tlsx_wipe(&st);
+	}
+	/* kept no longer than its session (what it may be resumed by) */
+	const unsigned char *q = e->im->st.session.p;
+	SSL_SESSION *s = q ? kp_ssl.d2i_SSL_SESSION(NULL, &q, (long)e->im->st.session.len) : NULL;
+	long left = s ? kp_ssl.SSL_SESSION_get_timeout(s) - ((long)time(NULL) - kp_ssl.SSL_SESSION_get_time(s)) : 0;
+	if (s)
+		kp_ssl.SSL_SESSION_free(s);
+	if (msg && left < 2)
+		why = "its session ends";
+	if (msg && !why && (msg = key_update_out(msg, &cap, hidden))) {
+		bool sent = kp_broker_tls_put(key, e->im->name, (uint32_t)(left - 1), hidden, meta, msg, cap) == 0;
+		kp_warn("across: the connection %s the broker (%zu bytes)", sent ? "passed on to" : "not taken by", cap);
+	} else {
+		kp_warn("across: the connection not passed on: %s", why ? why : "its KeyUpdate not sent");
+	}
+	if (msg) {
+		kp_ssl.OPENSSL_cleanse(msg, cap);
+		free(msg);
+	}
+}
+#endif
+
+bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key,
+		 const struct pool_meta *meta)
+{
+	if (e->im) {
+#ifdef KP_TEST_ACROSS_VERIFY
+		if (!e->dead && across_hand_test())
+			foreign_out(e, hidden, key, meta);
+#endif
+		/* closed here (its socket went on, or is spent): a program's
+		 * SSL still alive (closed before SSL_free) is answered as a
+		 * closed handle (EBADF), its engine never writes to the number
+		 * again */
+		kp_lock(&tls_lock);
+		struct handle *h = user ? handle_find(user) : NULL;
+		if (h && h->e == e)
+			h->closed = true;
+		e->dead = true;
+		kp_unlock(&tls_lock);
+		return false;
+	}
 	if (e->dead || !shim_ctx_get())
 		return false;
 	if (kp_ssl.SSL_has_pending(e->ssl) || kp_ssl.SSL_get_shutdown(e->ssl) ||
 	    !kp_ssl.SSL_is_init_finished(e->ssl))
 		return false;
-	if (kp_cfg.tls_across && !e->foreign && state_export(e, hidden, key))
+	if (kp_cfg.tls_across && !e->foreign && state_export(e, hidden, key, meta))
 		return false;
 	kp_lock(&tls_lock);
 	bool ok = true;

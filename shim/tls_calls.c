@@ -53,9 +53,25 @@ static void autoretry_cleared(SSL *ssl)
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	if (h && h->e->ssl != ssl && h->verified && !h->io_once && !h->closed &&
-	    kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION)
+	    engine_version(h->e) >= TLS1_3_VERSION)
 		h->remake |= REMAKE_AUTORETRY;
 	kp_unlock(&tls_lock);
+}
+
+/* A mode set or cleared on an SSL a foreign engine answers: the program's
+ * SSL takes it, the engine its I/O modes (docs/tls-across.md "The
+ * hand-out in another process").  False: not such an SSL. */
+static bool foreign_modes(SSL *ssl, int cmd, long larg, void *parg, long *ret)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	struct tlsf *f = h && h->e->im ? &h->e->im->f : NULL;
+	kp_unlock(&tls_lock);
+	if (!f)
+		return false;
+	*ret = kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
+	tlsf_set_mode(f, (uint32_t)kp_ssl.SSL_ctrl(ssl, SSL_CTRL_MODE, 0, NULL));
+	return true;
 }
 
 long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
@@ -67,6 +83,9 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 	     cmd == SSL_CTRL_GET_CLIENT_CERT_TYPES) &&
 	    kp_tls_peer_full(ssl, cmd, parg, &full_ret))
 		return full_ret;
+	union kp_fq_ret fr;
+	if (cmd == SSL_CTRL_GET_EXTMS_SUPPORT && kp_tls_foreign(ssl, KP_FQ_EXTMS, NULL, &fr))
+		return fr.i;
 	switch (cmd) {
 	case SSL_CTRL_SET_MAX_SEND_FRAGMENT:
 	case SSL_CTRL_SET_SPLIT_SEND_FRAGMENT:
@@ -89,6 +108,11 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 	case SSL_CTRL_CLEAR_MODE:
 		if (!kp_tls_route(ssl, true))
 			break;
+		if (foreign_modes(ssl, cmd, larg, parg, &full_ret)) {
+			if (cmd == SSL_CTRL_CLEAR_MODE && (larg & SSL_MODE_AUTO_RETRY))
+				autoretry_cleared(ssl);
+			return full_ret;
+		}
 		kp_ssl.SSL_ctrl(e, cmd, larg, parg); /* the engine does its I/O */
 		if (cmd == SSL_CTRL_CLEAR_MODE && (larg & SSL_MODE_AUTO_RETRY))
 			autoretry_cleared(ssl);
@@ -138,7 +162,7 @@ static bool session_copied(const struct handle *h, const SSL *ssl, bool *early)
 	/* A TLS 1.3 server's tickets come after its Finished, and the
 	 * program's own SSL takes them at its first read: until then its
 	 * session has no id and is not resumable */
-	*early = h && !h->read_once && kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION;
+	*early = h && !h->read_once && engine_version(h->e) >= TLS1_3_VERSION;
 	/* (a resumption of its own session: the engine's is that one) */
 	if (h && h->verified && !h->resumed)
 		return true;
@@ -312,7 +336,7 @@ bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
 		 * session (which shows no signature, no CertificateRequest,
 		 * and below TLS 1.3 no key exchange) */
 		f = h->resumed ? &none : &h->e->full;
-		tls13 = kp_ssl.SSL_version(h->e->ssl) >= TLS1_3_VERSION;
+		tls13 = engine_version(h->e) >= TLS1_3_VERSION;
 	} else if (r && r->offered && reused) {
 		f = &r->offered_full; /* a session of ours resumed */
 	}
@@ -327,6 +351,7 @@ struct io {
 	struct handle *h;
 	SSL *e;
 	struct kp_conn *c; /* the connection that frames it, or NULL */
+	struct tlsf *f;    /* a connection taken from another process: its engine */
 	int fd;
 	bool closed;
 	int shut; /* the shutdown bits our answers made up (h->shut) */
@@ -345,6 +370,7 @@ static bool io_look(SSL *ssl, struct io *io, bool new_call)
 			h->synth_err = 0;
 		io->h = h;
 		io->e = h->e->ssl;
+		io->f = h->e->im ? &h->e->im->f : NULL;
 		io->fd = h->fd;
 		io->closed = h->closed;
 		io->shut = h->shut;
@@ -695,18 +721,106 @@ static ssize_t io_error(SSL *e, int r)
 	}
 }
 
-/* A handed-out SSL's first read: its own TLS 1.3 connection would take
- * the server's tickets there (they follow its Finished), each in libssl's
- * state_machine, which begins with ERR_clear_error() and errno = 0; the
- * first owner's read took them (a ticket in its session says one came).
- * (docs/tls.md "The handshake's clean slate").  Caller holds tls_lock. */
-static void tickets_taken(SSL *e)
+/* ------------------------------------------------------------ the foreign engine */
+
+/* A connection taken from another process (docs/tls-across.md "The
+ * hand-out in another process") is answered by the foreign engine: the
+ * same calls as the engine's SSL, OpenSSL's numbers, the reason of an SSL
+ * error raised on the program's queue as its own SSL would have raised it. */
+static int foreign_io(struct tlsf *f, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
-	SSL_SESSION *sess = kp_ssl.SSL_get_session(e);
-	if (kp_ssl.SSL_version(e) >= TLS1_3_VERSION && sess && kp_ssl.SSL_SESSION_has_ticket(sess)) {
-		kp_ssl.ERR_clear_error();
-		errno = 0;
+	int r = -1;
+	bool failed;
+	switch (op) {
+	case KP_TLS_READ:
+		r = tlsf_read(f, buf, n > INT_MAX ? INT_MAX : (int)n);
+		break;
+	case KP_TLS_READ_EX:
+		r = tlsf_read_ex(f, buf, n, done);
+		break;
+	case KP_TLS_PEEK:
+		r = tlsf_peek(f, buf, n > INT_MAX ? INT_MAX : (int)n);
+		break;
+	case KP_TLS_PEEK_EX:
+		r = tlsf_peek_ex(f, buf, n, done);
+		break;
+	case KP_TLS_WRITE:
+		r = tlsf_write(f, buf, n > INT_MAX ? INT_MAX : (int)n);
+		break;
+	case KP_TLS_WRITE_EX:
+		r = tlsf_write_ex(f, buf, n, done);
+		break;
 	}
+	failed = op == KP_TLS_READ_EX || op == KP_TLS_PEEK_EX || op == KP_TLS_WRITE_EX ? r != 1 : r <= 0;
+	int reason = tlsf_last_reason(f), saved = errno;
+	if (failed && reason >= 0 && tlsf_get_error(f, r) == SSL_ERROR_SSL) {
+		kp_ssl.ERR_new();
+		kp_ssl.ERR_set_error(ERR_LIB_SSL, reason, NULL);
+	}
+	errno = saved;
+	return r;
+}
+
+static int io_engine(const struct io *io, enum kp_tls_op op, void *buf, size_t n, size_t *done)
+{
+	return io->f ? foreign_io(io->f, op, buf, n, done) : io_real(io->e, op, buf, n, done);
+}
+
+/* io_error for the engine io names */
+static ssize_t io_error_of(const struct io *io, int r)
+{
+	if (!io->f)
+		return io_error(io->e, r);
+	int saved = errno;
+	switch (tlsf_get_error(io->f, r)) {
+	case SSL_ERROR_ZERO_RETURN:
+		return 0;
+	case SSL_ERROR_WANT_READ:
+	case SSL_ERROR_WANT_WRITE:
+		errno = EAGAIN;
+		return -1;
+	case SSL_ERROR_SYSCALL:
+		if (!saved)
+			return 0;
+		errno = saved;
+		return -1;
+	default:
+		if (tlsf_last_reason(io->f) == SSL_R_UNEXPECTED_EOF_WHILE_READING)
+			return 0;
+		errno = EPROTO;
+		return -1;
+	}
+}
+
+static int eng_get_shutdown(const struct io *io)
+{
+	return io->f ? tlsf_get_shutdown(io->f) : kp_ssl.SSL_get_shutdown(io->e);
+}
+
+static void eng_set_shutdown(const struct io *io, int mode)
+{
+	if (io->f)
+		tlsf_set_shutdown(io->f, mode);
+	else
+		kp_ssl.SSL_set_shutdown(io->e, mode);
+}
+
+static int eng_shutdown(const struct io *io)
+{
+	if (!io->f)
+		return KP_OUTSIDE(kp_ssl.SSL_shutdown(io->e));
+	int r = tlsf_shutdown(io->f), reason = tlsf_last_reason(io->f), saved = errno;
+	if (r < 0 && reason >= 0 && tlsf_get_error(io->f, r) == SSL_ERROR_SSL) {
+		kp_ssl.ERR_new();
+		kp_ssl.ERR_set_error(ERR_LIB_SSL, reason, NULL);
+	}
+	errno = saved;
+	return r;
+}
+
+static bool eng_in_init(const struct io *io)
+{
+	return !io->f && kp_ssl.SSL_in_init(io->e);
 }
 
 /* A handed-out SSL reads (or writes): its own would have taken a TLS 1.3
@@ -717,7 +831,7 @@ static unsigned io_noted(SSL *ssl, bool read)
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	unsigned remake = h && !h->io_once ? h->remake : 0;
-	SSL *first_read = h && read && !h->read_once && h->e->ssl != ssl ? h->e->ssl : NULL;
+	SSL *first_read = h && read && !h->read_once && !h->e->im && h->e->ssl != ssl ? h->e->ssl : NULL;
 	if (first_read)
 		tickets_taken(first_read);
 	if (h) {
@@ -885,7 +999,7 @@ static int shut_write_refused(struct io *io)
 static int shut_made_real(struct io *io, const char *why)
 {
 	kp_conn_tls_spoil(io->c, io->fd, why);
-	return KP_OUTSIDE(kp_ssl.SSL_shutdown(io->e));
+	return eng_shutdown(io);
 }
 
 /* A read after it that would wait for the server (its close_notify not
@@ -943,15 +1057,15 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 	}
 	struct kp_conn *c = io.c;
 	/* after libssl's own close_notify, its refusal: nothing held or sent */
-	if (!c || (write && (kp_ssl.SSL_get_shutdown(io.e) & SSL_SENT_SHUTDOWN)))
-		return io_real(io.e, op, buf, n, done);
+	if (!c || (write && (eng_get_shutdown(&io) & SSL_SENT_SHUTDOWN)))
+		return io_engine(&io, op, buf, n, done);
 	if (!write)
 		shut_read(&io);
 	if (write) {
 		if (!replay_stepped(ssl, &io))
 			return ex ? 0 : -1;
 		if (!(c = io.c))
-			return io_real(io.e, op, buf, n, done);
+			return io_engine(&io, op, buf, n, done);
 		ssize_t ret;
 		int saved = errno;
 		kp_tls_push_err = 0;
@@ -972,7 +1086,7 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 			 * it came) */
 			int err = kp_tls_push_err;
 			if (!err) {
-				bool notified = kp_ssl.SSL_get_shutdown(io.e) & SSL_RECEIVED_SHUTDOWN;
+				bool notified = eng_get_shutdown(&io) & SSL_RECEIVED_SHUTDOWN;
 				err = __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || notified ? SSL_ERROR_ZERO_RETURN
 												   : SSL_ERROR_SYSCALL;
 			}
@@ -982,14 +1096,14 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 			return ex ? 0 : -1;
 		}
 		io_get(ssl, &io); /* a fresh connection may have been made */
-		int r = io_real(io.e, op, buf, n, done);
+		int r = io_engine(&io, op, buf, n, done);
 		/* a zero-length write sends nothing: no failure of the connection */
 		if (!n)
 			return r;
 		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
 		saved = errno;
 		if (got <= 0)
-			got = io_error(io.e, r);
+			got = io_error_of(&io, r);
 		kp_conn_tls_send_done(c, io.fd, buf, n, got);
 		errno = saved;
 		return r;
@@ -999,7 +1113,7 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 		if (!replay_stepped(ssl, &io))
 			return ex ? 0 : -1;
 		if (!(c = io.c))
-			return io_real(io.e, op, buf, n, done);
+			return io_engine(&io, op, buf, n, done);
 		/* a close line's bytes left from the last read come first */
 		size_t extra = n ? kp_recv_extra(c, io.fd, buf, n > INT_MAX ? INT_MAX : n, peek) : 0;
 		if (extra) {
@@ -1007,7 +1121,7 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 				*done = extra;
 			return ex ? 1 : (int)extra;
 		}
-		pending = kp_ssl.SSL_has_pending(io.e);
+		pending = io.f ? tlsf_has_pending(io.f) : kp_ssl.SSL_has_pending(io.e);
 		if (kp_conn_tls_eof(c, io.fd, pending)) {
 			closer_told(&c->key, __atomic_load_n(&c->close_kind, __ATOMIC_ACQUIRE)); /* the program reads our EOF */
 			synth(&io, SSL_ERROR_ZERO_RETURN);
@@ -1015,12 +1129,12 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 				*done = 0;
 			return 0;
 		}
-		int r = io_real(io.e, op, buf, n, done);
+		int r = io_engine(&io, op, buf, n, done);
 		int saved = errno;
 		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
 		if (got <= 0) /* as the socket calls would say it (recv_done) */
-			got = io_error(io.e, r);
-		if (got == 0 && kp_conn_tls_server_closing(c, io.fd))
+			got = io_error_of(&io, r);
+		if (got == 0 && !io.f && kp_conn_tls_server_closing(c, io.fd))
 			closer_learn(io.e, r, &c->key, __atomic_load_n(&c->close_kind, __ATOMIC_ACQUIRE));
 		ssize_t shown = got;
 		bool again = kp_conn_tls_recv_done(c, io.fd, buf, n, &shown, peek ? MSG_PEEK : 0);
@@ -1088,6 +1202,10 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	int raises = quiet_begin(ssl);
 	int r = tls_io(ssl, &io, op, buf, n, done);
 	bool ex = op == KP_TLS_READ_EX || op == KP_TLS_PEEK_EX || op == KP_TLS_WRITE_EX;
+	/* the foreign engine's socket writes go without the signal: its
+	 * EPIPE is the socket's, as a socket BIO's write() meets it */
+	if (io.f && errno == EPIPE)
+		kp_tls_epipe = true;
 	/* (errno: a call a replay answered may have met EPIPE first) */
 	quiet_end(raises, (ex ? r != 1 : r <= 0) && errno == EPIPE);
 	return r;
@@ -1100,6 +1218,9 @@ int kp_tls_get_error(const SSL *ssl, int ret)
 		struct handle *h = handle_find(ssl);
 		int synth_err = h ? h->synth_err : 0;
 		SSL *e = h ? h->e->ssl : (SSL *)ssl;
+		/* (the import lives as long as the handle's engine: the
+		 * program's own SSL is not freed while it asks) */
+		struct tlsf *f = h && h->e->im ? &h->e->im->f : NULL;
 		bool close_made = h && h->close_made;
 		kp_unlock(&tls_lock);
 		/* as libssl's: a success first, then the error queue, then
@@ -1111,6 +1232,8 @@ int kp_tls_get_error(const SSL *ssl, int ret)
 			return ERR_GET_LIB(queued) == ERR_LIB_SYS ? SSL_ERROR_SYSCALL : SSL_ERROR_SSL;
 		if (synth_err)
 			return synth_err;
+		if (f)
+			return tlsf_get_error(f, ret);
 		ssl = e;
 		/* a kept SSL given our "received" close_notify (kept_own):
 		 * libssl's last answer is ZERO_RETURN when the close_notify
@@ -1133,6 +1256,8 @@ int kp_tls_shutdown(SSL *ssl)
 		return KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl));
 	int raises = quiet_begin(ssl);
 	int r = tls_shutdown(ssl, io);
+	if (io.f && r < 0 && errno == EPIPE)
+		kp_tls_epipe = true; /* (the foreign engine's send: MSG_NOSIGNAL) */
 	quiet_end(raises, r < 0); /* its close_notify met the socket's EPIPE */
 	return r;
 }
@@ -1142,7 +1267,7 @@ static int tls_shutdown(SSL *ssl, struct io io)
 	int r;
 	if (io.closed)
 		return kept_own(ssl) ? KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl)) : refused(&io);
-	int real_shut = kp_ssl.SSL_get_shutdown(io.e);
+	int real_shut = eng_get_shutdown(&io);
 	kp_lock(&tls_lock);
 	bool late = io.h->watched_late;
 	kp_unlock(&tls_lock);
@@ -1150,16 +1275,16 @@ static int tls_shutdown(SSL *ssl, struct io io)
 		/* a watcher set late is told the close_notify its own
 		 * SSL_shutdown sends (kp_tls_watched): libssl's own */
 		kp_conn_tls_spoil(io.c, io.fd, "SSL_shutdown watched");
-		kp_ssl.SSL_set_shutdown(io.e, real_shut | io.shut);
-		return KP_OUTSIDE(kp_ssl.SSL_shutdown(io.e));
+		eng_set_shutdown(&io, real_shut | io.shut);
+		return eng_shutdown(&io);
 	}
-	if (io.c && ((real_shut & SSL_SENT_SHUTDOWN) || kp_ssl.SSL_in_init(io.e))) {
+	if (io.c && ((real_shut & SSL_SENT_SHUTDOWN) || eng_in_init(&io))) {
 		/* shutdown or handshake state set outside our answers
 		 * (SSL_set_shutdown, SSL_key_update, SSL_renegotiate): libssl's
 		 * own answer, from the engine that holds it */
 		kp_conn_tls_spoil(io.c, io.fd, "SSL_shutdown after a state set outside it");
-		kp_ssl.SSL_set_shutdown(io.e, real_shut | io.shut);
-		return KP_OUTSIDE(kp_ssl.SSL_shutdown(io.e));
+		eng_set_shutdown(&io, real_shut | io.shut);
+		return eng_shutdown(&io);
 	}
 	if (io.c && kp_conn_tls_at_end(io.c, io.fd)) {
 		/* no close_notify: the connection may be parked.  As OpenSSL's
@@ -1176,7 +1301,7 @@ static int tls_shutdown(SSL *ssl, struct io io)
 		if (!quiet && !owed && sent) {
 			/* a second call waits for the server's close_notify */
 			r = shut_made_real(&io, "SSL_shutdown called again");
-			return r == 0 ? KP_OUTSIDE(kp_ssl.SSL_shutdown(io.e)) : r;
+			return r == 0 ? eng_shutdown(&io) : r;
 		}
 		if (!quiet && !owed && ssl_bio_imported())
 			/* BIO_f_ssl writes the program's SSL from inside libssl,
@@ -1201,7 +1326,7 @@ static int tls_shutdown(SSL *ssl, struct io io)
 	}
 	if (io.c)
 		kp_conn_tls_spoil(io.c, io.fd, "SSL_shutdown mid-exchange");
-	r = KP_OUTSIDE(kp_ssl.SSL_shutdown(io.e));
+	r = eng_shutdown(&io);
 	return r;
 }
 
@@ -1211,11 +1336,14 @@ int kp_tls_get_shutdown(const SSL *ssl)
 	if (__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
 		kp_lock(&tls_lock);
 		struct handle *h = handle_find(ssl);
+		struct tlsf *f = h && h->e->im ? &h->e->im->f : NULL;
 		if (h) {
 			shut = h->shut;
 			ssl = h->e->ssl;
 		}
 		kp_unlock(&tls_lock);
+		if (f)
+			return tlsf_get_shutdown(f) | shut;
 	}
 	r = kp_ssl.SSL_get_shutdown(ssl);
 	return r | shut;
@@ -1233,6 +1361,8 @@ int kp_tls_pending(const SSL *ssl, bool has)
 			return has ? 1 : extra;
 		if (io.c && __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE))
 			return 0;
+		if (io.f)
+			return has ? tlsf_has_pending(io.f) : tlsf_pending(io.f);
 		ssl = io.e;
 	}
 	r = has ? kp_ssl.SSL_has_pending(ssl) : kp_ssl.SSL_pending(ssl);
@@ -1320,8 +1450,7 @@ bool kp_tls_set_shutdown(SSL *ssl, int mode)
 	/* at a request boundary, the bits are what our SSL_shutdown answers
 	 * from (the common "no close_notify" before SSL_free: the
 	 * connection stays parkable, nothing is sent, as alone) */
-	if (io.c && !kp_ssl.SSL_get_shutdown(io.e) && !kp_ssl.SSL_in_init(io.e) &&
-	    kp_conn_tls_at_end(io.c, io.fd)) {
+	if (io.c && !eng_get_shutdown(&io) && !eng_in_init(&io) && kp_conn_tls_at_end(io.c, io.fd)) {
 		kp_lock(&tls_lock);
 		struct handle *h = handle_find(ssl);
 		if (h)
@@ -1339,7 +1468,7 @@ bool kp_tls_set_shutdown(SSL *ssl, int mode)
 	if (h)
 		h->shut = 0;
 	kp_unlock(&tls_lock);
-	kp_ssl.SSL_set_shutdown(io.e, mode);
+	eng_set_shutdown(&io, mode);
 	return true;
 }
 
@@ -1385,7 +1514,9 @@ SSL *kp_tls_after_set(SSL *ssl, enum kp_tls_after what, const char *why)
 	if (what == KP_AFTER_OPTIONS) {
 		/* the options that act after the handshake, as at hand-out
 		 * (reset at the next one: the connection stays parkable) */
-		if (io.e != ssl)
+		if (io.f)
+			tlsf_set_options(io.f, kp_ssl.SSL_get_options(ssl));
+		else if (io.e != ssl)
 			engine_take_options(io.e, ssl);
 		return NULL;
 	}

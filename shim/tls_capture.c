@@ -292,6 +292,8 @@ static const char *state_keys(SSL *ssl, const struct capture *c, struct tlsx_sta
 		return "a cipher the record layer does not carry";
 	st->version = c->version;
 	st->cipher = (uint16_t)cipher;
+	if (c->version < TLS1_3_VERSION && kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_EXTMS_SUPPORT, 0, NULL) == 1)
+		st->flags |= TLSX_EXTMS;
 	kp_ssl.SSL_get_client_random(ssl, st->client_random, 32);
 	kp_ssl.SSL_get_server_random(ssl, st->server_random, 32);
 	if (c->version == TLS1_3_VERSION) {

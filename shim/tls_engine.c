@@ -460,6 +460,7 @@ static void shown_drop(struct shown *sh);
 
 void engine_free(struct kp_tls *e)
 {
+	kp_tls_import_free(e->im);
 	if (!e->foreign) {
 		/* a clean end for OpenSSL: no session removal (the first
 		 * owner's remove-session callback) for a connection never shut */
@@ -480,6 +481,11 @@ void engine_free(struct kp_tls *e)
 	conf_free(&e->conf);
 	cfg_free(&e->cfg);
 	free(e);
+}
+
+int engine_version(const struct kp_tls *e)
+{
+	return e->im ? tlsf_version(&e->im->f) : kp_ssl.SSL_version(e->ssl);
 }
 
 /* Caller holds tls_lock.  True when the caller must engine_free(e) after
@@ -677,6 +683,20 @@ const char *watcher(SSL *ssl, const struct conf *conf)
 	if (conf->msg_cb)
 		return "a message callback";
 	return NULL;
+}
+
+/* A handed-out SSL's first read: its own TLS 1.3 connection would take
+ * the server's tickets there (they follow its Finished), each in libssl's
+ * state_machine, which begins with ERR_clear_error() and errno = 0; the
+ * first owner's read took them (a ticket in its session says one came).
+ * (docs/tls.md "The handshake's clean slate").  Caller holds tls_lock. */
+void tickets_taken(SSL *e)
+{
+	SSL_SESSION *sess = kp_ssl.SSL_get_session(e);
+	if (kp_ssl.SSL_version(e) >= TLS1_3_VERSION && sess && kp_ssl.SSL_SESSION_has_ticket(sess)) {
+		kp_ssl.ERR_clear_error();
+		errno = 0;
+	}
 }
 
 /* Why ssl's handshake (with recorded settings conf) can neither be handed
@@ -1045,12 +1065,17 @@ static void shown_keep(struct kp_tls *e, const struct handle *h)
 	sh->leaf = kp_ssl.SSL_get1_peer_certificate(was);
 	sh->result_known = !h->verify_set;
 	sh->result = h->verified && !h->resumed ? h->verify_result : kp_ssl.SSL_get_verify_result(was);
-	sh->version = kp_ssl.SSL_version(was);
+	/* (a foreign engine's placeholder holds the session: its peer and
+	 * suite; the version and ALPN are the import's) */
+	sh->version = engine_version(h->e);
 	const SSL_CIPHER *ci = kp_ssl.SSL_get_current_cipher(was);
 	sh->cipher = ci ? kp_ssl.SSL_CIPHER_get_id(ci) : 0;
 	const unsigned char *alpn = NULL;
 	unsigned alpn_len = 0;
-	kp_ssl.SSL_get0_alpn_selected(was, &alpn, &alpn_len);
+	if (h->e->im)
+		tlsf_alpn(&h->e->im->f, &alpn, &alpn_len);
+	else
+		kp_ssl.SSL_get0_alpn_selected(was, &alpn, &alpn_len);
 	sh->alpn_len = alpn && alpn_len <= sizeof(sh->alpn) ? alpn_len : 0;
 	if (sh->alpn_len)
 		memcpy(sh->alpn, alpn, sh->alpn_len);
@@ -1235,7 +1260,8 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 			break;
 		}
 		if (g > 0)
-			r = KP_OUTSIDE(kp_ssl.SSL_write_ex(e->ssl, buf + off, len - off, &w));
+			r = e->im ? tlsf_write_ex(&e->im->f, buf + off, len - off, &w)
+				  : KP_OUTSIDE(kp_ssl.SSL_write_ex(e->ssl, buf + off, len - off, &w));
 		if (r == 1) {
 			off += w;
 			if (off < len)
@@ -1244,7 +1270,7 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 			break;
 		}
 		int saved = errno;
-		e2 = kp_ssl.SSL_get_error(e->ssl, r);
+		e2 = e->im ? tlsf_get_error(&e->im->f, r) : kp_ssl.SSL_get_error(e->ssl, r);
 		short ev = e2 == SSL_ERROR_WANT_READ ? POLLIN : e2 == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
 		if (!ev || !may_wait(waited)) {
 			err = e2 == SSL_ERROR_SYSCALL && saved ? saved
@@ -1268,10 +1294,38 @@ ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcn
 __thread int kp_tls_push_err;
 __thread bool kp_tls_push_wire;
 
+/* kp_tls_push on a foreign engine (docs/tls-across.md "The hand-out in
+ * another process"): the same answers, the reason of an SSL error raised
+ * as the program's own SSL would have queued it */
+static int push_foreign(struct kp_import *im, const void *buf, size_t len, size_t *w)
+{
+	uint64_t before = im->written;
+	int r = tlsf_write_ex(&im->f, buf, len, w);
+	kp_tls_push_wire = im->written != before;
+	if (r == 1) {
+		kp_tls_push_err = 0;
+		return 1;
+	}
+	int saved = errno, err = tlsf_get_error(&im->f, r), reason = tlsf_last_reason(&im->f);
+	*w = 0;
+	kp_tls_push_err = err;
+	if (err == SSL_ERROR_SSL && reason >= 0) {
+		kp_ssl.ERR_new();
+		kp_ssl.ERR_set_error(ERR_LIB_SSL, reason, NULL);
+	}
+	if (err == SSL_ERROR_WANT_WRITE || err == SSL_ERROR_WANT_READ)
+		errno = saved == EINTR ? EINTR : EAGAIN;
+	else
+		errno = err == SSL_ERROR_SYSCALL && saved ? saved : err == SSL_ERROR_SSL ? EPROTO : EPIPE;
+	return 0;
+}
+
 int kp_tls_push(struct kp_tls *e, const void *buf, size_t len, size_t *w)
 {
 	int r;
 	*w = 0;
+	if (e->im)
+		return push_foreign(e->im, buf, len, w);
 	BIO *wbio = kp_ssl.SSL_get_wbio(e->ssl);
 	uint64_t before = wbio ? kp_ssl.BIO_number_written(wbio) : 0;
 	int g = shown_gate(e, &r);

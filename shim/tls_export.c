@@ -194,7 +194,7 @@ static const char *check_fields(const struct tlsx_state *s)
 		return "version";
 	if (!tlsrec_key_len(s->cipher) || !hlen)
 		return "cipher";
-	if (s->flags & ~TLSX_RX_UPDATE_PENDING || (!v13 && s->flags))
+	if (s->flags & ~(v13 ? TLSX_RX_UPDATE_PENDING : TLSX_EXTMS))
 		return "flags";
 	if (!dir_canonical(&s->tx) || !dir_canonical(&s->rx))
 		return "a direction's unused bytes";

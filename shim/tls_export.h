@@ -25,6 +25,8 @@
 #define TLSX_RX_UPDATE_PENDING 1 /* TLS 1.3: ours asked for the peer's KeyUpdate before export
 				    (docs/tls-across.md "Security"): the receiving keys change
 				    when it comes */
+#define TLSX_EXTMS 2 /* TLS 1.2: the handshake used the extended master secret (RFC 7627):
+			what SSL_get_extms_support answers (TLS 1.3: 0) */
 
 struct tlsx_blob {
 	const uint8_t *p; /* into the decoded bytes (NULL when len is 0) */

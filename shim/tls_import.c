@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
 #include "real.h"
 #include "tls_real.h"
@@ -20,10 +21,14 @@ static long sock_recv(void *ctx, uint8_t *buf, size_t cap)
 
 static long sock_send(void *ctx, const uint8_t *buf, size_t len)
 {
-	const struct kp_import *im = ctx;
-	ssize_t n = kp_real.write(im->fd, buf, len);
-	if (n > 0)
+	struct kp_import *im = ctx;
+	/* (no SIGPIPE: a socket BIO's write() raises it, and the program's
+	 * call does, as kp_tls_quiet has it for an engine of ours) */
+	ssize_t n = kp_real.send(im->fd, buf, len, MSG_NOSIGNAL);
+	if (n > 0) {
+		im->written += (uint64_t)n;
 		return (long)n;
+	}
 	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) ? TLSF_IO_RETRY
 										     : TLSF_IO_ERROR;
 }

@@ -20,6 +20,8 @@ struct kp_import {
 	unsigned char *msg;     /* the message (malloc's), wiped at free */
 	size_t len;
 	int fd;                 /* the socket: read(2) and write(2) as a socket BIO */
+	uint64_t written;       /* bytes the socket took (a failed write's records too) */
+	uint8_t name[32];       /* the name it was taken under (the next put's) */
 };
 
 /* Import the message msg (len bytes, malloc'd: taken, whatever the

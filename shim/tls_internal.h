@@ -11,7 +11,9 @@
  *   tls_handout.c  handing a parked engine or a session to a program's
  *                  SSL, the verification it runs as its own, the tickets;
  *   tls_across.c   sessions through the broker (docs/tls-across.md) and
- *                  parking (which keeps the session here and there);
+ *                  parking (which keeps the session here and there); the
+ *                  gate and (test build) the hand-out of a connection
+ *                  from another process, its foreign engine's getters;
  *   tls_calls.c    the wrappers' logic (hooks_tls.c): the program's SSL
  *                  calls answered, the only file that calls conn.h.
  *
@@ -148,6 +150,12 @@ struct kp_tls {
 	long sess_timeout;   /* that context's session timeout at its handshake */
 	struct full full;    /* its full handshake's (engine_full) */
 	unsigned parks;      /* times parked (the test build's proof: tls_across.c) */
+	/* a connection taken from another process (docs/tls-across.md "The
+	 * hand-out in another process"): the foreign engine answers the
+	 * program's calls, and ssl is a placeholder of ours that never made
+	 * a handshake (any call not routed to the import meets a fresh SSL,
+	 * never freed memory) */
+	struct kp_import *im;
 	/* kp_tls_crypto_gen when its handshake started: the process-wide
 	 * crypto state (providers, default properties, RAND and engine
 	 * defaults) it was made under (docs/tls.md "Process-wide state") */
@@ -361,6 +369,8 @@ const char *cfg_mismatch(const struct cfg *was, const struct cfg *now);
 struct handle *handle_find(const SSL *ssl);
 void saved_free(struct saved *sv);
 void engine_free(struct kp_tls *e);
+/* SSL_version of the connection e carries (a foreign engine's too) */
+int engine_version(const struct kp_tls *e);
 bool engine_unref(struct kp_tls *e);
 void handle_free(struct handle *h);
 SSL_CTX *session_ctx(SSL *ssl);
@@ -368,6 +378,7 @@ bool tells_sessions(SSL_CTX *ctx);
 const char *watcher(SSL *ssl, const struct conf *conf);
 const char *bio_watcher(SSL *ssl);
 const char *never_for(SSL *ssl, const struct conf *conf);
+void tickets_taken(SSL *e);
 const struct conf *conf_of(const SSL *ssl);
 bool chain_equal(X509 *cert, SSL *ssl, STACK_OF(X509) *want);
 /* 1: e's SSL may carry the program's bytes; 0: its handshake is under way

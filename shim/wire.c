@@ -562,3 +562,48 @@ void after_close_drop(int fd, size_t n)
 		 "not sent (the server would have closed without reading them)",
 		 fd, n);
 }
+
+/* the byte at pos of the stream iov holds */
+static char *iov_byte(const struct iovec *iov, int iovcnt, size_t pos)
+{
+	for (int i = 0; i < iovcnt; i++) {
+		if (pos < iov[i].iov_len)
+			return (char *)iov[i].iov_base + pos;
+		pos -= iov[i].iov_len;
+	}
+	return NULL;
+}
+
+/*
+ * Show the program FRM_CLOSE_LINE at offset k of the n bytes its call
+ * returned in iov (docs/replay.md, "A closing answer"): the bytes from k
+ * on move up by its length; those that no longer fit go to extra (at most
+ * the line's length, since n <= the buffer), to be read first next time.
+ * The same bytes whatever the read sizes: a recv(1) loop reads the line a
+ * byte at a time.  Returns the count the call now returns.
+ */
+size_t kp_close_line_in(const struct iovec *iov, int iovcnt, size_t n, size_t k, char *extra, uint8_t *extra_len)
+{
+	static const char line[] = FRM_CLOSE_LINE;
+	const size_t L = FRM_CLOSE_LINE_LEN;
+	size_t cap = iov_total(iov, iovcnt), total = n + L;
+	size_t out = total < cap ? total : cap;
+#define STREAM_AT(j) ((j) < k ? *iov_byte(iov, iovcnt, (j)) \
+		      : (j) < k + L ? line[(j) - k] : *iov_byte(iov, iovcnt, (j) - L))
+	for (size_t j = out; j < total; j++) /* before anything moves */
+		extra[j - out] = STREAM_AT(j);
+#undef STREAM_AT
+	__atomic_store_n(extra_len, (uint8_t)(total - out), __ATOMIC_RELEASE);
+	if (out > k + L) {
+		if (iovcnt == 1) {
+			memmove((char *)iov[0].iov_base + k + L, (char *)iov[0].iov_base + k,
+				out - k - L);
+		} else {
+			for (size_t j = out; j-- > k + L;)
+				*iov_byte(iov, iovcnt, j) = *iov_byte(iov, iovcnt, j - L);
+		}
+	}
+	for (size_t j = k; j < k + L && j < out; j++)
+		*iov_byte(iov, iovcnt, j) = line[j - k];
+	return out;
+}

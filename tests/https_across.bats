@@ -4,7 +4,9 @@
 # Built so far: the capture of a followed connection's state at its
 # handshake (our keylog callback chained before the program's, the TLS
 # 1.2 master secret, the records counted both ways, KeyUpdates), its export
-# message at park, and its import into the foreign engine over the socket.
+# message at park, and its import into the foreign engine over the socket;
+# in the test build, the gate and the hand-out itself (KP_TEST_ACROSS_BROKER=2:
+# the next process's SSL answered by the foreign engine).
 # Each test compares a real client's output with and without the library
 # against nginx (TLS 1.3 and 1.2); nginx's log ($connection,
 # $connection_requests first) says which requests shared a connection.
@@ -230,13 +232,13 @@ gate_loop() {
 	local port=$1 xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
 	shift
 	mkdir -p -m 0700 "$xdg"
-	local ok="$PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f --ca $TLS/ca.pem --show $GATE_OK_ARGS"
+	local ok="$PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f --ca $TLS/ca.pem --show ${GATE_OK_ARGS:-}"
 	local script="$ok; $ok; ${GATE_CASE_ENV:+env $GATE_CASE_ENV} $PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f $*; $ok"
 	nginx_reset
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
 	nginx_reset
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
-		KEEPALIVE_PORTS="$port" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=1 "$ROOT/scripts/keepalive" \
+		KEEPALIVE_PORTS="$port" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER="${GATE_MODE:-1}" "$ROOT/scripts/keepalive" \
 		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
 	cat "$out/shim.err"
 	nginx_log
@@ -282,4 +284,184 @@ refused() { grep -c "across check: refused: $1" "$BATS_TEST_TMPDIR/shim.err" || 
 	assert_equal "refused $(refused 'another OpenSSL configuration')" "refused 2"
 	assert_equal "refused $(grep -c 'across check: refused' "$BATS_TEST_TMPDIR/shim.err" || true)" "refused 2"
 	assert_equal "checked $(checked 304)" "checked 0"
+}
+
+# handed: the processes the test build handed a connection from another
+# process (docs/tls-across.md "The hand-out in another process")
+handed() { grep -c 'a TLS connection from another process handed to the program' "$BATS_TEST_TMPDIR/shim.err" || true; }
+
+@test "the hand-out in another process (test build, KP_TEST_ACROSS_BROKER=2): a loop of python urllib processes, one request each, runs on one server connection after the first process's; the same output (TLS 1.3)" {
+	check_lib
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -m 0700 "$xdg"
+	use_tls 13
+	# the first process's connection teaches how the server ends (not
+	# parked); the second's is parked and goes to the broker; each later
+	# process takes the one before it at its SSL_connect, is answered by
+	# the foreign engine, and passes it on at its close
+	local script="for i in 1 2 3 4 5 6; do $PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $SERVER_PORT /f 1 $TLS/ca.pem || exit 1; done"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	cat "$out/shim.err"
+	nginx_log
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	assert_equal "handed $(handed)" "handed 4"
+	assert_equal "passed on $(grep -c 'across: the connection passed on to the broker' "$out/shim.err")" "passed on 4"
+	# six requests on two server connections: the first process's own,
+	# then the second's, carried through the four after it
+	assert_equal "requests $(nginx_requests)" "requests 6"
+	assert_equal "connections $(nginx_conns)" "connections 2"
+}
+
+across_refused() { grep -c "across: a connection from the broker not taken: $1" "$BATS_TEST_TMPDIR/shim.err" || true; }
+
+@test "the hand-out in another process: what the program reads of its SSL (version, cipher, peer certificate, session_reused, ALPN, compression, pending) is what its own handshake shows (TLS 1.3)" {
+	check_lib
+	use_tls 13
+	GATE_MODE=2 GATE_OK_ARGS=--getters gate_loop "$SERVER_PORT" --ca "$TLS/ca.pem" --show --getters
+	grep '^cipher=' "$BATS_TEST_TMPDIR/shim.out"
+	# the second process's connection, then carried through the third and fourth
+	assert_equal "handed $(handed)" "handed 2"
+	assert_equal "connections $(nginx_conns)" "connections 2"
+}
+
+@test "the hand-out in another process: TLS 1.2 is handed to a program with SSL_OP_NO_RENEGOTIATION (the loop on two server connections), same output and getters" {
+	check_lib
+	use_tls 12
+	GATE_MODE=2 GATE_OK_ARGS="--norenego --getters" gate_loop "$SERVER_PORT" --ca "$TLS/ca.pem" --norenego --show --getters
+	assert_equal "handed $(handed)" "handed 2"
+	assert_equal "connections $(nginx_conns)" "connections 2"
+}
+
+@test "the hand-out in another process, trust: a process with another CA file is not handed the connection (its own handshake fails as alone); one with CERT_NONE is not either (its own handshake); the verified ones after are (TLS 1.3)" {
+	check_lib
+	use_tls 13
+	GATE_MODE=2 gate_loop "$SERVER_PORT" --ca "$TLS/other-ca.pem" --show
+	grep -q '^error=SSLCertVerificationError' "$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "refused $(across_refused "the program's verification fails on it")" "refused 1"
+	# the refused state's socket is closed: the fourth process finds none
+	assert_equal "handed $(handed)" "handed 0"
+	GATE_MODE=2 gate_loop "$SERVER_PORT" --noverify --show
+	assert_equal "refused $(across_refused "the program's verification result is not X509_V_OK")" "refused 1"
+	# the fourth takes the connection CERT_NONE's process made and passed on
+	assert_equal "handed $(handed)" "handed 1"
+}
+
+@test "the hand-out in another process, the broker killed (SIGKILL) mid-loop: every process still succeeds, same output (TLS 1.3)" {
+	check_lib
+	use_tls 13
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -m 0700 "$xdg"
+	local get="$PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $SERVER_PORT /f 1 $TLS/ca.pem"
+	local script="for i in 1 2 3 4 5; do $get || exit 1; [ -n \"\${KEEPALIVE_BROKER_PID:-}\" ] && [ \$i = 3 ] && kill -9 \$KEEPALIVE_BROKER_PID; done; exit 0"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	cat "$out/shim.err"
+	nginx_log
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	assert_equal "requests $(nginx_requests)" "requests 5"
+	# the third took the second's; after the kill no process is handed one
+	assert_equal "handed $(handed)" "handed 1"
+}
+
+@test "the hand-out in another process: a server that closed the connection parked in the broker (nginx reloaded): the next process gets its answer on its own connection, as alone (TLS 1.3)" {
+	check_lib
+	use_tls 13
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -m 0700 "$xdg"
+	local get="$PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $SERVER_PORT /f 1 $TLS/ca.pem"
+	# after the third process nginx is reloaded: its old workers close the
+	# idle connections, the one in the broker among them
+	local reload="kill -HUP $NGINX_PID"
+	# until no connection to the server is established any more (the
+	# broker's, under the library, closed by the old worker: the broker
+	# then drops it), an event, not a delay
+	local closed="while ss -Htn state established '( dport = :$SERVER_PORT )' | grep -q .; do sleep 0.05; done"
+	local script="for i in 1 2 3 4 5; do $get || exit 1; if [ \$i = 3 ]; then $reload || exit 2; $closed; fi; done; exit 0"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	cat "$out/shim.err"
+	nginx_log
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	assert_equal "requests $(nginx_requests)" "requests 5"
+	# the third took the second's; the fourth found it closed (or none)
+	# and made its own; the fifth takes the fourth's
+	assert_equal "handed $(handed)" "handed 2"
+}
+
+@test "the hand-out in another process: a server that ends the handed connection under the process's request (its second on that connection, unanswered): the request is replayed on the program's own fresh handshake, same output (TLS 1.3)" {
+	check_lib
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR" log="$BATS_TEST_TMPDIR/own.log"
+	mkdir -m 0700 "$xdg"
+	# tests/servers/tls_close.py: every connection's second request is read
+	# and not answered (close_notify, then the FIN)
+	: >"$log"
+	TLS_CLOSE_CUT=2 "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" "$TLS/server.key" \
+		"$BATS_TEST_TMPDIR/port" "$log" notify 3>&- &
+	PIDS+=($!)
+	wait_until test -s "$BATS_TEST_TMPDIR/port"
+	local port
+	read -r port <"$BATS_TEST_TMPDIR/port"
+	local script="for i in 1 2 3 4 5; do $PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $port /f 1 $TLS/ca.pem || exit 1; done"
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	: >"$log"
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+		KEEPALIVE_PORTS="$port" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 KEEPALIVE_LOG=debug "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	grep -E 'across|replay|fresh' "$out/shim.err" || true
+	cat "$log"
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	# the third, fourth and fifth processes are each handed the one before
+	# theirs, whose server ends it under their request: each replayed on
+	# its own fresh handshake, answered once
+	assert_equal "handed $(handed)" "handed 3"
+	assert_equal "cut $(grep -c ' cut GET' "$log")" "cut 3"
+	assert_equal "answered $(grep -vc ' cut ' "$log")" "answered 5"
+}
+
+@test "the hand-out in another process: the getters of a full handshake's messages (tests/clients/tls_getters.c: peer chain, CA names, signature algorithms, certificate types, signatures, group, extended master secret) as the program's own handshake shows them, TLS 1.3 and 1.2; the key-exchange keys excepted (not carried)" {
+	check_lib
+	make -s -C "$ROOT" build/clients/tls_getters >&2
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -m 0700 "$xdg"
+	for v in 13 12; do
+		use_tls $v
+		# (renegotiation refused: a TLS 1.2 connection may be handed)
+		local script="for i in 1 2 3 4; do $ROOT/build/clients/tls_getters $SERVER_PORT $TLS/ca.pem 1 || exit 1; done"
+		nginx_reset
+		timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+		nginx_reset
+		timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+			KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 "$ROOT/scripts/keepalive" \
+			sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+		cat "$out/shim.err"
+		nginx_log
+		# the ephemeral keys of the key exchange (SSL_get_peer_tmp_key,
+		# SSL_get_tmp_key) are not in the state: what keeps the hand-out
+		# in the test build (docs/tls-across.md)
+		keyless() { sed -E 's/peer key [^ ]* own key [^ ]* //' "$1"; }
+		run diff <(keyless "$out/plain.out") <(keyless "$out/shim.out")
+		assert_success
+		# (its first connection ends with close_notify both ways: the
+		# server's end is known at once, and that connection is the one
+		# carried through the loop)
+		assert_equal "TLS $v: handed $(handed)" "TLS $v: handed 3"
+		assert_equal "TLS $v: connections $(nginx_conns)" "TLS $v: connections 1"
+	done
 }

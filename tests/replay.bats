@@ -654,3 +654,95 @@ dead_pieces_run() {
 		assert_equal "$(sed -n 2p "$BATS_TEST_TMPDIR/shim.out")" "/b: timeout"
 	done
 }
+
+# ---- before the first request (docs/replay.md "Before the first request")
+#
+# A connection from the pool whose first request has not gone is, to the
+# program, a fresh connection: the server's idle close must not reach it.
+# tests/servers/idle_cue.py closes its idle kept connections on the
+# client's cue (a fifo), and says how many it closed; the clients
+# (tests/clients/before_first.c, before_first.py) GET /warm, connect
+# again (the library hands the kept connection out), and then, before
+# their request:
+# - a thread reads the connection (blocking read, poll then read, epoll
+#   then read; Python's recv), seen waiting in /proc/self/task/TID/syscall,
+#   and the server closes: the library before returned the EOF to the
+#   reader (read, epoll, recv: "read 0 (EOF)", the request never answered);
+#   now a fresh connection goes under the fd and the read is made again
+#   there.  (poll: the library before swapped inside poll, but busy, so a
+#   write racing the swap went to the dead socket; this test writes once
+#   the reader waits again, after the swap, so it passes on the old code:
+#   the rev3e scratch's timing reproduction, early2, hung there)
+# - the process forks (the child exits; execs /bin/true; system("true");
+#   a child reads the answer; Python's os.fork()), then the server closes:
+#   the library before kept the reused connection past the hand-off with
+#   neither probe nor replay, and the request met the close (EOF); now the
+#   hand-off puts a fresh connection under the fd first, shared by parent
+#   and child.
+# Events only: the server's FIN awaited in /proc/net/tcp, the reader's
+# wait in /proc.  The same output as alone, the same requests at the
+# server (its "closed" lines aside).
+
+idle_cue_start() {
+	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
+	OWN_DIR="$BATS_TEST_TMPDIR/cue"
+	mkdir -p "$OWN_DIR"
+	rm -f "$OWN_DIR/port"
+	OWN_LOG="$OWN_DIR/log"
+	: >"$OWN_LOG"
+	"$PYTHON" "$ROOT/tests/servers/idle_cue.py" "$OWN_DIR/port" "$OWN_DIR" "$OWN_LOG" \
+		</dev/null >/dev/null 2>"$OWN_DIR/err" 3>&- &
+	OWN_PID=$!
+	wait_until test -s "$OWN_DIR/port"
+	read -r SERVER_PORT <"$OWN_DIR/port"
+}
+
+# before_first_cmd KIND MODE [METHOD]: the client's command line for the
+# server running now (C: KIND c, Python: KIND py)
+before_first_cmd() {
+	if [ "$1" = c ]; then
+		BF_CMD=("$CLIENTS/before_first" "$2" "$3" "$SERVER_PORT" "$OWN_DIR" 2)
+	else
+		BF_CMD=("$PYTHON" "$ROOT/tests/clients/before_first.py" "$2" "$SERVER_PORT" "$OWN_DIR" 2)
+	fi
+}
+
+# before_first_case KIND MODE [METHOD]: alone, then with the library, each
+# against a fresh server; the same status, output and requests
+before_first_case() {
+	idle_cue_start
+	before_first_cmd "$@"
+	run_plain "${BF_CMD[@]}"
+	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/plain.reqs" || true
+	idle_cue_start
+	before_first_cmd "$@"
+	run_shim "${BF_CMD[@]}"
+	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/shim.reqs" || true
+	echo "$*: $SHIM_STATS"
+	cat "$BATS_TEST_TMPDIR/shim.out" "$OWN_LOG"
+	head -n 5 "$BATS_TEST_TMPDIR/shim.err"
+	assert_both_ok
+	assert_same_output
+	run cmp "$BATS_TEST_TMPDIR/plain.reqs" "$BATS_TEST_TMPDIR/shim.reqs"
+	assert_success
+	# the library did meet the server's close: it kept /warm's connection
+	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "$*: no kept connection was closed"
+}
+
+before_first_c() {
+	make -s -C "$ROOT" build/clients/before_first >&2
+	local method
+	for method in GET POST; do
+		before_first_case c "$1" "$method"
+	done
+}
+
+@test "before the first request, a thread's blocking read: the server's idle close never reaches it (a fresh connection)" { before_first_c read; }
+@test "before the first request, a thread's poll then read: the request and the read on one fresh connection" { before_first_c poll; }
+@test "before the first request, a thread's epoll_wait then read: the server's idle close never reaches it" { before_first_c epoll; }
+@test "before the first request, Python: a thread's recv, then sendall: answered as alone" { before_first_case py recv; }
+@test "a fork before the first request (the child exits), then the server's idle close: answered as alone" { before_first_c fork; }
+@test "fork and exec before the first request, then the server's idle close: answered as alone" { before_first_c exec; }
+@test "system() before the first request, then the server's idle close: answered as alone" { before_first_c system; }
+@test "a forked child reads the answer to the parent's first request, after the server's idle close: as alone" { before_first_c forkread; }
+@test "Python os.fork() before the first request, then the server's idle close: answered as alone" { before_first_case py osfork; }

@@ -3,7 +3,7 @@
 # what the program can see: the body, or the error's class and reason;
 # with --show, the protocol, session_reused and the peer's subject.
 # Usage: python3 tls_once.py HOST PORT PATH [--ca FILE|--system] [--name SNI]
-#        [--max 1.2] [--noverify] [--cert PREFIX] [--norenego] [--show] [--time]
+#        [--max 1.2] [--noverify] [--cert PREFIX] [--norenego] [--show] [--getters] [--time]
 # --norenego: SSL_OP_NO_RENEGOTIATION (a TLS 1.2 connection from another
 # process is handed only to such a program: docs/tls-across.md)
 import ssl, sys, time, urllib.request, http.client
@@ -36,6 +36,11 @@ try:
     if "--show" in opts:
         print("version=%s reused=%s subject=%s" % (s.version(), s.session_reused,
               dict(x[0] for x in s.getpeercert()["subject"]) if ctx.verify_mode != ssl.CERT_NONE else "-"))
+    if "--getters" in opts:  # what the SSL's getters answer after the handshake
+        der = s.getpeercert(binary_form=True)
+        print("cipher=%s alpn=%s compression=%s shared=%s pending=%d peer=%d bytes %s" % (
+            s.cipher(), s.selected_alpn_protocol(), s.compression(), s.shared_ciphers(), s.pending(),
+            len(der) if der else 0, s.getpeercert() if ctx.verify_mode != ssl.CERT_NONE else "-"))
     r = c.getresponse()
     body = r.read()
     if "--time" in opts:  # connect, handshake and request, in ms

@@ -11,6 +11,10 @@ closes").
 
 Usage: tls_close.py CERT KEY PORT_FILE LOG MODE
 LOG gets "<conn_id> <request line>" per request, before the answer.
+With TLS_CLOSE_CUT=N in the environment, the Nth request on any
+connection is read and not answered: logged "<conn_id> cut <request line>",
+the connection then ended as MODE says (a keep-alive server's close of an
+idle connection that crossed a request: docs/replay.md).
 """
 import os
 import socket
@@ -23,6 +27,7 @@ ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(cert, key)
 lock = threading.Lock()
 count = [0]
+cut_at = int(os.environ.get("TLS_CLOSE_CUT", "0"))
 
 
 def serve(raw, conn_id):
@@ -32,6 +37,7 @@ def serve(raw, conn_id):
         raw.close()
         return
     buf = b""
+    nth = 0
     while True:
         while b"\r\n\r\n" not in buf:
             try:
@@ -43,13 +49,16 @@ def serve(raw, conn_id):
                 return
             buf += data
         head, buf = buf.split(b"\r\n\r\n", 1)
+        nth += 1
+        cut = nth == cut_at
         with lock:
             with open(log_path, "a") as f:
-                f.write("%d %s\n" % (conn_id, head.split(b"\r\n")[0].decode()))
-        if b"\r\nconnection: close" not in head.lower():
+                f.write("%d %s%s\n" % (conn_id, "cut " if cut else "", head.split(b"\r\n")[0].decode()))
+        if not cut and b"\r\nconnection: close" not in head.lower():
             s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
             continue
-        s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+        if not cut:
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
         agent = [l for l in head.lower().split(b"\r\n") if l.startswith(b"user-agent:")]
         ragged = mode == "ragged" or (mode == "byagent" and any(b"msie" in l for l in agent))
         if not ragged:

@@ -45,6 +45,7 @@ static void make_state(struct tlsx_state *s, uint16_t version, uint16_t cipher)
 		CHECK(tlsrec_init12(&s->tx, &s->rx, cipher, secret, 48, cr, sr, 1) == 0);
 		s->exporter_len = 48;
 		s->finished_len = s->peer_finished_len = 12;
+		s->flags = TLSX_EXTMS; /* (round-trips: SSL_get_extms_support's answer) */
 	}
 	memset(s->exporter, 0xee, s->exporter_len);
 	memcpy(s->client_random, cr, 32);
@@ -156,13 +157,11 @@ static void one(uint16_t version, uint16_t cipher)
 	e.cipher = 53;
 	refused(&e, "cipher");
 	e = s;
-	e.flags = 2;
+	e.flags = 4;
 	refused(&e, "flags");
-	if (version == TLSREC_V12) {
-		e = s;
-		e.flags = TLSX_RX_UPDATE_PENDING;
-		refused(&e, "flags");
-	}
+	e = s;
+	e.flags = version == TLSREC_V12 ? TLSX_RX_UPDATE_PENDING : TLSX_EXTMS;
+	refused(&e, "flags");
 	e = s;
 	e.tx.key[31] = 1;
 	if (cipher == TLSREC_AES_GCM_128)
