@@ -584,7 +584,9 @@ KP_EXPORT SSL_CTX *SSL_CTX_new(const SSL_METHOD *m)
 {
 	if (MISSING(SSL_CTX_new))
 		return NULL;
+	kp_tls_ctx_new(true);
 	SSL_CTX *ctx = kp_ssl.SSL_CTX_new(m);
+	kp_tls_ctx_new(false);
 	if (ctx && !INTERNAL() && kp_ssl_bind())
 		kp_tls_note_new(ctx, NULL);
 	return ctx;
@@ -596,7 +598,9 @@ KP_EXPORT SSL_CTX *SSL_CTX_new_ex(OSSL_LIB_CTX *libctx, const char *propq, const
 {
 	if (MISSING(SSL_CTX_new_ex))
 		return NULL;
+	kp_tls_ctx_new(true);
 	SSL_CTX *ctx = kp_ssl.SSL_CTX_new_ex(libctx, propq, m);
+	kp_tls_ctx_new(false);
 	if (ctx && !INTERNAL() && kp_ssl_bind()) {
 		kp_tls_note_new(ctx, NULL);
 		if (libctx || propq)
@@ -761,6 +765,37 @@ KP_EXPORT int SSL_set_session(SSL *s, SSL_SESSION *sess)
 	return r;
 }
 
+/* A handed-out SSL is connected, as far as its program can tell: libssl
+ * dups a connected SSL by taking a reference to it (docs/tls.md "The
+ * first owner's SSL"); its own, still "before", would be copied */
+KP_EXPORT SSL *SSL_dup(SSL *s)
+{
+	if (MISSING(SSL_dup))
+		return NULL;
+	if (!INTERNAL() && kp_ssl_bind() && kp_tls_route(s, false) != s)
+		return kp_ssl.SSL_up_ref(s) ? s : NULL;
+	return kp_ssl.SSL_dup(s);
+}
+
+/* libssl's copies f's real session (its own SSL_get_session): from a
+ * handed-out SSL, the session its program reads instead; t's settings
+ * copied from f's (CERT, the session id context) noted as t's */
+KP_EXPORT int SSL_copy_session_id(SSL *t, const SSL *f)
+{
+	if (MISSING(SSL_copy_session_id))
+		return 0;
+	int r = kp_ssl.SSL_copy_session_id(t, f);
+	if (r != 1 || INTERNAL() || !kp_ssl_bind())
+		return r;
+	kp_tls_note_copy_session(t, f);
+	SSL_SESSION *sess;
+	if (kp_tls_session(f, &sess)) {
+		r = kp_ssl.SSL_set_session(t, sess);
+		kp_tls_set_session(t);
+	}
+	return r;
+}
+
 KP_EXPORT void SSL_set_shutdown(SSL *s, int mode)
 {
 	if (MISSING(SSL_set_shutdown))
@@ -900,6 +935,28 @@ KP_EXPORT int SSL_CTX_set_alpn_protos(SSL_CTX *ctx, const unsigned char *p, unsi
 	int r = kp_ssl.SSL_CTX_set_alpn_protos(ctx, p, len);
 	if (r == 0 && !INTERNAL() && kp_ssl_bind())
 		kp_tls_note_list(ctx, CONF_ALPN, p, len);
+	return r;
+}
+
+/* the session id context: a resumption checks the session's against
+ * the SSL's, and a session reads it (no getter: docs/tls.md "The record") */
+KP_EXPORT int SSL_set_session_id_context(SSL *s, const unsigned char *p, unsigned int len)
+{
+	if (MISSING(SSL_set_session_id_context))
+		return 0;
+	int r = kp_ssl.SSL_set_session_id_context(s, p, len);
+	if (r == 1 && !INTERNAL() && kp_ssl_bind())
+		kp_tls_note_list(s, CONF_SID_CTX, p, len);
+	return r;
+}
+
+KP_EXPORT int SSL_CTX_set_session_id_context(SSL_CTX *ctx, const unsigned char *p, unsigned int len)
+{
+	if (MISSING(SSL_CTX_set_session_id_context))
+		return 0;
+	int r = kp_ssl.SSL_CTX_set_session_id_context(ctx, p, len);
+	if (r == 1 && !INTERNAL() && kp_ssl_bind())
+		kp_tls_note_list(ctx, CONF_SID_CTX, p, len);
 	return r;
 }
 

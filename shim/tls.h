@@ -292,6 +292,7 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear);
 enum kp_conf_list {
 	CONF_ALPN, CONF_GROUPS, CONF_SIGALGS, CONF_CLIENT_SIGALGS,
 	CONF_PHA, /* "1": post-handshake authentication offered */
+	CONF_SID_CTX, /* the session id context (no getter) */
 	CONF_LISTS
 };
 /* ... numbers (0: libssl's default) ... */
@@ -307,7 +308,7 @@ enum kp_never {
 	NEVER_APP_VERIFY, NEVER_DANE, NEVER_CERT_CB, NEVER_NPN, NEVER_ENGINE, NEVER_TMP_ECDH,
 	NEVER_CUSTOM_EXT, NEVER_PSK, NEVER_ACCEPT, NEVER_LIBCTX, NEVER_UNKNOWN,
 	NEVER_UNKNOWN_CTRL, NEVER_UNKNOWN_CB, NEVER_SRP, NEVER_STATUS_CB, NEVER_PADDING_CB,
-	NEVER_TICKET_EXT, NEVER_LOOKUP, NEVER_DEBUG_CB,
+	NEVER_TICKET_EXT, NEVER_LOOKUP, NEVER_DEBUG_CB, NEVER_SERVERNAME_CB,
 };
 struct conf {
 	unsigned char *list[CONF_LISTS];
@@ -327,8 +328,14 @@ void kp_tls_note_ctrl(const void *obj, int cmd, long larg, const void *parg, lon
 /* SSL_callback_ctrl / SSL_CTX_callback_ctrl: set (cb != NULL) or cleared */
 void kp_tls_note_callback_ctrl(const void *obj, int cmd, bool set);
 void kp_tls_note_new(const void *obj, const void *ctx);
+/* around the real SSL_CTX_new: what is noted while it runs (openssl.cnf)
+ * is the new context's */
+void kp_tls_ctx_new(bool running);
 /* SSL_set_SSL_CTX(ssl, ctx): ssl's certificate settings are ctx's now */
 void kp_tls_note_set_ctx(const void *ssl, const void *ctx, const void *before);
+/* SSL_copy_session_id(t, f): t's certificate settings and session id
+ * context are f's now */
+void kp_tls_note_copy_session(const void *t, const void *f);
 void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb);
 /* an info or message callback set on obj (an SSL, or a context: is_ctx)
  * after an SSL was handed a pooled connection (docs/tls.md "Callbacks

@@ -190,7 +190,18 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 	long at = ours && h->verified ? h->handed_at : 0;
 	if (ours && src == h->sess_src && early == h->sess_early) {
 		*out = h->sess;
+		/* a fatal error on the connection since made the engine's
+		 * session not resumable: so it would have made the program's
+		 * (libssl's remove_session marks the copy, found in no cache) */
+		SSL_SESSION *spoilt = src && *out && !kp_ssl.SSL_SESSION_is_resumable(src) &&
+					      kp_ssl.SSL_SESSION_is_resumable(*out) && kp_ssl.SSL_SESSION_up_ref(*out)
+				      ? *out
+				      : NULL;
 		kp_unlock(&tls_lock);
+		if (spoilt) {
+			kp_ssl.SSL_CTX_remove_session(kp_ssl.SSL_get_SSL_CTX(ssl), spoilt);
+			kp_ssl.SSL_SESSION_free(spoilt);
+		}
 		return true;
 	}
 	if (src && !kp_ssl.SSL_SESSION_up_ref(src))
@@ -820,6 +831,9 @@ static unsigned io_noted(SSL *ssl, bool read)
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	unsigned remake = h && !h->io_once ? h->remake : 0;
+	SSL *first_read = h && read && !h->read_once && !h->e->im && h->e->ssl != ssl ? h->e->ssl : NULL;
+	if (first_read)
+		tickets_taken(first_read);
 	if (h) {
 		h->remake = 0;
 		h->read_once |= read;
@@ -1042,7 +1056,8 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 		return ex ? 0 : r;
 	}
 	struct kp_conn *c = io.c;
-	if (!c)
+	/* after libssl's own close_notify, its refusal: nothing held or sent */
+	if (!c || (write && (eng_get_shutdown(&io) & SSL_SENT_SHUTDOWN)))
 		return io_engine(&io, op, buf, n, done);
 	if (!write)
 		shut_read(&io);
@@ -1058,7 +1073,7 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 			if (ret >= 0) {
 				if (done)
 					*done = (size_t)ret;
-				errno = saved;
+				errno = 0; /* as the socket BIO's write() left it */
 				return ex ? 1 : (int)ret;
 			}
 			/* the engine's record begun and not finished (WANT_WRITE:
@@ -1082,6 +1097,9 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 		}
 		io_get(ssl, &io); /* a fresh connection may have been made */
 		int r = io_engine(&io, op, buf, n, done);
+		/* a zero-length write sends nothing: no failure of the connection */
+		if (!n)
+			return r;
 		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
 		saved = errno;
 		if (got <= 0)
@@ -1205,6 +1223,13 @@ int kp_tls_get_error(const SSL *ssl, int ret)
 		struct tlsf *f = h && h->e->im ? &h->e->im->f : NULL;
 		bool close_made = h && h->close_made;
 		kp_unlock(&tls_lock);
+		/* as libssl's: a success first, then the error queue, then
+		 * what our answer made up */
+		if (synth_err && ret > 0)
+			return SSL_ERROR_NONE;
+		unsigned long queued = synth_err ? kp_ssl.ERR_peek_error() : 0;
+		if (queued)
+			return ERR_GET_LIB(queued) == ERR_LIB_SYS ? SSL_ERROR_SYSCALL : SSL_ERROR_SSL;
 		if (synth_err)
 			return synth_err;
 		if (f)
@@ -1293,6 +1318,10 @@ static int tls_shutdown(SSL *ssl, struct io io)
 		r = io.h->shut & SSL_RECEIVED_SHUTDOWN ? 1 : 0;
 		io.h->synth_err = r ? 0 : SSL_ERROR_SYSCALL;
 		kp_unlock(&tls_lock);
+		/* libssl's would have written its close_notify (or read the
+		 * server's) through the socket BIO, which clears errno */
+		if (!quiet)
+			errno = 0;
 		return r;
 	}
 	if (io.c)

@@ -31,6 +31,7 @@ static const char *const never_why[] = {
 	[NEVER_TICKET_EXT] = "a session ticket extension of its own",
 	[NEVER_LOOKUP] = "a certificate lookup method of its own in its store",
 	[NEVER_DEBUG_CB] = "a TLS extension debug callback",
+	[NEVER_SERVERNAME_CB] = "a servername callback",
 };
 
 static const char *const val_what[CONF_VALS] = {
@@ -47,6 +48,7 @@ static const char *const list_what[CONF_LISTS] = {
 	[CONF_SIGALGS] = "signature algorithms",
 	[CONF_CLIENT_SIGALGS] = "client signature algorithms",
 	[CONF_PHA] = "post-handshake authentication",
+	[CONF_SID_CTX] = "session id context",
 };
 
 void conf_free(struct conf *c)
@@ -102,9 +104,38 @@ const char *never_reason(unsigned never)
 	return NULL;
 }
 
+/* The real SSL_CTX_new applies openssl.cnf's system default section
+ * (Groups, SignatureAlgorithms, ClientSignatureAlgorithms, RecordPadding,
+ * ...) through the setters we note, before it returns the context: what
+ * is noted while it runs is the new context's, and stays in its record
+ * (kp_tls_note_new keeps it). An older record at that address (an object
+ * freed behind our back) is dropped when the first setting is noted.
+ * (docs/tls.md "The record") */
+static __thread int ctx_new_running; /* SSL_CTX_new calls SSL_CTX_new_ex */
+static __thread const void *ctx_new_noted;
+
+void kp_tls_ctx_new(bool running)
+{
+	if (running && !ctx_new_running++)
+		ctx_new_noted = NULL;
+	else if (!running)
+		ctx_new_running--;
+}
+
+/* obj is the context made by the SSL_CTX_new that just returned, and
+ * what was noted while it ran is obj's */
+bool ctx_new_made(const void *obj)
+{
+	return obj && obj == ctx_new_noted;
+}
+
 struct record *record_get(const void *obj, bool create)
 {
 	struct record *r;
+	if (ctx_new_running && create && !ctx_new_noted) {
+		record_drop(obj);
+		ctx_new_noted = obj;
+	}
 	HASH_FIND_PTR(records, &obj, r);
 	if (!r && create && (r = calloc(1, sizeof(*r)))) {
 		r->obj = obj;
@@ -385,7 +416,6 @@ void kp_tls_note_callback_ctrl(const void *obj, int cmd, bool set)
 {
 	switch (cmd) {
 	case SSL_CTRL_SET_MSG_CALLBACK: /* a watcher: conf.msg_cb */
-	case SSL_CTRL_SET_TLSEXT_SERVERNAME_CB: /* a server's */
 	case SSL_CTRL_SET_TLSEXT_TICKET_KEY_CB:  /* a server's */
 	case SSL_CTRL_SET_TMP_DH_CB:             /* a server's */
 	case SSL_CTRL_SET_NOT_RESUMABLE_SESS_CB: /* a server's */
@@ -397,6 +427,14 @@ void kp_tls_note_callback_ctrl(const void *obj, int cmd, bool set)
 	 * handed-out connection's none (docs/tls.md "Callbacks that watch") */
 	case SSL_CTRL_SET_TLSEXT_DEBUG_CB:
 		kp_tls_note_never(obj, NEVER_DEBUG_CB, set);
+		return;
+	/* not only a server's: a client's handshake calls it too, once, as
+	 * it reads the server's extensions (final_server_name), and its
+	 * SSL_TLSEXT_ERR_ALERT_FATAL fails that handshake; a handed-out
+	 * connection would call it never (docs/tls.md "Callbacks that
+	 * watch"). Read from the context at the handshake, not copied. */
+	case SSL_CTRL_SET_TLSEXT_SERVERNAME_CB:
+		kp_tls_note_never(obj, NEVER_SERVERNAME_CB, set);
 		return;
 	case SSL_CTRL_SET_TLS_EXT_SRP_USERNAME_CB:
 	case SSL_CTRL_SET_SRP_VERIFY_PARAM_CB:
@@ -423,8 +461,32 @@ void kp_tls_note_set_ctx(const void *ssl, const void *ctx, const void *before)
 			enum kp_conf_list i = in_cert[k];
 			conf_set(&r->conf, i, cr ? cr->conf.list[i] : NULL, cr ? cr->conf.len[i] : 0);
 		}
+		/* the session id context follows the new context's if it was
+		 * the old one's (SSL_set_SSL_CTX), else it stays the SSL's */
+		struct record *br = before ? record_get(before, false) : NULL;
+		const struct conf *bc = br ? &br->conf : NULL;
+		size_t n = r->conf.len[CONF_SID_CTX];
+		if (n == (bc ? bc->len[CONF_SID_CTX] : 0) && (!n || !memcmp(r->conf.list[CONF_SID_CTX], bc->list[CONF_SID_CTX], n)))
+			conf_set(&r->conf, CONF_SID_CTX, cr ? cr->conf.list[CONF_SID_CTX] : NULL,
+				 cr ? cr->conf.len[CONF_SID_CTX] : 0);
 		unsigned bit = 1u << NEVER_CERT_CB;
 		r->conf.never = (r->conf.never & ~bit) | (cr ? cr->conf.never & bit : 0);
+	}
+	kp_unlock(&tls_lock);
+}
+
+void kp_tls_note_copy_session(const void *t, const void *f)
+{
+	kp_lock(&tls_lock);
+	struct record *r = record_get(t, true), *fr = record_get(f, false);
+	if (r) {
+		static const enum kp_conf_list copied[] = { CONF_SIGALGS, CONF_CLIENT_SIGALGS, CONF_SID_CTX };
+		for (unsigned k = 0; k < sizeof(copied) / sizeof(copied[0]); k++) {
+			enum kp_conf_list i = copied[k];
+			conf_set(&r->conf, i, fr ? fr->conf.list[i] : NULL, fr ? fr->conf.len[i] : 0);
+		}
+		unsigned bit = 1u << NEVER_CERT_CB;
+		r->conf.never = (r->conf.never & ~bit) | (fr ? fr->conf.never & bit : 0);
 	}
 	kp_unlock(&tls_lock);
 }

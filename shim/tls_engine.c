@@ -685,6 +685,20 @@ const char *watcher(SSL *ssl, const struct conf *conf)
 	return NULL;
 }
 
+/* A handed-out SSL's first read: its own TLS 1.3 connection would take
+ * the server's tickets there (they follow its Finished), each in libssl's
+ * state_machine, which begins with ERR_clear_error() and errno = 0; the
+ * first owner's read took them (a ticket in its session says one came).
+ * (docs/tls.md "The handshake's clean slate").  Caller holds tls_lock. */
+void tickets_taken(SSL *e)
+{
+	SSL_SESSION *sess = kp_ssl.SSL_get_session(e);
+	if (kp_ssl.SSL_version(e) >= TLS1_3_VERSION && sess && kp_ssl.SSL_SESSION_has_ticket(sess)) {
+		kp_ssl.ERR_clear_error();
+		errno = 0;
+	}
+}
+
 /* Why ssl's handshake (with recorded settings conf) can neither be handed
  * a pooled connection or session nor have its own connection pooled, or
  * NULL.  Caller holds tls_lock. */
@@ -701,6 +715,11 @@ const char *never_for(SSL *ssl, const struct conf *conf)
 	const char *why = never_reason(conf->never | (cr ? cr->conf.never : 0));
 	if (why)
 		return why;
+	/* a servername callback is read from the session context too when
+	 * the context has none (final_server_name) */
+	struct record *sr = record_get(session_ctx(ssl), false);
+	if (sr && (sr->conf.never & (1u << NEVER_SERVERNAME_CB)))
+		return never_reason(1u << NEVER_SERVERNAME_CB);
 	if (kp_ssl.SSL_CTX_get_client_cert_cb(ctx))
 		return "a client certificate callback";
 	/* (not followed at all: parking runs the chain store, client_chain) */
@@ -1348,7 +1367,9 @@ void kp_tls_push_fail(int ssl_err)
 void kp_tls_note_new(const void *obj, const void *ctx)
 {
 	kp_lock(&tls_lock);
-	record_drop(obj);
+	/* a context keeps what its SSL_CTX_new noted (openssl.cnf) */
+	if (ctx || !ctx_new_made(obj))
+		record_drop(obj);
 	/* an SSL freed behind our back (never seen by SSL_free): its handle
 	 * must not answer for the new one */
 	struct handle *stale = ctx ? handle_find(obj) : NULL;

@@ -360,6 +360,7 @@ const char *conf_mismatch(const struct conf *a, const struct conf *b);
 const char *never_reason(unsigned never);
 struct record *record_get(const void *obj, bool create);
 void record_drop(const void *obj);
+bool ctx_new_made(const void *obj);
 int deferred_fd(SSL *ssl);
 void cfg_free(struct cfg *c);
 void cfg_read(SSL *ssl, struct cfg *c);
@@ -377,6 +378,7 @@ bool tells_sessions(SSL_CTX *ctx);
 const char *watcher(SSL *ssl, const struct conf *conf);
 const char *bio_watcher(SSL *ssl);
 const char *never_for(SSL *ssl, const struct conf *conf);
+void tickets_taken(SSL *e);
 const struct conf *conf_of(const SSL *ssl);
 bool chain_equal(X509 *cert, SSL *ssl, STACK_OF(X509) *want);
 /* 1: e's SSL may carry the program's bytes; 0: its handshake is under way

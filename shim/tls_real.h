@@ -97,6 +97,8 @@ typedef void (*kp_any_fn)(void);
 	X(int, SSL_get_early_data_status, (const SSL *))                           \
 	X(int, SSL_set_alpn_protos, (SSL *, const unsigned char *, unsigned int)) \
 	X(int, SSL_CTX_set_alpn_protos, (SSL_CTX *, const unsigned char *, unsigned int)) \
+	X(int, SSL_set_session_id_context, (SSL *, const unsigned char *, unsigned int)) \
+	X(int, SSL_CTX_set_session_id_context, (SSL_CTX *, const unsigned char *, unsigned int)) \
 	X(void, SSL_CTX_set_cert_verify_callback, (SSL_CTX *, int (*)(X509_STORE_CTX *, void *), \
 						   void *))                          \
 	X(SSL_CTX *, SSL_CTX_new, (const SSL_METHOD *))                            \
@@ -167,6 +169,7 @@ typedef void (*kp_any_fn)(void);
 	X(int, SSL_get_security_level, (const SSL *))                              \
 	X(int, SSL_set_session, (SSL *, SSL_SESSION *))                            \
 	X(int, SSL_SESSION_is_resumable, (const SSL_SESSION *))                    \
+	X(int, SSL_CTX_remove_session, (SSL_CTX *, SSL_SESSION *))                 \
 	X(int, SSL_SESSION_has_ticket, (const SSL_SESSION *))                      \
 	X(kp_new_session_cb, SSL_CTX_sess_get_new_cb, (SSL_CTX *))                 \
 	X(int, SSL_SESSION_up_ref, (SSL_SESSION *))                                \
@@ -175,6 +178,8 @@ typedef void (*kp_any_fn)(void);
 	X(const SSL_CIPHER *, SSL_SESSION_get0_cipher, (const SSL_SESSION *))      \
 	X(int, SSL_is_server, (const SSL *))                                       \
 	X(int, SSL_copy_session_id, (SSL *, const SSL *))                          \
+	X(SSL *, SSL_dup, (SSL *))                                                 \
+	X(int, SSL_up_ref, (SSL *))                                                \
 	X(EVP_PKEY *, SSL_get_privatekey, (const SSL *))                           \
 	X(void, SSL_set_accept_state, (SSL *))                                     \
 	X(int, SSL_CTX_add_client_custom_ext, (SSL_CTX *, unsigned int, custom_ext_add_cb, \
