@@ -100,6 +100,12 @@ struct kp_conn {
 	bool connect_owed;   /* connect() answered EINPROGRESS for a pooled
 	                        connection: the next connect() answers 0 */
 	bool poolable;       /* nothing has happened that forbids parking */
+	/* an option that changes what a rewrite or a held piece would show:
+	 * SO_RCVLOWAT above 1 (its read waits past our EOF for the server's
+	 * close), SO_ZEROCOPY and SO_TIMESTAMPING (the kernel counts sends
+	 * one by one): no rewrite, no held piece (docs/hold.md "Options we
+	 * cannot carry") */
+	bool no_rewrite;
 	const char *unpooled; /* why poolable went false first (a literal) */
 	bool eof_owed;       /* the final response is complete: reads return 0 */
 	bool eof_written;    /* TLS: the program wrote after that EOF; its

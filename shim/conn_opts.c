@@ -65,6 +65,34 @@ void kp_note_nonblock(int fd, bool on)
 		c->nonblock = on; /* O_NONBLOCK belongs to the description all dups share */
 }
 
+/* The options of conn.h no_rewrite (SO_RCVLOWAT only above 1: its
+ * default; val unread where len is short, as the kernel would refuse it) */
+static bool rewrite_shows(int level, int name, const void *val, socklen_t len)
+{
+	if (level != SOL_SOCKET)
+		return false;
+	switch (name) {
+	case SO_RCVLOWAT: {
+		int v = 0;
+		if (!val || len < (socklen_t)sizeof(v))
+			return false;
+		memcpy(&v, val, sizeof(v));
+		return v > 1;
+	}
+#ifdef SO_ZEROCOPY
+	case SO_ZEROCOPY:
+#endif
+#ifdef SO_TIMESTAMPING_OLD
+	case SO_TIMESTAMPING_OLD:
+#endif
+#ifdef SO_TIMESTAMPING_NEW
+	case SO_TIMESTAMPING_NEW:
+#endif
+		return true;
+	}
+	return false;
+}
+
 void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len)
 {
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
@@ -95,6 +123,8 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 	}
 	if (!conn_lock(c, fd))
 		return;
+	if (rewrite_shows(level, name, val, len))
+		c->no_rewrite = true;
 	switch (kp_sockopts_record(&c->so, level, name, val, len)) {
 	case KP_OPT_KEPT:
 		break;
@@ -119,7 +149,7 @@ void kp_sockopt_before(struct kp_conn *c, int fd, int level, int name)
 {
 	if (kp_reentered() || c == KP_POOLED ||
 	    __atomic_load_n(&c->first, __ATOMIC_ACQUIRE) != KP_FIRST_UNSENT ||
-	    kp_sockopt_carried(level, name))
+	    kp_sockopt_carried(level, name) || !rewrite_shows(level, name, &(int){ 2 }, sizeof(int)))
 		return;
 	int saved = errno;
 	if (conn_lock(c, fd)) {

@@ -498,11 +498,9 @@ static int head_collect(struct kp_conn *c, int fd, struct head_send *s, ssize_t 
 		return HEAD_PASS_FLUSH;
 	}
 	if (s->hl == 0) {
-		if (!c->poolable || (s->flags & MSG_ZEROCOPY)) {
-			/* a piece is held only for a rewrite, and a connection
-			 * that may never be parked is not rewritten (head_rewritable).
-			 * A held piece would merge sends the kernel counts one by
-			 * one: MSG_ZEROCOPY's completion ids, SO_TIMESTAMPING's
+		if (c->no_rewrite || (s->flags & MSG_ZEROCOPY)) {
+			/* a held piece would merge sends the kernel counts one
+			 * by one: MSG_ZEROCOPY's completion ids, SO_TIMESTAMPING's
 			 * (docs/hold.md "Sends the kernel counts") */
 			held_set(c, s->old_held);
 			unvouch(c, fd, "an unfinished head on a connection that may not be pooled");
@@ -541,14 +539,13 @@ static bool head_rewritable(struct kp_conn *c, int fd, struct head_send *s)
 	const struct frm_req_head *h = &s->h;
 	bool may = !h->upgrade && !h->doubt && !h->conn_bound && h->method != FRM_M_CONNECT &&
 		   !c->handed_off && c->n_reqs < KP_MAX_PIPELINE && !stdin_reads(c);
-	/* A connection that may never be parked (an option we cannot carry,
-	 * SO_RCVLOWAT say, whose read would wait past our EOF for the
-	 * server's close; a routing option; any other unpool): a rewrite
-	 * could only cost, so the request goes out as the program wrote it
-	 * (docs/hold.md "Options we cannot carry") */
-	if (may && !c->poolable) {
-		kp_debug("fd %d: not rewritten: the connection may not be pooled (%s)", fd,
-			 c->unpooled ? c->unpooled : "?");
+	/* An option a rewrite would show (SO_RCVLOWAT: its read would wait
+	 * past our EOF for the server's close; conn.h no_rewrite): the request
+	 * goes out as the program wrote it (docs/hold.md "Options we cannot
+	 * carry").  Other unpoolable connections keep the rewrite: torn.bats
+	 * tears heads with a small SO_SNDBUF. */
+	if (may && c->no_rewrite) {
+		kp_debug("fd %d: not rewritten: an option a rewrite would show (conn.h no_rewrite)", fd);
 		return false;
 	}
 	/* More requests pipelined behind one that asks to close, in the same
