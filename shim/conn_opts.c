@@ -136,7 +136,8 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 	kp_unlock(&c->lock);
 }
 
-/* An option we cannot carry, set on a handed-out connection before its
+/* An option of conn.h no_rewrite (the value not known yet: SO_RCVLOWAT
+ * is asked as if above 1), set on a handed-out connection before its
  * first request: that connection is never parked again, and a fresh one
  * would be made under the program's fd if the request needed one
  * (unvouch: a request not followed; a replay), and the fresh socket
