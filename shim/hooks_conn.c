@@ -92,6 +92,7 @@ __attribute__((constructor)) static void kp_init(void)
 {
 	/* also with KEEPALIVE_DISABLE: the wrappers still call through */
 	kp_real_bind_signal_safe();
+	kp_readable_init();
 	kp_config_load();
 	if (kp_cfg.disabled)
 		return;

@@ -209,6 +209,8 @@ void kp_real_bind(void);
  * where the kernel would answer EFAULT lets it (docs/limits.md "A
  * pointer the kernel refuses").  errno kept. */
 bool kp_readable(const void *p, size_t len);
+/* kp_readable_init: once, from the constructor (under valgrind no probe) */
+void kp_readable_init(void);
 /* The same for the bytes an iovec names (the array itself readable), the
  * first most of them. */
 bool kp_readable_iov(const struct iovec *iov, int iovcnt, size_t most);
