@@ -314,7 +314,7 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 /* Before the program's setsockopt on c (conn_opts.c): an option we
  * cannot carry on a handed-out connection not yet used moves fd to a
  * fresh connection first. */
-void kp_sockopt_before(struct kp_conn *c, int fd, int level, int name);
+void kp_sockopt_before(struct kp_conn *c, int fd, int level, int name, const void *val, socklen_t len);
 bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const void *val, socklen_t len);
 
 /* getsockopt() on a reused connection: settle the previous owner's

@@ -9,6 +9,7 @@
 
 #include "conn_internal.h"
 #include "fdtable.h"
+#include "real.h"
 #include "sockopts.h"
 
 /* kp_note_sockopt without a lock: an option we could not follow; the
@@ -26,7 +27,8 @@ bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const vo
 {
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return false;
-	if (c == KP_POOLED || !c->so.n_pending)
+	/* (a value the kernel refuses: its EFAULT, not our read's SIGSEGV) */
+	if (c == KP_POOLED || !c->so.n_pending || !kp_readable(val, len))
 		return false;
 	if (!conn_lock(c, fd))
 		return false;
@@ -136,8 +138,9 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 	kp_unlock(&c->lock);
 }
 
-/* An option of conn.h no_rewrite (the value not known yet: SO_RCVLOWAT
- * is asked as if above 1), set on a handed-out connection before its
+/* An option of conn.h no_rewrite (its value read only where the kernel
+ * could: a value it refuses changes nothing), set on a handed-out
+ * connection before its
  * first request: that connection is never parked again, and a fresh one
  * would be made under the program's fd if the request needed one
  * (unvouch: a request not followed; a replay), and the fresh socket
@@ -146,11 +149,11 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
  * made now, before the option goes to the kernel, and the option lands
  * on the socket the program keeps (docs/hold.md "Sends the kernel
  * counts"). */
-void kp_sockopt_before(struct kp_conn *c, int fd, int level, int name)
+void kp_sockopt_before(struct kp_conn *c, int fd, int level, int name, const void *val, socklen_t len)
 {
 	if (kp_reentered() || c == KP_POOLED ||
 	    __atomic_load_n(&c->first, __ATOMIC_ACQUIRE) != KP_FIRST_UNSENT ||
-	    kp_sockopt_carried(level, name) || !rewrite_shows(level, name, &(int){ 2 }, sizeof(int)))
+	    kp_sockopt_carried(level, name) || !kp_readable(val, len) || !rewrite_shows(level, name, val, len))
 		return;
 	int saved = errno;
 	if (conn_lock(c, fd)) {

@@ -587,7 +587,7 @@ static KP_SLOW int setsockopt_slow(int fd, int level, int name, const void *val,
 	if (c && kp_sockopt_already(c, fd, level, name, val, len))
 		return 0;
 	if (c)
-		kp_sockopt_before(c, fd, level, name);
+		kp_sockopt_before(c, fd, level, name, val, len);
 	int r = KP_REAL(setsockopt)(fd, level, name, val, len);
 	if (r == 0 && kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_TCP || kp_fd_conn(fd))) {
 		int saved = errno;

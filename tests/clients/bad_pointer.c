@@ -2,9 +2,12 @@
  * bad_pointer.c - calls that fail with EFAULT alone: a pointer the kernel
  * refuses, on a socketpair the library never follows and on a connection
  * it does (a request that asked to close, rewritten, its answer waiting).
- * Each case runs in a child of its own, which prints what the call
- * returned; a child killed by a signal is printed so (docs/limits.md "A
- * pointer the kernel refuses": the library must not be that signal).
+ * setsockopt's value is read by the library before the kernel on a
+ * handed-out connection (an option its first owner set, or one a rewrite
+ * would show).  Each case runs in a child of its own, which prints what
+ * the call returned; a child killed by a signal is printed so
+ * (docs/limits.md "A pointer the kernel refuses": the library must not
+ * be that signal).
  *
  * usage: bad_pointer port [case]   (no case: all of them, in turn)
  */
@@ -119,6 +122,20 @@ static long one(const char *name, int port)
 		return send(fd, BAD, 10, 0);
 	if (!strcmp(name, "writev-base"))
 		return writev(fd, badv, 2);
+	if (!strncmp(name, "setsockopt-", 11)) {
+		/* on a handed-out connection (its first owner set SO_KEEPALIVE,
+		 * which the library carries), before its first request */
+		int on = 1;
+		setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof(on));
+		asked(fd);
+		char buf[4096];
+		while (read(fd, buf, sizeof(buf)) > 0)
+			;
+		close(fd);
+		conn_fd = fd = dial(port);
+		int opt = !strcmp(name, "setsockopt-keepalive") ? SO_KEEPALIVE : SO_RCVLOWAT;
+		return setsockopt(fd, SOL_SOCKET, opt, BAD, sizeof(int));
+	}
 	asked(fd);
 	if (!strcmp(name, "readv"))
 		return readv(fd, BAD, 1);
@@ -140,6 +157,7 @@ static const char *const CASES[] = {
 	"recvmsg-untracked", "sendmsg-untracked", "sendmmsg-untracked", "sendmsg-control-untracked",
 	"poll", "ppoll", "select", "pselect",
 	"writev", "sendmsg", "sendmsg-iov", "sendmmsg", "write", "write-held", "send", "writev-base",
+	"setsockopt-keepalive", "setsockopt-rcvlowat",
 	"readv", "recvmsg", "recvmsg-iov", "recvmmsg", "read", "recv-waitall",
 };
 
@@ -156,7 +174,8 @@ int main(int argc, char **argv)
 		if (pid == 0) {
 			long r = one(CASES[i], port);
 			printf("%s -> %ld %s\n", CASES[i], r, r < 0 ? strerror(errno) : "");
-			if (!strncmp(CASES[i], "write", 5) || !strcmp(CASES[i], "send"))
+			if (!strncmp(CASES[i], "write", 5) || !strcmp(CASES[i], "send") ||
+			    !strncmp(CASES[i], "setsockopt-", 11))
 				then_asks(CASES[i]);
 			fflush(stdout);
 			_exit(0);
