@@ -577,22 +577,28 @@ static int ep_real(enum ep_kind kind, int epfd, struct epoll_event *evs, int max
 /* Drop from evs the events of connections replayed just now (see
  * poll_settle): the fresh socket is registered in their place (watch.c
  * kp_watch_renew) and reports for itself, level, edge or one-shot as the
- * program registered it.  Returns the new count. */
+ * program registered it.  A readable report is settled too where TCP's
+ * state says the FIN came (kp_conn_read_settle, as poll_settle): events
+ * name the program's data, not the fd, so any readable report looks the
+ * set's records up (a lock and a scan of our watches; no system call
+ * unless the fd's connection may still be replayed).  Returns the new
+ * count. */
 static int ep_settle(int epfd, struct epoll_event *evs, int n)
 {
 	int d = 0;
-	while (d < n && !(evs[d].events & EPOLL_DEAD))
+	while (d < n && !(evs[d].events & (EPOLL_DEAD | EPOLLIN)))
 		d++;
 	if (d == n)
-		return n; /* the common case: nothing reported dead */
+		return n; /* nothing reported dead or readable */
 	struct kp_watch_hit hits[16];
 	int nh = kp_watch_hits(epfd, evs, n, hits, 16);
 	bool dropped = false;
 	for (int i = 0; i < nh; i++) {
-		if (!(evs[hits[i].index].events & EPOLL_DEAD))
+		uint32_t got = evs[hits[i].index].events;
+		struct kp_conn *c;
+		if (!(got & (EPOLL_DEAD | EPOLLIN)) || !(c = unsettled(hits[i].fd)))
 			continue;
-		struct kp_conn *c = unsettled(hits[i].fd);
-		if (c && kp_conn_ready_settle(c, hits[i].fd)) {
+		if ((got & EPOLL_DEAD) ? kp_conn_ready_settle(c, hits[i].fd) : kp_conn_read_settle(c, hits[i].fd)) {
 			evs[hits[i].index].events = 0;
 			dropped = true;
 		}

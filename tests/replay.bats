@@ -640,10 +640,10 @@ dead_pieces_run() {
 # alone: alone its wait ends at 2 s with nothing; the library before
 # replayed inside the blocking read and waited there for the answer
 # ("/b answered" after 6 s).
-@test "a FIN under a reused connection's request reads as readable: poll/select settle it within the program's timeout, as alone" {
+@test "a FIN under a reused connection's request reads as readable: poll/select/epoll settle it within the program's timeout, as alone" {
 	make -s -C "$ROOT" build/clients/poll_then_read >&2
 	local mode
-	for mode in poll select; do
+	for mode in poll select epoll epoll-et; do
 		scripted_start late_close_then_stall
 		run_plain "$CLIENTS/poll_then_read" "$SERVER_PORT" "$mode"
 		scripted_start late_close_then_stall
