@@ -320,12 +320,21 @@ __thread unsigned kp_read_swaps;
 bool read_unseen_end(struct kp_conn *c, int fd)
 {
 	struct kp_tcp_view v;
-	if (c->state != KP_ACTIVE || c->shut_how || c->tls || kp_tcp_view(fd, &v) < 0)
-		return false; /* (TLS: the engine's reads, the SSL layer's ends) */
-	if (kp_read_swaps != c->swaps)
+	if (c->state != KP_ACTIVE || c->shut_how || kp_tcp_view(fd, &v) < 0)
+		return false;
+	/* TLS: only a handed-out connection, read by the program's SSL
+	 * through the pooled engine (a pending engine's bytes are ciphertext
+	 * the program reads raw).  A read that began before another thread's
+	 * swap does not arise: an SSL is one thread's at a time, and the
+	 * engine's socket reads do not note the count (kp_read_swaps). */
+	if (c->tls && !c->tls_handed)
+		return false;
+	if (!c->tls && kp_read_swaps != c->swaps)
 		return v.state == TCP_ESTABLISHED;
 	if (c->first != KP_FIRST_UNSENT || !c->reused || v.state == TCP_ESTABLISHED)
 		return false; /* (ESTABLISHED: the program's own SHUT_RD) */
+	if (c->tls && (c->n_reqs || c->held_len))
+		return false; /* (as kp_conn_tls_remake: nothing of a request begun) */
 	conn_note_dead(c, 0);
 	kp_count(probed_dead);
 	if (swap_fresh(c, fd, false) < 0) {
@@ -956,10 +965,38 @@ bool lost_quiet(struct kp_conn *c, int fd, int flags, int *err)
  * request is not replayed under stays the program's to read.  Caller holds
  * c->lock.
  */
+/* ready_settle for a TLS connection: one handed out to the program's SSL
+ * whose first request has not gone, and whose server ended it while it
+ * waited (its idle close: close_notify and FIN, a bare FIN, a reset),
+ * reports readable (or an error) where the program's own connection, just
+ * made, has nothing to say: it gets a fresh connection now, the program's
+ * SSL its own handshake on it (swap_fresh, as the write path does when the
+ * request meets the dead socket), and the kernel is asked again there.
+ * Bytes waiting are no answer to anything: the server's close_notify (a
+ * request written past the engine would have broken the records).  Only
+ * once TCP says the server's FIN or reset is in: a close_notify alone
+ * stays the program's read's to meet (read_unseen_end then decides).
+ * docs/replay.md "Before the first request", TLS.  Caller holds c->lock. */
+static bool tls_ready_settle(struct kp_conn *c, int fd)
+{
+	struct kp_tcp_view v;
+	if (!c->tls_handed || c->first != KP_FIRST_UNSENT || !c->reused || c->n_reqs || c->held_len ||
+	    kp_tcp_view(fd, &v) < 0 || v.state == TCP_ESTABLISHED)
+		return false;
+	conn_note_dead(c, 0);
+	kp_count(probed_dead);
+	if (swap_fresh(c, fd, false) < 0)
+		return false;
+	kp_debug("fd %d: a handed-out TLS connection ended before its first request: a fresh one", fd);
+	return true;
+}
+
 bool ready_settle(struct kp_conn *c, int fd)
 {
-	if (c->state != KP_ACTIVE || c->tls || c->shut_how || c->handed_off)
+	if (c->state != KP_ACTIVE || c->shut_how || c->handed_off)
 		return false;
+	if (c->tls)
+		return tls_ready_settle(c, fd);
 	struct kp_tcp_view v;
 	int inq = 0;
 	if (kp_tcp_view(fd, &v) < 0 || KP_REAL(ioctl)(fd, FIONREAD, &inq) < 0)
@@ -1016,8 +1053,12 @@ bool kp_conn_ready_settle(struct kp_conn *c, int fd)
 bool kp_conn_read_settle(struct kp_conn *c, int fd)
 {
 	struct kp_tcp_view v;
-	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) || kp_tcp_view(fd, &v) < 0 ||
-	    v.state == TCP_ESTABLISHED)
+	/* (TLS: only a handed-out connection before its first request,
+	 * tls_ready_settle; a replay's is the read's to make) */
+	if (c == KP_POOLED ||
+	    (__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) &&
+	     __atomic_load_n(&c->first, __ATOMIC_RELAXED) != KP_FIRST_UNSENT) ||
+	    kp_tcp_view(fd, &v) < 0 || v.state == TCP_ESTABLISHED)
 		return false;
 	return kp_conn_ready_settle(c, fd);
 }
