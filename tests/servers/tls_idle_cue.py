@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""tls_idle_cue.py PORTFILE DIR LOG CERT KEY VERSION HOW - idle_cue.py over
+TLS: a keep-alive HTTPS/1.1 server whose idle close comes on the client's
+cue, not on a timer.
+
+VERSION 13 or 12 (the only TLS version offered).  No session tickets
+(num_tickets 0): a TLS 1.3 connection just made has then nothing to read,
+and a poll after its handshake says so, alone and with the library alike.
+
+Each connection is served request after request: the request line is
+logged as "<conn id> <method> <path>" (before the answer), a body framed by
+Content-Length is read and dropped, and the answer is "200 OK" with the
+path and a newline as its body (Content-Length, no Connection header).
+
+A line "close" on the fifo DIR/cue closes, as an idle timer would, every
+connection that has answered at least one request and waits for its next
+one, HOW: "notify" (close_notify, then the FIN: nginx's keepalive_timeout),
+"fin" (a bare FIN), "rst" (a reset: SO_LINGER 0).  The connection's own
+thread closes it (an SSL socket is one thread's), woken through a pipe; a
+fresh connection (nothing answered yet) is left alone, as nginx's
+keep-alive timer leaves it.  Each close is logged as "<conn id> closed",
+then how many were closed is written to the fifo DIR/done once all are:
+the client reads it and knows the server's close went out.  Listens on
+127.0.0.1; the port is written to PORTFILE.  (tests/replay.bats "Before
+the first request", TLS.)
+"""
+import os
+import select
+import socket
+import ssl
+import struct
+import sys
+import threading
+
+port_file, d, log_file, cert, key, version, how = sys.argv[1:8]
+cue, done = os.path.join(d, "cue"), os.path.join(d, "done")
+for f in (cue, done):
+    if not os.path.exists(f):
+        os.mkfifo(f)
+
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+ctx.load_cert_chain(cert, key)
+v = ssl.TLSVersion.TLSv1_3 if version == "13" else ssl.TLSVersion.TLSv1_2
+ctx.minimum_version = ctx.maximum_version = v
+ctx.num_tickets = 0
+
+lock = threading.Lock()
+idle = {}  # conn id -> (wake pipe's write end, event set once closed)
+ids = [0]
+
+
+def log(line):
+    with lock:
+        with open(log_file, "a") as f:
+            f.write(line + "\n")
+
+
+def idle_close(s, raw):
+    """The idle timer's close, HOW (raw: a descriptor of s's socket)."""
+    if how == "rst":
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        return
+    if how == "notify":
+        s.settimeout(0)
+        try:
+            s.unwrap()  # our close_notify; the client's is not awaited
+        except (ssl.SSLError, OSError):
+            pass
+    try:
+        raw.shutdown(socket.SHUT_RDWR)  # the FIN
+    except OSError:
+        pass
+
+
+def peer_closed(s):
+    """The client ended the connection already (its close is in, its
+    thread has not seen it yet): not idle."""
+    if not select.select([s], [], [], 0)[0]:
+        return False
+    s.settimeout(0)
+    try:
+        return s.recv(1) == b""
+    except (ssl.SSLWantReadError, BlockingIOError):
+        return False
+    except (ssl.SSLError, OSError):
+        return True
+
+
+def handle(conn, cid):
+    try:
+        s = ctx.wrap_socket(conn, server_side=True)
+    except (ssl.SSLError, OSError) as e:
+        sys.stderr.write("tls_idle_cue: %d: handshake: %r\n" % (cid, e))
+        conn.close()
+        return
+    raw = socket.socket(fileno=os.dup(s.fileno()))
+    buf, answered = b"", 0
+    wake_r, wake_w = os.pipe()
+    closed, result = threading.Event(), [0]
+    try:
+        while True:
+            while b"\r\n\r\n" not in buf:
+                if answered and not buf and not s.pending():
+                    with lock:
+                        idle[cid] = (wake_w, closed, result)
+                    ready, _, _ = select.select([s, wake_r], [], [])
+                    with lock:
+                        idle.pop(cid, None)
+                    if wake_r in ready:
+                        if peer_closed(s):
+                            return
+                        idle_close(s, raw)
+                        log("%d closed" % cid)
+                        result[0] = 1
+                        return
+                got = s.recv(65536)
+                if not got:
+                    return
+                buf += got
+            head, _, buf = buf.partition(b"\r\n\r\n")
+            lines = head.split(b"\r\n")
+            method, path = lines[0].split(b" ")[:2]
+            length = 0
+            for h in lines[1:]:
+                k, _, val = h.partition(b":")
+                if k.strip().lower() == b"content-length":
+                    length = int(val.strip())
+            while len(buf) < length:
+                got = s.recv(65536)
+                if not got:
+                    return
+                buf += got
+            buf = buf[length:]
+            log("%d %s %s" % (cid, method.decode(), path.decode()))
+            body = path + b"\n"
+            s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            answered += 1
+    except (ssl.SSLError, OSError) as e:
+        sys.stderr.write("tls_idle_cue: %d: %r\n" % (cid, e))
+    finally:
+        s.close()
+        raw.close()
+        os.close(wake_r)
+        closed.set()
+
+
+def cues():
+    while True:
+        with open(cue) as f:
+            for line in f:
+                if line.strip() != "close":
+                    continue
+                with lock:
+                    gone = list(idle.values())
+                    idle.clear()
+                for wake_w, closed, result in gone:
+                    os.write(wake_w, b"x")
+                n = 0
+                for wake_w, closed, result in gone:
+                    closed.wait()
+                    os.close(wake_w)
+                    n += result[0]
+                with open(done, "w") as w:
+                    w.write("%d\n" % n)
+
+
+threading.Thread(target=cues, daemon=True).start()
+listener = socket.socket()
+listener.bind(("127.0.0.1", 0))
+listener.listen(64)
+with open(port_file + ".tmp", "w") as f:
+    f.write("%d\n" % listener.getsockname()[1])
+os.rename(port_file + ".tmp", port_file)
+while True:
+    c, _ = listener.accept()
+    ids[0] += 1
+    threading.Thread(target=handle, args=(c, ids[0]), daemon=True).start()
