@@ -942,16 +942,12 @@ static void remake_watched(SSL *ssl, int fd, unsigned why)
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	bool go = h && !tells_sessions(session_ctx(ssl));
-	bool resumed = h && h->resumed;
 	kp_msg_cb msg = conf_of(ssl)->msg_cb;
 	kp_unlock(&tls_lock);
 	if (!go || kp_tls_keylog_of(kp_ssl.SSL_get_SSL_CTX(ssl)))
 		return;
-	/* what the hand-out counted, as the handshake about to be made
-	 * will count it (kp_tls_handout) */
-	SSL_SESSION *own = resuming(ssl);
-	unsigned id_len = 0;
-	bool missed = own && !resumed && kp_ssl.SSL_SESSION_get_id(own, &id_len) && id_len;
+	/* (what the hand-out counted is taken back by kp_tls_rehandshake:
+	 * the handshake about to be made counts itself) */
 	kp_info_cb info = kp_ssl.SSL_get_info_callback(ssl);
 	kp_ssl.SSL_set_info_callback(ssl, info_muted);
 	kp_ssl.SSL_set_msg_callback(ssl, NULL);
@@ -961,17 +957,6 @@ static void remake_watched(SSL *ssl, int fd, unsigned why)
 	kp_debug("fd %d: %s after the hand-out: %s", fd,
 		 why & REMAKE_WATCHED ? "a callback that watches set" : "AUTO_RETRY cleared",
 		 r == 0 ? "its own handshake on a fresh connection" : "no fresh connection, left on the pooled one");
-	if (r < 0)
-		return;
-	kp_lock(&tls_lock);
-	stat_add(ssl, STAT_CONNECT, -1);
-	if (kp_ssl.SSL_is_init_finished(ssl))
-		stat_add(ssl, STAT_GOOD, -1);
-	if (resumed)
-		stat_add(ssl, STAT_HIT, -1);
-	if (missed)
-		stat_add(ssl, STAT_MISS, -1);
-	kp_unlock(&tls_lock);
 }
 
 /* ------------------------------------------------------------ after the program's SSL_shutdown */

@@ -1137,6 +1137,28 @@ int shown_gate(struct kp_tls *e, int *hs)
 	return -1;
 }
 
+/* The handshake a hand-out counted in the program's context (kp_tls_handout,
+ * the hand-out across: a connect, a good one, the hit or the miss its
+ * offered session made) is taken back where the program's SSL makes its
+ * own on a fresh connection: libssl counts that one itself, and the
+ * program's counts say one handshake a connection, as alone, whichever
+ * swap made it (a replay, the write or the read that met the server's
+ * close before the first request, a watcher set after the hand-out).
+ * Caller holds tls_lock. */
+static void handout_uncount(const struct handle *h, SSL *ssl)
+{
+	SSL_SESSION *own = kp_ssl.SSL_get_session(ssl);
+	unsigned id_len = 0;
+	bool missed = own && kp_ssl.SSL_SESSION_is_resumable(own) && !h->resumed &&
+		      kp_ssl.SSL_SESSION_get_id(own, &id_len) && id_len;
+	stat_add(ssl, STAT_CONNECT, -1);
+	stat_add(ssl, STAT_GOOD, -1);
+	if (h->resumed)
+		stat_add(ssl, STAT_HIT, -1);
+	if (missed)
+		stat_add(ssl, STAT_MISS, -1);
+}
+
 int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 {
 	SSL *ssl = ssl_;
@@ -1146,6 +1168,8 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	if (h && e) {
+		if (h->e->ssl != ssl)
+			handout_uncount(h, ssl);
 		shown_keep(e, h);
 		free_old = engine_unref(h->e); /* the handle's reference */
 		e->ssl = ssl;

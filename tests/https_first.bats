@@ -18,7 +18,11 @@
 # is spent); CPython's recv with a timeout or non-blocking (alone:
 # TimeoutError, SSLWantReadError).  The library before returned the
 # server's end (ZERO_RETURN with shutdown 2, "unexpected eof", ECONNRESET;
-# readable, then that end): every cell fails there.  Events only: the
+# readable, then that end): every cell fails there.  The C client prints
+# its context's handshake counts last (SSL_CTX_sess_connect, _good, hits,
+# misses): the program's own handshake on the fresh connection and the
+# hand-out's were both counted before (6 where alone 4, the write path's
+# swap too: the "write" cell, which reads nothing before its request).  Events only: the
 # outcome of each call, never its time, is compared.
 
 load helpers
@@ -98,5 +102,6 @@ first_all() {
 @test "TLS before the first request: select reports nothing to read, as alone" { first_all c select; }
 @test "TLS before the first request: epoll reports nothing to read, as alone" { first_all c epoll; }
 @test "TLS before the first request: a blocking SSL_read bounded by SO_RCVTIMEO waits on the fresh connection" { first_all c rcvtimeo; }
+@test "TLS before the first request: the write meets the server's close, the context counts one handshake a connection, as alone" { first_all c write; }
 @test "TLS before the first request, CPython: recv with a timeout times out, as alone" { first_all py recv; }
 @test "TLS before the first request, CPython: a non-blocking recv says SSLWantReadError, as alone" { first_all py nbrecv; }

@@ -11,7 +11,8 @@
  *          nothing to read; readable then a read that says WANT_READ is
  *          printed as the same);
  *          rcvtimeo: a blocking SSL_read bounded by SO_RCVTIMEO (alone:
- *          WANT_READ once the bound is spent, nothing came)
+ *          WANT_READ once the bound is spent, nothing came);
+ *          write: nothing before the request (the write meets the close)
  *   CA     the test CA (ca.pem); the server is "localhost"
  *   DIR    the server's directory (its fifos cue and done)
  * Each round: GET /warm on a connection of its own (read, SSL_shutdown,
@@ -20,7 +21,8 @@
  * read; where it closed one (a library handed /warm's to our SSL), its
  * FIN (or reset) is awaited on that socket (/proc/net/tcp); then MODE,
  * its result printed (return, SSL_get_error, SSL_get_shutdown), then the
- * request /rN and its answer.  Only events are waited for.
+ * request /rN and its answer; at the end the context's handshake counts.
+ * Only events are waited for.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -246,6 +248,9 @@ int main(int argc, char **argv)
 		tls_close(ssl);
 		fflush(stdout);
 	}
+	/* the context's counts: one handshake a connection, as alone */
+	printf("handshakes %ld good %ld hits %ld misses %ld\n", SSL_CTX_sess_connect(ctx),
+	       SSL_CTX_sess_connect_good(ctx), SSL_CTX_sess_hits(ctx), SSL_CTX_sess_misses(ctx));
 	SSL_CTX_free(ctx);
 	return 0;
 }
