@@ -331,6 +331,9 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	assert_output --partial "group or others"
 }
 
+# _stopped PID: /proc says the process is stopped (state T)
+_stopped() { [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]; }
+
 # docs/broker.md "A stopped broker": the link's peer credentials name the
 # broker's pid, and /proc says it is stopped: no process waits for it.  The
 # library before waited KEEPALIVE_BROKER_TIMEOUT_MS in every process for a
@@ -339,6 +342,9 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	nginx_start
 	broker_start
 	kill -STOP "$BROKER_PID"
+	# (kill returns once the signal is sent; the broker is stopped when it
+	# next runs, later on a loaded machine: until then it answers)
+	wait_until _stopped "$BROKER_PID"
 	for i in 1 2 3; do
 		run_shim KEEPALIVE_LOG=info KEEPALIVE_BROKER="$BROKER_SOCK" "$PYTHON" "$PRODUCT_CLIENTS/urllib_get.py" 127.0.0.1 "$NGINX_PORT" /f 1
 		assert_equal "status $SHIM_STATUS" "status 0"
