@@ -1264,6 +1264,7 @@ static bool tls_taken_across(struct kp_conn *c, int fd, void *ssl)
 	handed_record(c, &meta, kp_now_ms());
 	c->tls_ssl = ssl;
 	c->tls_handed = true;
+	c->tls_thread = kp_this_thread();
 	c->tls_pending = false;
 	__atomic_store_n(&c->tls, t, __ATOMIC_RELEASE);
 	kp_warn("fd %d: a TLS connection from another process handed to the program's SSL (%u requests served)", fd,
@@ -1290,6 +1291,7 @@ int kp_conn_tls_start(int fd, void *ssl)
 			c->tls_pending = false;
 			c->tls_handed = true;
 			c->tls_ssl = ssl;
+			c->tls_thread = kp_this_thread();
 			kp_debug("fd %d: a pooled TLS connection handed to the program's SSL", fd);
 			r = KP_TLS_HANDED;
 			goto out;
@@ -1351,6 +1353,8 @@ bool kp_conn_tls_eof(struct kp_conn *c, int fd, bool pending)
 bool kp_conn_tls_recv_done(struct kp_conn *c, int fd, void *buf, size_t n, ssize_t *ret, int flags)
 {
 	struct iovec iov = { buf, n };
+	/* (unlocked: a hint for the poll of this thread, tls_ready_settle) */
+	__atomic_store_n(&c->tls_thread, kp_this_thread(), __ATOMIC_RELAXED);
 	bool again = recv_done(c, fd, &iov, 1, ret, flags, false);
 	conn_reap(c);
 	return again;

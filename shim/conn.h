@@ -223,6 +223,10 @@ struct kp_conn {
 	void *tls_ssl;       /* the program's SSL speaking through tls */
 	bool tls_pending;    /* tls came from the pool; no handshake yet */
 	bool tls_handed;     /* tls_ssl speaks through a pooled engine */
+	/* the thread of the last call of tls_ssl's we saw (its SSL_connect,
+	 * its reads): the only one whose poll may make its handshake
+	 * (kp_this_thread; conn_replay.c tls_ready_settle) */
+	const void *tls_thread;
 };
 
 /* A read of the program's on fd, whose table entry was c, begins: it is

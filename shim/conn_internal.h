@@ -155,6 +155,10 @@ bool replay_keep_iov(struct kp_conn *c, const struct iovec *iov, int iovcnt, siz
  * alone would not meet (a fresh connection now under fd: make the read
  * again), and a hand-off's fresh connection */
 bool read_unseen_end(struct kp_conn *c, int fd);
+
+/* The calling thread, as a value unique among the live ones (the address
+ * of a thread-local) */
+const void *kp_this_thread(void);
 void handoff_fresh(struct kp_conn *c, int fd);
 bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 			size_t extra);

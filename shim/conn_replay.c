@@ -305,6 +305,13 @@ void unvouch(struct kp_conn *c, int fd, const char *why)
 
 __thread unsigned kp_read_swaps;
 
+static __thread char thread_mark;
+
+const void *kp_this_thread(void)
+{
+	return &thread_mark;
+}
+
 /*
  * A read met an EOF or a reset that the program alone, on its own fresh
  * connection, would not have met (docs/replay.md "Before the first
@@ -982,6 +989,14 @@ static bool tls_ready_settle(struct kp_conn *c, int fd)
 	struct kp_tcp_view v;
 	if (!c->tls_handed || c->first != KP_FIRST_UNSENT || !c->reused || c->n_reqs || c->held_len ||
 	    kp_tcp_view(fd, &v) < 0 || v.state == TCP_ESTABLISHED)
+		return false;
+	/* The swap makes the program's handshake with its SSL: only in the
+	 * thread of the SSL's last call we saw.  Another thread's poll (an
+	 * I/O thread that watches while a worker makes the SSL calls under
+	 * the program's own lock) could run it beside that worker's call;
+	 * there the report stands, and the program's read meets the end and
+	 * swaps in its own call (read_unseen_end). */
+	if (c->tls_thread != kp_this_thread())
 		return false;
 	conn_note_dead(c, 0);
 	kp_count(probed_dead);

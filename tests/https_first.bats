@@ -99,6 +99,7 @@ first_all() {
 @test "TLS before the first request: a non-blocking SSL_read_ex meets no server's close" { first_all c nbreadex; }
 @test "TLS before the first request: a non-blocking SSL_peek meets no server's close" { first_all c nbpeek; }
 @test "TLS before the first request: poll reports nothing to read, as alone" { first_all c poll; }
+@test "TLS before the first request: poll in another thread than the SSL's, then the read: nothing to read, as alone" { first_all c pollthread; }
 @test "TLS before the first request: select reports nothing to read, as alone" { first_all c select; }
 @test "TLS before the first request: epoll reports nothing to read, as alone" { first_all c epoll; }
 @test "TLS before the first request: a blocking SSL_read bounded by SO_RCVTIMEO waits on the fresh connection" { first_all c rcvtimeo; }

@@ -9,7 +9,9 @@
  *          or SSL_peek before the request (alone: WANT_READ);
  *          poll | select | epoll: readable? with no wait (alone: no,
  *          nothing to read; readable then a read that says WANT_READ is
- *          printed as the same);
+ *          printed as the same); pollthread: poll in another thread
+ *          than the SSL's (the library leaves the report, the read
+ *          after it meets the end in the SSL's thread);
  *          rcvtimeo: a blocking SSL_read bounded by SO_RCVTIMEO (alone:
  *          WANT_READ once the bound is spent, nothing came);
  *          write: nothing before the request (the write meets the close)
@@ -27,6 +29,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/epoll.h>
@@ -125,10 +128,23 @@ static void answer(int round, SSL *ssl, int fd)
 	printf("%d answer: %s | %s", round, resp, body);
 }
 
-/* Whether fd is readable now (no wait), by poll, select or epoll: the
- * count, p->revents as poll's */
+static void *poll_thread(void *arg)
+{
+	struct pollfd *p = arg;
+	return (void *)(long)poll(p, 1, 0);
+}
+
+/* Whether fd is readable now (no wait), by poll, select or epoll (or poll
+ * in another thread): the count, p->revents as poll's */
 static int ready(const char *how, struct pollfd *p)
 {
+	if (!strcmp(how, "pollthread")) {
+		pthread_t t;
+		void *k;
+		if (pthread_create(&t, NULL, poll_thread, p) || pthread_join(t, &k))
+			die("thread");
+		return (int)(long)k;
+	}
 	if (!strcmp(how, "poll"))
 		return poll(p, 1, 0);
 	if (!strcmp(how, "select")) {
@@ -214,7 +230,8 @@ int main(int argc, char **argv)
 			said(r, "SSL_read", ssl, SSL_read(ssl, buf, sizeof(buf)));
 			tv.tv_usec = 0;
 			setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		} else if (!strcmp(mode, "poll") || !strcmp(mode, "select") || !strcmp(mode, "epoll")) {
+		} else if (!strcmp(mode, "poll") || !strcmp(mode, "select") || !strcmp(mode, "epoll") ||
+			   !strcmp(mode, "pollthread")) {
 			struct pollfd p = { .fd = fd, .events = POLLIN };
 			int k = ready(mode, &p);
 			/* readable with nothing to read (a wake-up every poll
