@@ -20,7 +20,7 @@
  * Each round: GET /warm on a connection of its own (read, SSL_shutdown,
  * closed: a library keeps it), then SSL_connect on a new one; the server
  * is cued to close every connection idle after an answer, and its "done"
- * read; where it closed one (a library handed /warm's to our SSL), its
+ * read; where it closed ours (a library handed /warm's to our SSL), its
  * FIN (or reset) is awaited on that socket (/proc/net/tcp); then MODE,
  * its result printed (return, SSL_get_error, SSL_get_shutdown), then the
  * request /rN and its answer; at the end the context's handshake counts.
@@ -69,11 +69,11 @@ static int tcp_state(ino_t ino)
 	return st;
 }
 
-/* The server closes its idle kept connections; back once it did, with
- * how many it closed. */
-static int cue_close(const char *dir)
+/* The server closes its idle kept connections; back once it did: whether
+ * the connection of fd (a kept one a library handed out) was one. */
+static bool cue_close(const char *dir, int fd)
 {
-	char path[4096], line[16];
+	char path[4096], line[1024];
 	snprintf(path, sizeof(path), "%s/cue", dir);
 	FILE *f = fopen(path, "w");
 	if (!f || fputs("close\n", f) < 0 || fclose(f))
@@ -83,7 +83,15 @@ static int cue_close(const char *dir)
 	if (!f || !fgets(line, sizeof(line), f))
 		die("done");
 	fclose(f);
-	return atoi(line);
+	struct sockaddr_in me;
+	socklen_t ml = sizeof(me);
+	if (getsockname(fd, (struct sockaddr *)&me, &ml) < 0)
+		die("getsockname");
+	char *at = line, *end;
+	for (long n = strtol(at, &end, 10); n-- > 0 && end != at;)
+		if (strtol(at = end, &end, 10) == ntohs(me.sin_port))
+			return true;
+	return false;
 }
 
 /* An SSL call's outcome as the program sees it */
@@ -202,7 +210,7 @@ int main(int argc, char **argv)
 			die("connect");
 		ino_t first = inode(fd);
 		fflush(stdout);
-		if (cue_close(dir) > 0) /* the server's FIN or reset, in */
+		if (cue_close(dir, fd)) /* the server's FIN or reset, in */
 			for (int i = 0; tcp_state(first) == 1; i++) {
 				if (i > 100000)
 					die("never saw the server's close");

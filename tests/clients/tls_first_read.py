@@ -10,7 +10,7 @@ out, the fresh connection has nothing to say; the outcome, not the time,
 is what is printed); nbrecv: a non-blocking recv (alone: SSLWantReadError).
 Each round: GET /warm on a connection of its own (read, closed: a library
 keeps it), then a new connection; the server is cued to close every
-connection idle after an answer, and its "done" read; where it closed one,
+connection idle after an answer, and its "done" read; where it closed ours,
 its FIN (or reset) is awaited on our socket (/proc/net/tcp); then MODE,
 then the request /rN and its answer.  Only events are waited for.
 """
@@ -36,11 +36,14 @@ def tcp_state(ino):
     return 0
 
 
-def cue_close():
+def cue_close(s):
+    """Whether the server's idle close took our connection (one a library
+    handed out)"""
     with open(os.path.join(d, "cue"), "w") as f:
         f.write("close\n")
     with open(os.path.join(d, "done")) as f:
-        return int(f.readline())
+        ports = f.readline().split()[1:]
+    return str(s.getsockname()[1]) in ports
 
 
 def answer(s):
@@ -67,7 +70,7 @@ for r in range(1, rounds + 1):
 
     s = connect()
     ino = os.fstat(s.fileno()).st_ino
-    if cue_close() > 0:
+    if cue_close(s):
         for i in range(100000):
             if tcp_state(ino) != 1:
                 break

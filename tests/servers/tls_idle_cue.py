@@ -19,8 +19,10 @@ one, HOW: "notify" (close_notify, then the FIN: nginx's keepalive_timeout),
 thread closes it (an SSL socket is one thread's), woken through a pipe; a
 fresh connection (nothing answered yet) is left alone, as nginx's
 keep-alive timer leaves it.  Each close is logged as "<conn id> closed",
-then how many were closed is written to the fifo DIR/done once all are:
-the client reads it and knows the server's close went out.  Listens on
+then how many were closed, and the client's port of each, is written to
+the fifo DIR/done once all are ("2 41234 41236"): the client reads it and
+knows the server's close went out, and whether its own connection (one a
+library handed it) was among them.  Listens on
 127.0.0.1; the port is written to PORTFILE.  (tests/replay.bats "Before
 the first request", TLS.)
 """
@@ -109,9 +111,10 @@ def handle(conn, cid):
                     if wake_r in ready:
                         if peer_closed(s):
                             return
+                        port = raw.getpeername()[1]
                         idle_close(s, raw)
                         log("%d closed" % cid)
-                        result[0] = 1
+                        result[0] = port
                         return
                 got = s.recv(65536)
                 if not got:
@@ -155,13 +158,14 @@ def cues():
                     idle.clear()
                 for wake_w, closed, result in gone:
                     os.write(wake_w, b"x")
-                n = 0
+                ports = []
                 for wake_w, closed, result in gone:
                     closed.wait()
                     os.close(wake_w)
-                    n += result[0]
+                    if result[0]:
+                        ports.append("%d" % result[0])
                 with open(done, "w") as w:
-                    w.write("%d\n" % n)
+                    w.write(" ".join([str(len(ports))] + ports) + "\n")
 
 
 threading.Thread(target=cues, daemon=True).start()
