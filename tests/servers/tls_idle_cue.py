@@ -136,6 +136,12 @@ def handle(conn, cid):
             buf = buf[length:]
             log("%d %s %s" % (cid, method.decode(), path.decode()))
             body = path + b"\n"
+            if not buf:
+                # idle from the answer on: a library hands the connection
+                # out with no byte on the wire, and the client's cue may
+                # come before this thread is back in its select
+                with lock:
+                    idle[cid] = (wake_w, closed, result)
             s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
             answered += 1
     except (ssl.SSLError, OSError) as e:
