@@ -81,8 +81,14 @@ static int fresh_bound_ms(const struct kp_conn *c, int fd)
 /* A new connection to c's destination with the program's socket options
  * and O_NONBLOCK, waited for within fresh_bound_ms().  Returns the socket,
  * or -1 with errno (EINTR: a signal ended the wait, as it would have ended
- * the program's call). */
-static int connect_fresh(struct kp_conn *c, int fd)
+ * the program's call).  may_connect: nothing is to be sent on it by us
+ * (before the first request, no TLS to carry), so a connect not complete
+ * within the bound is returned still connecting: under the program's fd
+ * it is what the program's own slow connect() shows (docs/replay.md
+ * "Before the first request": EAGAIN, no readiness until it connects, a
+ * blocking call waiting for it in the kernel), where failing made every
+ * caller give the program the dead connection. */
+static int connect_fresh(struct kp_conn *c, int fd, bool may_connect)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = pool_key_to_sockaddr(&c->key, &ss);
@@ -105,6 +111,11 @@ static int connect_fresh(struct kp_conn *c, int fd)
 		r = KP_REAL(poll)(&pfd, 1, fresh_bound_ms(c, fd));
 		if (r < 0 && errno == EINTR)
 			kp_replay_interrupted = true;
+		if (r == 0 && may_connect) {
+			kp_debug("fd %d: the fresh connection is not complete within the call: it goes "
+				 "under the fd still connecting", fd);
+			goto connecting;
+		}
 		if (r == 0)
 			errno = c->nonblock && kp_wait_left_ms == KP_NOT_WAITING ? EAGAIN : ETIMEDOUT;
 		if (r <= 0 || KP_REAL(getsockopt)(s, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
@@ -114,6 +125,7 @@ static int connect_fresh(struct kp_conn *c, int fd)
 			goto fail;
 		}
 	}
+connecting:
 	if (!c->nonblock && KP_REAL(fcntl)(s, F_SETFL, 0) < 0)
 		goto fail;
 	return s;
@@ -183,11 +195,15 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 	 * fresh connection, and a write that stepped aside went to the dead
 	 * socket under the dup3 to come, while the program read the fresh one
 	 * (docs/replay.md "Before the first request").  The connect is bounded
-	 * (fresh_bound_ms), never the server's work.  A replay's stays busy:
-	 * its request is out, and what it waits on includes a handshake */
+	 * (fresh_bound_ms), never the server's work, and one not done within
+	 * it goes under fd still connecting, as the program's own would be,
+	 * but not over TLS (the program's SSL would need a handshake: as
+	 * before, no fresh connection).  A replay's stays busy: its request
+	 * is out, and what it waits on includes a handshake */
+	bool unsent = c->first == KP_FIRST_UNSENT && !c->tls_handed;
 	int s = fdfl < 0 ? -1
-		: c->first == KP_FIRST_UNSENT && !c->tls_handed ? connect_fresh(c, fd)
-								 : BUSY(c, connect_fresh(c, fd));
+		: unsent ? connect_fresh(c, fd, !c->tls)
+			 : BUSY(c, connect_fresh(c, fd, false));
 	if (s < 0)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -322,8 +338,8 @@ bool read_unseen_end(struct kp_conn *c, int fd)
 	struct kp_tcp_view v;
 	if (c->state != KP_ACTIVE || c->shut_how || c->tls || kp_tcp_view(fd, &v) < 0)
 		return false; /* (TLS: the engine's reads, the SSL layer's ends) */
-	if (kp_read_swaps != c->swaps)
-		return v.state == TCP_ESTABLISHED;
+	if (kp_read_swaps != c->swaps) /* (SYN_SENT: swapped in still connecting) */
+		return v.state == TCP_ESTABLISHED || v.state == TCP_SYN_SENT;
 	if (c->first != KP_FIRST_UNSENT || !c->reused || v.state == TCP_ESTABLISHED)
 		return false; /* (ESTABLISHED: the program's own SHUT_RD) */
 	conn_note_dead(c, 0);
