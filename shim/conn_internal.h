@@ -156,6 +156,11 @@ bool replay_keep_iov(struct kp_conn *c, const struct iovec *iov, int iovcnt, siz
  * again), and a hand-off's fresh connection */
 bool read_unseen_end(struct kp_conn *c, int fd);
 void handoff_fresh(struct kp_conn *c, int fd);
+/* The program's call in this thread has MSG_DONTWAIT: it waits for
+ * nothing, the fresh connection it may need included (as on an
+ * O_NONBLOCK socket: docs/replay.md "The program's bounds").  Set by the
+ * read and the send around what may swap before the first request. */
+extern __thread bool kp_call_nowait;
 bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 			size_t extra);
 

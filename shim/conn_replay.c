@@ -50,6 +50,7 @@
 
 __thread bool kp_replay_interrupted;
 __thread int kp_wait_left_ms = KP_NOT_WAITING;
+__thread bool kp_call_nowait;
 
 /* Which of the program's timeouts bounds the call a replay happens in:
  * SO_RCVTIMEO in a read, SO_SNDTIMEO in a send (replay() sets it). */
@@ -59,16 +60,17 @@ static __thread int call_timeo = SO_SNDTIMEO;
  * How long the fresh connection a replay needs may be waited for: within
  * the program's own call (docs/replay.md, "The program's bounds").  In
  * poll/select/epoll, what is left of that call's timeout; on an
- * O_NONBLOCK socket not at all (a loopback connect is done by the first
- * poll, a remote one fails the replay); else the socket's SO_RCVTIMEO or
- * SO_SNDTIMEO when set; at most FRESH_CONNECT_MS.
+ * O_NONBLOCK socket, or in a MSG_DONTWAIT call, not at all (a loopback
+ * connect is done by the first poll; a remote one fails a replay, and
+ * before the first request goes under the fd still connecting); else the
+ * socket's SO_RCVTIMEO or SO_SNDTIMEO when set; at most FRESH_CONNECT_MS.
  */
 static int fresh_bound_ms(const struct kp_conn *c, int fd)
 {
 	if (kp_wait_left_ms != KP_NOT_WAITING)
 		return kp_wait_left_ms < 0 || kp_wait_left_ms > FRESH_CONNECT_MS ? FRESH_CONNECT_MS
 										 : kp_wait_left_ms;
-	if (c->nonblock)
+	if (c->nonblock || kp_call_nowait)
 		return 0;
 	struct timeval tv;
 	socklen_t l = sizeof(tv);
@@ -117,7 +119,9 @@ static int connect_fresh(struct kp_conn *c, int fd, bool may_connect)
 			goto connecting;
 		}
 		if (r == 0)
-			errno = c->nonblock && kp_wait_left_ms == KP_NOT_WAITING ? EAGAIN : ETIMEDOUT;
+			errno = (c->nonblock || kp_call_nowait) && kp_wait_left_ms == KP_NOT_WAITING
+					? EAGAIN
+					: ETIMEDOUT;
 		if (r <= 0 || KP_REAL(getsockopt)(s, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
 			goto fail;
 		if (err) {

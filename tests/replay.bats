@@ -757,15 +757,18 @@ before_first_c() {
 # GETs /warm, connects again (the library hands the kept connection out),
 # cues the gate shut and (but for the methods case) the idle close, and
 # then, before its request: a non-blocking recv; epoll_wait(0) then that
-# recv; poll(0) of a blocking socket, then a recv if it said readable; a
-# POST from a socket with a timeout (O_NONBLOCK underneath); a POST under
-# KEEPALIVE_METHODS=idempotent.  The library gave the fresh connection
+# recv; recv(MSG_DONTWAIT) of a blocking socket; send(MSG_DONTWAIT) of
+# the POST there, polling where it says EAGAIN (the server resumed only
+# once the client waits in its own select); poll(0) of a blocking socket,
+# then a recv if it said readable; a POST from a socket with a timeout
+# (O_NONBLOCK underneath); a POST under KEEPALIVE_METHODS=idempotent.  The library gave the fresh connection
 # zero time there (no wait on a non-blocking socket or in poll(0)), and
 # every caller then gave the program the dead connection: recv b'' where
 # alone EAGAIN; poll(0) readable, and the recv then waited (30 s) on a
 # fresh connection for an answer to a request never sent; the POST sent
 # on the dead connection (EOF, never executed); the methods' POST on the
-# pooled connection.  Now the still-connecting socket goes under the fd:
+# pooled connection; and a MSG_DONTWAIT call on a blocking socket waited
+# up to 30 s for the connect (past the client's timeout).  Now the still-connecting socket goes under the fd:
 # what the program's own slow connect shows.  The same output as alone,
 # the same requests executed once (the "closed" lines aside), within
 # the client's timeout.
@@ -810,6 +813,11 @@ slow_fresh_case() {
 
 @test "a slow fresh connection, before the first request: a non-blocking recv gets EAGAIN as alone, then the request is answered" { slow_fresh_case nbrecv; }
 @test "a slow fresh connection, before the first request: epoll_wait(0) reports nothing and recv gets EAGAIN, as alone" { slow_fresh_case epoll0; }
+@test "a slow fresh connection, before the first request: recv(MSG_DONTWAIT) of a blocking socket gets EAGAIN as alone, never waiting for the connect" { slow_fresh_case dontwait; }
+@test "a slow fresh connection: send(MSG_DONTWAIT) of a POST on a blocking socket after the server's idle close does not wait for the connect, and is answered" {
+	slow_fresh_case dontwait_send
+	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
+}
 @test "a slow fresh connection, before the first request: poll(0) of a blocking socket reports nothing, as alone (the old library hung in the recv after it)" {
 	slow_fresh_case poll0
 	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"

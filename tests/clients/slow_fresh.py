@@ -13,6 +13,10 @@ one, its FIN awaited in /proc/net/tcp).  Then, by MODE:
 - epoll0: the same, after an epoll_wait(0) for EPOLLIN (alone: nothing);
 - poll0: poll(0) of the blocking socket for POLLIN (alone: nothing), and
   a recv() if it said readable; the server resumed; the request;
+- dontwait: the same with recv(MSG_DONTWAIT) on the blocking socket;
+- dontwait_send: send(MSG_DONTWAIT) of the POST on the blocking socket,
+  poll for POLLOUT where it says EAGAIN (alone it does not), and a thread
+  resumes the server once this one waits (as below);
 - timeout_post, idem: the socket has a timeout (O_NONBLOCK underneath);
   a thread resumes the server once this one waits in a syscall (the send,
   or the answer; events only: /proc/self/task/TID/syscall); POST.
@@ -96,6 +100,11 @@ if mode == "nbrecv":
     except BlockingIOError as e:
         print("recv:", repr(e), flush=True)
     s.setblocking(True)
+elif mode == "dontwait":
+    try:
+        print("recv:", s.recv(4096, socket.MSG_DONTWAIT), flush=True)
+    except BlockingIOError as e:
+        print("recv:", repr(e), flush=True)
 elif mode == "epoll0":
     s.setblocking(False)
     ep = select.epoll()
@@ -113,21 +122,32 @@ elif mode == "poll0":
     print("poll(0):", ev, flush=True)
     if ev:
         print("recv:", s.recv(4096), flush=True)
-if timed:
+resumer = timed or mode == "dontwait_send"
+if resumer:
     me = threading.get_native_id()
+    # (dontwait_send: the program's own select, never the library's poll)
+    waits = {23, 270} if mode == "dontwait_send" else WAITS
     finished = threading.Event()
     def resume():
         # (finished: alone, or the old library, the request may end
         # without a wait; the server resumed all the same)
-        until(lambda: finished.is_set() or sleeping_in(me) in WAITS,
+        until(lambda: finished.is_set() or sleeping_in(me) in waits,
               "saw the request's call wait")
         cue("resume")
     t = threading.Thread(target=resume)
     t.start()
 else:
     print("resume:", cue("resume"), flush=True)
+request = b"POST /pay HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
 try:
-    s.sendall(b"POST /pay HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+    if mode == "dontwait_send":
+        # as an event loop writes: never waiting in the send, in poll instead
+        while request:
+            try:
+                request = request[s.send(request, socket.MSG_DONTWAIT):]
+            except BlockingIOError:
+                select.select([], [s], [])
+    s.sendall(request)
     got, conn = answer(s)
     print("answer:", got, flush=True)
     if conn:
@@ -135,7 +155,7 @@ try:
               flush=True)
 except OSError as e:
     print("request:", repr(e), flush=True)
-if timed:
+if resumer:
     finished.set()
     t.join()
 s.close()
