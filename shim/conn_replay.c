@@ -110,7 +110,12 @@ static int connect_fresh(struct kp_conn *c, int fd, bool may_connect)
 		struct pollfd pfd = { .fd = s, .events = POLLOUT };
 		int r, err = 0;
 		socklen_t el = sizeof(err);
-		r = KP_REAL(poll)(&pfd, 1, fresh_bound_ms(c, fd));
+		/* inside the program's poll/select/epoll, one that may stay
+		 * connecting is not waited for: the program's own wait goes on
+		 * over it (and over its other fds, which a wait here would
+		 * hold up: an event loop's other connections, its timers) */
+		bool in_wait = kp_wait_left_ms != KP_NOT_WAITING;
+		r = KP_REAL(poll)(&pfd, 1, may_connect && in_wait ? 0 : fresh_bound_ms(c, fd));
 		if (r < 0 && errno == EINTR)
 			kp_replay_interrupted = true;
 		if (r == 0 && may_connect) {
@@ -119,9 +124,7 @@ static int connect_fresh(struct kp_conn *c, int fd, bool may_connect)
 			goto connecting;
 		}
 		if (r == 0)
-			errno = (c->nonblock || kp_call_nowait) && kp_wait_left_ms == KP_NOT_WAITING
-					? EAGAIN
-					: ETIMEDOUT;
+			errno = (c->nonblock || kp_call_nowait) && !in_wait ? EAGAIN : ETIMEDOUT;
 		if (r <= 0 || KP_REAL(getsockopt)(s, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
 			goto fail;
 		if (err) {

@@ -760,15 +760,19 @@ before_first_c() {
 # recv; recv(MSG_DONTWAIT) of a blocking socket; send(MSG_DONTWAIT) of
 # the POST there, polling where it says EAGAIN (the server resumed only
 # once the client waits in its own select); poll(0) of a blocking socket,
-# then a recv if it said readable; a POST from a socket with a timeout
-# (O_NONBLOCK underneath); a POST under KEEPALIVE_METHODS=idempotent.  The library gave the fresh connection
+# then a recv if it said readable; asyncio's streams, the idle close
+# while the loop waits in epoll_wait for a thread; a POST from a socket
+# with a timeout (O_NONBLOCK underneath); a POST under
+# KEEPALIVE_METHODS=idempotent.  The library gave the fresh connection
 # zero time there (no wait on a non-blocking socket or in poll(0)), and
 # every caller then gave the program the dead connection: recv b'' where
 # alone EAGAIN; poll(0) readable, and the recv then waited (30 s) on a
 # fresh connection for an answer to a request never sent; the POST sent
 # on the dead connection (EOF, never executed); the methods' POST on the
-# pooled connection; and a MSG_DONTWAIT call on a blocking socket waited
-# up to 30 s for the connect (past the client's timeout).  Now the still-connecting socket goes under the fd:
+# pooled connection; a MSG_DONTWAIT call on a blocking socket waited up
+# to 30 s for the connect (past the client's timeout), and so did an
+# epoll_wait with no timeout (asyncio's loop, its thread's answer held
+# up).  Now the still-connecting socket goes under the fd:
 # what the program's own slow connect shows.  The same output as alone,
 # the same requests executed once (the "closed" lines aside), within
 # the client's timeout.
@@ -820,6 +824,10 @@ slow_fresh_case() {
 }
 @test "a slow fresh connection, before the first request: poll(0) of a blocking socket reports nothing, as alone (the old library hung in the recv after it)" {
 	slow_fresh_case poll0
+	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
+}
+@test "a slow fresh connection, before the first request: asyncio's streams, the server's idle close while the loop waits, then a POST: answered as alone" {
+	slow_fresh_case asyncio
 	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
 }
 @test "a slow fresh connection: Python's POST with a socket timeout after the server's idle close is answered, executed once" {

@@ -17,6 +17,7 @@ one, its FIN awaited in /proc/net/tcp).  Then, by MODE:
 - dontwait_send: send(MSG_DONTWAIT) of the POST on the blocking socket,
   poll for POLLOUT where it says EAGAIN (alone it does not), and a thread
   resumes the server once this one waits (as below);
+- asyncio: the same through asyncio's streams (through_asyncio);
 - timeout_post, idem: the socket has a timeout (O_NONBLOCK underneath);
   a thread resumes the server once this one waits in a syscall (the send,
   or the answer; events only: /proc/self/task/TID/syscall); POST.
@@ -82,11 +83,38 @@ def until(cond, what):
     sys.exit("slow_fresh.py: never " + what)
 
 
+async def through_asyncio():
+    """asyncio's streams: the connection made, the gate shut and the idle
+    close cued, each from a thread (asyncio.to_thread: the loop waits in
+    epoll_wait for the thread, the connection's read registered: asyncio
+    reads whenever readable), the gate opened, the POST written and its
+    answer read."""
+    import asyncio
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    ino = os.fstat(writer.get_extra_info("socket").fileno()).st_ino
+    print("pause:", await asyncio.to_thread(cue, "pause"), flush=True)
+    if await asyncio.to_thread(cue, "close") != "0":
+        await asyncio.to_thread(until, lambda: tcp_state(ino) != 1, "saw the server's FIN")
+    print("resume:", await asyncio.to_thread(cue, "resume"), flush=True)
+    writer.write(b"POST /pay HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello")
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        print("answer:", head.split(b"\r\n")[0].decode(), "|",
+              (await reader.readexactly(5)).decode().strip(), flush=True)
+    except Exception as e:
+        print("request:", repr(e), flush=True)
+    writer.close()
+
+
 w = socket.create_connection(("127.0.0.1", port))
 w.sendall(b"GET /warm HTTP/1.1\r\nHost: x\r\n\r\n")
 got, warm_conn = answer(w)
 print("warm:", got, flush=True)
 w.close()
+if mode == "asyncio":
+    import asyncio
+    asyncio.run(through_asyncio())
+    sys.exit(0)
 timed = mode in ("timeout_post", "idem")
 s = socket.create_connection(("127.0.0.1", port), timeout=20 if timed else None)
 ino = os.fstat(s.fileno()).st_ino
