@@ -110,10 +110,11 @@ static int connect_fresh(struct kp_conn *c, int fd, bool may_connect)
 		struct pollfd pfd = { .fd = s, .events = POLLOUT };
 		int r, err = 0;
 		socklen_t el = sizeof(err);
-		/* inside the program's poll/select/epoll, one that may stay
-		 * connecting is not waited for: the program's own wait goes on
-		 * over it (and over its other fds, which a wait here would
-		 * hold up: an event loop's other connections, its timers) */
+		/* inside the program's poll/select/epoll (or a hand-off's
+		 * bound), one that may stay connecting is not waited for: the
+		 * program's own wait goes on over it (and over its other fds,
+		 * which a wait here would hold up: an event loop's other
+		 * connections, its timers) */
 		bool in_wait = kp_wait_left_ms != KP_NOT_WAITING;
 		r = KP_REAL(poll)(&pfd, 1, may_connect && in_wait ? 0 : fresh_bound_ms(c, fd));
 		if (r < 0 && errno == EINTR)
@@ -368,9 +369,11 @@ bool read_unseen_end(struct kp_conn *c, int fd)
  * a fresh connection now, before the call, as a fresh connection is what
  * the program believes it has: parent and child share it, and whatever
  * either sends or reads meets what it would alone.  The pooled one goes
- * back unused.  The connect is bounded as handoff_verdict's wait (a few
- * round trips: fork() must not wait on the server); not made in time,
- * the reused one stays, as before (docs/replay.md "Before the first
+ * back unused.  The connect is not waited for (fork() must not wait on
+ * the server): one not complete at once goes under the fd still
+ * connecting, for parent and child (connect_fresh's may_connect; the
+ * bound set here, handoff_verdict's few round trips, is what a swap that
+ * may not stay connecting would wait: docs/replay.md "Before the first
  * request").  Not over TLS (the program's SSL would need a handshake
  * inside fork()), nor in a vfork child, whose fd table is its own: our
  * swap would move its fd, not the parent's.  Caller holds c->lock. */
