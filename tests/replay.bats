@@ -762,8 +762,8 @@ before_first_c() {
 # once the client waits in its own select); poll(0) of a blocking socket,
 # then a recv if it said readable; asyncio's streams, the idle close
 # while the loop waits in epoll_wait for a thread; a POST from a socket
-# with a timeout (O_NONBLOCK underneath); a POST under
-# KEEPALIVE_METHODS=idempotent.  The library gave the fresh connection
+# with a timeout (O_NONBLOCK underneath), its head in one write or in two
+# (the library holds the first); a POST under KEEPALIVE_METHODS=idempotent.  The library gave the fresh connection
 # zero time there (no wait on a non-blocking socket or in poll(0)), and
 # every caller then gave the program the dead connection: recv b'' where
 # alone EAGAIN; poll(0) readable, and the recv then waited (30 s) on a
@@ -832,6 +832,10 @@ slow_fresh_case() {
 }
 @test "a slow fresh connection: Python's POST with a socket timeout after the server's idle close is answered, executed once" {
 	slow_fresh_case timeout_post
+	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
+}
+@test "a slow fresh connection: a POST whose head is written in two pieces (the first held) after the server's idle close is answered, executed once" {
+	slow_fresh_case split_post
 	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
 }
 @test "a slow fresh connection: KEEPALIVE_METHODS=idempotent, a POST goes on its own connection, as alone" {

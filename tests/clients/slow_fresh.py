@@ -18,6 +18,7 @@ one, its FIN awaited in /proc/net/tcp).  Then, by MODE:
   poll for POLLOUT where it says EAGAIN (alone it does not), and a thread
   resumes the server once this one waits (as below);
 - asyncio: the same through asyncio's streams (through_asyncio);
+- split_post: as timeout_post, the POST's head written in two sendall()s;
 - timeout_post, idem: the socket has a timeout (O_NONBLOCK underneath);
   a thread resumes the server once this one waits in a syscall (the send,
   or the answer; events only: /proc/self/task/TID/syscall); POST.
@@ -115,7 +116,7 @@ if mode == "asyncio":
     import asyncio
     asyncio.run(through_asyncio())
     sys.exit(0)
-timed = mode in ("timeout_post", "idem")
+timed = mode in ("timeout_post", "idem", "split_post")
 s = socket.create_connection(("127.0.0.1", port), timeout=20 if timed else None)
 ino = os.fstat(s.fileno()).st_ino
 print("pause:", cue("pause"), flush=True)
@@ -168,6 +169,11 @@ else:
     print("resume:", cue("resume"), flush=True)
 request = b"POST /pay HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello"
 try:
+    if mode == "split_post":
+        # the head in two writes: the library holds the first (a head not
+        # yet whole), and the probe comes at the second
+        s.sendall(request[:20])
+        request = request[20:]
     if mode == "dontwait_send":
         # as an event loop writes: never waiting in the send, in poll instead
         while request:
