@@ -157,10 +157,11 @@ if resumer:
     # (dontwait_send: the program's own select, never the library's poll)
     waits = {23, 270} if mode == "dontwait_send" else WAITS
     finished = threading.Event()
+    sent = threading.Event()  # dontwait_send: the request is out (alone, at once)
     def resume():
         # (finished: alone, or the old library, the request may end
         # without a wait; the server resumed all the same)
-        until(lambda: finished.is_set() or sleeping_in(me) in waits,
+        until(lambda: finished.is_set() or sent.is_set() or sleeping_in(me) in waits,
               "saw the request's call wait")
         cue("resume")
     t = threading.Thread(target=resume)
@@ -181,6 +182,9 @@ try:
                 request = request[s.send(request, socket.MSG_DONTWAIT):]
             except BlockingIOError:
                 select.select([], [s], [])
+        # (alone the server may hold the connection itself in its queue:
+        # its answer needs the gate open)
+        sent.set()
     s.sendall(request)
     got, conn = answer(s)
     print("answer:", got, flush=True)
