@@ -1111,8 +1111,11 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	 * cannot see): the socket is never swapped under them any more */
 	if (ret > 0 && c->first == KP_FIRST_UNSENT)
 		c->first = KP_FIRST_DONE;
-	if (!gone && (ret == 0 || (ret < 0 && (saved == ECONNRESET || saved == EPIPE))) &&
-	    iov_total(iov, iovcnt) > 0 && read_unseen_end(c, fd)) {
+	kp_call_nowait = flags & MSG_DONTWAIT;
+	bool unseen = !gone && (ret == 0 || (ret < 0 && (saved == ECONNRESET || saved == EPIPE))) &&
+		      iov_total(iov, iovcnt) > 0 && read_unseen_end(c, fd);
+	kp_call_nowait = false;
+	if (unseen) {
 		kp_read_swaps = c->swaps; /* (the read made again is on this socket) */
 		kp_unlock(&c->lock);
 		errno = saved;

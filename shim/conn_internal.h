@@ -160,6 +160,11 @@ bool read_unseen_end(struct kp_conn *c, int fd);
  * of a thread-local) */
 const void *kp_this_thread(void);
 void handoff_fresh(struct kp_conn *c, int fd);
+/* The program's call in this thread has MSG_DONTWAIT: it waits for
+ * nothing, the fresh connection it may need included (as on an
+ * O_NONBLOCK socket: docs/replay.md "The program's bounds").  Set by the
+ * read and the send around what may swap before the first request. */
+extern __thread bool kp_call_nowait;
 bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 			size_t extra);
 

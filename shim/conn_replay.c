@@ -50,6 +50,7 @@
 
 __thread bool kp_replay_interrupted;
 __thread int kp_wait_left_ms = KP_NOT_WAITING;
+__thread bool kp_call_nowait;
 
 /* Which of the program's timeouts bounds the call a replay happens in:
  * SO_RCVTIMEO in a read, SO_SNDTIMEO in a send (replay() sets it). */
@@ -59,16 +60,17 @@ static __thread int call_timeo = SO_SNDTIMEO;
  * How long the fresh connection a replay needs may be waited for: within
  * the program's own call (docs/replay.md, "The program's bounds").  In
  * poll/select/epoll, what is left of that call's timeout; on an
- * O_NONBLOCK socket not at all (a loopback connect is done by the first
- * poll, a remote one fails the replay); else the socket's SO_RCVTIMEO or
- * SO_SNDTIMEO when set; at most FRESH_CONNECT_MS.
+ * O_NONBLOCK socket, or in a MSG_DONTWAIT call, not at all (a loopback
+ * connect is done by the first poll; a remote one fails a replay, and
+ * before the first request goes under the fd still connecting); else the
+ * socket's SO_RCVTIMEO or SO_SNDTIMEO when set; at most FRESH_CONNECT_MS.
  */
 static int fresh_bound_ms(const struct kp_conn *c, int fd)
 {
 	if (kp_wait_left_ms != KP_NOT_WAITING)
 		return kp_wait_left_ms < 0 || kp_wait_left_ms > FRESH_CONNECT_MS ? FRESH_CONNECT_MS
 										 : kp_wait_left_ms;
-	if (c->nonblock)
+	if (c->nonblock || kp_call_nowait)
 		return 0;
 	struct timeval tv;
 	socklen_t l = sizeof(tv);
@@ -81,8 +83,14 @@ static int fresh_bound_ms(const struct kp_conn *c, int fd)
 /* A new connection to c's destination with the program's socket options
  * and O_NONBLOCK, waited for within fresh_bound_ms().  Returns the socket,
  * or -1 with errno (EINTR: a signal ended the wait, as it would have ended
- * the program's call). */
-static int connect_fresh(struct kp_conn *c, int fd)
+ * the program's call).  may_connect: nothing is to be sent on it by us
+ * (before the first request, no TLS to carry), so a connect not complete
+ * within the bound is returned still connecting: under the program's fd
+ * it is what the program's own slow connect() shows (docs/replay.md
+ * "Before the first request": EAGAIN, no readiness until it connects, a
+ * blocking call waiting for it in the kernel), where failing made every
+ * caller give the program the dead connection. */
+static int connect_fresh(struct kp_conn *c, int fd, bool may_connect)
 {
 	struct sockaddr_storage ss;
 	socklen_t sl = pool_key_to_sockaddr(&c->key, &ss);
@@ -102,11 +110,22 @@ static int connect_fresh(struct kp_conn *c, int fd)
 		struct pollfd pfd = { .fd = s, .events = POLLOUT };
 		int r, err = 0;
 		socklen_t el = sizeof(err);
-		r = KP_REAL(poll)(&pfd, 1, fresh_bound_ms(c, fd));
+		/* inside the program's poll/select/epoll (or a hand-off's
+		 * bound), one that may stay connecting is not waited for: the
+		 * program's own wait goes on over it (and over its other fds,
+		 * which a wait here would hold up: an event loop's other
+		 * connections, its timers) */
+		bool in_wait = kp_wait_left_ms != KP_NOT_WAITING;
+		r = KP_REAL(poll)(&pfd, 1, may_connect && in_wait ? 0 : fresh_bound_ms(c, fd));
 		if (r < 0 && errno == EINTR)
 			kp_replay_interrupted = true;
+		if (r == 0 && may_connect) {
+			kp_debug("fd %d: the fresh connection is not complete within the call: it goes "
+				 "under the fd still connecting", fd);
+			goto connecting;
+		}
 		if (r == 0)
-			errno = c->nonblock && kp_wait_left_ms == KP_NOT_WAITING ? EAGAIN : ETIMEDOUT;
+			errno = (c->nonblock || kp_call_nowait) && !in_wait ? EAGAIN : ETIMEDOUT;
 		if (r <= 0 || KP_REAL(getsockopt)(s, SOL_SOCKET, SO_ERROR, &err, &el) < 0)
 			goto fail;
 		if (err) {
@@ -114,6 +133,7 @@ static int connect_fresh(struct kp_conn *c, int fd)
 			goto fail;
 		}
 	}
+connecting:
 	if (!c->nonblock && KP_REAL(fcntl)(s, F_SETFL, 0) < 0)
 		goto fail;
 	return s;
@@ -183,11 +203,15 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 	 * fresh connection, and a write that stepped aside went to the dead
 	 * socket under the dup3 to come, while the program read the fresh one
 	 * (docs/replay.md "Before the first request").  The connect is bounded
-	 * (fresh_bound_ms), never the server's work.  A replay's stays busy:
-	 * its request is out, and what it waits on includes a handshake */
+	 * (fresh_bound_ms), never the server's work, and one not done within
+	 * it goes under fd still connecting, as the program's own would be,
+	 * but not over TLS (the program's SSL would need a handshake: as
+	 * before, no fresh connection).  A replay's stays busy: its request
+	 * is out, and what it waits on includes a handshake */
+	bool unsent = c->first == KP_FIRST_UNSENT && !c->tls_handed;
 	int s = fdfl < 0 ? -1
-		: c->first == KP_FIRST_UNSENT && !c->tls_handed ? connect_fresh(c, fd)
-								 : BUSY(c, connect_fresh(c, fd));
+		: unsent ? connect_fresh(c, fd, !c->tls)
+			 : BUSY(c, connect_fresh(c, fd, false));
 	if (s < 0)
 		return -1;
 	for (int i = 0; i < n; i++)
@@ -336,8 +360,8 @@ bool read_unseen_end(struct kp_conn *c, int fd)
 	 * engine's socket reads do not note the count (kp_read_swaps). */
 	if (c->tls && !c->tls_handed)
 		return false;
-	if (!c->tls && kp_read_swaps != c->swaps)
-		return v.state == TCP_ESTABLISHED;
+	if (!c->tls && kp_read_swaps != c->swaps) /* (SYN_SENT: swapped in still connecting) */
+		return v.state == TCP_ESTABLISHED || v.state == TCP_SYN_SENT;
 	if (c->first != KP_FIRST_UNSENT || !c->reused || v.state == TCP_ESTABLISHED)
 		return false; /* (ESTABLISHED: the program's own SHUT_RD) */
 	if (c->tls && (c->n_reqs || c->held_len))
@@ -361,9 +385,11 @@ bool read_unseen_end(struct kp_conn *c, int fd)
  * a fresh connection now, before the call, as a fresh connection is what
  * the program believes it has: parent and child share it, and whatever
  * either sends or reads meets what it would alone.  The pooled one goes
- * back unused.  The connect is bounded as handoff_verdict's wait (a few
- * round trips: fork() must not wait on the server); not made in time,
- * the reused one stays, as before (docs/replay.md "Before the first
+ * back unused.  The connect is not waited for (fork() must not wait on
+ * the server): one not complete at once goes under the fd still
+ * connecting, for parent and child (connect_fresh's may_connect; the
+ * bound set here, handoff_verdict's few round trips, is what a swap that
+ * may not stay connecting would wait: docs/replay.md "Before the first
  * request").  Not over TLS (the program's SSL would need a handshake
  * inside fork()), nor in a vfork child, whose fd table is its own: our
  * swap would move its fd, not the parent's.  Caller holds c->lock. */

@@ -597,7 +597,9 @@ static void head_build(struct kp_conn *c, int fd, struct head_send *s)
 	s->keep_copy = false;
 	s->send_flags = s->flags;
 	if (c->first != KP_FIRST_DONE) {
+		kp_call_nowait = s->flags & MSG_DONTWAIT;
 		s->keep_copy = first_request_plan(c, fd, &s->h, s->total - s->mine);
+		kp_call_nowait = false;
 		if (s->keep_copy)
 			s->send_flags |= MSG_NOSIGNAL; /* a dead socket is ours to handle */
 	}

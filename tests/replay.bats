@@ -746,3 +746,100 @@ before_first_c() {
 @test "system() before the first request, then the server's idle close: answered as alone" { before_first_c system; }
 @test "a forked child reads the answer to the parent's first request, after the server's idle close: as alone" { before_first_c forkread; }
 @test "Python os.fork() before the first request, then the server's idle close: answered as alone" { before_first_case py osfork; }
+
+# ---- a fresh connection not complete at once (docs/replay.md "Before the
+# first request", "The program's bounds")
+#
+# tests/servers/gate_cue.py holds new connections back on the client's
+# cue (its accept queue filled: a new SYN is dropped, and the kernel sends
+# it again a second later), as any server not on this host makes a fresh
+# connect() take a round trip.  The client (tests/clients/slow_fresh.py)
+# GETs /warm, connects again (the library hands the kept connection out),
+# cues the gate shut and (but for the methods case) the idle close, and
+# then, before its request: a non-blocking recv; epoll_wait(0) then that
+# recv; recv(MSG_DONTWAIT) of a blocking socket; send(MSG_DONTWAIT) of
+# the POST there, polling where it says EAGAIN (the server resumed only
+# once the client waits in its own select); poll(0) of a blocking socket,
+# then a recv if it said readable; asyncio's streams, the idle close
+# while the loop waits in epoll_wait for a thread; a POST from a socket
+# with a timeout (O_NONBLOCK underneath), its head in one write or in two
+# (the library holds the first); a POST under KEEPALIVE_METHODS=idempotent.  The library gave the fresh connection
+# zero time there (no wait on a non-blocking socket or in poll(0)), and
+# every caller then gave the program the dead connection: recv b'' where
+# alone EAGAIN; poll(0) readable, and the recv then waited (30 s) on a
+# fresh connection for an answer to a request never sent; the POST sent
+# on the dead connection (EOF, never executed); the methods' POST on the
+# pooled connection; a MSG_DONTWAIT call on a blocking socket waited up
+# to 30 s for the connect (past the client's timeout), and so did an
+# epoll_wait with no timeout (asyncio's loop, its thread's answer held
+# up).  Now the still-connecting socket goes under the fd:
+# what the program's own slow connect shows.  The same output as alone,
+# the same requests executed once (the "closed" lines aside), within
+# the client's timeout.
+
+gate_start() {
+	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
+	OWN_DIR="$BATS_TEST_TMPDIR/gate"
+	mkdir -p "$OWN_DIR"
+	rm -f "$OWN_DIR/port"
+	OWN_LOG="$OWN_DIR/log"
+	: >"$OWN_LOG"
+	"$PYTHON" "$ROOT/tests/servers/gate_cue.py" "$OWN_DIR/port" "$OWN_DIR" "$OWN_LOG" \
+		</dev/null >/dev/null 2>"$OWN_DIR/err" 3>&- &
+	OWN_PID=$!
+	wait_until test -s "$OWN_DIR/port"
+	read -r SERVER_PORT <"$OWN_DIR/port"
+}
+
+# slow_fresh_case MODE [VAR=VALUE...]: alone, then with the library (and
+# VAR=VALUE), each against a fresh server; the same status, output and
+# requests
+slow_fresh_case() {
+	local mode=$1
+	shift
+	gate_start
+	run_plain "$PYTHON" "$ROOT/tests/clients/slow_fresh.py" "$mode" "$SERVER_PORT" "$OWN_DIR"
+	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/plain.reqs" || true
+	gate_start
+	run_shim "$@" "$PYTHON" "$ROOT/tests/clients/slow_fresh.py" "$mode" "$SERVER_PORT" "$OWN_DIR"
+	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/shim.reqs" || true
+	echo "$mode: $SHIM_STATS"
+	cat "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" "$OWN_LOG"
+	head -n 5 "$BATS_TEST_TMPDIR/shim.err"
+	assert_both_ok
+	assert_same_output
+	run cmp "$BATS_TEST_TMPDIR/plain.reqs" "$BATS_TEST_TMPDIR/shim.reqs"
+	assert_success
+	assert_equal "$(count_matches '^POST /pay$' "$BATS_TEST_TMPDIR/shim.reqs")" 1
+	# the library did hand the kept connection out
+	assert_equal "reused=$(stat_value reused)" "reused=1"
+}
+
+@test "a slow fresh connection, before the first request: a non-blocking recv gets EAGAIN as alone, then the request is answered" { slow_fresh_case nbrecv; }
+@test "a slow fresh connection, before the first request: epoll_wait(0) reports nothing and recv gets EAGAIN, as alone" { slow_fresh_case epoll0; }
+@test "a slow fresh connection, before the first request: recv(MSG_DONTWAIT) of a blocking socket gets EAGAIN as alone, never waiting for the connect" { slow_fresh_case dontwait; }
+@test "a slow fresh connection: send(MSG_DONTWAIT) of a POST on a blocking socket after the server's idle close does not wait for the connect, and is answered" {
+	slow_fresh_case dontwait_send
+	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
+}
+@test "a slow fresh connection, before the first request: poll(0) of a blocking socket reports nothing, as alone (the old library hung in the recv after it)" {
+	slow_fresh_case poll0
+	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
+}
+@test "a slow fresh connection, before the first request: asyncio's streams, the server's idle close while the loop waits, then a POST: answered as alone" {
+	slow_fresh_case asyncio
+	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
+}
+@test "a slow fresh connection: Python's POST with a socket timeout after the server's idle close is answered, executed once" {
+	slow_fresh_case timeout_post
+	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
+}
+@test "a slow fresh connection: a POST whose head is written in two pieces (the first held) after the server's idle close is answered, executed once" {
+	slow_fresh_case split_post
+	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
+}
+@test "a slow fresh connection: KEEPALIVE_METHODS=idempotent, a POST goes on its own connection, as alone" {
+	slow_fresh_case idem KEEPALIVE_METHODS=idempotent
+	grep -q '^on: its own connection$' "$BATS_TEST_TMPDIR/shim.out" || fail "the POST rode the pooled connection"
+	assert_equal "unvouched=$(stat_value unvouched)" "unvouched=1"
+}
