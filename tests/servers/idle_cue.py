@@ -68,6 +68,12 @@ def handle(s, cid):
             buf = buf[length:]
             log("%d %s %s" % (cid, method.decode(), path.decode()))
             body = path + b"\n"
+            if not buf:
+                # idle from the answer on: a library hands the connection
+                # out with no byte on the wire, and the client's cue may
+                # come before this thread is back in its recv
+                with lock:
+                    idle[cid] = s
             s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
             answered += 1
     except OSError as e:
