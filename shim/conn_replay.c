@@ -987,17 +987,6 @@ bool lost_quiet(struct kp_conn *c, int fd, int flags, int *err)
 	}
 }
 
-/*
- * Readiness (poll, select, epoll) is about to tell the program something
- * of fd.  A reused connection the server closed or reset under its first
- * request reports POLLERR|POLLHUP (or EOF) there, and a program that
- * trusts it gives up (ab counts an exception and never reads, and its
- * counts never meet) where its read would have met our replay.  So settle
- * it here: what the read would do, done now, from TCP's state and without
- * consuming the socket's pending error (docs/replay.md): a reset the
- * request is not replayed under stays the program's to read.  Caller holds
- * c->lock.
- */
 /* ready_settle for a TLS connection: one handed out to the program's SSL
  * whose first request has not gone, and whose server ended it while it
  * waited (its idle close: close_notify and FIN, a bare FIN, a reset),
@@ -1032,6 +1021,17 @@ static bool tls_ready_settle(struct kp_conn *c, int fd)
 	return true;
 }
 
+/*
+ * Readiness (poll, select, epoll) is about to tell the program something
+ * of fd.  A reused connection the server closed or reset under its first
+ * request reports POLLERR|POLLHUP (or EOF) there, and a program that
+ * trusts it gives up (ab counts an exception and never reads, and its
+ * counts never meet) where its read would have met our replay.  So settle
+ * it here: what the read would do, done now, from TCP's state and without
+ * consuming the socket's pending error (docs/replay.md): a reset the
+ * request is not replayed under stays the program's to read.  Caller holds
+ * c->lock.
+ */
 bool ready_settle(struct kp_conn *c, int fd)
 {
 	if (c->state != KP_ACTIVE || c->shut_how || c->handed_off)
