@@ -67,20 +67,13 @@ void kp_note_nonblock(int fd, bool on)
 		c->nonblock = on; /* O_NONBLOCK belongs to the description all dups share */
 }
 
-/* The options of conn.h no_rewrite (SO_RCVLOWAT only above 1: its
- * default; val unread where len is short, as the kernel would refuse it) */
-static bool rewrite_shows(int level, int name, const void *val, socklen_t len)
+/* The options of conn.h no_rewrite, by name */
+static bool rewrite_option(int level, int name)
 {
 	if (level != SOL_SOCKET)
 		return false;
 	switch (name) {
-	case SO_RCVLOWAT: {
-		int v = 0;
-		if (!val || len < (socklen_t)sizeof(v))
-			return false;
-		memcpy(&v, val, sizeof(v));
-		return v > 1;
-	}
+	case SO_RCVLOWAT:
 #ifdef SO_ZEROCOPY
 	case SO_ZEROCOPY:
 #endif
@@ -93,6 +86,21 @@ static bool rewrite_shows(int level, int name, const void *val, socklen_t len)
 		return true;
 	}
 	return false;
+}
+
+/* ... and by value: SO_RCVLOWAT only above 1, its default (val unread
+ * where len is short, as the kernel would refuse it) */
+static bool rewrite_shows(int level, int name, const void *val, socklen_t len)
+{
+	if (!rewrite_option(level, name))
+		return false;
+	if (name != SO_RCVLOWAT)
+		return true;
+	int v = 0;
+	if (!val || len < (socklen_t)sizeof(v))
+		return false;
+	memcpy(&v, val, sizeof(v));
+	return v > 1;
 }
 
 void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len)
@@ -140,8 +148,8 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 
 /* An option of conn.h no_rewrite (its value read only where the kernel
  * could: a value it refuses changes nothing), set on a handed-out
- * connection before its
- * first request: that connection is never parked again, and a fresh one
+ * connection before its first request: that connection is never parked
+ * again, and a fresh one
  * would be made under the program's fd if the request needed one
  * (unvouch: a request not followed; a replay), and the fresh socket
  * would lack the option (SO_ZEROCOPY: the program's zerocopy sends
@@ -153,7 +161,8 @@ void kp_sockopt_before(struct kp_conn *c, int fd, int level, int name, const voi
 {
 	if (kp_reentered() || c == KP_POOLED ||
 	    __atomic_load_n(&c->first, __ATOMIC_ACQUIRE) != KP_FIRST_UNSENT ||
-	    kp_sockopt_carried(level, name) || !kp_readable(val, len) || !rewrite_shows(level, name, val, len))
+	    kp_sockopt_carried(level, name) || !rewrite_option(level, name) || !kp_readable(val, len) ||
+	    !rewrite_shows(level, name, val, len))
 		return;
 	int saved = errno;
 	if (conn_lock(c, fd)) {
