@@ -40,11 +40,14 @@
  * clears the error of a reset): after the head (in place of the 2 ms
  * before the body) and before reading the answer, each after waiting for
  * the connection's error or hang-up (poll() with no events: POLLERR and
- * POLLHUP only) for at most PAIR_TAKE_MS (default 2) and 100 ms.  The
- * matrix's error-taker axis (docs/replay.md "An error taken by a read of
- * nothing"); it gives a server that resets at once (when=quick) 200 ms,
- * which the reset ends: with 2 ms, whether the reset came in time was the
- * load's to say, alone and with the library alike.
+ * POLLHUP only) for at most PAIR_TAKE_MS (default 2) and
+ * PAIR_TAKE_END_MS (default 100).  The matrix's error-taker axis
+ * (docs/replay.md "An error taken by a read of nothing"); it gives a
+ * server that resets at once (when=quick) 200 ms before the body, and one
+ * that resets 60 ms after its read (when=delayed) 400 ms before the
+ * answer's read, which the reset ends: with 2 and 100 ms, whether the
+ * reset came in time was the load's to say, alone and with the library
+ * alike.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -64,7 +67,7 @@
 #include <unistd.h>
 
 static const char *host, *port, *read_path, *take;
-static int take_ms = 2;
+static int take_ms = 2, take_end_ms = 100;
 
 static void say(const char *path, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 #include <stdarg.h>
@@ -244,7 +247,7 @@ static void request(const char *method, long body, const char *path)
 			return;
 		}
 	}
-	take_error(s, 100);
+	take_error(s, take_end_ms);
 	char buf[65536], first[65] = "", hd[2048];
 	size_t got = 0, body_got = 0, hd_len = 0;
 	int crlf = 0; /* of "\r\n\r\n" matched so far; 4: in the body */
@@ -306,6 +309,8 @@ int main(int argc, char **argv)
 	take = getenv("PAIR_TAKE");
 	if (getenv("PAIR_TAKE_MS"))
 		take_ms = atoi(getenv("PAIR_TAKE_MS"));
+	if (getenv("PAIR_TAKE_END_MS"))
+		take_end_ms = atoi(getenv("PAIR_TAKE_END_MS"));
 	if (strcmp(which, "warm"))
 		request(argv[4], strtol(argv[5], NULL, 10), argv[6]);
 	return 0;
