@@ -227,13 +227,14 @@ second() { awk '$2 == 2' "$NGINX_DIR/access.log" | wc -l; }
 
 # gate_loop PORT CASE...: under the test build's broker check, a loop of
 # one-request processes (tests/clients/tls_once.py), verified, verified,
-# the case, verified, without and with the library: the same output
+# the case, verified, without and with the library: the same output.  The
+# first reads to the server's end (--drain), to teach as teacher's does
 gate_loop() {
 	local port=$1 xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
 	shift
 	mkdir -p -m 0700 "$xdg"
 	local ok="$PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f --ca $TLS/ca.pem --show ${GATE_OK_ARGS:-}"
-	local script="$ok; $ok; ${GATE_CASE_ENV:+env $GATE_CASE_ENV} $PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f $*; $ok"
+	local script="$ok --drain; $ok; ${GATE_CASE_ENV:+env $GATE_CASE_ENV} $PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $port /f $*; $ok"
 	nginx_reset
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
 	nginx_reset
@@ -289,6 +290,14 @@ refused() { grep -c "across check: refused: $1" "$BATS_TEST_TMPDIR/shim.err" || 
 # handed: the processes the test build handed a connection from another
 # process (docs/tls-across.md "The hand-out in another process")
 handed() { grep -c 'a TLS connection from another process handed to the program' "$BATS_TEST_TMPDIR/shim.err" || true; }
+# teacher PORT: the command of a loop's first process, which teaches how the
+# server ends for urllib's requests (not parked): tls_once.py reading to the
+# server's end (--drain) with urllib's User-Agent (--ua-urllib; learnt per
+# User-Agent).  urllib's own first process learns only by what it reads at
+# its close and exit, and a close_notify late under load taught nothing
+# (docs/tls.md "Ragged closes"): the second process's connection was then
+# not parked, and a loop's counts were off by one
+teacher() { echo "$PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $1 /f --ca $TLS/ca.pem --drain --ua-urllib"; }
 
 @test "the hand-out in another process (test build, KP_TEST_ACROSS_BROKER=2): a loop of python urllib processes, one request each, runs on one server connection after the first process's; the same output (TLS 1.3)" {
 	check_lib
@@ -296,10 +305,10 @@ handed() { grep -c 'a TLS connection from another process handed to the program'
 	mkdir -m 0700 "$xdg"
 	use_tls 13
 	# the first process's connection teaches how the server ends (not
-	# parked); the second's is parked and goes to the broker; each later
-	# process takes the one before it at its SSL_connect, is answered by
-	# the foreign engine, and passes it on at its close
-	local script="for i in 1 2 3 4 5 6; do $PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $SERVER_PORT /f 1 $TLS/ca.pem || exit 1; done"
+	# parked: teacher); the second's is parked and goes to the broker;
+	# each later process takes the one before it at its SSL_connect, is
+	# answered by the foreign engine, and passes it on at its close
+	local script="$(teacher "$SERVER_PORT") || exit 1; for i in 2 3 4 5 6; do $PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $SERVER_PORT /f 1 $TLS/ca.pem || exit 1; done"
 	nginx_reset
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
 	nginx_reset
@@ -358,7 +367,7 @@ across_refused() { grep -c "across: a connection from the broker not taken: $1" 
 	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
 	mkdir -m 0700 "$xdg"
 	local get="$PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $SERVER_PORT /f 1 $TLS/ca.pem"
-	local script="for i in 1 2 3 4 5; do $get || exit 1; [ -n \"\${KEEPALIVE_BROKER_PID:-}\" ] && [ \$i = 3 ] && kill -9 \$KEEPALIVE_BROKER_PID; done; exit 0"
+	local script="$(teacher "$SERVER_PORT") || exit 1; for i in 2 3 4 5; do $get || exit 1; [ -n \"\${KEEPALIVE_BROKER_PID:-}\" ] && [ \$i = 3 ] && kill -9 \$KEEPALIVE_BROKER_PID; done; exit 0"
 	nginx_reset
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
 	nginx_reset
@@ -387,7 +396,7 @@ across_refused() { grep -c "across: a connection from the broker not taken: $1" 
 	# broker's, under the library, closed by the old worker: the broker
 	# then drops it), an event, not a delay
 	local closed="while ss -Htn state established '( dport = :$SERVER_PORT )' | grep -q .; do sleep 0.05; done"
-	local script="for i in 1 2 3 4 5; do $get || exit 1; if [ \$i = 3 ]; then $reload || exit 2; $closed; fi; done; exit 0"
+	local script="$(teacher "$SERVER_PORT") || exit 1; for i in 2 3 4 5; do $get || exit 1; if [ \$i = 3 ]; then $reload || exit 2; $closed; fi; done; exit 0"
 	nginx_reset
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
 	nginx_reset
@@ -417,7 +426,7 @@ across_refused() { grep -c "across: a connection from the broker not taken: $1" 
 	wait_until test -s "$BATS_TEST_TMPDIR/port"
 	local port
 	read -r port <"$BATS_TEST_TMPDIR/port"
-	local script="for i in 1 2 3 4 5; do $PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $port /f 1 $TLS/ca.pem || exit 1; done"
+	local script="$(teacher "$port") || exit 1; for i in 2 3 4 5; do $PYTHON $PRODUCT_CLIENTS/urllib_get.py 127.0.0.1 $port /f 1 $TLS/ca.pem || exit 1; done"
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
 	: >"$log"
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \

@@ -4,8 +4,15 @@
 # with --show, the protocol, session_reused and the peer's subject.
 # Usage: python3 tls_once.py HOST PORT PATH [--ca FILE|--system] [--name SNI]
 #        [--max 1.2] [--noverify] [--cert PREFIX] [--norenego] [--show] [--getters] [--time]
+#        [--drain] [--ua-urllib]
 # --norenego: SSL_OP_NO_RENEGOTIATION (a TLS 1.2 connection from another
 # process is handed only to such a program: docs/tls-across.md)
+# --drain: read the answer to the server's end (its close_notify) before
+# closing, as curl does, where urllib stops at Content-Length: the end read
+# teaches the library how the server ends at once (docs/tls.md "Ragged
+# closes"), not by a read at close that a late close_notify can miss
+# --ua-urllib: urllib.request's User-Agent, so what this process teaches
+# holds for urllib's requests (learnt per User-Agent)
 import ssl, sys, time, urllib.request, http.client
 host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 opts = sys.argv[4:]
@@ -31,7 +38,10 @@ try:
     # SNI and the name checked: --name (the address dialled stays HOST)
     raw = c._create_connection((host, port), 10)
     c.sock = ctx.wrap_socket(raw, server_hostname=name)
-    c.request("GET", path, headers={"Connection": "close"})
+    headers = {"Connection": "close"}
+    if "--ua-urllib" in opts:
+        headers.update(urllib.request.build_opener().addheaders)
+    c.request("GET", path, headers=headers)
     s = c.sock
     if "--show" in opts:
         print("version=%s reused=%s subject=%s" % (s.version(), s.session_reused,
@@ -41,11 +51,19 @@ try:
         print("cipher=%s alpn=%s compression=%s shared=%s pending=%d peer=%d bytes %s" % (
             s.cipher(), s.selected_alpn_protocol(), s.compression(), s.shared_ciphers(), s.pending(),
             len(der) if der else 0, s.getpeercert() if ctx.verify_mode != ssl.CERT_NONE else "-"))
-    r = c.getresponse()
-    body = r.read()
+    if "--drain" in opts:
+        raw, chunk = b"", s.recv(65536)
+        while chunk:
+            raw += chunk
+            chunk = s.recv(65536)
+        head, body = raw.split(b"\r\n\r\n", 1)
+        status = int(head.split()[1])
+    else:
+        r = c.getresponse()
+        status, body = r.status, r.read()
     if "--time" in opts:  # connect, handshake and request, in ms
         sys.stderr.write("ms=%.1f\n" % ((time.monotonic() - t0) * 1000))
-    sys.stdout.write("status=%d\n" % r.status)
+    sys.stdout.write("status=%d\n" % status)
     sys.stdout.buffer.write(body)
     c.close()
 except (ssl.SSLError, OSError) as e:
