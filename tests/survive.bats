@@ -231,8 +231,12 @@ stale() {
 	[ "$SHIM_CONNS" -lt 20 ] # and some were reused
 }
 
+# The POSTs' pauses keep clear of the 300 ms timer (0-150 or 450-600 ms): a
+# pause near it let the server's close, late under load, cross a POST sent
+# on the connection (a reset with no FIN before it: rightly not replayed,
+# an error; docs/replay.md), which no liveness check can see
 @test "stale: idle connections closed after 300 ms, POSTs: each served once, no error" {
-	stale idle_close300 POST pauses.py 20 450
+	stale idle_close300 POST pauses.py 20 0-150,450-600
 	assert_posts_reused
 }
 
@@ -250,8 +254,8 @@ stale() {
 	stale idle_408 GET pauses.rb 20 450
 }
 
-@test "stale: 408 on connections idle 300 ms, POSTs: each served once, no error" {
-	stale idle_408 POST pauses.py 20 450
+@test "stale: 408 on connections idle 300 ms, POSTs (pauses clear of the timer, as above): each served once, no error" {
+	stale idle_408 POST pauses.py 20 0-150,450-600
 	assert_posts_reused
 }
 

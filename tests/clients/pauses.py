@@ -15,7 +15,10 @@ client for stale pooled connections.
   SEED          random.Random(SEED): the same pauses on every run (not the
                 same as pauses.rb's for the same SEED)
   MAX_PAUSE_MS  after each request but the last, sleep randint(0, MAX_PAUSE_MS) ms;
-                or MIN-MAX: randint(MIN, MAX) ms
+                or MIN-MAX: randint(MIN, MAX) ms; or MIN-MAX,MIN-MAX...:
+                a range drawn first (choice), then a pause in it: pauses
+                kept clear of a server's idle timer, whose firing late
+                under load must not cross a request the test sends
   --think MS    connect, then wait MS ms before writing the request (a
                 program building its body): the pooled connection it got may
                 die meanwhile
@@ -48,8 +51,8 @@ def main():
     host, port, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     method = sys.argv[4].upper()
     rng = random.Random(int(sys.argv[5]))
-    min_pause, _, max_pause = sys.argv[6].rpartition("-")
-    min_pause, max_pause = int(min_pause or 0), int(max_pause)
+    ranges = [(int(lo or 0), int(hi)) for lo, _, hi in
+              (r.rpartition("-") for r in sys.argv[6].split(","))]
     mix = ("GET", "POST", "PUT", "PATCH", "DELETE", "POST20K")
     if method not in mix + ("MIX",):
         sys.exit("pauses.py: METHOD must be GET, POST, PUT, PATCH, DELETE or MIX, not %s"
@@ -87,7 +90,8 @@ def main():
             conn.close()
         out.flush()
         if i < count:
-            time.sleep(rng.randint(min_pause, max_pause) / 1000.0)
+            lo, hi = rng.choice(ranges) if len(ranges) > 1 else ranges[0]
+            time.sleep(rng.randint(lo, hi) / 1000.0)
     return 1 if errors else 0
 
 
