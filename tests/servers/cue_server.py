@@ -55,6 +55,34 @@ def read_request(recv, buf, wait):
     return method.decode(), path.decode(), buf[length:]
 
 
+def plain_requests(s, cid, idle):
+    """The requests of plain connection s (conn id cid), one by one:
+    (method, path, the bytes after it).  While it waits for a request after
+    its first answer (the generator resumed: the caller answered), s is in
+    idle (conn id -> socket), where close_idle finds it."""
+    buf, answered = b"", False
+
+    def wait():
+        if answered:
+            with lock:
+                idle[cid] = s
+        return True
+
+    def recv():
+        got = s.recv(65536)
+        with lock:
+            idle.pop(cid, None)
+        return got
+
+    while True:
+        req = read_request(recv, buf, wait)
+        if req is None:
+            return
+        buf = req[2]
+        yield req
+        answered = True
+
+
 def close_idle(idle, log):
     """The idle timer's close of plain connections: FIN every socket in
     idle (conn id -> socket: answered, waiting for its next request), each

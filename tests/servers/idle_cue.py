@@ -20,7 +20,7 @@ import socket
 import sys
 import threading
 
-from cue_server import close_idle, fifos, lock, logger, publish, read_request, serve_cues
+from cue_server import close_idle, fifos, lock, logger, plain_requests, publish, serve_cues
 
 port_file, d, log_file = sys.argv[1], sys.argv[2], sys.argv[3]
 cue, done = fifos(d)
@@ -30,36 +30,17 @@ ids = [0]
 
 
 def handle(s, cid):
-    buf, answered = b"", 0
-
-    def wait():
-        if answered:
-            with lock:
-                idle[cid] = s
-        return True
-
-    def recv():
-        got = s.recv(65536)
-        with lock:
-            idle.pop(cid, None)
-        return got
-
     try:
-        while True:
-            req = read_request(recv, buf, wait)
-            if req is None:
-                return
-            method, path, buf = req
+        for method, path, rest in plain_requests(s, cid, idle):
             log("%d %s %s" % (cid, method, path))
             body = path.encode() + b"\n"
-            if not buf:
+            if not rest:
                 # idle from the answer on: a library hands the connection
                 # out with no byte on the wire, and the client's cue may
                 # come before this thread is back in its recv
                 with lock:
                     idle[cid] = s
             s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
-            answered += 1
     except OSError as e:
         sys.stderr.write("idle_cue: %d: %r\n" % (cid, e))
     finally:
