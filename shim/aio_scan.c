@@ -24,39 +24,70 @@ static bool named(const char *name, const void *want)
 	return !strcmp(name, want);
 }
 
-/* an object that defines io_submit itself (dlsym on its own handle finds
+/* What a scan looks for: an object defining name itself and importing no
+ * syscall (its system calls made inline, past our syscall() wrapper). */
+struct unseen_find {
+	const char *name;
+	int found;
+};
+
+/* an object that defines the name itself (dlsym on its own handle finds
  * it in the object, not in a dependency) and imports no syscall */
 static int unseen_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
+	struct unseen_find *f = arg;
 	if (!info->dlpi_name || !info->dlpi_name[0])
 		return 0; /* the program itself: found through its own name below */
 	void *h = kp_dl_open(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)
 		return 0;
-	void *p = kp_dl_sym(h, "io_submit");
+	void *p = kp_dl_sym(h, f->name);
 	dlclose(h);
 	Dl_info di;
 	if (!p || !dladdr(p, &di) || (uintptr_t)di.dli_fbase != (uintptr_t)info->dlpi_addr)
 		return 0;
 	if (kp_elf_imports(info, named, "syscall"))
 		return 0;
-	*(int *)arg = 1;
+	f->found = 1;
 	return 1;
 }
 
-/* the main program defining io_submit (a static libaio in it) */
+/* the main program defining the name (a static library in it, exported) */
 static int unseen_main(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
+	struct unseen_find *f = arg;
 	if (info->dlpi_name && info->dlpi_name[0])
 		return 0;
-	void *p = kp_dl_sym(RTLD_DEFAULT, "io_submit");
+	void *p = kp_dl_sym(RTLD_DEFAULT, f->name);
 	Dl_info di;
 	if (p && dladdr(p, &di) && (uintptr_t)di.dli_fbase == (uintptr_t)info->dlpi_addr &&
 	    !kp_elf_imports(info, named, "syscall"))
-		*(int *)arg = 1;
+		f->found = 1;
 	return 1;
+}
+
+static bool unseen_defines(const char *name)
+{
+	struct unseen_find f = { name, 0 };
+	dl_iterate_phdr(unseen_object, &f);
+	if (!f.found)
+		dl_iterate_phdr(unseen_main, &f);
+	return f.found;
+}
+
+/* io_uring in the process: set for good (kp_uring_seen) */
+static bool uring;
+
+void kp_uring_note(void)
+{
+	__atomic_store_n(&uring, true, __ATOMIC_RELAXED);
+}
+
+bool kp_uring_seen(void)
+{
+	return __atomic_load_n(&uring, __ATOMIC_RELAXED);
 }
 
 static int found;
@@ -78,11 +109,12 @@ void kp_aio_rescan(void)
 	unsigned begun = __atomic_load_n(&dlopens, __ATOMIC_ACQUIRE);
 	unsigned long long adds = kp_elf_adds();
 	if (adds != __atomic_load_n(&seen_adds, __ATOMIC_ACQUIRE)) {
-		int f = 0;
-		dl_iterate_phdr(unseen_object, &f);
-		if (!f)
-			dl_iterate_phdr(unseen_main, &f);
-		__atomic_store_n(&found, f, __ATOMIC_RELAXED);
+		__atomic_store_n(&found, unseen_defines("io_submit"), __ATOMIC_RELAXED);
+		/* liburing since 2.2 makes io_uring_setup inline on x86-64 and
+		 * aarch64: its ring, once set up, is never seen; an older one
+		 * calls syscall(), which kp_uring_note hears */
+		if (unseen_defines("io_uring_queue_init_params") || unseen_defines("io_uring_setup"))
+			kp_uring_note();
 		__atomic_store_n(&seen_adds, adds, __ATOMIC_RELEASE);
 	}
 	__atomic_store_n(&dlopens_scanned, begun, __ATOMIC_RELEASE);

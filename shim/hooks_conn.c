@@ -88,6 +88,22 @@ static void after_fork_child(void)
 
 static void syscall_init(void);
 
+/* io_uring known in the process (shim/aio_scan.h): nothing changes hands
+ * from then on, as after a thread's change of identity */
+static void uring_divide(void)
+{
+	static bool divided_for_uring;
+	if (kp_uring_seen() && !__atomic_exchange_n(&divided_for_uring, true, __ATOMIC_RELAXED))
+		kp_conn_divide("io_uring in the process, unseen");
+}
+
+/* the loaded objects scanned again (shim/aio_scan.h) */
+static void unseen_rescan(void)
+{
+	kp_aio_rescan();
+	uring_divide();
+}
+
 __attribute__((constructor)) static void kp_init(void)
 {
 	/* also with KEEPALIVE_DISABLE: the wrappers still call through */
@@ -101,8 +117,8 @@ __attribute__((constructor)) static void kp_init(void)
 	/* the objects the program links are loaded: a kernel AIO library we
 	 * cannot see is looked for now and at its dlsym, dlvsym and dlopen
 	 * calls, never on the request path (shim/aio_scan.h) */
-	kp_aio_rescan();
-	kp_dl_watch(kp_aio_rescan);
+	unseen_rescan();
+	kp_dl_watch(unseen_rescan);
 	kp_dl_watch_open(kp_aio_dlopen);
 	struct rlimit rl;
 	if (kp_fdtab_init(&rl) < 0)
@@ -1142,6 +1158,7 @@ static bool syscall_ours(long number)
 	case SYS_unshare:
 	case SYS_setns:
 	case SYS_io_submit:
+	case SYS_io_uring_setup:
 		return true;
 	default:
 		return false;
@@ -1361,6 +1378,10 @@ static KP_SLOW long syscall_slow(long number, const long a[6])
 		return pidfd_getfd((int)a[0], (int)a[1], (unsigned)a[2]);
 	case SYS_io_submit:
 		return io_submit_slow(a);
+	case SYS_io_uring_setup: /* before the ring exists: default deny */
+		kp_uring_note();
+		uring_divide();
+		break;
 	case SYS_execve:
 	case SYS_execveat:
 		kp_conn_handoff_all(true, KP_HANDOFF_INHERIT, "exec");
