@@ -274,6 +274,17 @@ _same_conn_rounds() {
 	assert_line "events in the set after its socket's close: 0"
 }
 
+@test "epoll: a socket registered by syscall(SYS_epoll_ctl): once closed, the set reports nothing of it, as alone" {
+	# the registration went past our epoll_ctl: the parked socket kept it
+	# and woke the set with the closed socket's data when handed out
+	nginx_start
+	run_both 2 "$CLIENTS/epoll_dup" "$NGINX_PORT" /f raw
+	assert_both_ok
+	assert_same_output --headers
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "events in the set after its socket's close: 0"
+}
+
 # ---- a pointer the kernel refuses
 #
 # A call that fails with EFAULT alone fails so with the library, on a
