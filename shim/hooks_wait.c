@@ -77,6 +77,22 @@ static int ms_of(const struct timespec *ts)
 	return ts ? ms_ceil(ts->tv_sec, ts->tv_nsec) : -1;
 }
 
+/* A timeout the kernel refuses (EINVAL) before it looks at any fd: the
+ * call is then the kernel's alone, whatever we owe (an owed EOF reported
+ * where alone the call failed; a negative one read as no timeout).  For
+ * ppoll, pselect and epoll_pwait2: poll_select_set_timeout's test; for
+ * select's timeval, the same after the kernel folds whole seconds out of
+ * tv_usec (kern_select). */
+static bool ts_refused(const struct timespec *ts)
+{
+	return ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000);
+}
+
+static bool tv_refused(const struct timeval *tv)
+{
+	return tv && (tv->tv_sec + tv->tv_usec / 1000000 < 0 || tv->tv_usec % 1000000 < 0);
+}
+
 /* A reused connection that may still be replayed: its readiness is not
  * yet the program's (kp_conn_ready_settle).  A load and a compare. */
 static struct kp_conn *unsettled(int fd)
@@ -234,7 +250,7 @@ KP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 static KP_SLOW int ppoll_slow(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 			      const sigset_t *mask)
 {
-	if (!fds_readable(fds, n) || (ts && !kp_readable(ts, sizeof(*ts))))
+	if (!fds_readable(fds, n) || (ts && !kp_readable(ts, sizeof(*ts))) || ts_refused(ts))
 		return KP_REAL(ppoll)(fds, n, ts, mask);
 	return poll_common(fds, n, ts, ms_of(ts), mask, true);
 }
@@ -496,7 +512,7 @@ static bool sets_readable(int nfds, const fd_set *rd, const fd_set *wr, const fd
 static KP_SLOW int select_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
 	if (nfds <= 0 || nfds > SELECT_NFDS_MAX || !sets_readable(nfds, rd, wr, ex, tv, sizeof(*tv)) ||
-	    (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
+	    tv_refused(tv) || (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_common(nfds, rd, wr, ex, ms_of_tv(tv), NULL, false, tv, NULL);
 }
@@ -514,7 +530,7 @@ static KP_SLOW int pselect_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, co
 				const sigset_t *mask)
 {
 	if (nfds <= 0 || nfds > SELECT_NFDS_MAX || !sets_readable(nfds, rd, wr, ex, ts, sizeof(*ts)) ||
-	    (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
+	    ts_refused(ts) || (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
 	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);
 }
@@ -716,7 +732,7 @@ KP_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const str
 			   const sigset_t *mask)
 {
 	/* an older libc without it: ENOSYS, as that libc would say (real.c) */
-	if (ep_untouched())
+	if (ep_untouched() || (ts && !kp_readable(ts, sizeof(*ts))) || ts_refused(ts))
 		return KP_REAL(epoll_pwait2)(epfd, evs, max, ts, mask);
 	return ep_slow(EP_PWAIT2, epfd, evs, max, ms_of(ts), mask);
 }
