@@ -64,11 +64,14 @@ static int poll_owed(struct pollfd *fds, nfds_t n)
 	return r;
 }
 
-/* A timeout in whole milliseconds, rounded up; -1 for none (NULL). */
+/* A timeout in whole milliseconds, rounded up; -1 for none (NULL).
+ * Capped at MS_CAP_S seconds, where an int of milliseconds ends: a longer
+ * ppoll or epoll_pwait2 is waited in pieces (in_pieces). */
+#define MS_CAP_S 1000000
 static int ms_ceil(time_t sec, long nsec)
 {
-	if (sec > 1000000)
-		return 1000000000;
+	if (sec > MS_CAP_S)
+		return MS_CAP_S * 1000;
 	return (int)(sec * 1000 + (nsec + 999999) / 1000000);
 }
 
@@ -247,11 +250,47 @@ KP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 	return poll_slow(fds, n, timeout);
 }
 
+/* A wait whose timeout (valid, not NULL) passes ms_ceil's cap: waited in
+ * pieces of the cap, each the program's call with that timeout, until one
+ * ends before its timeout or the whole is spent (a piece that returns 0
+ * waited its whole timeout).  The cap is 11.6 days: no program sees a
+ * piece end. */
+struct piece_wait {
+	int (*wait)(const struct piece_wait *w, const struct timespec *piece);
+	struct pollfd *fds;
+	nfds_t n;
+	int epfd, max;
+	struct epoll_event *evs;
+	const sigset_t *mask;
+};
+
+static int in_pieces(const struct piece_wait *w, const struct timespec *ts)
+{
+	struct timespec left = *ts;
+	for (;;) {
+		bool last = left.tv_sec <= MS_CAP_S;
+		struct timespec piece = last ? left : (struct timespec){ MS_CAP_S, 0 };
+		int r = w->wait(w, &piece);
+		if (r != 0 || last)
+			return r;
+		left.tv_sec -= MS_CAP_S;
+	}
+}
+
+static int ppoll_piece(const struct piece_wait *w, const struct timespec *piece)
+{
+	return poll_common(w->fds, w->n, piece, ms_of(piece), w->mask, true);
+}
+
 static KP_SLOW int ppoll_slow(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 			      const sigset_t *mask)
 {
 	if (!fds_readable(fds, n) || (ts && !kp_readable(ts, sizeof(*ts))) || ts_refused(ts))
 		return KP_REAL(ppoll)(fds, n, ts, mask);
+	if (ts && ts->tv_sec > MS_CAP_S) {
+		struct piece_wait w = { .wait = ppoll_piece, .fds = fds, .n = n, .mask = mask };
+		return in_pieces(&w, ts);
+	}
 	return poll_common(fds, n, ts, ms_of(ts), mask, true);
 }
 
@@ -728,11 +767,22 @@ KP_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeou
 	return ep_slow(EP_PWAIT, epfd, evs, max, timeout, mask);
 }
 
+static int epoll_pwait2_piece(const struct piece_wait *w, const struct timespec *piece)
+{
+	return ep_slow(EP_PWAIT2, w->epfd, w->evs, w->max, ms_of(piece), w->mask);
+}
+
 KP_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct timespec *ts,
 			   const sigset_t *mask)
 {
 	/* an older libc without it: ENOSYS, as that libc would say (real.c) */
 	if (ep_untouched() || (ts && !kp_readable(ts, sizeof(*ts))) || ts_refused(ts))
 		return KP_REAL(epoll_pwait2)(epfd, evs, max, ts, mask);
+	if (ts && ts->tv_sec > MS_CAP_S) {
+		struct piece_wait w = {
+			.wait = epoll_pwait2_piece, .epfd = epfd, .max = max, .evs = evs, .mask = mask
+		};
+		return in_pieces(&w, ts);
+	}
 	return ep_slow(EP_PWAIT2, epfd, evs, max, ms_of(ts), mask);
 }

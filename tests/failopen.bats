@@ -301,6 +301,8 @@ _same_conn_rounds() {
 	assert_line "ppoll tv_nsec 10^9: -1 EINVAL"
 	assert_line "epoll_pwait2 tv_nsec 2*10^9: -1 EINVAL"
 	assert_line "syscall ppoll tv_nsec 10^9: -1 EINVAL"
+	assert_line "ppoll 2*10^6 s: 1 -"
+	assert_line "epoll_pwait2 2*10^6 s: 1 -"
 	assert_line "read 0"
 	[ "$(stat_value rewritten)" -ge 1 ] || fail "nothing rewritten: no EOF owed, nothing shown"
 }

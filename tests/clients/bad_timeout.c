@@ -5,7 +5,8 @@
  * refuses: ppoll (tv_nsec 10^9; tv_sec -1), pselect (tv_nsec -1), select
  * (tv_usec -1), epoll_pwait2 (tv_nsec 2*10^9), and the same ppoll by
  * syscall().  Alone each fails with EINVAL before it looks at any fd; the
- * library once reported the owed EOF (ready) instead.  Prints one line a
+ * library once reported the owed EOF (ready) instead.  Then ppoll and
+ * epoll_pwait2 with a valid timeout of 2*10^6 s: ready at once.  Prints one line a
  * call ("<call>: <result> <errno name>"), then "read <n>".
  */
 #include <poll.h>
@@ -69,6 +70,13 @@ int main(int argc, char **argv)
 	show("epoll_pwait2 tv_nsec 2*10^9", epoll_pwait2(ep, out, 1, &ns_2e9, NULL));
 	errno = 0;
 	show("syscall ppoll tv_nsec 10^9", syscall(SYS_ppoll, &p, 1, &ns_big, NULL, 8));
+	/* (valid, past the library's millisecond cap: waited in pieces; the
+	 * EOF is there, so it answers at once, alone and with the library) */
+	struct timespec long_ts = { 2000000, 0 };
+	errno = 0;
+	show("ppoll 2*10^6 s", ppoll(&p, 1, &long_ts, NULL));
+	errno = 0;
+	show("epoll_pwait2 2*10^6 s", epoll_pwait2(ep, out, 1, &long_ts, NULL));
 	close(ep);
 	printf("read %zd\n", read(s, buf, sizeof(buf)));
 	close(s);
