@@ -445,9 +445,10 @@ static bool syscall_concerns(long number, const long a[6])
 	 * own fast paths), else the kernel's call exactly (ppoll's rest) */
 	case SYS_poll:
 	case SYS_ppoll:
-	case SYS_select:
-	case SYS_pselect6:
 		return kp_fd_any_live();
+	case SYS_select: /* past FD_SETSIZE: nfds cut short of our fds (hooks_wait.c) */
+	case SYS_pselect6:
+		return kp_fd_any_live() || (int)a[0] > FD_SETSIZE;
 	case SYS_epoll_wait:
 	case SYS_epoll_pwait:
 	case SYS_epoll_pwait2:
