@@ -58,22 +58,30 @@ static int unseen_object(struct dl_phdr_info *info, size_t size, void *arg)
 	unsigned *found = arg;
 	if (!info->dlpi_name || !info->dlpi_name[0])
 		return 0; /* the program itself: found through its own name below */
+	/* liburing's names only in an object named so: each name costs a
+	 * dlsym an object at every start-up (docs/limits.md "io_uring") */
+	unsigned mask = UNSEEN_ALL & ~*found;
+	const char *base = strrchr(info->dlpi_name, '/');
+	if (!strstr(base ? base : info->dlpi_name, "liburing"))
+		mask &= ~UNSEEN_URING;
+	if (!mask)
+		return 0;
 	void *h = kp_dl_open(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
 	if (!h)
 		return 0;
-	*found |= defined_in(h, info, UNSEEN_ALL & ~*found);
+	*found |= defined_in(h, info, mask);
 	dlclose(h);
 	return *found == UNSEEN_ALL;
 }
 
-/* the main program defining a name (a static library in it, exported) */
+/* the main program defining io_submit (a static libaio in it, exported) */
 static int unseen_main(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
 	unsigned *found = arg;
 	if (info->dlpi_name && info->dlpi_name[0])
 		return 0;
-	*found |= defined_in(RTLD_DEFAULT, info, UNSEEN_ALL & ~*found);
+	*found |= defined_in(RTLD_DEFAULT, info, UNSEEN_AIO & ~*found);
 	return 1;
 }
 
@@ -111,7 +119,7 @@ void kp_aio_rescan(void)
 	if (adds != __atomic_load_n(&seen_adds, __ATOMIC_ACQUIRE)) {
 		unsigned f = 0;
 		dl_iterate_phdr(unseen_object, &f);
-		if (f != UNSEEN_ALL)
+		if (!(f & UNSEEN_AIO))
 			dl_iterate_phdr(unseen_main, &f);
 		__atomic_store_n(&found, (f & UNSEEN_AIO) != 0, __ATOMIC_RELAXED);
 		/* liburing since 2.2 makes io_uring_setup inline on x86-64 and

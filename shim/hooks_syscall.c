@@ -47,48 +47,42 @@
  * owe, readiness we settle) and the limits.  Each through its wrapper,
  * whose semantics are the kernel's call's, but for the few handled in
  * kp_syscall_by_name. */
-bool kp_syscall_named(long number)
-{
-	switch (number) {
-	case SYS_socket:
-	case SYS_socketpair:
-	case SYS_accept:
-	case SYS_accept4:
-	case SYS_pipe:
-	case SYS_pipe2:
-	case SYS_open:
-	case SYS_openat:
-	case SYS_creat:
-	case SYS_eventfd:
-	case SYS_eventfd2:
-	case SYS_memfd_create:
-	case SYS_timerfd_create:
-	case SYS_inotify_init1:
-	case SYS_epoll_create:
-	case SYS_epoll_create1:
-	case SYS_bind:
-	case SYS_connect:
-	case SYS_shutdown:
-	case SYS_getsockopt:
-	case SYS_getsockname:
-	case SYS_getpeername:
-	case SYS_ioctl:
-	case SYS_epoll_ctl:
-	case SYS_epoll_wait:
-	case SYS_epoll_pwait:
-	case SYS_epoll_pwait2:
-	case SYS_poll:
-	case SYS_ppoll:
-	case SYS_select:
-	case SYS_pselect6:
-	case SYS_getrlimit:
-	case SYS_setrlimit:
-	case SYS_prlimit64:
-		return true;
-	default:
-		return false;
-	}
-}
+static const unsigned short syscall_named[] = {
+	SYS_socket,
+	SYS_socketpair,
+	SYS_accept,
+	SYS_accept4,
+	SYS_pipe,
+	SYS_pipe2,
+	SYS_open,
+	SYS_openat,
+	SYS_creat,
+	SYS_eventfd,
+	SYS_eventfd2,
+	SYS_memfd_create,
+	SYS_timerfd_create,
+	SYS_inotify_init1,
+	SYS_epoll_create,
+	SYS_epoll_create1,
+	SYS_bind,
+	SYS_connect,
+	SYS_shutdown,
+	SYS_getsockopt,
+	SYS_getsockname,
+	SYS_getpeername,
+	SYS_ioctl,
+	SYS_epoll_ctl,
+	SYS_epoll_wait,
+	SYS_epoll_pwait,
+	SYS_epoll_pwait2,
+	SYS_poll,
+	SYS_ppoll,
+	SYS_select,
+	SYS_pselect6,
+	SYS_getrlimit,
+	SYS_setrlimit,
+	SYS_prlimit64,
+};
 
 
 /* Read n bytes of the program's memory as the kernel would: false where
@@ -257,8 +251,8 @@ static bool timed_wait(long number, const long a[6], long *r)
 	return true;
 }
 
-/* kp_syscall_named's numbers through their wrappers: false for the
- * kernel's own call */
+/* syscall_named's numbers through their wrappers: false for the kernel's
+ * own call (and for any other number) */
 bool kp_syscall_by_name(long number, const long a[6], long *r)
 {
 	switch (number) {
@@ -352,59 +346,53 @@ bool kp_syscall_by_name(long number, const long a[6], long *r)
  * logic as the libc calls; everything else straight through.  Every
  * syscall argument is a long (the kernel ABI), so six are forwarded. */
 
-/* The numbers syscall_slow looks at. */
-static bool syscall_ours(long number)
-{
-	switch (number) {
-	case SYS_close:
-	case SYS_read:
-	case SYS_readv:
-	case SYS_recvfrom:
-	case SYS_recvmsg:
-	case SYS_recvmmsg:
-	case SYS_write:
-	case SYS_writev:
-	case SYS_sendto:
-	case SYS_preadv2:
-	case SYS_pwritev2:
-	case SYS_sendfile:
-	case SYS_splice:
-	case SYS_close_range:
+/* The numbers syscall_slow looks at (with syscall_named's). */
+static const unsigned short syscall_ours[] = {
+	SYS_close,
+	SYS_read,
+	SYS_readv,
+	SYS_recvfrom,
+	SYS_recvmsg,
+	SYS_recvmmsg,
+	SYS_write,
+	SYS_writev,
+	SYS_sendto,
+	SYS_preadv2,
+	SYS_pwritev2,
+	SYS_sendfile,
+	SYS_splice,
+	SYS_close_range,
 #ifdef SYS_dup2
-	case SYS_dup2:
+	SYS_dup2,
 #endif
-	case SYS_dup3:
-	case SYS_sendmsg:
-	case SYS_sendmmsg:
-	case SYS_dup:
-	case SYS_fcntl:
-	case SYS_setsockopt:
-	case SYS_pidfd_getfd:
-	case SYS_execve:
-	case SYS_execveat:
-	case SYS_fork:
-	case SYS_vfork:
-	case SYS_clone:
-	case SYS_clone3:
-	case SYS_setuid:
-	case SYS_setreuid:
-	case SYS_setresuid:
-	case SYS_setgid:
-	case SYS_setregid:
-	case SYS_setresgid:
-	case SYS_setgroups:
-	case SYS_setfsuid:
-	case SYS_setfsgid:
-	case SYS_capset:
-	case SYS_unshare:
-	case SYS_setns:
-	case SYS_io_submit:
-	case SYS_io_uring_setup:
-		return true;
-	default:
-		return kp_syscall_named(number);
-	}
-}
+	SYS_dup3,
+	SYS_sendmsg,
+	SYS_sendmmsg,
+	SYS_dup,
+	SYS_fcntl,
+	SYS_setsockopt,
+	SYS_pidfd_getfd,
+	SYS_execve,
+	SYS_execveat,
+	SYS_fork,
+	SYS_vfork,
+	SYS_clone,
+	SYS_clone3,
+	SYS_setuid,
+	SYS_setreuid,
+	SYS_setresuid,
+	SYS_setgid,
+	SYS_setregid,
+	SYS_setresgid,
+	SYS_setgroups,
+	SYS_setfsuid,
+	SYS_setfsgid,
+	SYS_capset,
+	SYS_unshare,
+	SYS_setns,
+	SYS_io_submit,
+	SYS_io_uring_setup,
+};
 
 /* Which listed numbers concern us for these arguments: an fd we know
  * nothing of gets the kernel's call, as glibc's syscall() makes it (the
@@ -497,7 +485,7 @@ static KP_SLOW long syscall_slow(long number, const long a[6])
 static long syscall_dispatch(long number, const long a[6])
 {
 	long named_r;
-	if (kp_syscall_named(number) && kp_syscall_by_name(number, a, &named_r))
+	if (kp_syscall_by_name(number, a, &named_r))
 		return named_r;
 	switch (number) {
 	case SYS_close:
@@ -604,9 +592,12 @@ KP_HIDDEN uint64_t kp_syscall_bits[KP_SYSCALL_BITS / 64];
  * runs, and with no fd table, every number goes straight to libc) */
 __attribute__((constructor)) static void syscall_init(void)
 {
-	for (long n = 0; n < KP_SYSCALL_BITS; n++)
-		if (syscall_ours(n))
-			kp_syscall_bits[n / 64] |= 1ull << (n % 64);
+	for (size_t i = 0; i < sizeof(syscall_ours) / sizeof(syscall_ours[0]); i++)
+		if (syscall_ours[i] < KP_SYSCALL_BITS)
+			kp_syscall_bits[syscall_ours[i] / 64] |= 1ull << (syscall_ours[i] % 64);
+	for (size_t i = 0; i < sizeof(syscall_named) / sizeof(syscall_named[0]); i++)
+		if (syscall_named[i] < KP_SYSCALL_BITS)
+			kp_syscall_bits[syscall_named[i] / 64] |= 1ull << (syscall_named[i] % 64);
 }
 
 static inline bool syscall_listed(long number)

@@ -13,8 +13,6 @@
 long kp_raw_fork(long number, const long a[6]);
 void kp_uring_divide(void);
 
-/* a number of a call wrapped by name besides those hooks_conn.c handles */
-bool kp_syscall_named(long number);
 /* that call made through its wrapper, its result in *r: false where the
  * kernel's own call must be made (an argument the kernel refuses) */
 bool kp_syscall_by_name(long number, const long a[6], long *r);

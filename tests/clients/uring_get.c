@@ -6,7 +6,7 @@
  * must never be handed a kept connection (docs/limits.md "io_uring").
  * The ring is set up first, with syscall(SYS_io_uring_setup) (Rust's
  * io-uring, an older liburing), or, built as uring_lib_get, through
- * libinline_uring.so, whose system calls are inline (liburing 2.2 on).
+ * liburing_inline.so, whose system calls are inline (liburing 2.2 on).
  * Prints each answer's status line and body length, and "uring recv <r>".
  * Usage: uring_get HOST PORT
  */

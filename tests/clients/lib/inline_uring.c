@@ -2,7 +2,7 @@
  * inline_uring.c - a liburing of the newer kind (2.2 on, x86-64): it
  * exports io_uring_setup and io_uring_enter and makes each system call
  * with the syscall instruction inline, never through libc's syscall()
- * (which the library wraps).  Built as build/clients/libinline_uring.so
+ * (which the library wraps).  Built as build/clients/liburing_inline.so
  * for tests/clients/uring_lib_get.c (docs/limits.md, "io_uring").
  */
 #include <linux/io_uring.h>
