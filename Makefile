@@ -205,6 +205,14 @@ build/clients/inline_aio_plugin_get: tests/clients/inline_aio_plugin_get.c tests
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $< -ldl -Wl,--export-dynamic-symbol=inline_aio_register
 
+# a liburing of the newer kind (inline syscall instruction) and its client
+build/clients/liburing_inline.so: tests/clients/lib/inline_uring.c Makefile
+	@mkdir -p build/clients
+	$(CC) -O2 -g -Wall -Wextra -Werror -fPIC -shared -o $@ $<
+build/clients/uring_lib_get: tests/clients/uring_lib_get.c tests/clients/uring_get.c build/clients/liburing_inline.so Makefile
+	@mkdir -p build/clients
+	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $< -Lbuild/clients -luring_inline -Wl,-rpath,'$$ORIGIN'
+
 # clients that speak TLS themselves link libssl (libssl-dev)
 build/clients/tls_bio_dlsym: tests/clients/tls_bio.c
 build/clients/tls_bio_dlvsym: tests/clients/tls_bio.c

@@ -1,6 +1,7 @@
 /*
  * aio_scan.h - is there a kernel AIO library in the process whose
- * io_submit the library cannot see (docs/replay.md, "Kernel AIO")?
+ * io_submit the library cannot see (docs/replay.md, "Kernel AIO")?  Is
+ * there an io_uring?
  */
 #ifndef KP_AIO_SCAN_H
 #define KP_AIO_SCAN_H
@@ -22,5 +23,18 @@ void kp_aio_rescan(void);
  * the real dlopen's, a tail jump): what it opens is seen at the next scan,
  * which the program's next dlsym, dlvsym or dlopen makes */
 void kp_aio_dlopen(void);
+
+/*
+ * io_uring (docs/limits.md "io_uring"): the kernel reads and writes the
+ * connection for the ring, past every wrapper, so a connection handed out
+ * to such a process could meet a server's idle close where no replay can
+ * follow, and an EOF we owed would never be delivered.  Default deny: once
+ * a ring is known in the process (syscall(SYS_io_uring_setup); a loaded
+ * liburing that makes the system call inline, found by kp_aio_rescan) it
+ * hands out, parks and rewrites nothing from then on.  Set for good:
+ * kp_uring_note; asked: kp_uring_seen (a load, async-signal-safe).
+ */
+void kp_uring_note(void);
+bool kp_uring_seen(void);
 
 #endif

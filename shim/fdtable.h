@@ -107,6 +107,12 @@ static inline kp_fdfl kp_fl(int fd)
 	return __atomic_load_n(&kp_fdflags[fd], __ATOMIC_RELAXED);
 }
 
+/* a number we know something of: a connection, a pooled fd, a flag */
+static inline bool kp_fd_known(int fd)
+{
+	return kp_fd_valid(fd) && (kp_fd_conn(fd) || kp_fl(fd));
+}
+
 static inline void kp_fl_set(int fd, kp_fdfl v)
 {
 	__atomic_store_n(&kp_fdflags[fd], v, __ATOMIC_RELAXED);

@@ -4,9 +4,8 @@
  * getpeername, connect, accept, socketpair, pipe, open/openat/creat,
  * fopen/fdopen/fclose, eventfd, memfd/timerfd/inotify, epoll_create,
  * close, close_range, closefrom, shutdown, the dup family, fcntl, ioctl,
- * syscall (the calls above made by number), io_submit, clone, _Fork,
- * pidfd_getfd; plus the library's constructor, destructor and fork
- * handler.  Each wrapper: fast-path check, then the connection core.
+ * clone, _Fork, pidfd_getfd; plus the library's constructor, destructor
+ * and fork handler (syscall(), the calls made by number: hooks_syscall.c).  Each wrapper: fast-path check, then the connection core.
  */
 #include <dirent.h>
 #include <linux/aio_abi.h>
@@ -31,6 +30,7 @@
 #include "dl_real.h"
 #include "conn.h"
 #include "fdtable.h"
+#include "hooks_syscall.h"
 #include "real.h"
 #include "stdio_drain.h"
 #include "watch.h"
@@ -86,7 +86,21 @@ static void after_fork_child(void)
 	kp_conn_after_fork_child();
 }
 
-static void syscall_init(void);
+/* io_uring known in the process (shim/aio_scan.h): nothing changes hands
+ * from then on, as after a thread's change of identity */
+void kp_uring_divide(void)
+{
+	static bool divided_for_uring;
+	if (kp_uring_seen() && !__atomic_exchange_n(&divided_for_uring, true, __ATOMIC_RELAXED))
+		kp_conn_divide("io_uring in the process, unseen");
+}
+
+/* the loaded objects scanned again (shim/aio_scan.h) */
+static void unseen_rescan(void)
+{
+	kp_aio_rescan();
+	kp_uring_divide();
+}
 
 __attribute__((constructor)) static void kp_init(void)
 {
@@ -97,12 +111,11 @@ __attribute__((constructor)) static void kp_init(void)
 	if (kp_cfg.disabled)
 		return;
 	kp_conn_init();
-	syscall_init();
 	/* the objects the program links are loaded: a kernel AIO library we
 	 * cannot see is looked for now and at its dlsym, dlvsym and dlopen
 	 * calls, never on the request path (shim/aio_scan.h) */
-	kp_aio_rescan();
-	kp_dl_watch(kp_aio_rescan);
+	unseen_rescan();
+	kp_dl_watch(unseen_rescan);
 	kp_dl_watch_open(kp_aio_dlopen);
 	struct rlimit rl;
 	if (kp_fdtab_init(&rl) < 0)
@@ -220,7 +233,7 @@ KP_EXPORT int clone(int (*fn)(void *), void *stack, int flags, void *arg, ...)
 /* A raw clone/fork through syscall(): fork-like (no new stack, no
  * CLONE_VM) gets fork()'s handlers; anything else the hand-off of every
  * connection, as for a vfork. */
-static long raw_fork(long number, const long a[6])
+long kp_raw_fork(long number, const long a[6])
 {
 	unsigned long flags = 0;
 	bool own_stack = false;
@@ -779,18 +792,13 @@ static int close_range_reentered(unsigned first, unsigned last, int flags)
 }
 
 /* The number has a connection or something we learnt of it. */
-static inline bool fd_known(int fd)
-{
-	return kp_fd_valid(fd) && (kp_fd_conn(fd) || kp_fl(fd));
-}
-
 /* Nothing of ours in [first, last]: no connection, no pooled socket, no
  * flag (one load an fd up to the highest number we ever noted). */
 static bool range_unknown(unsigned first, unsigned last)
 {
 	int high = kp_fd_high();
 	for (int fd = (int)first; fd <= high && (unsigned)fd <= last; fd++)
-		if (fd_known(fd))
+		if (kp_fd_known(fd))
 			return false;
 	return true;
 }
@@ -882,7 +890,7 @@ static KP_SLOW int dup_slow(int fd)
  * state forgotten, as any fresh fd (dup_fdflags with no flags to copy). */
 KP_EXPORT int dup(int fd)
 {
-	if (__builtin_expect(fd_known(fd), 0))
+	if (__builtin_expect(kp_fd_known(fd), 0))
 		return dup_slow(fd);
 	return fresh(RETRY_IF_SHORT(KP_REAL(dup)(fd)));
 }
@@ -937,14 +945,14 @@ static KP_SLOW int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
  * find nothing to forget and no flags to copy), a tail jump. */
 KP_EXPORT int dup2(int oldfd, int newfd)
 {
-	if (!fd_known(oldfd) && !fd_known(newfd))
+	if (!kp_fd_known(oldfd) && !kp_fd_known(newfd))
 		return KP_REAL(dup2)(oldfd, newfd);
 	return dup_onto(oldfd, newfd, 0, true);
 }
 
 KP_EXPORT int dup3(int oldfd, int newfd, int flags)
 {
-	if (!fd_known(oldfd) && !fd_known(newfd))
+	if (!kp_fd_known(oldfd) && !kp_fd_known(newfd))
 		return KP_REAL(dup3)(oldfd, newfd, flags);
 	return dup_onto(oldfd, newfd, flags, false);
 }
@@ -1009,7 +1017,7 @@ static inline int fcntl_fast(int fd, int cmd, void *arg)
 		return fcntl_slow(fd, cmd, arg);
 	/* flags of an fd we know (a connection, a TCP socket that may become
 	 * one: socket() marked it); of any other, the kernel's alone */
-	if ((cmd == F_SETFL || cmd == F_SETFD) && fd_known(fd))
+	if ((cmd == F_SETFL || cmd == F_SETFD) && kp_fd_known(fd))
 		return fcntl_slow(fd, cmd, arg);
 	return KP_REAL(fcntl)(fd, cmd, arg);
 }
@@ -1087,387 +1095,3 @@ KP_EXPORT int ioctl(int fd, unsigned long req, ...)
 /* fcntl64 is the same function on 64-bit glibc; programs built against
  * _FILE_OFFSET_BITS=64 on 32-bit call it. */
 KP_EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
-
-/* ------------------------------------------------------------ syscall */
-
-/* Programs that bypass libc for an fd's life: libuv (Node) closes its
- * sockets with syscall(SYS_close).  Those numbers go through the same
- * logic as the libc calls; everything else straight through.  Every
- * syscall argument is a long (the kernel ABI), so six are forwarded. */
-
-/* The numbers syscall_slow looks at. */
-static bool syscall_ours(long number)
-{
-	switch (number) {
-	case SYS_close:
-	case SYS_read:
-	case SYS_readv:
-	case SYS_recvfrom:
-	case SYS_recvmsg:
-	case SYS_recvmmsg:
-	case SYS_write:
-	case SYS_writev:
-	case SYS_sendto:
-	case SYS_preadv2:
-	case SYS_pwritev2:
-	case SYS_sendfile:
-	case SYS_splice:
-	case SYS_close_range:
-#ifdef SYS_dup2
-	case SYS_dup2:
-#endif
-	case SYS_dup3:
-	case SYS_sendmsg:
-	case SYS_sendmmsg:
-	case SYS_dup:
-	case SYS_fcntl:
-	case SYS_setsockopt:
-	case SYS_pidfd_getfd:
-	case SYS_execve:
-	case SYS_execveat:
-	case SYS_fork:
-	case SYS_vfork:
-	case SYS_clone:
-	case SYS_clone3:
-	case SYS_setuid:
-	case SYS_setreuid:
-	case SYS_setresuid:
-	case SYS_setgid:
-	case SYS_setregid:
-	case SYS_setresgid:
-	case SYS_setgroups:
-	case SYS_setfsuid:
-	case SYS_setfsgid:
-	case SYS_capset:
-	case SYS_unshare:
-	case SYS_setns:
-	case SYS_io_submit:
-		return true;
-	default:
-		return false;
-	}
-}
-
-/* Which listed numbers concern us for these arguments: an fd we know
- * nothing of gets the kernel's call, as glibc's syscall() makes it (the
- * libc wrappers are cancellation points, and its fcntl turns F_GETOWN into
- * F_GETOWN_EX).  recvmsg and sendmsg may carry fds in SCM_RIGHTS on any
- * socket (and their message is the kernel's to read), the rest are rare:
- * always ours. */
-static bool syscall_concerns(long number, const long a[6])
-{
-	switch (number) {
-	case SYS_close:
-	case SYS_read:
-	case SYS_readv:
-	case SYS_recvfrom:
-	case SYS_write:
-	case SYS_writev:
-	case SYS_sendto:
-	case SYS_preadv2:
-	case SYS_pwritev2:
-	case SYS_sendfile:
-	case SYS_setsockopt:
-		return fd_known((int)a[0]);
-	case SYS_splice:
-		return fd_known((int)a[0]) || fd_known((int)a[2]);
-	case SYS_io_submit: /* an iocb may name a connection */
-		return kp_fd_any_live();
-#ifdef SYS_dup2
-	case SYS_dup2:
-#endif
-	case SYS_dup3:
-		return fd_known((int)a[0]) || fd_known((int)a[1]);
-	case SYS_fcntl:
-		switch ((int)a[1]) {
-		case F_DUPFD:
-		case F_DUPFD_CLOEXEC:
-			return true; /* a number short of our hidden fds: fcntl_slow */
-		case F_SETFL:
-		case F_SETFD:
-			return fd_known((int)a[0]);
-		default:
-			return false;
-		}
-	default:
-		return true;
-	}
-}
-
-/* Read n bytes of the program's memory as the kernel would: false where
- * it would meet EFAULT (we must not fault where it would not). */
-static bool user_read(void *dst, const void *src, size_t n)
-{
-	struct iovec local = { dst, n }, remote = { (void *)src, n };
-	int saved = errno;
-	long got = KP_REAL(syscall)(SYS_process_vm_readv, (long)getpid(), (long)&local, 1L,
-				    (long)&remote, 1L, 0L);
-	if (got < 0 && errno != EFAULT) /* the call refused (a sandbox): read it ourselves */
-		memcpy(dst, src, n), got = (long)n;
-	errno = saved;
-	return got == (long)n;
-}
-
-static bool user_write(void *dst, const void *src, size_t n)
-{
-	struct iovec local = { (void *)src, n }, remote = { dst, n };
-	int saved = errno;
-	long got = KP_REAL(syscall)(SYS_process_vm_writev, (long)getpid(), (long)&local, 1L,
-				    (long)&remote, 1L, 0L);
-	errno = saved;
-	return got == (long)n;
-}
-
-/*
- * Kernel AIO (io_submit; libaio calls syscall() for it): the kernel reads
- * and writes the socket when it takes the iocb, past every wrapper.  On a
- * connection of ours each iocb is set up as the program alone would see
- * it (docs/replay.md, "Writes we cannot see"): a write that must not reach
- * the server (the first after the owed EOF) is pointed at /dev/null for
- * the submission, so the kernel completes it with its whole count as a
- * closed server's socket takes a first write (and our FIN is out: the
- * next one fails with EPIPE); any other write makes the connection
- * unpoolable; a read gets kp_aio_before (the owed EOF as the kernel's own,
- * else the framing given up) and ends any replay.  An iocb naming a pooled
- * socket ends the batch there (EBADF for the first, as the kernel's fget).
- */
-#define KAIO_MAX 64
-static long io_submit_slow(const long a[6])
-{
-	long nr = a[1];
-	struct iocb **list = (struct iocb **)a[2];
-	struct {
-		struct iocb *at;
-		__u32 fd;
-	} moved[KAIO_MAX];
-	int n_moved = 0, devnull = -1;
-	for (long i = 0; i < nr && i < KAIO_MAX; i++) {
-		struct iocb *p, cb;
-		if (!user_read(&p, &list[i], sizeof(p)) || !user_read(&cb, p, sizeof(cb)))
-			break; /* the kernel stops there too (EFAULT) */
-		struct kp_conn *c = kp_fd_conn((int)cb.aio_fildes);
-		if (!c)
-			continue;
-		if (c == KP_POOLED) {
-			if (i == 0) {
-				errno = EBADF;
-				return -1;
-			}
-			nr = i;
-			break;
-		}
-		int fd = (int)cb.aio_fildes;
-		if (cb.aio_lio_opcode == IOCB_CMD_PREAD || cb.aio_lio_opcode == IOCB_CMD_PREADV) {
-			kp_aio_before(c, fd, false);
-			continue;
-		}
-		if (cb.aio_lio_opcode != IOCB_CMD_PWRITE && cb.aio_lio_opcode != IOCB_CMD_PWRITEV)
-			continue;
-		size_t len = (size_t)cb.aio_nbytes;
-		if (cb.aio_lio_opcode == IOCB_CMD_PWRITEV) {
-			len = 0;
-			for (__u64 k = 0; k < cb.aio_nbytes && k < 1024; k++) {
-				struct iovec v;
-				if (!user_read(&v, (const struct iovec *)cb.aio_buf + k, sizeof(v)))
-					break;
-				len += v.iov_len;
-			}
-		}
-		if (!kp_unseen_write(c, fd, len ? len : 1))
-			continue;
-		if (devnull < 0)
-			devnull = KP_REAL(open)("/dev/null", O_WRONLY | O_CLOEXEC);
-		__u32 to = (__u32)devnull;
-		if (devnull >= 0 && n_moved < KAIO_MAX &&
-		    user_write(&p->aio_fildes, &to, sizeof(to))) {
-			moved[n_moved].at = p;
-			moved[n_moved++].fd = cb.aio_fildes;
-		} else {
-			KP_REAL(shutdown)(fd, SHUT_WR); /* no way to drop them: EPIPE */
-		}
-	}
-	long r = KP_REAL(syscall)(SYS_io_submit, a[0], nr, a[2], a[3], a[4], a[5]);
-	int saved = errno;
-	/* the kernel copied each iocb it took: the program's own are restored */
-	for (int i = 0; i < n_moved; i++)
-		user_write(&moved[i].at->aio_fildes, &moved[i].fd, sizeof(moved[i].fd));
-	if (devnull >= 0)
-		KP_REAL(close)(devnull);
-	errno = saved;
-	return r;
-}
-
-static KP_SLOW long syscall_slow(long number, const long a[6])
-{
-	if (!syscall_concerns(number, a))
-		return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
-	switch (number) {
-	case SYS_close:
-		return close((int)a[0]);
-	/* a read of a connection past the wrappers would miss the EOF
-	 * we owe after a response we had rewritten (docs/hold.md) */
-	case SYS_read:
-		return read((int)a[0], (void *)a[1], (size_t)a[2]);
-	case SYS_readv:
-		return readv((int)a[0], (const struct iovec *)a[1], (int)a[2]);
-	case SYS_recvfrom:
-		return recvfrom((int)a[0], (void *)a[1], (size_t)a[2], (int)a[3],
-				(struct sockaddr *)a[4], (socklen_t *)a[5]);
-	case SYS_recvmsg:
-		return recvmsg((int)a[0], (struct msghdr *)a[1], (int)a[2]);
-	case SYS_recvmmsg:
-		return recvmmsg((int)a[0], (struct mmsghdr *)a[1], (unsigned)a[2], (int)a[3],
-				(struct timespec *)a[4]);
-	case SYS_write:
-		return write((int)a[0], (const void *)a[1], (size_t)a[2]);
-	case SYS_writev:
-		return writev((int)a[0], (const struct iovec *)a[1], (int)a[2]);
-	case SYS_sendto:
-		return sendto((int)a[0], (const void *)a[1], (size_t)a[2], (int)a[3],
-			      (const struct sockaddr *)a[4], (socklen_t)a[5]);
-	case SYS_preadv2:
-		if (a[3] == -1)
-			return preadv2((int)a[0], (const struct iovec *)a[1], (int)a[2], -1, (int)a[5]);
-		break;
-	case SYS_pwritev2:
-		if (a[3] == -1)
-			return pwritev2((int)a[0], (const struct iovec *)a[1], (int)a[2], -1, (int)a[5]);
-		break;
-	case SYS_sendfile:
-		return sendfile((int)a[0], (int)a[1], (off_t *)a[2], (size_t)a[3]);
-	case SYS_splice:
-		return splice((int)a[0], (loff_t *)a[1], (int)a[2], (loff_t *)a[3], (size_t)a[4],
-			      (unsigned)a[5]);
-	case SYS_close_range:
-		return close_range((unsigned)a[0], (unsigned)a[1], (int)a[2]);
-#ifdef SYS_dup2 /* not on aarch64 */
-	case SYS_dup2:
-		return dup2((int)a[0], (int)a[1]);
-#endif
-	case SYS_dup3:
-		return dup3((int)a[0], (int)a[1], (int)a[2]);
-	case SYS_sendmsg:
-		return sendmsg((int)a[0], (const struct msghdr *)a[1], (int)a[2]);
-	case SYS_sendmmsg:
-		return sendmmsg((int)a[0], (struct mmsghdr *)a[1], (unsigned)a[2], (int)a[3]);
-	case SYS_dup:
-		return dup((int)a[0]);
-	case SYS_fcntl:
-		return fcntl((int)a[0], (int)a[1], (void *)a[2]);
-	case SYS_setsockopt:
-		return setsockopt((int)a[0], (int)a[1], (int)a[2], (const void *)a[3],
-				  (socklen_t)a[4]);
-	case SYS_pidfd_getfd:
-		return pidfd_getfd((int)a[0], (int)a[1], (unsigned)a[2]);
-	case SYS_io_submit:
-		return io_submit_slow(a);
-	case SYS_execve:
-	case SYS_execveat:
-		kp_conn_handoff_all(true, KP_HANDOFF_INHERIT, "exec");
-		break;
-	case SYS_fork:
-	case SYS_vfork:
-	case SYS_clone:
-	case SYS_clone3:
-		return raw_fork(number, a);
-	/* credentials, raw (one thread's only): as the libc calls */
-	case SYS_setuid:
-	case SYS_setreuid:
-	case SYS_setresuid:
-	case SYS_setgid:
-	case SYS_setregid:
-	case SYS_setresgid:
-	case SYS_setgroups:
-	case SYS_setfsuid:
-	case SYS_setfsgid:
-	case SYS_capset:
-	case SYS_unshare:
-	case SYS_setns: {
-		kp_conn_cred_change(true);
-		long r = KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
-		if (r >= 0)
-			kp_conn_cred_change(true);
-		return r;
-	}
-	}
-	return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
-}
-
-/* syscall_ours as a bitmap, filled at start-up: a compare, a load and a
- * bit test (the switch compiles to a tree of compares) */
-#define KP_SYSCALL_BITS 512
-KP_HIDDEN uint64_t kp_syscall_bits[KP_SYSCALL_BITS / 64];
-
-static void syscall_init(void)
-{
-	for (long n = 0; n < KP_SYSCALL_BITS; n++)
-		if (syscall_ours(n))
-			kp_syscall_bits[n / 64] |= 1ull << (n % 64);
-}
-
-static inline bool syscall_listed(long number)
-{
-	return (unsigned long)number < KP_SYSCALL_BITS &&
-	       (kp_syscall_bits[(unsigned long)number / 64] >> ((unsigned long)number % 64) & 1);
-}
-
-#if defined(__x86_64__)
-/* syscall() is variadic, but the x86-64 ABI passes variadic integer
- * arguments exactly as fixed ones (six registers, the seventh on the
- * stack), and every argument of syscall() is a long.  So the exported
- * entry is five instructions of assembly that leave the registers and
- * the stack as the caller made them: a number of no interest (Rust's std
- * wakes futexes this way) is a compare, a bit test and the jump to libc's
- * syscall(); a listed one jumps to kp_syscall_listed, a C function that
- * reads the same registers as fixed arguments.  Written in C, the same
- * test cost 13 instructions: GCC reloads and stores back the seventh
- * argument for the tail call, and sets %al for a variadic one. */
-KP_HIDDEN long kp_syscall_listed(long number, long a0, long a1, long a2, long a3, long a4,
-				 long a5);
-static KP_SLOW long syscall_slow_regs(long number, long a0, long a1, long a2, long a3, long a4,
-				      long a5)
-{
-	const long a[6] = { a0, a1, a2, a3, a4, a5 };
-	return syscall_slow(number, a);
-}
-
-long kp_syscall_listed(long number, long a0, long a1, long a2, long a3, long a4, long a5)
-{
-	if (kp_fdtab_len)
-		return syscall_slow_regs(number, a0, a1, a2, a3, a4, a5);
-	return KP_REAL(syscall)(number, a0, a1, a2, a3, a4, a5);
-}
-
-/* (extended asm in a function that is never called, for the constants) */
-__attribute__((used)) static void syscall_entry_asm(void)
-{
-	__asm__(".pushsection .text.kp_syscall, \"ax\", @progbits\n"
-		".globl syscall\n"
-		".type syscall, @function\n"
-		".p2align 4\n"
-		"syscall:\n"
-		"\tcmpq $%c[last], %%rdi\n"
-		"\tja 1f\n"
-		"\tbtq %%rdi, kp_syscall_bits(%%rip)\n"
-		"\tjc kp_syscall_listed\n"
-		"1:\tjmp *kp_real+%c[real](%%rip)\n"
-		".size syscall, .-syscall\n"
-		".popsection"
-		:
-		: [last] "i"(KP_SYSCALL_BITS - 1),
-		  [real] "i"(offsetof(struct kp_real_table, syscall)));
-}
-#else
-KP_EXPORT long syscall(long number, ...)
-{
-	va_list ap;
-	va_start(ap, number);
-	long a[6];
-	for (int i = 0; i < 6; i++)
-		a[i] = va_arg(ap, long);
-	va_end(ap);
-	if (syscall_listed(number) && kp_fdtab_len)
-		return syscall_slow(number, a);
-	return KP_REAL(syscall)(number, a[0], a[1], a[2], a[3], a[4], a[5]);
-}
-#endif

@@ -64,17 +64,36 @@ static int poll_owed(struct pollfd *fds, nfds_t n)
 	return r;
 }
 
-/* A timeout in whole milliseconds, rounded up; -1 for none (NULL). */
+/* A timeout in whole milliseconds, rounded up; -1 for none (NULL).
+ * Capped at MS_CAP_S seconds, where an int of milliseconds ends: a longer
+ * ppoll or epoll_pwait2 is waited in pieces (in_pieces). */
+#define MS_CAP_S 1000000
 static int ms_ceil(time_t sec, long nsec)
 {
-	if (sec > 1000000)
-		return 1000000000;
+	if (sec > MS_CAP_S)
+		return MS_CAP_S * 1000;
 	return (int)(sec * 1000 + (nsec + 999999) / 1000000);
 }
 
 static int ms_of(const struct timespec *ts)
 {
 	return ts ? ms_ceil(ts->tv_sec, ts->tv_nsec) : -1;
+}
+
+/* A timeout the kernel refuses (EINVAL) before it looks at any fd: the
+ * call is then the kernel's alone, whatever we owe (an owed EOF reported
+ * where alone the call failed; a negative one read as no timeout).  For
+ * ppoll, pselect and epoll_pwait2: poll_select_set_timeout's test; for
+ * select's timeval, the same after the kernel folds whole seconds out of
+ * tv_usec (kern_select). */
+static bool ts_refused(const struct timespec *ts)
+{
+	return ts && (ts->tv_sec < 0 || ts->tv_nsec < 0 || ts->tv_nsec >= 1000000000);
+}
+
+static bool tv_refused(const struct timeval *tv)
+{
+	return tv && (tv->tv_sec + tv->tv_usec / 1000000 < 0 || tv->tv_usec % 1000000 < 0);
 }
 
 /* A reused connection that may still be replayed: its readiness is not
@@ -231,11 +250,47 @@ KP_EXPORT int poll(struct pollfd *fds, nfds_t n, int timeout)
 	return poll_slow(fds, n, timeout);
 }
 
+/* A wait whose timeout (valid, not NULL) passes ms_ceil's cap: waited in
+ * pieces of the cap, each the program's call with that timeout, until one
+ * ends before its timeout or the whole is spent (a piece that returns 0
+ * waited its whole timeout).  The cap is 11.6 days: no program sees a
+ * piece end. */
+struct piece_wait {
+	int (*wait)(const struct piece_wait *w, const struct timespec *piece);
+	struct pollfd *fds;
+	nfds_t n;
+	int epfd, max;
+	struct epoll_event *evs;
+	const sigset_t *mask;
+};
+
+static int in_pieces(const struct piece_wait *w, const struct timespec *ts)
+{
+	struct timespec left = *ts;
+	for (;;) {
+		bool last = left.tv_sec <= MS_CAP_S;
+		struct timespec piece = last ? left : (struct timespec){ MS_CAP_S, 0 };
+		int r = w->wait(w, &piece);
+		if (r != 0 || last)
+			return r;
+		left.tv_sec -= MS_CAP_S;
+	}
+}
+
+static int ppoll_piece(const struct piece_wait *w, const struct timespec *piece)
+{
+	return poll_common(w->fds, w->n, piece, ms_of(piece), w->mask, true);
+}
+
 static KP_SLOW int ppoll_slow(struct pollfd *fds, nfds_t n, const struct timespec *ts,
 			      const sigset_t *mask)
 {
-	if (!fds_readable(fds, n) || (ts && !kp_readable(ts, sizeof(*ts))))
+	if (!fds_readable(fds, n) || (ts && !kp_readable(ts, sizeof(*ts))) || ts_refused(ts))
 		return KP_REAL(ppoll)(fds, n, ts, mask);
+	if (ts && ts->tv_sec > MS_CAP_S) {
+		struct piece_wait w = { .wait = ppoll_piece, .fds = fds, .n = n, .mask = mask };
+		return in_pieces(&w, ts);
+	}
 	return poll_common(fds, n, ts, ms_of(ts), mask, true);
 }
 
@@ -496,7 +551,7 @@ static bool sets_readable(int nfds, const fd_set *rd, const fd_set *wr, const fd
 static KP_SLOW int select_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, struct timeval *tv)
 {
 	if (nfds <= 0 || nfds > SELECT_NFDS_MAX || !sets_readable(nfds, rd, wr, ex, tv, sizeof(*tv)) ||
-	    (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
+	    tv_refused(tv) || (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
 		return KP_REAL(select)(nfds, rd, wr, ex, tv);
 	return select_common(nfds, rd, wr, ex, ms_of_tv(tv), NULL, false, tv, NULL);
 }
@@ -514,7 +569,7 @@ static KP_SLOW int pselect_slow(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, co
 				const sigset_t *mask)
 {
 	if (nfds <= 0 || nfds > SELECT_NFDS_MAX || !sets_readable(nfds, rd, wr, ex, ts, sizeof(*ts)) ||
-	    (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
+	    ts_refused(ts) || (select_due_ms(nfds, rd) < 0 && !select_unsettled(nfds, rd, wr, ex)))
 		return KP_REAL(pselect)(nfds, rd, wr, ex, ts, mask);
 	return select_common(nfds, rd, wr, ex, ms_of(ts), mask, true, NULL, ts);
 }
@@ -712,11 +767,22 @@ KP_EXPORT int epoll_pwait(int epfd, struct epoll_event *evs, int max, int timeou
 	return ep_slow(EP_PWAIT, epfd, evs, max, timeout, mask);
 }
 
+static int epoll_pwait2_piece(const struct piece_wait *w, const struct timespec *piece)
+{
+	return ep_slow(EP_PWAIT2, w->epfd, w->evs, w->max, ms_of(piece), w->mask);
+}
+
 KP_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const struct timespec *ts,
 			   const sigset_t *mask)
 {
 	/* an older libc without it: ENOSYS, as that libc would say (real.c) */
-	if (ep_untouched())
+	if (ep_untouched() || (ts && !kp_readable(ts, sizeof(*ts))) || ts_refused(ts))
 		return KP_REAL(epoll_pwait2)(epfd, evs, max, ts, mask);
+	if (ts && ts->tv_sec > MS_CAP_S) {
+		struct piece_wait w = {
+			.wait = epoll_pwait2_piece, .epfd = epfd, .max = max, .evs = evs, .mask = mask
+		};
+		return in_pieces(&w, ts);
+	}
 	return ep_slow(EP_PWAIT2, epfd, evs, max, ms_of(ts), mask);
 }

@@ -564,10 +564,11 @@ static bool head_rewritable(struct kp_conn *c, int fd, struct head_send *s)
 		kp_debug("fd %d: not rewritten: a request with a body asks to close", fd);
 		return false;
 	}
-	/* an io_submit we cannot see could read where we owe the EOF
-	 * (docs/replay.md "Kernel AIO"): owe none */
-	if (may && h->app_close && kp_aio_unseen()) {
-		kp_debug("fd %d: not rewritten: a kernel AIO library makes its system calls unseen", fd);
+	/* an io_submit or an io_uring we cannot see could read where we owe
+	 * the EOF (docs/replay.md "Kernel AIO", docs/limits.md "io_uring"):
+	 * owe none */
+	if (may && h->app_close && (kp_aio_unseen() || kp_uring_seen())) {
+		kp_debug("fd %d: not rewritten: kernel AIO or io_uring makes system calls unseen", fd);
 		return false;
 	}
 	/* TLS: the EOF we would owe shows a close_notify; only where this

@@ -274,6 +274,39 @@ _same_conn_rounds() {
 	assert_line "events in the set after its socket's close: 0"
 }
 
+@test "epoll: a socket registered by syscall(SYS_epoll_ctl): once closed, the set reports nothing of it, as alone" {
+	# the registration went past our epoll_ctl: the parked socket kept it
+	# and woke the set with the closed socket's data when handed out
+	nginx_start
+	run_both 2 "$CLIENTS/epoll_dup" "$NGINX_PORT" /f raw
+	assert_both_ok
+	assert_same_output --headers
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "events in the set after its socket's close: 0"
+}
+
+# ---- a timeout the kernel refuses
+#
+# ppoll, pselect, select and epoll_pwait2 with a timeout the kernel
+# refuses fail with EINVAL before any fd is looked at; on a connection
+# whose EOF the library owed, its wait reported the EOF (ready) instead,
+# and read a negative timeout as none.
+
+@test "waits with a timeout the kernel refuses: EINVAL as alone, even where the library owes an EOF" {
+	nginx_start
+	run_both 1 "$CLIENTS/bad_timeout" "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output --headers
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "ppoll tv_nsec 10^9: -1 EINVAL"
+	assert_line "epoll_pwait2 tv_nsec 2*10^9: -1 EINVAL"
+	assert_line "syscall ppoll tv_nsec 10^9: -1 EINVAL"
+	assert_line "ppoll 2*10^6 s: 1 -"
+	assert_line "epoll_pwait2 2*10^6 s: 1 -"
+	assert_line "read 0"
+	[ "$(stat_value rewritten)" -ge 1 ] || fail "nothing rewritten: no EOF owed, nothing shown"
+}
+
 # ---- a pointer the kernel refuses
 #
 # A call that fails with EFAULT alone fails so with the library, on a

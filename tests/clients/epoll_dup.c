@@ -2,7 +2,12 @@
  * epoll_dup.c - a socket registered in an epoll set through a dup of the
  * set's fd, that dup closed (docs/hold.md "epoll through a closed number").
  *
- * Usage: epoll_dup PORT PATH
+ * Usage: epoll_dup PORT PATH [raw]
+ *
+ * raw: the socket added to ep itself with syscall(SYS_epoll_ctl), no dup
+ * (libuv-like code makes its calls by number): the library must see that
+ * registration as it sees epoll_ctl's (docs/binding.md "What syscall()
+ * dispatches").
  *
  * ep = epoll_create1; ep2 = dup(ep); the first request's socket is added
  * through ep2, ep2 closed (the set lives on through ep); the request
@@ -16,6 +21,7 @@
 #include "common.h"
 
 #include <sys/epoll.h>
+#include <sys/syscall.h>
 
 static void request(int s, const char *path)
 {
@@ -28,13 +34,14 @@ static void request(int s, const char *path)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3)
-		die("usage: epoll_dup PORT PATH");
+	if (argc != 3 && argc != 4)
+		die("usage: epoll_dup PORT PATH [raw]");
+	int raw = argc == 4 && !strcmp(argv[3], "raw");
 	int port = atoi(argv[1]);
 	int ep = epoll_create1(EPOLL_CLOEXEC), ep2 = dup(ep);
 	int s = dial_loopback(port);
 	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP, .data.u64 = 0xabcd };
-	if (epoll_ctl(ep2, EPOLL_CTL_ADD, s, &ev))
+	if (raw ? syscall(SYS_epoll_ctl, ep, EPOLL_CTL_ADD, s, &ev) : epoll_ctl(ep2, EPOLL_CTL_ADD, s, &ev))
 		die("epoll_ctl");
 	close(ep2);
 	request(s, argv[2]);
