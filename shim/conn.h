@@ -170,6 +170,11 @@ struct kp_conn {
 	int fresh_refused;
 	bool acked_known;    /* acked_at_first holds the kernel's count */
 	uint64_t acked_at_first; /* tcpi_bytes_acked just before its first byte */
+	/* tcpi_bytes_received then (the FIN counts one), and whether the
+	 * server's FIN was in already (CLOSE_WAIT): a FIN since shows as
+	 * received_at_first + 1 with no response byte (fin_came_first) */
+	uint64_t received_at_first;
+	bool fin_before_first;
 
 	/* request side */
 	uint8_t req_mode;    /* enum kp_req_mode */
@@ -447,6 +452,16 @@ bool kp_conn_ready_settle(struct kp_conn *c, int fd);
  * where TCP's state says the server's FIN (or reset) came, not a
  * response (one TCP_INFO: docs/replay.md "Readable, and the FIN"). */
 bool kp_conn_read_settle(struct kp_conn *c, int fd);
+
+/* The program is about to observe fd's state before reading its answer
+ * (getsockopt SO_ERROR or TCP_INFO, getpeername, ioctl FIONREAD or
+ * SIOCOUTQ): a reused connection its server ended under (or before) its
+ * first request is settled first, as its read would settle it (replayed
+ * where the rule allows), so the kernel's answer that follows is the
+ * fresh socket's; where it may not be replayed, the dead socket is left
+ * untouched and its pending error is the program's to take (docs/replay.md
+ * "What the program observes").  One load on a settled connection. */
+void kp_conn_observe(struct kp_conn *c, int fd);
 
 /* What is left (ms, -1: no limit) of the poll/select/epoll call whose
  * readiness is being settled in this thread: a replay's fresh connect waits

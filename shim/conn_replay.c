@@ -720,7 +720,13 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 			size_t extra)
 {
 	if (c->first == KP_FIRST_SENT) {
-		c->first = KP_FIRST_DONE; /* pipelined behind the first: no replay */
+		/* pipelined behind the first, which a server's close may have
+		 * met already: settled first, as a read would (replayed where
+		 * the rule allows, and this one follows it on the fresh
+		 * socket), never written into the dead one (docs/replay.md
+		 * "What the program observes"); no replay for this one */
+		ready_settle(c, fd);
+		c->first = KP_FIRST_DONE;
 		return false;
 	}
 	struct kp_req_facts f = {
@@ -732,8 +738,8 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 	};
 	/* the rewrite adds a few bytes to the head: the bound is about memory */
 	f.bytes = h->head_len + f.body_len;
-	uint64_t acked = 0;
-	bool known = !f.idempotent && kp_tcp_bytes_acked(fd, &acked) == 0;
+	struct kp_tcp_view tv = { 0 };
+	bool known = !f.idempotent && kp_tcp_view(fd, &tv) == 0 && tv.acked_ok;
 	enum kp_first_plan plan = kp_replay_plan(&f, known, kp_cfg.any_method, kp_cfg.replay_max);
 	if (plan == KP_PLAN_FRESH) {
 		first_request_fresh(c, fd, "a request that may not be replayed");
@@ -760,7 +766,9 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 	}
 	c->first_plan = (uint8_t)plan;
 	c->acked_known = known;
-	c->acked_at_first = acked;
+	c->acked_at_first = tv.acked;
+	c->received_at_first = tv.received;
+	c->fin_before_first = tv.state == TCP_CLOSE_WAIT;
 	return true;
 }
 
@@ -1021,6 +1029,19 @@ static bool tls_ready_settle(struct kp_conn *c, int fd)
 	return true;
 }
 
+/* The server's FIN came before anything else under c's first request,
+ * which needs the proof: in already when the request went, or the one
+ * byte TCP has received since (no response byte: the caller saw none
+ * waiting, and one read would have ended the first-request state).  A
+ * reset adds nothing to the count.  docs/replay.md "What the program
+ * observes". */
+static bool fin_came_first(const struct kp_conn *c, const struct kp_tcp_view *v)
+{
+	if (c->first_plan != KP_PLAN_PROVE || !c->acked_known || !v->acked_ok)
+		return false;
+	return c->fin_before_first || v->received == c->received_at_first + 1;
+}
+
 /*
  * Readiness (poll, select, epoll) is about to tell the program something
  * of fd.  A reused connection the server closed or reset under its first
@@ -1068,9 +1089,13 @@ bool ready_settle(struct kp_conn *c, int fd)
 		return replay(c, fd, KP_DIED_EOF);
 	if (v.state == TCP_CLOSE && c->first_plan == KP_PLAN_IDEMPOTENT)
 		return replay(c, fd, KP_DIED_RESET); /* any failure: the error is ours */
-	/* a reset under a request that needs the proof: whether a FIN came
-	 * first shows only to a read that takes the error; the program's
-	 * read does, and decides there */
+	/* a reset under a request that needs the proof: the FIN before it
+	 * shows in TCP's count of bytes received (a read of 0 would say the
+	 * same, and leave the reset's EPIPE pending: settle_facts); with no
+	 * FIN before it, never proof: the socket and its error stay the
+	 * program's, untouched (a peek would take the error) */
+	if (v.state == TCP_CLOSE && fin_came_first(c, &v))
+		return replay(c, fd, KP_DIED_EOF);
 	return false;
 }
 
@@ -1102,6 +1127,15 @@ bool kp_conn_read_settle(struct kp_conn *c, int fd)
 	    kp_tcp_view(fd, &v) < 0 || v.state == TCP_ESTABLISHED)
 		return false;
 	return kp_conn_ready_settle(c, fd);
+}
+
+void kp_conn_observe(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || __atomic_load_n(&c->first, __ATOMIC_RELAXED) == KP_FIRST_DONE)
+		return;
+	int saved = errno;
+	kp_conn_read_settle(c, fd);
+	errno = saved;
 }
 
 /* Step aside in the middle of things: bytes we held from an unfinished head

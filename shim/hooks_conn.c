@@ -13,6 +13,7 @@
 #include <fcntl.h>
 #include <sys/sendfile.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -625,6 +626,10 @@ static KP_SLOW int getsockopt_slow(struct kp_conn *c, int fd, int level, int nam
 	if (c == KP_POOLED)
 		return not_yours();
 	kp_before_getsockopt(c, fd);
+	/* the program observes the connection before its read: settled
+	 * first, as the read would (conn.h kp_conn_observe) */
+	if ((level == SOL_SOCKET && name == SO_ERROR) || (level == IPPROTO_TCP && name == TCP_INFO))
+		kp_conn_observe(c, fd);
 	socklen_t len0 = len ? *len : 0;
 	int r = KP_REAL(getsockopt)(fd, level, name, val, len);
 	/* SO_ERROR of a pooled socket reset while idle (curl asks it after
@@ -652,6 +657,7 @@ static KP_SLOW int getpeername_slow(struct kp_conn *c, int fd, struct sockaddr *
 {
 	if (c == KP_POOLED)
 		return not_yours();
+	kp_conn_observe(c, fd);
 	socklen_t len0 = len ? *len : 0;
 	int r = KP_REAL(getpeername)(fd, addr, len);
 	if (r < 0 && errno == ENOTCONN && kp_conn_dead_seen(c, fd)) {
@@ -1024,8 +1030,13 @@ static inline int fcntl_fast(int fd, int cmd, void *arg)
 
 static KP_SLOW int ioctl_slow(int fd, unsigned long req, void *arg)
 {
-	if (kp_fd_conn(fd) == KP_POOLED)
+	struct kp_conn *oc = kp_fd_conn(fd);
+	if (oc == KP_POOLED)
 		return not_yours();
+	/* bytes waiting, bytes unsent: the connection observed before its
+	 * read, settled first (conn.h kp_conn_observe) */
+	if (oc && (req == FIONREAD || req == TIOCOUTQ) && !in_vfork_child())
+		kp_conn_observe(oc, fd);
 	int r = KP_REAL(ioctl)(fd, req, arg);
 	if ((req == FIOCLEX || req == FIONCLEX) && in_vfork_child())
 		return r; /* the child's table's, not the parent's */
@@ -1054,7 +1065,7 @@ static inline int ioctl_fast(int fd, unsigned long req, void *arg)
 	if (kp_fd_pooled(fd))
 		return not_yours();
 	if (req == FIONBIO || req == FIOCLEX || req == FIONCLEX ||
-	    (req == FIONREAD && kp_fd_conn(fd)))
+	    ((req == FIONREAD || req == TIOCOUTQ) && kp_fd_conn(fd)))
 		return ioctl_slow(fd, req, arg);
 	return KP_REAL(ioctl)(fd, req, arg);
 }

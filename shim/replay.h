@@ -101,12 +101,15 @@ int kp_tcp_bytes_acked(int fd, uint64_t *acked);
 int kp_tcp_kernel_tx(int fd, uint64_t *w);
 
 /* The socket's TCP state (TCP_ESTABLISHED, TCP_CLOSE_WAIT, TCP_CLOSE...),
- * tcpi_bytes_acked (acked_ok false on a kernel without it) and tcpi_rtt,
- * in one getsockopt(TCP_INFO): 0, or -1 with errno. */
+ * tcpi_bytes_acked and tcpi_bytes_received (acked_ok false on a kernel
+ * without them) and tcpi_rtt, in one getsockopt(TCP_INFO): 0, or -1 with
+ * errno.  received counts the server's FIN as one byte (rcv_nxt moves over
+ * it) and a reset as none: docs/replay.md "What the program observes". */
 struct kp_tcp_view {
 	uint8_t state;
 	bool acked_ok;
 	uint64_t acked;
+	uint64_t received;
 	uint32_t srtt_us;
 };
 int kp_tcp_view(int fd, struct kp_tcp_view *v);

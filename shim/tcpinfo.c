@@ -46,8 +46,10 @@ int kp_tcp_view(int fd, struct kp_tcp_view *v)
 		return -1;
 	v->state = ti.tcpi_state;
 	v->srtt_us = ti.tcpi_rtt;
-	v->acked_ok = len >= offsetof(struct tcp_info, tcpi_bytes_acked) + sizeof(ti.tcpi_bytes_acked);
+	v->acked_ok = len >= offsetof(struct tcp_info, tcpi_bytes_received) +
+				    sizeof(ti.tcpi_bytes_received);
 	v->acked = v->acked_ok ? ti.tcpi_bytes_acked : 0;
+	v->received = v->acked_ok ? ti.tcpi_bytes_received : 0;
 	return 0;
 }
 

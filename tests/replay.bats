@@ -747,6 +747,71 @@ before_first_c() {
 @test "a forked child reads the answer to the parent's first request, after the server's idle close: as alone" { before_first_c forkread; }
 @test "Python os.fork() before the first request, then the server's idle close: answered as alone" { before_first_case py osfork; }
 
+# ---- observed before the answer is read (docs/replay.md "What the
+# program observes")
+#
+# tests/clients/observe_first.c GETs /warm, connects again (the library
+# hands the kept connection out), cues the server's idle close
+# (tests/servers/idle_cue.py), waits for its FIN, writes /a, waits for the
+# server's reset, and then observes the connection before it reads:
+# getsockopt SO_ERROR or TCP_INFO, getpeername, ioctl FIONREAD or
+# SIOCOUTQ, poll, epoll or select (SO_ERROR where an error bit is set),
+# or a pipelined second request /b.  Alone it is a fresh connection: no
+# error, every request answered once.  The library before: SO_ERROR
+# EPIPE, getpeername ENOTCONN, TCP_INFO CLOSE (the replay then cancelled:
+# EOF, /a never executed, even for a GET); a POST's poll and epoll
+# reported ERR HUP (the no-probe build); the second write failed EPIPE and
+# neither was executed.  Each case with the library and with the no-probe
+# build (where a POST rides the dead connection too), GET and POST: the
+# same output and the same requests as alone.  FIONREAD, SIOCOUTQ and
+# select passed on the old code too (the read after them replayed): kept
+# as the class's members.
+
+# observe_case LIB MODE METHOD: alone, then with LIB, each against a fresh
+# server; the same status, output and requests
+observe_case() {
+	local lib=$1
+	shift
+	idle_cue_start
+	run_plain "$CLIENTS/observe_first" "$1" "$2" "$SERVER_PORT" "$OWN_DIR"
+	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/plain.reqs" || true
+	idle_cue_start
+	PRELOAD="$lib" run_shim "$CLIENTS/observe_first" "$1" "$2" "$SERVER_PORT" "$OWN_DIR"
+	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/shim.reqs" || true
+	echo "$lib $*: $SHIM_STATS"
+	cat "$BATS_TEST_TMPDIR/shim.out" "$OWN_LOG"
+	head -n 5 "$BATS_TEST_TMPDIR/shim.err"
+	assert_both_ok
+	assert_same_output
+	run cmp "$BATS_TEST_TMPDIR/plain.reqs" "$BATS_TEST_TMPDIR/shim.reqs"
+	assert_success
+	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "$*: no kept connection was closed"
+}
+
+observe_first() {
+	make -s -C "$ROOT" build/clients/observe_first >&2
+	local libs=("$PRELOAD") lib method
+	if [ -z "${KEEPALIVE_ASAN-}" ]; then
+		flock "$ROOT/build/.make.lock" make -s -C "$ROOT" build/libkeepalive-noprobe.so >/dev/null
+		libs+=("$ROOT/build/libkeepalive-noprobe.so")
+	fi
+	for lib in "${libs[@]}"; do
+		for method in GET POST; do
+			observe_case "$lib" "$1" "$method"
+		done
+	done
+}
+
+@test "getsockopt(SO_ERROR) after the first request on a reused connection the server closed: no error, answered once, as alone" { observe_first soerror; }
+@test "getpeername() after the first request on a reused connection the server closed: connected, answered once, as alone" { observe_first peer; }
+@test "getsockopt(TCP_INFO) after the first request on a reused connection the server closed: the fresh socket's state, as alone" { observe_first tcpinfo; }
+@test "ioctl(FIONREAD) after the first request on a reused connection the server closed: answered once, as alone" { observe_first inq; }
+@test "ioctl(SIOCOUTQ) after the first request on a reused connection the server closed: answered once, as alone" { observe_first outq; }
+@test "poll after the first request on a reused connection the server closed: no ERR or HUP for a POST, answered once, as alone" { observe_first poll; }
+@test "epoll after the first request on a reused connection the server closed: no ERR or HUP for a POST, answered once, as alone" { observe_first epoll; }
+@test "select after the first request on a reused connection the server closed: answered once, as alone" { observe_first select; }
+@test "a second request pipelined after the first on a reused connection the server closed: both answered once, as alone" { observe_first pipe; }
+
 # ---- a fresh connection not complete at once (docs/replay.md "Before the
 # first request", "The program's bounds")
 #
