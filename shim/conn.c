@@ -345,7 +345,7 @@ static int connect_pinned(int fd, struct kp_conn *c, const struct pool_key *keyp
 	 * other fds of the same socket (a dup before connect) the program's
 	 * own socket is connected, as those fds expect (the pin is one) */
 	bool alone = __atomic_load_n(&c->refs, __ATOMIC_RELAXED) == 2;
-	/* a description with signals or flags connects its own: docs/binding.md */
+	/* a description with signals or flags connects its own: docs/hold.md */
 	alone = alone && (!handout_possible() || kp_desc_plain(fd));
 	while (alone && ((p = pool_checkout(&key, now, &meta)) >= 0 ||
 	       (take_finished(&key) && (p = pool_checkout(&key, now, &meta)) >= 0))) {

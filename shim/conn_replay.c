@@ -213,7 +213,7 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 		: unsent ? connect_fresh(c, fd, !c->tls)
 			 : BUSY(c, connect_fresh(c, fd, false));
 	/* what the program's description carries, its signals above all, is
-	 * the fresh socket's too (docs/binding.md "What the description
+	 * the fresh socket's too (docs/hold.md "What the description
 	 * carries") */
 	if (s >= 0 && kp_desc_carry(fd, s) < 0) {
 		int err = errno;

@@ -676,7 +676,7 @@ bool take_finished(const struct pool_key *key)
 	 * a TCP socket to the end */
 	/* (a close line's bytes not read yet: the program is not done) */
 	/* (a description with signals or flags stays: the dead socket under
-	 * fd would not have them, docs/binding.md "What the description
+	 * fd would not have them, docs/hold.md "What the description
 	 * carries") */
 	if (c->eof_owed && c->nonblock && c->refs == 1 && parkable(c) && fdfl >= 0 &&
 	    !read_under_way(c) && kp_desc_plain(fd) &&
@@ -771,7 +771,7 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 		return -1;
 	/* the program's fd is closed, or put on another socket: alone, its
 	 * description would signal no one any more; parked, the server's close
-	 * would (docs/binding.md "What the description carries") */
+	 * would (docs/hold.md "What the description carries") */
 	if (!kp_fd_valid(hidden)) {
 		KP_REAL(close)(hidden);
 		return -1;

@@ -68,7 +68,7 @@ bool kp_sockopts_claim(struct kp_sockopts *s, int level, int name, const void *v
 		       socklen_t len, enum kp_opt_verdict *verdict);
 
 /* The open file description's own state, beyond the socket and its
- * options (docs/binding.md "What the description carries"): the status
+ * options (docs/hold.md "What the description carries"): the status
  * flags other than O_NONBLOCK (O_ASYNC, O_APPEND, O_NOATIME), the owner of
  * its signals (F_SETOWN, F_SETOWN_EX, SIOCSPGRP, FIOSETOWN) and their
  * signal (F_SETSIG), asked of the kernel (a program may set them through

@@ -1,6 +1,6 @@
 #!/usr/bin/env bats
 # Signal-driven I/O and the rest of what an open file description carries
-# (docs/binding.md "What the description carries"): O_ASYNC (F_SETFL,
+# (docs/hold.md "What the description carries"): O_ASYNC (F_SETFL,
 # FIOASYNC), the owner (F_SETOWN, F_SETOWN_EX, SIOCSPGRP), F_SETSIG,
 # O_APPEND.  A parked socket signals no one (the server's close of it
 # killed the program, or its whole process group); a program socket with

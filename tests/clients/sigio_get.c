@@ -1,7 +1,7 @@
 /*
  * sigio_get.c - signal-driven I/O (and the other state an open file
  * description carries) on HTTP connections, for tests/sigio.bats
- * (docs/binding.md "What the description carries").
+ * (docs/hold.md "What the description carries").
  *
  * Usage: sigio_get MODE HTTP_PORT CONTROL_PORT   (tests/servers/drop_server.py)
  *   close-fcntl close-ioctl close-rtsig close-pgrp close-tid
