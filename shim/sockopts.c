@@ -9,7 +9,10 @@
  * Options we cannot carry make the connection unpoolable; options that
  * change the route keep the socket out of the pool: verdicts, which the
  * connection core (conn_opts.c) acts on.  No lock of the core is taken
- * here and no function of it called.
+ * here and no function of it called.  Beside the options, the state of
+ * the open file description (its signals, its flags: kp_desc_*, docs/hold.md
+ * "What the description carries"): cleared at park, checked before a
+ * hand-out, carried onto a fresh socket.
  */
 #include "sockopts.h"
 
