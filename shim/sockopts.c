@@ -281,10 +281,18 @@ int kp_desc_carry(int from, int to)
 	if (desc_is_plain(&d))
 		return 0;
 	int tfl = KP_REAL(fcntl)(to, F_GETFL);
-	/* (an owner gone since, ESRCH: the program's signals went nowhere;
-	 * a socket that would signal no one cannot say so: not put) */
-	if (tfl < 0 || (d.own.pid && KP_REAL(fcntl)(to, F_SETOWN_EX, &d.own) < 0) ||
-	    (d.sig && KP_REAL(fcntl)(to, F_SETSIG, d.sig) < 0) ||
+	if (tfl < 0)
+		return -1;
+	/* an owner gone since (ESRCH): the program's signals went nowhere,
+	 * and with no owner they still do; only F_GETOWN could tell (fail
+	 * open: the swap goes on) */
+	int saved = errno;
+	if (d.own.pid && KP_REAL(fcntl)(to, F_SETOWN_EX, &d.own) < 0) {
+		if (errno != ESRCH)
+			return -1;
+		errno = saved;
+	}
+	if ((d.sig && KP_REAL(fcntl)(to, F_SETSIG, d.sig) < 0) ||
 	    KP_REAL(fcntl)(to, F_SETFL, (tfl & ~DESC_FLAGS) | (d.fl & DESC_FLAGS)) < 0)
 		return -1;
 	return 0;

@@ -77,7 +77,7 @@ bool kp_desc_plain(int fd);
 /* Make fd's description plain (O_NONBLOCK kept): a parked socket signals
  * no one.  Returns 0, or -1 (not to be parked). */
 int kp_desc_clear(int fd);
-/* Give socket to the state of from's description (owner, signal, then
+/* Give socket `to` the state of from's description (owner, signal, then
  * the flags, O_ASYNC last: no signal to a half-made owner).  Returns 0,
  * or -1 (to is not to be put under the program's fd). */
 int kp_desc_carry(int from, int to);
