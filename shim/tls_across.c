@@ -546,6 +546,13 @@ static struct ticket *across_fetch(SSL *ssl, const struct pool_key *key)
 
 static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 {
+	/* a session whose secrets the program logs (a TLS 1.2 resumption
+	 * keeps the master secret its keylog wrote) is offered to no other
+	 * SSL, in this process or another: what that SSL sends would be
+	 * readable from the log, where alone its own handshake makes fresh
+	 * keys (docs/tls.md "Callbacks that watch") */
+	if (kp_tls_keylog_of(kp_ssl.SSL_get_SSL_CTX(e->ssl)))
+		return;
 	SSL_SESSION *sess = kp_ssl.SSL_get1_session(e->ssl);
 	if (!sess)
 		return;

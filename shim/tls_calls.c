@@ -559,6 +559,25 @@ static void handshake_alpn(SSL *ssl, const struct io *io)
 		kp_conn_tls_spoil(io->c, io->fd, "ALPN chose a protocol other than HTTP/1.1");
 }
 
+/* A watcher on the program's own connection from its handshake on (an
+ * info, message or keylog callback: watcher): it would be told what the
+ * library makes up in its place (no close_notify alert at a parked
+ * connection's SSL_shutdown, no server's end after a rewritten close), and
+ * a keylog's secrets would travel with a parked connection, or a session
+ * of it, to an SSL whose program logs nothing.  So it steps aside as one
+ * set after the handshake does (kp_tls_watched): never pooled, its close
+ * and its SSL_shutdown its own (docs/tls.md "Callbacks that watch"). */
+static void watched_from_start(SSL *ssl)
+{
+	kp_lock(&tls_lock);
+	const char *why = watcher(ssl, conf_of(ssl));
+	kp_unlock(&tls_lock);
+	if (!why)
+		return;
+	kp_debug("%s on the program's own connection: it steps aside", why);
+	kp_tls_watched(ssl, false);
+}
+
 int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 {
 	struct io io;
@@ -627,6 +646,7 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		if (io_get(ssl, &io) && io.e == ssl) {
 			handshake_full(ssl);
 			kp_tls_capture_done(ssl);
+			watched_from_start(ssl);
 		}
 		if (io_get(ssl, &io) && io.c)
 			handshake_alpn(ssl, &io);

@@ -79,6 +79,22 @@ after() { tls_case tls_after "$@"; }
 }
 
 
+@test "an info, message or keylog callback on the context before the handshake: its connections are its own to the end (the alerts of its close told as alone, never parked), and a context without one is handed none of them nor a keylogged session" {
+	for v in 13 12; do
+		use_tls $v
+		for arg in info_ctx msg_ctx keylog; do
+			after 4 watch_early "$arg"
+			assert_line --partial "4 ok HTTP/1.1 200 OK"
+			assert_equal "$v $arg: handed out $(stat_value tls_reused)" "$v $arg: handed out 0"
+			# request 4's own, alone (requests 2 and 3 were parked before)
+			assert_equal "$v $arg: parked $(stat_value parked)" "$v $arg: parked 1"
+		done
+		# a keylogged session is offered to no other SSL (a TLS 1.2
+		# resumption keeps the master secret the log holds)
+		assert_equal "$v keylog: resumed $(stat_value tls_resumed)" "$v keylog: resumed 0"
+	done
+}
+
 @test "an info or message callback set after the SSL read and wrote (handed a pooled connection, or its own): told the later records, the server's close_notify and its own, with its own SSL and argument, as alone" {
 	for v in 13 12; do
 		use_tls $v

@@ -44,9 +44,8 @@ proxy_stop() {
 	PROXY_PID=
 }
 
-# seconds A >= B, as decimals
+# seconds A >= B, as decimals (lower bounds only: the proxy guarantees them)
 at_least() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a >= b) }'; }
-below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 
 @test "proxy --rtt 100: a request on a fresh connection takes 2 RTT (>= 0.2 s)" {
 	proxy_start $RTT
@@ -58,7 +57,11 @@ below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 	at_least "$t" 0.2 || fail "fresh request took $t s, less than 2 RTT"
 }
 
-@test "proxy --rtt 100: the second request on the reused connection takes 1 RTT (0.3 s <= total < 0.45 s)" {
+# The delays are lower bounds the proxy guarantees; how much longer a
+# request takes is up to the machine's load (an upper bound failed in CI
+# under load), so that the reused connection paid no handshake is asserted
+# by curl's and nginx's count of connections, not by a time
+@test "proxy --rtt 100: the second request reuses the first's connection (one connect), each paying at least its round trips (2 RTT, then 1)" {
 	proxy_start $RTT
 	run timeout "$((CLIENT_TIMEOUT * SLOW))" "$CURL" -s -o /dev/null -o /dev/null \
 		-w '%{http_code} %{num_connects} %{time_total}\n' \
@@ -80,7 +83,6 @@ below() { awk -v a="$1" -v b="$2" 'BEGIN { exit !(a < b) }'; }
 	at_least "$t1" 0.2 || fail "first request took $t1 s, less than 2 RTT"
 	at_least "$t2" 0.1 || fail "second request took $t2 s, less than 1 RTT"
 	at_least "$total" 0.3 || fail "both took $total s, less than 3 RTT"
-	below "$total" 0.45 || fail "both took $total s: the reused connection paid a handshake?"
 }
 
 @test "proxy --rtt 100: a 50 MiB download arrives intact" {

@@ -245,9 +245,15 @@ stale() {
 	[ "$SHIM_CONNS" -lt 30 ]
 }
 
-@test "stale: closed after 3 requests without a word, POSTs: each served once, no error" {
-	stale close_after3 POST pauses.rb 30 30
-	assert_posts_reused
+# A server's close after its third answer can cross the fourth POST, sent
+# on the connection before the FIN came (under load it did, in CI): the
+# server's kernel took it, so it is rightly not replayed, and the program
+# reads the EOF (docs/replay.md, the residual risk).  Guaranteed: as with
+# random resets, and at most one such error, since the first teaches the
+# destination's request limit (docs/replay.md)
+@test "stale: closed after 3 requests without a word, POSTs: each executed at most once, at most one error (the limit learnt), an error only for one the server dropped" {
+	posts_at_most_once close_after3 pauses.rb 30 30
+	[ "$FAILED" -le 1 ] || fail "$FAILED POSTs failed: the request limit was not learnt"
 }
 
 @test "stale: 408 on connections idle 300 ms, GETs: no error, no 408 shown" {
@@ -269,22 +275,28 @@ stale() {
 # executed twice, and an error only for a request the server dropped (not
 # in its log); the answers are not compared, since a failed request shifts
 # the server's draws.
-@test "stale: random resets after responses, POSTs: each executed at most once, an error only for one the server dropped" {
-	local n=30 failed
-	scripted_start random_reset
-	run_both $n "$PYTHON" "$SCRIPTS/pauses.py" 127.0.0.1 "$SCRIPTED_PORT" $n POST 5 30
+# posts_at_most_once CASE CLIENT N PAUSE: those guarantees for N POSTs
+posts_at_most_once() {
+	local case=$1 client=$2 n=$3 pause=$4 interp=$PYTHON failed i
+	[[ $client == *.rb ]] && interp=$RUBY
+	scripted_start "$case"
+	run_both "$n" "$interp" "$SCRIPTS/$client" 127.0.0.1 "$SCRIPTED_PORT" "$n" POST 5 "$pause"
 	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
 	run bash -c "awk '{ print \$3 }' '$SCRIPTED_LOG' | sort | uniq -d"
 	assert_output ""
 	failed=$(count_matches '^ERROR' "$BATS_TEST_TMPDIR/shim.out")
 	server_wait_requests $((n - failed))
 	assert_equal "served + failed $(($(wc -l <"$SCRIPTED_LOG") + failed))" "served + failed $n"
-	local i
 	for i in $(sed -n 's/^ERROR \([0-9]*\) .*/\1/p' "$BATS_TEST_TMPDIR/shim.out"); do
 		! grep -q " /r/$i " "$SCRIPTED_LOG" || fail "request $i failed but was executed"
 	done
 	assert_equal "answered $(count_matches '^[0-9]+ 200 ' "$BATS_TEST_TMPDIR/shim.out")" "answered $((n - failed))"
 	assert_posts_reused
+	FAILED=$failed
+}
+
+@test "stale: random resets after responses, POSTs: each executed at most once, an error only for one the server dropped" {
+	posts_at_most_once random_reset pauses.py 30 30
 }
 
 @test "stale: random resets after responses, a client that reads SO_ERROR and getpeername() before writing: same answers" {

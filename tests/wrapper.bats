@@ -468,9 +468,12 @@ group_signal() {
 		"$WRAP" sh -c "$loop"
 	assert_success
 	assert_equal "$(sort <<<"$stderr")" "$plain"
-	# what the settings were read as is unchanged: pooled, no stats line
+	# what the settings were read as is unchanged: pooled (fewer
+	# connections than requests: a process's park goes to the broker
+	# without waiting, so under load the next one may ask first), no
+	# stats line
 	server_wait_requests 3
-	assert_equal "conns $(nginx_conns)" "conns 1"
+	[ "$(nginx_conns)" -lt 3 ] || fail "conns $(nginx_conns): nothing pooled"
 }
 
 @test "wrapper and library read settings alike: KEEPALIVE_PORTS with a leading zero pools, KEEPALIVE_STATS=off|no|false is off, an unknown switch warns" {

@@ -14,6 +14,9 @@
  *                   info_ctx, msg_ssl, msg_ctx, keylog): what it is told
  *   watch_late ARG  the same set after a first exchange kept alive
  *                   (requests 3 and 4): what it is told
+ *   watch_early ARG a callback set on the context before any handshake
+ *                   (info_ctx, msg_ctx, keylog): what requests 1-3 are
+ *                   told; request 4 on a context with none
  *   lookup          a lookup method of its own in its store, that finds
  *                   nothing: how often it runs
  *   engine          an engine registered for the AEAD ciphers, whose
@@ -294,6 +297,21 @@ int main(int argc, char **argv)
 		SSL_free(s);
 		printf("told after the handshake: info %d (alerts %d), messages %d, keylog lines %d\n", info_calls,
 		       info_alerts, msg_calls, keylog_lines);
+	} else if (!strcmp(sc, "watch_early")) {
+		SSL_CTX *ctx = mkctx();
+		if (!strcmp(arg, "info_ctx"))
+			SSL_CTX_set_info_callback(ctx, info_cb);
+		else if (!strcmp(arg, "msg_ctx"))
+			SSL_CTX_set_msg_callback(ctx, msg_cb);
+		else if (!strcmp(arg, "keylog"))
+			SSL_CTX_set_keylog_callback(ctx, keylog_cb);
+		for (int i = 1; i <= 3; i++) {
+			info_calls = info_alerts = msg_calls = keylog_lines = 0;
+			one(ctx, i);
+			printf("%d told: info %d (alerts %d), messages %d, keylog lines %d\n", i, info_calls,
+			       info_alerts, msg_calls, keylog_lines);
+		}
+		one(mkctx(), 4);
 	} else if (!strcmp(sc, "watch_late")) {
 		/* the callback set after a first exchange kept alive: request 3
 		 * on a connection handed out, request 4 on its own */

@@ -22,19 +22,16 @@ Lines on the fifo DIR/cue, each answered on the fifo DIR/done once done:
   answered how many were closed.
 Listens on 127.0.0.1; the port is written to PORTFILE.
 """
-import os
 import select
 import socket
 import sys
 import threading
 
-port_file, d, log_file = sys.argv[1], sys.argv[2], sys.argv[3]
-cue, done = os.path.join(d, "cue"), os.path.join(d, "done")
-for f in (cue, done):
-    if not os.path.exists(f):
-        os.mkfifo(f)
+from cue_server import close_idle, fifos, lock, logger, plain_requests, publish, serve_cues
 
-lock = threading.Lock()
+port_file, d, log_file = sys.argv[1], sys.argv[2], sys.argv[3]
+cue, done = fifos(d)
+log = logger(log_file)
 gate = threading.Condition(lock)
 paused = [False]
 idle = {}  # conn id -> socket: answered, waiting for the next request
@@ -42,45 +39,13 @@ ids = [0]
 fillers = []
 
 
-def log(line):
-    with lock:
-        with open(log_file, "a") as f:
-            f.write(line + "\n")
-
-
 def handle(s, cid):
-    buf, answered = b"", 0
     try:
-        while True:
-            while b"\r\n\r\n" not in buf:
-                if answered and not buf:
-                    with lock:
-                        idle[cid] = s
-                got = s.recv(65536)
-                with lock:
-                    idle.pop(cid, None)
-                if not got:
-                    return
-                buf += got
-            head, _, buf = buf.partition(b"\r\n\r\n")
-            lines = head.split(b"\r\n")
-            method, path = lines[0].split(b" ")[:2]
-            length = 0
-            for h in lines[1:]:
-                k, _, v = h.partition(b":")
-                if k.strip().lower() == b"content-length":
-                    length = int(v.strip())
-            while len(buf) < length:
-                got = s.recv(65536)
-                if not got:
-                    return
-                buf += got
-            buf = buf[length:]
-            log("%d %s %s" % (cid, method.decode(), path.decode()))
-            body = path + b"\n"
+        for method, path, rest in plain_requests(s, cid, idle):
+            log("%d %s %s" % (cid, method, path))
+            body = path.encode() + b"\n"
             s.sendall(b"HTTP/1.1 200 OK\r\nX-Conn: %d\r\nContent-Length: %d\r\n\r\n%s"
                       % (cid, len(body), body))
-            answered += 1
     except OSError as e:
         sys.stderr.write("gate_cue: %d: %r\n" % (cid, e))
     finally:
@@ -114,59 +79,27 @@ def pause(port):
         select.select([], [x], [])
 
 
-def close_idle():
-    with lock:
-        gone = list(idle.items())
-        idle.clear()
-    closed = 0
-    for cid, s in gone:
-        try:
-            # a client that closed it already (its FIN is in) is not idle
-            if s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b"":
-                continue
-        except BlockingIOError:
-            pass
-        except OSError:
-            continue
-        try:
-            s.shutdown(socket.SHUT_RDWR)  # the FIN; its recv returns
-        except OSError:
-            pass
-        log("%d closed" % cid)
-        closed += 1
-    return closed
-
-
-def cues(port):
-    while True:
-        with open(cue) as f:
-            for line in f:
-                c = line.strip()
-                if c == "pause":
-                    pause(port)
-                    answer = "paused"
-                elif c == "resume":
-                    with lock:
-                        paused[0] = False
-                        gate.notify_all()
-                    answer = "resumed"
-                elif c == "close":
-                    answer = "%d" % close_idle()
-                else:
-                    continue
-                with open(done, "w") as w:
-                    w.write(answer + "\n")
+def answer(line, port):
+    if line == "pause":
+        pause(port)
+        return "paused"
+    if line == "resume":
+        with lock:
+            paused[0] = False
+            gate.notify_all()
+        return "resumed"
+    if line == "close":
+        return "%d" % close_idle(idle, log)
+    return None
 
 
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
 listener.listen(0)
 listener.setblocking(False)
-port = listener.getsockname()[1]
-threading.Thread(target=cues, args=(port,), daemon=True).start()
-with open(port_file + ".tmp", "w") as f:
-    f.write("%d\n" % port)
-os.rename(port_file + ".tmp", port_file)
+port = publish(listener, port_file)
+threading.Thread(target=serve_cues, args=(cue, done, lambda line: answer(line, port)),
+                 daemon=True).start()
 while True:
     select.select([listener], [], [])
     with lock:

@@ -34,11 +34,11 @@ import struct
 import sys
 import threading
 
+from cue_server import fifos, lock, logger, publish, read_request, serve_cues
+
 port_file, d, log_file, cert, key, version, how = sys.argv[1:8]
-cue, done = os.path.join(d, "cue"), os.path.join(d, "done")
-for f in (cue, done):
-    if not os.path.exists(f):
-        os.mkfifo(f)
+cue, done = fifos(d)
+log = logger(log_file)
 
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(cert, key)
@@ -46,15 +46,8 @@ v = ssl.TLSVersion.TLSv1_3 if version == "13" else ssl.TLSVersion.TLSv1_2
 ctx.minimum_version = ctx.maximum_version = v
 ctx.num_tickets = 0
 
-lock = threading.Lock()
 idle = {}  # conn id -> (wake pipe's write end, event set once closed)
 ids = [0]
-
-
-def log(line):
-    with lock:
-        with open(log_file, "a") as f:
-            f.write(line + "\n")
 
 
 def idle_close(s, raw):
@@ -99,43 +92,32 @@ def handle(conn, cid):
     buf, answered = b"", 0
     wake_r, wake_w = os.pipe()
     closed, result = threading.Event(), [0]
+
+    def wait():
+        if not answered or s.pending():
+            return True
+        with lock:
+            idle[cid] = (wake_w, closed, result)
+        ready, _, _ = select.select([s, wake_r], [], [])
+        with lock:
+            idle.pop(cid, None)
+        if wake_r not in ready:
+            return True
+        if not peer_closed(s):
+            port = raw.getpeername()[1]
+            idle_close(s, raw)
+            log("%d closed" % cid)
+            result[0] = port
+        return False
+
     try:
         while True:
-            while b"\r\n\r\n" not in buf:
-                if answered and not buf and not s.pending():
-                    with lock:
-                        idle[cid] = (wake_w, closed, result)
-                    ready, _, _ = select.select([s, wake_r], [], [])
-                    with lock:
-                        idle.pop(cid, None)
-                    if wake_r in ready:
-                        if peer_closed(s):
-                            return
-                        port = raw.getpeername()[1]
-                        idle_close(s, raw)
-                        log("%d closed" % cid)
-                        result[0] = port
-                        return
-                got = s.recv(65536)
-                if not got:
-                    return
-                buf += got
-            head, _, buf = buf.partition(b"\r\n\r\n")
-            lines = head.split(b"\r\n")
-            method, path = lines[0].split(b" ")[:2]
-            length = 0
-            for h in lines[1:]:
-                k, _, val = h.partition(b":")
-                if k.strip().lower() == b"content-length":
-                    length = int(val.strip())
-            while len(buf) < length:
-                got = s.recv(65536)
-                if not got:
-                    return
-                buf += got
-            buf = buf[length:]
-            log("%d %s %s" % (cid, method.decode(), path.decode()))
-            body = path + b"\n"
+            req = read_request(lambda: s.recv(65536), buf, wait)
+            if req is None:
+                return
+            method, path, buf = req
+            log("%d %s %s" % (cid, method, path))
+            body = path.encode() + b"\n"
             if not buf:
                 # idle from the answer on: a library hands the connection
                 # out with no byte on the wire, and the client's cue may
@@ -153,34 +135,28 @@ def handle(conn, cid):
         closed.set()
 
 
-def cues():
-    while True:
-        with open(cue) as f:
-            for line in f:
-                if line.strip() != "close":
-                    continue
-                with lock:
-                    gone = list(idle.values())
-                    idle.clear()
-                for wake_w, closed, result in gone:
-                    os.write(wake_w, b"x")
-                ports = []
-                for wake_w, closed, result in gone:
-                    closed.wait()
-                    os.close(wake_w)
-                    if result[0]:
-                        ports.append("%d" % result[0])
-                with open(done, "w") as w:
-                    w.write(" ".join([str(len(ports))] + ports) + "\n")
+def answer(line):
+    if line != "close":
+        return None
+    with lock:
+        gone = list(idle.values())
+        idle.clear()
+    for wake_w, closed, result in gone:
+        os.write(wake_w, b"x")
+    ports = []
+    for wake_w, closed, result in gone:
+        closed.wait()
+        os.close(wake_w)
+        if result[0]:
+            ports.append("%d" % result[0])
+    return " ".join([str(len(ports))] + ports)
 
 
-threading.Thread(target=cues, daemon=True).start()
+threading.Thread(target=serve_cues, args=(cue, done, answer), daemon=True).start()
 listener = socket.socket()
 listener.bind(("127.0.0.1", 0))
 listener.listen(64)
-with open(port_file + ".tmp", "w") as f:
-    f.write("%d\n" % listener.getsockname()[1])
-os.rename(port_file + ".tmp", port_file)
+publish(listener, port_file)
 while True:
     c, _ = listener.accept()
     ids[0] += 1
