@@ -345,6 +345,8 @@ static int connect_pinned(int fd, struct kp_conn *c, const struct pool_key *keyp
 	 * other fds of the same socket (a dup before connect) the program's
 	 * own socket is connected, as those fds expect (the pin is one) */
 	bool alone = __atomic_load_n(&c->refs, __ATOMIC_RELAXED) == 2;
+	/* a description with signals or flags connects its own: docs/hold.md */
+	alone = alone && (!handout_possible() || kp_desc_plain(fd));
 	while (alone && ((p = pool_checkout(&key, now, &meta)) >= 0 ||
 	       (take_finished(&key) && (p = pool_checkout(&key, now, &meta)) >= 0))) {
 		if (hand_out(fd, c, p, &meta, now, true) == 0)
@@ -1257,7 +1259,7 @@ static bool tls_taken_across(struct kp_conn *c, int fd, void *ssl)
 	struct kp_tls *t = kp_tls_across_take(ssl, &c->key, fd, &p, &meta);
 	if (!t)
 		return false;
-	int ok = adopt_pooled(fd, p, c, &meta, false);
+	int ok = kp_desc_plain(fd) ? adopt_pooled(fd, p, c, &meta, false) : (errno = EPERM, -1);
 	KP_REAL(close)(p);
 	if (ok < 0) {
 		kp_debug("fd %d: a TLS connection from another process could not be adopted: %s", fd, strerror(errno));

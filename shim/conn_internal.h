@@ -253,6 +253,9 @@ size_t kp_close_line_in(const struct iovec *iov, int iovcnt, size_t n, size_t k,
 bool pooled_one_owner(const struct kp_tag *tag);
 const char *resp_why(const struct frm_resp *r);
 bool take_finished(const struct pool_key *key);
+/* Could a connect() be handed a pooled connection (one pooled, or
+ * finished, or a broker to ask)?  Cheap: loads and a branch. */
+bool handout_possible(void);
 bool twin_forget_fd(int fd);
 bool twin_keep(struct kp_conn *c, int p);
 /* the pool's share of the fd budget has room for one more hidden fd

@@ -212,6 +212,15 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 	int s = fdfl < 0 ? -1
 		: unsent ? connect_fresh(c, fd, !c->tls)
 			 : BUSY(c, connect_fresh(c, fd, false));
+	/* what the program's description carries, its signals above all, is
+	 * the fresh socket's too (docs/hold.md "What the description
+	 * carries") */
+	if (s >= 0 && kp_desc_carry(fd, s) < 0) {
+		int err = errno;
+		KP_REAL(close)(s);
+		errno = err;
+		s = -1;
+	}
 	if (s < 0)
 		return -1;
 	for (int i = 0; i < n; i++)

@@ -643,6 +643,11 @@ static bool tx_unseen(struct kp_conn *c, int fd)
 
 bool parkable(const struct kp_conn *c);
 
+bool handout_possible(void)
+{
+	return pool_size() || __atomic_load_n(&n_finished, __ATOMIC_ACQUIRE) || kp_broker_enabled();
+}
+
 /* Move a finished connection to key into the pool, if there is one.
  * Returns true when one was moved. */
 bool take_finished(const struct pool_key *key)
@@ -670,8 +675,11 @@ bool take_finished(const struct pool_key *key)
 	 * connection before closing the last: a blocking program's fd is left
 	 * a TCP socket to the end */
 	/* (a close line's bytes not read yet: the program is not done) */
+	/* (a description with signals or flags stays: the dead socket under
+	 * fd would not have them, docs/hold.md "What the description
+	 * carries") */
 	if (c->eof_owed && c->nonblock && c->refs == 1 && parkable(c) && fdfl >= 0 &&
-	    !read_under_way(c) &&
+	    !read_under_way(c) && kp_desc_plain(fd) &&
 	    !c->rx_extra_len &&
 	    KP_REAL(socketpair)(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (c->nonblock ? SOCK_NONBLOCK : 0),
 				0, dead) == 0) {
@@ -761,7 +769,15 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 		hidden = kp_fd_hide_planned(fd);
 	if (hidden < 0)
 		return -1;
+	/* the program's fd is closed, or put on another socket: alone, its
+	 * description would signal no one any more; parked, the server's close
+	 * would (docs/hold.md "What the description carries") */
 	if (!kp_fd_valid(hidden)) {
+		KP_REAL(close)(hidden);
+		return -1;
+	}
+	if (kp_desc_clear(hidden) < 0) {
+		kp_fd_swap(hidden, NULL); /* a twin's mark */
 		KP_REAL(close)(hidden);
 		return -1;
 	}

@@ -9,11 +9,15 @@
  * Options we cannot carry make the connection unpoolable; options that
  * change the route keep the socket out of the pool: verdicts, which the
  * connection core (conn_opts.c) acts on.  No lock of the core is taken
- * here and no function of it called.
+ * here and no function of it called.  Beside the options, the state of
+ * the open file description (its signals, its flags: kp_desc_*, docs/hold.md
+ * "What the description carries"): cleared at park, checked before a
+ * hand-out, carried onto a fresh socket.
  */
 #include "sockopts.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -216,6 +220,82 @@ bool kp_sockopts_claim(struct kp_sockopts *s, int level, int name, const void *v
 		return same;
 	}
 	return false;
+}
+
+/* ------------------------------------------------------------ the description */
+
+/* the status flags F_SETFL changes on a socket beside O_NONBLOCK (O_DIRECT
+ * is refused there; O_APPEND and O_NOATIME change nothing a socket does,
+ * but F_GETFL shows them) */
+#define DESC_FLAGS (O_ASYNC | O_APPEND | O_NOATIME)
+
+struct desc {
+	int fl;
+	struct f_owner_ex own;
+	int sig;
+};
+
+static int desc_read(int fd, struct desc *d)
+{
+	d->fl = KP_REAL(fcntl)(fd, F_GETFL);
+	d->sig = KP_REAL(fcntl)(fd, F_GETSIG);
+	if (d->fl < 0 || d->sig < 0 || KP_REAL(fcntl)(fd, F_GETOWN_EX, &d->own) < 0)
+		return -1;
+	return 0;
+}
+
+static bool desc_is_plain(const struct desc *d)
+{
+	return !(d->fl & DESC_FLAGS) && !d->own.pid && !d->sig;
+}
+
+bool kp_desc_plain(int fd)
+{
+	int saved = errno;
+	struct desc d;
+	bool plain = desc_read(fd, &d) == 0 && desc_is_plain(&d);
+	errno = saved;
+	return plain;
+}
+
+int kp_desc_clear(int fd)
+{
+	struct desc d;
+	if (desc_read(fd, &d) < 0)
+		return -1;
+	if (desc_is_plain(&d))
+		return 0;
+	/* O_ASYNC first: no signal while the owner changes */
+	if (((d.fl & DESC_FLAGS) && KP_REAL(fcntl)(fd, F_SETFL, d.fl & ~DESC_FLAGS) < 0) ||
+	    (d.sig && KP_REAL(fcntl)(fd, F_SETSIG, 0) < 0) ||
+	    (d.own.pid && KP_REAL(fcntl)(fd, F_SETOWN, 0) < 0))
+		return -1;
+	return 0;
+}
+
+int kp_desc_carry(int from, int to)
+{
+	struct desc d;
+	if (desc_read(from, &d) < 0)
+		return -1;
+	if (desc_is_plain(&d))
+		return 0;
+	int tfl = KP_REAL(fcntl)(to, F_GETFL);
+	if (tfl < 0)
+		return -1;
+	/* an owner gone since (ESRCH): the program's signals went nowhere,
+	 * and with no owner they still do; only F_GETOWN could tell (fail
+	 * open: the swap goes on) */
+	int saved = errno;
+	if (d.own.pid && KP_REAL(fcntl)(to, F_SETOWN_EX, &d.own) < 0) {
+		if (errno != ESRCH)
+			return -1;
+		errno = saved;
+	}
+	if ((d.sig && KP_REAL(fcntl)(to, F_SETSIG, d.sig) < 0) ||
+	    KP_REAL(fcntl)(to, F_SETFL, (tfl & ~DESC_FLAGS) | (d.fl & DESC_FLAGS)) < 0)
+		return -1;
+	return 0;
 }
 
 /* Held across fork() with the other locks of kp_conn_before_fork. */

@@ -67,6 +67,21 @@ bool kp_sockopts_flush(struct kp_sockopts *s, int fd);
 bool kp_sockopts_claim(struct kp_sockopts *s, int level, int name, const void *val,
 		       socklen_t len, enum kp_opt_verdict *verdict);
 
+/* The open file description's own state, beyond the socket and its
+ * options (docs/hold.md "What the description carries"): the status
+ * flags other than O_NONBLOCK (O_ASYNC, O_APPEND, O_NOATIME), the owner of
+ * its signals (F_SETOWN, F_SETOWN_EX, SIOCSPGRP, FIOSETOWN) and their
+ * signal (F_SETSIG), asked of the kernel (a program may set them through
+ * syscall()).  Is fd's description without any?  False when unknown. */
+bool kp_desc_plain(int fd);
+/* Make fd's description plain (O_NONBLOCK kept): a parked socket signals
+ * no one.  Returns 0, or -1 (not to be parked). */
+int kp_desc_clear(int fd);
+/* Give socket `to` the state of from's description (owner, signal, then
+ * the flags, O_ASYNC last: no signal to a half-made owner).  Returns 0,
+ * or -1 (to is not to be put under the program's fd). */
+int kp_desc_carry(int from, int to);
+
 /* fork(): the defaults' lock, taken and released in the connection
  * core's fork order */
 void kp_sockopts_before_fork(void);

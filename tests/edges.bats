@@ -388,12 +388,16 @@ second_request_calls() {
 		grep -Ev '^(read|write|newfstatat|ioctl)$' | tr '\n' ' '
 }
 
-@test "a reused connection costs the kernel no call the program did not make: socket, dup3, send, close (strace)" {
+@test "a reused connection costs the kernel a probe, a dup3 and the description's fcntls beside the program's calls (strace)" {
 	# the blocking C client makes socket, connect, write, reads
 	# and close per request.  Reused, its connect is one dup3 of the pooled
 	# socket (no close of the hidden fd: it stays the connection's twin)
 	# after one liveness probe (recvfrom MSG_PEEK: every hand-out is probed,
 	# docs/replay.md), and its close parks the socket with no F_DUPFD.
+	# Each of connect and close asks the kernel what the description
+	# carries (F_GETFL, F_GETSIG, F_GETOWN_EX: docs/hold.md "What the
+	# description carries"): a program with signals on it connects its own,
+	# a parked socket signals no one.
 	[ -z "${KEEPALIVE_ASAN-}" ] || skip "counts the plain build's calls (ASan's allocator maps memory)"
 	command -v strace >/dev/null || skip "strace missing (scripts/deps)"
 	nginx_start
@@ -402,7 +406,7 @@ second_request_calls() {
 	assert_both_ok
 	assert_same_output --headers
 	assert_equal "without: $(second_request_calls "$BATS_TEST_TMPDIR/plain.trace")" "without: socket connect close "
-	assert_equal "with: $(second_request_calls "$BATS_TEST_TMPDIR/shim.trace")" "with: socket recvfrom dup3 sendmsg close "
+	assert_equal "with: $(second_request_calls "$BATS_TEST_TMPDIR/shim.trace")" "with: socket fcntl fcntl fcntl recvfrom dup3 sendmsg fcntl fcntl fcntl close "
 	assert_equal "reused=$(stat_value reused)" "reused=2"
 }
 
