@@ -481,13 +481,18 @@ _stopped() { [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]; }
 # as_other_ns CMD...: CMD in a network namespace of its own.  As root: a
 # plain `unshare -n` with lo up, CMD then run as $AS_USER; otherwise an
 # unprivileged `unshare -U -r -n` (skipped where the kernel refuses it).
-as_other_ns() {
+# as_other_ns_exec: the same in place of the shell that runs it, so that
+# `as_other_ns_exec CMD &` leaves $! naming CMD itself (a function run in
+# the background is a subshell of its own: killing it left the command
+# running after the test)
+as_other_ns_exec() {
 	if [ "$(id -u)" = 0 ]; then
-		unshare -n sh -c 'ip link set lo up && exec "$@"' sh $AS_USER "$@"
+		exec unshare -n sh -c 'ip link set lo up && exec "$@"' sh $AS_USER "$@"
 	else
-		unshare -U -r -n "$@"
+		exec unshare -U -r -n "$@"
 	fi
 }
+as_other_ns() { (as_other_ns_exec "$@"); }
 other_ns_ok() {
 	if [ "$(id -u)" = 0 ]; then
 		unshare -n true 2>/dev/null || skip "the kernel refuses unshare -n"
@@ -571,7 +576,7 @@ as_user_setup() {
 	: >"$log"
 	# (the namespace it would claim, were there still claims to make)
 	ns=$(stat -L -c %i /proc/self/ns/net)
-	as_other_ns env -u LD_PRELOAD "$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" fake-broker 127.0.0.1 "$NGINX_PORT" \
+	as_other_ns_exec env -u LD_PRELOAD "$PYTHON" "$BROKER_CLIENT" "$BROKER_SOCK" fake-broker 127.0.0.1 "$NGINX_PORT" \
 		"$log" "$ns" </dev/null >/dev/null 2>"$BATS_TEST_TMPDIR/fake.err" 3>&- &
 	BROKER_PID=$!
 	wait_until grep -q listening "$log"
