@@ -567,8 +567,14 @@ static void handshake_alpn(SSL *ssl, const struct io *io)
  * of it, to an SSL whose program logs nothing.  So it steps aside as one
  * set after the handshake does (kp_tls_watched): never pooled, its close
  * and its SSL_shutdown its own (docs/tls.md "Callbacks that watch"). */
+static void info_muted(const SSL *s, int where, int ret);
+
 static void watched_from_start(SSL *ssl)
 {
+	/* (the handshake remake_watched makes, its callbacks muted by us:
+	 * that SSL's watchers were handled there) */
+	if (kp_ssl.SSL_get_info_callback(ssl) == info_muted)
+		return;
 	kp_lock(&tls_lock);
 	const char *why = watcher(ssl, conf_of(ssl));
 	kp_unlock(&tls_lock);
