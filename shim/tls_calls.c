@@ -559,22 +559,20 @@ static void handshake_alpn(SSL *ssl, const struct io *io)
 		kp_conn_tls_spoil(io->c, io->fd, "ALPN chose a protocol other than HTTP/1.1");
 }
 
-/* A watcher on the program's own connection from its handshake on (an
- * info, message or keylog callback: watcher): it would be told what the
- * library makes up in its place (no close_notify alert at a parked
- * connection's SSL_shutdown, no server's end after a rewritten close), and
- * a keylog's secrets would travel with a parked connection, or a session
- * of it, to an SSL whose program logs nothing.  So it steps aside as one
- * set after the handshake does (kp_tls_watched): never pooled, its close
- * and its SSL_shutdown its own (docs/tls.md "Callbacks that watch"). */
-static void info_muted(const SSL *s, int where, int ret);
+static void info_muted(const SSL *s, int where, int ret)
+{
+	(void)s, (void)where, (void)ret;
+}
 
+/* A watcher (watcher) on the program's own connection from its handshake
+ * on would be told what the library makes up (no close_notify alert at a
+ * parked connection's SSL_shutdown), and a keylog's secrets would travel
+ * with the connection or its session: it steps aside as one set later
+ * does (kp_tls_watched; docs/tls.md "Callbacks that watch"). */
 static void watched_from_start(SSL *ssl)
 {
-	/* (the handshake remake_watched makes, its callbacks muted by us:
-	 * that SSL's watchers were handled there) */
 	if (kp_ssl.SSL_get_info_callback(ssl) == info_muted)
-		return;
+		return; /* remake_watched's handshake: its watchers handled there */
 	kp_lock(&tls_lock);
 	const char *why = watcher(ssl, conf_of(ssl));
 	kp_unlock(&tls_lock);
@@ -944,11 +942,6 @@ void kp_tls_watched(const void *obj, bool is_ctx)
 	kp_unlock(&tls_lock);
 	for (int i = 0; i < n_late; i++)
 		kp_conn_tls_watched(late_fd[i]);
-}
-
-static void info_muted(const SSL *s, int where, int ret)
-{
-	(void)s, (void)where, (void)ret;
 }
 
 /* ssl was handed a pooled connection, then given an info or message
