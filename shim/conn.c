@@ -108,7 +108,8 @@ static void disown(int fd, struct kp_conn *c, const char *why, bool fin)
 static int connect_again(int fd, struct kp_conn *c, const struct sockaddr *addr, socklen_t len)
 {
 	struct pool_key key;
-	if (pool_key_from_sockaddr(addr, len, &key) && pool_key_same_peer(&key, &c->key)) {
+	if (kp_sockaddr_readable(addr, len) && pool_key_from_sockaddr(addr, len, &key) &&
+	    pool_key_same_peer(&key, &c->key)) {
 		if (c->reused) { /* we answered for the kernel: it is connected */
 			/* after our EINPROGRESS the kernel's next answer is 0 */
 			if (c->connect_owed) {
@@ -121,7 +122,7 @@ static int connect_again(int fd, struct kp_conn *c, const struct sockaddr *addr,
 		return KP_REAL(connect)(fd, addr, len);
 	}
 	int saved = errno;
-	if (addr && len >= sizeof(sa_family_t) && addr->sa_family == AF_UNSPEC) {
+	if (len >= sizeof(sa_family_t) && kp_readable(addr, 2) && addr->sa_family == AF_UNSPEC) {
 		disown(fd, c, "connect(AF_UNSPEC) dissolved its association", true);
 		errno = saved;
 		return KP_REAL(connect)(fd, addr, len);
@@ -281,7 +282,8 @@ static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len)
 	}
 	if (c && c->state != KP_PRECONNECT)
 		return connect_again(fd, c, addr, len);
-	if (!kp_fd_valid(fd) || !pool_key_from_sockaddr(addr, len, &key) || !kp_port_enabled(key.port) ||
+	if (!kp_fd_valid(fd) || !(kp_fl(fd) & KP_FD_TCP) || !kp_sockaddr_readable(addr, len) ||
+	    !pool_key_from_sockaddr(addr, len, &key) || !kp_port_enabled(key.port) ||
 	    !ours_to_connect(fd, &key) || (c && (!c->poolable || !one_owner(c)))) {
 		if (c && kp_fd_drop_if(fd, c))
 			conn_unref(c);

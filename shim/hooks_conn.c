@@ -630,7 +630,8 @@ static KP_SLOW int getsockopt_slow(struct kp_conn *c, int fd, int level, int nam
 	 * first, as the read would (conn.h kp_conn_observe) */
 	if ((level == SOL_SOCKET && name == SO_ERROR) || (level == IPPROTO_TCP && name == TCP_INFO))
 		kp_conn_observe(c, fd);
-	socklen_t len0 = len ? *len : 0;
+	/* (a length the program cannot read: the kernel's EFAULT) */
+	socklen_t len0 = len && kp_readable(len, sizeof(*len)) ? *len : 0;
 	int r = KP_REAL(getsockopt)(fd, level, name, val, len);
 	/* SO_ERROR of a pooled socket reset while idle (curl asks it after
 	 * its connect): the program gets a fresh connection's answer */
@@ -658,13 +659,11 @@ static KP_SLOW int getpeername_slow(struct kp_conn *c, int fd, struct sockaddr *
 	if (c == KP_POOLED)
 		return not_yours();
 	kp_conn_observe(c, fd);
-	socklen_t len0 = len ? *len : 0;
+	/* (ENOTCONN leaves *len as it was: nothing to restore, and nothing
+	 * read of a length the program may have given unreadable) */
 	int r = KP_REAL(getpeername)(fd, addr, len);
-	if (r < 0 && errno == ENOTCONN && kp_conn_dead_seen(c, fd)) {
-		if (len)
-			*len = len0;
+	if (r < 0 && errno == ENOTCONN && kp_conn_dead_seen(c, fd))
 		r = KP_REAL(getpeername)(fd, addr, len);
-	}
 	return r;
 }
 

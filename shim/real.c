@@ -15,6 +15,7 @@
 #include "dl_real.h"
 
 #include <dlfcn.h>
+#include <netinet/in.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -269,13 +270,22 @@ bool kp_readable(const void *p, size_t len)
 	if (on_main_stack(a, last))
 		return true;
 	for (;;) {
-		if (probe_word((const void *)(a & ~(uintptr_t)7)) == -EFAULT)
+		/* the word at address 0 cannot be asked (a NULL set is no
+		 * set to the kernel: it answers 0): its page's next word */
+		uintptr_t w = a & ~(uintptr_t)7;
+		if (probe_word((const void *)(w ? w : 8)) == -EFAULT)
 			return false;
 		uintptr_t next = (a | (PROBE_PAGE - 1)) + 1;
 		if (next == 0 || next > last)
 			return true;
 		a = next;
 	}
+}
+
+bool kp_sockaddr_readable(const struct sockaddr *addr, socklen_t len)
+{
+	size_t most = sizeof(struct sockaddr_in6);
+	return len >= sizeof(struct sockaddr_in) && kp_readable(addr, len < most ? len : most);
 }
 
 bool kp_readable_iov(const struct iovec *iov, int iovcnt, size_t most)

@@ -213,6 +213,10 @@ bool kp_readable(const void *p, size_t len);
 void kp_readable_init(void);
 /* The same for the bytes an iovec names (the array itself readable), the
  * first most of them. */
+/* kp_sockaddr_readable: an IPv4 or IPv6 address the kernel would read
+ * (connect(): a length it takes, memory the program can read), before
+ * we read it for the pool's key; else the kernel's EINVAL or EFAULT */
+bool kp_sockaddr_readable(const struct sockaddr *addr, socklen_t len);
 bool kp_readable_iov(const struct iovec *iov, int iovcnt, size_t most);
 
 #endif

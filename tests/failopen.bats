@@ -331,6 +331,25 @@ _same_conn_rounds() {
 	assert_same_output
 }
 
+# The same calls with NULL (and the connect, getsockopt and getpeername
+# cells with 8 too, above): the library's probe asks the kernel about the
+# 8-byte word a pointer falls in, and the word at 0 is no word to it (a
+# NULL set: "readable"); connect()'s address (on any socket, a Unix one
+# too) and the lengths getsockopt and getpeername take were read with no
+# probe.  Every cell that crashed on the old code crashed with SIGSEGV.
+
+@test "failopen: a NULL pointer the kernel refuses (the calls above, connect, getsockopt's and getpeername's lengths): EFAULT as alone, no crash" {
+	nginx_start
+	run_both 11 env BAD_POINTER=null "$CLIENTS/bad_pointer" "$NGINX_PORT"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	refute_output --partial "killed"
+	assert_line "write -> -1 Bad address"
+	assert_line "connect -> -1 Bad address"
+	assert_line "getpeername-len -> -1 Bad address"
+}
+
 # ---- an option we cannot carry stops the rewrite
 #
 # SO_RCVLOWAT above an answer's size: the kernel's read and poll wait for

@@ -9,6 +9,13 @@
  * (docs/limits.md "A pointer the kernel refuses": the library must not
  * be that signal).
  *
+ * The pointer is 8, or NULL with BAD_POINTER=null: the library's probe
+ * asks the kernel about the 8-byte word a pointer falls in, and the word
+ * at 0 is no word to the kernel (a NULL set: it answers 0, "readable").
+ * connect()'s address and the lengths getsockopt and getpeername are
+ * given are read by the library before the kernel, on any socket for
+ * connect (a Unix one too).
+ *
  * usage: bad_pointer port [case]   (no case: all of them, in turn)
  */
 #include <arpa/inet.h>
@@ -86,6 +93,22 @@ static long one(const char *name, int port)
 	struct iovec badv[2] = { { BAD, 10 }, { BAD, 10 } };
 	struct msghdr badiov = { .msg_iov = BAD, .msg_iovlen = 2 };
 	struct msghdr badctl = { .msg_iov = badv, .msg_iovlen = 1, .msg_control = BAD, .msg_controllen = 64 };
+	if (!strcmp(name, "connect"))
+		return connect(socket(AF_INET, SOCK_STREAM, 0), BAD, sizeof(struct sockaddr_in));
+	if (!strcmp(name, "connect-len0"))
+		return connect(socket(AF_INET, SOCK_STREAM, 0), BAD, 0);
+	if (!strcmp(name, "connect-unix"))
+		return connect(sp[0], BAD, sizeof(struct sockaddr_in));
+	if (!strcmp(name, "connect-again"))
+		return connect(fd, BAD, sizeof(struct sockaddr_in));
+	if (!strcmp(name, "getsockopt-len")) {
+		int v;
+		return getsockopt(fd, SOL_SOCKET, SO_ERROR, &v, BAD);
+	}
+	if (!strcmp(name, "getpeername-len")) {
+		struct sockaddr_storage ss;
+		return getpeername(fd, (struct sockaddr *)&ss, BAD);
+	}
 	if (!strcmp(name, "recvmsg-untracked"))
 		return recvmsg(sp[0], BAD, MSG_DONTWAIT);
 	if (!strcmp(name, "sendmsg-untracked"))
@@ -154,6 +177,7 @@ static long one(const char *name, int port)
 }
 
 static const char *const CASES[] = {
+	"connect", "connect-len0", "connect-unix", "connect-again", "getsockopt-len", "getpeername-len",
 	"recvmsg-untracked", "sendmsg-untracked", "sendmmsg-untracked", "sendmsg-control-untracked",
 	"poll", "ppoll", "select", "pselect",
 	"writev", "sendmsg", "sendmsg-iov", "sendmmsg", "write", "write-held", "send", "writev-base",
@@ -166,6 +190,9 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return 2;
 	int port = atoi(argv[1]);
+	const char *which = getenv("BAD_POINTER");
+	if (which && !strcmp(which, "null"))
+		bad_pointer = NULL;
 	for (size_t i = 0; i < sizeof(CASES) / sizeof(*CASES); i++) {
 		if (argc > 2 && strcmp(argv[2], CASES[i]))
 			continue;
