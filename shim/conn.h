@@ -232,6 +232,9 @@ struct kp_conn {
 	 * its reads): the only one whose poll may make its handshake
 	 * (kp_this_thread; conn_replay.c tls_ready_settle) */
 	const void *tls_thread;
+	/* a TLS 1.2 handshake of the program's resumed a session of ours:
+	 * its first write is pushed (kp_conn_tls_resumed) */
+	bool tls_push_first;
 };
 
 /* A read of the program's on fd, whose table entry was c, begins: it is
@@ -519,6 +522,12 @@ bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssiz
  * To be called before every read or write of the program's SSL on c. */
 int kp_conn_tls_replay_step(struct kp_conn *c, int fd);
 void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t ret);
+/* The program's TLS 1.2 handshake on fd resumed a session we offered: its
+ * client Finished went last, unacknowledged, so Nagle would hold the
+ * first request behind the server's delayed ACK (~40 ms) where after its
+ * own full handshake (the server's Finished last) it goes at once: the
+ * first write after it is pushed, the program's TCP_NODELAY as it was. */
+void kp_conn_tls_resumed(int fd);
 /* plaintext a close line pushed past the program's last read (conn.h
  * rx_extra) is read first: kp_recv_extra() */
 /* true: the read is answered with a clean TLS EOF (owed, or lost framing

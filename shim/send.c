@@ -9,8 +9,9 @@
 #include "aio_scan.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -1021,16 +1022,41 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 	errno = saved;
 }
 
+/* Setting TCP_NODELAY sends what Nagle holds (tcp_push_pending_frames);
+ * set back at once, the program's option is as it was.  Not where the
+ * program corks: its cork is its own to pull. */
+static void push_held(int fd)
+{
+	int saved = errno, on = 0, cork = 0, one = 1;
+	socklen_t len = sizeof(on), clen = sizeof(cork);
+	if (KP_REAL(getsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &on, &len) == 0 && !on &&
+	    KP_REAL(getsockopt)(fd, IPPROTO_TCP, TCP_CORK, &cork, &clen) == 0 && !cork &&
+	    KP_REAL(setsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0)
+		KP_REAL(setsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
+	errno = saved;
+}
+
 bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t *ret)
 {
 	struct iovec iov = { (void *)buf, n };
 	bool taken = send_intercept(c, fd, &iov, 1, 0, ret);
+	if (taken && *ret > 0 && __atomic_exchange_n(&c->tls_push_first, false, __ATOMIC_ACQ_REL))
+		push_held(fd);
 	conn_reap(c);
 	return taken;
+}
+
+void kp_conn_tls_resumed(int fd)
+{
+	struct kp_conn *c = kp_fd_valid(fd) ? kp_fd_conn(fd) : NULL;
+	if (c && c != KP_POOLED)
+		__atomic_store_n(&c->tls_push_first, true, __ATOMIC_RELEASE);
 }
 
 void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t ret)
 {
 	struct iovec iov = { (void *)buf, n };
 	send_done(c, fd, &iov, 1, ret);
+	if (ret > 0 && __atomic_exchange_n(&c->tls_push_first, false, __ATOMIC_ACQ_REL))
+		push_held(fd);
 }

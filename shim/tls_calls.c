@@ -471,6 +471,7 @@ static void handshake_resumed(SSL *ssl, SSL_CTX *hctx, long hits)
 	bool across = rec && rec->offered_across && !rec->across_counted;
 	if (across)
 		rec->across_counted = true;
+	bool push = rec && rec->offered && !rec->hit_unmade_time && kp_ssl.SSL_version(ssl) < TLS1_3_VERSION;
 	/* the session it reads is its copy (kp_tls_offer_session): made
 	 * now, as its full handshake's would be */
 	if (rec && rec->offered && !rec->hit_unmade_time) {
@@ -479,15 +480,16 @@ static void handshake_resumed(SSL *ssl, SSL_CTX *hctx, long hits)
 			kp_ssl.SSL_SESSION_set_time(mine, (long)time(NULL));
 		rec->hit_unmade_time = true;
 	}
-	/* the name our check matched, where its own full handshake's
-	 * verification would have left it (SSL_clear at its start cleared
-	 * it) */
+	/* the name our check matched, where its own full handshake's check
+	 * would have left it (SSL_clear at its start cleared it) */
 	if (rec && rec->offered && rec->offered_named) {
 		kp_ssl.X509_VERIFY_PARAM_move_peername(kp_ssl.SSL_get0_param(ssl), rec->offered_named);
 		kp_ssl.X509_VERIFY_PARAM_free(rec->offered_named);
 		rec->offered_named = NULL;
 	}
 	kp_unlock(&tls_lock);
+	if (push)
+		kp_conn_tls_resumed(kp_ssl.SSL_get_fd(ssl));
 	if (across)
 		kp_count(tls_resumed_across);
 }

@@ -340,3 +340,20 @@ concurrent() {
 	run awk '$NF == "CN=client-a" { print $4 }' "$NGINX_DIR/access.log"
 	assert_output /echo/0
 }
+
+# A TLS 1.2 session of ours resumed for a program that offered none: the
+# abbreviated handshake ends with the client's Finished, unacknowledged,
+# so Nagle held the program's first request until the server's delayed
+# ACK (~40 ms a request) where after its own full handshake (the server's
+# Finished last) the request goes at once.  The client reads, right after
+# its write, whether the bytes left the socket (SIOCOUTQNSD): "held" on
+# the old library for every resumed request (docs/tls.md "Sessions").
+@test "python ssl, TLS 1.2, a session of ours resumed: the first request leaves at once, as after its own handshake (not held by Nagle)" {
+	use_tls 12
+	run_both 5 "$PYTHON" "$SCRIPTS/tls_unsent.py" 127.0.0.1 "$SERVER_PORT" /f 5 "$TLS/ca.pem"
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "request 4: sent, HTTP/1.1 200 OK"
+	[ "$(stat_value tls_resumed)" -ge 1 ] || fail "no session of ours resumed: nothing tested"
+}
