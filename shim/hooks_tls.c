@@ -136,8 +136,8 @@ KP_EXPORT void SSL_get0_alpn_selected(const SSL *s, const unsigned char **d, uns
 }
 ROUTED_VOID(SSL_get0_next_proto_negotiated, (const SSL *s, const unsigned char **d, unsigned *l), d, l)
 /* The program changes a session (its first argument): none is made from
- * it for another SSL (kp_tls_session_changes, docs/tls.md "What a
- * session shows") */
+ * it for another SSL (kp_tls_session_changes, docs/tls.md "The
+ * program's own objects") */
 #define SESSION_SETTER(ret, name, params, args)                         \
 	KP_EXPORT ret name params                                      \
 	{                                                              \

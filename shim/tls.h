@@ -245,7 +245,7 @@ struct kp_sigalg_query {
 };
 bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret);
 /* a handed-out SSL's own copy of its peer's certificate (docs/tls.md
- * "What a session shows"); false: libssl's */
+ * "The program's own objects"); false: libssl's */
 bool kp_tls_peer_own(const SSL *ssl, X509 **out);
 /* the program is about to change sess (SSL_SESSION_set*): no hand-out's
  * or resumption's session is made from it */

@@ -555,7 +555,7 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 		return;
 	/* a private copy: the program's own object may change after (a
 	 * reference kept past SSL_free), and one it changed is not what its
-	 * handshake made (docs/tls.md "What a session shows") */
+	 * handshake made (docs/tls.md "The program's own objects") */
 	SSL_SESSION *own = kp_ssl.SSL_get_session(e->ssl);
 	SSL_SESSION *sess = own && !session_changed(own) ? kp_ssl.SSL_SESSION_dup(own) : NULL;
 	if (!sess)

@@ -388,8 +388,8 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 									   : kp_ssl.SSL_get_peer_cert_chain(e->ssl);
 		X509 *leaf = kp_ssl.SSL_get0_peer_certificate(e->ssl);
 		/* (a full handshake of its own parses objects of its own: no
-		 * ex_data of the first owner's on them, docs/tls.md "What a
-		 * session shows"; a resumption of its own session reads its
+		 * ex_data of the first owner's on them, docs/tls.md "The
+		 * program's own objects"; a resumption of its own session reads its
 		 * session's) */
 		if (!resumed) {
 			peer_copies(leaf, peer_chain, &h->peer, &h->peer_chain);
@@ -589,7 +589,7 @@ bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
 
 /* The peer certificate of a handed-out SSL (not as the resumption of its
  * own session): its own object, as its own handshake parses one
- * (docs/tls.md "What a session shows"); false: libssl's (routed). */
+ * (docs/tls.md "The program's own objects"); false: libssl's (routed). */
 bool kp_tls_peer_own(const SSL *ssl, X509 **out)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
@@ -609,8 +609,8 @@ bool kp_tls_peer_own(const SSL *ssl, X509 **out)
 /*
  * A session the program changed (SSL_SESSION_set*, wrapped: hooks_tls.c)
  * is not what its own handshake made: a hand-out's session or a
- * resumption's made from it would show the change (docs/tls.md "What a
- * session shows").  The mark is ex_data of ours on the session, at an
+ * resumption's made from it would show the change (docs/tls.md "The
+ * program's own objects").  The mark is ex_data of ours on the session, at an
  * index made at the program's first change (a program that changes no
  * session makes its indexes as alone); libssl's own copies of a session
  * (a TLS 1.3 ticket's is made from the one before, ssl_session_dup) carry
