@@ -74,8 +74,21 @@
 		SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false); \
 		return e ? kp_ssl.name args : (ret)0; \
 	}
-PEER_ROUTED(X509 *, SSL_get1_peer_certificate, (const SSL *s), (e))
-PEER_ROUTED(X509 *, SSL_get0_peer_certificate, (const SSL *s), (e))
+/* a handed-out SSL's peer certificate is its own object (kp_tls_peer_own) */
+#define PEER_OWN(name, up)                                                 \
+	KP_EXPORT X509 *name(const SSL *s)                                 \
+	{                                                                  \
+		if (MISSING(name))                                         \
+			return NULL;                                       \
+		PEER_SEEN(s);                                              \
+		X509 *own;                                                 \
+		if (!INTERNAL() && kp_tls_peer_own(s, &own))               \
+			return !up || kp_ssl.X509_up_ref(own) ? own : NULL; \
+		SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);   \
+		return e ? kp_ssl.name(e) : NULL;                          \
+	}
+PEER_OWN(SSL_get1_peer_certificate, true)
+PEER_OWN(SSL_get0_peer_certificate, false)
 /* what the program's own full handshake would have read, for a handed-out
  * SSL or a session of ours resumed (docs/tls.md "What a full handshake
  * shows") */
@@ -122,6 +135,31 @@ KP_EXPORT void SSL_get0_alpn_selected(const SSL *s, const unsigned char **d, uns
 	kp_ssl.SSL_get0_alpn_selected(INTERNAL() ? (SSL *)s : kp_tls_route(s, false), d, l);
 }
 ROUTED_VOID(SSL_get0_next_proto_negotiated, (const SSL *s, const unsigned char **d, unsigned *l), d, l)
+/* The program changes a session (its first argument): none is made from
+ * it for another SSL (kp_tls_session_changes, docs/tls.md "The
+ * program's own objects") */
+#define SESSION_SETTER(ret, name, params, args)                         \
+	KP_EXPORT ret name params                                      \
+	{                                                              \
+		if (MISSING(name))                                     \
+			return (ret)0;                                 \
+		if (!INTERNAL())                                       \
+			kp_tls_session_changes(s);                     \
+		return kp_ssl.name args;                               \
+	}
+SESSION_SETTER(int, SSL_SESSION_set1_id_context, (SSL_SESSION *s, const unsigned char *c, unsigned int n), (s, c, n))
+SESSION_SETTER(int, SSL_SESSION_set1_id, (SSL_SESSION *s, const unsigned char *id, unsigned int n), (s, id, n))
+SESSION_SETTER(long, SSL_SESSION_set_time, (SSL_SESSION *s, long t), (s, t))
+SESSION_SETTER(long, SSL_SESSION_set_timeout, (SSL_SESSION *s, long t), (s, t))
+SESSION_SETTER(int, SSL_SESSION_set_protocol_version, (SSL_SESSION *s, int v), (s, v))
+SESSION_SETTER(int, SSL_SESSION_set1_hostname, (SSL_SESSION *s, const char *n), (s, n))
+SESSION_SETTER(int, SSL_SESSION_set1_alpn_selected, (SSL_SESSION *s, const unsigned char *a, size_t n), (s, a, n))
+SESSION_SETTER(int, SSL_SESSION_set_cipher, (SSL_SESSION *s, const SSL_CIPHER *c), (s, c))
+SESSION_SETTER(int, SSL_SESSION_set1_master_key, (SSL_SESSION *s, const unsigned char *k, size_t n), (s, k, n))
+SESSION_SETTER(int, SSL_SESSION_set_max_early_data, (SSL_SESSION *s, uint32_t n), (s, n))
+SESSION_SETTER(int, SSL_SESSION_set1_ticket_appdata, (SSL_SESSION *s, const void *d, size_t n), (s, d, n))
+SESSION_SETTER(int, SSL_SESSION_set_ex_data, (SSL_SESSION *s, int i, void *d), (s, i, d))
+
 /* a handed-out SSL reads a session of its own (kp_tls_session) */
 KP_EXPORT SSL_SESSION *SSL_get_session(const SSL *s)
 {

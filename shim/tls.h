@@ -244,6 +244,12 @@ struct kp_sigalg_query {
 	unsigned char *rsig, *rhash;
 };
 bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret);
+/* a handed-out SSL's own copy of its peer's certificate (docs/tls.md
+ * "The program's own objects"); false: libssl's */
+bool kp_tls_peer_own(const SSL *ssl, X509 **out);
+/* the program is about to change sess (SSL_SESSION_set*): no hand-out's
+ * or resumption's session is made from it */
+void kp_tls_session_changes(SSL_SESSION *sess);
 /* SSL_connect/SSL_do_handshake (real: the one the program called) */
 int kp_tls_handshake(SSL *ssl, int (*real)(SSL *));
 /* the read/peek/write family, framed; done for the _ex forms */

@@ -553,7 +553,11 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 	 * keys (docs/tls.md "Callbacks that watch") */
 	if (kp_tls_keylog_of(kp_ssl.SSL_get_SSL_CTX(e->ssl)))
 		return;
-	SSL_SESSION *sess = kp_ssl.SSL_get1_session(e->ssl);
+	/* a private copy: the program's own object may change after (a
+	 * reference kept past SSL_free), and one it changed is not what its
+	 * handshake made (docs/tls.md "The program's own objects") */
+	SSL_SESSION *own = kp_ssl.SSL_get_session(e->ssl);
+	SSL_SESSION *sess = own && !session_changed(own) ? kp_ssl.SSL_SESSION_dup(own) : NULL;
 	if (!sess)
 		return;
 	struct ticket *t = calloc(1, sizeof(*t));

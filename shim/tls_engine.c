@@ -470,6 +470,10 @@ void engine_free(struct kp_tls *e)
 	}
 	if (e->cert)
 		kp_ssl.X509_free(e->cert);
+	if (e->snap)
+		kp_ssl.SSL_SESSION_free(e->snap);
+	if (e->snap_src)
+		kp_ssl.SSL_SESSION_free(e->snap_src);
 	shown_drop(&e->shown);
 	saved_free(e->saved);
 	if (e->hs_ctx)
@@ -511,6 +515,10 @@ void handle_free(struct handle *h)
 	free(h->peername);
 	if (h->vchain)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain, (void (*)(void *))kp_ssl.X509_free);
+	if (h->peer_chain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->peer_chain, (void (*)(void *))kp_ssl.X509_free);
+	if (h->peer)
+		kp_ssl.X509_free(h->peer);
 	free(h);
 }
 

@@ -301,6 +301,8 @@ static const char *handout_why(struct kp_tls *e, SSL *ssl)
 	if (!why && !e->own_bio && handle_find(e->ssl))
 		why = "the connection's first SSL still exists";
 	if (!why)
+		why = engine_snap(e);
+	if (!why)
 		why = bio_watcher(ssl);
 	/* its own handshake would run under today's providers and defaults:
 	 * one that fails now (fips=yes) must not get a connection made
@@ -334,6 +336,32 @@ static void engine_takes_program(struct kp_tls *e, SSL *ssl, int fd)
 	kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
 }
 
+/* Copies of the peer's certificate and chain for a hand-out: X509_dup
+ * (through DER: no ex_data, no cached state of the first owner's), the
+ * chain's leaf the same object as the certificate, as libssl's
+ * (tls_process_server_certificate). */
+static void peer_copies(X509 *leaf, STACK_OF(X509) *chain, X509 **peer, STACK_OF(X509) **peer_chain)
+{
+	*peer = leaf ? kp_ssl.X509_dup(leaf) : NULL;
+	*peer_chain = NULL;
+	OPENSSL_STACK *sk = chain && *peer ? kp_ssl.OPENSSL_sk_new_null() : NULL;
+	for (int i = 0; sk && i < kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)chain); i++) {
+		X509 *c = kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)chain, i);
+		X509 *d = !i && !kp_ssl.X509_cmp(c, leaf) && kp_ssl.X509_up_ref(*peer) ? *peer : kp_ssl.X509_dup(c);
+		if (!d || !kp_ssl.OPENSSL_sk_push(sk, d)) {
+			if (d)
+				kp_ssl.X509_free(d);
+			kp_ssl.OPENSSL_sk_pop_free(sk, (void (*)(void *))kp_ssl.X509_free);
+			sk = NULL;
+		}
+	}
+	*peer_chain = (STACK_OF(X509) *)sk;
+	if (chain && !sk && *peer) {
+		kp_ssl.X509_free(*peer);
+		*peer = NULL;
+	}
+}
+
 int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 {
 	SSL *ssl = ssl_;
@@ -358,8 +386,17 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		 * resuming a session from the broker has none of its own) */
 		STACK_OF(X509) *peer_chain = e->full.shown && e->full.chain ? e->full.chain
 									   : kp_ssl.SSL_get_peer_cert_chain(e->ssl);
-		int ok = verify_as(ssl, kp_ssl.SSL_get0_peer_certificate(e->ssl), peer_chain, &result, &chain,
-				   &peername, resumed ? &unnamed : NULL);
+		X509 *leaf = kp_ssl.SSL_get0_peer_certificate(e->ssl);
+		/* (a full handshake of its own parses objects of its own: no
+		 * ex_data of the first owner's on them, docs/tls.md "The
+		 * program's own objects"; a resumption of its own session reads its
+		 * session's) */
+		if (!resumed) {
+			peer_copies(leaf, peer_chain, &h->peer, &h->peer_chain);
+			leaf = h->peer;
+			peer_chain = h->peer_chain;
+		}
+		int ok = verify_as(ssl, leaf, peer_chain, &result, &chain, &peername, resumed ? &unnamed : NULL);
 		kp_ssl.ERR_pop_to_mark();
 		if (unnamed)
 			kp_ssl.X509_VERIFY_PARAM_free(unnamed);
@@ -386,7 +423,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		free(peername);
 		if (chain)
 			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
-		free(h);
+		handle_free(h);
 		kp_count(tls_declined);
 		kp_debug("fd %d: pooled TLS connection not handed out: %s", fd, why);
 		return -1;
@@ -401,7 +438,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		free(peername);
 		if (chain)
 			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);
-		free(h);
+		handle_free(h);
 		kp_debug("fd %d: pooled TLS connection not handed out: cannot detach it", fd);
 		return -1;
 	}
@@ -434,6 +471,218 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	kp_unlock(&tls_lock);
 	kp_count(tls_reused);
 	return 0;
+}
+
+/* ------------------------------------------------------------ what the peer shows */
+
+/* a nid getter's answer: 1 and *parg, or 0 (parg untouched) */
+static void nid_answer(void *parg, bool ok, int nid, long *ret)
+{
+	if (ok) {
+		*(int *)parg = nid;
+		*ret = 1;
+	}
+}
+
+/* The answer of full f to cmd (kp_tls_peer_full); false: libssl's.
+ * Caller holds tls_lock. */
+static bool full_answer(const struct full *f, bool none, int cmd, void *parg, long *ret)
+{
+	*ret = 0;
+	switch (cmd) {
+	case KP_PEER_SIG_TYPE:
+		nid_answer(parg, f->type_ok, f->type_nid, ret);
+		return true;
+	case SSL_CTRL_GET_PEER_SIGNATURE_NID:
+		nid_answer(parg, f->sig_ok, f->sig_nid, ret);
+		return true;
+	case SSL_CTRL_GET_PEER_TMP_KEY:
+		if (f->tmp && kp_ssl.EVP_PKEY_up_ref(f->tmp)) {
+			*(EVP_PKEY **)parg = f->tmp;
+			*ret = 1;
+		}
+		return true;
+	}
+	if (!f->shown)
+		return false; /* (a record that did not read them) */
+	switch (cmd) {
+	case KP_PEER_CHAIN:
+		/* a resumption reads its session's chain: the engine's, or
+		 * the program's own session's */
+		if (none)
+			return false;
+		*(STACK_OF(X509) **)parg = f->chain;
+		return true;
+	case KP_PEER_CA:
+	case KP_CLIENT_CA:
+		*(STACK_OF(X509_NAME) **)parg = cmd == KP_PEER_CA || f->client_ca ? f->ca_names : NULL;
+		return true;
+	case KP_SIGALGS:
+	case KP_SHARED_SIGALGS: {
+		struct kp_sigalg_query *q = parg;
+		const struct sigalg *all = cmd == KP_SIGALGS ? f->sigalgs : f->shared;
+		int n = cmd == KP_SIGALGS ? f->n_sigalgs : f->n_shared;
+		/* as libssl: -1 counts the peer's, not the shared ones */
+		if ((q->idx < 0 && cmd == KP_SHARED_SIGALGS) || q->idx >= n)
+			return true;
+		if (q->idx >= 0) {
+			const struct sigalg *a = &all[q->idx];
+			if (q->sign)
+				*q->sign = a->sign;
+			if (q->hash)
+				*q->hash = a->hash;
+			if (q->signhash)
+				*q->signhash = a->signhash;
+			if (q->rsig)
+				*q->rsig = a->rsig;
+			if (q->rhash)
+				*q->rhash = a->rhash;
+		}
+		*ret = n;
+		return true;
+	}
+	case SSL_CTRL_GET_CLIENT_CERT_TYPES:
+		if (!f->cert_req)
+			return true;
+		if (parg)
+			*(const unsigned char **)parg = f->n_ctypes ? f->ctypes : NULL;
+		*ret = f->n_ctypes;
+		return true;
+	case KP_OWN_SIG_TYPE:
+		nid_answer(parg, f->own_type_ok, f->own_type_nid, ret);
+		return true;
+	case SSL_CTRL_GET_SIGNATURE_NID:
+		nid_answer(parg, f->own_sig_ok, f->own_sig_nid, ret);
+		return true;
+	}
+	return false;
+}
+
+bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	/* (real calls, outside our lock) */
+	bool reused = kp_ssl.SSL_session_reused(ssl);
+	bool tls13 = kp_ssl.SSL_version(ssl) >= TLS1_3_VERSION;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	struct record *r = h && h->verified ? NULL : record_get(ssl, false);
+	struct full none = { .known = true, .shown = true }, *f = NULL;
+	if (h && h->verified) {
+		/* handed out: a full handshake, or the resumption of its own
+		 * session (which shows no signature, no CertificateRequest,
+		 * and below TLS 1.3 no key exchange) */
+		f = h->resumed ? &none : &h->e->full;
+		tls13 = engine_version(h->e) >= TLS1_3_VERSION;
+	} else if (r && r->offered && reused) {
+		f = &r->offered_full; /* a session of ours resumed */
+	}
+	bool ours = f && f->known && !(cmd == SSL_CTRL_GET_PEER_TMP_KEY && tls13) &&
+		    full_answer(f, f == &none, cmd, parg, ret);
+	/* handed out as a full handshake: the chain as its own objects */
+	if (ours && cmd == KP_PEER_CHAIN && h && h->verified && !h->resumed && h->peer_chain)
+		*(STACK_OF(X509) **)parg = h->peer_chain;
+	kp_unlock(&tls_lock);
+	return ours;
+}
+
+/* The peer certificate of a handed-out SSL (not as the resumption of its
+ * own session): its own object, as its own handshake parses one
+ * (docs/tls.md "The program's own objects"); false: libssl's (routed). */
+bool kp_tls_peer_own(const SSL *ssl, X509 **out)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool own = h && h->verified && !h->resumed && h->peer;
+	if (own)
+		*out = h->peer;
+	kp_unlock(&tls_lock);
+	return own;
+}
+
+
+/* ------------------------------------------------------------ sessions the program changed */
+
+/*
+ * A session the program changed (SSL_SESSION_set*, wrapped: hooks_tls.c)
+ * is not what its own handshake made: a hand-out's session or a
+ * resumption's made from it would show the change (docs/tls.md "The
+ * program's own objects").  The mark is ex_data of ours on the session, at an
+ * index made at the program's first change (a program that changes no
+ * session makes its indexes as alone); libssl's own copies of a session
+ * (a TLS 1.3 ticket's is made from the one before, ssl_session_dup) carry
+ * the mark as they carry the change.  No index: every session counts as
+ * changed.
+ */
+static int changed_idx = -1;
+static bool changed_unmarked;
+static kp_mutex_t changed_lock = KP_MUTEX_INITIALIZER;
+
+void kp_tls_session_changes(SSL_SESSION *sess)
+{
+	if (!sess || !kp_ssl_bind())
+		return;
+	int idx = __atomic_load_n(&changed_idx, __ATOMIC_ACQUIRE);
+	if (idx < 0) {
+		kp_lock(&changed_lock);
+		idx = changed_idx;
+		if (idx < 0 && !changed_unmarked) {
+			idx = kp_ssl.CRYPTO_get_ex_new_index(CRYPTO_EX_INDEX_SSL_SESSION, 0, NULL, NULL, NULL, NULL);
+			__atomic_store_n(&changed_idx, idx, __ATOMIC_RELEASE);
+		}
+		kp_unlock(&changed_lock);
+	}
+	if (idx < 0 || !kp_ssl.SSL_SESSION_set_ex_data(sess, idx, &changed_idx))
+		__atomic_store_n(&changed_unmarked, true, __ATOMIC_RELEASE);
+	kp_debug("the program changes a session: not one a hand-out's or a resumption's is made from");
+}
+
+bool session_changed(const SSL_SESSION *sess)
+{
+	if (__atomic_load_n(&changed_unmarked, __ATOMIC_ACQUIRE))
+		return true;
+	int idx = __atomic_load_n(&changed_idx, __ATOMIC_ACQUIRE);
+	return sess && idx >= 0 && kp_ssl.SSL_SESSION_get_ex_data(sess, idx);
+}
+
+/* A private copy of e's session, taken when it is first handed out (its
+ * first owner's object may change after: a reference it kept past
+ * SSL_free), or why its session cannot be what a hand-out's is made
+ * from.  Caller holds tls_lock. */
+const char *engine_snap(struct kp_tls *e)
+{
+	SSL_SESSION *src = kp_ssl.SSL_get_session(e->ssl);
+	if (!src || src == e->snap_src)
+		return NULL;
+	if (session_changed(src))
+		return "the connection's first owner changed its session";
+	SSL_SESSION *d = kp_ssl.SSL_SESSION_dup(src);
+	if (!d || !kp_ssl.SSL_SESSION_up_ref(src)) {
+		if (d)
+			kp_ssl.SSL_SESSION_free(d);
+		return "its session could not be copied";
+	}
+	if (e->snap)
+		kp_ssl.SSL_SESSION_free(e->snap);
+	if (e->snap_src)
+		kp_ssl.SSL_SESSION_free(e->snap_src);
+	e->snap = d;
+	e->snap_src = src;
+	return NULL;
+}
+
+/* What a hand-out's session is copied from, with a reference of the
+ * caller's: e's private copy for src; src itself where it came since (a
+ * ticket read for a hand-out, which no first owner held), but for one
+ * libssl made from a session the program changed after the copy (the
+ * mark travels): the private copy then.  Caller holds tls_lock. */
+SSL_SESSION *session_base(struct kp_tls *e, SSL_SESSION *src)
+{
+	SSL_SESSION *b = e->snap && (src == e->snap_src || session_changed(src)) ? e->snap : src;
+	return b && kp_ssl.SSL_SESSION_up_ref(b) ? b : NULL;
 }
 
 /* ------------------------------------------------------------ resumption */

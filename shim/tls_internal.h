@@ -150,6 +150,11 @@ struct kp_tls {
 	long sess_timeout;   /* that context's session timeout at its handshake */
 	struct full full;    /* its full handshake's (engine_full) */
 	unsigned parks;      /* times parked (the test build's proof: tls_across.c) */
+	/* a private copy (snap) of its session snap_src (a reference of ours,
+	 * so that the address names no other), taken when first handed out:
+	 * what hand-outs' sessions are made from, whatever the first owner
+	 * does to its own object after (engine_snap) */
+	SSL_SESSION *snap, *snap_src;
 	/* a connection taken from another process (docs/tls-across.md "The
 	 * hand-out in another process"): the foreign engine answers the
 	 * program's calls, and ssl is a placeholder of ours that never made
@@ -202,6 +207,10 @@ struct handle {
 	bool sess_set;       /* the program set its own session since (SSL_set_session) */
 	STACK_OF(X509) *vchain;
 	char *peername;      /* the name our verification matched */
+	/* handed out as a full handshake: its peer's certificate and chain,
+	 * copies of its own (peer_copies), vchain made from them */
+	X509 *peer;
+	STACK_OF(X509) *peer_chain;
 	/* handed out: the session it reads (kp_tls_session), a copy of the
 	 * engine's session src made to look as its own handshake's would */
 	SSL_SESSION *sess, *sess_src;
@@ -404,6 +413,9 @@ SSL_SESSION *session_anew(SSL_SESSION *sess, long at);
 /* a copy of sess as a TLS 1.3 handshake leaves it, before the server's
  * tickets: no id, no ticket (docs/tls.md "Sessions"), or NULL */
 SSL_SESSION *session_unticketed(SSL_SESSION *sess);
+bool session_changed(const SSL_SESSION *sess);
+const char *engine_snap(struct kp_tls *e);
+SSL_SESSION *session_base(struct kp_tls *e, SSL_SESSION *src);
 extern struct kp_tls *parked;
 /* the SSL error of this thread's last failed kp_tls_push (tls_engine.c) */
 extern __thread int kp_tls_push_err;

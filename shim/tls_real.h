@@ -212,6 +212,17 @@ typedef void (*kp_any_fn)(void);
 	X(SSL_SESSION *, SSL_SESSION_dup, (const SSL_SESSION *))                   \
 	X(long, SSL_SESSION_set_time, (SSL_SESSION *, long))                       \
 	X(int, SSL_SESSION_set1_id, (SSL_SESSION *, const unsigned char *, unsigned int)) \
+	X(int, SSL_SESSION_set1_id_context, (SSL_SESSION *, const unsigned char *, unsigned int)) \
+	X(long, SSL_SESSION_set_timeout, (SSL_SESSION *, long))                    \
+	X(int, SSL_SESSION_set_protocol_version, (SSL_SESSION *, int))             \
+	X(int, SSL_SESSION_set1_hostname, (SSL_SESSION *, const char *))           \
+	X(int, SSL_SESSION_set1_alpn_selected, (SSL_SESSION *, const unsigned char *, size_t)) \
+	X(int, SSL_SESSION_set_cipher, (SSL_SESSION *, const SSL_CIPHER *))        \
+	X(int, SSL_SESSION_set1_master_key, (SSL_SESSION *, const unsigned char *, size_t)) \
+	X(int, SSL_SESSION_set_max_early_data, (SSL_SESSION *, uint32_t))          \
+	X(int, SSL_SESSION_set1_ticket_appdata, (SSL_SESSION *, const void *, size_t)) \
+	X(int, SSL_SESSION_set_ex_data, (SSL_SESSION *, int, void *))              \
+	X(void *, SSL_SESSION_get_ex_data, (const SSL_SESSION *, int))             \
 	X(long, SSL_CTX_get_timeout, (const SSL_CTX *))                            \
 	X(void, SSL_CTX_set_keylog_callback, (SSL_CTX *, kp_keylog_cb))            \
 	X(size_t, SSL_SESSION_get_master_key, (const SSL_SESSION *, unsigned char *, size_t)) \
@@ -275,6 +286,8 @@ typedef void (*kp_any_fn)(void);
 	X(unsigned long, ERR_peek_error, (void))                                  \
 	X(int, i2d_X509, (const X509 *, unsigned char **))                         \
 	X(X509 *, d2i_X509, (X509 **, const unsigned char **, long))               \
+	X(X509 *, X509_dup, (const X509 *))                                        \
+	X(int, CRYPTO_get_ex_new_index, (int, long, void *, CRYPTO_EX_new *, CRYPTO_EX_dup *, CRYPTO_EX_free *)) \
 	X(void, OPENSSL_cleanse, (void *, size_t))                                 \
 	X(int, EVP_Digest, (const void *, size_t, unsigned char *, unsigned int *, const EVP_MD *, ENGINE *)) \
 	X(const EVP_MD *, EVP_sha256, (void))                                      \

@@ -109,3 +109,40 @@ after() { tls_case tls_after "$@"; }
 		assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
 	done
 }
+
+@test "a session its first program changed through a reference kept past SSL_free (ex_data, timeout, hostname, ALPN, master key, id context), or right after another SSL was handed its connection, shows in no other SSL's session, and no other SSL offers it (a resumption of the hand-out's own session succeeds)" {
+	for v in 13 12; do
+		use_tls $v
+		for what in ex_data timeout hostname alpn master_key id_context; do
+			after 4 sess_change "$what"
+			assert_line --partial "4 ok HTTP/1.1 200 OK"
+			refute_line --partial "ex_data tagged"
+			# request 2 resumed request 1's session (a copy of ours
+			# taken at park, before the change), request 3 was not
+			# handed request 2's connection (its session changed
+			# since) and resumed request 2's, request 4 was handed
+			# request 3's as the resumption of its own session
+			assert_equal "$v $what: resumed $(stat_value tls_resumed)" "$v $what: resumed 2"
+			assert_equal "$v $what: handed out $(stat_value tls_reused)" "$v $what: handed out 1"
+		done
+		# the hand-out's session is made from a copy taken when it was
+		# handed out: changes after that stay on the first owner's
+		for what in ex_data hostname master_key; do
+			after 4 sess_change "late_$what"
+			assert_line --partial "4 ok HTTP/1.1 200 OK"
+			refute_line --partial "ex_data tagged"
+			# request 3 was handed request 2's connection
+			assert_equal "$v late_$what: handed out $(stat_value tls_reused)" "$v late_$what: handed out 1"
+		done
+	done
+}
+
+@test "a handed-out SSL's peer certificate is an object of its own: no ex_data a first program set on its own, the peer chain's and the verified chain's first element the same object, as its own handshake's" {
+	for v in 13 12; do
+		use_tls $v
+		after 3 peer_tag
+		assert_line --partial "3 peer: tag (none), request 2's object no, get1's the same yes, the chain's first it yes, the verified chain's first it yes"
+		assert_line --partial "3 ok HTTP/1.1 200 OK"
+		assert_equal "$v: handed out $(stat_value tls_reused)" "$v: handed out 1"
+	done
+}

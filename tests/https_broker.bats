@@ -195,3 +195,17 @@ trust_case() {
 		done
 	done
 }
+
+@test "a process that changed its session before its SSL_free (master key, id context, hostname, ALPN, timeout) gives it to no other process: the next makes a full handshake, as without the library, and the one after resumes that one's" {
+	local after="$ROOT/build/clients/tls_after"
+	for port in "$NGINX_TLS13_PORT" "$NGINX_TLS12_PORT"; do
+		for what in master_key id_context hostname alpn timeout; do
+			loop_both "$after sess_once $port $TLS $what; $after sess_once $port $TLS none; $after sess_once $port $TLS none"
+			assert_same_loop
+			assert_same_server_view
+			run grep -c '^1 ok HTTP/1.1 200 OK' "$BATS_TEST_TMPDIR/shim.out"
+			assert_output 3
+			assert_equal "$port $what: resumed across $(stat_sum tls_resumed_across)" "$port $what: resumed across 1"
+		done
+	done
+}

@@ -21,6 +21,17 @@
  *                   nothing: how often it runs
  *   engine          an engine registered for the AEAD ciphers, whose
  *                   ciphers fail, after request 2
+ *   sess_change ARG the sessions of requests 1 and 2, kept past SSL_free,
+ *                   changed after (ARG: ex_data, timeout, hostname, alpn,
+ *                   master_key, id_context); late_ARG: request 2's changed
+ *                   right after request 3's handshake instead: what
+ *                   requests 2 and 3 read of theirs, request 4 resuming 3's
+ *   sess_once ARG   one request, its session changed as sess_change's ARG
+ *                   says before its SSL_free (none: unchanged); what it
+ *                   read of its session (tests/https_broker.bats runs one
+ *                   process per request)
+ *   peer_tag        request 2's peer certificate tagged (X509 ex_data) and
+ *                   kept: what request 3 reads of its peer's
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -246,6 +257,128 @@ static int fail_ciphers(ENGINE *e, const EVP_CIPHER **c, const int **nids, int n
 	return 0;
 }
 
+/* scenario sess_change: a session changed as ARG says */
+static int sess_idx, x509_idx;
+static unsigned char new_key[48];
+static void change(SSL_SESSION *k, const char *what)
+{
+	if (!strcmp(what, "ex_data"))
+		SSL_SESSION_set_ex_data(k, sess_idx, "tagged");
+	else if (!strcmp(what, "timeout"))
+		SSL_SESSION_set_timeout(k, 12345);
+	else if (!strcmp(what, "hostname"))
+		SSL_SESSION_set1_hostname(k, "changed.example");
+	else if (!strcmp(what, "alpn"))
+		SSL_SESSION_set1_alpn_selected(k, (const unsigned char *)"h9", 2);
+	else if (!strcmp(what, "master_key"))
+		SSL_SESSION_set1_master_key(k, new_key, sizeof new_key);
+	else if (!strcmp(what, "id_context"))
+		SSL_SESSION_set1_id_context(k, (const unsigned char *)"changed", 7);
+}
+
+/* what the program reads of its session that the scenario may change
+ * (not its master key: a process that can read one is handed nothing,
+ * docs/tls.md "What a session shows"; a changed one fails request 4) */
+static void sess_fields(SSL *s, int i)
+{
+	SSL_SESSION *k = SSL_get_session(s);
+	if (!k) {
+		printf("%d session: none\n", i);
+		return;
+	}
+	const char *tag = SSL_SESSION_get_ex_data(k, sess_idx), *host = SSL_SESSION_get0_hostname(k);
+	const unsigned char *alpn, *ctx;
+	size_t alen;
+	unsigned clen;
+	SSL_SESSION_get0_alpn_selected(k, &alpn, &alen);
+	ctx = SSL_SESSION_get0_id_context(k, &clen);
+	printf("%d session: ex_data %s, timeout %ld, hostname %s, alpn %.*s, id context %.*s\n", i,
+	       tag ? tag : "(none)", SSL_SESSION_get_timeout(k), host ? host : "(none)", (int)alen,
+	       alen ? (const char *)alpn : "", (int)clen, clen ? (const char *)ctx : "");
+}
+
+static void sess_change(const char *arg)
+{
+	const char *late = !strncmp(arg, "late_", 5) ? arg + 5 : NULL;
+	memset(new_key, 0x5a, sizeof new_key);
+	sess_idx = SSL_SESSION_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	SSL_SESSION *kept[4] = { NULL };
+	for (int i = 1; i <= 4; i++) {
+		SSL_CTX *ctx = mkctx();
+		SSL *s = SSL_new(ctx);
+		int fd = dial();
+		if (i == 4 && kept[3])
+			SSL_set_session(s, kept[3]);
+		if (handshake(s, fd, i) == 0) {
+			if (late && i == 3 && kept[2])
+				change(kept[2], late);
+			if (i > 1)
+				sess_fields(s, i);
+			if (get(s, i) == 0)
+				SSL_shutdown(s);
+			if (i < 4)
+				kept[i] = SSL_get1_session(s);
+		}
+		close(fd);
+		SSL_free(s);
+		SSL_CTX_free(ctx);
+		if (!late && i < 3 && kept[i])
+			change(kept[i], arg);
+	}
+	for (int i = 1; i < 4; i++)
+		SSL_SESSION_free(kept[i]);
+}
+
+static void sess_once(const char *arg)
+{
+	memset(new_key, 0x5a, sizeof new_key);
+	sess_idx = SSL_SESSION_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	SSL_CTX *ctx = mkctx();
+	SSL *s = SSL_new(ctx);
+	int fd = dial();
+	if (handshake(s, fd, 1) == 0) {
+		sess_fields(s, 1);
+		if (get(s, 1) == 0)
+			SSL_shutdown(s);
+		change(SSL_get_session(s), arg);
+	}
+	close(fd);
+	SSL_free(s);
+	SSL_CTX_free(ctx);
+}
+
+/* scenario peer_tag: request 2's peer certificate tagged and kept */
+static void peer_tag(void)
+{
+	x509_idx = X509_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	X509 *kept = NULL;
+	for (int i = 1; i <= 3; i++) {
+		SSL_CTX *ctx = mkctx();
+		SSL *s = SSL_new(ctx);
+		int fd = dial();
+		if (handshake(s, fd, i) == 0) {
+			X509 *p = SSL_get0_peer_certificate(s), *p1 = SSL_get1_peer_certificate(s);
+			STACK_OF(X509) *pc = SSL_get_peer_cert_chain(s), *vc = SSL_get0_verified_chain(s);
+			const char *tag = p ? X509_get_ex_data(p, x509_idx) : NULL;
+			printf("%d peer: tag %s, request 2's object %s, get1's the same %s, the chain's first it %s, the verified chain's first it %s\n",
+			       i, tag ? tag : "(none)", p && p == kept ? "yes" : "no", p1 == p ? "yes" : "no",
+			       pc && sk_X509_num(pc) && sk_X509_value(pc, 0) == p ? "yes" : "no",
+			       vc && sk_X509_num(vc) && sk_X509_value(vc, 0) == p ? "yes" : "no");
+			X509_free(p1);
+			if (i == 2 && p && X509_up_ref(p)) {
+				kept = p;
+				X509_set_ex_data(p, x509_idx, "tagged");
+			}
+			if (get(s, i) == 0)
+				SSL_shutdown(s);
+		}
+		close(fd);
+		SSL_free(s);
+		SSL_CTX_free(ctx);
+	}
+	X509_free(kept);
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -366,6 +499,12 @@ int main(int argc, char **argv)
 		printf("registered: %d\n", ENGINE_register_ciphers(e));
 		for (int i = 3; i <= 4; i++)
 			one(mkctx(), i);
+	} else if (!strcmp(sc, "sess_change")) {
+		sess_change(arg);
+	} else if (!strcmp(sc, "sess_once")) {
+		sess_once(arg);
+	} else if (!strcmp(sc, "peer_tag")) {
+		peer_tag();
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", sc);
 		return 2;
