@@ -341,6 +341,10 @@ void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb);
  * after an SSL was handed a pooled connection (docs/tls.md "Callbacks
  * that watch") */
 void kp_tls_watched(const void *obj, bool is_ctx);
+/* A call the foreign engine cannot answer, before the handed SSL's first
+ * read or write: its own handshake on a fresh connection first (only on a
+ * TLS 1.3 connection: tls13_only). */
+void kp_tls_foreign_early(SSL *ssl, bool tls13_only);
 /* SSL_session_reused for ssl: true (and *reused set) when the answer is ours */
 bool kp_tls_session_reused(const SSL *ssl, int *reused);
 

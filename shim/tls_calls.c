@@ -77,6 +77,10 @@ static bool foreign_modes(SSL *ssl, int cmd, long larg, void *parg, long *ret)
 long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 {
 	long full_ret;
+	/* the key exchange's keys in TLS 1.3 (TLS 1.2: the peer's from the
+	 * record, the own key never kept by libssl) */
+	if (cmd == SSL_CTRL_GET_TMP_KEY || cmd == SSL_CTRL_GET_PEER_TMP_KEY)
+		kp_tls_foreign_early(ssl, true);
 	if ((((cmd == SSL_CTRL_GET_PEER_SIGNATURE_NID || cmd == SSL_CTRL_GET_PEER_TMP_KEY ||
 	       cmd == SSL_CTRL_GET_SIGNATURE_NID) &&
 	      parg) ||
@@ -235,115 +239,6 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 	if (src)
 		kp_ssl.SSL_SESSION_free(src);
 	return true;
-}
-
-/* a nid getter's answer: 1 and *parg, or 0 (parg untouched) */
-static void nid_answer(void *parg, bool ok, int nid, long *ret)
-{
-	if (ok) {
-		*(int *)parg = nid;
-		*ret = 1;
-	}
-}
-
-/* The answer of full f to cmd (kp_tls_peer_full); false: libssl's.
- * Caller holds tls_lock. */
-static bool full_answer(const struct full *f, bool none, int cmd, void *parg, long *ret)
-{
-	*ret = 0;
-	switch (cmd) {
-	case KP_PEER_SIG_TYPE:
-		nid_answer(parg, f->type_ok, f->type_nid, ret);
-		return true;
-	case SSL_CTRL_GET_PEER_SIGNATURE_NID:
-		nid_answer(parg, f->sig_ok, f->sig_nid, ret);
-		return true;
-	case SSL_CTRL_GET_PEER_TMP_KEY:
-		if (f->tmp && kp_ssl.EVP_PKEY_up_ref(f->tmp)) {
-			*(EVP_PKEY **)parg = f->tmp;
-			*ret = 1;
-		}
-		return true;
-	}
-	if (!f->shown)
-		return false; /* (a record that did not read them) */
-	switch (cmd) {
-	case KP_PEER_CHAIN:
-		/* a resumption reads its session's chain: the engine's, or
-		 * the program's own session's */
-		if (none)
-			return false;
-		*(STACK_OF(X509) **)parg = f->chain;
-		return true;
-	case KP_PEER_CA:
-	case KP_CLIENT_CA:
-		*(STACK_OF(X509_NAME) **)parg = cmd == KP_PEER_CA || f->client_ca ? f->ca_names : NULL;
-		return true;
-	case KP_SIGALGS:
-	case KP_SHARED_SIGALGS: {
-		struct kp_sigalg_query *q = parg;
-		const struct sigalg *all = cmd == KP_SIGALGS ? f->sigalgs : f->shared;
-		int n = cmd == KP_SIGALGS ? f->n_sigalgs : f->n_shared;
-		/* as libssl: -1 counts the peer's, not the shared ones */
-		if ((q->idx < 0 && cmd == KP_SHARED_SIGALGS) || q->idx >= n)
-			return true;
-		if (q->idx >= 0) {
-			const struct sigalg *a = &all[q->idx];
-			if (q->sign)
-				*q->sign = a->sign;
-			if (q->hash)
-				*q->hash = a->hash;
-			if (q->signhash)
-				*q->signhash = a->signhash;
-			if (q->rsig)
-				*q->rsig = a->rsig;
-			if (q->rhash)
-				*q->rhash = a->rhash;
-		}
-		*ret = n;
-		return true;
-	}
-	case SSL_CTRL_GET_CLIENT_CERT_TYPES:
-		if (!f->cert_req)
-			return true;
-		if (parg)
-			*(const unsigned char **)parg = f->n_ctypes ? f->ctypes : NULL;
-		*ret = f->n_ctypes;
-		return true;
-	case KP_OWN_SIG_TYPE:
-		nid_answer(parg, f->own_type_ok, f->own_type_nid, ret);
-		return true;
-	case SSL_CTRL_GET_SIGNATURE_NID:
-		nid_answer(parg, f->own_sig_ok, f->own_sig_nid, ret);
-		return true;
-	}
-	return false;
-}
-
-bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
-{
-	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
-		return false;
-	/* (real calls, outside our lock) */
-	bool reused = kp_ssl.SSL_session_reused(ssl);
-	bool tls13 = kp_ssl.SSL_version(ssl) >= TLS1_3_VERSION;
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	struct record *r = h && h->verified ? NULL : record_get(ssl, false);
-	struct full none = { .known = true, .shown = true }, *f = NULL;
-	if (h && h->verified) {
-		/* handed out: a full handshake, or the resumption of its own
-		 * session (which shows no signature, no CertificateRequest,
-		 * and below TLS 1.3 no key exchange) */
-		f = h->resumed ? &none : &h->e->full;
-		tls13 = engine_version(h->e) >= TLS1_3_VERSION;
-	} else if (r && r->offered && reused) {
-		f = &r->offered_full; /* a session of ours resumed */
-	}
-	bool ours = f && f->known && !(cmd == SSL_CTRL_GET_PEER_TMP_KEY && tls13) &&
-		    full_answer(f, f == &none, cmd, parg, ret);
-	kp_unlock(&tls_lock);
-	return ours;
 }
 
 /* The handle of ssl with what it needs for I/O, or NULL: not ours. */
@@ -972,10 +867,42 @@ static void remake_watched(SSL *ssl, int fd, unsigned why)
 	kp_ssl.SSL_set_msg_callback(ssl, NULL);
 	int r = kp_conn_tls_remake(fd, ssl, why & REMAKE_WATCHED);
 	kp_ssl.SSL_set_info_callback(ssl, info);
-	kp_ssl.SSL_set_msg_callback(ssl, msg);
+	/* (none of its own: the capture's, which counts the fresh
+	 * connection's records for its export) */
+	kp_ssl.SSL_set_msg_callback(ssl, msg ? msg : kp_tls_capture_msg_cb(ssl));
 	kp_debug("fd %d: %s after the hand-out: %s", fd,
-		 why & REMAKE_WATCHED ? "a callback that watches set" : "AUTO_RETRY cleared",
+		 why & REMAKE_CALL	 ? "a call the foreign engine cannot answer"
+		 : why & REMAKE_WATCHED ? "a callback that watches set"
+					: "AUTO_RETRY cleared",
 		 r == 0 ? "its own handshake on a fresh connection" : "no fresh connection, left on the pooled one");
+}
+
+/* A call the foreign engine cannot answer from the state (TLS 1.3's own
+ * ephemeral key, SSL_key_update, SSL_renegotiate,
+ * SSL_verify_client_post_handshake: docs/tls-across.md "What keeps it in
+ * the test build"), made on an SSL handed a connection from another
+ * process before its first read or write: the program's own handshake on
+ * a fresh connection first, as for a watcher (remake_watched), so that
+ * its own SSL answers the call.  After its first read or write (the
+ * connection carried its bytes) the call goes where it went.  tls13_only:
+ * a call whose TLS 1.2 answer the state gives. */
+void kp_tls_foreign_early(SSL *ssl, bool tls13_only)
+{
+	struct io io;
+	if (!__atomic_load_n(&kp_tls_foreign_ever, __ATOMIC_ACQUIRE) || !io_look(ssl, &io, false) || io.closed ||
+	    !io.f || !io.c)
+		return;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	unsigned why = h && h->verified && !h->io_once &&
+				       (!tls13_only || engine_version(h->e) >= TLS1_3_VERSION)
+			       ? REMAKE_CALL | h->remake
+			       : 0;
+	if (why)
+		h->remake = 0;
+	kp_unlock(&tls_lock);
+	if (why)
+		remake_watched(ssl, io.fd, why);
 }
 
 /* ------------------------------------------------------------ after the program's SSL_shutdown */

@@ -45,6 +45,7 @@ wire_version() { if [ "$1" = 13 ]; then echo 304; else echo 303; fi; }
 # connection's state, imported into the foreign engine on its socket,
 # makes a request of its own (GET /f?across-check) and reads its answer
 check_lib() {
+	if [ -n "${KP_CHECK_LIB:-}" ]; then CHECK_LIB="$KP_CHECK_LIB"; return; fi
 	flock "$ROOT/build/.make.lock" make -s -C "$ROOT" build/libkeepalive-acrosscheck.so >/dev/null
 	CHECK_LIB="$ROOT/build/libkeepalive-acrosscheck.so"
 }
@@ -472,5 +473,60 @@ across_refused() { grep -c "across: a connection from the broker not taken: $1" 
 		# carried through the loop)
 		assert_equal "TLS $v: handed $(handed)" "TLS $v: handed 3"
 		assert_equal "TLS $v: connections $(nginx_conns)" "TLS $v: connections 1"
+	done
+}
+
+# getters_loop V FLAGS1 FLAGS2 FLAGS3 FLAGS4: four tls_getters processes
+# (one request each, process i with FLAGSi) against nginx's TLS V,
+# without the library then in the test build with the hand-out
+# (CHECK_LIB, KP_TEST_ACROSS_BROKER=2); outputs in plain.out, shim.out
+getters_loop() {
+	local v="$1" xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR" script=: f
+	shift
+	mkdir -p -m 0700 "$xdg"
+	use_tls "$v"
+	for f in "$@"; do
+		script="$script && $ROOT/build/clients/tls_getters $SERVER_PORT $TLS/ca.pem 1 $f"
+	done
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 KEEPALIVE_LOG=debug \
+		"$ROOT/scripts/keepalive" sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	grep -E 'handed|passed on|after the hand-out' "$out/shim.err" || true
+	nginx_log
+}
+
+remade() { grep -c "a call the foreign engine cannot answer after the hand-out: its own handshake on a fresh connection" "$BATS_TEST_TMPDIR/shim.err" || true; }
+
+@test "the hand-out in another process: the own key-exchange key read before the first read or write (SSL_get_tmp_key) is the program's own handshake's, made on a fresh connection first: the same output, keys included (TLS 1.3)" {
+	check_lib
+	make -s -C "$ROOT" build/clients/tls_getters >&2
+	getters_loop 13 early early early early
+	run diff "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out"
+	assert_success
+	# the second to fourth processes are each handed the connection the
+	# one before passed on; the first getter makes its own handshake on a
+	# fresh connection, which it then passes on: four server connections
+	assert_equal "handed $(handed)" "handed 3"
+	assert_equal "remade $(remade)" "remade 3"
+	assert_equal "connections $(nginx_conns)" "connections 4"
+}
+
+@test "the hand-out in another process: SSL_key_update (TLS 1.3) and SSL_renegotiate (TLS 1.2) before the first read or write act on the program's own handshake, made on a fresh connection first: the same output" {
+	check_lib
+	make -s -C "$ROOT" build/clients/tls_getters >&2
+	for v in 13 12; do
+		local act=renego
+		[ "$v" = 13 ] && act=keyupdate
+		# (a connection that took the call is never parked: the
+		# processes between take none, make their own and pass it on)
+		getters_loop "$v" "" "$act" "" "$act"
+		run diff "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out"
+		assert_success
+		assert_equal "TLS $v: handed $(handed)" "TLS $v: handed 2"
+		assert_equal "TLS $v: remade $(remade)" "TLS $v: remade 2"
+		assert_equal "TLS $v: connections $(nginx_conns)" "TLS $v: connections 4"
 	done
 }
