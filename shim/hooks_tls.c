@@ -418,7 +418,7 @@ KP_EXPORT int SSL_get_peer_signature_type_nid(const SSL *s, int *nid)
 			return 0;                                                    \
 		if (INTERNAL())                                                      \
 			return kp_ssl.name(s HANDSHAKE_ARGS args);                   \
-		kp_tls_foreign_early(s, false);                                      \
+		kp_tls_foreign_early(s);                                             \
 		SSL *e = kp_tls_route(s, true);                                      \
 		if (!e)                                                              \
 			return 0;                                                    \

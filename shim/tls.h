@@ -175,7 +175,7 @@ enum kp_fq {
 	KP_FQ_VERSION, KP_FQ_VERSION_STR, KP_FQ_CLIENT_VERSION, KP_FQ_INIT_FINISHED, KP_FQ_IN_INIT,
 	KP_FQ_IN_BEFORE, KP_FQ_STATE, KP_FQ_STATE_STR, KP_FQ_STATE_STR_LONG, KP_FQ_SERVERNAME,
 	KP_FQ_SERVERNAME_TYPE, KP_FQ_FINISHED, KP_FQ_PEER_FINISHED, KP_FQ_CLIENT_RANDOM, KP_FQ_SERVER_RANDOM,
-	KP_FQ_ALPN, KP_FQ_EKM, KP_FQ_WANT, KP_FQ_PENDING_CIPHER, KP_FQ_EXTMS,
+	KP_FQ_ALPN, KP_FQ_EKM, KP_FQ_WANT, KP_FQ_PENDING_CIPHER, KP_FQ_EXTMS, KP_FQ_RI, KP_FQ_GROUP,
 };
 struct kp_fq_args {
 	void *buf;
@@ -342,9 +342,8 @@ void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb);
  * that watch") */
 void kp_tls_watched(const void *obj, bool is_ctx);
 /* A call the foreign engine cannot answer, before the handed SSL's first
- * read or write: its own handshake on a fresh connection first (only on a
- * TLS 1.3 connection: tls13_only). */
-void kp_tls_foreign_early(SSL *ssl, bool tls13_only);
+ * read or write: its own handshake on a fresh connection first. */
+void kp_tls_foreign_early(SSL *ssl);
 /* SSL_session_reused for ssl: true (and *reused set) when the answer is ours */
 bool kp_tls_session_reused(const SSL *ssl, int *reused);
 

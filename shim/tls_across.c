@@ -1432,6 +1432,14 @@ static void foreign_answer(struct kp_tls *e, struct tlsf *f, const SSL *ssl, enu
 		 * in TLS 1.3) */
 		r->i = (f->st.flags & TLSX_EXTMS) != 0;
 		break;
+	case KP_FQ_RI:
+		/* (TLS 1.2: whether the server sent renegotiation_info; TLS
+		 * 1.3's ServerHello carries none: 0) */
+		r->i = (f->st.flags & TLSX_RI) != 0;
+		break;
+	case KP_FQ_GROUP:
+		r->i = tlsx_group_nid(f->st.group);
+		break;
 	}
 }
 

@@ -77,10 +77,10 @@ static bool foreign_modes(SSL *ssl, int cmd, long larg, void *parg, long *ret)
 long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 {
 	long full_ret;
-	/* the key exchange's keys in TLS 1.3 (TLS 1.2: the peer's from the
-	 * record, the own key never kept by libssl) */
+	/* the key exchange's keys: the own one is not in the state, and the
+	 * peer's (in it) must then be the same handshake's */
 	if (cmd == SSL_CTRL_GET_TMP_KEY || cmd == SSL_CTRL_GET_PEER_TMP_KEY)
-		kp_tls_foreign_early(ssl, true);
+		kp_tls_foreign_early(ssl);
 	if ((((cmd == SSL_CTRL_GET_PEER_SIGNATURE_NID || cmd == SSL_CTRL_GET_PEER_TMP_KEY ||
 	       cmd == SSL_CTRL_GET_SIGNATURE_NID) &&
 	      parg) ||
@@ -89,6 +89,10 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 		return full_ret;
 	union kp_fq_ret fr;
 	if (cmd == SSL_CTRL_GET_EXTMS_SUPPORT && kp_tls_foreign(ssl, KP_FQ_EXTMS, NULL, &fr))
+		return fr.i;
+	if (cmd == SSL_CTRL_GET_RI_SUPPORT && kp_tls_foreign(ssl, KP_FQ_RI, NULL, &fr))
+		return fr.i;
+	if (cmd == SSL_CTRL_GET_NEGOTIATED_GROUP && kp_tls_foreign(ssl, KP_FQ_GROUP, NULL, &fr))
 		return fr.i;
 	switch (cmd) {
 	case SSL_CTRL_SET_MAX_SEND_FRAGMENT:
@@ -877,16 +881,15 @@ static void remake_watched(SSL *ssl, int fd, unsigned why)
 		 r == 0 ? "its own handshake on a fresh connection" : "no fresh connection, left on the pooled one");
 }
 
-/* A call the foreign engine cannot answer from the state (TLS 1.3's own
+/* A call the foreign engine cannot answer from the state (the own
  * ephemeral key, SSL_key_update, SSL_renegotiate,
  * SSL_verify_client_post_handshake: docs/tls-across.md "What keeps it in
  * the test build"), made on an SSL handed a connection from another
  * process before its first read or write: the program's own handshake on
  * a fresh connection first, as for a watcher (remake_watched), so that
  * its own SSL answers the call.  After its first read or write (the
- * connection carried its bytes) the call goes where it went.  tls13_only:
- * a call whose TLS 1.2 answer the state gives. */
-void kp_tls_foreign_early(SSL *ssl, bool tls13_only)
+ * connection carried its bytes) the call goes where it went. */
+void kp_tls_foreign_early(SSL *ssl)
 {
 	struct io io;
 	if (!__atomic_load_n(&kp_tls_foreign_ever, __ATOMIC_ACQUIRE) || !io_look(ssl, &io, false) || io.closed ||
@@ -894,10 +897,7 @@ void kp_tls_foreign_early(SSL *ssl, bool tls13_only)
 		return;
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
-	unsigned why = h && h->verified && !h->io_once &&
-				       (!tls13_only || engine_version(h->e) >= TLS1_3_VERSION)
-			       ? REMAKE_CALL | h->remake
-			       : 0;
+	unsigned why = h && h->verified && !h->io_once ? REMAKE_CALL | h->remake : 0;
 	if (why)
 		h->remake = 0;
 	kp_unlock(&tls_lock);
