@@ -1440,6 +1440,17 @@ static void foreign_answer(struct kp_tls *e, struct tlsf *f, const SSL *ssl, enu
 	case KP_FQ_GROUP:
 		r->i = tlsx_group_nid(f->st.group);
 		break;
+	case KP_FQ_REFUSE_RENEGOTIATE:
+		/* libssl's can_renegotiate (TLS 1.2 is handed only with the
+		 * option; cleared since: a renegotiation, not ours to make) */
+		r->i = f->version == TLSREC_V13			     ? SSL_R_WRONG_SSL_VERSION
+		       : (f->options & SSL_OP_NO_RENEGOTIATION) ? SSL_R_NO_RENEGOTIATION
+								 : 0;
+		break;
+	case KP_FQ_REFUSE_PHA:
+		/* a server's call: refused to a client's SSL */
+		r->i = f->version == TLSREC_V13 ? SSL_R_NOT_SERVER : SSL_R_WRONG_SSL_VERSION;
+		break;
 	}
 }
 
@@ -1456,6 +1467,12 @@ bool kp_tls_foreign(const SSL *ssl, enum kp_fq q, const struct kp_fq_args *a, un
 	if (ours && q == KP_FQ_EKM && r->i != 1) {
 		kp_ssl.ERR_new();
 		kp_ssl.ERR_set_error(ERR_LIB_SSL, SSL_R_TLS_ILLEGAL_EXPORTER_LABEL, NULL);
+	}
+	if (ours && (q == KP_FQ_REFUSE_RENEGOTIATE || q == KP_FQ_REFUSE_PHA)) {
+		if (!r->i)
+			return false;
+		kp_ssl.ERR_new();
+		kp_ssl.ERR_set_error(ERR_LIB_SSL, r->i, NULL);
 	}
 	return ours;
 }

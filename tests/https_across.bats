@@ -492,6 +492,9 @@ getters_loop() {
 	done
 	nginx_reset
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	# (nginx logs a request after its response: the last one's line may
+	# come after the client's exit, and would count in the run after)
+	wait_until test "$(nginx_requests)" -ge "$#"
 	nginx_reset
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
 		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 KEEPALIVE_LOG=debug \
@@ -533,5 +536,24 @@ remade() { grep -c "a call the foreign engine cannot answer after the hand-out: 
 		assert_equal "TLS $v: handed $(handed)" "TLS $v: handed 2"
 		assert_equal "TLS $v: remade $(remade)" "TLS $v: remade 2"
 		assert_equal "TLS $v: connections $(nginx_conns)" "TLS $v: connections 4"
+	done
+}
+
+@test "the hand-out in another process: SSL_renegotiate and SSL_verify_client_post_handshake after the first read or write are refused as libssl refuses them (its reason from the state's version and the program's options), the connection passed on (TLS 1.3 and 1.2)" {
+	check_lib
+	make -s -C "$ROOT" build/clients/tls_getters >&2
+	for v in 13 12; do
+		# (the first process's own SSL, asked, is never parked after:
+		# the in-process rule for a call that may start a handshake)
+		getters_loop "$v" "" late late late
+		# (the own key-exchange key after the first read or write: not
+		# in the state, left)
+		keyless() { sed -E 's/ own key [^ ]* / /' "$1"; }
+		run diff <(keyless "$BATS_TEST_TMPDIR/plain.out") <(keyless "$BATS_TEST_TMPDIR/shim.out")
+		assert_success
+		grep -q 'late renegotiate 0 .*post-handshake auth 0' "$BATS_TEST_TMPDIR/plain.out"
+		# refused with nothing changed: each connection passed on
+		assert_equal "TLS $v: handed $(handed)" "TLS $v: handed 3"
+		assert_equal "TLS $v: connections $(nginx_conns)" "TLS $v: connections 1"
 	done
 }

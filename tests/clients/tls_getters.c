@@ -17,7 +17,8 @@
  * handed-out SSL's first calls come before its first read or write),
  * keyupdate (SSL_key_update asking the server's, before the request; its
  * return printed), renego (SSL_renegotiate before the request, its return
- * and reason printed).
+ * and reason printed), late (after the request: SSL_renegotiate and
+ * SSL_verify_client_post_handshake, their returns and reasons printed).
  */
 #include <stdbool.h>
 #include <unistd.h>
@@ -156,6 +157,16 @@ int main(int argc, char **argv)
 		char *body = tls_get_f(ssl, resp, sizeof(resp), &got);
 		printf("%d: %s\n", i, body ? "answered" : "no answer");
 		show(ssl);
+		if (flag("late")) {
+			ERR_clear_error();
+			int rn = SSL_renegotiate(ssl);
+			printf("%d: late renegotiate %d %s pending %d", i, rn, rn ? "-" : reason(),
+			       SSL_renegotiate_pending(ssl));
+			ERR_clear_error();
+			int pha = SSL_verify_client_post_handshake(ssl);
+			printf(" post-handshake auth %d %s\n", pha, pha ? "-" : reason());
+			ERR_clear_error();
+		}
 		if (!last || !first_only) {
 			if (last)
 				SSL_SESSION_free(last);
