@@ -448,20 +448,10 @@ across_refused() { grep -c "across: a connection from the broker not taken: $1" 
 @test "the hand-out in another process: the getters of a full handshake's messages (tests/clients/tls_getters.c: peer chain, CA names, signature algorithms, certificate types, signatures, group, extended master secret, renegotiation_info, the peer's key-exchange key) as the program's own handshake shows them, TLS 1.3 and 1.2; the own key-exchange key excepted (not carried)" {
 	check_lib
 	make -s -C "$ROOT" build/clients/tls_getters >&2
-	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
-	mkdir -m 0700 "$xdg"
+	local out="$BATS_TEST_TMPDIR"
 	for v in 13 12; do
-		use_tls $v
 		# (renegotiation refused: a TLS 1.2 connection may be handed)
-		local script="for i in 1 2 3 4; do $ROOT/build/clients/tls_getters $SERVER_PORT $TLS/ca.pem 1 || exit 1; done"
-		nginx_reset
-		timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
-		nginx_reset
-		timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
-			KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 "$ROOT/scripts/keepalive" \
-			sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
-		cat "$out/shim.err"
-		nginx_log
+		getters_loop "$v" "" "" "" ""
 		# the peer's key-exchange key, the group and RI support come
 		# from the state; the own ephemeral key (SSL_get_tmp_key), read
 		# after the first read or write, is not in it (a private key:
