@@ -43,7 +43,9 @@ wire_version() { if [ "$1" = 13 ]; then echo 304; else echo 303; fi; }
 
 # the test build whose parks prove the export (Makefile): each parked
 # connection's state, imported into the foreign engine on its socket,
-# makes a request of its own (GET /f?across-check) and reads its answer
+# makes a request of its own (GET /f?across-check) and reads its answer;
+# KP_CHECK_LIB names another one (the code before's, to show a test
+# fails there)
 check_lib() {
 	if [ -n "${KP_CHECK_LIB:-}" ]; then CHECK_LIB="$KP_CHECK_LIB"; return; fi
 	flock "$ROOT/build/.make.lock" make -s -C "$ROOT" build/libkeepalive-acrosscheck.so >/dev/null
