@@ -448,14 +448,21 @@ KP_EXPORT int SSL_get_peer_signature_type_nid(const SSL *s, int *nid)
 }
 /* a call that puts the connection back in a handshake: the engine's, and
  * the connection never parked after it (docs/tls.md "Found by the second
- * HTTPS review") */
-#define HANDSHAKE_AGAIN(name, params, args)                                          \
+ * HTTPS review"); on a connection from another process, before its first
+ * read or write its own handshake first, after it libssl's refusal where
+ * the state tells it (docs/tls-across.md "What keeps it in the test
+ * build"; refuse: a kp_fq, or -1) */
+#define HANDSHAKE_AGAIN(name, params, args, refuse)                                  \
 	KP_EXPORT int name params                                                    \
 	{                                                                            \
 		if (MISSING(name))                                                   \
 			return 0;                                                    \
 		if (INTERNAL())                                                      \
 			return kp_ssl.name(s HANDSHAKE_ARGS args);                   \
+		kp_tls_foreign_early(s);                                             \
+		union kp_fq_ret fr;                                                  \
+		if ((int)(refuse) >= 0 && kp_tls_foreign(s, refuse, NULL, &fr))      \
+			return 0;                                                    \
 		SSL *e = kp_tls_route(s, true);                                      \
 		if (!e)                                                              \
 			return 0;                                                    \
@@ -463,11 +470,11 @@ KP_EXPORT int SSL_get_peer_signature_type_nid(const SSL *s, int *nid)
 		return kp_ssl.name(e HANDSHAKE_ARGS args);                           \
 	}
 #define HANDSHAKE_ARGS(...) __VA_OPT__(, ) __VA_ARGS__
-HANDSHAKE_AGAIN(SSL_verify_client_post_handshake, (SSL *s), ())
-HANDSHAKE_AGAIN(SSL_key_update, (SSL *s, int type), (type))
+HANDSHAKE_AGAIN(SSL_verify_client_post_handshake, (SSL *s), (), KP_FQ_REFUSE_PHA)
+HANDSHAKE_AGAIN(SSL_key_update, (SSL *s, int type), (type), -1)
 ROUTED(int, SSL_get_key_update_type, (const SSL *s), (e))
-HANDSHAKE_AGAIN(SSL_renegotiate, (SSL *s), ())
-HANDSHAKE_AGAIN(SSL_renegotiate_abbreviated, (SSL *s), ())
+HANDSHAKE_AGAIN(SSL_renegotiate, (SSL *s), (), KP_FQ_REFUSE_RENEGOTIATE)
+HANDSHAKE_AGAIN(SSL_renegotiate_abbreviated, (SSL *s), (), KP_FQ_REFUSE_RENEGOTIATE)
 ROUTED(int, SSL_renegotiate_pending, (const SSL *s), (e))
 ROUTED(int, SSL_get_early_data_status, (const SSL *s), (e))
 FOREIGN(int, SSL_want, KP_FQ_WANT, i, (const SSL *s), NO_ARGS, (e))

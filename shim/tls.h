@@ -175,7 +175,8 @@ enum kp_fq {
 	KP_FQ_VERSION, KP_FQ_VERSION_STR, KP_FQ_CLIENT_VERSION, KP_FQ_INIT_FINISHED, KP_FQ_IN_INIT,
 	KP_FQ_IN_BEFORE, KP_FQ_STATE, KP_FQ_STATE_STR, KP_FQ_STATE_STR_LONG, KP_FQ_SERVERNAME,
 	KP_FQ_SERVERNAME_TYPE, KP_FQ_FINISHED, KP_FQ_PEER_FINISHED, KP_FQ_CLIENT_RANDOM, KP_FQ_SERVER_RANDOM,
-	KP_FQ_ALPN, KP_FQ_EKM, KP_FQ_WANT, KP_FQ_PENDING_CIPHER, KP_FQ_EXTMS,
+	KP_FQ_ALPN, KP_FQ_EKM, KP_FQ_WANT, KP_FQ_PENDING_CIPHER, KP_FQ_EXTMS, KP_FQ_RI, KP_FQ_GROUP,
+	KP_FQ_REFUSE_RENEGOTIATE, KP_FQ_REFUSE_PHA, /* r->i: the reason libssl refuses it with */
 };
 struct kp_fq_args {
 	void *buf;
@@ -347,6 +348,9 @@ void kp_tls_note_msg_cb(const void *obj, kp_msg_cb cb);
  * after an SSL was handed a pooled connection (docs/tls.md "Callbacks
  * that watch") */
 void kp_tls_watched(const void *obj, bool is_ctx);
+/* A call the foreign engine cannot answer, before the handed SSL's first
+ * read or write: its own handshake on a fresh connection first. */
+void kp_tls_foreign_early(SSL *ssl);
 /* SSL_session_reused for ssl: true (and *reused set) when the answer is ours */
 bool kp_tls_session_reused(const SSL *ssl, int *reused);
 

@@ -1436,6 +1436,25 @@ static void foreign_answer(struct kp_tls *e, struct tlsf *f, const SSL *ssl, enu
 		 * in TLS 1.3) */
 		r->i = (f->st.flags & TLSX_EXTMS) != 0;
 		break;
+	case KP_FQ_RI:
+		/* (TLS 1.2: whether the server sent renegotiation_info; TLS
+		 * 1.3's ServerHello carries none: 0) */
+		r->i = (f->st.flags & TLSX_RI) != 0;
+		break;
+	case KP_FQ_GROUP:
+		r->i = tlsx_group_nid(f->st.group);
+		break;
+	case KP_FQ_REFUSE_RENEGOTIATE:
+		/* libssl's can_renegotiate (TLS 1.2 is handed only with the
+		 * option; cleared since: a renegotiation, not ours to make) */
+		r->i = f->version == TLSREC_V13			     ? SSL_R_WRONG_SSL_VERSION
+		       : (f->options & SSL_OP_NO_RENEGOTIATION) ? SSL_R_NO_RENEGOTIATION
+								 : 0;
+		break;
+	case KP_FQ_REFUSE_PHA:
+		/* a server's call: refused to a client's SSL */
+		r->i = f->version == TLSREC_V13 ? SSL_R_NOT_SERVER : SSL_R_WRONG_SSL_VERSION;
+		break;
 	}
 }
 
@@ -1452,6 +1471,12 @@ bool kp_tls_foreign(const SSL *ssl, enum kp_fq q, const struct kp_fq_args *a, un
 	if (ours && q == KP_FQ_EKM && r->i != 1) {
 		kp_ssl.ERR_new();
 		kp_ssl.ERR_set_error(ERR_LIB_SSL, SSL_R_TLS_ILLEGAL_EXPORTER_LABEL, NULL);
+	}
+	if (ours && (q == KP_FQ_REFUSE_RENEGOTIATE || q == KP_FQ_REFUSE_PHA)) {
+		if (!r->i)
+			return false;
+		kp_ssl.ERR_new();
+		kp_ssl.ERR_set_error(ERR_LIB_SSL, r->i, NULL);
 	}
 	return ours;
 }

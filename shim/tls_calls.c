@@ -77,6 +77,10 @@ static bool foreign_modes(SSL *ssl, int cmd, long larg, void *parg, long *ret)
 long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 {
 	long full_ret;
+	/* the key exchange's keys: the own one is not in the state, and the
+	 * peer's (in it) must then be the same handshake's */
+	if (cmd == SSL_CTRL_GET_TMP_KEY || cmd == SSL_CTRL_GET_PEER_TMP_KEY)
+		kp_tls_foreign_early(ssl);
 	if ((((cmd == SSL_CTRL_GET_PEER_SIGNATURE_NID || cmd == SSL_CTRL_GET_PEER_TMP_KEY ||
 	       cmd == SSL_CTRL_GET_SIGNATURE_NID) &&
 	      parg) ||
@@ -85,6 +89,10 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 		return full_ret;
 	union kp_fq_ret fr;
 	if (cmd == SSL_CTRL_GET_EXTMS_SUPPORT && kp_tls_foreign(ssl, KP_FQ_EXTMS, NULL, &fr))
+		return fr.i;
+	if (cmd == SSL_CTRL_GET_RI_SUPPORT && kp_tls_foreign(ssl, KP_FQ_RI, NULL, &fr))
+		return fr.i;
+	if (cmd == SSL_CTRL_GET_NEGOTIATED_GROUP && kp_tls_foreign(ssl, KP_FQ_GROUP, NULL, &fr))
 		return fr.i;
 	switch (cmd) {
 	case SSL_CTRL_SET_MAX_SEND_FRAGMENT:
@@ -869,10 +877,38 @@ static void remake_watched(SSL *ssl, int fd, unsigned why)
 	kp_ssl.SSL_set_msg_callback(ssl, NULL);
 	int r = kp_conn_tls_remake(fd, ssl, why & REMAKE_WATCHED);
 	kp_ssl.SSL_set_info_callback(ssl, info);
-	kp_ssl.SSL_set_msg_callback(ssl, msg);
+	/* (none of its own: the capture's, which counts the fresh
+	 * connection's records for its export) */
+	kp_ssl.SSL_set_msg_callback(ssl, msg ? msg : kp_tls_capture_msg_cb(ssl));
 	kp_debug("fd %d: %s after the hand-out: %s", fd,
-		 why & REMAKE_WATCHED ? "a callback that watches set" : "AUTO_RETRY cleared",
+		 why & REMAKE_CALL	 ? "a call the foreign engine cannot answer"
+		 : why & REMAKE_WATCHED ? "a callback that watches set"
+					: "AUTO_RETRY cleared",
 		 r == 0 ? "its own handshake on a fresh connection" : "no fresh connection, left on the pooled one");
+}
+
+/* A call the foreign engine cannot answer from the state (the own
+ * ephemeral key, SSL_key_update, SSL_renegotiate,
+ * SSL_verify_client_post_handshake: docs/tls-across.md "What keeps it in
+ * the test build"), made on an SSL handed a connection from another
+ * process before its first read or write: the program's own handshake on
+ * a fresh connection first, as for a watcher (remake_watched), so that
+ * its own SSL answers the call.  After its first read or write (the
+ * connection carried its bytes) the call goes where it went. */
+void kp_tls_foreign_early(SSL *ssl)
+{
+	struct io io;
+	if (!__atomic_load_n(&kp_tls_foreign_ever, __ATOMIC_ACQUIRE) || !io_look(ssl, &io, false) || io.closed ||
+	    !io.f || !io.c)
+		return;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	unsigned why = h && h->verified && !h->io_once ? REMAKE_CALL | h->remake : 0;
+	if (why)
+		h->remake = 0;
+	kp_unlock(&tls_lock);
+	if (why)
+		remake_watched(ssl, io.fd, why);
 }
 
 /* ------------------------------------------------------------ after the program's SSL_shutdown */

@@ -292,8 +292,13 @@ static const char *state_keys(SSL *ssl, const struct capture *c, struct tlsx_sta
 		return "a cipher the record layer does not carry";
 	st->version = c->version;
 	st->cipher = (uint16_t)cipher;
+	st->suite = kp_ssl.SSL_CIPHER_get_protocol_id(suite);
+	/* what the getters of the taking process answer from the state */
+	st->group = tlsx_group_iana((int)kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_NEGOTIATED_GROUP, 0, NULL));
 	if (c->version < TLS1_3_VERSION && kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_EXTMS_SUPPORT, 0, NULL) == 1)
 		st->flags |= TLSX_EXTMS;
+	if (c->version < TLS1_3_VERSION && kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_RI_SUPPORT, 0, NULL) == 1)
+		st->flags |= TLSX_RI;
 	kp_ssl.SSL_get_client_random(ssl, st->client_random, 32);
 	kp_ssl.SSL_get_server_random(ssl, st->server_random, 32);
 	if (c->version == TLS1_3_VERSION) {

@@ -1220,7 +1220,16 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 		return -1;
 	}
 	__atomic_store_n(slot, e, __ATOMIC_RELEASE);
+	/* its secrets and counts are the fresh connection's, for an export
+	 * at its park (a capture begun at the program's SSL_connect, before a
+	 * hand-out, saw no handshake) */
+	kp_lock(&tls_lock);
+	bool prog_msg = conf_of(ssl)->msg_cb != NULL;
+	kp_unlock(&tls_lock);
+	kp_tls_capture_begin(ssl, prog_msg);
 	int r = handshake_wait(ssl, fd), hs;
+	if (r == 0)
+		kp_tls_capture_done(ssl);
 	if (r == 0 && shown_gate(e, &hs) < 0)
 		r = -1;
 	kp_debug("fd %d: the program's SSL made its own handshake on a fresh connection: %s", fd,
@@ -1456,4 +1465,118 @@ bool alpn_not_http11(SSL *ssl)
 	unsigned sel_len;
 	kp_ssl.SSL_get0_alpn_selected(ssl, &sel, &sel_len);
 	return sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8));
+}
+
+/* ------------------------------------------------------------ a full handshake's getters */
+
+/* a nid getter's answer: 1 and *parg, or 0 (parg untouched) */
+static void nid_answer(void *parg, bool ok, int nid, long *ret)
+{
+	if (ok) {
+		*(int *)parg = nid;
+		*ret = 1;
+	}
+}
+
+/* The answer of full f to cmd (kp_tls_peer_full); false: libssl's.
+ * Caller holds tls_lock. */
+static bool full_answer(const struct full *f, bool none, int cmd, void *parg, long *ret)
+{
+	*ret = 0;
+	switch (cmd) {
+	case KP_PEER_SIG_TYPE:
+		nid_answer(parg, f->type_ok, f->type_nid, ret);
+		return true;
+	case SSL_CTRL_GET_PEER_SIGNATURE_NID:
+		nid_answer(parg, f->sig_ok, f->sig_nid, ret);
+		return true;
+	case SSL_CTRL_GET_PEER_TMP_KEY:
+		if (f->tmp && kp_ssl.EVP_PKEY_up_ref(f->tmp)) {
+			*(EVP_PKEY **)parg = f->tmp;
+			*ret = 1;
+		}
+		return true;
+	}
+	if (!f->shown)
+		return false; /* (a record that did not read them) */
+	switch (cmd) {
+	case KP_PEER_CHAIN:
+		/* a resumption reads its session's chain: the engine's, or
+		 * the program's own session's */
+		if (none)
+			return false;
+		*(STACK_OF(X509) **)parg = f->chain;
+		return true;
+	case KP_PEER_CA:
+	case KP_CLIENT_CA:
+		*(STACK_OF(X509_NAME) **)parg = cmd == KP_PEER_CA || f->client_ca ? f->ca_names : NULL;
+		return true;
+	case KP_SIGALGS:
+	case KP_SHARED_SIGALGS: {
+		struct kp_sigalg_query *q = parg;
+		const struct sigalg *all = cmd == KP_SIGALGS ? f->sigalgs : f->shared;
+		int n = cmd == KP_SIGALGS ? f->n_sigalgs : f->n_shared;
+		/* as libssl: -1 counts the peer's, not the shared ones */
+		if ((q->idx < 0 && cmd == KP_SHARED_SIGALGS) || q->idx >= n)
+			return true;
+		if (q->idx >= 0) {
+			const struct sigalg *a = &all[q->idx];
+			if (q->sign)
+				*q->sign = a->sign;
+			if (q->hash)
+				*q->hash = a->hash;
+			if (q->signhash)
+				*q->signhash = a->signhash;
+			if (q->rsig)
+				*q->rsig = a->rsig;
+			if (q->rhash)
+				*q->rhash = a->rhash;
+		}
+		*ret = n;
+		return true;
+	}
+	case SSL_CTRL_GET_CLIENT_CERT_TYPES:
+		if (!f->cert_req)
+			return true;
+		if (parg)
+			*(const unsigned char **)parg = f->n_ctypes ? f->ctypes : NULL;
+		*ret = f->n_ctypes;
+		return true;
+	case KP_OWN_SIG_TYPE:
+		nid_answer(parg, f->own_type_ok, f->own_type_nid, ret);
+		return true;
+	case SSL_CTRL_GET_SIGNATURE_NID:
+		nid_answer(parg, f->own_sig_ok, f->own_sig_nid, ret);
+		return true;
+	}
+	return false;
+}
+
+bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	/* (real calls, outside our lock) */
+	bool reused = kp_ssl.SSL_session_reused(ssl);
+	bool tls13 = kp_ssl.SSL_version(ssl) >= TLS1_3_VERSION;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	struct record *r = h && h->verified ? NULL : record_get(ssl, false);
+	struct full none = { .known = true, .shown = true }, *f = NULL;
+	if (h && h->verified) {
+		/* handed out: a full handshake, or the resumption of its own
+		 * session (which shows no signature, no CertificateRequest,
+		 * and below TLS 1.3 no key exchange) */
+		f = h->resumed ? &none : &h->e->full;
+		tls13 = engine_version(h->e) >= TLS1_3_VERSION;
+	} else if (r && r->offered && reused) {
+		f = &r->offered_full; /* a session of ours resumed */
+	}
+	/* (TLS 1.3: the peer's key is the engine's own SSL's, but for a
+	 * connection from another process, whose placeholder made no
+	 * handshake: the record's, that connection's handshake's) */
+	bool ours = f && f->known && !(cmd == SSL_CTRL_GET_PEER_TMP_KEY && tls13 && !(h && h->e->im)) &&
+		    full_answer(f, f == &none, cmd, parg, ret);
+	kp_unlock(&tls_lock);
+	return ours;
 }

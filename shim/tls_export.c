@@ -61,6 +61,7 @@ static void put_state(struct out *o, const struct tlsx_state *s)
 	put_u8(o, s->flags);
 	put_u16(o, s->group);
 	put_u16(o, s->peer_sigalg);
+	put_u16(o, s->suite);
 	put_dir(o, &s->tx);
 	put_dir(o, &s->rx);
 	put_u8(o, s->exporter_len);
@@ -184,6 +185,45 @@ static int chain_count(const struct tlsx_blob *b)
 	return n ? n : -1;
 }
 
+/* the groups libssl names (RFC 8446 4.2.7, RFC 8422, RFC 7919, RFC
+ * 8734), by IANA number, and their NIDs (openssl/obj_mac.h) */
+static const struct {
+	uint16_t iana;
+	int nid;
+} groups[] = {
+	{19, 711 /* NID_X9_62_prime192v1 */}, {21, 713 /* NID_secp224r1 */},
+	{23, 415 /* NID_X9_62_prime256v1 */}, {24, 715 /* NID_secp384r1 */},
+	{25, 716 /* NID_secp521r1 */},	      {26, 927 /* NID_brainpoolP256r1 */},
+	{27, 931 /* NID_brainpoolP384r1 */},  {28, 933 /* NID_brainpoolP512r1 */},
+	{29, 1034 /* NID_X25519 */},	      {30, 1035 /* NID_X448 */},
+	{31, 927 /* brainpoolP256r1tls13 */}, {32, 931 /* brainpoolP384r1tls13 */},
+	{33, 933 /* brainpoolP512r1tls13 */}, {256, 1126 /* NID_ffdhe2048 */},
+	{257, 1127 /* NID_ffdhe3072 */},      {258, 1128 /* NID_ffdhe4096 */},
+	{259, 1129 /* NID_ffdhe6144 */},      {260, 1130 /* NID_ffdhe8192 */},
+};
+
+int tlsx_group_nid(uint16_t group)
+{
+	if (!group)
+		return 0;
+	for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+		if (groups[i].iana == group)
+			return groups[i].nid;
+	return TLSX_NID_UNKNOWN | group;
+}
+
+uint16_t tlsx_group_iana(int nid)
+{
+	if ((nid & ~0xffff) == TLSX_NID_UNKNOWN)
+		return (uint16_t)nid;
+	/* (a NID two numbers share, the brainpool curves: TLS 1.2's number,
+	 * which gives the same NID back: the answer) */
+	for (size_t i = 0; nid && i < sizeof(groups) / sizeof(groups[0]); i++)
+		if (groups[i].nid == nid)
+			return groups[i].iana;
+	return 0;
+}
+
 /* what the fixed fields must say, once read */
 static const char *check_fields(const struct tlsx_state *s)
 {
@@ -194,7 +234,9 @@ static const char *check_fields(const struct tlsx_state *s)
 		return "version";
 	if (!tlsrec_key_len(s->cipher) || !hlen)
 		return "cipher";
-	if (s->flags & ~(v13 ? TLSX_RX_UPDATE_PENDING : TLSX_EXTMS))
+	if (tlsrec_cipher_of(s->version, s->suite) != (int)s->cipher)
+		return "suite";
+	if (s->flags & ~(v13 ? TLSX_RX_UPDATE_PENDING : TLSX_EXTMS | TLSX_RI))
 		return "flags";
 	if (!dir_canonical(&s->tx) || !dir_canonical(&s->rx))
 		return "a direction's unused bytes";
@@ -223,6 +265,7 @@ int tlsx_decode(const uint8_t *p, size_t len, struct tlsx_state *s, const char *
 	s->flags = (uint8_t)get_n(&r, 1, "flags");
 	s->group = (uint16_t)get_n(&r, 2, "group");
 	s->peer_sigalg = (uint16_t)get_n(&r, 2, "signature algorithm");
+	s->suite = (uint16_t)get_n(&r, 2, "suite");
 	get_dir(&r, &s->tx, s->version, s->cipher);
 	get_dir(&r, &s->rx, s->version, s->cipher);
 	s->exporter_len = (uint8_t)get_n(&r, 1, "exporter");

@@ -27,6 +27,8 @@
 				    when it comes */
 #define TLSX_EXTMS 2 /* TLS 1.2: the handshake used the extended master secret (RFC 7627):
 			what SSL_get_extms_support answers (TLS 1.3: 0) */
+#define TLSX_RI 4 /* TLS 1.2: the server sent renegotiation_info (RFC 5746): what
+		     SSL_get_secure_renegotiation_support answers (TLS 1.3: 0) */
 
 struct tlsx_blob {
 	const uint8_t *p; /* into the decoded bytes (NULL when len is 0) */
@@ -37,7 +39,9 @@ struct tlsx_state {
 	uint16_t version, cipher;
 	uint8_t flags;
 	uint16_t group;           /* the negotiated group (IANA number; SSL_get_negotiated_group) */
-	uint16_t peer_sigalg;     /* the peer's signature scheme (IANA number) */
+	uint16_t peer_sigalg;     /* the peer's signature scheme (IANA number), 0: not known */
+	uint16_t suite;           /* the suite (IANA number): the cipher's, and in TLS 1.2
+				     its key exchange and authentication */
 	struct kp_tls_dir tx, rx; /* the client's writing and reading directions */
 	/* TLS 1.3: the exporter master secret (hash length); TLS 1.2: the
 	 * master secret (48), which with the randoms makes the exporter
@@ -72,6 +76,14 @@ int tlsx_decode(const uint8_t *p, size_t len, struct tlsx_state *s, const char *
 
 /* The i-th certificate (DER) of a decoded state's chain; -1 past the end. */
 int tlsx_chain_cert(const struct tlsx_state *s, uint32_t i, const uint8_t **der, uint32_t *len);
+
+/* A group's IANA number (the message's) and OpenSSL's NID for it
+ * (SSL_get_negotiated_group's answer: an unknown group's NID is
+ * TLSX_NID_UNKNOWN | number, as libssl makes it); 0 both ways: none, or
+ * a NID no number is known for. */
+#define TLSX_NID_UNKNOWN 0x1000000
+int tlsx_group_nid(uint16_t group);
+uint16_t tlsx_group_iana(int nid);
 
 /* Wipe the secrets a state holds (not the bytes it points into). */
 void tlsx_wipe(struct tlsx_state *s);

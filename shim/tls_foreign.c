@@ -716,25 +716,11 @@ const char *tlsf_version_string(const struct tlsf *f)
 	return f->version == TLSREC_V13 ? "TLSv1.3" : "TLSv1.2";
 }
 
-/* TLS 1.2: the export message carries the kTLS cipher, not the suite; the
- * authentication comes from the peer's signature scheme (ECDSA and EdDSA
- * schemes: ECDHE-ECDSA, the others ECDHE-RSA) */
-static bool peer_ecdsa(const struct tlsf *f)
-{
-	uint16_t s = f->st.peer_sigalg;
-	return (s & 0xff) == 0x03 || s == 0x0807 || s == 0x0808;
-}
-
+/* the suite the message carries (TLS 1.2: its key exchange and
+ * authentication, which the kTLS cipher does not say) */
 uint16_t tlsf_cipher_id(const struct tlsf *f)
 {
-	bool ec = peer_ecdsa(f);
-
-	switch (f->cipher) {
-	case TLSREC_AES_GCM_128: return f->version == TLSREC_V13 ? 0x1301 : ec ? 0xc02b : 0xc02f;
-	case TLSREC_AES_GCM_256: return f->version == TLSREC_V13 ? 0x1302 : ec ? 0xc02c : 0xc030;
-	case TLSREC_CHACHA20_POLY1305: return f->version == TLSREC_V13 ? 0x1303 : ec ? 0xcca9 : 0xcca8;
-	}
-	return 0;
+	return f->st.suite;
 }
 
 const char *tlsf_cipher_name(const struct tlsf *f)

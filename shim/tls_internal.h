@@ -190,7 +190,7 @@ struct kp_tls {
 };
 
 /* a program's SSL that we follow */
-enum { REMAKE_WATCHED = 1, REMAKE_AUTORETRY = 2 };
+enum { REMAKE_WATCHED = 1, REMAKE_AUTORETRY = 2, REMAKE_CALL = 4 };
 struct handle {
 	SSL *ssl;
 	struct kp_tls *e;    /* answers for it (e->ssl == ssl: its own) */

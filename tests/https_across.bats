@@ -43,8 +43,11 @@ wire_version() { if [ "$1" = 13 ]; then echo 304; else echo 303; fi; }
 
 # the test build whose parks prove the export (Makefile): each parked
 # connection's state, imported into the foreign engine on its socket,
-# makes a request of its own (GET /f?across-check) and reads its answer
+# makes a request of its own (GET /f?across-check) and reads its answer;
+# KP_CHECK_LIB names another one (the code before's, to show a test
+# fails there)
 check_lib() {
+	if [ -n "${KP_CHECK_LIB:-}" ]; then CHECK_LIB="$KP_CHECK_LIB"; return; fi
 	flock "$ROOT/build/.make.lock" make -s -C "$ROOT" build/libkeepalive-acrosscheck.so >/dev/null
 	CHECK_LIB="$ROOT/build/libkeepalive-acrosscheck.so"
 }
@@ -444,32 +447,104 @@ across_refused() { grep -c "across: a connection from the broker not taken: $1" 
 	assert_equal "answered $(grep -vc ' cut ' "$log")" "answered 5"
 }
 
-@test "the hand-out in another process: the getters of a full handshake's messages (tests/clients/tls_getters.c: peer chain, CA names, signature algorithms, certificate types, signatures, group, extended master secret) as the program's own handshake shows them, TLS 1.3 and 1.2; the key-exchange keys excepted (not carried)" {
+@test "the hand-out in another process: the getters of a full handshake's messages (tests/clients/tls_getters.c: peer chain, CA names, signature algorithms, certificate types, signatures, group, extended master secret, renegotiation_info, the peer's key-exchange key) as the program's own handshake shows them, TLS 1.3 and 1.2; the own key-exchange key excepted (not carried)" {
 	check_lib
 	make -s -C "$ROOT" build/clients/tls_getters >&2
-	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
-	mkdir -m 0700 "$xdg"
+	local out="$BATS_TEST_TMPDIR"
 	for v in 13 12; do
-		use_tls $v
 		# (renegotiation refused: a TLS 1.2 connection may be handed)
-		local script="for i in 1 2 3 4; do $ROOT/build/clients/tls_getters $SERVER_PORT $TLS/ca.pem 1 || exit 1; done"
-		nginx_reset
-		timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
-		nginx_reset
-		timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
-			KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 "$ROOT/scripts/keepalive" \
-			sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
-		cat "$out/shim.err"
-		nginx_log
-		# the ephemeral keys of the key exchange (SSL_get_peer_tmp_key,
-		# SSL_get_tmp_key) are not in the state: what keeps the hand-out
-		# in the test build (docs/tls-across.md)
-		keyless() { sed -E 's/peer key [^ ]* own key [^ ]* //' "$1"; }
+		getters_loop "$v" "" "" "" ""
+		# the peer's key-exchange key, the group and RI support come
+		# from the state; the own ephemeral key (SSL_get_tmp_key), read
+		# after the first read or write, is not in it (a private key:
+		# docs/tls-across.md "What keeps it in the test build")
+		keyless() { sed -E 's/ own key [^ ]* / /' "$1"; }
 		run diff <(keyless "$out/plain.out") <(keyless "$out/shim.out")
 		assert_success
+		grep -q ' ri 1$' "$out/plain.out" || [ "$v" = 13 ]
 		# (its first connection ends with close_notify both ways: the
 		# server's end is known at once, and that connection is the one
 		# carried through the loop)
+		assert_equal "TLS $v: handed $(handed)" "TLS $v: handed 3"
+		assert_equal "TLS $v: connections $(nginx_conns)" "TLS $v: connections 1"
+	done
+}
+
+# getters_loop V FLAGS1 FLAGS2 FLAGS3 FLAGS4: four tls_getters processes
+# (one request each, process i with FLAGSi) against nginx's TLS V,
+# without the library then in the test build with the hand-out
+# (CHECK_LIB, KP_TEST_ACROSS_BROKER=2); outputs in plain.out, shim.out
+getters_loop() {
+	local v="$1" xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR" script=: f
+	shift
+	mkdir -p -m 0700 "$xdg"
+	use_tls "$v"
+	for f in "$@"; do
+		script="$script && $ROOT/build/clients/tls_getters $SERVER_PORT $TLS/ca.pem 1 $f"
+	done
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	# (nginx logs a request after its response: the last one's line may
+	# come after the client's exit, and would count in the run after)
+	wait_until test "$(nginx_requests)" -ge "$#"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 KEEPALIVE_LOG=debug \
+		"$ROOT/scripts/keepalive" sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	grep -E 'handed|passed on|after the hand-out' "$out/shim.err" || true
+	nginx_log
+}
+
+remade() { grep -c "a call the foreign engine cannot answer after the hand-out: its own handshake on a fresh connection" "$BATS_TEST_TMPDIR/shim.err" || true; }
+
+@test "the hand-out in another process: the key exchange's keys read before the first read or write (SSL_get_peer_tmp_key, SSL_get_tmp_key) are the program's own handshake's, made on a fresh connection first: the same output, keys included (TLS 1.3 and 1.2)" {
+	check_lib
+	make -s -C "$ROOT" build/clients/tls_getters >&2
+	for v in 13 12; do
+		getters_loop "$v" early early early early
+		run diff "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out"
+		assert_success
+		# the second to fourth processes are each handed the connection
+		# the one before passed on; the first key getter makes its own
+		# handshake on a fresh connection, which it then passes on: four
+		# server connections
+		assert_equal "TLS $v: handed $(handed)" "TLS $v: handed 3"
+		assert_equal "TLS $v: remade $(remade)" "TLS $v: remade 3"
+		assert_equal "TLS $v: connections $(nginx_conns)" "TLS $v: connections 4"
+	done
+}
+
+@test "the hand-out in another process: SSL_key_update (TLS 1.3) and SSL_renegotiate (TLS 1.2) before the first read or write act on the program's own handshake, made on a fresh connection first: the same output" {
+	check_lib
+	make -s -C "$ROOT" build/clients/tls_getters >&2
+	for v in 13 12; do
+		local act=renego
+		[ "$v" = 13 ] && act=keyupdate
+		# (a connection that took the call is never parked: the
+		# processes between take none, make their own and pass it on)
+		getters_loop "$v" "" "$act" "" "$act"
+		run diff "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out"
+		assert_success
+		assert_equal "TLS $v: handed $(handed)" "TLS $v: handed 2"
+		assert_equal "TLS $v: remade $(remade)" "TLS $v: remade 2"
+		assert_equal "TLS $v: connections $(nginx_conns)" "TLS $v: connections 4"
+	done
+}
+
+@test "the hand-out in another process: SSL_renegotiate and SSL_verify_client_post_handshake after the first read or write are refused as libssl refuses them (its reason from the state's version and the program's options), the connection passed on (TLS 1.3 and 1.2)" {
+	check_lib
+	make -s -C "$ROOT" build/clients/tls_getters >&2
+	for v in 13 12; do
+		# (the first process's own SSL, asked, is never parked after:
+		# the in-process rule for a call that may start a handshake)
+		getters_loop "$v" "" late late late
+		# (the own key-exchange key after the first read or write: not
+		# in the state, left)
+		keyless() { sed -E 's/ own key [^ ]* / /' "$1"; }
+		run diff <(keyless "$BATS_TEST_TMPDIR/plain.out") <(keyless "$BATS_TEST_TMPDIR/shim.out")
+		assert_success
+		grep -q 'late renegotiate 0 .*post-handshake auth 0' "$BATS_TEST_TMPDIR/plain.out"
+		# refused with nothing changed: each connection passed on
 		assert_equal "TLS $v: handed $(handed)" "TLS $v: handed 3"
 		assert_equal "TLS $v: connections $(nginx_conns)" "TLS $v: connections 1"
 	done

@@ -12,7 +12,13 @@
  * FLAGS: cert=PEM:KEY (a client certificate, sent when the server asks),
  * ownsess (each request offers the session of the one before: the
  * program's own resumption; ownsess=first: the first request's), hold=K (request K's SSL and socket stay open
- * until the end: the next request finds no pooled connection).
+ * until the end: the next request finds no pooled connection), early (the
+ * getters also read right after SSL_connect, before the request: a
+ * handed-out SSL's first calls come before its first read or write),
+ * keyupdate (SSL_key_update asking the server's, before the request; its
+ * return printed), renego (SSL_renegotiate before the request, its return
+ * and reason printed), late (after the request: SSL_renegotiate and
+ * SSL_verify_client_post_handshake, their returns and reasons printed).
  */
 #include <stdbool.h>
 #include <unistd.h>
@@ -87,9 +93,9 @@ static void show(SSL *ssl)
 	printf("  peer signature %d:%d hash %d:%d; own signature %d:%d hash %d:%d\n", ra, a, rb, b, rc, c, rd, d);
 	EVP_PKEY *pk = NULL, *own = NULL;
 	long rp = SSL_get_peer_tmp_key(ssl, &pk), ro = SSL_get_tmp_key(ssl, &own);
-	printf("  peer key %ld:%d own key %ld:%d group %d shared %ld extms %ld\n", rp, pk ? EVP_PKEY_get_id(pk) : 0, ro,
-	       own ? EVP_PKEY_get_id(own) : 0, (int)SSL_get_negotiated_group(ssl), SSL_get_shared_group(ssl, 0),
-	       SSL_get_extms_support(ssl));
+	printf("  peer key %ld:%d own key %ld:%d group %d shared %ld extms %ld ri %ld\n", rp, pk ? EVP_PKEY_get_id(pk) : 0,
+	       ro, own ? EVP_PKEY_get_id(own) : 0, (int)SSL_get_negotiated_group(ssl), SSL_get_shared_group(ssl, 0),
+	       SSL_get_extms_support(ssl), SSL_get_secure_renegotiation_support(ssl));
 	EVP_PKEY_free(pk);
 	EVP_PKEY_free(own);
 }
@@ -132,11 +138,35 @@ int main(int argc, char **argv)
 			printf("%d: connect failed: %s\n", i, reason());
 			return 1;
 		}
+		if (flag("early")) {
+			printf("%d: before the request\n", i);
+			show(ssl);
+		}
+		if (flag("keyupdate")) {
+			int ku = SSL_key_update(ssl, SSL_KEY_UPDATE_REQUESTED);
+			printf("%d: key update %d type %d\n", i, ku, SSL_get_key_update_type(ssl));
+			ERR_clear_error();
+		}
+		if (flag("renego")) {
+			int rn = SSL_renegotiate(ssl);
+			printf("%d: renegotiate %d %s pending %d\n", i, rn, rn ? "-" : reason(), SSL_renegotiate_pending(ssl));
+			ERR_clear_error();
+		}
 		char resp[65536];
 		size_t got;
 		char *body = tls_get_f(ssl, resp, sizeof(resp), &got);
 		printf("%d: %s\n", i, body ? "answered" : "no answer");
 		show(ssl);
+		if (flag("late")) {
+			ERR_clear_error();
+			int rn = SSL_renegotiate(ssl);
+			printf("%d: late renegotiate %d %s pending %d", i, rn, rn ? "-" : reason(),
+			       SSL_renegotiate_pending(ssl));
+			ERR_clear_error();
+			int pha = SSL_verify_client_post_handshake(ssl);
+			printf(" post-handshake auth %d %s\n", pha, pha ? "-" : reason());
+			ERR_clear_error();
+		}
 		if (!last || !first_only) {
 			if (last)
 				SSL_SESSION_free(last);

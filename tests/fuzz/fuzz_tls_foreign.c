@@ -147,6 +147,10 @@ static void init(struct run *u, uint8_t ctl)
 		ss[i] = (uint8_t)(i * 7 + 1);
 	}
 	st.cipher = cipher;
+	/* (the suite as the message carries it: the cipher's) */
+	static const uint16_t suites12[4] = {0xc02b, 0xc030, 0xcca9, 0xcca8}, suites13[4] = {0x1301, 0x1302, 0x1303,
+											     0x1303};
+	st.suite = ctl & 4 ? suites12[ctl & 3] : suites13[ctl & 3];
 	if (ctl & 4) {
 		st.version = TLSREC_V12;
 		tlsrec_init12(&st.tx, &st.rx, cipher, cs, 48, ss, ss + 16, 1);

@@ -159,8 +159,12 @@ def tls_export_seeds():
                         struct.pack(">Q", 5) + (bytes([b]) * slen).ljust(48, b"\0"))
             exp = hlen if version == 0x0304 else 48
             fin = hlen if version == 0x0304 else 12
-            flags = 1 if version == 0x0304 else 0
-            m = struct.pack(">IHHBHH", 0x6b707831, version, cipher, flags, 29, 0x0403)
+            # flags: TLS 1.3 the KeyUpdate asked for; TLS 1.2 extended master
+            # secret and renegotiation_info
+            flags = 1 if version == 0x0304 else 6
+            suite = {(0x0304, 51): 0x1301, (0x0304, 52): 0x1302, (0x0304, 54): 0x1303,
+                     (0x0303, 51): 0xC02B, (0x0303, 52): 0xC030, (0x0303, 54): 0xCCA9}[(version, cipher)]
+            m = struct.pack(">IHHBHHH", 0x6b707831, version, cipher, flags, 29, 0x0403, suite)
             m += direction(0x11) + direction(0x22)
             m += bytes([exp]) + b"\xee" * exp + b"\xc1" * 32 + b"\x5e" * 32
             m += bytes([fin]) + b"\xf1" * fin + bytes([fin]) + b"\xf2" * fin

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <openssl/obj_mac.h>
+
 #define GUARD_AREA 65536
 #include "guard.h"
 #include "tls_export.h"
@@ -20,6 +22,17 @@
 static const uint8_t session[] = "an i2d_SSL_SESSION of 40 bytes or so...";
 static const uint8_t chain2[] = {0, 0, 0, 3, 0x30, 1, 2, 0, 0, 0, 2, 0x30, 9};
 static const uint8_t conf[] = "the configuration record";
+
+/* the suite of version and cipher (TLS 1.2: the ECDSA one) */
+static uint16_t suite_of(uint16_t version, uint16_t cipher)
+{
+	bool v13 = version == TLSREC_V13;
+	switch (cipher) {
+	case TLSREC_AES_GCM_128: return v13 ? 0x1301 : 0xc02b;
+	case TLSREC_AES_GCM_256: return v13 ? 0x1302 : 0xc02c;
+	}
+	return v13 ? 0x1303 : 0xcca9;
+}
 
 static void make_state(struct tlsx_state *s, uint16_t version, uint16_t cipher)
 {
@@ -34,6 +47,7 @@ static void make_state(struct tlsx_state *s, uint16_t version, uint16_t cipher)
 	s->cipher = cipher;
 	s->group = 29;           /* x25519 */
 	s->peer_sigalg = 0x0403; /* ecdsa_secp256r1_sha256 */
+	s->suite = suite_of(version, cipher);
 	if (version == TLSREC_V13) {
 		CHECK(tlsrec_init13(&s->tx, cipher, secret, hlen, 3) == 0);
 		secret[0] ^= 0xff;
@@ -45,7 +59,9 @@ static void make_state(struct tlsx_state *s, uint16_t version, uint16_t cipher)
 		CHECK(tlsrec_init12(&s->tx, &s->rx, cipher, secret, 48, cr, sr, 1) == 0);
 		s->exporter_len = 48;
 		s->finished_len = s->peer_finished_len = 12;
-		s->flags = TLSX_EXTMS; /* (round-trips: SSL_get_extms_support's answer) */
+		/* (round-trip: SSL_get_extms_support's and
+		 * SSL_get_secure_renegotiation_support's answers) */
+		s->flags = TLSX_EXTMS | TLSX_RI;
 	}
 	memset(s->exporter, 0xee, s->exporter_len);
 	memcpy(s->client_random, cr, 32);
@@ -67,7 +83,7 @@ static bool blob_eq(struct tlsx_blob a, struct tlsx_blob b)
 static bool same(const struct tlsx_state *a, const struct tlsx_state *b)
 {
 	return a->version == b->version && a->cipher == b->cipher && a->flags == b->flags &&
-	       a->group == b->group && a->peer_sigalg == b->peer_sigalg &&
+	       a->group == b->group && a->peer_sigalg == b->peer_sigalg && a->suite == b->suite &&
 	       !memcmp(&a->tx, &b->tx, sizeof(a->tx)) && !memcmp(&a->rx, &b->rx, sizeof(a->rx)) &&
 	       a->exporter_len == b->exporter_len && !memcmp(a->exporter, b->exporter, a->exporter_len) &&
 	       !memcmp(a->client_random, b->client_random, 32) && !memcmp(a->server_random, b->server_random, 32) &&
@@ -157,11 +173,33 @@ static void one(uint16_t version, uint16_t cipher)
 	e.cipher = 53;
 	refused(&e, "cipher");
 	e = s;
-	e.flags = 4;
+	e.flags = 8;
 	refused(&e, "flags");
 	e = s;
 	e.flags = version == TLSREC_V12 ? TLSX_RX_UPDATE_PENDING : TLSX_EXTMS;
 	refused(&e, "flags");
+	if (version == TLSREC_V13) {
+		e = s;
+		e.flags = TLSX_RI; /* (TLS 1.3's ServerHello carries none) */
+		refused(&e, "flags");
+	}
+	/* the suite: the cipher's, the version's; TLS 1.2's RSA one taken */
+	e = s;
+	e.suite = suite_of(version, cipher == TLSREC_AES_GCM_128 ? TLSREC_AES_GCM_256 : TLSREC_AES_GCM_128);
+	refused(&e, "suite");
+	e = s;
+	e.suite = suite_of(version == TLSREC_V13 ? TLSREC_V12 : TLSREC_V13, cipher);
+	refused(&e, "suite");
+	e = s;
+	e.suite = 0;
+	refused(&e, "suite");
+	if (version == TLSREC_V12) {
+		static uint8_t rsa[TLSX_MAX];
+		e = s;
+		e.suite = cipher == TLSREC_AES_GCM_128 ? 0xc02f : cipher == TLSREC_AES_GCM_256 ? 0xc030 : 0xcca8;
+		int m = tlsx_encode(&e, rsa, sizeof(rsa), &why);
+		CHECK(m == n && decode_guarded(rsa, (size_t)m, &d, &why) == 0 && d.suite == e.suite);
+	}
 	e = s;
 	e.tx.key[31] = 1;
 	if (cipher == TLSREC_AES_GCM_128)
@@ -206,9 +244,32 @@ static void one(uint16_t version, uint16_t cipher)
 	CHECK(tlsrec_seq(&d.tx) == 0 && tlsrec_key_len(d.tx.cipher) == 0 && d.exporter[0] == 0);
 }
 
+/* the group's number and NID, both ways */
+static void groups(void)
+{
+	static const struct {
+		uint16_t iana;
+		int nid;
+	} known[] = {{23, NID_X9_62_prime256v1}, {24, NID_secp384r1}, {25, NID_secp521r1}, {29, NID_X25519},
+		     {30, NID_X448},		 {26, NID_brainpoolP256r1}, {256, NID_ffdhe2048}, {260, NID_ffdhe8192}};
+	for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++) {
+		CHECK(tlsx_group_nid(known[i].iana) == known[i].nid);
+		CHECK(tlsx_group_iana(known[i].nid) == known[i].iana);
+	}
+	/* TLS 1.3's brainpool numbers: the same NIDs (TLS 1.2's numbers back) */
+	CHECK(tlsx_group_nid(31) == NID_brainpoolP256r1 && tlsx_group_iana(NID_brainpoolP256r1) == 26);
+	/* a number libssl does not know: its NID as libssl makes it */
+	CHECK(tlsx_group_nid(0x6399) == (TLSX_NID_UNKNOWN | 0x6399));
+	CHECK(tlsx_group_iana(TLSX_NID_UNKNOWN | 0x6399) == 0x6399);
+	CHECK(tlsx_group_nid(0) == 0 && tlsx_group_iana(0) == 0);
+	CHECK(tlsx_group_iana(NID_sha256) == 0);
+	CHECK(tlsx_group_iana(TLSX_NID_UNKNOWN | 0x10000) == 0);
+}
+
 int main(void)
 {
 	guard_init();
+	groups();
 	for (uint16_t c = TLSREC_AES_GCM_128; c <= TLSREC_CHACHA20_POLY1305; c++) {
 		if (c == 53)
 			continue;

@@ -318,6 +318,7 @@ static int take_over(struct side *x, bool rsa, uint64_t options, uint32_t mode)
 	st.cipher = (uint16_t)cipher;
 	st.group = 29;
 	st.peer_sigalg = rsa ? 0x0804 : 0x0403;
+	st.suite = SSL_CIPHER_get_protocol_id(SSL_get_current_cipher(x->c));
 	if (v13) {
 		CHECK(k_client_len && k_server_len && k_exporter_len);
 		if (tlsrec_init13(&st.tx, st.cipher, k_client, k_client_len, 0) ||
