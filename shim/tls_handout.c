@@ -578,7 +578,10 @@ bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
 	} else if (r && r->offered && reused) {
 		f = &r->offered_full; /* a session of ours resumed */
 	}
-	bool ours = f && f->known && !(cmd == SSL_CTRL_GET_PEER_TMP_KEY && tls13) &&
+	/* (TLS 1.3: the peer's key is the engine's own SSL's, but for a
+	 * connection from another process, whose placeholder made no
+	 * handshake: the record's, that connection's handshake's) */
+	bool ours = f && f->known && !(cmd == SSL_CTRL_GET_PEER_TMP_KEY && tls13 && !(h && h->e->im)) &&
 		    full_answer(f, f == &none, cmd, parg, ret);
 	/* handed out as a full handshake: the chain as its own objects */
 	if (ours && cmd == KP_PEER_CHAIN && h && h->verified && !h->resumed && h->peer_chain)
