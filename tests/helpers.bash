@@ -73,6 +73,7 @@ servers_stop() {
 	echo_stop
 	scripted_stop
 	_scripted_forker_stop
+	own_server_stop
 }
 
 # free_port, wait_until, _pid_gone, _stop_pid and the nginx launcher are
@@ -364,6 +365,83 @@ _has_requests() {
 # server_wait_requests N: nginx logs a request just after sending the
 # response, so a client can exit before its last request is in the log.
 server_wait_requests() { wait_until _has_requests "$1" || true; }
+
+# ------------------------------------------------------------ the test's own servers
+
+# own_server CMD...: a server of the test's, CMD in the background (it
+# writes its port to $BATS_TEST_TMPDIR/port, and a line per request to
+# $BATS_TEST_TMPDIR/own.log, OWN_LOG, emptied first): OWN_PID, SERVER_PORT.
+own_server() {
+	OWN_LOG="$BATS_TEST_TMPDIR/own.log"
+	: >"$OWN_LOG"
+	rm -f "$BATS_TEST_TMPDIR/port"
+	"$@" 3>&- &
+	OWN_PID=$!
+	wait_until test -s "$BATS_TEST_TMPDIR/port"
+	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/port"
+}
+
+# own_server_stop: the test's own server (own_server, cue_server_start)
+# stopped, if one runs (servers_stop does it too)
+own_server_stop() {
+	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
+	OWN_PID=
+}
+
+# cue_server_start NAME SCRIPT [ARG...]: a fresh tests/servers/SCRIPT (the
+# test's own server before it stopped), started as SCRIPT PORTFILE DIR LOG
+# ARG... with DIR=$BATS_TEST_TMPDIR/NAME: OWN_DIR (its cue and done fifos),
+# OWN_LOG (a line per request, and "... closed" per kept connection it
+# closed), OWN_PID, SERVER_PORT.
+cue_server_start() {
+	local name=$1 script=$2
+	shift 2
+	own_server_stop
+	OWN_DIR="$BATS_TEST_TMPDIR/$name"
+	mkdir -p "$OWN_DIR"
+	rm -f "$OWN_DIR/port"
+	OWN_LOG="$OWN_DIR/log"
+	: >"$OWN_LOG"
+	"$PYTHON" "$ROOT/tests/servers/$script" "$OWN_DIR/port" "$OWN_DIR" "$OWN_LOG" "$@" \
+		</dev/null >/dev/null 2>"$OWN_DIR/err" 3>&- &
+	OWN_PID=$!
+	wait_until test -s "$OWN_DIR/port"
+	read -r SERVER_PORT <"$OWN_DIR/port"
+}
+
+# cue_compare START CMD [ARG...]: a client alone, then with the library
+# (PRELOAD; VAR=VALUE words in the array CUE_SHIM_ENV go to its run_shim
+# only), each against a fresh server: `START ARG...` starts it
+# (cue_server_start), then `CMD ARG...` sets CUE_CMD to the client's command
+# line for it.  Both exit 0 with the same output, and the server executed
+# the same requests (its log but the "closed" lines, the connection ids
+# cut).  What the client printed and the log are shown on a failure.
+CUE_SHIM_ENV=()
+cue_compare() {
+	local start=$1 cmd=$2
+	shift 2
+	"$start" "$@"
+	"$cmd" "$@"
+	run_plain "${CUE_CMD[@]}"
+	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/plain.reqs" || true
+	"$start" "$@"
+	"$cmd" "$@"
+	run_shim "${CUE_SHIM_ENV[@]}" "${CUE_CMD[@]}"
+	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/shim.reqs" || true
+	echo "${PRELOAD##*/} ${CUE_SHIM_ENV[*]} $*: $SHIM_STATS"
+	cat "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" "$OWN_LOG"
+	head -n 5 "$BATS_TEST_TMPDIR/shim.err"
+	assert_both_ok
+	assert_same_output
+	run cmp "$BATS_TEST_TMPDIR/plain.reqs" "$BATS_TEST_TMPDIR/shim.reqs"
+	assert_success
+}
+
+# assert_kept_closed [WHAT]: the cue server closed a kept connection of the
+# library's (the library did meet the server's close)
+assert_kept_closed() {
+	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "${1:+$1: }no kept connection was closed"
+}
 
 # ------------------------------------------------------------ running
 

@@ -16,22 +16,12 @@ setup() {
 	NGINX_TLS=1 nginx_start
 	TLS="$NGINX_DIR/tls"
 }
-teardown() {
-	servers_stop
-	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
-	OWN_PID=
-}
+teardown() { servers_stop; }
 
 # close_server MODE: tests/servers/tls_close.py in MODE (notify|ragged)
 close_server() {
-	OWN_LOG="$BATS_TEST_TMPDIR/own.log"
-	: >"$OWN_LOG"
-	rm -f "$BATS_TEST_TMPDIR/port"
-	"$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" "$TLS/server.key" \
-		"$BATS_TEST_TMPDIR/port" "$OWN_LOG" "$1" 3>&- &
-	OWN_PID=$!
-	wait_until test -s "$BATS_TEST_TMPDIR/port"
-	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/port"
+	own_server "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" "$TLS/server.key" \
+		"$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" "$1"
 }
 
 # end_both N OPT ORDER: tls_end without and with the library, the same
@@ -173,8 +163,7 @@ second_conns() { tail -n 2 "$BATS_TEST_TMPDIR/$1.log" | awk '!seen[$1]++ { n++ }
 				fi
 			done
 		done
-		_stop_pid "$OWN_PID"
-		OWN_PID=
+		own_server_stop
 	done
 }
 
@@ -200,8 +189,7 @@ PY
 		else
 			assert_equal "second process conns $(second_conns shim)" "second process conns 2"
 		fi
-		_stop_pid "$OWN_PID"
-		OWN_PID=
+		own_server_stop
 	done
 }
 

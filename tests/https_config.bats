@@ -13,11 +13,7 @@ setup() {
 	NGINX_TLS=1 nginx_start
 	TLS="$NGINX_DIR/tls"
 }
-teardown() {
-	servers_stop
-	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
-	OWN_PID=
-}
+teardown() { servers_stop; }
 
 # config N SCENARIO [ARG]: tls_config against nginx, without and with the
 # library: same status, same output
@@ -26,18 +22,6 @@ config() {
 	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
 	assert_same_output
 	run cat "$BATS_TEST_TMPDIR/shim.out"
-}
-
-# own_server CMD...: a server of the test's (it writes its port to
-# $BATS_TEST_TMPDIR/port and a line per request to $OWN_LOG)
-own_server() {
-	OWN_LOG="$BATS_TEST_TMPDIR/own.log"
-	: >"$OWN_LOG"
-	rm -f "$BATS_TEST_TMPDIR/port"
-	"$@" 3>&- &
-	OWN_PID=$!
-	wait_until test -s "$BATS_TEST_TMPDIR/port"
-	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/port"
 }
 
 # own_both SCENARIO [ARG]: tls_config against the test's server, without

@@ -28,59 +28,33 @@
 load helpers
 
 setup_file() { suite_setup; }
-teardown() {
-	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
-	OWN_PID=
-	servers_stop
-}
+teardown() { servers_stop; }
 
 # first_server VERSION HOW: tests/servers/tls_idle_cue.py, a fresh one
+# (any further arguments ignored)
 first_server() {
-	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
-	OWN_DIR="$BATS_TEST_TMPDIR/cue"
-	mkdir -p "$OWN_DIR"
-	[ -s "$OWN_DIR/tls/server.pem" ] || tls_make "$OWN_DIR/tls"
-	rm -f "$OWN_DIR/port"
-	OWN_LOG="$OWN_DIR/log"
-	: >"$OWN_LOG"
-	"$PYTHON" "$ROOT/tests/servers/tls_idle_cue.py" "$OWN_DIR/port" "$OWN_DIR" "$OWN_LOG" \
-		"$OWN_DIR/tls/server.pem" "$OWN_DIR/tls/server.key" "$1" "$2" \
-		</dev/null >/dev/null 2>"$OWN_DIR/err" 3>&- &
-	OWN_PID=$!
-	wait_until test -s "$OWN_DIR/port"
-	read -r SERVER_PORT <"$OWN_DIR/port"
+	local tls="$BATS_TEST_TMPDIR/cue/tls"
+	[ -s "$tls/server.pem" ] || tls_make "$tls"
+	cue_server_start cue tls_idle_cue.py "$tls/server.pem" "$tls/server.key" "$1" "$2"
 }
 
 # first_case VERSION HOW KIND MODE: the client (KIND c or py) alone, then
 # with the library, each against a fresh server; the same status, output
 # and requests, and the library did meet the server's close
 first_case() {
-	first_server "$1" "$2"
-	first_cmd "$3" "$4"
-	run_plain "${FIRST_CMD[@]}"
-	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/plain.reqs" || true
-	first_server "$1" "$2"
-	first_cmd "$3" "$4"
-	run_shim "${FIRST_CMD[@]}"
-	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/shim.reqs" || true
-	echo "$*: $SHIM_STATS"
-	cat "$BATS_TEST_TMPDIR/shim.out" "$OWN_LOG"
-	head -n 5 "$BATS_TEST_TMPDIR/shim.err"
-	assert_both_ok
-	assert_same_output
-	run cmp "$BATS_TEST_TMPDIR/plain.reqs" "$BATS_TEST_TMPDIR/shim.reqs"
-	assert_success
+	cue_compare first_server first_cmd "$@"
 	# the library did hand the kept connection out, and the server closed it
-	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "$*: no kept connection was closed"
+	assert_kept_closed "$*"
 	[ "$(stat_value tls_reused)" -ge 1 ] || fail "$*: no TLS connection was handed out"
 }
 
-# first_cmd KIND MODE: the client's command line for the server running now
+# first_cmd VERSION HOW KIND MODE: the client's command line for the
+# server running now, as CUE_CMD
 first_cmd() {
-	if [ "$1" = c ]; then
-		FIRST_CMD=("$CLIENTS/tls_first_read" "$2" "$SERVER_PORT" "$OWN_DIR/tls/ca.pem" "$OWN_DIR" 2)
+	if [ "$3" = c ]; then
+		CUE_CMD=("$CLIENTS/tls_first_read" "$4" "$SERVER_PORT" "$OWN_DIR/tls/ca.pem" "$OWN_DIR" 2)
 	else
-		FIRST_CMD=("$PYTHON" "$ROOT/tests/clients/tls_first_read.py" "$2" "$SERVER_PORT"
+		CUE_CMD=("$PYTHON" "$ROOT/tests/clients/tls_first_read.py" "$4" "$SERVER_PORT"
 			"$OWN_DIR/tls/ca.pem" "$OWN_DIR" 2)
 	fi
 }

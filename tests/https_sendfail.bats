@@ -18,10 +18,7 @@
 load helpers
 
 setup_file() { suite_setup; }
-teardown() {
-	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
-	OWN_PID=
-}
+teardown() { own_server_stop; }
 
 # sendfail_run MODE TLS BODY THINK LIB: one run without and one with LIB of
 # tls_post (2 POSTs of BODY bytes, THINK ms between handshake and write)
@@ -44,8 +41,7 @@ sendfail_run() {
 		else
 			PRELOAD="$lib" SERVER_PORT=$port run_shim "$CLIENTS/tls_post" "$port" "$tls/ca.pem" 2 "$body" "$think"
 		fi
-		_stop_pid "$OWN_PID"
-		OWN_PID=
+		own_server_stop
 	done
 	local cell="$mode tls$tlsv body=$body" plain_x shim_x
 	plain_x=$(count_matches 'EXEC POST /pay1$' "$BATS_TEST_TMPDIR/plain.exec")

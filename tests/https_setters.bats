@@ -15,11 +15,7 @@ setup() {
 	NGINX_TLS=1 nginx_start
 	TLS="$NGINX_DIR/tls"
 }
-teardown() {
-	servers_stop
-	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
-	OWN_PID=
-}
+teardown() { servers_stop; }
 
 # after N FLAGS...: tls_setters against nginx (SERVER_PORT), N requests,
 # without and with the library: same status and output
@@ -52,12 +48,8 @@ moved() {
 }
 
 close_server() {
-	rm -f "$BATS_TEST_TMPDIR/port"
-	"$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" "$TLS/server.key" \
-		"$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" "$1" 3>&- &
-	OWN_PID=$!
-	wait_until test -s "$BATS_TEST_TMPDIR/port"
-	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/port"
+	own_server "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" "$TLS/server.key" \
+		"$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" "$1"
 }
 
 @test "AUTO_RETRY cleared: a TLS 1.3 program reads the server's tickets as WANT_READ on its own connection, so it is handed none" {

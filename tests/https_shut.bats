@@ -19,24 +19,14 @@ setup() {
 	NGINX_TLS=1 nginx_start
 	TLS="$NGINX_DIR/tls"
 }
-teardown() {
-	servers_stop
-	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
-	OWN_PID=
-}
+teardown() { servers_stop; }
 
 # close_server MODE: tests/servers/tls_close.py in MODE (notify|ragged): a
 # server that never reads a body (its bytes wait as the start of the next
 # request), where nginx reads it
 close_server() {
-	OWN_LOG="$BATS_TEST_TMPDIR/own.log"
-	: >"$OWN_LOG"
-	rm -f "$BATS_TEST_TMPDIR/port"
-	"$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" "$TLS/server.key" \
-		"$BATS_TEST_TMPDIR/port" "$OWN_LOG" "$1" 3>&- &
-	OWN_PID=$!
-	wait_until test -s "$BATS_TEST_TMPDIR/port"
-	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/port"
+	own_server "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" "$TLS/server.key" \
+		"$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" "$1"
 }
 
 @test "after the program's SSL_shutdown on a kept-alive connection: every pattern x GET/POST x TLS 1.3/1.2 reads as without the library, nothing after it reaches the server, and no wait" {
@@ -89,7 +79,6 @@ close_server() {
 				assert_output 0
 			done
 		done
-		_stop_pid "$OWN_PID"
-		OWN_PID=
+		own_server_stop
 	done
 }

@@ -9,8 +9,6 @@ load helpers
 setup_file() { suite_setup; }
 teardown() {
 	[ -z "${ONCE_PID:-}" ] || _stop_pid "$ONCE_PID"
-	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
-	OWN_PID=
 	servers_stop
 }
 
@@ -523,13 +521,8 @@ send_after() {
 # answering a POST with 401, MODE early: before reading its body; reads:
 # after)
 early_server() {
-	OWN_LOG="$BATS_TEST_TMPDIR/early.log"
-	: >"$OWN_LOG"
-	rm -f "$BATS_TEST_TMPDIR/port"
-	"$PYTHON" "$ROOT/tests/servers/early_answer.py" "$BATS_TEST_TMPDIR/port" "$OWN_LOG" "$1" 3>&- &
-	OWN_PID=$!
-	wait_until test -s "$BATS_TEST_TMPDIR/port"
-	read -r SERVER_PORT <"$BATS_TEST_TMPDIR/port"
+	own_server "$PYTHON" "$ROOT/tests/servers/early_answer.py" "$BATS_TEST_TMPDIR/port" \
+		"$BATS_TEST_TMPDIR/own.log" "$1"
 }
 
 @test "a request with a body that asks to close is not rewritten: a server that answers before reading the body never reads it as a request, whether it reads bodies or not" {
@@ -548,8 +541,7 @@ early_server() {
 		assert_equal "$mode: smuggled alone $(count_matches '/smuggled' "$BATS_TEST_TMPDIR/plain.log")" "$mode: smuggled alone 0"
 		# the GETs, bodiless, are still rewritten and reused
 		[ "$(stat_value rewritten)" -ge 1 ] || fail "no GET rewritten"
-		_stop_pid "$OWN_PID"
-		OWN_PID=
+		own_server_stop
 	done
 }
 
@@ -577,8 +569,7 @@ early_server() {
 		assert_equal "$mode: /next $(count_matches 'GET /next' "$OWN_LOG")" "$mode: /next 3"
 		# the GETs' connections are still parked and reused
 		[ "$(stat_value reused)" -ge 1 ] || fail "nothing reused: $SHIM_STATS"
-		_stop_pid "$OWN_PID"
-		OWN_PID=
+		own_server_stop
 	done
 }
 
@@ -683,50 +674,25 @@ dead_pieces_run() {
 # wait in /proc.  The same output as alone, the same requests at the
 # server (its "closed" lines aside).
 
-idle_cue_start() {
-	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
-	OWN_DIR="$BATS_TEST_TMPDIR/cue"
-	mkdir -p "$OWN_DIR"
-	rm -f "$OWN_DIR/port"
-	OWN_LOG="$OWN_DIR/log"
-	: >"$OWN_LOG"
-	"$PYTHON" "$ROOT/tests/servers/idle_cue.py" "$OWN_DIR/port" "$OWN_DIR" "$OWN_LOG" \
-		</dev/null >/dev/null 2>"$OWN_DIR/err" 3>&- &
-	OWN_PID=$!
-	wait_until test -s "$OWN_DIR/port"
-	read -r SERVER_PORT <"$OWN_DIR/port"
-}
+# idle_cue_start: a fresh tests/servers/idle_cue.py (any arguments ignored)
+idle_cue_start() { cue_server_start cue idle_cue.py; }
 
 # before_first_cmd KIND MODE [METHOD]: the client's command line for the
-# server running now (C: KIND c, Python: KIND py)
+# server running now (C: KIND c, Python: KIND py), as CUE_CMD
 before_first_cmd() {
 	if [ "$1" = c ]; then
-		BF_CMD=("$CLIENTS/before_first" "$2" "$3" "$SERVER_PORT" "$OWN_DIR" 2)
+		CUE_CMD=("$CLIENTS/before_first" "$2" "$3" "$SERVER_PORT" "$OWN_DIR" 2)
 	else
-		BF_CMD=("$PYTHON" "$ROOT/tests/clients/before_first.py" "$2" "$SERVER_PORT" "$OWN_DIR" 2)
+		CUE_CMD=("$PYTHON" "$ROOT/tests/clients/before_first.py" "$2" "$SERVER_PORT" "$OWN_DIR" 2)
 	fi
 }
 
 # before_first_case KIND MODE [METHOD]: alone, then with the library, each
 # against a fresh server; the same status, output and requests
 before_first_case() {
-	idle_cue_start
-	before_first_cmd "$@"
-	run_plain "${BF_CMD[@]}"
-	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/plain.reqs" || true
-	idle_cue_start
-	before_first_cmd "$@"
-	run_shim "${BF_CMD[@]}"
-	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/shim.reqs" || true
-	echo "$*: $SHIM_STATS"
-	cat "$BATS_TEST_TMPDIR/shim.out" "$OWN_LOG"
-	head -n 5 "$BATS_TEST_TMPDIR/shim.err"
-	assert_both_ok
-	assert_same_output
-	run cmp "$BATS_TEST_TMPDIR/plain.reqs" "$BATS_TEST_TMPDIR/shim.reqs"
-	assert_success
+	cue_compare idle_cue_start before_first_cmd "$@"
 	# the library did meet the server's close: it kept /warm's connection
-	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "$*: no kept connection was closed"
+	assert_kept_closed "$*"
 }
 
 before_first_c() {
@@ -767,25 +733,16 @@ before_first_c() {
 # select passed on the old code too (the read after them replayed): kept
 # as the class's members.
 
+# observe_cmd MODE METHOD: the client's command line, as CUE_CMD
+observe_cmd() { CUE_CMD=("$CLIENTS/observe_first" "$1" "$2" "$SERVER_PORT" "$OWN_DIR"); }
+
 # observe_case LIB MODE METHOD: alone, then with LIB, each against a fresh
 # server; the same status, output and requests
 observe_case() {
 	local lib=$1
 	shift
-	idle_cue_start
-	run_plain "$CLIENTS/observe_first" "$1" "$2" "$SERVER_PORT" "$OWN_DIR"
-	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/plain.reqs" || true
-	idle_cue_start
-	PRELOAD="$lib" run_shim "$CLIENTS/observe_first" "$1" "$2" "$SERVER_PORT" "$OWN_DIR"
-	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/shim.reqs" || true
-	echo "$lib $*: $SHIM_STATS"
-	cat "$BATS_TEST_TMPDIR/shim.out" "$OWN_LOG"
-	head -n 5 "$BATS_TEST_TMPDIR/shim.err"
-	assert_both_ok
-	assert_same_output
-	run cmp "$BATS_TEST_TMPDIR/plain.reqs" "$BATS_TEST_TMPDIR/shim.reqs"
-	assert_success
-	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "$*: no kept connection was closed"
+	PRELOAD="$lib" cue_compare idle_cue_start observe_cmd "$@"
+	assert_kept_closed "$*"
 }
 
 observe_first() {
@@ -842,39 +799,18 @@ observe_first() {
 # the same requests executed once (the "closed" lines aside), within
 # the client's timeout.
 
-gate_start() {
-	[ -z "${OWN_PID:-}" ] || _stop_pid "$OWN_PID"
-	OWN_DIR="$BATS_TEST_TMPDIR/gate"
-	mkdir -p "$OWN_DIR"
-	rm -f "$OWN_DIR/port"
-	OWN_LOG="$OWN_DIR/log"
-	: >"$OWN_LOG"
-	"$PYTHON" "$ROOT/tests/servers/gate_cue.py" "$OWN_DIR/port" "$OWN_DIR" "$OWN_LOG" \
-		</dev/null >/dev/null 2>"$OWN_DIR/err" 3>&- &
-	OWN_PID=$!
-	wait_until test -s "$OWN_DIR/port"
-	read -r SERVER_PORT <"$OWN_DIR/port"
-}
+# gate_start: a fresh tests/servers/gate_cue.py (any arguments ignored)
+gate_start() { cue_server_start gate gate_cue.py; }
+
+# slow_fresh_cmd MODE: the client's command line, as CUE_CMD
+slow_fresh_cmd() { CUE_CMD=("$PYTHON" "$ROOT/tests/clients/slow_fresh.py" "$1" "$SERVER_PORT" "$OWN_DIR"); }
 
 # slow_fresh_case MODE [VAR=VALUE...]: alone, then with the library (and
 # VAR=VALUE), each against a fresh server; the same status, output and
 # requests
 slow_fresh_case() {
-	local mode=$1
-	shift
-	gate_start
-	run_plain "$PYTHON" "$ROOT/tests/clients/slow_fresh.py" "$mode" "$SERVER_PORT" "$OWN_DIR"
-	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/plain.reqs" || true
-	gate_start
-	run_shim "$@" "$PYTHON" "$ROOT/tests/clients/slow_fresh.py" "$mode" "$SERVER_PORT" "$OWN_DIR"
-	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/shim.reqs" || true
-	echo "$mode: $SHIM_STATS"
-	cat "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" "$OWN_LOG"
-	head -n 5 "$BATS_TEST_TMPDIR/shim.err"
-	assert_both_ok
-	assert_same_output
-	run cmp "$BATS_TEST_TMPDIR/plain.reqs" "$BATS_TEST_TMPDIR/shim.reqs"
-	assert_success
+	local CUE_SHIM_ENV=("${@:2}")
+	cue_compare gate_start slow_fresh_cmd "$1"
 	assert_equal "$(count_matches '^POST /pay$' "$BATS_TEST_TMPDIR/shim.reqs")" 1
 	# the library did hand the kept connection out
 	assert_equal "reused=$(stat_value reused)" "reused=1"
@@ -885,23 +821,23 @@ slow_fresh_case() {
 @test "a slow fresh connection, before the first request: recv(MSG_DONTWAIT) of a blocking socket gets EAGAIN as alone, never waiting for the connect" { slow_fresh_case dontwait; }
 @test "a slow fresh connection: send(MSG_DONTWAIT) of a POST on a blocking socket after the server's idle close does not wait for the connect, and is answered" {
 	slow_fresh_case dontwait_send
-	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
+	assert_kept_closed
 }
 @test "a slow fresh connection, before the first request: poll(0) of a blocking socket reports nothing, as alone (the old library hung in the recv after it)" {
 	slow_fresh_case poll0
-	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
+	assert_kept_closed
 }
 @test "a slow fresh connection, before the first request: asyncio's streams, the server's idle close while the loop waits, then a POST: answered as alone" {
 	slow_fresh_case asyncio
-	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
+	assert_kept_closed
 }
 @test "a slow fresh connection: Python's POST with a socket timeout after the server's idle close is answered, executed once" {
 	slow_fresh_case timeout_post
-	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
+	assert_kept_closed
 }
 @test "a slow fresh connection: a POST whose head is written in two pieces (the first held) after the server's idle close is answered, executed once" {
 	slow_fresh_case split_post
-	[ "$(count_matches ' closed$' "$OWN_LOG")" -ge 1 ] || fail "no kept connection was closed"
+	assert_kept_closed
 }
 @test "a slow fresh connection: KEEPALIVE_METHODS=idempotent, a POST goes on its own connection, as alone" {
 	slow_fresh_case idem KEEPALIVE_METHODS=idempotent

@@ -37,6 +37,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include "common.h"
+#include "tcp_state.h"
 
 static int port, sock;
 static const char *mode;
@@ -114,52 +115,11 @@ static bool waiting(pid_t tid)
 	       nr == SYS_epoll_pwait || nr == SYS_recvfrom;
 }
 
-static ino_t inode(int fd)
-{
-	struct stat st;
-	return fstat(fd, &st) == 0 ? st.st_ino : 0;
-}
-
 static pid_t reader_tid;
 static void *reader_start(void *arg)
 {
 	reader_tid = (pid_t)syscall(SYS_gettid);
 	return reader(arg);
-}
-
-/* The state of the TCP socket of inode ino (/proc/net/tcp: 1
- * ESTABLISHED, 8 CLOSE_WAIT...), 0 when there is none. */
-static int tcp_state(ino_t ino)
-{
-	FILE *f = fopen("/proc/net/tcp", "r");
-	char line[512];
-	int st = 0;
-	while (f && fgets(line, sizeof(line), f)) {
-		unsigned s;
-		unsigned long i;
-		if (sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %lu", &s, &i) == 2 && i == ino)
-			st = (int)s;
-	}
-	if (f)
-		fclose(f);
-	return st;
-}
-
-/* The server closes its idle kept connections; back once it did, with
- * how many it closed. */
-static int cue_close(const char *dir)
-{
-	char path[4096], line[16];
-	snprintf(path, sizeof(path), "%s/cue", dir);
-	FILE *f = fopen(path, "w");
-	if (!f || fputs("close\n", f) < 0 || fclose(f))
-		die("cue");
-	snprintf(path, sizeof(path), "%s/done", dir);
-	f = fopen(path, "r");
-	if (!f || !fgets(line, sizeof(line), f))
-		die("done");
-	fclose(f);
-	return atoi(line);
 }
 
 static void until(bool (*cond)(void), const char *what)
@@ -242,7 +202,7 @@ int main(int argc, char **argv)
 			if (system("true") != 0)
 				die("system");
 		}
-		if (cue_close(dir) > 0) {
+		if (cue_close_count(dir) > 0) {
 			until(fin_in, "saw the server's FIN");
 			if (thread)
 				until(reader_settled, "saw the reader end or wait again");

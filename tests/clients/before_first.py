@@ -16,7 +16,8 @@ import os
 import socket
 import sys
 import threading
-import time
+
+from tcp_state import tcp_state, sleeping_in, until
 
 mode, port, d, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 WAITS = {0, 7, 45, 232, 271, 281}  # read poll recvfrom epoll_wait ppoll epoll_pwait
@@ -35,29 +36,6 @@ def answer(s):
                       if line.lower().startswith(b"content-length:")][0]
             if len(body) >= length:
                 return "%s | %s" % (head.split(b"\r\n")[0].decode(), body.decode().strip())
-
-
-def tcp_state(ino):
-    with open("/proc/net/tcp") as f:
-        for line in f.readlines()[1:]:
-            p = line.split()
-            if int(p[9]) == ino:
-                return int(p[3], 16)
-    return 0
-
-
-def sleeping_in(tid):
-    with open("/proc/self/task/%d/syscall" % tid) as f:
-        first = f.read().split()[0]
-    return int(first) if first.isdigit() else -1
-
-
-def until(cond, what):
-    for _ in range(100000):
-        if cond():
-            return
-        time.sleep(0.0002)
-    sys.exit("before_first.py: never " + what)
 
 
 def cue_close():

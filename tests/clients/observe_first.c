@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <linux/sockios.h>
 #include "common.h"
+#include "tcp_state.h"
 
 static int port;
 
@@ -78,45 +79,6 @@ static void read_answer(int s, const char *what)
 		n += (size_t)k;
 		buf[n] = 0;
 	}
-}
-
-/* The state of the TCP socket of inode ino (/proc/net/tcp: 1
- * ESTABLISHED, 8 CLOSE_WAIT...), 0 when none is listed (CLOSE). */
-static int tcp_state(ino_t ino)
-{
-	FILE *f = fopen("/proc/net/tcp", "r");
-	char line[512];
-	int st = 0;
-	while (f && fgets(line, sizeof(line), f)) {
-		unsigned s;
-		unsigned long i;
-		if (sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %lu", &s, &i) == 2 && i == ino)
-			st = (int)s;
-	}
-	if (f)
-		fclose(f);
-	return st;
-}
-
-static ino_t inode(int fd)
-{
-	struct stat st;
-	return fstat(fd, &st) == 0 ? st.st_ino : 0;
-}
-
-static int cue_close(const char *dir)
-{
-	char path[4096], line[16];
-	snprintf(path, sizeof(path), "%s/cue", dir);
-	FILE *f = fopen(path, "w");
-	if (!f || fputs("close\n", f) < 0 || fclose(f))
-		die("cue");
-	snprintf(path, sizeof(path), "%s/done", dir);
-	f = fopen(path, "r");
-	if (!f || !fgets(line, sizeof(line), f))
-		die("done");
-	fclose(f);
-	return atoi(line);
 }
 
 /* Wait (events: the socket's state in /proc) while fd's TCP state is st. */
@@ -215,7 +177,7 @@ int main(int argc, char **argv)
 	read_answer(s, "/warm");
 	close(s);
 	s = dial();
-	int closed = cue_close(dir);
+	int closed = cue_close_count(dir);
 	if (closed)
 		while_state(s, 1, "the server's FIN"); /* ESTABLISHED until it is in */
 	request(s, method, "/a");

@@ -31,7 +31,8 @@ import select
 import socket
 import sys
 import threading
-import time
+
+from tcp_state import tcp_state, sleeping_in, until
 
 mode, port, d = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 WAITS = {0, 7, 23, 45, 232, 270, 271, 281}  # read poll select recvfrom epoll_wait pselect6 ppoll epoll_pwait
@@ -59,29 +60,6 @@ def cue(c):
         # to its end: the server's writer closed, so the next cue's
         # reader never opens the fifo while this answer's writer is open
         return f.read().strip()
-
-
-def tcp_state(ino):
-    with open("/proc/net/tcp") as f:
-        for line in f.readlines()[1:]:
-            p = line.split()
-            if int(p[9]) == ino:
-                return int(p[3], 16)
-    return 0
-
-
-def sleeping_in(tid):
-    with open("/proc/self/task/%d/syscall" % tid) as f:
-        first = f.read().split()[0]
-    return int(first) if first.isdigit() else -1
-
-
-def until(cond, what):
-    for _ in range(100000):
-        if cond():
-            return
-        time.sleep(0.0002)
-    sys.exit("slow_fresh.py: never " + what)
 
 
 async def through_asyncio():

@@ -38,6 +38,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 #include "tls_common.h"
+#include "tcp_state.h"
 
 static void die(const char *what)
 {
@@ -45,44 +46,12 @@ static void die(const char *what)
 	exit(1);
 }
 
-static ino_t inode(int fd)
-{
-	struct stat st;
-	return fstat(fd, &st) == 0 ? st.st_ino : 0;
-}
-
-/* The state of the TCP socket of inode ino (/proc/net/tcp: 1
- * ESTABLISHED, 8 CLOSE_WAIT...), 0 when there is none (reset, gone). */
-static int tcp_state(ino_t ino)
-{
-	FILE *f = fopen("/proc/net/tcp", "r");
-	char line[512];
-	int st = 0;
-	while (f && fgets(line, sizeof(line), f)) {
-		unsigned s;
-		unsigned long i;
-		if (sscanf(line, "%*s %*s %*s %x %*s %*s %*s %*s %*s %lu", &s, &i) == 2 && i == ino)
-			st = (int)s;
-	}
-	if (f)
-		fclose(f);
-	return st;
-}
-
 /* The server closes its idle kept connections; back once it did: whether
  * the connection of fd (a kept one a library handed out) was one. */
 static bool cue_close(const char *dir, int fd)
 {
-	char path[4096], line[1024];
-	snprintf(path, sizeof(path), "%s/cue", dir);
-	FILE *f = fopen(path, "w");
-	if (!f || fputs("close\n", f) < 0 || fclose(f))
-		die("cue");
-	snprintf(path, sizeof(path), "%s/done", dir);
-	f = fopen(path, "r");
-	if (!f || !fgets(line, sizeof(line), f))
-		die("done");
-	fclose(f);
+	char line[1024];
+	cue_close_line(dir, line, sizeof(line));
 	struct sockaddr_in me;
 	socklen_t ml = sizeof(me);
 	if (getsockname(fd, (struct sockaddr *)&me, &ml) < 0)

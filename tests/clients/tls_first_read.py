@@ -20,20 +20,13 @@ import ssl
 import sys
 import time
 
+from tcp_state import tcp_state
+
 mode, port, ca, d, rounds = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
 ctx = ssl.create_default_context(cafile=ca)
 # (a TLS 1.2 connection is handed out only to a program that refuses
 # renegotiation: docs/tls.md "Renegotiation")
 ctx.options |= ssl.OP_NO_RENEGOTIATION
-
-
-def tcp_state(ino):
-    with open("/proc/net/tcp") as f:
-        for line in f.readlines()[1:]:
-            p = line.split()
-            if int(p[9]) == ino:
-                return int(p[3], 16)
-    return 0
 
 
 def cue_close(s):
