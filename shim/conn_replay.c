@@ -81,6 +81,36 @@ static int fresh_bound_ms(const struct kp_conn *c, int fd)
 	return FRESH_CONNECT_MS;
 }
 
+/* The wait of ms for the fresh connection (p) within the program's call
+ * on fd: a handler that ran ends it (EINTR) where it would end that call
+ * (kp_sigwait): any in the program's poll/select/epoll or under its
+ * SO_RCVTIMEO or SO_SNDTIMEO, which the kernel never restarts; else one
+ * without SA_RESTART, the call going on after the others (signal(7)).
+ * A loopback connect is complete at the first look: the signals are
+ * looked at only when it is not. */
+static int fresh_wait(int fd, struct pollfd *p, int ms)
+{
+	int r = KP_REAL(poll)(p, 1, 0);
+	if (r != 0 || ms == 0)
+		return r;
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	bool restartable = kp_wait_left_ms == KP_NOT_WAITING &&
+			   (KP_REAL(getsockopt)(fd, SOL_SOCKET, call_timeo, &tv, &l) < 0 ||
+			    (!tv.tv_sec && !tv.tv_usec));
+	struct kp_sigwait sw;
+	kp_sigwait_begin(&sw);
+	uint64_t end = kp_now_ms() + (uint64_t)ms;
+	for (;;) {
+		uint64_t now = kp_now_ms();
+		r = kp_sigwait_poll(&sw, p, 1, now >= end ? 0 : (int)(end - now));
+		if (r >= 0 || errno != EINTR || !restartable || !sw.restarts)
+			break;
+	}
+	kp_sigwait_end(&sw);
+	return r;
+}
+
 /* A new connection to c's destination with the program's socket options
  * and O_NONBLOCK, waited for within fresh_bound_ms().  Returns the socket,
  * or -1 with errno (EINTR: a signal ended the wait, as it would have ended
@@ -117,7 +147,7 @@ static int connect_fresh(struct kp_conn *c, int fd, bool may_connect)
 		 * which a wait here would hold up: an event loop's other
 		 * connections, its timers) */
 		bool in_wait = kp_wait_left_ms != KP_NOT_WAITING;
-		r = KP_REAL(poll)(&pfd, 1, may_connect && in_wait ? 0 : fresh_bound_ms(c, fd));
+		r = fresh_wait(fd, &pfd, may_connect && in_wait ? 0 : fresh_bound_ms(c, fd));
 		if (r < 0 && errno == EINTR)
 			kp_replay_interrupted = true;
 		if (r == 0 && may_connect) {
