@@ -418,15 +418,15 @@ _same_conn_rounds() {
 # ---- a signal during the library's own wait (docs/hold.md "Signals
 # during the library's waits")
 #
-# tests/clients/eintr_mixed.c has SIGALRM with SA_RESTART (every 100 ms)
+# tests/clients/eintr_mixed.c has SIGALRM with SA_RESTART (every 250 ms)
 # and SIGUSR1 without.  The kernel restarts a blocking read after SIGALRM
 # and ends it with EINTR after SIGUSR1.  The library's waits inside the
 # read (the pieces of a MSG_WAITALL read: tests/servers/cases/late1
 # answers 1 s late; the quiet period of a splice's lost framing, nginx)
 # asked whether every installed handler restarts: the idle SIGUSR1 handler
 # made each SIGALRM an EINTR (0 bytes, EINTR at the first tick, where
-# alone the whole answer).  "fire": SIGUSR1 comes 300 ms in, EINTR both
-# ways.
+# alone the whole answer).  "fire": SIGUSR1 comes 375 ms in, between two
+# SIGALRMs, EINTR both ways.
 
 # eintr_case SERVER PATH CALL MODE: one run each way, the server reset
 eintr_case() {

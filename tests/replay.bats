@@ -106,7 +106,7 @@ ERROR 2 ConnectionRefusedError"
 # hang_run MODE [mixed]: GET /1, then alarm(2) and GET /2, against a
 # server that resets the kept connection under GET /2 and takes no new
 # connection (its accept queue full: a SYN is dropped, connect() hangs);
-# mixed: SIGUSR1 with SA_RESTART every 100 ms as well (alarm_get.c)
+# mixed: SIGUSR1 with SA_RESTART every 300 ms as well (alarm_get.c)
 hang_run() {
 	local mode="$1" pf="$BATS_TEST_TMPDIR/hang.$1" port mixed=("${@:2}")
 	"$PYTHON" "$ROOT/tests/servers/hang.py" "$pf" &
@@ -143,8 +143,8 @@ within 5 s"
 # The same, with a restarting handler beside it (docs/hold.md "Signals
 # during the library's waits"): the kernel restarts the program's connect()
 # after each SIGUSR1, and the alarm ends it; the replay's wait for its
-# fresh connect ended at the first SIGUSR1, 100 ms in, before the alarm.
-@test "a replay whose fresh connect hangs, SIGUSR1 with SA_RESTART every 100 ms, then the program's alarm(2) without: EINTR at the alarm, as its own connect()" {
+# fresh connect ended at the first SIGUSR1, 300 ms in, before the alarm.
+@test "a replay whose fresh connect hangs, SIGUSR1 with SA_RESTART every 300 ms, then the program's alarm(2) without: EINTR at the alarm, as its own connect()" {
 	make -s -C "$ROOT" build/clients/alarm_get >&2
 	hang_run plain mixed
 	hang_run shim mixed

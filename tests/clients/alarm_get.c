@@ -5,8 +5,9 @@
  * fails with EINTR.  Prints "1 <status line>", then for the second request
  * "2 <status line>" or "2 EINTR <connect|write|read>" or "2 <ERRNO>", and
  * "within 5 s" or "after N s".  mixed: a SIGUSR1 handler with SA_RESTART
- * too, a thread sending SIGUSR1 every 100 ms from the second request on
- * (the kernel restarts the call after each; the SIGALRM still ends it),
+ * too, a thread sending SIGUSR1 every 300 ms from the second request on
+ * (the kernel restarts the call after each; the SIGALRM, 100 ms from the
+ * nearest, still ends it),
  * and last "alarms N", the SIGALRM handlers that ran.
  *
  * Usage: alarm_get HOST PORT [mixed]
@@ -40,7 +41,7 @@ static void *ticks(void *arg)
 {
 	(void)arg;
 	for (;;) {
-		struct timespec ts = { 0, 100 * 1000000L };
+		struct timespec ts = { 0, 300 * 1000000L };
 		nanosleep(&ts, NULL);
 		kill(getpid(), SIGUSR1); /* the main thread's: this one blocks all */
 	}

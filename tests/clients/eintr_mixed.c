@@ -1,12 +1,13 @@
 /*
  * eintr_mixed.c PORT PATH waitall|splice quiet|fire - a program with two
- * signal handlers: SIGALRM with SA_RESTART (an itimer every 100 ms) and
+ * signal handlers: SIGALRM with SA_RESTART (an itimer every 250 ms) and
  * SIGUSR1 without.  One "GET PATH" with "Connection: close", then reads to
  * EOF or error: recv(4096, MSG_WAITALL) in a loop (waitall), or splice(2)
  * into a pipe (splice).  quiet: SIGUSR1 never comes (the kernel restarts
  * the read after every SIGALRM; it goes on); fire: a thread sends SIGUSR1
- * to the process 300 ms after the request (the kernel's read ends with
- * EINTR).  Prints the bytes read, then "end r=R errno=E" of the last read
+ * to the process 375 ms after the request, between two SIGALRMs (the
+ * kernel's read ends with EINTR; a SIGUSR1 that comes with a SIGALRM may
+ * run in the restart's window, and the read goes on).  Prints the bytes read, then "end r=R errno=E" of the last read
  * and how many SIGUSR1 handlers ran.
  */
 #include <arpa/inet.h>
@@ -39,7 +40,7 @@ static void on_usr1(int sig)
 static void *fire(void *arg)
 {
 	(void)arg;
-	struct timespec ts = { 0, 300 * 1000000L };
+	struct timespec ts = { 0, 375 * 1000000L };
 	nanosleep(&ts, NULL);
 	kill(getpid(), SIGUSR1); /* the main thread's: this one blocks all */
 	return NULL;
@@ -76,7 +77,7 @@ int main(int argc, char **argv)
 		pthread_create(&t, NULL, fire, NULL);
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
-	struct itimerval it = { { 0, 100000 }, { 0, 100000 } };
+	struct itimerval it = { { 0, 250000 }, { 0, 250000 } };
 	setitimer(ITIMER_REAL, &it, NULL);
 	int p[2];
 	if (pipe(p) < 0)
