@@ -489,9 +489,6 @@ bool kp_conn_holds(const struct kp_conn *c);
  * now (EOF owed), n > 0 when it will in n ms (framing lost, quiet period
  * running), -1 when it is up to the kernel. */
 int kp_conn_wait_ms(struct kp_conn *c);
-/* Would a blocking read the kernel started go on after a handler ran:
- * every handler the program installed has SA_RESTART (conn_replay.c). */
-bool kp_signal_restarts(void);
 
 /*
  * HTTPS.  kp_conn_tls_start(): the program's ssl begins its handshake on

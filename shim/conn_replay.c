@@ -28,6 +28,7 @@
 #include "fdtable.h"
 #include "real.h"
 #include "replay.h"
+#include "sigwait.h"
 #include "tls.h"
 #include "watch.h"
 #include "wbuf.h"
@@ -80,6 +81,36 @@ static int fresh_bound_ms(const struct kp_conn *c, int fd)
 	return FRESH_CONNECT_MS;
 }
 
+/* The wait of ms for the fresh connection (p) within the program's call
+ * on fd: a handler that ran ends it (EINTR) where it would end that call
+ * (kp_sigwait): any in the program's poll/select/epoll or under its
+ * SO_RCVTIMEO or SO_SNDTIMEO, which the kernel never restarts; else one
+ * without SA_RESTART, the call going on after the others (signal(7)).
+ * A loopback connect is complete at the first look: the signals are
+ * looked at only when it is not. */
+static int fresh_wait(int fd, struct pollfd *p, int ms)
+{
+	int r = KP_REAL(poll)(p, 1, 0);
+	if (r != 0 || ms == 0)
+		return r;
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	bool restartable = kp_wait_left_ms == KP_NOT_WAITING &&
+			   (KP_REAL(getsockopt)(fd, SOL_SOCKET, call_timeo, &tv, &l) < 0 ||
+			    (!tv.tv_sec && !tv.tv_usec));
+	struct kp_sigwait sw;
+	kp_sigwait_begin(&sw);
+	uint64_t end = kp_now_ms() + (uint64_t)ms;
+	for (;;) {
+		uint64_t now = kp_now_ms();
+		r = kp_sigwait_poll(&sw, p, 1, now >= end ? 0 : (int)(end - now));
+		if (r >= 0 || errno != EINTR || !restartable || !sw.restarts)
+			break;
+	}
+	kp_sigwait_end(&sw);
+	return r;
+}
+
 /* A new connection to c's destination with the program's socket options
  * and O_NONBLOCK, waited for within fresh_bound_ms().  Returns the socket,
  * or -1 with errno (EINTR: a signal ended the wait, as it would have ended
@@ -116,7 +147,7 @@ static int connect_fresh(struct kp_conn *c, int fd, bool may_connect)
 		 * which a wait here would hold up: an event loop's other
 		 * connections, its timers) */
 		bool in_wait = kp_wait_left_ms != KP_NOT_WAITING;
-		r = KP_REAL(poll)(&pfd, 1, may_connect && in_wait ? 0 : fresh_bound_ms(c, fd));
+		r = fresh_wait(fd, &pfd, may_connect && in_wait ? 0 : fresh_bound_ms(c, fd));
 		if (r < 0 && errno == EINTR)
 			kp_replay_interrupted = true;
 		if (r == 0 && may_connect) {
@@ -943,22 +974,12 @@ int kp_conn_wait_ms(struct kp_conn *c)
  * wait (the program waits in its poll, which kp_conn_wait_ms wakes);
  * SO_RCVTIMEO, read only once a wait is due (never on the fast path),
  * ends it with EAGAIN, the kernel's timed-out read; a signal ends it with
- * EINTR unless every handler the program installed restarts (SA_RESTART:
- * alone the read would go on, as it does here).  Never an EOF sooner than
- * the quiet period: the bytes on the wire are all we know (docs/hold.md).
- * *err: the bound that ended the wait, 0 if none. */
-bool kp_signal_restarts(void)
-{
-	for (int sig = 1; sig < NSIG; sig++) {
-		struct sigaction sa;
-		if (sig == SIGKILL || sig == SIGSTOP || sigaction(sig, NULL, &sa) < 0)
-			continue;
-		if (sa.sa_handler != SIG_DFL && sa.sa_handler != SIG_IGN && !(sa.sa_flags & SA_RESTART))
-			return false;
-	}
-	return true;
-}
-
+ * EINTR where it would end the kernel's read (kp_sigwait: a handler
+ * without SA_RESTART, or under SO_RCVTIMEO any, signal(7)); after one
+ * with SA_RESTART alone the read would go on, and so does the wait.
+ * Never an EOF sooner than the quiet period: the bytes on the wire are
+ * all we know (docs/hold.md).  *err: the bound that ended the wait, 0 if
+ * none. */
 /* SO_RCVTIMEO in ms, or -1 for none */
 static int64_t rcvtimeo_ms(int fd)
 {
@@ -972,15 +993,19 @@ static int64_t rcvtimeo_ms(int fd)
 bool lost_quiet(struct kp_conn *c, int fd, int flags, int *err)
 {
 	uint64_t deadline = 0; /* of SO_RCVTIMEO, once read; UINT64_MAX: none */
+	struct kp_sigwait sw;
+	bool masked = false, quiet = false;
 	for (;;) {
 		int ms = kp_conn_wait_ms(c);
 		struct pollfd pfd = { .fd = fd, .events = POLLIN };
 		if (ms < 0)
-			return false;
-		if (ms == 0) /* quiet long enough, unless bytes wait unread */
-			return KP_REAL(poll)(&pfd, 1, 0) == 0;
+			break;
+		if (ms == 0) { /* quiet long enough, unless bytes wait unread */
+			quiet = KP_REAL(poll)(&pfd, 1, 0) == 0;
+			break;
+		}
 		if (c->nonblock || (flags & MSG_DONTWAIT))
-			return false; /* the program waits in poll: kp_conn_wait_ms */
+			break; /* the program waits in poll: kp_conn_wait_ms */
 		if (!deadline) {
 			int64_t t = rcvtimeo_ms(fd);
 			deadline = t < 0 ? UINT64_MAX : kp_now_ms() + (uint64_t)t;
@@ -988,20 +1013,26 @@ bool lost_quiet(struct kp_conn *c, int fd, int flags, int *err)
 		uint64_t now = kp_now_ms();
 		if (now >= deadline) { /* the read's SO_RCVTIMEO ran out */
 			*err = EAGAIN;
-			return false;
+			break;
 		}
 		if (deadline - now < (uint64_t)ms)
 			ms = (int)(deadline - now);
-		int r = KP_REAL(poll)(&pfd, 1, ms);
+		if (!masked) /* no handler runs unseen between two waits */
+			kp_sigwait_begin(&sw);
+		masked = true;
+		int r = kp_sigwait_poll(&sw, &pfd, 1, ms);
 		if (r < 0 && errno == EINTR) {
-			if (kp_signal_restarts())
+			if (sw.restarts && deadline == UINT64_MAX)
 				continue;
 			*err = EINTR;
-			return false;
+			break;
 		}
 		if (r != 0)
-			return false; /* data, or an error the real read will report */
+			break; /* data, or an error the real read will report */
 	}
+	if (masked)
+		kp_sigwait_end(&sw);
+	return quiet;
 }
 
 /* ready_settle for a TLS connection: one handed out to the program's SSL

@@ -20,6 +20,7 @@
 #include "conn.h"
 #include "fdtable.h"
 #include "real.h"
+#include "sigwait.h"
 
 #define KP_EXPORT __attribute__((visibility("default")))
 
@@ -588,17 +589,18 @@ KP_EXPORT ssize_t readv(int fd, const struct iovec *iov, int iovcnt)
  * the kernel, ended the call alone but went unseen: the next piece's
  * wait went on past it (a keep-alive server sends nothing more).  A
  * handler that ran as a piece returned, likewise.  So a waiting call blocks the
- * thread's signals for its whole length (as fdlimit.c does:
- * pthread_sigmask leaves glibc's own), and waits only in ppoll under the
- * program's own mask: every handler runs inside it, which answers EINTR
- * (a ppoll that answers readiness leaves a signal pending, blocked, for
- * the next; a handler that ran before any byte, where the kernel's call
- * restarts, ends the call after the bytes already there).  The pieces then never wait in the kernel (MSG_DONTWAIT); the
- * mask is the program's again at the call's end. */
+ * thread's signals for its whole length (kp_sigwait_begin), and waits
+ * only in kp_sigwait_poll under the program's own mask: every handler
+ * runs inside it, which answers EINTR and whether the handlers that ran
+ * restart (a ppoll that answers readiness leaves a signal pending,
+ * blocked, for the next; a handler that ran before any byte, where the
+ * kernel's call restarts, ends the call after the bytes already there).
+ * The pieces then never wait in the kernel (MSG_DONTWAIT); the mask is
+ * the program's again at the call's end. */
 struct waitall {
 	bool nowait, bounded, masked, cut;
 	uint64_t end_ms;
-	sigset_t old;
+	struct kp_sigwait sw;
 };
 
 static void waitall_begin(const struct kp_conn *c, int fd, int flags, struct waitall *w)
@@ -617,7 +619,8 @@ static void waitall_begin(const struct kp_conn *c, int fd, int flags, struct wai
 /* Wait for the next piece; false: the call ends, with what it has, or
  * with nothing and errno as the kernel's call would end (EAGAIN at
  * SO_RCVTIMEO's end; EINTR after a handler, but without SO_RCVTIMEO where
- * every handler restarts: the kernel's call would go on, so does ours).
+ * the handlers that ran restart: the kernel's call would go on, so does
+ * ours).
  * true also when the EOF we owe after a quiet time may be due
  * (kp_conn_wait_ms): the caller goes round and its intercept says. */
 static bool waitall_more(struct kp_conn *c, int fd, struct waitall *w, size_t got)
@@ -628,9 +631,8 @@ static bool waitall_more(struct kp_conn *c, int fd, struct waitall *w, size_t go
 	if (w->cut && got)
 		return false;
 	if (!w->masked) {
-		sigset_t all;
-		sigfillset(&all);
-		w->masked = pthread_sigmask(SIG_BLOCK, &all, &w->old) == 0;
+		kp_sigwait_begin(&w->sw);
+		w->masked = true;
 	}
 	for (;;) {
 		int ms = -1;
@@ -647,16 +649,14 @@ static bool waitall_more(struct kp_conn *c, int fd, struct waitall *w, size_t go
 		if (quiet_first)
 			ms = quiet;
 		struct pollfd p = { .fd = fd, .events = POLLIN };
-		struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000 };
-		int r = w->masked ? KP_REAL(ppoll)(&p, 1, ms < 0 ? NULL : &ts, &w->old)
-				  : KP_REAL(poll)(&p, 1, ms);
+		int r = kp_sigwait_poll(&w->sw, &p, 1, ms);
 		if (r > 0 || (r == 0 && quiet_first) || (r < 0 && errno != EINTR)) {
 			errno = saved; /* the piece's read tells */
 			return true;
 		}
 		if (r == 0)
 			continue; /* SO_RCVTIMEO's end: the check above */
-		if (got || w->bounded || !kp_signal_restarts()) {
+		if (got || w->bounded || !w->sw.restarts) {
 			err = EINTR;
 			break;
 		}
@@ -691,9 +691,7 @@ static inline bool waitall_round(const struct waitall *w, ssize_t r)
 static void waitall_end(struct waitall *w)
 {
 	if (w->masked) {
-		int saved = errno;
-		pthread_sigmask(SIG_SETMASK, &w->old, NULL);
-		errno = saved;
+		kp_sigwait_end(&w->sw);
 		w->masked = false;
 	}
 }

@@ -433,3 +433,45 @@ _same_conn_rounds() {
 	assert_equal "$(tail -n 1 "$BATS_TEST_TMPDIR/shim.out")" "7: HTTP/1.1 200 OK"
 	[ "$(stat_value reused)" -ge 4 ]
 }
+
+# ---- a signal during the library's own wait (docs/hold.md "Signals
+# during the library's waits")
+#
+# tests/clients/eintr_mixed.c has SIGALRM with SA_RESTART (every 250 ms)
+# and SIGUSR1 without.  The kernel restarts a blocking read after SIGALRM
+# and ends it with EINTR after SIGUSR1.  The library's waits inside the
+# read (the pieces of a MSG_WAITALL read: tests/servers/cases/late1
+# answers 1 s late; the quiet period of a splice's lost framing, nginx)
+# asked whether every installed handler restarts: the idle SIGUSR1 handler
+# made each SIGALRM an EINTR (0 bytes, EINTR at the first tick, where
+# alone the whole answer).  "fire": SIGUSR1 comes 375 ms in, between two
+# SIGALRMs, EINTR both ways.
+
+# eintr_case SERVER PATH CALL MODE: one run each way, the server reset
+eintr_case() {
+	local half
+	servers_stop
+	if [ "$1" = nginx ]; then nginx_start; else scripted_start "$1"; fi
+	for half in plain shim; do
+		server_reset
+		CLIENT_TIMEOUT=10 run_$half "$CLIENTS/eintr_mixed" "$SERVER_PORT" "$2" "$3" "$4"
+	done
+	echo "cell $*"
+	assert_both_ok
+	assert_same_output --headers
+	run tail -n 1 "$BATS_TEST_TMPDIR/shim.out"
+}
+
+@test "failopen: a SA_RESTART signal during the library's wait in recv(MSG_WAITALL) (late server) or splice (nginx), with an idle handler without SA_RESTART: the read goes on, as alone" {
+	make -s -C "$ROOT" build/clients/eintr_mixed >&2
+	eintr_case late1 / waitall quiet
+	assert_output "end r=0 errno=- usr1=0"
+	eintr_case nginx /big splice quiet
+	assert_output "end r=0 errno=- usr1=0"
+}
+
+@test "failopen: a signal without SA_RESTART during the library's wait in recv(MSG_WAITALL), other handlers restarting: EINTR, as alone" {
+	make -s -C "$ROOT" build/clients/eintr_mixed >&2
+	eintr_case late1 / waitall fire
+	assert_output "end r=-1 errno=EINTR usr1=1"
+}

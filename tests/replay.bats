@@ -101,20 +101,21 @@ ERROR 2 ConnectionRefusedError"
 
 # ---- the program's bounds
 
-# hang_run MODE: GET /1, then alarm(2) and GET /2, against a server that
-# resets the kept connection under GET /2 and takes no new connection
-# (its accept queue full: a SYN is dropped, connect() hangs)
+# hang_run MODE [mixed]: GET /1, then alarm(2) and GET /2, against a
+# server that resets the kept connection under GET /2 and takes no new
+# connection (its accept queue full: a SYN is dropped, connect() hangs);
+# mixed: SIGUSR1 with SA_RESTART every 300 ms as well (alarm_get.c)
 hang_run() {
-	local mode="$1" pf="$BATS_TEST_TMPDIR/hang.$1" port
+	local mode="$1" pf="$BATS_TEST_TMPDIR/hang.$1" port mixed=("${@:2}")
 	"$PYTHON" "$ROOT/tests/servers/hang.py" "$pf" &
 	ONCE_PID=$!
 	wait_until test -s "$pf"
 	port=$(cat "$pf")
 	if [ "$mode" = plain ]; then
-		env -u LD_PRELOAD "$CLIENTS/alarm_get" 127.0.0.1 "$port" >"$BATS_TEST_TMPDIR/$mode.out" 2>&1 || true
+		env -u LD_PRELOAD "$CLIENTS/alarm_get" 127.0.0.1 "$port" "${mixed[@]}" >"$BATS_TEST_TMPDIR/$mode.out" 2>&1 || true
 	else
 		env LD_PRELOAD="$PRELOAD" KEEPALIVE_PORTS="$port" KEEPALIVE_STATS=1 \
-			"$CLIENTS/alarm_get" 127.0.0.1 "$port" >"$BATS_TEST_TMPDIR/$mode.out" \
+			"$CLIENTS/alarm_get" 127.0.0.1 "$port" "${mixed[@]}" >"$BATS_TEST_TMPDIR/$mode.out" \
 			2>"$BATS_TEST_TMPDIR/$mode.err" || true
 	fi
 	_stop_pid "$ONCE_PID"
@@ -135,6 +136,27 @@ within 5 s"
 	assert_output "1 HTTP/1.1 200 OK
 2 EINTR read
 within 5 s"
+}
+
+# The same, with a restarting handler beside it (docs/hold.md "Signals
+# during the library's waits"): the kernel restarts the program's connect()
+# after each SIGUSR1, and the alarm ends it; the replay's wait for its
+# fresh connect ended at the first SIGUSR1, 300 ms in, before the alarm.
+@test "a replay whose fresh connect hangs, SIGUSR1 with SA_RESTART every 300 ms, then the program's alarm(2) without: EINTR at the alarm, as its own connect()" {
+	make -s -C "$ROOT" build/clients/alarm_get >&2
+	hang_run plain mixed
+	hang_run shim mixed
+	cat "$BATS_TEST_TMPDIR/shim.err"
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_output "1 HTTP/1.1 200 OK
+2 EINTR connect
+within 5 s
+alarms 1"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "1 HTTP/1.1 200 OK
+2 EINTR read
+within 5 s
+alarms 1"
 }
 
 # ---- nothing added

@@ -45,7 +45,7 @@ wire
 hidden
 tls_across tls_handout tls_engine tls_conf tls_capture tls_import
 broker_client watch sockopts aio_scan tls_real
-config fdlimit fdtable tcpinfo elf_scan wbuf real dl_real broker_check
+sigwait config fdlimit fdtable tcpinfo elf_scan wbuf real dl_real broker_check
 tls_foreign
 framer replay pool broker_proto tls_export der
 kp_mem tls_record

@@ -4,13 +4,18 @@
  * SIGALRM handler without SA_RESTART: the call in progress when it fires
  * fails with EINTR.  Prints "1 <status line>", then for the second request
  * "2 <status line>" or "2 EINTR <connect|write|read>" or "2 <ERRNO>", and
- * "within 5 s" or "after N s".
+ * "within 5 s" or "after N s".  mixed: a SIGUSR1 handler with SA_RESTART
+ * too, a thread sending SIGUSR1 every 300 ms from the second request on
+ * (the kernel restarts the call after each; the SIGALRM, 100 ms from the
+ * nearest, still ends it),
+ * and last "alarms N", the SIGALRM handlers that ran.
  *
- * Usage: alarm_get HOST PORT
+ * Usage: alarm_get HOST PORT [mixed]
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +24,28 @@
 #include <time.h>
 #include <unistd.h>
 
+static volatile sig_atomic_t alarms;
+
 static void on_alarm(int sig)
 {
 	(void)sig;
+	alarms++;
+}
+
+static void on_usr1(int sig)
+{
+	(void)sig;
+}
+
+static void *ticks(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		struct timespec ts = { 0, 300 * 1000000L };
+		nanosleep(&ts, NULL);
+		kill(getpid(), SIGUSR1); /* the main thread's: this one blocks all */
+	}
+	return NULL;
 }
 
 static int get(const struct sockaddr_in *a, const char *path)
@@ -60,13 +84,23 @@ static int get(const struct sockaddr_in *a, const char *path)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3)
+	if (argc != 3 && argc != 4)
 		return 2;
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2])) };
 	inet_pton(AF_INET, argv[1], &a.sin_addr);
 	struct sigaction sa = { .sa_handler = on_alarm }; /* no SA_RESTART */
 	sigaction(SIGALRM, &sa, NULL);
 	get(&a, "1");
+	if (argc == 4) {
+		struct sigaction su = { .sa_handler = on_usr1, .sa_flags = SA_RESTART };
+		sigaction(SIGUSR1, &su, NULL);
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		pthread_t t;
+		pthread_create(&t, NULL, ticks, NULL);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	alarm(2);
@@ -76,6 +110,8 @@ int main(int argc, char **argv)
 		printf("within 5 s\n");
 	else
 		printf("after %ld s\n", (long)(t1.tv_sec - t0.tv_sec));
+	if (argc == 4)
+		printf("alarms %d\n", (int)alarms);
 	fflush(stdout);
 	return 0;
 }

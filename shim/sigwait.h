@@ -1,0 +1,41 @@
+/*
+ * sigwait.h - the library's own waits inside a program's blocking call
+ * (a MSG_WAITALL read's pieces, the quiet period of a lost framing),
+ * ended by a signal where, and only where, the kernel's call would have
+ * been: a handler without SA_RESTART ran, or any handler for a call the
+ * kernel never restarts (signal(7); the caller knows which it stands
+ * for).  Base layer (real.h, clock.h).  docs/hold.md "Signals during
+ * the library's waits".
+ */
+#ifndef KEEPALIVE_SIGWAIT_H
+#define KEEPALIVE_SIGWAIT_H
+
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+
+struct kp_sigwait {
+	sigset_t old;	/* the program's mask: back at kp_sigwait_end */
+	sigset_t wait;	/* the mask of our waits: old, plus held when mixed */
+	sigset_t held;	/* its unblocked signals whose handlers lack SA_RESTART */
+	bool mixed;	/* held, and some other handler restarts: slices */
+	bool restarts;	/* after EINTR: every handler that ran has SA_RESTART */
+};
+
+/* Block every signal of the calling thread (none runs between two of our
+ * waits, where no call of ours is in the kernel to be cut) and take the
+ * program's dispositions: one sigaction() per signal, on the way to a
+ * wait only. */
+void kp_sigwait_begin(struct kp_sigwait *w);
+
+/* poll under the program's own mask: > 0 ready, 0 ms passed (ms < 0:
+ * none), -1 with errno; EINTR: a handler of the program's ran, and
+ * w->restarts says whether all that ran have SA_RESTART (the kernel's
+ * restartable call would go on: the caller waits again). */
+int kp_sigwait_poll(struct kp_sigwait *w, struct pollfd *p, nfds_t n, int ms);
+
+/* The program's mask back (a signal held since our last wait runs its
+ * handler now, as one that came just after the call); errno kept. */
+void kp_sigwait_end(struct kp_sigwait *w);
+
+#endif
