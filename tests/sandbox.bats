@@ -1,0 +1,47 @@
+#!/usr/bin/env bats
+# A program that sandboxes itself with seccomp (docs/owner.md "A
+# sandbox"): a filter or strict mode allows the calls the program makes
+# alone, and none of the library's own.  Once it is installed the library
+# steps aside for good; what it owed (an EOF it took by rewriting
+# "Connection: close", a pooled socket handed out) is settled before the
+# call.  tests/clients/sandboxed.c makes connections before its sandbox
+# (one parked, one reused, one whose EOF the library owes) and uses them
+# and a new one after: the same output and exit status as alone, and the
+# same requests at nginx.
+
+load helpers
+
+setup_file() { suite_setup; }
+setup() { nginx_start; }
+teardown() { servers_stop; }
+
+sandbox_case() {
+	run_both "$2" "$CLIENTS/sandboxed" "$1" "$SERVER_PORT"
+	cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+	assert_same_output
+	assert_equal "requests $SHIM_REQS" "requests $PLAIN_REQS"
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_line "C: read 0"
+	assert_line "done"
+}
+
+@test "sandbox: no sandbox, the same steps (the comparison's baseline)" {
+	sandbox_case none 4
+	# the library was there: A's connection went to the pool and B took
+	# it, D took B's or C's
+	[ "$SHIM_CONNS" -lt "$PLAIN_CONNS" ] || fail "no reuse: $SHIM_CONNS connections"
+}
+
+@test "sandbox: a seccomp filter that fails every other call with EPERM: every call after it as alone" {
+	sandbox_case errno 4
+}
+
+@test "sandbox: a seccomp filter that kills on any other call: no SIGSYS, as alone" {
+	sandbox_case kill 4
+}
+
+@test "sandbox: SECCOMP_MODE_STRICT after connect: read and write only, no SIGKILL, as alone" {
+	sandbox_case strict 3
+}
