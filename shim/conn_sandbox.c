@@ -41,27 +41,28 @@ void kp_conn_sandbox_before(void)
 	if (!kp_fdtab_len || kp_reentered())
 		return;
 	int saved = errno;
-	/* nothing is handed out or shared any more: idle sockets, twins
-	 * (a twin left open keeps the socket up after the program's close) */
+	/* nothing is handed out or shared any more */
 	kp_broker_disable();
 	kp_tls_forget_sessions();
-	unsigned n = hidden_drain_all();
 	int high = kp_fd_high();
 	for (int fd = 0; fd <= high; fd++)
 		settle(fd);
+	/* then the hidden fds: idle sockets (a reused connection settled
+	 * before its first request put its pooled socket back), twins (one
+	 * left open keeps the socket up after the program's close) */
+	unsigned n = hidden_drain_all();
 	/* our copies of the program's epoll sets go; its own sets hold its
 	 * sockets, whose readiness is the kernel's from now on */
 	kp_watch_drop_all();
-	kp_debug("seccomp: %u pooled sockets closed, connections settled", n);
+	/* the last word: after the call even the log's getpid may be refused */
+	kp_debug("seccomp: %u pooled sockets closed, connections settled; stepping aside once installed", n);
 	errno = saved;
 }
 
 void kp_conn_sandbox_after(bool installed)
 {
-	if (!installed || !kp_fdtab_len)
-		return;
-	kp_debug("seccomp installed: the library steps aside for good");
 	/* the table's length is what every wrapper looks at first: 0 sends
-	 * each to the kernel, as before our constructor ran */
-	kp_fdtab_step_aside();
+	 * each to the kernel, as before our constructor ran.  No log here */
+	if (installed && kp_fdtab_len)
+		kp_fdtab_step_aside();
 }

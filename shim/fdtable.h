@@ -158,5 +158,7 @@ void kp_fdtab_after_fork_child(void);
  * the table's length 0 sends every wrapper to the kernel, no fd counts
  * as a connection (poll, select and stdio pass straight through). */
 void kp_fdtab_step_aside(void);
+/* ... and that happened: the exit's stats line is not written either */
+extern KP_HIDDEN bool kp_fdtab_aside;
 
 #endif

@@ -5,7 +5,8 @@
 # steps aside for good; what it owed (an EOF it took by rewriting
 # "Connection: close", a pooled socket handed out) is settled before the
 # call.  tests/clients/sandboxed.c makes connections before its sandbox
-# (one parked, one reused, one whose EOF the library owes) and uses them
+# (one parked, one reused, one whose EOF the library owes, one with an
+# unfinished request head the library holds) and uses them
 # and a new one after: the same output and exit status as alone, and the
 # same requests at nginx.
 
@@ -15,8 +16,9 @@ setup_file() { suite_setup; }
 setup() { nginx_start; }
 teardown() { servers_stop; }
 
+# sandbox_case MODE N [VAR=VALUE...]: sandboxed MODE, N requests
 sandbox_case() {
-	run_both "$2" "$CLIENTS/sandboxed" "$1" "$SERVER_PORT"
+	run_both "$2" "${@:3}" "$CLIENTS/sandboxed" "$1" "$SERVER_PORT"
 	cat "$BATS_TEST_TMPDIR/shim.out"
 	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
 	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
@@ -24,24 +26,38 @@ sandbox_case() {
 	assert_equal "requests $SHIM_REQS" "requests $PLAIN_REQS"
 	run cat "$BATS_TEST_TMPDIR/plain.out"
 	assert_line "C: read 0"
+	assert_line "E: HTTP/1.1 200 OK, $NGINX_F_SIZE body bytes, then EOF"
 	assert_line "done"
 }
 
 @test "sandbox: no sandbox, the same steps (the comparison's baseline)" {
-	sandbox_case none 4
+	sandbox_case none 5
 	# the library was there: A's connection went to the pool and B took
 	# it, D took B's or C's
 	[ "$SHIM_CONNS" -lt "$PLAIN_CONNS" ] || fail "no reuse: $SHIM_CONNS connections"
 }
 
 @test "sandbox: a seccomp filter that fails every other call with EPERM: every call after it as alone" {
-	sandbox_case errno 4
+	sandbox_case errno 5
 }
 
 @test "sandbox: a seccomp filter that kills on any other call: no SIGSYS, as alone" {
-	sandbox_case kill 4
+	sandbox_case kill 5
 }
 
 @test "sandbox: SECCOMP_MODE_STRICT after connect: read and write only, no SIGKILL, as alone" {
-	sandbox_case strict 3
+	sandbox_case strict 4
+}
+
+# Our log (its getpid) and the stats line at exit (its file's open) are
+# calls of ours too: none is made once the filter is in.
+@test "sandbox: strict mode with the debug log on: nothing logged after it, no SIGKILL" {
+	sandbox_case strict 4 KEEPALIVE_LOG=debug
+	run grep -c "stepping aside once installed" "$BATS_TEST_TMPDIR/shim.err"
+	assert_output 1
+}
+
+@test "sandbox: a killing filter with KEEPALIVE_STATS_FILE: the exit writes no stats, no SIGSYS" {
+	sandbox_case kill 5 KEEPALIVE_STATS_FILE="$BATS_TEST_TMPDIR/stats"
+	[ ! -e "$BATS_TEST_TMPDIR/stats" ] || fail "stats written under the filter"
 }

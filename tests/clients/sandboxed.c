@@ -15,12 +15,15 @@
  *   B  connect, no request yet                (the library reuses A's)
  *   C  connect, request, read the response's bytes (Content-Length) but
  *      not its EOF                            (the library owes that EOF)
+ *   E  connect, the request's first line and Host only (the library holds
+ *      an unfinished head)
  * Then the sandbox, then:
  *   C  read: the EOF
  *   B  request, read to EOF
+ *   E  the rest of the head ("Connection: close"), read to EOF
  *   D  (errno, kill, none) a new connection: request, read to EOF
- * Each step prints one line: what it read.  The process ends with _exit
- * (strict mode allows no exit_group).
+ * Each step prints one line: what it read.  The process ends with exit(),
+ * in strict mode with _exit (it allows no exit_group).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -175,6 +178,13 @@ int main(int argc, char **argv)
 	int c = dial("C");
 	send_req(c, "C");
 	read_response(c, "C");
+	int e = dial("E");
+	static const char head_start[] = "GET /f HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+	static const char head_end[] = "Connection: close\r\n\r\n";
+	if (write(e, head_start, sizeof(head_start) - 1) != (ssize_t)sizeof(head_start) - 1) {
+		say("E: write: %s\n", strerror(errno));
+		quit(1);
+	}
 
 	sandbox(argv[1]);
 	say("sandboxed (%s)\n", argv[1]);
@@ -184,6 +194,11 @@ int main(int argc, char **argv)
 	say("C: read %zd%s%s\n", r, r < 0 ? ": " : "", r < 0 ? strerror(errno) : "");
 	send_req(b, "B");
 	read_all(b, "B");
+	if (write(e, head_end, sizeof(head_end) - 1) != (ssize_t)sizeof(head_end) - 1) {
+		say("E: write: %s\n", strerror(errno));
+		quit(1);
+	}
+	read_all(e, "E");
 	if (strcmp(argv[1], "strict") != 0) {
 		close(b);
 		close(c);
@@ -193,5 +208,7 @@ int main(int argc, char **argv)
 		close(d);
 	}
 	say("done\n");
+	if (strcmp(argv[1], "strict") != 0)
+		exit(0); /* exit_group, and the destructors (ours) */
 	quit(0);
 }
