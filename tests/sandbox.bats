@@ -37,11 +37,11 @@ sandbox_case() {
 	[ "$SHIM_CONNS" -lt "$PLAIN_CONNS" ] || fail "no reuse: $SHIM_CONNS connections"
 }
 
-@test "sandbox: a seccomp filter that fails every other call with EPERM: every call after it as alone" {
+@test "sandbox: a seccomp filter (prctl) that fails every other call with EPERM: every call after it as alone" {
 	sandbox_case errno 5
 }
 
-@test "sandbox: a seccomp filter that kills on any other call: no SIGSYS, as alone" {
+@test "sandbox: a seccomp filter (syscall(SYS_seccomp)) that kills on any other call: no SIGSYS, as alone" {
 	sandbox_case kill 5
 }
 
@@ -51,6 +51,10 @@ sandbox_case() {
 
 # Our log (its getpid) and the stats line at exit (its file's open) are
 # calls of ours too: none is made once the filter is in.
+@test "sandbox: SECCOMP_MODE_STRICT by syscall(SYS_prctl): no SIGKILL, as alone" {
+	sandbox_case strict_raw 4
+}
+
 @test "sandbox: strict mode with the debug log on: nothing logged after it, no SIGKILL" {
 	sandbox_case strict 4 KEEPALIVE_LOG=debug
 	run grep -c "stepping aside once installed" "$BATS_TEST_TMPDIR/shim.err"

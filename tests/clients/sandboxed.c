@@ -4,9 +4,12 @@
  *
  * Usage: sandboxed MODE port
  *   MODE  errno   an allow-list filter of the calls this program makes
- *                 alone; anything else fails with EPERM
- *         kill    the same list; anything else kills the process (SIGSYS)
+ *                 alone, anything else fails with EPERM (prctl)
+ *         kill    the same list, anything else kills the process (SIGSYS)
+ *                 (syscall(SYS_seccomp))
  *         strict  SECCOMP_MODE_STRICT: read, write, _exit, sigreturn only
+ *                 (prctl)
+ *         strict_raw  the same, by syscall(SYS_prctl)
  *         none    no sandbox (the same steps, for comparison)
  *
  * Before the sandbox, against 127.0.0.1:port, path /f, each request one
@@ -32,6 +35,7 @@
 #include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -129,8 +133,9 @@ static void sandbox(const char *mode)
 {
 	if (!strcmp(mode, "none"))
 		return;
-	if (!strcmp(mode, "strict")) {
-		if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT) != 0) {
+	if (!strncmp(mode, "strict", 6)) {
+		if ((mode[6] ? syscall(SYS_prctl, PR_SET_SECCOMP, SECCOMP_MODE_STRICT)
+			     : prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT)) != 0) {
 			say("prctl: %s\n", strerror(errno));
 			quit(9);
 		}
@@ -154,7 +159,8 @@ static void sandbox(const char *mode)
 								   : SECCOMP_RET_ERRNO | EPERM);
 	struct sock_fprog prog = { (unsigned short)k, f };
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-	    syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog) != 0) {
+	    (!strcmp(mode, "kill") ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog)
+				   : prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) != 0) {
 		say("seccomp: %s\n", strerror(errno));
 		quit(9);
 	}
@@ -163,7 +169,7 @@ static void sandbox(const char *mode)
 int main(int argc, char **argv)
 {
 	if (argc != 3) {
-		fprintf(stderr, "usage: %s errno|kill|strict|none port\n", argv[0]);
+		fprintf(stderr, "usage: %s errno|kill|strict|strict_raw|none port\n", argv[0]);
 		return 2;
 	}
 	dst.sin_family = AF_INET;
@@ -199,7 +205,8 @@ int main(int argc, char **argv)
 		quit(1);
 	}
 	read_all(e, "E");
-	if (strcmp(argv[1], "strict") != 0) {
+	bool strict = !strncmp(argv[1], "strict", 6);
+	if (!strict) {
 		close(b);
 		close(c);
 		int d = dial("D");
@@ -208,7 +215,7 @@ int main(int argc, char **argv)
 		close(d);
 	}
 	say("done\n");
-	if (strcmp(argv[1], "strict") != 0)
+	if (!strict)
 		exit(0); /* exit_group, and the destructors (ours) */
 	quit(0);
 }
