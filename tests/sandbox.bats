@@ -6,7 +6,8 @@
 # "Connection: close", a pooled socket handed out) is settled before the
 # call.  tests/clients/sandboxed.c makes connections before its sandbox
 # (one parked, one reused, one whose EOF the library owes, one with an
-# unfinished request head the library holds) and uses them
+# unfinished request head the library holds, one whose answer is still to
+# come) and uses them
 # and a new one after: the same output and exit status as alone, and the
 # same requests at nginx.
 
@@ -27,41 +28,42 @@ sandbox_case() {
 	run cat "$BATS_TEST_TMPDIR/plain.out"
 	assert_line "C: read 0"
 	assert_line "E: HTTP/1.1 200 OK, $NGINX_F_SIZE body bytes, then EOF"
+	assert_line "F: HTTP/1.1 200 OK, $NGINX_F_SIZE body bytes, then EOF"
 	assert_line "done"
 }
 
 @test "sandbox: no sandbox, the same steps (the comparison's baseline)" {
-	sandbox_case none 5
+	sandbox_case none 6
 	# the library was there: A's connection went to the pool and B took
 	# it, D took B's or C's
 	[ "$SHIM_CONNS" -lt "$PLAIN_CONNS" ] || fail "no reuse: $SHIM_CONNS connections"
 }
 
 @test "sandbox: a seccomp filter (prctl) that fails every other call with EPERM: every call after it as alone" {
-	sandbox_case errno 5
+	sandbox_case errno 6
 }
 
 @test "sandbox: a seccomp filter (syscall(SYS_seccomp)) that kills on any other call: no SIGSYS, as alone" {
-	sandbox_case kill 5
+	sandbox_case kill 6
 }
 
 @test "sandbox: SECCOMP_MODE_STRICT after connect: read and write only, no SIGKILL, as alone" {
-	sandbox_case strict 4
+	sandbox_case strict 5
 }
 
 # Our log (its getpid) and the stats line at exit (its file's open) are
 # calls of ours too: none is made once the filter is in.
 @test "sandbox: SECCOMP_MODE_STRICT by syscall(SYS_prctl): no SIGKILL, as alone" {
-	sandbox_case strict_raw 4
+	sandbox_case strict_raw 5
 }
 
 @test "sandbox: strict mode with the debug log on: nothing logged after it, no SIGKILL" {
-	sandbox_case strict 4 KEEPALIVE_LOG=debug
+	sandbox_case strict 5 KEEPALIVE_LOG=debug
 	run grep -c "stepping aside once installed" "$BATS_TEST_TMPDIR/shim.err"
 	assert_output 1
 }
 
 @test "sandbox: a killing filter with KEEPALIVE_STATS_FILE: the exit writes no stats, no SIGSYS" {
-	sandbox_case kill 5 KEEPALIVE_STATS_FILE="$BATS_TEST_TMPDIR/stats"
+	sandbox_case kill 6 KEEPALIVE_STATS_FILE="$BATS_TEST_TMPDIR/stats"
 	[ ! -e "$BATS_TEST_TMPDIR/stats" ] || fail "stats written under the filter"
 }

@@ -20,10 +20,12 @@
  *      not its EOF                            (the library owes that EOF)
  *   E  connect, the request's first line and Host only (the library holds
  *      an unfinished head)
+ *   F  connect, request, nothing read     (its answer is still to come)
  * Then the sandbox, then:
  *   C  read: the EOF
  *   B  request, read to EOF
  *   E  the rest of the head ("Connection: close"), read to EOF
+ *   F  read to EOF
  *   D  (errno, kill, none) a new connection: request, read to EOF
  * Each step prints one line: what it read.  The process ends with exit(),
  * in strict mode with _exit (it allows no exit_group).
@@ -192,6 +194,9 @@ int main(int argc, char **argv)
 		quit(1);
 	}
 
+	int f = dial("F");
+	send_req(f, "F");
+
 	sandbox(argv[1]);
 	say("sandboxed (%s)\n", argv[1]);
 
@@ -205,6 +210,7 @@ int main(int argc, char **argv)
 		quit(1);
 	}
 	read_all(e, "E");
+	read_all(f, "F");
 	bool strict = !strncmp(argv[1], "strict", 6);
 	if (!strict) {
 		close(b);
