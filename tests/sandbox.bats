@@ -39,6 +39,16 @@ sandbox_case() {
 	[ "$SHIM_CONNS" -lt "$PLAIN_CONNS" ] || fail "no reuse: $SHIM_CONNS connections"
 }
 
+# docker's default profile and systemd's SystemCallFilter allow every call
+# of ours: a filter inherited at exec leaves the library on (docs/owner.md
+# "A sandbox")
+@test "sandbox: a filter inherited at exec (one that refuses ptrace only): the library stays on" {
+	sandbox_case inherit 6
+	[ "$SHIM_CONNS" -lt "$PLAIN_CONNS" ] || fail "no reuse: $SHIM_CONNS connections"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "sandboxed (none)"
+}
+
 @test "sandbox: a seccomp filter (prctl) that fails every other call with EPERM: every call after it as alone" {
 	sandbox_case errno 6
 }
