@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "broker_client.h"
 #include "config.h"
@@ -36,11 +37,21 @@ static void settle(int fd)
 	kp_unlock(&c->lock);
 }
 
+/* The call is this process's own: not a vfork child's, whose memory
+ * (our table, the pool) is its parent's and whose filter is not.  Found
+ * before the call: after it even getpid may be refused. */
+static __thread bool call_ours;
+
 void kp_conn_sandbox_before(void)
 {
-	if (!kp_fdtab_len || kp_reentered())
-		return;
 	int saved = errno;
+	call_ours = kp_fdtab_len && getpid() == kp_conn_pid;
+	/* a signal handler inside our locks (kp_lock.h): nothing settled,
+	 * the library still steps aside */
+	if (!call_ours || kp_reentered()) {
+		errno = saved;
+		return;
+	}
 	/* nothing is handed out or shared any more */
 	kp_broker_disable();
 	kp_tls_forget_sessions();
@@ -63,6 +74,6 @@ void kp_conn_sandbox_after(bool installed)
 {
 	/* the table's length is what every wrapper looks at first: 0 sends
 	 * each to the kernel, as before our constructor ran.  No log here */
-	if (installed && kp_fdtab_len)
+	if (installed && call_ours && kp_fdtab_len)
 		kp_fdtab_step_aside();
 }

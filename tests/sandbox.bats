@@ -39,6 +39,17 @@ sandbox_case() {
 	[ "$SHIM_CONNS" -lt "$PLAIN_CONNS" ] || fail "no reuse: $SHIM_CONNS connections"
 }
 
+# a vfork child runs on its parent's memory: its sandbox is not the
+# parent's, whose library stays on
+@test "sandbox: a vfork child enters strict mode: the parent's library stays on, as alone" {
+	sandbox_case none 6
+	local none_conns=$SHIM_CONNS
+	sandbox_case vfork 6
+	# as many connections as with no sandbox at all (stepped aside, the
+	# parent would dial D afresh)
+	assert_equal "vfork: $SHIM_CONNS connections" "vfork: $none_conns connections"
+}
+
 # docker's default profile and systemd's SystemCallFilter allow every call
 # of ours: a filter inherited at exec leaves the library on (docs/owner.md
 # "A sandbox")
