@@ -611,6 +611,13 @@ void kp_conn_divide(const char *why);
 	 CLONE_NEWCGROUP)
 
 
+/* The process installs a seccomp filter or enters strict mode
+ * (conn_sandbox.c): before the call, everything owed is settled with our
+ * own calls while they are allowed; after it, installed: the library
+ * steps aside for good (docs/owner.md "A sandbox"). */
+void kp_conn_sandbox_before(void);
+void kp_conn_sandbox_after(bool installed);
+
 /* fork(): prepare, parent and child handlers. */
 void kp_conn_before_fork(void);
 void kp_conn_after_fork_parent(void);

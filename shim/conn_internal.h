@@ -262,6 +262,8 @@ bool twin_keep(struct kp_conn *c, int p);
  * (pooled sockets, twins, TLS sockets kept to learn their end) */
 bool hidden_room(void);
 int hidden_close(int hidden);
+/* every hidden fd closed: pooled sockets, twins, TLS learners; how many */
+unsigned hidden_drain_all(void);
 /* The process whose fd table ours describes (kp_conn_init, a fork's
  * child anew): a call made with another pid is a vfork child's, whose
  * fds are its own table's (conn_replay.c handoff_fresh) */

@@ -116,3 +116,12 @@ void kp_fdtab_after_fork_child(void)
 		memset(kp_fdtab, 0, (size_t)(high + 1) * sizeof(*kp_fdtab));
 	__atomic_store_n(&kp_fd_live, 0, __ATOMIC_RELEASE);
 }
+
+bool kp_fdtab_aside;
+
+void kp_fdtab_step_aside(void)
+{
+	__atomic_store_n(&kp_fdtab_aside, true, __ATOMIC_RELEASE);
+	__atomic_store_n(&kp_fdtab_len, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&kp_fd_live, 0, __ATOMIC_RELEASE);
+}

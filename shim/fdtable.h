@@ -154,5 +154,11 @@ void kp_fd_note_high(int fd);
 
 /* In a forked child: forget every entry (the connections are the parent's). */
 void kp_fdtab_after_fork_child(void);
+/* The library steps aside for good (a seccomp filter: conn_sandbox.c):
+ * the table's length 0 sends every wrapper to the kernel, no fd counts
+ * as a connection (poll, select and stdio pass straight through). */
+void kp_fdtab_step_aside(void);
+/* ... and that happened: the exit's stats line is not written either */
+extern KP_HIDDEN bool kp_fdtab_aside;
 
 #endif

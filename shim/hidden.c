@@ -313,6 +313,11 @@ void kp_conn_fd_limits_from(const struct rlimit *rl)
 	plan_fds(rl, false);
 }
 
+unsigned hidden_drain_all(void)
+{
+	return pool_drain() + twins_drain() + kp_tls_learners_drain();
+}
+
 bool kp_fds_short(void)
 {
 	int err = errno;
@@ -320,7 +325,7 @@ bool kp_fds_short(void)
 		return false;
 	kp_conn_fd_limits(true); /* the program may have changed its limit */
 	/* above the limit our fds cost the program none: nothing to give */
-	unsigned n = err == EMFILE && kp_limits_above() ? 0 : pool_drain() + twins_drain() + kp_tls_learners_drain();
+	unsigned n = err == EMFILE && kp_limits_above() ? 0 : hidden_drain_all();
 	if (n)
 		kp_debug("out of fds (%s): %u pooled sockets (or twins) closed, the call made again",
 			 strerror(err), n);

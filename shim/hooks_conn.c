@@ -135,7 +135,9 @@ __attribute__((destructor)) static void kp_fini(void)
 		kp_stdio_drain_all(true);
 		kp_conn_exit();
 	}
-	if (kp_cfg.stats)
+	/* under a seccomp filter its open (KEEPALIVE_STATS_FILE), getpid,
+	 * even its write may be refused (docs/owner.md "A sandbox") */
+	if (kp_cfg.stats && !__atomic_load_n(&kp_fdtab_aside, __ATOMIC_ACQUIRE))
 		kp_stats_print();
 }
 

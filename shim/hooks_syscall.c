@@ -392,6 +392,8 @@ static const unsigned short syscall_ours[] = {
 	SYS_setns,
 	SYS_io_submit,
 	SYS_io_uring_setup,
+	SYS_seccomp,
+	SYS_prctl,
 };
 
 /* Which listed numbers concern us for these arguments: an fd we know
@@ -551,6 +553,9 @@ static long syscall_dispatch(long number, const long a[6])
 		kp_uring_note();
 		kp_uring_divide();
 		break;
+	case SYS_seccomp:
+	case SYS_prctl:
+		return kp_sandbox_syscall(number, a);
 	case SYS_execve:
 	case SYS_execveat:
 		kp_conn_handoff_all(true, KP_HANDOFF_INHERIT, "exec");

@@ -19,6 +19,9 @@ bool kp_syscall_by_name(long number, const long a[6], long *r);
 /* io_submit with the iocbs that name a connection of ours set up as the
  * program alone would see them (docs/replay.md "Kernel AIO") */
 long kp_io_submit_slow(const long a[6]);
+/* hooks_sandbox.c: SYS_seccomp and SYS_prctl (PR_SET_SECCOMP installs a
+ * filter: the library steps aside for good) */
+long kp_sandbox_syscall(long number, const long a[6]);
 
 #pragma GCC visibility pop
 

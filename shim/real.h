@@ -153,7 +153,8 @@
 	X(pid_t, vfork, (void))                                                      \
 	X(int, clone, (int (*)(void *), void *, int, void *, ...))                   \
 	X(int, execveat, (int, const char *, char *const[], char *const[], int))     \
-	X(int, pidfd_getfd, (int, int, unsigned int))
+	X(int, pidfd_getfd, (int, int, unsigned int))                                \
+	X(int, prctl, (int, ...))
 
 /* The wrapped functions POSIX lists as async-signal-safe (and the Linux
  * ones of the same kind: accept4, dup3, pipe2, ppoll, readv, writev): a

@@ -52,6 +52,14 @@ static struct watch *find(int epfd, int fd)
 	return NULL;
 }
 
+void kp_watch_drop_all(void)
+{
+	kp_lock(&lock);
+	while (kp_watch_count)
+		drop(kp_watch_count - 1);
+	kp_unlock(&lock);
+}
+
 void kp_watch_ctl(int epfd, int op, int fd, const struct epoll_event *ev)
 {
 	if (kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */

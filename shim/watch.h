@@ -30,6 +30,9 @@ void kp_watch_forget_epfd(int epfd);
 /* The program is about to close epfd: its records of our sockets move to a
  * hidden copy of the set (it may live on through another fd). */
 void kp_watch_close_epfd(int epfd);
+/* The library steps aside (a seccomp filter: conn_sandbox.c): every
+ * record goes, our hidden copies of sets closed. */
+void kp_watch_drop_all(void);
 
 /* fd is about to be replaced by another file (dup3 onto it): take its
  * registrations out of the kernel's sets first, or epoll would go on

@@ -1,0 +1,79 @@
+/*
+ * conn_sandbox.c - the process installs a seccomp filter or enters strict
+ * mode (prctl(PR_SET_SECCOMP), syscall(SYS_seccomp): hooks_sandbox.c).
+ * From then on any call of ours the program never makes may be refused,
+ * or kill the process; strict mode allows read, write, _exit and
+ * sigreturn only.  So the library steps aside for good: before the call,
+ * while it may still make its own calls, it settles what it owes; once
+ * the call has succeeded, every wrapper makes only the kernel's call, for
+ * every fd (docs/owner.md "A sandbox").
+ */
+#include <errno.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "broker_client.h"
+#include "config.h"
+#include "conn_internal.h"
+#include "real.h"
+#include "tls.h"
+#include "watch.h"
+
+/* One connection, before the call: it leaves our hands as to a reader
+ * past us (the server gets our FIN once its request is whole, held head
+ * bytes go out: conn.c "hand-off"); an EOF we owe is made the kernel's
+ * own (SHUT_RD: its reads answer 0 at once, and poll, select and epoll
+ * say readable), so nothing needs us afterwards. */
+static void settle(int fd)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c || c == KP_POOLED)
+		return;
+	kp_conn_handoff_fd(fd, KP_HANDOFF_READER, "seccomp");
+	if (!conn_lock(c, fd))
+		return;
+	if (!c->tls && __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE))
+		KP_REAL(shutdown)(fd, SHUT_RD);
+	kp_unlock(&c->lock);
+}
+
+/* The call is this process's own: not a vfork child's, whose memory
+ * (our table, the pool) is its parent's and whose filter is not.  Found
+ * before the call: after it even getpid may be refused. */
+static __thread bool call_ours;
+
+void kp_conn_sandbox_before(void)
+{
+	int saved = errno;
+	call_ours = kp_fdtab_len && getpid() == kp_conn_pid;
+	/* a signal handler inside our locks (kp_lock.h): nothing settled,
+	 * the library still steps aside */
+	if (!call_ours || kp_reentered()) {
+		errno = saved;
+		return;
+	}
+	/* nothing is handed out or shared any more */
+	kp_broker_disable();
+	kp_tls_forget_sessions();
+	int high = kp_fd_high();
+	for (int fd = 0; fd <= high; fd++)
+		settle(fd);
+	/* then the hidden fds: idle sockets (a reused connection settled
+	 * before its first request put its pooled socket back), twins (one
+	 * left open keeps the socket up after the program's close) */
+	unsigned n = hidden_drain_all();
+	/* our copies of the program's epoll sets go; its own sets hold its
+	 * sockets, whose readiness is the kernel's from now on */
+	kp_watch_drop_all();
+	/* the last word: after the call even the log's getpid may be refused */
+	kp_debug("seccomp: %u pooled sockets closed, connections settled; stepping aside once installed", n);
+	errno = saved;
+}
+
+void kp_conn_sandbox_after(bool installed)
+{
+	/* the table's length is what every wrapper looks at first: 0 sends
+	 * each to the kernel, as before our constructor ran.  No log here */
+	if (installed && call_ours && kp_fdtab_len)
+		kp_fdtab_step_aside();
+}
