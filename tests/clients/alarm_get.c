@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sig_thread.h"
+
 static volatile sig_atomic_t alarms;
 
 static void on_alarm(int sig)
@@ -94,12 +96,7 @@ int main(int argc, char **argv)
 	if (argc == 4) {
 		struct sigaction su = { .sa_handler = on_usr1, .sa_flags = SA_RESTART };
 		sigaction(SIGUSR1, &su, NULL);
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, &old);
-		pthread_t t;
-		pthread_create(&t, NULL, ticks, NULL);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		start_unsignalled(ticks);
 	}
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -24,6 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sig_thread.h"
+
 static volatile sig_atomic_t usr1_ran;
 
 static void on_alarm(int sig)
@@ -70,12 +72,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (!strcmp(argv[4], "fire")) {
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, &old);
-		pthread_t t;
-		pthread_create(&t, NULL, fire, NULL);
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		start_unsignalled(fire);
 	}
 	struct itimerval it = { { 0, 250000 }, { 0, 250000 } };
 	setitimer(ITIMER_REAL, &it, NULL);
