@@ -458,6 +458,18 @@ static ssize_t splice_read(struct kp_conn *c, int fd, int pfd, size_t len, unsig
 	return w;
 }
 
+/* Has a read on c anything to frame or answer?  A passthrough connection
+ * (nothing to frame, no EOF we owe or will owe, no bytes kept) is read by
+ * the kernel's own splice, zero-copy (kp_recv_unseen: only the EOF or an
+ * error unpools, as the read path does there). */
+static bool splice_framed(const struct kp_conn *c)
+{
+	return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != KP_PASSTHROUGH ||
+	       __atomic_load_n(&c->lost, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&c->rx_extra_len, __ATOMIC_ACQUIRE);
+}
+
 static ssize_t splice_counted(struct kp_conn *c, int fd_in, int fd_out, size_t len, unsigned int flags)
 {
 	bool kernel = false;
@@ -483,12 +495,12 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 		return kp_conn_raw(in), kp_conn_raw(out),
 		       KP_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 	ssize_t r;
-	if (in && !out && !__atomic_load_n(&in->tls, __ATOMIC_ACQUIRE) &&
+	if (in && !out && !__atomic_load_n(&in->tls, __ATOMIC_ACQUIRE) && splice_framed(in) &&
 	    splice_reads(off_in, fd_out, off_out, len, flags))
 		return splice_counted(in, fd_in, fd_out, len, flags);
 	if (in && !out) {
-		/* TLS (kp_recv_unseen: past OpenSSL), or a call the kernel
-		 * fails before reading */
+		/* TLS (kp_recv_unseen: past OpenSSL), passthrough, or a call
+		 * the kernel fails before reading */
 		char extra[FRM_CLOSE_LINE_LEN];
 		size_t n = kp_recv_extra(in, fd_in, extra, len < sizeof(extra) ? len : sizeof(extra), true);
 		if (n) {

@@ -80,3 +80,17 @@ splice_case() {
 	run grep -c -a '^tick 1$' "$BATS_TEST_TMPDIR/shim.out"
 	assert_output 2
 }
+
+# tests/servers/cases/close_delimited: a body the server's close ends (the
+# library steps aside: the rest is the kernel's own splice), by splice(5)
+# across the head, the close line and the body
+
+@test "splice: a close-delimited answer by splice(5): the same bytes and the server's EOF, as alone" {
+	scripted_start close_delimited
+	CLIENT_TIMEOUT=10 run_both 2 KEEPALIVE_QUIET_MS=30000 "$CLIENTS/splice_read" 127.0.0.1 "$SERVER_PORT" /s 2 5
+	assert_both_ok
+	assert_same_output --close-line
+	assert_equal "shim requests $SHIM_REQS" "shim requests 2"
+	run grep -c -a '^second piece of the body$' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 2
+}
