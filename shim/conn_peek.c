@@ -67,12 +67,13 @@ bool kp_conn_peek_ends(struct kp_conn *c, int fd, size_t *queued)
 
 /* kp_conn_peek_take with c locked: raw, n the queue's first bytes as the
  * server sent them (the copy's mask writes on them: they are ours). */
-static size_t take_locked(const struct kp_conn *c, char *raw, size_t n)
+static size_t take_locked(const struct kp_conn *c, char *raw, size_t n, bool *as_sent)
 {
 	struct frm_resp r;
 	enum frm_resp_event ev = FRM_EV_NONE;
 	if (c->state != KP_ACTIVE || !c->n_reqs)
 		return n;
+	*as_sent = c->resp_started && frm_resp_in_body(&c->resp) && !c->rx_extra_len;
 	if (c->resp_started) {
 		r = c->resp;
 	} else {
@@ -95,15 +96,18 @@ static size_t take_locked(const struct kp_conn *c, char *raw, size_t n)
 	return n;
 }
 
-size_t kp_conn_peek_take(struct kp_conn *c, int fd, char *raw, size_t n)
+size_t kp_conn_peek_take(struct kp_conn *c, int fd, char *raw, size_t n, bool *as_sent)
 {
 	int saved = errno;
 	ssize_t got = KP_REAL(recv)(fd, raw, n, MSG_PEEK | MSG_DONTWAIT);
 	size_t take = n;
+	*as_sent = false;
 	if (got > 0 && conn_lock(c, fd)) {
-		take = take_locked(c, raw, (size_t)got);
+		take = take_locked(c, raw, (size_t)got, as_sent);
 		kp_unlock(&c->lock);
 	}
 	errno = saved;
+	if (take > n || (got >= 0 && take > (size_t)got))
+		*as_sent = false; /* (raw must hold the bytes taken) */
 	return take < n ? take : n;
 }

@@ -448,7 +448,17 @@ static ssize_t splice_read(struct kp_conn *c, int fd, int pfd, size_t len, unsig
 	ssize_t r = recv_inside(c, fd, buf, n, MSG_PEEK);
 	if (r <= 0)
 		return r;
-	size_t take = framed ? (size_t)r : kp_conn_peek_take(c, fd, raw, (size_t)r);
+	bool as_sent = false;
+	size_t take = framed ? (size_t)r : kp_conn_peek_take(c, fd, raw, (size_t)r, &as_sent);
+	if (as_sent) {
+		/* a body's bytes: the kernel's own splice moves them (zero-copy),
+		 * the framer gets raw's copy of those it moved */
+		ssize_t s = KP_REAL(splice)(fd, NULL, pfd, NULL, take, flags);
+		struct iovec iov = { raw, s > 0 ? (size_t)s : 0 };
+		if (s > 0)
+			kp_recv_done(c, fd, &iov, 1, &s, 0);
+		return s;
+	}
 	ssize_t w = KP_REAL(write)(pfd, buf, take);
 	if (w > 0) {
 		int saved = errno;
