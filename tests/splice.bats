@@ -94,3 +94,27 @@ splice_case() {
 	run grep -c -a '^second piece of the body$' "$BATS_TEST_TMPDIR/shim.out"
 	assert_output 2
 }
+
+# ---- the other reads the library cannot see
+#
+# preadv2() with a flag no wrapper routes (RWF_NOAPPEND, which this kernel
+# takes on a socket read) is answered by the kernel from the socket: the
+# library gives the framing up, and our EOF cannot reach such a read.  It
+# used to wait for the server's idle close (nginx: 75 s; status 124 at the
+# client's 10 s).  Now our FIN goes out with the framing given up, as for
+# AIO reads (send.c unseen_read_fin): nginx closes once it has answered.
+# What cannot be better: the program reads the answer as the server sent
+# it, keep-alive and all (no mask, no close line, no reuse).
+
+@test "unseen read: preadv2(RWF_NOAPPEND) after a request we rewrote ends at the server's close, not its idle timeout" {
+	nginx_start
+	CLIENT_TIMEOUT=10 run_both 2 "$CLIENTS/unseen_read" 127.0.0.1 "$SERVER_PORT" /f 2
+	if grep -q 'EOPNOTSUPP' "$BATS_TEST_TMPDIR/plain.out"; then
+		skip "this kernel refuses RWF_NOAPPEND on a socket read"
+	fi
+	assert_both_ok
+	assert_same_output --headers
+	assert_equal "shim requests $SHIM_REQS" "shim requests 2"
+	run grep -c -a '^END [12] EOF$' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 2
+}
