@@ -1,8 +1,8 @@
 /*
  * unseen_read.c - a response read by preadv2() with flags no wrapper
  * routes (docs/replay.md "Reads we cannot follow"): RWF_NOAPPEND (0x20),
- * which kernels from 6.9 accept on a socket read (earlier ones: EOPNOTSUPP,
- * printed as such).
+ * which the kernel here (6.18) accepts on a socket read (one that refuses
+ * it: EOPNOTSUPP, printed as such).
  *
  * Usage: unseen_read HOST PORT PATH COUNT
  *   COUNT requests, each on its own connection asking to close, each
