@@ -434,8 +434,9 @@ static ssize_t recv_inside(struct kp_conn *c, int fd, void *buf, size_t n, int f
  * peeked through the read path (the EOF we owe, a replay, a lost
  * framing's quiet period, the mask and the close line), cut where the
  * framing needs a read to end (kp_conn_peek_take), written to the pipe,
- * and as many as it took are then read for real and framed.  Zero-copy
- * no more: three copies of each byte. */
+ * and as many as it took are then read for real and framed: three copies
+ * of a head's bytes.  A body's are the kernel's splice, zero-copy, framed
+ * from the peek's copy. */
 static ssize_t splice_read(struct kp_conn *c, int fd, int pfd, size_t len, unsigned int flags,
 			   bool *kernel)
 {
