@@ -920,7 +920,7 @@ void kp_recv_unseen(struct kp_conn *c, int fd, ssize_t n)
 		unpool(c, "a read failed unseen");
 	} else {
 		if (c->state == KP_ACTIVE)
-			give_up(c, fd, "response read unseen");
+			unseen_read_fin(c, fd); /* (its next read too: the server's EOF) */
 		c->last_rx_ms = kp_now_ms();
 	}
 	kp_unlock(&c->lock);

@@ -429,6 +429,17 @@ size_t kp_recv_extra(struct kp_conn *c, int fd, char *buf, size_t cap, bool peek
  * wait end there.  *queued: the bytes queued (SIOCINQ).  True also when
  * we cannot tell for lack of memory (the wait ends: never past the EOF). */
 bool kp_conn_peek_ends(struct kp_conn *c, int fd, size_t *queued);
+/* A read of at most n of the bytes the program would read next (a peek
+ * showed n: the mask, the close line) that stops where the framing needs
+ * a read to end: at the end of an answer (the EOF we owe comes after it,
+ * not inside the same call) and at the close line we show (the read keeps
+ * what it pushes past in rx_extra).  raw: n bytes of scratch, which get
+ * the queue's first bytes.  *as_sent: the take lies in a body, so raw's
+ * first bytes taken are the program's as the kernel holds them (the
+ * kernel's splice may give them; kp_recv_done frames them from raw).
+ * splice()'s read (hooks_io.c splice_read, docs/replay.md "splice() from
+ * a connection"). */
+size_t kp_conn_peek_take(struct kp_conn *c, int fd, char *raw, size_t n, bool *as_sent);
 /* *ret also becomes -1 with EINTR when a signal ended the replay the
  * call met (docs/replay.md, "The program's bounds"). */
 bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t *ret,

@@ -179,6 +179,9 @@ extern __thread bool kp_replay_interrupted;
 
 bool ready_settle(struct kp_conn *c, int fd);
 void give_up(struct kp_conn *c, int fd, const char *why);
+/* give_up for a read no wrapper sees, and our FIN where that read needs
+ * the server's close.  Caller holds c->lock. */
+void unseen_read_fin(struct kp_conn *c, int fd);
 /* A read on c, lost (give_up): whether its quiet period has passed (show
  * EOF).  False: the real read goes on, unless *err is set: the read's own
  * bound (SO_RCVTIMEO, a signal) ran out first and the call fails with it.

@@ -1200,6 +1200,22 @@ void give_up(struct kp_conn *c, int fd, const char *why)
 	go_passthrough(c, why);
 }
 
+/* A read no wrapper sees (AIO's, preadv2's with bits we do not route) of a
+ * response under way: the framing is given up, and the EOF we owe can
+ * never reach that read; so, as for stdio's reads (kp_note_fdopen), the
+ * server's must: with the request we rewrote complete, our FIN goes out
+ * and the server closes once it has answered.  Caller holds c->lock. */
+void unseen_read_fin(struct kp_conn *c, int fd)
+{
+	bool rewritten = false;
+	for (unsigned i = 0; i < c->n_reqs; i++)
+		rewritten |= c->reqs[i].rewritten;
+	bool whole = c->req_mode == KP_REQ_HEAD && !c->held_len;
+	give_up(c, fd, "a read we cannot see");
+	if (rewritten && whole && !c->shut_how && KP_REAL(shutdown)(fd, SHUT_WR) == 0)
+		__atomic_store_n(&c->fin_for_server, true, __ATOMIC_RELEASE);
+}
+
 void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n)
 {
 	const char *why = wire_account(c, iov, iovcnt, off, n);

@@ -1623,6 +1623,11 @@ error:
 	return i;
 }
 
+bool frm_resp_in_body(const struct frm_resp *r)
+{
+	return r->st == RS_BODY;
+}
+
 bool frm_resp_reusable(const struct frm_resp *r)
 {
 	if (r->st != RS_DONE || r->server_close || r->doubt || r->conn_bound)

@@ -201,4 +201,9 @@ size_t frm_resp_feed(struct frm_resp *r, char *buf, size_t len, enum frm_resp_ev
  * server_close, not doubt, not conn_bound, explicit framing) */
 bool frm_resp_reusable(const struct frm_resp *r);
 
+/* Is r inside a final response's body (delimited: by length or chunks)?
+ * Its bytes are then the program's as the server sent them: feeding them
+ * writes nothing (the mask and the close line live in the head). */
+bool frm_resp_in_body(const struct frm_resp *r);
+
 #endif

@@ -12,6 +12,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <sys/sendfile.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -378,6 +379,122 @@ KP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 KP_EXPORT ssize_t sendfile64(int out_fd, int in_fd, off_t *offset, size_t count)
 	__attribute__((alias("sendfile")));
 
+/* splice()'s flags (SPLICE_F_ALL, the kernel's: any other bit is EINVAL) */
+#define SPLICE_FLAGS (SPLICE_F_MOVE | SPLICE_F_NONBLOCK | SPLICE_F_MORE | SPLICE_F_GIFT)
+/* The most one splice() from a connection takes (a stream's short count) */
+#define SPLICE_CHUNK 8192
+
+/* Would the kernel's splice(fd_in, NULL, pfd, NULL, len, flags) from a
+ * socket read it?  Only into a pipe open for writing, not O_APPEND, with
+ * no offsets and known flags (fs/splice.c); otherwise it fails (or, len
+ * 0, returns 0) before reading: the kernel's own call answers. */
+static bool splice_reads(loff_t *off_in, int pfd, loff_t *off_out, size_t len, unsigned int flags)
+{
+	struct stat st;
+	int saved = errno, fl = KP_REAL(fcntl)(pfd, F_GETFL);
+	bool ok = !off_in && !off_out && len && !(flags & ~SPLICE_FLAGS) && fl >= 0 &&
+		  (fl & O_ACCMODE) != O_RDONLY && !(fl & O_APPEND) && fstat(pfd, &st) == 0 &&
+		  S_ISFIFO(st.st_mode);
+	errno = saved;
+	return ok;
+}
+
+/* Room in the pipe, as splice() waits for it before it reads the socket
+ * (fs/splice.c wait_for_space): a pipe with no reader is the kernel's
+ * EPIPE and SIGPIPE (*kernel: its own call, which reads nothing); a full
+ * one EAGAIN when the call may not wait (SPLICE_F_NONBLOCK, or an
+ * O_NONBLOCK pipe: do_splice), and then *n is cut to a page, which a pipe
+ * with room takes whole.  A call that may wait waits in the write. */
+static bool splice_room(int pfd, unsigned int flags, size_t *n, bool *kernel)
+{
+	struct pollfd p = { .fd = pfd, .events = POLLOUT };
+	int saved = errno;
+	bool nowait = (flags & SPLICE_F_NONBLOCK) || (KP_REAL(fcntl)(pfd, F_GETFL) & O_NONBLOCK);
+	*kernel = false;
+	if (KP_REAL(poll)(&p, 1, 0) == 1 && (p.revents & POLLERR)) {
+		*kernel = true;
+		errno = saved;
+		return false;
+	}
+	errno = saved;
+	if (!nowait)
+		return true;
+	if (!(p.revents & POLLOUT)) {
+		errno = EAGAIN;
+		return false;
+	}
+	if (*n > 4096)
+		*n = 4096;
+	return true;
+}
+
+static ssize_t recv_inside(struct kp_conn *c, int fd, void *buf, size_t n, int flags);
+
+/* splice() from a plain connection of ours into a pipe, read as read()
+ * reads it (docs/replay.md "splice() from a connection"): the bytes are
+ * peeked through the read path (the EOF we owe, a replay, a lost
+ * framing's quiet period, the mask and the close line), cut where the
+ * framing needs a read to end (kp_conn_peek_take), written to the pipe,
+ * and as many as it took are then read for real and framed: three copies
+ * of a head's bytes.  A body's are the kernel's splice, zero-copy, framed
+ * from the peek's copy. */
+static ssize_t splice_read(struct kp_conn *c, int fd, int pfd, size_t len, unsigned int flags,
+			   bool *kernel)
+{
+	char buf[SPLICE_CHUNK], raw[SPLICE_CHUNK];
+	size_t n = len < sizeof(buf) ? len : sizeof(buf);
+	if (!splice_room(pfd, flags, &n, kernel))
+		return -1;
+	/* bytes a close line pushed past the last read were framed then */
+	bool framed = __atomic_load_n(&c->rx_extra_len, __ATOMIC_ACQUIRE) != 0;
+	ssize_t r = recv_inside(c, fd, buf, n, MSG_PEEK);
+	if (r <= 0)
+		return r;
+	bool as_sent = false;
+	size_t take = framed ? (size_t)r : kp_conn_peek_take(c, fd, raw, (size_t)r, &as_sent);
+	if (as_sent) {
+		/* a body's bytes: the kernel's own splice moves them (zero-copy),
+		 * the framer gets raw's copy of those it moved */
+		ssize_t s = KP_REAL(splice)(fd, NULL, pfd, NULL, take, flags);
+		struct iovec iov = { raw, s > 0 ? (size_t)s : 0 };
+		if (s > 0)
+			kp_recv_done(c, fd, &iov, 1, &s, 0);
+		return s;
+	}
+	ssize_t w = KP_REAL(write)(pfd, buf, take);
+	if (w > 0) {
+		int saved = errno;
+		recv_inside(c, fd, raw, (size_t)w, 0); /* the bytes the pipe took */
+		errno = saved;
+	}
+	return w;
+}
+
+/* Has a read on c anything to frame or answer?  A passthrough connection
+ * (nothing to frame, no EOF we owe or will owe, no bytes kept) is read by
+ * the kernel's own splice, zero-copy (kp_recv_unseen: only the EOF or an
+ * error unpools, as the read path does there). */
+static bool splice_framed(const struct kp_conn *c)
+{
+	return __atomic_load_n(&c->state, __ATOMIC_ACQUIRE) != KP_PASSTHROUGH ||
+	       __atomic_load_n(&c->lost, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) ||
+	       __atomic_load_n(&c->rx_extra_len, __ATOMIC_ACQUIRE);
+}
+
+static ssize_t splice_counted(struct kp_conn *c, int fd_in, int fd_out, size_t len, unsigned int flags)
+{
+	bool kernel = false;
+	ssize_t r;
+	if (!kp_read_begin(c, fd_in))
+		return splice(fd_in, NULL, fd_out, NULL, len, flags); /* fd_in changed hands */
+	kp_enter();
+	r = splice_read(c, fd_in, fd_out, len, flags, &kernel);
+	kp_leave();
+	kp_read_end(c);
+	return kernel ? KP_REAL(splice)(fd_in, NULL, fd_out, NULL, len, flags) : r;
+}
+
 KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
 			 unsigned int flags)
 {
@@ -390,8 +507,12 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 		return kp_conn_raw(in), kp_conn_raw(out),
 		       KP_REAL(splice)(fd_in, off_in, fd_out, off_out, len, flags);
 	ssize_t r;
+	if (in && !out && !__atomic_load_n(&in->tls, __ATOMIC_ACQUIRE) && splice_framed(in) &&
+	    splice_reads(off_in, fd_out, off_out, len, flags))
+		return splice_counted(in, fd_in, fd_out, len, flags);
 	if (in && !out) {
-		/* a close line's bytes left from the last read come first */
+		/* TLS (kp_recv_unseen: past OpenSSL), passthrough, or a call
+		 * the kernel fails before reading */
 		char extra[FRM_CLOSE_LINE_LEN];
 		size_t n = kp_recv_extra(in, fd_in, extra, len < sizeof(extra) ? len : sizeof(extra), true);
 		if (n) {

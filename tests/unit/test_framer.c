@@ -808,6 +808,34 @@ static void test_resp_misuse(void)
 	CHECK(!frm_resp_reusable(&r), "not done: not reusable");
 }
 
+/* frm_resp_in_body: only between a final head's end and its body's end
+ * (splice() from a connection moves such bytes with the kernel's splice:
+ * docs/replay.md "splice() from a connection") */
+static void test_resp_in_body(void)
+{
+	struct frm_resp r;
+	enum frm_resp_event ev;
+	const char *a = "HTTP/1.1 100 Continue\r\n\r\n" H11 "Content-Length: 4\r\n\r\nbodyHTTP";
+	size_t n = strlen(a), k = 0, interim = strlen("HTTP/1.1 100 Continue\r\n\r\n");
+	char *p = guarded(a, n);
+
+	frm_resp_begin(&r, FRM_M_GET, true);
+	r.insert_close = true;
+	CHECK(!frm_resp_in_body(&r), "not in a body before the head");
+	k += frm_resp_feed(&r, p, interim, &ev);
+	CHECK(k == interim && ev == FRM_EV_INTERIM && !frm_resp_in_body(&r), "not after an interim head");
+	k += frm_resp_feed(&r, p + k, 10, &ev);
+	CHECK(!frm_resp_in_body(&r), "not inside the final head");
+	k += frm_resp_feed(&r, p + k, n - k, &ev);
+	CHECK(ev == FRM_EV_INSERT && !frm_resp_in_body(&r), "not at the close line");
+	k += frm_resp_feed(&r, p + k, 2, &ev);
+	CHECK(ev == FRM_EV_NONE && frm_resp_in_body(&r), "in the body after the blank line");
+	k += frm_resp_feed(&r, p + k, 3, &ev);
+	CHECK(ev == FRM_EV_NONE && frm_resp_in_body(&r), "in the body with a byte left");
+	k += frm_resp_feed(&r, p + k, n - k, &ev);
+	CHECK(ev == FRM_EV_DONE && k == n - 4 && !frm_resp_in_body(&r), "not after the body");
+}
+
 /* ---------------------------------------------------------------- bodies */
 
 static void test_body(void)
@@ -1291,6 +1319,7 @@ int main(void)
 	test_resp_big();
 	test_close_line();
 	test_resp_misuse();
+	test_resp_in_body();
 	test_resp_fast();
 	test_body();
 	test_req_parse();
