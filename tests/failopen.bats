@@ -319,14 +319,18 @@ _same_conn_rounds() {
 
 @test "failopen: calls with a pointer the kernel refuses (poll, select, readv, writev, sendmsg, recvmsg, sendmmsg, recvmmsg, write, ...): EFAULT as alone, no crash, the connection still answers" {
 	nginx_start
-	run_both 11 "$CLIENTS/bad_pointer" "$NGINX_PORT"
+	# (libasan's getpeername reads the length itself: that cell dies in
+	# libasan under ASan, with or without the library)
+	local skip=
+	[ "${KEEPALIVE_ASAN:-0}" != 1 ] || skip=getpeername-len
+	run_both 11 env BAD_POINTER_SKIP="$skip" "$CLIENTS/bad_pointer" "$NGINX_PORT"
 	assert_both_ok
 	assert_same_output
 	run cat "$BATS_TEST_TMPDIR/shim.out"
 	refute_output --partial "killed"
 	assert_line "write-held -> -1 Bad address"
 	assert_line "  then: HTTP/1.1 200 OK, EOF (read 0)"
-	run_shim KEEPALIVE_DISABLE=1 "$CLIENTS/bad_pointer" "$NGINX_PORT"
+	run_shim KEEPALIVE_DISABLE=1 BAD_POINTER_SKIP="$skip" "$CLIENTS/bad_pointer" "$NGINX_PORT"
 	assert_equal "shim status $SHIM_STATUS" "shim status 0"
 	assert_same_output
 }

@@ -16,6 +16,10 @@
  * given are read by the library before the kernel, on any socket for
  * connect (a Unix one too).
  *
+ * BAD_POINTER_SKIP=case leaves one case out (libasan's own getpeername
+ * reads the length it is given: under ASan that cell dies in libasan,
+ * with or without the library).
+ *
  * usage: bad_pointer port [case]   (no case: all of them, in turn)
  */
 #include <arpa/inet.h>
@@ -190,11 +194,11 @@ int main(int argc, char **argv)
 	if (argc < 2)
 		return 2;
 	int port = atoi(argv[1]);
-	const char *which = getenv("BAD_POINTER");
+	const char *which = getenv("BAD_POINTER"), *skip = getenv("BAD_POINTER_SKIP");
 	if (which && !strcmp(which, "null"))
 		bad_pointer = NULL;
 	for (size_t i = 0; i < sizeof(CASES) / sizeof(*CASES); i++) {
-		if (argc > 2 && strcmp(argv[2], CASES[i]))
+		if ((argc > 2 && strcmp(argv[2], CASES[i])) || (skip && !strcmp(skip, CASES[i])))
 			continue;
 		fflush(stdout);
 		pid_t pid = fork();
