@@ -172,6 +172,31 @@ static inline void kp_mutex_wake_all(kp_mutex_t *m) { (void)m; }
  * of ours): defined in kp_mem.c, the lowest layer that locks. */
 extern __thread unsigned kp_inside __attribute__((tls_model("initial-exec"), visibility("hidden")));
 
+/* A whole call of ours (connect(), close(), the slow halves of the read
+ * and write families) counts in the high half of kp_inside, a lock in the
+ * low half: one load still asks "inside?".  A call left by a jump out of
+ * a signal handler (siglongjmp past a blocking read of ours) never comes
+ * back to kp_call_leave; with no lock of ours held its count is dropped by
+ * the jump itself (hooks_jump.c), or the thread would step aside for good
+ * (docs/binding.md "A jump out of a handler"). */
+#define KP_INSIDE_CALL 0x10000u
+#define KP_INSIDE_LOCKS (KP_INSIDE_CALL - 1)
+
+static inline void kp_call_enter(void)
+{
+	kp_inside += KP_INSIDE_CALL;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline void kp_call_leave(void)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	/* (0 already when a jump dropped the count under a handler that
+	 * then returned into the call: hooks_jump.c) */
+	if (__builtin_expect(kp_inside >= KP_INSIDE_CALL, 1))
+		kp_inside -= KP_INSIDE_CALL;
+}
+
 static inline void kp_enter(void)
 {
 	kp_inside++;

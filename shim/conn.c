@@ -264,9 +264,9 @@ int kp_connect(int fd, const struct sockaddr *addr, socklen_t len)
 {
 	if (kp_reentered())
 		return connect_reentered(fd, addr, len);
-	kp_enter();
+	kp_call_enter();
 	int r = connect_locked(fd, addr, len);
-	kp_leave();
+	kp_call_leave();
 	return r;
 }
 
@@ -476,9 +476,9 @@ int kp_close(int fd, struct kp_conn *c)
 	if (kp_reentered()) /* (see connect_reentered): the kernel's close; what
 			       we knew of fd goes with its next socket() */
 		return KP_REAL(close)(fd);
-	kp_enter();
+	kp_call_enter();
 	int r = close_locked(fd, c);
-	kp_leave();
+	kp_call_leave();
 	return r;
 }
 
@@ -1034,7 +1034,7 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t
 			go_passthrough(c, "protocol switched");
 			return 0;
 		case FRM_EV_ERROR:
-			give_up(c, fd, "unparsable response");
+			lost_response(c, fd);
 			return 0;
 		}
 	}
@@ -1130,8 +1130,10 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 		bool again = false;
 		if (ret == 0 || (ret < 0 && (errno == ECONNRESET || errno == EPIPE)))
 			again = replay(c, fd, ret == 0 ? KP_DIED_EOF : KP_DIED_RESET);
-		else if (ret > 0 && answered_408(iov, iovcnt, ret))
+		else if (ret > 0 && answered_408(iov, iovcnt, ret)) {
+			c->first_read_len = flags & MSG_PEEK ? 0 : (uint32_t)ret;
 			again = replay(c, fd, KP_DIED_408);
+		}
 		else if (ret > 0) {
 			c->first = KP_FIRST_DONE; /* the server answers: vouched for */
 			c->replay_len = 0;

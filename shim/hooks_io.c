@@ -99,9 +99,9 @@ static KP_SLOW ssize_t write_slow(struct kp_conn *c, int fd, const void *buf, si
 	}
 	/* inside until our bookkeeping of the kernel's answer is done: a
 	 * handler's call meanwhile steps aside (kp_lock.h) */
-	kp_enter();
+	kp_call_enter();
 	ssize_t r_ = write_inside(c, fd, buf, n);
-	kp_leave();
+	kp_call_leave();
 	return r_;
 }
 
@@ -135,9 +135,9 @@ static KP_SLOW ssize_t writev_slow(struct kp_conn *c, int fd, const struct iovec
 	}
 	/* inside until our bookkeeping of the kernel's answer is done: a
 	 * handler's call meanwhile steps aside (kp_lock.h) */
-	kp_enter();
+	kp_call_enter();
 	ssize_t r_ = writev_inside(c, fd, iov, iovcnt);
-	kp_leave();
+	kp_call_leave();
 	return r_;
 }
 
@@ -170,9 +170,9 @@ static KP_SLOW ssize_t send_slow(struct kp_conn *c, int fd, const void *buf, siz
 	}
 	/* inside until our bookkeeping of the kernel's answer is done: a
 	 * handler's call meanwhile steps aside (kp_lock.h) */
-	kp_enter();
+	kp_call_enter();
 	ssize_t r_ = send_inside(c, fd, buf, n, flags);
-	kp_leave();
+	kp_call_leave();
 	return r_;
 }
 
@@ -256,9 +256,9 @@ static KP_SLOW ssize_t sendto_slow(struct kp_conn *c, int fd, const void *buf, s
 	}
 	/* inside until our bookkeeping of the kernel's answer is done: a
 	 * handler's call meanwhile steps aside (kp_lock.h) */
-	kp_enter();
+	kp_call_enter();
 	ssize_t r_ = sendto_inside(c, fd, buf, n, flags, to, tolen);
-	kp_leave();
+	kp_call_leave();
 	return r_;
 }
 
@@ -297,9 +297,9 @@ static KP_SLOW ssize_t sendmsg_slow(struct kp_conn *c, int fd, const struct msgh
 	}
 	/* inside until our bookkeeping of the kernel's answer is done: a
 	 * handler's call meanwhile steps aside (kp_lock.h) */
-	kp_enter();
+	kp_call_enter();
 	ssize_t r_ = sendmsg_inside(c, fd, msg, flags);
-	kp_leave();
+	kp_call_leave();
 	return r_;
 }
 
@@ -488,9 +488,9 @@ static ssize_t splice_counted(struct kp_conn *c, int fd_in, int fd_out, size_t l
 	ssize_t r;
 	if (!kp_read_begin(c, fd_in))
 		return splice(fd_in, NULL, fd_out, NULL, len, flags); /* fd_in changed hands */
-	kp_enter();
+	kp_call_enter();
 	r = splice_read(c, fd_in, fd_out, len, flags, &kernel);
-	kp_leave();
+	kp_call_leave();
 	kp_read_end(c);
 	return kernel ? KP_REAL(splice)(fd_in, NULL, fd_out, NULL, len, flags) : r;
 }
@@ -630,9 +630,9 @@ KP_EXPORT int sendmmsg(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 	do {                                             \
 		if (__builtin_expect(!kp_read_begin(c, fd), 0)) \
 			return again;                    \
-		kp_enter();                              \
+		kp_call_enter();                              \
 		__typeof__(inside) r_ = (inside);        \
-		kp_leave();                              \
+		kp_call_leave();                              \
 		kp_read_end(c);                          \
 		return r_;                               \
 	} while (0)

@@ -21,6 +21,7 @@
 #include <sys/uio.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
+#include <setjmp.h>
 #include <time.h>
 #include <wchar.h>
 
@@ -154,10 +155,15 @@
 	X(int, clone, (int (*)(void *), void *, int, void *, ...))                   \
 	X(int, execveat, (int, const char *, char *const[], char *const[], int))     \
 	X(int, pidfd_getfd, (int, int, unsigned int))                                \
-	X(int, prctl, (int, ...))
+	X(int, prctl, (int, ...))                                                    \
+	X(void, longjmp, (struct __jmp_buf_tag *, int))                              \
+	X(void, _longjmp, (struct __jmp_buf_tag *, int))                             \
+	X(void, siglongjmp, (struct __jmp_buf_tag *, int))                           \
+	X(void, __longjmp_chk, (struct __jmp_buf_tag *, int))
 
 /* The wrapped functions POSIX lists as async-signal-safe (and the Linux
- * ones of the same kind: accept4, dup3, pipe2, ppoll, readv, writev): a
+ * ones of the same kind: accept4, dup3, pipe2, ppoll, readv, writev; and
+ * the longjmp family, which handlers call to leave): a
  * signal handler may call any of them first while the program is inside
  * dlsym or malloc, so they are bound before main, never lazily
  * (docs/binding.md). */
@@ -168,7 +174,7 @@
 	X(getpeername) X(getsockname) X(write) X(writev) X(send) X(sendto)           \
 	X(sendmsg) X(read) X(readv) X(recv) X(recvfrom) X(recvmsg) X(poll) X(ppoll)  \
 	X(select) X(pselect) X(execve) X(execv) X(fexecve) X(setuid) X(setgid)       \
-	X(_Fork)
+	X(_Fork) X(longjmp) X(_longjmp) X(siglongjmp) X(__longjmp_chk)
 
 /* Bind those now (the constructor). */
 void kp_real_bind_signal_safe(void);

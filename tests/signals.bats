@@ -102,3 +102,20 @@ teardown() { servers_stop; }
 		done
 	done
 }
+
+# A timer whose handler siglongjmps out of a read (the classic per-read
+# timeout) left the thread counted as inside our read for good: every
+# later call stepped aside as a handler's does, and the EOF owed to the
+# request that asked to close never came (docs/binding.md "A jump out of
+# a handler").  late1 answers 1 s late and keeps the connection (the
+# rewritten request asked it to): the old library read to the client's
+# timeout.
+@test "a handler that siglongjmps out of a read: the read after it ends at the answer's EOF, as alone" {
+	make -s -C "$ROOT" build/clients/jump_read >&2
+	scripted_start late1
+	CLIENT_TIMEOUT=10 run_both 1 "$CLIENTS/jump_read" "$SERVER_PORT" /j
+	assert_both_ok
+	assert_same_output --headers
+	run tail -n 1 "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "end EOF jumps=1"
+}
