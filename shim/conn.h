@@ -175,6 +175,10 @@ struct kp_conn {
 	 * received_at_first + 1 with no response byte (fin_came_first) */
 	uint64_t received_at_first;
 	bool fin_before_first;
+	/* bytes of a 408 the program's read took under the first request
+	 * (plain): with them, TCP's count tells whether a FIN followed the
+	 * answer without taking a reset's error (settle_facts) */
+	uint32_t first_read_len;
 
 	/* request side */
 	uint8_t req_mode;    /* enum kp_req_mode */

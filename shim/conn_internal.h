@@ -179,6 +179,8 @@ extern __thread bool kp_replay_interrupted;
 
 bool ready_settle(struct kp_conn *c, int fd);
 void give_up(struct kp_conn *c, int fd, const char *why);
+/* give_up for a response the framer refuses (conn_replay.c) */
+void lost_response(struct kp_conn *c, int fd);
 /* give_up for a read no wrapper sees, and our FIN where that read needs
  * the server's close.  Caller holds c->lock. */
 void unseen_read_fin(struct kp_conn *c, int fd);

@@ -529,11 +529,19 @@ static void settle_facts(struct kp_conn *c, int fd, enum kp_died how, struct kp_
 		}
 		if (v.state == TCP_CLOSE_WAIT) {
 			d->fin_first = true;
+		} else if (v.state == TCP_CLOSE && !c->tls) {
+			/* plain, a 408 read and nothing waiting: TCP's count is
+			 * the 408's bytes, and one more for a FIN before the
+			 * reset; read from it, the reset's error stays the
+			 * program's next read's (a peek would take it: the
+			 * program met an EOF where alone ECONNRESET) */
+			d->fin_first = v.received == c->received_at_first + c->first_read_len + 1;
+			d->reset_after = d->fin_first;
 		} else if (v.state == TCP_CLOSE) {
-			/* a peek answers 0 when the FIN came first, leaving the
-			 * reset's EPIPE pending; otherwise it takes the error of a
-			 * reset before any FIN, which the program has already met
-			 * as its EOF (TLS) or its 408 */
+			/* TLS: the engine's reads are not counted here.  A peek
+			 * answers 0 when the FIN came first, leaving the reset's
+			 * EPIPE pending; otherwise it takes the error of a reset
+			 * before any FIN (docs/replay.md "A 408", left) */
 			char b;
 			d->fin_first = KP_REAL(recv)(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
 			d->reset_after = d->fin_first;
@@ -1200,6 +1208,26 @@ void give_up(struct kp_conn *c, int fd, const char *why)
 	go_passthrough(c, why);
 }
 
+/* Framing given up under a request the program asked to close and we
+ * rewrote: with that request whole, our FIN goes out, so the server closes
+ * once it has answered, as it would have for the program's own close.
+ * true if it went.  Caller holds c->lock, has called give_up. */
+static bool fin_for_rewritten(struct kp_conn *c, int fd, bool rewritten, bool whole)
+{
+	if (fd < 0 || !rewritten || !whole || c->shut_how || KP_REAL(shutdown)(fd, SHUT_WR) < 0)
+		return false;
+	__atomic_store_n(&c->fin_for_server, true, __ATOMIC_RELEASE);
+	return true;
+}
+
+static bool rewritten_any(const struct kp_conn *c)
+{
+	bool rewritten = false;
+	for (unsigned i = 0; i < c->n_reqs; i++)
+		rewritten |= c->reqs[i].rewritten;
+	return rewritten;
+}
+
 /* A read no wrapper sees (AIO's, preadv2's with bits we do not route) of a
  * response under way: the framing is given up, and the EOF we owe can
  * never reach that read; so, as for stdio's reads (kp_note_fdopen), the
@@ -1207,13 +1235,24 @@ void give_up(struct kp_conn *c, int fd, const char *why)
  * and the server closes once it has answered.  Caller holds c->lock. */
 void unseen_read_fin(struct kp_conn *c, int fd)
 {
-	bool rewritten = false;
-	for (unsigned i = 0; i < c->n_reqs; i++)
-		rewritten |= c->reqs[i].rewritten;
-	bool whole = c->req_mode == KP_REQ_HEAD && !c->held_len;
+	bool rewritten = rewritten_any(c), whole = c->req_mode == KP_REQ_HEAD && !c->held_len;
 	give_up(c, fd, "a read we cannot see");
-	if (rewritten && whole && !c->shut_how && KP_REAL(shutdown)(fd, SHUT_WR) == 0)
-		__atomic_store_n(&c->fin_for_server, true, __ATOMIC_RELEASE);
+	fin_for_rewritten(c, fd, rewritten, whole);
+}
+
+/* A response our framer refuses (a head a lenient client reads: "HTTP/1.1
+ * 200 OK" with two spaces, a space before a colon): the framing is given
+ * up.  A plain request we rewrote, whole: our FIN, and the server's close
+ * ends the answer, however slow its body (the quiet period read a 3 s
+ * pause as the end: a body cut short, docs/replay.md "A response that
+ * cannot end").  Otherwise the quiet period's EOF (give_up).  Caller holds
+ * c->lock. */
+void lost_response(struct kp_conn *c, int fd)
+{
+	bool rewritten = rewritten_any(c), whole = c->req_mode == KP_REQ_HEAD && !c->held_len;
+	give_up(c, fd, "unparsable response");
+	if (!c->tls && fin_for_rewritten(c, fd, rewritten, whole))
+		c->lost = false; /* the server's close is the end, not a quiet period */
 }
 
 void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t off, size_t n)

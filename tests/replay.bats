@@ -866,3 +866,25 @@ slow_fresh_case() {
 	grep -q '^on: its own connection$' "$BATS_TEST_TMPDIR/shim.out" || fail "the POST rode the pooled connection"
 	assert_equal "unvouched=$(stat_value unvouched)" "unvouched=1"
 }
+
+# A 408 the server follows with a reset, no FIN (it closed with the request
+# unread): a POST (bodiless: one with a body that asks to close is never
+# rewritten, so never pooled) is not replayed (no FIN before the reset is no proof), and
+# the program reads the 408, then the reset, as it would on that connection
+# alone.  The library learnt the FIN's order with a peek, which took the
+# reset's error: the program met EOF where alone ECONNRESET.  Alone every
+# request is on a fresh connection, never idle: no 408 at all.
+@test "a 408 followed by a reset under a POST: not replayed, and the program's read meets ECONNRESET, not EOF" {
+	scripted_start late_idle_408_reset
+	local post='POST /p{N} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n'
+	run_both 1 "$PYTHON" "$SCRIPTS/raw.py" 127.0.0.1 "$SCRIPTED_PORT" 3 "$post" --sleep 0.3 --resets
+	assert_both_ok
+	local b="$BATS_TEST_TMPDIR/shim.out" e="$BATS_TEST_TMPDIR/shim.err"
+	assert_equal "plain 408s $(grep -c -a 'HTTP/1.1 408' "$BATS_TEST_TMPDIR/plain.out")" "plain 408s 0"
+	local n408
+	n408=$(grep -c -a 'HTTP/1.1 408' "$b" || true)
+	[ "$n408" -ge 1 ] || fail "no 408 met: nothing tested"
+	assert_equal "408s then resets: $n408 $(grep -c 'reset on request' "$e" || true)" "408s then resets: $n408 $n408"
+	# (late requests are not logged: a replayed POST would show twice)
+	assert_equal "executed twice: $(awk '{print $3}' "$SCRIPTED_LOG" | sort | uniq -d)" "executed twice: "
+}

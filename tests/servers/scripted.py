@@ -135,8 +135,9 @@ Options (JSON, all optional; an unknown name or a bad value is an error):
                                 run.  Never before the first request.
   idle_random_min_ms (int, 0)   the shortest such deadline (equal to
                                 idle_random_ms: a fixed one)
-  late_action    ("close")      "close" (a FIN), "reset" (a RST) or "408"
-                                (the 408 above, then a FIN).
+  late_action    ("close")      "close" (a FIN), "reset" (a RST), "408"
+                                (the 408 above, then a FIN) or "408reset"
+                                (the 408, then a RST: no FIN at all).
   ignore_client_close (bool, false)  by default the server behaves like a real
                                 one and closes (as with close) after answering
                                 a request that asked for it ("Connection:
@@ -212,7 +213,7 @@ OPTIONS = {
     "ignore_client_close": lambda v: type(v) is bool,
     "late_idle_ms": _count(1),
     "late_close_after": _count(1),
-    "late_action": lambda v: v in ("close", "reset", "408"),
+    "late_action": lambda v: v in ("close", "reset", "408", "408reset"),
     "late_logged": lambda v: isinstance(v, bool),
     "answer_before_body": lambda v: type(v) is bool,
     "send_bytes": _count(1),
@@ -489,7 +490,9 @@ class Server:
             "conn %d: %s after %d request(s), %d ms idle: not served, %s"
             % (conn_id, line.decode("latin-1"), served, idle_ms, action)
         )
-        if action == "reset":
+        if action == "408reset":
+            sock.sendall(RESPONSE_408)
+        if action in ("reset", "408reset"):
             self.abort(sock)
             return
         if action == "408":
