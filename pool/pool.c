@@ -355,7 +355,7 @@ static void evict_all(const struct victim *v, size_t n)
 			ops.close(v[i].fd);
 }
 
-#define EVICT_BATCH 16
+#define EVICT_BATCH 4 /* one checkin adds one: 2 would do; small, for a signal handler's stack (docs/binding.md) */
 
 int pool_checkin(const struct pool_key *key, int fd, const struct pool_meta *meta, uint64_t now_ms)
 {

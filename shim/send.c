@@ -337,7 +337,9 @@ struct head_send {
 	struct frm_req_head h;
 	bool keep_copy;   /* a copy kept for a replay (c->replay) */
 	size_t replay_mark;
-	char small[2048]; /* the rewritten head, or out grown for it */
+	/* the rewritten head, or out grown for it (kp_mem past this: no system
+	 * call; kept small for a signal handler's stack, docs/binding.md) */
+	char small[512];
 	char *out;
 	size_t out_cap;
 	long outlen;      /* > 0: rewritten */

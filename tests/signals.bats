@@ -119,3 +119,17 @@ teardown() { servers_stop; }
 	run tail -n 1 "$BATS_TEST_TMPDIR/shim.out"
 	assert_output "end EOF jumps=1"
 }
+
+# A handler on an 8 KiB alternate stack (SIGSTKSZ as it long was) makes a
+# whole request: the library's write and close paths held 2 KiB and
+# 4.5 KiB arrays on the stack, and the handler ran off it (SIGSEGV: the
+# guard page below).  docs/binding.md "A signal handler's stack".
+@test "a handler on an 8 KiB alternate stack makes a request (connect, write, read, close): as alone" {
+	make -s -C "$ROOT" build/clients/altstack >&2
+	scripted_start keepalive
+	run_both 3 "$CLIENTS/altstack" "$SERVER_PORT" /s
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output $'main: answered\nhandler: answered\nhandler: answered'
+}
