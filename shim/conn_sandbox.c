@@ -19,6 +19,24 @@
 #include "tls.h"
 #include "watch.h"
 
+/* A rewritten head the socket took in part (docs/hold.md "A head the
+ * socket took in part"), torn before the bytes the rewrite changed: the
+ * server has the program's own bytes, and the rest the program offers
+ * again, written past us once the filter is in, carries its own
+ * Connection: close; the server closes after answering, as alone.  The
+ * request is the program's again: no FIN of ours is owed for it (sent at
+ * the install, it failed that write with EPIPE and SIGPIPE).  Torn at or
+ * after the change, the server has our keep-alive: docs/owner.md "A
+ * sandbox".  Caller holds c->lock. */
+static void torn_before_change(struct kp_conn *c, int fd)
+{
+	if (c->state != KP_ACTIVE || c->tls || c->req_mode != KP_REQ_HEAD_PART || !c->n_reqs ||
+	    c->part_k > c->part_map.p || !c->reqs[c->n_reqs - 1].rewritten)
+		return;
+	c->reqs[c->n_reqs - 1].rewritten = false;
+	kp_debug("fd %d: a head torn before its rewrite: the program's own from here on", fd);
+}
+
 /* One connection, before the call: it leaves our hands as to a reader
  * past us (the server gets our FIN once its request is whole, held head
  * bytes go out: conn.c "hand-off"); an EOF we owe is made the kernel's
@@ -29,6 +47,10 @@ static void settle(int fd)
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c || c == KP_POOLED)
 		return;
+	if (conn_lock(c, fd)) {
+		torn_before_change(c, fd);
+		kp_unlock(&c->lock);
+	}
 	kp_conn_handoff_fd(fd, KP_HANDOFF_READER, "seccomp");
 	if (!conn_lock(c, fd))
 		return;
