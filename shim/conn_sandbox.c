@@ -37,11 +37,25 @@ static void torn_before_change(struct kp_conn *c, int fd)
 	kp_debug("fd %d: a head torn before its rewrite: the program's own from here on", fd);
 }
 
+/* An HTTPS connection whose server was told keep-alive where the program
+ * asked it to close: a request we rewrote is out, and whole (a FIN before
+ * a record's end would cut it).  Caller holds c->lock. */
+static bool tls_close_owed(const struct kp_conn *c)
+{
+	bool owed = false;
+	if (c->req_mode != KP_REQ_HEAD || c->held_len)
+		return false;
+	for (unsigned i = 0; c->state == KP_ACTIVE && i < c->n_reqs; i++)
+		owed |= c->reqs[i].rewritten;
+	return owed;
+}
+
 /* One connection, before the call: it leaves our hands as to a reader
  * past us (the server gets our FIN once its request is whole, held head
  * bytes go out: conn.c "hand-off"); an EOF we owe is made the kernel's
  * own (SHUT_RD: its reads answer 0 at once, and poll, select and epoll
- * say readable), so nothing needs us afterwards. */
+ * say readable), and over TLS the engine's, so nothing needs us
+ * afterwards. */
 static void settle(int fd)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
@@ -54,8 +68,22 @@ static void settle(int fd)
 	kp_conn_handoff_fd(fd, KP_HANDOFF_READER, "seccomp");
 	if (!conn_lock(c, fd))
 		return;
-	if (!c->tls && __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE)) {
 		KP_REAL(shutdown)(fd, SHUT_RD);
+		/* TLS: the EOF the SSL_* wrappers answered through our state
+		 * is made the engine's own (no FIN: the program's SSL_shutdown
+		 * writes its close_notify, as alone after the server's) */
+		if (c->tls)
+			kp_tls_sandbox_eof(c->tls);
+	}
+	else if (c->tls && tls_close_owed(c)) {
+		/* a rewritten request's answer still to come: our FIN, as on
+		 * a plain connection (handoff_locked), so that the server
+		 * closes after it (with no close_notify: the program's read
+		 * then ends as a ragged close does) */
+		kp_debug("fd %d: HTTPS, the server's close owed: our FIN", fd);
+		KP_REAL(shutdown)(fd, SHUT_WR);
+	}
 	kp_unlock(&c->lock);
 }
 

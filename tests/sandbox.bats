@@ -88,3 +88,50 @@ sandbox_case() {
 	sandbox_case kill 6 KEEPALIVE_STATS_FILE="$BATS_TEST_TMPDIR/stats"
 	[ ! -e "$BATS_TEST_TMPDIR/stats" ] || fail "stats written under the filter"
 }
+
+# HTTPS: a connection handed out to the program's SSL before the install
+# goes on through our engine, which then makes only the calls an SSL
+# makes alone on its socket (read, write): tests/clients/tls_sandbox.c
+# parks a connection, takes it again with a new SSL, makes a request,
+# sandboxes itself, and makes one more that asks to close, reading its
+# end (docs/owner.md "A sandbox").
+# tls_sandbox_case MODE VERSION [end]: the same output and status as alone
+tls_sandbox_case() {
+	use_tls "$2"
+	run_both 4 "$CLIENTS/tls_sandbox" "$SERVER_PORT" "$NGINX_DIR/tls/ca.pem" "$1" ${3:+"$3"}
+	cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+	assert_same_output
+	assert_equal "requests $SHIM_REQS" "requests $PLAIN_REQS"
+	# B's SSL was handed A's connection
+	[ "$SHIM_CONNS" -lt "$PLAIN_CONNS" ] || fail "no reuse: $SHIM_CONNS connections"
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_line "B: end read=0 err=6"
+	assert_line "done"
+}
+
+@test "sandbox: HTTPS, a handed-out connection, then a killing filter (syscall(SYS_seccomp)): its next request through the engine, as alone" {
+	nginx_stop
+	NGINX_TLS=1 nginx_start
+	tls_sandbox_case kill 13
+}
+
+@test "sandbox: HTTPS, a handed-out connection, then SECCOMP_MODE_STRICT: its next request through the engine, as alone" {
+	nginx_stop
+	NGINX_TLS=1 nginx_start
+	tls_sandbox_case strict 13
+}
+
+@test "sandbox: HTTPS, a handed-out connection, then a filter (prctl) that fails other calls with EPERM: as alone" {
+	nginx_stop
+	NGINX_TLS=1 nginx_start
+	tls_sandbox_case errno 13
+}
+
+# the EOF owed after a rewritten request's answer read before the install
+@test "sandbox: HTTPS, the answer to a rewritten close request read, then SECCOMP_MODE_STRICT: the end read as alone, no wait" {
+	nginx_stop
+	NGINX_TLS=1 nginx_start
+	CLIENT_TIMEOUT=10 tls_sandbox_case strict 13 end
+}
