@@ -77,11 +77,10 @@ static void settle(int fd)
 			kp_tls_sandbox_eof(c->tls);
 	}
 	else if (c->tls && tls_close_owed(c)) {
-		/* a rewritten request's answer still to come: our FIN, as on
-		 * a plain connection (handoff_locked), so that the server
-		 * closes after it (with no close_notify: the program's read
-		 * then ends as a ragged close does) */
-		kp_debug("fd %d: HTTPS, the server's close owed: our FIN", fd);
+		/* a rewritten request's answer still to come: our
+		 * close_notify and FIN, so that the server closes after it */
+		kp_debug("fd %d: HTTPS, the server's close owed: our close_notify and FIN", fd);
+		kp_tls_sandbox_close(c->tls);
 		KP_REAL(shutdown)(fd, SHUT_WR);
 	}
 	kp_unlock(&c->lock);

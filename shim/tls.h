@@ -150,6 +150,9 @@ bool kp_tls_keep_session(struct kp_tls *e, const struct pool_key *key);
  * connection becomes the engine's own state (a close_notify "received"),
  * answered with no call of ours. */
 void kp_tls_sandbox_eof(struct kp_tls *e);
+/* ... and on one whose rewritten request's answer is still to come: e
+ * sends our close_notify now (the caller the FIN). */
+void kp_tls_sandbox_close(struct kp_tls *e);
 /* how many such sockets are kept, and which */
 unsigned kp_tls_learners(void);
 size_t kp_tls_learner_fds(int *fds, size_t cap);

@@ -1489,3 +1489,21 @@ void kp_tls_sandbox_eof(struct kp_tls *e)
 			h->close_made = true;
 	kp_unlock(&tls_lock);
 }
+
+/* The same install on a connection whose rewritten request is whole and
+ * its answer still to come: the engine sends our close_notify (the caller
+ * our FIN), so that the server ends after its answer.  Without it a FIN
+ * alone ends the program's read as a truncation, and libssl's fatal alert
+ * then meets our FIN: EPIPE and SIGPIPE.  The program's error queue is
+ * left as it was. */
+void kp_tls_sandbox_close(struct kp_tls *e)
+{
+	int saved = errno;
+	kp_ssl.ERR_set_mark();
+	if (e->im)
+		(void)tlsf_shutdown(&e->im->f);
+	else
+		(void)KP_OUTSIDE(kp_ssl.SSL_shutdown(e->ssl));
+	kp_ssl.ERR_pop_to_mark();
+	errno = saved;
+}

@@ -135,3 +135,39 @@ tls_sandbox_case() {
 	NGINX_TLS=1 nginx_start
 	CLIENT_TIMEOUT=10 tls_sandbox_case strict 13 end
 }
+
+# the same, B's SSL its own engine (the connection not handed out)
+@test "sandbox: HTTPS, a fresh connection's rewritten close request answered, then SECCOMP_MODE_STRICT: the end read as alone, no wait" {
+	nginx_stop
+	NGINX_TLS=1 nginx_start
+	use_tls 13
+	CLIENT_TIMEOUT=10 run_both 3 KEEPALIVE_LOG=debug "$CLIENTS/tls_sandbox" "$SERVER_PORT" "$NGINX_DIR/tls/ca.pem" strict own
+	cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+	assert_same_output
+	# B's request was rewritten (the first, A's, taught how the server ends)
+	run grep -c "request rewritten to keep-alive" "$BATS_TEST_TMPDIR/shim.err"
+	assert_output 1
+}
+
+# A rewritten HTTPS request whose answer is still to come at the install:
+# our close_notify and FIN make the server close after answering.  The
+# answer reads as alone; its end is a truncation (SSL_ERROR_SSL,
+# SSL_shutdown -1) where alone the server's close_notify came
+# (docs/owner.md "A sandbox", Left): no wait, no signal.
+@test "sandbox: HTTPS, a rewritten close request's answer still to come at SECCOMP_MODE_STRICT: read whole, no wait" {
+	nginx_stop
+	NGINX_TLS=1 nginx_start
+	use_tls 13
+	CLIENT_TIMEOUT=10 run_both 4 "$CLIENTS/tls_sandbox" "$SERVER_PORT" "$NGINX_DIR/tls/ca.pem" strict answer
+	cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+	run diff <(grep -v "^B: end\|^B: shutdown" "$BATS_TEST_TMPDIR/plain.out") \
+		<(grep -v "^B: end\|^B: shutdown" "$BATS_TEST_TMPDIR/shim.out")
+	assert_success
+	run tail -4 "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "B: HTTP/1.1 200 OK, $NGINX_F_SIZE body bytes"
+	assert_line "done"
+}

@@ -2,7 +2,7 @@
  * tls_sandbox - an HTTPS program that sandboxes itself with seccomp in the
  * middle of a TLS session (docs/owner.md "A sandbox").
  *
- * Usage: tls_sandbox PORT CA MODE [direct|end]
+ * Usage: tls_sandbox PORT CA MODE [direct|end|own|answer]
  *   MODE  errno   an allow-list filter of the calls this program makes
  *                 alone (read, write, close, exit, memory), anything else
  *                 fails with EPERM (prctl)
@@ -22,6 +22,9 @@
  *   return, SSL_get_error), SSL_shutdown
  * end: B's request that asks to close and its response before the
  * sandbox, only the end read after it (an EOF the library owes then).
+ * own: as end, with A once (it teaches, nothing is parked): B's SSL is its
+ * own engine, not handed a connection.  answer: B's request that asks
+ * to close written before the sandbox, its response and end read after.
  * direct: B only, the sandbox right after its SSL_connect (a process whose
  * first connection is handed one parked by another: docs/tls-across.md).
  * Each step prints one line.  Then B's SSL freed and its socket closed,
@@ -116,9 +119,11 @@ static void end(SSL *ssl, const char *name)
 
 int main(int argc, char **argv)
 {
-	bool direct = argc == 5 && !strcmp(argv[4], "direct"), late_end = argc == 5 && !strcmp(argv[4], "end");
-	if (argc != 4 && !direct && !late_end) {
-		fprintf(stderr, "usage: tls_sandbox PORT CA errno|kill|strict|none [direct|end]\n");
+	const char *how = argc == 5 ? argv[4] : "";
+	bool direct = !strcmp(how, "direct"), own = !strcmp(how, "own"), answer = !strcmp(how, "answer"),
+	     late_end = own || !strcmp(how, "end");
+	if (argc != 4 && !direct && !late_end && !answer) {
+		fprintf(stderr, "usage: tls_sandbox PORT CA errno|kill|strict|none [direct|end|own|answer]\n");
 		return 2;
 	}
 	/* stdout unbuffered: no fstat or buffer allocation under the filter */
@@ -129,7 +134,7 @@ int main(int argc, char **argv)
 		return 2;
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 
-	for (int i = direct ? 2 : 0; i < 2; i++) {
+	for (int i = direct ? 2 : own ? 1 : 0; i < 2; i++) {
 		SSL *a = tls_new(ctx, port);
 		if (SSL_connect(a) != 1) {
 			printf("A: SSL_connect: %s\n", reason());
@@ -151,10 +156,22 @@ int main(int argc, char **argv)
 		get(b, "B", 0);
 	if (late_end)
 		get(b, "B", 1);
+	static const char close_req[] = "GET /f HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+	if (answer && SSL_write(b, close_req, (int)sizeof(close_req) - 1) != (int)sizeof(close_req) - 1) {
+		printf("B: SSL_write failed: %s\n", reason());
+		quit(1);
+	}
 
 	sandbox(argv[3]);
 	printf("sandboxed (%s)\n", argv[3]);
-	if (!late_end)
+	if (answer) {
+		char resp[8192];
+		size_t got;
+		char *body = read_response(b, resp, sizeof(resp), &got);
+		char *eol = strstr(resp, "\r\n");
+		printf("B: %.*s, %zu body bytes\n", eol ? (int)(eol - resp) : 0, resp,
+		       body ? got - (size_t)(body - resp) : 0);
+	} else if (!late_end)
 		get(b, "B", 1);
 	end(b, "B");
 	printf("done\n");
