@@ -557,14 +557,16 @@ remade() { grep -c "a call the foreign engine cannot answer after the hand-out: 
 # request each that asks to close: the first teaches how the server ends,
 # the second's connection is parked and passed to the broker, the third
 # is handed it at its SSL_connect and sandboxes itself at once.
-# across_sandbox MODE: the same output as alone, one connection handed
+# across_sandbox MODE [direct-end]: the same output as alone, one
+# connection handed (direct-end: its request and answer before the
+# install, the EOF we owe read after it)
 across_sandbox() {
 	check_lib
 	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
 	mkdir -p -m 0700 "$xdg"
 	use_tls 13
 	local c="$CLIENTS/tls_sandbox $SERVER_PORT $TLS/ca.pem"
-	local script="$c none direct && $c none direct && $c $1 direct"
+	local script="$c none direct && $c none direct && $c $1 ${2:-direct}"
 	nginx_reset
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
 	wait_until test "$(nginx_requests)" -ge 3
@@ -589,4 +591,8 @@ across_sandbox() {
 
 @test "the hand-out in another process, then SECCOMP_MODE_STRICT: the foreign engine writes with write(2), as alone (TLS 1.3)" {
 	across_sandbox strict
+}
+
+@test "the hand-out in another process, an answer read with its EOF owed, then SECCOMP_MODE_STRICT: the foreign engine's end as alone (TLS 1.3)" {
+	across_sandbox strict direct-end
 }

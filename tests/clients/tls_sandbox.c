@@ -2,7 +2,7 @@
  * tls_sandbox - an HTTPS program that sandboxes itself with seccomp in the
  * middle of a TLS session (docs/owner.md "A sandbox").
  *
- * Usage: tls_sandbox PORT CA MODE [direct|end|own|answer]
+ * Usage: tls_sandbox PORT CA MODE [direct|direct-end|end|own|answer]
  *   MODE  errno   an allow-list filter of the calls this program makes
  *                 alone (read, write, close, exit, memory), anything else
  *                 fails with EPERM (prctl)
@@ -25,6 +25,8 @@
  * own: as end, with A once (it teaches, nothing is parked): B's SSL is its
  * own engine, not handed a connection.  answer: B's request that asks
  * to close written before the sandbox, its response and end read after.
+ * direct-end: as direct, with B's request and response before the sandbox
+ * as in end.
  * direct: B only, the sandbox right after its SSL_connect (a process whose
  * first connection is handed one parked by another: docs/tls-across.md).
  * Each step prints one line.  Then B's SSL freed and its socket closed,
@@ -120,10 +122,10 @@ static void end(SSL *ssl, const char *name)
 int main(int argc, char **argv)
 {
 	const char *how = argc == 5 ? argv[4] : "";
-	bool direct = !strcmp(how, "direct"), own = !strcmp(how, "own"), answer = !strcmp(how, "answer"),
-	     late_end = own || !strcmp(how, "end");
+	bool direct = !strncmp(how, "direct", 6), own = !strcmp(how, "own"), answer = !strcmp(how, "answer"),
+	     late_end = own || !strcmp(how, "end") || !strcmp(how, "direct-end");
 	if (argc != 4 && !direct && !late_end && !answer) {
-		fprintf(stderr, "usage: tls_sandbox PORT CA errno|kill|strict|none [direct|end|own|answer]\n");
+		fprintf(stderr, "usage: tls_sandbox PORT CA errno|kill|strict|none [direct|direct-end|end|own|answer]\n");
 		return 2;
 	}
 	/* stdout unbuffered: no fstat or buffer allocation under the filter */
