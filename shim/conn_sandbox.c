@@ -19,21 +19,70 @@
 #include "tls.h"
 #include "watch.h"
 
+/* A rewritten head the socket took in part (docs/hold.md "A head the
+ * socket took in part"), torn before the bytes the rewrite changed: the
+ * server has the program's own bytes, and the rest the program offers
+ * again, written past us once the filter is in, carries its own
+ * Connection: close; the server closes after answering, as alone.  The
+ * request is the program's again: no FIN of ours is owed for it (sent at
+ * the install, it failed that write with EPIPE and SIGPIPE).  Torn at or
+ * after the change, the server has our keep-alive: docs/owner.md "A
+ * sandbox".  Caller holds c->lock. */
+static void torn_before_change(struct kp_conn *c, int fd)
+{
+	if (c->state != KP_ACTIVE || c->tls || c->req_mode != KP_REQ_HEAD_PART || !c->n_reqs ||
+	    c->part_k > c->part_map.p || !c->reqs[c->n_reqs - 1].rewritten)
+		return;
+	c->reqs[c->n_reqs - 1].rewritten = false;
+	kp_debug("fd %d: a head torn before its rewrite: the program's own from here on", fd);
+}
+
+/* An HTTPS connection whose server was told keep-alive where the program
+ * asked it to close: a request we rewrote is out, and whole (a FIN before
+ * a record's end would cut it).  Caller holds c->lock. */
+static bool tls_close_owed(const struct kp_conn *c)
+{
+	bool owed = false;
+	if (c->req_mode != KP_REQ_HEAD || c->held_len)
+		return false;
+	for (unsigned i = 0; c->state == KP_ACTIVE && i < c->n_reqs; i++)
+		owed |= c->reqs[i].rewritten;
+	return owed;
+}
+
 /* One connection, before the call: it leaves our hands as to a reader
  * past us (the server gets our FIN once its request is whole, held head
  * bytes go out: conn.c "hand-off"); an EOF we owe is made the kernel's
  * own (SHUT_RD: its reads answer 0 at once, and poll, select and epoll
- * say readable), so nothing needs us afterwards. */
+ * say readable), and over TLS the engine's, so nothing needs us
+ * afterwards. */
 static void settle(int fd)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c || c == KP_POOLED)
 		return;
+	if (conn_lock(c, fd)) {
+		torn_before_change(c, fd);
+		kp_unlock(&c->lock);
+	}
 	kp_conn_handoff_fd(fd, KP_HANDOFF_READER, "seccomp");
 	if (!conn_lock(c, fd))
 		return;
-	if (!c->tls && __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE))
+	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE)) {
 		KP_REAL(shutdown)(fd, SHUT_RD);
+		/* TLS: the EOF the SSL_* wrappers answered through our state
+		 * is made the engine's own (no FIN: the program's SSL_shutdown
+		 * writes its close_notify, as alone after the server's) */
+		if (c->tls)
+			kp_tls_sandbox_eof(c->tls);
+	}
+	else if (c->tls && tls_close_owed(c)) {
+		/* a rewritten request's answer still to come: our
+		 * close_notify and FIN, so that the server closes after it */
+		kp_debug("fd %d: HTTPS, the server's close owed: our close_notify and FIN", fd);
+		kp_tls_sandbox_close(c->tls);
+		KP_REAL(shutdown)(fd, SHUT_WR);
+	}
 	kp_unlock(&c->lock);
 }
 

@@ -146,6 +146,13 @@ bool kp_tls_learn(struct kp_tls *e, int hidden, const struct pool_key *key, uint
  * destination, whose close teaches, is not parked.  False: not (e gone
  * back to the program, or not a whole handshake). */
 bool kp_tls_keep_session(struct kp_tls *e, const struct pool_key *key);
+/* A seccomp install (docs/owner.md "A sandbox"): the EOF we owe on e's
+ * connection becomes the engine's own state (a close_notify "received"),
+ * answered with no call of ours. */
+void kp_tls_sandbox_eof(struct kp_tls *e);
+/* ... and on one whose rewritten request's answer is still to come: e
+ * sends our close_notify now (the caller the FIN). */
+void kp_tls_sandbox_close(struct kp_tls *e);
 /* how many such sockets are kept, and which */
 unsigned kp_tls_learners(void);
 size_t kp_tls_learner_fds(int *fds, size_t cap);

@@ -1140,8 +1140,9 @@ int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 	int r = tls_io(ssl, &io, op, buf, n, done);
 	bool ex = op == KP_TLS_READ_EX || op == KP_TLS_PEEK_EX || op == KP_TLS_WRITE_EX;
 	/* the foreign engine's socket writes go without the signal: its
-	 * EPIPE is the socket's, as a socket BIO's write() meets it */
-	if (io.f && errno == EPIPE)
+	 * EPIPE is the socket's, as a socket BIO's write() meets it (after
+	 * a seccomp install its write() raised it: tls_import.c sock_send) */
+	if (io.f && errno == EPIPE && !__atomic_load_n(&kp_fdtab_aside, __ATOMIC_ACQUIRE))
 		kp_tls_epipe = true;
 	/* (errno: a call a replay answered may have met EPIPE first) */
 	quiet_end(raises, (ex ? r != 1 : r <= 0) && errno == EPIPE);
@@ -1193,7 +1194,7 @@ int kp_tls_shutdown(SSL *ssl)
 		return KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl));
 	int raises = quiet_begin(ssl);
 	int r = tls_shutdown(ssl, io);
-	if (io.f && r < 0 && errno == EPIPE)
+	if (io.f && r < 0 && errno == EPIPE && !__atomic_load_n(&kp_fdtab_aside, __ATOMIC_ACQUIRE))
 		kp_tls_epipe = true; /* (the foreign engine's send: MSG_NOSIGNAL) */
 	quiet_end(raises, r < 0); /* its close_notify met the socket's EPIPE */
 	return r;

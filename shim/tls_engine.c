@@ -1466,3 +1466,44 @@ bool alpn_not_http11(SSL *ssl)
 	kp_ssl.SSL_get0_alpn_selected(ssl, &sel, &sel_len);
 	return sel_len && !(sel_len == 8 && !memcmp(sel, "http/1.1", 8));
 }
+
+/* The library steps aside for a seccomp filter (docs/owner.md "A
+ * sandbox") on a connection whose EOF we owe: the answer to a request
+ * the program asked to close was read whole, the server told keep-alive.
+ * That EOF stands in the engine's own state from now on: its SSL (or the
+ * foreign engine) "received" a close_notify, so libssl's SSL_read answers
+ * 0 without reading (ssl_read_internal) and SSL_shutdown sends ours and
+ * says 1, and each handle it answers reads SSL_ERROR_ZERO_RETURN
+ * (close_made: kp_tls_get_error).  No call is made; the server closes
+ * once the program's close_notify or close reaches it.  Caller holds
+ * the connection's lock. */
+void kp_tls_sandbox_eof(struct kp_tls *e)
+{
+	kp_lock(&tls_lock);
+	if (e->im)
+		tlsf_set_shutdown(&e->im->f, tlsf_get_shutdown(&e->im->f) | SSL_RECEIVED_SHUTDOWN);
+	else
+		kp_ssl.SSL_set_shutdown(e->ssl, kp_ssl.SSL_get_shutdown(e->ssl) | SSL_RECEIVED_SHUTDOWN);
+	for (struct handle *h = handles; h; h = h->hh.next)
+		if (h->e == e)
+			h->close_made = true;
+	kp_unlock(&tls_lock);
+}
+
+/* The same install on a connection whose rewritten request is whole and
+ * its answer still to come: the engine sends our close_notify (the caller
+ * our FIN), so that the server ends after its answer.  Without it a FIN
+ * alone ends the program's read as a truncation, and libssl's fatal alert
+ * then meets our FIN: EPIPE and SIGPIPE.  The program's error queue is
+ * left as it was. */
+void kp_tls_sandbox_close(struct kp_tls *e)
+{
+	int saved = errno;
+	kp_ssl.ERR_set_mark();
+	if (e->im)
+		(void)tlsf_shutdown(&e->im->f);
+	else
+		(void)KP_OUTSIDE(kp_ssl.SSL_shutdown(e->ssl));
+	kp_ssl.ERR_pop_to_mark();
+	errno = saved;
+}

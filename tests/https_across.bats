@@ -549,3 +549,50 @@ remade() { grep -c "a call the foreign engine cannot answer after the hand-out: 
 		assert_equal "TLS $v: connections $(nginx_conns)" "TLS $v: connections 1"
 	done
 }
+
+# A seccomp filter over a connection the foreign engine answers (docs/owner.md
+# "A sandbox"): after the install its writes are the program's own SSL's
+# call, write(2) (a filter that allows read and write only), not our
+# send(MSG_NOSIGNAL).  Three tests/clients/tls_sandbox.c processes, one
+# request each that asks to close: the first teaches how the server ends,
+# the second's connection is parked and passed to the broker, the third
+# is handed it at its SSL_connect and sandboxes itself at once.
+# across_sandbox MODE [direct-end]: the same output as alone, one
+# connection handed (direct-end: its request and answer before the
+# install, the EOF we owe read after it)
+across_sandbox() {
+	check_lib
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -p -m 0700 "$xdg"
+	use_tls 13
+	local c="$CLIENTS/tls_sandbox $SERVER_PORT $TLS/ca.pem"
+	local script="$c none direct && $c none direct && $c $1 ${2:-direct}"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	wait_until test "$(nginx_requests)" -ge 3
+	nginx_reset
+	local status=0
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$CHECK_LIB" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KP_TEST_ACROSS_BROKER=2 KEEPALIVE_LOG=debug \
+		"$ROOT/scripts/keepalive" sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null || status=$?
+	grep -E 'handed|passed on|seccomp' "$out/shim.err" || true
+	cat "$out/shim.out"
+	assert_equal "status $status" "status 0"
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	assert_equal "handed $(handed)" "handed 1"
+	run grep -c "B: end read=0 err=6" "$out/shim.out"
+	assert_output 3
+}
+
+@test "the hand-out in another process, then a killing seccomp filter (read and write allowed): the foreign engine writes with write(2), as alone (TLS 1.3)" {
+	across_sandbox kill
+}
+
+@test "the hand-out in another process, then SECCOMP_MODE_STRICT: the foreign engine writes with write(2), as alone (TLS 1.3)" {
+	across_sandbox strict
+}
+
+@test "the hand-out in another process, an answer read with its EOF owed, then SECCOMP_MODE_STRICT: the foreign engine's end as alone (TLS 1.3)" {
+	across_sandbox strict direct-end
+}

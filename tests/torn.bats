@@ -279,3 +279,25 @@ tls_torn_both() {
 	printf '%s\n' "${bad[@]}"
 	[ "${#bad[@]}" = 0 ]
 }
+
+# A torn rewritten head at a seccomp install (docs/owner.md "A sandbox"):
+# the rest of the head is written past the library, under a filter that
+# fails every other call with EPERM, then the program reads to EOF.
+# Alone the server closes after answering the head's Connection: close.
+# torn_sandbox KIND: the same output, status and heads at the server
+torn_sandbox() {
+	CLIENT_TIMEOUT=10
+	torn_start
+	torn_both "$1" nb+sandbox 60000 1
+	cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_both_ok
+	assert_same_output --close-line
+	run diff "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.log"
+	assert_success
+}
+
+# the tear falls before the changed Connection line: the server has the
+# program's own bytes, its rest carries its own close
+@test "a torn rewritten head at a seccomp install, torn before the Connection line: the rest goes past the library, as without it" {
+	torn_sandbox close-last
+}

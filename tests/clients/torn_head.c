@@ -15,7 +15,11 @@
  *         capitals (bytes it was told did not go out: it may send others).
  *         MODE+pieces: the first 10 bytes alone, then all but the last 4
  *         (an unfinished head larger than the socket takes: printed as
- *         "middle write"), then the rest
+ *         "middle write"), then the rest.  MODE+sandbox: once the first
+ *         write returned short (the FIFO written), a seccomp filter that
+ *         fails every call but read, write, poll, close and exit with
+ *         EPERM (docs/owner.md "A sandbox"): the rest of the head and the
+ *         reads go past the library
  *   PAD   bytes of an X-Pad header (60000: the head is larger than what
  *         the socket and the server's small receive buffer take; 0: it
  *         fits); a list (0,60000): request i takes the i-th (the last for
@@ -35,6 +39,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 
 static volatile sig_atomic_t rang;
@@ -69,6 +79,26 @@ static size_t make_req(char *req, const char *kind, const char *host, size_t pad
 	return (size_t)(p - req);
 }
 
+static void sandbox(void)
+{
+	static const int allow[] = { SYS_read, SYS_write, SYS_poll, SYS_close, SYS_exit, SYS_exit_group,
+				     SYS_rt_sigreturn };
+	struct sock_filter f[4 + 2 * sizeof(allow) / sizeof(allow[0]) + 1];
+	int k = 0;
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
+	f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+	for (size_t i = 0; i < sizeof(allow) / sizeof(allow[0]); i++) {
+		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)allow[i], 0, 1);
+		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	}
+	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM);
+	struct sock_fprog prog = { (unsigned short)k, f };
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0)
+		die("seccomp");
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 8) {
@@ -82,7 +112,10 @@ int main(int argc, char **argv)
 	long count = strtol(argv[7], NULL, 10);
 	bool nb = !strncmp(mode, "nb", 2), dontwait = !strncmp(mode, "dontwait", 8),
 	     block = !strncmp(mode, "block", 5), timeo = !strncmp(mode, "timeo", 5), split = strstr(mode, "split") != NULL,
-	     change = strstr(mode, "change") != NULL, pieces = strstr(mode, "pieces") != NULL;
+	     change = strstr(mode, "change") != NULL, pieces = strstr(mode, "pieces") != NULL,
+	     sandboxed = strstr(mode, "sandbox") != NULL;
+	if (sandboxed) /* (no fstat or malloc of stdout's buffer under the filter) */
+		setvbuf(stdout, NULL, _IONBF, 0);
 	size_t pads[8], npads = 0;
 	for (char *q = argv[6]; npads < 8 && *q;) {
 		pads[npads++] = strtoul(q, &q, 10);
@@ -157,6 +190,8 @@ int main(int argc, char **argv)
 					if (req + j >= v + 7 && req + j < v + 7 + pad)
 						req[j] = (char)(req[j] - 'a' + 'A');
 				go(fifo);
+				if (sandboxed && i == 1)
+					sandbox();
 			}
 			if (n < 0) {
 				struct pollfd pf = {.fd = fd, .events = POLLOUT};
