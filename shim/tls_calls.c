@@ -233,6 +233,13 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 		/* first asked, or the engine's session changed (a ticket
 		 * came): so would the program's, and its old one go */
 		old = h->sess;
+		/* its peer's objects its own: the hand-out's copies, or the
+		 * resumed session's of its own (docs/tls.md "The program's
+		 * own objects") */
+		X509 *peer = h->verified && !h->resumed ? h->peer : src ? kp_ssl.SSL_SESSION_get0_peer(src) : NULL;
+		STACK_OF(X509) *chain = h->verified && !h->resumed ? h->peer_chain : session_peer_chain(src);
+		if (d && peer && !session_peer_give(d, peer, chain))
+			kp_debug("a session copy keeps its first owner's peer certificate");
 		h->sess = d;
 		h->sess_src = kp_ssl.SSL_get_session(h->e->ssl) == src ? src : NULL;
 		h->sess_early = early;

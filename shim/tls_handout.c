@@ -302,6 +302,9 @@ static const char *handout_why(struct kp_tls *e, SSL *ssl)
 		why = "the connection's first SSL still exists";
 	if (!why)
 		why = engine_snap(e);
+	/* its session's peer is made its own (tls_peer.c) */
+	if (!why && !session_peer_known(e->ssl))
+		why = "where a session keeps its peer certificate is not known";
 	if (!why)
 		why = bio_watcher(ssl);
 	/* its own handshake would run under today's providers and defaults:
@@ -334,32 +337,6 @@ static void engine_takes_program(struct kp_tls *e, SSL *ssl, int fd)
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_CLEAR_MODE, ~0L, NULL);
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, mode | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, NULL);
 	kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
-}
-
-/* Copies of the peer's certificate and chain for a hand-out: X509_dup
- * (through DER: no ex_data, no cached state of the first owner's), the
- * chain's leaf the same object as the certificate, as libssl's
- * (tls_process_server_certificate). */
-static void peer_copies(X509 *leaf, STACK_OF(X509) *chain, X509 **peer, STACK_OF(X509) **peer_chain)
-{
-	*peer = leaf ? kp_ssl.X509_dup(leaf) : NULL;
-	*peer_chain = NULL;
-	OPENSSL_STACK *sk = chain && *peer ? kp_ssl.OPENSSL_sk_new_null() : NULL;
-	for (int i = 0; sk && i < kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)chain); i++) {
-		X509 *c = kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)chain, i);
-		X509 *d = !i && !kp_ssl.X509_cmp(c, leaf) && kp_ssl.X509_up_ref(*peer) ? *peer : kp_ssl.X509_dup(c);
-		if (!d || !kp_ssl.OPENSSL_sk_push(sk, d)) {
-			if (d)
-				kp_ssl.X509_free(d);
-			kp_ssl.OPENSSL_sk_pop_free(sk, (void (*)(void *))kp_ssl.X509_free);
-			sk = NULL;
-		}
-	}
-	*peer_chain = (STACK_OF(X509) *)sk;
-	if (chain && !sk && *peer) {
-		kp_ssl.X509_free(*peer);
-		*peer = NULL;
-	}
 }
 
 int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
