@@ -742,6 +742,18 @@ SSL_SESSION *session_anew(SSL_SESSION *sess, long at)
 	return d;
 }
 
+/* A copy of sess (session_anew) whose peer and chain are peer and chain,
+ * or NULL: where libssl keeps them is not known. */
+SSL_SESSION *session_anew_own(SSL_SESSION *sess, X509 *peer, STACK_OF(X509) *chain)
+{
+	SSL_SESSION *d = session_anew(sess, 0);
+	if (d && !session_peer_give(d, peer, chain)) {
+		kp_ssl.SSL_SESSION_free(d);
+		d = NULL;
+	}
+	return d;
+}
+
 /* (libssl has no setter that takes a ticket away: the session goes
  * through its DER, which keeps the peer's certificate, not its chain,
  * nor ex_data: neither did the handshake's session carry the latter) */

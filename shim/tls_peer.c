@@ -136,18 +136,6 @@ bool offer_peer_own(X509 **leaf, STACK_OF(X509) **chain)
 	return true;
 }
 
-/* A copy of sess (session_anew) whose peer and chain are peer and chain,
- * or NULL: where libssl keeps them is not known. */
-SSL_SESSION *session_anew_own(SSL_SESSION *sess, X509 *peer, STACK_OF(X509) *chain)
-{
-	SSL_SESSION *d = session_anew(sess, 0);
-	if (d && !session_peer_give(d, peer, chain)) {
-		kp_ssl.SSL_SESSION_free(d);
-		d = NULL;
-	}
-	return d;
-}
-
 /* What a resumption of s answers for the peer chain of its full handshake
  * (f->chain, where it was shown): s's own chain. */
 void full_chain_own(struct full *f, SSL_SESSION *s)
