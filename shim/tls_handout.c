@@ -620,6 +620,35 @@ void kp_tls_session_changes(SSL_SESSION *sess)
 	kp_debug("the program changes a session: not one a hand-out's or a resumption's is made from");
 }
 
+/* The session ex_data of the program's (and our mark) on from, set on to
+ * (a copy of ours made for the same SSL, not yet shown): libssl's own
+ * copy of a session (a TLS 1.3 ticket's, made from the one the program
+ * read before) carries them (CRYPTO_dup_ex_data: the pointers, where no
+ * dup callback was given; a program that gave one is not followed,
+ * kp_tls_ssl_ex_funcs).  Index 0 is SSL_SESSION_set_app_data's. */
+static int sess_ex_top = -1;
+
+void kp_tls_session_index(int idx)
+{
+	int top = __atomic_load_n(&sess_ex_top, __ATOMIC_ACQUIRE);
+	while (idx > top && !__atomic_compare_exchange_n(&sess_ex_top, &top, idx, false, __ATOMIC_ACQ_REL,
+							 __ATOMIC_ACQUIRE))
+		;
+}
+
+void session_ex_carry(const SSL_SESSION *from, SSL_SESSION *to)
+{
+	int top = __atomic_load_n(&sess_ex_top, __ATOMIC_ACQUIRE);
+	int mark = __atomic_load_n(&changed_idx, __ATOMIC_ACQUIRE);
+	if (mark > top)
+		top = mark;
+	for (int i = 0; from && to && i <= top; i++) {
+		void *v = kp_ssl.SSL_SESSION_get_ex_data(from, i);
+		if (v)
+			kp_ssl.SSL_SESSION_set_ex_data(to, i, v);
+	}
+}
+
 bool session_changed(const SSL_SESSION *sess)
 {
 	if (__atomic_load_n(&changed_unmarked, __ATOMIC_ACQUIRE))

@@ -414,6 +414,9 @@ SSL_SESSION *session_anew(SSL_SESSION *sess, long at);
  * tickets: no id, no ticket (docs/tls.md "Sessions"), or NULL */
 SSL_SESSION *session_unticketed(SSL_SESSION *sess);
 bool session_changed(const SSL_SESSION *sess);
+/* from's session ex_data (the program's, our mark) set on to, as libssl's
+ * own copy carries them */
+void session_ex_carry(const SSL_SESSION *from, SSL_SESSION *to);
 const char *engine_snap(struct kp_tls *e);
 SSL_SESSION *session_base(struct kp_tls *e, SSL_SESSION *src);
 /* tls_peer.c: copies of a peer's certificate and chain (the chain's leaf

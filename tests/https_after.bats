@@ -164,6 +164,15 @@ after() { tls_case tls_after "$@"; }
 	done
 }
 
+@test "ex_data a handed-out SSL set on its session before the server's TLS 1.3 tickets is on the session it reads after them, as on libssl's own copy for a ticket" {
+	use_tls 13
+	after 4 sess_ex
+	assert_line "3 session after the answer: another, ex_data mine"
+	assert_line --partial "4 ok HTTP/1.1 200 OK"
+	# requests 3 and 4 were handed request 2's connection
+	assert_equal "handed out $(stat_value tls_reused)" "handed out 2"
+}
+
 @test "a handed-out SSL's session resumed by the program later holds that SSL's peer objects (certificate and chain), as its own session would" {
 	for v in 13 12; do
 		use_tls $v
@@ -175,4 +184,16 @@ after() { tls_case tls_after "$@"; }
 		assert_equal "$v: handed out $(stat_value tls_reused)" "$v: handed out 1"
 		assert_equal "$v: connections $SHIM_CONNS" "$v: connections 3"
 	done
+}
+
+@test "ex_data an SSL that resumed a session of ours set on its session before the server's TLS 1.3 tickets is on the session it reads after them" {
+	use_tls 13
+	after 4 sess_ex 2
+	assert_line "2 session after the answer: another, ex_data mine"
+	assert_line --partial "4 ok HTTP/1.1 200 OK"
+	# request 2 resumed request 1's session; its connection, whose
+	# session it changed, was handed to no other SSL (request 3 resumed
+	# request 1's session too, request 4 was handed request 3's connection)
+	assert_equal "resumed $(stat_value tls_resumed)" "resumed 2"
+	assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
 }

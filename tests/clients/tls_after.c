@@ -37,6 +37,10 @@
  *                   after the answer, each tagged (X509 ex_data) and kept:
  *                   whether a later request's is one seen before;
  *                   ARG resume: request 4 resumes request 3's session
+ *   sess_ex [ARG]   request ARG's (default 3) session (TLS 1.3: before
+ *                   the server's tickets) given ex_data right after its
+ *                   handshake: what the session it reads after the
+ *                   answer holds
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -440,6 +444,42 @@ static void peer_sess(const char *arg)
 		X509_free(seen[j]);
 }
 
+/* scenario sess_ex: ex_data on request w's session before the tickets */
+static void sess_ex_one(int i)
+{
+	SSL_CTX *ctx = mkctx();
+	SSL *s = SSL_new(ctx);
+	int fd = dial();
+	if (handshake(s, fd, i) == 0) {
+		SSL_SESSION *k = SSL_get1_session(s);
+		if (k)
+			SSL_SESSION_set_ex_data(k, sess_idx, "mine");
+		if (get(s, i) == 0) {
+			SSL_SESSION *n = SSL_get_session(s);
+			const char *v = n ? SSL_SESSION_get_ex_data(n, sess_idx) : NULL;
+			printf("%d session after the answer: %s, ex_data %s\n", i, n == k ? "the same" : "another",
+			       v ? v : "(none)");
+			SSL_shutdown(s);
+		}
+		SSL_SESSION_free(k);
+	}
+	close(fd);
+	SSL_free(s);
+	SSL_CTX_free(ctx);
+}
+
+static void sess_ex(const char *arg)
+{
+	int w = *arg ? atoi(arg) : 3;
+	sess_idx = SSL_SESSION_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	for (int i = 1; i <= 4; i++) {
+		if (i == w)
+			sess_ex_one(i);
+		else
+			one(mkctx(), i);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -568,7 +608,8 @@ int main(int argc, char **argv)
 		peer_tag();
 	} else if (!strcmp(sc, "peer_sess")) {
 		peer_sess(arg);
-
+	} else if (!strcmp(sc, "sess_ex")) {
+		sess_ex(arg);
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", sc);
 		return 2;
