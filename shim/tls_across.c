@@ -714,7 +714,8 @@ static const char *offer_verified(SSL *ssl, struct offer *o, bool across)
 		}
 		kp_unlock(&tls_lock);
 	} else {
-		why = "the program's verification fails on its chain";
+		why = !mine && ok > 0 && result == X509_V_OK ? "its session's peer could not be made the program's own"
+						    : "the program's verification fails on its chain";
 	}
 	if (chain)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);

@@ -42,8 +42,9 @@ void peer_copies(X509 *leaf, STACK_OF(X509) *chain, X509 **peer, STACK_OF(X509) 
  * answers (the engine's, at park and at hand-out: both known, the
  * pointers found side by side once only in its first PEER_SCAN bytes),
  * or, for a session with no chain (one from the broker, made from DER),
- * the peer followed by NULL, once only.  Not found: no hand-out is made
- * (handout_why) and a resumption keeps libssl's objects.
+ * the peer followed by NULL, once only; each write checks the place
+ * against libssl's getter first.  Not found: no hand-out is made
+ * (handout_why), no session is kept (ticket_keep) nor offered.
  */
 #define PEER_SCAN 768 /* (the struct is larger: its ext, flags and lock follow) */
 
@@ -66,8 +67,8 @@ static long peer_find(const SSL_SESSION *s, const void *peer, const void *chain)
 static void peer_learn(long i)
 {
 	long none = -1;
-	if (i >= 0)
-		__atomic_compare_exchange_n(&peer_word, &none, i, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+	if (i >= 0 && __atomic_compare_exchange_n(&peer_word, &none, i, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+		kp_debug("a session keeps its peer certificate %zu bytes in", (size_t)i * sizeof(void *));
 }
 
 static void **peer_slot(SSL_SESSION *s);
