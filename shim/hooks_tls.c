@@ -249,7 +249,10 @@ KP_EXPORT int CRYPTO_get_ex_new_index(int class_index, long argl, void *argp, CR
 	     class_index == CRYPTO_EX_INDEX_SSL_SESSION || class_index == CRYPTO_EX_INDEX_X509_STORE_CTX) &&
 	    (new_func || free_func || dup_func))
 		__atomic_store_n(&kp_tls_ssl_ex_funcs, true, __ATOMIC_RELEASE);
-	return real(class_index, argl, argp, new_func, dup_func, free_func);
+	int idx = real(class_index, argl, argp, new_func, dup_func, free_func);
+	if (class_index == CRYPTO_EX_INDEX_SSL_SESSION)
+		kp_tls_session_index(idx);
+	return idx;
 }
 
 /* libcrypto's real function name (not ours), found as

@@ -222,6 +222,9 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out);
 /* the program made an SSL ex_data index with a free or dup callback
  * (CRYPTO_get_ex_new_index): its SSLs are not followed */
 extern bool kp_tls_ssl_ex_funcs;
+/* the highest session ex_data index the program made (-1: none): what a
+ * session copy of ours carries into the next (kp_tls_session) */
+void kp_tls_session_index(int idx);
 /* Bumped by every wrapped setter of process-wide crypto state (providers,
  * default properties, RAND and engine defaults, configuration loaded): a
  * connection made under another generation is not handed out

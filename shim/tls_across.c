@@ -557,7 +557,9 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 	 * reference kept past SSL_free), and one it changed is not what its
 	 * handshake made (docs/tls.md "The program's own objects") */
 	SSL_SESSION *own = kp_ssl.SSL_get_session(e->ssl);
-	SSL_SESSION *sess = own && !session_changed(own) ? kp_ssl.SSL_SESSION_dup(own) : NULL;
+	/* (an offer copies its peer's objects into its session: tls_peer.c) */
+	SSL_SESSION *sess = own && !session_changed(own) && session_peer_known(e->ssl) ? kp_ssl.SSL_SESSION_dup(own)
+										       : NULL;
 	if (!sess)
 		return;
 	struct ticket *t = calloc(1, sizeof(*t));
@@ -679,6 +681,9 @@ static const char *offer_verified(SSL *ssl, struct offer *o, bool across)
 	STACK_OF(X509) *chain;
 	char *peername;
 	X509_VERIFY_PARAM *named = NULL;
+	/* (its peer's objects its own: docs/tls.md "The program's own objects") */
+	if (!offer_peer_own(&o->leaf, &o->untrusted))
+		return "its peer's certificate could not be copied";
 	kp_ssl.ERR_set_mark();
 	int ok = verify_as(ssl, o->leaf, o->untrusted, &result, &chain, &peername, &named);
 	kp_ssl.ERR_pop_to_mark();
@@ -686,7 +691,7 @@ static const char *offer_verified(SSL *ssl, struct offer *o, bool across)
 	/* a copy of the program's own, with a new id (a ticket's is the
 	 * client's): resumed, it is the program's session, not one another
 	 * program read (docs/tls.md "Sessions") */
-	SSL_SESSION *mine = ok > 0 && result == X509_V_OK ? session_anew(o->sess, 0) : NULL;
+	SSL_SESSION *mine = ok > 0 && result == X509_V_OK ? session_anew_own(o->sess, o->leaf, o->untrusted) : NULL;
 	if (mine && kp_ssl.SSL_set_session(ssl, mine)) {
 		kp_count(tls_resumed);
 		kp_lock(&tls_lock);
@@ -705,10 +710,12 @@ static const char *offer_verified(SSL *ssl, struct offer *o, bool across)
 			r->offered_named = named;
 			named = NULL;
 			full_copy(&r->offered_full, &o->full);
+			full_chain_own(&r->offered_full, mine);
 		}
 		kp_unlock(&tls_lock);
 	} else {
-		why = "the program's verification fails on its chain";
+		why = !mine && ok > 0 && result == X509_V_OK ? "its session's peer could not be made the program's own"
+						    : "the program's verification fails on its chain";
 	}
 	if (chain)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)chain, (void (*)(void *))kp_ssl.X509_free);

@@ -178,6 +178,23 @@ static bool session_copied(const struct handle *h, const SSL *ssl, bool *early)
 	return r && r->offered && kp_ssl.SSL_session_reused(ssl);
 }
 
+/* ssl resumed a session of ours and read our copy of it before the
+ * server's TLS 1.3 tickets; libssl answers its own session since (a
+ * ticket's, which alone would be copied from the one it read): that one
+ * given what it set on ours, which goes as libssl frees the one it
+ * replaces.  The copy to free after, or NULL.  Caller holds tls_lock. */
+static SSL_SESSION *early_gone(struct handle *h, const SSL *ssl)
+{
+	SSL_SESSION *real = h && h->sess && h->sess_early && h->e->ssl == ssl ? kp_ssl.SSL_get_session(ssl) : NULL;
+	if (!real || real == h->sess_src)
+		return NULL;
+	SSL_SESSION *gone = h->sess;
+	session_ex_carry(gone, real);
+	h->sess = h->sess_src = NULL;
+	h->sess_early = false;
+	return gone;
+}
+
 bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
@@ -216,7 +233,10 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 		src = NULL;
 	/* (made from our private copy: tls_handout.c engine_snap) */
 	SSL_SESSION *base = src ? session_base(h->e, src) : NULL;
+	SSL_SESSION *gone = ours ? NULL : early_gone(h, ssl);
 	kp_unlock(&tls_lock);
+	if (gone)
+		kp_ssl.SSL_SESSION_free(gone);
 	if (!ours)
 		return false;
 	/* the copy made outside our lock (the program's session ex_data dup
@@ -233,6 +253,17 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 		/* first asked, or the engine's session changed (a ticket
 		 * came): so would the program's, and its old one go */
 		old = h->sess;
+		/* its peer's objects its own: the hand-out's copies, or the
+		 * resumed session's of its own (docs/tls.md "The program's
+		 * own objects") */
+		X509 *peer = h->verified && !h->resumed ? h->peer : src ? kp_ssl.SSL_SESSION_get0_peer(src) : NULL;
+		STACK_OF(X509) *chain = h->verified && !h->resumed ? h->peer_chain : session_peer_chain(src);
+		if (d && peer && !session_peer_give(d, peer, chain))
+			kp_debug("a session copy keeps its first owner's peer certificate");
+		/* what the program set on the one it read, as libssl's copy
+		 * for a ticket carries it */
+		if (d && old)
+			session_ex_carry(old, d);
 		h->sess = d;
 		h->sess_src = kp_ssl.SSL_get_session(h->e->ssl) == src ? src : NULL;
 		h->sess_early = early;

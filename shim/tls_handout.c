@@ -302,6 +302,9 @@ static const char *handout_why(struct kp_tls *e, SSL *ssl)
 		why = "the connection's first SSL still exists";
 	if (!why)
 		why = engine_snap(e);
+	/* its session's peer is made its own (tls_peer.c) */
+	if (!why && !session_peer_known(e->ssl))
+		why = "where a session keeps its peer certificate is not known";
 	if (!why)
 		why = bio_watcher(ssl);
 	/* its own handshake would run under today's providers and defaults:
@@ -334,32 +337,6 @@ static void engine_takes_program(struct kp_tls *e, SSL *ssl, int fd)
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_CLEAR_MODE, ~0L, NULL);
 	kp_ssl.SSL_ctrl(e->ssl, SSL_CTRL_MODE, mode | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER, NULL);
 	kp_ssl.BIO_int_ctrl(kp_ssl.SSL_get_rbio(e->ssl), BIO_C_SET_FD, BIO_NOCLOSE, fd);
-}
-
-/* Copies of the peer's certificate and chain for a hand-out: X509_dup
- * (through DER: no ex_data, no cached state of the first owner's), the
- * chain's leaf the same object as the certificate, as libssl's
- * (tls_process_server_certificate). */
-static void peer_copies(X509 *leaf, STACK_OF(X509) *chain, X509 **peer, STACK_OF(X509) **peer_chain)
-{
-	*peer = leaf ? kp_ssl.X509_dup(leaf) : NULL;
-	*peer_chain = NULL;
-	OPENSSL_STACK *sk = chain && *peer ? kp_ssl.OPENSSL_sk_new_null() : NULL;
-	for (int i = 0; sk && i < kp_ssl.OPENSSL_sk_num((OPENSSL_STACK *)chain); i++) {
-		X509 *c = kp_ssl.OPENSSL_sk_value((OPENSSL_STACK *)chain, i);
-		X509 *d = !i && !kp_ssl.X509_cmp(c, leaf) && kp_ssl.X509_up_ref(*peer) ? *peer : kp_ssl.X509_dup(c);
-		if (!d || !kp_ssl.OPENSSL_sk_push(sk, d)) {
-			if (d)
-				kp_ssl.X509_free(d);
-			kp_ssl.OPENSSL_sk_pop_free(sk, (void (*)(void *))kp_ssl.X509_free);
-			sk = NULL;
-		}
-	}
-	*peer_chain = (STACK_OF(X509) *)sk;
-	if (chain && !sk && *peer) {
-		kp_ssl.X509_free(*peer);
-		*peer = NULL;
-	}
 }
 
 int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
@@ -643,6 +620,35 @@ void kp_tls_session_changes(SSL_SESSION *sess)
 	kp_debug("the program changes a session: not one a hand-out's or a resumption's is made from");
 }
 
+/* The session ex_data of the program's (and our mark) on from, set on to
+ * (a copy of ours made for the same SSL, not yet shown): libssl's own
+ * copy of a session (a TLS 1.3 ticket's, made from the one the program
+ * read before) carries them (CRYPTO_dup_ex_data: the pointers, where no
+ * dup callback was given; a program that gave one is not followed,
+ * kp_tls_ssl_ex_funcs).  Index 0 is SSL_SESSION_set_app_data's. */
+static int sess_ex_top = -1;
+
+void kp_tls_session_index(int idx)
+{
+	int top = __atomic_load_n(&sess_ex_top, __ATOMIC_ACQUIRE);
+	while (idx > top && !__atomic_compare_exchange_n(&sess_ex_top, &top, idx, false, __ATOMIC_ACQ_REL,
+							 __ATOMIC_ACQUIRE))
+		;
+}
+
+void session_ex_carry(const SSL_SESSION *from, SSL_SESSION *to)
+{
+	int top = __atomic_load_n(&sess_ex_top, __ATOMIC_ACQUIRE);
+	int mark = __atomic_load_n(&changed_idx, __ATOMIC_ACQUIRE);
+	if (mark > top)
+		top = mark;
+	for (int i = 0; from && to && i <= top; i++) {
+		void *v = kp_ssl.SSL_SESSION_get_ex_data(from, i);
+		if (v)
+			kp_ssl.SSL_SESSION_set_ex_data(to, i, v);
+	}
+}
+
 bool session_changed(const SSL_SESSION *sess)
 {
 	if (__atomic_load_n(&changed_unmarked, __ATOMIC_ACQUIRE))
@@ -762,6 +768,18 @@ SSL_SESSION *session_anew(SSL_SESSION *sess, long at)
 		kp_ssl.SSL_SESSION_set1_id(d, id, len);
 	if (kp_ssl.SSL_SESSION_get_time(d) < at)
 		kp_ssl.SSL_SESSION_set_time(d, at);
+	return d;
+}
+
+/* A copy of sess (session_anew) whose peer and chain are peer and chain,
+ * or NULL: where libssl keeps them is not known. */
+SSL_SESSION *session_anew_own(SSL_SESSION *sess, X509 *peer, STACK_OF(X509) *chain)
+{
+	SSL_SESSION *d = session_anew(sess, 0);
+	if (d && !session_peer_give(d, peer, chain)) {
+		kp_ssl.SSL_SESSION_free(d);
+		d = NULL;
+	}
 	return d;
 }
 

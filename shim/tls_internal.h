@@ -414,8 +414,23 @@ SSL_SESSION *session_anew(SSL_SESSION *sess, long at);
  * tickets: no id, no ticket (docs/tls.md "Sessions"), or NULL */
 SSL_SESSION *session_unticketed(SSL_SESSION *sess);
 bool session_changed(const SSL_SESSION *sess);
+/* from's session ex_data (the program's, our mark) set on to, as libssl's
+ * own copy carries them */
+void session_ex_carry(const SSL_SESSION *from, SSL_SESSION *to);
 const char *engine_snap(struct kp_tls *e);
 SSL_SESSION *session_base(struct kp_tls *e, SSL_SESSION *src);
+/* tls_peer.c: copies of a peer's certificate and chain (the chain's leaf
+ * the certificate); whether ssl's session shows where libssl keeps a
+ * session's peer (learnt from it once); a session's chain; d (a copy
+ * of ours not yet shown) given peer and chain (references of its own),
+ * false where it cannot be */
+void peer_copies(X509 *leaf, STACK_OF(X509) *chain, X509 **peer, STACK_OF(X509) **peer_chain);
+bool session_peer_known(SSL *ssl);
+STACK_OF(X509) *session_peer_chain(SSL_SESSION *s);
+bool session_peer_give(SSL_SESSION *d, X509 *peer, STACK_OF(X509) *chain);
+bool offer_peer_own(X509 **leaf, STACK_OF(X509) **chain);
+SSL_SESSION *session_anew_own(SSL_SESSION *sess, X509 *peer, STACK_OF(X509) *chain);
+void full_chain_own(struct full *f, SSL_SESSION *s);
 extern struct kp_tls *parked;
 /* the SSL error of this thread's last failed kp_tls_push (tls_engine.c) */
 extern __thread int kp_tls_push_err;

@@ -210,6 +210,7 @@ typedef void (*kp_any_fn)(void);
 	X(long, SSL_SESSION_get_time, (const SSL_SESSION *))                       \
 	X(const unsigned char *, SSL_SESSION_get_id, (const SSL_SESSION *, unsigned int *)) \
 	X(SSL_SESSION *, SSL_SESSION_dup, (const SSL_SESSION *))                   \
+	X(X509 *, SSL_SESSION_get0_peer, (SSL_SESSION *))                          \
 	X(long, SSL_SESSION_set_time, (SSL_SESSION *, long))                       \
 	X(int, SSL_SESSION_set1_id, (SSL_SESSION *, const unsigned char *, unsigned int)) \
 	X(int, SSL_SESSION_set1_id_context, (SSL_SESSION *, const unsigned char *, unsigned int)) \

@@ -146,3 +146,54 @@ after() { tls_case tls_after "$@"; }
 		assert_equal "$v: handed out $(stat_value tls_reused)" "$v: handed out 1"
 	done
 }
+
+@test "the peer certificate a handed-out SSL's session holds (SSL_SESSION_get0_peer), or a resumed session of ours, is an object of its own: the SSL's peer, its chain's first, no ex_data a program set on another's, before and after the server's TLS 1.3 tickets" {
+	for v in 13 12; do
+		use_tls $v
+		after 4 peer_sess
+		for i in 1 2 3 4; do
+			assert_line "$i session's peer after the handshake: one, tag (none), one seen before no, the SSL's peer yes, the chain's first yes"
+			# (the same object after the tickets: libssl's copy for a
+			# ticket shares it, with the tag this request set)
+			assert_line "$i session's peer after the answer: one, tag request $i, one seen before no, the SSL's peer yes, the chain's first yes"
+		done
+		# request 2 resumed request 1's session (a copy of ours), 3 and
+		# 4 were handed request 2's connection
+		assert_equal "$v: resumed $(stat_value tls_resumed)" "$v: resumed 1"
+		assert_equal "$v: handed out $(stat_value tls_reused)" "$v: handed out 2"
+	done
+}
+
+@test "ex_data a handed-out SSL set on its session before the server's TLS 1.3 tickets is on the session it reads after them, as on libssl's own copy for a ticket" {
+	use_tls 13
+	after 4 sess_ex
+	assert_line "3 session after the answer: another, ex_data mine"
+	assert_line --partial "4 ok HTTP/1.1 200 OK"
+	# requests 3 and 4 were handed request 2's connection
+	assert_equal "handed out $(stat_value tls_reused)" "handed out 2"
+}
+
+@test "a handed-out SSL's session resumed by the program later holds that SSL's peer objects (certificate and chain), as its own session would" {
+	for v in 13 12; do
+		use_tls $v
+		after 4 peer_sess resume
+		assert_line "4 session's peer after the handshake: one, tag request 3, one seen before yes, the SSL's peer yes, the chain's first yes"
+		assert_line --regexp "^4 ok HTTP/1.1 200 OK reused=1 "
+		# request 3 was handed request 2's connection; request 4 resumed
+		# request 3's session on a connection of its own
+		assert_equal "$v: handed out $(stat_value tls_reused)" "$v: handed out 1"
+		assert_equal "$v: connections $SHIM_CONNS" "$v: connections 3"
+	done
+}
+
+@test "ex_data an SSL that resumed a session of ours set on its session before the server's TLS 1.3 tickets is on the session it reads after them" {
+	use_tls 13
+	after 4 sess_ex 2
+	assert_line "2 session after the answer: another, ex_data mine"
+	assert_line --partial "4 ok HTTP/1.1 200 OK"
+	# request 2 resumed request 1's session; its connection, whose
+	# session it changed, was handed to no other SSL (request 3 resumed
+	# request 1's session too, request 4 was handed request 3's connection)
+	assert_equal "resumed $(stat_value tls_resumed)" "resumed 2"
+	assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
+}

@@ -32,6 +32,15 @@
  *                   process per request)
  *   peer_tag        request 2's peer certificate tagged (X509 ex_data) and
  *                   kept: what request 3 reads of its peer's
+ *   peer_sess       requests 1-4: the peer certificate its session holds
+ *                   (SSL_SESSION_get0_peer), after the handshake and
+ *                   after the answer, each tagged (X509 ex_data) and kept:
+ *                   whether a later request's is one seen before;
+ *                   ARG resume: request 4 resumes request 3's session
+ *   sess_ex [ARG]   request ARG's (default 3) session (TLS 1.3: before
+ *                   the server's tickets) given ex_data right after its
+ *                   handshake: what the session it reads after the
+ *                   answer holds
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -379,6 +388,98 @@ static void peer_tag(void)
 	X509_free(kept);
 }
 
+/* scenario peer_sess: the peer its session holds, tagged and kept */
+static X509 *seen[16];
+static int n_seen;
+static void sess_peer(SSL *s, int i, const char *when)
+{
+	SSL_SESSION *k = SSL_get_session(s);
+	X509 *sp = k ? SSL_SESSION_get0_peer(k) : NULL, *p = SSL_get0_peer_certificate(s);
+	STACK_OF(X509) *pc = SSL_get_peer_cert_chain(s);
+	const char *tag = sp ? X509_get_ex_data(sp, x509_idx) : NULL;
+	int before = 0;
+	for (int j = 0; sp && j < n_seen; j++)
+		before |= seen[j] == sp;
+	printf("%d session's peer %s: %s, tag %s, one seen before %s, the SSL's peer %s, the chain's first %s\n", i,
+	       when, sp ? "one" : "none", tag ? tag : "(none)", before ? "yes" : "no", sp == p ? "yes" : "no",
+	       pc && sk_X509_num(pc) && sk_X509_value(pc, 0) == sp ? "yes" : "no");
+	if (sp && n_seen < 16 && X509_up_ref(sp)) {
+		static const char *const tags[] = { "", "request 1", "request 2", "request 3", "request 4" };
+		X509_set_ex_data(sp, x509_idx, (void *)tags[i < 5 ? i : 0]);
+		seen[n_seen++] = sp;
+	}
+}
+
+static void peer_sess(const char *arg)
+{
+	x509_idx = X509_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	SSL_SESSION *third = NULL;
+	for (int i = 1; i <= 4; i++) {
+		SSL_CTX *ctx = mkctx();
+		SSL *s = SSL_new(ctx);
+		int fd = dial();
+		int seen_before = n_seen;
+		if (i == 4 && third)
+			SSL_set_session(s, third);
+		if (handshake(s, fd, i) == 0) {
+			sess_peer(s, i, "after the handshake");
+			/* (this request's own objects are not "seen before") */
+			int mine = n_seen;
+			n_seen = seen_before;
+			if (get(s, i) == 0) {
+				sess_peer(s, i, "after the answer");
+				SSL_shutdown(s);
+			}
+			if (i == 3 && !strcmp(arg, "resume"))
+				third = SSL_get1_session(s);
+			if (n_seen < mine)
+				n_seen = mine;
+		}
+		close(fd);
+		SSL_free(s);
+		SSL_CTX_free(ctx);
+	}
+	SSL_SESSION_free(third);
+	for (int j = 0; j < n_seen; j++)
+		X509_free(seen[j]);
+}
+
+/* scenario sess_ex: ex_data on request w's session before the tickets */
+static void sess_ex_one(int i)
+{
+	SSL_CTX *ctx = mkctx();
+	SSL *s = SSL_new(ctx);
+	int fd = dial();
+	if (handshake(s, fd, i) == 0) {
+		SSL_SESSION *k = SSL_get1_session(s);
+		if (k)
+			SSL_SESSION_set_ex_data(k, sess_idx, "mine");
+		if (get(s, i) == 0) {
+			SSL_SESSION *n = SSL_get_session(s);
+			const char *v = n ? SSL_SESSION_get_ex_data(n, sess_idx) : NULL;
+			printf("%d session after the answer: %s, ex_data %s\n", i, n == k ? "the same" : "another",
+			       v ? v : "(none)");
+			SSL_shutdown(s);
+		}
+		SSL_SESSION_free(k);
+	}
+	close(fd);
+	SSL_free(s);
+	SSL_CTX_free(ctx);
+}
+
+static void sess_ex(const char *arg)
+{
+	int w = *arg ? atoi(arg) : 3;
+	sess_idx = SSL_SESSION_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	for (int i = 1; i <= 4; i++) {
+		if (i == w)
+			sess_ex_one(i);
+		else
+			one(mkctx(), i);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -505,6 +606,10 @@ int main(int argc, char **argv)
 		sess_once(arg);
 	} else if (!strcmp(sc, "peer_tag")) {
 		peer_tag();
+	} else if (!strcmp(sc, "peer_sess")) {
+		peer_sess(arg);
+	} else if (!strcmp(sc, "sess_ex")) {
+		sess_ex(arg);
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", sc);
 		return 2;
