@@ -162,6 +162,10 @@ struct kp_conn {
 	 * the program's call ended: its copy goes at the program's next call
 	 * on the SSL (kp_conn_tls_replay_step), replay_off of it sent so far */
 	bool replay_async;
+	/* plain: a signal ended the program's call while the copy waited
+	 * for room on the fresh connection: the rest from replay_off goes
+	 * at the program's next read or wait (kp_replay_rest) */
+	bool replay_rest;
 	size_t replay_off;
 	uint8_t first_plan;  /* enum kp_first_plan of that request */
 	/* the fresh connection a first request had to take was refused (the
@@ -491,7 +495,8 @@ bool kp_conn_data_only(int fd);
  * has not finished is held (send.c: head_collect): no HTTP server answers
  * an unfinished head, so the protocol is not HTTP, or the program waits for
  * something else: the bytes go out as written and we step aside
- * (docs/hold.md). */
+ * (docs/hold.md).  First the rest of a replay's copy a signal cut
+ * (kp_replay_rest; docs/hold.md "Signals during the library's waits"). */
 void kp_conn_waits(struct kp_conn *c, int fd);
 /* c holds an unfinished head (no lock: a hint for kp_conn_waits) */
 bool kp_conn_holds(const struct kp_conn *c);

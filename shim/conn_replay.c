@@ -50,12 +50,8 @@
 #define FRESH_CONNECT_MS 30000
 
 __thread bool kp_replay_interrupted;
-__thread int kp_wait_left_ms = KP_NOT_WAITING;
 __thread bool kp_call_nowait;
 
-/* Which of the program's timeouts bounds the call a replay happens in:
- * SO_RCVTIMEO in a read, SO_SNDTIMEO in a send (replay() sets it). */
-static __thread int call_timeo = SO_SNDTIMEO;
 
 /*
  * How long the fresh connection a replay needs may be waited for: within
@@ -75,7 +71,7 @@ static int fresh_bound_ms(const struct kp_conn *c, int fd)
 		return 0;
 	struct timeval tv;
 	socklen_t l = sizeof(tv);
-	if (KP_REAL(getsockopt)(fd, SOL_SOCKET, call_timeo, &tv, &l) == 0 &&
+	if (KP_REAL(getsockopt)(fd, SOL_SOCKET, kp_call_timeo, &tv, &l) == 0 &&
 	    (tv.tv_sec || tv.tv_usec) && tv.tv_sec < FRESH_CONNECT_MS / 1000)
 		return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
 	return FRESH_CONNECT_MS;
@@ -93,11 +89,7 @@ static int fresh_wait(int fd, struct pollfd *p, int ms)
 	int r = KP_REAL(poll)(p, 1, 0);
 	if (r != 0 || ms == 0)
 		return r;
-	struct timeval tv = { 0, 0 };
-	socklen_t l = sizeof(tv);
-	bool restartable = kp_wait_left_ms == KP_NOT_WAITING &&
-			   (KP_REAL(getsockopt)(fd, SOL_SOCKET, call_timeo, &tv, &l) < 0 ||
-			    (!tv.tv_sec && !tv.tv_usec));
+	bool restartable = kp_call_restarts(fd);
 	struct kp_sigwait sw;
 	kp_sigwait_begin(&sw);
 	uint64_t end = kp_now_ms() + (uint64_t)ms;
@@ -581,19 +573,66 @@ bool replay_decide(struct kp_conn *c, int fd, enum kp_died how)
 	return true;
 }
 
+/* A signal ended the program's call while the copy waited for room on
+ * the fresh connection (send_all): the call says EINTR (kp_recv_done, the
+ * send below; in a poll the poll goes on), and the rest of the copy goes
+ * at the program's next read or wait (kp_replay_rest).  Never a request
+ * left half-sent by us, nor a wait past the signal. */
+static bool replay_cut(struct kp_conn *c, int fd, enum kp_died how, size_t sent)
+{
+	c->replay_rest = true;
+	c->replay_off = sent;
+	c->resp_started = false;
+	if (kp_wait_left_ms == KP_NOT_WAITING)
+		kp_replay_interrupted = true;
+	kp_debug("fd %d: %s on a reused connection: its copy sent again in part (%zu of %zu) when "
+		 "a signal ended the program's call", fd, died_str(how), sent, c->replay_len);
+	return true;
+}
+
+bool kp_replay_rest(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || !__atomic_load_n(&c->replay_rest, __ATOMIC_ACQUIRE))
+		return false;
+	if (!conn_lock(c, fd))
+		return false;
+	bool cut = false;
+	if (c->replay_rest && c->state == KP_ACTIVE && !c->tls) {
+		size_t sent = 0;
+		int saved = errno;
+		if (send_all(c, fd, c->replay + c->replay_off, c->replay_len - c->replay_off,
+			     MSG_NOSIGNAL, true, &sent) >= 0) {
+			kp_count(replayed);
+			kp_debug("fd %d: the rest of the replay's copy sent", fd);
+		} else if (errno == EINTR) {
+			c->replay_off += sent;
+			cut = true; /* the program's call ends again: EINTR */
+		} else {
+			unpool(c, "resending the request failed");
+		}
+		errno = cut ? EINTR : saved;
+	}
+	if (!cut) {
+		c->replay_rest = false;
+		c->replay_len = c->replay_off = 0;
+	}
+	kp_unlock(&c->lock);
+	return cut;
+}
+
 bool replay(struct kp_conn *c, int fd, enum kp_died how)
 {
-	call_timeo = how == KP_DIED_SEND_EPIPE || how == KP_DIED_SEND_RESET ? SO_SNDTIMEO : SO_RCVTIMEO;
+	kp_call_timeo = how == KP_DIED_SEND_EPIPE || how == KP_DIED_SEND_RESET ? SO_SNDTIMEO : SO_RCVTIMEO;
 	if (!replay_decide(c, fd, how)) {
-		call_timeo = SO_SNDTIMEO;
+		kp_call_timeo = SO_SNDTIMEO;
 		return false;
 	}
 	/* the fresh connection, its handshake and the copy's records within
 	 * the program's call (docs/replay.md "The program's bounds") */
 	kp_tls_wait_end_ms = call_end_ms(c, fd);
 	int swapped = swap_fresh(c, fd, false);
-	call_timeo = SO_SNDTIMEO;
 	if (swapped < 0) {
+		kp_call_timeo = SO_SNDTIMEO;
 		kp_tls_wait_end_ms = 0;
 		kp_debug("fd %d: %s on a reused connection; no replay: %s", fd, died_str(how),
 			 strerror(errno));
@@ -608,6 +647,7 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 		 * that waits for a request never sent (docs/replay.md "The
 		 * program's bounds") */
 		kp_tls_wait_end_ms = 0;
+		kp_call_timeo = SO_SNDTIMEO;
 		c->replay_async = true;
 		c->replay_off = 0;
 		c->resp_started = false;
@@ -617,8 +657,11 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 	}
 	size_t sent = 0;
 	bool resent = !fresh_tls_failed &&
-		      send_all(c, fd, c->replay, c->replay_len, MSG_NOSIGNAL, false, &sent) >= 0;
+		      send_all(c, fd, c->replay, c->replay_len, MSG_NOSIGNAL, true, &sent) >= 0;
+	kp_call_timeo = SO_SNDTIMEO;
 	kp_tls_wait_end_ms = 0;
+	if (!resent && !c->tls && errno == EINTR)
+		return replay_cut(c, fd, how, sent);
 	if (!resent && c->tls) {
 		/* the program's SSL could not make its handshake or send the
 		 * copy within its call: no replay; the program meets what the
@@ -876,6 +919,14 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 		int err = errno;
 		if (!replay(c, fd, err == EPIPE ? KP_DIED_SEND_EPIPE : KP_DIED_SEND_RESET)) {
 			errno = err;
+			break;
+		}
+		if (kp_replay_interrupted) {
+			/* a signal ended the replay: the program's send says so,
+			 * none of its bytes gone */
+			kp_replay_interrupted = false;
+			r = -1;
+			errno = EINTR;
 			break;
 		}
 	}
