@@ -467,6 +467,23 @@ static const char *died_str(enum kp_died how)
 	return "?";
 }
 
+/* One wait of the replay's proof (settle_facts), under kp_sigwait: a
+ * handler that would end the program's call (kp_call_restarts) does not
+ * end the proof, whose bound is a few round trips of the kernel's own
+ * settling (kp_replay_settle_ms: 10 ms on loopback, at most 1 s), never
+ * the server's work: the proof is finished, the replay (or not) made,
+ * and then the call says EINTR (kp_replay_interrupted; in the program's
+ * poll the poll goes on).  docs/hold.md "Signals during the library's
+ * waits". */
+static int proof_poll(struct kp_sigwait *sw, bool restartable, struct pollfd *p, int ms)
+{
+	int r = kp_sigwait_poll(sw, p, 1, ms);
+	if (r < 0 && errno == EINTR && !(restartable && sw->restarts) &&
+	    kp_wait_left_ms == KP_NOT_WAITING)
+		kp_replay_interrupted = true;
+	return r < 0 && errno == EINTR ? 1 : r; /* (looked at again: the state says) */
+}
+
 /*
  * What the kernel shows of the reused connection that died under c's first
  * request (docs/replay.md, "Measured"): was the server's FIN first, and
@@ -510,13 +527,17 @@ static void settle_facts(struct kp_conn *c, int fd, enum kp_died how, struct kp_
 	case KP_DIED_408:
 		break; /* the server's notice of its close: see the FIN below */
 	}
+	struct kp_sigwait sw;
+	bool restartable = kp_call_restarts(fd);
+	kp_sigwait_begin(&sw);
 	if (!d->fin_first && !d->response) {
 		/* wait (within the bound) for the FIN behind a 408 or a
 		 * close_notify, then tell its order from the state */
 		while (v.state == TCP_ESTABLISHED) {
 			int64_t left = (int64_t)(end - kp_now_ms());
 			struct pollfd p = { .fd = fd, .events = POLLRDHUP };
-			if (left <= 0 || KP_REAL(poll)(&p, 1, (int)left) == 0 || kp_tcp_view(fd, &v) < 0)
+			if (left <= 0 || proof_poll(&sw, restartable, &p, (int)left) == 0 ||
+			    kp_tcp_view(fd, &v) < 0)
 				break;
 		}
 		if (v.state == TCP_CLOSE_WAIT) {
@@ -544,10 +565,11 @@ static void settle_facts(struct kp_conn *c, int fd, enum kp_died how, struct kp_
 		/* events 0: woken by the reset (POLLERR/POLLHUP) alone; an
 		 * acknowledgment wakes nothing, so look again every 2 ms */
 		struct pollfd p = { .fd = fd, .events = 0 };
-		KP_REAL(poll)(&p, 1, left < 2 ? (int)left : 2);
+		proof_poll(&sw, restartable, &p, left < 2 ? (int)left : 2);
 		if (kp_tcp_view(fd, &v) < 0)
 			break;
 	}
+	kp_sigwait_end(&sw);
 	d->acked = v.acked != c->acked_at_first;
 }
 
@@ -911,22 +933,23 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)nv };
 	ssize_t r;
 	for (;;) {
-		do
-			r = conn_sendmsg(c, fd, &m, flags | MSG_NOSIGNAL);
-		while (r < 0 && errno == EINTR && !c->tls); /* TLS: the program's WANT_WRITE */
+		/* (the kernel's EINTR is the program's: a handler that would
+		 * end its own send ended ours, nothing of it gone; TLS: the
+		 * program's WANT_WRITE) */
+		r = conn_sendmsg(c, fd, &m, flags | MSG_NOSIGNAL);
 		if (r >= 0 || c->first != KP_FIRST_SENT || (errno != EPIPE && errno != ECONNRESET))
 			break;
 		int err = errno;
-		if (!replay(c, fd, err == EPIPE ? KP_DIED_SEND_EPIPE : KP_DIED_SEND_RESET)) {
-			errno = err;
+		bool again = replay(c, fd, err == EPIPE ? KP_DIED_SEND_EPIPE : KP_DIED_SEND_RESET);
+		if (kp_replay_interrupted) {
+			/* a signal ended the replay, or came in its proof: the
+			 * program's send says so, none of its bytes gone */
+			kp_replay_interrupted = false;
+			errno = EINTR;
 			break;
 		}
-		if (kp_replay_interrupted) {
-			/* a signal ended the replay: the program's send says so,
-			 * none of its bytes gone */
-			kp_replay_interrupted = false;
-			r = -1;
-			errno = EINTR;
+		if (!again) {
+			errno = err;
 			break;
 		}
 	}

@@ -159,17 +159,20 @@ within 5 s
 alarms 1"
 }
 
-# unread_run MODE [mixed|again] [late]: GET /1, then alarm(2) and GET /2
+# unread_run MODE [mixed|again] [late|body]: GET /1, then alarm(2) and GET /2
 # with a 60000-byte header, against a server that takes little
 # (tests/servers/unread.py: SO_RCVBUF 1024, TCP_MAXSEG 536), resets the
 # kept connection under GET /2 once its head is in, and never reads a new
-# one (late: reads it after 4 s and answers); the server's log in
+# one (late: reads it after 4 s and answers; body: /2 is a PUT with a
+# 60000-byte body, and each connection's heads are read, never a body:
+# no reset, no replay); the server's log in
 # MODE.log.  Alone the program's own write waits for room; with the
 # library it is the replay's copy on its fresh connection, inside the
 # program's read (docs/hold.md "Signals during the library's waits").
 unread_run() {
 	local mode="$1" pf="$BATS_TEST_TMPDIR/unread.$1" port args=("${@:2}") srv=()
-	[ "${3-}" = late ] && srv=(late) && args=("$2")
+	case "${3-}" in late | body) srv=("$3") && args=("$2" "${@:3}") ;; esac
+	[ "${3-}" = late ] && args=("$2")
 	"$PYTHON" "$ROOT/tests/servers/unread.py" "$pf" "$BATS_TEST_TMPDIR/$mode.log" "${srv[@]}" &
 	ONCE_PID=$!
 	wait_until test -s "$pf"
@@ -268,6 +271,33 @@ conn 2 head of 60061 bytes"
 	assert_output "conn 1 GET /1 HTTP/1.1
 conn 2 GET /2 HTTP/1.1
 conn 2 head of 60056 bytes"
+}
+
+# Not the library's wait but its retry: a write into the first request's
+# body on a kept connection (first_body_send) made the kernel's EINTR
+# again, so the program's write, cut by its alarm having sent nothing,
+# waited on for the server (old code: "exit 124", the test's timeout).
+@test "a body write on a kept connection cut by the program's alarm(2) having sent nothing says EINTR, as alone" {
+	make -s -C "$ROOT" build/clients/alarm_big_get >&2
+	unread_run plain mixed body
+	unread_run shim mixed body
+	cat "$BATS_TEST_TMPDIR/shim.err"
+	# the first write's partial count at the first SIGUSR1, then a write
+	# that sends nothing until the alarm: EINTR
+	local out="1 HTTP/1.1 200 OK
+2 EINTR write
+within 5 s
+alarms 1"
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_output "$out"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "$out"
+	run cat "$BATS_TEST_TMPDIR/shim.log"
+	assert_output "conn 1 GET /1 HTTP/1.1
+conn 1 PUT /2 HTTP/1.1"
+	run cat "$BATS_TEST_TMPDIR/plain.log"
+	assert_output "conn 1 GET /1 HTTP/1.1
+conn 2 PUT /2 HTTP/1.1"
 }
 
 # ---- nothing added

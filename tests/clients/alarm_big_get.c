@@ -13,8 +13,10 @@
  * the alarm's EINTR or short write the request goes on (the rest written,
  * the read made again), as a program that retries does, and the second
  * request's status line follows; "within 5 s" then means nothing.
+ * body: /2 is a PUT with a 60000-byte body instead (a write that sent
+ * part returns its count; the next, sending nothing, EINTR at the alarm).
  *
- * Usage: alarm_big_get HOST PORT [mixed|again]
+ * Usage: alarm_big_get HOST PORT [mixed] [again] [body]
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -35,6 +37,7 @@
 
 static volatile sig_atomic_t alarms;
 static bool again; /* after the alarm's EINTR or short write, go on */
+static bool body;  /* /2 is a PUT of a 60000-byte body, not a GET */
 
 static void on_alarm(int sig)
 {
@@ -68,14 +71,20 @@ static int get(const struct sockaddr_in *a, const char *path, size_t pad)
 	static char req[PAD + 256];
 	bool cut = false;
 	char buf[4096];
-	int n = snprintf(req, sizeof(req), "GET /%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n", path);
-	if (pad) {
+	int n = snprintf(req, sizeof(req), "%s /%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n",
+			 pad && body ? "PUT" : "GET", path);
+	if (pad && body) {
+		n += snprintf(req + n, sizeof(req) - (size_t)n, "Content-Length: %d\r\n\r\n", PAD);
+		memset(req + n, 'b', PAD);
+		n += PAD;
+	} else if (pad) {
 		n += snprintf(req + n, sizeof(req) - (size_t)n, "X-Pad: ");
 		memset(req + n, 'a', pad);
 		n += (int)pad;
 		n += snprintf(req + n, sizeof(req) - (size_t)n, "\r\n");
 	}
-	n += snprintf(req + n, sizeof(req) - (size_t)n, "\r\n");
+	if (!(pad && body))
+		n += snprintf(req + n, sizeof(req) - (size_t)n, "\r\n");
 	for (int w = 0; w < n;) {
 		ssize_t r = write(s, req + w, (size_t)(n - w));
 		if (r < 0) {
@@ -120,15 +129,20 @@ static int get(const struct sockaddr_in *a, const char *path, size_t pad)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3 && argc != 4)
+	if (argc < 3)
 		return 2;
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2])) };
 	inet_pton(AF_INET, argv[1], &a.sin_addr);
 	struct sigaction sa = { .sa_handler = on_alarm }; /* no SA_RESTART */
 	sigaction(SIGALRM, &sa, NULL);
 	get(&a, "1", 0);
-	again = argc == 4 && !strcmp(argv[3], "again");
-	if (argc == 4 && !strcmp(argv[3], "mixed")) {
+	bool mixed = false;
+	for (int i = 3; i < argc; i++) {
+		again |= !strcmp(argv[i], "again");
+		body |= !strcmp(argv[i], "body");
+		mixed |= !strcmp(argv[i], "mixed");
+	}
+	if (mixed) {
 		struct sigaction su = { .sa_handler = on_usr1, .sa_flags = SA_RESTART };
 		sigaction(SIGUSR1, &su, NULL);
 		start_unsignalled(ticks);
@@ -142,7 +156,7 @@ int main(int argc, char **argv)
 		printf("within 5 s\n");
 	else
 		printf("after %ld s\n", (long)(t1.tv_sec - t0.tv_sec));
-	if (argc == 4)
+	if (argc > 3)
 		printf("alarms %d\n", (int)alarms);
 	fflush(stdout);
 	return 0;

@@ -7,7 +7,9 @@ then waits for room on its fresh connection, as the program's own write
 would alone: the program's signals must end that wait (docs/hold.md
 "Signals during the library's waits").  LOG gets a line per request head
 read: "conn N <request line>".  late: a later connection is read after
-4 s (its head whole, logged "conn N head of B bytes") and answered."""
+4 s (its head whole, logged "conn N head of B bytes") and answered.
+body: every connection's requests heads are read, never a body after
+them: the kept connection's second head read, then silence."""
 import os
 import socket
 import struct
@@ -27,6 +29,10 @@ port = ls.getsockname()[1]
 log = open(sys.argv[2], "a", buffering=1)
 
 
+late = len(sys.argv) > 3 and sys.argv[3] == "late"
+body = len(sys.argv) > 3 and sys.argv[3] == "body"
+
+
 def head(c, n):
     buf = b""
     while b"\r\n\r\n" not in buf:
@@ -43,6 +49,8 @@ def first(c):
     c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n%s\r\nok\n"
               % (b"Connection: close\r\n" if closing else b""))
     if not closing and head(c, 1) is not None:  # the next: reset, unanswered
+        if body:  # (body: its head read, never its body)
+            time.sleep(20)
         c.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     c.close()
 
@@ -52,12 +60,14 @@ with open(sys.argv[1] + ".tmp", "w") as f:
 os.rename(sys.argv[1] + ".tmp", sys.argv[1])
 c, _ = ls.accept()
 threading.Thread(target=first, args=(c,), daemon=True).start()
-late = len(sys.argv) > 3 and sys.argv[3] == "late"
 
 
 def later(c, n):
+    if body:
+        head(c, n)
     if not late:
-        log.write("conn %d accepted, never read\n" % n)
+        if not body:
+            log.write("conn %d accepted, never read\n" % n)
         time.sleep(20)
         return
     time.sleep(4)
