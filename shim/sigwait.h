@@ -1,6 +1,7 @@
 /*
  * sigwait.h - the library's own waits inside a program's blocking call
- * (a MSG_WAITALL read's pieces, the quiet period of a lost framing),
+ * (a MSG_WAITALL read's pieces, the quiet period of a lost framing, a
+ * replay's fresh connect, proof and copy, send_all on a blocking socket),
  * ended by a signal where, and only where, the kernel's call would have
  * been: a handler without SA_RESTART ran, or any handler for a call the
  * kernel never restarts (signal(7); the caller knows which it stands
