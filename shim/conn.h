@@ -17,6 +17,7 @@
 #include "fdtable.h"
 #include "framer.h"
 #include "headmap.h"
+#include "sigwait.h"
 #include "kp_lock.h"
 #include "pool.h"
 
@@ -481,11 +482,7 @@ bool kp_conn_read_settle(struct kp_conn *c, int fd);
  * "What the program observes").  One load on a settled connection. */
 void kp_conn_observe(struct kp_conn *c, int fd);
 
-/* What is left (ms, -1: no limit) of the poll/select/epoll call whose
- * readiness is being settled in this thread: a replay's fresh connect waits
- * no longer (docs/replay.md).  KP_NOT_WAITING outside such a call. */
-#define KP_NOT_WAITING (-2)
-extern __attribute__((visibility("hidden"))) __thread int kp_wait_left_ms;
+/* kp_wait_left_ms, KP_NOT_WAITING: sigwait.h */
 
 /* fd is readable for a close line's bytes only (conn.h rx_extra), no EOF
  * owed yet: readable, not hung up (no POLLRDHUP) */
@@ -534,6 +531,11 @@ bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssiz
  * is wanted (the program's SSL says so), -1 failed (the SSL says why).
  * To be called before every read or write of the program's SSL on c. */
 int kp_conn_tls_replay_step(struct kp_conn *c, int fd);
+/* A signal cut the fresh handshake of a replay in this thread's call
+ * (kp_tls_wait_cut): the program's call ends now, its SSL saying WANT_READ
+ * or WANT_WRITE with errno EINTR, as OpenSSL tells a blocking handshake the
+ * kernel's EINTR; the step waits for its next call.  Clears the mark. */
+bool kp_conn_replay_cut(void);
 void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t ret);
 /* The program's TLS 1.2 handshake on fd resumed a session we offered: its
  * client Finished went last, unacknowledged, so Nagle would hold the

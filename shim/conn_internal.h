@@ -199,13 +199,6 @@ void tx_watch_start(struct kp_conn *c, int fd);
 ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flags);
 ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags, bool cut,
 		 size_t *sent);
-/* Which of the program's timeouts bounds the call we act in: SO_RCVTIMEO
- * in a read, SO_SNDTIMEO in a send (a replay sets it). */
-extern __thread int kp_call_timeo;
-/* The program's call in this thread (on fd) is one the kernel restarts
- * after a handler with SA_RESTART: not its poll/select/epoll, and no
- * kp_call_timeo set on fd (signal(7)). */
-bool kp_call_restarts(int fd);
 
 /* Learn what n bytes of iov from off, written as they were, were: NULL, or
  * why the connection must be given up (account_sent: give_up). */

@@ -670,6 +670,8 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 		 * program's bounds") */
 		kp_tls_wait_end_ms = 0;
 		kp_call_timeo = SO_SNDTIMEO;
+		if (kp_tls_wait_cut && kp_wait_left_ms == KP_NOT_WAITING)
+			kp_replay_interrupted = true; /* kp_conn_replay_cut */
 		c->replay_async = true;
 		c->replay_off = 0;
 		c->resp_started = false;
@@ -702,6 +704,14 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 	kp_count(replayed);
 	kp_debug("fd %d: %s on a reused connection before any response byte: sent again on a "
 		 "fresh one", fd, died_str(how));
+	return true;
+}
+
+bool kp_conn_replay_cut(void)
+{
+	if (!kp_replay_interrupted)
+		return false;
+	kp_replay_interrupted = false;
 	return true;
 }
 

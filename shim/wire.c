@@ -127,18 +127,6 @@ ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int fla
 
 static bool send_blocks(int fd, int flags);
 
-__thread int kp_call_timeo = SO_SNDTIMEO;
-__thread int kp_wait_left_ms = KP_NOT_WAITING; /* (conn.h) */
-
-bool kp_call_restarts(int fd)
-{
-	struct timeval tv = { 0, 0 };
-	socklen_t l = sizeof(tv);
-	return kp_wait_left_ms == KP_NOT_WAITING &&
-	       (KP_REAL(getsockopt)(fd, SOL_SOCKET, kp_call_timeo, &tv, &l) < 0 ||
-		(!tv.tv_sec && !tv.tv_usec));
-}
-
 /* One wait for room on a blocking socket (send_all_busy): > 0 ready, 0 the
  * socket's SO_SNDTIMEO passed, -1/EINTR the program's call ends here. */
 static int room_wait(int fd, struct kp_sigwait *sw, bool *begun, bool cut, int *ms)
