@@ -980,7 +980,7 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 		if (c->first == KP_FIRST_SENT && !replay_keep_iov(c, iov, iovcnt, 0, (size_t)r))
 			c->first = KP_FIRST_DONE;
 		account_sent(c, iov, iovcnt, 0, (size_t)r);
-	} else if (r < 0 && err != EAGAIN && err != EWOULDBLOCK) {
+	} else if (r < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
 		unpool(c, "a write failed");
 	}
 	kp_unlock(&c->lock);
