@@ -690,7 +690,10 @@ bool kp_conn_holds(const struct kp_conn *c)
 
 void kp_conn_waits(struct kp_conn *c, int fd)
 {
-	if (!kp_conn_holds(c) || kp_reentered())
+	if (kp_reentered())
+		return;
+	kp_replay_rest(c, fd); /* (cut in a wait: the rest waits for the next call) */
+	if (!kp_conn_holds(c))
 		return;
 	int saved = errno;
 	if (conn_lock(c, fd)) {
@@ -853,6 +856,8 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		return false;
 	if (iov && extra_into(c, fd, iov, iovcnt, flags, ret))
 		return true;
+	if (kp_replay_rest(c, fd)) /* (kp_conn_waits: not in a read, kp_inside) */
+		return (void)(*ret = -1), true; /* EINTR */
 	kp_conn_waits(c, fd);
 	return recv_intercept(c, fd, flags, ret);
 }
@@ -1208,13 +1213,11 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 		return false; /* not the stream's bytes */
 	bool again = recv_done(c, fd, iov, iovcnt, ret, flags, true);
 	conn_reap(c); /* (a replay's sends are busy) */
-	if (!again && kp_replay_interrupted) {
-		/* a signal ended the replay: the program's call says so */
-		kp_replay_interrupted = false;
-		*ret = -1;
-		errno = EINTR;
-	}
-	return again;
+	if (!kp_replay_interrupted)
+		return again;
+	kp_replay_interrupted = false; /* a signal ended the replay: the call says so */
+	errno = EINTR;
+	return (void)(*ret = -1), false;
 }
 
 /* ------------------------------------------------------------ HTTPS */

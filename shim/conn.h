@@ -17,6 +17,7 @@
 #include "fdtable.h"
 #include "framer.h"
 #include "headmap.h"
+#include "sigwait.h"
 #include "kp_lock.h"
 #include "pool.h"
 
@@ -162,6 +163,10 @@ struct kp_conn {
 	 * the program's call ended: its copy goes at the program's next call
 	 * on the SSL (kp_conn_tls_replay_step), replay_off of it sent so far */
 	bool replay_async;
+	/* plain: a signal ended the program's call while the copy waited
+	 * for room on the fresh connection: the rest from replay_off goes
+	 * at the program's next read or wait (kp_replay_rest) */
+	bool replay_rest;
 	size_t replay_off;
 	uint8_t first_plan;  /* enum kp_first_plan of that request */
 	/* the fresh connection a first request had to take was refused (the
@@ -481,11 +486,7 @@ bool kp_conn_read_settle(struct kp_conn *c, int fd);
  * "What the program observes").  One load on a settled connection. */
 void kp_conn_observe(struct kp_conn *c, int fd);
 
-/* What is left (ms, -1: no limit) of the poll/select/epoll call whose
- * readiness is being settled in this thread: a replay's fresh connect waits
- * no longer (docs/replay.md).  KP_NOT_WAITING outside such a call. */
-#define KP_NOT_WAITING (-2)
-extern __attribute__((visibility("hidden"))) __thread int kp_wait_left_ms;
+/* kp_wait_left_ms, KP_NOT_WAITING: sigwait.h */
 
 /* fd is readable for a close line's bytes only (conn.h rx_extra), no EOF
  * owed yet: readable, not hung up (no POLLRDHUP) */
@@ -495,7 +496,8 @@ bool kp_conn_data_only(int fd);
  * has not finished is held (send.c: head_collect): no HTTP server answers
  * an unfinished head, so the protocol is not HTTP, or the program waits for
  * something else: the bytes go out as written and we step aside
- * (docs/hold.md). */
+ * (docs/hold.md).  First the rest of a replay's copy a signal cut
+ * (kp_replay_rest; docs/hold.md "Signals during the library's waits"). */
 void kp_conn_waits(struct kp_conn *c, int fd);
 /* c holds an unfinished head (no lock: a hint for kp_conn_waits) */
 bool kp_conn_holds(const struct kp_conn *c);
@@ -533,6 +535,11 @@ bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssiz
  * is wanted (the program's SSL says so), -1 failed (the SSL says why).
  * To be called before every read or write of the program's SSL on c. */
 int kp_conn_tls_replay_step(struct kp_conn *c, int fd);
+/* A signal cut the fresh handshake of a replay in this thread's call
+ * (kp_tls_wait_cut): the program's call ends now, its SSL saying WANT_READ
+ * or WANT_WRITE with errno EINTR, as OpenSSL tells a blocking handshake the
+ * kernel's EINTR; the step waits for its next call.  Clears the mark. */
+bool kp_conn_replay_cut(void);
 void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t ret);
 /* The program's TLS 1.2 handshake on fd resumed a session we offered: its
  * client Finished went last, unacknowledged, so Nagle would hold the

@@ -176,6 +176,10 @@ void sigpipe_as_kernel(int flags);
 /* a signal interrupted the replay's fresh connect in this thread: the
  * program's call is to fail with EINTR (kp_recv_done) */
 extern __thread bool kp_replay_interrupted;
+/* The rest of a replay's copy a signal cut (replay_rest): sent now, at
+ * the program's next read or wait on fd.  True: cut again where the
+ * program's call ends (errno EINTR). */
+bool kp_replay_rest(struct kp_conn *c, int fd);
 
 bool ready_settle(struct kp_conn *c, int fd);
 void give_up(struct kp_conn *c, int fd, const char *why);
@@ -195,8 +199,8 @@ void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t
 
 void tx_watch_start(struct kp_conn *c, int fd);
 ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flags);
-ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
-		 bool fail_clean, size_t *sent);
+ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags, bool cut,
+		 size_t *sent);
 
 /* Learn what n bytes of iov from off, written as they were, were: NULL, or
  * why the connection must be given up (account_sent: give_up). */

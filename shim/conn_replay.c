@@ -50,12 +50,8 @@
 #define FRESH_CONNECT_MS 30000
 
 __thread bool kp_replay_interrupted;
-__thread int kp_wait_left_ms = KP_NOT_WAITING;
 __thread bool kp_call_nowait;
 
-/* Which of the program's timeouts bounds the call a replay happens in:
- * SO_RCVTIMEO in a read, SO_SNDTIMEO in a send (replay() sets it). */
-static __thread int call_timeo = SO_SNDTIMEO;
 
 /*
  * How long the fresh connection a replay needs may be waited for: within
@@ -75,7 +71,7 @@ static int fresh_bound_ms(const struct kp_conn *c, int fd)
 		return 0;
 	struct timeval tv;
 	socklen_t l = sizeof(tv);
-	if (KP_REAL(getsockopt)(fd, SOL_SOCKET, call_timeo, &tv, &l) == 0 &&
+	if (KP_REAL(getsockopt)(fd, SOL_SOCKET, kp_call_timeo, &tv, &l) == 0 &&
 	    (tv.tv_sec || tv.tv_usec) && tv.tv_sec < FRESH_CONNECT_MS / 1000)
 		return (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000);
 	return FRESH_CONNECT_MS;
@@ -93,11 +89,7 @@ static int fresh_wait(int fd, struct pollfd *p, int ms)
 	int r = KP_REAL(poll)(p, 1, 0);
 	if (r != 0 || ms == 0)
 		return r;
-	struct timeval tv = { 0, 0 };
-	socklen_t l = sizeof(tv);
-	bool restartable = kp_wait_left_ms == KP_NOT_WAITING &&
-			   (KP_REAL(getsockopt)(fd, SOL_SOCKET, call_timeo, &tv, &l) < 0 ||
-			    (!tv.tv_sec && !tv.tv_usec));
+	bool restartable = kp_call_restarts(fd);
 	struct kp_sigwait sw;
 	kp_sigwait_begin(&sw);
 	uint64_t end = kp_now_ms() + (uint64_t)ms;
@@ -475,6 +467,23 @@ static const char *died_str(enum kp_died how)
 	return "?";
 }
 
+/* One wait of the replay's proof (settle_facts), under kp_sigwait: a
+ * handler that would end the program's call (kp_call_restarts) does not
+ * end the proof, whose bound is a few round trips of the kernel's own
+ * settling (kp_replay_settle_ms: 10 ms on loopback, at most 1 s), never
+ * the server's work: the proof is finished, the replay (or not) made,
+ * and then the call says EINTR (kp_replay_interrupted; in the program's
+ * poll the poll goes on).  docs/hold.md "Signals during the library's
+ * waits". */
+static int proof_poll(struct kp_sigwait *sw, bool restartable, struct pollfd *p, int ms)
+{
+	int r = kp_sigwait_poll(sw, p, 1, ms);
+	if (r < 0 && errno == EINTR && !(restartable && sw->restarts) &&
+	    kp_wait_left_ms == KP_NOT_WAITING)
+		kp_replay_interrupted = true;
+	return r < 0 && errno == EINTR ? 1 : r; /* (looked at again: the state says) */
+}
+
 /*
  * What the kernel shows of the reused connection that died under c's first
  * request (docs/replay.md, "Measured"): was the server's FIN first, and
@@ -518,13 +527,17 @@ static void settle_facts(struct kp_conn *c, int fd, enum kp_died how, struct kp_
 	case KP_DIED_408:
 		break; /* the server's notice of its close: see the FIN below */
 	}
+	struct kp_sigwait sw;
+	bool restartable = kp_call_restarts(fd);
+	kp_sigwait_begin(&sw);
 	if (!d->fin_first && !d->response) {
 		/* wait (within the bound) for the FIN behind a 408 or a
 		 * close_notify, then tell its order from the state */
 		while (v.state == TCP_ESTABLISHED) {
 			int64_t left = (int64_t)(end - kp_now_ms());
 			struct pollfd p = { .fd = fd, .events = POLLRDHUP };
-			if (left <= 0 || KP_REAL(poll)(&p, 1, (int)left) == 0 || kp_tcp_view(fd, &v) < 0)
+			if (left <= 0 || proof_poll(&sw, restartable, &p, (int)left) == 0 ||
+			    kp_tcp_view(fd, &v) < 0)
 				break;
 		}
 		if (v.state == TCP_CLOSE_WAIT) {
@@ -560,10 +573,11 @@ static void settle_facts(struct kp_conn *c, int fd, enum kp_died how, struct kp_
 		/* events 0: woken by the reset (POLLERR/POLLHUP) alone; an
 		 * acknowledgment wakes nothing, so look again every 2 ms */
 		struct pollfd p = { .fd = fd, .events = 0 };
-		KP_REAL(poll)(&p, 1, left < 2 ? (int)left : 2);
+		proof_poll(&sw, restartable, &p, left < 2 ? (int)left : 2);
 		if (kp_tcp_view(fd, &v) < 0)
 			break;
 	}
+	kp_sigwait_end(&sw);
 	d->acked = v.acked != c->acked_at_first;
 }
 
@@ -589,19 +603,66 @@ bool replay_decide(struct kp_conn *c, int fd, enum kp_died how)
 	return true;
 }
 
+/* A signal ended the program's call while the copy waited for room on
+ * the fresh connection (send_all): the call says EINTR (kp_recv_done, the
+ * send below; in a poll the poll goes on), and the rest of the copy goes
+ * at the program's next read or wait (kp_replay_rest).  Never a request
+ * left half-sent by us, nor a wait past the signal. */
+static bool replay_cut(struct kp_conn *c, int fd, enum kp_died how, size_t sent)
+{
+	c->replay_rest = true;
+	c->replay_off = sent;
+	c->resp_started = false;
+	if (kp_wait_left_ms == KP_NOT_WAITING)
+		kp_replay_interrupted = true;
+	kp_debug("fd %d: %s on a reused connection: its copy sent again in part (%zu of %zu) when "
+		 "a signal ended the program's call", fd, died_str(how), sent, c->replay_len);
+	return true;
+}
+
+bool kp_replay_rest(struct kp_conn *c, int fd)
+{
+	if (c == KP_POOLED || !__atomic_load_n(&c->replay_rest, __ATOMIC_ACQUIRE))
+		return false;
+	if (!conn_lock(c, fd))
+		return false;
+	bool cut = false;
+	if (c->replay_rest && c->state == KP_ACTIVE && !c->tls) {
+		size_t sent = 0;
+		int saved = errno;
+		if (send_all(c, fd, c->replay + c->replay_off, c->replay_len - c->replay_off,
+			     MSG_NOSIGNAL, true, &sent) >= 0) {
+			kp_count(replayed);
+			kp_debug("fd %d: the rest of the replay's copy sent", fd);
+		} else if (errno == EINTR) {
+			c->replay_off += sent;
+			cut = true; /* the program's call ends again: EINTR */
+		} else {
+			unpool(c, "resending the request failed");
+		}
+		errno = cut ? EINTR : saved;
+	}
+	if (!cut) {
+		c->replay_rest = false;
+		c->replay_len = c->replay_off = 0;
+	}
+	kp_unlock(&c->lock);
+	return cut;
+}
+
 bool replay(struct kp_conn *c, int fd, enum kp_died how)
 {
-	call_timeo = how == KP_DIED_SEND_EPIPE || how == KP_DIED_SEND_RESET ? SO_SNDTIMEO : SO_RCVTIMEO;
+	kp_call_timeo = how == KP_DIED_SEND_EPIPE || how == KP_DIED_SEND_RESET ? SO_SNDTIMEO : SO_RCVTIMEO;
 	if (!replay_decide(c, fd, how)) {
-		call_timeo = SO_SNDTIMEO;
+		kp_call_timeo = SO_SNDTIMEO;
 		return false;
 	}
 	/* the fresh connection, its handshake and the copy's records within
 	 * the program's call (docs/replay.md "The program's bounds") */
 	kp_tls_wait_end_ms = call_end_ms(c, fd);
 	int swapped = swap_fresh(c, fd, false);
-	call_timeo = SO_SNDTIMEO;
 	if (swapped < 0) {
+		kp_call_timeo = SO_SNDTIMEO;
 		kp_tls_wait_end_ms = 0;
 		kp_debug("fd %d: %s on a reused connection; no replay: %s", fd, died_str(how),
 			 strerror(errno));
@@ -616,6 +677,9 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 		 * that waits for a request never sent (docs/replay.md "The
 		 * program's bounds") */
 		kp_tls_wait_end_ms = 0;
+		kp_call_timeo = SO_SNDTIMEO;
+		if (kp_tls_wait_cut && kp_wait_left_ms == KP_NOT_WAITING)
+			kp_replay_interrupted = true; /* kp_conn_replay_cut */
 		c->replay_async = true;
 		c->replay_off = 0;
 		c->resp_started = false;
@@ -625,8 +689,11 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 	}
 	size_t sent = 0;
 	bool resent = !fresh_tls_failed &&
-		      send_all(c, fd, c->replay, c->replay_len, MSG_NOSIGNAL, false, &sent) >= 0;
+		      send_all(c, fd, c->replay, c->replay_len, MSG_NOSIGNAL, true, &sent) >= 0;
+	kp_call_timeo = SO_SNDTIMEO;
 	kp_tls_wait_end_ms = 0;
+	if (!resent && !c->tls && errno == EINTR)
+		return replay_cut(c, fd, how, sent);
 	if (!resent && c->tls) {
 		/* the program's SSL could not make its handshake or send the
 		 * copy within its call: no replay; the program meets what the
@@ -645,6 +712,14 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 	kp_count(replayed);
 	kp_debug("fd %d: %s on a reused connection before any response byte: sent again on a "
 		 "fresh one", fd, died_str(how));
+	return true;
+}
+
+bool kp_conn_replay_cut(void)
+{
+	if (!kp_replay_interrupted)
+		return false;
+	kp_replay_interrupted = false;
 	return true;
 }
 
@@ -876,13 +951,22 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)nv };
 	ssize_t r;
 	for (;;) {
-		do
-			r = conn_sendmsg(c, fd, &m, flags | MSG_NOSIGNAL);
-		while (r < 0 && errno == EINTR && !c->tls); /* TLS: the program's WANT_WRITE */
+		/* (the kernel's EINTR is the program's: a handler that would
+		 * end its own send ended ours, nothing of it gone; TLS: the
+		 * program's WANT_WRITE) */
+		r = conn_sendmsg(c, fd, &m, flags | MSG_NOSIGNAL);
 		if (r >= 0 || c->first != KP_FIRST_SENT || (errno != EPIPE && errno != ECONNRESET))
 			break;
 		int err = errno;
-		if (!replay(c, fd, err == EPIPE ? KP_DIED_SEND_EPIPE : KP_DIED_SEND_RESET)) {
+		bool again = replay(c, fd, err == EPIPE ? KP_DIED_SEND_EPIPE : KP_DIED_SEND_RESET);
+		if (kp_replay_interrupted) {
+			/* a signal ended the replay, or came in its proof: the
+			 * program's send says so, none of its bytes gone */
+			kp_replay_interrupted = false;
+			errno = EINTR;
+			break;
+		}
+		if (!again) {
 			errno = err;
 			break;
 		}
@@ -904,7 +988,7 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 		if (c->first == KP_FIRST_SENT && !replay_keep_iov(c, iov, iovcnt, 0, (size_t)r))
 			c->first = KP_FIRST_DONE;
 		account_sent(c, iov, iovcnt, 0, (size_t)r);
-	} else if (r < 0 && err != EAGAIN && err != EWOULDBLOCK) {
+	} else if (r < 0 && err != EAGAIN && err != EWOULDBLOCK && err != EINTR) {
 		unpool(c, "a write failed");
 	}
 	kp_unlock(&c->lock);

@@ -20,12 +20,26 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 
 #include "clock.h"
 #include "real.h"
 
 #define SLICE_MS 10
+
+__thread int kp_wait_left_ms = KP_NOT_WAITING;
+__thread int kp_call_timeo = SO_SNDTIMEO;
+
+bool kp_call_restarts(int fd)
+{
+	struct timeval tv = { 0, 0 };
+	socklen_t l = sizeof(tv);
+	return kp_wait_left_ms == KP_NOT_WAITING &&
+	       (KP_REAL(getsockopt)(fd, SOL_SOCKET, kp_call_timeo, &tv, &l) < 0 ||
+		(!tv.tv_sec && !tv.tv_usec));
+}
 
 void kp_sigwait_begin(struct kp_sigwait *w)
 {

@@ -1,6 +1,7 @@
 /*
  * sigwait.h - the library's own waits inside a program's blocking call
- * (a MSG_WAITALL read's pieces, the quiet period of a lost framing),
+ * (a MSG_WAITALL read's pieces, the quiet period of a lost framing, a
+ * replay's fresh connect, proof and copy, send_all on a blocking socket),
  * ended by a signal where, and only where, the kernel's call would have
  * been: a handler without SA_RESTART ran, or any handler for a call the
  * kernel never restarts (signal(7); the caller knows which it stands
@@ -21,6 +22,20 @@ struct kp_sigwait {
 	bool mixed;	/* held, and some other handler restarts: slices */
 	bool restarts;	/* after EINTR: every handler that ran has SA_RESTART */
 };
+
+/* What is left (ms, -1: no limit) of the poll/select/epoll call whose
+ * readiness is being settled in this thread: a replay's fresh connect waits
+ * no longer (docs/replay.md).  KP_NOT_WAITING outside such a call. */
+#define KP_NOT_WAITING (-2)
+extern __attribute__((visibility("hidden"))) __thread int kp_wait_left_ms;
+/* Which of the program's timeouts bounds the call we act in: SO_RCVTIMEO
+ * in a read, SO_SNDTIMEO in a send (a replay sets it). */
+extern __attribute__((visibility("hidden"))) __thread int kp_call_timeo;
+
+/* The program's call in this thread (on fd) is one the kernel restarts
+ * after a handler with SA_RESTART: not its poll/select/epoll, and no
+ * kp_call_timeo set on fd (signal(7)). */
+bool kp_call_restarts(int fd);
 
 /* Block every signal of the calling thread (none runs between two of our
  * waits, where no call of ours is in the kernel to be cut) and take the

@@ -108,6 +108,11 @@ int kp_tls_replay_step(struct kp_tls *e, const char *buf, size_t len, size_t *of
  * (docs/replay.md "The program's bounds"): kp_tls_rehandshake and
  * kp_tls_xmit wait no longer than that on this thread. */
 extern __attribute__((visibility("hidden"))) __thread uint64_t kp_tls_wait_end_ms;
+/* The last kp_tls_rehandshake on this thread ended its wait at a signal
+ * that ends the program's call (kp_call_restarts): under way, and the
+ * call is to say so at once (docs/hold.md "Signals during the library's
+ * waits"). */
+extern __attribute__((visibility("hidden"))) __thread bool kp_tls_wait_cut;
 
 /* Send all of iov through e (TLS records on fd), waiting for the socket
  * (bounded: 30 s, or kp_tls_wait_end_ms) when it is full.  Returns the

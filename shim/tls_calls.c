@@ -992,6 +992,10 @@ static bool replay_stepped(SSL *ssl, struct io *io)
 {
 	if (!io->c || !__atomic_load_n(&io->c->replay_async, __ATOMIC_ACQUIRE))
 		return true;
+	if (kp_conn_replay_cut()) {
+		errno = EINTR; /* (the program's SSL: the handshake's WANT_*) */
+		return false;
+	}
 	if (kp_conn_tls_replay_step(io->c, io->fd) <= 0)
 		return false;
 	if (!io_get(ssl, io)) {

@@ -6,6 +6,7 @@
  * host (uthash's default on a failed allocation is exit(-1)) */
 #define HASH_NONFATAL_OOM 1
 #include "tls_internal.h"
+#include "sigwait.h"
 
 __thread void *kp_tls_handshaking;
 bool kp_tls_used;
@@ -1017,6 +1018,7 @@ bool kp_tls_is_parked(int hidden)
 /* ------------------------------------------------------------ fresh again */
 
 __thread uint64_t kp_tls_wait_end_ms;
+__thread bool kp_tls_wait_cut;
 
 /* How long a wait of ours may still last, having waited `waited` ms:
  * TLS_WAIT_MS, or what is left of the program's call (kp_tls_wait_end_ms). */
@@ -1036,26 +1038,51 @@ static bool may_wait(int waited)
 	return !kp_tls_wait_end_ms || kp_now_ms() < kp_tls_wait_end_ms;
 }
 
+/* One slice of a fresh handshake's wait for fd (handshake_wait), under
+ * kp_sigwait: false when a handler ran that ends the program's call
+ * (kp_call_restarts; docs/hold.md "Signals during the library's waits"). */
+static bool slice_wait(int fd, short ev)
+{
+	struct pollfd pfd = { .fd = fd, .events = ev };
+	bool restartable = kp_call_restarts(fd);
+	struct kp_sigwait sw;
+	kp_sigwait_begin(&sw);
+	int r;
+	do
+		r = kp_sigwait_poll(&sw, &pfd, 1, wait_slice());
+	while (r < 0 && errno == EINTR && restartable && sw.restarts);
+	kp_sigwait_end(&sw);
+	return !(r < 0 && errno == EINTR);
+}
+
 /* Run ssl's handshake on fd to its end, waiting (bounded: may_wait) as a
  * blocking socket would: 0 done, 1 not done when the wait ended (the
- * handshake wants the socket), -1 failed. */
+ * handshake wants the socket), -1 failed.  A signal that ends the
+ * program's call ends the wait with 1, as OpenSSL tells a blocking
+ * handshake of the program's own the kernel's EINTR (WANT_READ, WANT_WRITE):
+ * on a blocking socket the kernel's own call judged it (its EINTR), else
+ * slice_wait. */
 static int handshake_wait(SSL *ssl, int fd)
 {
 	int waited = 0;
+	kp_tls_wait_cut = false;
 	for (;;) {
 		int r;
+		errno = 0;
 		r = KP_OUTSIDE(kp_ssl.SSL_connect(ssl));
 		if (r == 1)
 			return 0;
-		int err;
+		int err, sys = errno;
 		err = kp_ssl.SSL_get_error(ssl, r);
 		short ev = err == SSL_ERROR_WANT_READ ? POLLIN : err == SSL_ERROR_WANT_WRITE ? POLLOUT : 0;
 		if (!ev)
 			return -1;
+		if (sys == EINTR || (may_wait(waited) && !slice_wait(fd, ev))) {
+			kp_tls_wait_cut = true;
+			return 1;
+		}
 		if (!may_wait(waited))
 			return 1;
-		struct pollfd pfd = { .fd = fd, .events = ev };
-		KP_REAL(poll)(&pfd, 1, wait_slice());
 		waited += 100;
 	}
 }

@@ -29,6 +29,7 @@
 #include "config.h"
 #include "real.h"
 #include "replay.h"
+#include "sigwait.h"
 #include "tls.h"
 #include "watch.h"
 #include "wbuf.h"
@@ -103,24 +104,56 @@ ssize_t conn_sendmsg(struct kp_conn *c, int fd, const struct msghdr *m, int flag
 	return r;
 }
 
-/* Send all of buf.  A non-blocking socket is waited for (bounded), except
- * when nothing at all was sent and fail_clean is set: then -1/EAGAIN, and
- * the caller reports EAGAIN to the program exactly as the kernel would.
- * Only for bytes the program was already told went out (held bytes, a
- * replay): a head written now never waits here (part_pump). */
+/* Send all of buf (bytes the program was already told went out: held
+ * head bytes, a replay's copy; a head written now never waits here:
+ * part_pump).  A non-blocking socket, or MSG_DONTWAIT: the program's own
+ * call never waits, so neither does a signal end ours: waited for in
+ * polls of 100 ms, at most 30 s, a handler running in them as just after
+ * the call.  A blocking socket: sent with MSG_DONTWAIT and waited for
+ * under kp_sigwait (unbounded; under SO_SNDTIMEO, polls of that long up
+ * to 30 s), so that a signal ends the wait where it would end the
+ * program's call (kp_call_restarts: one without SA_RESTART; any under
+ * the call's timeout or in its poll): when cut is set, -1/EINTR with
+ * *sent what went, the rest the caller's to keep; else the wait goes on
+ * (docs/hold.md "Signals during the library's waits"). */
 static ssize_t send_all_busy(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
-			     bool fail_clean, size_t *sent);
+			     bool cut, size_t *sent);
 
-ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
-		 bool fail_clean, size_t *sent)
+ssize_t send_all(struct kp_conn *c, int fd, const char *buf, size_t len, int flags, bool cut,
+		 size_t *sent)
 {
-	return BUSY(c, send_all_busy(c, fd, buf, len, flags, fail_clean, sent));
+	return BUSY(c, send_all_busy(c, fd, buf, len, flags, cut, sent));
+}
+
+static bool send_blocks(int fd, int flags);
+
+/* One wait for room on a blocking socket (send_all_busy): > 0 ready, 0 the
+ * socket's SO_SNDTIMEO passed, -1/EINTR the program's call ends here. */
+static int room_wait(int fd, struct kp_sigwait *sw, bool *begun, bool cut, int *ms)
+{
+	if (!*begun) {
+		struct timeval tv = { 0, 0 };
+		socklen_t l = sizeof(tv);
+		KP_REAL(getsockopt)(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, &l);
+		*ms = tv.tv_sec || tv.tv_usec ? (int)(tv.tv_sec * 1000 + (tv.tv_usec + 999) / 1000) : -1;
+		kp_sigwait_begin(sw);
+		*begun = true;
+	}
+	bool restartable = kp_call_restarts(fd);
+	for (;;) {
+		struct pollfd p = { .fd = fd, .events = POLLOUT };
+		int r = kp_sigwait_poll(sw, &p, 1, *ms);
+		if (r >= 0 || errno != EINTR)
+			return r < 0 ? 1 : r; /* (an error: the send says which) */
+		if (cut && !(restartable && sw->restarts))
+			return -1;
+	}
 }
 
 static ssize_t send_all_busy(struct kp_conn *c, int fd, const char *buf, size_t len, int flags,
-			     bool fail_clean, size_t *sent)
+			     bool cut, size_t *sent)
 {
-	int waited_ms = 0;
+	int waited_ms = 0, ms = -1;
 	*sent = 0;
 	if (c->tls) {
 		struct iovec v = { (void *)buf, len };
@@ -129,8 +162,11 @@ static ssize_t send_all_busy(struct kp_conn *c, int fd, const char *buf, size_t 
 			*sent = (size_t)r;
 		return r;
 	}
+	bool blocks = send_blocks(fd, flags), begun = false;
+	struct kp_sigwait sw;
+	ssize_t ret = (ssize_t)len;
 	while (*sent < len) {
-		ssize_t r = KP_REAL(send)(fd, buf + *sent, len - *sent, flags);
+		ssize_t r = KP_REAL(send)(fd, buf + *sent, len - *sent, flags | (blocks ? MSG_DONTWAIT : 0));
 		if (r > 0) {
 			*sent += (size_t)r;
 			c->tx += (uint64_t)r;
@@ -138,9 +174,16 @@ static ssize_t send_all_busy(struct kp_conn *c, int fd, const char *buf, size_t 
 		}
 		if (r < 0 && errno == EINTR)
 			continue;
+		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && blocks) {
+			int w = room_wait(fd, &sw, &begun, cut, &ms);
+			if (w < 0 || (w == 0 && (waited_ms += ms) >= 30000)) {
+				errno = w < 0 ? EINTR : EAGAIN;
+				ret = -1;
+				break;
+			}
+			continue;
+		}
 		if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-			if (!*sent && fail_clean)
-				return -1;
 			if (waited_ms >= 30000 || (flags & MSG_DONTWAIT))
 				return -1;
 			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
@@ -148,9 +191,12 @@ static ssize_t send_all_busy(struct kp_conn *c, int fd, const char *buf, size_t 
 			waited_ms += 100;
 			continue;
 		}
-		return -1;
+		ret = -1;
+		break;
 	}
-	return (ssize_t)len;
+	if (begun)
+		kp_sigwait_end(&sw); /* (errno kept) */
+	return ret;
 }
 
 /* ------------------------------------------------------------ a torn head

@@ -179,6 +179,40 @@ mute_replay() {
 	[[ "$SHIM_STATS" == *"replayed=1"* ]]
 }
 
+# A blocking program (tests/clients/tls_alarm_replay.py: CPython, its
+# SIGALRM handler raising TimeoutError) against the same server: alone its
+# own handshake waits and the alarm ends it; with the library the read the
+# replay happens in waited for the fresh handshake past the alarm, to the
+# call's bound (30 s; the old code: the test's 20 s timeout, "exit 124").
+# Now the handshake's wait ends at the signal, the replay under way, and
+# the program's SSL_read says WANT_READ with EINTR, where CPython runs
+# the handler (docs/hold.md "Signals during the library's waits").
+@test "HTTPS: a replay whose fresh handshake the server never answers ends at the program's alarm(2) without SA_RESTART, as its own handshake would" {
+	TLS="$BATS_TEST_TMPDIR/tls"
+	tls_make "$TLS"
+	local half
+	for half in plain shim; do
+		_stop_pid "${SLOW_PID:-}"
+		rm -f "$BATS_TEST_TMPDIR/mute.port"
+		python3 "$ROOT/tests/servers/tls_mute.py" "$TLS/server.pem" "$TLS/server.key" \
+			"$BATS_TEST_TMPDIR/mute.port" >/dev/null 2>"$BATS_TEST_TMPDIR/mute.err" &
+		SLOW_PID=$!
+		wait_until _mute_ready
+		read -r SERVER_PORT <"$BATS_TEST_TMPDIR/mute.port"
+		"run_$half" "$PYTHON" "$ROOT/tests/clients/tls_alarm_replay.py" "$SERVER_PORT" "$TLS/ca.pem"
+	done
+	assert_both_ok
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_output "r1: HTTP/1.1 200 OK
+r2: TimeoutError in handshake
+within 5 s"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "r1: HTTP/1.1 200 OK
+r2: TimeoutError in read
+within 5 s"
+	[[ "$SHIM_STATS" == *"tls_reused=1"* ]]
+}
+
 @test "HTTPS under RLIMIT_AS: a 64 MiB request in one non-blocking SSL_write, no room for the library's staging copy: written as alone, never the 30 s fallback" {
 	# ASan reserves terabytes of shadow address space at start-up: no
 	# process with libasan preloaded can run under a 150 MiB RLIMIT_AS

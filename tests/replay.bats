@@ -159,6 +159,147 @@ within 5 s
 alarms 1"
 }
 
+# unread_run MODE [mixed|again] [late|body]: GET /1, then alarm(2) and GET /2
+# with a 60000-byte header, against a server that takes little
+# (tests/servers/unread.py: SO_RCVBUF 1024, TCP_MAXSEG 536), resets the
+# kept connection under GET /2 once its head is in, and never reads a new
+# one (late: reads it after 4 s and answers; body: /2 is a PUT with a
+# 60000-byte body, and each connection's heads are read, never a body:
+# no reset, no replay); the server's log in
+# MODE.log.  Alone the program's own write waits for room; with the
+# library it is the replay's copy on its fresh connection, inside the
+# program's read (docs/hold.md "Signals during the library's waits").
+unread_run() {
+	local mode="$1" pf="$BATS_TEST_TMPDIR/unread.$1" port args=("${@:2}") srv=()
+	case "${3-}" in late | body) srv=("$3") && args=("$2" "${@:3}") ;; esac
+	[ "${3-}" = late ] && args=("$2")
+	"$PYTHON" "$ROOT/tests/servers/unread.py" "$pf" "$BATS_TEST_TMPDIR/$mode.log" "${srv[@]}" &
+	ONCE_PID=$!
+	wait_until test -s "$pf"
+	port=$(cat "$pf")
+	if [ "$mode" = plain ]; then
+		timeout 15 env -u LD_PRELOAD "$CLIENTS/alarm_big_get" 127.0.0.1 "$port" "${args[@]}" \
+			>"$BATS_TEST_TMPDIR/$mode.out" 2>&1 || echo "exit $?" >>"$BATS_TEST_TMPDIR/$mode.out"
+	else
+		timeout 15 env LD_PRELOAD="$PRELOAD" KEEPALIVE_PORTS="$port" KEEPALIVE_STATS=1 \
+			"$CLIENTS/alarm_big_get" 127.0.0.1 "$port" "${args[@]}" >"$BATS_TEST_TMPDIR/$mode.out" \
+			2>"$BATS_TEST_TMPDIR/$mode.err" || echo "exit $?" >>"$BATS_TEST_TMPDIR/$mode.out"
+	fi
+	_stop_pid "$ONCE_PID"
+	ONCE_PID=
+}
+
+# The old code went on waiting for room after the alarm's EINTR (the
+# kernel's send cut, then made again): the program's read hung until the
+# server closed, 20 s later (the test's timeout: "exit 124").
+@test "a replay's copy waiting for room on its fresh connection ends at the program's alarm(2) without SA_RESTART: EINTR, as its own write was cut" {
+	make -s -C "$ROOT" build/clients/alarm_big_get >&2
+	unread_run plain
+	unread_run shim
+	cat "$BATS_TEST_TMPDIR/shim.err"
+	# alone the program's write is cut having sent part; with the
+	# library its write went whole on the kept connection, and the read
+	# the replay happens in is cut
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_output "1 HTTP/1.1 200 OK
+2 short write
+within 5 s"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "1 HTTP/1.1 200 OK
+2 EINTR read
+within 5 s"
+	# the server: GET /2 reset unanswered on the kept connection, and a
+	# fresh one it never read, with and without the library
+	run cat "$BATS_TEST_TMPDIR/shim.log"
+	assert_output "conn 1 GET /1 HTTP/1.1
+conn 1 GET /2 HTTP/1.1
+conn 2 accepted, never read"
+	run cat "$BATS_TEST_TMPDIR/plain.log"
+	assert_output "conn 1 GET /1 HTTP/1.1
+conn 2 accepted, never read"
+}
+
+# A restarting handler beside it: the copy's wait goes on through each
+# SIGUSR1 (the kernel restarts the program's read) and ends at the alarm.
+# Alone the write's first SIGUSR1 returns its partial count, the program
+# writes on, and the alarm cuts a write that sent nothing: EINTR.
+@test "a replay's copy waiting for room, SIGUSR1 with SA_RESTART every 300 ms, then the program's alarm(2) without: the wait goes on to the alarm, then EINTR" {
+	make -s -C "$ROOT" build/clients/alarm_big_get >&2
+	unread_run plain mixed
+	unread_run shim mixed
+	cat "$BATS_TEST_TMPDIR/shim.err"
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_output "1 HTTP/1.1 200 OK
+2 EINTR write
+within 5 s
+alarms 1"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "1 HTTP/1.1 200 OK
+2 EINTR read
+within 5 s
+alarms 1"
+}
+
+# What the cut leaves: the rest of the copy goes at the program's next
+# read, never a request left half-sent by us.  The server reads the fresh
+# connection 4 s later: the whole head, answered, as alone.
+@test "a replay's copy cut by the program's alarm(2) goes whole at its next read: the server gets the whole request and answers" {
+	make -s -C "$ROOT" build/clients/alarm_big_get >&2
+	unread_run plain again late
+	unread_run shim again late
+	cat "$BATS_TEST_TMPDIR/shim.err"
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_output "1 HTTP/1.1 200 OK
+2 short write
+2 HTTP/1.1 200 OK
+within 5 s
+alarms 1"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "1 HTTP/1.1 200 OK
+2 EINTR read
+2 HTTP/1.1 200 OK
+within 5 s
+alarms 1"
+	# the fresh connection's head whole: 60061 bytes, ours rewritten to
+	# keep-alive (60056 alone, "close")
+	run cat "$BATS_TEST_TMPDIR/shim.log"
+	assert_output "conn 1 GET /1 HTTP/1.1
+conn 1 GET /2 HTTP/1.1
+conn 2 GET /2 HTTP/1.1
+conn 2 head of 60061 bytes"
+	run cat "$BATS_TEST_TMPDIR/plain.log"
+	assert_output "conn 1 GET /1 HTTP/1.1
+conn 2 GET /2 HTTP/1.1
+conn 2 head of 60056 bytes"
+}
+
+# Not the library's wait but its retry: a write into the first request's
+# body on a kept connection (first_body_send) made the kernel's EINTR
+# again, so the program's write, cut by its alarm having sent nothing,
+# waited on for the server (old code: "exit 124", the test's timeout).
+@test "a body write on a kept connection cut by the program's alarm(2) having sent nothing says EINTR, as alone" {
+	make -s -C "$ROOT" build/clients/alarm_big_get >&2
+	unread_run plain mixed body
+	unread_run shim mixed body
+	cat "$BATS_TEST_TMPDIR/shim.err"
+	# the first write's partial count at the first SIGUSR1, then a write
+	# that sends nothing until the alarm: EINTR
+	local out="1 HTTP/1.1 200 OK
+2 EINTR write
+within 5 s
+alarms 1"
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_output "$out"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "$out"
+	run cat "$BATS_TEST_TMPDIR/shim.log"
+	assert_output "conn 1 GET /1 HTTP/1.1
+conn 1 PUT /2 HTTP/1.1"
+	run cat "$BATS_TEST_TMPDIR/plain.log"
+	assert_output "conn 1 GET /1 HTTP/1.1
+conn 2 PUT /2 HTTP/1.1"
+}
+
 # ---- nothing added
 
 # after_eof [tls]: a program that asked to close, read its answer to EOF,
