@@ -38,7 +38,7 @@ CYCLE = os.path.join(ROOT, "tests", "structure.txt")
 # files after it (a layer per line)
 ORDER = """
 hooks_*
-tls_calls send conn_opts conn_peek conn_sandbox
+tls_calls send conn_opts conn_peek conn_sandbox conn_cred
 conn
 conn_replay
 wire
