@@ -632,6 +632,8 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 	}
 	if (!resent)
 		unpool(c, "resending the request failed");
+	else if (c->shut_how == SHUT_WR + 1 && KP_REAL(shutdown)(fd, SHUT_WR) == 0)
+		kp_debug("fd %d: the program's shutdown(SHUT_WR) made again on the fresh one", fd);
 	c->replay_len = 0;
 	c->resp_started = false;
 	kp_count(replayed);
@@ -661,6 +663,42 @@ int kp_conn_tls_replay_step(struct kp_conn *c, int fd)
 	}
 	kp_unlock(&c->lock);
 	return r;
+}
+
+/* May the first request be replayed after the program's shutdown() on its
+ * connection?  Before any: yes.  After its shutdown(SHUT_WR) (our FIN went
+ * out, made by the kernel: first_shut_wr, or the owed answer's in
+ * kp_shutdown): yes, plain, and the replay makes it again on the fresh
+ * connection, after the copy, as the program made it after its request
+ * (docs/replay.md "After the program's shutdown(SHUT_WR)").  Not TLS: the
+ * copy there goes inside the program's next SSL call, possibly after a
+ * handshake, and the FIN would have to wait for it (left). */
+bool replay_shut_ok(const struct kp_conn *c)
+{
+	return !c->shut_how || (c->shut_how == SHUT_WR + 1 && !c->tls);
+}
+
+/* The program's shutdown(SHUT_WR) after the first request on a reused
+ * connection, none of its answer read (first == KP_FIRST_SENT), where
+ * kp_shutdown would step aside (passthrough: a request not rewritten, so
+ * no close owed by us): the FIN goes out now, made by the kernel, and the
+ * connection stays followed (never pooled), so a death before any
+ * response byte is replayed under the rule, the shutdown made again on
+ * the fresh connection (replay).  A kernel that says ENOTCONN (a reset in
+ * already: the server closed the reused connection) is answered 0, as the
+ * program's own fresh connection would: the read then meets the death and
+ * the rule decides.  Caller holds c->lock; true when answered. */
+bool first_shut_wr(struct kp_conn *c, int fd)
+{
+	if (c->first != KP_FIRST_SENT || c->state != KP_ACTIVE || c->tls || c->shut_how ||
+	    c->req_mode != KP_REQ_HEAD || c->held_len || c->lost || c->handed_off)
+		return false;
+	int saved = errno;
+	if (KP_REAL(shutdown)(fd, SHUT_WR) < 0 && errno != ENOTCONN)
+		return false;
+	errno = saved;
+	unpool(c, "shutdown(SHUT_WR) under the first request");
+	return true;
 }
 
 /* Keep a copy of request bytes sent on a reused connection. */
@@ -1095,7 +1133,7 @@ static bool fin_came_first(const struct kp_conn *c, const struct kp_tcp_view *v)
  */
 bool ready_settle(struct kp_conn *c, int fd)
 {
-	if (c->state != KP_ACTIVE || c->shut_how || c->handed_off)
+	if (c->state != KP_ACTIVE || !replay_shut_ok(c) || c->handed_off)
 		return false;
 	if (c->tls)
 		return tls_ready_settle(c, fd);

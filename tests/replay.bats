@@ -791,6 +791,60 @@ observe_first() {
 @test "select after the first request on a reused connection the server closed: answered once, as alone" { observe_first select; }
 @test "a second request pipelined after the first on a reused connection the server closed: both answered once, as alone" { observe_first pipe; }
 
+# ---- the program's shutdown(SHUT_WR) after its first request
+# (docs/replay.md "After the program's shutdown(SHUT_WR)")
+#
+# tests/clients/shut_first.py GETs /warm, connects again (the library
+# hands the kept connection out), cues the server's idle close
+# (tests/servers/idle_cue.py) and waits for its FIN, then writes its
+# request, shuts its writing side (netcat -N, `printf | socat`) and reads
+# to EOF.  Alone it is a fresh connection: answered once, then EOF.  The
+# library before: the request met the dead socket, and no replay follows
+# a shutdown: a GET with "Connection: close" (rewritten, its close owed)
+# got ENOTCONN from shutdown() and EOF, never executed; a GET with no
+# Connection header and a POST with a body (not rewritten) stepped aside
+# at the shutdown: EOF, never executed.  Each with the library and the
+# no-probe build: the same output and the same requests as alone.
+
+# shut_first_cmd KIND: the client's command line, as CUE_CMD
+shut_first_cmd() { CUE_CMD=("$PYTHON" "$ROOT/tests/clients/shut_first.py" "$1" "$SERVER_PORT" "$OWN_DIR"); }
+
+shut_first() {
+	local libs=("$PRELOAD") lib
+	if [ -z "${KEEPALIVE_ASAN-}" ]; then
+		flock "$ROOT/build/.make.lock" make -s -C "$ROOT" build/libkeepalive-noprobe.so >/dev/null
+		libs+=("$ROOT/build/libkeepalive-noprobe.so")
+	fi
+	for lib in "${libs[@]}"; do
+		PRELOAD="$lib" cue_compare idle_cue_start shut_first_cmd "$1"
+		assert_kept_closed "$1"
+		assert_equal "$(tail -n 1 "$BATS_TEST_TMPDIR/shim.out")" "a: HTTP/1.1 200 OK | /a | EOF"
+	done
+}
+
+@test "shutdown(SHUT_WR) after a GET with Connection: close on a reused connection the server closed: replayed, shut again, answered once, as alone" { shut_first getclose; }
+@test "shutdown(SHUT_WR) after a GET on a reused connection the server closed: replayed, shut again, answered once, as alone" { shut_first get; }
+@test "shutdown(SHUT_WR) after a POST with a body on a reused connection the server closed first: replayed on the proof, answered once, as alone" { shut_first postclose; }
+
+# The server closes the kept connection as the request lands (the review's
+# case: tests/servers/cases/late_reset_after1 reads it, serves nothing and
+# resets): a GET is replayed, its shutdown made again on the fresh one.
+# The library before: ECONNRESET, the GET never executed.  (A POST there
+# is not replayed: a reset with no FIN before it is never proof.)
+shut_late() {
+	scripted_start late_reset_after1
+	run_both 2 "$PYTHON" "$ROOT/tests/clients/shut_first.py" "$1" "$SCRIPTED_PORT" -
+	cat "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out"
+	assert_both_ok
+	assert_same_output
+	assert_equal "$SHIM_REQS" "$PLAIN_REQS"
+	assert_equal "$(tail -n 1 "$BATS_TEST_TMPDIR/shim.out")" "a: HTTP/1.1 200 OK | 00000002 | EOF"
+	[[ "$SHIM_STATS" == *" reused=1 "*" replayed=1 "* ]]
+}
+
+@test "shutdown(SHUT_WR) after a GET with Connection: close, the server resets the reused connection as it lands: replayed, answered once, as alone" { shut_late getclose; }
+@test "shutdown(SHUT_WR) after a GET, the server resets the reused connection as it lands: replayed, answered once, as alone" { shut_late get; }
+
 # ---- a fresh connection not complete at once (docs/replay.md "Before the
 # first request", "The program's bounds")
 #
