@@ -519,6 +519,8 @@ static int close_locked(int fd, struct kp_conn *c)
 	int left = --c->refs;
 	if (!left && c->held_len) /* the kernel would send them before its FIN */
 		give_up(c, fd, "closed with a request head unfinished");
+	if (!left) /* a request sent and closed on: lost with a dead reused one */
+		close_replay(c, fd);
 	bool parked = !left && settle_last(fd, c);
 	if (!left && !parked && !__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
 		learn_end(fd, c); /* (not while a read is under way: it is the read's) */

@@ -176,6 +176,7 @@ fail:;
 }
 
 static int swap_fresh_in(struct kp_conn *c, int fd, bool repark);
+static bool fin_came_first(const struct kp_conn *c, const struct kp_tcp_view *v);
 
 /* The program's SSL could not make its handshake on the fresh connection
  * swap_fresh put under its fd (within the call's bound): a replay that
@@ -699,6 +700,73 @@ bool first_shut_wr(struct kp_conn *c, int fd)
 	errno = saved;
 	unpool(c, "shutdown(SHUT_WR) under the first request");
 	return true;
+}
+
+/* The program closes the last fd of a reused connection under its first
+ * request, none of the answer read (a beacon, a webhook: send, close).
+ * Alone its fresh connection carried the request to the server; here, if
+ * the server closed the reused one as the request landed, it is lost.
+ * What the kernel already shows decides, with no wait (a wait at every
+ * such close, alive or not, would cost each beacon a few round trips:
+ * docs/replay.md "Closed under the first request"): the server's FIN or
+ * a reset in, nothing to read, and the rule allows it (a GET; a POST on
+ * the proof, the reset after the FIN already in with none of our bytes
+ * acknowledged).  Then the copy goes on a fresh connection, within
+ * handoff_verdict's bound, and that socket is closed as the program
+ * closes its own: what the server gets is what it got alone.  A copy the
+ * fresh socket does not take whole at once is cut off by a reset (the
+ * server never reads a part as a request).  Caller holds c->lock; the
+ * caller closes fd. */
+void close_replay(struct kp_conn *c, int fd)
+{
+	if (c->first != KP_FIRST_SENT || c->state != KP_ACTIVE || c->tls || !c->reused ||
+	    !c->replay_len || c->shared || c->handed_off || !replay_shut_ok(c) ||
+	    getpid() != kp_conn_pid || __atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
+		return;
+	struct kp_tcp_view v;
+	int inq = 0;
+	if (kp_tcp_view(fd, &v) < 0 || KP_REAL(ioctl)(fd, FIONREAD, &inq) < 0 || inq > 0)
+		return;
+	/* ESTABLISHED, or ours alone (FIN_WAIT: the program's SHUT_WR): the
+	 * server has said nothing yet */
+	if (v.state == TCP_ESTABLISHED || v.state == TCP_FIN_WAIT1 || v.state == TCP_FIN_WAIT2)
+		return;
+	struct kp_death d = { .count_known = c->acked_known && v.acked_ok };
+	d.fin_first = v.state != TCP_CLOSE || fin_came_first(c, &v);
+	d.reset_after = d.fin_first && v.state == TCP_CLOSE;
+	d.acked = v.acked != c->acked_at_first;
+	enum kp_replay_verdict verdict = kp_replay_verdict(c->first_plan, &d);
+	c->first = KP_FIRST_DONE;
+	conn_note_dead(c, c->sent_ms);
+	unpool(c, "died under its first request");
+	if (!kp_replay_allowed(verdict)) {
+		kp_debug("fd %d: closed, its first request dead before any answer: %s", fd,
+			 kp_replay_verdict_str(verdict));
+		return;
+	}
+	int outer = kp_wait_left_ms;
+	kp_wait_left_ms = (int)kp_replay_settle_ms(v.srtt_us);
+	int s = connect_fresh(c, fd, false);
+	kp_wait_left_ms = outer;
+	if (s < 0) {
+		kp_debug("fd %d: closed, its first request dead: no fresh connection (%s)", fd,
+			 strerror(errno));
+		return;
+	}
+	ssize_t n = KP_REAL(send)(s, c->replay, c->replay_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n != (ssize_t)c->replay_len) {
+		struct linger l = { 1, 0 };
+		KP_REAL(setsockopt)(s, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+	} else {
+		if (c->shut_how)
+			KP_REAL(shutdown)(s, SHUT_WR);
+		kp_count(replayed);
+	}
+	KP_REAL(close)(s);
+	kp_debug("fd %d: closed, its first request dead before any answer (%s): %s on a fresh "
+		 "connection", fd, kp_replay_verdict_str(verdict),
+		 n == (ssize_t)c->replay_len ? "sent again" : "not taken whole, reset");
+	c->replay_len = 0;
 }
 
 /* Keep a copy of request bytes sent on a reused connection. */

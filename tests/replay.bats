@@ -845,6 +845,51 @@ shut_late() {
 @test "shutdown(SHUT_WR) after a GET with Connection: close, the server resets the reused connection as it lands: replayed, answered once, as alone" { shut_late getclose; }
 @test "shutdown(SHUT_WR) after a GET, the server resets the reused connection as it lands: replayed, answered once, as alone" { shut_late get; }
 
+# ---- close() under the first request (docs/replay.md "Closed under the
+# first request")
+#
+# tests/clients/beacon_first.py GETs /warm, connects again (the library
+# hands the kept connection out), cues the server's idle close
+# (tests/servers/idle_cue.py), waits for its FIN, writes its request, waits
+# for the reset it meets (alone: none, its connection is fresh) and
+# closes without reading (a beacon, a webhook).  Alone the server executes
+# it; the library before: never (the reused socket just closed).  Now the
+# close replays it on a fresh connection where the rule allows (a GET; a
+# POST on the proof: the FIN, then the reset, nothing acknowledged), with
+# the library and the no-probe build (where a POST rides the dead
+# connection too).
+
+# beacon_run KIND: a fresh server, the client (run_plain, or run_shim with
+# PRELOAD), the server's executions awaited: OUT.reqs
+beacon_run() {
+	idle_cue_start
+	"$2" "$PYTHON" "$ROOT/tests/clients/beacon_first.py" "$1" "$SERVER_PORT" "$OWN_DIR"
+	wait_until grep -q ' /a$' "$OWN_LOG" || true
+	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/$3.reqs" || true
+}
+
+beacon_first() {
+	local libs=("$PRELOAD") lib
+	if [ -z "${KEEPALIVE_ASAN-}" ]; then
+		flock "$ROOT/build/.make.lock" make -s -C "$ROOT" build/libkeepalive-noprobe.so >/dev/null
+		libs+=("$ROOT/build/libkeepalive-noprobe.so")
+	fi
+	beacon_run "$1" run_plain plain
+	for lib in "${libs[@]}"; do
+		PRELOAD="$lib" beacon_run "$1" run_shim shim
+		echo "${lib##*/} $1: $SHIM_STATS"
+		cat "$BATS_TEST_TMPDIR/plain.reqs" "$BATS_TEST_TMPDIR/shim.reqs" "$OWN_LOG"
+		assert_both_ok
+		assert_same_output
+		assert_kept_closed "$1"
+		run cmp "$BATS_TEST_TMPDIR/plain.reqs" "$BATS_TEST_TMPDIR/shim.reqs"
+		assert_success
+	done
+}
+
+@test "close() without reading after a GET on a reused connection the server closed: sent again on a fresh connection, executed once, as alone" { beacon_first get; }
+@test "close() without reading after a POST on a reused connection the server closed first: sent again on the proof, executed once, as alone" { beacon_first post; }
+
 # ---- a fresh connection not complete at once (docs/replay.md "Before the
 # first request", "The program's bounds")
 #
