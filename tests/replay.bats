@@ -753,7 +753,10 @@ before_first_c() {
 # build (where a POST rides the dead connection too), GET and POST: the
 # same output and the same requests as alone.  FIONREAD, SIOCOUTQ and
 # select passed on the old code too (the read after them replayed): kept
-# as the class's members.
+# as the class's members.  shutwr, shutpoll: the program's
+# shutdown(SHUT_WR) after /a (then a poll): the old code answered ENOTCONN
+# (the reset was in), poll said ERR (EPIPE), the read EOF, /a never
+# executed (docs/replay.md "After the program's shutdown(SHUT_WR)").
 
 # observe_cmd MODE METHOD: the client's command line, as CUE_CMD
 observe_cmd() { CUE_CMD=("$CLIENTS/observe_first" "$1" "$2" "$SERVER_PORT" "$OWN_DIR"); }
@@ -790,6 +793,8 @@ observe_first() {
 @test "epoll after the first request on a reused connection the server closed: no ERR or HUP for a POST, answered once, as alone" { observe_first epoll; }
 @test "select after the first request on a reused connection the server closed: answered once, as alone" { observe_first select; }
 @test "a second request pipelined after the first on a reused connection the server closed: both answered once, as alone" { observe_first pipe; }
+@test "shutdown(SHUT_WR) after the first request on a reused connection the server closed: shutdown 0, answered once, as alone (C)" { observe_first shutwr; }
+@test "shutdown(SHUT_WR), then poll, after the first request on a reused connection the server closed: answered once, as alone (C)" { observe_first shutpoll; }
 
 # ---- the program's shutdown(SHUT_WR) after its first request
 # (docs/replay.md "After the program's shutdown(SHUT_WR)")
