@@ -715,12 +715,13 @@ bool first_shut_wr(struct kp_conn *c, int fd)
  * handoff_verdict's bound, and that socket is closed as the program
  * closes its own: what the server gets is what it got alone.  A copy the
  * fresh socket does not take whole at once is cut off by a reset (the
- * server never reads a part as a request).  Caller holds c->lock; the
- * caller closes fd. */
+ * server never reads a part as a request).  A request not whole (the
+ * program closed inside its body: alone the server got a part) is left.
+ * Caller holds c->lock; the caller closes fd. */
 void close_replay(struct kp_conn *c, int fd)
 {
 	if (c->first != KP_FIRST_SENT || c->state != KP_ACTIVE || c->tls || !c->reused ||
-	    !c->replay_len || c->shared || c->handed_off || !replay_shut_ok(c) ||
+	    !c->replay_len || c->req_mode != KP_REQ_HEAD || c->held_len || c->shared || c->handed_off || !replay_shut_ok(c) ||
 	    getpid() != kp_conn_pid || __atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
 		return;
 	struct kp_tcp_view v;
@@ -748,6 +749,7 @@ void close_replay(struct kp_conn *c, int fd)
 	kp_wait_left_ms = (int)kp_replay_settle_ms(v.srtt_us);
 	int s = connect_fresh(c, fd, false);
 	kp_wait_left_ms = outer;
+	kp_replay_interrupted = false; /* (a signal ends this wait, not close()) */
 	if (s < 0) {
 		kp_debug("fd %d: closed, its first request dead: no fresh connection (%s)", fd,
 			 strerror(errno));
