@@ -519,6 +519,8 @@ static int close_locked(int fd, struct kp_conn *c)
 	int left = --c->refs;
 	if (!left && c->held_len) /* the kernel would send them before its FIN */
 		give_up(c, fd, "closed with a request head unfinished");
+	if (!left) /* a request sent and closed on: lost with a dead reused one */
+		close_replay(c, fd);
 	bool parked = !left && settle_last(fd, c);
 	if (!left && !parked && !__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
 		learn_end(fd, c); /* (not while a read is under way: it is the read's) */
@@ -649,7 +651,7 @@ bool kp_shutdown(struct kp_conn *c, int fd, int how)
 		if ((swallow = owed && KP_REAL(shutdown)(fd, how) == 0))
 			unpool(c, "shutdown(SHUT_WR) with the answer owed");
 	}
-	if (swallow) {
+	if (swallow || (how == SHUT_WR && !c->fin_for_server && (swallow = first_shut_wr(c, fd)))) {
 		c->shut_how = (int8_t)(how + 1);
 		kp_debug("fd %d: shutdown(%d) answered without the kernel", fd, how);
 	} else if (c->fin_for_server) {
@@ -1130,7 +1132,7 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 		errno = saved;
 		return true;
 	}
-	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && !c->shut_how && !gone &&
+	if (c->first == KP_FIRST_SENT && c->state == KP_ACTIVE && replay_shut_ok(c) && !gone &&
 	    iov_total(iov, iovcnt) > 0) { /* a read of 0 bytes returns 0: no EOF */
 		bool again = false;
 		if (ret == 0 || (ret < 0 && (errno == ECONNRESET || errno == EPIPE)))

@@ -144,6 +144,9 @@ int swap_fresh(struct kp_conn *c, int fd, bool repark);
 void first_request_fresh(struct kp_conn *c, int fd, const char *why);
 void unvouch(struct kp_conn *c, int fd, const char *why);
 bool replay(struct kp_conn *c, int fd, enum kp_died how);
+bool replay_shut_ok(const struct kp_conn *c);
+bool first_shut_wr(struct kp_conn *c, int fd);
+void close_replay(struct kp_conn *c, int fd);
 /* replay()'s decision alone: may the request go again (the method, or the
  * proof)?  On no, the connection is given up as replay() gives it up. */
 bool replay_decide(struct kp_conn *c, int fd, enum kp_died how);

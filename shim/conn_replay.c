@@ -168,6 +168,7 @@ fail:;
 }
 
 static int swap_fresh_in(struct kp_conn *c, int fd, bool repark);
+static bool fin_came_first(const struct kp_conn *c, const struct kp_tcp_view *v);
 
 /* The program's SSL could not make its handshake on the fresh connection
  * swap_fresh put under its fd (within the call's bound): a replay that
@@ -707,6 +708,8 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 	}
 	if (!resent)
 		unpool(c, "resending the request failed");
+	else if (c->shut_how == SHUT_WR + 1 && KP_REAL(shutdown)(fd, SHUT_WR) == 0)
+		kp_debug("fd %d: the program's shutdown(SHUT_WR) made again on the fresh one", fd);
 	c->replay_len = 0;
 	c->resp_started = false;
 	kp_count(replayed);
@@ -744,6 +747,111 @@ int kp_conn_tls_replay_step(struct kp_conn *c, int fd)
 	}
 	kp_unlock(&c->lock);
 	return r;
+}
+
+/* May the first request be replayed after the program's shutdown() on its
+ * connection?  Before any: yes.  After its shutdown(SHUT_WR) (our FIN went
+ * out, made by the kernel: first_shut_wr, or the owed answer's in
+ * kp_shutdown): yes, plain, and the replay makes it again on the fresh
+ * connection, after the copy, as the program made it after its request
+ * (docs/replay.md "After the program's shutdown(SHUT_WR)").  Not TLS: the
+ * copy there goes inside the program's next SSL call, possibly after a
+ * handshake, and the FIN would have to wait for it (left). */
+bool replay_shut_ok(const struct kp_conn *c)
+{
+	return !c->shut_how || (c->shut_how == SHUT_WR + 1 && !c->tls);
+}
+
+/* The program's shutdown(SHUT_WR) after the first request on a reused
+ * connection, none of its answer read (first == KP_FIRST_SENT), where
+ * kp_shutdown would step aside (passthrough: a request not rewritten, so
+ * no close owed by us): the FIN goes out now, made by the kernel, and the
+ * connection stays followed (never pooled), so a death before any
+ * response byte is replayed under the rule, the shutdown made again on
+ * the fresh connection (replay).  A kernel that says ENOTCONN (a reset in
+ * already: the server closed the reused connection) is answered 0, as the
+ * program's own fresh connection would: the read then meets the death and
+ * the rule decides.  Caller holds c->lock; true when answered. */
+bool first_shut_wr(struct kp_conn *c, int fd)
+{
+	if (c->first != KP_FIRST_SENT || c->state != KP_ACTIVE || c->tls || c->shut_how ||
+	    c->req_mode != KP_REQ_HEAD || c->held_len || c->lost || c->handed_off)
+		return false;
+	int saved = errno;
+	if (KP_REAL(shutdown)(fd, SHUT_WR) < 0 && errno != ENOTCONN)
+		return false;
+	errno = saved;
+	unpool(c, "shutdown(SHUT_WR) under the first request");
+	return true;
+}
+
+/* The program closes the last fd of a reused connection under its first
+ * request, none of the answer read (a beacon, a webhook: send, close).
+ * Alone its fresh connection carried the request to the server; here, if
+ * the server closed the reused one as the request landed, it is lost.
+ * What the kernel already shows decides, with no wait (a wait at every
+ * such close, alive or not, would cost each beacon a few round trips:
+ * docs/replay.md "Closed under the first request"): the server's FIN or
+ * a reset in, nothing to read, and the rule allows it (a GET; a POST on
+ * the proof, the reset after the FIN already in with none of our bytes
+ * acknowledged).  Then the copy goes on a fresh connection, within
+ * handoff_verdict's bound, and that socket is closed as the program
+ * closes its own: what the server gets is what it got alone.  A copy the
+ * fresh socket does not take whole at once is cut off by a reset (the
+ * server never reads a part as a request).  A request not whole (the
+ * program closed inside its body: alone the server got a part) is left.
+ * Caller holds c->lock; the caller closes fd. */
+void close_replay(struct kp_conn *c, int fd)
+{
+	if (c->first != KP_FIRST_SENT || c->state != KP_ACTIVE || c->tls || !c->reused ||
+	    !c->replay_len || c->req_mode != KP_REQ_HEAD || c->held_len || c->shared || c->handed_off || !replay_shut_ok(c) ||
+	    getpid() != kp_conn_pid || __atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
+		return;
+	struct kp_tcp_view v;
+	int inq = 0;
+	if (kp_tcp_view(fd, &v) < 0 || KP_REAL(ioctl)(fd, FIONREAD, &inq) < 0 || inq > 0)
+		return;
+	/* ESTABLISHED, or ours alone (FIN_WAIT: the program's SHUT_WR): the
+	 * server has said nothing yet */
+	if (v.state == TCP_ESTABLISHED || v.state == TCP_FIN_WAIT1 || v.state == TCP_FIN_WAIT2)
+		return;
+	struct kp_death d = { .count_known = c->acked_known && v.acked_ok };
+	d.fin_first = v.state != TCP_CLOSE || fin_came_first(c, &v);
+	d.reset_after = d.fin_first && v.state == TCP_CLOSE;
+	d.acked = v.acked != c->acked_at_first;
+	enum kp_replay_verdict verdict = kp_replay_verdict(c->first_plan, &d);
+	c->first = KP_FIRST_DONE;
+	conn_note_dead(c, c->sent_ms);
+	unpool(c, "died under its first request");
+	if (!kp_replay_allowed(verdict)) {
+		kp_debug("fd %d: closed, its first request dead before any answer: %s", fd,
+			 kp_replay_verdict_str(verdict));
+		return;
+	}
+	int outer = kp_wait_left_ms;
+	kp_wait_left_ms = (int)kp_replay_settle_ms(v.srtt_us);
+	int s = connect_fresh(c, fd, false);
+	kp_wait_left_ms = outer;
+	kp_replay_interrupted = false; /* (a signal ends this wait, not close()) */
+	if (s < 0) {
+		kp_debug("fd %d: closed, its first request dead: no fresh connection (%s)", fd,
+			 strerror(errno));
+		return;
+	}
+	ssize_t n = KP_REAL(send)(s, c->replay, c->replay_len, MSG_NOSIGNAL | MSG_DONTWAIT);
+	if (n != (ssize_t)c->replay_len) {
+		struct linger l = { 1, 0 };
+		KP_REAL(setsockopt)(s, SOL_SOCKET, SO_LINGER, &l, sizeof(l));
+	} else {
+		if (c->shut_how)
+			KP_REAL(shutdown)(s, SHUT_WR);
+		kp_count(replayed);
+	}
+	KP_REAL(close)(s);
+	kp_debug("fd %d: closed, its first request dead before any answer (%s): %s on a fresh "
+		 "connection", fd, kp_replay_verdict_str(verdict),
+		 n == (ssize_t)c->replay_len ? "sent again" : "not taken whole, reset");
+	c->replay_len = 0;
 }
 
 /* Keep a copy of request bytes sent on a reused connection. */
@@ -1187,7 +1295,7 @@ static bool fin_came_first(const struct kp_conn *c, const struct kp_tcp_view *v)
  */
 bool ready_settle(struct kp_conn *c, int fd)
 {
-	if (c->state != KP_ACTIVE || c->shut_how || c->handed_off)
+	if (c->state != KP_ACTIVE || !replay_shut_ok(c) || c->handed_off)
 		return false;
 	if (c->tls)
 		return tls_ready_settle(c, fd);

@@ -894,7 +894,10 @@ before_first_c() {
 # build (where a POST rides the dead connection too), GET and POST: the
 # same output and the same requests as alone.  FIONREAD, SIOCOUTQ and
 # select passed on the old code too (the read after them replayed): kept
-# as the class's members.
+# as the class's members.  shutwr, shutpoll: the program's
+# shutdown(SHUT_WR) after /a (then a poll): the old code answered ENOTCONN
+# (the reset was in), poll said ERR (EPIPE), the read EOF, /a never
+# executed (docs/replay.md "After the program's shutdown(SHUT_WR)").
 
 # observe_cmd MODE METHOD: the client's command line, as CUE_CMD
 observe_cmd() { CUE_CMD=("$CLIENTS/observe_first" "$1" "$2" "$SERVER_PORT" "$OWN_DIR"); }
@@ -931,6 +934,107 @@ observe_first() {
 @test "epoll after the first request on a reused connection the server closed: no ERR or HUP for a POST, answered once, as alone" { observe_first epoll; }
 @test "select after the first request on a reused connection the server closed: answered once, as alone" { observe_first select; }
 @test "a second request pipelined after the first on a reused connection the server closed: both answered once, as alone" { observe_first pipe; }
+@test "shutdown(SHUT_WR) after the first request on a reused connection the server closed: shutdown 0, answered once, as alone (C)" { observe_first shutwr; }
+@test "shutdown(SHUT_WR), then poll, after the first request on a reused connection the server closed: answered once, as alone (C)" { observe_first shutpoll; }
+
+# ---- the program's shutdown(SHUT_WR) after its first request
+# (docs/replay.md "After the program's shutdown(SHUT_WR)")
+#
+# tests/clients/shut_first.py GETs /warm, connects again (the library
+# hands the kept connection out), cues the server's idle close
+# (tests/servers/idle_cue.py) and waits for its FIN, then writes its
+# request, shuts its writing side (netcat -N, `printf | socat`) and reads
+# to EOF.  Alone it is a fresh connection: answered once, then EOF.  The
+# library before: the request met the dead socket, and no replay follows
+# a shutdown: a GET with "Connection: close" (rewritten, its close owed)
+# got ENOTCONN from shutdown() and EOF, never executed; a GET with no
+# Connection header and a POST with a body (not rewritten) stepped aside
+# at the shutdown: EOF, never executed.  Each with the library and the
+# no-probe build: the same output and the same requests as alone.
+
+# shut_first_cmd KIND: the client's command line, as CUE_CMD
+shut_first_cmd() { CUE_CMD=("$PYTHON" "$ROOT/tests/clients/shut_first.py" "$1" "$SERVER_PORT" "$OWN_DIR"); }
+
+shut_first() {
+	local libs=("$PRELOAD") lib
+	if [ -z "${KEEPALIVE_ASAN-}" ]; then
+		flock "$ROOT/build/.make.lock" make -s -C "$ROOT" build/libkeepalive-noprobe.so >/dev/null
+		libs+=("$ROOT/build/libkeepalive-noprobe.so")
+	fi
+	for lib in "${libs[@]}"; do
+		PRELOAD="$lib" cue_compare idle_cue_start shut_first_cmd "$1"
+		assert_kept_closed "$1"
+		assert_equal "$(tail -n 1 "$BATS_TEST_TMPDIR/shim.out")" "a: HTTP/1.1 200 OK | /a | EOF"
+	done
+}
+
+@test "shutdown(SHUT_WR) after a GET with Connection: close on a reused connection the server closed: replayed, shut again, answered once, as alone" { shut_first getclose; }
+@test "shutdown(SHUT_WR) after a GET on a reused connection the server closed: replayed, shut again, answered once, as alone" { shut_first get; }
+@test "shutdown(SHUT_WR) after a POST with a body on a reused connection the server closed first: replayed on the proof, answered once, as alone" { shut_first postclose; }
+
+# The server closes the kept connection as the request lands (the review's
+# case: tests/servers/cases/late_reset_after1 reads it, serves nothing and
+# resets): a GET is replayed, its shutdown made again on the fresh one.
+# The library before: ECONNRESET, the GET never executed.  (A POST there
+# is not replayed: a reset with no FIN before it is never proof.)
+shut_late() {
+	scripted_start late_reset_after1
+	run_both 2 "$PYTHON" "$ROOT/tests/clients/shut_first.py" "$1" "$SCRIPTED_PORT" -
+	cat "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out"
+	assert_both_ok
+	assert_same_output
+	assert_equal "$SHIM_REQS" "$PLAIN_REQS"
+	assert_equal "$(tail -n 1 "$BATS_TEST_TMPDIR/shim.out")" "a: HTTP/1.1 200 OK | 00000002 | EOF"
+	[[ "$SHIM_STATS" == *" reused=1 "*" replayed=1 "* ]]
+}
+
+@test "shutdown(SHUT_WR) after a GET with Connection: close, the server resets the reused connection as it lands: replayed, answered once, as alone" { shut_late getclose; }
+@test "shutdown(SHUT_WR) after a GET, the server resets the reused connection as it lands: replayed, answered once, as alone" { shut_late get; }
+
+# ---- close() under the first request (docs/replay.md "Closed under the
+# first request")
+#
+# tests/clients/beacon_first.py GETs /warm, connects again (the library
+# hands the kept connection out), cues the server's idle close
+# (tests/servers/idle_cue.py), waits for its FIN, writes its request, waits
+# for the reset it meets (alone: none, its connection is fresh) and
+# closes without reading (a beacon, a webhook).  Alone the server executes
+# it; the library before: never (the reused socket just closed).  Now the
+# close replays it on a fresh connection where the rule allows (a GET; a
+# POST on the proof: the FIN, then the reset, nothing acknowledged), with
+# the library and the no-probe build (where a POST rides the dead
+# connection too).
+
+# beacon_run KIND: a fresh server, the client (run_plain, or run_shim with
+# PRELOAD), the server's executions awaited: OUT.reqs
+beacon_run() {
+	idle_cue_start
+	"$2" "$PYTHON" "$ROOT/tests/clients/beacon_first.py" "$1" "$SERVER_PORT" "$OWN_DIR"
+	wait_until grep -q ' /a$' "$OWN_LOG" || true
+	grep -v ' closed$' "$OWN_LOG" | cut -d' ' -f2- >"$BATS_TEST_TMPDIR/$3.reqs" || true
+}
+
+beacon_first() {
+	local libs=("$PRELOAD") lib
+	if [ -z "${KEEPALIVE_ASAN-}" ]; then
+		flock "$ROOT/build/.make.lock" make -s -C "$ROOT" build/libkeepalive-noprobe.so >/dev/null
+		libs+=("$ROOT/build/libkeepalive-noprobe.so")
+	fi
+	beacon_run "$1" run_plain plain
+	for lib in "${libs[@]}"; do
+		PRELOAD="$lib" beacon_run "$1" run_shim shim
+		echo "${lib##*/} $1: $SHIM_STATS"
+		cat "$BATS_TEST_TMPDIR/plain.reqs" "$BATS_TEST_TMPDIR/shim.reqs" "$OWN_LOG"
+		assert_both_ok
+		assert_same_output
+		assert_kept_closed "$1"
+		run cmp "$BATS_TEST_TMPDIR/plain.reqs" "$BATS_TEST_TMPDIR/shim.reqs"
+		assert_success
+	done
+}
+
+@test "close() without reading after a GET on a reused connection the server closed: sent again on a fresh connection, executed once, as alone" { beacon_first get; }
+@test "close() without reading after a POST on a reused connection the server closed first: sent again on the proof, executed once, as alone" { beacon_first post; }
 
 # ---- a fresh connection not complete at once (docs/replay.md "Before the
 # first request", "The program's bounds")

@@ -11,7 +11,9 @@
  *          ioctl(SIOCOUTQ); poll, epoll, select: a wait for readable
  *          (and its error and hang-up bits, select's exception set), then
  *          SO_ERROR where an error bit is set (the usual idiom); pipe: a
- *          second request written after the first, unread
+ *          second request written after the first, unread; shutwr:
+ *          shutdown(SHUT_WR) (netcat -N); shutpoll: shutdown(SHUT_WR),
+ *          then the poll
  *   METHOD GET or POST (a 5-byte body)
  *   DIR    the server's directory (its fifos cue and done)
  * GET /warm on a connection of its own (read, closed: a library keeps
@@ -160,6 +162,19 @@ static void observe(int s, const char *mode)
 		int r = select(s + 1, &rd, NULL, &ex, NULL);
 		printf("select: %d%s%s\n", r, FD_ISSET(s, &rd) ? " readable" : "",
 		       FD_ISSET(s, &ex) ? " exception" : "");
+	} else if (!strcmp(mode, "shutwr") || !strcmp(mode, "shutpoll")) {
+		int r = shutdown(s, SHUT_WR);
+		printf("shutdown: %d %s\n", r, r ? strerror(errno) : "ok");
+		if (!strcmp(mode, "shutpoll")) {
+			/* (no HUP printed: after our SHUT_WR it is the server's
+			 * close after its answer too, by timing) */
+			struct pollfd p = { .fd = s, .events = POLLIN };
+			r = poll(&p, 1, -1);
+			printf("poll: %d%s%s\n", r, p.revents & POLLIN ? " IN" : "",
+			       p.revents & POLLERR ? " ERR" : "");
+			if (p.revents & POLLERR)
+				so_error(s);
+		}
 	} else if (strcmp(mode, "pipe")) {
 		die("unknown mode %s", mode);
 	}
