@@ -1537,9 +1537,9 @@ void kp_conn_handoff_all(bool inherited_only, enum kp_handoff how, const char *w
 			if (fl < 0 || (fl & FD_CLOEXEC))
 				continue;
 		}
-		/* a forked child's copy goes where its reads are past us */
-		if (inherited_only || how == KP_HANDOFF_READER)
-			kp_fin_owed_now(fd, "exec'd or spawned");
+		/* a forked child's copy read past us for certain */
+		if (how == KP_HANDOFF_READER)
+			kp_fin_owed_now(fd, "spawned onto a reader");
 		/* a TCP socket not connected yet: a connection made on it
 		 * later would have another holder too */
 		if (!c)

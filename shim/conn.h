@@ -582,6 +582,10 @@ void kp_fin_owed_onto(int oldfd, int newfd);
 void kp_fin_owed_now(int fd, const char *why);
 void kp_fin_owed_child_mark(int fd, const struct kp_conn *c);
 void kp_fin_owed_child_track(void);
+/* exec: the copies the next image keeps, as one environment entry in buf
+ * (false: none); in the new image's constructor, that entry taken */
+bool kp_fin_owed_env(char *buf, size_t cap);
+void kp_fin_owed_from_env(void);
 
 /* fd is about to be passed to another process (SCM_RIGHTS): it may
  * have two owners from now on.  False when fd is a hidden fd of ours (not

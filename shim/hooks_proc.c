@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -30,41 +31,82 @@ static void before_exec(void)
 	kp_spawn_enter(false);
 }
 
+/* A forked child's copies of a socket whose answer is owed, named to the
+ * next image (conn_child.c kp_fin_owed_env): envp with that one entry
+ * added, or envp itself (none, or no memory).  After a failed exec the
+ * copy is freed (exec_env_done) and the program's envp is as it was. */
+static char fin_owed_entry[256];
+static char *const *exec_env(char *const *envp)
+{
+	if (!kp_fdtab_len || !kp_fin_owed_env(fin_owed_entry, sizeof(fin_owed_entry)))
+		return envp;
+	size_t n = 0;
+	while (envp && envp[n])
+		n++;
+	char **e = malloc((n + 2) * sizeof(*e));
+	if (!e)
+		return envp;
+	if (n)
+		memcpy(e, envp, n * sizeof(*e));
+	e[n] = fin_owed_entry;
+	e[n + 1] = NULL;
+	return e;
+}
+
+static int exec_env_done(int r, char *const *e, char *const *envp)
+{
+	int saved = errno;
+	if (e != envp)
+		free((void *)e);
+	errno = saved;
+	return r;
+}
+
 KP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	before_exec();
-	return KP_REAL(execve)(path, argv, envp);
+	char *const *e = exec_env(envp);
+	return exec_env_done(KP_REAL(execve)(path, argv, e), e, envp);
 }
 
 KP_EXPORT int execv(const char *path, char *const argv[])
 {
 	before_exec();
-	return KP_REAL(execv)(path, argv);
+	char *const *e = exec_env(environ);
+	if (e == environ)
+		return KP_REAL(execv)(path, argv);
+	return exec_env_done(KP_REAL(execve)(path, argv, e), e, environ);
 }
 
 KP_EXPORT int execvp(const char *file, char *const argv[])
 {
 	before_exec();
-	return KP_REAL(execvp)(file, argv);
+	char *const *e = exec_env(environ);
+	if (e == environ)
+		return KP_REAL(execvp)(file, argv);
+	return exec_env_done(KP_REAL(execvpe)(file, argv, e), e, environ);
 }
 
 KP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	before_exec();
-	return KP_REAL(execvpe)(file, argv, envp);
+	char *const *e = exec_env(envp);
+	return exec_env_done(KP_REAL(execvpe)(file, argv, e), e, envp);
 }
 
 KP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
 			int flags)
 {
 	before_exec();
-	return KP_REAL(execveat)(dirfd, path, argv, envp, flags);
+	char *const *e = exec_env(envp);
+	return exec_env_done(KP_REAL(execveat)(dirfd, path, argv, e, flags), e, envp);
 }
 
 KP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	before_exec();
-	return KP_REAL(fexecve)(fd, argv, envp);
+	char *const *e = exec_env(envp);
+	return exec_env_done(KP_REAL(fexecve)(fd, argv, e), e, envp);
 }
 
 /* The execl family: glibc builds the argv and calls its internal execve,
