@@ -1017,8 +1017,11 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t
 				/* its "close" reached the server (pipelined behind a head
 				 * we rewrote, or not rewritable): the server closes */
 				unpool(c, "the request's close reached the server");
-			} else if (done.app_close && !c->resp.server_close) {
-				/* the program expects the server's FIN now */
+			} else if (done.app_close && (!c->resp.server_close || !c->resp.close_token)) {
+				/* the program expects the server's FIN now (an HTTP/1.0
+				 * answer without keep-alive too: the server may keep
+				 * the connection our rewrite asked to keep: docs/hold.md
+				 * "A child that reads an inherited socket") */
 				__atomic_store_n(&c->eof_owed, true, __ATOMIC_RELEASE);
 				fin_at_answer_end(c, fd);
 				if (n || c->n_reqs)

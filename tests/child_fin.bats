@@ -59,6 +59,18 @@ child_case() {
 	assert_same_output --headers
 }
 
+# An HTTP/1.0 answer with a Content-Length and no Connection header to a
+# request that asked to close, which we rewrote: the server keeps the
+# connection open (30 s); alone it was asked to close and did.
+@test "child fin: an HTTP/1.0 answer without keep-alive from a server that keeps the connection: EOF at the answer's end, as alone" {
+	scripted_start http10_open
+	CLIENT_TIMEOUT=10 run_both 1 bash "$SCRIPTS/child_fd.sh" self "$SCRIPTED_PORT" /
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output $'HTTP/1.0 200 OK\r\nContent-Length: 8\r\n\r\n00000001\nbash: EOF'
+}
+
 @test "child fin: C fork(), the child poll()s the socket before each read to EOF: same output, no hang" {
 	nginx_start
 	child_case "$CLIENTS/child_reader" --child-polls 127.0.0.1 "$NGINX_PORT" /f 1.1 -
