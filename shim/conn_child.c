@@ -8,8 +8,10 @@
  * table under a connection object of the child's own, passthrough (the
  * parent's objects are never touched: docs/hold.md), only so that the
  * child's calls on it leave the untracked fast path; the first read,
- * wait, exec or move onto stdio sends our FIN (docs/hold.md "A child
- * that reads an inherited socket").  Every other fd costs nothing more.
+ * wait or move onto stdio sends our FIN (docs/hold.md "A child that
+ * reads an inherited socket").  Every other fd costs nothing more.  An
+ * exec'd image learns its copies from one environment entry, taken out
+ * of its environment before the program runs.
  */
 #include <errno.h>
 #include <fcntl.h>
