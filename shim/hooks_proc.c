@@ -32,81 +32,80 @@ static void before_exec(void)
 }
 
 /* A forked child's copies of a socket whose answer is owed, named to the
- * next image (conn_child.c kp_fin_owed_env): envp with that one entry
- * added, or envp itself (none, or no memory).  After a failed exec the
- * copy is freed (exec_env_done) and the program's envp is as it was. */
+ * next image (conn_child.c kp_fin_owed_env): EXEC_ENV(envp, e) declares
+ * e, envp with that one entry added (on the stack: no malloc, which a
+ * vfork child must not call), or envp itself when there is none.  The
+ * program's envp is never changed. */
 static char fin_owed_entry[256];
-static char *const *exec_env(char *const *envp)
+static size_t exec_env_len(char *const *envp)
 {
 	if (!kp_fdtab_len || !kp_fin_owed_env(fin_owed_entry, sizeof(fin_owed_entry)))
-		return envp;
+		return 0;
 	size_t n = 0;
 	while (envp && envp[n])
 		n++;
-	char **e = malloc((n + 2) * sizeof(*e));
-	if (!e)
-		return envp;
-	if (n)
-		memcpy(e, envp, n * sizeof(*e));
-	e[n] = fin_owed_entry;
-	e[n + 1] = NULL;
+	return n + 1;
+}
+
+static char *const *exec_env_fill(char **e, char *const *envp, size_t n)
+{
+	if (n > 1)
+		memcpy(e, envp, (n - 1) * sizeof(*e));
+	e[n - 1] = fin_owed_entry;
+	e[n] = NULL;
 	return e;
 }
 
-static int exec_env_done(int r, char *const *e, char *const *envp)
-{
-	int saved = errno;
-	if (e != envp)
-		free((void *)e);
-	errno = saved;
-	return r;
-}
+#define EXEC_ENV(envp, e)                          \
+	size_t e##_n = exec_env_len(envp);         \
+	char *e##_buf[e##_n ? e##_n + 1 : 1];      \
+	char *const *e = e##_n ? exec_env_fill(e##_buf, envp, e##_n) : (envp)
 
 KP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	before_exec();
-	char *const *e = exec_env(envp);
-	return exec_env_done(KP_REAL(execve)(path, argv, e), e, envp);
+	EXEC_ENV(envp, e);
+	return KP_REAL(execve)(path, argv, e);
 }
 
 KP_EXPORT int execv(const char *path, char *const argv[])
 {
 	before_exec();
-	char *const *e = exec_env(environ);
+	EXEC_ENV(environ, e);
 	if (e == environ)
 		return KP_REAL(execv)(path, argv);
-	return exec_env_done(KP_REAL(execve)(path, argv, e), e, environ);
+	return KP_REAL(execve)(path, argv, e);
 }
 
 KP_EXPORT int execvp(const char *file, char *const argv[])
 {
 	before_exec();
-	char *const *e = exec_env(environ);
+	EXEC_ENV(environ, e);
 	if (e == environ)
 		return KP_REAL(execvp)(file, argv);
-	return exec_env_done(KP_REAL(execvpe)(file, argv, e), e, environ);
+	return KP_REAL(execvpe)(file, argv, e);
 }
 
 KP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	before_exec();
-	char *const *e = exec_env(envp);
-	return exec_env_done(KP_REAL(execvpe)(file, argv, e), e, envp);
+	EXEC_ENV(envp, e);
+	return KP_REAL(execvpe)(file, argv, e);
 }
 
 KP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
 			int flags)
 {
 	before_exec();
-	char *const *e = exec_env(envp);
-	return exec_env_done(KP_REAL(execveat)(dirfd, path, argv, e, flags), e, envp);
+	EXEC_ENV(envp, e);
+	return KP_REAL(execveat)(dirfd, path, argv, e, flags);
 }
 
 KP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	before_exec();
-	char *const *e = exec_env(envp);
-	return exec_env_done(KP_REAL(fexecve)(fd, argv, e), e, envp);
+	EXEC_ENV(envp, e);
+	return KP_REAL(fexecve)(fd, argv, e);
 }
 
 /* The execl family: glibc builds the argv and calls its internal execve,
