@@ -692,6 +692,8 @@ bool kp_conn_holds(const struct kp_conn *c)
 
 void kp_conn_waits(struct kp_conn *c, int fd)
 {
+	if (__builtin_expect(kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_FIN_OWED), 0)) /* a forked child's copy */
+		kp_fin_owed_now(fd, "read or waited on");
 	if (kp_reentered())
 		return;
 	kp_replay_rest(c, fd); /* (cut in a wait: the rest waits for the next call) */
@@ -1022,8 +1024,11 @@ static size_t feed_response(struct kp_conn *c, int fd, char *p, size_t n, size_t
 				/* its "close" reached the server (pipelined behind a head
 				 * we rewrote, or not rewritable): the server closes */
 				unpool(c, "the request's close reached the server");
-			} else if (done.app_close && !c->resp.server_close) {
-				/* the program expects the server's FIN now */
+			} else if (done.app_close && (!c->resp.server_close || !c->resp.close_token)) {
+				/* the program expects the server's FIN now (an HTTP/1.0
+				 * answer without keep-alive too: the server may keep
+				 * the connection our rewrite asked to keep: docs/hold.md
+				 * "A child that reads an inherited socket") */
 				__atomic_store_n(&c->eof_owed, true, __ATOMIC_RELEASE);
 				fin_at_answer_end(c, fd);
 				if (n || c->n_reqs)
@@ -1542,6 +1547,9 @@ void kp_conn_handoff_all(bool inherited_only, enum kp_handoff how, const char *w
 			if (fl < 0 || (fl & FD_CLOEXEC))
 				continue;
 		}
+		/* a forked child's copy read past us for certain */
+		if (how == KP_HANDOFF_READER)
+			kp_fin_owed_now(fd, "spawned onto a reader");
 		/* a TCP socket not connected yet: a connection made on it
 		 * later would have another holder too */
 		if (!c)
@@ -1564,22 +1572,6 @@ bool kp_conn_passing_fd(int fd)
 	else if (kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_TCP))
 		kp_fl_or(fd, KP_FD_SHARED);
 	return true;
-}
-
-/* A forked child moves its copy of a socket whose answer the parent's
- * framing still owes (KP_FD_FIN_OWED) onto its stdin, stdout or stderr: a
- * reader past us (sed, cat) is certain, and only the server's close can
- * end its read; so our FIN goes, as for the parent's own move (the
- * request is whole: fin_at_end is set only then). */
-void kp_fin_owed_onto(int oldfd, int newfd)
-{
-	if (newfd > 2 || !kp_fd_valid(oldfd) || !(kp_fl(oldfd) & KP_FD_FIN_OWED))
-		return;
-	int saved = errno;
-	if (KP_REAL(shutdown)(oldfd, SHUT_WR) == 0)
-		kp_debug("fd %d: moved onto fd %d in a forked child, the answer owed: our FIN", oldfd, newfd);
-	kp_fl_clear(oldfd, KP_FD_FIN_OWED);
-	errno = saved;
 }
 
 /* ------------------------------------------------------------ fork */
@@ -1642,15 +1634,13 @@ void kp_conn_after_fork_child(void)
 	kp_sockopts_after_fork_child();
 	kp_watch_after_fork_child();
 	/* the child's copies are never ours; one whose answer we owe and
-	 * have not framed yet keeps that fact, for a move onto its stdio
-	 * (kp_fin_owed_onto) */
+	 * have not framed yet keeps that fact, under an object of the
+	 * child's, for its first read, wait or move (conn_child.c) */
 	int high = kp_fd_high();
-	for (int fd = 0; fd <= high; fd++) {
-		struct kp_conn *c = kp_fd_conn(fd);
-		if (c && c != KP_POOLED)
-			kp_fl_or(fd, KP_FD_SHARED | (c->fin_at_end && !c->fin_for_server ? KP_FD_FIN_OWED : 0));
-	}
+	for (int fd = 0; fd <= high; fd++)
+		kp_fin_owed_child_mark(fd, kp_fd_conn(fd));
 	kp_fdtab_after_fork_child();
+	kp_fin_owed_child_track();
 	pool_after_fork_child();
 	hidden_child_twins();
 	kp_limits_after_fork_child();

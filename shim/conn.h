@@ -584,8 +584,19 @@ enum kp_handoff {
 };
 void kp_conn_handoff_all(bool inherited_only, enum kp_handoff how, const char *why);
 void kp_conn_handoff_fd(int fd, enum kp_handoff how, const char *why);
-/* dup2/dup3/F_DUPFD of oldfd onto newfd in a forked child (conn.c) */
+/* A forked child's copy of a socket whose answer its parent's framing
+ * owes (KP_FD_FIN_OWED), conn_child.c: dup2/dup3/F_DUPFD of oldfd onto
+ * newfd; a read of, a wait on, an exec or spawn with fd (our FIN, once);
+ * and, from kp_conn_after_fork_child, the marking of the child's copies
+ * before its table is forgotten and their objects after. */
 void kp_fin_owed_onto(int oldfd, int newfd);
+void kp_fin_owed_now(int fd, const char *why);
+void kp_fin_owed_child_mark(int fd, const struct kp_conn *c);
+void kp_fin_owed_child_track(void);
+/* exec: the copies the next image keeps, as one environment entry in buf
+ * (false: none); in the new image's constructor, that entry taken */
+bool kp_fin_owed_env(char *buf, size_t cap);
+void kp_fin_owed_from_env(void);
 
 /* fd is about to be passed to another process (SCM_RIGHTS): it may
  * have two owners from now on.  False when fd is a hidden fd of ours (not

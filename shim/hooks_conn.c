@@ -110,7 +110,7 @@ __attribute__((constructor)) static void kp_init(void)
 	kp_readable_init();
 	kp_config_load();
 	if (kp_cfg.disabled)
-		return;
+		return kp_fin_owed_from_env(); /* (only its entry taken) */
 	kp_conn_init();
 	/* the objects the program links are loaded: a kernel AIO library we
 	 * cannot see is looked for now and at its dlsym, dlvsym and dlopen
@@ -120,8 +120,9 @@ __attribute__((constructor)) static void kp_init(void)
 	kp_dl_watch_open(kp_aio_dlopen);
 	struct rlimit rl;
 	if (kp_fdtab_init(&rl) < 0)
-		return; /* the table stays empty: everything passes through */
+		return kp_fin_owed_from_env(); /* the table stays empty: everything passes through */
 	kp_conn_fd_limits_from(&rl);
+	kp_fin_owed_from_env(); /* a forked child's copies, across its exec */
 	our_pid = getpid();
 	pthread_atfork(kp_conn_before_fork, kp_conn_after_fork_parent, after_fork_child);
 	kp_debug("loaded version=%s", KP_VERSION);
@@ -887,7 +888,7 @@ static KP_SLOW int dup_slow(int fd)
 	int nfd = RETRY_IF_SHORT(KP_REAL(dup)(fd));
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (nfd >= 0 && c && c != KP_POOLED)
-		kp_dup_to(c, fd, nfd);
+		kp_dup_to(c, fd, nfd), kp_fin_owed_onto(fd, nfd);
 	else if (nfd >= 0)
 		kp_fin_owed_onto(fd, nfd), dup_fdflags(fd, nfd, false);
 	return nfd;
@@ -942,7 +943,7 @@ static KP_SLOW int dup_onto(int oldfd, int newfd, int flags, bool is_dup2)
 		kp_forget_fd(newfd, true);
 	int r = is_dup2 ? KP_REAL(dup2)(oldfd, newfd) : KP_REAL(dup3)(oldfd, newfd, flags);
 	if (r >= 0 && c)
-		kp_dup_to(c, oldfd, r);
+		kp_dup_to(c, oldfd, r), kp_fin_owed_onto(oldfd, r);
 	else if (r >= 0)
 		dup_fdflags(oldfd, r, flags & O_CLOEXEC);
 	return r;
@@ -997,7 +998,7 @@ static KP_SLOW int fcntl_slow(int fd, int cmd, void *arg)
 	case F_DUPFD_CLOEXEC: {
 		struct kp_conn *c = kp_fd_conn(fd);
 		if (c && c != KP_POOLED)
-			kp_dup_to(c, fd, r);
+			kp_dup_to(c, fd, r), kp_fin_owed_onto(fd, r);
 		else
 			kp_fin_owed_onto(fd, r), dup_fdflags(fd, r, cmd == F_DUPFD_CLOEXEC);
 		break;

@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -30,41 +31,81 @@ static void before_exec(void)
 	kp_spawn_enter(false);
 }
 
+/* A forked child's copies of a socket whose answer is owed, named to the
+ * next image (conn_child.c kp_fin_owed_env): EXEC_ENV(envp, e) declares
+ * e, envp with that one entry added (on the stack: no malloc, which a
+ * vfork child must not call), or envp itself when there is none.  The
+ * program's envp is never changed. */
+static char fin_owed_entry[256];
+static size_t exec_env_len(char *const *envp)
+{
+	if (!kp_fdtab_len || !kp_fin_owed_env(fin_owed_entry, sizeof(fin_owed_entry)))
+		return 0;
+	size_t n = 0;
+	while (envp && envp[n])
+		n++;
+	return n + 1;
+}
+
+static char *const *exec_env_fill(char **e, char *const *envp, size_t n)
+{
+	if (n > 1)
+		memcpy(e, envp, (n - 1) * sizeof(*e));
+	e[n - 1] = fin_owed_entry;
+	e[n] = NULL;
+	return e;
+}
+
+#define EXEC_ENV(envp, e)                          \
+	size_t e##_n = exec_env_len(envp);         \
+	char *e##_buf[e##_n ? e##_n + 1 : 1];      \
+	char *const *e = e##_n ? exec_env_fill(e##_buf, envp, e##_n) : (envp)
+
 KP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
 	before_exec();
-	return KP_REAL(execve)(path, argv, envp);
+	EXEC_ENV(envp, e);
+	return KP_REAL(execve)(path, argv, e);
 }
 
 KP_EXPORT int execv(const char *path, char *const argv[])
 {
 	before_exec();
-	return KP_REAL(execv)(path, argv);
+	EXEC_ENV(environ, e);
+	if (e == environ)
+		return KP_REAL(execv)(path, argv);
+	return KP_REAL(execve)(path, argv, e);
 }
 
 KP_EXPORT int execvp(const char *file, char *const argv[])
 {
 	before_exec();
-	return KP_REAL(execvp)(file, argv);
+	EXEC_ENV(environ, e);
+	if (e == environ)
+		return KP_REAL(execvp)(file, argv);
+	return KP_REAL(execvpe)(file, argv, e);
 }
 
 KP_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
 	before_exec();
-	return KP_REAL(execvpe)(file, argv, envp);
+	EXEC_ENV(envp, e);
+	return KP_REAL(execvpe)(file, argv, e);
 }
 
 KP_EXPORT int execveat(int dirfd, const char *path, char *const argv[], char *const envp[],
 			int flags)
 {
 	before_exec();
-	return KP_REAL(execveat)(dirfd, path, argv, envp, flags);
+	EXEC_ENV(envp, e);
+	return KP_REAL(execveat)(dirfd, path, argv, e, flags);
 }
 
 KP_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
 	before_exec();
-	return KP_REAL(fexecve)(fd, argv, envp);
+	EXEC_ENV(envp, e);
+	return KP_REAL(fexecve)(fd, argv, e);
 }
 
 /* The execl family: glibc builds the argv and calls its internal execve,

@@ -685,6 +685,7 @@ static int conn_due_ms(int fd, bool *data_only)
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c || c == KP_POOLED)
 		return -1;
+	kp_fin_owed_now(fd, "waited on"); /* a forked child's copy (conn_child.c) */
 	if (kp_conn_holds(c) && n_ep_held < EP_HELD_MAX)
 		ep_held[n_ep_held++] = fd;
 	*data_only = kp_conn_data_only(fd);

@@ -40,7 +40,7 @@ ORDER = """
 hooks_*
 tls_calls send conn_opts conn_peek conn_sandbox conn_cred
 conn
-conn_replay
+conn_replay conn_child
 wire
 hidden
 tls_across tls_handout tls_engine tls_conf tls_capture tls_import tls_peer

@@ -8,8 +8,14 @@
  *   HTTP/1.0" without a Connection header.  Exit status: the child's.
  *   --no-fork: the program itself moves the socket onto its stdin and
  *   execs CMD (the shell's `exec sed <&3`).
+ *   --child-reads: the forked child reads the socket itself, by number,
+ *   to EOF, and copies it to stdout (no dup2, no exec; CMD unused): the
+ *   parent closes its copy and waits (docs/hold.md "A child that reads
+ *   an inherited socket").  --child-polls: as --child-reads, each read
+ *   after a poll() for POLLIN on the socket.
  */
 #include <netdb.h>
+#include <poll.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,7 +34,9 @@ int main(int argc, char **argv)
 	pid_t pid;
 
 	bool no_fork = argc > 1 && !strcmp(argv[1], "--no-fork");
-	if (no_fork) {
+	bool child_polls = argc > 1 && !strcmp(argv[1], "--child-polls");
+	bool child_reads = child_polls || (argc > 1 && !strcmp(argv[1], "--child-reads"));
+	if (no_fork || child_reads) {
 		argv++;
 		argc--;
 	}
@@ -52,6 +60,15 @@ int main(int argc, char **argv)
 	if (pid < 0) {
 		perror("fork");
 		return 1;
+	}
+	if (pid == 0 && child_reads) {
+		char buf[4096];
+		ssize_t n = -1;
+		struct pollfd p = { .fd = s, .events = POLLIN };
+		while ((!child_polls || poll(&p, 1, -1) == 1) && (n = read(s, buf, sizeof(buf))) > 0)
+			if (write(1, buf, (size_t)n) != n)
+				_exit(1);
+		_exit(n == 0 ? 0 : 1);
 	}
 	if (pid == 0) {
 		if (dup2(s, 0) < 0) {

@@ -1,0 +1,169 @@
+/*
+ * conn_child.c - a forked child's copy of a socket whose answer the
+ * parent's framing still owes (KP_FD_FIN_OWED: handed off by inheritance,
+ * our FIN waiting for the answer's end, fin_at_end in conn.c).  The
+ * child's reads are the kernel's, never framed: a child that reads or
+ * waits on its copy would wait for the server's idle close, since the
+ * parent, who frames, may never read.  So the child's copy stays in the
+ * table under a connection object of the child's own, passthrough (the
+ * parent's objects are never touched: docs/hold.md), only so that the
+ * child's calls on it leave the untracked fast path; the first read,
+ * wait or move onto stdio sends our FIN (docs/hold.md "A child that
+ * reads an inherited socket").  Every other fd costs nothing more.  An
+ * exec'd image learns its copies from one environment entry, taken out
+ * of its environment before the program runs.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
+#include "config.h"
+#include "conn_internal.h"
+#include "real.h"
+
+/* The child's objects: at most this many sockets owed (more are left
+ * untracked, as before: a move onto stdio still sends our FIN) */
+#define CHILD_MAX 64
+
+/* Our FIN on fd, a child's copy whose answer is owed, once: the request
+ * is whole (fin_at_end is set only then).  The cost is the FIN a proxy
+ * that cancels on a client's FIN may cancel on: the answer's end is not
+ * framed in this process. */
+void kp_fin_owed_now(int fd, const char *why)
+{
+	if (!kp_fd_valid(fd) || !(kp_fl(fd) & KP_FD_FIN_OWED))
+		return;
+	int saved = errno;
+	kp_fl_clear(fd, KP_FD_FIN_OWED);
+	if (KP_REAL(shutdown)(fd, SHUT_WR) == 0)
+		kp_debug("fd %d: %s in a forked child, the answer owed: our FIN", fd, why);
+	errno = saved;
+}
+
+/* A forked child copies its copy (dup family) to newfd: onto its stdin,
+ * stdout or stderr, a reader past us (sed, cat) is certain, and only the
+ * server's close can end its read, so our FIN goes, as for the parent's
+ * own move; elsewhere the new number is marked as the old one. */
+void kp_fin_owed_onto(int oldfd, int newfd)
+{
+	if (!kp_fd_valid(oldfd) || !(kp_fl(oldfd) & KP_FD_FIN_OWED))
+		return;
+	if (newfd <= 2)
+		kp_fin_owed_now(oldfd, "moved onto stdio");
+	else if (kp_fd_valid(newfd))
+		kp_fl_or(newfd, KP_FD_FIN_OWED);
+}
+
+/* In the child, before its table is forgotten: c (the parent's object
+ * under fd) owes its answer's end.  Marked KP_FD_FIN_OWED, kept for
+ * kp_fin_owed_child_track.  A grandchild's copy keeps the mark its
+ * parent had. */
+static struct {
+	int fd;
+	const struct kp_conn *parent;
+	struct kp_conn *own;
+} kept[CHILD_MAX];
+static unsigned n_kept;
+
+void kp_fin_owed_child_mark(int fd, const struct kp_conn *c)
+{
+	if (!c || c == KP_POOLED)
+		return;
+	kp_fl_or(fd, KP_FD_SHARED);
+	if ((c->fin_at_end && !c->fin_for_server) || (kp_fl(fd) & KP_FD_FIN_OWED)) {
+		kp_fl_or(fd, KP_FD_FIN_OWED);
+		if (n_kept < CHILD_MAX)
+			kept[n_kept++] = (typeof(kept[0])){ fd, c, NULL };
+	}
+}
+
+/* An object of this process's own for a copy whose answer is owed:
+ * passthrough, never pooled; NULL without memory (the fd then stays
+ * untracked, as before). */
+static struct kp_conn *child_object(bool nonblock)
+{
+	struct kp_conn *own = conn_new();
+	if (!own)
+		return NULL;
+	kp_lock(&own->lock);
+	own->state = KP_PASSTHROUGH;
+	own->handed_off = true;
+	own->shared = true;
+	own->nonblock = nonblock;
+	unpool(own, "a forked child's copy of a socket whose answer is owed");
+	kp_unlock(&own->lock);
+	return own;
+}
+
+/* In the child, after its table was forgotten and its free list dropped:
+ * each marked fd gets an object of the child's (dups of one socket share
+ * one). */
+void kp_fin_owed_child_track(void)
+{
+	for (unsigned i = 0; i < n_kept; i++) {
+		struct kp_conn *own = NULL;
+		for (unsigned j = 0; j < i && !own; j++)
+			if (kept[j].parent == kept[i].parent)
+				own = kept[j].own;
+		if (own)
+			own->refs++;
+		else if (!(own = child_object(kept[i].parent->nonblock)))
+			continue;
+		kept[i].own = own;
+		kp_fd_swap(kept[i].fd, own);
+	}
+	n_kept = 0;
+}
+
+/* The next image's copy of the library never saw the parent's
+ * connection: the copies it keeps (no FD_CLOEXEC) are named to it in one
+ * environment entry, KP_FIN_OWED_ENV=3,7, that its constructor takes out
+ * of the environment before the program runs (kp_fin_owed_from_env).
+ * False when there is none to name. */
+#define KP_FIN_OWED_ENV "KEEPALIVE_FIN_OWED_FDS"
+bool kp_fin_owed_env(char *buf, size_t cap)
+{
+	int high = kp_fd_high(), len = snprintf(buf, cap, "%s=", KP_FIN_OWED_ENV), start = len;
+	for (int fd = 0; fd <= high && len > 0 && (size_t)len + 12 < cap; fd++) {
+		if (!(kp_fl(fd) & KP_FD_FIN_OWED))
+			continue;
+		int fl = KP_REAL(fcntl)(fd, F_GETFD);
+		if (fl >= 0 && !(fl & FD_CLOEXEC))
+			len += snprintf(buf + len, cap - (size_t)len, "%s%d", len > start ? "," : "", fd);
+	}
+	return len > start;
+}
+
+/* In a new image, from the constructor: the copies the image before it
+ * named (kp_fin_owed_env), each a stream socket still, get the mark and
+ * an object.  The entry leaves the environment: the program never sees
+ * it in its environ (/proc/PID/environ still shows it). */
+void kp_fin_owed_from_env(void)
+{
+	const char *v = getenv(KP_FIN_OWED_ENV);
+	if (!v)
+		return;
+	for (const char *p = v; *p;) {
+		char *end;
+		long fd = strtol(p, &end, 10);
+		int type = 0;
+		socklen_t tl = sizeof(type);
+		if (end == p)
+			break;
+		if (fd >= 0 && kp_fd_valid((int)fd) && !kp_fd_conn((int)fd) &&
+		    KP_REAL(getsockopt)((int)fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM) {
+			int fl = KP_REAL(fcntl)((int)fd, F_GETFL);
+			struct kp_conn *own = child_object(fl >= 0 && (fl & O_NONBLOCK));
+			if (own) {
+				kp_fl_or((int)fd, KP_FD_FIN_OWED | KP_FD_SHARED);
+				kp_fd_note_high((int)fd);
+				kp_fd_swap((int)fd, own);
+				kp_debug("fd %ld: a copy whose answer is owed, from the image before", fd);
+			}
+		}
+		p = *end == ',' ? end + 1 : end;
+	}
+	unsetenv(KP_FIN_OWED_ENV);
+}
