@@ -11,6 +11,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdbool.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -39,11 +40,17 @@ static void before_exec(void)
 static char fin_owed_entry[256];
 static size_t exec_env_len(char *const *envp)
 {
-	if (!kp_fdtab_len || !kp_fin_owed_env(fin_owed_entry, sizeof(fin_owed_entry)))
+	if (!kp_fdtab_len)
 		return 0;
+	/* only for an image that loads the library, whose constructor takes
+	 * the entry out: any other (an envp without our LD_PRELOAD) would
+	 * find it in its environment */
 	size_t n = 0;
-	while (envp && envp[n])
-		n++;
+	bool ours = false;
+	for (; envp && envp[n]; n++)
+		ours |= !strncmp(envp[n], "LD_PRELOAD=", 11) && strstr(envp[n], "libkeepalive");
+	if (!ours || !kp_fin_owed_env(fin_owed_entry, sizeof(fin_owed_entry)))
+		return 0;
 	return n + 1;
 }
 
