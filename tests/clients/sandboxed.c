@@ -37,8 +37,6 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
-#include <linux/audit.h>
-#include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -48,6 +46,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+
+#include "allow_filter.h"
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -158,20 +158,9 @@ static void sandbox(const char *mode)
 	/* what this program calls alone from here on */
 	static const int allow[] = { SYS_read, SYS_write, SYS_close, SYS_socket, SYS_connect, SYS_exit,
 				     SYS_exit_group, SYS_rt_sigreturn };
-	struct sock_filter f[4 + 2 * sizeof(allow) / sizeof(allow[0]) + 1];
-	int k = 0;
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch));
-	f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0);
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS);
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
-	for (size_t i = 0; i < sizeof(allow) / sizeof(allow[0]); i++) {
-		f[k++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)allow[i], 0, 1);
-		f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-	}
-	f[k++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, !strcmp(mode, "kill")
-								   ? SECCOMP_RET_KILL_PROCESS
-								   : SECCOMP_RET_ERRNO | EPERM);
-	struct sock_fprog prog = { (unsigned short)k, f };
+	struct sock_filter f[ALLOW_FILTER_LEN(sizeof(allow) / sizeof(allow[0]))];
+	struct sock_fprog prog = allow_filter(f, allow, sizeof(allow) / sizeof(allow[0]),
+					       !strcmp(mode, "kill") ? SECCOMP_RET_KILL_PROCESS : SECCOMP_RET_ERRNO | EPERM);
 	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
 	    (!strcmp(mode, "kill") ? syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &prog)
 				   : prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) != 0) {
