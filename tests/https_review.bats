@@ -66,6 +66,21 @@ config() { tls_case tls_config "$@"; }
 	done
 }
 
+# F1 of the pair fuzzer's seed 1234 (pair 1508b): request 2 resumed a
+# session of ours (read as its own full handshake: chain=2); after
+# SSL_clear and the resumption of the session it kept, libssl alone still
+# reads that first chain (it keeps its verified chain through SSL_clear);
+# the old library read none (chain=-1).
+@test "SSL_clear then a new connection on an SSL that resumed a session of ours: the chain it read stays readable, as libssl keeps it" {
+	for v in 12 13; do
+		use_tls $v
+		config 3 clear_resumed
+		assert_line "SSL_clear: 1"
+		assert_line --partial "3 ok HTTP/1.1 200 OK reused=1 chain=2 verify=0"
+		assert_equal "resumed $(stat_value tls_resumed)" "resumed 1"
+	done
+}
+
 @test "an SSL kept after its socket closed answers its own descriptor, and SSL_shutdown acts on that number as without the library" {
 	for v in 13 12; do
 		use_tls $v

@@ -661,6 +661,31 @@ int main(int argc, char **argv)
 			close(fd);
 		}
 		SSL_free(a);
+	} else if (!strcmp(sc, "clear_resumed")) {
+		/* request 2 (no connection free: the first taught) may resume a
+		 * session of the library's; then SSL_shutdown, close, SSL_clear
+		 * and a new connection on the same SSL, which resumes the
+		 * session the first left: what it reads of its verified chain,
+		 * peer and result after the clear and after that handshake
+		 * (libssl keeps the verified chain through SSL_clear) */
+		first();
+		SSL_CTX *ctx = mkctx();
+		SSL *a = SSL_new(ctx);
+		for (int i = 2; i <= 3; i++) {
+			if (i == 3) {
+				printf("SSL_clear: %d\n", SSL_clear(a));
+				STACK_OF(X509) *vc = SSL_get0_verified_chain(a);
+				printf("after SSL_clear: chain=%d peer=%s verify=%ld\n", vc ? sk_X509_num(vc) : -1,
+				       SSL_get0_peer_certificate(a) ? "yes" : "no", SSL_get_verify_result(a));
+			}
+			int fd = dial();
+			if (handshake(a, fd, i) == 0 && get(a, i, 1, 1) == 0)
+				printf("%d SSL_shutdown: %d peer=%s\n", i, SSL_shutdown(a),
+				       SSL_get0_peer_certificate(a) ? "yes" : "no");
+			close(fd);
+		}
+		SSL_free(a);
+		SSL_CTX_free(ctx);
 	} else if (!strcmp(sc, "kept_fd")) {
 		/* an SSL kept after its socket closed (no SSL_shutdown before):
 		 * what it answers of its descriptor, and SSL_shutdown on it
