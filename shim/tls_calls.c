@@ -1199,11 +1199,41 @@ int kp_tls_shutdown(SSL *ssl)
 	return r;
 }
 
+/* SSL_shutdown on an SSL of ours whose socket the program closed: libssl's
+ * ssl3_shutdown on its closed descriptor (docs/tls.md "After the
+ * handshake").  Quiet: both bits, 1.  Its close_notify not sent yet, or
+ * its write failed before: the bit set, the write fails (EBADF), -1.  The
+ * server's not read: the read fails, -1.  Both done: 1.  SSL_get_error
+ * then: ZERO_RETURN once the server's close_notify was read, else
+ * SYSCALL (nothing queued, no retry wanted). */
+static int closed_shutdown(SSL *ssl, struct io *io)
+{
+	int shut = kp_tls_get_shutdown(ssl), r = -1;
+	bool quiet = kp_ssl.SSL_get_quiet_shutdown(ssl);
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(io->h->ssl);
+	if (h && quiet) {
+		h->shut |= SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN;
+		r = 1;
+	} else if (h && (!(shut & SSL_SENT_SHUTDOWN) || h->alert_owed)) {
+		h->shut |= SSL_SENT_SHUTDOWN;
+		h->alert_owed = true;
+	} else if (h && (shut & SSL_RECEIVED_SHUTDOWN)) {
+		r = 1;
+	}
+	if (h)
+		h->synth_err = r == 1 ? 0 : shut & SSL_RECEIVED_SHUTDOWN ? SSL_ERROR_ZERO_RETURN : SSL_ERROR_SYSCALL;
+	kp_unlock(&tls_lock);
+	if (r < 0)
+		errno = EBADF;
+	return r;
+}
+
 static int tls_shutdown(SSL *ssl, struct io io)
 {
 	int r;
 	if (io.closed)
-		return kept_own(ssl) ? KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl)) : refused(&io);
+		return kept_own(ssl) ? KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl)) : closed_shutdown(ssl, &io);
 	int real_shut = eng_get_shutdown(&io);
 	kp_lock(&tls_lock);
 	bool late = io.h->watched_late;

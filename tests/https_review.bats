@@ -111,3 +111,23 @@ config() { tls_case tls_config "$@"; }
 		assert_line "repeated: client random no, server random no, exporter no"
 	done
 }
+
+# F2 of the pair fuzzer's seed 1234 (pair 162b): an SSL handed a pooled
+# connection, its response read to the end (the server's close_notify),
+# its socket closed, then SSL_shutdown: libssl alone marks its
+# close_notify sent, fails to write it (EBADF) and answers -1 with
+# SSL_get_error 6 (the server's was read), SSL_get_shutdown 3; the old
+# library answered SSL_get_error 5 and SSL_get_shutdown 2.
+@test "an SSL handed a pooled connection, kept after its socket closed: SSL_shutdown answers as libssl's on the closed descriptor" {
+	for v in 13 12; do
+		use_tls $v
+		for arg in eof body shut_first body_shut quiet; do
+			config 3 kept_handed "$arg"
+			assert_line --partial "3 ok HTTP/1.1 200 OK"
+			# (a quiet shutdown is not handed a connection: its own)
+			[ "$arg" = quiet ] ||
+				assert_equal "$v $arg: handed out $(stat_value tls_reused)" "$v $arg: handed out 1"
+			grep '^SSL_shutdown' "$BATS_TEST_TMPDIR/shim.out" | sed "s/^/$v $arg: /" >&3
+		done
+	done
+}

@@ -11,6 +11,7 @@
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -684,6 +685,40 @@ int main(int argc, char **argv)
 				       SSL_get0_peer_certificate(a) ? "yes" : "no");
 			close(fd);
 		}
+		SSL_free(a);
+		SSL_CTX_free(ctx);
+	} else if (!strcmp(sc, "kept_handed")) {
+		/* request 3 (which may be handed request 2's pooled
+		 * connection), its socket closed while its SSL is kept, then
+		 * SSL_shutdown until it says 1 (three calls at most).  ARG: eof
+		 * (the response read to the end first), body (read by its
+		 * length only), shut_first and body_shut (the same, one
+		 * SSL_shutdown before the close), quiet (quiet shutdown, read
+		 * to the end) */
+		first();
+		SSL_CTX *ctx = mkctx();
+		one(ctx, NULL, 2);
+		SSL *a = SSL_new(ctx);
+		if (!strcmp(arg, "quiet"))
+			SSL_set_quiet_shutdown(a, 1);
+		int fd = dial();
+		if (handshake(a, fd, 3) == 0 && get(a, 3, 1, strncmp(arg, "body", 4) != 0) == 0) {
+			if (strstr(arg, "shut"))
+				printf("before the close: SSL_shutdown %d\n", SSL_shutdown(a));
+			close(fd);
+			for (int k = 0; k < 3; k++) {
+				errno = 0;
+				int r = SSL_shutdown(a);
+				int err = SSL_get_error(a, r);
+				printf("SSL_shutdown: %d error %d errno %s get_shutdown %d\n", r, r < 0 ? err : 0,
+				       r < 0 ? strerror(errno) : "-", SSL_get_shutdown(a));
+				if (r == 1)
+					break;
+			}
+		} else {
+			close(fd);
+		}
+		ERR_clear_error();
 		SSL_free(a);
 		SSL_CTX_free(ctx);
 	} else if (!strcmp(sc, "kept_fd")) {
