@@ -1235,11 +1235,41 @@ int kp_tls_shutdown(SSL *ssl)
 	return r;
 }
 
+/* SSL_shutdown on an SSL of ours whose socket the program closed: libssl's
+ * ssl3_shutdown on its closed descriptor (docs/tls.md "After the
+ * handshake").  Quiet: both bits, 1.  Its close_notify not sent yet, or
+ * its write failed before: the bit set, the write fails (EBADF), -1.  The
+ * server's not read: the read fails, -1.  Both done: 1.  SSL_get_error
+ * then: ZERO_RETURN once the server's close_notify was read, else
+ * SYSCALL (nothing queued, no retry wanted). */
+static int closed_shutdown(SSL *ssl, struct io *io)
+{
+	int shut = kp_tls_get_shutdown(ssl), r = -1;
+	bool quiet = kp_ssl.SSL_get_quiet_shutdown(ssl);
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(io->h->ssl);
+	if (h && quiet) {
+		h->shut |= SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN;
+		r = 1;
+	} else if (h && (!(shut & SSL_SENT_SHUTDOWN) || h->alert_owed)) {
+		h->shut |= SSL_SENT_SHUTDOWN;
+		h->alert_owed = true;
+	} else if (h && (shut & SSL_RECEIVED_SHUTDOWN)) {
+		r = 1;
+	}
+	if (h)
+		h->synth_err = r == 1 ? 0 : shut & SSL_RECEIVED_SHUTDOWN ? SSL_ERROR_ZERO_RETURN : SSL_ERROR_SYSCALL;
+	kp_unlock(&tls_lock);
+	if (r < 0)
+		errno = EBADF;
+	return r;
+}
+
 static int tls_shutdown(SSL *ssl, struct io io)
 {
 	int r;
 	if (io.closed)
-		return kept_own(ssl) ? KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl)) : refused(&io);
+		return kept_own(ssl) ? KP_OUTSIDE(kp_ssl.SSL_shutdown(ssl)) : closed_shutdown(ssl, &io);
 	int real_shut = eng_get_shutdown(&io);
 	kp_lock(&tls_lock);
 	bool late = io.h->watched_late;
@@ -1568,13 +1598,49 @@ void kp_tls_free(SSL *ssl)
 		engine_free(e);
 }
 
+/* SSL_clear on ssl (h: its handle, if any; resumed: its last handshake
+ * did), a new connection on it to come.  The chain it reads as verified
+ * stays readable, as libssl 3.0 keeps its verified chain through SSL_clear
+ * (a resumption verifies none) until a full handshake of its own verifies
+ * one (docs/tls.md "Sessions"): the chain of a pooled connection it was
+ * handed as a full handshake, or the one our run verified for a session
+ * of ours its handshake resumed.  A hand-out read as a resumption reads
+ * no chain: none kept.  The session it keeps is its own now: resumed, it
+ * says so.  Caller holds tls_lock. */
+static void clear_keeps(SSL *ssl, struct handle *h, bool resumed)
+{
+	struct record *rec = record_get(ssl, false);
+	STACK_OF(X509) **from = NULL;
+	if (h && h->e->ssl != ssl && h->verified && (!h->resumed || h->verify_set))
+		from = &h->vchain;
+	else if (rec && rec->offered && resumed)
+		from = &rec->offered_chain;
+	if (rec)
+		rec->offered = false;
+	if (!from || !*from || (!rec && !(rec = record_get(ssl, true))))
+		return;
+	if (rec->cleared_chain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)rec->cleared_chain, (void (*)(void *))kp_ssl.X509_free);
+	rec->cleared_chain = *from;
+	*from = NULL;
+}
+
 enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 {
 	struct io io;
 	if (clear) /* a new connection on this object, if any: counted anew */
 		kp_tls_capture_forget(ssl);
-	if (!io_get(ssl, &io))
+	/* (a real call, outside our lock) */
+	bool resumed = clear && __atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) && kp_ssl.SSL_session_reused(ssl);
+	if (!io_get(ssl, &io)) {
+		if (clear && __atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
+			/* its own connection, which may have resumed a session of ours */
+			kp_lock(&tls_lock);
+			clear_keeps(ssl, NULL, resumed);
+			kp_unlock(&tls_lock);
+		}
 		return KP_RESET_PASS;
+	}
 	bool own = io.e == ssl;
 	/* curl, before SSL_free: the engine stays whole; a handle handed a
 	 * pooled one is a shell anyway */
@@ -1601,21 +1667,8 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 	enum kp_tls_reset_do r = KP_RESET_PASS;
 	bool last = false;
 	kp_lock(&tls_lock);
-	/* the session it keeps is its own now: resumed, it says so */
-	struct record *rec = record_get(ssl, false);
-	if (rec)
-		rec->offered = false;
 	struct handle *h = handle_find(ssl);
 	struct kp_tls *e = h ? h->e : NULL;
-	/* handed out: the chain verified for it stays readable, as libssl
-	 * keeps a verified chain through SSL_clear */
-	if (h && !own && h->verified && h->vchain && (rec || (rec = record_get(ssl, true)))) {
-		if (rec->cleared_chain)
-			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)rec->cleared_chain,
-						   (void (*)(void *))kp_ssl.X509_free);
-		rec->cleared_chain = h->vchain;
-		h->vchain = NULL;
-	}
 	if (e && own && h->closed) {
 		struct handle *user = NULL;
 		for (struct handle *x = handles; x && !user; x = x->hh.next)
@@ -1636,6 +1689,8 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 			restore_program(e);
 		}
 	}
+	if (r == KP_RESET_PASS)
+		clear_keeps(ssl, h, resumed);
 	if (h) {
 		HASH_DEL(handles, h);
 		if (own)

@@ -199,6 +199,7 @@ struct handle {
 	int synth_err;       /* SSL_get_error() for a result we made up */
 	int shut;            /* SSL_get_shutdown() bits we made up */
 	bool close_made;     /* kept_own: its real SSL given our close_notify "received" */
+	bool alert_owed;     /* closed: its close_notify's write failed (closed_shutdown) */
 	bool verified;       /* handed out: verify_result/vchain are its own */
 	bool resumed;        /* ... as the resumption of its own session */
 	long verify_result;

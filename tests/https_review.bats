@@ -66,6 +66,21 @@ config() { tls_case tls_config "$@"; }
 	done
 }
 
+# F1 of the pair fuzzer's seed 1234 (pair 1508b): request 2 resumed a
+# session of ours (read as its own full handshake: chain=2); after
+# SSL_clear and the resumption of the session it kept, libssl alone still
+# reads that first chain (it keeps its verified chain through SSL_clear);
+# the old library read none (chain=-1).
+@test "SSL_clear then a new connection on an SSL that resumed a session of ours: the chain it read stays readable, as libssl keeps it" {
+	for v in 12 13; do
+		use_tls $v
+		config 3 clear_resumed
+		assert_line "SSL_clear: 1"
+		assert_line --partial "3 ok HTTP/1.1 200 OK reused=1 chain=2 verify=0"
+		assert_equal "resumed $(stat_value tls_resumed)" "resumed 1"
+	done
+}
+
 @test "an SSL kept after its socket closed answers its own descriptor, and SSL_shutdown acts on that number as without the library" {
 	for v in 13 12; do
 		use_tls $v
@@ -94,5 +109,25 @@ config() { tls_case tls_config "$@"; }
 		use_tls $v
 		config 3 values
 		assert_line "repeated: client random no, server random no, exporter no"
+	done
+}
+
+# F2 of the pair fuzzer's seed 1234 (pair 162b): an SSL handed a pooled
+# connection, its response read to the end (the server's close_notify),
+# its socket closed, then SSL_shutdown: libssl alone marks its
+# close_notify sent, fails to write it (EBADF) and answers -1 with
+# SSL_get_error 6 (the server's was read), SSL_get_shutdown 3; the old
+# library answered SSL_get_error 5 and SSL_get_shutdown 2.
+@test "an SSL handed a pooled connection, kept after its socket closed: SSL_shutdown answers as libssl's on the closed descriptor" {
+	for v in 13 12; do
+		use_tls $v
+		for arg in eof body shut_first body_shut quiet; do
+			config 3 kept_handed "$arg"
+			assert_line --partial "3 ok HTTP/1.1 200 OK"
+			# (a quiet shutdown is not handed a connection: its own)
+			[ "$arg" = quiet ] ||
+				assert_equal "$v $arg: handed out $(stat_value tls_reused)" "$v $arg: handed out 1"
+			grep '^SSL_shutdown' "$BATS_TEST_TMPDIR/shim.out" | sed "s/^/$v $arg: /" >&3
+		done
 	done
 }

@@ -11,6 +11,7 @@
  */
 #include <arpa/inet.h>
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -661,6 +662,65 @@ int main(int argc, char **argv)
 			close(fd);
 		}
 		SSL_free(a);
+	} else if (!strcmp(sc, "clear_resumed")) {
+		/* request 2 (no connection free: the first taught) may resume a
+		 * session of the library's; then SSL_shutdown, close, SSL_clear
+		 * and a new connection on the same SSL, which resumes the
+		 * session the first left: what it reads of its verified chain,
+		 * peer and result after the clear and after that handshake
+		 * (libssl keeps the verified chain through SSL_clear) */
+		first();
+		SSL_CTX *ctx = mkctx();
+		SSL *a = SSL_new(ctx);
+		for (int i = 2; i <= 3; i++) {
+			if (i == 3) {
+				printf("SSL_clear: %d\n", SSL_clear(a));
+				STACK_OF(X509) *vc = SSL_get0_verified_chain(a);
+				printf("after SSL_clear: chain=%d peer=%s verify=%ld\n", vc ? sk_X509_num(vc) : -1,
+				       SSL_get0_peer_certificate(a) ? "yes" : "no", SSL_get_verify_result(a));
+			}
+			int fd = dial();
+			if (handshake(a, fd, i) == 0 && get(a, i, 1, 1) == 0)
+				printf("%d SSL_shutdown: %d peer=%s\n", i, SSL_shutdown(a),
+				       SSL_get0_peer_certificate(a) ? "yes" : "no");
+			close(fd);
+		}
+		SSL_free(a);
+		SSL_CTX_free(ctx);
+	} else if (!strcmp(sc, "kept_handed")) {
+		/* request 3 (which may be handed request 2's pooled
+		 * connection), its socket closed while its SSL is kept, then
+		 * SSL_shutdown until it says 1 (three calls at most).  ARG: eof
+		 * (the response read to the end first), body (read by its
+		 * length only), shut_first and body_shut (the same, one
+		 * SSL_shutdown before the close), quiet (quiet shutdown, read
+		 * to the end) */
+		first();
+		SSL_CTX *ctx = mkctx();
+		one(ctx, NULL, 2);
+		SSL *a = SSL_new(ctx);
+		if (!strcmp(arg, "quiet"))
+			SSL_set_quiet_shutdown(a, 1);
+		int fd = dial();
+		if (handshake(a, fd, 3) == 0 && get(a, 3, 1, strncmp(arg, "body", 4) != 0) == 0) {
+			if (strstr(arg, "shut"))
+				printf("before the close: SSL_shutdown %d\n", SSL_shutdown(a));
+			close(fd);
+			for (int k = 0; k < 3; k++) {
+				errno = 0;
+				int r = SSL_shutdown(a);
+				int err = SSL_get_error(a, r);
+				printf("SSL_shutdown: %d error %d errno %s get_shutdown %d\n", r, r < 0 ? err : 0,
+				       r < 0 ? strerror(errno) : "-", SSL_get_shutdown(a));
+				if (r == 1)
+					break;
+			}
+		} else {
+			close(fd);
+		}
+		ERR_clear_error();
+		SSL_free(a);
+		SSL_CTX_free(ctx);
 	} else if (!strcmp(sc, "kept_fd")) {
 		/* an SSL kept after its socket closed (no SSL_shutdown before):
 		 * what it answers of its descriptor, and SSL_shutdown on it
