@@ -1529,40 +1529,6 @@ SSL *kp_tls_after_set(SSL *ssl, enum kp_tls_after what, const char *why)
 	return io.e == ssl ? NULL : io.e;
 }
 
-long kp_tls_ctx_stat(const SSL_CTX *ctx, int cmd, long r)
-{
-	int which = cmd == SSL_CTRL_SESS_CONNECT	    ? STAT_CONNECT
-		    : cmd == SSL_CTRL_SESS_CONNECT_GOOD ? STAT_GOOD
-		    : cmd == SSL_CTRL_SESS_HIT	    ? STAT_HIT
-		    : cmd == SSL_CTRL_SESS_MISSES	    ? STAT_MISS
-						    : -1;
-	if (which < 0 || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
-		return r;
-	kp_lock(&tls_lock);
-	struct record *rec = record_get(ctx, false);
-	if (rec)
-		r += rec->stat_adj[which];
-	kp_unlock(&tls_lock);
-	return r;
-}
-
-bool kp_tls_session_reused(const SSL *ssl, int *reused)
-{
-	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
-		return false;
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	struct record *r = record_get(ssl, false);
-	/* handed a pooled connection (the program offered no session: see
-	 * shape_mismatch), or resuming a session we offered: its own
-	 * handshake would have been a full one */
-	bool ours = (h && h->verified) || (r && r->offered);
-	if (ours)
-		*reused = h && h->verified && h->resumed;
-	kp_unlock(&tls_lock);
-	return ours;
-}
-
 void kp_tls_free(SSL *ssl)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE)) {
