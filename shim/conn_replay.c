@@ -1067,6 +1067,20 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 			break;
 		int err = errno;
 		bool again = replay(c, fd, err == EPIPE ? KP_DIED_SEND_EPIPE : KP_DIED_SEND_RESET);
+		if (again && c->replay_async) {
+			/* the copy waits for the fresh handshake: this call's
+			 * bytes after it, never before (the server read them as
+			 * the start of a request).  Nothing of them taken: the
+			 * program's SSL says what the handshake wants, and its
+			 * retry of the same bytes goes on the copy's heels
+			 * (docs/replay.md "The program's bounds") */
+			err = kp_replay_interrupted ? EINTR : EAGAIN;
+			kp_replay_interrupted = false;
+			kp_tls_push_fail(kp_tls_want(c->tls));
+			r = -1;
+			errno = err;
+			break;
+		}
 		if (kp_replay_interrupted) {
 			/* a signal ended the replay, or came in its proof: the
 			 * program's send says so, none of its bytes gone */

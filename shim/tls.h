@@ -103,6 +103,9 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl);
  * the socket is wanted (the program's SSL says WANT_READ or WANT_WRITE,
  * as for its own handshake under way), -1 failed (its SSL says why). */
 int kp_tls_replay_step(struct kp_tls *e, const char *buf, size_t len, size_t *off);
+/* What e's handshake under way waits for: SSL_ERROR_WANT_WRITE or
+ * SSL_ERROR_WANT_READ (the program's SSL_get_error while it waits). */
+int kp_tls_want(const struct kp_tls *e);
 
 /* The deadline (kp_now_ms) of the call a replay happens in, 0: none
  * (docs/replay.md "The program's bounds"): kp_tls_rehandshake and

@@ -1293,6 +1293,11 @@ stopped:;
 	return err == SSL_ERROR_WANT_READ || err == SSL_ERROR_WANT_WRITE ? 0 : -1;
 }
 
+int kp_tls_want(const struct kp_tls *e)
+{
+	return kp_ssl.SSL_want(e->ssl) == SSL_WRITING ? SSL_ERROR_WANT_WRITE : SSL_ERROR_WANT_READ;
+}
+
 /* ------------------------------------------------------------ I/O */
 
 ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcnt)

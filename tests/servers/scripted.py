@@ -135,6 +135,10 @@ Options (JSON, all optional; an unknown name or a bad value is an error):
                                 run.  Never before the first request.
   idle_random_min_ms (int, 0)   the shortest such deadline (equal to
                                 idle_random_ms: a fixed one)
+  tls_hello_delay_ms (int, 0)   with --tls: each connection's handshake
+                                begins this long after the accept (the
+                                ClientHello waits unread): a slow server's
+                                first answer to a fresh connection.
   late_action    ("close")      "close" (a FIN), "reset" (a RST), "408"
                                 (the 408 above, then a FIN) or "408reset"
                                 (the 408, then a RST: no FIN at all).
@@ -222,6 +226,7 @@ OPTIONS = {
     "idle_random_ms": _count(0),
     "idle_random_min_ms": _count(0),
     "accepts": _count(1),
+    "tls_hello_delay_ms": _count(0),
 }
 
 
@@ -539,6 +544,9 @@ class Server:
     def serve(self, sock):
         """A connection's thread: the TLS handshake (--tls), then handle()."""
         if self.tls:
+            delay = self.options.get("tls_hello_delay_ms", 0)
+            if delay:
+                time.sleep(delay / 1000.0)
             try:
                 sock.settimeout(10)
                 sock = self.tls.wrap_socket(sock, server_side=True)
