@@ -37,8 +37,7 @@ static void before_exec(void)
  * e, envp with that one entry added (on the stack: no malloc, which a
  * vfork child must not call), or envp itself when there is none.  The
  * program's envp is never changed. */
-static char fin_owed_entry[256];
-static size_t exec_env_len(char *const *envp)
+static size_t exec_env_len(char *const *envp, char *entry, size_t cap)
 {
 	if (!kp_fdtab_len)
 		return 0;
@@ -49,24 +48,25 @@ static size_t exec_env_len(char *const *envp)
 	bool ours = false;
 	for (; envp && envp[n]; n++)
 		ours |= !strncmp(envp[n], "LD_PRELOAD=", 11) && strstr(envp[n], "libkeepalive");
-	if (!ours || !kp_fin_owed_env(fin_owed_entry, sizeof(fin_owed_entry)))
+	if (!ours || !kp_fin_owed_env(entry, cap))
 		return 0;
 	return n + 1;
 }
 
-static char *const *exec_env_fill(char **e, char *const *envp, size_t n)
+static char *const *exec_env_fill(char **e, char *const *envp, size_t n, char *entry)
 {
 	if (n > 1)
 		memcpy(e, envp, (n - 1) * sizeof(*e));
-	e[n - 1] = fin_owed_entry;
+	e[n - 1] = entry;
 	e[n] = NULL;
 	return e;
 }
 
-#define EXEC_ENV(envp, e)                          \
-	size_t e##_n = exec_env_len(envp);         \
-	char *e##_buf[e##_n ? e##_n + 1 : 1];      \
-	char *const *e = e##_n ? exec_env_fill(e##_buf, envp, e##_n) : (envp)
+#define EXEC_ENV(envp, e)                                                  \
+	char e##_entry[256]; /* this thread's: two threads may exec at once */ \
+	size_t e##_n = exec_env_len(envp, e##_entry, sizeof(e##_entry));   \
+	char *e##_buf[e##_n ? e##_n + 1 : 1];                              \
+	char *const *e = e##_n ? exec_env_fill(e##_buf, envp, e##_n, e##_entry) : (envp)
 
 KP_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
