@@ -695,20 +695,25 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 	kp_tls_wait_end_ms = 0;
 	if (!resent && !c->tls && errno == EINTR)
 		return replay_cut(c, fd, how, sent);
-	if (!resent && c->tls) {
+	if (!resent) {
 		/* the program's SSL could not make its handshake or send the
-		 * copy within its call: no replay; the program meets what the
-		 * dead connection gave it (as when no fresh connection can be
-		 * made), never a read that waits for a request never sent */
-		kp_debug("fd %d: %s on a reused connection; the replay's TLS did not finish within "
-			 "the program's call: not replayed", fd, died_str(how));
+		 * copy within its call, or the fresh socket did not take the
+		 * whole copy (its bound, or it failed): no replay; the program
+		 * meets what the dead connection gave it (as when no fresh
+		 * connection can be made), never a read that waits for a
+		 * request never sent.  A torn copy on the fresh socket is
+		 * ended by our FIN: nothing the program writes after (its
+		 * retry of the same body) can complete it into a request */
+		kp_debug("fd %d: %s on a reused connection; the copy did not go within the "
+			 "program's call (%zu of %zu bytes): not replayed", fd, died_str(how), sent,
+			 c->replay_len);
+		if (sent && !c->tls)
+			KP_REAL(shutdown)(fd, SHUT_WR);
 		c->replay_len = 0;
-		give_up(c, fd, "a replay's TLS did not finish in time");
+		give_up(c, fd, "a replay's copy did not go in time");
 		return false;
 	}
-	if (!resent)
-		unpool(c, "resending the request failed");
-	else if (c->shut_how == SHUT_WR + 1 && KP_REAL(shutdown)(fd, SHUT_WR) == 0)
+	if (c->shut_how == SHUT_WR + 1 && KP_REAL(shutdown)(fd, SHUT_WR) == 0)
 		kp_debug("fd %d: the program's shutdown(SHUT_WR) made again on the fresh one", fd);
 	c->replay_len = 0;
 	c->resp_started = false;
@@ -941,6 +946,32 @@ static bool still_alive(struct kp_conn *c, int fd)
 	return pool_alive_fd(fd);
 }
 
+/* A request pipelined behind the first on a handed-out TLS connection,
+ * none of its answer read, whose server's FIN or reset is in: settled as
+ * the program's read would settle it (recv_done), before this request is
+ * written into the dead connection (docs/replay.md "What the program
+ * observes", TLS): nothing waiting, the FIN (EOF) or the reset; or only a
+ * close_notify, read through the engine (an EOF).  An answer, or anything
+ * less sure, stays the read's to meet.  Where the rule allows, the first
+ * goes again on a fresh connection and this one follows it there; a
+ * handshake under way there makes the caller's write wait (the copy
+ * first).  Only in the thread of the SSL's calls (tls_ready_settle). */
+static void tls_pipelined_settle(struct kp_conn *c, int fd)
+{
+	struct kp_tcp_view v;
+	int inq = 0;
+	if (c->state != KP_ACTIVE || !replay_shut_ok(c) || c->handed_off || c->resp_started ||
+	    c->tls_thread != kp_this_thread() || kp_tcp_view(fd, &v) < 0 || v.state == TCP_ESTABLISHED ||
+	    KP_REAL(ioctl)(fd, FIONREAD, &inq) < 0)
+		return;
+	enum kp_died how = KP_DIED_EOF;
+	if (!inq && v.state != TCP_CLOSE_WAIT)
+		how = KP_DIED_RESET;
+	else if (inq && !BUSY(c, kp_tls_ends_unanswered(c->tls, fd, inq)))
+		return;
+	replay(c, fd, how);
+}
+
 /* The first request on a reused connection, its head whole and none of it
  * sent: how it goes out (replay.h kp_replay_plan).  True when it rides the
  * reused connection with a copy kept (the plan, and TCP's count for the
@@ -956,7 +987,10 @@ bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 		 * the rule allows, and this one follows it on the fresh
 		 * socket), never written into the dead one (docs/replay.md
 		 * "What the program observes"); no replay for this one */
-		ready_settle(c, fd);
+		if (c->tls)
+			tls_pipelined_settle(c, fd);
+		else
+			ready_settle(c, fd);
 		c->first = KP_FIRST_DONE;
 		return false;
 	}

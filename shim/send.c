@@ -910,6 +910,16 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		*ret = -1;
 		return true;
 	}
+	if (c->tls && c->replay_async) {
+		/* a replay began for the request before this one and its copy
+		 * waits for the fresh handshake: this head after it, never
+		 * before; nothing of it taken (docs/replay.md "The program's
+		 * bounds") */
+		kp_tls_push_fail(kp_tls_want(c->tls));
+		s.staged = false;
+		errno = EAGAIN;
+		return head_settle(c, fd, &s, -1, ret);
+	}
 	ssize_t r = head_send(c, fd, &s);
 	if (r < 0 && errno == ENOMEM && c->tls && !s.staged)
 		return send_nomem(c, fd, &s, ret);

@@ -107,6 +107,14 @@ int kp_tls_replay_step(struct kp_tls *e, const char *buf, size_t len, size_t *of
  * SSL_ERROR_WANT_READ (the program's SSL_get_error while it waits). */
 int kp_tls_want(const struct kp_tls *e);
 
+/* Does e's socket fd, whose server's FIN is in, hold the end of the
+ * connection before any answer: whole records waiting (avail bytes, at
+ * most 4 KiB) that e decrypts to a close_notify and nothing before it?
+ * Read through e without waiting (SSL_peek: what it takes stays e's,
+ * for the program's read), errors left as they were.  false: an answer,
+ * or anything less sure (a record cut short, a foreign engine). */
+bool kp_tls_ends_unanswered(struct kp_tls *e, int fd, int avail);
+
 /* The deadline (kp_now_ms) of the call a replay happens in, 0: none
  * (docs/replay.md "The program's bounds"): kp_tls_rehandshake and
  * kp_tls_xmit wait no longer than that on this thread. */

@@ -1298,6 +1298,40 @@ int kp_tls_want(const struct kp_tls *e)
 	return kp_ssl.SSL_want(e->ssl) == SSL_WRITING ? SSL_ERROR_WANT_WRITE : SSL_ERROR_WANT_READ;
 }
 
+/* Whole TLS records, and nothing else, in the n bytes at p. */
+static bool whole_records(const unsigned char *p, size_t n)
+{
+	size_t off = 0;
+	while (n - off >= 5) {
+		size_t len = (size_t)p[off + 3] << 8 | p[off + 4];
+		if (len > n - off - 5)
+			return false;
+		off += 5 + len;
+	}
+	return off == n;
+}
+
+bool kp_tls_ends_unanswered(struct kp_tls *e, int fd, int avail)
+{
+	unsigned char raw[4096];
+	if (e->im || !e->ssl || avail <= 0 || (size_t)avail > sizeof(raw))
+		return false;
+	/* a record cut short would make libssl read on into the reset and
+	 * take the socket's error, which is the program's to meet */
+	ssize_t got = KP_REAL(recv)(fd, raw, (size_t)avail, MSG_PEEK | MSG_DONTWAIT);
+	if (got != avail || !whole_records(raw, (size_t)got))
+		return false;
+	int saved = errno;
+	char b;
+	size_t n = 0;
+	kp_ssl.ERR_set_mark();
+	int r = KP_OUTSIDE(kp_ssl.SSL_peek_ex(e->ssl, &b, 1, &n));
+	bool end = r != 1 && kp_ssl.SSL_get_error(e->ssl, r) == SSL_ERROR_ZERO_RETURN;
+	kp_ssl.ERR_pop_to_mark();
+	errno = saved;
+	return end;
+}
+
 /* ------------------------------------------------------------ I/O */
 
 ssize_t kp_tls_xmit(struct kp_tls *e, int fd, const struct iovec *iov, int iovcnt)

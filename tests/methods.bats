@@ -359,6 +359,34 @@ noprobe_lib() {
 		echo "(every fresh handshake ended within the write: no copy waited) $SHIM_STATS"
 }
 
+# A GET and a POST pipelined in two writes on a handed-out TLS connection
+# the server closed while the program thought (close_notify, FIN; the GET
+# met the dead socket).  The POST's write is settled first, as the read
+# would settle it: the GET is replayed on a fresh connection (idempotent)
+# and the POST follows it there.  The library before wrote the POST into
+# the dead connection: SSLEOFError (EPIPE, and SIGPIPE in a C client), and
+# neither request of that round executed.  slow_hello: the replay's
+# handshake still under way when the POST's write comes, which waits.
+pipelined_tls() {
+	scripted_start_tls "$1"
+	run_both 8 "$PYTHON" "$ROOT/tests/clients/tls_pipelined.py" "$SCRIPTED_PORT" "$SCRIPTED_CA" 4
+	figures
+	assert_both_ok
+	assert_same_output
+	assert_equal "shim requests $SHIM_REQS" "shim requests 8"
+	run bash -c "awk '{ print \$3 }' '$SCRIPTED_LOG' | sort | uniq -d"
+	assert_output ""
+	[ "$(stat_value tls_reused)" -ge 2 ] || fail "too few pooled TLS connections: $SHIM_STATS"
+}
+
+@test "https: GET and POST pipelined in two writes on a pooled connection the server closed: the GET replayed, the POST after it, each once" {
+	pipelined_tls idle_after_response100
+}
+
+@test "https: the same, the fresh handshake slow: the POST's write waits for the GET's copy" {
+	pipelined_tls idle_after_response100_slow_hello
+}
+
 @test "https: connect, 250 ms before the POST: the probe sees the close_notify, sent on a fresh TLS connection" {
 	scripted_start_tls idle_after_response100
 	think "$PRELOAD" --ca "$SCRIPTED_CA"
