@@ -9,7 +9,9 @@
  * for the ones a signal handler may call (KP_REAL_SIGNAL_SAFE): those are
  * bound in the constructor, since a first call from a handler that
  * interrupted the program's own dlsym would re-enter the loader
- * (docs/binding.md).
+ * (docs/binding.md).  Each binding asks our own lookup first (elf_sym.c:
+ * the answer dlsym gives, a tenth of its cost, no lock), dlsym where it
+ * doubts (docs/binding.md "Our own lookup").
  */
 #include "real.h"
 #include "dl_real.h"
