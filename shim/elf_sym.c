@@ -61,8 +61,8 @@ static uint32_t gnu_hash(const char *name)
 static uint32_t chain_start(const uint32_t *gh, uint32_t h, const uint32_t **chain)
 {
 	uint32_t nbuckets = gh[0], symoffset = gh[1], bloom_size = gh[2], bloom_shift = gh[3];
-	if (!nbuckets || !bloom_size || (bloom_size & (bloom_size - 1)))
-		return 0;
+	if (!nbuckets)
+		return 0; /* an empty table: glibc passes the object by */
 	const ElfW(Addr) *bloom = (const ElfW(Addr) *)(gh + 4);
 	const uint32_t *buckets = (const uint32_t *)(bloom + bloom_size);
 	const unsigned bits = sizeof(ElfW(Addr)) * 8;
@@ -103,7 +103,9 @@ static enum kp_elf_found judge(const struct kp_elf_obj *obj, uint32_t i, bool we
 enum kp_elf_found kp_elf_obj_find(const struct kp_elf_obj *obj, const char *name, bool weak_doubt,
 				  void **addr)
 {
-	if (!obj->gnu_hash)
+	/* none, or a bloom filter glibc would refuse to load (its size a
+	 * power of two) */
+	if (!obj->gnu_hash || !obj->gnu_hash[2] || (obj->gnu_hash[2] & (obj->gnu_hash[2] - 1)))
 		return KP_ELF_DOUBT;
 	uint32_t h = gnu_hash(name);
 	const uint32_t *chain = NULL;

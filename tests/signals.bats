@@ -145,9 +145,11 @@ teardown() { servers_stop; }
 # none different; curl's request to nginx answered as alone.
 bind_check_lines() {
 	local out
-	out=$(KP_TEST_BIND_CHECK=1 timeout 20 env LD_PRELOAD="$1" "${@:2}" 2>&1 >/dev/null) || echo "exit $?"
+	# (under ASan: ruby's own leaks are no answer of ours)
+	out=$(KP_TEST_BIND_CHECK=1 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+		timeout 20 env LD_PRELOAD="$1" "${@:2}" 2>&1 >/dev/null) || echo "exit $?"
 	# (python3 and ruby may start children: each checks and says the same)
-	printf '%s\n' "$out" | grep -v '^ *$' | sort -u
+	printf '%s\n' "$out" | grep -E '^(kp bind check|exit )' | sort -u
 }
 
 @test "our lookup of the real functions answers what dlsym(RTLD_NEXT) answers, for every function, alone and beside another interposer" {
@@ -155,14 +157,20 @@ bind_check_lines() {
 	nginx_start
 	local other="$CLIENTS/libinterpose.so" n
 	n=$(grep -c '^	X([^()]*, ' "$ROOT/shim/real.h") # KP_REAL_FUNCS' entries
-	for order in "$PRELOAD" "$other $PRELOAD" "$PRELOAD $other"; do
-		for prog in /bin/true "python3 -c pass" "curl -s -o /dev/null http://127.0.0.1:$NGINX_PORT/f" "ruby -e 1"; do
+	local progs=(/bin/true "python3 -c pass" "ruby -e 1")
+	curl_ok && progs+=("curl -s -o /dev/null http://127.0.0.1:$NGINX_PORT/f")
+	# (ours is the last of PRELOAD: ASan's runtime, where it is there, first)
+	local before="${PRELOAD% *} $other ${PRELOAD##* }"
+	[ "$PRELOAD" = "${PRELOAD% *}" ] && before="$other $PRELOAD"
+	for order in "$PRELOAD" "$before" "$PRELOAD $other"; do
+		for prog in "${progs[@]}"; do
 			# shellcheck disable=SC2086
 			run bind_check_lines "$order" $prog
 			assert_output "kp bind check: $n functions, $n by our lookup, 0 differ; dlsym:"
 		done
 	done
 	# curl beside the other interposer: the same two responses as alone
+	curl_ok || return 0
 	local d=$BATS_TEST_TMPDIR u="http://127.0.0.1:$NGINX_PORT/f"
 	curl -s "$u" "$u" >"$d/plain"
 	LD_PRELOAD="$PRELOAD $other" KEEPALIVE_PORTS="$NGINX_PORT" curl -s "$u" "$u" >"$d/ours"

@@ -56,6 +56,14 @@ int main(void)
 	struct kp_elf_obj bare = libc;
 	bare.gnu_hash = NULL;
 	CHECK(kp_elf_obj_find(&bare, "read", false, &p) == KP_ELF_DOUBT);
+	/* an empty table: glibc passes the object by; a bloom filter of a
+	 * size that is no power of two (glibc refuses it): a doubt */
+	static const uint32_t empty[] = { 0, 1, 1, 0, 0, 0 }, odd[] = { 1, 1, 3, 6, 0, 0, 0, 0, 0, 0, 0, 0 };
+	struct kp_elf_obj fake = libc;
+	fake.gnu_hash = empty;
+	CHECK(kp_elf_obj_find(&fake, "read", false, &p) == KP_ELF_ABSENT);
+	fake.gnu_hash = odd;
+	CHECK(kp_elf_obj_find(&fake, "read", false, &p) == KP_ELF_DOUBT);
 	printf("test_elf_sym: %d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }
