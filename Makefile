@@ -42,7 +42,7 @@ AUDIT_LIB := build/libkeepalive-audit.so
 SAN  := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 
 # the pure modules (no syscalls): unit-tested and fuzzed on their own
-PURE_SRCS := $(wildcard shim/framer.c shim/replay.c shim/der.c pool/pool.c pool/kp_mem.c pool/broker_proto.c)
+PURE_SRCS := $(wildcard shim/framer.c shim/replay.c shim/der.c shim/elf_sym.c pool/pool.c pool/kp_mem.c pool/broker_proto.c)
 UNIT_SRCS := $(wildcard tests/unit/test_*.c)
 UNIT_BINS := $(patsubst tests/unit/%.c,build/unit/%,$(UNIT_SRCS))
 CLIENT_SRCS := $(wildcard tests/clients/*.c)
@@ -204,6 +204,11 @@ build/clients/libinline_aio_plugin.so: tests/clients/lib/inline_aio_plugin.c tes
 build/clients/inline_aio_plugin_get: tests/clients/inline_aio_plugin_get.c tests/clients/inline_aio_get.c build/clients/libinline_aio_plugin.so Makefile
 	@mkdir -p build/clients
 	$(CC) -O2 -g -Wall -Wextra -Werror -D_GNU_SOURCE -o $@ $< -ldl -Wl,--export-dynamic-symbol=inline_aio_register
+
+# another interposer, preloaded with ours (tests/signals.bats: the bind check)
+build/clients/libinterpose.so: tests/clients/lib/interpose.c Makefile
+	@mkdir -p build/clients
+	$(CC) -O2 -g -Wall -Wextra -Werror -fPIC -shared -o $@ $< -ldl
 
 # a liburing of the newer kind (inline syscall instruction) and its client
 build/clients/liburing_inline.so: tests/clients/lib/inline_uring.c Makefile

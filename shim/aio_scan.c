@@ -18,6 +18,7 @@
 #include "aio_scan.h"
 #include "dl_real.h"
 #include "elf_scan.h"
+#include "elf_sym.h"
 
 static bool named(const char *name, const void *want)
 {
@@ -27,14 +28,15 @@ static bool named(const char *name, const void *want)
 /* What a scan looks for: objects defining these names themselves and
  * importing no syscall (their system calls made inline, past our
  * syscall() wrapper); found: a bit per name.  One pass over the objects
- * for all of them (each costs a dlopen and a dlsym a name). */
+ * for all of them (each object's own symbol table read: shim/elf_sym.h). */
 static const char *const unseen_names[] = { "io_submit", "io_uring_queue_init_params", "io_uring_setup" };
 #define UNSEEN_AIO 1u
 #define UNSEEN_URING (2u | 4u)
 #define UNSEEN_ALL 7u
 
-/* the names found in this object (mask: those still looked for) */
-static unsigned defined_in(void *h, const struct dl_phdr_info *info, unsigned mask)
+/* the names found in this object by dlsym on its handle h (mask: those
+ * still looked for): its own definition, not a dependency's */
+static unsigned defined_by_dlsym(void *h, const struct dl_phdr_info *info, unsigned mask)
 {
 	unsigned f = 0;
 	for (unsigned i = 0; i < sizeof(unseen_names) / sizeof(unseen_names[0]); i++) {
@@ -45,32 +47,63 @@ static unsigned defined_in(void *h, const struct dl_phdr_info *info, unsigned ma
 		if (p && dladdr(p, &di) && (uintptr_t)di.dli_fbase == (uintptr_t)info->dlpi_addr)
 			f |= 1u << i;
 	}
-	if (f && kp_elf_imports(info, named, "syscall"))
-		return 0;
 	return f;
 }
 
-/* an object that defines a name itself (dlsym on its own handle finds
- * it in the object, not in a dependency) and imports no syscall */
+/* The same from the object's own symbol table (shim/elf_sym.h: no
+ * dlopen, no dlsym, ~200 instructions a name); the names it does not
+ * decide (no GNU hash table, an IFUNC...) left in *doubt */
+static unsigned defined_by_table(const struct dl_phdr_info *info, unsigned mask, unsigned *doubt)
+{
+	struct kp_elf_obj o;
+	unsigned f = 0;
+	*doubt = 0;
+	if (!kp_elf_obj_of(info, &o)) {
+		*doubt = mask;
+		return 0;
+	}
+	for (unsigned i = 0; i < sizeof(unseen_names) / sizeof(unseen_names[0]); i++) {
+		void *p;
+		if (!(mask & (1u << i)))
+			continue;
+		switch (kp_elf_obj_find(&o, unseen_names[i], false, &p)) {
+		case KP_ELF_FOUND: f |= 1u << i; break;
+		case KP_ELF_ABSENT: break;
+		default: *doubt |= 1u << i; break;
+		}
+	}
+	return f;
+}
+
+/* ...and importing no syscall */
+static unsigned unseen_in(unsigned f, const struct dl_phdr_info *info)
+{
+	return f && kp_elf_imports(info, named, "syscall") ? 0 : f;
+}
+
+/* an object that defines a name itself and imports no syscall; dlsym on
+ * its own handle where its table leaves a doubt */
 static int unseen_object(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	unsigned *found = arg;
+	unsigned *found = arg, doubt;
 	if (!info->dlpi_name || !info->dlpi_name[0])
 		return 0; /* the program itself: found through its own name below */
-	/* liburing's names only in an object named so: each name costs a
-	 * dlsym an object at every start-up (docs/limits.md "io_uring") */
+	/* liburing's names only in an object named so (docs/limits.md
+	 * "io_uring") */
 	unsigned mask = UNSEEN_ALL & ~*found;
 	const char *base = strrchr(info->dlpi_name, '/');
 	if (!strstr(base ? base : info->dlpi_name, "liburing"))
 		mask &= ~UNSEEN_URING;
 	if (!mask)
 		return 0;
-	void *h = kp_dl_open(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD);
-	if (!h)
-		return 0;
-	*found |= defined_in(h, info, mask);
-	dlclose(h);
+	unsigned f = defined_by_table(info, mask, &doubt);
+	void *h = doubt ? kp_dl_open(info->dlpi_name, RTLD_LAZY | RTLD_NOLOAD) : NULL;
+	if (h) {
+		f |= defined_by_dlsym(h, info, doubt);
+		dlclose(h);
+	}
+	*found |= unseen_in(f, info);
 	return *found == UNSEEN_ALL;
 }
 
@@ -78,10 +111,13 @@ static int unseen_object(struct dl_phdr_info *info, size_t size, void *arg)
 static int unseen_main(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	(void)size;
-	unsigned *found = arg;
+	unsigned *found = arg, doubt;
 	if (info->dlpi_name && info->dlpi_name[0])
 		return 0;
-	*found |= defined_in(RTLD_DEFAULT, info, UNSEEN_AIO & ~*found);
+	unsigned f = defined_by_table(info, UNSEEN_AIO & ~*found, &doubt);
+	if (doubt)
+		f |= defined_by_dlsym(RTLD_DEFAULT, info, doubt);
+	*found |= unseen_in(f, info);
 	return 1;
 }
 

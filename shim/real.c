@@ -9,17 +9,23 @@
  * for the ones a signal handler may call (KP_REAL_SIGNAL_SAFE): those are
  * bound in the constructor, since a first call from a handler that
  * interrupted the program's own dlsym would re-enter the loader
- * (docs/binding.md).
+ * (docs/binding.md).  Each binding asks our own lookup first (elf_sym.c:
+ * the answer dlsym gives, a tenth of its cost, no lock), dlsym where it
+ * doubts (docs/binding.md "Our own lookup").
  */
 #include "real.h"
 #include "dl_real.h"
+#include "elf_sym.h"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <netinet/in.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -36,16 +42,161 @@ static long missing(void)
 	return -1;
 }
 
+/* Our own lookup of the objects dlsym(RTLD_NEXT) searches from here
+ * (docs/binding.md "Our own lookup"): the loaded objects after ours in the
+ * loader's list, up to and including ld.so (ours found by its text, ld.so
+ * by __libc_stack_end, its data).  The list is the load order, which for
+ * the objects loaded at start-up is the global search order (ld.so moved
+ * to its place in it); an object dlopen'ed later comes after them all,
+ * past ld.so's place only where ld.so is the last one needed, so a name
+ * not found by then is left to dlsym.  The vDSO (in the list, not in the
+ * search order) comes before the preloads; seen after ours, it is a
+ * doubt like any object we cannot read: every name not found before it
+ * goes to dlsym. */
+extern void *__libc_stack_end;
+#define SCOPE_MAX 64
+
+struct scope {
+	uintptr_t self, end;
+	bool past, ended, bad, weak_doubt;
+	int n;
+	struct kp_elf_obj obj[SCOPE_MAX];
+};
+
+static bool holds(const struct dl_phdr_info *info, uintptr_t a)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+		if (ph->p_type == PT_LOAD && a >= lo && a - lo < ph->p_memsz)
+			return true;
+	}
+	return false;
+}
+
+static int scope_add(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct scope *s = arg;
+	(void)size;
+	if (!s->past) {
+		struct kp_elf_obj o;
+		/* an audit module named by the program (DT_AUDIT) may change
+		 * what dlsym answers (la_symbind): all of it goes to dlsym */
+		if (kp_elf_obj_of(info, &o) && o.audit)
+			s->bad = true;
+		s->past = holds(info, s->self);
+		return s->bad;
+	}
+	if (s->n == SCOPE_MAX) {
+		s->bad = true;
+		return 1;
+	}
+	/* unreadable: zeroed, no GNU hash table, which kp_elf_obj_find doubts */
+	kp_elf_obj_of(info, &s->obj[s->n++]);
+	s->ended = holds(info, s->end);
+	return s->ended;
+}
+
+/* The objects, once (dl_iterate_phdr takes the loader's lock, as dlsym
+ * does; called before main only, where no handler runs on our behalf).
+ * LD_AUDIT: the audit modules may change dlsym's answers; LD_DYNAMIC_WEAK:
+ * a weak definition does not end the search. */
+static void scope_fill(struct scope *s)
+{
+	s->self = (uintptr_t)(void *)scope_fill;
+	s->end = (uintptr_t)&__libc_stack_end;
+	s->past = s->ended = s->bad = false;
+	s->n = 0;
+	s->weak_doubt = getenv("LD_DYNAMIC_WEAK") != NULL;
+	if (getenv("LD_AUDIT"))
+		s->bad = true;
+	else
+		dl_iterate_phdr(scope_add, s);
+}
+
+/* name's address as dlsym(RTLD_NEXT) from here answers it, NULL: ask dlsym */
+static void *scope_sym(const struct scope *s, const char *name)
+{
+	if (s->bad || !s->ended)
+		return NULL;
+	for (int i = 0; i < s->n; i++) {
+		void *p = NULL;
+		switch (kp_elf_obj_find(&s->obj[i], name, s->weak_doubt, &p)) {
+		case KP_ELF_ABSENT: continue;
+		case KP_ELF_FOUND: return p;
+		default: return NULL;
+		}
+	}
+	return NULL;
+}
+
+/* KP_TEST_BIND_CHECK=1 (tests/signals.bats): our lookup against dlsym's
+ * for every function of the table, at start-up: one line on stderr, the
+ * names dlsym bound and every difference; a difference exits 97. */
+static void say(const char *line)
+{
+	size_t n = strlen(line);
+	while (n) {
+		ssize_t w = KP_REAL(write)(2, line, n);
+		if (w <= 0)
+			return;
+		line += w, n -= (size_t)w;
+	}
+}
+
+static void bind_check(const struct scope *s)
+{
+	static const char *const names[] = {
+#define KP_REAL_NAME(ret, name, args) #name,
+		KP_REAL_FUNCS(KP_REAL_NAME)
+#undef KP_REAL_NAME
+	};
+	int ours = 0, differ = 0;
+	char left[1024] = "", line[1400];
+	for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) {
+		void *p = scope_sym(s, names[i]), *q = kp_dl_sym(RTLD_NEXT, names[i]);
+		size_t used = strlen(left);
+		if (!p && used + strlen(names[i]) + 2 < sizeof(left))
+			snprintf(left + used, sizeof(left) - used, " %s", names[i]);
+		ours += p != NULL;
+		if (p && p != q) {
+			differ++;
+			snprintf(line, sizeof(line), "kp bind check: %s: ours %p, dlsym %p\n", names[i], p, q);
+			say(line);
+		}
+	}
+	snprintf(line, sizeof(line), "kp bind check: %zu functions, %d by our lookup, %d differ; dlsym:%s\n",
+		 sizeof(names) / sizeof(*names), ours, differ, left);
+	say(line);
+	if (differ)
+		_exit(97);
+}
+
+static bool bind_check_asked(void)
+{
+	const char *v = getenv("KP_TEST_BIND_CHECK");
+	return v && *v == '1';
+}
+
 #if defined(KP_REAL_LAZY)
 
 /* dlsym(RTLD_NEXT) from here names the object after ours: libc, or what
  * the program preloaded after us.  Two threads may both get here for one
  * symbol: they store the same pointer.  errno is the caller's: a call
  * that succeeds must leave it as it was, and dlsym may touch it. */
+/* The objects our lookup searches, read once by the constructor (before
+ * that, and for any name it does not decide, dlsym answers); read-only
+ * after, so a first call in any thread, or in a signal handler, may use
+ * it without a lock: the objects loaded at start-up are never unloaded. */
+static struct scope bound_scope;
+static bool bound_scope_ready;
+
 static void *resolve(void **slot, const char *name)
 {
 	int saved = errno;
-	void *p = kp_dl_sym(RTLD_NEXT, name);
+	void *p = __atomic_load_n(&bound_scope_ready, __ATOMIC_ACQUIRE) ? scope_sym(&bound_scope, name) : NULL;
+	if (!p)
+		p = kp_dl_sym(RTLD_NEXT, name);
 	if (!p)
 		p = (void *)missing;
 	__atomic_store_n(slot, p, __ATOMIC_RELEASE);
@@ -149,6 +300,15 @@ __asm__(".text\n"
  * before main instead. */
 void kp_real_bind_signal_safe(void)
 {
+	int saved = errno;
+	if (!__atomic_load_n(&bound_scope_ready, __ATOMIC_ACQUIRE)) {
+		scope_fill(&bound_scope);
+		__atomic_store_n(&bound_scope_ready, true, __ATOMIC_RELEASE);
+	}
+	if (bind_check_asked())
+		bind_check(&bound_scope);
+	errno = saved;
+	/* our lookup, else dlsym (resolve) */
 #define KP_REAL_EAGER(name) kp_resolve_##name();
 	KP_REAL_SIGNAL_SAFE(KP_REAL_EAGER)
 #undef KP_REAL_EAGER
@@ -188,6 +348,11 @@ void kp_real_bind(void)
 
 void kp_real_bind_signal_safe(void)
 {
+	if (bind_check_asked()) {
+		struct scope s;
+		scope_fill(&s);
+		bind_check(&s);
+	}
 	kp_real_bind();
 }
 

@@ -133,3 +133,46 @@ teardown() { servers_stop; }
 	run cat "$BATS_TEST_TMPDIR/shim.out"
 	assert_output $'main: answered\nhandler: answered\nhandler: answered'
 }
+
+# Our own lookup of the real functions (docs/binding.md "Our own lookup"):
+# KP_TEST_BIND_CHECK=1 makes the library compare, at start-up, its
+# answer for every function of the table (KP_REAL_FUNCS, eager or lazy)
+# with dlsym(RTLD_NEXT)'s, and exit 97 at a difference.  Run in four
+# programs, alone and with another interposer (it defines read, write,
+# close, connect and an unversioned posix_spawn) preloaded before ours
+# (dlsym from us passes it by) and after ours (dlsym from us finds its
+# functions): one line per process, every function bound by our lookup,
+# none different; curl's request to nginx answered as alone.
+bind_check_lines() {
+	local out
+	# (under ASan: ruby's own leaks are no answer of ours)
+	out=$(KP_TEST_BIND_CHECK=1 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" \
+		timeout 20 env LD_PRELOAD="$1" "${@:2}" 2>&1 >/dev/null) || echo "exit $?"
+	# (python3 and ruby may start children: each checks and says the same)
+	printf '%s\n' "$out" | grep -E '^(kp bind check|exit )' | sort -u
+}
+
+@test "our lookup of the real functions answers what dlsym(RTLD_NEXT) answers, for every function, alone and beside another interposer" {
+	make -s -C "$ROOT" build/clients/libinterpose.so >&2
+	nginx_start
+	local other="$CLIENTS/libinterpose.so" n
+	n=$(grep -c '^	X([^()]*, ' "$ROOT/shim/real.h") # KP_REAL_FUNCS' entries
+	local progs=(/bin/true "python3 -c pass" "ruby -e 1")
+	curl_ok && progs+=("curl -s -o /dev/null http://127.0.0.1:$NGINX_PORT/f")
+	# (ours is the last of PRELOAD: ASan's runtime, where it is there, first)
+	local before="${PRELOAD% *} $other ${PRELOAD##* }"
+	[ "$PRELOAD" = "${PRELOAD% *}" ] && before="$other $PRELOAD"
+	for order in "$PRELOAD" "$before" "$PRELOAD $other"; do
+		for prog in "${progs[@]}"; do
+			# shellcheck disable=SC2086
+			run bind_check_lines "$order" $prog
+			assert_output "kp bind check: $n functions, $n by our lookup, 0 differ; dlsym:"
+		done
+	done
+	# curl beside the other interposer: the same two responses as alone
+	curl_ok || return 0
+	local d=$BATS_TEST_TMPDIR u="http://127.0.0.1:$NGINX_PORT/f"
+	curl -s "$u" "$u" >"$d/plain"
+	LD_PRELOAD="$PRELOAD $other" KEEPALIVE_PORTS="$NGINX_PORT" curl -s "$u" "$u" >"$d/ours"
+	assert_equal "$(wc -c <"$d/ours") $(md5sum <"$d/ours")" "$((2 * NGINX_F_SIZE)) $(md5sum <"$d/plain")"
+}

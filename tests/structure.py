@@ -47,10 +47,10 @@ tls_across tls_handout tls_engine tls_conf tls_capture tls_import tls_peer
 broker_client watch sockopts aio_scan tls_real
 sigwait config fdlimit fdtable tcpinfo elf_scan wbuf real dl_real broker_check
 tls_foreign
-framer replay pool broker_proto tls_export der
+framer replay pool broker_proto tls_export der elf_sym
 kp_mem tls_record
 """.split()
-PURE = {"framer", "replay", "pool", "broker_proto", "tls_record", "tls_export", "tls_foreign", "der"}
+PURE = {"framer", "replay", "pool", "broker_proto", "tls_record", "tls_export", "tls_foreign", "der", "elf_sym"}
 # what the pure modules may use of libc: memory and strings, no system call
 PURE_LIBC = {"memchr", "memcmp", "memcpy", "memmove", "memset", "strncasecmp", "strlen", "strcmp",
              "strncmp", "qsort", "__assert_fail", "_GLOBAL_OFFSET_TABLE_"}
