@@ -164,6 +164,7 @@ void record_drop(const void *obj)
 			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)r->cleared_chain,
 						   (void (*)(void *))kp_ssl.X509_free);
 		full_free(&r->offered_full);
+		own_free(&r->own);
 		free(r);
 	}
 }
@@ -613,14 +614,14 @@ const char *cfg_mismatch(const struct cfg *was, const struct cfg *now)
 	return NULL;
 }
 
-static void names_free(STACK_OF(X509_NAME) *names)
+void names_free(STACK_OF(X509_NAME) *names)
 {
 	if (names)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)names, (void (*)(void *))kp_ssl.X509_NAME_free);
 }
 
 /* a copy of names (NULL: none, or no memory: *ok false) */
-static STACK_OF(X509_NAME) *names_dup(const STACK_OF(X509_NAME) *names, bool *ok)
+STACK_OF(X509_NAME) *names_dup(const STACK_OF(X509_NAME) *names, bool *ok)
 {
 	if (!names)
 		return NULL;

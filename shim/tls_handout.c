@@ -558,8 +558,13 @@ bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
 	/* (TLS 1.3: the peer's key is the engine's own SSL's, but for a
 	 * connection from another process, whose placeholder made no
 	 * handshake: the record's, that connection's handshake's) */
+	void *before = cmd == SSL_CTRL_GET_PEER_TMP_KEY && parg ? *(void **)parg : NULL;
 	bool ours = f && f->known && !(cmd == SSL_CTRL_GET_PEER_TMP_KEY && tls13 && !(h && h->e->im)) &&
 		    full_answer(f, f == &none, cmd, parg, ret);
+	/* what the program may change, up_ref or tag: its SSL's own copy,
+	 * never the kept full's (tls_own.c) */
+	if (ours && f != &none)
+		own_answer(h && h->verified ? &h->own : &r->own, cmd, parg, before, ret);
 	/* handed out as a full handshake: the chain as its own objects */
 	if (ours && cmd == KP_PEER_CHAIN && h && h->verified && !h->resumed && h->peer_chain)
 		*(STACK_OF(X509) **)parg = h->peer_chain;
