@@ -361,7 +361,8 @@ void names_free(STACK_OF(X509_NAME) *names);
 STACK_OF(X509_NAME) *names_dup(const STACK_OF(X509_NAME) *names, bool *ok);
 /* tls_own.c: the program's own copies of what a getter answers from kept
  * state (struct own); own_answer: *parg, *ret of full_answer's made the
- * SSL's own (caller holds tls_lock) */
+ * SSL's own (caller holds tls_lock).  tls_handout.c: the key exchange
+ * keys routed to an engine, copied; a record's offered full handshake set */
 void own_free(struct own *o);
 void own_answer(struct own *o, int cmd, void *parg, void *before, long *ret);
 long kp_tls_own_key(SSL *ssl, SSL *e, int cmd, long larg, void *parg);

@@ -7,6 +7,33 @@
  * another hand-out, the first owner or the broker ticket hold. */
 #include "tls_internal.h"
 
+void names_free(STACK_OF(X509_NAME) *names)
+{
+	if (names)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)names, (void (*)(void *))kp_ssl.X509_NAME_free);
+}
+
+/* a copy of names (NULL: none, or no memory: *ok false) */
+STACK_OF(X509_NAME) *names_dup(const STACK_OF(X509_NAME) *names, bool *ok)
+{
+	if (!names)
+		return NULL;
+	OPENSSL_STACK *d = kp_ssl.OPENSSL_sk_new_null();
+	int n = kp_ssl.OPENSSL_sk_num((const OPENSSL_STACK *)names);
+	for (int i = 0; d && i < n; i++) {
+		X509_NAME *x = kp_ssl.X509_NAME_dup(kp_ssl.OPENSSL_sk_value((const OPENSSL_STACK *)names, i));
+		if (!x || !kp_ssl.OPENSSL_sk_push(d, x)) {
+			if (x)
+				kp_ssl.X509_NAME_free(x);
+			names_free((STACK_OF(X509_NAME) *)d);
+			d = NULL;
+		}
+	}
+	if (!d)
+		*ok = false;
+	return (STACK_OF(X509_NAME) *)d;
+}
+
 void own_free(struct own *o)
 {
 	names_free(o->ca);
@@ -71,30 +98,4 @@ void own_answer(struct own *o, int cmd, void *parg, void *before, long *ret)
 		return;
 	}
 	}
-}
-
-/* SSL_get_peer_tmp_key, SSL_get_tmp_key of an SSL whose engine e answers
- * (routed, kp_tls_ctrl): e's key, as the handed-out SSL's own copy. */
-long kp_tls_own_key(SSL *ssl, SSL *e, int cmd, long larg, void *parg)
-{
-	if (!parg)
-		return kp_ssl.SSL_ctrl(e, cmd, larg, parg);
-	EVP_PKEY *before = *(EVP_PKEY **)parg;
-	long ret = kp_ssl.SSL_ctrl(e, cmd, larg, parg);
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	if (h && h->verified)
-		own_answer(&h->own, cmd, parg, before, &ret);
-	kp_unlock(&tls_lock);
-	return ret;
-}
-
-/* The full handshake of a session of ours offered to record r's SSL, with
- * its peer chain the session mine's: copies made for the one before are
- * not this one's. */
-void offered_full_set(struct record *r, const struct full *f, SSL_SESSION *mine)
-{
-	own_free(&r->own);
-	full_copy(&r->offered_full, f);
-	full_chain_own(&r->offered_full, mine);
 }
