@@ -140,10 +140,10 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 	case SSL_CTRL_GET_NEGOTIATED_GROUP:
 	case SSL_CTRL_GET_EXTMS_SUPPORT:
 	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_OCSP_RESP:
-	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_EXTS:
-	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_IDS:
 		return kp_ssl.SSL_ctrl(e, cmd, larg, parg);
 	}
+	/* (the rest: the program's own settings, its OCSP request's ids
+	 * and extensions too, on its own SSL) */
 	return kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
 }
 

@@ -4,8 +4,10 @@
  * them, as a program may: the CA names its peer sent
  * (SSL_get_client_CA_list, a writable stack, and SSL_get0_peer_CA_list),
  * the peer's and its own key exchange keys (SSL_get_peer_tmp_key,
- * SSL_get_tmp_key).  Alone every request reads its own handshake's: the
- * server's one name, keys no request saw before, no tag.
+ * SSL_get_tmp_key); and the OCSP responder ids it set itself
+ * (SSL_get_tlsext_status_ids).  Alone every request reads its own
+ * handshake's: the server's one name, keys no request saw before, no
+ * tag, its own ids.
  *
  * usage: tls_own_objs N PORT TLSDIR (TLSDIR/ca.pem verifies the server)
  */
@@ -13,6 +15,7 @@
 #include <unistd.h>
 
 #include <openssl/evp.h>
+#include <openssl/ocsp.h>
 #include <openssl/x509.h>
 
 #include "tls_common.h"
@@ -78,6 +81,9 @@ int main(int argc, char **argv)
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
 	for (int i = 1; i <= n && i <= MAX_REQ; i++) {
 		SSL *ssl = tls_new(ctx, port);
+		/* an OCSP request setting of its own (no status type asked) */
+		STACK_OF(OCSP_RESPID) *ids = sk_OCSP_RESPID_new_null();
+		SSL_set_tlsext_status_ids(ssl, ids);
 		if (SSL_connect(ssl) != 1) {
 			printf("%d connect fail %s\n", i, reason());
 			return 1;
@@ -92,6 +98,9 @@ int main(int argc, char **argv)
 		k = NULL;
 		r = SSL_get_tmp_key(ssl, &k);
 		key(i, "own", r, k);
+		STACK_OF(OCSP_RESPID) *got_ids = NULL;
+		SSL_get_tlsext_status_ids(ssl, &got_ids);
+		printf("%d OCSP ids: the ones it set %s\n", i, got_ids == ids ? "yes" : "no");
 		tls_close(ssl);
 	}
 	for (int j = 0; j < n_seen; j++)
