@@ -853,7 +853,8 @@ bool kp_tls_session_reused(const SSL *ssl, int *reused)
 }
 
 /* SSL_get_peer_tmp_key, SSL_get_tmp_key of an SSL whose engine e answers
- * (routed, kp_tls_ctrl): e's key, as the handed-out SSL's own copy. */
+ * (routed, kp_tls_ctrl): e's key, as the program's SSL's own copy (e's
+ * object is the engine's, whatever handshake made it). */
 long kp_tls_own_key(SSL *ssl, SSL *e, int cmd, long larg, void *parg)
 {
 	if (!parg)
@@ -862,7 +863,7 @@ long kp_tls_own_key(SSL *ssl, SSL *e, int cmd, long larg, void *parg)
 	long ret = kp_ssl.SSL_ctrl(e, cmd, larg, parg);
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
-	if (h && h->verified)
+	if (h)
 		own_answer(&h->own, cmd, parg, before, &ret);
 	kp_unlock(&tls_lock);
 	return ret;
