@@ -222,4 +222,14 @@ after() { tls_case tls_after "$@"; }
 	use_tls 13
 	tls_case tls_own_objs 3 3
 	assert_equal "handed out $(stat_value tls_reused)" "handed out 2"
+	# TLS 1.2 hand-outs (SSL_OP_NO_RENEGOTIATION): the kept full
+	# handshake's list and peer key, the engine's own key pair
+	use_tls 12
+	tls_case tls_own_objs 3 3 norenegotiation
+	for i in 1 2 3; do
+		assert_line "$i CA names: [/CN=libkeepalive test CA], the peer's list the same yes"
+		assert_line "$i peer's key: 1, bits 253, one seen before no, tag (none)"
+		assert_line "$i own key: 1, bits 253, one seen before no, tag (none)"
+	done
+	assert_equal "TLS 1.2: handed out $(stat_value tls_reused)" "TLS 1.2: handed out 2"
 }

@@ -9,7 +9,8 @@
  * handshake's: the server's one name, keys no request saw before, no
  * tag, its own ids.
  *
- * usage: tls_own_objs N PORT TLSDIR (TLSDIR/ca.pem verifies the server)
+ * usage: tls_own_objs N PORT TLSDIR [norenegotiation] (TLSDIR/ca.pem verifies
+ * the server; norenegotiation: SSL_OP_NO_RENEGOTIATION)
  */
 #include <stdbool.h>
 #include <unistd.h>
@@ -69,7 +70,7 @@ int main(int argc, char **argv)
 {
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (argc < 4) {
-		fprintf(stderr, "usage: tls_own_objs N PORT TLSDIR\n");
+		fprintf(stderr, "usage: tls_own_objs N PORT TLSDIR [norenegotiation]\n");
 		return 2;
 	}
 	int n = atoi(argv[1]), port = atoi(argv[2]);
@@ -79,6 +80,8 @@ int main(int argc, char **argv)
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	SSL_CTX_load_verify_locations(ctx, ca, NULL);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	if (argc > 4 && !strcmp(argv[4], "norenegotiation"))
+		SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION); /* (TLS 1.2 hand-outs) */
 	for (int i = 1; i <= n && i <= MAX_REQ; i++) {
 		SSL *ssl = tls_new(ctx, port);
 		/* an OCSP request setting of its own (no status type asked) */
