@@ -709,8 +709,7 @@ static const char *offer_verified(SSL *ssl, struct offer *o, bool across)
 				kp_ssl.X509_VERIFY_PARAM_free(r->offered_named);
 			r->offered_named = named;
 			named = NULL;
-			full_copy(&r->offered_full, &o->full);
-			full_chain_own(&r->offered_full, mine);
+			offered_full_set(r, &o->full, mine);
 		}
 		kp_unlock(&tls_lock);
 	} else {

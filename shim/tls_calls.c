@@ -111,6 +111,8 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 	SSL *e = kp_tls_route(ssl, false);
 	if (e == ssl)
 		return kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
+	if (cmd == SSL_CTRL_GET_PEER_TMP_KEY || cmd == SSL_CTRL_GET_TMP_KEY)
+		return kp_tls_own_key(ssl, e, cmd, larg, parg); /* copies of its own */
 	switch (cmd) {
 	case SSL_CTRL_MODE:
 	case SSL_CTRL_CLEAR_MODE:
@@ -131,8 +133,6 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 	case SSL_CTRL_GET_FLAGS:
 	case SSL_CTRL_GET_RI_SUPPORT:
 	case SSL_CTRL_GET_PEER_SIGNATURE_NID:
-	case SSL_CTRL_GET_PEER_TMP_KEY:
-	case SSL_CTRL_GET_TMP_KEY:
 	case SSL_CTRL_GET_SIGNATURE_NID:
 	case SSL_CTRL_GET_RAW_CIPHERLIST:
 	case SSL_CTRL_GET_EC_POINT_FORMATS:
@@ -140,10 +140,10 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 	case SSL_CTRL_GET_NEGOTIATED_GROUP:
 	case SSL_CTRL_GET_EXTMS_SUPPORT:
 	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_OCSP_RESP:
-	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_EXTS:
-	case SSL_CTRL_GET_TLSEXT_STATUS_REQ_IDS:
 		return kp_ssl.SSL_ctrl(e, cmd, larg, parg);
 	}
+	/* (the rest: the program's own settings, its OCSP request's ids
+	 * and extensions too, on its own SSL) */
 	return kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
 }
 

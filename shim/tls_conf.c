@@ -164,6 +164,7 @@ void record_drop(const void *obj)
 			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)r->cleared_chain,
 						   (void (*)(void *))kp_ssl.X509_free);
 		full_free(&r->offered_full);
+		own_free(&r->own);
 		free(r);
 	}
 }
@@ -611,33 +612,6 @@ const char *cfg_mismatch(const struct cfg *was, const struct cfg *now)
 	    (was->nciphers && memcmp(was->ciphers, now->ciphers, (size_t)was->nciphers * sizeof(*was->ciphers))))
 		return "ciphers";
 	return NULL;
-}
-
-static void names_free(STACK_OF(X509_NAME) *names)
-{
-	if (names)
-		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)names, (void (*)(void *))kp_ssl.X509_NAME_free);
-}
-
-/* a copy of names (NULL: none, or no memory: *ok false) */
-static STACK_OF(X509_NAME) *names_dup(const STACK_OF(X509_NAME) *names, bool *ok)
-{
-	if (!names)
-		return NULL;
-	OPENSSL_STACK *d = kp_ssl.OPENSSL_sk_new_null();
-	int n = kp_ssl.OPENSSL_sk_num((const OPENSSL_STACK *)names);
-	for (int i = 0; d && i < n; i++) {
-		X509_NAME *x = kp_ssl.X509_NAME_dup(kp_ssl.OPENSSL_sk_value((const OPENSSL_STACK *)names, i));
-		if (!x || !kp_ssl.OPENSSL_sk_push(d, x)) {
-			if (x)
-				kp_ssl.X509_NAME_free(x);
-			names_free((STACK_OF(X509_NAME) *)d);
-			d = NULL;
-		}
-	}
-	if (!d)
-		*ok = false;
-	return (STACK_OF(X509_NAME) *)d;
 }
 
 void full_free(struct full *f)

@@ -520,6 +520,7 @@ void handle_free(struct handle *h)
 		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->peer_chain, (void (*)(void *))kp_ssl.X509_free);
 	if (h->peer)
 		kp_ssl.X509_free(h->peer);
+	own_free(&h->own);
 	free(h);
 }
 
@@ -1232,6 +1233,7 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 		h->vchain = NULL;
 		free(h->peername);
 		h->peername = NULL;
+		own_free(&h->own); /* a fresh connection's objects are new */
 	}
 	if (old)
 		free_old = engine_unref(old);

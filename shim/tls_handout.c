@@ -558,8 +558,20 @@ bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
 	/* (TLS 1.3: the peer's key is the engine's own SSL's, but for a
 	 * connection from another process, whose placeholder made no
 	 * handshake: the record's, that connection's handshake's) */
+	void *before = cmd == SSL_CTRL_GET_PEER_TMP_KEY && parg ? *(void **)parg : NULL;
 	bool ours = f && f->known && !(cmd == SSL_CTRL_GET_PEER_TMP_KEY && tls13 && !(h && h->e->im)) &&
 		    full_answer(f, f == &none, cmd, parg, ret);
+	/* what the program may change, up_ref or tag: its SSL's own copy,
+	 * never the kept full's (tls_own.c) */
+	if (ours && f != &none)
+		own_answer(h && h->verified ? &h->own : &r->own, cmd, parg, before, ret);
+	/* a full handshake not kept (full_read): the engine's list, copied */
+	if (!ours && (cmd == KP_PEER_CA || cmd == KP_CLIENT_CA) && h && h->verified && h->e->ssl != ssl) {
+		*(const STACK_OF(X509_NAME) **)parg = cmd == KP_PEER_CA ? kp_ssl.SSL_get0_peer_CA_list(h->e->ssl)
+									 : kp_ssl.SSL_get_client_CA_list(h->e->ssl);
+		own_answer(&h->own, cmd, parg, NULL, ret);
+		ours = true;
+	}
 	/* handed out as a full handshake: the chain as its own objects */
 	if (ours && cmd == KP_PEER_CHAIN && h && h->verified && !h->resumed && h->peer_chain)
 		*(STACK_OF(X509) **)parg = h->peer_chain;
@@ -838,4 +850,31 @@ bool kp_tls_session_reused(const SSL *ssl, int *reused)
 		*reused = h && h->verified && h->resumed;
 	kp_unlock(&tls_lock);
 	return ours;
+}
+
+/* SSL_get_peer_tmp_key, SSL_get_tmp_key of an SSL whose engine e answers
+ * (routed, kp_tls_ctrl): e's key, as the program's SSL's own copy (e's
+ * object is the engine's, whatever handshake made it). */
+long kp_tls_own_key(SSL *ssl, SSL *e, int cmd, long larg, void *parg)
+{
+	if (!parg)
+		return kp_ssl.SSL_ctrl(e, cmd, larg, parg);
+	EVP_PKEY *before = *(EVP_PKEY **)parg;
+	long ret = kp_ssl.SSL_ctrl(e, cmd, larg, parg);
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h)
+		own_answer(&h->own, cmd, parg, before, &ret);
+	kp_unlock(&tls_lock);
+	return ret;
+}
+
+/* The full handshake of a session of ours offered to record r's SSL, with
+ * its peer chain the session mine's: copies made for the one before are
+ * not this one's. */
+void offered_full_set(struct record *r, const struct full *f, SSL_SESSION *mine)
+{
+	own_free(&r->own);
+	full_copy(&r->offered_full, f);
+	full_chain_own(&r->offered_full, mine);
 }

@@ -127,6 +127,16 @@ struct full {
 	int own_sig_nid, own_type_nid;
 };
 
+/* Objects a getter hands the program that it may change, up_ref or tag
+ * with ex_data, answered from kept state: copies of its own SSL's, made
+ * at its first ask and freed with its handle or record (tls_own.c;
+ * docs/tls.md "The program's own objects") */
+struct own {
+	bool ca_made;
+	STACK_OF(X509_NAME) *ca;       /* SSL_get0_peer_CA_list, _client_CA_list */
+	EVP_PKEY *key[2];              /* SSL_get_peer_tmp_key, SSL_get_tmp_key */
+};
+
 struct kp_tls {
 	SSL *ssl;
 	struct cfg cfg;      /* what its handshake was made with */
@@ -230,6 +240,7 @@ struct handle {
 				does its I/O on the program's BIO, unframed
 				(kp_tls_bio_moved) */
 	long handed_at;      /* time() of the hand-out: its "handshake" */
+	struct own own;      /* handed out: its own copies (tls_own.c) */
 	UT_hash_handle hh;
 };
 
@@ -252,6 +263,7 @@ struct record {
 	STACK_OF(X509) *offered_chain;
 	X509_VERIFY_PARAM *offered_named; /* the name that check matched */
 	struct full offered_full; /* the full handshake the session came from */
+	struct own own;           /* its own copies of offered_full's (tls_own.c) */
 	/* the chain verified for a connection it was handed, kept through
 	 * SSL_clear as libssl 3.0 keeps its own verified chain there (until
 	 * its next full handshake verifies one) */
@@ -345,6 +357,16 @@ extern __thread void *kp_tls_handshaking;
 extern bool kp_tls_used;
 void stat_add(SSL *ssl, int which, long n);
 void full_free(struct full *f);
+void names_free(STACK_OF(X509_NAME) *names);
+STACK_OF(X509_NAME) *names_dup(const STACK_OF(X509_NAME) *names, bool *ok);
+/* tls_own.c: the program's own copies of what a getter answers from kept
+ * state (struct own); own_answer: *parg, *ret of full_answer's made the
+ * SSL's own (caller holds tls_lock).  tls_handout.c: the key exchange
+ * keys routed to an engine, copied; a record's offered full handshake set */
+void own_free(struct own *o);
+void own_answer(struct own *o, int cmd, void *parg, void *before, long *ret);
+long kp_tls_own_key(SSL *ssl, SSL *e, int cmd, long larg, void *parg);
+void offered_full_set(struct record *r, const struct full *f, SSL_SESSION *mine);
 void full_copy(struct full *dst, const struct full *src);
 void full_read(SSL *ssl, struct full *f);
 extern kp_mutex_t tls_lock;

@@ -267,6 +267,8 @@ typedef void (*kp_any_fn)(void);
 	X(void, CRYPTO_free, (void *, const char *, int))                          \
 	X(int, i2d_PUBKEY, (const EVP_PKEY *, unsigned char **))                   \
 	X(EVP_PKEY *, d2i_PUBKEY, (EVP_PKEY **, const unsigned char **, long))     \
+	X(int, i2d_PrivateKey, (const EVP_PKEY *, unsigned char **))               \
+	X(EVP_PKEY *, d2i_AutoPrivateKey, (EVP_PKEY **, const unsigned char **, long)) \
 	X(void, EVP_PKEY_free, (EVP_PKEY *))                                       \
 	X(void, X509_VERIFY_PARAM_free, (X509_VERIFY_PARAM *))                     \
 	X(int, X509_verify_cert, (X509_STORE_CTX *))                               \

@@ -197,3 +197,39 @@ after() { tls_case tls_after "$@"; }
 	assert_equal "resumed $(stat_value tls_resumed)" "resumed 2"
 	assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
 }
+
+# The objects a getter answered from what the library kept (the full
+# handshake's CA names, the engine's key exchange keys), which a program
+# may change, up_ref or tag: its SSL's own (the HTTPS review of
+# 2026-12-06; docs/tls.md "The program's own objects").
+# tests/clients/tls_own_objs.c: 3 requests, each adds a name to its CA
+# list and tags its keys; each sets OCSP responder ids of its own (a
+# setting, read back from its own SSL, not the engine's).
+@test "a handed-out SSL's CA names (SSL_get_client_CA_list, SSL_get0_peer_CA_list) and key exchange keys (SSL_get_peer_tmp_key, SSL_get_tmp_key) are objects of its own: no name another request added, no key another request read or tagged, TLS 1.3 and 1.2; the OCSP ids it set are its own" {
+	make -s -C "$ROOT" build/clients/tls_own_objs >&2
+	for v in 13 12; do
+		use_tls $v
+		tls_case tls_own_objs 3 3
+		for i in 1 2 3; do
+			assert_line "$i CA names: [/CN=libkeepalive test CA], the peer's list the same yes"
+			assert_line "$i peer's key: 1, bits 253, one seen before no, tag (none)"
+			assert_line "$i own key: 1, bits 253, one seen before no, tag (none)"
+			assert_line "$i OCSP ids: the ones it set yes"
+		done
+	done
+	# TLS 1.3: requests 2 and 3 were handed request 1's connection (1.2:
+	# they resumed sessions of ours)
+	use_tls 13
+	tls_case tls_own_objs 3 3
+	assert_equal "handed out $(stat_value tls_reused)" "handed out 2"
+	# TLS 1.2 hand-outs (SSL_OP_NO_RENEGOTIATION): the kept full
+	# handshake's list and peer key, the engine's own key pair
+	use_tls 12
+	tls_case tls_own_objs 3 3 norenegotiation
+	for i in 1 2 3; do
+		assert_line "$i CA names: [/CN=libkeepalive test CA], the peer's list the same yes"
+		assert_line "$i peer's key: 1, bits 253, one seen before no, tag (none)"
+		assert_line "$i own key: 1, bits 253, one seen before no, tag (none)"
+	done
+	assert_equal "TLS 1.2: handed out $(stat_value tls_reused)" "TLS 1.2: handed out 2"
+}

@@ -209,3 +209,21 @@ trust_case() {
 		done
 	done
 }
+
+# The CA names a program's SSL was answered are its own copy: what it
+# adds there never reaches the session ticket the broker gives another
+# process, nor the keys another SSL reads (the HTTPS review of
+# 2026-12-06; docs/tls.md "The program's own objects").
+# tests/clients/tls_own_objs.c: 3 processes of 2 requests, each request
+# adding a name and tagging its keys.
+@test "CA names and key exchange keys a process changed or tagged reach no other SSL, in it or in the next process (through the session it resumes across), TLS 1.3 and 1.2" {
+	make -s -C "$ROOT" build/clients/tls_own_objs >&2
+	local c="$ROOT/build/clients/tls_own_objs"
+	for port in "$NGINX_TLS13_PORT" "$NGINX_TLS12_PORT"; do
+		loop_both "for i in 1 2 3; do $c 2 $port $TLS; done"
+		assert_same_loop
+		run grep -c '^[12] CA names: \[/CN=libkeepalive test CA\], the peer' "$BATS_TEST_TMPDIR/shim.out"
+		assert_output 6
+		assert_equal "$port: resumed across $(stat_sum tls_resumed_across)" "$port: resumed across 2"
+	done
+}
