@@ -37,6 +37,7 @@
 #include "clock.h"
 #include "fdtable.h"
 #include "real.h"
+#include "sigwait.h"
 
 static bool enabled;
 static uid_t our_uid;
@@ -234,6 +235,8 @@ static int link_open(void)
 	return 0;
 }
 
+__thread bool kp_broker_cut;
+
 /* Wait for one datagram until the deadline; returns the bytes read or -1. */
 static ssize_t recv_reply(int s, struct msghdr *mh, uint64_t deadline)
 {
@@ -241,7 +244,18 @@ static ssize_t recv_reply(int s, struct msghdr *mh, uint64_t deadline)
 	 * recvmsg first would cost an EAGAIN each time) */
 	for (;;) {
 		struct pollfd p = { s, POLLIN, 0 };
-		if (kp_poll_until(&p, deadline) <= 0)
+		uint64_t now = kp_now_ms();
+		int r = KP_REAL(poll)(&p, 1, now >= deadline ? 0 : (int)(deadline - now));
+		if (r < 0 && errno == EINTR) {
+			/* a handler that would have ended the program's connect
+			 * ends our wait in it: the call says EINTR (kp_broker_cut) */
+			if (kp_eintr_ends_call()) {
+				kp_broker_cut = true;
+				return -1;
+			}
+			continue;
+		}
+		if (r <= 0)
 			return -1;
 		ssize_t n = KP_REAL(recvmsg)(s, mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
 		if (n >= 0 || (errno != EAGAIN && errno != EINTR))
@@ -357,13 +371,14 @@ static int link_ready(bool hello, uint64_t deadline)
 
 int kp_broker_get(const struct pool_key *key, struct pool_meta *meta)
 {
+	kp_broker_cut = false;
 	if (!kp_broker_enabled() || kp_trylock(&link_lock))
 		return -1;
 	uint64_t deadline = kp_now_ms() + kp_cfg.broker_timeout_ms;
 	int conn = -1;
 	struct bk_msg m, out;
 	bk_encode(&m, BK_GET, BK_OK, 0, key, NULL);
-	for (int attempt = 0; attempt < 2 && conn < 0; attempt++) {
+	for (int attempt = 0; attempt < 2 && conn < 0 && !kp_broker_cut; attempt++) {
 		if (link_ready(false, deadline) < 0)
 			break;
 		int r = exchange(&m, &out, &conn, deadline);

@@ -328,6 +328,15 @@ static int connect_locked(int fd, const struct sockaddr *addr, socklen_t len)
 	return r;
 }
 
+/* fd's description is O_NONBLOCK (its connect never waits) */
+static bool desc_nonblock(int fd)
+{
+	if (kp_fl(fd) & KP_FD_TCP)
+		return kp_fl(fd) & KP_FD_NONBLOCK;
+	int fl = KP_REAL(fcntl)(fd, F_GETFL);
+	return fl >= 0 && (fl & O_NONBLOCK);
+}
+
 /* connect_locked's own connection c, pinned: one reference of the call's
  * own beside fd's.  Another thread's close while the kernel's connect
  * waits (a blocking connect to a server slow to accept) takes fd's
@@ -363,6 +372,15 @@ static int connect_pinned(int fd, struct kp_conn *c, const struct pool_key *keyp
 		if (hand_out(fd, c, p, &meta, now, false) == 0)
 			return handed_answer(c, saved);
 	}
+	if (alone && kp_broker_cut && !desc_nonblock(fd)) {
+		/* the program's alarm ended our wait on the broker: its
+		 * blocking connect says EINTR, as alone it would have in the
+		 * kernel's wait (the connect not begun: a retry begins it) */
+		if (kp_fd_drop_if(fd, c))
+			conn_unref(c);
+		errno = EINTR;
+		return -1;
+	}
 	errno = saved;
 	int r = KP_REAL(connect)(fd, addr, len);
 	saved = errno;
@@ -372,12 +390,7 @@ static int connect_pinned(int fd, struct kp_conn *c, const struct pool_key *keyp
 	}
 	if (r == 0 || saved == EINPROGRESS) {
 		c->state = KP_ACTIVE;
-		if (kp_fl(fd) & KP_FD_TCP) {
-			c->nonblock = kp_fl(fd) & KP_FD_NONBLOCK;
-		} else {
-			int sfl = KP_REAL(fcntl)(fd, F_GETFL);
-			c->nonblock = sfl >= 0 && (sfl & O_NONBLOCK);
-		}
+		c->nonblock = desc_nonblock(fd);
 		kp_count(fresh);
 	} else if (kp_fd_drop_if(fd, c)) {
 		conn_unref(c);

@@ -105,14 +105,15 @@ static ssize_t conn_write(int fd, const char *p, size_t n)
 }
 
 /* Write n bytes as glibc's _IO_new_file_write does: to the end or the
- * first error (which sets the stream's error flag).  0 or EOF. */
+ * first error (which sets the stream's error flag), EINTR too: a handler
+ * without SA_RESTART ends the program's fwrite there, as alone (a retry
+ * here made a write to a server that never reads last for ever). 0 or
+ * EOF. */
 static int file_write(FILE *fp, const char *p, size_t n)
 {
 	while (n > 0) {
 		ssize_t r = conn_write(fp->_fileno, p, n);
 		if (r < 0) {
-			if (errno == EINTR)
-				continue;
 			fp->_flags |= _IO_ERR_SEEN;
 			return EOF;
 		}

@@ -250,14 +250,15 @@ static bool send_body_end(struct kp_conn *c, int fd, const struct iovec *iov, in
 	}
 	struct msghdr m = { .msg_iov = v, .msg_iovlen = (size_t)k };
 	ssize_t r;
-	do /* (TLS: the engine's EINTR is the program's WANT_WRITE) */
-		r = conn_sendmsg(c, fd, &m, flags);
-	while (r < 0 && errno == EINTR && !c->tls);
+	/* the program's send: the kernel restarts it after a handler with
+	 * SA_RESTART; an EINTR is the program's to see, as alone (TLS: the
+	 * engine's EINTR is the program's WANT_WRITE) */
+	r = conn_sendmsg(c, fd, &m, flags);
 	int err = errno;
 	if (v != small)
 		kp_wbuf_free(v, v_cap);
 	if (r < 0) {
-		if (err != EAGAIN && err != EWOULDBLOCK)
+		if (err != EAGAIN && err != EWOULDBLOCK && err != EINTR)
 			unpool(c, "a send failed");
 		*ret = -1;
 		errno = err;

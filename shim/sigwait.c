@@ -71,6 +71,25 @@ void kp_sigwait_begin(struct kp_sigwait *w)
 	w->restarts = true;
 }
 
+bool kp_eintr_ends_call(void)
+{
+	int saved = errno;
+	sigset_t mask;
+	bool some = false, restart = false;
+	if (pthread_sigmask(SIG_BLOCK, NULL, &mask) != 0)
+		sigemptyset(&mask);
+	for (int sig = 1; sig < NSIG && !restart; sig++) {
+		struct sigaction sa;
+		if (sig == SIGKILL || sig == SIGSTOP || sigismember(&mask, sig) == 1 ||
+		    sigaction(sig, NULL, &sa) < 0 || sa.sa_handler == SIG_DFL || sa.sa_handler == SIG_IGN)
+			continue;
+		some = true;
+		restart = sa.sa_flags & SA_RESTART;
+	}
+	errno = saved;
+	return some && !restart;
+}
+
 /* one of the held signals is pending, for the thread or the process */
 static bool held_pending(const struct kp_sigwait *w)
 {

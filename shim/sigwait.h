@@ -49,6 +49,14 @@ void kp_sigwait_begin(struct kp_sigwait *w);
  * restartable call would go on: the caller waits again). */
 int kp_sigwait_poll(struct kp_sigwait *w, struct pollfd *p, nfds_t n, int ms);
 
+/* After a plain poll of ours inside the program's call returned EINTR:
+ * would the handler that ran have ended that call?  Read from the
+ * dispositions then (only after an EINTR: no cost before): true when
+ * every unblocked handler lacks SA_RESTART; false when all have it, and
+ * where they are mixed (which one ran is not known: the wait goes on, as
+ * before).  errno kept. */
+bool kp_eintr_ends_call(void);
+
 /* The program's mask back (a signal held since our last wait runs its
  * handler now, as one that came just after the call); errno kept. */
 void kp_sigwait_end(struct kp_sigwait *w);

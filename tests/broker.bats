@@ -26,6 +26,8 @@ setup() {
 }
 teardown() {
 	[ -n "$BROKER_PID" ] && _stop_pid "$BROKER_PID"
+	[ -n "${MUTE_PID:-}" ] && _stop_pid "$MUTE_PID"
+	[ -n "${FULL_PID:-}" ] && _stop_pid "$FULL_PID"
 	[ -n "${OPEN_DIR:-}" ] && rm -rf "$OPEN_DIR"
 	servers_stop
 }
@@ -745,4 +747,51 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 	grep -v '^libkeepalive: ' "$BATS_TEST_TMPDIR/shim.err" >"$BATS_TEST_TMPDIR/noise" || true
 	cat "$BATS_TEST_TMPDIR/noise"
 	assert_equal "noise lines $(grep -c . "$BATS_TEST_TMPDIR/noise")" "noise lines 0"
+}
+
+# A broker that accepts and never answers, and a blocking connect() bounded
+# by the program's alarm (SIGALRM without SA_RESTART, 50 ms) to a server
+# whose accept queue is full (its SYN dropped: the kernel's connect waits).
+# Alone the alarm ends the connect with EINTR.  The library asks the
+# broker first (a local miss); the alarm ran in that wait, which went on
+# (up to its 100 ms), and the real connect after it then waited for the
+# kernel's SYN retries (the library before: killed by the client's
+# timeout).  Now the alarm ends the wait and the connect says EINTR.
+@test "broker: a silent broker, a blocking connect bounded by the program's alarm: EINTR as alone, never a wait past it" {
+	mkdir -m 0700 "$XDG/mute"
+	"$PYTHON" -c '
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+s.bind(sys.argv[1]); s.listen(64)
+held = []
+while True:
+    held.append(s.accept()[0])  # never answers
+' "$XDG/mute/broker.sock" &
+	MUTE_PID=$!
+	"$PYTHON" -c '
+import socket, sys, time
+ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(0)
+open(sys.argv[1] + ".tmp", "w").write("%d\n" % ls.getsockname()[1])
+held = []
+for i in range(3):  # the accept queue full: later SYNs are dropped
+    c = socket.socket(); c.setblocking(False)
+    try: c.connect(ls.getsockname())
+    except BlockingIOError: pass
+    held.append(c)
+import os; os.rename(sys.argv[1] + ".tmp", sys.argv[1])
+time.sleep(120)
+' "$BATS_TEST_TMPDIR/full.port" &
+	FULL_PID=$!
+	wait_until test -s "$BATS_TEST_TMPDIR/full.port"
+	wait_until test -S "$XDG/mute/broker.sock"
+	local port
+	read -r port <"$BATS_TEST_TMPDIR/full.port"
+	CLIENT_TIMEOUT=10
+	SERVER_PORT=$port run_plain "$CLIENTS/alarm_connect" "$port" 50
+	SERVER_PORT=$port run_shim KEEPALIVE_BROKER="$XDG/mute/broker.sock" "$CLIENTS/alarm_connect" "$port" 50
+	kill "$MUTE_PID" "$FULL_PID" 2>/dev/null || true
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line --index 0 "connect: EINTR"
 }

@@ -265,3 +265,19 @@ within 5 s"
 	run cat "$BATS_TEST_TMPDIR/shim.out"
 	assert_line "A: all written; response: HTTP/1.1 200 OK"
 }
+
+# A request body written through stdio (fdopen, fwrite) to a server that
+# never reads it, under a SIGALRM every 300 ms without SA_RESTART: alone
+# the blocked write(2) under fwrite fails with EINTR and fwrite stops with
+# the stream's error flag.  The library's stdio path retried EINTR, so the
+# fwrite went on for ever (the library before: killed by timeout, 124).
+@test "fwrite of a body to a server that never reads, SIGALRM without SA_RESTART: fwrite stops with EINTR and ferror, as alone" {
+	CLIENT_TIMEOUT=8
+	slow_start plain
+	run_plain "$CLIENTS/stdio_eintr" "$SERVER_PORT"
+	run_shim "$CLIENTS/stdio_eintr" "$SERVER_PORT"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "fwrite stopped: EINTR ferror=1"
+}
