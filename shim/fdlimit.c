@@ -158,16 +158,31 @@ void kp_limits_after_fork_child(void)
 	__atomic_store_n(&spawning, 0, __ATOMIC_RELAXED);
 }
 
+/* Without /proc: one F_GETFD per number, downward from below - 1, a
+ * hidden fd of ours skipped, until an open one (the raw call: no hook,
+ * async-signal-safe).  At most KP_PROBE_MAX numbers: past that, -2
+ * (docs/limits.md "select past FD_SETSIZE"). */
+#define KP_PROBE_MAX 65536
+static int program_high_probed(int below)
+{
+	if (below > KP_PROBE_MAX)
+		return -2;
+	for (int fd = below - 1; fd >= 0; fd--)
+		if (!kp_fd_pooled(fd) && KP_REAL(syscall)(SYS_fcntl, fd, F_GETFD) >= 0)
+			return fd;
+	return -1;
+}
+
 /* The program's highest open fd below `below` (a hidden fd of ours
  * aside), from /proc/self/fd read with the raw calls (select is
- * async-signal-safe: no opendir, no malloc); -1 when it has none there,
- * -2 when /proc cannot be read. */
+ * async-signal-safe: no opendir, no malloc), or without /proc by probing
+ * each number; -1 when it has none there, -2 when neither can say. */
 int kp_fd_program_high(int below)
 {
 	int dir = (int)KP_REAL(syscall)(SYS_openat, AT_FDCWD, "/proc/self/fd",
 					 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
-		return -2;
+		return program_high_probed(below);
 	int high = -1;
 	char buf[4096];
 	long n;
@@ -189,5 +204,5 @@ int kp_fd_program_high(int below)
 		}
 	}
 	KP_REAL(close)(dir);
-	return n < 0 ? -2 : high;
+	return n < 0 ? program_high_probed(below) : high;
 }
