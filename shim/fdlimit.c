@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -158,18 +159,33 @@ void kp_limits_after_fork_child(void)
 	__atomic_store_n(&spawning, 0, __ATOMIC_RELAXED);
 }
 
-/* Without /proc: one F_GETFD per number, downward from below - 1, a
- * hidden fd of ours skipped, until an open one (the raw call: no hook,
- * async-signal-safe).  At most KP_PROBE_MAX numbers: past that, -2
- * (docs/limits.md "select past FD_SETSIZE"). */
+/* Without /proc: probe the numbers downward from below - 1, a hidden fd
+ * of ours skipped, until an open one: 256 at a time in one poll() with no
+ * events and no wait (ppoll; POLLNVAL: not open; the raw call: no hook,
+ * async-signal-safe), one F_GETFD each where poll refuses.  At most
+ * KP_PROBE_MAX numbers: past that, -2 (docs/limits.md "select past
+ * FD_SETSIZE"). */
 #define KP_PROBE_MAX 65536
+#define KP_PROBE_BATCH 256
 static int program_high_probed(int below)
 {
 	if (below > KP_PROBE_MAX)
 		return -2;
-	for (int fd = below - 1; fd >= 0; fd--)
-		if (!kp_fd_pooled(fd) && KP_REAL(syscall)(SYS_fcntl, fd, F_GETFD) >= 0)
-			return fd;
+	struct pollfd p[KP_PROBE_BATCH];
+	for (int top = below - 1; top >= 0; top -= KP_PROBE_BATCH) {
+		int n = top + 1 < KP_PROBE_BATCH ? top + 1 : KP_PROBE_BATCH;
+		for (int i = 0; i < n; i++)
+			p[i] = (struct pollfd){ .fd = top - i };
+		struct timespec now = { 0, 0 };
+		bool polled = KP_REAL(syscall)(SYS_ppoll, p, (unsigned long)n, &now, NULL, 0) >= 0;
+		for (int i = 0; i < n; i++) {
+			int fd = top - i;
+			bool open = polled ? !(p[i].revents & POLLNVAL)
+					   : KP_REAL(syscall)(SYS_fcntl, fd, F_GETFD) >= 0;
+			if (open && !kp_fd_pooled(fd))
+				return fd;
+		}
+	}
 	return -1;
 }
 
