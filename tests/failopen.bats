@@ -295,12 +295,13 @@ noproc_select_case() {
 # connection, whose hidden fd grew the table), then one select on stdin
 # over a 1024-bit set followed by nonzero bytes: on the old code the
 # kernel read them as set bits, EBADF where alone select returned 1.
+# Soft = hard: no room above the limit, the hidden fd is at 1024.
 noproc_garbage_case() {
 	[ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 4096 ] || skip "hard RLIMIT_NOFILE under 4096"
 	noproc_or_skip
 	nginx_start
 	run_both 2 unshare -m sh -c 'env -u LD_PRELOAD umount -l /proc && exec "$@"' sh \
-		prlimit --nofile=4096: "$CLIENTS/select_garbage" "$NGINX_PORT" /f 2 "$1"
+		prlimit --nofile="${2:-4096:}" "$CLIENTS/select_garbage" "$NGINX_PORT" /f 2 "$1"
 	assert_both_ok
 	assert_same_output --headers
 	run cat "$BATS_TEST_TMPDIR/shim.out"
@@ -315,6 +316,12 @@ noproc_garbage_case() {
 
 @test "pselect(getdtablesize()) on stdin without /proc after a pooled request: 1 as alone, no EBADF from bytes past the set" {
 	noproc_garbage_case pselect
+}
+
+@test "select(getdtablesize()) on stdin without /proc, soft = hard 4096 (hidden fds from 1024, under nfds): 1 as alone" {
+	# no room above the soft limit: the pooled socket's hidden fd lies
+	# below nfds, and the probes must pass over it
+	noproc_garbage_case select 4096:4096
 }
 
 # ---- epoll through a closed number
