@@ -169,7 +169,9 @@ void kp_limits_after_fork_child(void)
 #define KP_PROBE_BATCH 256
 static int program_high_probed(int below)
 {
-	if (below > KP_PROBE_MAX)
+	/* nor once stepped aside for a seccomp filter (conn_sandbox.c): it
+	 * may kill on a call the program never makes */
+	if (below > KP_PROBE_MAX || __atomic_load_n(&kp_fdtab_aside, __ATOMIC_ACQUIRE))
 		return -2;
 	struct pollfd p[KP_PROBE_BATCH];
 	for (int top = below - 1; top >= 0; top -= KP_PROBE_BATCH) {
