@@ -17,6 +17,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
@@ -158,16 +159,48 @@ void kp_limits_after_fork_child(void)
 	__atomic_store_n(&spawning, 0, __ATOMIC_RELAXED);
 }
 
+/* Without /proc: probe the numbers downward from below - 1, a hidden fd
+ * of ours skipped, until an open one: 256 at a time in one poll() with no
+ * events and no wait (ppoll; POLLNVAL: not open; the raw call: no hook,
+ * async-signal-safe), one F_GETFD each where poll refuses.  At most
+ * KP_PROBE_MAX numbers: past that, -2 (docs/limits.md "select past
+ * FD_SETSIZE"). */
+#define KP_PROBE_MAX 65536
+#define KP_PROBE_BATCH 256
+static int program_high_probed(int below)
+{
+	/* nor once stepped aside for a seccomp filter (conn_sandbox.c): it
+	 * may kill on a call the program never makes */
+	if (below > KP_PROBE_MAX || __atomic_load_n(&kp_fdtab_aside, __ATOMIC_ACQUIRE))
+		return -2;
+	struct pollfd p[KP_PROBE_BATCH];
+	for (int top = below - 1; top >= 0; top -= KP_PROBE_BATCH) {
+		int n = top + 1 < KP_PROBE_BATCH ? top + 1 : KP_PROBE_BATCH;
+		for (int i = 0; i < n; i++)
+			p[i] = (struct pollfd){ .fd = top - i };
+		struct timespec now = { 0, 0 };
+		bool polled = KP_REAL(syscall)(SYS_ppoll, p, (unsigned long)n, &now, NULL, 0) >= 0;
+		for (int i = 0; i < n; i++) {
+			int fd = top - i;
+			bool open = polled ? !(p[i].revents & POLLNVAL)
+					   : KP_REAL(syscall)(SYS_fcntl, fd, F_GETFD) >= 0;
+			if (open && !kp_fd_pooled(fd))
+				return fd;
+		}
+	}
+	return -1;
+}
+
 /* The program's highest open fd below `below` (a hidden fd of ours
  * aside), from /proc/self/fd read with the raw calls (select is
- * async-signal-safe: no opendir, no malloc); -1 when it has none there,
- * -2 when /proc cannot be read. */
+ * async-signal-safe: no opendir, no malloc), or without /proc by probing
+ * each number; -1 when it has none there, -2 when neither can say. */
 int kp_fd_program_high(int below)
 {
 	int dir = (int)KP_REAL(syscall)(SYS_openat, AT_FDCWD, "/proc/self/fd",
 					 O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (dir < 0)
-		return -2;
+		return program_high_probed(below);
 	int high = -1;
 	char buf[4096];
 	long n;
@@ -189,5 +222,5 @@ int kp_fd_program_high(int below)
 		}
 	}
 	KP_REAL(close)(dir);
-	return n < 0 ? -2 : high;
+	return n < 0 ? program_high_probed(below) : high;
 }

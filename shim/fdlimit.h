@@ -40,7 +40,8 @@ void kp_limits_after_fork_parent(void);
 void kp_limits_after_fork_child(void);
 
 /* The program's highest open fd below `below`, hidden fds of ours aside:
- * -1 none, -2 unknown (/proc unreadable). */
+ * -1 none, -2 unknown (/proc unreadable and `below` past the probes'
+ * bound, fdlimit.c). */
 int kp_fd_program_high(int below);
 
 #endif

@@ -525,7 +525,8 @@ static int ms_of_tv(const struct timeval *tv)
  * ours was ever given, nfds is cut to just past the program's own highest
  * fd, rounded up as the kernel's table is: never less than alone (set
  * bits for fds not open there, a program's bug, are then not EBADF).
- * Unknown (no /proc): as the program asked. */
+ * Without /proc, the numbers are probed (fdlimit.c); unknown (no /proc
+ * and nfds past the probes' bound): as the program asked. */
 static KP_SLOW int select_nfds(int nfds)
 {
 	if (kp_fd_high() < 0)

@@ -258,6 +258,72 @@ _same_conn_rounds() {
 	assert_equal "reused=$(stat_value reused)" "reused=2"
 }
 
+# Without /proc (a mount namespace where it is unmounted: a sandbox, a
+# chroot), the program's highest fd is found by probing each number
+# downward from nfds; on the old code nfds stayed as given and the kernel,
+# its table grown by our hidden fds, read past the set (docs/limits.md
+# "select past FD_SETSIZE").  The wrappers (sh, umount) run without the
+# library: only the client's stats line is read.
+noproc_or_skip() {
+	[ "$(id -u)" = 0 ] || skip "needs root for unshare -m"
+	unshare -m sh -c 'umount -l /proc && ! [ -e /proc/self/fd ]' 2>/dev/null ||
+		skip "unshare -m with /proc unmounted not permitted here"
+}
+
+noproc_select_case() {
+	[ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 20000 ] || skip "hard RLIMIT_NOFILE under 20000"
+	noproc_or_skip
+	nginx_start
+	run_both 3 unshare -m sh -c 'env -u LD_PRELOAD umount -l /proc && exec "$@"' sh \
+		prlimit --nofile=20000: "$CLIENTS/select_wide" "$NGINX_PORT" /f 3 "$1"
+	assert_both_ok
+	assert_same_output --headers
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "nfds above FD_SETSIZE: yes"
+	assert_equal "reused=$(stat_value reused)" "reused=2"
+}
+
+@test "select(getdtablesize()) without /proc, soft limit 20000: the same answers, nothing read past the set" {
+	noproc_select_case select
+}
+
+@test "pselect(getdtablesize()) without /proc, soft limit 20000: the same answers, nothing read past the set" {
+	noproc_select_case pselect
+}
+
+# The review's case: soft limit 4096, two requests (one on a pooled
+# connection, whose hidden fd grew the table), then one select on stdin
+# over a 1024-bit set followed by nonzero bytes: on the old code the
+# kernel read them as set bits, EBADF where alone select returned 1.
+# Soft = hard: no room above the limit, the hidden fd is at 1024.
+noproc_garbage_case() {
+	[ "$(ulimit -Hn)" = unlimited ] || [ "$(ulimit -Hn)" -ge 4096 ] || skip "hard RLIMIT_NOFILE under 4096"
+	noproc_or_skip
+	nginx_start
+	run_both 2 unshare -m sh -c 'env -u LD_PRELOAD umount -l /proc && exec "$@"' sh \
+		prlimit --nofile="${2:-4096:}" "$CLIENTS/select_garbage" "$NGINX_PORT" /f 2 "$1"
+	assert_both_ok
+	assert_same_output --headers
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "nfds above FD_SETSIZE: yes"
+	assert_line "$1: 1 errno=- fd 0 set=1 bytes past the set changed=0"
+	assert_equal "reused=$(stat_value reused)" "reused=1"
+}
+
+@test "select(getdtablesize()) on stdin without /proc after a pooled request: 1 as alone, no EBADF from bytes past the set" {
+	noproc_garbage_case select
+}
+
+@test "pselect(getdtablesize()) on stdin without /proc after a pooled request: 1 as alone, no EBADF from bytes past the set" {
+	noproc_garbage_case pselect
+}
+
+@test "select(getdtablesize()) on stdin without /proc, soft = hard 4096 (hidden fds from 1024, under nfds): 1 as alone" {
+	# no room above the soft limit: the pooled socket's hidden fd lies
+	# below nfds, and the probes must pass over it
+	noproc_garbage_case select 4096:4096
+}
+
 # ---- epoll through a closed number
 #
 # A socket registered through a dup of the epoll fd, that dup closed: the
