@@ -17,7 +17,6 @@
  * connection it hands us must be an established TCP socket of our own
  * namespace to the destination we asked for (bk_check_conn).
  */
-#include "poll_until.h"
 #include "broker_client.h"
 #include "fdlimit.h"
 

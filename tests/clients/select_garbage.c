@@ -38,12 +38,7 @@ int main(int argc, char **argv)
 				   "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", argv[2]);
 		if (write(s, req, (size_t)len) != len)
 			die("write");
-		char buf[4096];
-		ssize_t k;
-		while ((k = read(s, buf, sizeof(buf))) > 0)
-			write_stdout(buf, (size_t)k);
-		if (k < 0)
-			die("read");
+		copy_response(s);
 		close(s);
 	}
 	fflush(stdout);

@@ -9,15 +9,10 @@
  *
  * Usage: stdio_eintr PORT
  */
-#include <arpa/inet.h>
-#include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
 #include <sys/time.h>
+
+#include "common.h"
 
 static void on_alarm(int sig)
 {
@@ -32,14 +27,7 @@ int main(int argc, char **argv)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = on_alarm; /* no SA_RESTART */
 	sigaction(SIGALRM, &sa, NULL);
-	int s = socket(AF_INET, SOCK_STREAM, 0);
-	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[1])) };
-	inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-	if (connect(s, (struct sockaddr *)&a, sizeof(a)) < 0) {
-		perror("connect");
-		return 1;
-	}
-	FILE *f = fdopen(s, "w");
+	FILE *f = fdopen(dial_loopback(atoi(argv[1])), "w");
 	if (!f)
 		return 1;
 	fputs("POST /up HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000000\r\n\r\n", f);
