@@ -946,6 +946,15 @@ static bool still_alive(struct kp_conn *c, int fd)
 	return pool_alive_fd(fd);
 }
 
+/* May a death under c be settled now, for the program (ready_settle,
+ * tls_pipelined_settle)?  Only on a connection in use, where a replay
+ * after the program's shutdown is allowed (replay_shut_ok), and never
+ * once its fd left our hands (fork, exec). */
+static bool settle_may(const struct kp_conn *c)
+{
+	return c->state == KP_ACTIVE && replay_shut_ok(c) && !c->handed_off;
+}
+
 /* A request pipelined behind the first on a handed-out TLS connection,
  * none of its answer read, whose server's FIN or reset is in: settled as
  * the program's read would settle it (recv_done), before this request is
@@ -960,7 +969,7 @@ static void tls_pipelined_settle(struct kp_conn *c, int fd)
 {
 	struct kp_tcp_view v;
 	int inq = 0;
-	if (c->state != KP_ACTIVE || !replay_shut_ok(c) || c->handed_off || c->resp_started ||
+	if (!settle_may(c) || c->resp_started ||
 	    c->tls_thread != kp_this_thread() || kp_tcp_view(fd, &v) < 0 || v.state == TCP_ESTABLISHED ||
 	    KP_REAL(ioctl)(fd, FIONREAD, &inq) < 0)
 		return;
@@ -1343,7 +1352,7 @@ static bool fin_came_first(const struct kp_conn *c, const struct kp_tcp_view *v)
  */
 bool ready_settle(struct kp_conn *c, int fd)
 {
-	if (c->state != KP_ACTIVE || !replay_shut_ok(c) || c->handed_off)
+	if (!settle_may(c))
 		return false;
 	if (c->tls)
 		return tls_ready_settle(c, fd);
