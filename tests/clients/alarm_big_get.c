@@ -31,35 +31,12 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sig_thread.h"
+#include "alarm_ticks.h"
 
 #define PAD (60 * 1000)
 
-static volatile sig_atomic_t alarms;
 static bool again; /* after the alarm's EINTR or short write, go on */
 static bool body;  /* /2 is a PUT of a 60000-byte body, not a GET */
-
-static void on_alarm(int sig)
-{
-	(void)sig;
-	alarms++;
-}
-
-static void on_usr1(int sig)
-{
-	(void)sig;
-}
-
-static void *ticks(void *arg)
-{
-	(void)arg;
-	for (;;) {
-		struct timespec ts = { 0, 300 * 1000000L };
-		nanosleep(&ts, NULL);
-		kill(getpid(), SIGUSR1); /* the main thread's: this one blocks all */
-	}
-	return NULL;
-}
 
 static int get(const struct sockaddr_in *a, const char *path, size_t pad)
 {
@@ -133,8 +110,7 @@ int main(int argc, char **argv)
 		return 2;
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2])) };
 	inet_pton(AF_INET, argv[1], &a.sin_addr);
-	struct sigaction sa = { .sa_handler = on_alarm }; /* no SA_RESTART */
-	sigaction(SIGALRM, &sa, NULL);
+	count_alarms();
 	get(&a, "1", 0);
 	bool mixed = false;
 	for (int i = 3; i < argc; i++) {
@@ -143,9 +119,7 @@ int main(int argc, char **argv)
 		mixed |= !strcmp(argv[i], "mixed");
 	}
 	if (mixed) {
-		struct sigaction su = { .sa_handler = on_usr1, .sa_flags = SA_RESTART };
-		sigaction(SIGUSR1, &su, NULL);
-		start_unsignalled(ticks);
+		start_usr1_ticks();
 	}
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);

@@ -91,6 +91,19 @@ static __attribute__((unused)) int dial_loopback(int port)
 	return s;
 }
 
+/* A GET of path asking to close, written whole on a fresh blocking
+ * connection to 127.0.0.1:port; the socket, for the caller to read. */
+static __attribute__((unused)) int send_get_close(int port, const char *path)
+{
+	int s = dial_loopback(port);
+	char req[512];
+	int len = snprintf(req, sizeof(req),
+			   "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", path);
+	if (write(s, req, (size_t)len) != len)
+		die("write");
+	return s;
+}
+
 /* Copy what s says to stdout, up to EOF. */
 static __attribute__((unused)) void copy_response(int s)
 {

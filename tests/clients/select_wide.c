@@ -32,12 +32,7 @@ int main(int argc, char **argv)
 	int nfds = getdtablesize();
 	printf("nfds above FD_SETSIZE: %s\n", nfds > FD_SETSIZE ? "yes" : "no");
 	for (int i = 0; i < n; i++) {
-		int s = dial_loopback(port);
-		char req[512];
-		int len = snprintf(req, sizeof(req),
-				   "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n", argv[2]);
-		if (write(s, req, (size_t)len) != len)
-			die("write");
+		int s = send_get_close(port, argv[2]);
 		for (;;) {
 			FD_ZERO(rd);
 			FD_SET(s, rd);
