@@ -31,7 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "alarm_ticks.h"
+#include "alarm_client.h"
 
 #define PAD (60 * 1000)
 
@@ -47,7 +47,6 @@ static int get(const struct sockaddr_in *a, const char *path, size_t pad)
 	}
 	static char req[PAD + 256];
 	bool cut = false;
-	char buf[4096];
 	int n = snprintf(req, sizeof(req), "%s /%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n",
 			 pad && body ? "PUT" : "GET", path);
 	if (pad && body) {
@@ -81,27 +80,7 @@ static int get(const struct sockaddr_in *a, const char *path, size_t pad)
 			return -1;
 		}
 	}
-	size_t got = 0;
-	for (;;) {
-		ssize_t r = read(s, buf + got, sizeof(buf) - 1 - got);
-		if (r < 0) {
-			printf("%s %s read\n", path, strerrorname_np(errno));
-			if (again && errno == EINTR)
-				continue;
-			close(s);
-			return -1;
-		}
-		if (r == 0 || got + (size_t)r >= sizeof(buf) - 1)
-			break;
-		got += (size_t)r;
-	}
-	buf[got] = 0;
-	char *eol = strstr(buf, "\r\n");
-	if (eol)
-		*eol = 0;
-	printf("%s %s\n", path, got ? buf : "EOF");
-	close(s);
-	return 0;
+	return print_status_line(s, path, again);
 }
 
 int main(int argc, char **argv)

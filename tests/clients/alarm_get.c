@@ -24,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "alarm_ticks.h"
+#include "alarm_client.h"
 
 static int get(const struct sockaddr_in *a, const char *path)
 {
@@ -33,31 +33,13 @@ static int get(const struct sockaddr_in *a, const char *path)
 		printf("%s %s connect\n", path, strerrorname_np(errno));
 		return -1;
 	}
-	char req[128], buf[4096];
+	char req[128];
 	int n = snprintf(req, sizeof(req), "GET /%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", path);
 	if (write(s, req, (size_t)n) != n) {
 		printf("%s %s write\n", path, strerrorname_np(errno));
 		return -1;
 	}
-	size_t got = 0;
-	for (;;) {
-		ssize_t r = read(s, buf + got, sizeof(buf) - 1 - got);
-		if (r < 0) {
-			printf("%s %s read\n", path, strerrorname_np(errno));
-			close(s);
-			return -1;
-		}
-		if (r == 0 || got + (size_t)r >= sizeof(buf) - 1)
-			break;
-		got += (size_t)r;
-	}
-	buf[got] = 0;
-	char *eol = strstr(buf, "\r\n");
-	if (eol)
-		*eol = 0;
-	printf("%s %s\n", path, got ? buf : "EOF");
-	close(s);
-	return 0;
+	return print_status_line(s, path, false);
 }
 
 int main(int argc, char **argv)
