@@ -107,20 +107,21 @@ static ssize_t conn_write(int fd, const char *p, size_t n)
 /* Write n bytes as glibc's _IO_new_file_write does: to the end or the
  * first error (which sets the stream's error flag), EINTR too: a handler
  * without SA_RESTART ends the program's fwrite there, as alone (a retry
- * here made a write to a server that never reads last for ever). 0 or
- * EOF. */
-static int file_write(FILE *fp, const char *p, size_t n)
+ * here made a write to a server that never reads last for ever).  Returns
+ * the bytes written, as glibc's: fwrite answers that count after an error,
+ * and a program that writes the rest from it must not send any twice. */
+static size_t file_write(FILE *fp, const char *p, size_t n)
 {
-	while (n > 0) {
-		ssize_t r = conn_write(fp->_fileno, p, n);
+	size_t done = 0;
+	while (done < n) {
+		ssize_t r = conn_write(fp->_fileno, p + done, n - done);
 		if (r < 0) {
 			fp->_flags |= _IO_ERR_SEEN;
-			return EOF;
+			break;
 		}
-		p += r;
-		n -= (size_t)r;
+		done += (size_t)r;
 	}
-	return 0;
+	return done;
 }
 
 /* Empty fp's put area through us.  As glibc's new_do_write, the buffer is
@@ -131,7 +132,7 @@ static int drain(FILE *fp)
 		return 0;
 	size_t n = (size_t)(fp->_IO_write_ptr - fp->_IO_write_base);
 	fp->_IO_write_ptr = fp->_IO_write_base;
-	return file_write(fp, fp->_IO_write_base, n);
+	return file_write(fp, fp->_IO_write_base, n) == n ? 0 : EOF;
 }
 
 /* A line-buffered stream writes up to its last newline and keeps the
@@ -145,7 +146,7 @@ static int drain_lines(FILE *fp)
 		return 0;
 	size_t rest = (size_t)(end - nl);
 	fp->_IO_write_ptr = base;
-	int r = file_write(fp, base, (size_t)(nl - base));
+	int r = file_write(fp, base, (size_t)(nl - base)) == (size_t)(nl - base) ? 0 : EOF;
 	memmove(base, nl, rest);
 	fp->_IO_write_ptr = base + rest;
 	return r;
@@ -185,9 +186,9 @@ static size_t put_bytes(FILE *fp, const char *p, size_t n)
 	/* unbuffered, or a block no smaller than the buffer: what is pending
 	 * first, then the block, straight out */
 	if ((fp->_flags & KP_IO_UNBUFFERED) || n >= size) {
-		if (drain(fp) == EOF || file_write(fp, p, n) == EOF)
+		if (drain(fp) == EOF)
 			return 0;
-		return n;
+		return file_write(fp, p, n); /* what went, as glibc's count */
 	}
 	bool newline = false;
 	while (done < n) {
@@ -196,7 +197,7 @@ static size_t put_bytes(FILE *fp, const char *p, size_t n)
 			if (drain(fp) == EOF)
 				return done;
 			if (fp->_IO_write_ptr >= fp->_IO_buf_end) /* no room at all */
-				return file_write(fp, p + done, n - done) == EOF ? done : n;
+				return done + file_write(fp, p + done, n - done);
 			continue;
 		}
 		size_t k = n - done < room ? n - done : room;
