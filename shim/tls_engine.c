@@ -509,6 +509,56 @@ void kp_tls_put(struct kp_tls *e)
 		engine_free(e);
 }
 
+/* What h kept of a hand-out after a fresh connection took its place
+ * (handle_keep_shown).  Not under tls_lock (engine_free). */
+static void handle_kept_free(struct handle *h)
+{
+	if (h->kept_vchain)
+		kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->kept_vchain, (void (*)(void *))kp_ssl.X509_free);
+	free(h->kept_peername);
+	own_free(&h->kept_own);
+	if (h->kept_engine) {
+		kp_lock(&tls_lock);
+		bool last = engine_unref(h->kept_engine);
+		kp_unlock(&tls_lock);
+		if (last)
+			engine_free(h->kept_engine);
+	}
+}
+
+/* A fresh connection takes the place of the one h was handed (a replay,
+ * the server's close met before the first request, a watcher set after
+ * the hand-out): what the program was shown stays valid, as libssl's own
+ * answers stay valid until SSL_free.  It may hold the verified chain, the
+ * peer's name, our copies (CA names, keys) and pointers into the engine's
+ * SSL (ALPN, the server name); freeing them at the swap crashed a program
+ * that read them after (a review of HTTPS).  Kept once: later swaps have
+ * nothing of a hand-out to keep (the SSL is its own since).  Returns true
+ * where h keeps its reference to its engine (the caller must not drop
+ * it).  Caller holds tls_lock. */
+static bool handle_keep_shown(struct handle *h)
+{
+	if (h->kept_engine || h->kept_vchain || h->kept_peername || h->kept_own.ca || h->kept_own.key[0] ||
+	    h->kept_own.key[1]) {
+		if (h->vchain)
+			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain, (void (*)(void *))kp_ssl.X509_free);
+		free(h->peername);
+		own_free(&h->own);
+		h->vchain = NULL;
+		h->peername = NULL;
+		memset(&h->own, 0, sizeof(h->own));
+		return false;
+	}
+	h->kept_vchain = h->vchain;
+	h->kept_peername = h->peername;
+	h->kept_own = h->own;
+	h->vchain = NULL;
+	h->peername = NULL;
+	memset(&h->own, 0, sizeof(h->own));
+	h->kept_engine = h->e;
+	return true;
+}
+
 void handle_free(struct handle *h)
 {
 	if (h->sess)
@@ -521,6 +571,7 @@ void handle_free(struct handle *h)
 	if (h->peer)
 		kp_ssl.X509_free(h->peer);
 	own_free(&h->own);
+	handle_kept_free(h);
 	free(h);
 }
 
@@ -1204,10 +1255,13 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	if (h && e) {
-		if (h->e->ssl != ssl)
+		bool handed = h->e->ssl != ssl;
+		if (handed)
 			handout_uncount(h, ssl);
 		shown_keep(e, h);
-		free_old = engine_unref(h->e); /* the handle's reference */
+		/* the handle's reference: kept with what it showed, or dropped */
+		if (!(handed && handle_keep_shown(h)))
+			free_old = engine_unref(h->e);
 		e->ssl = ssl;
 		e->fd = fd;
 		e->refs = 2;
@@ -1227,13 +1281,15 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 		h->closed = false; /* parking the old engine closed it */
 		h->shut = h->synth_err = 0;
 		h->verified = h->resumed = false;
-		if (h->vchain)
-			kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain,
-						   (void (*)(void *))kp_ssl.X509_free);
-		h->vchain = NULL;
-		free(h->peername);
-		h->peername = NULL;
-		own_free(&h->own); /* a fresh connection's objects are new */
+		if (!handed) { /* (a hand-out's: kept above) */
+			if (h->vchain)
+				kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain,
+							   (void (*)(void *))kp_ssl.X509_free);
+			h->vchain = NULL;
+			free(h->peername);
+			h->peername = NULL;
+			own_free(&h->own); /* a fresh connection's objects are new */
+		}
 	}
 	if (old)
 		free_old = engine_unref(old);
@@ -1313,10 +1369,11 @@ static bool whole_records(const unsigned char *p, size_t n)
 	return off == n;
 }
 
-bool kp_tls_ends_unanswered(struct kp_tls *e, int fd, int avail)
+bool kp_tls_ends_unanswered(struct kp_tls *e, int fd, int avail, char *peek, size_t cap, size_t *peeked)
 {
 	unsigned char raw[4096];
-	if (e->im || !e->ssl || avail <= 0 || (size_t)avail > sizeof(raw))
+	*peeked = 0;
+	if (e->im || !e->ssl || avail <= 0 || (size_t)avail > sizeof(raw) || !cap)
 		return false;
 	/* a record cut short would make libssl read on into the reset and
 	 * take the socket's error, which is the program's to meet */
@@ -1324,13 +1381,14 @@ bool kp_tls_ends_unanswered(struct kp_tls *e, int fd, int avail)
 	if (got != avail || !whole_records(raw, (size_t)got))
 		return false;
 	int saved = errno;
-	char b;
 	size_t n = 0;
 	kp_ssl.ERR_set_mark();
-	int r = KP_OUTSIDE(kp_ssl.SSL_peek_ex(e->ssl, &b, 1, &n));
+	int r = KP_OUTSIDE(kp_ssl.SSL_peek_ex(e->ssl, peek, cap, &n));
 	bool end = r != 1 && kp_ssl.SSL_get_error(e->ssl, r) == SSL_ERROR_ZERO_RETURN;
 	kp_ssl.ERR_pop_to_mark();
 	errno = saved;
+	if (r == 1)
+		*peeked = n;
 	return end;
 }
 

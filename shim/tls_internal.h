@@ -241,6 +241,15 @@ struct handle {
 				(kp_tls_bio_moved) */
 	long handed_at;      /* time() of the hand-out: its "handshake" */
 	struct own own;      /* handed out: its own copies (tls_own.c) */
+	/* what a handed-out SSL was shown before a fresh connection took the
+	 * engine's place (kp_tls_rehandshake): libssl keeps what its getters
+	 * return until SSL_free, and the program may hold those pointers
+	 * (the verified chain, the peer's name, our copies, the engine's SSL
+	 * behind ALPN and the server name); freed with the handle */
+	struct kp_tls *kept_engine;
+	STACK_OF(X509) *kept_vchain;
+	char *kept_peername;
+	struct own kept_own;
 	UT_hash_handle hh;
 };
 

@@ -365,3 +365,40 @@ extendedKeyUsage=serverAuth"
 	run grep -c '^1 A GET /x/2' "$BATS_TEST_TMPDIR/shim.log"
 	assert_output 1
 }
+
+# The same fresh handshake, the same certificate on every connection, and a
+# program that keeps the pointers libssl's getters gave it after
+# SSL_connect (tests/clients/tls_held.c): libssl keeps each valid until
+# SSL_free.  The library freed what it had shown (the verified chain, the
+# name its check matched, our copies, the engine's SSL behind ALPN and the
+# server name) when the fresh connection took the handed one's place: the
+# program read freed memory, garbage or SIGSEGV (a review of HTTPS).
+# Freed memory is filled (MALLOC_PERTURB_, ASan's free_fill_byte) so that a
+# read of it shows.
+@test "a fresh handshake in place of a handed-out connection: the pointers the program took after SSL_connect still read what they read, as alone" {
+	make -s -C "$ROOT" build/clients/tls_held >&2
+	local fill="MALLOC_PERTURB_=165 ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}max_free_fill_size=1048576:free_fill_byte=165"
+	for mode in close rst; do
+		_swap_server "$mode" server
+		run_plain $fill "$CLIENTS/tls_held" "$SERVER_PORT" "$TLS/ca.pem" 3
+		cp "$BATS_TEST_TMPDIR/swap.log" "$BATS_TEST_TMPDIR/plain.log"
+		_swap_server "$mode" server
+		run_shim $fill "$CLIENTS/tls_held" "$SERVER_PORT" "$TLS/ca.pem" 3
+		cp "$BATS_TEST_TMPDIR/swap.log" "$BATS_TEST_TMPDIR/shim.log"
+		_stop_pid "$SWAP_PID"
+		SWAP_PID=
+		echo "== $mode: plain $PLAIN_STATUS, shim $SHIM_STATUS"
+		cat "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out" "$BATS_TEST_TMPDIR/shim.log"
+		assert_both_ok
+		# the same but which connection served it (alone each its own)
+		assert_equal "$(sed 's/got: conn.*/got: answer/' "$BATS_TEST_TMPDIR/shim.out")" \
+			"$(sed 's/got: conn.*/got: answer/' "$BATS_TEST_TMPDIR/plain.out")"
+		run grep -c 'got: conn' "$BATS_TEST_TMPDIR/shim.out"
+		assert_output 3
+		# request 2 was handed connection 1 and moved to a fresh one
+		run grep -c '^1 A GET /x/2' "$BATS_TEST_TMPDIR/shim.log"
+		assert_output 1
+		run grep -c 'alpn: http/1.1' "$BATS_TEST_TMPDIR/shim.out"
+		assert_output 3
+	done
+}
