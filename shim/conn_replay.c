@@ -974,10 +974,18 @@ static void tls_pipelined_settle(struct kp_conn *c, int fd)
 	    KP_REAL(ioctl)(fd, FIONREAD, &inq) < 0)
 		return;
 	enum kp_died how = KP_DIED_EOF;
-	if (!inq && v.state != TCP_CLOSE_WAIT)
+	char b[1024]; /* a 408's whole head */
+	size_t peeked = 0;
+	if (!inq && v.state != TCP_CLOSE_WAIT) {
 		how = KP_DIED_RESET;
-	else if (inq && !BUSY(c, kp_tls_ends_unanswered(c->tls, fd, inq)))
-		return;
+	} else if (inq && !BUSY(c, kp_tls_ends_unanswered(c->tls, fd, inq, b, sizeof(b), &peeked))) {
+		/* the server's idle 408 that closes, and its end: as plain
+		 * (ready_settle) */
+		struct iovec iov = { b, peeked };
+		if (!peeked || !answered_408(&iov, 1, (ssize_t)peeked))
+			return;
+		how = KP_DIED_408;
+	}
 	replay(c, fd, how);
 }
 

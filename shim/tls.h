@@ -112,8 +112,11 @@ int kp_tls_want(const struct kp_tls *e);
  * most 4 KiB) that e decrypts to a close_notify and nothing before it?
  * Read through e without waiting (SSL_peek: what it takes stays e's,
  * for the program's read), errors left as they were.  false: an answer,
- * or anything less sure (a record cut short, a foreign engine). */
-bool kp_tls_ends_unanswered(struct kp_tls *e, int fd, int avail);
+ * or anything less sure (a record cut short, a foreign engine); where
+ * those records begin with data, up to cap bytes of it are in peek
+ * (*peeked: how many; 0 otherwise), for the caller to tell a server's
+ * idle 408 from an answer. */
+bool kp_tls_ends_unanswered(struct kp_tls *e, int fd, int avail, char *peek, size_t cap, size_t *peeked);
 
 /* The deadline (kp_now_ms) of the call a replay happens in, 0: none
  * (docs/replay.md "The program's bounds"): kp_tls_rehandshake and

@@ -387,6 +387,16 @@ pipelined_tls() {
 	pipelined_tls idle_after_response100_slow_hello
 }
 
+# The same, the server's idle close a closing 408 in its record before the
+# close_notify (tests/servers/cases/idle_408_after_response100): the GET is replayed on
+# the 408, as plain HTTP replays it (ready_settle).  The library before
+# took the waiting 408 for an answer, let the POST into the dead socket,
+# and Python met SSLEOFError in every round on a pooled connection (a
+# review of invariant 4).
+@test "https: the same against a server whose idle close is a closing 408: the GET replayed, the POST after it, each once" {
+	pipelined_tls idle_408_after_response100
+}
+
 @test "https: connect, 250 ms before the POST: the probe sees the close_notify, sent on a fresh TLS connection" {
 	scripted_start_tls idle_after_response100
 	think "$PRELOAD" --ca "$SCRIPTED_CA"

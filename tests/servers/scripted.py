@@ -135,6 +135,8 @@ Options (JSON, all optional; an unknown name or a bad value is an error):
                                 run.  Never before the first request.
   idle_random_min_ms (int, 0)   the shortest such deadline (equal to
                                 idle_random_ms: a fixed one)
+  idle_random_408 (bool, false) that close begins with the 408 below
+                                (Node, Apache: the server's idle timer).
   tls_hello_delay_ms (int, 0)   with --tls: each connection's handshake
                                 begins this long after the accept (the
                                 ClientHello waits unread): a slow server's
@@ -225,6 +227,7 @@ OPTIONS = {
     "cycle": lambda v: type(v) is bool,
     "idle_random_ms": _count(0),
     "idle_random_min_ms": _count(0),
+    "idle_random_408": lambda v: type(v) is bool,
     "accepts": _count(1),
     "tls_hello_delay_ms": _count(0),
 }
@@ -578,6 +581,8 @@ class Server:
                     ms = idle_rng.randint(self.options.get("idle_random_min_ms", 0), idle_random)
                     if not self.wait_request(sock, rd, ms):
                         self.diag("conn %d: idle %d ms after %d request(s): close" % (conn_id, ms, served))
+                        if self.options.get("idle_random_408"):
+                            sock.sendall(RESPONSE_408)
                         if self.tls:
                             self.close_notify(sock)
                         return
