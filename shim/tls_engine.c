@@ -1170,6 +1170,11 @@ static void shown_keep(struct kp_tls *e, const struct handle *h)
 	 * pooled chain at the hand-out): the fresh one must be the same; else
 	 * its own handshake's verification is all it would have had alone */
 	sh->peer = h->peer_seen || kp_ssl.SSL_get_verify_callback(h->ssl);
+	/* what it set on the session it read goes onto the fresh one's, as
+	 * libssl's copy for a ticket carries it (its own connection keeps one
+	 * session line) */
+	if (h->sess && kp_ssl.SSL_SESSION_up_ref(h->sess))
+		sh->sess = h->sess;
 	sh->pending = true;
 }
 
@@ -1177,7 +1182,10 @@ static void shown_drop(struct shown *sh)
 {
 	if (sh->leaf)
 		kp_ssl.X509_free(sh->leaf);
+	if (sh->sess)
+		kp_ssl.SSL_SESSION_free(sh->sess);
 	sh->leaf = NULL;
+	sh->sess = NULL;
 	sh->pending = false;
 }
 
@@ -1210,6 +1218,8 @@ int shown_gate(struct kp_tls *e, int *hs)
 			return 0;
 	}
 	bool same = shown_same(e->ssl, &e->shown);
+	if (same && e->shown.sess)
+		session_ex_carry(e->shown.sess, kp_ssl.SSL_get_session(e->ssl));
 	shown_drop(&e->shown);
 	if (same)
 		return 1;
@@ -1280,6 +1290,7 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 		h->e = e;
 		h->closed = false; /* parking the old engine closed it */
 		h->shut = h->synth_err = 0;
+		h->peer_kept = handed && h->peer_seen && h->verified && !h->resumed && h->peer;
 		h->verified = h->resumed = false;
 		if (!handed) { /* (a hand-out's: kept above) */
 			if (h->vchain)

@@ -588,7 +588,7 @@ bool kp_tls_peer_own(const SSL *ssl, X509 **out)
 		return false;
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
-	bool own = h && h->verified && !h->resumed && h->peer;
+	bool own = h && ((h->verified && !h->resumed) || h->peer_kept) && h->peer;
 	if (own)
 		*out = h->peer;
 	kp_unlock(&tls_lock);

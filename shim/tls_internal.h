@@ -195,6 +195,7 @@ struct kp_tls {
 		uint32_t cipher;
 		unsigned alpn_len;
 		unsigned char alpn[256];
+		SSL_SESSION *sess; /* the session it read: its ex_data goes on */
 	} shown;
 	UT_hash_handle hh;   /* in parked, by fd */
 };
@@ -247,6 +248,9 @@ struct handle {
 	 * (the verified chain, the peer's name, our copies, the engine's SSL
 	 * behind ALPN and the server name); freed with the handle */
 	struct kp_tls *kept_engine;
+	bool peer_kept;      /* ... and the peer certificate it looked at (peer):
+				still its answer, the same object (shown_gate
+				proved the fresh one's the same) */
 	STACK_OF(X509) *kept_vchain;
 	char *kept_peername;
 	struct own kept_own;

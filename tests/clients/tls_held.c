@@ -6,7 +6,11 @@
  * name, the ALPN protocol, the peer certificate); after
  * the request's answer it reads them again through those pointers.  libssl
  * keeps each valid until SSL_free, so alone the second look prints the
- * same as a first would.  Against tests/servers/tls_swap.py, whose first
+ * same as a first would.  It also tags the session and the peer
+ * certificate it read (ex_data) and reads the tags back through the
+ * getters after the answer: alone one connection, so the same objects (a
+ * TLS 1.3 ticket's session copy carries the tag).  Against
+ * tests/servers/tls_swap.py, whose first
  * connection ends under the second request (the library moves a
  * handed-out SSL to a fresh connection then: docs/tls.md "A fresh
  * handshake in place of a handed-out one").
@@ -38,6 +42,8 @@ int main(int argc, char **argv)
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	SSL_CTX_load_verify_locations(ctx, argv[2], NULL);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
+	int sess_idx = SSL_SESSION_get_ex_new_index(0, NULL, NULL, NULL, NULL);
+	int cert_idx = X509_get_ex_new_index(0, NULL, NULL, NULL, NULL);
 	for (int i = 1; i <= n; i++) {
 		SSL *ssl = tls_new(ctx, port);
 		SSL_set_alpn_protos(ssl, (const unsigned char *)"\x08http/1.1", 9);
@@ -54,6 +60,13 @@ int main(int argc, char **argv)
 		const unsigned char *alpn = NULL;
 		unsigned alpn_len = 0;
 		SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
+		char tag[32];
+		snprintf(tag, sizeof(tag), "request %d", i);
+		/* (not on request 1's: a session the program changed keeps its
+		 * connection from being handed to another SSL, docs/tls.md) */
+		if (i > 1)
+			SSL_SESSION_set_ex_data(SSL_get_session(ssl), sess_idx, tag);
+		X509_set_ex_data(peer, cert_idx, tag);
 		char req[128], resp[8192];
 		int rl = snprintf(req, sizeof(req), "GET /x/%d HTTP/1.1\r\nHost: localhost\r\n\r\n", i);
 		SSL_write(ssl, req, rl);
@@ -71,6 +84,11 @@ int main(int argc, char **argv)
 		printf("  peer name: %s\n", peername ? peername : "-");
 		printf("  server name: %s\n", sni ? sni : "-");
 		printf("  alpn: %.*s\n", (int)alpn_len, alpn ? (const char *)alpn : "");
+		const char *st = SSL_SESSION_get_ex_data(SSL_get_session(ssl), sess_idx);
+		X509 *now = SSL_get0_peer_certificate(ssl);
+		const char *ct = now ? X509_get_ex_data(now, cert_idx) : NULL;
+		printf("  session tag: %s; peer certificate tag: %s; the same peer object: %s\n",
+		       st ? st : "-", ct ? ct : "-", now == peer ? "yes" : "no");
 		tls_close(ssl);
 	}
 	SSL_CTX_free(ctx);
