@@ -169,6 +169,14 @@ int kp_connect_cut(int fd, const struct sockaddr *addr, socklen_t len)
 	}
 	int r = KP_REAL(connect)(fd, addr, len);
 	int err = errno;
+	/* on loopback the handshake, or its refusal, is done as the call
+	 * returns: alone the blocking connect ended there, and its end (the
+	 * kernel's connect again) answers 0 or the error, as alone */
+	struct pollfd p = { fd, POLLOUT, 0 };
+	if (r < 0 && err == EINPROGRESS && KP_REAL(poll)(&p, 1, 0) == 1) {
+		r = KP_REAL(connect)(fd, addr, len);
+		err = r < 0 && errno == EALREADY ? EINPROGRESS : errno;
+	}
 	KP_REAL(fcntl)(fd, F_SETFL, fl);
 	errno = err;
 	return r;

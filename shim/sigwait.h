@@ -62,9 +62,10 @@ bool kp_eintr_ends_call(void);
  * wait of ours before the kernel's connect began: begun now as the
  * kernel's would have been, without its wait (O_NONBLOCK on the
  * description for the one call, its flags back after).  Returns the
- * kernel's answer: 0 (connected at once), -1 with EINPROGRESS (it goes
- * on: the caller says EINTR), or -1 with its error; -1 with EINTR where
- * the flags could not be read or set (not begun).  docs/broker.md "A
+ * kernel's answer: 0 (connected at once: loopback), -1 with EINPROGRESS
+ * (it goes on: the caller says EINTR), or -1 with its error (refused at
+ * once); -1 with EINTR where the flags could not be read or set (not
+ * begun).  docs/broker.md "A
  * signal in the wait". */
 int kp_connect_cut(int fd, const struct sockaddr *addr, socklen_t len);
 

@@ -811,25 +811,89 @@ time.sleep(120)
 # POSIX: a blocking connect() cut by a signal says EINTR and the connection
 # goes on in the kernel; the program waits for POLLOUT and reads SO_ERROR
 # (CPython's socket.connect does), or connects again.  The alarm (50 ms)
-# runs in the library's wait for a broker that never answers (alone the
-# connect to nginx is done long before it).  The library before said EINTR
-# without the kernel's connect: POLLOUT|POLLHUP on an unconnected socket,
-# SO_ERROR 0, and the request's send failed (EPIPE).  Now the kernel's
-# connect begins at the cut (docs/broker.md "A signal in the wait").
-@test "broker: a silent broker, an alarm cuts a blocking connect: the program's POLLOUT and SO_ERROR recovery gets its response as alone" {
+# runs in the library's wait for a broker that never answers (awaited
+# 120 s: a wait the alarm did not cut is killed by the client's timeout).
+# The library before said EINTR without the kernel's connect: POLLOUT|
+# POLLHUP on an unconnected socket, SO_ERROR 0, and the request's send
+# failed (EPIPE).  Now the kernel's connect begins at the cut, and answers
+# as alone (docs/broker.md "A signal in the wait").  To nginx on loopback
+# alone the connect is done long before the alarm, and the library's too
+# is done as its call returns: 0.
+@test "broker: a silent broker, an alarm cuts a blocking connect to nginx: connect says 0 and the response comes, as alone" {
 	nginx_start
 	mute_broker_start
-	run_both 1 KEEPALIVE_BROKER="$XDG/mute/broker.sock" "$CLIENTS/connect_eintr" recover "$NGINX_PORT" 50
+	CLIENT_TIMEOUT=10
+	run_both 1 KEEPALIVE_BROKER="$XDG/mute/broker.sock" KEEPALIVE_BROKER_TIMEOUT_MS=120000 \
+		"$CLIENTS/connect_eintr" recover "$NGINX_PORT" 50
 	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
 	assert_same_output
 	assert_equal "shim status $SHIM_STATUS" "shim status 0"
 	run cat "$BATS_TEST_TMPDIR/shim.out"
 	assert_line --index 0 "connected"
 	assert_line --index 1 "/f HTTP/1.1 200 OK"
-	# the alarm did cut the library's wait: the connect said EINTR
-	grep -qx 'connect: EINTR' "$BATS_TEST_TMPDIR/shim.err" || fail "no EINTR: $(cat "$BATS_TEST_TMPDIR/shim.err")"
+	grep -qx 'connect: 0' "$BATS_TEST_TMPDIR/plain.err" || fail "alone: $(cat "$BATS_TEST_TMPDIR/plain.err")"
+	grep -qx 'connect: 0' "$BATS_TEST_TMPDIR/shim.err" || fail "library: $(cat "$BATS_TEST_TMPDIR/shim.err")"
 	assert_equal "requests $PLAIN_REQS $SHIM_REQS" "requests 1 1"
 	assert_equal "fresh $(stat_value fresh)" "fresh 1"
+}
+
+# late_run HALF [VAR=VALUE...] CMD...: run_HALF (plain or shim) of CMD
+# against a fresh tests/servers/late_accept.py (FULL_PID), @PORT@ and
+# @CUE@ in CMD its port and cue; its log -> $BATS_TEST_TMPDIR/HALF.log
+late_run() {
+	local half=$1 d="$BATS_TEST_TMPDIR/late-$1" port
+	shift
+	mkdir -p "$d"
+	: >"$BATS_TEST_TMPDIR/$half.log"
+	"$PYTHON" "$ROOT/tests/servers/late_accept.py" "$d/port" "$d/cue" "$BATS_TEST_TMPDIR/$half.log" &
+	FULL_PID=$!
+	wait_until test -s "$d/port"
+	read -r port <"$d/port"
+	local -a cmd=("${@//@PORT@/$port}")
+	SERVER_PORT=$port "run_$half" "${cmd[@]//@CUE@/$d/cue}"
+	_stop_pid "$FULL_PID"
+	FULL_PID=
+}
+
+# The same against a server whose accept queue is full until the client's
+# connect returned (tests/servers/late_accept.py): the SYN is dropped, so
+# alone the alarm cuts the kernel's wait (EINTR) and the connection is
+# made by the SYN sent again; the program's POLLOUT and SO_ERROR then say
+# connected, and its request is answered.  The library before: send: EPIPE.
+@test "broker: a silent broker, an alarm cuts a blocking connect still under way: the program's POLLOUT and SO_ERROR recovery gets its response as alone" {
+	mute_broker_start
+	CLIENT_TIMEOUT=10
+	late_run plain "$CLIENTS/connect_eintr" recover @PORT@ 50 @CUE@
+	late_run shim KEEPALIVE_BROKER="$XDG/mute/broker.sock" KEEPALIVE_BROKER_TIMEOUT_MS=120000 \
+		"$CLIENTS/connect_eintr" recover @PORT@ 50 @CUE@
+	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+	assert_same_output
+	assert_equal "shim status $SHIM_STATUS" "shim status 0"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line --index 0 "connected"
+	assert_line --index 1 "/f HTTP/1.1 200 OK"
+	grep -qx 'connect: EINTR' "$BATS_TEST_TMPDIR/plain.err" || fail "alone: $(cat "$BATS_TEST_TMPDIR/plain.err")"
+	grep -qx 'connect: EINTR' "$BATS_TEST_TMPDIR/shim.err" || fail "library: $(cat "$BATS_TEST_TMPDIR/shim.err")"
+	assert_equal "server saw $(cat "$BATS_TEST_TMPDIR/shim.log")" "server saw 1 GET /f HTTP/1.1"
+	assert_equal "fresh $(stat_value fresh)" "fresh 1"
+}
+
+# Refused at once alone (no listener on loopback): the library's connect,
+# begun at the cut, is refused as it returns and says so.  The library
+# before said EINTR unbegun, and the program's recovery met an unconnected
+# socket: "connected", then send: EPIPE.
+@test "broker: a silent broker, an alarm cuts a blocking connect to a closed port: ECONNREFUSED as alone" {
+	mute_broker_start
+	local port
+	port=$(free_port)
+	CLIENT_TIMEOUT=10
+	SERVER_PORT=$port run_plain "$CLIENTS/connect_eintr" recover "$port" 50
+	SERVER_PORT=$port run_shim KEEPALIVE_BROKER="$XDG/mute/broker.sock" KEEPALIVE_BROKER_TIMEOUT_MS=120000 \
+		"$CLIENTS/connect_eintr" recover "$port" 50
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "connect: ECONNREFUSED"
 }
 
 @test "broker: a silent broker, python3 create_connection cut by its SIGALRM handler: its request answered as alone" {

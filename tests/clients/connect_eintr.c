@@ -7,12 +7,13 @@
  *   recover: on EINTR, wait for POLLOUT and read SO_ERROR (as CPython's
  *            socket.connect does), then send GET /f and print the status
  *            line; prints the same whether the connect said 0 or EINTR
- *            (stderr says which);
+ *            (stderr says which); CUE: a file made once the connect
+ *            returned (tests/servers/late_accept.py then accepts);
  *   retry:   on EINTR, connect again, non-blocking: prints both answers
  *            (alone, against a listener whose accept queue is full:
  *            "connect: EINTR", "again: EALREADY").
  *
- * Usage: connect_eintr recover|retry PORT MS
+ * Usage: connect_eintr recover|retry PORT MS [CUE]
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -57,7 +58,7 @@ static int recover(int s, int r, int err)
 
 int main(int argc, char **argv)
 {
-	if (argc != 4)
+	if (argc != 4 && argc != 5)
 		return 2;
 	count_alarms();
 	int s = socket(AF_INET, SOCK_STREAM, 0);
@@ -73,6 +74,8 @@ int main(int argc, char **argv)
 	sigemptyset(&alrm);
 	sigaddset(&alrm, SIGALRM);
 	sigprocmask(SIG_BLOCK, &alrm, NULL);
+	if (argc == 5)
+		close(open(argv[4], O_CREAT | O_WRONLY, 0600));
 	if (!strcmp(argv[1], "recover"))
 		return recover(s, r, err);
 	printf("connect: %s\n", r == 0 ? "0" : strerrorname_np(err));
