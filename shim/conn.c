@@ -374,7 +374,9 @@ static int connect_pinned(int fd, struct kp_conn *c, const struct pool_key *keyp
 			return handed_answer(c, saved);
 	}
 	/* the program's alarm ended our wait on the broker: its blocking
-	 * connect begins as alone and says EINTR, the connection going on */
+	 * connect begins and ends as alone: done at once (loopback), 0 or
+	 * its error; else EINTR, the connection going on (docs/broker.md
+	 * "A signal in the wait") */
 	bool cut = alone && p < 0 && kp_broker_cut && !desc_nonblock(fd);
 	errno = saved;
 	int r = cut ? kp_connect_cut(fd, addr, len) : KP_REAL(connect)(fd, addr, len);
