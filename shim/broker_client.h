@@ -32,7 +32,8 @@ void kp_broker_disable(void);
 int kp_broker_get(const struct pool_key *key, struct pool_meta *meta);
 /* The last kp_broker_get on this thread ended its wait at a handler that
  * would have ended the program's connect (kp_eintr_ends_call): a blocking
- * connect says EINTR, as alone (docs/broker.md "A signal in the wait"). */
+ * connect begins the kernel's and says EINTR, as alone (kp_connect_cut,
+ * docs/broker.md "A signal in the wait"). */
 extern __attribute__((visibility("hidden"))) __thread bool kp_broker_cut;
 
 /* Hand the idle connection fd (plain HTTP only: a TLS connection's state

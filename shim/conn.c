@@ -50,6 +50,7 @@
 #include "fdtable.h"
 #include "real.h"
 #include "replay.h"
+#include "sigwait.h"
 #include "tls.h"
 #include "watch.h"
 
@@ -372,23 +373,22 @@ static int connect_pinned(int fd, struct kp_conn *c, const struct pool_key *keyp
 		if (hand_out(fd, c, p, &meta, now, false) == 0)
 			return handed_answer(c, saved);
 	}
-	if (alone && kp_broker_cut && !desc_nonblock(fd)) {
-		/* the program's alarm ended our wait on the broker: its
-		 * blocking connect says EINTR, as alone it would have in the
-		 * kernel's wait (the connect not begun: a retry begins it) */
-		if (kp_fd_drop_if(fd, c))
-			conn_unref(c);
-		errno = EINTR;
-		return -1;
-	}
+	/* the program's alarm ended our wait on the broker: its blocking
+	 * connect begins and ends as alone: done at once (loopback), 0 or
+	 * its error; else EINTR, the connection going on (docs/broker.md
+	 * "A signal in the wait") */
+	bool cut = alone && p < 0 && kp_broker_cut && !desc_nonblock(fd);
 	errno = saved;
-	int r = KP_REAL(connect)(fd, addr, len);
+	int r = cut ? kp_connect_cut(fd, addr, len) : KP_REAL(connect)(fd, addr, len);
 	saved = errno;
+	bool begun = r == 0 || saved == EINPROGRESS;
+	if (cut && begun && r < 0)
+		saved = EINTR;
 	if (kp_fd_conn(fd) != c) { /* closed meanwhile: the connection is no more */
 		errno = saved;
 		return r;
 	}
-	if (r == 0 || saved == EINPROGRESS) {
+	if (begun) {
 		c->state = KP_ACTIVE;
 		c->nonblock = desc_nonblock(fd);
 		kp_count(fresh);

@@ -18,6 +18,7 @@
 #include "sigwait.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/socket.h>
@@ -157,4 +158,26 @@ void kp_sigwait_end(struct kp_sigwait *w)
 	int saved = errno;
 	pthread_sigmask(SIG_SETMASK, &w->old, NULL);
 	errno = saved;
+}
+
+int kp_connect_cut(int fd, const struct sockaddr *addr, socklen_t len)
+{
+	int fl = KP_REAL(fcntl)(fd, F_GETFL);
+	if (fl < 0 || KP_REAL(fcntl)(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
+		errno = EINTR;
+		return -1;
+	}
+	int r = KP_REAL(connect)(fd, addr, len);
+	int err = errno;
+	/* on loopback the handshake, or its refusal, is done as the call
+	 * returns: alone the blocking connect ended there, and its end (the
+	 * kernel's connect again) answers 0 or the error, as alone */
+	struct pollfd p = { fd, POLLOUT, 0 };
+	if (r < 0 && err == EINPROGRESS && KP_REAL(poll)(&p, 1, 0) == 1) {
+		r = KP_REAL(connect)(fd, addr, len);
+		err = r < 0 && errno == EALREADY ? EINPROGRESS : errno;
+	}
+	KP_REAL(fcntl)(fd, F_SETFL, fl);
+	errno = err;
+	return r;
 }

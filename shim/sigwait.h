@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/socket.h>
 
 struct kp_sigwait {
 	sigset_t old;	/* the program's mask: back at kp_sigwait_end */
@@ -56,6 +57,17 @@ int kp_sigwait_poll(struct kp_sigwait *w, struct pollfd *p, nfds_t n, int ms);
  * where they are mixed (which one ran is not known: the wait goes on, as
  * before).  errno kept. */
 bool kp_eintr_ends_call(void);
+
+/* The program's blocking connect of fd to addr, cut by a handler in a
+ * wait of ours before the kernel's connect began: begun now as the
+ * kernel's would have been, without its wait (O_NONBLOCK on the
+ * description for the one call, its flags back after).  Returns the
+ * kernel's answer: 0 (connected at once: loopback), -1 with EINPROGRESS
+ * (it goes on: the caller says EINTR), or -1 with its error (refused at
+ * once); -1 with EINTR where the flags could not be read or set (not
+ * begun).  docs/broker.md "A
+ * signal in the wait". */
+int kp_connect_cut(int fd, const struct sockaddr *addr, socklen_t len);
 
 /* The program's mask back (a signal held since our last wait runs its
  * handler now, as one that came just after the call); errno kept. */

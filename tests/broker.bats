@@ -749,15 +749,9 @@ cpu_ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 	assert_equal "noise lines $(grep -c . "$BATS_TEST_TMPDIR/noise")" "noise lines 0"
 }
 
-# A broker that accepts and never answers, and a blocking connect() bounded
-# by the program's alarm (SIGALRM without SA_RESTART, 50 ms) to a server
-# whose accept queue is full (its SYN dropped: the kernel's connect waits).
-# Alone the alarm ends the connect with EINTR.  The library asks the
-# broker first (a local miss); the alarm ran in that wait, which went on
-# (up to its 100 ms), and the real connect after it then waited for the
-# kernel's SYN retries (the library before: killed by the client's
-# timeout).  Now the alarm ends the wait and the connect says EINTR.
-@test "broker: a silent broker, a blocking connect bounded by the program's alarm: EINTR as alone, never a wait past it" {
+# mute_broker_start: a broker socket, $XDG/mute/broker.sock, that accepts
+# and never answers (MUTE_PID), as a hung broker would
+mute_broker_start() {
 	mkdir -m 0700 "$XDG/mute"
 	"$PYTHON" -c '
 import socket, sys, time
@@ -768,6 +762,12 @@ while True:
     held.append(s.accept()[0])  # never answers
 ' "$XDG/mute/broker.sock" &
 	MUTE_PID=$!
+	wait_until test -S "$XDG/mute/broker.sock"
+}
+
+# full_listener_start: a listener on FULL_PORT whose accept queue is full
+# (later SYNs are dropped: a blocking connect waits) (FULL_PID)
+full_listener_start() {
 	"$PYTHON" -c '
 import socket, sys, time
 ls = socket.socket(); ls.bind(("127.0.0.1", 0)); ls.listen(0)
@@ -783,9 +783,21 @@ time.sleep(120)
 ' "$BATS_TEST_TMPDIR/full.port" &
 	FULL_PID=$!
 	wait_until test -s "$BATS_TEST_TMPDIR/full.port"
-	wait_until test -S "$XDG/mute/broker.sock"
-	local port
-	read -r port <"$BATS_TEST_TMPDIR/full.port"
+	read -r FULL_PORT <"$BATS_TEST_TMPDIR/full.port"
+}
+
+# A broker that accepts and never answers, and a blocking connect() bounded
+# by the program's alarm (SIGALRM without SA_RESTART, 50 ms) to a server
+# whose accept queue is full (its SYN dropped: the kernel's connect waits).
+# Alone the alarm ends the connect with EINTR.  The library asks the
+# broker first (a local miss); the alarm ran in that wait, which went on
+# (up to its 100 ms), and the real connect after it then waited for the
+# kernel's SYN retries (the library before: killed by the client's
+# timeout).  Now the alarm ends the wait and the connect says EINTR.
+@test "broker: a silent broker, a blocking connect bounded by the program's alarm: EINTR as alone, never a wait past it" {
+	mute_broker_start
+	full_listener_start
+	local port=$FULL_PORT
 	CLIENT_TIMEOUT=10
 	SERVER_PORT=$port run_plain "$CLIENTS/alarm_connect" "$port" 50
 	SERVER_PORT=$port run_shim KEEPALIVE_BROKER="$XDG/mute/broker.sock" "$CLIENTS/alarm_connect" "$port" 50
@@ -794,4 +806,127 @@ time.sleep(120)
 	assert_same_output
 	run cat "$BATS_TEST_TMPDIR/shim.out"
 	assert_line --index 0 "connect: EINTR"
+}
+
+# POSIX: a blocking connect() cut by a signal says EINTR and the connection
+# goes on in the kernel; the program waits for POLLOUT and reads SO_ERROR
+# (CPython's socket.connect does), or connects again.  The alarm (50 ms)
+# runs in the library's wait for a broker that never answers (awaited
+# 120 s: a wait the alarm did not cut is killed by the client's timeout).
+# The library before said EINTR without the kernel's connect: POLLOUT|
+# POLLHUP on an unconnected socket, SO_ERROR 0, and the request's send
+# failed (EPIPE).  Now the kernel's connect begins at the cut, and answers
+# as alone (docs/broker.md "A signal in the wait").  To nginx on loopback
+# alone the connect is done long before the alarm, and the library's too
+# is done as its call returns: 0.
+@test "broker: a silent broker, an alarm cuts a blocking connect to nginx: connect says 0 and the response comes, as alone" {
+	nginx_start
+	mute_broker_start
+	CLIENT_TIMEOUT=10
+	run_both 1 KEEPALIVE_BROKER="$XDG/mute/broker.sock" KEEPALIVE_BROKER_TIMEOUT_MS=120000 \
+		"$CLIENTS/connect_eintr" recover "$NGINX_PORT" 50
+	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+	assert_same_output
+	assert_equal "shim status $SHIM_STATUS" "shim status 0"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line --index 0 "connected"
+	assert_line --index 1 "/f HTTP/1.1 200 OK"
+	grep -qx 'connect: 0' "$BATS_TEST_TMPDIR/plain.err" || fail "alone: $(cat "$BATS_TEST_TMPDIR/plain.err")"
+	grep -qx 'connect: 0' "$BATS_TEST_TMPDIR/shim.err" || fail "library: $(cat "$BATS_TEST_TMPDIR/shim.err")"
+	assert_equal "requests $PLAIN_REQS $SHIM_REQS" "requests 1 1"
+	assert_equal "fresh $(stat_value fresh)" "fresh 1"
+}
+
+# late_run HALF [VAR=VALUE...] CMD...: run_HALF (plain or shim) of CMD
+# against a fresh tests/servers/late_accept.py (FULL_PID), @PORT@ and
+# @CUE@ in CMD its port and cue; its log -> $BATS_TEST_TMPDIR/HALF.log
+late_run() {
+	local half=$1 d="$BATS_TEST_TMPDIR/late-$1" port
+	shift
+	mkdir -p "$d"
+	: >"$BATS_TEST_TMPDIR/$half.log"
+	"$PYTHON" "$ROOT/tests/servers/late_accept.py" "$d/port" "$d/cue" "$BATS_TEST_TMPDIR/$half.log" &
+	FULL_PID=$!
+	wait_until test -s "$d/port"
+	read -r port <"$d/port"
+	local -a cmd=("${@//@PORT@/$port}")
+	SERVER_PORT=$port "run_$half" "${cmd[@]//@CUE@/$d/cue}"
+	_stop_pid "$FULL_PID"
+	FULL_PID=
+}
+
+# The same against a server whose accept queue is full until the client's
+# connect returned (tests/servers/late_accept.py): the SYN is dropped, so
+# alone the alarm cuts the kernel's wait (EINTR) and the connection is
+# made by the SYN sent again; the program's POLLOUT and SO_ERROR then say
+# connected, and its request is answered.  The library before: send: EPIPE.
+@test "broker: a silent broker, an alarm cuts a blocking connect still under way: the program's POLLOUT and SO_ERROR recovery gets its response as alone" {
+	mute_broker_start
+	CLIENT_TIMEOUT=10
+	late_run plain "$CLIENTS/connect_eintr" recover @PORT@ 50 @CUE@
+	late_run shim KEEPALIVE_BROKER="$XDG/mute/broker.sock" KEEPALIVE_BROKER_TIMEOUT_MS=120000 \
+		"$CLIENTS/connect_eintr" recover @PORT@ 50 @CUE@
+	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
+	assert_same_output
+	assert_equal "shim status $SHIM_STATUS" "shim status 0"
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line --index 0 "connected"
+	assert_line --index 1 "/f HTTP/1.1 200 OK"
+	grep -qx 'connect: EINTR' "$BATS_TEST_TMPDIR/plain.err" || fail "alone: $(cat "$BATS_TEST_TMPDIR/plain.err")"
+	grep -qx 'connect: EINTR' "$BATS_TEST_TMPDIR/shim.err" || fail "library: $(cat "$BATS_TEST_TMPDIR/shim.err")"
+	assert_equal "server saw $(cat "$BATS_TEST_TMPDIR/shim.log")" "server saw 1 GET /f HTTP/1.1"
+	assert_equal "fresh $(stat_value fresh)" "fresh 1"
+}
+
+# Refused at once alone (no listener on loopback): the library's connect,
+# begun at the cut, is refused as it returns and says so.  The library
+# before said EINTR unbegun, and the program's recovery met an unconnected
+# socket: "connected", then send: EPIPE.
+@test "broker: a silent broker, an alarm cuts a blocking connect to a closed port: ECONNREFUSED as alone" {
+	mute_broker_start
+	local port
+	port=$(free_port)
+	CLIENT_TIMEOUT=10
+	SERVER_PORT=$port run_plain "$CLIENTS/connect_eintr" recover "$port" 50
+	SERVER_PORT=$port run_shim KEEPALIVE_BROKER="$XDG/mute/broker.sock" KEEPALIVE_BROKER_TIMEOUT_MS=120000 \
+		"$CLIENTS/connect_eintr" recover "$port" 50
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "connect: ECONNREFUSED"
+}
+
+@test "broker: a silent broker, python3 create_connection cut by its SIGALRM handler: its request answered as alone" {
+	nginx_start
+	mute_broker_start
+	# the broker's answer awaited 120 s: a wait the alarm did not cut is
+	# killed by the client's timeout
+	CLIENT_TIMEOUT=10
+	run_both 1 KEEPALIVE_BROKER="$XDG/mute/broker.sock" KEEPALIVE_BROKER_TIMEOUT_MS=120000 \
+		"$PYTHON" "$SCRIPTS/alarm_create_connection.py" "$NGINX_PORT" 50
+	assert_equal "shim status $SHIM_STATUS" "shim status 0"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_output "HTTP/1.1 200 OK"
+	assert_equal "requests $PLAIN_REQS $SHIM_REQS" "requests 1 1"
+	# begun at the cut, the connection is the library's fresh one
+	assert_equal "fresh $(stat_value fresh)" "fresh 1"
+}
+
+# Against a listener whose accept queue is full the kernel's connect waits
+# for the SYN's answer: alone the alarm ends it (EINTR) and a connect again
+# (non-blocking) says EALREADY, the first one under way.  The library
+# before had begun none: its second connect began one (EINPROGRESS).
+@test "broker: a silent broker, a connect again after the alarm's EINTR says EALREADY as alone" {
+	mute_broker_start
+	full_listener_start
+	CLIENT_TIMEOUT=10
+	SERVER_PORT=$FULL_PORT run_plain "$CLIENTS/connect_eintr" retry "$FULL_PORT" 50
+	SERVER_PORT=$FULL_PORT run_shim KEEPALIVE_BROKER="$XDG/mute/broker.sock" \
+		"$CLIENTS/connect_eintr" retry "$FULL_PORT" 50
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line --index 0 "connect: EINTR"
+	assert_line --index 1 "again: EALREADY"
 }
