@@ -4,7 +4,9 @@
  * freed with its handle (or record), as libssl's are its SSL's own
  * (docs/tls.md "The program's own objects").  The values stay the first
  * handshake's ("After the handshake"); the objects are never the ones
- * another hand-out, the first owner or the broker ticket hold. */
+ * another hand-out, the first owner or the broker ticket hold.  And the
+ * session ex_data of the program's: the sessions it changed, and its tags
+ * carried to the copies it reads. */
 #include "tls_internal.h"
 
 void names_free(STACK_OF(X509_NAME) *names)
@@ -98,4 +100,77 @@ void own_answer(struct own *o, int cmd, void *parg, void *before, long *ret)
 		return;
 	}
 	}
+}
+
+/* ------------------------------------------------------------ sessions the program changed */
+
+/*
+ * A session the program changed (SSL_SESSION_set*, wrapped: hooks_tls.c)
+ * is not what its own handshake made: a hand-out's session or a
+ * resumption's made from it would show the change (docs/tls.md "The
+ * program's own objects").  The mark is ex_data of ours on the session, at an
+ * index made at the program's first change (a program that changes no
+ * session makes its indexes as alone); libssl's own copies of a session
+ * (a TLS 1.3 ticket's is made from the one before, ssl_session_dup) carry
+ * the mark as they carry the change.  No index: every session counts as
+ * changed.
+ */
+static int changed_idx = -1;
+static bool changed_unmarked;
+static kp_mutex_t changed_lock = KP_MUTEX_INITIALIZER;
+
+void kp_tls_session_changes(SSL_SESSION *sess)
+{
+	if (!sess || !kp_ssl_bind())
+		return;
+	int idx = __atomic_load_n(&changed_idx, __ATOMIC_ACQUIRE);
+	if (idx < 0) {
+		kp_lock(&changed_lock);
+		idx = changed_idx;
+		if (idx < 0 && !changed_unmarked) {
+			idx = kp_ssl.CRYPTO_get_ex_new_index(CRYPTO_EX_INDEX_SSL_SESSION, 0, NULL, NULL, NULL, NULL);
+			__atomic_store_n(&changed_idx, idx, __ATOMIC_RELEASE);
+		}
+		kp_unlock(&changed_lock);
+	}
+	if (idx < 0 || !kp_ssl.SSL_SESSION_set_ex_data(sess, idx, &changed_idx))
+		__atomic_store_n(&changed_unmarked, true, __ATOMIC_RELEASE);
+	kp_debug("the program changes a session: not one a hand-out's or a resumption's is made from");
+}
+
+/* The session ex_data of the program's (and our mark) on from, set on to
+ * (a copy of ours made for the same SSL, not yet shown): libssl's own
+ * copy of a session (a TLS 1.3 ticket's, made from the one the program
+ * read before) carries them (CRYPTO_dup_ex_data: the pointers, where no
+ * dup callback was given; a program that gave one is not followed,
+ * kp_tls_ssl_ex_funcs).  Index 0 is SSL_SESSION_set_app_data's. */
+static int sess_ex_top = -1;
+
+void kp_tls_session_index(int idx)
+{
+	int top = __atomic_load_n(&sess_ex_top, __ATOMIC_ACQUIRE);
+	while (idx > top && !__atomic_compare_exchange_n(&sess_ex_top, &top, idx, false, __ATOMIC_ACQ_REL,
+							 __ATOMIC_ACQUIRE))
+		;
+}
+
+void session_ex_carry(const SSL_SESSION *from, SSL_SESSION *to)
+{
+	int top = __atomic_load_n(&sess_ex_top, __ATOMIC_ACQUIRE);
+	int mark = __atomic_load_n(&changed_idx, __ATOMIC_ACQUIRE);
+	if (mark > top)
+		top = mark;
+	for (int i = 0; from && to && i <= top; i++) {
+		void *v = kp_ssl.SSL_SESSION_get_ex_data(from, i);
+		if (v)
+			kp_ssl.SSL_SESSION_set_ex_data(to, i, v);
+	}
+}
+
+bool session_changed(const SSL_SESSION *sess)
+{
+	if (__atomic_load_n(&changed_unmarked, __ATOMIC_ACQUIRE))
+		return true;
+	int idx = __atomic_load_n(&changed_idx, __ATOMIC_ACQUIRE);
+	return sess && idx >= 0 && kp_ssl.SSL_SESSION_get_ex_data(sess, idx);
 }
