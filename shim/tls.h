@@ -58,6 +58,13 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
  * and its own verification passes on that session's peer chain. */
 void kp_tls_offer_session(void *ssl, const struct pool_key *key);
 
+/* the lines of a hand-out across processes: debug, warnings in the test
+ * build (its tests count them at the default level) */
+#ifdef KP_TEST_ACROSS_VERIFY
+#define kp_across_note kp_warn
+#else
+#define kp_across_note kp_debug
+#endif
 /* A whole TLS connection from another process for ssl's handshake on fd
  * (docs/tls-across.md "The hand-out in another process"): asked of the
  * broker under the name ssl's settings make, passed through the gate
@@ -71,6 +78,10 @@ void kp_tls_offer_session(void *ssl, const struct pool_key *key);
 struct kp_tls *kp_tls_across_take(void *ssl, const struct pool_key *key, int fd, int *sock,
 				  struct pool_meta *meta);
 void kp_tls_across_drop(struct kp_tls *e, void *ssl);
+/* The parked connection on hidden, which the pool will not keep (its caps,
+ * the exit): under KEEPALIVE_TLS_ACROSS its TLS 1.3 state to the broker.
+ * True: its engine taken and freed, the caller closes hidden. */
+bool kp_tls_across_leave(int hidden, const struct pool_key *key, const struct pool_meta *meta);
 
 /* Forget every kept session (the process's credentials changed). */
 void kp_tls_forget_sessions(void);
