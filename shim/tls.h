@@ -211,7 +211,14 @@ enum kp_fq {
 	KP_FQ_SERVERNAME_TYPE, KP_FQ_FINISHED, KP_FQ_PEER_FINISHED, KP_FQ_CLIENT_RANDOM, KP_FQ_SERVER_RANDOM,
 	KP_FQ_ALPN, KP_FQ_EKM, KP_FQ_WANT, KP_FQ_PENDING_CIPHER, KP_FQ_EXTMS, KP_FQ_RI, KP_FQ_GROUP,
 	KP_FQ_REFUSE_RENEGOTIATE, KP_FQ_REFUSE_PHA, /* r->i: the reason libssl refuses it with */
+	KP_FQ_KEY_UPDATE,      /* SSL_key_update(a->type): the engine's (tlsf_key_update) */
+	KP_FQ_KEY_UPDATE_TYPE, /* SSL_get_key_update_type */
 };
+/* SSL_do_handshake (SSL_connect) on an SSL a foreign engine answers: the
+ * KeyUpdate its SSL_key_update owes sent (tlsf_do_handshake), 1 or -1 with
+ * the reason raised */
+struct tlsf;
+int kp_tls_foreign_handshake(struct tlsf *f);
 struct kp_fq_args {
 	void *buf;
 	size_t n;

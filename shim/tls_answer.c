@@ -25,11 +25,24 @@ static void foreign_answer(struct kp_tls *e, struct tlsf *f, const SSL *ssl, enu
 		break;
 	}
 	case KP_FQ_INIT_FINISHED:
-		r->i = 1;
+		/* (0 between SSL_key_update and its KeyUpdate sent, or after
+		 * a fatal error, as libssl) */
+		r->i = !tlsf_in_init(f);
 		break;
 	case KP_FQ_IN_INIT:
+		r->i = tlsf_in_init(f);
+		break;
 	case KP_FQ_IN_BEFORE:
 		r->i = 0;
+		break;
+	case KP_FQ_KEY_UPDATE:
+		/* the engine's own, under OpenSSL's rules: ours goes out at
+		 * the next read, write or SSL_do_handshake (docs/tls-across.md
+		 * "The hand-out in the library") */
+		r->i = tlsf_key_update(f, a->type);
+		break;
+	case KP_FQ_KEY_UPDATE_TYPE:
+		r->i = tlsf_key_update_type(f);
 		break;
 	case KP_FQ_STATE:
 		r->i = TLS_ST_OK;
@@ -117,6 +130,10 @@ bool kp_tls_foreign(const SSL *ssl, enum kp_fq q, const struct kp_fq_args *a, un
 		kp_ssl.ERR_new();
 		kp_ssl.ERR_set_error(ERR_LIB_SSL, SSL_R_TLS_ILLEGAL_EXPORTER_LABEL, NULL);
 	}
+	if (ours && q == KP_FQ_KEY_UPDATE && r->i != 1) {
+		kp_ssl.ERR_new();
+		kp_ssl.ERR_set_error(ERR_LIB_SSL, tlsf_last_reason(&h->e->im->f), NULL);
+	}
 	if (ours && (q == KP_FQ_REFUSE_RENEGOTIATE || q == KP_FQ_REFUSE_PHA)) {
 		if (!r->i)
 			return false;
@@ -124,4 +141,15 @@ bool kp_tls_foreign(const SSL *ssl, enum kp_fq q, const struct kp_fq_args *a, un
 		kp_ssl.ERR_set_error(ERR_LIB_SSL, r->i, NULL);
 	}
 	return ours;
+}
+
+int kp_tls_foreign_handshake(struct tlsf *f)
+{
+	int r = tlsf_do_handshake(f), reason = tlsf_last_reason(f), saved = errno;
+	if (r < 0 && reason >= 0 && tlsf_get_error(f, r) == SSL_ERROR_SSL) {
+		kp_ssl.ERR_new();
+		kp_ssl.ERR_set_error(ERR_LIB_SSL, reason, NULL);
+	}
+	errno = saved;
+	return r;
 }

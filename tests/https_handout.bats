@@ -105,3 +105,42 @@ plain_conns() { _distinct_first_fields "$BATS_TEST_TMPDIR/plain.log"; }
 	# its own handshake
 	assert_equal "handed $(handed)" "handed 2"
 }
+
+# getters FLAGS1 FLAGS2...: tests/clients/tls_getters.c processes (one
+# request each, renegotiation refused), process i with FLAGSi, as loop does
+# (KP_HANDOUT_ENV: more of the environment, e.g. KP_TEST_ACROSS_BROKER=2
+# to run the code before's test build, which handed out)
+getters() {
+	local n=$# xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR" script=: f
+	mkdir -p -m 0700 "$xdg"
+	for f in "$@"; do script="$script && $ROOT/build/clients/tls_getters $SERVER_PORT $TLS/ca.pem 1 $f"; done
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	wait_until test "$(nginx_requests)" -ge "$n"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$PRELOAD" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_LOG=debug \
+		KEEPALIVE_LOG_FILE="$out/shim.log" ${KP_HANDOUT_ENV:-} "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	wait_until test "$(nginx_requests)" -ge "$n"
+	echo "--- shim.out"; cat "$out/shim.out"
+	echo "--- nginx"; nginx_log
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	run diff "$out/plain.err" "$out/shim.err"
+	assert_success
+}
+
+@test "TLS across processes, shipped: SSL_key_update after the first read or write is the foreign engine's (pending, in init, sent by SSL_do_handshake, as libssl), nginx takes the records after it; the getters as alone, the own key-exchange key included (TLS 1.3)" {
+	make -s -C "$ROOT" build/clients/tls_getters >&2
+	use_tls 13
+	# (a program's own SSL asked for a KeyUpdate is never parked after:
+	# the in-process rule for a call that may start a handshake; the
+	# first process's connection is, and goes to the broker at its exit)
+	getters "" lateku lateku lateku
+	assert_equal "asked $(grep -c 'late key update 1 type 1 in init 1 finished 0 handshake 1 type -1 in init 0' "$BATS_TEST_TMPDIR/plain.out")" "asked 3"
+	# the first process's connection carried through the three after it,
+	# each sending its KeyUpdate on it (asking nginx's) and passing it on
+	assert_equal "handed $(handed)" "handed 3"
+	assert_equal "connections $(nginx_conns)" "connections 1"
+}
