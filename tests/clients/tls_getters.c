@@ -19,7 +19,8 @@
  * return printed), renego (SSL_renegotiate before the request, its return
  * and reason printed), late (after the request: SSL_renegotiate and
  * SSL_verify_client_post_handshake, their returns and reasons printed),
- * lateku (after the request: SSL_key_update asking the server's, then
+ * lateku[=0] (after the request: SSL_key_update asking the server's, or
+ * not (=0), then
  * SSL_do_handshake, what each returns and the key update's type and
  * SSL_in_init around them printed).
  */
@@ -171,10 +172,12 @@ int main(int argc, char **argv)
 			ERR_clear_error();
 		}
 		if (flag("lateku")) {
-			/* SSL_key_update after the request (asking the server's):
-			 * pending until SSL_do_handshake sends it */
+			/* SSL_key_update after the request (lateku=0: not asking
+			 * the server's; else asking it): pending until
+			 * SSL_do_handshake sends it */
 			ERR_clear_error();
-			int ku = SSL_key_update(ssl, SSL_KEY_UPDATE_REQUESTED);
+			int ku = SSL_key_update(ssl, strcmp(flag("lateku"), "0") ? SSL_KEY_UPDATE_REQUESTED
+										: SSL_KEY_UPDATE_NOT_REQUESTED);
 			printf("%d: late key update %d type %d in init %d finished %d", i, ku,
 			       SSL_get_key_update_type(ssl), SSL_in_init(ssl), SSL_is_init_finished(ssl));
 			int hs = SSL_do_handshake(ssl);
