@@ -156,3 +156,43 @@ getters() {
 	# server spoke on: the next process dials; so at least the second)
 	[ "$(handed)" -ge 1 ] || fail "handed $(handed)"
 }
+
+@test "TLS across processes, shipped: a parked TLS 1.3 connection the pool's per-host cap pushes out goes to the broker with its state (before, closed); the next process is handed it (TLS 1.3)" {
+	use_tls 13
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -p -m 0700 "$xdg"
+	# two keep-alive connections open at once (http.client), closed in
+	# turn: under a cap of one idle per host the second's park pushes the
+	# first out; then a process of one request
+	cat >"$out/two.py" <<'PY'
+import http.client, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[3])
+cs = [http.client.HTTPSConnection(sys.argv[1], int(sys.argv[2]), context=ctx) for _ in range(int(sys.argv[4]))]
+for c in cs:
+    c.request("GET", "/f")
+    sys.stdout.buffer.write(c.getresponse().read())
+for c in cs:
+    c.close()
+PY
+	local script="$PYTHON $out/two.py 127.0.0.1 $SERVER_PORT $TLS/ca.pem 2 && $PYTHON $out/two.py 127.0.0.1 $SERVER_PORT $TLS/ca.pem 1"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	wait_until test "$(nginx_requests)" -ge 3
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$PRELOAD" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_MAX_IDLE_PER_HOST=1 KEEPALIVE_LOG=debug \
+		KEEPALIVE_LOG_FILE="$out/shim.log" "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	wait_until test "$(nginx_requests)" -ge 3
+	grep -E 'across|handed|TLS connection' "$out/shim.log" || true
+	nginx_log
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	run diff "$out/plain.err" "$out/shim.err"
+	assert_success
+	# both of the first process's connections reached the broker: the one
+	# pushed out at once, the other at exit
+	assert_equal "given $(grep -c 'the state given to the broker' "$out/shim.log")" "given 2"
+	assert_equal "handed $(handed)" "handed 1"
+	assert_equal "connections $(nginx_conns)" "connections 2"
+}
