@@ -1299,7 +1299,7 @@ static bool tls_taken_across(struct kp_conn *c, int fd, void *ssl)
 	c->tls_thread = kp_this_thread();
 	c->tls_pending = false;
 	__atomic_store_n(&c->tls, t, __ATOMIC_RELEASE);
-	kp_warn("fd %d: a TLS connection from another process handed to the program's SSL (%u requests served)", fd,
+	kp_across_note("fd %d: a TLS connection from another process handed to the program's SSL (%u requests served)", fd,
 		meta.requests);
 	return true;
 }

@@ -72,6 +72,12 @@ int pool_alive_fd(int fd)
 static int pool_evicted_fd(int fd, const struct pool_key *key, const struct pool_meta *meta)
 {
 	int link = -1;
+	/* under KEEPALIVE_TLS_ACROSS a TLS 1.3 one goes with its state */
+	if (kp_tls_is_parked(fd) && kp_tls_across_leave(fd, key, meta)) {
+		kp_fd_swap(fd, NULL);
+		KP_REAL(close)(fd);
+		return 0;
+	}
 	if (!kp_broker_enabled() || kp_tls_is_parked(fd) || kp_broker_put(&link, key, fd, meta) < 0) {
 		kp_broker_close(link);
 		return -1;
@@ -751,6 +757,8 @@ bool parkable(const struct kp_conn *c)
 /* Move the connection behind fd into the pool.  Returns the hidden fd it
  * is parked at (fd then closed if close_fd), -1 when not (fd untouched).
  * parked_ms: when it went idle, for one handed back unused; 0: now. */
+static void tls_leave_arm(void);
+
 int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 {
 	if (!one_owner(c))
@@ -811,6 +819,8 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 		KP_REAL(close)(hidden);
 		return -1;
 	}
+	if (c->tls && kp_cfg.tls_across)
+		tls_leave_arm();
 	kp_fd_swap(hidden, KP_POOLED);
 	if (pool_checkin(&c->key, hidden, &meta, kp_now_ms()) < 0) {
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
@@ -870,6 +880,46 @@ void hidden_child_twins(void)
 }
 
 /* ------------------------------------------------------------ exit */
+
+/*
+ * Under KEEPALIVE_TLS_ACROSS, the TLS connections parked here leave at
+ * exit with their state (kp_tls_across_leave: TLS 1.3, to the broker),
+ * for the next process of a loop (docs/tls-across.md "The hand-out in the
+ * library").  In an atexit handler registered at the first such park,
+ * after OpenSSL's own (registered at its initialisation, before any
+ * handshake), so that it runs first: the library's destructor comes after
+ * OpenSSL is torn down.  Only in the process that registered it (a forked
+ * child registers again at its own first park).
+ */
+static pid_t tls_leave_pid;
+
+static void tls_leave_at_exit(void)
+{
+	if (getpid() != __atomic_load_n(&tls_leave_pid, __ATOMIC_ACQUIRE) || !kp_broker_enabled())
+		return;
+	static int fds[256];
+	struct pool_key key;
+	struct pool_meta meta;
+	size_t n = pool_fds(fds, sizeof(fds) / sizeof(fds[0]));
+	for (size_t i = 0; i < n; i++) {
+		if (!kp_tls_is_parked(fds[i]) || pool_take_fd(fds[i], &key, &meta) < 0)
+			continue;
+		/* taken from the pool: gone either way, as at exit */
+		if (!kp_tls_across_leave(fds[i], &key, &meta)) {
+			hidden_close(fds[i]);
+			continue;
+		}
+		kp_fd_swap(fds[i], NULL);
+		KP_REAL(close)(fds[i]);
+	}
+}
+
+static void tls_leave_arm(void)
+{
+	pid_t me = getpid();
+	if (__atomic_exchange_n(&tls_leave_pid, me, __ATOMIC_ACQ_REL) != me)
+		atexit(tls_leave_at_exit);
+}
 
 /* A finished connection the program never closed (the response complete,
  * nothing owed but an EOF): as idle as a closed one.  Park a copy; the

@@ -474,8 +474,25 @@ KP_EXPORT int SSL_get_peer_signature_type_nid(const SSL *s, int *nid)
 	}
 #define HANDSHAKE_ARGS(...) __VA_OPT__(, ) __VA_ARGS__
 HANDSHAKE_AGAIN(SSL_verify_client_post_handshake, (SSL *s), (), KP_FQ_REFUSE_PHA)
-HANDSHAKE_AGAIN(SSL_key_update, (SSL *s, int type), (type), -1)
-ROUTED(int, SSL_get_key_update_type, (const SSL *s), (e))
+/* on a connection from another process, after its first read or write:
+ * the foreign engine's (docs/tls-across.md "The hand-out in the library") */
+KP_EXPORT int SSL_key_update(SSL *s, int type)
+{
+	if (MISSING(SSL_key_update))
+		return 0;
+	if (INTERNAL())
+		return kp_ssl.SSL_key_update(s, type);
+	kp_tls_foreign_early(s);
+	union kp_fq_ret fr;
+	if (kp_tls_foreign(s, KP_FQ_KEY_UPDATE, &(struct kp_fq_args){ .type = type }, &fr))
+		return fr.i;
+	SSL *e = kp_tls_route(s, true);
+	if (!e)
+		return 0;
+	kp_tls_after_set(s, KP_AFTER_OTHER, "SSL_key_update after the handshake");
+	return kp_ssl.SSL_key_update(e, type);
+}
+FOREIGN(int, SSL_get_key_update_type, KP_FQ_KEY_UPDATE_TYPE, i, (const SSL *s), NO_ARGS, (e))
 HANDSHAKE_AGAIN(SSL_renegotiate, (SSL *s), (), KP_FQ_REFUSE_RENEGOTIATE)
 HANDSHAKE_AGAIN(SSL_renegotiate_abbreviated, (SSL *s), (), KP_FQ_REFUSE_RENEGOTIATE)
 ROUTED(int, SSL_renegotiate_pending, (const SSL *s), (e))

@@ -58,6 +58,13 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
  * and its own verification passes on that session's peer chain. */
 void kp_tls_offer_session(void *ssl, const struct pool_key *key);
 
+/* the lines of a hand-out across processes: debug, warnings in the test
+ * build (its tests count them at the default level) */
+#ifdef KP_TEST_ACROSS_VERIFY
+#define kp_across_note kp_warn
+#else
+#define kp_across_note kp_debug
+#endif
 /* A whole TLS connection from another process for ssl's handshake on fd
  * (docs/tls-across.md "The hand-out in another process"): asked of the
  * broker under the name ssl's settings make, passed through the gate
@@ -71,6 +78,10 @@ void kp_tls_offer_session(void *ssl, const struct pool_key *key);
 struct kp_tls *kp_tls_across_take(void *ssl, const struct pool_key *key, int fd, int *sock,
 				  struct pool_meta *meta);
 void kp_tls_across_drop(struct kp_tls *e, void *ssl);
+/* The parked connection on hidden, which the pool will not keep (its caps,
+ * the exit): under KEEPALIVE_TLS_ACROSS its TLS 1.3 state to the broker.
+ * True: its engine taken and freed, the caller closes hidden. */
+bool kp_tls_across_leave(int hidden, const struct pool_key *key, const struct pool_meta *meta);
 
 /* Forget every kept session (the process's credentials changed). */
 void kp_tls_forget_sessions(void);
@@ -203,7 +214,14 @@ enum kp_fq {
 	KP_FQ_SERVERNAME_TYPE, KP_FQ_FINISHED, KP_FQ_PEER_FINISHED, KP_FQ_CLIENT_RANDOM, KP_FQ_SERVER_RANDOM,
 	KP_FQ_ALPN, KP_FQ_EKM, KP_FQ_WANT, KP_FQ_PENDING_CIPHER, KP_FQ_EXTMS, KP_FQ_RI, KP_FQ_GROUP,
 	KP_FQ_REFUSE_RENEGOTIATE, KP_FQ_REFUSE_PHA, /* r->i: the reason libssl refuses it with */
+	KP_FQ_KEY_UPDATE,      /* SSL_key_update(a->type): the engine's (tlsf_key_update) */
+	KP_FQ_KEY_UPDATE_TYPE, /* SSL_get_key_update_type */
 };
+/* SSL_do_handshake (SSL_connect) on an SSL a foreign engine answers: the
+ * KeyUpdate its SSL_key_update owes sent (tlsf_do_handshake), 1 or -1 with
+ * the reason raised */
+struct tlsf;
+int kp_tls_foreign_handshake(struct tlsf *f);
 struct kp_fq_args {
 	void *buf;
 	size_t n;

@@ -918,6 +918,8 @@ static bool across_broker_test(void)
 	const char *v = getenv("KP_TEST_ACROSS_BROKER");
 	return v && *v == '1' && kp_broker_enabled();
 }
+#endif
+
 
 /* The KeyUpdate before a TLS 1.3 state leaves the process
  * (docs/tls-across.md "Left" 2): ours, asking the server's
@@ -974,18 +976,18 @@ static bool state_to_broker(struct kp_tls *e, int hidden, const struct pool_key 
 	if (r < 0 || left < 2) {
 		kp_ssl.OPENSSL_cleanse(msg, n);
 		free(msg);
-		kp_warn("across check: the state not for the broker (no name, or its session ends)");
+		kp_across_note("across check: the state not for the broker (no name, or its session ends)");
 		return false; /* parked in process, as without the switch */
 	}
 	/* once our KeyUpdate is on the wire the connection's SSL no longer
 	 * knows its own sending keys: it is spent whatever the broker does
 	 * (a broker gone: the connection closed, the next request dials) */
 	if (!(msg = key_update_out(msg, &n, hidden))) {
-		kp_warn("across check: the state not given to the broker (its KeyUpdate not sent)");
+		kp_across_note("across check: the state not given to the broker (its KeyUpdate not sent)");
 		return true;
 	}
 	bool sent = kp_broker_tls_put(key, name, (uint32_t)(left - 1), hidden, &meta, msg, n) == 0;
-	kp_warn("across check: the state %s the broker (%zu bytes%s)", sent ? "given to" : "not given to", n,
+	kp_across_note("across check: the state %s the broker (%zu bytes%s)", sent ? "given to" : "not given to", n,
 		v13 ? ", our KeyUpdate sent before" : "");
 	kp_ssl.OPENSSL_cleanse(msg, n);
 	free(msg);
@@ -1166,13 +1168,16 @@ static const char *conn_verified(SSL *ssl, const struct ticket *t, struct conn_v
  * shape_mismatch, cfg_mismatch, the full handshake's values, the session
  * timeout), the SNI, then the program's own verification. */
 static const char *across_conn_why(SSL *ssl, const struct pool_key *key, const unsigned char *msg, size_t len,
-				   struct conn_verdict *keep)
+				   struct conn_verdict *keep, bool v13_only)
 {
 	struct tlsx_state st;
 	const char *why = NULL;
 	if (tlsx_decode(msg, len, &st, &why) < 0)
 		return why ? why : "the state does not decode";
-	why = conn_declined(ssl, &st);
+	/* a TLS 1.2 state stays in its process outside the test build: its
+	 * keys would move without a KeyUpdate, and its program may be asked
+	 * to renegotiate (docs/tls-across.md "The hand-out in the library") */
+	why = v13_only && st.version < TLS1_3_VERSION ? "TLS 1.2" : conn_declined(ssl, &st);
 	struct conn_crypto cc = { 0 };
 	struct ticket *t = why ? NULL : conn_ticket(&st, key, &cc);
 	if (!why && !t)
@@ -1203,6 +1208,7 @@ static const char *across_conn_why(SSL *ssl, const struct pool_key *key, const u
 	return why;
 }
 
+#ifdef KP_TEST_ACROSS_VERIFY
 static void state_from_broker(SSL *ssl, const struct pool_key *key)
 {
 	uint8_t name[32];
@@ -1222,7 +1228,7 @@ static void state_from_broker(SSL *ssl, const struct pool_key *key)
 	kp_warn("across check: a state from the broker (%zu bytes)", len);
 	/* the gate a hand-out passes first: refused, the state wiped and its
 	 * socket closed (the program's own handshake goes on) */
-	const char *why = across_conn_why(ssl, key, buf, len, NULL);
+	const char *why = across_conn_why(ssl, key, buf, len, NULL, false);
 	if (why) {
 		kp_warn("across check: refused: %s", why);
 		kp_ssl.OPENSSL_cleanse(buf, BK_TLS_MAX);
@@ -1237,15 +1243,31 @@ static void state_from_broker(SSL *ssl, const struct pool_key *key)
 
 /* ------------------------------------------- the hand-out in another process */
 
+/* Whether connections are handed between processes here
+ * (docs/tls-across.md "The hand-out in the library"): KEEPALIVE_TLS_ACROSS
+ * under a broker, TLS 1.3 only, a parked state put to the broker when the
+ * process's pool would not keep it (kp_tls_across_leave).  The test build
+ * keeps its own modes: only KP_TEST_ACROSS_BROKER=2 hands out (TLS 1.2
+ * too, every park put), =1 checks a state in the next process. */
+enum { HAND_OFF, HAND_ON, HAND_TEST };
+static int hand_mode(void)
+{
+	if (!kp_cfg.tls_across || !kp_broker_enabled())
+		return HAND_OFF;
 #ifdef KP_TEST_ACROSS_VERIFY
-/* KP_TEST_ACROSS_BROKER=2 (the test build, under a broker): the state
- * taken from the broker is handed to the program's SSL (docs/tls-across.md
- * "The hand-out in another process"), not only checked. */
+	const char *v = getenv("KP_TEST_ACROSS_BROKER");
+	return v && *v == '2' ? HAND_TEST : HAND_OFF;
+#else
+	return HAND_ON;
+#endif
+}
+
+#ifdef KP_TEST_ACROSS_VERIFY
 static bool across_hand_test(void)
 {
-	const char *v = getenv("KP_TEST_ACROSS_BROKER");
-	return v && *v == '2' && kp_broker_enabled();
+	return hand_mode() == HAND_TEST;
 }
+#endif
 
 /* The foreign engine for the program's ssl on its fd, from the message msg
  * (taken) that passed the gate (v: what the program's verification built
@@ -1320,17 +1342,15 @@ static struct kp_tls *foreign_engine(SSL *ssl, unsigned char *msg, size_t len, i
 	}
 	return e;
 }
-#endif
 
 struct kp_tls *kp_tls_across_take(void *ssl_, const struct pool_key *key, int fd, int *sock,
 				  struct pool_meta *meta)
 {
 	*sock = -1;
-#ifdef KP_TEST_ACROSS_VERIFY
 	SSL *ssl = ssl_;
 	uint8_t name[32];
-	if (!kp_cfg.tls_across || !across_hand_test() || !kp_ssl_bind() || !shim_ctx_get() ||
-	    across_name(ssl, name) < 0)
+	int mode = hand_mode();
+	if (mode == HAND_OFF || !kp_ssl_bind() || !shim_ctx_get() || across_name(ssl, name) < 0)
 		return NULL;
 	unsigned char *buf = malloc(BK_TLS_MAX);
 	size_t len = 0;
@@ -1342,7 +1362,7 @@ struct kp_tls *kp_tls_across_take(void *ssl_, const struct pool_key *key, int fd
 		return NULL;
 	}
 	struct conn_verdict v = { 0 };
-	const char *why = across_conn_why(ssl, key, buf, len, &v);
+	const char *why = across_conn_why(ssl, key, buf, len, &v, mode != HAND_TEST);
 	struct kp_tls *e = NULL;
 	if (why) {
 		kp_ssl.OPENSSL_cleanse(buf, BK_TLS_MAX);
@@ -1352,139 +1372,12 @@ struct kp_tls *kp_tls_across_take(void *ssl_, const struct pool_key *key, int fd
 	}
 	verdict_free(&v);
 	if (!e) {
-		kp_warn("across: a connection from the broker not taken: %s", why);
+		kp_across_note("across: a connection from the broker not taken: %s", why);
 		kp_real.close(p);
 		return NULL;
 	}
 	*sock = p;
 	return e;
-#else
-	(void)ssl_, (void)key, (void)fd, (void)meta;
-	return NULL;
-#endif
-}
-
-bool kp_tls_foreign_ever;
-
-/* The answer of the foreign engine e (its import f) to q for ssl.  Caller
- * holds tls_lock. */
-static void foreign_answer(struct kp_tls *e, struct tlsf *f, const SSL *ssl, enum kp_fq q,
-			   const struct kp_fq_args *a, union kp_fq_ret *r)
-{
-	switch (q) {
-	case KP_FQ_VERSION:
-		r->i = tlsf_version(f);
-		break;
-	case KP_FQ_VERSION_STR:
-		r->s = tlsf_version_string(f);
-		break;
-	case KP_FQ_CLIENT_VERSION: {
-		/* the highest version its own ClientHello offered: the gate
-		 * compared its limits with the connection's */
-		long max = kp_ssl.SSL_ctrl((SSL *)ssl, SSL_CTRL_GET_MAX_PROTO_VERSION, 0, NULL);
-		r->i = max && max < TLS1_3_VERSION ? max : TLS1_3_VERSION;
-		break;
-	}
-	case KP_FQ_INIT_FINISHED:
-		r->i = 1;
-		break;
-	case KP_FQ_IN_INIT:
-	case KP_FQ_IN_BEFORE:
-		r->i = 0;
-		break;
-	case KP_FQ_STATE:
-		r->i = TLS_ST_OK;
-		break;
-	case KP_FQ_STATE_STR:
-		r->s = "SSLOK ";
-		break;
-	case KP_FQ_STATE_STR_LONG:
-		r->s = "SSL negotiation finished successfully";
-		break;
-	case KP_FQ_SERVERNAME:
-		r->s = a->type == TLSEXT_NAMETYPE_host_name ? e->sni : NULL;
-		break;
-	case KP_FQ_SERVERNAME_TYPE:
-		r->i = e->sni ? TLSEXT_NAMETYPE_host_name : -1;
-		break;
-	case KP_FQ_FINISHED:
-		r->z = tlsf_finished(f, a->buf, a->n);
-		break;
-	case KP_FQ_PEER_FINISHED:
-		r->z = tlsf_peer_finished(f, a->buf, a->n);
-		break;
-	case KP_FQ_CLIENT_RANDOM:
-		r->z = tlsf_client_random(f, a->buf, a->n);
-		break;
-	case KP_FQ_SERVER_RANDOM:
-		r->z = tlsf_server_random(f, a->buf, a->n);
-		break;
-	case KP_FQ_ALPN: {
-		const uint8_t *d;
-		unsigned l;
-		tlsf_alpn(f, &d, &l);
-		*a->data = l ? d : NULL;
-		*a->len = l;
-		break;
-	}
-	case KP_FQ_EKM:
-		r->i = tlsf_export_keying_material(f, a->buf, a->n, a->label, a->llen, a->ctx, a->clen, a->use_ctx);
-		break;
-	case KP_FQ_WANT:
-		r->i = tlsf_want(f);
-		break;
-	case KP_FQ_PENDING_CIPHER:
-		/* libssl keeps the handshake's suite there after it */
-		r->p = kp_ssl.SSL_get_current_cipher(e->ssl);
-		break;
-	case KP_FQ_EXTMS:
-		/* (libssl's after a handshake: its session's flag, never set
-		 * in TLS 1.3) */
-		r->i = (f->st.flags & TLSX_EXTMS) != 0;
-		break;
-	case KP_FQ_RI:
-		/* (TLS 1.2: whether the server sent renegotiation_info; TLS
-		 * 1.3's ServerHello carries none: 0) */
-		r->i = (f->st.flags & TLSX_RI) != 0;
-		break;
-	case KP_FQ_GROUP:
-		r->i = tlsx_group_nid(f->st.group);
-		break;
-	case KP_FQ_REFUSE_RENEGOTIATE:
-		/* libssl's can_renegotiate (TLS 1.2 is handed only with the
-		 * option; cleared since: a renegotiation, not ours to make) */
-		r->i = f->version == TLSREC_V13			     ? SSL_R_WRONG_SSL_VERSION
-		       : (f->options & SSL_OP_NO_RENEGOTIATION) ? SSL_R_NO_RENEGOTIATION
-								 : 0;
-		break;
-	case KP_FQ_REFUSE_PHA:
-		/* a server's call: refused to a client's SSL */
-		r->i = f->version == TLSREC_V13 ? SSL_R_NOT_SERVER : SSL_R_WRONG_SSL_VERSION;
-		break;
-	}
-}
-
-bool kp_tls_foreign(const SSL *ssl, enum kp_fq q, const struct kp_fq_args *a, union kp_fq_ret *r)
-{
-	if (!__atomic_load_n(&kp_tls_foreign_ever, __ATOMIC_ACQUIRE))
-		return false;
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	bool ours = h && h->e->im;
-	if (ours)
-		foreign_answer(h->e, &h->e->im->f, ssl, q, a, r);
-	kp_unlock(&tls_lock);
-	if (ours && q == KP_FQ_EKM && r->i != 1) {
-		kp_ssl.ERR_new();
-		kp_ssl.ERR_set_error(ERR_LIB_SSL, SSL_R_TLS_ILLEGAL_EXPORTER_LABEL, NULL);
-	}
-	if (ours && (q == KP_FQ_REFUSE_RENEGOTIATE || q == KP_FQ_REFUSE_PHA)) {
-		if (!r->i)
-			return false;
-		kp_ssl.ERR_new();
-		kp_ssl.ERR_set_error(ERR_LIB_SSL, r->i, NULL);
-	}
-	return ours;
 }
 
 void kp_tls_across_drop(struct kp_tls *e, void *ssl)
@@ -1506,9 +1399,12 @@ void kp_tls_across_drop(struct kp_tls *e, void *ssl)
 }
 
 /* Under KEEPALIVE_TLS_ACROSS: e's whole state as the export message, at a
- * record boundary with nothing pending (kp_tls_park checked it).  (True
- * in the test build: the connection was spent proving the export.) */
-static bool state_export(struct kp_tls *e, int hidden, const struct pool_key *key, const struct pool_meta *meta)
+ * record boundary with nothing pending (kp_tls_park checked it); leaving:
+ * the pool will not keep it, the state goes to the broker (TLS 1.3).
+ * True when the connection is spent (in the test build: proving the
+ * export, or put at park). */
+static bool state_export(struct kp_tls *e, int hidden, const struct pool_key *key, const struct pool_meta *meta,
+			 bool leaving)
 {
 	unsigned char *msg = NULL;
 	const char *why = NULL;
@@ -1534,30 +1430,54 @@ static bool state_export(struct kp_tls *e, int hidden, const struct pool_key *ke
 	/* the message's first bytes after the magic: version, cipher */
 	kp_debug("TLS connection exportable: %ld bytes, version %02x%02x, cipher %u, configuration record %zu bytes",
 		 len, msg[4], msg[5], (unsigned)(msg[6] << 8 | msg[7]), conf_len);
+	if (leaving && kp_ssl.SSL_version(e->ssl) >= TLS1_3_VERSION)
+		return state_to_broker(e, hidden, key, meta, msg, len);
 #ifdef KP_TEST_ACROSS_VERIFY
 	/* KP_TEST_ACROSS_AFTER=N: proved at the park after N parks (its
 	 * counts kept through N in-process hand-outs), parked before */
 	const char *after = getenv("KP_TEST_ACROSS_AFTER");
-	if (after && e->parks < (unsigned)atoi(after)) {
-		kp_ssl.OPENSSL_cleanse(msg, (size_t)len);
-		free(msg);
-		return false;
+	if (!leaving && !(after && e->parks < (unsigned)atoi(after))) {
+		if (across_broker_test() || across_hand_test())
+			return state_to_broker(e, hidden, key, meta, msg, len);
+		state_verify(msg, len, hidden);
+		return true;
 	}
-	if (across_broker_test() || across_hand_test())
-		return state_to_broker(e, hidden, key, meta, msg, len);
-	state_verify(msg, len, hidden);
-	return true;
-#else
-	(void)hidden;
-	(void)key;
-	(void)meta;
+#endif
 	kp_ssl.OPENSSL_cleanse(msg, (size_t)len);
 	free(msg);
 	return false;
-#endif
 }
 
-#ifdef KP_TEST_ACROSS_VERIFY
+/* A connection parked here (hidden, to key) that the process's pool will
+ * not keep (pushed out by its caps, or the process exiting): under
+ * KEEPALIVE_TLS_ACROSS its TLS 1.3 state goes to the broker beside its
+ * socket, our KeyUpdate first (key_update_out), for another process
+ * (docs/tls-across.md "The hand-out in the library").  Only while the
+ * library is its one owner: the program freed its SSL (the engine's BIO
+ * is ours), nothing pending, never handed out since.  True: the engine is
+ * taken out of the parked ones and freed, the state gone or not; the
+ * caller closes its socket as the pool would have.  False: as before. */
+bool kp_tls_across_leave(int hidden, const struct pool_key *key, const struct pool_meta *meta)
+{
+	if (hand_mode() != HAND_ON || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE) || !shim_ctx_get())
+		return false;
+	struct kp_tls *e;
+	kp_lock(&tls_lock);
+	HASH_FIND_INT(parked, &hidden, e);
+	bool ours = e && e->refs == 1 && e->own_bio && !e->dead && !e->im && !e->foreign && !handle_find(e->ssl) &&
+		    kp_ssl.SSL_version(e->ssl) >= TLS1_3_VERSION;
+	if (ours)
+		HASH_DEL(parked, e);
+	kp_unlock(&tls_lock);
+	if (!ours)
+		return false;
+	if (!kp_ssl.SSL_has_pending(e->ssl) && !kp_ssl.SSL_get_shutdown(e->ssl) &&
+	    kp_ssl.SSL_is_init_finished(e->ssl))
+		state_export(e, hidden, key, meta, true);
+	kp_tls_put(e);
+	return true;
+}
+
 /* A connection taken from another process, done with here: its state now
  * (tlsf_export: only at rest) goes on to the broker beside its socket,
  * under the name it was taken under, after our KeyUpdate (TLS 1.3:
@@ -1590,25 +1510,23 @@ static void foreign_out(struct kp_tls *e, int hidden, const struct pool_key *key
 		why = "its session ends";
 	if (msg && !why && (msg = key_update_out(msg, &cap, hidden))) {
 		bool sent = kp_broker_tls_put(key, e->im->name, (uint32_t)(left - 1), hidden, meta, msg, cap) == 0;
-		kp_warn("across: the connection %s the broker (%zu bytes)", sent ? "passed on to" : "not taken by", cap);
+		kp_across_note("across: the connection %s the broker (%zu bytes)", sent ? "passed on to" : "not taken by", cap);
 	} else {
-		kp_warn("across: the connection not passed on: %s", why ? why : "its KeyUpdate not sent");
+		kp_across_note("across: the connection not passed on: %s", why ? why : "its KeyUpdate not sent");
 	}
 	if (msg) {
 		kp_ssl.OPENSSL_cleanse(msg, cap);
 		free(msg);
 	}
 }
-#endif
 
 bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key *key,
 		 const struct pool_meta *meta)
 {
 	if (e->im) {
-#ifdef KP_TEST_ACROSS_VERIFY
-		if (!e->dead && across_hand_test())
+		/* (only the foreign engine carries it: not parked here) */
+		if (!e->dead && hand_mode() != HAND_OFF)
 			foreign_out(e, hidden, key, meta);
-#endif
 		/* closed here (its socket went on, or is spent): a program's
 		 * SSL still alive (closed before SSL_free) is answered as a
 		 * closed handle (EBADF), its engine never writes to the number
@@ -1626,7 +1544,7 @@ bool kp_tls_park(struct kp_tls *e, int hidden, void *user, const struct pool_key
 	if (kp_ssl.SSL_has_pending(e->ssl) || kp_ssl.SSL_get_shutdown(e->ssl) ||
 	    !kp_ssl.SSL_is_init_finished(e->ssl))
 		return false;
-	if (kp_cfg.tls_across && !e->foreign && state_export(e, hidden, key, meta))
+	if (kp_cfg.tls_across && !e->foreign && state_export(e, hidden, key, meta, false))
 		return false;
 	kp_lock(&tls_lock);
 	bool ok = true;

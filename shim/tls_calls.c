@@ -526,8 +526,8 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	if (io_get(ssl, &io)) {
 		if (io.closed)
 			return kept_own(ssl) ? KP_OUTSIDE(real(ssl)) : refused(&io);
-		if (io.e != ssl)
-			return 1; /* handed out: the connection is established */
+		if (io.e != ssl) /* handed out: the connection is established */
+			return io.f ? kp_tls_foreign_handshake(io.f) : 1;
 	} else {
 		int fd = deferred_fd(ssl);
 		if (fd < 0)

@@ -252,8 +252,12 @@ static int on_post_handshake(struct tlsf *f, const struct tlsrec_ev *ev, bool ke
 		break;
 	case TLSREC_EV_KEY_UPDATE:
 		f->key_updates_rx++;
-		if (ev->update_requested && keep)
+		/* tls_process_key_update: ours then asks for none (whatever
+		 * the program's SSL_key_update asked) */
+		if (ev->update_requested) { /* (after our close_notify: never sent) */
 			f->key_update_owed = true;
+			f->key_update_requested = false;
+		}
 		break;
 	case TLSREC_EV_RENEGOTIATE:
 		/* tls_process_hello_req: refused with a warning under
@@ -275,6 +279,30 @@ static int on_post_handshake(struct tlsf *f, const struct tlsrec_ev *ev, bool ke
 	return 1;
 }
 
+/* OpenSSL's state machine run while in init after SSL_key_update
+ * (handshake_func): our KeyUpdate sealed (once) and sent; 1, or -1 (the
+ * socket would block or failed: WANT_WRITE, SYSCALL) */
+static int key_update_send(struct tlsf *f)
+{
+	if (f->key_update_owed) {
+		uint8_t rec[64];
+		int n = tlsrec_seal_key_update(&f->tx, f->key_update_requested, rec, sizeof(rec));
+		if (n < 0)
+			return fatal(f, TLSREC_AD_INTERNAL_ERROR, TLSF_R_OTHER);
+		if (f->out_off == f->out_len)
+			f->out_off = f->out_len = 0;
+		memcpy(f->out + f->out_len, rec, (size_t)n);
+		f->out_len += (size_t)n;
+		f->key_update_owed = false;
+		f->key_updates_tx++;
+	}
+	if (f->out_off < f->out_len && flush(f) < 0)
+		return -1;
+	f->alert_owed = false;
+	f->in_init = false;
+	return 1;
+}
+
 /* ssl3_read_bytes for application data: 1 with *readbytes, or what the
  * call returns */
 static int read_internal(struct tlsf *f, uint8_t *buf, size_t num, bool peek, size_t *readbytes)
@@ -288,6 +316,10 @@ static int read_internal(struct tlsf *f, uint8_t *buf, size_t num, bool peek, si
 		return 0;
 	}
 	if (f->failed)
+		return -1;
+	/* ssl3_read_bytes: the state machine first while in init (our
+	 * KeyUpdate of SSL_key_update) */
+	if (f->in_init && key_update_send(f) < 0)
 		return -1;
 	for (;;) {
 		if (f->app_len) {
@@ -404,7 +436,7 @@ static int write_internal(struct tlsf *f, const uint8_t *buf, size_t len, size_t
 	if (f->wpend_tot == 0) {
 		if (f->key_update_owed && f->version == TLSREC_V13) {
 			uint8_t rec[64];
-			int n = tlsrec_seal_key_update(&f->tx, false, rec, sizeof(rec));
+			int n = tlsrec_seal_key_update(&f->tx, f->key_update_requested, rec, sizeof(rec));
 			if (n < 0)
 				return fatal(f, TLSREC_AD_INTERNAL_ERROR, TLSF_R_OTHER);
 			if (f->out_off == f->out_len)
@@ -413,12 +445,14 @@ static int write_internal(struct tlsf *f, const uint8_t *buf, size_t len, size_t
 			f->out_len += (size_t)n;
 			f->key_update_owed = false;
 			f->key_updates_tx++;
+			f->in_init = true; /* ssl3_write_bytes: until it is sent */
 		}
 		if (f->out_off < f->out_len && flush(f) < 0) {
 			f->wnum = tot;
 			return -1;
 		}
 		f->alert_owed = false;
+		f->in_init = false;
 	} else {
 		if ((!(f->mode & TLSF_MODE_ACCEPT_MOVING_WRITE_BUFFER) && f->wpend_buf != buf + tot))
 			return fatal(f, TLSREC_AD_INTERNAL_ERROR, TLSF_R_BAD_WRITE_RETRY);
@@ -524,7 +558,7 @@ static void read_for_shutdown(struct tlsf *f)
 int tlsf_shutdown(struct tlsf *f)
 {
 	call_begins(f);
-	if (f->failed)
+	if (f->failed || f->in_init)
 		return raise_error(f, R_SHUTDOWN_WHILE_IN_INIT);
 	if (!(f->shutdown & TLSF_SENT_SHUTDOWN)) {
 		f->shutdown |= TLSF_SENT_SHUTDOWN;
@@ -583,6 +617,50 @@ int tlsf_last_reason(const struct tlsf *f)
 int tlsf_want(const struct tlsf *f)
 {
 	return f->rwstate == RW_WRITING ? 2 : f->rwstate == RW_READING ? 3 : 1;
+}
+
+/* ------------------------------------------------------------ SSL_key_update */
+
+#define R_WRONG_SSL_VERSION 266
+#define R_INVALID_KEY_UPDATE_TYPE 120
+#define R_STILL_IN_INIT 121
+
+int tlsf_key_update(struct tlsf *f, int type)
+{
+	call_begins(f);
+	int why = f->version != TLSREC_V13	 ? R_WRONG_SSL_VERSION
+		  : type != 0 && type != 1 ? R_INVALID_KEY_UPDATE_TYPE
+		  : f->failed || f->in_init ? R_STILL_IN_INIT /* !SSL_is_init_finished */
+		  : f->wpend_tot	     ? TLSF_R_BAD_WRITE_RETRY
+					     : 0;
+	if (why) {
+		raise_error(f, why);
+		return 0;
+	}
+	f->key_update_owed = true;
+	f->key_update_requested = type == 1;
+	f->in_init = true;
+	return 1;
+}
+
+int tlsf_key_update_type(const struct tlsf *f)
+{
+	return f->key_update_owed ? f->key_update_requested : -1;
+}
+
+int tlsf_do_handshake(struct tlsf *f)
+{
+	call_begins(f);
+	if (!f->in_init)
+		return 1;
+	if (f->failed)
+		return -1;
+	return key_update_send(f);
+}
+
+int tlsf_in_init(const struct tlsf *f)
+{
+	return f->in_init || f->failed; /* (ossl_statem_fatal: in init) */
 }
 
 /* ------------------------------------------------------------ exporter */

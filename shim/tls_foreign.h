@@ -96,7 +96,9 @@ struct tlsf {
 	/* the write in progress (OpenSSL's wnum, wpend_tot, wpend_buf) */
 	size_t wnum, wpend_tot;
 	const void *wpend_buf;
-	bool key_update_owed; /* the peer asked: ours goes before the next write */
+	bool key_update_owed; /* ours goes before the next write (the peer asked, or the program) */
+	bool key_update_requested; /* ... asking the peer's (SSL_key_update's type) */
+	bool in_init;         /* SSL_key_update made: OpenSSL's in_init until ours is sent */
 	bool alert_owed;      /* an alert sealed and not yet all sent */
 	bool failed;          /* a fatal error: every call fails from now on */
 	int shutdown;         /* TLSF_*_SHUTDOWN */
@@ -147,6 +149,19 @@ int tlsf_last_reason(const struct tlsf *f);
 /* SSL_want: 1 nothing, 2 writing, 3 reading (SSL_NOTHING, SSL_WRITING,
  * SSL_READING) */
 int tlsf_want(const struct tlsf *f);
+
+/* SSL_key_update (OpenSSL 3.0's rules: TLS 1.3, the type 0 or 1, not
+ * while in init or a write is pending: 0 with the reason raised); ours
+ * then goes out at the next read, peek, write or tlsf_do_handshake, which
+ * run OpenSSL's state machine first (SSL_in_init 1 until then).  1. */
+int tlsf_key_update(struct tlsf *f, int type);
+/* SSL_get_key_update_type: the type of ours owed, or -1 (SSL_KEY_UPDATE_NONE) */
+int tlsf_key_update_type(const struct tlsf *f);
+/* SSL_do_handshake after the handshake: ours sent where SSL_key_update
+ * put the engine in init; 1, or -1 (tlsf_get_error) */
+int tlsf_do_handshake(struct tlsf *f);
+/* SSL_in_init: 1 between SSL_key_update and its KeyUpdate sent */
+int tlsf_in_init(const struct tlsf *f);
 
 /* SSL_export_keying_material: 1 and out filled, or 0 (an illegal TLS 1.2
  * label, libcrypto failed) */

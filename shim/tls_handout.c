@@ -779,6 +779,37 @@ bool kp_tls_session_reused(const SSL *ssl, int *reused)
 	return ours;
 }
 
+/* SSL_get_tmp_key of an SSL a foreign engine answers, after its first
+ * read or write (before it the program's own handshake is made first:
+ * kp_tls_foreign_early).  The state does not carry the program's key
+ * share, on purpose (with the server's public key it gives the
+ * handshake's secret, from which every earlier owner's traffic keys
+ * follow): a fresh key pair of the negotiated group, made at the first
+ * ask and the same object after, as libssl's (docs/tls-across.md "The
+ * hand-out in the library").  True: such an SSL, *k a reference or NULL
+ * (no key of that group could be made: answered as with none). */
+static bool foreign_own_key(SSL *ssl, EVP_PKEY **k)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool foreign = h && h->e->im;
+	if (foreign && !h->own.key[1]) {
+		int nid = tlsx_group_nid(h->e->im->f.st.group);
+		const char *sn = kp_ssl.OBJ_nid2sn(nid);
+		kp_ssl.ERR_set_mark();
+		if (sn && (nid == NID_X25519 || nid == NID_X448))
+			h->own.key[1] = kp_ssl.EVP_PKEY_Q_keygen(NULL, NULL, sn);
+		else if (sn) /* (an FFDHE group: none made, answered as with none) */
+			h->own.key[1] = kp_ssl.EVP_PKEY_Q_keygen(NULL, NULL, "EC", sn);
+		kp_ssl.ERR_pop_to_mark();
+	}
+	*k = foreign ? h->own.key[1] : NULL;
+	if (*k && !kp_ssl.EVP_PKEY_up_ref(*k))
+		*k = NULL;
+	kp_unlock(&tls_lock);
+	return foreign;
+}
+
 /* SSL_get_peer_tmp_key, SSL_get_tmp_key of an SSL whose engine e answers
  * (routed, kp_tls_ctrl): e's key, as the program's SSL's own copy (e's
  * object is the engine's, whatever handshake made it). */
@@ -786,6 +817,13 @@ long kp_tls_own_key(SSL *ssl, SSL *e, int cmd, long larg, void *parg)
 {
 	if (!parg)
 		return kp_ssl.SSL_ctrl(e, cmd, larg, parg);
+	EVP_PKEY *fresh = NULL;
+	if (cmd == SSL_CTRL_GET_TMP_KEY && foreign_own_key(ssl, &fresh)) {
+		if (!fresh)
+			return 0;
+		*(EVP_PKEY **)parg = fresh;
+		return 1;
+	}
 	EVP_PKEY *before = *(EVP_PKEY **)parg;
 	long ret = kp_ssl.SSL_ctrl(e, cmd, larg, parg);
 	kp_lock(&tls_lock);

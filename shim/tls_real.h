@@ -270,6 +270,8 @@ typedef void (*kp_any_fn)(void);
 	X(int, i2d_PrivateKey, (const EVP_PKEY *, unsigned char **))               \
 	X(EVP_PKEY *, d2i_AutoPrivateKey, (EVP_PKEY **, const unsigned char **, long)) \
 	X(void, EVP_PKEY_free, (EVP_PKEY *))                                       \
+	X(EVP_PKEY *, EVP_PKEY_Q_keygen, (OSSL_LIB_CTX *, const char *, const char *, ...)) \
+	X(const char *, OBJ_nid2sn, (int))                                         \
 	X(void, X509_VERIFY_PARAM_free, (X509_VERIFY_PARAM *))                     \
 	X(int, X509_verify_cert, (X509_STORE_CTX *))                               \
 	X(int, X509_cmp, (const X509 *, const X509 *))                             \

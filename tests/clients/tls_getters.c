@@ -18,7 +18,11 @@
  * keyupdate (SSL_key_update asking the server's, before the request; its
  * return printed), renego (SSL_renegotiate before the request, its return
  * and reason printed), late (after the request: SSL_renegotiate and
- * SSL_verify_client_post_handshake, their returns and reasons printed).
+ * SSL_verify_client_post_handshake, their returns and reasons printed),
+ * lateku[=0] (after the request: SSL_key_update asking the server's, or
+ * not (=0), then
+ * SSL_do_handshake, what each returns and the key update's type and
+ * SSL_in_init around them printed).
  */
 #include <stdbool.h>
 #include <unistd.h>
@@ -165,6 +169,19 @@ int main(int argc, char **argv)
 			ERR_clear_error();
 			int pha = SSL_verify_client_post_handshake(ssl);
 			printf(" post-handshake auth %d %s\n", pha, pha ? "-" : reason());
+			ERR_clear_error();
+		}
+		if (flag("lateku")) {
+			/* SSL_key_update after the request (lateku=0: not asking
+			 * the server's; else asking it): pending until
+			 * SSL_do_handshake sends it */
+			ERR_clear_error();
+			int ku = SSL_key_update(ssl, strcmp(flag("lateku"), "0") ? SSL_KEY_UPDATE_REQUESTED
+										: SSL_KEY_UPDATE_NOT_REQUESTED);
+			printf("%d: late key update %d type %d in init %d finished %d", i, ku,
+			       SSL_get_key_update_type(ssl), SSL_in_init(ssl), SSL_is_init_finished(ssl));
+			int hs = SSL_do_handshake(ssl);
+			printf(" handshake %d type %d in init %d\n", hs, SSL_get_key_update_type(ssl), SSL_in_init(ssl));
 			ERR_clear_error();
 		}
 		if (!last || !first_only) {

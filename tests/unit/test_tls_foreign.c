@@ -401,6 +401,8 @@ enum op {
 	C_WRITE_B,  /* SSL_write(n) from another buffer, same bytes */
 	C_WRITE_AT, /* SSL_write(n) from the first buffer's byte 16384 */
 	C_SHUTDOWN, /* SSL_shutdown */
+	C_KU,       /* SSL_key_update(n): 0 not requested, 1 requested, 2 an invalid type */
+	C_HS,       /* SSL_do_handshake */
 	C_EXPORT,   /* compare SSL_export_keying_material (taken-over client vs engine) */
 	C_REEXPORT, /* the engine's state exported again (tlsf_export) into a new engine
 		       that goes on in its place; n: 1 refused (not at rest), 0 taken */
@@ -488,6 +490,17 @@ static const struct script scripts[] = {
 	{"a write retried after the peer's close_notify",
 	 {{ROOM, 0}, {C_WRITE, 100}, {S_WRITE, 2}, {S_CLOSE, 0}, {C_READ, 5}, {C_READ, 5}, {ROOM, -1},
 	  {C_WRITE, 100}, {C_WRITE, 0}, {C_SHUTDOWN, 0}, {END, 0}}},
+	/* the program's own SSL_key_update after data (docs/tls-across.md "The
+	 * hand-out in the library"): sent at the next read, write or
+	 * SSL_do_handshake; the server's answer when asked; refusals */
+	{"the program's SSL_key_update",
+	 {{S_WRITE, 10}, {C_READ, 100}, {C_KU, 0}, {C_KU, 1}, {C_SHUTDOWN, 0, V13}, {C_WRITE, 5}, {S_WRITE, 3},
+	  {C_READ, 100}, {C_KU, 1}, {C_READ, 100}, {S_WRITE, 4}, {C_READ, 100}, {C_KU, 2}, {C_HS, 0},
+	  {C_KU, 0}, {C_HS, 0}, {C_HS, 0}, {C_WRITE, 6}, {C_KU, 1}, {ROOM, 0}, {C_HS, 0}, {C_HS, 0},
+	  {C_WRITE, 5}, {ROOM, -1}, {C_WRITE, 5}, {S_WRITE, 2}, {C_READ, 100}, {S_KU, 1, V13}, {C_KU, 1},
+	  {S_WRITE, 3}, {C_READ, 100}, {C_READ, 100}, {C_WRITE, 4}, {S_WRITE, 5}, {C_READ, 100},
+	  {ROOM, 0}, {C_WRITE, 100}, {C_KU, 0}, {ROOM, -1}, {C_WRITE, 100}, {C_KU, 0}, {C_PEEK, 1},
+	  {S_WRITE, 1}, {C_PEEK, 1}, {C_READ, 1}, {C_WRITE, 3}, {END, 0}}},
 	{"a ticket then EOF",
 	 {{S_TICKET, 0, V13}, {S_EOF, 0}, {C_READ, 5}, {C_READ, 5}, {C_READ, 5}, {END, 0}}},
 	/* the next process's engine, from this one's state, carries on where
@@ -513,6 +526,7 @@ struct answer {
 	uint8_t data[65536];
 	size_t len;
 	int pending, has_pending, shutdown;
+	int ku_type, in_init; /* SSL_get_key_update_type, SSL_in_init */
 };
 
 static void server_step(struct side *x, const struct step *st, int *pattern_at)
@@ -591,8 +605,12 @@ static void ref_step(struct side *x, const struct step *st, struct answer *a)
 	case C_WRITE_B:
 	case C_WRITE_AT: a->ret = SSL_write(x->c, write_buf(st), st->n); break;
 	case C_SHUTDOWN: a->ret = SSL_shutdown(x->c); break;
+	case C_KU: a->ret = SSL_key_update(x->c, st->n); break;
+	case C_HS: a->ret = SSL_do_handshake(x->c); break;
 	default: return;
 	}
+	a->ku_type = SSL_get_key_update_type(x->c);
+	a->in_init = SSL_in_init(x->c);
 	a->err = SSL_get_error(x->c, a->ret);
 	/* the SSL error: TLS 1.2 AES-GCM's failed open puts a provider's
 	 * error first in the queue */
@@ -616,8 +634,12 @@ static void foreign_step(struct side *x, const struct step *st, struct answer *a
 	case C_WRITE_B:
 	case C_WRITE_AT: a->ret = tlsf_write(x->f, write_buf(st), st->n); break;
 	case C_SHUTDOWN: a->ret = tlsf_shutdown(x->f); break;
+	case C_KU: a->ret = tlsf_key_update(x->f, st->n); break;
+	case C_HS: a->ret = tlsf_do_handshake(x->f); break;
 	default: return;
 	}
+	a->ku_type = tlsf_key_update_type(x->f);
+	a->in_init = tlsf_in_init(x->f);
 	a->err = tlsf_get_error(x->f, a->ret);
 	a->reason = a->err == TLSF_ERROR_SSL ? tlsf_last_reason(x->f) : -1;
 	a->len = st->op == C_READ_EX ? got : (st->op == C_READ || st->op == C_PEEK) && a->ret > 0 ? (size_t)a->ret : 0;
@@ -800,6 +822,8 @@ static void run_script(const struct script *sc, int version, const char *suite, 
 		SAME("SSL_pending", a.pending, b.pending);
 		SAME("SSL_has_pending", a.has_pending, b.has_pending);
 		SAME("SSL_get_shutdown", a.shutdown, b.shutdown);
+		SAME("SSL_get_key_update_type", a.ku_type, b.ku_type);
+		SAME("SSL_in_init", a.in_init, b.in_init);
 		/* (the handshakes' lengths differ: an ECDSA signature's) */
 		SAME("bytes left in the socket", ref.down.len - ref.down.off, fgn.down.len - fgn.down.off);
 		SAME("bytes written to the socket", ref.up.len - ref_up, fgn.up.len - fgn_up);

@@ -1,0 +1,198 @@
+#!/usr/bin/env bats
+# Whole TLS connections across processes in the library that ships, behind
+# KEEPALIVE_TLS_ACROSS=1 (docs/tls-across.md "The hand-out in the
+# library"): a loop of one-process-per-request Python programs under
+# `keepalive` against nginx (TLS 1.3), each loop run without and with the
+# library, its output compared, nginx's log ($connection first) counting
+# server connections.  The library's own lines go to a log file
+# (KEEPALIVE_LOG_FILE), so that the program's stderr is compared too.
+
+load helpers
+
+setup_file() { suite_setup; }
+setup() {
+	NGINX_TLS=1 nginx_start
+	TLS="$NGINX_DIR/tls"
+}
+teardown() { servers_stop; }
+
+# loop N CASE_AT CASE_ARGS...: N processes of tests/clients/tls_once.py
+# (one urllib GET each, verified with the test CA), the one at CASE_AT
+# (0: none) with CASE_ARGS instead; without, then with the library (under
+# `keepalive`: its private broker; KILL_AT=K: the broker killed after the
+# K-th process); stdout and stderr of each run compared
+loop() {
+	local n=$1 at=$2 xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	shift 2
+	mkdir -p -m 0700 "$xdg"
+	local once="$PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $SERVER_PORT /f"
+	local script="" i
+	for i in $(seq 1 "$n"); do
+		if [ "$i" = "$at" ]; then script="$script $once $*;"; else script="$script $once --ca $TLS/ca.pem --show;"; fi
+		# (keepalive names its broker; alone there is none)
+		[ "$i" = "${KILL_AT:-0}" ] && script="$script [ -n \"\${KEEPALIVE_BROKER_PID:-}\" ] && kill -9 \$KEEPALIVE_BROKER_PID;"
+	done
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	cp "$NGINX_DIR/access.log" "$out/plain.log"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$PRELOAD" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_LOG=debug \
+		KEEPALIVE_LOG_FILE="$out/shim.log" "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	echo "--- shim.out"; cat "$out/shim.out"
+	echo "--- shim.err"; cat "$out/shim.err"
+	echo "--- nginx"; nginx_log
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	run diff "$out/plain.err" "$out/shim.err"
+	assert_success
+}
+handed() { grep -c 'a TLS connection from another process handed to the program' "$BATS_TEST_TMPDIR/shim.log" || true; }
+not_taken() { grep -c "a connection from the broker not taken: $1" "$BATS_TEST_TMPDIR/shim.log" || true; }
+plain_conns() { _distinct_first_fields "$BATS_TEST_TMPDIR/plain.log"; }
+
+@test "TLS across processes, shipped: a loop of 10 python processes (one HTTPS request each) runs on at most 2 server connections where alone it makes 10; the same output (TLS 1.3)" {
+	use_tls 13
+	loop 10 0
+	assert_equal "alone $(plain_conns)" "alone 10"
+	assert_equal "requests $(nginx_requests)" "requests 10"
+	local c
+	c=$(nginx_conns)
+	[ "$c" -le 2 ] || fail "connections $c, want at most 2"
+	[ "$(handed)" -ge 8 ] || fail "handed $(handed), want at least 8"
+	# the secrets never logged: the log says sizes only
+	run grep -ci 'secret\|key=' "$BATS_TEST_TMPDIR/shim.log"
+	assert_output 0
+}
+
+@test "TLS across processes, shipped: a process in the middle with another CA file is not handed the connection, fails as alone; the loop goes on (TLS 1.3)" {
+	use_tls 13
+	loop 6 3 --ca "$TLS/other-ca.pem" --show
+	grep -q '^error=SSLCertVerificationError' "$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "refused $(not_taken "the program's verification fails on it")" "refused 1"
+}
+
+@test "TLS across processes, shipped: a process in the middle without verification (CERT_NONE) is not handed the connection, makes its own handshake as alone (TLS 1.3)" {
+	use_tls 13
+	loop 6 3 --noverify --show
+	assert_equal "refused $(not_taken "the program's verification result is not X509_V_OK")" "refused 1"
+}
+
+@test "TLS across processes, shipped: a process in the middle with another SNI is not handed the connection, makes its own handshake as alone; the one after it takes the loop's (TLS 1.3)" {
+	use_tls 13
+	# (python sends no SNI to an address; this one sends localhost, the
+	# certificate's name: it verifies, alone and with the library)
+	loop 6 3 --ca "$TLS/ca.pem" --name localhost --show
+	assert_equal "requests $(nginx_requests)" "requests 6"
+	# another SNI makes another broker name: the third request on a
+	# connection of its own (and its connection, put under its name at
+	# exit, is not handed to the fourth either), the loop's connection
+	# carried on by the fourth to the sixth
+	assert_equal "connections $(nginx_conns)" "connections 3"
+	local third
+	third=$(awk 'NR == 3 { print $1 }' "$NGINX_DIR/access.log")
+	assert_equal "third's requests $(awk -v c="$third" '$1 == c' "$NGINX_DIR/access.log" | wc -l)" "third's requests 1"
+	assert_equal "handed $(handed)" "handed 3"
+}
+
+@test "TLS across processes, shipped: the broker killed mid-loop, every process still succeeds with the same output (TLS 1.3)" {
+	use_tls 13
+	KILL_AT=4 loop 8 0
+	assert_equal "requests $(nginx_requests)" "requests 8"
+	# the third and fourth handed the second's connection; the fourth's
+	# put at exit finds no broker (closed), and every later process makes
+	# its own handshake
+	assert_equal "handed $(handed)" "handed 2"
+}
+
+# getters FLAGS1 FLAGS2...: tests/clients/tls_getters.c processes (one
+# request each, renegotiation refused), process i with FLAGSi, as loop does
+# (KP_HANDOUT_ENV: more of the environment, e.g. KP_TEST_ACROSS_BROKER=2
+# to run the code before's test build, which handed out)
+getters() {
+	local n=$# xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR" script=: f
+	mkdir -p -m 0700 "$xdg"
+	for f in "$@"; do script="$script && $ROOT/build/clients/tls_getters $SERVER_PORT $TLS/ca.pem 1 $f"; done
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	wait_until test "$(nginx_requests)" -ge "$n"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$PRELOAD" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_LOG=debug \
+		KEEPALIVE_LOG_FILE="$out/shim.log" ${KP_HANDOUT_ENV:-} "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	wait_until test "$(nginx_requests)" -ge "$n"
+	echo "--- the hand-outs"; grep -E 'across|handed|not exportable|broker' "$out/shim.log" || true
+	echo "--- shim.out"; cat "$out/shim.out"
+	echo "--- nginx"; nginx_log
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	run diff "$out/plain.err" "$out/shim.err"
+	assert_success
+}
+
+@test "TLS across processes, shipped: SSL_key_update after the first read or write is the foreign engine's (pending, in init, sent by SSL_do_handshake, as libssl), nginx takes the records after it; the getters as alone, the own key-exchange key included (TLS 1.3)" {
+	make -s -C "$ROOT" build/clients/tls_getters >&2
+	use_tls 13
+	# (a program's own SSL asked for a KeyUpdate is never parked after:
+	# the in-process rule for a call that may start a handshake; the
+	# first process's connection is, and goes to the broker at its exit)
+	getters "" lateku=0 lateku=0 lateku=0
+	assert_equal "asked $(grep -c 'late key update 1 type 0 in init 1 finished 0 handshake 1 type -1 in init 0' "$BATS_TEST_TMPDIR/plain.out")" "asked 3"
+	# the first process's connection carried through the three after it,
+	# each sending its KeyUpdate on it and passing it on
+	assert_equal "handed $(handed)" "handed 3"
+	assert_equal "connections $(nginx_conns)" "connections 1"
+}
+
+@test "TLS across processes, shipped: SSL_key_update asking the server's after the first read or write, as libssl (type 1); the same output (TLS 1.3)" {
+	make -s -C "$ROOT" build/clients/tls_getters >&2
+	use_tls 13
+	getters "" lateku lateku lateku
+	assert_equal "asked $(grep -c 'late key update 1 type 1 in init 1 finished 0 handshake 1 type -1 in init 0' "$BATS_TEST_TMPDIR/plain.out")" "asked 3"
+	# (the server's answer to the program's request may arrive while the
+	# connection waits in the broker, which then drops it as one its
+	# server spoke on: the next process dials; so at least the second)
+	[ "$(handed)" -ge 1 ] || fail "handed $(handed)"
+}
+
+@test "TLS across processes, shipped: a parked TLS 1.3 connection the pool's per-host cap pushes out goes to the broker with its state (before, closed); the next process is handed it (TLS 1.3)" {
+	use_tls 13
+	local xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
+	mkdir -p -m 0700 "$xdg"
+	# two keep-alive connections open at once (http.client), closed in
+	# turn: under a cap of one idle per host the second's park pushes the
+	# first out; then a process of one request
+	cat >"$out/two.py" <<'PY'
+import http.client, ssl, sys
+ctx = ssl.create_default_context(cafile=sys.argv[3])
+cs = [http.client.HTTPSConnection(sys.argv[1], int(sys.argv[2]), context=ctx) for _ in range(int(sys.argv[4]))]
+for c in cs:
+    c.request("GET", "/f")
+    sys.stdout.buffer.write(c.getresponse().read())
+for c in cs:
+    c.close()
+PY
+	local script="$PYTHON $out/two.py 127.0.0.1 $SERVER_PORT $TLS/ca.pem 2 && $PYTHON $out/two.py 127.0.0.1 $SERVER_PORT $TLS/ca.pem 1"
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	wait_until test "$(nginx_requests)" -ge 3
+	nginx_reset
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$PRELOAD" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_MAX_IDLE_PER_HOST=1 KEEPALIVE_LOG=debug \
+		KEEPALIVE_LOG_FILE="$out/shim.log" "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	wait_until test "$(nginx_requests)" -ge 3
+	grep -E 'across|handed|TLS connection' "$out/shim.log" || true
+	nginx_log
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	run diff "$out/plain.err" "$out/shim.err"
+	assert_success
+	# both of the first process's connections reached the broker: the one
+	# pushed out at once, the other at exit
+	assert_equal "given $(grep -c 'the state given to the broker' "$out/shim.log")" "given 2"
+	assert_equal "handed $(handed)" "handed 1"
+	assert_equal "connections $(nginx_conns)" "connections 2"
+}
