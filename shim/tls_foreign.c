@@ -279,23 +279,30 @@ static int on_post_handshake(struct tlsf *f, const struct tlsrec_ev *ev, bool ke
 	return 1;
 }
 
+/* Our KeyUpdate (owed) sealed under the sending keys, which it moves on,
+ * and queued behind what waits to go out; 0, or -1 (fatal). */
+static int key_update_queue(struct tlsf *f)
+{
+	uint8_t rec[64];
+	int n = tlsrec_seal_key_update(&f->tx, f->key_update_requested, rec, sizeof(rec));
+	if (n < 0)
+		return fatal(f, TLSREC_AD_INTERNAL_ERROR, TLSF_R_OTHER);
+	if (f->out_off == f->out_len)
+		f->out_off = f->out_len = 0;
+	memcpy(f->out + f->out_len, rec, (size_t)n);
+	f->out_len += (size_t)n;
+	f->key_update_owed = false;
+	f->key_updates_tx++;
+	return 0;
+}
+
 /* OpenSSL's state machine run while in init after SSL_key_update
  * (handshake_func): our KeyUpdate sealed (once) and sent; 1, or -1 (the
  * socket would block or failed: WANT_WRITE, SYSCALL) */
 static int key_update_send(struct tlsf *f)
 {
-	if (f->key_update_owed) {
-		uint8_t rec[64];
-		int n = tlsrec_seal_key_update(&f->tx, f->key_update_requested, rec, sizeof(rec));
-		if (n < 0)
-			return fatal(f, TLSREC_AD_INTERNAL_ERROR, TLSF_R_OTHER);
-		if (f->out_off == f->out_len)
-			f->out_off = f->out_len = 0;
-		memcpy(f->out + f->out_len, rec, (size_t)n);
-		f->out_len += (size_t)n;
-		f->key_update_owed = false;
-		f->key_updates_tx++;
-	}
+	if (f->key_update_owed && key_update_queue(f) < 0)
+		return -1;
 	if (f->out_off < f->out_len && flush(f) < 0)
 		return -1;
 	f->alert_owed = false;
@@ -435,16 +442,8 @@ static int write_internal(struct tlsf *f, const uint8_t *buf, size_t len, size_t
 	 * first when no data record is half sent) */
 	if (f->wpend_tot == 0) {
 		if (f->key_update_owed && f->version == TLSREC_V13) {
-			uint8_t rec[64];
-			int n = tlsrec_seal_key_update(&f->tx, f->key_update_requested, rec, sizeof(rec));
-			if (n < 0)
-				return fatal(f, TLSREC_AD_INTERNAL_ERROR, TLSF_R_OTHER);
-			if (f->out_off == f->out_len)
-				f->out_off = f->out_len = 0;
-			memcpy(f->out + f->out_len, rec, (size_t)n);
-			f->out_len += (size_t)n;
-			f->key_update_owed = false;
-			f->key_updates_tx++;
+			if (key_update_queue(f) < 0)
+				return -1;
 			f->in_init = true; /* ssl3_write_bytes: until it is sent */
 		}
 		if (f->out_off < f->out_len && flush(f) < 0) {
