@@ -870,8 +870,11 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		unvouch(c, fd, "a buffer the kernel refuses");
 		return send_pass(c, fd, flags, true, errno, ret);
 	}
+	/* an interruption this call did not meet is no answer of its own
+	 * (docs/replay.md "The copy's rest": answered where it happened) */
+	kp_replay_interrupted = false;
 	/* the rest of a replay's copy first: never the program's bytes in
-	 * the middle of it (docs/replay.md "The copy's rest") */
+	 * the middle of it */
 	if (__builtin_expect(c->replay_rest, 0) && replay_rest_first(c, fd, flags) < 0) {
 		kp_unlock(&c->lock);
 		*ret = -1; /* EINTR or EAGAIN: nothing of this call taken */
