@@ -871,8 +871,10 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		return send_pass(c, fd, flags, true, errno, ret);
 	}
 	/* an interruption this call did not meet is no answer of its own
-	 * (docs/replay.md "The copy's rest": answered where it happened) */
-	kp_replay_interrupted = false;
+	 * (docs/replay.md "The copy's rest": answered where it happened).
+	 * TLS: the SSL call's own (replay_stepped, kp_conn_replay_cut) */
+	if (!c->tls)
+		kp_replay_interrupted = false;
 	/* the rest of a replay's copy first: never the program's bytes in
 	 * the middle of it */
 	if (__builtin_expect(c->replay_rest, 0) && replay_rest_first(c, fd, flags) < 0) {
