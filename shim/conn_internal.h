@@ -168,6 +168,9 @@ void handoff_fresh(struct kp_conn *c, int fd);
  * O_NONBLOCK socket: docs/replay.md "The program's bounds").  Set by the
  * read and the send around what may swap before the first request. */
 extern __thread bool kp_call_nowait;
+/* the program's call is a write (send.c): a non-blocking one's replay
+ * sends what fits, the rest before its next write (replay_cut) */
+extern __thread bool kp_call_write;
 bool first_request_plan(struct kp_conn *c, int fd, const struct frm_req_head *h,
 			size_t extra);
 
@@ -183,6 +186,9 @@ extern __thread bool kp_replay_interrupted;
  * the program's next read or wait on fd.  True: cut again where the
  * program's call ends (errno EINTR). */
 bool kp_replay_rest(struct kp_conn *c, int fd);
+/* The rest of the copy before a program's write: 0, or -1 with errno
+ * EINTR or EAGAIN (nothing of the program's may go).  Lock held. */
+int replay_rest_first(struct kp_conn *c, int fd, int flags);
 
 bool ready_settle(struct kp_conn *c, int fd);
 void give_up(struct kp_conn *c, int fd, const char *why);

@@ -51,6 +51,7 @@
 
 __thread bool kp_replay_interrupted;
 __thread bool kp_call_nowait;
+__thread bool kp_call_write;
 
 
 /*
@@ -604,21 +605,65 @@ bool replay_decide(struct kp_conn *c, int fd, enum kp_died how)
 	return true;
 }
 
-/* A signal ended the program's call while the copy waited for room on
- * the fresh connection (send_all): the call says EINTR (kp_recv_done, the
- * send below; in a poll the poll goes on), and the rest of the copy goes
- * at the program's next read or wait (kp_replay_rest).  Never a request
- * left half-sent by us, nor a wait past the signal. */
-static bool replay_cut(struct kp_conn *c, int fd, enum kp_died how, size_t sent)
+/* The copy did not all go within the program's call: a signal ended the
+ * wait for room on the fresh connection (send_all; intr: the call says
+ * EINTR: kp_recv_done, the send paths; in a poll the poll goes on), or the
+ * call is a non-blocking write and the socket took what fitted (the call
+ * says EAGAIN).  The rest goes before anything of the program's: at its
+ * next write, first (replay_rest_first), or its next read or wait
+ * (kp_replay_rest).  Never a request left half-sent by us, nor a wait
+ * past the signal, nor a non-blocking call that waits on the server
+ * (docs/replay.md "The copy's rest"). */
+static bool replay_cut(struct kp_conn *c, int fd, enum kp_died how, size_t sent, bool intr)
 {
 	c->replay_rest = true;
 	c->replay_off = sent;
 	c->resp_started = false;
-	if (kp_wait_left_ms == KP_NOT_WAITING)
+	if (intr && kp_wait_left_ms == KP_NOT_WAITING)
 		kp_replay_interrupted = true;
 	kp_debug("fd %d: %s on a reused connection: its copy sent again in part (%zu of %zu) when "
-		 "a signal ended the program's call", fd, died_str(how), sent, c->replay_len);
+		 "%s", fd, died_str(how), sent, c->replay_len,
+		 intr ? "a signal ended the program's call" : "the non-blocking socket was full");
 	return true;
+}
+
+/* The rest of the copy (replay_rest), within the program's call: a
+ * non-blocking one (O_NONBLOCK, or MSG_DONTWAIT in flags) takes what fits
+ * and never waits; a blocking one waits as its own send would, a signal
+ * that would end it ending this (send_all's cut).  0: nothing of the copy
+ * waits any more (all out, or the send failed: the connection unpooled,
+ * the program's own call then meets the kernel's answer); -1 with errno
+ * EINTR or EAGAIN: the rest still waits, and nothing of the program's may
+ * go.  Caller holds c->lock. */
+int replay_rest_first(struct kp_conn *c, int fd, int flags)
+{
+	if (!c->replay_rest)
+		return 0;
+	int saved = errno;
+	if (c->state == KP_ACTIVE && !c->tls) {
+		bool nowait = c->nonblock || (flags & MSG_DONTWAIT);
+		size_t sent = 0;
+		ssize_t r = send_all(c, fd, c->replay + c->replay_off, c->replay_len - c->replay_off,
+				     MSG_NOSIGNAL | (nowait ? MSG_DONTWAIT : 0), true, &sent);
+		c->replay_off += sent;
+		if (r < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) {
+			int err = errno;
+			kp_debug("fd %d: the rest of the replay's copy waits (%zu of %zu sent): %s", fd,
+				 c->replay_off, c->replay_len, strerror(err));
+			errno = err;
+			return -1;
+		}
+		if (r >= 0) {
+			kp_count(replayed);
+			kp_debug("fd %d: the rest of the replay's copy sent", fd);
+		} else {
+			unpool(c, "resending the request failed");
+		}
+	}
+	c->replay_rest = false;
+	c->replay_len = c->replay_off = 0;
+	errno = saved;
+	return 0;
 }
 
 bool kp_replay_rest(struct kp_conn *c, int fd)
@@ -627,26 +672,10 @@ bool kp_replay_rest(struct kp_conn *c, int fd)
 		return false;
 	if (!conn_lock(c, fd))
 		return false;
-	bool cut = false;
-	if (c->replay_rest && c->state == KP_ACTIVE && !c->tls) {
-		size_t sent = 0;
-		int saved = errno;
-		if (send_all(c, fd, c->replay + c->replay_off, c->replay_len - c->replay_off,
-			     MSG_NOSIGNAL, true, &sent) >= 0) {
-			kp_count(replayed);
-			kp_debug("fd %d: the rest of the replay's copy sent", fd);
-		} else if (errno == EINTR) {
-			c->replay_off += sent;
-			cut = true; /* the program's call ends again: EINTR */
-		} else {
-			unpool(c, "resending the request failed");
-		}
-		errno = cut ? EINTR : saved;
-	}
-	if (!cut) {
-		c->replay_rest = false;
-		c->replay_len = c->replay_off = 0;
-	}
+	int saved = errno;
+	/* (a non-blocking socket: what fits; the rest at the next call) */
+	bool cut = replay_rest_first(c, fd, 0) < 0 && errno == EINTR;
+	errno = cut ? EINTR : saved;
 	kp_unlock(&c->lock);
 	return cut;
 }
@@ -689,12 +718,16 @@ bool replay(struct kp_conn *c, int fd, enum kp_died how)
 		return true;
 	}
 	size_t sent = 0;
+	/* in a non-blocking write, what fits: the rest at its next call,
+	 * before its bytes (replay_rest_first); never a wait on the server */
+	bool nowait = kp_call_write && (c->nonblock || kp_call_nowait) && !c->tls;
 	bool resent = !fresh_tls_failed &&
-		      send_all(c, fd, c->replay, c->replay_len, MSG_NOSIGNAL, true, &sent) >= 0;
+		      send_all(c, fd, c->replay, c->replay_len,
+			       MSG_NOSIGNAL | (nowait ? MSG_DONTWAIT : 0), true, &sent) >= 0;
 	kp_call_timeo = SO_SNDTIMEO;
 	kp_tls_wait_end_ms = 0;
-	if (!resent && !c->tls && errno == EINTR)
-		return replay_cut(c, fd, how, sent);
+	if (!resent && !c->tls && (errno == EINTR || (nowait && (errno == EAGAIN || errno == EWOULDBLOCK))))
+		return replay_cut(c, fd, how, sent, errno == EINTR);
 	if (!resent) {
 		/* the program's SSL could not make its handshake or send the
 		 * copy within its call, or the fresh socket did not take the
@@ -1117,7 +1150,21 @@ bool first_body_send(struct kp_conn *c, int fd, const struct iovec *iov, int iov
 		if (r >= 0 || c->first != KP_FIRST_SENT || (errno != EPIPE && errno != ECONNRESET))
 			break;
 		int err = errno;
+		kp_call_write = true;
+		kp_call_nowait = flags & MSG_DONTWAIT;
 		bool again = replay(c, fd, err == EPIPE ? KP_DIED_SEND_EPIPE : KP_DIED_SEND_RESET);
+		kp_call_write = kp_call_nowait = false;
+		if (again && c->replay_rest) {
+			/* the copy did not all go within this call (a signal,
+			 * or a non-blocking socket full): none of this call's
+			 * bytes after a part of it; the program's retry sends
+			 * the rest first (replay_rest_first) */
+			err = kp_replay_interrupted ? EINTR : EAGAIN;
+			kp_replay_interrupted = false;
+			r = -1;
+			errno = err;
+			break;
+		}
 		if (again && c->replay_async) {
 			/* the copy waits for the fresh handshake: this call's
 			 * bytes after it, never before (the server read them as

@@ -587,8 +587,9 @@ static void head_build(struct kp_conn *c, int fd, struct head_send *s)
 	s->send_flags = s->flags;
 	if (c->first != KP_FIRST_DONE) {
 		kp_call_nowait = s->flags & MSG_DONTWAIT;
+		kp_call_write = true;
 		s->keep_copy = first_request_plan(c, fd, &s->h, s->total - s->mine);
-		kp_call_nowait = false;
+		kp_call_write = kp_call_nowait = false;
 		if (s->keep_copy)
 			s->send_flags |= MSG_NOSIGNAL; /* a dead socket is ours to handle */
 	}
@@ -869,6 +870,18 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		unvouch(c, fd, "a buffer the kernel refuses");
 		return send_pass(c, fd, flags, true, errno, ret);
 	}
+	/* an interruption this call did not meet is no answer of its own
+	 * (docs/replay.md "The copy's rest": answered where it happened).
+	 * TLS: the SSL call's own (replay_stepped, kp_conn_replay_cut) */
+	if (!c->tls)
+		kp_replay_interrupted = false;
+	/* the rest of a replay's copy first: never the program's bytes in
+	 * the middle of it */
+	if (__builtin_expect(c->replay_rest, 0) && replay_rest_first(c, fd, flags) < 0) {
+		kp_unlock(&c->lock);
+		*ret = -1; /* EINTR or EAGAIN: nothing of this call taken */
+		return true;
+	}
 	/* the body of the first request on a reused connection: it joins the
 	 * copy a replay would send */
 	if (c->state == KP_ACTIVE && c->req_mode == KP_REQ_BODY && c->first == KP_FIRST_SENT)
@@ -910,6 +923,17 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 		errno = err;
 		*ret = -1;
 		return true;
+	}
+	if (!c->tls && (c->replay_rest || kp_replay_interrupted)) {
+		/* settling the request before this one replayed it, and the
+		 * copy did not all go within this call, or a signal came in
+		 * the settling: the call ends here, nothing of it taken (its
+		 * retry sends the rest of the copy first); the interruption
+		 * answered now, never by a later call */
+		errno = kp_replay_interrupted ? EINTR : EAGAIN;
+		kp_replay_interrupted = false;
+		s.staged = false;
+		return head_settle(c, fd, &s, -1, ret);
 	}
 	if (c->tls && c->replay_async) {
 		/* a replay began for the request before this one and its copy

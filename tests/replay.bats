@@ -1138,3 +1138,56 @@ slow_fresh_case() {
 	# (late requests are not logged: a replayed POST would show twice)
 	assert_equal "executed twice: $(awk '{print $3}' "$SCRIPTED_LOG" | sort | uniq -d)" "executed twice: "
 }
+
+# ---- the copy's rest (docs/replay.md "The copy's rest")
+#
+# tests/clients/replay_rest.c GETs /warm, connects again (the library
+# hands the kept connection out), cues the server's idle close
+# (tests/servers/hold_cue.py) and awaits its FIN, writes GET /1 with a
+# 60000-byte Cookie header (or a POST /1 head with it), awaits the
+# server's reset, then writes GET /2 (or the POST's 5-byte body) in a
+# second write: the library replays /1 on a fresh connection, which the
+# server does not read until cued (a small window: the copy cannot all go
+# at once).  alarm: a SIGALRM without SA_RESTART once the program sleeps
+# in a write (the library's wait for room is the program's call); the
+# library before sent part of the copy, then GET /2 into its middle (the
+# server executed GET /1 with a third header line "...ccccGET /2", then a
+# "request" of c's; the read met a spurious EINTR and EOF), and a POST's
+# body likewise (its Cookie header 60005 bytes, the body missing, the
+# client hung).  nonblock: the library before waited inside the
+# program's non-blocking write for the server to read ("a non-blocking
+# write waited"; with a server slower than 30 s, the replay was dropped,
+# our FIN, and SIGPIPE).  Now the rest of the copy goes before any byte
+# of the program's write, within that call (EINTR or EAGAIN, nothing of
+# the program's taken, where it does not all go).  Events only: the FIN,
+# the reset, the program's sleep in /proc.  The same output and the same
+# executed requests (each once, its head whole) as alone.  POST: with the
+# no-probe build (a POST's first byte would find the close and take a
+# fresh connection), GET: the library as built.
+
+# hold_cue_start: a fresh tests/servers/hold_cue.py (any arguments ignored)
+hold_cue_start() { cue_server_start hold hold_cue.py; }
+
+# replay_rest_cmd MODE KIND: the client's command line, as CUE_CMD
+replay_rest_cmd() { CUE_CMD=("$CLIENTS/replay_rest" "$1" "$2" "$SERVER_PORT" "$OWN_DIR"); }
+
+# replay_rest_case MODE KIND: alone, then with the library, against a
+# fresh server each: the same output and executed requests
+replay_rest_case() {
+	make -s -C "$ROOT" build/clients/replay_rest >&2
+	local lib=$PRELOAD
+	if [ "$2" = post ] && [ -z "${KEEPALIVE_ASAN-}" ]; then
+		lib=${KEEPALIVE_NOPROBE_LIB:-$ROOT/build/libkeepalive-noprobe.so}
+		[ -n "${KEEPALIVE_NOPROBE_LIB-}" ] ||
+			flock "$ROOT/build/.make.lock" make -s -C "$ROOT" build/libkeepalive-noprobe.so >/dev/null
+	fi
+	PRELOAD="$lib" cue_compare hold_cue_start replay_rest_cmd "$@"
+	assert_kept_closed "$*"
+	run grep -c -E ' (GET|POST) /1 headers [23] cookie 60000 body [05] ok$' "$OWN_LOG"
+	assert_output 1
+}
+
+@test "a replay's copy cut by a SIGALRM, GET /2 in the next write: never in the middle of the copy; each GET once, whole, no stray EINTR, as alone" { replay_rest_case alarm get; }
+@test "a replay's copy that does not fit a non-blocking socket, GET /2 in the next write: EAGAIN, never a wait on the server; each GET once, as alone" { replay_rest_case nonblock get; }
+@test "a POST's body written after its replay's copy was cut by a SIGALRM: after the whole copy, executed once, as alone" { replay_rest_case alarm post; }
+@test "a POST's body on a non-blocking socket whose replay's copy does not fit: EAGAIN, never a wait; executed once, as alone" { replay_rest_case nonblock post; }
