@@ -1356,7 +1356,9 @@ int kp_tls_pending(const SSL *ssl, bool has)
 {
 	struct io io;
 	int r;
-	if (io_get((SSL *)ssl, &io)) {
+	/* not I/O: SSL_get_error after it answers for the last I/O call (our
+	 * EOF's ZERO_RETURN stays) */
+	if (io_look((SSL *)ssl, &io, false)) {
 		if (io.closed)
 			return 0;
 		int extra = io.c ? __atomic_load_n(&io.c->rx_extra_len, __ATOMIC_ACQUIRE) : 0;

@@ -77,10 +77,15 @@ end_both() {
 	done
 }
 
-@test "nginx (close_notify): the same output both orders, and reuse" {
+# "pend": SSL_pending and SSL_has_pending between the end's read and its
+# SSL_get_error.  Neither is I/O, so the error stays the read's: alone
+# ZERO_RETURN (nginx's close_notify).  The library took them for new calls
+# and dropped the ZERO_RETURN it made for its own EOF: SSL_ERROR_SYSCALL,
+# a truncation to most clients (a review of HTTPS across processes).
+@test "nginx (close_notify): the same output in every order (the end read then SSL_shutdown, the reverse, SSL_pending between the read and its error), and reuse" {
 	for v in 13 12; do
 		use_tls $v
-		for order in eof shut; do
+		for order in eof shut pend; do
 			run_both 3 "$CLIENTS/tls_end" "$SERVER_PORT" "$TLS/ca.pem" 3 strict $order
 			assert_both_ok
 			assert_same_output

@@ -3,12 +3,14 @@
  * GET /<i> that asks to close (Connection: close), the body read by its
  * Content-Length, then either the end read first and SSL_shutdown called
  * twice ("eof"), or SSL_shutdown twice first and then the end read
- * ("shut").  Prints per connection the status line, the end's SSL_read
+ * ("shut"), or "pend": as "eof", with SSL_pending and SSL_has_pending
+ * called between the end's read and its SSL_get_error (neither is I/O:
+ * the error stays the read's).  Prints per connection the status line, the end's SSL_read
  * return, SSL_get_error, the queued error's reason, SSL_get_shutdown, and
  * each SSL_shutdown's return with SSL_get_shutdown after it.
  * tests/https_close.bats and tests/matrix.bats compare it without and with
  * the library (docs/tls.md "Ragged closes").
- * Usage: tls_end PORT CA N strict|lax eof|shut [USER-AGENT]
+ * Usage: tls_end PORT CA N strict|lax eof|shut|pend [USER-AGENT]
  *   lax: SSL_OP_IGNORE_UNEXPECTED_EOF set on the context
  *   USER-AGENT: sent as the requests' User-Agent (none without it); A+B:
  *   A for the first half of the N, B for the rest
@@ -26,11 +28,15 @@
 
 #include "tls_common.h"
 
+static int pend; /* "pend": SSL_pending and SSL_has_pending between the end's read and its SSL_get_error */
+
 static void end_read(SSL *ssl)
 {
 	char b[64];
 	ERR_clear_error();
 	int r = SSL_read(ssl, b, sizeof b);
+	if (pend)
+		printf(" pending=%d has_pending=%d", SSL_pending(ssl), SSL_has_pending(ssl));
 	printf(" read=%d err=%d reason=\"%s\" shutdown=%d", r, r > 0 ? 0 : SSL_get_error(ssl, r), reason(),
 	       SSL_get_shutdown(ssl));
 }
@@ -54,6 +60,7 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	int port = atoi(argv[1]), n = atoi(argv[3]);
 	int lax = !strcmp(argv[4], "lax"), shut_first = !strcmp(argv[5], "shut");
+	pend = !strcmp(argv[5], "pend");
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	SSL_CTX_load_verify_locations(ctx, argv[2], NULL);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
