@@ -162,6 +162,7 @@ void kp_sigwait_end(struct kp_sigwait *w)
 
 int kp_connect_cut(int fd, const struct sockaddr *addr, socklen_t len)
 {
+	int before = errno; /* a success leaves it, as the kernel's connect */
 	int fl = KP_REAL(fcntl)(fd, F_GETFL);
 	if (fl < 0 || KP_REAL(fcntl)(fd, F_SETFL, fl | O_NONBLOCK) < 0) {
 		errno = EINTR;
@@ -178,6 +179,6 @@ int kp_connect_cut(int fd, const struct sockaddr *addr, socklen_t len)
 		err = r < 0 && errno == EALREADY ? EINPROGRESS : errno;
 	}
 	KP_REAL(fcntl)(fd, F_SETFL, fl);
-	errno = err;
+	errno = r == 0 ? before : err;
 	return r;
 }
