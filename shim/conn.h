@@ -417,6 +417,19 @@ void kp_send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 /* sendfile() or splice(): n body bytes went out unseen */
 void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret);
 
+/* Must the write path see c's next bytes, even zero-copy ones?  A reused
+ * plain connection whose first request is not answered yet (its death is
+ * replayed from the copy, which holds the bytes), or a replay's copy
+ * not all sent (its rest goes before the program's bytes).  A hint, read
+ * unlocked: the write path decides under the lock (docs/replay.md
+ * "Zero-copy sends on a reused connection"). */
+static inline bool kp_conn_copying(const struct kp_conn *c)
+{
+	return c && c != KP_POOLED && !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) &&
+	       (__atomic_load_n(&c->first, __ATOMIC_RELAXED) != KP_FIRST_DONE ||
+		__atomic_load_n(&c->replay_rest, __ATOMIC_ACQUIRE));
+}
+
 /*
  * Read side.  kp_recv_intercept() answers the read itself (the synthetic
  * EOF); otherwise the wrapper reads and reports with kp_recv_done().

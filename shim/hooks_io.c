@@ -7,6 +7,7 @@
  * name_slow().
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -361,6 +362,60 @@ KP_EXPORT ssize_t sendmsg(int fd, const struct msghdr *msg, int flags)
 	KP_FAST(fd, sendmsg, fd, msg, flags);
 }
 
+/* The most one zero-copy call sends through the write path (a short
+ * count, which sendfile and splice may answer) */
+#define KP_COPY_MAX 65536
+
+/* n bytes at buf through the write path, as send(fd, buf, n, 0) (SIGPIPE
+ * included): what went, or -1 with errno */
+static ssize_t send_as_write(struct kp_conn *c, int fd, const void *buf, size_t n)
+{
+	struct iovec iov = { (void *)buf, n };
+	ssize_t r;
+	if (kp_send_intercept(c, fd, &iov, 1, 0, &r))
+		return r;
+	size_t len = n;
+	if (!kp_send_bypass(c, fd, &len))
+		return (ssize_t)n; /* taken, never sent (kp_send_bypass) */
+	r = KP_REAL(sendto)(fd, buf, len, 0, NULL, 0);
+	kp_send_done(c, fd, &iov, 1, r);
+	return r;
+}
+
+/* sendfile() from a regular file on a connection whose bytes the write
+ * path must see (kp_conn_copying): the file's bytes read here and sent
+ * through it, the offset (or the file's position) moved by what went, as
+ * the kernel's would.  False: not such a file or no memory; the kernel's
+ * call then (docs/replay.md "Zero-copy sends on a reused connection"). */
+static bool sendfile_as_write(struct kp_conn *c, int fd, int in_fd, off_t *offset, size_t count, ssize_t *ret)
+{
+	struct stat st;
+	if (fstat(in_fd, &st) || !S_ISREG(st.st_mode))
+		return false;
+	size_t n = count < KP_COPY_MAX ? count : KP_COPY_MAX;
+	char *buf = n ? malloc(n) : NULL;
+	if (n && !buf)
+		return false;
+	int saved = errno;
+	ssize_t got = !n ? 0 : offset ? pread(in_fd, buf, n, *offset) : KP_REAL(read)(in_fd, buf, n);
+	if (got < 0) {
+		free(buf);
+		errno = saved;
+		return false; /* the kernel's own answer */
+	}
+	ssize_t r = got ? send_as_write(c, fd, buf, (size_t)got) : 0;
+	int err = errno;
+	free(buf);
+	size_t went = r > 0 ? (size_t)r : 0;
+	if (offset)
+		*offset += (off_t)went;
+	else if ((size_t)got > went)
+		lseek(in_fd, -(off_t)((size_t)got - went), SEEK_CUR);
+	errno = r < 0 ? err : saved;
+	*ret = r;
+	return true;
+}
+
 KP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 {
 	struct kp_conn *c = kp_fd_conn(out_fd);
@@ -368,9 +423,12 @@ KP_EXPORT ssize_t sendfile(int out_fd, int in_fd, off_t *offset, size_t count)
 		return not_yours();
 	if (c && kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(sendfile)(out_fd, in_fd, offset, count);
+	ssize_t r;
+	if (kp_conn_copying(c) && sendfile_as_write(c, out_fd, in_fd, offset, count, &r))
+		return r;
 	if (c && !kp_send_bypass(c, out_fd, &count))
 		return drain(in_fd, offset, count); /* taken, never sent */
-	ssize_t r = KP_REAL(sendfile)(out_fd, in_fd, offset, count);
+	r = KP_REAL(sendfile)(out_fd, in_fd, offset, count);
 	if (c)
 		kp_sendfile_done(c, out_fd, r);
 	return r;
@@ -495,6 +553,51 @@ static ssize_t splice_counted(struct kp_conn *c, int fd_in, int fd_out, size_t l
 	return kernel ? KP_REAL(splice)(fd_in, NULL, fd_out, NULL, len, flags) : r;
 }
 
+/* splice() from a pipe into a connection whose bytes the write path must
+ * see (kp_conn_copying): the pipe's bytes looked at by tee() into a pipe
+ * of ours, sent through the write path, and only what went taken from the
+ * program's pipe, as the kernel's splice takes what the socket took.
+ * False: not a pipe, offsets, or no memory or pipe; the kernel's call
+ * then (docs/replay.md "Zero-copy sends on a reused connection"). */
+static bool splice_as_write(struct kp_conn *c, int fd, int pipe_in, size_t len, unsigned int flags,
+			    ssize_t *ret)
+{
+	struct stat st;
+	if (fstat(pipe_in, &st) || !S_ISFIFO(st.st_mode))
+		return false;
+	size_t n = len < KP_COPY_MAX ? len : KP_COPY_MAX;
+	int saved = errno, p[2];
+	char *buf = n ? malloc(n) : NULL;
+	if (!buf || KP_REAL(pipe2)(p, O_CLOEXEC | O_NONBLOCK)) {
+		free(buf);
+		errno = saved;
+		return false;
+	}
+	/* (our pipe holds 64 KiB: the copy never waits on it) */
+	ssize_t got = tee(pipe_in, p[1], n, flags & SPLICE_F_NONBLOCK);
+	int err = errno;
+	if (got > 0 && KP_REAL(read)(p[0], buf, (size_t)got) != got)
+		got = -1, err = EIO; /* (never: tee filled it) */
+	KP_REAL(close)(p[0]);
+	KP_REAL(close)(p[1]);
+	if (got < 0 && err == EIO) {
+		free(buf);
+		errno = saved;
+		return false;
+	}
+	ssize_t r = got;
+	if (got > 0) {
+		r = send_as_write(c, fd, buf, (size_t)got);
+		err = errno;
+		if (r > 0) /* (tee showed them: they are there, unless another reader took them) */
+			(void)KP_REAL(read)(pipe_in, buf, (size_t)r);
+	}
+	free(buf);
+	errno = r < 0 ? err : saved;
+	*ret = r;
+	return true;
+}
+
 KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out, size_t len,
 			 unsigned int flags)
 {
@@ -525,6 +628,8 @@ KP_EXPORT ssize_t splice(int fd_in, loff_t *off_in, int fd_out, loff_t *off_out,
 	/* (SPLICE_F_NONBLOCK is the pipe's: a socket's read blocks unless
 	 * the socket is O_NONBLOCK, tests/failopen.bats) */
 	if (in && kp_recv_intercept(in, fd_in, NULL, 0, 0, &r))
+		return r;
+	if (!in && !off_in && !off_out && kp_conn_copying(out) && splice_as_write(out, fd_out, fd_in, len, flags, &r))
 		return r;
 	if (out && !kp_send_bypass(out, fd_out, &len))
 		return drain(fd_in, (off_t *)off_in, len); /* taken, never sent (fd_in: a pipe) */
@@ -571,6 +676,26 @@ static int sendmmsg_taken(struct kp_conn *c, int fd, struct mmsghdr *vec, unsign
 	return (int)n;
 }
 
+/* sendmmsg() on a connection whose bytes the write path must see
+ * (kp_conn_copying): each message as the program's sendmsg, the count as
+ * the kernel's (the messages sent, -1 only when the first failed; docs/replay.md
+ * "Zero-copy sends on a reused connection"). */
+static int sendmmsg_as_writes(struct kp_conn *c, int fd, struct mmsghdr *vec, unsigned int n, int flags)
+{
+	int saved = errno;
+	for (unsigned int i = 0; i < n; i++) {
+		ssize_t r = sendmsg_inside(c, fd, &vec[i].msg_hdr, flags);
+		if (r < 0) {
+			if (!i)
+				return -1;
+			errno = saved;
+			return (int)i;
+		}
+		vec[i].msg_len = (unsigned int)r;
+	}
+	return (int)n;
+}
+
 static KP_SLOW int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int n, int flags)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
@@ -600,6 +725,8 @@ static KP_SLOW int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int n, in
 		return (int)not_yours();
 	if (c && kp_reentered()) /* a signal handler inside our locks (kp_lock.h) */
 		return kp_conn_raw(c), KP_REAL(sendmmsg)(fd, vec, n, flags);
+	if (n && kp_conn_copying(c))
+		return sendmmsg_as_writes(c, fd, vec, n, flags);
 	size_t any = SIZE_MAX;
 	if (c && n && !kp_send_bypass(c, fd, &any))
 		return sendmmsg_taken(c, fd, vec, n, flags);

@@ -1169,7 +1169,7 @@ slow_fresh_case() {
 hold_cue_start() { cue_server_start hold hold_cue.py; }
 
 # replay_rest_cmd MODE KIND: the client's command line, as CUE_CMD
-replay_rest_cmd() { CUE_CMD=("$CLIENTS/replay_rest" "$1" "$2" "$SERVER_PORT" "$OWN_DIR"); }
+replay_rest_cmd() { CUE_CMD=("$CLIENTS/replay_rest" "$1" "$2" "$SERVER_PORT" "$OWN_DIR" "${3:-write}"); }
 
 # replay_rest_case MODE KIND: alone, then with the library, against a
 # fresh server each: the same output and executed requests
@@ -1191,3 +1191,18 @@ replay_rest_case() {
 @test "a replay's copy that does not fit a non-blocking socket, GET /2 in the next write: EAGAIN, never a wait on the server; each GET once, as alone" { replay_rest_case nonblock get; }
 @test "a POST's body written after its replay's copy was cut by a SIGALRM: after the whole copy, executed once, as alone" { replay_rest_case alarm post; }
 @test "a POST's body on a non-blocking socket whose replay's copy does not fit: EAGAIN, never a wait; executed once, as alone" { replay_rest_case nonblock post; }
+# The same with the second write made by sendfile (from a file), splice
+# (from a pipe) or sendmmsg: the library before met the reused
+# connection's death in that call and did not replay /1 (the bytes went
+# past the write path, which keeps the copy): the program was killed by
+# SIGPIPE (status 141) where alone it was answered.  Now those calls go
+# through the write path while the first request on a reused connection
+# is unanswered or a copy's rest waits (docs/replay.md "Zero-copy sends on
+# a reused connection").
+@test "a GET /2 sent by sendfile after the reused connection died under GET /1, the copy cut by a SIGALRM: /1 replayed once, whole, /2 after it, as alone" { replay_rest_case alarm get sendfile; }
+@test "a GET /2 sent by sendfile on a non-blocking socket after the reused connection died under GET /1: /1 replayed once, /2 after it, never a wait, as alone" { replay_rest_case nonblock get sendfile; }
+@test "a GET /2 sent by splice from a pipe after the reused connection died under GET /1, the copy cut by a SIGALRM: /1 replayed once, /2 after it, as alone" { replay_rest_case alarm get splice; }
+@test "a GET /2 sent by sendmmsg after the reused connection died under GET /1, the copy cut by a SIGALRM: /1 replayed once, /2 after it, as alone" { replay_rest_case alarm get sendmmsg; }
+@test "a GET /2 sent by sendmmsg on a non-blocking socket after the reused connection died under GET /1: /1 replayed once, /2 after it, as alone" { replay_rest_case nonblock get sendmmsg; }
+@test "a POST's body sent by sendfile after the reused connection died under its head, the copy cut by a SIGALRM: executed once, whole, as alone" { replay_rest_case alarm post sendfile; }
+@test "a POST's body sent by splice on a non-blocking socket after the reused connection died under its head: executed once, whole, as alone" { replay_rest_case nonblock post splice; }

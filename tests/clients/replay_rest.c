@@ -5,7 +5,7 @@
  * rest").  Against tests/servers/hold_cue.py: its idle close and its
  * reading of new connections come on our cue.
  *
- * Usage: replay_rest MODE KIND PORT DIR
+ * Usage: replay_rest MODE KIND PORT DIR [VIA]
  *   MODE  alarm: a blocking socket, and a SIGALRM (no SA_RESTART) sent to
  *         the main thread once it waits in a write or a poll; nonblock:
  *         O_NONBLOCK, EAGAIN answered by poll()
@@ -13,6 +13,9 @@
  *         in a second; post: POST /1 with that header and a 5-byte body,
  *         the body in the second write
  *   DIR   the server's directory (its fifos cue and done)
+ *   VIA   how the second write goes: write (the default), sendfile (from
+ *         a file of its bytes), splice (from a pipe holding them) or
+ *         sendmmsg (one message)
  * GET /warm on a connection of its own (read, closed: a library keeps
  * it), then connect() again; the server is cued to close every connection
  * idle after an answer; where it closed one (a library handed it to our
@@ -31,6 +34,8 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include "common.h"
 #include "tcp_state.h"
@@ -59,8 +64,9 @@ static void cue(const char *word)
  * send or a poll makes)? */
 static bool main_sleeps(void)
 {
-	static const long calls[] = { SYS_write,  SYS_sendto,     SYS_sendmsg,	 SYS_poll, SYS_ppoll,
-				      SYS_select, SYS_pselect6,	  SYS_epoll_wait, SYS_epoll_pwait };
+	static const long calls[] = { SYS_write,  SYS_sendto,	SYS_sendmsg,	 SYS_sendfile,	 SYS_splice,
+				      SYS_sendmmsg, SYS_poll, SYS_ppoll, SYS_select, SYS_pselect6,
+				      SYS_epoll_wait, SYS_epoll_pwait };
 	char path[64], line[256];
 	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)main_tid);
 	FILE *f = fopen(path, "r");
@@ -127,6 +133,60 @@ static void write_all(int s, const char *buf, size_t n)
 	}
 }
 
+/* All of buf sent by via (sendfile, splice, sendmmsg), retried as
+ * write_all retries */
+static void send_all_via(int s, const char *via, const char *buf, size_t n)
+{
+	if (!strcmp(via, "write")) {
+		write_all(s, buf, n);
+		return;
+	}
+	int src = -1, pfd[2] = { -1, -1 };
+	if (!strcmp(via, "sendfile")) {
+		char path[] = "/tmp/replay_rest.XXXXXX";
+		src = mkstemp(path);
+		if (src < 0 || write(src, buf, n) != (ssize_t)n)
+			die("mkstemp");
+		unlink(path);
+	} else if (!strcmp(via, "splice")) {
+		if (pipe(pfd) || write(pfd[1], buf, n) != (ssize_t)n)
+			die("pipe");
+	} else if (strcmp(via, "sendmmsg")) {
+		die("VIA: write, sendfile, splice or sendmmsg");
+	}
+	off_t off = 0;
+	while ((size_t)off < n) {
+		in_write = 1;
+		ssize_t w;
+		if (src >= 0) {
+			w = sendfile(s, src, &off, n - (size_t)off);
+		} else if (pfd[0] >= 0) {
+			w = splice(pfd[0], NULL, s, NULL, n - (size_t)off, 0);
+			off += w > 0 ? w : 0;
+		} else {
+			struct iovec v = { (char *)buf + off, n - (size_t)off };
+			struct mmsghdr m = { .msg_hdr = { .msg_iov = &v, .msg_iovlen = 1 } };
+			int k = sendmmsg(s, &m, 1, 0);
+			w = k == 1 ? (ssize_t)m.msg_len : -1;
+			off += w > 0 ? w : 0;
+		}
+		in_write = 0;
+		if (w < 0 && errno == EAGAIN) {
+			wait_for(s, POLLOUT);
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			printf("%s: %s\n", via, strerror(errno));
+			exit(0);
+		}
+	}
+	close(src);
+	close(pfd[0]);
+	close(pfd[1]);
+}
+
 /* One answer read until its Content-Length body is whole: "STATUS |
  * BODY", or what ended the read; a read's EINTR printed */
 static void read_answer(int s, const char *what)
@@ -178,8 +238,9 @@ static void while_state(int fd, int st, const char *what)
 
 int main(int argc, char **argv)
 {
-	if (argc != 5)
-		die("usage: replay_rest MODE KIND PORT DIR");
+	if (argc != 5 && argc != 6)
+		die("usage: replay_rest MODE KIND PORT DIR [VIA]");
+	const char *via = argc == 6 ? argv[5] : "write";
 	nonblock = !strcmp(argv[1], "nonblock");
 	bool post = !strcmp(argv[2], "post");
 	int port = atoi(argv[3]);
@@ -213,7 +274,7 @@ int main(int argc, char **argv)
 	if (closed)
 		while_state(s, 8, "the server's reset");
 	const char *second = post ? "bbbbb" : "GET /2 HTTP/1.1\r\nHost: x\r\n\r\n";
-	write_all(s, second, strlen(second));
+	send_all_via(s, via, second, strlen(second));
 	read_answer(s, "/1");
 	if (!post)
 		read_answer(s, "/2");
