@@ -1519,6 +1519,13 @@ static void shut_down(struct run *r)
 	}
 	while (n_clients)
 		client_drop(n_clients - 1);
+	/* what clients left beside our socket when we did not answer them in
+	 * time (docs/broker.md "A silent broker"): named by its inode */
+	char silent[64];
+	snprintf(silent, sizeof(silent), ".silent-%llu-%llu", (unsigned long long)r->lst.st_ino,
+		 (unsigned long long)our_ns.cookie);
+	if (r->bound && r->lst.st_ino)
+		unlinkat(r->dirfd, silent, 0);
 	struct stat now_st;
 	/* remove our socket, not one a successor bound in its place */
 	if (r->bound && fstatat(r->dirfd, bk_base(r->path), &now_st, AT_SYMLINK_NOFOLLOW) == 0 &&

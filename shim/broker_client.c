@@ -103,6 +103,63 @@ bool kp_broker_enabled(void)
 }
 
 
+/* A broker that runs and never answers (ours: never expected, a hang of
+ * its loop) cost each process the reply's timeout once: a loop of one
+ * process per request paid it in every process.  The first to wait it
+ * out tells the others: a file beside the socket, named by the socket
+ * file's inode (a new broker binds a new socket) and the network
+ * namespace (the broker's refusal of another's client proves nothing of
+ * it to ours: a process there was told to wait), its time when the
+ * broker was last found silent.  Within SILENT_SHARED_MS of that a
+ * process dials directly without asking, and after it one asks again
+ * (docs/broker.md "A silent broker").  The window is the in-process
+ * back-off's: a broker slow once under load costs other processes no
+ * more reuse than the one that waited loses. */
+#define SILENT_SHARED_MS BROKER_BACKOFF_MS
+static char silent_name[64]; /* ".silent-INODE-NETNS" of the socket reached, or "" */
+
+/* Did another process find the broker at dirfd silent just now?  Names
+ * the file for this socket either way (two fstatat). */
+static bool silent_told(int dirfd)
+{
+	struct stat st;
+	silent_name[0] = 0;
+	if (fstatat(dirfd, bk_base(kp_cfg.broker_path), &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISSOCK(st.st_mode))
+		return false;
+	/* (and by our network namespace: a process of another, which the
+	 * broker refuses, proves nothing of it to us; without the kernel's
+	 * cookie, no file) */
+	if (!our_ns.known || !our_ns.cookie)
+		return false;
+	snprintf(silent_name, sizeof(silent_name), ".silent-%llu-%llu", (unsigned long long)st.st_ino,
+		 (unsigned long long)our_ns.cookie);
+	struct timespec now;
+	if (fstatat(dirfd, silent_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_uid != our_uid || clock_gettime(CLOCK_REALTIME, &now) < 0)
+		return false;
+	int64_t ago_ms = ((int64_t)now.tv_sec - st.st_mtim.tv_sec) * 1000 +
+			 ((int64_t)now.tv_nsec - st.st_mtim.tv_nsec) / 1000000;
+	return ago_ms >= 0 && ago_ms < SILENT_SHARED_MS;
+}
+
+/* Tell the other processes the broker did not answer in time: the file
+ * silent_told reads, made or its time set to now. */
+static void silent_tell(void)
+{
+	const char *why;
+	if (!silent_name[0])
+		return;
+	int dirfd = bk_open_sock_dir(&sys, kp_cfg.broker_path, 0, &why);
+	if (dirfd < 0)
+		return;
+	int f = KP_REAL(openat)(dirfd, silent_name, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+	if (f >= 0) {
+		futimens(f, NULL);
+		KP_REAL(close)(f);
+	}
+	KP_REAL(close)(dirfd);
+}
+
 static void back_off(const char *why)
 {
 	kp_info("broker: %s; dialling directly for %d ms", why, BROKER_BACKOFF_MS);
@@ -182,30 +239,36 @@ static int link_open(void)
 	 * when the broker's backlog is full) */
 	int r = s >= 0 ? KP_REAL(connect)(s, (struct sockaddr *)&sa, sizeof(sa)) : -1;
 	int err = errno;
-	KP_REAL(close)(dirfd);
 	if (r < 0) {
+		KP_REAL(close)(dirfd);
 		if (s >= 0)
 			KP_REAL(close)(s);
 		back_off(err == ENOENT || err == ECONNREFUSED ? "none running" : strerror(err));
 		return -1;
 	}
 	socklen_t l = sizeof(link_cred);
+	const char *off = NULL;
 	if (KP_REAL(getsockopt)(s, SOL_SOCKET, SO_PEERCRED, &link_cred, &l) < 0 || link_cred.uid != our_uid ||
 	    link_cred.gid != our_gid) {
+		KP_REAL(close)(dirfd);
 		KP_REAL(close)(s);
 		refuse_broker("it is not run by our uid");
 		return -1;
 	}
-	if (bk_pid_stopped(&sys, link_cred.pid)) {
+	if (bk_pid_stopped(&sys, link_cred.pid))
 		/* stopped (SIGSTOP, a debugger): it would answer nobody, and each
 		 * process would pay the whole timeout to learn it once
 		 * (docs/broker.md "A stopped broker") */
+		off = "it is stopped";
+	else if (bk_ns_self(&sys, s, &our_ns) < 0)
+		off = "";
+	else if (silent_told(dirfd))
+		off = "another process found it silent";
+	KP_REAL(close)(dirfd);
+	if (off) {
 		KP_REAL(close)(s);
-		back_off("it is stopped");
-		return -1;
-	}
-	if (bk_ns_self(&sys, s, &our_ns) < 0) {
-		KP_REAL(close)(s);
+		if (*off)
+			back_off(off);
 		return -1;
 	}
 	/* hidden where pooled sockets hide: the program's next fd numbers stay
@@ -288,7 +351,10 @@ static int exchange_bytes(const struct bk_msg *req, const void *bytes, size_t le
 	ssize_t n = recv_reply(link_fd, &mh, deadline);
 	if (n <= 0) {
 		link_drop();
-		back_off(n == 0 ? "it closed our link" : "no reply in time");
+		/* (a wait a signal cut proves nothing of the broker) */
+		if (n < 0 && !kp_broker_cut)
+			silent_tell();
+		back_off(n == 0 ? "it closed our link" : kp_broker_cut ? "a signal ended the wait" : "no reply in time");
 		return -2;
 	}
 	int fds[4];

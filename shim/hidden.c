@@ -895,7 +895,8 @@ static pid_t tls_leave_pid;
 
 static void tls_leave_at_exit(void)
 {
-	if (getpid() != __atomic_load_n(&tls_leave_pid, __ATOMIC_ACQUIRE) || !kp_broker_enabled())
+	/* (exit() in a handler that interrupted us inside a lock: as kp_fini) */
+	if (getpid() != __atomic_load_n(&tls_leave_pid, __ATOMIC_ACQUIRE) || !kp_broker_enabled() || kp_reentered())
 		return;
 	static int fds[256];
 	struct pool_key key;

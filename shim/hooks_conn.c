@@ -130,8 +130,13 @@ __attribute__((constructor)) static void kp_init(void)
 
 __attribute__((destructor)) static void kp_fini(void)
 {
-	/* not in a child that forgot the pool, nor when we never started */
-	if (!kp_cfg.disabled && kp_fdtab_len && getpid() == __atomic_load_n(&our_pid, __ATOMIC_RELAXED)) {
+	/* not in a child that forgot the pool, nor when we never started;
+	 * nor in exit() from a signal handler that interrupted us inside a
+	 * lock of ours: the exit work would wait for it, which only the
+	 * interrupted code releases (docs/binding.md "Signal handlers inside
+	 * our locks": the idle connections die with us, unparked) */
+	if (!kp_cfg.disabled && kp_fdtab_len && getpid() == __atomic_load_n(&our_pid, __ATOMIC_RELAXED) &&
+	    !kp_reentered()) {
 		/* exit() flushes every FILE after us, inside libc */
 		kp_stdio_drain_all(true);
 		kp_conn_exit();

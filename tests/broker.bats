@@ -366,6 +366,62 @@ _stopped() { [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = T ]; }
 	assert_output "got"
 }
 
+# docs/broker.md "A silent broker": a broker that accepts and never answers
+# (mute_broker_start; ours never should, but a hang of its loop would look
+# so).  The library before waited KEEPALIVE_BROKER_TIMEOUT_MS (100 ms) in
+# every process ("no reply in time" in each of 6), each learning it
+# alone.  Now the first to wait says so beside the socket, and a process
+# within the next second dials directly ("another process found it
+# silent"); after that second one asks again.  The same output as alone.
+@test "broker: a silent broker (accepts, never answers) is waited for by one process, not by each; the others dial directly, same output" {
+	nginx_start
+	mute_broker_start
+	local i waited=0 told=0
+	for i in 1 2 3 4 5 6; do
+		run_shim KEEPALIVE_LOG=info KEEPALIVE_BROKER="$XDG/mute/broker.sock" "$CLIENTS/httpget" 127.0.0.1 "$NGINX_PORT" /f 1
+		assert_equal "status $SHIM_STATUS" "status 0"
+		# (the body: the head's Connection line is rewritten, hop-by-hop)
+		sed '1,/^\r$/d' "$BATS_TEST_TMPDIR/shim.out" | cmp - "$NGINX_DIR/www/f"
+		waited=$((waited + $(count_matches "no reply in time" "$BATS_TEST_TMPDIR/shim.err")))
+		told=$((told + $(count_matches "another process found it silent" "$BATS_TEST_TMPDIR/shim.err")))
+	done
+	kill "$MUTE_PID" 2>/dev/null || true
+	echo "waited $waited, told $told"
+	# (a process more than a second after the last wait asks again: on a
+	# loaded machine more than one may wait, never all six)
+	[ "$waited" -ge 1 ] && [ "$waited" -lt 6 ] && [ "$told" -ge 1 ] ||
+		fail "waited $waited, told $told"
+	[ $((waited + told)) -eq 6 ] || fail "waited $waited + told $told is not 6"
+	ls "$XDG/mute/.silent-$(stat -c %i "$XDG/mute/broker.sock")-"*
+}
+
+# exit() from a signal handler (a common SIGALRM/SIGTERM pattern) that
+# interrupted the library inside a connection's lock (the read path's
+# framing, the park in close): the library's exit work (the idle
+# connections to the broker) waited for that lock, which only the
+# interrupted code could release, for ever: 5 of 150 processes hung in
+# the review of invariant 3 at e985afe.  Now the exit work steps aside in
+# a handler inside our locks (docs/binding.md "Signal handlers inside our
+# locks").  100 runs of tests/clients/sig_locked.c exit (the timer firing
+# once, 0.2 to 20 ms in), each bounded by 5 s: none hung.
+@test "broker: exit() from a signal handler that interrupted the library inside a lock: the process exits, never hangs at exit (100 runs)" {
+	nginx_start
+	broker_start
+	local i hung=0 st odd=
+	for ((i = 1; i <= 100; i++)); do
+		st=0
+		timeout -s KILL "$((5 * SLOW))" env LD_PRELOAD="$PRELOAD" KEEPALIVE_PORTS="$NGINX_PORT" \
+			KEEPALIVE_BROKER="$BROKER_SOCK" "$CLIENTS/sig_locked" 127.0.0.1 "$NGINX_PORT" /f 30 exit "$i" \
+			>/dev/null 2>&1 || st=$?
+		case $st in
+		137) hung=$((hung + 1)) ;;
+		0 | 3) ;;
+		*) odd+=" $st" ;;
+		esac
+	done
+	assert_equal "hung $hung, other statuses:$odd" "hung 0, other statuses:"
+}
+
 @test "broker: keepalive --daemon, --status, --stop: a per-user broker for plain LD_PRELOAD processes (KEEPALIVE_BROKER=1)" {
 	nginx_start
 	# (3>&-: the detached broker must not hold bats' output open)

@@ -21,6 +21,9 @@
  *   shutdown  shutdown(A, SHUT_RDWR) once a round (0)
  *   fork      fork() once a round, the child _exit()s at once
  *   all       every one of them in turn
+ *   exit      exit(3) at the handler's first call, the timer then firing
+ *             once, 0.2 to 20 ms in (from SEED), the rounds going on
+ *             until then: the library's exit work runs inside the handler
  * Prints "responses N body BYTES handler CALLS odd ODD": ODD counts the
  * handler's calls whose answer was not the one above; CALLS, the calls
  * made (they vary with the timer, so the test compares only N, BYTES and
@@ -39,9 +42,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-enum { M_CONNECT, M_DUP, M_READ, M_RECV, M_WRITE, M_SEND, M_POLL, M_SHUTDOWN, M_FORK, M_ALL };
+enum { M_CONNECT, M_DUP, M_READ, M_RECV, M_WRITE, M_SEND, M_POLL, M_SHUTDOWN, M_FORK, M_ALL, M_EXIT };
 static const char *const modes[] = { "connect", "dup", "read", "recv", "write", "send",
-				     "poll", "shutdown", "fork", "all" };
+				     "poll", "shutdown", "fork", "all", "exit" };
 enum { N_OPS = M_ALL };
 
 static struct sockaddr_in srv;
@@ -140,6 +143,8 @@ static void on_alarm(int sig)
 {
 	(void)sig;
 	int saved = errno;
+	if (mode == M_EXIT)
+		exit(3);
 	if (mode == M_ALL) {
 		op_counted(next_op);
 		next_op = (next_op + 1) % N_OPS;
@@ -203,7 +208,7 @@ int main(int argc, char **argv)
 	inet_pton(AF_INET, argv[1], &srv.sin_addr);
 	long rounds = atol(argv[4]);
 	mode = -1;
-	for (int i = 0; i <= M_ALL; i++)
+	for (int i = 0; i <= M_EXIT; i++)
 		if (!strcmp(argv[5], modes[i]))
 			mode = i;
 	if (mode < 0) {
@@ -217,10 +222,12 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	long us = 150 + (long)(seed * 2654435761u % 250);
 	struct itimerval it = { { 0, us }, { 0, us } };
+	if (mode == M_EXIT)
+		it = (struct itimerval){ { 0, 0 }, { 0, 200 + (long)(seed * 2654435761u % 19800) } };
 	setitimer(ITIMER_REAL, &it, NULL);
 
 	long responses = 0, body = 0;
-	for (long i = 0; i < rounds; i++) {
+	for (long i = 0; i < rounds || mode == M_EXIT; i++) { /* (exit: until the handler's) */
 		int a = get(argv[3], &responses, &body);
 		shut_done = fork_done = 0;
 		done_fd = a;
