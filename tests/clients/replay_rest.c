@@ -111,36 +111,31 @@ static void wait_for(int s, short ev)
 	in_poll = 0;
 }
 
-/* All of buf written: a partial count, EINTR and EAGAIN go on */
-static void write_all(int s, const char *buf, size_t n)
+/* One call of via's sending what is left of buf from *off: the count
+ * (*off moved by it), or -1 */
+static ssize_t send_once(int s, const char *via, const char *buf, size_t n, off_t *off, int src, int pipe_in)
 {
-	size_t off = 0;
-	while (off < n) {
-		in_write = 1;
-		ssize_t w = write(s, buf + off, n - off);
-		in_write = 0;
-		if (w < 0 && errno == EAGAIN) {
-			wait_for(s, POLLOUT);
-			continue;
-		}
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			printf("write: %s\n", strerror(errno));
-			exit(0);
-		}
-		off += (size_t)w;
+	ssize_t w;
+	if (!strcmp(via, "sendfile"))
+		return sendfile(s, src, off, n - (size_t)*off);
+	if (!strcmp(via, "splice")) {
+		w = splice(pipe_in, NULL, s, NULL, n - (size_t)*off, 0);
+	} else if (!strcmp(via, "sendmmsg")) {
+		struct iovec v = { (char *)buf + *off, n - (size_t)*off };
+		struct mmsghdr m = { .msg_hdr = { .msg_iov = &v, .msg_iovlen = 1 } };
+		w = sendmmsg(s, &m, 1, 0) == 1 ? (ssize_t)m.msg_len : -1;
+	} else {
+		w = write(s, buf + *off, n - (size_t)*off);
 	}
+	*off += w > 0 ? w : 0;
+	return w;
 }
 
-/* All of buf sent by via (sendfile, splice, sendmmsg), retried as
- * write_all retries */
+/* All of buf sent by via (write, sendfile from a file of its bytes,
+ * splice from a pipe holding them, sendmmsg): a partial count, EINTR and
+ * EAGAIN go on */
 static void send_all_via(int s, const char *via, const char *buf, size_t n)
 {
-	if (!strcmp(via, "write")) {
-		write_all(s, buf, n);
-		return;
-	}
 	int src = -1, pfd[2] = { -1, -1 };
 	if (!strcmp(via, "sendfile")) {
 		char path[] = "/tmp/replay_rest.XXXXXX";
@@ -151,25 +146,13 @@ static void send_all_via(int s, const char *via, const char *buf, size_t n)
 	} else if (!strcmp(via, "splice")) {
 		if (pipe(pfd) || write(pfd[1], buf, n) != (ssize_t)n)
 			die("pipe");
-	} else if (strcmp(via, "sendmmsg")) {
+	} else if (strcmp(via, "sendmmsg") && strcmp(via, "write")) {
 		die("VIA: write, sendfile, splice or sendmmsg");
 	}
 	off_t off = 0;
 	while ((size_t)off < n) {
 		in_write = 1;
-		ssize_t w;
-		if (src >= 0) {
-			w = sendfile(s, src, &off, n - (size_t)off);
-		} else if (pfd[0] >= 0) {
-			w = splice(pfd[0], NULL, s, NULL, n - (size_t)off, 0);
-			off += w > 0 ? w : 0;
-		} else {
-			struct iovec v = { (char *)buf + off, n - (size_t)off };
-			struct mmsghdr m = { .msg_hdr = { .msg_iov = &v, .msg_iovlen = 1 } };
-			int k = sendmmsg(s, &m, 1, 0);
-			w = k == 1 ? (ssize_t)m.msg_len : -1;
-			off += w > 0 ? w : 0;
-		}
+		ssize_t w = send_once(s, via, buf, n, &off, src, pfd[0]);
 		in_write = 0;
 		if (w < 0 && errno == EAGAIN) {
 			wait_for(s, POLLOUT);
@@ -182,10 +165,15 @@ static void send_all_via(int s, const char *via, const char *buf, size_t n)
 			exit(0);
 		}
 	}
-	close(src);
-	close(pfd[0]);
-	close(pfd[1]);
+	if (src >= 0)
+		close(src);
+	if (pfd[0] >= 0) {
+		close(pfd[0]);
+		close(pfd[1]);
+	}
 }
+
+static void write_all(int s, const char *buf, size_t n) { send_all_via(s, "write", buf, n); }
 
 /* One answer read until its Content-Length body is whole: "STATUS |
  * BODY", or what ended the read; a read's EINTR printed */
