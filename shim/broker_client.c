@@ -546,8 +546,26 @@ int kp_broker_tls_put(const struct pool_key *key, const uint8_t name[BK_SESS_NAM
 	return r;
 }
 
+static int tls_get(const struct pool_key *key, uint8_t name[BK_SESS_NAME], bool any, struct pool_meta *meta,
+		   void *out, size_t cap, size_t *len);
+
 int kp_broker_tls_get(const struct pool_key *key, const uint8_t name[BK_SESS_NAME], struct pool_meta *meta,
 		      void *out, size_t cap, size_t *len)
+{
+	uint8_t n[BK_SESS_NAME];
+	memcpy(n, name, sizeof(n));
+	return tls_get(key, n, false, meta, out, cap, len);
+}
+
+int kp_broker_tls_get_any(const struct pool_key *key, uint8_t name[BK_SESS_NAME], struct pool_meta *meta,
+			  void *out, size_t cap, size_t *len)
+{
+	memset(name, 0, BK_SESS_NAME);
+	return tls_get(key, name, true, meta, out, cap, len);
+}
+
+static int tls_get(const struct pool_key *key, uint8_t name[BK_SESS_NAME], bool any, struct pool_meta *meta,
+		   void *out, size_t cap, size_t *len)
 {
 	if (!kp_broker_enabled() || kp_trylock(&link_lock))
 		return -1;
@@ -559,6 +577,7 @@ int kp_broker_tls_get(const struct pool_key *key, const uint8_t name[BK_SESS_NAM
 	bk_encode(&req.m, BK_TGET, BK_OK, 0, key, NULL);
 	memset(&req.h, 0, sizeof(req.h));
 	memcpy(req.h.name, name, BK_SESS_NAME);
+	req.h.flags = any ? BK_S_ANY : 0;
 	static char buf[BK_MSG_MAX + 1]; /* under link_lock */
 	struct bk_msg reply;
 	struct bk_sess rs;
@@ -583,6 +602,7 @@ int kp_broker_tls_get(const struct pool_key *key, const uint8_t name[BK_SESS_NAM
 		memcpy(out, buf + off, rs.len);
 		*len = rs.len;
 		*meta = reply.meta;
+		memcpy(name, rs.name, BK_SESS_NAME); /* (asked: the same; any: its own) */
 	}
 	explicit_bzero(buf, sizeof(buf)); /* the traffic keys */
 	if (why && !dead) {
