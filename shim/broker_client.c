@@ -272,6 +272,16 @@ static uint16_t reply_type(uint16_t req)
  * proof checked when it comes, *conn the connection or -1.  Returns 0, or
  * -1 (the link is dropped: a late reply must never answer a later
  * request). */
+/* A session or TLS reply under another name than asked (a TGET for any
+ * name, BK_S_ANY, takes the state's own) */
+static bool reply_name_differs(const struct bk_msg *req, const void *bytes, const struct bk_sess *rs)
+{
+	const struct bk_sess *q = (const struct bk_sess *)((const char *)bytes + sizeof(*req));
+	if (req->type == BK_TGET && (q->flags & BK_S_ANY))
+		return false;
+	return memcmp(rs->name, q->name, BK_SESS_NAME) != 0;
+}
+
 static int exchange_bytes(const struct bk_msg *req, const void *bytes, size_t len, struct bk_msg *out,
 			  int *conn, char *buf, size_t cap, struct bk_sess *rs, size_t *roff, uint64_t deadline)
 {
@@ -310,9 +320,7 @@ static int exchange_bytes(const struct bk_msg *req, const void *bytes, size_t le
 			 req->type != BK_TGET)
 			why = "a connection nobody asked for";
 		else if ((out->type == BK_SREPLY || out->type == BK_TREPLY) &&
-			 (memcmp(&out->key, &req->key, sizeof(req->key)) ||
-			  memcmp(rs->name, ((const struct bk_sess *)((const char *)bytes + sizeof(*req)))->name,
-				 BK_SESS_NAME)))
+			 (memcmp(&out->key, &req->key, sizeof(req->key)) || reply_name_differs(req, bytes, rs)))
 			why = "reply for another session";
 		else if (out->status == BK_OK && out->type == BK_REPLY &&
 			 memcmp(&out->key, &req->key, sizeof(req->key)))
