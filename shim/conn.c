@@ -318,7 +318,7 @@ static int connect_pinned(int fd, struct kp_conn *c, const struct pool_key *keyp
 	 * state held until the program's SSL_connect (conn_held.c) */
 	if (alone && p < 0 && !kp_broker_cut) {
 		struct kp_held *h = kp_held_take(&key, &p);
-		c->tls_held_asked = kp_cfg.tls_across; /* (asked, or no broker to ask) */
+		c->tls_held_asked = kp_tls_across_at_connect(); /* (asked, or a miss) */
 		if (h && kp_fd_conn(p)) /* a number whose close went past us */
 			kp_forget_fd(p, false);
 		if (h && held_hand_out(fd, c, h, p, now) == 0)

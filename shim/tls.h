@@ -86,8 +86,12 @@ void kp_tls_across_drop(struct kp_tls *e, void *ssl);
  * NULL with *why (the caller still holds the socket). */
 struct kp_tls *kp_tls_across_claim(void *ssl, const struct pool_key *key, int fd, const uint8_t name[32],
 				   unsigned char *msg, size_t len, const char **why);
+/* The program made an SSL context of its own (SSL_CTX_new): its
+ * connect()s may be HTTPS. */
+extern bool kp_tls_ctx_seen;
 /* connect() may take a TLS connection from the broker: KEEPALIVE_TLS_ACROSS
- * under a broker (the library that ships), libssl in the process. */
+ * under a broker (the library that ships), a program that made an SSL
+ * context (a program without TLS never asks). */
 bool kp_tls_across_at_connect(void);
 /* Seconds the session inside export message msg has left (0: none). */
 long kp_tls_across_left(const unsigned char *msg, size_t len);

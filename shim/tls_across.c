@@ -1373,9 +1373,13 @@ struct kp_tls *kp_tls_across_claim(void *ssl_, const struct pool_key *key, int f
 	return e;
 }
 
+bool kp_tls_ctx_seen;
+
 bool kp_tls_across_at_connect(void)
 {
-	return hand_mode() == HAND_ON && kp_ssl_bind() && shim_ctx_get();
+	/* (libssl bound already by then: nothing here allocates, as
+	 * connect() may run in a signal handler) */
+	return __atomic_load_n(&kp_tls_ctx_seen, __ATOMIC_ACQUIRE) && hand_mode() == HAND_ON && kp_ssl_bind();
 }
 
 long kp_tls_across_left(const unsigned char *msg, size_t len)
