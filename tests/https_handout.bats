@@ -162,6 +162,15 @@ plain_conns() { _distinct_first_fields "$BATS_TEST_TMPDIR/plain.log"; }
 	assert_equal "requests $(nginx_requests)" "requests 6"
 }
 
+@test "TLS across processes, at connect(): a process in the middle that dups its socket (and closes the copy) before a handshake the gate refuses (another CA file): as alone, the state never given back (TLS 1.3)" {
+	use_tls 13
+	loop 6 3 --ca "$TLS/other-ca.pem" --dup --show
+	grep -q '^error=SSLCertVerificationError' "$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "refused $(not_taken "the program's verification fails on it")" "refused 1"
+	assert_equal "not given back $(not_given_back "it may have had another owner")" "not given back 1"
+	assert_equal "given back $(given_back)" "given back 0"
+}
+
 @test "TLS across processes, shipped: the broker killed mid-loop, every process still succeeds with the same output (TLS 1.3)" {
 	use_tls 13
 	KILL_AT=4 loop 8 0

@@ -17,7 +17,8 @@
 # answer's status line; --unused: connect, close at once; --fork: fork
 # between connect() and the handshake, the child closing its copy and
 # saying so, the parent going on when the child is gone (the hand-out at
-# connect(): docs/tls-across.md)
+# connect(): docs/tls-across.md); --dup: a dup of the socket made and
+# closed between them
 import os, socket, ssl, sys, time, urllib.request, http.client
 host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 opts = sys.argv[4:]
@@ -50,6 +51,8 @@ try:
         raw.close()
         print("closed unused")
         sys.exit(0)
+    if "--dup" in opts:
+        os.close(os.dup(raw.fileno()))
     if "--fork" in opts:
         sys.stdout.flush()
         pid = os.fork()
