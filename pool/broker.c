@@ -636,8 +636,9 @@ static void tconn_put(const struct bk_msg *m, const struct bk_sess *h, const cha
 	       m->meta.requests, (unsigned)h->len);
 }
 
-/* Answer a TGET: the newest live TLS connection under key and name, with
- * its state (taken: once), or none. */
+/* Answer a TGET: the newest live TLS connection under key and name (any
+ * name with BK_S_ANY), with its state (taken: once) and its own name, or
+ * none. */
 static void tconn_reply(struct client *cl, const struct pool_key *key, const struct bk_sess *h, uint64_t now)
 {
 	tconn_expire(now);
@@ -647,7 +648,7 @@ static void tconn_reply(struct client *cl, const struct pool_key *key, const str
 		for (unsigned i = 0; i < TCONN_COUNT; i++) {
 			struct tconn *t = &tconns[i];
 			if (t->bytes && !memcmp(&t->key, key, sizeof(*key)) &&
-			    !memcmp(t->name, h->name, BK_SESS_NAME) &&
+			    ((h->flags & BK_S_ANY) || !memcmp(t->name, h->name, BK_SESS_NAME)) &&
 			    (!e || t->meta.parked_ms >= e->meta.parked_ms))
 				e = t;
 		}
@@ -659,7 +660,7 @@ static void tconn_reply(struct client *cl, const struct pool_key *key, const str
 	struct bk_msg m;
 	struct bk_sess r;
 	memset(&r, 0, sizeof(r));
-	memcpy(r.name, h->name, BK_SESS_NAME);
+	memcpy(r.name, e ? e->name : h->name, BK_SESS_NAME);
 	bk_encode(&m, BK_TREPLY, e ? BK_OK : BK_NONE, 0, key, e ? &e->meta : NULL);
 	r.len = e ? e->len : 0;
 	size_t len = sizeof(m) + sizeof(r) + r.len;

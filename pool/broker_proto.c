@@ -146,11 +146,15 @@ static int sess_check(const struct bk_msg *out, const struct bk_sess *sess, unsi
 		REFUSE("status set in a request");
 	if (nfds != (conn ? 1u : 0u))
 		REFUSE(conn ? "TLS put without exactly one fd" : "request with an fd");
-	if ((out->type == BK_SGET || out->type == BK_TGET) && (sess->len || sess->timeout_s || sess->flags))
+	if ((out->type == BK_SGET || out->type == BK_TGET) &&
+	    (sess->len || sess->timeout_s || (sess->flags & ~(out->type == BK_TGET ? BK_S_ANY : 0u))))
 		REFUSE("session request with bytes");
+	if (out->type == BK_TGET && (sess->flags & BK_S_ANY) &&
+	    memcmp(sess->name, (const uint8_t[BK_SESS_NAME]){ 0 }, BK_SESS_NAME))
+		REFUSE("TLS request for any name with a name");
 	if ((out->type == BK_SPUT || out->type == BK_TPUT) && (!sess->len || !sess->timeout_s))
 		REFUSE("session without bytes or lifetime");
-	if (sess->flags & ~(out->type == BK_SPUT ? BK_S_ONCE : 0u))
+	if (sess->flags & ~(out->type == BK_SPUT ? BK_S_ONCE : out->type == BK_TGET ? BK_S_ANY : 0u))
 		REFUSE("unknown session flags");
 	return 0;
 }

@@ -77,6 +77,11 @@ _Static_assert(sizeof(struct bk_msg) == 280, "bk_msg is a wire format: change BK
 #define BK_SESS_NAME 32     /* SHA-256 of what it was made under */
 #define BK_SESS_MAX 16384   /* the opaque bytes, at most */
 #define BK_S_ONCE 1u        /* single use (a TLS 1.3 ticket): a GET takes it */
+/* TGET only: any name (its name field all zero); the TREPLY names the
+ * state's own configuration (docs/tls-across.md "The hand-out at
+ * connect()"): a flag, never a name value, so no configuration's hash
+ * can mean "any" */
+#define BK_S_ANY 2u
 struct bk_sess {
 	uint8_t name[BK_SESS_NAME];
 	uint32_t timeout_s; /* SPUT: kept at most this long (> 0), else 0 */

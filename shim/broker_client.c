@@ -335,6 +335,16 @@ static uint16_t reply_type(uint16_t req)
  * proof checked when it comes, *conn the connection or -1.  Returns 0, or
  * -1 (the link is dropped: a late reply must never answer a later
  * request). */
+/* A session or TLS reply under another name than asked (a TGET for any
+ * name, BK_S_ANY, takes the state's own) */
+static bool reply_name_differs(const struct bk_msg *req, const void *bytes, const struct bk_sess *rs)
+{
+	const struct bk_sess *q = (const struct bk_sess *)((const char *)bytes + sizeof(*req));
+	if (req->type == BK_TGET && (q->flags & BK_S_ANY))
+		return false;
+	return memcmp(rs->name, q->name, BK_SESS_NAME) != 0;
+}
+
 static int exchange_bytes(const struct bk_msg *req, const void *bytes, size_t len, struct bk_msg *out,
 			  int *conn, char *buf, size_t cap, struct bk_sess *rs, size_t *roff, uint64_t deadline)
 {
@@ -376,9 +386,7 @@ static int exchange_bytes(const struct bk_msg *req, const void *bytes, size_t le
 			 req->type != BK_TGET)
 			why = "a connection nobody asked for";
 		else if ((out->type == BK_SREPLY || out->type == BK_TREPLY) &&
-			 (memcmp(&out->key, &req->key, sizeof(req->key)) ||
-			  memcmp(rs->name, ((const struct bk_sess *)((const char *)bytes + sizeof(*req)))->name,
-				 BK_SESS_NAME)))
+			 (memcmp(&out->key, &req->key, sizeof(req->key)) || reply_name_differs(req, bytes, rs)))
 			why = "reply for another session";
 		else if (out->status == BK_OK && out->type == BK_REPLY &&
 			 memcmp(&out->key, &req->key, sizeof(req->key)))
@@ -612,8 +620,26 @@ int kp_broker_tls_put(const struct pool_key *key, const uint8_t name[BK_SESS_NAM
 	return r;
 }
 
+static int tls_get(const struct pool_key *key, uint8_t name[BK_SESS_NAME], bool any, struct pool_meta *meta,
+		   void *out, size_t cap, size_t *len);
+
 int kp_broker_tls_get(const struct pool_key *key, const uint8_t name[BK_SESS_NAME], struct pool_meta *meta,
 		      void *out, size_t cap, size_t *len)
+{
+	uint8_t n[BK_SESS_NAME];
+	memcpy(n, name, sizeof(n));
+	return tls_get(key, n, false, meta, out, cap, len);
+}
+
+int kp_broker_tls_get_any(const struct pool_key *key, uint8_t name[BK_SESS_NAME], struct pool_meta *meta,
+			  void *out, size_t cap, size_t *len)
+{
+	memset(name, 0, BK_SESS_NAME);
+	return tls_get(key, name, true, meta, out, cap, len);
+}
+
+static int tls_get(const struct pool_key *key, uint8_t name[BK_SESS_NAME], bool any, struct pool_meta *meta,
+		   void *out, size_t cap, size_t *len)
 {
 	if (!kp_broker_enabled() || kp_trylock(&link_lock))
 		return -1;
@@ -625,6 +651,7 @@ int kp_broker_tls_get(const struct pool_key *key, const uint8_t name[BK_SESS_NAM
 	bk_encode(&req.m, BK_TGET, BK_OK, 0, key, NULL);
 	memset(&req.h, 0, sizeof(req.h));
 	memcpy(req.h.name, name, BK_SESS_NAME);
+	req.h.flags = any ? BK_S_ANY : 0;
 	static char buf[BK_MSG_MAX + 1]; /* under link_lock */
 	struct bk_msg reply;
 	struct bk_sess rs;
@@ -649,6 +676,7 @@ int kp_broker_tls_get(const struct pool_key *key, const uint8_t name[BK_SESS_NAM
 		memcpy(out, buf + off, rs.len);
 		*len = rs.len;
 		*meta = reply.meta;
+		memcpy(name, rs.name, BK_SESS_NAME); /* (asked: the same; any: its own) */
 	}
 	explicit_bzero(buf, sizeof(buf)); /* the traffic keys */
 	if (why && !dead) {

@@ -68,6 +68,9 @@ int kp_broker_tls_put(const struct pool_key *key, const uint8_t name[32], uint32
  * them; the caller wipes them after use): the fd, or -1. */
 int kp_broker_tls_get(const struct pool_key *key, const uint8_t name[32], struct pool_meta *meta, void *out,
 		      size_t cap, size_t *len);
+/* The same under any name (BK_S_ANY): the state's own name in name. */
+int kp_broker_tls_get_any(const struct pool_key *key, uint8_t name[32], struct pool_meta *meta, void *out,
+			  size_t cap, size_t *len);
 
 /* Is the process's own socket fd (one that never left it) an established
  * TCP connection to key's destination?  NULL, or why not. */

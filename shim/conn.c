@@ -52,6 +52,7 @@
 #include "replay.h"
 #include "sigwait.h"
 #include "tls.h"
+#include "tls_held.h"
 #include "watch.h"
 
 /* ------------------------------------------------------------ connect */
@@ -135,66 +136,6 @@ static int connect_again(int fd, struct kp_conn *c, const struct sockaddr *addr,
 	disown(fd, c, "connected again to another destination", false);
 	errno = r < 0 ? err : saved;
 	return r;
-}
-
-/* Put pooled socket p in the program's fd, as if connect() had just
- * succeeded on the program's own socket.  Returns 0 or -1 (fd untouched
- * unless the dup3 succeeded). */
-static int adopt_pooled(int fd, int p, struct kp_conn *c, const struct pool_meta *meta, bool local)
-{
-	kp_fdfl fl = kp_fl(fd);
-	bool nonblock, cloexec;
-	if (fl & KP_FD_TCP) { /* we saw socket() and every flag change since */
-		nonblock = fl & KP_FD_NONBLOCK;
-		cloexec = fl & KP_FD_CLOEXEC;
-	} else {
-		int sfl = KP_REAL(fcntl)(fd, F_GETFL), dfl = KP_REAL(fcntl)(fd, F_GETFD);
-		if (sfl < 0 || dfl < 0)
-			return -1;
-		nonblock = sfl & O_NONBLOCK;
-		cloexec = dfl & FD_CLOEXEC;
-	}
-	struct kp_tag prev;
-	if (meta->tag_len != sizeof(prev))
-		return -1;
-	memcpy(&prev, meta->tag, sizeof(prev));
-	/* (a tag from the broker carries another process's epoch: the broker
-	 * is not used after a change of credentials, kp_conn_cred_change) */
-	if (local && !pooled_one_owner(&prev)) {
-		errno = EPERM;
-		return -1;
-	}
-	if (kp_sockopts_transfer(&c->so, fd, p, prev.opts, prev.n_opts) < 0)
-		return -1;
-	/* O_NONBLOCK lives in the open file description that dup3 makes fd
-	 * share: make it the program's.  FD_CLOEXEC is per fd: dup3 sets it. */
-	if (!prev.nonblock != !nonblock && KP_REAL(fcntl)(p, F_SETFL, nonblock ? O_NONBLOCK : 0) < 0)
-		return -1;
-	/* registrations made before connect() follow the fd to its new socket */
-	kp_watch_detach(fd);
-	int r = KP_REAL(dup3)(p, fd, cloexec ? O_CLOEXEC : 0);
-	int err = errno;
-	kp_watch_renew(fd);
-	if (r < 0) {
-		errno = err;
-		return -1;
-	}
-	c->nonblock = nonblock;
-	return 0;
-}
-
-/* c is now the pooled connection meta describes */
-static void handed_record(struct kp_conn *c, const struct pool_meta *meta, uint64_t now)
-{
-	c->reused = true;
-	c->first = KP_FIRST_UNSENT;
-	c->parked_ms = meta->parked_ms;
-	c->sent_ms = now; /* the first request follows at once, as a rule */
-	c->served_at_checkout = meta->requests;
-	c->served = meta->requests;
-	c->ka_timeout = meta->ka_timeout;
-	c->ka_max = meta->ka_max;
-	kp_count(reused);
 }
 
 /* Hand pooled socket p (the local pool's, or the broker's) to the
@@ -372,6 +313,17 @@ static int connect_pinned(int fd, struct kp_conn *c, const struct pool_key *keyp
 		 * one, the program's to have back at once */
 		if (hand_out(fd, c, p, &meta, now, false) == 0)
 			return handed_answer(c, saved);
+	}
+	/* HTTPS across processes: a TLS connection by destination alone, its
+	 * state held until the program's SSL_connect (conn_held.c) */
+	if (alone && p < 0 && !kp_broker_cut) {
+		struct kp_held *h = kp_held_take(&key, &p);
+		c->tls_held_asked = kp_tls_across_at_connect(); /* (asked, or a miss) */
+		if (h && kp_fd_conn(p)) /* a number whose close went past us */
+			kp_forget_fd(p, false);
+		if (h && held_hand_out(fd, c, h, p, now) == 0)
+			return handed_answer(c, saved);
+		p = -1;
 	}
 	/* the program's alarm ended our wait on the broker: its blocking
 	 * connect begins and ends as alone: done at once (loopback), 0 or
@@ -609,6 +561,7 @@ void kp_dup_to(struct kp_conn *c, int oldfd, int newfd)
 		return;
 	}
 	c->refs++;
+	kp_held_taint(c->tls_held); /* a copy: never given back */
 	/* onto stdin, stdout or stderr: stdio's own FILEs may write to it */
 	if (newfd <= 2)
 		tx_watch_start(c, oldfd);
@@ -1242,38 +1195,6 @@ bool kp_recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt
 
 /* ------------------------------------------------------------ HTTPS */
 
-int kp_conn_tls_remake(int fd, void *ssl, bool watched)
-{
-	struct kp_conn *c = kp_fd_conn(fd);
-	if (!c || c == KP_POOLED || !conn_lock(c, fd))
-		return -1;
-	int saved = errno, r = -1;
-	/* (the pooled connection is not put back: its engine answered the
-	 * program until now, and the program's handshake replaces it) */
-	if (c->state == KP_ACTIVE && c->tls_handed && c->tls_ssl == ssl && c->first == KP_FIRST_UNSENT &&
-	    !c->n_reqs && !c->held_len)
-		r = swap_fresh(c, fd, false);
-	/* and its callbacks see its end as their own: the server's close, its
-	 * own close_notify (a close request not rewritten, never pooled) */
-	if (r == 0 && watched) {
-		unpool(c, "a callback that watches the connection");
-		c->handed_off = true; /* (what it means to the send path) */
-	}
-	kp_unlock(&c->lock);
-	errno = saved;
-	return r;
-}
-
-void kp_conn_tls_watched(int fd)
-{
-	struct kp_conn *c = kp_fd_conn(fd);
-	if (!c || c == KP_POOLED || !conn_lock(c, fd))
-		return;
-	unpool(c, "a callback that watches set after the connection carried bytes");
-	c->handed_off = true; /* (what it means to the send path) */
-	kp_unlock(&c->lock);
-}
-
 /* A TLS connection from another process for the program's ssl on fd
  * (docs/tls-across.md "The hand-out in another process"), its socket put
  * in fd's place as a pooled one at connect (adopt_pooled); the program's
@@ -1312,6 +1233,10 @@ int kp_conn_tls_start(int fd, void *ssl)
 	int saved = errno, r = KP_TLS_NONE;
 	if (c->state != KP_ACTIVE)
 		goto out;
+	if (c->tls_held && held_start(c, fd, ssl)) {
+		r = KP_TLS_HANDED;
+		goto out;
+	}
 	if (c->tls && !c->tls_pending) {
 		/* a second SSL on a socket whose TLS we follow: no longer ours */
 		if (ssl && ssl != c->tls_ssl)
@@ -1345,7 +1270,8 @@ int kp_conn_tls_start(int fd, void *ssl)
 		first_request_fresh(c, fd, "TLS");
 	if (c->reused || c->n_reqs || c->served || c->req_mode != KP_REQ_HEAD || c->held_len)
 		goto out; /* TLS after plain HTTP (a CONNECT tunnel, say): not ours */
-	if (tls_taken_across(c, fd, ssl)) {
+	/* (where connect() asked the broker, nothing is asked again here) */
+	if (!c->tls_held_asked && tls_taken_across(c, fd, ssl)) {
 		r = KP_TLS_HANDED;
 		goto out;
 	}
@@ -1491,6 +1417,7 @@ static void handoff_locked(struct kp_conn *c, int fd, enum kp_handoff how, const
 {
 	if (!c->shared)
 		kp_debug("fd %d: may have another owner from now on (%s)", fd, why);
+	kp_held_taint(c->tls_held); /* never given back (docs/tls-across.md) */
 	/* (before c->shared: the pooled socket goes back to the pool) */
 	if (!c->handed_off && c->first == KP_FIRST_UNSENT && fd >= 0)
 		handoff_fresh(c, fd);
@@ -1601,6 +1528,7 @@ static __thread bool fork_inside;
  * order of kp_lock.h. */
 void kp_conn_before_fork(void)
 {
+	__atomic_add_fetch(&kp_held_forks, 1, __ATOMIC_ACQ_REL); /* (tls_held.h) */
 	if (kp_reentered()) {
 		fork_inside = true;
 		return;

@@ -237,6 +237,10 @@ struct kp_conn {
 	void *tls_ssl;       /* the program's SSL speaking through tls */
 	bool tls_pending;    /* tls came from the pool; no handshake yet */
 	bool tls_handed;     /* tls_ssl speaks through a pooled engine */
+	/* a TLS state from the broker, its socket under fd since connect(),
+	 * not imported until the program's first SSL_connect (tls_held.h) */
+	struct kp_held *tls_held;
+	bool tls_held_asked; /* connect() asked the broker for one */
 	/* the thread of the last call of tls_ssl's we saw (its SSL_connect,
 	 * its reads): the only one whose poll may make its handshake
 	 * (kp_this_thread; conn_replay.c tls_ready_settle) */

@@ -130,6 +130,28 @@ enum kp_died {
 	KP_DIED_SEND_RESET, /* ... with ECONNRESET */
 };
 
+/* ------------------------------------------------------------ conn_held.c */
+
+/* Put pooled socket p in the program's fd, as if connect() had just
+ * succeeded on the program's own socket: 0, or -1 (fd untouched unless
+ * the dup3 succeeded). */
+int adopt_pooled(int fd, int p, struct kp_conn *c, const struct pool_meta *meta, bool local);
+/* c is now the pooled connection meta describes */
+void handed_record(struct kp_conn *c, const struct pool_meta *meta, uint64_t now);
+/* connect()'s TLS hand-out across processes (docs/tls-across.md "The
+ * hand-out at connect()"): after a miss in the process's pool and the
+ * broker's plain one, under KEEPALIVE_TLS_ACROSS, a TLS connection to
+ * c's key taken from the broker under any name (kp_held_take: h, its
+ * socket p) is put under fd as a pooled one (what connect() answers is
+ * handed_answer's, as for any pooled socket), its state held on c.  0:
+ * handed; -1: not (fd untouched, p closed, h given back or wiped). */
+int held_hand_out(int fd, struct kp_conn *c, struct kp_held *h, int p, uint64_t now);
+/* The program's first use of fd while c holds a TLS state: ssl its
+ * SSL_connect (NULL: plain bytes).  True: handed to ssl; false: the state
+ * went back (or was wiped), fd has a fresh connection where one could be
+ * made.  c locked. */
+bool held_start(struct kp_conn *c, int fd, void *ssl);
+
 /* ------------------------------------------------------------ conn.c */
 
 void first_seen(struct kp_conn *c);

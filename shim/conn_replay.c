@@ -30,6 +30,7 @@
 #include "replay.h"
 #include "sigwait.h"
 #include "tls.h"
+#include "tls_held.h"
 #include "watch.h"
 #include "wbuf.h"
 
@@ -235,7 +236,7 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 	 * is out, and what it waits on includes a handshake */
 	bool unsent = c->first == KP_FIRST_UNSENT && !c->tls_handed;
 	int s = fdfl < 0 ? -1
-		: unsent ? connect_fresh(c, fd, !c->tls)
+		: unsent ? connect_fresh(c, fd, !c->tls && !c->tls_held)
 			 : BUSY(c, connect_fresh(c, fd, false));
 	/* what the program's description carries, its signals above all, is
 	 * the fresh socket's too (docs/hold.md "What the description
@@ -250,14 +251,18 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 		return -1;
 	for (int i = 0; i < n; i++)
 		kp_watch_detach(fds[i]); /* else epoll follows the old socket (kept in the pool) */
-	int hidden = repark ? park(fd, c, false, c->parked_ms) : -1;
+	/* a TLS state from the broker (c->tls_held): its socket kept aside,
+	 * given back once the fresh one is under fd (tls_held.c) */
+	int hidden = c->tls_held ? KP_REAL(fcntl)(fd, F_DUPFD_CLOEXEC, 0) : repark ? park(fd, c, false, c->parked_ms) : -1;
 	for (int i = 0; i < n; i++) {
 		int cl = i == 0 ? fdfl : KP_REAL(fcntl)(fds[i], F_GETFD);
 		if (cl >= 0 && KP_REAL(dup3)(s, fds[i], (cl & FD_CLOEXEC) ? O_CLOEXEC : 0) >= 0)
 			continue;
 		int err = errno;
 		if (i == 0) { /* nothing moved: all back as it was */
-			if (hidden >= 0 && pool_owns_fd(hidden, true)) /* one owner only */
+			if (hidden >= 0 && c->tls_held)
+				KP_REAL(close)(hidden);
+			else if (hidden >= 0 && pool_owns_fd(hidden, true)) /* one owner only */
 				hidden_close(hidden);
 			KP_REAL(close)(s);
 			for (int k = 0; k < n; k++)
@@ -285,6 +290,17 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 	}
 	kp_count(fresh);
 	c->tls_pending = false;
+	if (c->tls_held) {
+		/* fd and its dups hold the fresh socket: hidden is the old one's
+		 * last holder here, unless the state was ever shared */
+		if (hidden >= 0)
+			kp_held_back(c->tls_held, hidden, &c->key, repark && n == c->refs && one_owner(c));
+		else
+			kp_held_free(c->tls_held);
+		c->tls_held = NULL;
+		if (hidden >= 0)
+			KP_REAL(close)(hidden);
+	}
 	if (c->tls_handed) {
 		/* the program's SSL was speaking through the pooled engine: it
 		 * makes its own handshake on the fresh connection now */
@@ -1564,4 +1580,38 @@ void account_sent(struct kp_conn *c, const struct iovec *iov, int iovcnt, size_t
 	const char *why = wire_account(c, iov, iovcnt, off, n);
 	if (why)
 		give_up(c, -1, why);
+}
+
+/* ------------------------------------------------------------ HTTPS (from conn.c) */
+
+int kp_conn_tls_remake(int fd, void *ssl, bool watched)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c || c == KP_POOLED || !conn_lock(c, fd))
+		return -1;
+	int saved = errno, r = -1;
+	/* (the pooled connection is not put back: its engine answered the
+	 * program until now, and the program's handshake replaces it) */
+	if (c->state == KP_ACTIVE && c->tls_handed && c->tls_ssl == ssl && c->first == KP_FIRST_UNSENT &&
+	    !c->n_reqs && !c->held_len)
+		r = swap_fresh(c, fd, false);
+	/* and its callbacks see its end as their own: the server's close, its
+	 * own close_notify (a close request not rewritten, never pooled) */
+	if (r == 0 && watched) {
+		unpool(c, "a callback that watches the connection");
+		c->handed_off = true; /* (what it means to the send path) */
+	}
+	kp_unlock(&c->lock);
+	errno = saved;
+	return r;
+}
+
+void kp_conn_tls_watched(int fd)
+{
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c || c == KP_POOLED || !conn_lock(c, fd))
+		return;
+	unpool(c, "a callback that watches set after the connection carried bytes");
+	c->handed_off = true; /* (what it means to the send path) */
+	kp_unlock(&c->lock);
 }

@@ -34,6 +34,7 @@
 #include "real.h"
 #include "replay.h"
 #include "tls.h"
+#include "tls_held.h"
 #include "watch.h"
 #include "wbuf.h"
 
@@ -470,6 +471,8 @@ static void conn_free_now(struct kp_conn *c)
 		kp_tls_put(c->tls);
 		__atomic_store_n(&c->tls, NULL, __ATOMIC_RELEASE);
 	}
+	kp_held_free(c->tls_held); /* never given back from here */
+	c->tls_held = NULL;
 	/* small buffers stay for the object's next use (wbuf.h) */
 	if (c->held_cap > KP_WBUF_KEEP) {
 		kp_wbuf_free(c->held, c->held_cap);
@@ -761,6 +764,18 @@ static void tls_leave_arm(void);
 
 int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 {
+	if (c->tls_held) {
+		/* a TLS state from the broker, never used: never parked here; at
+		 * the program's close (fd its last holder) it goes back to the
+		 * broker (docs/tls-across.md "The hand-out at connect()") */
+		if (close_fd)
+			kp_held_back(c->tls_held, fd, &c->key, c->refs <= 1 && one_owner(c));
+		else
+			kp_held_free(c->tls_held);
+		c->tls_held = NULL;
+		unpool(c, "a TLS connection from another process, unused");
+		return -1;
+	}
 	if (!one_owner(c))
 		return -1;
 	int inq = 0;

@@ -652,8 +652,10 @@ KP_EXPORT SSL_CTX *SSL_CTX_new(const SSL_METHOD *m)
 	kp_tls_ctx_new(true);
 	SSL_CTX *ctx = kp_ssl.SSL_CTX_new(m);
 	kp_tls_ctx_new(false);
-	if (ctx && !INTERNAL() && kp_ssl_bind())
+	if (ctx && !INTERNAL() && kp_ssl_bind()) {
 		kp_tls_note_new(ctx, NULL);
+		__atomic_store_n(&kp_tls_ctx_seen, true, __ATOMIC_RELEASE);
+	}
 	return ctx;
 }
 
@@ -668,6 +670,7 @@ KP_EXPORT SSL_CTX *SSL_CTX_new_ex(OSSL_LIB_CTX *libctx, const char *propq, const
 	kp_tls_ctx_new(false);
 	if (ctx && !INTERNAL() && kp_ssl_bind()) {
 		kp_tls_note_new(ctx, NULL);
+		__atomic_store_n(&kp_tls_ctx_seen, true, __ATOMIC_RELEASE);
 		if (libctx || propq)
 			kp_tls_note_never(ctx, NEVER_LIBCTX, true);
 	}

@@ -971,9 +971,10 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		errno = EAGAIN;
 		return true;
 	}
-	if (t || hs) {
+	if (t || hs || __atomic_load_n(&c->tls_held, __ATOMIC_ACQUIRE)) {
 		/* a fresh connection's handshake (the fd of a BIO of the
-		 * program's own), or plain bytes on a pooled TLS connection */
+		 * program's own), or plain bytes on a pooled TLS connection
+		 * (or on a TLS one from the broker: conn_held.c) */
 		int saved = errno;
 		switch (kp_conn_tls_start(fd, hs)) {
 		case KP_TLS_HANDED: /* nothing may go out: the handshake is over */

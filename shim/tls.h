@@ -78,6 +78,23 @@ void kp_tls_offer_session(void *ssl, const struct pool_key *key);
 struct kp_tls *kp_tls_across_take(void *ssl, const struct pool_key *key, int fd, int *sock,
 				  struct pool_meta *meta);
 void kp_tls_across_drop(struct kp_tls *e, void *ssl);
+/* The gate and the import of the state msg (len bytes, malloc'd: taken,
+ * wiped on every path) made under name, for ssl's handshake on fd, whose
+ * socket already carries it (docs/tls-across.md "The hand-out at
+ * connect()"): the name ssl's settings make must be name, then the gate
+ * of kp_tls_across_take in full.  The engine as kp_tls_across_take's, or
+ * NULL with *why (the caller still holds the socket). */
+struct kp_tls *kp_tls_across_claim(void *ssl, const struct pool_key *key, int fd, const uint8_t name[32],
+				   unsigned char *msg, size_t len, const char **why);
+/* The program made an SSL context of its own (SSL_CTX_new): its
+ * connect()s may be HTTPS. */
+extern bool kp_tls_ctx_seen;
+/* connect() may take a TLS connection from the broker: KEEPALIVE_TLS_ACROSS
+ * under a broker (the library that ships), a program that made an SSL
+ * context (a program without TLS never asks). */
+bool kp_tls_across_at_connect(void);
+/* Seconds the session inside export message msg has left (0: none). */
+long kp_tls_across_left(const unsigned char *msg, size_t len);
 /* The parked connection on hidden, which the pool will not keep (its caps,
  * the exit): under KEEPALIVE_TLS_ACROSS its TLS 1.3 state to the broker.
  * True: its engine taken and freed, the caller closes hidden. */

@@ -1343,14 +1343,70 @@ static struct kp_tls *foreign_engine(SSL *ssl, unsigned char *msg, size_t len, i
 	return e;
 }
 
+struct kp_tls *kp_tls_across_claim(void *ssl_, const struct pool_key *key, int fd, const uint8_t name[32],
+				   unsigned char *msg, size_t len, const char **whyp)
+{
+	SSL *ssl = ssl_;
+	uint8_t own[32];
+	int mode = hand_mode();
+	const char *why = NULL;
+	if (mode == HAND_OFF || !kp_ssl_bind() || !shim_ctx_get())
+		why = "no hand-out across processes here";
+	else if (across_name(ssl, own) < 0)
+		why = "the program's settings make no name";
+	else if (memcmp(own, name, sizeof(own)))
+		why = "made under another configuration (its name)";
+	struct conn_verdict v = { 0 };
+	if (!why)
+		why = across_conn_why(ssl, key, msg, len, &v, mode != HAND_TEST);
+	struct kp_tls *e = NULL;
+	if (why) {
+		kp_ssl.OPENSSL_cleanse(msg, len);
+		free(msg);
+	} else {
+		e = foreign_engine(ssl, msg, len, fd, name, &v, &why); /* msg is the import's */
+	}
+	verdict_free(&v);
+	if (!e)
+		kp_across_note("across: a connection from the broker not taken: %s", why);
+	*whyp = why;
+	return e;
+}
+
+bool kp_tls_ctx_seen;
+
+bool kp_tls_across_at_connect(void)
+{
+	/* (libssl bound already by then: nothing here allocates, as
+	 * connect() may run in a signal handler) */
+	return __atomic_load_n(&kp_tls_ctx_seen, __ATOMIC_ACQUIRE) && hand_mode() == HAND_ON && kp_ssl_bind();
+}
+
+long kp_tls_across_left(const unsigned char *msg, size_t len)
+{
+	struct tlsx_state st;
+	const char *why = NULL;
+	long left = 0;
+	memset(&st, 0, sizeof(st));
+	if (tlsx_decode(msg, len, &st, &why) == 0 && st.session.p) {
+		const unsigned char *q = st.session.p;
+		SSL_SESSION *s = kp_ssl.d2i_SSL_SESSION(NULL, &q, (long)st.session.len);
+		if (s) {
+			left = kp_ssl.SSL_SESSION_get_timeout(s) - ((long)time(NULL) - kp_ssl.SSL_SESSION_get_time(s));
+			kp_ssl.SSL_SESSION_free(s);
+		}
+	}
+	tlsx_wipe(&st);
+	return left;
+}
+
 struct kp_tls *kp_tls_across_take(void *ssl_, const struct pool_key *key, int fd, int *sock,
 				  struct pool_meta *meta)
 {
 	*sock = -1;
 	SSL *ssl = ssl_;
 	uint8_t name[32];
-	int mode = hand_mode();
-	if (mode == HAND_OFF || !kp_ssl_bind() || !shim_ctx_get() || across_name(ssl, name) < 0)
+	if (hand_mode() == HAND_OFF || !kp_ssl_bind() || !shim_ctx_get() || across_name(ssl, name) < 0)
 		return NULL;
 	unsigned char *buf = malloc(BK_TLS_MAX);
 	size_t len = 0;
@@ -1361,18 +1417,9 @@ struct kp_tls *kp_tls_across_take(void *ssl_, const struct pool_key *key, int fd
 		free(buf);
 		return NULL;
 	}
-	struct conn_verdict v = { 0 };
-	const char *why = across_conn_why(ssl, key, buf, len, &v, mode != HAND_TEST);
-	struct kp_tls *e = NULL;
-	if (why) {
-		kp_ssl.OPENSSL_cleanse(buf, BK_TLS_MAX);
-		free(buf);
-	} else {
-		e = foreign_engine(ssl, buf, len, fd, name, &v, &why); /* buf is the import's */
-	}
-	verdict_free(&v);
+	const char *why;
+	struct kp_tls *e = kp_tls_across_claim(ssl, key, fd, name, buf, len, &why); /* buf is its */
 	if (!e) {
-		kp_across_note("across: a connection from the broker not taken: %s", why);
 		kp_real.close(p);
 		return NULL;
 	}

@@ -33,13 +33,22 @@ loop() {
 		[ "$i" = "${KILL_AT:-0}" ] && script="$script [ -n \"\${KEEPALIVE_BROKER_PID:-}\" ] && kill -9 \$KEEPALIVE_BROKER_PID;"
 	done
 	nginx_reset
+	local a0 a1
+	a0=$(nginx_accepts)
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	a1=$(nginx_accepts)
+	PLAIN_ACCEPTS=$((a1 - a0 - 1))
 	cp "$NGINX_DIR/access.log" "$out/plain.log"
 	nginx_reset
+	a0=$(nginx_accepts)
 	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$PRELOAD" \
 		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_LOG=debug \
 		KEEPALIVE_LOG_FILE="$out/shim.log" "$ROOT/scripts/keepalive" \
 		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	a1=$(nginx_accepts)
+	SHIM_ACCEPTS=$((a1 - a0 - 1))
+	echo "--- accepted: alone $PLAIN_ACCEPTS, with the library $SHIM_ACCEPTS"
+	echo "--- the hand-outs"; grep -E 'across|connect\(\)' "$out/shim.log" || true
 	echo "--- shim.out"; cat "$out/shim.out"
 	echo "--- shim.err"; cat "$out/shim.err"
 	echo "--- nginx"; nginx_log
@@ -48,6 +57,13 @@ loop() {
 	run diff "$out/plain.err" "$out/shim.err"
 	assert_success
 }
+# connections nginx accepted (stub_status: those that never carried a
+# request too), asked on the port under test without the library: its
+# listening queue is first in, first out, so every connection made before
+# this one is counted by the time it is
+nginx_accepts() { env -u LD_PRELOAD curl -sk "https://127.0.0.1:$SERVER_PORT/status" | awk 'NR == 3 { print $1 }'; }
+given_back() { grep -c 'a connection taken at connect() given back to the broker' "$BATS_TEST_TMPDIR/shim.log" || true; }
+not_given_back() { grep -c "a connection taken at connect() not given back: $1" "$BATS_TEST_TMPDIR/shim.log" || true; }
 handed() { grep -c 'a TLS connection from another process handed to the program' "$BATS_TEST_TMPDIR/shim.log" || true; }
 not_taken() { grep -c "a connection from the broker not taken: $1" "$BATS_TEST_TMPDIR/shim.log" || true; }
 plain_conns() { _distinct_first_fields "$BATS_TEST_TMPDIR/plain.log"; }
@@ -61,6 +77,11 @@ plain_conns() { _distinct_first_fields "$BATS_TEST_TMPDIR/plain.log"; }
 	c=$(nginx_conns)
 	[ "$c" -le 2 ] || fail "connections $c, want at most 2"
 	[ "$(handed)" -ge 8 ] || fail "handed $(handed), want at least 8"
+	# the hand-out at connect(): no process makes a TCP connection of its
+	# own that it then drops unused (before: 10 accepted, 8 of them empty)
+	assert_equal "accepted alone $PLAIN_ACCEPTS" "accepted alone 10"
+	[ "$SHIM_ACCEPTS" -le 2 ] || fail "accepted $SHIM_ACCEPTS, want at most 2"
+	assert_equal "taken at connect $(grep -c 'under fd at connect()' "$BATS_TEST_TMPDIR/shim.log")" "taken at connect $(handed)"
 	# the secrets never logged: the log says sizes only
 	run grep -ci 'secret\|key=' "$BATS_TEST_TMPDIR/shim.log"
 	assert_output 0
@@ -71,6 +92,13 @@ plain_conns() { _distinct_first_fields "$BATS_TEST_TMPDIR/plain.log"; }
 	loop 6 3 --ca "$TLS/other-ca.pem" --show
 	grep -q '^error=SSLCertVerificationError' "$BATS_TEST_TMPDIR/shim.out"
 	assert_equal "refused $(not_taken "the program's verification fails on it")" "refused 1"
+	# taken at its connect(), refused at its SSL_connect: its own
+	# connection made there, the state back to the broker, and the
+	# fourth to the sixth handed it: the second's connection, a third's
+	# own; nothing else accepted
+	assert_equal "given back $(given_back)" "given back 1"
+	assert_equal "handed $(handed)" "handed 3"
+	assert_equal "accepted $SHIM_ACCEPTS" "accepted 3"
 }
 
 @test "TLS across processes, shipped: a process in the middle without verification (CERT_NONE) is not handed the connection, makes its own handshake as alone (TLS 1.3)" {
@@ -94,6 +122,53 @@ plain_conns() { _distinct_first_fields "$BATS_TEST_TMPDIR/plain.log"; }
 	third=$(awk 'NR == 3 { print $1 }' "$NGINX_DIR/access.log")
 	assert_equal "third's requests $(awk -v c="$third" '$1 == c' "$NGINX_DIR/access.log" | wc -l)" "third's requests 1"
 	assert_equal "handed $(handed)" "handed 3"
+	# its connect() took the loop's state (by destination alone), its
+	# SSL_connect's name was not the state's: given back; the fourth's
+	# connect() takes the newest, the third's (put at its exit), refuses
+	# it for its name, gives it back and asks under its own: the loop's
+	assert_equal "given back $(given_back)" "given back 2"
+	assert_equal "under its name $(grep -c 'handed to the program.s SSL, under its name' "$BATS_TEST_TMPDIR/shim.log")" "under its name 1"
+	assert_equal "accepted $SHIM_ACCEPTS" "accepted 3"
+}
+
+@test "TLS across processes, at connect(): a process in the middle that speaks plain HTTP to the HTTPS port is answered as alone (nginx's 400), the state goes back, the next process is handed it (TLS 1.3)" {
+	use_tls 13
+	loop 6 3 --plain
+	grep -q '^HTTP/1.1 400 Bad Request' "$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "given back $(given_back)" "given back 1"
+	assert_equal "handed $(handed)" "handed 3"
+	# (the plain request's fresh connection is the third)
+	assert_equal "accepted $SHIM_ACCEPTS" "accepted 3"
+}
+
+@test "TLS across processes, at connect(): a process in the middle that connects and closes unused: the state goes back, the next process is handed it; nothing accepted for it (TLS 1.3)" {
+	use_tls 13
+	loop 6 3 --unused
+	assert_equal "given back $(given_back)" "given back 1"
+	assert_equal "handed $(handed)" "handed 3"
+	# alone its connect() is a connection nginx accepts; here none
+	assert_equal "accepted alone $PLAIN_ACCEPTS" "accepted alone 6"
+	assert_equal "accepted $SHIM_ACCEPTS" "accepted 2"
+}
+
+@test "TLS across processes, at connect(): a process in the middle that forks between connect() and SSL_connect: parent and child as alone, the state never given back (TLS 1.3)" {
+	use_tls 13
+	loop 6 3 --ca "$TLS/ca.pem" --fork --show
+	grep -q '^child closed its copy' "$BATS_TEST_TMPDIR/shim.out"
+	# the fork shares the socket: a fresh connection under the fd before
+	# it (the hand-off's), the state wiped, its socket closed
+	assert_equal "not given back $(not_given_back "it may have had another owner")" "not given back 1"
+	assert_equal "given back $(given_back)" "given back 0"
+	assert_equal "requests $(nginx_requests)" "requests 6"
+}
+
+@test "TLS across processes, at connect(): a process in the middle that dups its socket (and closes the copy) before a handshake the gate refuses (another CA file): as alone, the state never given back (TLS 1.3)" {
+	use_tls 13
+	loop 6 3 --ca "$TLS/other-ca.pem" --dup --show
+	grep -q '^error=SSLCertVerificationError' "$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "refused $(not_taken "the program's verification fails on it")" "refused 1"
+	assert_equal "not given back $(not_given_back "it may have had another owner")" "not given back 1"
+	assert_equal "given back $(given_back)" "given back 0"
 }
 
 @test "TLS across processes, shipped: the broker killed mid-loop, every process still succeeds with the same output (TLS 1.3)" {

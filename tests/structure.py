@@ -40,9 +40,11 @@ ORDER = """
 hooks_*
 tls_calls send conn_opts conn_peek conn_sandbox conn_cred
 conn
+conn_held
 conn_replay conn_child
 wire
 hidden
+tls_held
 tls_across tls_answer tls_handout tls_engine tls_conf tls_capture tls_import tls_peer tls_own
 broker_client watch sockopts aio_scan tls_real
 sigwait config fdlimit fdtable tcpinfo elf_scan wbuf real dl_real broker_check

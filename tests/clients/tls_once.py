@@ -13,7 +13,13 @@
 # closes"), not by a read at close that a late close_notify can miss
 # --ua-urllib: urllib.request's User-Agent, so what this process teaches
 # holds for urllib's requests (learnt per User-Agent)
-import ssl, sys, time, urllib.request, http.client
+# --plain: connect, then speak plain HTTP to the port (no TLS), print the
+# answer's status line; --unused: connect, close at once; --fork: fork
+# between connect() and the handshake, the child closing its copy and
+# saying so, the parent going on when the child is gone (the hand-out at
+# connect(): docs/tls-across.md); --dup: a dup of the socket made and
+# closed between them
+import os, socket, ssl, sys, time, urllib.request, http.client
 host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 opts = sys.argv[4:]
 def opt(name, default=None):
@@ -37,6 +43,25 @@ try:
     c = http.client.HTTPSConnection(host, port, context=ctx, timeout=10)
     # SNI and the name checked: --name (the address dialled stays HOST)
     raw = c._create_connection((host, port), 10)
+    if "--plain" in opts:
+        raw.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path, host)).encode())
+        print(raw.makefile("rb").readline().decode().strip())
+        sys.exit(0)
+    if "--unused" in opts:
+        raw.close()
+        print("closed unused")
+        sys.exit(0)
+    if "--dup" in opts:
+        os.close(os.dup(raw.fileno()))
+    if "--fork" in opts:
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:
+            raw.close()
+            print("child closed its copy")
+            sys.stdout.flush()
+            os._exit(0)
+        os.waitpid(pid, 0)
     c.sock = ctx.wrap_socket(raw, server_hostname=name)
     headers = {"Connection": "close"}
     if "--ua-urllib" in opts:

@@ -299,6 +299,19 @@ int main(void)
 		CHECK(DEC(L, 0, BK_AT_BROKER) < 0 && strstr(w, "record"));
 		SESS(BK_TGET, BK_OK, 0, 5, 0, 0);
 		CHECK(DEC(L, 0, BK_AT_BROKER) < 0 && strstr(w, "bytes"));
+		/* any name (the hand-out at connect): a flag, the name all zero */
+		SESS(BK_TGET, BK_OK, 0, 0, BK_S_ANY, 0);
+		memset(((struct bk_sess *)(buf + sizeof(h)))->name, 0, BK_SESS_NAME);
+		CHECK(DEC(L, 0, BK_AT_BROKER) == 0 && so.flags == BK_S_ANY);
+		((struct bk_sess *)(buf + sizeof(h)))->name[7] = 1;
+		CHECK(DEC(L, 0, BK_AT_BROKER) < 0 && strstr(w, "any name with a name"));
+		SESS(BK_TGET, BK_OK, 0, 0, BK_S_ONCE, 0);
+		CHECK(DEC(L, 0, BK_AT_BROKER) < 0 && strstr(w, "bytes"));
+		SESS(BK_TPUT, BK_OK, 0, 60, BK_S_ANY, 10); /* a put names its own */
+		CHECK(DEC(L + 10, 1, BK_AT_BROKER) < 0 && strstr(w, "flags"));
+		SESS(BK_TREPLY, BK_OK, 0, 0, BK_S_ANY, 700);
+		WITH_META(meta);
+		CHECK(DEC(L + 700, 1, BK_AT_CLIENT) < 0 && strstr(w, "lifetime"));
 		SESS(BK_TREPLY, BK_OK, 0, 0, 0, 700);
 		WITH_META(meta);
 		CHECK(DEC(L + 700, 1, BK_AT_CLIENT) == 0 && so.len == 700 && out.meta.requests == 3);
