@@ -822,6 +822,11 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	if (flags & MSG_OOB)
 		return false;
 	raw_settle(c, fd);
+	/* a read (or a peek) on a TLS connection from another process before
+	 * the program's SSL_connect: its bytes are no program's; it gets a
+	 * fresh connection first, the state going back (conn_held.c) */
+	if (__builtin_expect(__atomic_load_n(&c->tls_held, __ATOMIC_ACQUIRE) != NULL, 0))
+		(void)kp_conn_tls_start(fd, NULL);
 	if (__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false;
 	if (iov && extra_into(c, fd, iov, iovcnt, flags, ret))

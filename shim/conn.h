@@ -667,6 +667,9 @@ void kp_conn_divide(const char *why);
  * steps aside for good (docs/owner.md "A sandbox"). */
 void kp_conn_sandbox_before(void);
 void kp_conn_sandbox_after(bool installed);
+/* An io_uring set up: every followed connection settled as before a
+ * sandbox, the library going on (conn_sandbox.c). */
+void kp_conn_settle_all(const char *why);
 
 /* fork(): prepare, parent and child handlers. */
 void kp_conn_before_fork(void);

@@ -86,7 +86,7 @@ int held_hand_out(int fd, struct kp_conn *c, struct kp_held *h, int p, uint64_t 
 	const struct pool_key *key = &c->key;
 	if (adopt_pooled(fd, p, c, kp_held_meta(h), false) < 0) {
 		kp_debug("fd %d: a TLS connection from another process could not be adopted: %s", fd, strerror(errno));
-		kp_held_back(h, p, key, true); /* (fd untouched: p its one holder) */
+		kp_held_back(h, p, key, true, true); /* (fd untouched: p its one holder, as taken) */
 		KP_REAL(close)(p);
 		return -1;
 	}
@@ -122,7 +122,7 @@ static bool held_own_name(struct kp_conn *c, int fd, void *ssl)
 		return false;
 	}
 	/* fd holds the new socket: keep is the old one's last holder here */
-	kp_held_back(c->tls_held, keep, &c->key, c->refs == 1 && one_owner(c));
+	kp_held_back(c->tls_held, keep, &c->key, c->refs == 1 && one_owner(c), !held_opts_set(c));
 	KP_REAL(close)(keep);
 	c->tls_held = NULL;
 	handed_record(c, &meta, kp_now_ms());

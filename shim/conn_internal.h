@@ -151,6 +151,13 @@ int held_hand_out(int fd, struct kp_conn *c, struct kp_held *h, int p, uint64_t 
  * went back (or was wiped), fd has a fresh connection where one could be
  * made.  c locked. */
 bool held_start(struct kp_conn *c, int fd, void *ssl);
+/* The program set socket options on c (before connect() or since): a
+ * socket of another process's TLS state with them must not go back to
+ * the broker (the next program would be handed them: kp_held_back). */
+static inline bool held_opts_set(const struct kp_conn *c)
+{
+	return c->so.n_opts || !c->poolable;
+}
 
 /* ------------------------------------------------------------ conn.c */
 

@@ -294,7 +294,8 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 		/* fd and its dups hold the fresh socket: hidden is the old one's
 		 * last holder here, unless the state was ever shared */
 		if (hidden >= 0)
-			kp_held_back(c->tls_held, hidden, &c->key, repark && n == c->refs && one_owner(c));
+			kp_held_back(c->tls_held, hidden, &c->key, repark && n == c->refs && one_owner(c),
+				     !held_opts_set(c));
 		else
 			kp_held_free(c->tls_held);
 		c->tls_held = NULL;

@@ -56,7 +56,7 @@ static bool tls_close_owed(const struct kp_conn *c)
  * own (SHUT_RD: its reads answer 0 at once, and poll, select and epoll
  * say readable), and over TLS the engine's, so nothing needs us
  * afterwards. */
-static void settle(int fd)
+static void settle(int fd, const char *why)
 {
 	struct kp_conn *c = kp_fd_conn(fd);
 	if (!c || c == KP_POOLED)
@@ -65,7 +65,7 @@ static void settle(int fd)
 		torn_before_change(c, fd);
 		kp_unlock(&c->lock);
 	}
-	kp_conn_handoff_fd(fd, KP_HANDOFF_READER, "seccomp");
+	kp_conn_handoff_fd(fd, KP_HANDOFF_READER, why);
 	if (!conn_lock(c, fd))
 		return;
 	if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE)) {
@@ -106,7 +106,7 @@ void kp_conn_sandbox_before(void)
 	kp_tls_forget_sessions();
 	int high = kp_fd_high();
 	for (int fd = 0; fd <= high; fd++)
-		settle(fd);
+		settle(fd, "seccomp");
 	/* then the hidden fds: idle sockets (a reused connection settled
 	 * before its first request put its pooled socket back), twins (one
 	 * left open keeps the socket up after the program's close) */
@@ -125,4 +125,20 @@ void kp_conn_sandbox_after(bool installed)
 	 * each to the kernel, as before our constructor ran.  No log here */
 	if (installed && call_ours && kp_fdtab_len)
 		kp_fdtab_step_aside();
+}
+
+/* The process set up an io_uring (docs/owner.md "io_uring"): its reads
+ * and writes may go past us from now on, so every followed connection is
+ * settled as for a sandbox (an owed EOF the kernel's own, a rewritten
+ * request's server told to close after its answer); the library goes on
+ * for new connections, unpooled (kp_conn_divide). */
+void kp_conn_settle_all(const char *why)
+{
+	if (kp_reentered() || !kp_fdtab_len)
+		return;
+	int saved = errno;
+	int high = kp_fd_high();
+	for (int fd = 0; fd <= high; fd++)
+		settle(fd, why);
+	errno = saved;
 }

@@ -769,7 +769,8 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 		 * the program's close (fd its last holder) it goes back to the
 		 * broker (docs/tls-across.md "The hand-out at connect()") */
 		if (close_fd)
-			kp_held_back(c->tls_held, fd, &c->key, c->refs <= 1 && one_owner(c));
+			kp_held_back(c->tls_held, fd, &c->key, c->refs <= 1 && one_owner(c),
+				     !held_opts_set(c));
 		else
 			kp_held_free(c->tls_held);
 		c->tls_held = NULL;

@@ -92,8 +92,12 @@ static void after_fork_child(void)
 void kp_uring_divide(void)
 {
 	static bool divided_for_uring;
-	if (kp_uring_seen() && !__atomic_exchange_n(&divided_for_uring, true, __ATOMIC_RELAXED))
+	if (kp_uring_seen() && !__atomic_exchange_n(&divided_for_uring, true, __ATOMIC_RELAXED)) {
 		kp_conn_divide("io_uring in the process, unseen");
+		/* the ring reads past us: what we owe the connections made
+		 * before it goes to the kernel now */
+		kp_conn_settle_all("io_uring");
+	}
 }
 
 /* the loaded objects scanned again (shim/aio_scan.h) */

@@ -13,6 +13,7 @@
  * by every caller.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdlib.h>
@@ -27,6 +28,7 @@
 #include "config.h"
 #include "real.h"
 #include "replay.h"
+#include "sockopts.h"
 #include "tls.h"
 #include "tls_held.h"
 
@@ -39,6 +41,7 @@ struct kp_held {
 	pid_t pid;
 	unsigned forks;           /* kp_held_forks when taken */
 	bool tainted;             /* shared since: never given back */
+	int fl;                   /* the socket's file status flags when taken */
 	unsigned char msg[];
 };
 
@@ -81,6 +84,7 @@ struct kp_held *kp_held_take(const struct pool_key *key, int *sock)
 		kp_held_free(h);
 		return NULL;
 	}
+	h->fl = KP_REAL(fcntl)(p, F_GETFL);
 	h->received = v.received;
 	h->acked = v.acked;
 	h->pid = getpid();
@@ -98,6 +102,23 @@ void kp_held_free(struct kp_held *h)
 	munmap(h, map_len);
 }
 
+/* sock's open file description as the take found it: no O_ASYNC, owner
+ * or signal of the program's (kp_desc_clear), O_NONBLOCK as it was (what
+ * the broker's record of the socket says, which the next adopter reads:
+ * adopt_pooled).  The program's own, set between its connect() and a
+ * handshake it never made, would reach the next program (a SIGIO to an
+ * owner, a blocking program's socket non-blocking). */
+static bool desc_as_taken(int sock, const struct kp_held *h)
+{
+	if (h->fl < 0 || kp_desc_clear(sock) < 0)
+		return false;
+	int fl = KP_REAL(fcntl)(sock, F_GETFL);
+	if (fl < 0)
+		return false;
+	return !(fl & O_NONBLOCK) == !(h->fl & O_NONBLOCK) ||
+	       KP_REAL(fcntl)(sock, F_SETFL, (fl & ~O_NONBLOCK) | (h->fl & O_NONBLOCK)) == 0;
+}
+
 const struct pool_meta *kp_held_meta(const struct kp_held *h)
 {
 	return &h->meta;
@@ -111,6 +132,15 @@ void kp_held_taint(struct kp_held *h)
 
 struct kp_tls *kp_held_claim(struct kp_held *h, void *ssl, const struct pool_key *key, int fd, const char **why)
 {
+	/* the server said nothing since the take (its idle close, a stray
+	 * byte): as kp_held_take found it, else the program's own handshake */
+	struct kp_tcp_view v;
+	int inq = -1;
+	if (kp_tcp_view(fd, &v) < 0 || v.state != TCP_ESTABLISHED || v.received != h->received ||
+	    KP_REAL(ioctl)(fd, FIONREAD, &inq) < 0 || inq) {
+		*why = "its server spoke or closed since connect()";
+		return NULL;
+	}
 	unsigned char *copy = malloc(h->len); /* the import's to keep (and wipe) */
 	if (!copy) {
 		*why = "no memory";
@@ -120,13 +150,17 @@ struct kp_tls *kp_held_claim(struct kp_held *h, void *ssl, const struct pool_key
 	return kp_tls_across_claim(ssl, key, fd, h->name, copy, h->len, why);
 }
 
-bool kp_held_back(struct kp_held *h, int sock, const struct pool_key *key, bool owner)
+bool kp_held_back(struct kp_held *h, int sock, const struct pool_key *key, bool owner, bool as_taken)
 {
 	const char *why = NULL;
 	long left = 0;
 	if (!owner || h->tainted || h->pid != getpid() ||
 	    h->forks != __atomic_load_n(&kp_held_forks, __ATOMIC_ACQUIRE))
 		why = "it may have had another owner";
+	else if (!as_taken)
+		why = "the program changed its socket's options or flags";
+	else if (!desc_as_taken(sock, h))
+		why = "its flags could not be set back";
 	else if (!socket_untouched(sock, h))
 		why = "its socket was used, or its server spoke";
 	else if ((left = kp_tls_across_left(h->msg, h->len)) < 2)

@@ -30,10 +30,12 @@ struct kp_held *kp_held_take(const struct pool_key *key, int *sock);
 struct kp_tls *kp_held_claim(struct kp_held *h, void *ssl, const struct pool_key *key, int fd, const char **why);
 /* Give h back to the broker with its socket sock (the caller still closes
  * its copy) when owner (the caller knows the socket has no other holder)
- * and h was never shared (kp_held_taint, a fork since) and the kernel's
- * counts show no byte read or written on it since the take; h wiped and
- * freed either way.  True: given back. */
-bool kp_held_back(struct kp_held *h, int sock, const struct pool_key *key, bool owner);
+ * and as_taken (no socket option of the program's on sock: the caller's
+ * record, held_opts_set) and h was
+ * never shared (kp_held_taint, a fork since) and the kernel's counts show
+ * no byte read or written on it since the take; h wiped and freed either
+ * way.  True: given back. */
+bool kp_held_back(struct kp_held *h, int sock, const struct pool_key *key, bool owner, bool as_taken);
 /* The socket may have another holder from now on: never given back. */
 void kp_held_taint(struct kp_held *h);
 /* The record of h's connection, as the broker gave it. */

@@ -25,10 +25,10 @@ loop() {
 	local n=$1 at=$2 xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
 	shift 2
 	mkdir -p -m 0700 "$xdg"
-	local once="$PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $SERVER_PORT /f"
+	local once="$PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $SERVER_PORT ${LOOP_PATH:-/f}"
 	local script="" i
 	for i in $(seq 1 "$n"); do
-		if [ "$i" = "$at" ]; then script="$script $once $*;"; else script="$script $once --ca $TLS/ca.pem --show;"; fi
+		if [ "$i" = "$at" ]; then script="$script $once $*;"; else script="$script $once ${LOOP_ARGS:---ca $TLS/ca.pem --show};"; fi
 		# (keepalive names its broker; alone there is none)
 		[ "$i" = "${KILL_AT:-0}" ] && script="$script [ -n \"\${KEEPALIVE_BROKER_PID:-}\" ] && kill -9 \$KEEPALIVE_BROKER_PID;"
 	done
@@ -149,6 +149,39 @@ plain_conns() { _distinct_first_fields "$BATS_TEST_TMPDIR/plain.log"; }
 	# alone its connect() is a connection nginx accepts; here none
 	assert_equal "accepted alone $PLAIN_ACCEPTS" "accepted alone 6"
 	assert_equal "accepted $SHIM_ACCEPTS" "accepted 2"
+}
+
+# A process that sets its socket's flags (O_ASYNC, itself the owner) or
+# options (TCP_NODELAY, SO_KEEPALIVE) between connect() and a handshake it
+# never makes, then closes: the library before gave the socket back as it
+# was, and the next process was handed it with that O_ASYNC and owner
+# (a SIGIO to an owner, the whole group where the owner is a group: the
+# review at 4183573 saw the shell killed) or those options.  Now flags go
+# back to the broker's record of them before the state goes back, and a
+# socket with options of the program's is not given back (closed).
+@test "TLS across processes, at connect(): a process in the middle that sets O_ASYNC and an owner on its socket, then closes it unused: given back clean, the next process's socket shows none of it, as alone (TLS 1.3)" {
+	use_tls 13
+	LOOP_ARGS="--ca $TLS/ca.pem --show --sockstate" loop 6 3 --dirty
+	assert_equal "given back $(given_back)" "given back 1"
+	assert_equal "handed $(handed)" "handed 3"
+}
+
+@test "TLS across processes, at connect(): a process in the middle that sets TCP_NODELAY and SO_KEEPALIVE, then closes unused: not given back, the next process's socket shows neither, as alone (TLS 1.3)" {
+	use_tls 13
+	LOOP_ARGS="--ca $TLS/ca.pem --show --sockstate" loop 6 3 --dirty-opts
+	assert_equal "not given back $(not_given_back "the program changed its socket")" "not given back 1"
+}
+
+# A peek between connect() and the handshake, after the server closed the
+# connection handed at connect() (nginx's /short/: 1 s of keep-alive; the
+# process sleeps 1.5 s first): the library before gave the program the
+# first owner's close_notify record (a peek of 1 byte, then its request
+# lost: the end read at its first read, SIGPIPE).  Now a read or a peek
+# there gives it a fresh connection first: EAGAIN and its answer, as alone.
+@test "TLS across processes, at connect(): a process in the middle that peeks at its socket after the server closed the connection handed to it: EAGAIN and its answer, as alone (TLS 1.3)" {
+	use_tls 13
+	LOOP_PATH=/short/f loop 4 3 --ca "$TLS/ca.pem" --show --peek-late
+	grep -q '^peek: EAGAIN' "$BATS_TEST_TMPDIR/shim.out"
 }
 
 @test "TLS across processes, at connect(): a process in the middle that forks between connect() and SSL_connect: parent and child as alone, the state never given back (TLS 1.3)" {

@@ -18,8 +18,14 @@
 # between connect() and the handshake, the child closing its copy and
 # saying so, the parent going on when the child is gone (the hand-out at
 # connect(): docs/tls-across.md); --dup: a dup of the socket made and
-# closed between them
-import os, socket, ssl, sys, time, urllib.request, http.client
+# closed between them; --dirty: O_ASYNC with this process as the socket's
+# owner, then closed unused; --dirty-opts: TCP_NODELAY and SO_KEEPALIVE
+# set, then closed unused; --sockstate: the socket's O_ASYNC, owner,
+# TCP_NODELAY and SO_KEEPALIVE printed after connect() (what a socket
+# handed on would carry of an earlier owner's); --peek-late: 1.5 s after
+# connect() (past /short/'s keep-alive), a peek that does not wait,
+# printed, then the request as usual
+import fcntl, os, socket, ssl, sys, time, urllib.request, http.client
 host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 opts = sys.argv[4:]
 def opt(name, default=None):
@@ -46,6 +52,32 @@ try:
     if "--plain" in opts:
         raw.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path, host)).encode())
         print(raw.makefile("rb").readline().decode().strip())
+        sys.exit(0)
+    if "--sockstate" in opts:
+        fl = fcntl.fcntl(raw.fileno(), fcntl.F_GETFL)
+        print("async=%d owner=%d nodelay=%d keepalive=%d" % (
+            bool(fl & os.O_ASYNC), fcntl.fcntl(raw.fileno(), fcntl.F_GETOWN) != 0,
+            raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY),
+            raw.getsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE)))
+    if "--peek-late" in opts:
+        time.sleep(1.5)
+        raw.settimeout(0)  # (with a timeout, Python waits for POLLIN first)
+        try:
+            print("peek: %d bytes" % len(raw.recv(64, socket.MSG_PEEK)))
+        except BlockingIOError:
+            print("peek: EAGAIN")
+        raw.settimeout(10)
+    if "--dirty" in opts:
+        fcntl.fcntl(raw.fileno(), fcntl.F_SETOWN, os.getpid())
+        fcntl.fcntl(raw.fileno(), fcntl.F_SETFL, fcntl.fcntl(raw.fileno(), fcntl.F_GETFL) | os.O_ASYNC)
+        raw.close()
+        print("closed unused, O_ASYNC")
+        sys.exit(0)
+    if "--dirty-opts" in opts:
+        raw.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        raw.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        raw.close()
+        print("closed unused, options set")
         sys.exit(0)
     if "--unused" in opts:
         raw.close()

@@ -8,7 +8,10 @@
  * io-uring, an older liburing), or, built as uring_lib_get, through
  * liburing_inline.so, whose system calls are inline (liburing 2.2 on).
  * Prints each answer's status line and body length, and "uring recv <r>".
- * Usage: uring_get HOST PORT
+ * Usage: uring_get HOST PORT [late]
+ * late: GET /f asking to close, written with write(), then the ring set
+ * up, and IORING_OP_RECV to the end (0): the answer's status line, its
+ * body length and the last result.
  */
 #include <arpa/inet.h>
 #include <linux/io_uring.h>
@@ -95,14 +98,36 @@ static void show(const char *buf, int n)
 	printf("%.*s body %d\n", (int)strcspn(buf, "\r"), buf, end ? n - (int)(end + 4 - buf) : -1);
 }
 
+/* late: the ring made after a request asking to close went out by write() */
+static int late(const struct sockaddr_in *a)
+{
+	static char rq[] = "GET /f HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	static char buf[65536];
+	int n = 0, r;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	if (fd < 0 || connect(fd, (const struct sockaddr *)a, sizeof *a) < 0)
+		return 2;
+	if (write(fd, rq, sizeof rq - 1) != (ssize_t)sizeof rq - 1)
+		return 3;
+	setup();
+	while ((r = submit(IORING_OP_RECV, fd, buf + n, sizeof buf - 1 - (unsigned)n)) > 0)
+		buf[n += r] = 0;
+	show(buf, n);
+	printf("uring recv to the end: %d\n", r);
+	close(fd);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
-	if (argc != 3)
+	if (argc != 3 && argc != 4)
 		return 2;
 	setvbuf(stdout, NULL, _IONBF, 0);
-	setup();
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2])) };
 	inet_pton(AF_INET, argv[1], &a.sin_addr);
+	if (argc == 4)
+		return late(&a);
+	setup();
 	static char rq[] = "GET /f HTTP/1.1\r\nHost: x\r\n\r\n";
 	char buf[8192];
 	int n = 0, r;
