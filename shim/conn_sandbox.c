@@ -101,6 +101,13 @@ void kp_conn_sandbox_before(void)
 		errno = saved;
 		return;
 	}
+	/* first the whole process stops making what settle() undoes: other
+	 * threads go on while we settle, and a request they rewrote, a
+	 * connection they were handed or parked after its fd was settled
+	 * would owe an EOF nobody gives once we step aside (the review of
+	 * invariant 3 at 65e1cbd: 30 s waits).  Divided, nothing is
+	 * rewritten, handed out or parked from now on (docs/owner.md) */
+	kp_conn_divide("seccomp");
 	/* nothing is handed out or shared any more */
 	kp_broker_disable();
 	kp_tls_forget_sessions();
