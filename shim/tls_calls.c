@@ -1069,7 +1069,14 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 		}
 		io_get(ssl, &io); /* a fresh connection may have been made */
 		int r = io_engine(&io, op, buf, n, done);
-		/* a zero-length write sends nothing: no failure of the connection */
+		/* a zero-length write sends nothing: no failure of the connection;
+		 * after the EOF we owe (a close_notify shown), its error is
+		 * ZERO_RETURN, as libssl's once the peer's came */
+		if (!n && r <= 0 && __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE)) {
+			saved = errno;
+			synth(&io, SSL_ERROR_ZERO_RETURN);
+			errno = saved;
+		}
 		if (!n)
 			return r;
 		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
@@ -1097,9 +1104,7 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 		if (kp_conn_tls_eof(c, io.fd, pending)) {
 			closer_told(&c->key, __atomic_load_n(&c->close_kind, __ATOMIC_ACQUIRE)); /* the program reads our EOF */
 			synth(&io, SSL_ERROR_ZERO_RETURN);
-			if (done)
-				*done = 0;
-			return 0;
+			return 0; /* (*done as the caller left it: libssl sets it on success only) */
 		}
 		int r = io_engine(&io, op, buf, n, done);
 		int saved = errno;

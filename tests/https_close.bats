@@ -94,6 +94,24 @@ end_both() {
 	done
 }
 
+# "zero": after the end's read, a zero-length SSL_write and an SSL_read_ex
+# whose count the program set first: alone ZERO_RETURN for both (the
+# close_notify came) and the count left as it was.  The library said
+# SSL_ERROR_SYSCALL for the write (its engine never got the close_notify
+# the program was shown) and set the count to 0 (the HTTPS review at
+# 4183573).
+@test "nginx (close_notify): a zero-length SSL_write and an SSL_read_ex after the end read answer as alone (ZERO_RETURN, the count untouched)" {
+	for v in 13 12; do
+		use_tls $v
+		run_both 3 "$CLIENTS/tls_end" "$SERVER_PORT" "$TLS/ca.pem" 3 strict zero
+		assert_both_ok
+		assert_same_output
+		run cat "$BATS_TEST_TMPDIR/shim.out"
+		assert_line --partial "3 HTTP/1.1 404 Not Found body=153 read=0 err=6 reason=\"none\" shutdown=2 write0=0 err=6 read_ex=0 count=77 err=6"
+		[ "$SHIM_CONNS" -le 2 ] || fail "$v: $SHIM_CONNS connections"
+	done
+}
+
 @test "Python (urllib, the default context) against a server that ends without close_notify: what it reads is the same" {
 	close_server ragged
 	cat >"$BATS_TEST_TMPDIR/get.py" <<'PY'

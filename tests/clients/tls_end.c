@@ -5,7 +5,9 @@
  * twice ("eof"), or SSL_shutdown twice first and then the end read
  * ("shut"), or "pend": as "eof", with SSL_pending and SSL_has_pending
  * called between the end's read and its SSL_get_error (neither is I/O:
- * the error stays the read's).  Prints per connection the status line, the end's SSL_read
+ * the error stays the read's), or "zero": as "eof", with a zero-length
+ * SSL_write and an SSL_read_ex (its count set to 77 first) after the end's
+ * read, each with its SSL_get_error.  Prints per connection the status line, the end's SSL_read
  * return, SSL_get_error, the queued error's reason, SSL_get_shutdown, and
  * each SSL_shutdown's return with SSL_get_shutdown after it.
  * tests/https_close.bats and tests/matrix.bats compare it without and with
@@ -29,6 +31,7 @@
 #include "tls_common.h"
 
 static int pend; /* "pend": SSL_pending and SSL_has_pending between the end's read and its SSL_get_error */
+static int zero; /* "zero": calls after the end's read */
 
 static void end_read(SSL *ssl)
 {
@@ -39,6 +42,15 @@ static void end_read(SSL *ssl)
 		printf(" pending=%d has_pending=%d", SSL_pending(ssl), SSL_has_pending(ssl));
 	printf(" read=%d err=%d reason=\"%s\" shutdown=%d", r, r > 0 ? 0 : SSL_get_error(ssl, r), reason(),
 	       SSL_get_shutdown(ssl));
+	if (!zero)
+		return;
+	ERR_clear_error();
+	r = SSL_write(ssl, b, 0);
+	printf(" write0=%d err=%d", r, SSL_get_error(ssl, r));
+	size_t rb = 77;
+	ERR_clear_error();
+	r = SSL_read_ex(ssl, b, sizeof b, &rb);
+	printf(" read_ex=%d count=%zu err=%d", r, rb, SSL_get_error(ssl, r));
 }
 
 static void shut(SSL *ssl)
@@ -61,6 +73,7 @@ int main(int argc, char **argv)
 	int port = atoi(argv[1]), n = atoi(argv[3]);
 	int lax = !strcmp(argv[4], "lax"), shut_first = !strcmp(argv[5], "shut");
 	pend = !strcmp(argv[5], "pend");
+	zero = !strcmp(argv[5], "zero");
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	SSL_CTX_load_verify_locations(ctx, argv[2], NULL);
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
