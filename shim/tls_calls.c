@@ -1005,6 +1005,18 @@ static bool replay_stepped(SSL *ssl, struct io *io)
 	return true;
 }
 
+/* A zero-length write's answer r: after the EOF we owe (a close_notify
+ * shown), its error ZERO_RETURN, as libssl's once the peer's came */
+static int zero_write_end(struct io *io, struct kp_conn *c, int r)
+{
+	if (r <= 0 && __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE)) {
+		int saved = errno;
+		synth(io, SSL_ERROR_ZERO_RETURN);
+		errno = saved;
+	}
+	return r;
+}
+
 static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
 	struct io io = *first;
@@ -1069,16 +1081,9 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 		}
 		io_get(ssl, &io); /* a fresh connection may have been made */
 		int r = io_engine(&io, op, buf, n, done);
-		/* a zero-length write sends nothing: no failure of the connection;
-		 * after the EOF we owe (a close_notify shown), its error is
-		 * ZERO_RETURN, as libssl's once the peer's came */
-		if (!n && r <= 0 && __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE)) {
-			saved = errno;
-			synth(&io, SSL_ERROR_ZERO_RETURN);
-			errno = saved;
-		}
+		/* a zero-length write sends nothing: no failure of the connection */
 		if (!n)
-			return r;
+			return zero_write_end(&io, c, r);
 		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
 		saved = errno;
 		if (got <= 0)
