@@ -191,10 +191,34 @@ ROUTED(const COMP_METHOD *, SSL_get_current_expansion, (const SSL *s), (e))
 ROUTED(STACK_OF(SSL_CIPHER) *, SSL_get_client_ciphers, (const SSL *s), (e))
 FULL_SHOWN(STACK_OF(X509_NAME) *, SSL_get_client_CA_list, KP_CLIENT_CA, (const SSL *s), (e))
 FULL_SHOWN(const STACK_OF(X509_NAME) *, SSL_get0_peer_CA_list, KP_PEER_CA, (const SSL *s), (e))
-FOREIGN(size_t, SSL_get_finished, KP_FQ_FINISHED, z, (const SSL *s, void *buf, size_t n),
-	((struct kp_fq_args){ .buf = buf, .n = n }), (e, buf, n))
-FOREIGN(size_t, SSL_get_peer_finished, KP_FQ_PEER_FINISHED, z, (const SSL *s, void *buf, size_t n),
-	((struct kp_fq_args){ .buf = buf, .n = n }), (e, buf, n))
+/* The Finished messages.  A resumption shown as the full handshake the
+ * program's own would have been (SSL_session_reused 0 where the handshake
+ * resumed: a session of ours, docs/tls.md "Sessions") had the server's
+ * Finished first, which RFC 5929's tls-unique takes; a program told
+ * "full" takes its own (CPython's get_channel_binding): the two answered
+ * swapped, so that its binding is the one the server computed. */
+static size_t finished(const SSL *s, void *buf, size_t n, bool peer)
+{
+	struct kp_fq_args fa = { .buf = buf, .n = n };
+	union kp_fq_ret fr;
+	if (!INTERNAL() && kp_tls_foreign(s, peer ? KP_FQ_PEER_FINISHED : KP_FQ_FINISHED, &fa, &fr))
+		return fr.z;
+	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
+	if (!e)
+		return 0;
+	int shown;
+	if (!INTERNAL() && kp_tls_session_reused(s, &shown) && !shown && kp_ssl.SSL_session_reused(e))
+		peer = !peer;
+	return peer ? kp_ssl.SSL_get_peer_finished(e, buf, n) : kp_ssl.SSL_get_finished(e, buf, n);
+}
+KP_EXPORT size_t SSL_get_finished(const SSL *s, void *buf, size_t n)
+{
+	return MISSING(SSL_get_finished) ? 0 : finished(s, buf, n, false);
+}
+KP_EXPORT size_t SSL_get_peer_finished(const SSL *s, void *buf, size_t n)
+{
+	return MISSING(SSL_get_peer_finished) ? 0 : finished(s, buf, n, true);
+}
 FOREIGN(const char *, SSL_get_version, KP_FQ_VERSION_STR, s, (const SSL *s), NO_ARGS, (e))
 FOREIGN(int, SSL_version, KP_FQ_VERSION, i, (const SSL *s), NO_ARGS, (e))
 FOREIGN(int, SSL_client_version, KP_FQ_CLIENT_VERSION, i, (const SSL *s), NO_ARGS, (e))

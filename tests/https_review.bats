@@ -131,3 +131,38 @@ config() { tls_case tls_config "$@"; }
 		done
 	done
 }
+
+# RFC 5929's tls-unique (CPython's get_channel_binding), one request asking
+# to close per connection, against tests/servers/tls_binding.py, which
+# answers the binding it computed.  The library offers a session it kept
+# from the first connection to the next ones (its resumption fallback) and
+# shows the resumed handshake as the full one the program's own would
+# have been (session_reused 0), but the Finished messages were the
+# resumption's, whose first is the server's: the program took its own,
+# and its binding was another than the server's (the HTTPS review at
+# 4183573).  Now the two Finished getters answer swapped for such a
+# handshake: the binding is the server's, as alone.
+@test "tls-unique after a resumption of a session the library offered is the server's, as alone (TLS 1.3 and 1.2)" {
+	for v in 13 12; do
+		[ -z "${BIND_PID:-}" ] || { kill "$BIND_PID"; wait "$BIND_PID" 2>/dev/null || true; }
+		rm -f "$BATS_TEST_TMPDIR/bind.port"
+		"$PYTHON" "$ROOT/tests/servers/tls_binding.py" "$TLS" "$BATS_TEST_TMPDIR/bind.port" "$v" \
+			</dev/null >/dev/null 2>"$BATS_TEST_TMPDIR/bind.err" 3>&- &
+		BIND_PID=$!
+		wait_until test -s "$BATS_TEST_TMPDIR/bind.port"
+		read -r SERVER_PORT <"$BATS_TEST_TMPDIR/bind.port"
+		run_plain "$PYTHON" "$ROOT/tests/clients/tls_binding.py" "$SERVER_PORT" "$TLS/ca.pem" 3
+		run_shim "$PYTHON" "$ROOT/tests/clients/tls_binding.py" "$SERVER_PORT" "$TLS/ca.pem" 3
+		echo "TLS $v: $SHIM_STATS"
+		assert_both_ok
+		assert_same_output
+		run cat "$BATS_TEST_TMPDIR/shim.out"
+		assert_line --partial "3 TLSv1."
+		refute_line --partial "another binding"
+		# (the library did offer a session of its own: the case)
+		[ "$(stat_value tls_resumed)" -ge 1 ] || fail "TLS $v: no session of ours resumed"
+	done
+	kill "$BIND_PID"
+	wait "$BIND_PID" 2>/dev/null || true
+}
+
