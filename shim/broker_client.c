@@ -119,7 +119,8 @@ bool kp_broker_enabled(void)
 static char silent_name[64]; /* ".silent-INODE-NETNS" of the socket reached, or "" */
 
 /* Did another process find the broker at dirfd silent just now?  Names
- * the file for this socket either way (two fstatat). */
+ * the file for this socket and namespace either way (none without the
+ * kernel's namespace cookie: then nothing is told); two fstatat. */
 static bool silent_told(int dirfd)
 {
 	struct stat st;
