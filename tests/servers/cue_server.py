@@ -112,14 +112,19 @@ def close_idle(idle, log):
 
 def serve_cues(cue, done, answer):
     """Forever: each line on the fifo cue given to answer(line); what it
-    returns (not None) is written, one line, to the fifo done."""
-    while True:
-        with open(cue) as f:
-            for line in f:
-                said = answer(line.strip())
-                if said is not None:
-                    with open(done, "w") as w:
-                        w.write(said + "\n")
+    returns (not None) is written, one line, to the fifo done.
+
+    cue is opened once, for reading and writing: with a writer of our own
+    it never reads EOF.  Opened for reading alone, each client's close was
+    an EOF, and a client that opened it between our read of that EOF and
+    our close wrote its line into a pipe about to be dropped: the line was
+    lost and both sides waited for ever."""
+    with open(os.open(cue, os.O_RDWR)) as f:
+        for line in f:
+            said = answer(line.strip())
+            if said is not None:
+                with open(done, "w") as w:
+                    w.write(said + "\n")
 
 
 def publish(listener, port_file):
