@@ -1220,11 +1220,7 @@ static bool tls_taken_across(struct kp_conn *c, int fd, void *ssl)
 		return false;
 	}
 	handed_record(c, &meta, kp_now_ms());
-	c->tls_ssl = ssl;
-	c->tls_handed = true;
-	c->tls_thread = kp_this_thread();
-	c->tls_pending = false;
-	__atomic_store_n(&c->tls, t, __ATOMIC_RELEASE);
+	conn_tls_handed(c, ssl, t);
 	kp_across_note("fd %d: a TLS connection from another process handed to the program's SSL (%u requests served)", fd,
 		meta.requests);
 	return true;
@@ -1250,10 +1246,7 @@ int kp_conn_tls_start(int fd, void *ssl)
 	}
 	if (c->tls) {
 		if (ssl && kp_tls_handout(c->tls, ssl, fd) == 0) {
-			c->tls_pending = false;
-			c->tls_handed = true;
-			c->tls_ssl = ssl;
-			c->tls_thread = kp_this_thread();
+			conn_tls_handed(c, ssl, c->tls);
 			kp_debug("fd %d: a pooled TLS connection handed to the program's SSL", fd);
 			r = KP_TLS_HANDED;
 			goto out;

@@ -126,11 +126,7 @@ static bool held_own_name(struct kp_conn *c, int fd, void *ssl)
 	KP_REAL(close)(keep);
 	c->tls_held = NULL;
 	handed_record(c, &meta, kp_now_ms());
-	c->tls_ssl = ssl;
-	c->tls_handed = true;
-	c->tls_thread = kp_this_thread();
-	c->tls_pending = false;
-	__atomic_store_n(&c->tls, t, __ATOMIC_RELEASE);
+	conn_tls_handed(c, ssl, t);
 	kp_across_note("fd %d: a TLS connection from another process handed to the program's SSL, under its name (%u requests served)",
 		       fd, meta.requests);
 	return true;
@@ -143,11 +139,7 @@ bool held_start(struct kp_conn *c, int fd, void *ssl)
 	if (t) {
 		kp_held_free(c->tls_held);
 		c->tls_held = NULL;
-		c->tls_ssl = ssl;
-		c->tls_handed = true;
-		c->tls_thread = kp_this_thread();
-		c->tls_pending = false;
-		__atomic_store_n(&c->tls, t, __ATOMIC_RELEASE);
+		conn_tls_handed(c, ssl, t);
 		kp_across_note("fd %d: a TLS connection from another process handed to the program's SSL (%u requests served)",
 			       fd, c->served);
 		return true;

@@ -191,6 +191,17 @@ bool read_unseen_end(struct kp_conn *c, int fd);
 /* The calling thread, as a value unique among the live ones (the address
  * of a thread-local) */
 const void *kp_this_thread(void);
+/* c's TLS state t (a pooled one, or another process's) is the program's
+ * SSL's now, read through by this thread.  t is published last: a
+ * lock-free reader of c->tls finds the rest set.  c locked. */
+static inline void conn_tls_handed(struct kp_conn *c, void *ssl, struct kp_tls *t)
+{
+	c->tls_ssl = ssl;
+	c->tls_handed = true;
+	c->tls_thread = kp_this_thread();
+	c->tls_pending = false;
+	__atomic_store_n(&c->tls, t, __ATOMIC_RELEASE);
+}
 void handoff_fresh(struct kp_conn *c, int fd);
 /* The program's call in this thread has MSG_DONTWAIT: it waits for
  * nothing, the fresh connection it may need included (as on an
