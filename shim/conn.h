@@ -493,6 +493,13 @@ bool kp_conn_ready_settle(struct kp_conn *c, int fd);
  * response (one TCP_INFO: docs/replay.md "Readable, and the FIN"). */
 bool kp_conn_read_settle(struct kp_conn *c, int fd);
 
+/* Readiness reported for fd while c holds a TLS state from another
+ * process, not yet the program's SSL's (conn_held.c): bytes the server
+ * sent there, or its end, are no program's (alone its fresh connection
+ * would report nothing), so fd gets a fresh connection now, the state
+ * going back, as at a read there.  True: ask the kernel again. */
+bool kp_conn_held_settle(struct kp_conn *c, int fd);
+
 /* The program is about to observe fd's state before reading its answer
  * (getsockopt SO_ERROR or TCP_INFO, getpeername, ioctl FIONREAD or
  * SIOCOUTQ): a reused connection its server ended under (or before) its

@@ -12,12 +12,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>
+#include <sys/ioctl.h>
+#include <netinet/tcp.h>
 
 #include "config.h"
 #include "conn_internal.h"
 #include "real.h"
 #include "sockopts.h"
 #include "tls.h"
+#include "replay.h"
 #include "tls_held.h"
 #include "watch.h"
 
@@ -157,4 +160,25 @@ bool held_start(struct kp_conn *c, int fd, void *ssl)
 		unpool(c, "a TLS connection from another process, and no fresh one");
 	}
 	return false;
+}
+
+bool kp_conn_held_settle(struct kp_conn *c, int fd)
+{
+	if (kp_reentered() || c == KP_POOLED || !__atomic_load_n(&c->tls_held, __ATOMIC_ACQUIRE))
+		return false;
+	int saved = errno;
+	bool swapped = false;
+	if (conn_lock(c, fd)) {
+		struct kp_tcp_view v;
+		int inq = 0;
+		/* (quiet and established: what the kernel reports stands) */
+		if (c->tls_held && c->state == KP_ACTIVE && !c->shut_how && kp_tcp_view(fd, &v) == 0 &&
+		    KP_REAL(ioctl)(fd, FIONREAD, &inq) == 0 && (inq > 0 || v.state != TCP_ESTABLISHED)) {
+			(void)held_start(c, fd, NULL);
+			swapped = true;
+		}
+		kp_unlock(&c->lock);
+	}
+	errno = saved;
+	return swapped;
 }

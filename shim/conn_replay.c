@@ -232,11 +232,13 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 	 * (fresh_bound_ms), never the server's work, and one not done within
 	 * it goes under fd still connecting, as the program's own would be,
 	 * but not over TLS (the program's SSL would need a handshake: as
-	 * before, no fresh connection).  A replay's stays busy: its request
+	 * before, no fresh connection); a state from another process held
+	 * for the program's SSL_connect goes back before any handshake, and
+	 * the program's own handshake meets the connect as alone.  A replay's stays busy: its request
 	 * is out, and what it waits on includes a handshake */
 	bool unsent = c->first == KP_FIRST_UNSENT && !c->tls_handed;
 	int s = fdfl < 0 ? -1
-		: unsent ? connect_fresh(c, fd, !c->tls && !c->tls_held)
+		: unsent ? connect_fresh(c, fd, !c->tls)
 			 : BUSY(c, connect_fresh(c, fd, false));
 	/* what the program's description carries, its signals above all, is
 	 * the fresh socket's too (docs/hold.md "What the description

@@ -106,6 +106,16 @@ static struct kp_conn *unsettled(int fd)
 		       : NULL;
 }
 
+/* Settle c's readiness (kp_conn_ready_settle where dead was reported, else
+ * kp_conn_read_settle); a TLS state from another process held until the
+ * program's SSL_connect is kp_conn_held_settle's.  True: ask again. */
+static bool settle(struct kp_conn *c, int fd, bool dead)
+{
+	if (__builtin_expect(__atomic_load_n(&c->tls_held, __ATOMIC_RELAXED) != NULL, 0))
+		return kp_conn_held_settle(c, fd);
+	return dead ? kp_conn_ready_settle(c, fd) : kp_conn_read_settle(c, fd);
+}
+
 /* What a dead connection reports and a program may give up on.  A FIN
  * alone reports POLLIN: the program reads, and the read replays; so only
  * these cost the peek of kp_conn_ready_settle. */
@@ -125,8 +135,7 @@ static int poll_settle(struct pollfd *fds, nfds_t n, int r)
 		 * the program's read would replay it and wait for the fresh
 		 * one's answer past its own timeout (docs/replay.md
 		 * "Readable, and the FIN") */
-		if (!((fds[i].revents & POLL_DEAD) ? kp_conn_ready_settle(c, fds[i].fd)
-						    : kp_conn_read_settle(c, fds[i].fd)))
+		if (!settle(c, fds[i].fd, fds[i].revents & POLL_DEAD))
 			continue;
 		struct pollfd one = { .fd = fds[i].fd, .events = fds[i].events };
 		if (KP_REAL(poll)(&one, 1, 0) < 0)
@@ -374,7 +383,7 @@ static int select_settle(int nfds, fd_set *rd, fd_set *wr, fd_set *ex, const fd_
 		     in_ex = ex && FD_ISSET(fd, ex);
 		struct kp_conn *c;
 		if (!(in_rd || in_wr || in_ex) || !(c = unsettled(fd)) ||
-		    !(in_wr || in_ex ? kp_conn_ready_settle(c, fd) : kp_conn_read_settle(c, fd)))
+		    !settle(c, fd, in_wr || in_ex))
 			continue;
 		struct pollfd one = { .fd = fd };
 		if (rd && FD_ISSET(fd, rd0))
@@ -654,7 +663,7 @@ static int ep_settle(int epfd, struct epoll_event *evs, int n)
 		struct kp_conn *c;
 		if (!(got & (EPOLL_DEAD | EPOLLIN)) || !(c = unsettled(hits[i].fd)))
 			continue;
-		if ((got & EPOLL_DEAD) ? kp_conn_ready_settle(c, hits[i].fd) : kp_conn_read_settle(c, hits[i].fd)) {
+		if (settle(c, hits[i].fd, got & EPOLL_DEAD)) {
 			evs[hits[i].index].events = 0;
 			dropped = true;
 		}

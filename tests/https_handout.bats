@@ -184,6 +184,17 @@ plain_conns() { _distinct_first_fields "$BATS_TEST_TMPDIR/plain.log"; }
 	grep -q '^peek: EAGAIN' "$BATS_TEST_TMPDIR/shim.out"
 }
 
+# The same with poll(0) for POLLIN (an event loop's look before its
+# handshake): the library before reported the handed connection readable
+# (the server's close_notify and FIN waiting on it), where the program's
+# own fresh connection reports nothing.  Now readiness there gives it a
+# fresh connection first (kp_conn_held_settle), the state going back.
+@test "TLS across processes, at connect(): a process in the middle that polls its socket for POLLIN after the server closed the connection handed to it: nothing, then its answer, as alone (TLS 1.3)" {
+	use_tls 13
+	LOOP_PATH=/short/f loop 4 3 --ca "$TLS/ca.pem" --show --poll-late
+	grep -q '^poll: nothing' "$BATS_TEST_TMPDIR/shim.out"
+}
+
 @test "TLS across processes, at connect(): a process in the middle that forks between connect() and SSL_connect: parent and child as alone, the state never given back (TLS 1.3)" {
 	use_tls 13
 	loop 6 3 --ca "$TLS/ca.pem" --fork --show

@@ -24,8 +24,9 @@
 # TCP_NODELAY and SO_KEEPALIVE printed after connect() (what a socket
 # handed on would carry of an earlier owner's); --peek-late: 1.5 s after
 # connect() (past /short/'s keep-alive), a peek that does not wait,
-# printed, then the request as usual
-import fcntl, os, socket, ssl, sys, time, urllib.request, http.client
+# printed, then the request as usual; --poll-late: the same with poll(0)
+# for POLLIN
+import fcntl, os, select, socket, ssl, sys, time, urllib.request, http.client
 host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 opts = sys.argv[4:]
 def opt(name, default=None):
@@ -67,6 +68,11 @@ try:
         except BlockingIOError:
             print("peek: EAGAIN")
         raw.settimeout(10)
+    if "--poll-late" in opts:
+        time.sleep(1.5)
+        p = select.poll()
+        p.register(raw, select.POLLIN)
+        print("poll:", "readable" if p.poll(0) else "nothing")
     if "--dirty" in opts:
         fcntl.fcntl(raw.fileno(), fcntl.F_SETOWN, os.getpid())
         fcntl.fcntl(raw.fileno(), fcntl.F_SETFL, fcntl.fcntl(raw.fileno(), fcntl.F_GETFL) | os.O_ASYNC)
