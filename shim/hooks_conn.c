@@ -32,6 +32,7 @@
 #include "conn.h"
 #include "fdtable.h"
 #include "hooks_syscall.h"
+#include "alias.h"
 #include "real.h"
 #include "stdio_drain.h"
 #include "watch.h"
@@ -72,7 +73,10 @@ __attribute__((visibility("hidden"))) pid_t (**const kp_vfork_slot)(void) = &kp_
 __asm__(".text\n"
 	".globl vfork\n"
 	".type vfork, @function\n"
+	".globl __vfork\n" /* glibc's second name (the names a program binds) */
+	".type __vfork, @function\n"
 	"vfork:\n"
+	"__vfork:\n"
 	"\tmovb $1, kp_vforked(%rip)\n"
 	"\tmovq kp_vfork_slot(%rip), %rax\n"
 	"\tjmp *(%rax)\n"
@@ -1117,3 +1121,22 @@ KP_EXPORT int ioctl(int fd, unsigned long req, ...)
 /* fcntl64 is the same function on 64-bit glibc; programs built against
  * _FILE_OFFSET_BITS=64 on 32-bit call it. */
 KP_EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
+
+/* glibc exports these functions under a second name too (tests/unit
+ * aliases check: every name libc gives a function we wrap is ours as
+ * well), and a program may bind either: __read from a program of its own
+ * build, the LFS names under _FILE_OFFSET_BITS=64, libio's _IO_ names.
+ * One not wrapped went past the library (docs/structure.md "The names a
+ * program binds"). */
+KP_ALIAS(__clone, clone);
+KP_ALIAS(__close, close);
+KP_ALIAS(__connect, connect);
+KP_ALIAS(creat64, creat);
+KP_ALIAS(__dup2, dup2);
+KP_ALIAS(_IO_fclose, fclose);
+KP_ALIAS(__fcntl, fcntl);
+KP_ALIAS(_IO_fdopen, fdopen);
+KP_ALIAS(_IO_fopen, fopen);
+KP_ALIAS(__open, open);
+KP_ALIAS(__open64, open64);
+KP_ALIAS(__pipe, pipe);

@@ -21,6 +21,7 @@
 #include "iov.h"
 #include "conn.h"
 #include "fdtable.h"
+#include "alias.h"
 #include "real.h"
 #include "sigwait.h"
 
@@ -1565,3 +1566,10 @@ KP_EXPORT ssize_t __recvfrom_chk(int fd, void *buf, size_t n, size_t buflen, int
 		__chk_fail();
 	return recvfrom(fd, buf, n, flags, from, fromlen);
 }
+
+/* glibc's second names (hooks_conn.c, the names a program binds): __read,
+ * and the LFS names preadv2 and pwritev2 take under _FILE_OFFSET_BITS=64
+ * (off_t is off64_t here) */
+KP_ALIAS(__read, read);
+KP_ALIAS(preadv64v2, preadv2);
+KP_ALIAS(pwritev64v2, pwritev2);

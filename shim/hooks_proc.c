@@ -19,6 +19,7 @@
 #include "conn.h"
 #include "fdtable.h"
 #include "fdlimit.h"
+#include "alias.h"
 #include "real.h"
 
 #define KP_EXPORT __attribute__((visibility("default")))
@@ -273,3 +274,6 @@ KP_EXPORT KP_NO_SANITIZE int prlimit64(pid_t pid, __rlimit_resource_t res, const
 	return prlimit(pid, res, (const struct rlimit *)new_rl, (struct rlimit *)old_rl);
 }
 #endif
+
+/* glibc's second name of popen (hooks_conn.c, the names a program binds) */
+KP_ALIAS(_IO_popen, popen);

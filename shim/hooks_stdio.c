@@ -36,6 +36,7 @@
 
 #include "conn.h"
 #include "fdtable.h"
+#include "alias.h"
 #include "real.h"
 #include "stdio_drain.h"
 
@@ -839,3 +840,6 @@ bool kp_stdio_before_fclose(FILE *fp)
 	errno = saved;
 	return clean;
 }
+
+/* glibc's second name of fflush (hooks_conn.c, the names a program binds) */
+KP_ALIAS(_IO_fflush, fflush);

@@ -13,6 +13,7 @@
 #include "conn.h"
 #include "fdlimit.h"
 #include "fdtable.h"
+#include "alias.h"
 #include "real.h"
 #include "watch.h"
 
@@ -797,3 +798,8 @@ KP_EXPORT int epoll_pwait2(int epfd, struct epoll_event *evs, int max, const str
 	}
 	return ep_slow(EP_PWAIT2, epfd, evs, max, ms_of(ts), mask);
 }
+
+/* glibc's second names of poll and select (hooks_conn.c, the names a
+ * program binds) */
+KP_ALIAS(__poll, poll);
+KP_ALIAS(__select, select);

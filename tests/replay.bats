@@ -683,6 +683,35 @@ send_after() {
 	done
 }
 
+# glibc exports several functions under a second name, and a program may
+# bind either (shim/alias.h): the LFS pwritev64v2 of a program built with
+# _FILE_OFFSET_BITS=64, a copy made by __dup2 or __fcntl, an answer read
+# by __read or after __poll.  The library before wrapped only the first
+# names: the POST reached the server and was executed (its answer read as
+# a second one), and a read of the owed EOF by __read or after __poll
+# waited for the server's idle close (killed by the client's timeout).
+@test "pwritev64v2, and write on a copy made by __dup2 or __fcntl, after the owed EOF and right behind a close request never reach the server" {
+	for when in after behind; do
+		for mode in pwritev64v2 __dup2 __fcntl; do
+			echo "$when $mode"
+			send_after $when $mode
+			scripted_stop
+		done
+	done
+}
+@test "the answer to a close request read by __read, or by read after __poll: the owed EOF at once, as alone, and a write after it never reaches the server" {
+	local reader
+	for reader in __read __poll; do
+		echo "$reader"
+		scripted_start keepalive
+		run_both 2 SEND_AFTER_READ=$reader "$CLIENTS/send_after" 127.0.0.1 "$SCRIPTED_PORT" after __write
+		assert_both_ok
+		assert_same_output
+		assert_equal "executed $(count_matches '/pay' "$SCRIPTED_LOG")" "executed 0"
+		scripted_stop
+	done
+}
+
 # ------------------------------------------------------------ a close request with a body
 
 # early_server MODE: tests/servers/early_answer.py (Python's http.server

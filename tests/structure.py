@@ -6,6 +6,8 @@ compiled alone, nm for who uses whose symbols):
   exports   the library's exported symbols with their versions equal
             tests/exports.txt (a change to the exported interface is a
             decision: regenerate with --write-exports and commit it)
+  aliases   every public name libc.so.6 gives a function the library
+            wraps is exported by the library too (shim/alias.h)
   self      no library object below the hooks (every object but
             shim/hooks_*.o) calls one of our own exports: it must call
             kp_real (or an injected op), else it re-enters our wrappers
@@ -77,6 +79,35 @@ def exports(lib):
         if len(f) >= 3 and f[1] != "A":
             names.add(f[2])
     return sorted(names)
+
+
+def libc_aliases_missing(ours):
+    """(our name, libc's other name) for each function we export whose
+    address in libc.so.6 carries a public name (not GLIBC_PRIVATE) we do
+    not export: a program may bind that name, and it goes past us
+    (shim/alias.h).  None when no libc.so.6 is found."""
+    libc = None
+    for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64"):
+        if os.path.exists(os.path.join(d, "libc.so.6")):
+            libc = os.path.join(d, "libc.so.6")
+            break
+    if not libc:
+        return None
+    by_addr, addr_of = {}, {}
+    for f in nm(["-D", "--defined-only", "--with-symbol-versions", libc]):
+        if len(f) < 3 or f[1] not in ("T", "W", "i"):
+            continue
+        name, _, version = f[2].partition("@")
+        if version.lstrip("@") == "GLIBC_PRIVATE":
+            continue
+        by_addr.setdefault(f[0], set()).add(name)
+        addr_of.setdefault(name, set()).add(f[0])
+    missing = set()
+    for n in ours:
+        for a in addr_of.get(n, ()):
+            for other in by_addr[a] - ours:
+                missing.add((n, other))
+    return sorted(missing)
 
 
 def objects(objdir):
@@ -187,8 +218,20 @@ def main():
     else:
         print("exports: %d symbols, as tests/exports.txt" % len(got))
 
-    # self-calls
+    # aliases
     ours = {n.split("@")[0] for n in got}
+    missing = libc_aliases_missing(ours)
+    if missing is None:
+        print("aliases: no libc.so.6 found to compare with")
+    elif missing:
+        failed = True
+        print("aliases: libc exports these functions we wrap under names the library does not:")
+        for n, a in missing:
+            print("  %s (libc's %s): a program binding it goes past the library" % (a, n))
+    else:
+        print("aliases: every public name libc gives a function we wrap is ours too")
+
+    # self-calls
     objs = objects(objdir)
     selfcalls = []
     for name, (_, undef) in objs.items():

@@ -13,7 +13,8 @@
  *
  *   send_after HOST PORT after|behind|shutwr MODE
  *   MODE: sendfile|splice|sendmmsg|sendto|pwritev2_dsync|syscall_sendfile|
- *         dprintf|vdprintf|dprintf_chk|__write|__send|
+ *         dprintf|vdprintf|dprintf_chk|__write|__send|pwritev64v2|
+ *         __dup2|__fcntl (a copy at fd 10 by that name, then write())|
  *         recv_oob (a recv(MSG_OOB), which sends nothing: EINVAL alone)|
  *         sendmmsg2 (the POST as two messages, its halves)|
  *         shutrd, connect_other, dup0, fdopen_r, fdopen_rplus (a call
@@ -21,10 +22,13 @@
  *         the POST by write(), or fputs and fflush on the "r+" FILE)
  *
  * Prints what each call returned and the response's first line.
+ * SEND_AFTER_READ=__read|__poll: the answer read by that name (glibc's
+ * second names of read and poll).
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdarg.h>
@@ -49,12 +53,37 @@ static int dial(const char *host, int port)
 	return s;
 }
 
+/* glibc's exported names, undeclared by its headers without fortification */
+extern int __dprintf_chk(int, int, const char *, ...);
+extern ssize_t __write(int, const void *, size_t);
+extern ssize_t __send(int, const void *, size_t, int);
+extern ssize_t __read(int, void *, size_t);
+extern int __poll(struct pollfd *, nfds_t, int);
+extern int __dup2(int, int);
+extern int __fcntl(int, int, ...);
+
+/* one read, by the name SEND_AFTER_READ says: read (unset), __read, or
+ * __poll for POLLIN then read (glibc's second names, which a program may
+ * bind: shim/alias.h) */
+static ssize_t read_one(int s, char *buf, size_t n)
+{
+	const char *how = getenv("SEND_AFTER_READ");
+	if (how && !strcmp(how, "__read"))
+		return __read(s, buf, n);
+	if (how && !strcmp(how, "__poll")) {
+		struct pollfd p = { .fd = s, .events = POLLIN };
+		if (__poll(&p, 1, -1) < 0)
+			return -1;
+	}
+	return read(s, buf, n);
+}
+
 static void read_all(int s, const char *what)
 {
 	char buf[4096], first[128] = "";
 	size_t tot = 0;
 	ssize_t n;
-	while ((n = read(s, buf, sizeof(buf) - 1)) > 0) {
+	while ((n = read_one(s, buf, sizeof(buf) - 1)) > 0) {
 		if (!tot) {
 			buf[n] = 0;
 			sscanf(buf, "%127[^\r\n]", first);
@@ -63,11 +92,6 @@ static void read_all(int s, const char *what)
 	}
 	printf("%s: %s, then read %zd\n", what, first, n);
 }
-
-/* glibc's exported names, undeclared by its headers without fortification */
-extern int __dprintf_chk(int, int, const char *, ...);
-extern ssize_t __write(int, const void *, size_t);
-extern ssize_t __send(int, const void *, size_t, int);
 
 static int via_vdprintf(int s, const char *fmt, ...)
 {
@@ -155,6 +179,14 @@ static ssize_t send_past(int s, const char *mode, const char *req)
 	struct iovec v = { (void *)req, len };
 	if (!strcmp(mode, "pwritev2_dsync"))
 		return pwritev2(s, &v, 1, -1, RWF_DSYNC);
+	/* the names a program built with _FILE_OFFSET_BITS=64 binds */
+	if (!strcmp(mode, "pwritev64v2"))
+		return pwritev64v2(s, &v, 1, -1, 0);
+	/* a copy made by glibc's second names, the POST written on it */
+	if (!strcmp(mode, "__dup2"))
+		return write(__dup2(s, 10), req, len);
+	if (!strcmp(mode, "__fcntl"))
+		return write(__fcntl(s, F_DUPFD, 10), req, len);
 	if (!strcmp(mode, "sendmmsg2")) {
 		struct iovec w[2] = { { (void *)req, len / 2 }, { (void *)(req + len / 2), len - len / 2 } };
 		struct mmsghdr mm[2] = { { .msg_hdr = { .msg_iov = &w[0], .msg_iovlen = 1 } },
