@@ -29,17 +29,6 @@ SSL *kp_tls_route(const SSL *ssl, bool mutates)
 	return e;
 }
 
-void kp_tls_peer_seen(const SSL *ssl)
-{
-	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
-		return;
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	if (h)
-		h->peer_seen = true;
-	kp_unlock(&tls_lock);
-}
-
 /* SSL_MODE_AUTO_RETRY cleared on a handed-out SSL: its own TLS 1.3
  * connection would show the server's tickets to its first reads as
  * WANT_READ, which the engine's first owner took.  Before its first read

@@ -188,6 +188,7 @@ struct kp_tls {
 		bool pending;
 		bool refused; /* it did not: no write goes on it */
 		bool peer;    /* the program looked at its peer: the same one */
+		bool finished; /* it read a Finished: refused */
 		bool result_known; /* not set by the program itself */
 		long result;
 		X509 *leaf;
@@ -216,6 +217,7 @@ struct handle {
 	long verify_result;
 	bool verify_set;     /* ... set by the program (SSL_set_verify_result) */
 	bool peer_seen;      /* it asked what its peer is (kp_tls_peer_seen) */
+	bool finished_seen;  /* it read a Finished (kp_tls_finished_seen) */
 	bool sess_set;       /* the program set its own session since (SSL_set_session) */
 	STACK_OF(X509) *vchain;
 	char *peername;      /* the name our verification matched */
