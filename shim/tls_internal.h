@@ -165,6 +165,9 @@ struct kp_tls {
 	 * what hand-outs' sessions are made from, whatever the first owner
 	 * does to its own object after (engine_snap) */
 	SSL_SESSION *snap, *snap_src;
+	bool sess_marked;    /* snap_src marked not resumable by its first
+				owner's SSL_free without a shutdown
+				(session_freed) */
 	/* a connection taken from another process (docs/tls-across.md "The
 	 * hand-out in another process"): the foreign engine answers the
 	 * program's calls, and ssl is a placeholder of ours that never made
@@ -448,6 +451,8 @@ void ticket_free(struct ticket *t);
 void ticket_insert(struct ticket *t, struct ticket **drop);
 STACK_OF(X509) *ticket_chain_of(const struct pool_key *key, const char *sni, X509 *leaf);
 SSL_SESSION *session_anew(SSL_SESSION *sess, long at);
+SSL_SESSION *session_freed(struct handle *h, SSL *ssl, bool own, int shut, SSL_CTX **ctx);
+bool session_spoilt(struct kp_tls *e, SSL_SESSION *src);
 /* a copy of sess as a TLS 1.3 handshake leaves it, before the server's
  * tickets: no id, no ticket (docs/tls.md "Sessions"), or NULL */
 SSL_SESSION *session_unticketed(SSL_SESSION *sess);
