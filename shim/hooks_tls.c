@@ -201,6 +201,8 @@ static size_t finished(const SSL *s, void *buf, size_t n, bool peer)
 {
 	struct kp_fq_args fa = { .buf = buf, .n = n };
 	union kp_fq_ret fr;
+	if (!INTERNAL())
+		kp_tls_finished_seen(s); /* a fresh handshake in its place is refused */
 	if (!INTERNAL() && kp_tls_foreign(s, peer ? KP_FQ_PEER_FINISHED : KP_FQ_FINISHED, &fa, &fr))
 		return fr.z;
 	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);

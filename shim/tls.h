@@ -429,5 +429,8 @@ void kp_tls_after_fork_child(void);
  * must then show the same peer (docs/tls.md "A fresh handshake in place
  * of a handed-out one"). */
 void kp_tls_peer_seen(const SSL *ssl);
+/* ... read a Finished message (SSL_get_finished, SSL_get_peer_finished: a
+ * channel binding): a fresh handshake in its place is refused */
+void kp_tls_finished_seen(const SSL *ssl);
 
 #endif

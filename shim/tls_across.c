@@ -557,9 +557,17 @@ static void ticket_keep(struct kp_tls *e, const struct pool_key *key)
 	 * reference kept past SSL_free), and one it changed is not what its
 	 * handshake made (docs/tls.md "The program's own objects") */
 	SSL_SESSION *own = kp_ssl.SSL_get_session(e->ssl);
+	/* (the private copy where its first owner's SSL_free without a
+	 * shutdown marked its own: session_freed) */
+	kp_lock(&tls_lock);
+	SSL_SESSION *from = own && e->sess_marked && own == e->snap_src ? e->snap : own;
+	from = from && kp_ssl.SSL_SESSION_up_ref(from) ? from : NULL;
+	kp_unlock(&tls_lock);
 	/* (an offer copies its peer's objects into its session: tls_peer.c) */
-	SSL_SESSION *sess = own && !session_changed(own) && session_peer_known(e->ssl) ? kp_ssl.SSL_SESSION_dup(own)
-										       : NULL;
+	SSL_SESSION *sess = from && !session_changed(own) && session_peer_known(e->ssl) ? kp_ssl.SSL_SESSION_dup(from)
+											 : NULL;
+	if (from)
+		kp_ssl.SSL_SESSION_free(from);
 	if (!sess)
 		return;
 	struct ticket *t = calloc(1, sizeof(*t));

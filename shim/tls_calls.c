@@ -29,17 +29,6 @@ SSL *kp_tls_route(const SSL *ssl, bool mutates)
 	return e;
 }
 
-void kp_tls_peer_seen(const SSL *ssl)
-{
-	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
-		return;
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	if (h)
-		h->peer_seen = true;
-	kp_unlock(&tls_lock);
-}
-
 /* SSL_MODE_AUTO_RETRY cleared on a handed-out SSL: its own TLS 1.3
  * connection would show the server's tickets to its first reads as
  * WANT_READ, which the engine's first owner took.  Before its first read
@@ -218,7 +207,7 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 		/* a fatal error on the connection since made the engine's
 		 * session not resumable: so it would have made the program's
 		 * (libssl's remove_session marks the copy, found in no cache) */
-		SSL_SESSION *spoilt = src && *out && !kp_ssl.SSL_SESSION_is_resumable(src) &&
+		SSL_SESSION *spoilt = src && *out && session_spoilt(h->e, src) &&
 					      kp_ssl.SSL_SESSION_is_resumable(*out) && kp_ssl.SSL_SESSION_up_ref(*out)
 				      ? *out
 				      : NULL;
@@ -1548,12 +1537,16 @@ void kp_tls_free(SSL *ssl)
 		return;
 	}
 	shim_ctx_get(); /* detach_program's, not to be made under the lock */
+	int shut = kp_tls_get_shutdown(ssl);
+	SSL_CTX *bad_ctx = NULL;
+	SSL_SESSION *bad = NULL;
 	kp_lock(&tls_lock);
 	record_drop(ssl);
 	struct handle *h = handle_find(ssl);
 	struct kp_tls *e = h ? h->e : NULL;
 	bool last = false, own = e && e->ssl == ssl;
 	if (h) {
+		bad = session_freed(h, ssl, own, shut, &bad_ctx);
 		HASH_DEL(handles, h);
 		if (own && e->refs > 1 && !e->dead && detach_program(e, e->fd, false) < 0)
 			e->dead = true; /* kept for the socket, but never parked */
@@ -1566,6 +1559,10 @@ void kp_tls_free(SSL *ssl)
 		last = engine_unref(e);
 	}
 	kp_unlock(&tls_lock);
+	if (bad) { /* as libssl's SSL_free alone: not resumable */
+		kp_ssl.SSL_CTX_remove_session(bad_ctx, bad);
+		kp_ssl.SSL_SESSION_free(bad);
+	}
 	if (h)
 		handle_free(h);
 	if (!own) {

@@ -1139,6 +1139,31 @@ static int handshake_wait(SSL *ssl, int fd)
 	}
 }
 
+/* The program read its peer (peer_seen) or a Finished message
+ * (finished_seen: a channel binding, RFC 5929's tls-unique) of the
+ * connection its SSL stands for: a fresh handshake in its place must show
+ * the same peer (shown_same), and can never show the same Finished. */
+static void seen(const SSL *ssl, bool finished)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h && finished)
+		h->finished_seen = true;
+	else if (h)
+		h->peer_seen = true;
+	kp_unlock(&tls_lock);
+}
+void kp_tls_peer_seen(const SSL *ssl)
+{
+	seen(ssl, false);
+}
+void kp_tls_finished_seen(const SSL *ssl)
+{
+	seen(ssl, true);
+}
+
 /* What the program was shown of the handed-out connection h's engine
  * answers for, kept on e, the engine of the fresh handshake that replaces
  * it.  Caller holds tls_lock. */
@@ -1170,6 +1195,10 @@ static void shown_keep(struct kp_tls *e, const struct handle *h)
 	 * pooled chain at the hand-out): the fresh one must be the same; else
 	 * its own handshake's verification is all it would have had alone */
 	sh->peer = h->peer_seen || kp_ssl.SSL_get_verify_callback(h->ssl);
+	/* it read a Finished (tls-unique): a fresh handshake's differs, and a
+	 * binding it sent would be another connection's (docs/tls.md "Found by
+	 * the HTTPS review at 4183573", item 2) */
+	sh->finished = h->finished_seen;
 	/* what it set on the session it read goes onto the fresh one's, as
 	 * libssl's copy for a ticket carries it (its own connection keeps one
 	 * session line) */
@@ -1190,7 +1219,8 @@ static void shown_drop(struct shown *sh)
 }
 
 /* The fresh handshake's peer and terms against what the program was shown:
- * the same certificate, verification result, version, suite and ALPN. */
+ * the same certificate, verification result, version, suite and ALPN; no
+ * Finished read. */
 static bool shown_same(SSL *ssl, const struct shown *sh)
 {
 	X509 *leaf = kp_ssl.SSL_get0_peer_certificate(ssl);
@@ -1198,6 +1228,8 @@ static bool shown_same(SSL *ssl, const struct shown *sh)
 	const unsigned char *alpn = NULL;
 	unsigned alpn_len = 0;
 	kp_ssl.SSL_get0_alpn_selected(ssl, &alpn, &alpn_len);
+	if (sh->finished)
+		return false; /* its Finished: never the same */
 	if (alpn_len != sh->alpn_len || (alpn_len && memcmp(alpn, sh->alpn, alpn_len) != 0))
 		return false; /* another protocol on the wire */
 	return !sh->peer ||

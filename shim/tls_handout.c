@@ -622,6 +622,48 @@ const char *engine_snap(struct kp_tls *e)
 	return NULL;
 }
 
+/* The program frees ssl (h, own: e is its own SSL, kept as the engine),
+ * its shutdown word shut: alone, libssl's SSL_free marks the session a
+ * finished handshake left not resumable unless its close_notify was sent
+ * (ssl_clear_bad_session: SSL_CTX_remove_session), so that a program that
+ * kept it (SSL_get1_session) makes a full handshake when it offers it.
+ * The session the program may hold, with a reference and *ctx where
+ * libssl would remove it, for the caller to mark after the lock (the
+ * program's remove callback may run); NULL when none.  A handed-out SSL's
+ * is its copy (kp_tls_session) or the session it set.  Its own SSL whose
+ * connection is kept (parked, or to be) never reaches libssl's SSL_free:
+ * its session is the engine's, marked here, and later hand-outs' copies
+ * and the kept ticket come from a private copy taken first (engine_snap;
+ * session_spoilt tells this mark from a failure's).  docs/tls.md "Found
+ * by the HTTPS review at 4183573", item 3.  Caller holds tls_lock. */
+SSL_SESSION *session_freed(struct handle *h, SSL *ssl, bool own, int shut, SSL_CTX **ctx)
+{
+	struct kp_tls *e = h->e;
+	SSL_SESSION *s = NULL;
+	if ((shut & SSL_SENT_SHUTDOWN) || e->im || e->dead)
+		return NULL;
+	if (own && e->refs > 1 && !kp_ssl.SSL_in_init(ssl) && !kp_ssl.SSL_in_before(ssl) &&
+	    !engine_snap(e) && e->snap_src == kp_ssl.SSL_get_session(ssl)) {
+		s = e->snap_src;
+		e->sess_marked = true;
+	} else if (!own) {
+		s = h->sess_set ? kp_ssl.SSL_get_session(ssl) : h->sess;
+	}
+	*ctx = own ? e->sess_ctx : session_ctx(ssl);
+	return s && *ctx && kp_ssl.SSL_SESSION_up_ref(s) ? s : NULL;
+}
+
+/* e's session src is not resumable for a failure on the connection (a
+ * fatal alert sent or read marks it: libssl's remove_session), not for
+ * the mark of its first owner's SSL_free (session_freed): the failure
+ * leaves the SSL in its error state (SSL_in_init).  Caller holds
+ * tls_lock. */
+bool session_spoilt(struct kp_tls *e, SSL_SESSION *src)
+{
+	return !kp_ssl.SSL_SESSION_is_resumable(src) &&
+	       (!e->sess_marked || src != e->snap_src || kp_ssl.SSL_in_init(e->ssl));
+}
+
 /* What a hand-out's session is copied from, with a reference of the
  * caller's: e's private copy for src; src itself where it came since (a
  * ticket read for a hand-out, which no first owner held), but for one

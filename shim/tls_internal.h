@@ -165,6 +165,9 @@ struct kp_tls {
 	 * what hand-outs' sessions are made from, whatever the first owner
 	 * does to its own object after (engine_snap) */
 	SSL_SESSION *snap, *snap_src;
+	bool sess_marked;    /* snap_src marked not resumable by its first
+				owner's SSL_free without a shutdown
+				(session_freed) */
 	/* a connection taken from another process (docs/tls-across.md "The
 	 * hand-out in another process"): the foreign engine answers the
 	 * program's calls, and ssl is a placeholder of ours that never made
@@ -188,6 +191,7 @@ struct kp_tls {
 		bool pending;
 		bool refused; /* it did not: no write goes on it */
 		bool peer;    /* the program looked at its peer: the same one */
+		bool finished; /* it read a Finished: refused */
 		bool result_known; /* not set by the program itself */
 		long result;
 		X509 *leaf;
@@ -216,6 +220,7 @@ struct handle {
 	long verify_result;
 	bool verify_set;     /* ... set by the program (SSL_set_verify_result) */
 	bool peer_seen;      /* it asked what its peer is (kp_tls_peer_seen) */
+	bool finished_seen;  /* it read a Finished (kp_tls_finished_seen) */
 	bool sess_set;       /* the program set its own session since (SSL_set_session) */
 	STACK_OF(X509) *vchain;
 	char *peername;      /* the name our verification matched */
@@ -446,6 +451,8 @@ void ticket_free(struct ticket *t);
 void ticket_insert(struct ticket *t, struct ticket **drop);
 STACK_OF(X509) *ticket_chain_of(const struct pool_key *key, const char *sni, X509 *leaf);
 SSL_SESSION *session_anew(SSL_SESSION *sess, long at);
+SSL_SESSION *session_freed(struct handle *h, SSL *ssl, bool own, int shut, SSL_CTX **ctx);
+bool session_spoilt(struct kp_tls *e, SSL_SESSION *src);
 /* a copy of sess as a TLS 1.3 handshake leaves it, before the server's
  * tickets: no id, no ticket (docs/tls.md "Sessions"), or NULL */
 SSL_SESSION *session_unticketed(SSL_SESSION *sess);

@@ -166,3 +166,37 @@ config() { tls_case tls_config "$@"; }
 	wait "$BIND_PID" 2>/dev/null || true
 }
 
+
+# libssl's SSL_free marks a session whose close_notify was not sent not
+# resumable (ssl_clear_bad_session), so a program that kept it
+# (SSL_get1_session) and offers it on a later SSL makes a full handshake.
+# tests/clients/tls_freed.c, keep-alive requests so that the library pools
+# each connection: round 1 is the program's own SSL (parked as the engine:
+# its real SSL_free never runs), round 2 offers nothing and is handed the
+# pooled connection, round 3 offers round 2's session, round 4 round 1's.
+# The library before left both resumable: rounds 3 and 4 "reused=1" and
+# "kept session resumable=1" where alone 0 (docs/tls.md "Found by the
+# HTTPS review at 4183573", item 3).  With SSL_shutdown first both stay
+# resumable, with and without the library.
+@test "SSL_free without SSL_shutdown leaves the session it kept not resumable, the program's own SSL parked or a handed-out one: a later SSL that offers it makes a full handshake, as alone" {
+	make -s -C "$ROOT" build/clients/tls_freed >&2
+	for v in 13 12; do
+		use_tls $v
+		for mode in free shut; do
+			run_both 4 "$CLIENTS/tls_freed" "$SERVER_PORT" "$TLS/ca.pem" "$mode" 0,0,2,1
+			echo "TLS $v $mode: $SHIM_STATS"
+			cat "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out"
+			assert_both_ok
+			assert_same_output
+			run cat "$BATS_TEST_TMPDIR/shim.out"
+			local r=1
+			[ $mode = free ] && r=0
+			assert_line "3 reused=$r HTTP/1.1 200 OK"
+			assert_line "4 reused=$r HTTP/1.1 200 OK"
+			# (round 2 was handed round 1's connection: the case; in
+			# mode free rounds 3 and 4 too, pooling kept)
+			[ "$(stat_value tls_reused)" -ge $([ $mode = free ] && echo 3 || echo 1) ] ||
+				fail "TLS $v $mode: handed out $(stat_value tls_reused)"
+		done
+	done
+}

@@ -367,6 +367,39 @@ extendedKeyUsage=serverAuth"
 }
 
 # The same fresh handshake, the same certificate on every connection, and a
+# program that reads RFC 5929's tls-unique right after SSL_connect and
+# sends it in its request line (BINDING; BLIND: it never looks at its
+# peer, so only the binding is in question).  tests/servers/tls_swap.py
+# logs whether a request's binding is its connection's.  The library
+# before replayed request 2 on the fresh connection with the handed-out
+# one's binding ("2 B GET /x/2?tls-unique=... binding other"); now the
+# fresh handshake is refused as for a peer looked at: request 2 meets a
+# connection that died, and no request carries another connection's
+# binding (docs/tls.md "Found by the HTTPS review at 4183573", item 2).
+@test "a fresh handshake in place of a handed-out connection whose tls-unique the program read: nothing sent with another connection's binding" {
+	make -s -C "$ROOT" build/clients/tls_swap >&2
+	_swap_server close server
+	run_plain BLIND=1 BINDING=1 "$CLIENTS/tls_swap" "$SERVER_PORT" "$TLS/ca.pem" 3
+	cp "$BATS_TEST_TMPDIR/swap.log" "$BATS_TEST_TMPDIR/plain.log"
+	_swap_server close server
+	run_shim BLIND=1 BINDING=1 "$CLIENTS/tls_swap" "$SERVER_PORT" "$TLS/ca.pem" 3
+	cp "$BATS_TEST_TMPDIR/swap.log" "$BATS_TEST_TMPDIR/shim.log"
+	_stop_pid "$SWAP_PID"
+	SWAP_PID=
+	cat "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/plain.log" "$BATS_TEST_TMPDIR/shim.out" "$BATS_TEST_TMPDIR/shim.log"
+	assert_both_ok
+	# alone: every request with its own connection's binding
+	assert_equal "$(grep -c 'binding same$' "$BATS_TEST_TMPDIR/plain.log")" 3
+	run grep -c 'binding other' "$BATS_TEST_TMPDIR/shim.log"
+	assert_output 0
+	# request 2 was handed connection 1 (the case), request 3 answered
+	run grep -c '^1 A GET /x/2?tls-unique=[0-9a-f]* HTTP/1.1 binding same$' "$BATS_TEST_TMPDIR/shim.log"
+	assert_output 1
+	run grep -c '^  got: conn' "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 2
+}
+
+# The same fresh handshake, the same certificate on every connection, and a
 # program that keeps the pointers libssl's getters gave it after
 # SSL_connect (tests/clients/tls_held.c): libssl keeps each valid until
 # SSL_free.  The library freed what it had shown (the verified chain, the

@@ -7,7 +7,10 @@
  * set after the check (a watcher: a hand-out then makes its own handshake
  * on a fresh connection).  BLIND (environment): SSL_VERIFY_PEER and no
  * look at the peer at all (the handshake's verification is the program's
- * only check).  Prints what it saw and what came back.  Against
+ * only check).  BINDING (environment): RFC 5929's tls-unique read right
+ * after SSL_connect (the handshake's first Finished, as CPython's
+ * get_channel_binding takes it) and sent in the request line,
+ * "GET /x/i?tls-unique=HEX".  Prints what it saw and what came back.  Against
  * tests/servers/tls_swap.py (docs/tls.md "A fresh handshake in place of a
  * handed-out one").
  */
@@ -25,6 +28,18 @@ static const char *issuer(SSL *ssl)
 	X509_NAME_oneline(X509_get_issuer_name(x), b, sizeof(b));
 	X509_free(x);
 	return b;
+}
+
+/* tls-unique as hex into b (RFC 5929: the first Finished of the
+ * handshake, the client's in a full one, the server's in a resumption) */
+static void binding(SSL *ssl, char *b)
+{
+	unsigned char f[64];
+	size_t n = SSL_session_reused(ssl) ? SSL_get_peer_finished(ssl, f, sizeof(f))
+					   : SSL_get_finished(ssl, f, sizeof(f));
+	for (size_t k = 0; k < n && k < sizeof(f); k++)
+		sprintf(b + 2 * k, "%02x", f[k]);
+	b[2 * (n < sizeof(f) ? n : sizeof(f))] = 0;
 }
 
 static void info_cb(const SSL *s, int where, int ret)
@@ -74,8 +89,12 @@ int main(int argc, char **argv)
 	send:;
 		if (getenv("WATCH") && i > 1)
 			SSL_set_info_callback(ssl, info_cb);
-		char req[128], resp[8192];
-		int rl = snprintf(req, sizeof(req), "GET /x/%d HTTP/1.1\r\nHost: localhost\r\n\r\n", i);
+		char req[512], resp[8192], b[160] = "";
+		if (getenv("BINDING")) {
+			strcpy(b, "?tls-unique=");
+			binding(ssl, b + strlen(b));
+		}
+		int rl = snprintf(req, sizeof(req), "GET /x/%d%s HTTP/1.1\r\nHost: localhost\r\n\r\n", i, b);
 		SSL_write(ssl, req, rl);
 		size_t got;
 		char *body = read_response(ssl, resp, sizeof(resp), &got);

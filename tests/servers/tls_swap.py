@@ -7,7 +7,9 @@ request is answered (keep-alive) and the second read, then the connection
 ends without an answer: MODE close (close_notify and a FIN) or rst (a
 reset, SO_LINGER 0), or, MODE none, answered too.  Later connections answer
 every request.  Each request is logged before its answer: "<conn> <A|B>
-<request line>"."""
+<request line>", and where the request line carries "tls-unique=HEX",
+" binding same" or " binding other" after it: whether that is this
+connection's channel binding (RFC 5929, as CPython computes it)."""
 import os
 import socket
 import ssl
@@ -53,7 +55,12 @@ def serve(sock, cid):
                 buf += x
             head, buf = buf.split(b"\r\n\r\n", 1)
             k += 1
-            log("%d %s %s" % (cid, name, head.split(b"\r\n")[0].decode()))
+            line = head.split(b"\r\n")[0].decode()
+            if "tls-unique=" in line:
+                sent = line.split("tls-unique=")[1].split()[0]
+                own = (t.get_channel_binding("tls-unique") or b"").hex()
+                line += " binding same" if sent == own else " binding other"
+            log("%d %s %s" % (cid, name, line))
             if cid == 1 and k == 2 and mode == "rst":
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
                 sock.close()
