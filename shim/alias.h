@@ -7,8 +7,9 @@
  * WRAPPER) makes NAME the wrapper's address, in assembler: the wrappers
  * are defined with other C types than libc declares (a fixed argument for
  * open's and fcntl's optional one) and other attributes, which a C alias
- * would have to repeat.  tests/unit/aliases.sh checks that every name
- * libc gives a function we wrap is exported by the library too.
+ * would have to repeat.  tests/structure.py's aliases check (make unit)
+ * fails where a name libc gives a function we wrap is not exported by the
+ * library too (docs/structure.md "The names a program binds").
  */
 #ifndef KP_ALIAS_H
 #define KP_ALIAS_H

@@ -11,16 +11,16 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <string.h>
 #include <sys/ioctl.h>
-#include <netinet/tcp.h>
 
 #include "config.h"
 #include "conn_internal.h"
 #include "real.h"
+#include "replay.h"
 #include "sockopts.h"
 #include "tls.h"
-#include "replay.h"
 #include "tls_held.h"
 #include "watch.h"
 

@@ -234,8 +234,9 @@ static int swap_fresh_in(struct kp_conn *c, int fd, bool repark)
 	 * but not over TLS (the program's SSL would need a handshake: as
 	 * before, no fresh connection); a state from another process held
 	 * for the program's SSL_connect goes back before any handshake, and
-	 * the program's own handshake meets the connect as alone.  A replay's stays busy: its request
-	 * is out, and what it waits on includes a handshake */
+	 * the program's own handshake meets the connect as alone.  A
+	 * replay's stays busy: its request is out, and what it waits on
+	 * includes a handshake */
 	bool unsent = c->first == KP_FIRST_UNSENT && !c->tls_handed;
 	int s = fdfl < 0 ? -1
 		: unsent ? connect_fresh(c, fd, !c->tls)

@@ -1122,12 +1122,11 @@ KP_EXPORT int ioctl(int fd, unsigned long req, ...)
  * _FILE_OFFSET_BITS=64 on 32-bit call it. */
 KP_EXPORT int fcntl64(int fd, int cmd, ...) __attribute__((alias("fcntl")));
 
-/* glibc exports these functions under a second name too (tests/unit
- * aliases check: every name libc gives a function we wrap is ours as
- * well), and a program may bind either: __read from a program of its own
- * build, the LFS names under _FILE_OFFSET_BITS=64, libio's _IO_ names.
- * One not wrapped went past the library (docs/structure.md "The names a
- * program binds"). */
+/* glibc exports these functions under a second name too, and a program
+ * may bind either: __read from a program of its own build, the LFS names
+ * under _FILE_OFFSET_BITS=64, libio's _IO_ names.  One not wrapped went
+ * past the library (shim/alias.h; docs/structure.md "The names a program
+ * binds", checked by make unit). */
 KP_ALIAS(__clone, clone);
 KP_ALIAS(__close, close);
 KP_ALIAS(__connect, connect);
