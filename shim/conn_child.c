@@ -64,6 +64,7 @@ static struct {
 	int fd;
 	const struct kp_conn *parent;
 	struct kp_conn *own;
+	bool whole; /* the parent's request was written whole at the fork */
 } kept[CHILD_MAX];
 static unsigned n_kept;
 
@@ -74,15 +75,24 @@ void kp_fin_owed_child_mark(int fd, const struct kp_conn *c)
 	kp_fl_or(fd, KP_FD_SHARED);
 	if ((c->fin_at_end && !c->fin_for_server) || (kp_fl(fd) & KP_FD_FIN_OWED)) {
 		kp_fl_or(fd, KP_FD_FIN_OWED);
+		bool whole = c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && !c->held_len;
 		if (n_kept < CHILD_MAX)
-			kept[n_kept++] = (typeof(kept[0])){ fd, c, NULL };
+			kept[n_kept++] = (typeof(kept[0])){ fd, c, NULL, whole };
 	}
 }
 
 /* An object of this process's own for a copy whose answer is owed:
  * passthrough, never pooled; NULL without memory (the fd then stays
- * untracked, as before). */
-static struct kp_conn *child_object(bool nonblock)
+ * untracked, as before).  after_close: the parent's request asking to
+ * close was whole (rewritten: the server was told keep-alive), so every
+ * byte this process writes on the copy comes after it, and alone the
+ * server never executes it.  The first write is taken, never sent, and
+ * our FIN goes out at it (kp_send_intercept, kp_send_bypass); later
+ * ones meet the kernel's EPIPE, as after the server's close and reset
+ * alone (fin_for_server: the write path's rule after our FIN, send.c
+ * send_outside_head).  Not so with the parent's body still being written:
+ * the child may be what writes it (a shell's `cat file >&3`). */
+static struct kp_conn *child_object(bool nonblock, bool after_close)
 {
 	struct kp_conn *own = conn_new();
 	if (!own)
@@ -92,6 +102,7 @@ static struct kp_conn *child_object(bool nonblock)
 	own->handed_off = true;
 	own->shared = true;
 	own->nonblock = nonblock;
+	own->fin_for_server = after_close;
 	unpool(own, "a forked child's copy of a socket whose answer is owed");
 	kp_unlock(&own->lock);
 	return own;
@@ -109,7 +120,7 @@ void kp_fin_owed_child_track(void)
 				own = kept[j].own;
 		if (own)
 			own->refs++;
-		else if (!(own = child_object(kept[i].parent->nonblock)))
+		else if (!(own = child_object(kept[i].parent->nonblock, kept[i].whole)))
 			continue;
 		kept[i].own = own;
 		kp_fd_swap(kept[i].fd, own);
@@ -155,7 +166,9 @@ void kp_fin_owed_from_env(void)
 		if (fd >= 0 && kp_fd_valid((int)fd) && !kp_fd_conn((int)fd) &&
 		    KP_REAL(getsockopt)((int)fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM) {
 			int fl = KP_REAL(fcntl)((int)fd, F_GETFL);
-			struct kp_conn *own = child_object(fl >= 0 && (fl & O_NONBLOCK));
+			/* (whether the request was whole is not carried across
+			 * the exec: its writes pass) */
+			struct kp_conn *own = child_object(fl >= 0 && (fl & O_NONBLOCK), false);
 			if (own) {
 				kp_fl_or((int)fd, KP_FD_FIN_OWED | KP_FD_SHARED);
 				kp_fd_note_high((int)fd);

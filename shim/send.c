@@ -82,9 +82,21 @@ void kp_aio_before(struct kp_conn *c, int fd, bool write)
 	errno = saved;
 }
 
+/* A forked child's copy written after its parent's whole close request
+ * (conn_child.c child_object): our FIN now, before the write is taken. */
+static void child_write(struct kp_conn *c, int fd)
+{
+	if (__builtin_expect(kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_FIN_OWED), 0) &&
+	    __atomic_load_n(&c->fin_for_server, __ATOMIC_ACQUIRE))
+		kp_fin_owed_now(fd, "written on after the close request");
+}
+
 bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
 {
-	if (c == KP_POOLED || tls_bypassed(c, fd))
+	if (c == KP_POOLED)
+		return true;
+	child_write(c, fd);
+	if (tls_bypassed(c, fd))
 		return true;
 	int saved = errno;
 	if (!conn_lock(c, fd))
@@ -956,6 +968,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 {
 	if (c == KP_POOLED)
 		return false;
+	child_write(c, fd);
 	raw_settle(c, fd);
 	struct kp_tls *t = __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
 	void *hs = kp_tls_handshaking;

@@ -712,6 +712,27 @@ send_after() {
 	done
 }
 
+# A child writing on a connection it inherited after its parent's request
+# asked to close (tests/clients/fork_write.c; docs/hold.md "A child that
+# writes on an inherited connection"): alone the server executes the GET
+# only and closes; the library before had the child's POST executed (the
+# server was told keep-alive) and its answer read by the parent, and in
+# the late order killed the child with SIGPIPE (our FIN out) where alone
+# its first write is accepted.
+@test "a forked child writes a POST on the connection after its parent's close request: never executed, the parent reads one answer, as alone" {
+	scripted_start keepalive
+	run_both 1 "$CLIENTS/fork_write" 127.0.0.1 "$SCRIPTED_PORT" early
+	assert_both_ok
+	assert_same_output
+	assert_equal "executed $(count_matches '/pay' "$SCRIPTED_LOG")" "executed 0"
+}
+@test "a forked child writes after its parent read the end of the answer to its close request: the write accepted, as alone (no SIGPIPE)" {
+	scripted_start keepalive
+	run_both 1 "$CLIENTS/fork_write" 127.0.0.1 "$SCRIPTED_PORT" late
+	assert_both_ok
+	assert_same_output
+}
+
 # ------------------------------------------------------------ a close request with a body
 
 # early_server MODE: tests/servers/early_answer.py (Python's http.server

@@ -1,0 +1,89 @@
+/*
+ * fork_write.c - a child writing on a connection inherited after its
+ * parent's request asked to close (docs/hold.md "A child that writes on
+ * an inherited connection").
+ *
+ *   fork_write HOST PORT early|late
+ *
+ * The parent writes GET /a with Connection: close and forks.  early: the
+ * child writes a POST /pay at once, then the parent reads the connection
+ * to its end.  late: the parent reads to the end first, then the child
+ * writes one byte.  Prints what the child's write returned (or the signal
+ * that ended the child) and what the parent read: its status lines (not
+ * its bytes: the Connection header's value may differ).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+	if (argc != 4)
+		return 2;
+	bool late = !strcmp(argv[3], "late");
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2])) };
+	inet_pton(AF_INET, argv[1], &a.sin_addr);
+	if (connect(s, (struct sockaddr *)&a, sizeof(a)) < 0)
+		return perror("connect"), 1;
+	const char *get = "GET /a HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+	if (write(s, get, strlen(get)) != (ssize_t)strlen(get))
+		return perror("write"), 1;
+	int go[2], told[2];
+	if (pipe(go) < 0 || pipe(told) < 0)
+		return 1;
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		char c;
+		if (late && read(go[0], &c, 1) != 1)
+			_exit(3);
+		const char *post = late ? "X" : "POST /pay HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc";
+		ssize_t r = write(s, post, strlen(post));
+		char line[64];
+		int n = snprintf(line, sizeof(line), "child write %zd%s\n", r, r < 0 ? (errno == EPIPE ? " EPIPE" : " error") : "");
+		if (write(told[1], line, (size_t)n) != n)
+			_exit(4);
+		_exit(0);
+	}
+	close(told[1]); /* (a child killed before it told: EOF, not a wait) */
+	close(go[0]);
+	char buf[65536];
+	size_t total = 0;
+	int statuses = 0;
+	ssize_t n;
+	if (!late) { /* the child's write first */
+		char line[64];
+		ssize_t k = read(told[0], line, sizeof(line) - 1);
+		if (k > 0)
+			fwrite(line, 1, (size_t)k, stdout);
+	}
+	while ((n = read(s, buf + total, sizeof(buf) - 1 - total)) > 0)
+		total += (size_t)n;
+	buf[total] = 0;
+	for (char *p = buf; (p = strstr(p, "HTTP/1.1 ")); p++)
+		statuses++;
+	printf("parent read %d status lines, then %zd\n", statuses, n);
+	if (late) {
+		char c = 1, line[64];
+		if (write(go[1], &c, 1) != 1)
+			return 1;
+		int st;
+		waitpid(pid, &st, 0);
+		if (WIFSIGNALED(st))
+			printf("child killed by signal %d\n", WTERMSIG(st));
+		ssize_t k = read(told[0], line, sizeof(line) - 1);
+		if (WIFEXITED(st) && k > 0)
+			fwrite(line, 1, (size_t)k, stdout);
+	} else {
+		int st;
+		waitpid(pid, &st, 0);
+	}
+	return 0;
+}
