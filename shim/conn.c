@@ -1129,6 +1129,8 @@ static bool recv_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 			return true;
 		}
 	}
+	if (ret > 0) /* the server answers: what went before is acknowledged */
+		__atomic_store_n(&c->writes_since_rx, 0, __ATOMIC_RELAXED);
 	if (ret < 0) {
 		if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
 			unpool(c, "a read failed");

@@ -216,6 +216,12 @@ struct kp_conn {
 	uint32_t quickacked; /* served + 1 when response served + 1 was given
 	                        its quick ACK (docs/cost.md "A response in two
 	                        writes") */
+	/* the program's writes since it last read response bytes (at most
+	 * 255), and whether it set TCP_NODELAY or TCP_CORK itself: on a
+	 * reused connection a write that follows another is pushed past
+	 * Nagle (docs/cost.md "A request in two writes") */
+	uint8_t writes_since_rx;
+	bool nagle_own;
 	int32_t ka_timeout, ka_max;
 	uint64_t last_rx_ms; /* when the program last read response bytes */
 	uint64_t lost_ms;    /* when lost was set (or the response bytes it
@@ -417,7 +423,8 @@ extern __thread bool kp_tls_epipe;
  */
 bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 		       ssize_t *ret);
-void kp_send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret);
+void kp_send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+		  int flags);
 /* sendfile() or splice(): n body bytes went out unseen */
 void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret);
 

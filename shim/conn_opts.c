@@ -5,12 +5,22 @@
  * good; one that cannot be carried makes the connection unpoolable).
  */
 #include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 
 #include "conn_internal.h"
 #include "fdtable.h"
 #include "real.h"
 #include "sockopts.h"
+
+/* The program decides its own segments: no push of ours past Nagle
+ * (send.c nagle_after_write).  Caller holds c->lock. */
+static void note_nagle_own(struct kp_conn *c, int level, int name)
+{
+	if (level == IPPROTO_TCP && (name == TCP_NODELAY || name == TCP_CORK))
+		__atomic_store_n(&c->nagle_own, true, __ATOMIC_RELAXED);
+}
 
 /* kp_note_sockopt without a lock: an option we could not follow; the
  * socket is never ours (a connection of ours is never pooled again). */
@@ -32,6 +42,7 @@ bool kp_sockopt_already(struct kp_conn *c, int fd, int level, int name, const vo
 		return false;
 	if (!conn_lock(c, fd))
 		return false;
+	note_nagle_own(c, level, name);
 	enum kp_opt_verdict v;
 	bool same = kp_sockopts_claim(&c->so, level, name, val, len, &v);
 	if (v != KP_OPT_KEPT)
@@ -135,6 +146,7 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 		return;
 	if (rewrite_shows(level, name, val, len))
 		c->no_rewrite = true;
+	note_nagle_own(c, level, name);
 	switch (kp_sockopts_record(&c->so, level, name, val, len)) {
 	case KP_OPT_KEPT:
 		break;

@@ -84,7 +84,7 @@ static ssize_t write_inside(struct kp_conn *c, int fd, const void *buf, size_t n
 	} else {
 		r = KP_REAL(write)(fd, buf, n);
 	}
-	kp_send_done(c, fd, &iov, 1, r);
+	kp_send_done(c, fd, &iov, 1, r, 0);
 	return r;
 }
 
@@ -121,7 +121,7 @@ static ssize_t writev_inside(struct kp_conn *c, int fd, const struct iovec *iov,
 	if (iovcnt > 0 && kp_send_intercept(c, fd, iov, iovcnt, 0, &r))
 		return r;
 	r = KP_REAL(writev)(fd, iov, iovcnt);
-	kp_send_done(c, fd, iov, iovcnt, r);
+	kp_send_done(c, fd, iov, iovcnt, r, 0);
 	return r;
 }
 
@@ -155,7 +155,7 @@ static ssize_t send_inside(struct kp_conn *c, int fd, const void *buf, size_t n,
 	if (kp_send_intercept(c, fd, &iov, 1, flags, &r))
 		return r;
 	r = KP_REAL(send)(fd, buf, n, flags);
-	kp_send_done(c, fd, &iov, 1, r);
+	kp_send_done(c, fd, &iov, 1, r, flags);
 	return r;
 }
 
@@ -240,7 +240,7 @@ static ssize_t sendto_inside(struct kp_conn *c, int fd, const void *buf, size_t 
 	if (to && !kp_send_bypass(c, fd, &len))
 		return (ssize_t)n; /* taken, never sent (kp_send_bypass) */
 	r = KP_REAL(sendto)(fd, buf, len, flags, to, tolen);
-	kp_send_done(c, fd, &iov, 1, r);
+	kp_send_done(c, fd, &iov, 1, r, flags);
 	return r;
 }
 
@@ -283,7 +283,7 @@ static ssize_t sendmsg_inside(struct kp_conn *c, int fd, const struct msghdr *ms
 	if (len < all) /* a close request's body ends here: the rest is not sent */
 		return sendmsg_prefix(fd, msg, flags, len);
 	r = KP_REAL(sendmsg)(fd, msg, flags);
-	kp_send_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, r);
+	kp_send_done(c, fd, msg->msg_iov, (int)msg->msg_iovlen, r, flags);
 	return r;
 }
 
@@ -379,7 +379,7 @@ static ssize_t send_as_write(struct kp_conn *c, int fd, const void *buf, size_t 
 	if (!kp_send_bypass(c, fd, &len))
 		return (ssize_t)n; /* taken, never sent (kp_send_bypass) */
 	r = KP_REAL(sendto)(fd, buf, len, 0, NULL, 0);
-	kp_send_done(c, fd, &iov, 1, r);
+	kp_send_done(c, fd, &iov, 1, r, 0);
 	return r;
 }
 
@@ -735,7 +735,7 @@ static KP_SLOW int sendmmsg_slow(int fd, struct mmsghdr *vec, unsigned int n, in
 	/* never rewritten (a head may span messages): followed for facts */
 	for (int i = 0; c && i < r; i++)
 		kp_send_done(c, fd, vec[i].msg_hdr.msg_iov, (int)vec[i].msg_hdr.msg_iovlen,
-			     (ssize_t)vec[i].msg_len);
+			     (ssize_t)vec[i].msg_len, flags);
 	return r;
 }
 

@@ -101,7 +101,7 @@ static ssize_t conn_write(int fd, const char *p, size_t n)
 	if (taken)
 		return r;
 	r = KP_REAL(write)(fd, p, n);
-	kp_send_done(c, fd, &iov, 1, r);
+	kp_send_done(c, fd, &iov, 1, r, 0);
 	return r;
 }
 

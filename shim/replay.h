@@ -118,6 +118,11 @@ int kp_tcp_view(int fd, struct kp_tcp_view *v);
  * docs/cost.md "A response in two writes". */
 int kp_tcp_quickack(int fd);
 
+/* Send now what Nagle holds (setting TCP_NODELAY pushes the queue), then
+ * TCP_NODELAY off again: for a socket whose program has it off and no
+ * cork (docs/cost.md "A request in two writes"). */
+void kp_tcp_push(int fd);
+
 /* A 408 is the server's idle timer (its close, which the program alone
  * would have met as its connect() to a server that had gone) only when it
  * says it closes: the whole head in p[0..n), "Connection: close" among

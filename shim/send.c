@@ -963,6 +963,33 @@ static bool send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, i
 	return head_settle(c, fd, &s, r, ret);
 }
 
+/*
+ * A write of the program's went out on c (ret > 0).  On a reused
+ * connection one that follows another with no response byte read between
+ * is pushed past Nagle: the kernel holds it until the server acknowledges
+ * the one before, and a pooled connection's server delays that ACK (its
+ * request/response mode: 40 ms) where a fresh connection's acknowledges at
+ * once (its quick-ACK mode), so a request written as head then body waited
+ * 40 ms with the library and not without it (docs/cost.md "A request in
+ * two writes").  Not where the program set TCP_NODELAY or TCP_CORK itself
+ * (its segments are its own: a push would pull its cork), nor after
+ * MSG_MORE (it said more follows), nor on a socket another process holds
+ * too.  Two system calls a push; none for a request in one write, nor on
+ * a fresh or untracked connection.  (Another thread's TCP_NODELAY set
+ * between our two calls would be lost: a window of two system calls.)
+ */
+static void nagle_after_write(struct kp_conn *c, int fd, int flags)
+{
+	uint8_t n = __atomic_load_n(&c->writes_since_rx, __ATOMIC_RELAXED);
+	if (n < 255)
+		__atomic_store_n(&c->writes_since_rx, (uint8_t)(n + 1), __ATOMIC_RELAXED);
+	/* (shared: another process's options on the same socket, unknown) */
+	if (n && __atomic_load_n(&c->reused, __ATOMIC_RELAXED) &&
+	    !__atomic_load_n(&c->nagle_own, __ATOMIC_RELAXED) && !(flags & MSG_MORE) &&
+	    !__atomic_load_n(&c->shared, __ATOMIC_RELAXED))
+		kp_tcp_push(fd);
+}
+
 bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 		       ssize_t *ret)
 {
@@ -1001,6 +1028,8 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 		errno = saved;
 	}
 	bool taken = send_intercept(c, fd, iov, iovcnt, flags, ret);
+	if (taken && *ret > 0)
+		nagle_after_write(c, fd, flags);
 	conn_reap(c); /* closes that came while the send was busy */
 	return taken;
 }
@@ -1021,9 +1050,15 @@ static void send_done(struct kp_conn *c, int fd, const struct iovec *iov, int io
 	errno = saved;
 }
 
-void kp_send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret)
+void kp_send_done(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, ssize_t ret,
+		  int flags)
 {
-	if (c == KP_POOLED || __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
+	if (c == KP_POOLED)
+		return;
+	/* (TLS: the engine's records, the program's writes one by one) */
+	if (ret > 0)
+		nagle_after_write(c, fd, flags);
+	if (__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return;
 	send_done(c, fd, iov, iovcnt, ret);
 }
@@ -1054,6 +1089,8 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 	}
 	handoff_fin_if_due(c, out_fd);
 	kp_unlock(&c->lock);
+	if (ret > 0)
+		nagle_after_write(c, out_fd, 0);
 	errno = saved;
 }
 

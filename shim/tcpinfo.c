@@ -22,6 +22,14 @@ int kp_tcp_quickack(int fd)
 	return KP_REAL(setsockopt)(fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
 }
 
+void kp_tcp_push(int fd)
+{
+	int saved = errno, one = 1, zero = 0;
+	if (KP_REAL(setsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0)
+		KP_REAL(setsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &zero, sizeof(zero));
+	errno = saved;
+}
+
 int kp_tcp_bytes_acked(int fd, uint64_t *acked)
 {
 	struct tcp_info ti;

@@ -75,3 +75,12 @@ setup_file() { suite_setup; }
 	assert_line --regexp '^plain +[0-9.]+ +1\.000x +yes$'
 	assert_line --regexp '^library +[0-9.]+ +[0-9.]+x +yes$'
 }
+
+@test "scripts/bench-split -w: a program writing each POST in two writes, a loop without and with the library, the same output" {
+	[ -z "${KEEPALIVE_ASAN-}" ] || skip "measures the plain build"
+	run "$ROOT/scripts/bench-split" -w -n 20 -r 1
+	assert_success
+	assert_line --regexp '^20 POSTs per loop'
+	assert_line --regexp '^plain +[0-9.]+ +1\.000x +yes$'
+	assert_line --regexp '^library +[0-9.]+ +[0-9.]+x +yes$'
+}

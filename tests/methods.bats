@@ -424,3 +424,31 @@ pipelined_tls() {
 	assert_equal "executed $(wc -l <"$SCRIPTED_LOG")" "executed 1"
 	assert_equal "reused $(stat_value reused)" "reused 1"
 }
+
+# ---- a request in two writes (docs/cost.md "A request in two writes")
+# A program without TCP_NODELAY that writes a POST's head, then its body:
+# on a fresh connection the server acknowledges the head at once (its
+# quick-ACK mode) and the body leaves; on a reused one its ACK waits for
+# the delayed-ACK timer, and Nagle held the body 40 ms a request with the
+# library before (and a server that closed meanwhile met a FIN where alone
+# the body, and reset: the matrix's when=late cells).  The count is read
+# right after the body's write (SIOCOUTQNSD): an event, not a time.
+@test "a POST in two writes, head then body, on a reused connection: the body leaves at once, as on a fresh one (not held by Nagle)" {
+	echo_start
+	run_both 5 "$PYTHON" "$SCRIPTS/split_unsent.py" 127.0.0.1 "$ECHO_PORT" 5
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "request 4: body sent, HTTP/1.1 200 OK /post/split4"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}
+
+@test "a POST whose body goes with MSG_MORE on a reused connection: held as the program asked, with the library or without" {
+	echo_start
+	run_both 5 "$PYTHON" "$SCRIPTS/split_unsent.py" 127.0.0.1 "$ECHO_PORT" 5 more
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/shim.out"
+	assert_line "request 4: body held, HTTP/1.1 200 OK /post/split4"
+	assert_equal "shim conns $SHIM_CONNS" "shim conns 1"
+}

@@ -106,7 +106,7 @@ static ssize_t w_write(int fd, const void *buf, size_t n)
 		return r;
 	r = write(fd, buf, n);
 	if (c)
-		kp_send_done(c, fd, &iov, 1, r);
+		kp_send_done(c, fd, &iov, 1, r, 0);
 	return r;
 }
 
