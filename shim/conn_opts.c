@@ -22,6 +22,19 @@ static void note_nagle_own(struct kp_conn *c, int level, int name)
 		__atomic_store_n(&c->nagle_own, true, __ATOMIC_RELAXED);
 }
 
+/* A handed-out connection under which a fresh one may still be made (a
+ * replay, a request we do not follow): an option we do not carry, set
+ * now, is recorded for it (docs/replay.md "Options set on a handed-out
+ * connection").  Caller holds c->lock. */
+static void note_late(struct kp_conn *c, int level, int name, const void *val, socklen_t len)
+{
+	/* (one that does not fit, set before the first request, moved the fd
+	 * to a fresh connection first: kp_sockopt_before; after it, the
+	 * fresh one of a replay goes without it) */
+	if (c->reused && c->first != KP_FIRST_DONE)
+		(void)kp_sockopts_record_late(&c->so, level, name, val, len);
+}
+
 /* kp_note_sockopt without a lock: an option we could not follow; the
  * socket is never ours (a connection of ours is never pooled again). */
 static void note_raw(int fd)
@@ -128,6 +141,7 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 		kp_fl_or(fd, KP_FD_ROUTED);
 		if (c && c != KP_POOLED && conn_lock(c, fd)) {
 			unpool(c, "a routing socket option");
+			note_late(c, level, name, val, len);
 			kp_unlock(&c->lock);
 		}
 		return;
@@ -153,6 +167,7 @@ void kp_note_sockopt(int fd, int level, int name, const void *val, socklen_t len
 	case KP_OPT_ROUTES: /* answered above */
 	case KP_OPT_UNCARRIED:
 		unpool(c, "a socket option we cannot carry");
+		note_late(c, level, name, val, len);
 		break;
 	}
 	kp_unlock(&c->lock);
@@ -173,12 +188,18 @@ void kp_sockopt_before(struct kp_conn *c, int fd, int level, int name, const voi
 {
 	if (kp_reentered() || c == KP_POOLED ||
 	    __atomic_load_n(&c->first, __ATOMIC_ACQUIRE) != KP_FIRST_UNSENT ||
-	    kp_sockopt_carried(level, name) || !rewrite_option(level, name) || !kp_readable(val, len) ||
-	    !rewrite_shows(level, name, val, len))
+	    kp_sockopt_carried(level, name))
+		return;
+	/* one a fresh connection made later could not be given (too long a
+	 * value to keep, or no room: note_late) moves the fd now too */
+	bool shows = rewrite_option(level, name) && kp_readable(val, len) &&
+		     rewrite_shows(level, name, val, len);
+	if (!shows && kp_sockopts_late_fits(&c->so, level, name, len))
 		return;
 	int saved = errno;
 	if (conn_lock(c, fd)) {
-		if (c->state == KP_ACTIVE && c->first == KP_FIRST_UNSENT)
+		if (c->state == KP_ACTIVE && c->first == KP_FIRST_UNSENT &&
+		    (shows || !kp_sockopts_late_fits(&c->so, level, name, len)))
 			unvouch(c, fd, "a socket option we cannot carry, on a handed-out connection");
 		kp_unlock(&c->lock);
 	}

@@ -126,8 +126,14 @@ static int connect_fresh(struct kp_conn *c, int fd, bool may_connect)
 		return -1;
 	for (unsigned i = 0; i < c->so.n_opts; i++) {
 		const struct kp_sockopt *o = &c->so.opts[i];
-		if (KP_REAL(setsockopt)(s, kp_opt_levels[o->level], o->name, o->val, o->len) < 0)
+		if (KP_REAL(setsockopt)(s, kp_opt_levels[o->level], o->name, o->val, o->len) == 0)
+			continue;
+		if (!o->late)
 			goto fail;
+		/* set after connect by the program, refused before ours (a
+		 * TCP_ULP): the fresh connection without it, not none */
+		kp_debug("fd %d: option %d/%d the program set is refused before connect: the "
+			 "fresh connection goes without it", fd, kp_opt_levels[o->level], o->name);
 	}
 	if (KP_REAL(connect)(s, (struct sockaddr *)&ss, sl) < 0) {
 		if (errno != EINPROGRESS)

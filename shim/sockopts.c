@@ -84,28 +84,57 @@ static bool opt_ignored(int level, int name)
 	       (level == IPPROTO_IPV6 && name == IPV6_V6ONLY);
 }
 
-/* Record in s; returns false when the option cannot be carried. */
-static bool opts_record(struct kp_sockopts *s, int level, int name, const void *val, socklen_t len)
+/* The slot of s for the option (its own, or a new one): NULL when there
+ * is no room. */
+static struct kp_sockopt *opts_slot(struct kp_sockopts *s, int li, int name)
+{
+	for (unsigned i = 0; i < s->n_opts; i++)
+		if (s->opts[i].level == li && s->opts[i].name == name)
+			return &s->opts[i];
+	if (s->n_opts == KP_MAX_OPTS)
+		return NULL;
+	return &s->opts[s->n_opts++];
+}
+
+/* Record in s; returns false when the option cannot be carried (late:
+ * recorded as one we do not carry, kp_sockopts_record_late). */
+static bool opts_record(struct kp_sockopts *s, int level, int name, const void *val, socklen_t len,
+			bool late)
 {
 	int li = opt_level_index(level);
-	if (li < 0 || !opt_carried(level, name) || name > 255 || len > sizeof(s->opts[0].val) || !val)
+	if (li < 0 || (!late && !opt_carried(level, name)) || name > 255 ||
+	    len > sizeof(s->opts[0].val) || !val)
 		return false;
 	if (opt_ignored(level, name))
 		return true;
-	struct kp_sockopt *o = NULL;
-	for (unsigned i = 0; i < s->n_opts; i++)
-		if (s->opts[i].level == li && s->opts[i].name == name)
-			o = &s->opts[i];
-	if (!o) {
-		if (s->n_opts == KP_MAX_OPTS)
-			return false;
-		o = &s->opts[s->n_opts++];
-	}
+	struct kp_sockopt *o = opts_slot(s, li, name);
+	if (!o)
+		return false;
 	o->level = (uint8_t)li;
 	o->name = (uint8_t)name;
 	o->len = (uint8_t)len;
+	o->late = late;
 	memcpy(o->val, val, len);
 	return true;
+}
+
+bool kp_sockopts_record_late(struct kp_sockopts *s, int level, int name, const void *val,
+			     socklen_t len)
+{
+	return opts_record(s, level, name, val, len, true);
+}
+
+bool kp_sockopts_late_fits(const struct kp_sockopts *s, int level, int name, socklen_t len)
+{
+	int li = opt_level_index(level);
+	if (li < 0 || name > 255 || len > sizeof(s->opts[0].val))
+		return false;
+	if (opt_ignored(level, name) || s->n_opts < KP_MAX_OPTS)
+		return true;
+	for (unsigned i = 0; i < s->n_opts; i++)
+		if (s->opts[i].level == li && s->opts[i].name == name)
+			return true;
+	return false;
 }
 
 static const struct kp_sockopt *opts_find(const struct kp_sockopt *opts, unsigned n,
@@ -158,7 +187,7 @@ enum kp_opt_verdict kp_sockopts_record(struct kp_sockopts *s, int level, int nam
 {
 	if (kp_sockopt_routes(level, name))
 		return KP_OPT_ROUTES;
-	return opts_record(s, level, name, val, len) ? KP_OPT_KEPT : KP_OPT_UNCARRIED;
+	return opts_record(s, level, name, val, len, false) ? KP_OPT_KEPT : KP_OPT_UNCARRIED;
 }
 
 int kp_sockopts_transfer(struct kp_sockopts *s, int fresh, int pooled,
@@ -215,7 +244,7 @@ bool kp_sockopts_claim(struct kp_sockopts *s, int level, int name, const void *v
 			continue;
 		bool same = o->len == len && !memcmp(o->val, val, len);
 		s->pending[i] = s->pending[--s->n_pending]; /* the program owns it now */
-		if (same && !opts_record(s, level, name, val, len))
+		if (same && !opts_record(s, level, name, val, len, false))
 			*verdict = KP_OPT_UNCARRIED;
 		return same;
 	}

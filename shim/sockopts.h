@@ -17,6 +17,8 @@ struct kp_sockopt {
 	uint8_t level; /* index into kp_opt_levels */
 	uint8_t name;
 	uint8_t len;
+	bool late;     /* not one we carry: set on a handed-out connection, kept
+	                  only for a fresh one made under the program's fd */
 	uint8_t val[17];
 };
 
@@ -40,6 +42,16 @@ enum kp_opt_verdict {
 	KP_OPT_ROUTES,    /* changes the route: the socket must never be pooled */
 	KP_OPT_UNCARRIED, /* cannot be carried: the connection must not be */
 };
+
+/* An option we do not carry (kp_sockopt_carried false), set on a handed-out
+ * connection: recorded (late) for a fresh connection made later under the
+ * program's fd (a replay, a request we do not follow), which applies it
+ * before its connect, where it can (docs/replay.md "Options set on a
+ * handed-out connection").  False when it cannot be recorded (a level we
+ * do not know, too long a value, no room); _fits: whether it could be. */
+bool kp_sockopts_record_late(struct kp_sockopts *s, int level, int name, const void *val,
+			     socklen_t len);
+bool kp_sockopts_late_fits(const struct kp_sockopts *s, int level, int name, socklen_t len);
 
 /* Does this option change the route (SO_MARK, SO_BINDTODEVICE, ...)? */
 bool kp_sockopt_routes(int level, int name);

@@ -294,6 +294,33 @@ noprobe_lib() {
 		"replayed=$(stat_value replayed) not_replayed=0"
 }
 
+# An option we do not carry onto a pooled socket (SO_SNDBUF), set by the
+# program right after connect on the connection handed to it, which dies
+# while it thinks: the fresh connection made under its fd (seen dead
+# before the first byte, or replayed) has it too, as its own socket alone
+# (docs/replay.md "Options set on a handed-out connection").  The library
+# before: the fresh socket had the kernel's default.
+@test "an option we do not carry, set after connect on a handed-out connection that dies: the fresh connection under the fd has it (probe, and no probe)" {
+	scripted_start idle_after_response100
+	local lib
+	for lib in "$PRELOAD" noprobe; do
+		if [ "$lib" = noprobe ]; then
+			[ -z "${KEEPALIVE_ASAN-}" ] || break
+			noprobe_lib
+			lib=$NOPROBE
+		fi
+		PRELOAD="$lib" run_both 6 "$PYTHON" "$SCRIPTS/pauses.py" --think 250 --sndbuf 6000 \
+			127.0.0.1 "$SCRIPTED_PORT" 6 MIX 1 0
+		assert_both_ok
+		assert_same_output
+		run grep -c "sndbuf=12000$" "$BATS_TEST_TMPDIR/shim.out"
+		assert_output 3
+		[ "$(stat_value reused)" -ge 2 ] || fail "too few reused: $SHIM_STATS"
+		[ "$lib" != "${NOPROBE-}" ] || [ "$(stat_value replayed)" -ge 1 ] ||
+			fail "no replay: $SHIM_STATS"
+	done
+}
+
 @test "connect, 250 ms before the POST, no probe: the request meets the RST, nothing acknowledged, replayed" {
 	noprobe_lib
 	scripted_start idle_after_response100

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""pauses.py [--ca CAFILE] [--think MS] HOST PORT N METHOD SEED MAX_PAUSE_MS - pauses.rb
+"""pauses.py [--ca CAFILE] [--think MS [--sndbuf N]] HOST PORT N METHOD SEED MAX_PAUSE_MS - pauses.rb
 in Python.
 
 N requests, each on its own http.client.HTTPConnection (connect, one request,
@@ -22,6 +22,11 @@ client for stale pooled connections.
   --think MS    connect, then wait MS ms before writing the request (a
                 program building its body): the pooled connection it got may
                 die meanwhile
+  --sndbuf N    with --think: for each even i, SO_SNDBUF set to N right
+                after connect (an option the library does not carry onto a
+                pooled socket: its connection is not parked again, the odd
+                ones are), and the line ends with " sndbuf=<getsockopt
+                after the response>": the socket that answered has it
   --ca CAFILE   HTTPS: an http.client.HTTPSConnection per request, all with
                 one SSL context trusting CAFILE (hostname checked)
 
@@ -32,6 +37,7 @@ if any request raised.  A non-2xx status is printed, not an error.  Timeout
 """
 import http.client
 import random
+import socket
 import ssl
 import sys
 import time
@@ -45,6 +51,10 @@ def main():
     think = 0
     if sys.argv[1:2] == ["--think"]:
         think = int(sys.argv[2]) / 1000.0
+        del sys.argv[1:3]
+    sndbuf = 0
+    if sys.argv[1:2] == ["--sndbuf"]:
+        sndbuf = int(sys.argv[2])
         del sys.argv[1:3]
     if len(sys.argv) != 7:
         sys.exit("usage: pauses.py [--ca CAFILE] HOST PORT N METHOD SEED MAX_PAUSE_MS")
@@ -68,6 +78,8 @@ def main():
         try:
             if think:
                 conn.connect()
+                if sndbuf and i % 2 == 0:
+                    conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
                 time.sleep(think)
             m = mix[(i - 1) % len(mix)] if method == "MIX" else method
             if m in ("GET", "DELETE"):
@@ -82,7 +94,10 @@ def main():
             body = res.read()
             if body.endswith(b"\n"):
                 body = body[:-1]
-            out.write(b"%d %d %s\n" % (i, res.status, body))
+            line = b"%d %d %s" % (i, res.status, body)
+            if sndbuf and i % 2 == 0:
+                line += b" sndbuf=%d" % conn.sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+            out.write(line + b"\n")
         except Exception as e:  # noqa: BLE001 - every failure is reported
             errors += 1
             out.write(("ERROR %d %s: %s\n" % (i, type(e).__name__, e)).encode())
