@@ -16,6 +16,7 @@ without (never pushed by us).
 The count is read right after the write: an event, not a time.
 """
 import fcntl
+import http.client
 import socket
 import struct
 import sys
@@ -36,23 +37,9 @@ for i in range(n):
     unsent = struct.unpack("i", fcntl.ioctl(s.fileno(), SIOCOUTQNSD, b"\0" * 4))[0]
     if more:
         s.sendall(body[-1:])
-    data = b""
-    while b"\r\n\r\n" not in data:
-        got = s.recv(65536)
-        if not got:
-            break
-        data += got
-    head, _, rest = data.partition(b"\r\n\r\n")
-    length = 0
-    for line in head.split(b"\r\n")[1:]:
-        k, _, v = line.partition(b":")
-        if k.strip().lower() == b"content-length":
-            length = int(v)
-    while len(rest) < length:
-        got = s.recv(65536)
-        if not got:
-            break
-        rest += got
+    res = http.client.HTTPResponse(s)  # read by its Content-Length
+    res.begin()
+    answer = res.read().decode().strip()
     s.close()
-    print("request %d: body %s, %s %s" % (i, "held" if unsent else "sent",
-                                         head.split(b"\r\n", 1)[0].decode(), rest.decode().strip()))
+    print("request %d: body %s, HTTP/1.1 %d %s %s" % (i, "held" if unsent else "sent",
+                                                     res.status, res.reason, answer))
