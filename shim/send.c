@@ -564,6 +564,14 @@ static bool head_rewritable(struct kp_conn *c, int fd, struct head_send *s)
 		kp_debug("fd %d: not rewritten: a request with a body asks to close", fd);
 		return false;
 	}
+	/* the process is divided (a sandbox being installed, another identity
+	 * in a thread: docs/owner.md): no connection is parked again, so a
+	 * rewrite could only owe an EOF, one a library stepping aside for a
+	 * sandbox is no longer there to give (the server's 30 s idle timer) */
+	if (may && h->app_close && __atomic_load_n(&divided, __ATOMIC_RELAXED)) {
+		kp_debug("fd %d: not rewritten: the process is divided, nothing is parked", fd);
+		return false;
+	}
 	/* an io_submit or an io_uring we cannot see could read where we owe
 	 * the EOF (docs/replay.md "Kernel AIO", docs/limits.md "io_uring"):
 	 * owe none */
@@ -798,6 +806,12 @@ static bool head_settle(struct kp_conn *c, int fd, struct head_send *s, ssize_t 
 		account_sent(c, s->iov, s->iovcnt, s->mine, body_sent);
 		*ret += (ssize_t)body_sent;
 	}
+	/* the process divided while our rewritten head went out (a sandbox's
+	 * settling passes a busy connection by): the server is told to close
+	 * after its answer by our FIN, once the request is whole, as by the
+	 * settling (docs/owner.md "A sandbox").  TLS: the settling's own */
+	if (s->outlen > 0 && !c->tls && __atomic_load_n(&divided, __ATOMIC_RELAXED))
+		c->fin_due = true;
 	handoff_fin_if_due(c, fd);
 	kp_unlock(&c->lock);
 	errno = s->saved;

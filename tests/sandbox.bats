@@ -171,3 +171,24 @@ tls_sandbox_case() {
 	assert_line "B: HTTP/1.1 200 OK, $NGINX_F_SIZE body bytes"
 	assert_line "done"
 }
+
+# Other threads doing HTTP while one installs a filter (docs/owner.md "A
+# sandbox", other threads at the install): eight threads loop GETs asking
+# to close while the main thread installs an allow-all filter 14 ms in,
+# five processes.  The library went on rewriting the requests of
+# connections made after it had settled every fd (its "divided" state
+# stopped pooling, not the rewrite), and a thread whose rewritten head was
+# still going out when the settling passed its busy connection by was
+# owed an EOF nobody gave once the library stepped aside: those reads
+# waited for nginx's idle close (the library before: up to 8 of 8 threads
+# timed out, at 5 s, in 5 of 8 processes; alone none).
+@test "sandbox: threads looping GETs while another installs a filter: every answer read to its end, as alone (no wait for the server's idle close)" {
+	make -s -C "$ROOT" build/clients/sandbox_threads >&2
+	run_both 12000 sh -c "for i in 1 2 3 4 5; do '$CLIENTS/sandbox_threads' '$SERVER_PORT' 14 || exit 1; done"
+	assert_both_ok
+	assert_same_output
+	run grep -c "300 read to their end, 0 timed out" "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 40
+	run grep -c "^filter in" "$BATS_TEST_TMPDIR/shim.out"
+	assert_output 5
+}

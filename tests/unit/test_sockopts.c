@@ -2,7 +2,8 @@
  * test_sockopts.c - shim/sockopts.c on real sockets (unconnected TCP
  * sockets take every option it carries): its verdicts, what a transfer
  * sets on the pooled socket and what it leaves pending, the lazy reset
- * of a previous owner's option, and a program's claim of a pending one.
+ * of a previous owner's option, a program's claim of a pending one, and
+ * the late record of an option we do not carry.
  * Linked with real.c only: sockopts.c sits below the connection core.
  */
 #include <netinet/in.h>
@@ -108,6 +109,36 @@ static void test_transfer(void)
 	close(fresh);
 }
 
+/* an option we do not carry, set on a handed-out connection: recorded
+ * late (for a fresh connection under the fd), the same entry when set
+ * again, refused past the value's room or the record's */
+static void test_late(void)
+{
+	struct kp_sockopts s = { 0 };
+	int one = 1, buf = 6000;
+	CHECK(kp_sockopts_late_fits(&s, SOL_SOCKET, SO_SNDBUF, sizeof(buf)));
+	CHECK(kp_sockopts_record_late(&s, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf)));
+	CHECK(s.n_opts == 1 && s.opts[0].late);
+	CHECK(kp_sockopts_record_late(&s, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf)));
+	CHECK(s.n_opts == 1);
+	CHECK(kp_sockopts_record_late(&s, SOL_SOCKET, SO_BINDTODEVICE, "lo", 3));
+	CHECK(s.n_opts == 2 && s.opts[1].late);
+	char huge[64] = { 0 };
+	CHECK(!kp_sockopts_late_fits(&s, IPPROTO_TCP, TCP_CONGESTION, sizeof(huge)));
+	CHECK(!kp_sockopts_record_late(&s, IPPROTO_TCP, TCP_CONGESTION, huge, sizeof(huge)));
+	CHECK(!kp_sockopts_late_fits(&s, 12345, 1, sizeof(one)));
+	/* a carried one among them stays carried */
+	CHECK(kp_sockopts_record(&s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == KP_OPT_KEPT);
+	CHECK(s.n_opts == 3 && !s.opts[2].late);
+	const int names[] = { TCP_KEEPIDLE, TCP_KEEPINTVL, TCP_KEEPCNT, TCP_USER_TIMEOUT, TCP_CORK };
+	for (unsigned i = 0; i < 5; i++)
+		CHECK(kp_sockopts_record_late(&s, IPPROTO_TCP, names[i], &one, sizeof(one)));
+	CHECK(s.n_opts == KP_MAX_OPTS);
+	CHECK(!kp_sockopts_late_fits(&s, SOL_SOCKET, SO_RCVBUF, sizeof(one)));
+	CHECK(kp_sockopts_late_fits(&s, SOL_SOCKET, SO_SNDBUF, sizeof(one))); /* its own entry */
+	CHECK(!kp_sockopts_record_late(&s, SOL_SOCKET, SO_RCVBUF, &one, sizeof(one)));
+}
+
 int main(void)
 {
 #ifndef KP_REAL_LAZY
@@ -115,6 +146,7 @@ int main(void)
 #endif
 	test_verdicts();
 	test_transfer();
+	test_late();
 	printf("test_sockopts: %d passed, %d failed\n", passed, failed);
 	return failed != 0;
 }
