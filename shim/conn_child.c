@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "config.h"
@@ -75,7 +76,9 @@ void kp_fin_owed_child_mark(int fd, const struct kp_conn *c)
 	kp_fl_or(fd, KP_FD_SHARED);
 	if ((c->fin_at_end && !c->fin_for_server) || (kp_fl(fd) & KP_FD_FIN_OWED)) {
 		kp_fl_or(fd, KP_FD_FIN_OWED);
-		bool whole = c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && !c->held_len;
+		/* (a grandchild's: its parent's own object, after_close) */
+		bool whole = (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && !c->held_len) ||
+			     (c->handed_off && c->state == KP_PASSTHROUGH && c->fin_for_server);
 		if (n_kept < CHILD_MAX)
 			kept[n_kept++] = (typeof(kept[0])){ fd, c, NULL, whole };
 	}
@@ -130,21 +133,63 @@ void kp_fin_owed_child_track(void)
 
 /* The next image's copy of the library never saw the parent's
  * connection: the copies it keeps (no FD_CLOEXEC) are named to it in one
- * environment entry, KP_FIN_OWED_ENV=3,7, that its constructor takes out
- * of the environment before the program runs (kp_fin_owed_from_env).
- * False when there is none to name. */
+ * environment entry, KP_FIN_OWED_ENV=3,7;whole=3, that its constructor
+ * takes out of the environment before the program runs
+ * (kp_fin_owed_from_env).  whole= names those of them written on after
+ * the parent's whole close request (child_object's after_close, not yet
+ * written on here): after the list, so that an image whose parser stops
+ * at the first byte that is neither a digit nor a comma reads the list
+ * alone, as before.  False when there is none to name. */
 #define KP_FIN_OWED_ENV "KEEPALIVE_FIN_OWED_FDS"
+#define KP_FIN_OWED_WHOLE ";whole="
+
+static bool env_named(int fd, bool whole)
+{
+	if (!(kp_fl(fd) & KP_FD_FIN_OWED))
+		return false;
+	if (whole) {
+		const struct kp_conn *c = kp_fd_conn(fd);
+		if (!c || c == KP_POOLED || !__atomic_load_n(&c->fin_for_server, __ATOMIC_ACQUIRE))
+			return false;
+	}
+	int fl = KP_REAL(fcntl)(fd, F_GETFD);
+	return fl >= 0 && !(fl & FD_CLOEXEC);
+}
+
 bool kp_fin_owed_env(char *buf, size_t cap)
 {
 	int high = kp_fd_high(), len = snprintf(buf, cap, "%s=", KP_FIN_OWED_ENV), start = len;
-	for (int fd = 0; fd <= high && len > 0 && (size_t)len + 12 < cap; fd++) {
-		if (!(kp_fl(fd) & KP_FD_FIN_OWED))
-			continue;
-		int fl = KP_REAL(fcntl)(fd, F_GETFD);
-		if (fl >= 0 && !(fl & FD_CLOEXEC))
+	for (int fd = 0; fd <= high && len > 0 && (size_t)len + 12 < cap; fd++)
+		if (env_named(fd, false))
 			len += snprintf(buf + len, cap - (size_t)len, "%s%d", len > start ? "," : "", fd);
+	if (len <= start)
+		return false;
+	/* (a list cut short names fewer whole: those written on pass, as before) */
+	int mid = len;
+	if ((size_t)len + sizeof(KP_FIN_OWED_WHOLE) + 12 < cap)
+		len += snprintf(buf + len, cap - (size_t)len, "%s", KP_FIN_OWED_WHOLE);
+	int listed = len;
+	for (int fd = 0; fd <= high && len > 0 && (size_t)len + 12 < cap && mid < listed; fd++)
+		if (env_named(fd, true))
+			len += snprintf(buf + len, cap - (size_t)len, "%s%d", len > listed ? "," : "", fd);
+	if (len == listed)
+		buf[mid] = 0; /* none whole: the entry as before */
+	return true;
+}
+
+/* whether fd is named in list (digits and commas, up to its end or ';') */
+static bool env_lists(const char *list, long fd)
+{
+	for (const char *p = list; p && *p && *p != ';';) {
+		char *end;
+		long n = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		if (n == fd)
+			return true;
+		p = *end == ',' ? end + 1 : end;
 	}
-	return len > start;
+	return false;
 }
 
 /* In a new image, from the constructor: the copies the image before it
@@ -156,6 +201,9 @@ void kp_fin_owed_from_env(void)
 	const char *v = getenv(KP_FIN_OWED_ENV);
 	if (!v)
 		return;
+	const char *whole = strstr(v, KP_FIN_OWED_WHOLE);
+	if (whole)
+		whole += sizeof(KP_FIN_OWED_WHOLE) - 1;
 	for (const char *p = v; *p;) {
 		char *end;
 		long fd = strtol(p, &end, 10);
@@ -166,9 +214,9 @@ void kp_fin_owed_from_env(void)
 		if (fd >= 0 && kp_fd_valid((int)fd) && !kp_fd_conn((int)fd) &&
 		    KP_REAL(getsockopt)((int)fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM) {
 			int fl = KP_REAL(fcntl)((int)fd, F_GETFL);
-			/* (whether the request was whole is not carried across
-			 * the exec: its writes pass) */
-			struct kp_conn *own = child_object(fl >= 0 && (fl & O_NONBLOCK), false);
+			/* (an entry without whole=, from an image before it was
+			 * carried: the writes pass, as they did) */
+			struct kp_conn *own = child_object(fl >= 0 && (fl & O_NONBLOCK), env_lists(whole, fd));
 			if (own) {
 				kp_fl_or((int)fd, KP_FD_FIN_OWED | KP_FD_SHARED);
 				kp_fd_note_high((int)fd);
