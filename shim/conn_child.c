@@ -15,6 +15,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "config.h"
 #include "conn_internal.h"
 #include "real.h"
+#include "replay.h"
 
 /* The child's objects: at most this many sockets owed (more are left
  * untracked, as before: a move onto stdio still sends our FIN) */
@@ -51,10 +53,35 @@ void kp_fin_owed_onto(int oldfd, int newfd)
 {
 	if (!kp_fd_valid(oldfd) || !(kp_fl(oldfd) & KP_FD_FIN_OWED))
 		return;
-	if (newfd <= 2)
+	/* (not onto stdout or stderr for a copy written on after the
+	 * parent's whole close request: a writer, bash's `(printf ... >&3)`
+	 * or `cmd >&3`, whose writes are taken while the server alone would
+	 * still be open: kp_fin_owed_child_write) */
+	const struct kp_conn *c = kp_fd_conn(oldfd);
+	bool writer = newfd >= 1 && c && c != KP_POOLED && __atomic_load_n(&c->fin_for_server, __ATOMIC_ACQUIRE);
+	if (newfd <= 2 && !writer)
 		kp_fin_owed_now(oldfd, "moved onto stdio");
 	else if (kp_fd_valid(newfd))
 		kp_fl_or(newfd, KP_FD_FIN_OWED);
+}
+
+/* A child's copy written on after its parent's whole close request
+ * (child_object's after_close), still marked: alone the server answers
+ * that request and closes without reading on, and until its close the
+ * program's writes are accepted, each one (bash's printf writes a request
+ * in five).  So while the server's FIN has not come (TCP's state: ours
+ * may have) the write is taken and the mark kept; once it has, our FIN
+ * (if not out yet) and the mark cleared: this write is taken, the next
+ * meets the kernel's EPIPE, as after a server's close and reset alone. */
+void kp_fin_owed_child_write(int fd)
+{
+	struct kp_tcp_view v;
+	int saved = errno;
+	bool open = kp_tcp_view(fd, &v) == 0 &&
+		    (v.state == TCP_ESTABLISHED || v.state == TCP_FIN_WAIT1 || v.state == TCP_FIN_WAIT2);
+	errno = saved;
+	if (!open)
+		kp_fin_owed_now(fd, "written on after the close request, the server's close come");
 }
 
 /* In the child, before its table is forgotten: c (the parent's object
@@ -89,11 +116,11 @@ void kp_fin_owed_child_mark(int fd, const struct kp_conn *c)
  * untracked, as before).  after_close: the parent's request asking to
  * close was whole (rewritten: the server was told keep-alive), so every
  * byte this process writes on the copy comes after it, and alone the
- * server never executes it.  The first write is taken, never sent, and
- * our FIN goes out at it (kp_send_intercept, kp_send_bypass); later
- * ones meet the kernel's EPIPE, as after the server's close and reset
- * alone (fin_for_server: the write path's rule after our FIN, send.c
- * send_outside_head).  Not so with the parent's body still being written:
+ * server never executes it.  Its writes are taken, never sent, while
+ * the server's close has not come; the first after it is taken with our
+ * FIN, later ones meet the kernel's EPIPE, as after the server's close
+ * and reset alone (kp_fin_owed_child_write; fin_for_server: the write
+ * path's rule after our FIN, send.c send_outside_head).  Not so with the parent's body still being written:
  * the child may be what writes it (a shell's `cat file >&3`). */
 static struct kp_conn *child_object(bool nonblock, bool after_close)
 {
