@@ -84,6 +84,29 @@ void kp_fin_owed_child_write(int fd)
 		kp_fin_owed_now(fd, "written on after the close request, the server's close come");
 }
 
+/* An SSL_write of the program's on fd, not ours to frame: in a forked
+ * child, its copy of the SSL after its parent's whole close request, which
+ * the library rewrote where it learnt the server ends with close_notify
+ * (kp_fin_owed_child_mark).  Its records would be valid, and the server,
+ * told keep-alive, would execute them: taken as a plain copy's write is
+ * (kp_fin_owed_child_write), the whole of it said written.  True when
+ * taken; once the server's close has come, this one is taken and the
+ * next goes to the SSL (the kernel's EPIPE after our FIN, as after a
+ * server's close and reset alone). */
+bool kp_fin_owed_tls_write(int fd)
+{
+	if (!kp_fd_valid(fd) || !(kp_fl(fd) & KP_FD_FIN_OWED))
+		return false;
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c || c == KP_POOLED || !__atomic_load_n(&c->fin_for_server, __ATOMIC_ACQUIRE))
+		return false;
+	kp_fin_owed_child_write(fd);
+	if (!(kp_fl(fd) & KP_FD_FIN_OWED))
+		__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
+	kp_debug("fd %d: an SSL_write after the parent's close request, in a forked child: taken, not sent", fd);
+	return true;
+}
+
 /* In the child, before its table is forgotten: c (the parent's object
  * under fd) owes its answer's end.  Marked KP_FD_FIN_OWED, kept for
  * kp_fin_owed_child_track.  A grandchild's copy keeps the mark its
@@ -101,7 +124,12 @@ void kp_fin_owed_child_mark(int fd, const struct kp_conn *c)
 	if (!c || c == KP_POOLED)
 		return;
 	kp_fl_or(fd, KP_FD_SHARED);
-	if ((c->fin_at_end && !c->fin_for_server) || (kp_fl(fd) & KP_FD_FIN_OWED)) {
+	/* (TLS: no FIN at the answer's end is owed, the server's close
+	 * learnt; a close request whole and rewritten is marked for its
+	 * writes, kp_fin_owed_tls_write) */
+	bool tls_after = c->tls && c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && !c->held_len &&
+			 after_close(c);
+	if ((c->fin_at_end && !c->fin_for_server) || tls_after || (kp_fl(fd) & KP_FD_FIN_OWED)) {
 		kp_fl_or(fd, KP_FD_FIN_OWED);
 		/* (a grandchild's: its parent's own object, after_close) */
 		bool whole = (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && !c->held_len) ||

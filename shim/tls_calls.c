@@ -136,19 +136,6 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 	return kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
 }
 
-bool kp_tls_peername(SSL *ssl, const char **name)
-{
-	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
-		return false;
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	bool own = h && h->verified;
-	if (own)
-		*name = h->peername;
-	kp_unlock(&tls_lock);
-	return own;
-}
-
 /* The session ssl reads is a copy of ours (kp_tls_session): handed out
  * (not as the resumption of its own session), or, before its first read,
  * its own TLS 1.3 handshake that resumed a session of ours (its full
@@ -1029,6 +1016,12 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 		return ex ? 0 : r;
 	}
 	struct kp_conn *c = io.c;
+	/* a forked child's copy after its parent's close request: taken */
+	if (!c && write && n && kp_fin_owed_tls_write(io.fd)) {
+		if (done)
+			*done = n;
+		return ex ? 1 : (int)n;
+	}
 	/* after libssl's own close_notify, its refusal: nothing held or sent */
 	if (!c || (write && (eng_get_shutdown(&io) & SSL_SENT_SHUTDOWN)))
 		return io_engine(&io, op, buf, n, done);
