@@ -1016,12 +1016,6 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 		return ex ? 0 : r;
 	}
 	struct kp_conn *c = io.c;
-	/* a forked child's copy after its parent's close request: taken */
-	if (!c && write && n && kp_fin_owed_tls_write(io.fd)) {
-		if (done)
-			*done = n;
-		return ex ? 1 : (int)n;
-	}
 	/* after libssl's own close_notify, its refusal: nothing held or sent */
 	if (!c || (write && (eng_get_shutdown(&io) & SSL_SENT_SHUTDOWN)))
 		return io_engine(&io, op, buf, n, done);
@@ -1158,11 +1152,25 @@ static void quiet_end(int raises, bool failed)
 	errno = err;
 }
 
+/* An SSL_write of a forked child's copy after its parent's close request
+ * (conn_child.c kp_fin_owed_tls_write): taken whole, the SSL never sees it */
+static bool child_taken(const struct io *io, bool write, size_t n, size_t *done)
+{
+	if (io->c || io->closed || !write || !n || ((io->shut | eng_get_shutdown(io)) & SSL_SENT_SHUTDOWN) ||
+	    !kp_fin_owed_tls_write(io->fd))
+		return false;
+	if (done)
+		*done = n;
+	return true;
+}
+
 int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
 	struct io io;
 	if (!io_get(ssl, &io))
 		return io_real(ssl, op, buf, n, done);
+	if (child_taken(&io, op == KP_TLS_WRITE || op == KP_TLS_WRITE_EX, n, done))
+		return op == KP_TLS_WRITE_EX ? 1 : (int)n;
 	int raises = quiet_begin(ssl);
 	int r = tls_io(ssl, &io, op, buf, n, done);
 	bool ex = op == KP_TLS_READ_EX || op == KP_TLS_PEEK_EX || op == KP_TLS_WRITE_EX;

@@ -3,20 +3,6 @@
  * (docs/tls.md "The program's own objects"), in its session too. */
 #include "tls_internal.h"
 
-/* SSL_get0_peername of an SSL handed a pooled connection (tls.h) */
-bool kp_tls_peername(SSL *ssl, const char **name)
-{
-	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
-		return false;
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	bool own = h && h->verified;
-	if (own)
-		*name = h->peername;
-	kp_unlock(&tls_lock);
-	return own;
-}
-
 /* Copies of the peer's certificate and chain for a hand-out: X509_dup
  * (through DER: no ex_data, no cached state of the first owner's), the
  * chain's leaf the same object as the certificate, as libssl's
