@@ -622,6 +622,8 @@ void kp_conn_handoff_fd(int fd, enum kp_handoff how, const char *why);
  * before its table is forgotten and their objects after. */
 void kp_fin_owed_onto(int oldfd, int newfd);
 void kp_fin_owed_now(int fd, const char *why);
+void kp_fin_owed_child_write(int fd);
+bool kp_fin_owed_tls_write(int fd);
 void kp_fin_owed_child_mark(int fd, const struct kp_conn *c);
 void kp_fin_owed_child_track(void);
 /* exec: the copies the next image keeps, as one environment entry in buf

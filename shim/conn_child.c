@@ -15,13 +15,16 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 
 #include "config.h"
 #include "conn_internal.h"
 #include "real.h"
+#include "replay.h"
 
 /* The child's objects: at most this many sockets owed (more are left
  * untracked, as before: a move onto stdio still sends our FIN) */
@@ -50,10 +53,58 @@ void kp_fin_owed_onto(int oldfd, int newfd)
 {
 	if (!kp_fd_valid(oldfd) || !(kp_fl(oldfd) & KP_FD_FIN_OWED))
 		return;
-	if (newfd <= 2)
+	/* (not onto stdout or stderr for a copy written on after the
+	 * parent's whole close request: a writer, bash's `(printf ... >&3)`
+	 * or `cmd >&3`, whose writes are taken while the server alone would
+	 * still be open: kp_fin_owed_child_write) */
+	const struct kp_conn *c = kp_fd_conn(oldfd);
+	bool writer = newfd >= 1 && c && c != KP_POOLED && __atomic_load_n(&c->fin_for_server, __ATOMIC_ACQUIRE);
+	if (newfd <= 2 && !writer)
 		kp_fin_owed_now(oldfd, "moved onto stdio");
 	else if (kp_fd_valid(newfd))
 		kp_fl_or(newfd, KP_FD_FIN_OWED);
+}
+
+/* A child's copy written on after its parent's whole close request
+ * (child_object's after_close), still marked: alone the server answers
+ * that request and closes without reading on, and until its close the
+ * program's writes are accepted, each one (bash's printf writes a request
+ * in five).  So while the server's FIN has not come (TCP's state: ours
+ * may have) the write is taken and the mark kept; once it has, our FIN
+ * (if not out yet) and the mark cleared: this write is taken, the next
+ * meets the kernel's EPIPE, as after a server's close and reset alone. */
+void kp_fin_owed_child_write(int fd)
+{
+	struct kp_tcp_view v;
+	int saved = errno;
+	bool open = kp_tcp_view(fd, &v) == 0 &&
+		    (v.state == TCP_ESTABLISHED || v.state == TCP_FIN_WAIT1 || v.state == TCP_FIN_WAIT2);
+	errno = saved;
+	if (!open)
+		kp_fin_owed_now(fd, "written on after the close request, the server's close come");
+}
+
+/* An SSL_write of the program's on fd, not ours to frame: in a forked
+ * child, its copy of the SSL after its parent's whole close request, which
+ * the library rewrote where it learnt the server ends with close_notify
+ * (kp_fin_owed_child_mark).  Its records would be valid, and the server,
+ * told keep-alive, would execute them: taken as a plain copy's write is
+ * (kp_fin_owed_child_write), the whole of it said written.  True when
+ * taken; once the server's close has come, this one is taken and the
+ * next goes to the SSL (the kernel's EPIPE after our FIN, as after a
+ * server's close and reset alone). */
+bool kp_fin_owed_tls_write(int fd)
+{
+	if (!kp_fd_valid(fd) || !(kp_fl(fd) & KP_FD_FIN_OWED))
+		return false;
+	struct kp_conn *c = kp_fd_conn(fd);
+	if (!c || c == KP_POOLED || !__atomic_load_n(&c->fin_for_server, __ATOMIC_ACQUIRE))
+		return false;
+	kp_fin_owed_child_write(fd);
+	if (!(kp_fl(fd) & KP_FD_FIN_OWED))
+		__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
+	kp_debug("fd %d: an SSL_write after the parent's close request, in a forked child: taken, not sent", fd);
+	return true;
 }
 
 /* In the child, before its table is forgotten: c (the parent's object
@@ -73,9 +124,16 @@ void kp_fin_owed_child_mark(int fd, const struct kp_conn *c)
 	if (!c || c == KP_POOLED)
 		return;
 	kp_fl_or(fd, KP_FD_SHARED);
-	if ((c->fin_at_end && !c->fin_for_server) || (kp_fl(fd) & KP_FD_FIN_OWED)) {
+	/* (TLS: no FIN at the answer's end is owed, the server's close
+	 * learnt; a close request whole and rewritten is marked for its
+	 * writes, kp_fin_owed_tls_write) */
+	bool tls_after = c->tls && c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && !c->held_len &&
+			 after_close(c);
+	if ((c->fin_at_end && !c->fin_for_server) || tls_after || (kp_fl(fd) & KP_FD_FIN_OWED)) {
 		kp_fl_or(fd, KP_FD_FIN_OWED);
-		bool whole = c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && !c->held_len;
+		/* (a grandchild's: its parent's own object, after_close) */
+		bool whole = (c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && !c->held_len) ||
+			     (c->handed_off && c->state == KP_PASSTHROUGH && c->fin_for_server);
 		if (n_kept < CHILD_MAX)
 			kept[n_kept++] = (typeof(kept[0])){ fd, c, NULL, whole };
 	}
@@ -86,11 +144,11 @@ void kp_fin_owed_child_mark(int fd, const struct kp_conn *c)
  * untracked, as before).  after_close: the parent's request asking to
  * close was whole (rewritten: the server was told keep-alive), so every
  * byte this process writes on the copy comes after it, and alone the
- * server never executes it.  The first write is taken, never sent, and
- * our FIN goes out at it (kp_send_intercept, kp_send_bypass); later
- * ones meet the kernel's EPIPE, as after the server's close and reset
- * alone (fin_for_server: the write path's rule after our FIN, send.c
- * send_outside_head).  Not so with the parent's body still being written:
+ * server never executes it.  Its writes are taken, never sent, while
+ * the server's close has not come; the first after it is taken with our
+ * FIN, later ones meet the kernel's EPIPE, as after the server's close
+ * and reset alone (kp_fin_owed_child_write; fin_for_server: the write
+ * path's rule after our FIN, send.c send_outside_head).  Not so with the parent's body still being written:
  * the child may be what writes it (a shell's `cat file >&3`). */
 static struct kp_conn *child_object(bool nonblock, bool after_close)
 {
@@ -130,21 +188,63 @@ void kp_fin_owed_child_track(void)
 
 /* The next image's copy of the library never saw the parent's
  * connection: the copies it keeps (no FD_CLOEXEC) are named to it in one
- * environment entry, KP_FIN_OWED_ENV=3,7, that its constructor takes out
- * of the environment before the program runs (kp_fin_owed_from_env).
- * False when there is none to name. */
+ * environment entry, KP_FIN_OWED_ENV=3,7;whole=3, that its constructor
+ * takes out of the environment before the program runs
+ * (kp_fin_owed_from_env).  whole= names those of them written on after
+ * the parent's whole close request (child_object's after_close, not yet
+ * written on here): after the list, so that an image whose parser stops
+ * at the first byte that is neither a digit nor a comma reads the list
+ * alone, as before.  False when there is none to name. */
 #define KP_FIN_OWED_ENV "KEEPALIVE_FIN_OWED_FDS"
+#define KP_FIN_OWED_WHOLE ";whole="
+
+static bool env_named(int fd, bool whole)
+{
+	if (!(kp_fl(fd) & KP_FD_FIN_OWED))
+		return false;
+	if (whole) {
+		const struct kp_conn *c = kp_fd_conn(fd);
+		if (!c || c == KP_POOLED || !__atomic_load_n(&c->fin_for_server, __ATOMIC_ACQUIRE))
+			return false;
+	}
+	int fl = KP_REAL(fcntl)(fd, F_GETFD);
+	return fl >= 0 && !(fl & FD_CLOEXEC);
+}
+
 bool kp_fin_owed_env(char *buf, size_t cap)
 {
 	int high = kp_fd_high(), len = snprintf(buf, cap, "%s=", KP_FIN_OWED_ENV), start = len;
-	for (int fd = 0; fd <= high && len > 0 && (size_t)len + 12 < cap; fd++) {
-		if (!(kp_fl(fd) & KP_FD_FIN_OWED))
-			continue;
-		int fl = KP_REAL(fcntl)(fd, F_GETFD);
-		if (fl >= 0 && !(fl & FD_CLOEXEC))
+	for (int fd = 0; fd <= high && len > 0 && (size_t)len + 12 < cap; fd++)
+		if (env_named(fd, false))
 			len += snprintf(buf + len, cap - (size_t)len, "%s%d", len > start ? "," : "", fd);
+	if (len <= start)
+		return false;
+	/* (a list cut short names fewer whole: those written on pass, as before) */
+	int mid = len;
+	if ((size_t)len + sizeof(KP_FIN_OWED_WHOLE) + 12 < cap)
+		len += snprintf(buf + len, cap - (size_t)len, "%s", KP_FIN_OWED_WHOLE);
+	int listed = len;
+	for (int fd = 0; fd <= high && len > 0 && (size_t)len + 12 < cap && mid < listed; fd++)
+		if (env_named(fd, true))
+			len += snprintf(buf + len, cap - (size_t)len, "%s%d", len > listed ? "," : "", fd);
+	if (len == listed)
+		buf[mid] = 0; /* none whole: the entry as before */
+	return true;
+}
+
+/* whether fd is named in list (digits and commas, up to its end or ';') */
+static bool env_lists(const char *list, long fd)
+{
+	for (const char *p = list; p && *p && *p != ';';) {
+		char *end;
+		long n = strtol(p, &end, 10);
+		if (end == p)
+			break;
+		if (n == fd)
+			return true;
+		p = *end == ',' ? end + 1 : end;
 	}
-	return len > start;
+	return false;
 }
 
 /* In a new image, from the constructor: the copies the image before it
@@ -156,6 +256,9 @@ void kp_fin_owed_from_env(void)
 	const char *v = getenv(KP_FIN_OWED_ENV);
 	if (!v)
 		return;
+	const char *whole = strstr(v, KP_FIN_OWED_WHOLE);
+	if (whole)
+		whole += sizeof(KP_FIN_OWED_WHOLE) - 1;
 	for (const char *p = v; *p;) {
 		char *end;
 		long fd = strtol(p, &end, 10);
@@ -166,9 +269,9 @@ void kp_fin_owed_from_env(void)
 		if (fd >= 0 && kp_fd_valid((int)fd) && !kp_fd_conn((int)fd) &&
 		    KP_REAL(getsockopt)((int)fd, SOL_SOCKET, SO_TYPE, &type, &tl) == 0 && type == SOCK_STREAM) {
 			int fl = KP_REAL(fcntl)((int)fd, F_GETFL);
-			/* (whether the request was whole is not carried across
-			 * the exec: its writes pass) */
-			struct kp_conn *own = child_object(fl >= 0 && (fl & O_NONBLOCK), false);
+			/* (an entry without whole=, from an image before it was
+			 * carried: the writes pass, as they did) */
+			struct kp_conn *own = child_object(fl >= 0 && (fl & O_NONBLOCK), env_lists(whole, fd));
 			if (own) {
 				kp_fl_or((int)fd, KP_FD_FIN_OWED | KP_FD_SHARED);
 				kp_fd_note_high((int)fd);

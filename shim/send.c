@@ -83,12 +83,21 @@ void kp_aio_before(struct kp_conn *c, int fd, bool write)
 }
 
 /* A forked child's copy written after its parent's whole close request
- * (conn_child.c child_object): our FIN now, before the write is taken. */
+ * (conn_child.c child_object): taken while the server alone would not
+ * have closed yet (its FIN not come), the mark kept (child_keeps); once
+ * it has, our FIN now, before the write is taken. */
 static void child_write(struct kp_conn *c, int fd)
 {
 	if (__builtin_expect(kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_FIN_OWED), 0) &&
 	    __atomic_load_n(&c->fin_for_server, __ATOMIC_ACQUIRE))
-		kp_fin_owed_now(fd, "written on after the close request");
+		kp_fin_owed_child_write(fd);
+}
+
+/* a write taken after our FIN keeps the rule for the next one: a child's
+ * copy still marked (child_write: the server's close has not come) */
+static bool child_keeps(int fd)
+{
+	return kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_FIN_OWED);
 }
 
 bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
@@ -104,7 +113,8 @@ bool kp_send_bypass(struct kp_conn *c, int fd, size_t *len)
 	if (c->fin_for_server && !c->shut_how && *len) {
 		/* after our FIN stood for the server's close: the first send is
 		 * taken, as the write path takes it (send_outside_head) */
-		__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
+		if (!child_keeps(fd))
+			__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
 		kp_debug("fd %d: %zu bytes sent past the write path after our FIN: taken", fd, *len);
 		kp_unlock(&c->lock);
 		errno = saved;
@@ -376,9 +386,9 @@ static int send_outside_head(struct kp_conn *c, int fd, const struct iovec *iov,
 		 * FIN the kernel would say EPIPE at once (docs/replay.md,
 		 * "Nothing added") */
 		size_t n = iov_total(iov, iovcnt);
-		if (n)
+		if (n && !child_keeps(fd))
 			__atomic_store_n(&c->fin_for_server, false, __ATOMIC_RELEASE);
-		kp_debug("fd %d: %zu bytes written after our FIN: taken, not sent", fd, n);
+		kp_debug("fd %d: %zu bytes written after our FIN (or a child's copy, after its parent's close request): taken, not sent", fd, n);
 		*ret = (ssize_t)n;
 		kp_unlock(&c->lock);
 		errno = saved;

@@ -153,3 +153,17 @@ int kp_tls_foreign_handshake(struct tlsf *f)
 	errno = saved;
 	return r;
 }
+
+/* SSL_get0_peername of an SSL handed a pooled connection (tls.h) */
+bool kp_tls_peername(SSL *ssl, const char **name)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool own = h && h->verified;
+	if (own)
+		*name = h->peername;
+	kp_unlock(&tls_lock);
+	return own;
+}

@@ -136,19 +136,6 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 	return kp_ssl.SSL_ctrl(ssl, cmd, larg, parg);
 }
 
-bool kp_tls_peername(SSL *ssl, const char **name)
-{
-	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
-		return false;
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	bool own = h && h->verified;
-	if (own)
-		*name = h->peername;
-	kp_unlock(&tls_lock);
-	return own;
-}
-
 /* The session ssl reads is a copy of ours (kp_tls_session): handed out
  * (not as the resumption of its own session), or, before its first read,
  * its own TLS 1.3 handshake that resumed a session of ours (its full
@@ -1165,11 +1152,25 @@ static void quiet_end(int raises, bool failed)
 	errno = err;
 }
 
+/* An SSL_write of a forked child's copy after its parent's close request
+ * (conn_child.c kp_fin_owed_tls_write): taken whole, the SSL never sees it */
+static bool child_taken(const struct io *io, bool write, size_t n, size_t *done)
+{
+	if (io->c || io->closed || !write || !n || ((io->shut | eng_get_shutdown(io)) & SSL_SENT_SHUTDOWN) ||
+	    !kp_fin_owed_tls_write(io->fd))
+		return false;
+	if (done)
+		*done = n;
+	return true;
+}
+
 int kp_tls_io(SSL *ssl, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
 	struct io io;
 	if (!io_get(ssl, &io))
 		return io_real(ssl, op, buf, n, done);
+	if (child_taken(&io, op == KP_TLS_WRITE || op == KP_TLS_WRITE_EX, n, done))
+		return op == KP_TLS_WRITE_EX ? 1 : (int)n;
 	int raises = quiet_begin(ssl);
 	int r = tls_io(ssl, &io, op, buf, n, done);
 	bool ex = op == KP_TLS_READ_EX || op == KP_TLS_PEEK_EX || op == KP_TLS_WRITE_EX;

@@ -268,3 +268,24 @@ PY
 	run cat "$BATS_TEST_TMPDIR/shim.out"
 	assert_line 'SIGPIPE pending: 1'
 }
+
+# A forked child's copy of the program's SSL writes valid records on the
+# connection after its parent's close request (docs/hold.md "A child that
+# writes on an inherited connection"): alone the server answers /a with
+# its close_notify and closes, the POST never executed; the library had
+# rewritten /a (the server's end learnt) and the server was told
+# keep-alive.  tests/clients/tls_fork_write.c.
+@test "a forked child's SSL_write of a POST after its parent's close request: never executed, the parent reads one answer, as alone" {
+	close_server notify
+	run_plain "$CLIENTS/tls_fork_write" "$SERVER_PORT" "$TLS/ca.pem"
+	run grep -c 'POST' "$OWN_LOG"
+	assert_output 0
+	: >"$OWN_LOG"
+	run_shim "$CLIENTS/tls_fork_write" "$SERVER_PORT" "$TLS/ca.pem"
+	echo "plain status=$PLAIN_STATUS shim status=$SHIM_STATUS; $SHIM_STATS"
+	cat "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out"
+	assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+	assert_same_output
+	run grep -c 'POST' "$OWN_LOG"
+	assert_output 0
+}

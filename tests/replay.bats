@@ -732,6 +732,22 @@ send_after() {
 	assert_both_ok
 	assert_same_output
 }
+# The same across an exec (fork_write's exec- modes: the child execs the
+# client again, whose new image writes on the inherited fd by number): the
+# library before named the copy to the new image without saying the close
+# request was whole, and the POST was executed.
+@test "a child execs a program that writes a POST on the inherited connection after its parent's close request: never executed, as alone" {
+	local mode
+	for mode in exec-early exec-late; do
+		echo "$mode"
+		scripted_start keepalive
+		run_both 1 "$CLIENTS/fork_write" 127.0.0.1 "$SCRIPTED_PORT" "$mode"
+		assert_both_ok
+		assert_same_output
+		assert_equal "executed $(count_matches '/pay' "$SCRIPTED_LOG")" "executed 0"
+		scripted_stop
+	done
+}
 
 # ------------------------------------------------------------ a close request with a body
 

@@ -77,6 +77,25 @@ assert_same_but_date() {
 	assert_equal "$(count_matches '^HTTP/1.1 200 OK' "$BATS_TEST_TMPDIR/shim.out")" 5
 }
 
+# docs/hold.md "A child that writes on an inherited connection": a GET
+# asking to close written by printf, then a POST written by a child on the
+# same fd 3 by a subshell (fork: bash's printf writes it in five writes)
+# or by `sh -c` (fork, exec).  Alone the
+# server executes the GET only and closes; the POST is never executed.
+@test "bash exec 3<>/dev/tcp, a GET asking to close, then a POST by a subshell or by sh -c: never executed, same output" {
+	local mode
+	for mode in postsub postexec; do
+		echo "$mode"
+		scripted_start keepalive
+		run_both 1 bash "$DEVTCP" "$mode" "$SCRIPTED_PORT" 1
+		assert_both_ok
+		assert_same_output
+		assert_equal "$(cat "$BATS_TEST_TMPDIR/shim.out")" "status lines: 1"
+		assert_equal "executed $(count_matches '/pay' "$SCRIPTED_LOG")" "executed 0"
+		scripted_stop
+	done
+}
+
 @test "bash: builtin requests, then one read by cat: same output, no hang" {
 	nginx_start
 	run_both 5 bash "$DEVTCP" mixed "$NGINX_PORT" 5

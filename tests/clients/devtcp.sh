@@ -16,6 +16,11 @@
 #             subshell: fork), the response read by cat (docs/hold.md "A
 #             held head at a hand-off")
 #   unread    as builtins, but fd 5 closed without reading the response
+#   postsub   exec 3<>/dev/tcp/...; printf of a GET asking to close, then
+#             a POST /pay written by a subshell (fork), the response's
+#             status lines counted by grep (docs/hold.md "A child that
+#             writes on an inherited connection")
+#   postexec  as postsub, the POST written by `sh -c` (fork, exec)
 set -e
 mode=$1 port=$2 n=$3
 builtins() {
@@ -52,6 +57,18 @@ childend() {
 	cat <&3
 	exec 3<&-
 }
+POST='POST /pay HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 3\r\n\r\nabc'
+post() {
+	exec 3<>"/dev/tcp/127.0.0.1/$port"
+	printf 'GET /a HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n' >&3
+	if [ "$1" = sub ]; then
+		(printf "$POST" >&3)
+	else
+		sh -c 'printf "$1" >&3' sh "$POST"
+	fi
+	echo "status lines: $(grep -c '^HTTP/1.1 ' <&3)"
+	exec 3<&-
+}
 for ((i = 0; i < n; i++)); do
 	case $mode in
 	builtins) builtins ;;
@@ -59,6 +76,8 @@ for ((i = 0; i < n; i++)); do
 	cat) with_cat ;;
 	unread) unread ;;
 	childend) childend ;;
+	postsub) post sub ;;
+	postexec) post exec ;;
 	mixed) if ((i < n - 1)); then builtins; else with_cat; fi ;;
 	*) echo "unknown mode $mode" >&2; exit 2 ;;
 	esac

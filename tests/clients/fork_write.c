@@ -3,14 +3,17 @@
  * parent's request asked to close (docs/hold.md "A child that writes on
  * an inherited connection").
  *
- *   fork_write HOST PORT early|late
+ *   fork_write HOST PORT early|late|exec-early|exec-late
  *
  * The parent writes GET /a with Connection: close and forks.  early: the
  * child writes a POST /pay at once, then the parent reads the connection
  * to its end.  late: the parent reads to the end first, then the child
- * writes one byte.  Prints what the child's write returned (or the signal
- * that ended the child) and what the parent read: its status lines (not
- * its bytes: the Connection header's value may differ).
+ * writes one byte.  exec-: the child execs this program again (`fork_write
+ * child early|late S GO TOLD`, the fds inherited by number), whose new
+ * image writes as the child would.  Prints what the child's write
+ * returned (or the signal that ended the child) and what the parent read:
+ * its status lines (not its bytes: the Connection header's value may
+ * differ).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -22,11 +25,29 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* the child's part, in the forked child or in the image it execs */
+static void child(int s, int go, int told, bool late)
+{
+	char c;
+	if (late && read(go, &c, 1) != 1)
+		_exit(3);
+	const char *post = late ? "X" : "POST /pay HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc";
+	ssize_t r = write(s, post, strlen(post));
+	char line[64];
+	int n = snprintf(line, sizeof(line), "child write %zd%s\n", r, r < 0 ? (errno == EPIPE ? " EPIPE" : " error") : "");
+	if (write(told, line, (size_t)n) != n)
+		_exit(4);
+	_exit(0);
+}
+
 int main(int argc, char **argv)
 {
+	if (argc == 6 && !strcmp(argv[1], "child"))
+		child(atoi(argv[3]), atoi(argv[4]), atoi(argv[5]), !strcmp(argv[2], "late"));
 	if (argc != 4)
 		return 2;
-	bool late = !strcmp(argv[3], "late");
+	bool late = !strcmp(argv[3], "late") || !strcmp(argv[3], "exec-late");
+	bool exec = !strncmp(argv[3], "exec-", 5);
 	int s = socket(AF_INET, SOCK_STREAM, 0);
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[2])) };
 	inet_pton(AF_INET, argv[1], &a.sin_addr);
@@ -41,16 +62,15 @@ int main(int argc, char **argv)
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
-		char c;
-		if (late && read(go[0], &c, 1) != 1)
-			_exit(3);
-		const char *post = late ? "X" : "POST /pay HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\nabc";
-		ssize_t r = write(s, post, strlen(post));
-		char line[64];
-		int n = snprintf(line, sizeof(line), "child write %zd%s\n", r, r < 0 ? (errno == EPIPE ? " EPIPE" : " error") : "");
-		if (write(told[1], line, (size_t)n) != n)
-			_exit(4);
-		_exit(0);
+		if (exec) {
+			char fds[3][16];
+			snprintf(fds[0], sizeof(fds[0]), "%d", s);
+			snprintf(fds[1], sizeof(fds[1]), "%d", go[0]);
+			snprintf(fds[2], sizeof(fds[2]), "%d", told[1]);
+			execl("/proc/self/exe", argv[0], "child", late ? "late" : "early", fds[0], fds[1], fds[2], (char *)NULL);
+			_exit(5);
+		}
+		child(s, go[0], told[1], late);
 	}
 	close(told[1]); /* (a child killed before it told: EOF, not a wait) */
 	close(go[0]);
