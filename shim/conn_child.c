@@ -136,6 +136,15 @@ void kp_fin_owed_child_mark(int fd, const struct kp_conn *c)
 			     (c->handed_off && c->state == KP_PASSTHROUGH && c->fin_for_server);
 		if (n_kept < CHILD_MAX)
 			kept[n_kept++] = (typeof(kept[0])){ fd, c, NULL, whole };
+	} else if (!c->tls && __atomic_load_n(&c->fin_for_server, __ATOMIC_ACQUIRE)) {
+		/* our FIN already out in place of the server's close (the
+		 * answer read to its end before the fork, the hand-off's FIN),
+		 * nothing written since: alone the child's first write into the
+		 * socket the server closed is accepted, the next fails, so its
+		 * copy takes the first (the write path's rule after our FIN);
+		 * untracked, it met EPIPE at once (shutdown's) */
+		if (n_kept < CHILD_MAX)
+			kept[n_kept++] = (typeof(kept[0])){ fd, c, NULL, true };
 	}
 }
 

@@ -732,6 +732,19 @@ send_after() {
 	assert_both_ok
 	assert_same_output
 }
+# The parent reads the end of the answer, then forks: the hand-off sends
+# our FIN at once (the answer is whole), and the child's copy went
+# untracked, so its first write met shutdown's EPIPE and SIGPIPE, where
+# alone the first write into the socket the server closed is accepted
+# (found by the review of invariant 4 at bc8b3a6).
+@test "a parent reads the end of the answer to its close request, then forks, and the child writes: the write accepted, as alone (no SIGPIPE)" {
+	scripted_start keepalive
+	run_both 1 "$CLIENTS/fork_write" 127.0.0.1 "$SCRIPTED_PORT" after
+	assert_both_ok
+	assert_same_output
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_line "child write 1"
+}
 # The same across an exec (fork_write's exec- modes: the child execs the
 # client again, whose new image writes on the inherited fd by number): the
 # library before named the copy to the new image without saying the close

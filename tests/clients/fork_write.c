@@ -3,14 +3,15 @@
  * parent's request asked to close (docs/hold.md "A child that writes on
  * an inherited connection").
  *
- *   fork_write HOST PORT early|late|exec-early|exec-late
+ *   fork_write HOST PORT early|late|after|exec-early|exec-late
  *
  * The parent writes GET /a with Connection: close and forks.  early: the
  * child writes a POST /pay at once, then the parent reads the connection
  * to its end.  late: the parent reads to the end first, then the child
  * writes one byte.  exec-: the child execs this program again (`fork_write
  * child early|late S GO TOLD`, the fds inherited by number), whose new
- * image writes as the child would.  Prints what the child's write
+ * image writes as the child would.  after: the parent reads to the end,
+ * then forks, and the child writes one byte.  Prints what the child's write
  * returned (or the signal that ended the child) and what the parent read:
  * its status lines (not its bytes: the Connection header's value may
  * differ).
@@ -59,6 +60,36 @@ int main(int argc, char **argv)
 	int go[2], told[2];
 	if (pipe(go) < 0 || pipe(told) < 0)
 		return 1;
+	char buf[65536];
+	size_t total = 0;
+	int statuses = 0;
+	ssize_t n;
+	if (!strcmp(argv[3], "after")) { /* the end read before the fork */
+		while ((n = read(s, buf + total, sizeof(buf) - 1 - total)) > 0)
+			total += (size_t)n;
+		buf[total] = 0;
+		for (char *p = buf; (p = strstr(p, "HTTP/1.1 ")); p++)
+			statuses++;
+		printf("parent read %d status lines, then %zd\n", statuses, n);
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid == 0) {
+			char c = 1;
+			if (write(go[1], &c, 1) != 1)
+				_exit(6);
+			child(s, go[0], told[1], true);
+		}
+		close(told[1]);
+		int st;
+		char line[64];
+		waitpid(pid, &st, 0);
+		if (WIFSIGNALED(st))
+			printf("child killed by signal %d\n", WTERMSIG(st));
+		ssize_t k = read(told[0], line, sizeof(line) - 1);
+		if (WIFEXITED(st) && k > 0)
+			fwrite(line, 1, (size_t)k, stdout);
+		return 0;
+	}
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -74,10 +105,6 @@ int main(int argc, char **argv)
 	}
 	close(told[1]); /* (a child killed before it told: EOF, not a wait) */
 	close(go[0]);
-	char buf[65536];
-	size_t total = 0;
-	int statuses = 0;
-	ssize_t n;
 	if (!late) { /* the child's write first */
 		char line[64];
 		ssize_t k = read(told[0], line, sizeof(line) - 1);
