@@ -41,6 +41,34 @@ static void child(int s, int go, int told, bool late)
 	_exit(0);
 }
 
+/* the parent's read of the connection to its end: its status lines */
+static void read_to_end(int s)
+{
+	static char buf[65536];
+	size_t total = 0;
+	int statuses = 0;
+	ssize_t n;
+	while ((n = read(s, buf + total, sizeof(buf) - 1 - total)) > 0)
+		total += (size_t)n;
+	buf[total] = 0;
+	for (char *p = buf; (p = strstr(p, "HTTP/1.1 ")); p++)
+		statuses++;
+	printf("parent read %d status lines, then %zd\n", statuses, n);
+}
+
+/* the child's end: the signal that killed it, or what it said */
+static void child_told(pid_t pid, int told)
+{
+	int st;
+	char line[64];
+	waitpid(pid, &st, 0);
+	if (WIFSIGNALED(st))
+		printf("child killed by signal %d\n", WTERMSIG(st));
+	ssize_t k = read(told, line, sizeof(line) - 1);
+	if (WIFEXITED(st) && k > 0)
+		fwrite(line, 1, (size_t)k, stdout);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc == 6 && !strcmp(argv[1], "child"))
@@ -60,36 +88,9 @@ int main(int argc, char **argv)
 	int go[2], told[2];
 	if (pipe(go) < 0 || pipe(told) < 0)
 		return 1;
-	char buf[65536];
-	size_t total = 0;
-	int statuses = 0;
-	ssize_t n;
-	if (!strcmp(argv[3], "after")) { /* the end read before the fork */
-		while ((n = read(s, buf + total, sizeof(buf) - 1 - total)) > 0)
-			total += (size_t)n;
-		buf[total] = 0;
-		for (char *p = buf; (p = strstr(p, "HTTP/1.1 ")); p++)
-			statuses++;
-		printf("parent read %d status lines, then %zd\n", statuses, n);
-		fflush(stdout);
-		pid_t pid = fork();
-		if (pid == 0) {
-			char c = 1;
-			if (write(go[1], &c, 1) != 1)
-				_exit(6);
-			child(s, go[0], told[1], true);
-		}
-		close(told[1]);
-		int st;
-		char line[64];
-		waitpid(pid, &st, 0);
-		if (WIFSIGNALED(st))
-			printf("child killed by signal %d\n", WTERMSIG(st));
-		ssize_t k = read(told[0], line, sizeof(line) - 1);
-		if (WIFEXITED(st) && k > 0)
-			fwrite(line, 1, (size_t)k, stdout);
-		return 0;
-	}
+	bool after = !strcmp(argv[3], "after");
+	if (after) /* the end read before the fork */
+		read_to_end(s);
 	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -101,33 +102,23 @@ int main(int argc, char **argv)
 			execl("/proc/self/exe", argv[0], "child", late ? "late" : "early", fds[0], fds[1], fds[2], (char *)NULL);
 			_exit(5);
 		}
-		child(s, go[0], told[1], late);
+		child(s, go[0], told[1], late || after);
 	}
 	close(told[1]); /* (a child killed before it told: EOF, not a wait) */
 	close(go[0]);
-	if (!late) { /* the child's write first */
+	if (!late && !after) { /* the child's write first */
 		char line[64];
 		ssize_t k = read(told[0], line, sizeof(line) - 1);
 		if (k > 0)
 			fwrite(line, 1, (size_t)k, stdout);
 	}
-	while ((n = read(s, buf + total, sizeof(buf) - 1 - total)) > 0)
-		total += (size_t)n;
-	buf[total] = 0;
-	for (char *p = buf; (p = strstr(p, "HTTP/1.1 ")); p++)
-		statuses++;
-	printf("parent read %d status lines, then %zd\n", statuses, n);
-	if (late) {
-		char c = 1, line[64];
+	if (!after)
+		read_to_end(s);
+	if (late || after) {
+		char c = 1;
 		if (write(go[1], &c, 1) != 1)
 			return 1;
-		int st;
-		waitpid(pid, &st, 0);
-		if (WIFSIGNALED(st))
-			printf("child killed by signal %d\n", WTERMSIG(st));
-		ssize_t k = read(told[0], line, sizeof(line) - 1);
-		if (WIFEXITED(st) && k > 0)
-			fwrite(line, 1, (size_t)k, stdout);
+		child_told(pid, told[0]);
 	} else {
 		int st;
 		waitpid(pid, &st, 0);
