@@ -24,15 +24,12 @@ static SSL_CTX *ctx;
 
 static SSL *open_ssl(int port, int *pfd)
 {
-	int fd = dial(port);
-	SSL *s = SSL_new(ctx);
-	SSL_set_tlsext_host_name(s, "localhost");
-	SSL_set_fd(s, fd);
+	SSL *s = tls_new(ctx, port);
 	if (SSL_connect(s) != 1) {
 		printf("handshake failed\n");
 		exit(1);
 	}
-	*pfd = fd;
+	*pfd = SSL_get_fd(s);
 	return s;
 }
 
