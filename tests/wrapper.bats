@@ -344,9 +344,13 @@ print("count=%d" % n[0])'
 # sent to the whole group (timeout(1), kill -- -PGID, systemd stop) once
 # the command runs; prints how many it counted
 group_signal() {
-	local sig=$1 ready="$BATS_TEST_TMPDIR/ready.$RANDOM" done="$BATS_TEST_TMPDIR/done.$RANDOM" pid pgid st=0
+	# (names of this call's own: two calls' $RANDOM names met once in CI,
+	# and a stale ready file sent the signal to a group long gone)
+	local sig=$1 dir ready done pid pgid st=0
+	dir=$(mktemp -d "$BATS_TEST_TMPDIR/signal.XXXXXX")
+	ready="$dir/ready" done="$dir/done"
 	shift
-	setsid "$@" "$PYTHON" -c "$COUNT_CMD" "$ready" "$done" "$sig" >"$BATS_TEST_TMPDIR/count.out" 2>&1 &
+	setsid "$@" "$PYTHON" -c "$COUNT_CMD" "$ready" "$done" "$sig" >"$dir/count.out" 2>&1 &
 	pid=$!
 	wait_until test -s "$ready"
 	read -r _ pgid <"$ready"
@@ -355,7 +359,7 @@ group_signal() {
 	wait_until grep -q . /proc/"$(cut -d' ' -f1 "$ready")"/status
 	touch "$done"
 	wait "$pid" || st=$?
-	echo "$(grep count= "$BATS_TEST_TMPDIR/count.out") status=$st"
+	echo "$(grep count= "$dir/count.out") status=$st"
 }
 
 @test "wrapper: a signal sent to the command's process group (kill -- -PGID) reaches the command once, as without the wrapper" {
