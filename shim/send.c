@@ -1118,18 +1118,13 @@ void kp_sendfile_done(struct kp_conn *c, int out_fd, ssize_t ret)
 	errno = saved;
 }
 
-/* Setting TCP_NODELAY sends what Nagle holds (tcp_push_pending_frames);
- * set back at once, the program's option is as it was.  Not where the
- * program corks: its cork is its own to pull. */
-static void push_held(int fd)
+/* Send what Nagle holds behind the resumed handshake's last flight.
+ * Not where the program set TCP_NODELAY or TCP_CORK itself: its
+ * segments are its own (as nagle_after_write). */
+static void push_held(struct kp_conn *c, int fd)
 {
-	int saved = errno, on = 0, cork = 0, one = 1;
-	socklen_t len = sizeof(on), clen = sizeof(cork);
-	if (KP_REAL(getsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &on, &len) == 0 && !on &&
-	    KP_REAL(getsockopt)(fd, IPPROTO_TCP, TCP_CORK, &cork, &clen) == 0 && !cork &&
-	    KP_REAL(setsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) == 0)
-		KP_REAL(setsockopt)(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof(on));
-	errno = saved;
+	if (!__atomic_load_n(&c->nagle_own, __ATOMIC_RELAXED))
+		kp_tcp_push(fd);
 }
 
 bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssize_t *ret)
@@ -1137,7 +1132,7 @@ bool kp_conn_tls_send(struct kp_conn *c, int fd, const void *buf, size_t n, ssiz
 	struct iovec iov = { (void *)buf, n };
 	bool taken = send_intercept(c, fd, &iov, 1, 0, ret);
 	if (taken && *ret > 0 && __atomic_exchange_n(&c->tls_push_first, false, __ATOMIC_ACQ_REL))
-		push_held(fd);
+		push_held(c, fd);
 	conn_reap(c);
 	return taken;
 }
@@ -1154,5 +1149,5 @@ void kp_conn_tls_send_done(struct kp_conn *c, int fd, const void *buf, size_t n,
 	struct iovec iov = { (void *)buf, n };
 	send_done(c, fd, &iov, 1, ret);
 	if (ret > 0 && __atomic_exchange_n(&c->tls_push_first, false, __ATOMIC_ACQ_REL))
-		push_held(fd);
+		push_held(c, fd);
 }

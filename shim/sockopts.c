@@ -84,13 +84,23 @@ static bool opt_ignored(int level, int name)
 	       (level == IPPROTO_IPV6 && name == IPV6_V6ONLY);
 }
 
+static const struct kp_sockopt *opts_find(const struct kp_sockopt *opts, unsigned n,
+					  const struct kp_sockopt *want)
+{
+	for (unsigned i = 0; i < n; i++)
+		if (opts[i].level == want->level && opts[i].name == want->name)
+			return &opts[i];
+	return NULL;
+}
+
 /* The slot of s for the option (its own, or a new one): NULL when there
  * is no room. */
 static struct kp_sockopt *opts_slot(struct kp_sockopts *s, int li, int name)
 {
-	for (unsigned i = 0; i < s->n_opts; i++)
-		if (s->opts[i].level == li && s->opts[i].name == name)
-			return &s->opts[i];
+	struct kp_sockopt want = { .level = (uint8_t)li, .name = (uint8_t)name };
+	const struct kp_sockopt *own = opts_find(s->opts, s->n_opts, &want);
+	if (own)
+		return &s->opts[own - s->opts];
 	if (s->n_opts == KP_MAX_OPTS)
 		return NULL;
 	return &s->opts[s->n_opts++];
@@ -129,21 +139,9 @@ bool kp_sockopts_late_fits(const struct kp_sockopts *s, int level, int name, soc
 	int li = opt_level_index(level);
 	if (li < 0 || name > 255 || len > sizeof(s->opts[0].val))
 		return false;
-	if (opt_ignored(level, name) || s->n_opts < KP_MAX_OPTS)
-		return true;
-	for (unsigned i = 0; i < s->n_opts; i++)
-		if (s->opts[i].level == li && s->opts[i].name == name)
-			return true;
-	return false;
-}
-
-static const struct kp_sockopt *opts_find(const struct kp_sockopt *opts, unsigned n,
-					  const struct kp_sockopt *want)
-{
-	for (unsigned i = 0; i < n; i++)
-		if (opts[i].level == want->level && opts[i].name == want->name)
-			return &opts[i];
-	return NULL;
+	struct kp_sockopt want = { .level = (uint8_t)li, .name = (uint8_t)name };
+	return opt_ignored(level, name) || s->n_opts < KP_MAX_OPTS ||
+	       opts_find(s->opts, s->n_opts, &want);
 }
 
 /* Default values of the options we carry, learnt once from a fresh
