@@ -35,6 +35,7 @@
 #include "alias.h"
 #include "real.h"
 #include "stdio_drain.h"
+#include "tls.h"
 #include "watch.h"
 
 #define KP_EXPORT __attribute__((visibility("default")))
@@ -131,6 +132,7 @@ __attribute__((constructor)) static void kp_init(void)
 		return kp_fin_owed_from_env(); /* the table stays empty: everything passes through */
 	kp_conn_fd_limits_from(&rl);
 	kp_fin_owed_from_env(); /* a forked child's copies, across its exec */
+	kp_tls_start();
 	our_pid = getpid();
 	pthread_atfork(kp_conn_before_fork, kp_conn_after_fork_parent, after_fork_child);
 	kp_debug("loaded version=%s", KP_VERSION);

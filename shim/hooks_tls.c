@@ -314,9 +314,57 @@ static __thread int in_init_crypto;
 /* ... of them, those made with no settings: the default configuration's
  * load, the same in every process of the same environment */
 static __thread int in_init_default;
-/* a setter's call that is not part of the default configuration's load */
-#define CRYPTO_ODD() \
-	((in_init_crypto && in_init_crypto == in_init_default) ? 0 : __atomic_add_fetch(&kp_tls_crypto_odd, 1, __ATOMIC_ACQ_REL))
+static void trace_fold(const char *s)
+{
+	uint64_t old = __atomic_load_n(&kp_tls_crypto_trace, __ATOMIC_ACQUIRE), now;
+	do {
+		now = old;
+		for (const char *c = s; *c; c++)
+			now = (now ^ (uint8_t)*c) * 0x100000001b3ull; /* FNV-1a */
+		now = (now ^ 0xff) * 0x100000001b3ull; /* the end of s */
+	} while (!__atomic_compare_exchange_n(&kp_tls_crypto_trace, &old, now, false, __ATOMIC_ACQ_REL,
+					      __ATOMIC_ACQUIRE));
+}
+
+/* The engines ENGINE_register_all_complete registers: every one in the
+ * list, each known by its id (ENGINE_add refuses a second of an id). */
+static void trace_engines(void)
+{
+	static ENGINE *(*first)(void), *(*next)(ENGINE *);
+	static const char *(*id_of)(const ENGINE *);
+	static int (*drop)(ENGINE *);
+	if (!first) {
+		*(void **)&id_of = crypto_real("ENGINE_get_id");
+		*(void **)&next = crypto_real("ENGINE_get_next");
+		*(void **)&drop = crypto_real("ENGINE_free");
+		*(void **)&first = crypto_real("ENGINE_get_first");
+	}
+	if (!first || !next || !id_of || !drop) {
+		__atomic_add_fetch(&kp_tls_crypto_odd, 1, __ATOMIC_ACQ_REL);
+		return;
+	}
+	for (ENGINE *e = first(); e; e = next(e)) { /* next releases e */
+		const char *id = id_of(e);
+		trace_fold(id ? id : "");
+	}
+}
+
+/* A setter's call: part of the default configuration's load, or an
+ * ENGINE_register_all_complete (no argument of the program's: what it
+ * does is the engine list's), goes into the trace another process
+ * compares; any other is odd (kp_tls_crypto_odd). */
+static void crypto_note(const char *name)
+{
+	bool in_default = in_init_crypto && in_init_crypto == in_init_default;
+	bool all_engines = !strcmp(name, "ENGINE_register_all_complete");
+	if (!in_default && !all_engines) {
+		__atomic_add_fetch(&kp_tls_crypto_odd, 1, __ATOMIC_ACQ_REL);
+		return;
+	}
+	trace_fold(name);
+	if (all_engines && !in_default)
+		trace_engines();
+}
 
 /* Process-wide crypto state: what a handshake made from now on may fetch
  * (providers, default properties), draw (RAND) or run on (engines).  Each
@@ -338,7 +386,7 @@ static __thread int in_init_default;
 		    from_openssl(__builtin_return_address(0), *(void **)&real)) \
 			return real args;                                      \
 		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
-		CRYPTO_ODD();                                                  \
+		crypto_note(#name);                                            \
 		kp_debug("%s: process-wide crypto state changes", #name);      \
 		ret r = real args;                                             \
 		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
@@ -387,7 +435,7 @@ CRYPTO_SETTER(int, ENGINE_register_all_complete, (void), ())
 		    from_openssl(__builtin_return_address(0), *(void **)&real)) \
 			return real args;                                      \
 		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \
-		CRYPTO_ODD();                                                  \
+		crypto_note(#name);                                            \
 		kp_debug("%s: process-wide crypto state changes", #name);      \
 		real args;                                                     \
 		__atomic_add_fetch(&kp_tls_crypto_gen, 1, __ATOMIC_ACQ_REL);   \

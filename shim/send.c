@@ -1014,6 +1014,13 @@ static void nagle_after_write(struct kp_conn *c, int fd, int flags)
 		kp_tcp_push(fd);
 }
 
+/* A fresh connection's handshake that the broker may still be asked a
+ * connection of another process for (conn.c tls_taken_across). */
+static bool may_take_across(const struct kp_conn *c)
+{
+	return !c->tls && !c->tls_held_asked && !c->reused && kp_tls_across_on();
+}
+
 bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
 		       ssize_t *ret)
 {
@@ -1025,11 +1032,14 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	void *hs = kp_tls_handshaking;
 	if (t && !__atomic_load_n(&c->tls_pending, __ATOMIC_ACQUIRE))
 		return false; /* ciphertext: the SSL_* wrappers frame its plaintext */
-	if (t && hs && kp_tls_defer_may_hand(hs)) {
-		/* A handshake's first write on a pooled TLS connection, through a
-		 * BIO of the program's own (curl): it tells us the fd.  Nothing
-		 * goes out; the decision waits for the program's next call, as
-		 * curl loads its trust store only after its first SSL_connect. */
+	if (hs && (t || __atomic_load_n(&c->tls_held, __ATOMIC_ACQUIRE) || may_take_across(c)) &&
+	    kp_tls_defer_may_hand(hs)) {
+		/* A handshake's first write on a pooled TLS connection (or one
+		 * from another process, held, or still to be asked for:
+		 * conn_held.c), through a BIO of the program's own (curl): it
+		 * tells us the fd.  Nothing goes out; the decision waits for the
+		 * program's next call, as curl loads its trust store only after
+		 * its first SSL_connect. */
 		kp_tls_defer(hs, fd);
 		*ret = -1;
 		errno = EAGAIN;

@@ -89,10 +89,20 @@ struct kp_tls *kp_tls_across_claim(void *ssl, const struct pool_key *key, int fd
 /* The program made an SSL context of its own (SSL_CTX_new): its
  * connect()s may be HTTPS. */
 extern bool kp_tls_ctx_seen;
+/* ... or links libssl (curl makes its context after its connect()),
+ * under KEEPALIVE_TLS_ACROSS: libssl bound at start, from the library's
+ * constructor (kp_tls_start), where binding may allocate, so that
+ * connect() may ask the broker without binding (docs/tls-across.md "The
+ * hand-out at connect()") */
+extern bool kp_tls_linked;
+void kp_tls_start(void);
 /* connect() may take a TLS connection from the broker: KEEPALIVE_TLS_ACROSS
  * under a broker (the library that ships), a program that made an SSL
  * context (a program without TLS never asks). */
 bool kp_tls_across_at_connect(void);
+/* Connections are handed between processes here (KEEPALIVE_TLS_ACROSS
+ * under a broker, outside the test build's own modes). */
+bool kp_tls_across_on(void);
 /* Seconds the session inside export message msg has left (0: none). */
 long kp_tls_across_left(const unsigned char *msg, size_t len);
 /* The parked connection on hidden, which the pool will not keep (its caps,
@@ -290,6 +300,12 @@ extern unsigned long kp_tls_crypto_gen;
  * change never takes a connection from another process, whose state it
  * cannot compare (docs/tls-across.md "The gate") */
 extern unsigned long kp_tls_crypto_odd;
+/* ... and what another process can compare of the rest, in order: the
+ * names of the calls of that load, and of each ENGINE_register_all_complete
+ * made outside it (libssh2's start-up, under curl) with the ids of the
+ * engines it registered: equal traces, the same calls on the same state
+ * (docs/tls-across.md "Programs that keep sessions") */
+extern uint64_t kp_tls_crypto_trace;
 #define KP_PEER_SIG_TYPE (-1)
 /* and what the messages a resumption skips showed (docs/tls.md "What a
  * full handshake shows"): SSL_get_signature_type_nid, the peer's chain

@@ -224,6 +224,7 @@ static unsigned char *conn_record(const struct kp_tls *e, size_t *len)
 	 * another process can compare it (conn_crypto_why) */
 	w_u64(&b, (uint64_t)e->crypto_gen);
 	w_u32(&b, __atomic_load_n(&kp_tls_crypto_odd, __ATOMIC_ACQUIRE) != 0);
+	w_u64(&b, __atomic_load_n(&kp_tls_crypto_trace, __ATOMIC_ACQUIRE));
 	w_str(&b, getenv("OPENSSL_CONF"));
 	w_str(&b, getenv("OPENSSL_MODULES"));
 	if (b.bad) {
@@ -780,6 +781,15 @@ static void imported_settle(struct ticket *imported, const struct pool_key *key,
 static void state_from_broker(SSL *ssl, const struct pool_key *key);
 #endif
 
+/* sessions_told, taking tls_lock */
+static bool told_any(SSL *ssl)
+{
+	kp_lock(&tls_lock);
+	bool told = sessions_told(ssl) != NULL;
+	kp_unlock(&tls_lock);
+	return told;
+}
+
 void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 {
 	SSL *ssl = ssl_;
@@ -792,6 +802,7 @@ void kp_tls_offer_session(void *ssl_, const struct pool_key *key)
 	kp_count(tls_not_shared);
 	if (!kp_ssl_bind() || !shim_ctx_get() ||
 	    resuming(ssl) || /* the program resumes one of its own */
+	    told_any(ssl) || /* or is told of sessions (never_for) */
 	    (kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_TICKET)) /* or wants none */
 		return;
 	/* a process that can show a session's ticket, master key or bytes:
@@ -1013,6 +1024,7 @@ static bool state_to_broker(struct kp_tls *e, int hidden, const struct pool_key 
 struct conn_crypto {
 	uint64_t gen;   /* kp_tls_crypto_gen at its handshake */
 	bool odd;       /* its process had made another change (kp_tls_crypto_odd) */
+	uint64_t trace; /* what it made of the rest (kp_tls_crypto_trace) */
 	char *conf, *modules; /* OPENSSL_CONF, OPENSSL_MODULES there */
 };
 
@@ -1040,6 +1052,7 @@ static struct ticket *conn_ticket(const struct tlsx_state *st, const struct pool
 	t->sess_timeout = (long)r_u64(&b);
 	cc->gen = r_u64(&b);
 	cc->odd = r_u32(&b);
+	cc->trace = r_u64(&b);
 	cc->conf = r_str(&b);
 	cc->modules = r_str(&b);
 	const unsigned char *q = st->session.p, *end = q ? q + st->session.len : NULL;
@@ -1120,8 +1133,9 @@ static const char *conn_crypto_why(const struct conn_crypto *cc)
 {
 	if (cc->odd || __atomic_load_n(&kp_tls_crypto_odd, __ATOMIC_ACQUIRE))
 		return "a process-wide crypto state other than the default configuration's";
-	if (cc->gen != __atomic_load_n(&kp_tls_crypto_gen, __ATOMIC_ACQUIRE))
-		return "the process-wide crypto state differs (the default configuration loaded or not)";
+	if (cc->gen != __atomic_load_n(&kp_tls_crypto_gen, __ATOMIC_ACQUIRE) ||
+	    cc->trace != __atomic_load_n(&kp_tls_crypto_trace, __ATOMIC_ACQUIRE))
+		return "the process-wide crypto state differs (the default configuration loaded or not, the engines registered)";
 	if (!same_str(cc->conf, getenv("OPENSSL_CONF")) || !same_str(cc->modules, getenv("OPENSSL_MODULES")))
 		return "another OpenSSL configuration (OPENSSL_CONF, OPENSSL_MODULES)";
 	return NULL;
@@ -1270,6 +1284,11 @@ static int hand_mode(void)
 #endif
 }
 
+bool kp_tls_across_on(void)
+{
+	return hand_mode() == HAND_ON;
+}
+
 #ifdef KP_TEST_ACROSS_VERIFY
 static bool across_hand_test(void)
 {
@@ -1381,13 +1400,29 @@ struct kp_tls *kp_tls_across_claim(void *ssl_, const struct pool_key *key, int f
 	return e;
 }
 
+/* Its own handshake on a connection we follow starts: its secrets and
+ * record counts are taken for an export at park (tls_capture.h). */
+void kp_tls_capture_own(SSL *ssl)
+{
+	if (!kp_cfg.tls_across)
+		return;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool follow = h && h->e && h->e->ssl == ssl;
+	bool prog_msg = conf_of(ssl)->msg_cb != NULL;
+	kp_unlock(&tls_lock);
+	if (follow)
+		kp_tls_capture_begin(ssl, prog_msg);
+}
+
 bool kp_tls_ctx_seen;
 
 bool kp_tls_across_at_connect(void)
 {
 	/* (libssl bound already by then: nothing here allocates, as
 	 * connect() may run in a signal handler) */
-	return __atomic_load_n(&kp_tls_ctx_seen, __ATOMIC_ACQUIRE) && hand_mode() == HAND_ON && kp_ssl_bind();
+	return (__atomic_load_n(&kp_tls_ctx_seen, __ATOMIC_ACQUIRE) || __atomic_load_n(&kp_tls_linked, __ATOMIC_ACQUIRE)) &&
+	       hand_mode() == HAND_ON && kp_ssl_bind();
 }
 
 long kp_tls_across_left(const unsigned char *msg, size_t len)

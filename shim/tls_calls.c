@@ -449,21 +449,6 @@ static void handshake_full(SSL *ssl)
 	kp_unlock(&tls_lock);
 }
 
-/* Its own handshake on a connection we follow starts: its secrets and
- * record counts are taken for an export at park (tls_capture.h). */
-static void handshake_capture(SSL *ssl)
-{
-	if (!kp_cfg.tls_across)
-		return;
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	bool follow = h && h->e && h->e->ssl == ssl;
-	bool prog_msg = conf_of(ssl)->msg_cb != NULL;
-	kp_unlock(&tls_lock);
-	if (follow)
-		kp_tls_capture_begin(ssl, prog_msg);
-}
-
 /* A protocol other than HTTP/1.1 chosen by ALPN: not ours to frame. */
 static void handshake_alpn(SSL *ssl, const struct io *io)
 {
@@ -532,7 +517,7 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	if (kp_ssl.SSL_in_before(ssl)) {
 		SSL_SESSION *offer = resuming(ssl);
 		note_offer(ssl, offer ? resumption_kind(ssl, offer) : -1, true);
-		handshake_capture(ssl);
+		kp_tls_capture_own(ssl);
 	}
 	void *prev = kp_tls_handshaking;
 	kp_tls_handshaking = ssl;
@@ -760,15 +745,16 @@ static bool eng_in_init(const struct io *io)
 }
 
 /* A handed-out SSL reads (or writes): its own would have taken a TLS 1.3
- * server's tickets (kp_tls_session).  True when a watcher set since its
- * hand-out asks for its own handshake first (kp_tls_watched). */
+ * server's tickets (kp_tls_session, kp_tls_session_told).  True when a
+ * watcher set since its hand-out asks for its own handshake first. */
 static unsigned io_noted(SSL *ssl, bool read)
 {
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	unsigned remake = h && !h->io_once ? h->remake : 0;
 	SSL *first_read = h && read && !h->read_once && !h->e->im && h->e->ssl != ssl ? h->e->ssl : NULL;
-	if (first_read)
+	bool tell = h && read && !h->read_once && h->e->im && sessions_told(ssl);
+	if (first_read) /* (an SSL of this process's: never told) */
 		tickets_taken(first_read);
 	if (h) {
 		h->remake = 0;
@@ -776,6 +762,8 @@ static unsigned io_noted(SSL *ssl, bool read)
 		h->io_once = true;
 	}
 	kp_unlock(&tls_lock);
+	if (tell)
+		kp_tls_session_told(ssl);
 	return remake;
 }
 

@@ -13,6 +13,7 @@ bool kp_tls_used;
 bool kp_tls_ssl_ex_funcs;
 unsigned long kp_tls_crypto_gen;
 unsigned long kp_tls_crypto_odd;
+uint64_t kp_tls_crypto_trace;
 
 void stat_add(SSL *ssl, int which, long n)
 {
@@ -627,6 +628,14 @@ bool tells_sessions(SSL_CTX *ctx)
 	       (kp_ssl.SSL_CTX_sess_get_new_cb(ctx) || !(mode & SSL_SESS_CACHE_NO_INTERNAL_STORE));
 }
 
+/* Why a connection of this process or a session of ours must not be
+ * handed to ssl: its context is told of sessions (tells_sessions), or
+ * NULL.  Caller holds tls_lock. */
+const char *sessions_told(SSL *ssl)
+{
+	return tells_sessions(session_ctx(ssl)) ? "a new-session callback or a client session cache" : NULL;
+}
+
 /* The store ssl's verification uses runs code of the program's: a verify
  * callback (X509_STORE_set_verify_cb) or one of the store's functions
  * (verify, check_revocation, lookup_crls...: X509_STORE_CTX_init copies
@@ -793,9 +802,13 @@ const char *never_for(SSL *ssl, const struct conf *conf)
 	/* its own connection parked: a ticket that comes while another SSL
 	 * reads it would reach this callback or cache (libssl calls the
 	 * session_ctx's, whoever owns the connection now); handed one: it
-	 * would be told of another session than its own handshake's */
-	if (tells_sessions(session_ctx(ssl)))
-		return "a new-session callback or a client session cache";
+	 * would be told of another session than its own handshake's.  Under
+	 * the hand-out across processes followed all the same: its own go
+	 * only to other processes, and it is handed only theirs (told of
+	 * their session: docs/tls-across.md "Programs that keep sessions") */
+	const char *told = sessions_told(ssl);
+	if (told && !kp_tls_across_on())
+		return told;
 	/* the engine keeps an SSL the program frees (SSL_free runs the free
 	 * callbacks only when the connection is dropped, with nothing), or
 	 * copies it (dup) (docs/tls.md "The first owner's SSL") */
@@ -855,8 +868,16 @@ struct kp_tls *kp_tls_bind(void *ssl_, int fd)
 		goto fail;
 	}
 	__atomic_store_n(&kp_tls_used, true, __ATOMIC_RELEASE);
+	bool prog_msg = conf->msg_cb != NULL;
 	kp_unlock(&tls_lock);
 	kp_debug("fd %d: following the TLS connection of SSL %p", fd, (void *)ssl);
+	/* found once its handshake began, through a BIO of the program's
+	 * own (curl's: at its first write, or at the SSL_connect after it
+	 * was deferred): the capture its SSL_connect begins only before the
+	 * handshake (kp_tls_capture_own), begun here before any secret is
+	 * made (tls_capture.h) */
+	if (kp_ssl.SSL_in_init(ssl) && !kp_ssl.SSL_in_before(ssl))
+		kp_tls_capture_begin(ssl, prog_msg);
 	return e;
 fail:
 	if (e) {

@@ -284,6 +284,10 @@ static const char *handout_why(struct kp_tls *e, SSL *ssl)
 {
 	kp_lock(&tls_lock);
 	const char *why = handle_find(ssl) ? "the SSL is already in use" : mismatch(e, ssl);
+	/* (followed under the hand-out across processes, handed nothing of
+	 * this process's: never_for) */
+	if (!why)
+		why = sessions_told(ssl);
 	/* (a connection made by resuming a session of the program's own) */
 	if (!why && !e->full.known)
 		why = "what a full handshake would have negotiated is not known";
@@ -884,4 +888,27 @@ void offered_full_set(struct record *r, const struct full *f, SSL_SESSION *mine)
 	own_free(&r->own);
 	full_copy(&r->offered_full, f);
 	full_chain_own(&r->offered_full, mine);
+}
+
+/* The first read of an SSL handed a connection from another process,
+ * whose context is told of sessions (curl's cache): there its own TLS 1.3
+ * handshake would have taken the server's tickets, each told as libssl's
+ * ssl_update_cache tells one (the context's internal store, then its
+ * new-session callback).  Told once, of the session the SSL reads (the
+ * connection's, made to look as its own handshake's: kp_tls_session)
+ * (docs/tls-across.md "Programs that keep sessions"). */
+void kp_tls_session_told(SSL *ssl)
+{
+	SSL_SESSION *sess = NULL;
+	if (!kp_tls_session(ssl, &sess) || !sess || !kp_ssl.SSL_SESSION_is_resumable(sess))
+		return;
+	kp_lock(&tls_lock);
+	SSL_CTX *ctx = session_ctx(ssl);
+	kp_unlock(&tls_lock);
+	long mode = kp_ssl.SSL_CTX_ctrl(ctx, SSL_CTRL_GET_SESS_CACHE_MODE, 0, NULL);
+	if (!(mode & SSL_SESS_CACHE_NO_INTERNAL_STORE))
+		KP_OUTSIDE(kp_ssl.SSL_CTX_add_session(ctx, sess));
+	kp_new_session_cb told = kp_ssl.SSL_CTX_sess_get_new_cb(ctx);
+	if (told && kp_ssl.SSL_SESSION_up_ref(sess) && !KP_OUTSIDE(told(ssl, sess)))
+		kp_ssl.SSL_SESSION_free(sess);
 }

@@ -10,6 +10,7 @@
 #include <stdbool.h>
 
 #include "config.h"
+#include "tls.h"
 /* the table's fields, not the names mapped onto it */
 #define KP_TLS_CRYPTO_NAMES
 #include "tls_crypto.h"
@@ -93,4 +94,17 @@ bool kp_ssl_bind(void)
 {
 	pthread_once(&bind_once, bind_all);
 	return bound_all;
+}
+
+bool kp_tls_linked;
+
+void kp_tls_start(void)
+{
+	if (!kp_cfg.tls_across)
+		return;
+	void *h = real_dlopen("libssl.so.3", RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		return;
+	__atomic_store_n(&kp_tls_linked, kp_ssl_bind(), __ATOMIC_RELEASE);
+	dlclose(h);
 }

@@ -23,7 +23,8 @@ setup() {
 teardown() { servers_stop; }
 
 # loop N CASE_AT CASE_ARGS...: N processes of tests/clients/tls_once.py
-# (one urllib GET each, verified with the test CA), the one at CASE_AT
+# (one urllib GET each, verified with the test CA; ONCE and LOOP_ARGS: a
+# program and its arguments instead), the one at CASE_AT
 # (0: none) with CASE_ARGS instead; without, then with the library (under
 # `keepalive`: its private broker; KILL_AT=K: the broker killed after the
 # K-th process); stdout and stderr of each run compared
@@ -31,7 +32,7 @@ loop() {
 	local n=$1 at=$2 xdg="$BATS_TEST_TMPDIR/xdg" out="$BATS_TEST_TMPDIR"
 	shift 2
 	mkdir -p -m 0700 "$xdg"
-	local once="$PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $SERVER_PORT ${LOOP_PATH:-/f}"
+	local once="${ONCE:-$PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $SERVER_PORT ${LOOP_PATH:-/f}}"
 	local script="" i
 	for i in $(seq 1 "$n"); do
 		if [ "$i" = "$at" ]; then script="$script $once $*;"; else script="$script $once ${LOOP_ARGS:---ca $TLS/ca.pem --show};"; fi
@@ -91,6 +92,59 @@ plain_conns() { _distinct_first_fields "$BATS_TEST_TMPDIR/plain.log"; }
 	# the secrets never logged: the log says sizes only
 	run grep -ci 'secret\|key=' "$BATS_TEST_TMPDIR/shim.log"
 	assert_output 0
+}
+
+# curl keeps sessions (a client session cache: a new-session callback on
+# every context), makes its SSL context after its connect() and writes
+# through a BIO of its own; under the hand-out across processes it is
+# followed and handed all the same (docs/tls-across.md "Programs that
+# keep sessions"): taken at its connect() (libssl linked), the gate at
+# the SSL_connect after its first (its trust store is loaded then)
+@test "TLS across processes, shipped: a loop of 10 curl processes runs on at most 2 server connections where alone it makes 10, no TCP connection of their own; the same output (TLS 1.3)" {
+	curl_ok || skip "curl cannot run with libasan preloaded"
+	use_tls 13
+	ONCE="$CURL -sS -w ' %{http_code} %{ssl_verify_result}\n'" LOOP_ARGS="--cacert $TLS/ca.pem $URL/f" loop 10 0
+	assert_equal "alone $(plain_conns)" "alone 10"
+	assert_equal "requests $(nginx_requests)" "requests 10"
+	local c
+	c=$(nginx_conns)
+	[ "$c" -le 2 ] || fail "connections $c, want at most 2"
+	[ "$(handed)" -ge 8 ] || fail "handed $(handed), want at least 8"
+	[ "$SHIM_ACCEPTS" -le 2 ] || fail "accepted $SHIM_ACCEPTS, want at most 2"
+	assert_equal "taken at connect $(grep -c 'under fd at connect()' "$BATS_TEST_TMPDIR/shim.log")" "taken at connect $(handed)"
+}
+
+# The trust cases of the issue, each between two processes of the loop,
+# each compared with the same command alone: its own handshake where its
+# settings differ, the loop's connection where they are the same
+@test "TLS across processes, shipped: curl trust cases in a loop (no CA file, another CA, a pin that does not match, another name, -k, TLS 1.2 at most, a client certificate): identical to alone (TLS 1.3)" {
+	curl_ok || skip "curl cannot run with libasan preloaded"
+	use_tls 13
+	local pin=sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA= i=0 args
+	ONCE="$CURL -sS -w ' %{http_code} %{ssl_verify_result}\n'" LOOP_ARGS="--cacert $TLS/ca.pem $URL/f"
+	export ONCE LOOP_ARGS
+	for args in "$URL/f" "--cacert $TLS/other-ca.pem $URL/f" "--cacert $TLS/ca.pem --pinnedpubkey $pin $URL/f" \
+		"--cacert $TLS/ca.pem --resolve localhost:$SERVER_PORT:127.0.0.1 https://localhost:$SERVER_PORT/f" \
+		"-k $URL/f" "--cacert $TLS/ca.pem --tls-max 1.2 $URL/f" \
+		"--cacert $TLS/ca.pem --cert $TLS/client-a.pem --key $TLS/client-a.key $URL/f"; do
+		loop 4 3 $args
+		i=$((i + 1))
+	done
+	unset ONCE LOOP_ARGS
+	assert_equal "cases $i" "cases 7"
+}
+
+# A program whose context keeps sessions (as curl's) handed a connection
+# from another process: its callback is told of the session its SSL
+# reads, at the first read, resumable at the server (its second
+# connection resumes it, as alone)
+@test "TLS across processes, shipped: a program with a new-session callback is handed the connection; its callback told of a resumable session before the body, which its next connection resumes, as alone (TLS 1.3)" {
+	use_tls 13
+	make -s -C "$ROOT" build/clients/tls_told >&2
+	ONCE="$ROOT/build/clients/tls_told $SERVER_PORT $TLS/ca.pem" LOOP_ARGS=" " loop 4 0
+	assert_equal "told $(grep -c '^told of a session: yes$' "$BATS_TEST_TMPDIR/shim.out")" "told 4"
+	assert_equal "resumed $(grep -c '^second reused 1$' "$BATS_TEST_TMPDIR/shim.out")" "resumed 4"
+	[ "$(handed)" -ge 1 ] || fail "handed $(handed), want at least 1"
 }
 
 @test "TLS across processes, shipped: a process in the middle with another CA file is not handed the connection, fails as alone; the loop goes on (TLS 1.3)" {
