@@ -629,6 +629,8 @@ KP_EXPORT long SSL_CTX_ctrl(SSL_CTX *ctx, int cmd, long larg, void *parg)
 	return r;
 }
 
+static bool from_self(const void *addr);
+
 /* callbacks set through a ctrl (SSL_set_msg_callback, the OCSP status
  * callback, SRP...): only the ones in the table are allowed */
 KP_EXPORT long SSL_callback_ctrl(SSL *s, int cmd, void (*fp)(void))
@@ -638,6 +640,16 @@ KP_EXPORT long SSL_callback_ctrl(SSL *s, int cmd, void (*fp)(void))
 	long r = kp_ssl.SSL_callback_ctrl(s, cmd, fp);
 	if (kp_ssl_bind())
 		kp_tls_note_callback_ctrl(s, cmd, fp != NULL);
+	/* the program's own message callback, set without
+	 * SSL_set_msg_callback (which calls this from libssl, or as its tail
+	 * call with its caller's return address: the program's call is noted
+	 * in our SSL_set_msg_callback, the library's own are ours) */
+	if (cmd == SSL_CTRL_SET_MSG_CALLBACK && !INTERNAL() && kp_ssl_bind() &&
+	    !from_self(__builtin_return_address(0))) {
+		kp_tls_note_msg_cb(s, (kp_msg_cb)fp);
+		if (fp)
+			kp_tls_watched(s, false);
+	}
 	return r;
 }
 
@@ -648,6 +660,9 @@ KP_EXPORT long SSL_CTX_callback_ctrl(SSL_CTX *ctx, int cmd, void (*fp)(void))
 	long r = kp_ssl.SSL_CTX_callback_ctrl(ctx, cmd, fp);
 	if (kp_ssl_bind())
 		kp_tls_note_callback_ctrl(ctx, cmd, fp != NULL);
+	if (cmd == SSL_CTRL_SET_MSG_CALLBACK && !INTERNAL() && kp_ssl_bind() &&
+	    !from_self(__builtin_return_address(0)))
+		kp_tls_note_msg_cb(ctx, (kp_msg_cb)fp); /* (as SSL_CTX_set_msg_callback) */
 	return r;
 }
 
@@ -1173,6 +1188,19 @@ NOTED_SETTER(SSL_CTX, SSL_CTX_set_psk_use_session_callback,
 	     (SSL_CTX * o, SSL_psk_use_session_cb_func cb), (o, cb), cb != NULL, NEVER_PSK)
 NOTED_SETTER(SSL, SSL_set_psk_use_session_callback, (SSL * o, SSL_psk_use_session_cb_func cb),
 	     (o, cb), cb != NULL, NEVER_PSK)
+
+/* a session secret callback: libssl calls it in a handshake that offers
+ * a session with a ticket (TLS 1.2), and its 0 fails that handshake;
+ * no getter reads it back */
+KP_EXPORT int SSL_set_session_secret_cb(SSL *s, tls_session_secret_cb_fn cb, void *arg)
+{
+	if (MISSING(SSL_set_session_secret_cb))
+		return 0;
+	int r = kp_ssl.SSL_set_session_secret_cb(s, cb, arg);
+	if (r > 0 && !INTERNAL() && kp_ssl_bind())
+		kp_tls_note_never(s, NEVER_SECRET_CB, cb != NULL);
+	return r;
+}
 
 /* custom extensions: the program's callbacks run in its handshake */
 KP_EXPORT int SSL_CTX_add_client_custom_ext(SSL_CTX *ctx, unsigned int type,

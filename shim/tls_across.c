@@ -1274,19 +1274,14 @@ static void state_from_broker(SSL *ssl, const struct pool_key *key)
 enum { HAND_OFF, HAND_ON, HAND_TEST };
 static int hand_mode(void)
 {
-	if (!kp_cfg.tls_across || !kp_broker_enabled())
-		return HAND_OFF;
+	if (kp_tls_across_on())
+		return HAND_ON;
 #ifdef KP_TEST_ACROSS_VERIFY
 	const char *v = getenv("KP_TEST_ACROSS_BROKER");
-	return v && *v == '2' ? HAND_TEST : HAND_OFF;
-#else
-	return HAND_ON;
+	if (kp_cfg.tls_across && kp_broker_enabled() && v && *v == '2')
+		return HAND_TEST;
 #endif
-}
-
-bool kp_tls_across_on(void)
-{
-	return hand_mode() == HAND_ON;
+	return HAND_OFF;
 }
 
 #ifdef KP_TEST_ACROSS_VERIFY

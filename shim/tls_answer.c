@@ -167,3 +167,55 @@ bool kp_tls_peername(SSL *ssl, const char **name)
 	kp_unlock(&tls_lock);
 	return own;
 }
+
+bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	/* (a real call, outside our lock) */
+	bool resumed = kp_ssl.SSL_session_reused(ssl);
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	bool own = h && h->verified;
+	if (own && h->resumed && !h->verify_set) {
+		/* what a resumption says: the session's result, no chain */
+		*result = kp_ssl.SSL_get_verify_result(h->e->ssl);
+		*chain = NULL;
+	} else if (own) {
+		*result = h->verify_result;
+		*chain = h->vchain;
+	} else if (resumed) {
+		/* our session resumed: no chain verified in the handshake, the
+		 * one we verified for it before offering it */
+		struct record *r = record_get(ssl, false);
+		if ((own = r && r->offered)) {
+			*result = r->offered_result;
+			*chain = r->offered_chain;
+		}
+	}
+	struct record *r = own ? NULL : record_get(ssl, false);
+	if (r && r->cleared_chain && !kp_ssl.SSL_get0_verified_chain(ssl)) {
+		/* reset after a hand-out, no full handshake since (kp_tls_reset) */
+		own = true;
+		*result = kp_ssl.SSL_get_verify_result(ssl);
+		*chain = r->cleared_chain;
+	}
+	kp_unlock(&tls_lock);
+	return own;
+}
+
+void kp_tls_set_verify_result(SSL *ssl, long result)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	struct record *r = h && h->verified ? NULL : record_get(ssl, false);
+	if (h && h->verified) {
+		h->verify_result = result;
+		h->verify_set = true;
+	} else if (r && r->offered) {
+		r->offered_result = result;
+	}
+	kp_unlock(&tls_lock);
+}

@@ -744,8 +744,31 @@ static bool eng_in_init(const struct io *io)
 	return !io->f && kp_ssl.SSL_in_init(io->e);
 }
 
+/* The first read of an SSL handed a connection from another process,
+ * whose context is told of sessions (curl's cache): there its own TLS 1.3
+ * handshake would have taken the server's tickets, each told as libssl's
+ * ssl_update_cache tells one (the context's internal store, then its
+ * new-session callback).  Told once, of the session the SSL reads (the
+ * connection's, made to look as its own handshake's: kp_tls_session)
+ * (docs/tls-across.md "Programs that keep sessions"). */
+static void session_told(SSL *ssl)
+{
+	SSL_SESSION *sess = NULL;
+	if (!kp_tls_session(ssl, &sess) || !sess || !kp_ssl.SSL_SESSION_is_resumable(sess))
+		return;
+	kp_lock(&tls_lock);
+	SSL_CTX *ctx = session_ctx(ssl);
+	kp_unlock(&tls_lock);
+	long mode = kp_ssl.SSL_CTX_ctrl(ctx, SSL_CTRL_GET_SESS_CACHE_MODE, 0, NULL);
+	if (!(mode & SSL_SESS_CACHE_NO_INTERNAL_STORE))
+		KP_OUTSIDE(kp_ssl.SSL_CTX_add_session(ctx, sess));
+	kp_new_session_cb told = kp_ssl.SSL_CTX_sess_get_new_cb(ctx);
+	if (told && kp_ssl.SSL_SESSION_up_ref(sess) && !KP_OUTSIDE(told(ssl, sess)))
+		kp_ssl.SSL_SESSION_free(sess);
+}
+
 /* A handed-out SSL reads (or writes): its own would have taken a TLS 1.3
- * server's tickets (kp_tls_session, kp_tls_session_told).  True when a
+ * server's tickets (kp_tls_session, session_told).  True when a
  * watcher set since its hand-out asks for its own handshake first. */
 static unsigned io_noted(SSL *ssl, bool read)
 {
@@ -763,7 +786,7 @@ static unsigned io_noted(SSL *ssl, bool read)
 	}
 	kp_unlock(&tls_lock);
 	if (tell)
-		kp_tls_session_told(ssl);
+		session_told(ssl);
 	return remake;
 }
 
@@ -1360,58 +1383,6 @@ int kp_tls_pending(const SSL *ssl, bool has)
 	}
 	r = has ? kp_ssl.SSL_has_pending(ssl) : kp_ssl.SSL_pending(ssl);
 	return r;
-}
-
-bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
-{
-	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
-		return false;
-	/* (a real call, outside our lock) */
-	bool resumed = kp_ssl.SSL_session_reused(ssl);
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	bool own = h && h->verified;
-	if (own && h->resumed && !h->verify_set) {
-		/* what a resumption says: the session's result, no chain */
-		*result = kp_ssl.SSL_get_verify_result(h->e->ssl);
-		*chain = NULL;
-	} else if (own) {
-		*result = h->verify_result;
-		*chain = h->vchain;
-	} else if (resumed) {
-		/* our session resumed: no chain verified in the handshake, the
-		 * one we verified for it before offering it */
-		struct record *r = record_get(ssl, false);
-		if ((own = r && r->offered)) {
-			*result = r->offered_result;
-			*chain = r->offered_chain;
-		}
-	}
-	struct record *r = own ? NULL : record_get(ssl, false);
-	if (r && r->cleared_chain && !kp_ssl.SSL_get0_verified_chain(ssl)) {
-		/* reset after a hand-out, no full handshake since (kp_tls_reset) */
-		own = true;
-		*result = kp_ssl.SSL_get_verify_result(ssl);
-		*chain = r->cleared_chain;
-	}
-	kp_unlock(&tls_lock);
-	return own;
-}
-
-void kp_tls_set_verify_result(SSL *ssl, long result)
-{
-	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
-		return;
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	struct record *r = h && h->verified ? NULL : record_get(ssl, false);
-	if (h && h->verified) {
-		h->verify_result = result;
-		h->verify_set = true;
-	} else if (r && r->offered) {
-		r->offered_result = result;
-	}
-	kp_unlock(&tls_lock);
 }
 
 void kp_tls_set_session(SSL *ssl)

@@ -32,6 +32,7 @@ static const char *const never_why[] = {
 	[NEVER_LOOKUP] = "a certificate lookup method of its own in its store",
 	[NEVER_DEBUG_CB] = "a TLS extension debug callback",
 	[NEVER_SERVERNAME_CB] = "a servername callback",
+	[NEVER_SECRET_CB] = "a session secret callback",
 };
 
 static const char *const val_what[CONF_VALS] = {
@@ -490,6 +491,15 @@ void kp_tls_note_copy_session(const void *t, const void *f)
 		r->conf.never = (r->conf.never & ~bit) | (fr ? fr->conf.never & bit : 0);
 	}
 	kp_unlock(&tls_lock);
+}
+
+bool kp_tls_across_on(void)
+{
+#ifdef KP_TEST_ACROSS_VERIFY
+	return false; /* (the test build's modes: tls_across.c hand_mode) */
+#else
+	return kp_cfg.tls_across && kp_broker_enabled();
+#endif
 }
 
 void kp_tls_defer(void *ssl, int fd)

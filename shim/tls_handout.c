@@ -96,6 +96,19 @@ SSL_SESSION *resuming(SSL *ssl)
 	return sess && kp_ssl.SSL_SESSION_is_resumable(sess) ? sess : NULL;
 }
 
+/* A TLS 1.3 session libssl's client does not offer: its ticket past the
+ * lifetime the server gave it, counted as tls_construct_ctos_psk counts
+ * the age (whole seconds, one less). */
+static bool ticket_stale(const SSL_SESSION *sess)
+{
+	if (kp_ssl.SSL_SESSION_get_protocol_version(sess) < TLS1_3_VERSION || !kp_ssl.SSL_SESSION_has_ticket(sess))
+		return false;
+	long age = (long)time(NULL) - kp_ssl.SSL_SESSION_get_time(sess);
+	if (age > 0)
+		age--;
+	return age > 0 && kp_ssl.SSL_SESSION_get_ticket_lifetime_hint(sess) < (unsigned long)age;
+}
+
 static const char *mismatch(struct kp_tls *e, SSL *ssl)
 {
 	struct shape sh = { e->sni, &e->conf, &e->cfg, e->cert, e->chain, e->seclevel,
@@ -119,6 +132,8 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
 	 * that resumption (reused, no chain verified in it: docs/tls.md
 	 * "Sessions") */
 	SSL_SESSION *own = resuming(ssl);
+	if (own && ticket_stale(own))
+		return "the program's session is past its ticket's lifetime: its own handshake is a full one";
 	struct resumer *seen = own && e->key_known ? resumer(&e->key, resumption_kind(ssl, own)) : NULL;
 	if (own && !seen)
 		return "the program offers a session, and what the server does with one is not known";
@@ -888,27 +903,4 @@ void offered_full_set(struct record *r, const struct full *f, SSL_SESSION *mine)
 	own_free(&r->own);
 	full_copy(&r->offered_full, f);
 	full_chain_own(&r->offered_full, mine);
-}
-
-/* The first read of an SSL handed a connection from another process,
- * whose context is told of sessions (curl's cache): there its own TLS 1.3
- * handshake would have taken the server's tickets, each told as libssl's
- * ssl_update_cache tells one (the context's internal store, then its
- * new-session callback).  Told once, of the session the SSL reads (the
- * connection's, made to look as its own handshake's: kp_tls_session)
- * (docs/tls-across.md "Programs that keep sessions"). */
-void kp_tls_session_told(SSL *ssl)
-{
-	SSL_SESSION *sess = NULL;
-	if (!kp_tls_session(ssl, &sess) || !sess || !kp_ssl.SSL_SESSION_is_resumable(sess))
-		return;
-	kp_lock(&tls_lock);
-	SSL_CTX *ctx = session_ctx(ssl);
-	kp_unlock(&tls_lock);
-	long mode = kp_ssl.SSL_CTX_ctrl(ctx, SSL_CTRL_GET_SESS_CACHE_MODE, 0, NULL);
-	if (!(mode & SSL_SESS_CACHE_NO_INTERNAL_STORE))
-		KP_OUTSIDE(kp_ssl.SSL_CTX_add_session(ctx, sess));
-	kp_new_session_cb told = kp_ssl.SSL_CTX_sess_get_new_cb(ctx);
-	if (told && kp_ssl.SSL_SESSION_up_ref(sess) && !KP_OUTSIDE(told(ssl, sess)))
-		kp_ssl.SSL_SESSION_free(sess);
 }

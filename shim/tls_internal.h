@@ -426,9 +426,6 @@ void handle_free(struct handle *h);
 SSL_CTX *session_ctx(SSL *ssl);
 bool tells_sessions(SSL_CTX *ctx);
 const char *sessions_told(SSL *ssl);
-/* its context told of the session an SSL handed a connection from another
- * process reads, at its first read (tls_handout.c) */
-void kp_tls_session_told(SSL *ssl);
 /* its own handshake starts: captured for an export (tls_across.c) */
 void kp_tls_capture_own(SSL *ssl);
 const char *watcher(SSL *ssl, const struct conf *conf);

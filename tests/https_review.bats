@@ -200,3 +200,57 @@ config() { tls_case tls_config "$@"; }
 		done
 	done
 }
+
+# ------------------------------------------- the review of HTTPS in one process at 003d4b2
+
+# tests/clients/tls_unread.c: three connections in one process, what the
+# program sees of each printed, compared with the same run alone
+
+# A session secret callback (SSL_set_session_secret_cb: no getter reads
+# it back) runs in a TLS 1.2 handshake that offers a session with a
+# ticket, and its 0 fails it: alone the third connection fails; the
+# library before handed it a pooled connection as the resumption of its
+# own session (the callback never ran), and offered a session of ours to
+# a program that set it on every SSL (which then failed where alone all
+# succeed).  Now such an SSL is not followed (NEVER_SECRET_CB).
+@test "a session secret callback (TLS 1.2) runs and refuses as in the program's own handshakes: no pooled connection, no session of ours" {
+	use_tls 12
+	make -s -C "$ROOT" build/clients/tls_unread >&2
+	run_both 2 "$ROOT/build/clients/tls_unread" secret "$SERVER_PORT" "$TLS/ca.pem"
+	assert_equal "$(count_matches '^3 handshake failed: internal error; secret callback 1$' "$BATS_TEST_TMPDIR/shim.out")" 1
+	assert_same_output
+	run_both 3 "$ROOT/build/clients/tls_unread" secret-all "$SERVER_PORT" "$TLS/ca.pem"
+	assert_equal "$(count_matches 'reused 0, verified chain 2, secret callback 0' "$BATS_TEST_TMPDIR/shim.out")" 3
+	assert_same_output
+}
+
+# A message callback set with SSL_callback_ctrl (or SSL_CTX_callback_ctrl)
+# rather than SSL_set_msg_callback: the library before did not note it, and
+# handed the program pooled connections whose handshake its callback never
+# saw (messages none where alone seen)
+@test "a message callback set through SSL_callback_ctrl or SSL_CTX_callback_ctrl watches every handshake, as alone (TLS 1.3 and 1.2)" {
+	make -s -C "$ROOT" build/clients/tls_unread >&2
+	for v in 13 12; do
+		use_tls $v
+		for mode in msg ctx-msg; do
+			run_both 3 "$ROOT/build/clients/tls_unread" "$mode" "$SERVER_PORT" "$TLS/ca.pem"
+			assert_equal "$(count_matches 'messages seen' "$BATS_TEST_TMPDIR/shim.out")" 3
+			assert_same_output
+		done
+	done
+}
+
+# libssl's client offers no TLS 1.3 ticket past the lifetime its server
+# gave it (tls_construct_ctos_psk): its handshake is a full one, verified.
+# The library before handed the program a pooled connection as the
+# resumption of that session (reused 1, no verified chain).
+@test "TLS 1.3: a session offered past its ticket's lifetime is not handed a pooled connection as its resumption: a full handshake, as alone" {
+	servers_stop
+	NGINX_TLS=1 NGINX_TLS_SESSION_TIMEOUT=2 nginx_start
+	TLS="$NGINX_DIR/tls"
+	use_tls 13
+	make -s -C "$ROOT" build/clients/tls_unread >&2
+	run_both 3 "$ROOT/build/clients/tls_unread" stale "$SERVER_PORT" "$TLS/ca.pem" 4
+	assert_equal "$(count_matches '^3 TLSv1.3 reused 0, verified chain 2,' "$BATS_TEST_TMPDIR/shim.out")" 1
+	assert_same_output
+}

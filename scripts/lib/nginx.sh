@@ -79,8 +79,12 @@ nginx_local_start() {
 		local tls=
 		if [ "${NGINX_TLS:-0}" = 1 ]; then
 			NGINX_TLS13_PORT="$(free_port)" && NGINX_TLS12_PORT="$(free_port)" || return 1
+			# NGINX_TLS_SESSION_TIMEOUT=S: sessions (and the tickets'
+			# lifetime hint) last S seconds
 			tls=$(sed -e "s|@DIR@|$dir|g" -e "s|@TLS13_PORT@|$NGINX_TLS13_PORT|g" \
-				-e "s|@TLS12_PORT@|$NGINX_TLS12_PORT|g" "$NGINX_LIB_DIR/nginx-tls.conf.in")
+				-e "s|@TLS12_PORT@|$NGINX_TLS12_PORT|g" \
+				-e "${NGINX_TLS_SESSION_TIMEOUT:+s|^\( *\)ssl_protocols \(.*\)|&\n\1ssl_session_timeout ${NGINX_TLS_SESSION_TIMEOUT}s;|}" \
+				"$NGINX_LIB_DIR/nginx-tls.conf.in")
 		fi
 		local conf
 		conf=$(sed -e "s|@DIR@|$dir|g" -e "s|@PORT@|$NGINX_PORT|g" "$NGINX_LIB_DIR/nginx.conf.in")
