@@ -1341,6 +1341,13 @@ static struct kp_tls *foreign_engine(SSL *ssl, unsigned char *msg, size_t len, i
 	h->vchain = v->chain;
 	h->peername = v->peername;
 	h->handed_at = (long)time(NULL);
+	/* its peer's objects its own, as an in-process hand-out's
+	 * (handout_why), and in the session it reads and is told of: the
+	 * imported session's DER keeps no chain, which a resumption of it
+	 * would read (SSL_get_peer_cert_chain) */
+	X509 *leaf = v->sess ? kp_ssl.SSL_SESSION_get0_peer(v->sess) : NULL;
+	if (leaf && e->full.shown && e->full.chain)
+		peer_copies(leaf, e->full.chain, &h->peer, &h->peer_chain);
 	v->chain = NULL;
 	v->peername = NULL;
 	kp_lock(&tls_lock);

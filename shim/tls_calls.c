@@ -449,6 +449,20 @@ static void handshake_full(SSL *ssl)
 	kp_unlock(&tls_lock);
 }
 
+/* A foreign engine's records go through the program's own BIOs (curl's,
+ * a method of its own: not a socket's) for the span of its call on ssl,
+ * as its own SSL's would: curl reads the errors of its SSL_read and
+ * SSL_write from the state its BIO kept of the last I/O (the deferred
+ * first write's EAGAIN, else: docs/tls-across.md "Programs that keep
+ * sessions"). */
+static void through_own_bio(struct tlsf *f, SSL *ssl, bool on)
+{
+	BIO *r = on ? kp_ssl.SSL_get_rbio(ssl) : NULL, *w = on ? kp_ssl.SSL_get_wbio(ssl) : NULL;
+	if (!r || !w || kp_ssl.BIO_method_type(r) != BIO_TYPE_MEM || kp_ssl.BIO_method_type(w) != BIO_TYPE_MEM)
+		r = w = NULL;
+	kp_tls_import_through(f, r, w);
+}
+
 /* A protocol other than HTTP/1.1 chosen by ALPN: not ours to frame. */
 static void handshake_alpn(SSL *ssl, const struct io *io)
 {
@@ -487,8 +501,14 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	if (io_get(ssl, &io)) {
 		if (io.closed)
 			return kept_own(ssl) ? KP_OUTSIDE(real(ssl)) : refused(&io);
-		if (io.e != ssl) /* handed out: the connection is established */
-			return io.f ? kp_tls_foreign_handshake(io.f) : 1;
+		if (io.e != ssl && !io.f) /* handed out: the connection is established */
+			return 1;
+		if (io.e != ssl) {
+			through_own_bio(io.f, ssl, true);
+			int r = kp_tls_foreign_handshake(io.f);
+			through_own_bio(io.f, ssl, false);
+			return r;
+		}
 	} else {
 		int fd = deferred_fd(ssl);
 		if (fd < 0)
@@ -682,9 +702,14 @@ static int foreign_io(struct tlsf *f, enum kp_tls_op op, void *buf, size_t n, si
 	return r;
 }
 
-static int io_engine(const struct io *io, enum kp_tls_op op, void *buf, size_t n, size_t *done)
+static int io_engine(SSL *ssl, const struct io *io, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
-	return io->f ? foreign_io(io->f, op, buf, n, done) : io_real(io->e, op, buf, n, done);
+	if (!io->f)
+		return io_real(io->e, op, buf, n, done);
+	through_own_bio(io->f, ssl, true);
+	int r = foreign_io(io->f, op, buf, n, done);
+	through_own_bio(io->f, ssl, false);
+	return r;
 }
 
 /* io_error for the engine io names */
@@ -1029,14 +1054,14 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 	struct kp_conn *c = io.c;
 	/* after libssl's own close_notify, its refusal: nothing held or sent */
 	if (!c || (write && (eng_get_shutdown(&io) & SSL_SENT_SHUTDOWN)))
-		return io_engine(&io, op, buf, n, done);
+		return io_engine(ssl, &io, op, buf, n, done);
 	if (!write)
 		shut_read(&io);
 	if (write) {
 		if (!replay_stepped(ssl, &io))
 			return ex ? 0 : -1;
 		if (!(c = io.c))
-			return io_engine(&io, op, buf, n, done);
+			return io_engine(ssl, &io, op, buf, n, done);
 		ssize_t ret;
 		int saved = errno;
 		kp_tls_push_err = 0;
@@ -1067,7 +1092,7 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 			return ex ? 0 : -1;
 		}
 		io_get(ssl, &io); /* a fresh connection may have been made */
-		int r = io_engine(&io, op, buf, n, done);
+		int r = io_engine(ssl, &io, op, buf, n, done);
 		/* a zero-length write sends nothing: no failure of the connection */
 		if (!n)
 			return zero_write_end(&io, c, r);
@@ -1084,7 +1109,7 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 		if (!replay_stepped(ssl, &io))
 			return ex ? 0 : -1;
 		if (!(c = io.c))
-			return io_engine(&io, op, buf, n, done);
+			return io_engine(ssl, &io, op, buf, n, done);
 		/* a close line's bytes left from the last read come first */
 		size_t extra = n ? kp_recv_extra(c, io.fd, buf, n > INT_MAX ? INT_MAX : n, peek) : 0;
 		if (extra) {
@@ -1098,7 +1123,7 @@ static int tls_io(SSL *ssl, const struct io *first, enum kp_tls_op op, void *buf
 			synth(&io, SSL_ERROR_ZERO_RETURN);
 			return 0; /* (*done as the caller left it: libssl sets it on success only) */
 		}
-		int r = io_engine(&io, op, buf, n, done);
+		int r = io_engine(ssl, &io, op, buf, n, done);
 		int saved = errno;
 		ssize_t got = ex ? (r == 1 ? (ssize_t)*done : -1) : r;
 		if (got <= 0) /* as the socket calls would say it (recv_done) */

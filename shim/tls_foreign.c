@@ -231,6 +231,8 @@ static int next_event(struct tlsf *f, struct tlsrec_ev *ev)
 		}
 		if (n == 0)
 			return on_eof(f);
+		if (n == TLSF_IO_EOF_UNSAID)
+			return 0;
 		f->err_syscall = true;
 		return -1;
 	}

@@ -28,6 +28,10 @@
 /* the socket's side: what the callbacks return besides a byte count */
 #define TLSF_IO_RETRY (-1) /* EAGAIN: the call would block (BIO_should_retry) */
 #define TLSF_IO_ERROR (-2) /* an error; errno is the program's to read */
+/* the peer's end, which the program's BIO does not call an end (BIO_eof
+ * false: curl's, while its connection is up): OpenSSL's ssl3_read_n then
+ * returns 0 with nothing queued (SSL_ERROR_SYSCALL), no alert */
+#define TLSF_IO_EOF_UNSAID (-3)
 
 struct tlsf_io {
 	/* up to cap bytes into buf: > 0 how many, 0 the peer's EOF,

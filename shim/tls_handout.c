@@ -659,7 +659,9 @@ SSL_SESSION *session_freed(struct handle *h, SSL *ssl, bool own, int shut, SSL_C
 {
 	struct kp_tls *e = h->e;
 	SSL_SESSION *s = NULL;
-	if ((shut & SSL_SENT_SHUTDOWN) || e->im || e->dead)
+	/* (a foreign engine's own session is the placeholder's, which the
+	 * program never holds: only its copy is marked, below) */
+	if ((shut & SSL_SENT_SHUTDOWN) || (own && e->im) || e->dead)
 		return NULL;
 	if (own && e->refs > 1 && !kp_ssl.SSL_in_init(ssl) && !kp_ssl.SSL_in_before(ssl) &&
 	    !engine_snap(e) && e->snap_src == kp_ssl.SSL_get_session(ssl)) {

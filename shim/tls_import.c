@@ -2,6 +2,8 @@
 #include "tls_import.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <sys/socket.h>
 
@@ -9,11 +11,27 @@
 #include "real.h"
 #include "tls_real.h"
 
+/* Through the program's BIO b: what its own SSL's record layer would have
+ * made of the call's answer (> 0 bytes, 0 the end, else a retry or an
+ * error). */
+static long bio_answer(void *b, int n)
+{
+	if (n > 0)
+		return n;
+	if (kp_ssl.BIO_test_flags(b, BIO_FLAGS_SHOULD_RETRY))
+		return TLSF_IO_RETRY;
+	return n == 0 ? 0 : TLSF_IO_ERROR;
+}
+
 /* As OpenSSL's socket BIO: read(2) and write(2), EAGAIN and EINTR a retry
  * (BIO_sock_should_retry), errno left as the call set it. */
 static long sock_recv(void *ctx, uint8_t *buf, size_t cap)
 {
 	const struct kp_import *im = ctx;
+	if (im->rbio) {
+		long r = bio_answer(im->rbio, kp_ssl.BIO_read(im->rbio, buf, cap > INT_MAX ? INT_MAX : (int)cap));
+		return r == 0 && !kp_ssl.BIO_ctrl(im->rbio, BIO_CTRL_EOF, 0, NULL) ? TLSF_IO_EOF_UNSAID : r;
+	}
 	ssize_t n = kp_real.read(im->fd, buf, cap);
 	if (n >= 0)
 		return (long)n;
@@ -23,6 +41,12 @@ static long sock_recv(void *ctx, uint8_t *buf, size_t cap)
 static long sock_send(void *ctx, const uint8_t *buf, size_t len)
 {
 	struct kp_import *im = ctx;
+	if (im->wbio) {
+		long w = bio_answer(im->wbio, kp_ssl.BIO_write(im->wbio, buf, len > INT_MAX ? INT_MAX : (int)len));
+		if (w > 0)
+			im->written += (uint64_t)w;
+		return w == 0 ? TLSF_IO_ERROR : w;
+	}
 	/* (no SIGPIPE: a socket BIO's write() raises it, and the program's
 	 * call does, as kp_tls_quiet has it for an engine of ours).  Once the
 	 * library stepped aside for a seccomp filter, only the call the
@@ -68,6 +92,13 @@ struct kp_import *kp_tls_import(unsigned char *msg, size_t len, int fd, uint64_t
 		return NULL;
 	}
 	return im;
+}
+
+void kp_tls_import_through(struct tlsf *f, void *rbio, void *wbio)
+{
+	struct kp_import *im = (struct kp_import *)((char *)f - offsetof(struct kp_import, f));
+	im->rbio = rbio;
+	im->wbio = wbio;
 }
 
 void kp_tls_import_free(struct kp_import *im)

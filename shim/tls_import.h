@@ -22,7 +22,17 @@ struct kp_import {
 	int fd;                 /* the socket: read(2) and write(2) as a socket BIO */
 	uint64_t written;       /* bytes the socket took (a failed write's records too) */
 	uint8_t name[32];       /* the name it was taken under (the next put's) */
+	/* the program's own BIOs (curl's) while a call of the program's runs
+	 * the engine: its records go through them (kp_tls_import_through) */
+	void *rbio, *wbio;
 };
+
+/* From now until called again with NULLs, f's records go through the
+ * program's BIOs rbio and wbio (BIO *) rather than straight to the
+ * socket: for the span of one call of the program's on its SSL, whose own
+ * engine would have called them (curl keeps the state of its last I/O in
+ * its BIO, and reads its errors from it). */
+void kp_tls_import_through(struct tlsf *f, void *rbio, void *wbio);
 
 /* Import the message msg (len bytes, malloc'd: taken, whatever the
  * outcome) for the socket fd, under the program's SSL options and mode.

@@ -238,6 +238,8 @@ typedef void (*kp_any_fn)(void);
 	X(BIO *, BIO_new, (const BIO_METHOD *))                                    \
 	X(const BIO_METHOD *, BIO_s_mem, (void))                                   \
 	X(int, BIO_write, (BIO *, const void *, int))                              \
+	X(int, BIO_read, (BIO *, void *, int))                                     \
+	X(int, BIO_test_flags, (const BIO *, int))                                 \
 	X(uint64_t, BIO_number_written, (BIO *))                                   \
 	X(long, BIO_ctrl, (BIO *, int, long, void *))                              \
 	X(int, BIO_up_ref, (BIO *))                                                \

@@ -67,6 +67,17 @@ setup_file() { suite_setup; }
 	assert_line --regexp '^new +[0-9.]+ +[0-9.]+ +[0-9.]+x +[0-9.]+ +[-+][0-9.]+ +1$'
 }
 
+@test "scripts/bench-broker --tls 13 --across: a loop of curl https:// without and under keepalive, side by side; one server connection with" {
+	[ -z "${KEEPALIVE_ASAN-}" ] || skip "measures the plain build"
+	curl_ok || skip "curl cannot start with libasan preloaded"
+	make -s -C "$ROOT" build/keepalive-broker >&2
+	run env KEEPALIVE_BROKER_TIMEOUT_MS=10000 "$ROOT/scripts/bench-broker" -n 4 -r 1 --tls 13 --across --no-strace
+	assert_success
+	assert_line --partial 'HTTPS TLS 1.3, connections across processes'
+	assert_line --regexp '^plain +[0-9.]+ +[0-9.]+ +1\.000x +- +- +4 +0$'
+	assert_line --regexp '^new +[0-9.]+ +[0-9.]+ +[0-9.]+x +- +- +1 +0$'
+}
+
 @test "scripts/bench-split: a server answering in two writes, a loop of GETs without and with the library, the same output" {
 	[ -z "${KEEPALIVE_ASAN-}" ] || skip "measures the plain build"
 	run "$ROOT/scripts/bench-split" -n 20 -r 1

@@ -4,21 +4,32 @@
  * GET /f on one connection, then a second connection that resumes the
  * last session its callback was told of, as curl does from its cache.
  *
- *   tls_told PORT CA_FILE
+ *   tls_told PORT CA_FILE [noshut]
  *
  * Prints what the program sees: the body's length, whether its callback
  * was told of a session before the body was read, and whether that
  * session was the one SSL_get_session answered and resumable; then
- * whether the second connection resumed it.  (How many times the callback
+ * whether the second connection resumed it, and the peer chain it reads.
+ * noshut: the first SSL freed without SSL_shutdown (libssl then makes its
+ * session not resumable, and tells the remove-session callback).  (How many times the callback
  * ran is the server's choice, the number of tickets it sends: not
  * printed.)
  */
+#include <stdbool.h>
 #include <unistd.h>
 
 #include "tls_common.h"
 
 static int told;
 static SSL_SESSION *last;
+
+static int removed;
+
+static void remove_session(SSL_CTX *ctx, SSL_SESSION *sess)
+{
+	(void)ctx, (void)sess;
+	removed++;
+}
 
 static int new_session(SSL *ssl, SSL_SESSION *sess)
 {
@@ -44,10 +55,11 @@ static SSL *connected(SSL_CTX *ctx, int port, SSL_SESSION *offer)
 
 int main(int argc, char **argv)
 {
-	if (argc != 3) {
-		fprintf(stderr, "usage: tls_told PORT CA_FILE\n");
+	if (argc < 3) {
+		fprintf(stderr, "usage: tls_told PORT CA_FILE [noshut]\n");
 		return 2;
 	}
+	bool noshut = argc > 3 && !strcmp(argv[3], "noshut");
 	int port = atoi(argv[1]);
 	SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
 	SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
@@ -55,6 +67,7 @@ int main(int argc, char **argv)
 		return 2;
 	SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT | SSL_SESS_CACHE_NO_INTERNAL_STORE);
 	SSL_CTX_sess_set_new_cb(ctx, new_session);
+	SSL_CTX_sess_set_remove_cb(ctx, remove_session);
 
 	static char resp[1 << 16];
 	size_t got;
@@ -70,11 +83,20 @@ int main(int argc, char **argv)
 		       SSL_SESSION_get0_peer(last) ? "kept" : "none");
 	}
 	printf("first reused %d\n", SSL_session_reused(ssl));
-	tls_close(ssl);
+	if (noshut) {
+		int fd = SSL_get_fd(ssl);
+		SSL_free(ssl);
+		close(fd);
+		printf("after SSL_free alone: resumable %d, removed %d\n", last ? SSL_SESSION_is_resumable(last) : -1,
+		       removed);
+	} else {
+		tls_close(ssl);
+	}
 
 	SSL_SESSION *offer = last ? (SSL_SESSION_up_ref(last), last) : NULL;
 	ssl = connected(ctx, port, offer);
-	printf("second reused %d\n", SSL_session_reused(ssl));
+	STACK_OF(X509) *chain = SSL_get_peer_cert_chain(ssl);
+	printf("second reused %d, peer chain %d\n", SSL_session_reused(ssl), chain ? sk_X509_num(chain) : -1);
 	body = tls_get_f(ssl, resp, sizeof(resp), &got);
 	printf("second body %ld\n", body ? (long)(got - (size_t)(body - resp)) : -1L);
 	tls_close(ssl);
