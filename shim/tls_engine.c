@@ -681,9 +681,8 @@ static bool store_runs_code(SSL *ssl)
 /* A BIO whose I/O runs no code of the program's and shows it nothing but
  * the bytes: libcrypto's socket, descriptor and connect BIOs, and curl's
  * (a method of its own, named so, forwarding to curl's socket filter,
- * whose last I/O curl reads: a foreign engine's records go through it
- * during the program's calls, tls_calls.c through_own_bio; docs/tls.md
- * "BIO_f_ssl").  Another
+ * whose last I/O curl reads: a foreign engine's records go through it,
+ * through_own_bio; docs/tls.md "BIO_f_ssl").  Another
  * method of the program's would see none of a handed-out SSL's traffic
  * (its read and write never run: the engine's socket BIO carries it), and
  * a memory BIO or pair is pumped by the program itself. */
