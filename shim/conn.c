@@ -1271,7 +1271,9 @@ int kp_conn_tls_start(int fd, void *ssl)
 	if (c->reused || c->n_reqs || c->served || c->req_mode != KP_REQ_HEAD || c->held_len)
 		goto out; /* TLS after plain HTTP (a CONNECT tunnel, say): not ours */
 	/* (where connect() asked the broker, nothing is asked again here) */
-	if (!c->tls_held_asked && tls_taken_across(c, fd, ssl)) {
+	bool asked = c->tls_held_asked;
+	c->tls_held_asked = true; /* (a write deferred for it waits no more) */
+	if (!asked && tls_taken_across(c, fd, ssl)) {
 		r = KP_TLS_HANDED;
 		goto out;
 	}

@@ -246,7 +246,8 @@ struct kp_conn {
 	/* a TLS state from the broker, its socket under fd since connect(),
 	 * not imported until the program's first SSL_connect (tls_held.h) */
 	struct kp_held *tls_held;
-	bool tls_held_asked; /* connect() asked the broker for one */
+	bool tls_held_asked; /* the broker was asked for one (at connect(),
+	                        or at the program's SSL_connect) */
 	/* the thread of the last call of tls_ssl's we saw (its SSL_connect,
 	 * its reads): the only one whose poll may make its handshake
 	 * (kp_this_thread; conn_replay.c tls_ready_settle) */

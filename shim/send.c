@@ -1014,11 +1014,13 @@ static void nagle_after_write(struct kp_conn *c, int fd, int flags)
 		kp_tcp_push(fd);
 }
 
-/* A fresh connection's handshake that the broker may still be asked a
- * connection of another process for (conn.c tls_taken_across). */
-static bool may_take_across(const struct kp_conn *c)
+/* A fresh connection's handshake, through a BIO that hid its socket
+ * from SSL_connect (curl's), that the broker may still be asked a
+ * connection of another process for (conn.c tls_taken_across).  Once:
+ * asked, it is not deferred again. */
+static bool may_take_across(const struct kp_conn *c, void *ssl)
 {
-	return !c->tls && !c->tls_held_asked && !c->reused && kp_tls_across_on();
+	return !c->tls && !c->tls_held_asked && !c->reused && kp_tls_across_on() && kp_tls_fd_hidden(ssl);
 }
 
 bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int iovcnt, int flags,
@@ -1032,7 +1034,7 @@ bool kp_send_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	void *hs = kp_tls_handshaking;
 	if (t && !__atomic_load_n(&c->tls_pending, __ATOMIC_ACQUIRE))
 		return false; /* ciphertext: the SSL_* wrappers frame its plaintext */
-	if (hs && (t || __atomic_load_n(&c->tls_held, __ATOMIC_ACQUIRE) || may_take_across(c)) &&
+	if (hs && (t || __atomic_load_n(&c->tls_held, __ATOMIC_ACQUIRE) || may_take_across(c, hs)) &&
 	    kp_tls_defer_may_hand(hs)) {
 		/* A handshake's first write on a pooled TLS connection (or one
 		 * from another process, held, or still to be asked for:

@@ -190,6 +190,9 @@ void kp_tls_push_fail(int ssl_err);
 void kp_tls_defer(void *ssl, int fd);
 /* false: ssl's BIO declines a hand-out anyway, decide at once */
 bool kp_tls_defer_may_hand(void *ssl);
+/* ssl's BIO hides its socket (a method of the program's own: curl's):
+ * SSL_connect could not tell the fd, its first write does */
+bool kp_tls_fd_hidden(void *ssl);
 
 /* The program closed the connection of engine e (the connection's
  * reference, passed on; its socket kept at hidden, marked pooled) before

@@ -502,6 +502,11 @@ bool kp_tls_across_on(void)
 #endif
 }
 
+bool kp_tls_fd_hidden(void *ssl)
+{
+	return kp_ssl.SSL_get_fd(ssl) < 0;
+}
+
 void kp_tls_defer(void *ssl, int fd)
 {
 	kp_lock(&tls_lock);
