@@ -223,8 +223,16 @@ static int link_open(void)
 	const char *why;
 	int dirfd = bk_open_sock_dir(&sys, kp_cfg.broker_path, 0, &why);
 	if (dirfd < 0) {
-		/* no directory: no broker was ever started there, nothing odd */
-		if (!strcmp(why, "socket directory missing")) {
+		/* no directory: no broker was ever started there; another
+		 * user's: the broker of the user we were before a setuid,
+		 * su or sudo inside a keepalive (its environment is
+		 * inherited): nothing odd, nothing to say on the program's
+		 * stderr (a directory it cannot reach: another user's
+		 * within another user's 0700 one).  (A directory of ours
+		 * that is not safe is.) */
+		if (!strcmp(why, "socket directory missing") ||
+		    !strcmp(why, "socket directory belongs to another user") ||
+		    !strcmp(why, "cannot reach the socket directory (another user's?)")) {
 			kp_info("not using the broker at %s: %s", kp_cfg.broker_path, why);
 			__atomic_store_n(&enabled, false, __ATOMIC_RELAXED);
 		} else {

@@ -174,8 +174,8 @@ static int fatal(struct tlsf *f, int alert, int reason)
 }
 
 /* a reader's error: the alert OpenSSL sends for it, and its reason where
- * we know OpenSSL's (the others raise TLSF_R_OTHER: same SSL_get_error,
- * another reason code) */
+ * the reader knows OpenSSL's (a record's header and tag; the others raise
+ * TLSF_R_OTHER: same SSL_get_error, another reason code) */
 static int reader_failed(struct tlsf *f, int rc)
 {
 	int alert = TLSREC_ALERT_OF(rc);
@@ -183,8 +183,7 @@ static int reader_failed(struct tlsf *f, int rc)
 	f->in_len = 0; /* the record is gone: SSL_has_pending says 0 */
 	if (alert < 0)
 		return fatal(f, TLSREC_AD_INTERNAL_ERROR, TLSF_R_OTHER);
-	return fatal(f, alert,
-		     alert == TLSREC_AD_BAD_RECORD_MAC ? TLSF_R_DECRYPTION_FAILED_OR_BAD_RECORD_MAC : TLSF_R_OTHER);
+	return fatal(f, alert, f->rd.reason ? f->rd.reason : TLSF_R_OTHER);
 }
 
 /* ------------------------------------------------------------ reading */
@@ -416,10 +415,13 @@ int tlsf_pending(const struct tlsf *f)
 }
 
 /* SSL_has_pending: data opened and not given, or bytes of a record read
- * from the socket and not yet processed (OpenSSL's read buffer) */
+ * from the socket and not yet processed (OpenSSL's read buffer: the bytes
+ * of a read it has not finished, so not a whole header alone, which
+ * ssl3_read_n has handed on: RECORD_LAYER_read_pending is 0 while the
+ * body is awaited) */
 int tlsf_has_pending(const struct tlsf *f)
 {
-	return f->app_len > 0 || f->in_len > 0;
+	return f->app_len > 0 || (f->in_len > 0 && f->in_len != TLSREC_HEADER);
 }
 
 /* ------------------------------------------------------------ writing */

@@ -352,26 +352,41 @@ int tlsrec_seal(struct kp_tls_dir *d, uint8_t type, const uint8_t *in, size_t le
 	return (int)(TLSREC_HEADER + body);
 }
 
-int tlsrec_frame(uint16_t version, const uint8_t *buf, size_t len, size_t *need)
+/* tlsrec_frame, and OpenSSL's reason for a refusal into *why (ssl3_get_record
+ * of libssl 3.0: the checks and their order as measured against it,
+ * docs/tls-across.md "The reader's errors") */
+static int frame(uint16_t version, const uint8_t *buf, size_t len, size_t *need, int *why)
 {
+	bool v13 = version == TLSREC_V13;
+
 	*need = TLSREC_HEADER;
 	if (len < TLSREC_HEADER)
 		return 0;
-	/* OpenSSL's order and alerts: the type, then the version */
-	if (buf[0] < TLSREC_CT_CCS || buf[0] > TLSREC_CT_DATA)
-		return -TLSREC_AD_UNEXPECTED_MESSAGE;
+	size_t rec_version = get16(buf + 1), body = get16(buf + 3);
+	*why = TLSREC_R_WRONG_VERSION_NUMBER;
+	if (v13 ? buf[1] != 3 : rec_version != TLSREC_V12)
+		return -TLSREC_AD_PROTOCOL_VERSION; /* (plain text: "HTTP/1.1") */
 	/* TLS 1.3 after the handshake: every record is protected, its
 	 * outer type application_data (RFC 8446 5: a change_cipher_spec
 	 * after the peer's Finished is unexpected) */
-	if (version == TLSREC_V13 && buf[0] != TLSREC_CT_DATA)
+	if (v13 && buf[0] != TLSREC_CT_DATA) {
+		*why = TLSREC_R_BAD_RECORD_TYPE;
 		return -TLSREC_AD_UNEXPECTED_MESSAGE;
-	if (get16(buf + 1) != TLSREC_V12)
-		return version == TLSREC_V13 ? -TLSREC_AD_DECODE_ERROR : -TLSREC_AD_PROTOCOL_VERSION;
-	size_t body = get16(buf + 3);
-	if (body > (version == TLSREC_V13 ? TLSREC_MAX_BODY_13 : TLSREC_MAX_BODY_12))
+	}
+	if (v13 && rec_version != TLSREC_V12)
+		return -TLSREC_AD_DECODE_ERROR;
+	*why = body > TLSREC_MAX_PACKET_BODY ? TLSREC_R_PACKET_LENGTH_TOO_LONG : TLSREC_R_ENCRYPTED_LENGTH_TOO_LONG;
+	if (body > (v13 ? TLSREC_MAX_BODY_13 : TLSREC_MAX_BODY_12))
 		return -TLSREC_AD_RECORD_OVERFLOW;
+	*why = 0;
 	*need = TLSREC_HEADER + body;
 	return len >= *need ? (int)*need : 0;
+}
+
+int tlsrec_frame(uint16_t version, const uint8_t *buf, size_t len, size_t *need)
+{
+	int why;
+	return frame(version, buf, len, need, &why);
 }
 
 /* TLS 1.3: the content's length before the zero padding and the inner
@@ -386,33 +401,32 @@ static int unpad13(const uint8_t *plain, size_t n, uint8_t *type)
 	return (int)(n - 1);
 }
 
-int tlsrec_open(struct kp_tls_dir *d, const uint8_t *rec, size_t rec_len, uint8_t *out, size_t cap,
-		uint8_t *type)
+/* tlsrec_open, and OpenSSL's reason for a refusal into *why (0 where we
+ * claim none) */
+static int open_record(struct kp_tls_dir *d, const uint8_t *rec, size_t rec_len, uint8_t *out, size_t cap,
+		       uint8_t *type, int *why)
 {
 	bool v13 = d->version == TLSREC_V13;
 	size_t xn = explicit_nonce(d) ? 8 : 0, need;
 	uint8_t nonce[12], aad[13];
 
+	*why = 0;
 	if (!aead_of(d->cipher) || (!v13 && d->version != TLSREC_V12))
 		return TLSREC_E_UNSUPPORTED;
-	int f = tlsrec_frame(d->version, rec, rec_len, &need);
+	int f = frame(d->version, rec, rec_len, &need, why);
 	if (f < 0)
 		return f;
 	if (f == 0 || (size_t)f != rec_len)
 		return -TLSREC_AD_DECODE_ERROR;
 	size_t body = rec_len - TLSREC_HEADER;
-	/* TLS 1.2: no ChangeCipherSpec after the handshake either */
-	if (!v13 && rec[0] == TLSREC_CT_CCS)
-		return -TLSREC_AD_UNEXPECTED_MESSAGE;
-	if (body < xn + TLSREC_TAG)
-		return -TLSREC_AD_BAD_RECORD_MAC;
+	if (body < xn + TLSREC_TAG) {
+		/* TLS 1.2: libssl's cipher fails (measured) */
+		*why = v13 ? TLSREC_R_BAD_RECORD_MAC : TLSREC_R_INTERNAL_ERROR;
+		return v13 ? -TLSREC_AD_BAD_RECORD_MAC : -TLSREC_AD_INTERNAL_ERROR;
+	}
 	size_t clen = body - xn - TLSREC_TAG;
 	if (cap < clen)
 		return TLSREC_E_SPACE;
-	/* TLS 1.2: over 2^14 bytes of plaintext is an overflow before any
-	 * decryption (RFC 5246 6.2.3) */
-	if (!v13 && clen > TLSREC_MAX_PLAIN)
-		return -TLSREC_AD_RECORD_OVERFLOW;
 	if (tlsrec_seq(d) == UINT64_MAX)
 		return TLSREC_E_SEQ;
 	nonce_of(d, rec + TLSREC_HEADER, nonce);
@@ -425,8 +439,10 @@ int tlsrec_open(struct kp_tls_dir *d, const uint8_t *rec, size_t rec_len, uint8_
 	uint8_t tag[TLSREC_TAG];
 	memcpy(tag, rec + TLSREC_HEADER + xn + clen, TLSREC_TAG);
 	if (aead(d, false, nonce, aad, v13 ? TLSREC_HEADER : 13, rec + TLSREC_HEADER + xn, clen, NULL,
-		 out, tag))
+		 out, tag)) {
+		*why = TLSREC_R_BAD_RECORD_MAC;
 		return -TLSREC_AD_BAD_RECORD_MAC;
+	}
 	int n = (int)clen;
 	if (v13) {
 		n = unpad13(out, clen, type);
@@ -438,10 +454,25 @@ int tlsrec_open(struct kp_tls_dir *d, const uint8_t *rec, size_t rec_len, uint8_
 		if (n < 0)
 			return n;
 	} else {
+		/* TLS 1.2: over 2^14 bytes of plaintext is an overflow
+		 * (RFC 5246 6.2.3); a content type that is none of alert,
+		 * handshake, application data is unexpected (a
+		 * ChangeCipherSpec too, after the handshake) */
+		if (clen > TLSREC_MAX_PLAIN)
+			return -TLSREC_AD_RECORD_OVERFLOW;
+		if (rec[0] < TLSREC_CT_ALERT || rec[0] > TLSREC_CT_DATA)
+			return -TLSREC_AD_UNEXPECTED_MESSAGE;
 		*type = rec[0];
 	}
 	bump_seq(d);
 	return n;
+}
+
+int tlsrec_open(struct kp_tls_dir *d, const uint8_t *rec, size_t rec_len, uint8_t *out, size_t cap,
+		uint8_t *type)
+{
+	int why;
+	return open_record(d, rec, rec_len, out, cap, type, &why);
 }
 
 /* ------------------------------------------------------------ the reader */
@@ -566,16 +597,17 @@ int tlsrec_read(struct tlsrec_reader *r, const uint8_t *buf, size_t len, size_t 
 
 	memset(ev, 0, sizeof(*ev));
 	*used = 0;
+	r->reason = 0;
 	/* the messages of a record first, one per call */
 	int rc = next_message(r, ev);
 	if (rc)
 		return rc < 0 ? rc : 0;
-	int f = tlsrec_frame(r->rx->version, buf, len, &need);
+	int f = frame(r->rx->version, buf, len, &need, &r->reason);
 	if (f <= 0) {
 		ev->need = need;
 		return f;
 	}
-	int n = tlsrec_open(r->rx, buf, (size_t)f, r->plain, sizeof(r->plain), &type);
+	int n = open_record(r->rx, buf, (size_t)f, r->plain, sizeof(r->plain), &type, &r->reason);
 	if (n < 0)
 		return n;
 	*used = (size_t)f;
@@ -652,7 +684,10 @@ void tlsrec_count(struct tlsrec_counter *c, const uint8_t *buf, size_t len)
 			if (c->hdr_have < TLSREC_HEADER)
 				continue;
 			size_t need;
-			if (tlsrec_frame(TLSREC_V12, c->hdr, TLSREC_HEADER, &need) < 0) {
+			/* (a content type that is none of the four: not a TLS
+			 * stream we can count) */
+			if (c->hdr[0] < TLSREC_CT_CCS || c->hdr[0] > TLSREC_CT_DATA ||
+			    tlsrec_frame(TLSREC_V12, c->hdr, TLSREC_HEADER, &need) < 0) {
 				c->bad = true;
 				return;
 			}

@@ -39,10 +39,15 @@
 #define TLSREC_HEADER 5
 #define TLSREC_TAG 16
 #define TLSREC_MAX_PLAIN 16384 /* 2^14 */
-/* the longest record body a peer may send: TLS 1.3 2^14 + 256 (RFC 8446
- * 5.2), TLS 1.2 2^14 + 2048 (RFC 5246 6.2.3) */
+/* the longest record body OpenSSL 3.0's reader accepts (measured against
+ * libssl 3.0.19, docs/tls-across.md "The reader's errors"): TLS 1.3 2^14 +
+ * 256 (RFC 8446 5.2), TLS 1.2 2^14 + 320 (RFC 5246 6.2.3 allows 2^14 +
+ * 2048; OpenSSL says "encrypted length too long"); past
+ * TLSREC_MAX_PACKET_BODY, whatever the version, its read buffer's limit
+ * ("packet length too long") */
 #define TLSREC_MAX_BODY_13 (TLSREC_MAX_PLAIN + 256)
-#define TLSREC_MAX_BODY_12 (TLSREC_MAX_PLAIN + 2048)
+#define TLSREC_MAX_BODY_12 (TLSREC_MAX_PLAIN + 320)
+#define TLSREC_MAX_PACKET_BODY (TLSREC_MAX_PLAIN + 323)
 /* what a sealed record of ours takes at most: header, explicit nonce (TLS
  * 1.2 GCM), 2^14 bytes, the inner type (TLS 1.3), the tag */
 #define TLSREC_MAX_SEALED (TLSREC_HEADER + 8 + TLSREC_MAX_PLAIN + 1 + TLSREC_TAG)
@@ -61,6 +66,15 @@
 #define TLSREC_AD_INTERNAL_ERROR 80
 #define TLSREC_AD_USER_CANCELED 90
 #define TLSREC_AD_NO_RENEGOTIATION 100
+
+/* the reasons OpenSSL 3.0 raises for a peer's error (its SSL_R_ numbers,
+ * what the program reads from its error queue: tlsrec_reader.reason) */
+#define TLSREC_R_WRONG_VERSION_NUMBER 267
+#define TLSREC_R_BAD_RECORD_TYPE 443
+#define TLSREC_R_PACKET_LENGTH_TOO_LONG 198
+#define TLSREC_R_ENCRYPTED_LENGTH_TOO_LONG 150
+#define TLSREC_R_BAD_RECORD_MAC 281 /* DECRYPTION_FAILED_OR_BAD_RECORD_MAC */
+#define TLSREC_R_INTERNAL_ERROR (259 | (0x3 << 18)) /* ERR_R_INTERNAL_ERROR */
 
 /* errors that are not the peer's: not an alert number (those are 0-255) */
 #define TLSREC_E_UNSUPPORTED (-1000) /* version or cipher we do not carry */
@@ -130,11 +144,13 @@ int tlsrec_open(struct kp_tls_dir *d, const uint8_t *rec, size_t rec_len, uint8_
 /* Where the first record of a byte stream ends: its whole length (header
  * and body) when all of it is in buf[0..len), 0 when more bytes are needed
  * (*need: how many in all, when the header is known, else 5), < 0 for a
- * header no peer of the version may send after the handshake, with
- * OpenSSL's alert: -unexpected_message (a content type that is none of
- * the four; in TLS 1.3 any but application_data), -decode_error (1.3) or
- * -protocol_version (1.2) for a record version other than 0x0303,
- * -record_overflow. */
+ * header OpenSSL's reader refuses after the handshake, in its order and
+ * with its alert: -protocol_version for a record version whose major is
+ * not 3 (TLS 1.2: any but 0x0303); TLS 1.3: -unexpected_message for a
+ * content type other than application_data, -decode_error for a version
+ * other than 0x0303; -record_overflow for a body past the limits above.
+ * (TLS 1.2's content type is checked after the record's tag:
+ * tlsrec_open.) */
 int tlsrec_frame(uint16_t version, const uint8_t *buf, size_t len, size_t *need);
 
 /* ------------------------------------------------------------ the reader */
@@ -174,6 +190,8 @@ struct tlsrec_reader {
 	size_t hs_done;   /* of which already given out */
 	unsigned warnings;
 	unsigned empty;   /* records of no content in a row (OpenSSL allows 32) */
+	int reason;       /* tlsrec_read's last error: OpenSSL's reason (TLSREC_R_*),
+			     0 where we do not claim one */
 	uint8_t plain[TLSREC_OPEN_ROOM];
 };
 

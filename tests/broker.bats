@@ -181,8 +181,11 @@ python_loop() { echo "for i in \$(seq $1); do $(pyget http://127.0.0.1:$NGINX_PO
 	# root: 1 connection, reused by the last root curl; nobody: 3 of its own
 	assert_equal "wrapped conns $SHIM_CONNS" "wrapped conns 4"
 	assert_equal "got $(stat_sum broker_got)" "got 1"
-	# nobody's library refused root's socket directory, and said why
-	assert_equal "$(count_matches 'not using the broker ' "$BATS_TEST_TMPDIR/shim.err")" 3
+	# nobody's library refused root's socket directory, and said nothing
+	# on its stderr (alone there is nothing: a process whose uid changed
+	# inside a keepalive is no attack; docs/broker.md "Another user's
+	# broker"); it said it on stderr before
+	assert_equal "$(count_matches 'not using the broker ' "$BATS_TEST_TMPDIR/shim.err")" 0
 }
 
 @test "broker: refuses a peer of another uid (SO_PEERCRED), served by socket activation (LISTEN_FDS)" {

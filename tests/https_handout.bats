@@ -187,6 +187,44 @@ ten_on_two() {
 	[ "$(handed)" -ge 1 ] || fail "handed $(handed), want at least 1"
 }
 
+# What a handed connection's reader says of bytes that are not the
+# server's next record (plain text, records in clear, another version,
+# lengths past OpenSSL's limits, a bad tag, an empty record): curl prints
+# OpenSSL's reason, and the server reads the client's alert.  The foreign
+# engine said "SSL routines" with no reason, and sent unexpected_message
+# where OpenSSL sends protocol_version for plain text
+# (docs/tls-across.md "The reader's errors"; tests/servers/tls_garbage.py
+# writes them after every second answer).
+@test "TLS across processes, shipped: curl handed a connection on which the server writes bytes that are not a record reads OpenSSL's reason and sends its alert, as alone (TLS 1.3)" {
+	curl_ok || skip "curl cannot run with libasan preloaded"
+	local out="$BATS_TEST_TMPDIR" xdg="$BATS_TEST_TMPDIR/xdg" mode script i all_handed=0
+	mkdir -p -m 0700 "$xdg"
+	for mode in plain handshake oldversion len:16640 len:16641 len:16708 badmac alert ccs badtype empty; do
+		own_server "$PYTHON" "$ROOT/tests/servers/tls_garbage.py" "$TLS/server.pem" "$TLS/server.key" \
+			"$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" "$mode"
+		script=""
+		for i in 1 2 3 4; do
+			script="$script $CURL -sS -w ' %{http_code} e=%{exitcode}\n' --cacert $TLS/ca.pem https://127.0.0.1:$SERVER_PORT/x;"
+		done
+		timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>&1 </dev/null || true
+		grep '^alert' "$OWN_LOG" >"$out/plain.alerts" || true
+		: >"$OWN_LOG"
+		timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$PRELOAD" \
+			KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_LOG=debug \
+			KEEPALIVE_LOG_FILE="$out/shim.log" "$ROOT/scripts/keepalive" \
+			sh -c "$script" >"$out/shim.out" 2>&1 </dev/null || true
+		own_server_stop
+		grep '^alert' "$OWN_LOG" >"$out/shim.alerts" || true
+		assert_equal "$mode: cut $(grep -c 'e=56$' "$out/plain.out")" "$mode: cut 2"
+		run diff "$out/plain.out" "$out/shim.out"
+		assert_success
+		assert_equal "$mode: $(tr '\n' ' ' <"$out/shim.alerts")" "$mode: $(tr '\n' ' ' <"$out/plain.alerts")"
+		all_handed=$(handed)
+	done
+	# (the log is the whole loop's: two hand-outs a mode)
+	[ "$all_handed" -ge 11 ] || fail "handed $all_handed, want at least 11"
+}
+
 @test "TLS across processes, shipped: a process in the middle with another CA file is not handed the connection, fails as alone; the loop goes on (TLS 1.3)" {
 	use_tls 13
 	loop 6 3 --ca "$TLS/other-ca.pem" --show

@@ -147,6 +147,15 @@ static void feed(struct run *u, const uint8_t *stream, size_t len, size_t stride
 	*used_all = off;
 }
 
+/* what the counter takes for a record: a TLS 1.2 header (tlsrec_frame)
+ * of one of the four content types */
+static int frame_counted(const uint8_t *p, size_t len, size_t *need)
+{
+	if (len >= TLSREC_HEADER && (p[0] < TLSREC_CT_CCS || p[0] > TLSREC_CT_DATA))
+		return -1;
+	return tlsrec_frame(TLSREC_V12, p, len, need);
+}
+
 static void raw(struct run *u, const uint8_t *body, size_t len, size_t stride)
 {
 	size_t used;
@@ -160,7 +169,7 @@ static void raw(struct run *u, const uint8_t *body, size_t len, size_t stride)
 	uint64_t frames = 0;
 	size_t off = 0, need;
 	int f;
-	while ((f = tlsrec_frame(TLSREC_V12, body + off, len - off, &need)) > 0) {
+	while ((f = frame_counted(body + off, len - off, &need)) > 0) {
 		off += (size_t)f;
 		frames++;
 	}

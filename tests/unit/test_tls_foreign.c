@@ -391,6 +391,7 @@ enum op {
 	S_ALERT,    /* the server sends a fatal alert (bad_record_mac: it was sent garbage) */
 	S_TAMPER,   /* the last byte on the wire to the client is flipped */
 	S_RENEG,    /* TLS 1.2: a HelloRequest */
+	S_RAW,      /* bytes that are not the server's record on the wire to the client: raws[n] */
 	HOLD,       /* the server's next bytes reach the client only when released */
 	RELEASE,    /* n more bytes reach the client (-1: all) */
 	ROOM,       /* the client's socket takes n more bytes (-1: any, -2: it fails) */
@@ -423,6 +424,42 @@ struct script {
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #define V12 TLS1_2_VERSION
 #define V13 TLS1_3_VERSION
+
+/* S_RAW's bytes: a record header (its body zeros, body_len of them), or
+ * text; what a peer that is not (or no longer) the TLS server may write */
+static const struct {
+	uint8_t type;
+	uint16_t version, len;
+	size_t body_len;
+	const char *text;
+} raws[] = {
+	{0, 0, 0, 0, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi"},
+	{22, 0x0303, 5, 5, NULL},      /* a handshake record in clear */
+	{23, 0x0301, 32, 32, NULL},    /* another record version */
+	{23, 0x0303, 16640, 16640, NULL},
+	{23, 0x0303, 16640, 0, NULL},  /* (its header alone) */
+	{23, 0x0303, 16639, 16639, NULL},
+	{23, 0x0303, 16641, 16641, NULL},
+	{23, 0x0303, 16641, 0, NULL},
+	{23, 0x0303, 16705, 0, NULL},
+	{23, 0x0303, 16704, 16704, NULL},
+	{23, 0x0303, 16705, 16705, NULL},
+	{23, 0x0303, 16707, 16707, NULL},
+	{23, 0x0303, 16708, 16708, NULL},
+	{23, 0x0303, 16708, 0, NULL},
+	{21, 0x0303, 2, 2, NULL},      /* an alert in clear */
+	{20, 0x0303, 1, 1, NULL},      /* ChangeCipherSpec */
+	{24, 0x0303, 32, 32, NULL},    /* heartbeat */
+	{48, 0x0303, 32, 32, NULL},
+	{23, 0x0303, 0, 0, NULL},
+	{23, 0x0303, 16, 16, NULL},
+	{23, 0x0303, 23, 23, NULL},
+	{23, 0x0303, 24, 24, NULL},
+	{23, 0x0203, 24, 24, NULL},
+	{23, 0x0302, 24, 24, NULL},
+	{0x17, 0x0403, 24, 24, NULL},
+};
+#define N_RAWS (sizeof(raws) / sizeof(raws[0]))
 
 static const struct script scripts[] = {
 	{"data in pieces, partial reads, peeks",
@@ -569,6 +606,25 @@ static void server_step(struct side *x, const struct step *st, int *pattern_at)
 		SSL_renegotiate(x->s);
 		SSL_do_handshake(x->s);
 		break;
+	case S_RAW: {
+		static uint8_t raw[5 + 65536];
+		size_t len;
+		if (raws[st->n].text) {
+			len = strlen(raws[st->n].text);
+			memcpy(raw, raws[st->n].text, len);
+		} else {
+			raw[0] = raws[st->n].type;
+			raw[1] = (uint8_t)(raws[st->n].version >> 8);
+			raw[2] = (uint8_t)raws[st->n].version;
+			raw[3] = (uint8_t)(raws[st->n].len >> 8);
+			raw[4] = (uint8_t)raws[st->n].len;
+			memset(raw + 5, 0, raws[st->n].body_len);
+			len = 5 + raws[st->n].body_len;
+		}
+		server_out(x); /* (the server's own records first) */
+		wire_write(&x->down, raw, len);
+		break;
+	}
 	case HOLD:
 		x->down.hold = true;
 		break;
@@ -860,6 +916,21 @@ static const struct {
 	{TLS1_2_VERSION, "ECDHE-RSA-CHACHA20-POLY1305", true},
 };
 
+/* a script under every suite and every option and mode */
+static void run_everywhere(const struct script *sc, const char *only)
+{
+	if (only && !strstr(sc->name, only))
+		return;
+	for (size_t s = 0; s < sizeof(suites) / sizeof(suites[0]); s++)
+		for (int m = 0; m < 8; m++) {
+			uint64_t options = SSL_OP_NO_RENEGOTIATION | (m & 1 ? SSL_OP_IGNORE_UNEXPECTED_EOF : 0);
+			uint32_t on = m & 4 ? SSL_MODE_ENABLE_PARTIAL_WRITE : 0;
+			uint32_t off = m & 2 ? 0 : SSL_MODE_AUTO_RETRY;
+			run_script(sc, suites[s].version, suites[s].suite, suites[s].rsa, options,
+				   on | (m & 2 ? SSL_MODE_AUTO_RETRY : 0), off);
+		}
+}
+
 int main(int argc, char **argv)
 {
 	const char *only = argc > 1 ? argv[1] : NULL;
@@ -869,18 +940,19 @@ int main(int argc, char **argv)
 		wbuf_a[i] = wbuf_b[i] = (uint8_t)(i * 13 + 1);
 	for (size_t i = 0; i < sizeof(sent_pattern); i++)
 		sent_pattern[i] = (uint8_t)(i * 7 + 3);
-	for (size_t s = 0; s < sizeof(suites) / sizeof(suites[0]); s++)
-		for (size_t k = 0; k < sizeof(scripts) / sizeof(scripts[0]); k++) {
-			if (only && !strstr(scripts[k].name, only))
-				continue;
-			for (int m = 0; m < 8; m++) {
-				uint64_t options = SSL_OP_NO_RENEGOTIATION | (m & 1 ? SSL_OP_IGNORE_UNEXPECTED_EOF : 0);
-				uint32_t on = m & 4 ? SSL_MODE_ENABLE_PARTIAL_WRITE : 0;
-				uint32_t off = m & 2 ? 0 : SSL_MODE_AUTO_RETRY;
-				run_script(&scripts[k], suites[s].version, suites[s].suite, suites[s].rsa, options,
-					   on | (m & 2 ? SSL_MODE_AUTO_RETRY : 0), off);
-			}
-		}
+	for (size_t k = 0; k < sizeof(scripts) / sizeof(scripts[0]); k++)
+		run_everywhere(&scripts[k], only);
+	/* bytes that are not the server's records, after an exchange: the
+	 * reader's errors, OpenSSL's reason and alert (docs/tls-across.md
+	 * "The reader's errors") */
+	for (size_t r = 0; r < N_RAWS; r++) {
+		static char name[64];
+		struct script sc = {name,
+				    {{S_WRITE, 10}, {C_READ, 100}, {S_RAW, (int)r}, {C_READ, 100}, {C_READ, 100},
+				     {S_EOF, 0}, {C_READ, 100}, {C_WRITE, 5}, {C_SHUTDOWN, 0}, {END, 0}}};
+		snprintf(name, sizeof(name), "raw bytes %zu", r);
+		run_everywhere(&sc, only);
+	}
 	pair_free_certs();
 	printf("test_tls_foreign: %d passed, %d failed (%d errors whose reason the engine does not claim, "
 	       "%d engines re-exported)\n",
