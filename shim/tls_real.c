@@ -21,20 +21,38 @@ uintptr_t kp_libssl_lo, kp_libssl_hi;
 
 static pthread_once_t bind_once = PTHREAD_ONCE_INIT;
 
-/* the executable segment of the object loaded at base */
-static int find_text(struct dl_phdr_info *info, size_t size, void *base)
+/* the executable segment of the object loaded at t->base */
+struct text {
+	void *base;
+	uintptr_t lo, hi;
+};
+static int find_text(struct dl_phdr_info *info, size_t size, void *arg)
 {
-	if ((void *)info->dlpi_addr != base)
+	struct text *t = arg;
+	if ((void *)info->dlpi_addr != t->base)
 		return 0;
 	for (int i = 0; i < info->dlpi_phnum; i++) {
 		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
 		if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X)) {
-			kp_libssl_lo = info->dlpi_addr + ph->p_vaddr;
-			kp_libssl_hi = kp_libssl_lo + ph->p_memsz;
+			t->lo = info->dlpi_addr + ph->p_vaddr;
+			t->hi = t->lo + ph->p_memsz;
 			return 1;
 		}
 	}
 	return 1;
+}
+
+bool kp_text_of(const void *fn, uintptr_t *lo, uintptr_t *hi)
+{
+	Dl_info di;
+	struct text t = { 0 };
+	if (dladdr(fn, &di) && di.dli_fbase) {
+		t.base = di.dli_fbase;
+		dl_iterate_phdr(find_text, &t);
+	}
+	*lo = t.lo;
+	*hi = t.hi;
+	return t.hi && (uintptr_t)fn - t.lo < t.hi - t.lo;
 }
 static bool bound_all;
 
@@ -82,9 +100,11 @@ static void bind_all(void)
 	ok = ok && tlsrec_crypto.name;
 	KP_RECORD_CRYPTO_FUNCS(KP_TLS_BIND)
 #undef KP_TLS_BIND
-	Dl_info di;
-	if (kp_ssl.SSL_read && dladdr(*(void **)&kp_ssl.SSL_read, &di) && di.dli_fbase)
-		dl_iterate_phdr(find_text, di.dli_fbase);
+	uintptr_t lo = 0, hi = 0;
+	if (kp_ssl.SSL_read && kp_text_of(*(void **)&kp_ssl.SSL_read, &lo, &hi)) {
+		kp_libssl_lo = lo;
+		kp_libssl_hi = hi;
+	}
 	bound_all = ok && kp_libssl_hi;
 	if (!ok)
 		kp_warn("libssl 3 functions missing: HTTPS connections are left alone");

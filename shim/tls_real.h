@@ -341,4 +341,8 @@ static inline bool kp_from_libssl(const void *addr)
 	return (uintptr_t)addr - kp_libssl_lo < kp_libssl_hi - kp_libssl_lo;
 }
 
+/* The executable segment of the object whose code holds fn (dladdr, then
+ * the loader's list): true and [*lo, *hi) where fn is in it. */
+bool kp_text_of(const void *fn, uintptr_t *lo, uintptr_t *hi);
+
 #endif
