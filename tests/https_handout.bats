@@ -193,14 +193,14 @@ ten_on_two() {
 # OpenSSL's reason, and the server reads the client's alert.  The foreign
 # engine said "SSL routines" with no reason, and sent unexpected_message
 # where OpenSSL sends protocol_version for plain text
-# (docs/tls-across.md "The reader's errors"; tests/servers/tls_garbage.py
+# (docs/tls-across.md "The reader's errors"; tests/servers/tls_cut.py MODE
 # writes them after every second answer).
 @test "TLS across processes, shipped: curl handed a connection on which the server writes bytes that are not a record reads OpenSSL's reason and sends its alert, as alone (TLS 1.3)" {
 	curl_ok || skip "curl cannot run with libasan preloaded"
 	local out="$BATS_TEST_TMPDIR" xdg="$BATS_TEST_TMPDIR/xdg" mode script i all_handed=0
 	mkdir -p -m 0700 "$xdg"
 	for mode in plain handshake oldversion len:16640 len:16641 len:16708 badmac alert ccs badtype empty; do
-		own_server "$PYTHON" "$ROOT/tests/servers/tls_garbage.py" "$TLS/server.pem" "$TLS/server.key" \
+		own_server "$PYTHON" "$ROOT/tests/servers/tls_cut.py" "$TLS/server.pem" "$TLS/server.key" \
 			"$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" "$mode"
 		script=""
 		for i in 1 2 3 4; do
