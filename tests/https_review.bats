@@ -112,6 +112,17 @@ config() { tls_case tls_config "$@"; }
 	done
 }
 
+# A handshake moves the SSL to its version's method (TLS 1.3: libssl's
+# own, whose supported list holds the 3 TLS 1.3 suites); a handed-out SSL
+# kept TLS_client_method() and its 30 (the review of 2026-12-07, item 5)
+@test "the SSL's method and its supported suites after each request are its version's, as after its own handshake (a program that can read them is not handed a connection)" {
+	for v in 13 12; do
+		use_tls $v
+		config 3 method
+		assert_line "3 method the version's own, $([ $v = 13 ] && echo 3 || echo 27) suites supported"
+	done
+}
+
 # F2 of the pair fuzzer's seed 1234 (pair 162b): an SSL handed a pooled
 # connection, its response read to the end (the server's close_notify),
 # its socket closed, then SSL_shutdown: libssl alone marks its

@@ -809,6 +809,30 @@ int main(int argc, char **argv)
 				 ? "no"
 				 : "yes";
 		printf("repeated: client random %s, server random %s, exporter %s\n", rep[0], rep[1], rep[2]);
+	} else if (!strcmp(sc, "method")) {
+		/* the SSL's method and the suites it supports after each of
+		 * three requests (found through dlsym, as values: an import
+		 * would decline every scenario of this client): a handshake
+		 * moves the SSL to its version's method */
+		const SSL_METHOD *(*method)(const SSL *);
+		STACK_OF(SSL_CIPHER) * (*supported)(SSL *);
+		*(void **)&method = dlsym(RTLD_DEFAULT, "SSL_get_ssl_method");
+		*(void **)&supported = dlsym(RTLD_DEFAULT, "SSL_get1_supported_ciphers");
+		SSL_CTX *ctx = mkctx();
+		for (int i = 1; i <= 3; i++) {
+			SSL *s = SSL_new(ctx);
+			int fd = dial();
+			if (handshake(s, fd, i) == 0 && get(s, i, 1, 1) == 0) {
+				STACK_OF(SSL_CIPHER) *sup = supported(s);
+				printf("%d method %s, %d suites supported\n", i,
+				       method(s) == TLS_client_method() ? "TLS_client_method" : "the version's own",
+				       sup ? sk_SSL_CIPHER_num(sup) : -1);
+				sk_SSL_CIPHER_free(sup);
+				SSL_shutdown(s);
+			}
+			close(fd);
+			SSL_free(s);
+		}
 	} else {
 		fprintf(stderr, "unknown scenario %s\n", sc);
 		return 2;
