@@ -240,6 +240,17 @@ const char *bk_base(const char *sock_path)
 	return slash ? slash + 1 : sock_path;
 }
 
+/* The reasons bk_open_dir gives for a directory that is not there or not
+ * ours (bk_dir_not_ours), as opposed to one of ours that is not safe */
+static const char why_missing[] = "socket directory missing";
+static const char why_others[] = "socket directory belongs to another user";
+static const char why_unreachable[] = "cannot reach the socket directory (another user's?)";
+
+bool bk_dir_not_ours(const char *why)
+{
+	return why == why_missing || why == why_others || why == why_unreachable;
+}
+
 int bk_open_dir(const struct bk_sys *sys, const char *dir, unsigned flags, const char **why)
 {
 	*why = NULL;
@@ -267,8 +278,7 @@ int bk_open_dir(const struct bk_sys *sys, const char *dir, unsigned flags, const
 		}
 		int pfd = sys->openat(AT_FDCWD, parent, O_PATH | O_DIRECTORY | O_CLOEXEC);
 		if (pfd < 0) {
-			*why = errno == ENOENT ? "socket directory missing"
-					       : "cannot open the socket directory's parent";
+			*why = errno == ENOENT ? why_missing : "cannot open the socket directory's parent";
 			return -1;
 		}
 		if ((*why = bk_check_parent(sys, pfd))) {
@@ -288,16 +298,16 @@ int bk_open_dir(const struct bk_sys *sys, const char *dir, unsigned flags, const
 		fd = sys->openat(AT_FDCWD, dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	}
 	if (fd < 0) {
-		*why = errno == ENOENT			 ? "socket directory missing"
+		*why = errno == ENOENT			 ? why_missing
 		       : errno == ELOOP || errno == ENOTDIR ? "socket directory is a symlink or not a directory"
-							   : "cannot reach the socket directory (another user's?)";
+							   : why_unreachable;
 		return -1;
 	}
 	struct stat st;
 	if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode))
 		*why = "socket directory is not a directory";
 	else if (st.st_uid != sys->euid)
-		*why = "socket directory belongs to another user";
+		*why = why_others;
 	else if (st.st_mode & 077)
 		*why = "socket directory is open to group or others (want mode 0700)";
 	if (*why) {

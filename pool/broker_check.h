@@ -104,6 +104,10 @@ bool bk_pid_stopped(const struct bk_sys *sys, pid_t pid);
 #define BK_DIR_PARENT 2u
 int bk_open_dir(const struct bk_sys *sys, const char *dir, unsigned flags, const char **why);
 
+/* why, from bk_open_dir or bk_open_sock_dir, says the directory is missing
+ * or another user's (not one of ours that is unsafe). */
+bool bk_dir_not_ours(const char *why);
+
 /* Same for the directory of sock_path (an absolute path). */
 int bk_open_sock_dir(const struct bk_sys *sys, const char *sock_path, unsigned flags, const char **why);
 

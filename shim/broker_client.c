@@ -230,9 +230,7 @@ static int link_open(void)
 		 * stderr (a directory it cannot reach: another user's
 		 * within another user's 0700 one).  (A directory of ours
 		 * that is not safe is.) */
-		if (!strcmp(why, "socket directory missing") ||
-		    !strcmp(why, "socket directory belongs to another user") ||
-		    !strcmp(why, "cannot reach the socket directory (another user's?)")) {
+		if (bk_dir_not_ours(why)) {
 			kp_info("not using the broker at %s: %s", kp_cfg.broker_path, why);
 			__atomic_store_n(&enabled, false, __ATOMIC_RELAXED);
 		} else {

@@ -147,8 +147,11 @@ static bool session_copied(const struct handle *h, const SSL *ssl, bool *early)
 	 * program's own SSL takes them at its first read: until then its
 	 * session has no id and is not resumable */
 	*early = h && !h->read_once && engine_version(h->e) >= TLS1_3_VERSION;
-	/* (a resumption of its own session: the engine's is that one) */
-	if (h && h->verified && !h->resumed)
+	/* (a resumption of its own session: the engine's is that one, until
+	 * the first read, where the server's ticket after its own TLS 1.3
+	 * resumption would have made it a new one, read as made at the
+	 * hand-out; the ticket inside the engine's) */
+	if (h && h->verified && (!h->resumed || (h->read_once && engine_version(h->e) >= TLS1_3_VERSION)))
 		return true;
 	struct record *r = h && h->e->ssl == ssl && *early ? record_get(ssl, false) : NULL;
 	return r && r->offered && kp_ssl.SSL_session_reused(ssl);

@@ -61,8 +61,10 @@ config() { tls_case tls_config "$@"; }
 		config 4 clear_again
 		assert_line "SSL_clear: 1"
 		assert_line --partial "4 ok HTTP/1.1 200 OK reused=1"
-		# request 3 was handed a pooled connection
-		assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
+		# request 3 was handed a pooled connection, and request 4 that
+		# connection again as the resumption of the copy of its session
+		# that SSL_clear kept (reading the chain kept through the clear)
+		assert_equal "handed out $(stat_value tls_reused)" "handed out 2"
 	done
 }
 
@@ -264,4 +266,17 @@ config() { tls_case tls_config "$@"; }
 	run_both 3 "$ROOT/build/clients/tls_unread" stale "$SERVER_PORT" "$TLS/ca.pem" 4
 	assert_equal "$(count_matches '^3 TLSv1.3 reused 0, verified chain 2,' "$BATS_TEST_TMPDIR/shim.out")" 1
 	assert_same_output
+}
+
+# The review of 2026-12-07, item 4: a TLS 1.3 server's ticket after a
+# resumption makes the SSL's session a new one; an SSL handed a pooled
+# connection as the resumption of its session read the one it offered, and
+# offered it again.
+@test "TLS 1.3: after the answer, an SSL that resumed its own session reads a new session (another object, another id), as after its own resumption" {
+	use_tls 13
+	TLS_CONFIG_TEACH=1 config 5 session_after
+	for i in 2 3 4; do
+		assert_line "$i session after the answer: another, id another, resumable=1"
+	done
+	[ "$SHIM_CONNS" -lt "$PLAIN_CONNS" ]  # (the pool served some: the case is made)
 }

@@ -517,6 +517,36 @@ int main(int argc, char **argv)
 		s = SSL_new(ctx);
 		SSL_set_session(s, old);
 		one(NULL, s, 4);
+	} else if (!strcmp(sc, "session_after")) {
+		/* the program offers the session it read last on each of four
+		 * connections and reads its session after the answer: a TLS 1.3
+		 * server's ticket after a resumption makes it a new one (a new
+		 * object, a new id), as after a full handshake */
+		SSL_CTX *ctx = mkctx();
+		SSL_SESSION *kept = NULL;
+		for (int i = 1; i <= 4; i++) {
+			SSL *s = SSL_new(ctx);
+			if (kept)
+				SSL_set_session(s, kept);
+			int fd = dial();
+			if (handshake(s, fd, i) == 0 && get(s, i, 1, 1) == 0)
+				SSL_shutdown(s);
+			SSL_SESSION *after = SSL_get1_session(s);
+			unsigned int la = 0, lk = 0;
+			const unsigned char *ia = after ? SSL_SESSION_get_id(after, &la) : NULL;
+			const unsigned char *ik = kept ? SSL_SESSION_get_id(kept, &lk) : NULL;
+			printf("%d session after the answer: %s, id %s, resumable=%d\n", i,
+			       !after ? "none" : after == kept ? "the one it offered" : "another",
+			       !ik ? "-" : la == lk && !memcmp(ia, ik, la) ? "the same" : "another",
+			       after ? SSL_SESSION_is_resumable(after) : -1);
+			if (kept)
+				SSL_SESSION_free(kept);
+			kept = after;
+			close(fd);
+			SSL_free(s);
+		}
+		if (kept)
+			SSL_SESSION_free(kept);
 	} else if (!strcmp(sc, "observe")) {
 		/* A pooled; B takes it and stays open; C finds none free (the
 		 * library may resume A's session); then D after B and C closed */
