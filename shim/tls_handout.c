@@ -96,35 +96,6 @@ SSL_SESSION *resuming(SSL *ssl)
 	return sess && kp_ssl.SSL_SESSION_is_resumable(sess) ? sess : NULL;
 }
 
-/* own is e's session, or a copy of it the library gave a handed-out SSL
- * (kp_tls_session: a new id, the same ticket and secret), which the server
- * resumes as that session: a TLS 1.3 program reads such a copy after the
- * answer of a hand-out as the resumption of its session, as alone it reads
- * the new ticket's (docs/tls.md "Sessions"), and offers it next. */
-static bool session_of_engine(struct kp_tls *e, SSL_SESSION *own)
-{
-	SSL_SESSION *real = kp_ssl.SSL_get_session(e->ssl);
-	if (own == real || !real)
-		return own == real;
-	const unsigned char *t_own = NULL, *t_real = NULL;
-	size_t n_own = 0, n_real = 0;
-	kp_ssl.SSL_SESSION_get0_ticket(own, &t_own, &n_own);
-	kp_ssl.SSL_SESSION_get0_ticket(real, &t_real, &n_real);
-	if (!n_own || n_own != n_real || memcmp(t_own, t_real, n_own) ||
-	    kp_ssl.SSL_SESSION_get_protocol_version(own) != kp_ssl.SSL_SESSION_get_protocol_version(real) ||
-	    kp_ssl.SSL_SESSION_get0_cipher(own) != kp_ssl.SSL_SESSION_get0_cipher(real))
-		return false;
-	unsigned char k_own[64], k_real[64];
-	size_t m_own = kp_ssl.SSL_SESSION_get_master_key(own, k_own, sizeof(k_own));
-	size_t m_real = kp_ssl.SSL_SESSION_get_master_key(real, k_real, sizeof(k_real));
-	unsigned char diff = m_own != m_real || !m_own;
-	for (size_t i = 0; i < m_own && i < m_real && i < sizeof(k_own); i++)
-		diff |= k_own[i] ^ k_real[i];
-	kp_ssl.OPENSSL_cleanse(k_own, sizeof(k_own));
-	kp_ssl.OPENSSL_cleanse(k_real, sizeof(k_real));
-	return !diff;
-}
-
 /* A TLS 1.3 session libssl's client does not offer: its ticket past the
  * lifetime the server gave it, counted as tls_construct_ctos_psk counts
  * the age (whole seconds, one less). */
@@ -166,7 +137,7 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
 	struct resumer *seen = own && e->key_known ? resumer(&e->key, resumption_kind(ssl, own)) : NULL;
 	if (own && !seen)
 		return "the program offers a session, and what the server does with one is not known";
-	if (own && seen->resumes && !session_of_engine(e, own))
+	if (own && seen->resumes && own != kp_ssl.SSL_get_session(e->ssl))
 		return "the program resumes a session of another connection";
 	if (alpn_not_http11(e->ssl))
 		return "ALPN selected";
