@@ -177,14 +177,7 @@ bool kp_tls_verify_result(const SSL *ssl, long *result, STACK_OF(X509) **chain)
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	bool own = h && h->verified;
-	if (own && h->resumed && !h->verify_set) {
-		/* what a resumption says: the session's result, and no chain
-		 * verified in it: the one libssl kept through an SSL_clear of
-		 * this SSL, if any (kp_tls_reset) */
-		struct record *r = record_get(ssl, false);
-		*result = kp_ssl.SSL_get_verify_result(h->e->ssl);
-		*chain = r ? r->cleared_chain : NULL;
-	} else if (own) {
+	if (own) {
 		*result = h->verify_result;
 		*chain = h->vchain;
 	} else if (resumed) {

@@ -137,7 +137,7 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 }
 
 /* The session ssl reads is a copy of ours (kp_tls_session): handed out
- * (not as the resumption of its own session), or, before its first read,
+ * (a program that offers a session of its own is handed none), or, before its first read,
  * its own TLS 1.3 handshake that resumed a session of ours (its full
  * handshake's would have no ticket yet).  *early: the copy is the one
  * before the server's tickets.  Caller holds tls_lock. */
@@ -147,11 +147,7 @@ static bool session_copied(const struct handle *h, const SSL *ssl, bool *early)
 	 * program's own SSL takes them at its first read: until then its
 	 * session has no id and is not resumable */
 	*early = h && !h->read_once && engine_version(h->e) >= TLS1_3_VERSION;
-	/* (a resumption of its own session: the engine's is that one, until
-	 * the first read, where the server's ticket after its own TLS 1.3
-	 * resumption would have made it a new one, read as made at the
-	 * hand-out; the ticket inside the engine's) */
-	if (h && h->verified && (!h->resumed || (h->read_once && engine_version(h->e) >= TLS1_3_VERSION)))
+	if (h && h->verified)
 		return true;
 	struct record *r = h && h->e->ssl == ssl && *early ? record_get(ssl, false) : NULL;
 	return r && r->offered && kp_ssl.SSL_session_reused(ssl);
@@ -235,8 +231,8 @@ bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
 		/* its peer's objects its own: the hand-out's copies, or the
 		 * resumed session's of its own (docs/tls.md "The program's
 		 * own objects") */
-		X509 *peer = h->verified && !h->resumed ? h->peer : src ? kp_ssl.SSL_SESSION_get0_peer(src) : NULL;
-		STACK_OF(X509) *chain = h->verified && !h->resumed ? h->peer_chain : session_peer_chain(src);
+		X509 *peer = h->verified ? h->peer : src ? kp_ssl.SSL_SESSION_get0_peer(src) : NULL;
+		STACK_OF(X509) *chain = h->verified ? h->peer_chain : session_peer_chain(src);
 		if (d && peer && !session_peer_give(d, peer, chain))
 			kp_debug("a session copy keeps its first owner's peer certificate");
 		/* what the program set on the one it read, as libssl's copy
@@ -346,19 +342,6 @@ static int refused(struct io *io)
 	return -1;
 }
 
-/* The kind of session ssl's handshake offered (-1: none): set at its first
- * call (first), read (and forgotten) when it ends. */
-static int note_offer(SSL *ssl, int kind, bool first)
-{
-	kp_lock(&tls_lock);
-	struct record *r = record_get(ssl, first);
-	int was = r ? r->offer_kind - 1 : -1;
-	if (r)
-		r->offer_kind = first ? kind + 1 : 0;
-	kp_unlock(&tls_lock);
-	return was;
-}
-
 /* SSL_set_accept_state was called on ssl: it is a server, even on a
  * socket it connected */
 static bool told_to_accept(SSL *ssl)
@@ -419,20 +402,6 @@ static void handshake_refused(SSL *ssl, SSL_CTX *hctx, long misses)
 		rec->offered = false; /* its own full handshake now */
 	}
 	kp_unlock(&tls_lock);
-}
-
-/* What the server did with the session offered (a kind of session). */
-static void handshake_resumer(SSL *ssl, const struct io *io, int offer_kind)
-{
-	bool resumes = kp_ssl.SSL_session_reused(ssl);
-	kp_lock(&tls_lock);
-	struct resumer *seen = resumer(&io->c->key, offer_kind);
-	if (!seen)
-		seen = &resumers[n_resumers++ % MAX_RESUMERS];
-	*seen = (struct resumer){ io->c->key, offer_kind, resumes };
-	kp_unlock(&tls_lock);
-	kp_debug("the server %s a session offered (kind %d)", resumes ? "resumed" : "did not resume",
-		 offer_kind);
 }
 
 /* What its full handshake negotiated, for whoever is handed the
@@ -535,13 +504,9 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 		}
 	}
 	/* its own handshake; a BIO of the program's own shows us the fd when
-	 * the first record goes out (kp_send_intercept).  The session it
-	 * offers, noted at its first call (the record's offer_kind). */
-	if (kp_ssl.SSL_in_before(ssl)) {
-		SSL_SESSION *offer = resuming(ssl);
-		note_offer(ssl, offer ? resumption_kind(ssl, offer) : -1, true);
+	 * the first record goes out (kp_send_intercept) */
+	if (kp_ssl.SSL_in_before(ssl))
 		kp_tls_capture_own(ssl);
-	}
 	void *prev = kp_tls_handshaking;
 	kp_tls_handshaking = ssl;
 	/* what a resumption adds to its context's hits (see below) */
@@ -553,7 +518,6 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 	int r;
 	r = KP_OUTSIDE(real(ssl));
 	kp_tls_handshaking = prev;
-	int offer_kind = r == 1 ? note_offer(ssl, -1, false) : -1;
 	if (io_get(ssl, &io) && io.e != ssl) {
 		/* handed out at that first write, which never went out */
 		kp_ssl.ERR_clear_error();
@@ -565,8 +529,6 @@ int kp_tls_handshake(SSL *ssl, int (*real)(SSL *))
 			handshake_resumed(ssl, hctx, hits);
 		else
 			handshake_refused(ssl, hctx, misses);
-		if (offer_kind >= 0 && io_get(ssl, &io) && io.c && io.e == ssl)
-			handshake_resumer(ssl, &io, offer_kind);
 		if (io_get(ssl, &io) && io.e == ssl) {
 			handshake_full(ssl);
 			kp_tls_capture_done(ssl);
@@ -1567,14 +1529,13 @@ void kp_tls_free(SSL *ssl)
  * (a resumption verifies none) until a full handshake of its own verifies
  * one (docs/tls.md "Sessions"): the chain of a pooled connection it was
  * handed as a full handshake, or the one our run verified for a session
- * of ours its handshake resumed.  A hand-out read as a resumption reads
- * no chain: none kept.  The session it keeps is its own now: resumed, it
- * says so.  Caller holds tls_lock. */
+ * of ours its handshake resumed.  The session it keeps is its own now:
+ * resumed, it says so.  Caller holds tls_lock. */
 static void clear_keeps(SSL *ssl, struct handle *h, bool resumed)
 {
 	struct record *rec = record_get(ssl, false);
 	STACK_OF(X509) **from = NULL;
-	if (h && h->e->ssl != ssl && h->verified && (!h->resumed || h->verify_set))
+	if (h && h->e->ssl != ssl && h->verified)
 		from = &h->vchain;
 	else if (rec && rec->offered && resumed)
 		from = &rec->offered_chain;

@@ -25,8 +25,6 @@ void stat_add(SSL *ssl, int which, long n)
 struct ticket *tickets; /* newest first */
 struct handle *handles;
 struct kp_tls *parked;
-struct resumer resumers[MAX_RESUMERS];
-unsigned n_resumers;
 
 /* How a server ends is learnt per destination and kind of request: the
  * hash of its User-Agent (0: none).  A server may decide by it (Apache's
@@ -367,23 +365,6 @@ unsigned kp_tls_learners_drain(void)
 	unsigned n = kp_tls_learners();
 	learn_poll(NULL, true);
 	return n;
-}
-
-/* How ssl's handshake offers session sess: its protocol version, with a
- * ticket or by id (SSL_OP_NO_TICKET sends no ticket). */
-int resumption_kind(SSL *ssl, SSL_SESSION *sess)
-{
-	bool ticket = kp_ssl.SSL_SESSION_has_ticket(sess) && !(kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_TICKET);
-	return kp_ssl.SSL_SESSION_get_protocol_version(sess) << 1 | ticket;
-}
-
-/* Caller holds tls_lock. */
-struct resumer *resumer(const struct pool_key *key, int kind)
-{
-	for (unsigned i = 0; i < n_resumers && i < MAX_RESUMERS; i++)
-		if (resumers[i].kind == kind && !memcmp(&resumers[i].key, key, sizeof(*key)))
-			return &resumers[i];
-	return NULL;
 }
 
 static SSL_CTX *shim_ctx; /* parked engines belong to it: no program callbacks */
@@ -1198,7 +1179,7 @@ static void shown_keep(struct kp_tls *e, const struct handle *h)
 	struct shown *sh = &e->shown;
 	sh->leaf = kp_ssl.SSL_get1_peer_certificate(was);
 	sh->result_known = !h->verify_set;
-	sh->result = h->verified && !h->resumed ? h->verify_result : kp_ssl.SSL_get_verify_result(was);
+	sh->result = h->verified ? h->verify_result : kp_ssl.SSL_get_verify_result(was);
 	/* (a foreign engine's placeholder holds the session: its peer and
 	 * suite; the version and ALPN are the import's) */
 	sh->version = engine_version(h->e);
@@ -1289,25 +1270,16 @@ int shown_gate(struct kp_tls *e, int *hs)
 }
 
 /* The handshake a hand-out counted in the program's context (kp_tls_handout,
- * the hand-out across: a connect, a good one, the hit or the miss its
- * offered session made) is taken back where the program's SSL makes its
+ * the hand-out across: a connect, a good one) is taken back where the program's SSL makes its
  * own on a fresh connection: libssl counts that one itself, and the
  * program's counts say one handshake a connection, as alone, whichever
  * swap made it (a replay, the write or the read that met the server's
  * close before the first request, a watcher set after the hand-out).
  * Caller holds tls_lock. */
-static void handout_uncount(const struct handle *h, SSL *ssl)
+static void handout_uncount(SSL *ssl)
 {
-	SSL_SESSION *own = kp_ssl.SSL_get_session(ssl);
-	unsigned id_len = 0;
-	bool missed = own && kp_ssl.SSL_SESSION_is_resumable(own) && !h->resumed &&
-		      kp_ssl.SSL_SESSION_get_id(own, &id_len) && id_len;
 	stat_add(ssl, STAT_CONNECT, -1);
 	stat_add(ssl, STAT_GOOD, -1);
-	if (h->resumed)
-		stat_add(ssl, STAT_HIT, -1);
-	if (missed)
-		stat_add(ssl, STAT_MISS, -1);
 }
 
 int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
@@ -1321,7 +1293,7 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 	if (h && e) {
 		bool handed = h->e->ssl != ssl;
 		if (handed)
-			handout_uncount(h, ssl);
+			handout_uncount(ssl);
 		shown_keep(e, h);
 		/* the handle's reference: kept with what it showed, or dropped */
 		if (!(handed && handle_keep_shown(h)))
@@ -1344,8 +1316,8 @@ int kp_tls_rehandshake(struct kp_tls **slot, int fd, void *ssl_)
 		h->e = e;
 		h->closed = false; /* parking the old engine closed it */
 		h->shut = h->synth_err = 0;
-		h->peer_kept = handed && h->peer_seen && h->verified && !h->resumed && h->peer;
-		h->verified = h->resumed = false;
+		h->peer_kept = handed && h->peer_seen && h->verified && h->peer;
+		h->verified = false;
 		if (!handed) { /* (a hand-out's: kept above) */
 			if (h->vchain)
 				kp_ssl.OPENSSL_sk_pop_free((OPENSSL_STACK *)h->vchain,

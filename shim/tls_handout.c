@@ -96,19 +96,6 @@ SSL_SESSION *resuming(SSL *ssl)
 	return sess && kp_ssl.SSL_SESSION_is_resumable(sess) ? sess : NULL;
 }
 
-/* A TLS 1.3 session libssl's client does not offer: its ticket past the
- * lifetime the server gave it, counted as tls_construct_ctos_psk counts
- * the age (whole seconds, one less). */
-static bool ticket_stale(const SSL_SESSION *sess)
-{
-	if (kp_ssl.SSL_SESSION_get_protocol_version(sess) < TLS1_3_VERSION || !kp_ssl.SSL_SESSION_has_ticket(sess))
-		return false;
-	long age = (long)time(NULL) - kp_ssl.SSL_SESSION_get_time(sess);
-	if (age > 0)
-		age--;
-	return age > 0 && kp_ssl.SSL_SESSION_get_ticket_lifetime_hint(sess) < (unsigned long)age;
-}
-
 static const char *mismatch(struct kp_tls *e, SSL *ssl)
 {
 	struct shape sh = { e->sni, &e->conf, &e->cfg, e->cert, e->chain, e->seclevel,
@@ -126,19 +113,13 @@ static const char *mismatch(struct kp_tls *e, SSL *ssl)
 	if (kp_ssl.SSL_version(e->ssl) < TLS1_3_VERSION &&
 	    !(kp_ssl.SSL_get_options(ssl) & SSL_OP_NO_RENEGOTIATION))
 		return "the program would renegotiate (TLS 1.2)";
-	/* it resumes a session of its own (SSL_set_session, or kept by
-	 * SSL_clear: curl's cache): only this connection's own session, at a
-	 * server seen resuming, and the connection is then handed out as
-	 * that resumption (reused, no chain verified in it: docs/tls.md
-	 * "Sessions") */
-	SSL_SESSION *own = resuming(ssl);
-	if (own && ticket_stale(own))
-		return "the program's session is past its ticket's lifetime: its own handshake is a full one";
-	struct resumer *seen = own && e->key_known ? resumer(&e->key, resumption_kind(ssl, own)) : NULL;
-	if (own && !seen)
-		return "the program offers a session, and what the server does with one is not known";
-	if (own && seen->resumes && own != kp_ssl.SSL_get_session(e->ssl))
-		return "the program resumes a session of another connection";
+	/* it offers a session of its own (SSL_set_session, or the one
+	 * SSL_clear kept): its own handshake, whatever the server does with
+	 * the offer (docs/tls.md "Sessions": a hand-out as that resumption
+	 * reads what the session read, not what the server's answer to the
+	 * offer makes, the new ticket's session after a TLS 1.3 one) */
+	if (resuming(ssl))
+		return "the program offers a session of its own";
 	if (alpn_not_http11(e->ssl))
 		return "ALPN selected";
 	return NULL;
@@ -191,20 +172,6 @@ out:
 	if (sctx)
 		kp_ssl.X509_STORE_CTX_free(sctx);
 	return ok;
-}
-
-/* The program's ssl, handed e, offers a session the server would resume
- * (mismatch() made sure it is e's own).  Takes tls_lock. */
-static bool resumed_as(struct kp_tls *e, SSL *ssl)
-{
-	SSL_SESSION *own = resuming(ssl);
-	if (!own || !e->key_known)
-		return false;
-	kp_lock(&tls_lock);
-	struct resumer *seen = resumer(&e->key, resumption_kind(ssl, own));
-	bool resumes = seen && seen->resumes;
-	kp_unlock(&tls_lock);
-	return resumes;
 }
 
 /*
@@ -367,10 +334,6 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	if (!h)
 		return -1;
 	const char *why = handout_why(e, ssl);
-	/* as the resumption of its own session: no verification in it, so no
-	 * name matched either (docs/tls.md "Sessions") */
-	bool resumed = !why && resumed_as(e, ssl);
-	X509_VERIFY_PARAM *unnamed = NULL;
 	long result = 0;
 	STACK_OF(X509) *chain = NULL;
 	char *peername = NULL;
@@ -385,21 +348,12 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		X509 *leaf = kp_ssl.SSL_get0_peer_certificate(e->ssl);
 		/* (a full handshake of its own parses objects of its own: no
 		 * ex_data of the first owner's on them, docs/tls.md "The
-		 * program's own objects"; a resumption of its own session reads its
-		 * session's) */
-		if (!resumed) {
-			peer_copies(leaf, peer_chain, &h->peer, &h->peer_chain);
-			leaf = h->peer;
-			peer_chain = h->peer_chain;
-		}
-		int ok = verify_as(ssl, leaf, peer_chain, &result, &chain, &peername, resumed ? &unnamed : NULL);
+		 * program's own objects") */
+		peer_copies(leaf, peer_chain, &h->peer, &h->peer_chain);
+		leaf = h->peer;
+		peer_chain = h->peer_chain;
+		int ok = verify_as(ssl, leaf, peer_chain, &result, &chain, &peername, NULL);
 		kp_ssl.ERR_pop_to_mark();
-		if (unnamed)
-			kp_ssl.X509_VERIFY_PARAM_free(unnamed);
-		if (resumed) {
-			free(peername);
-			peername = NULL;
-		}
 		/* OpenSSL aborts a failed verification for any mode but
 		 * SSL_VERIFY_NONE (tls_post_process_server_certificate), not
 		 * only with SSL_VERIFY_PEER */
@@ -446,7 +400,6 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	h->e = e;
 	h->fd = fd;
 	h->verified = true;
-	h->resumed = resumed;
 	h->verify_result = result;
 	h->vchain = chain;
 	h->peername = peername;
@@ -456,14 +409,6 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	 * counts it (docs/tls.md "Callbacks that watch") */
 	stat_add(ssl, STAT_CONNECT, 1);
 	stat_add(ssl, STAT_GOOD, 1);
-	if (resumed)
-		stat_add(ssl, STAT_HIT, 1);
-	/* its own session offered, which the server would not resume: libssl
-	 * counts a miss where the offer had an id (tls_process_server_hello) */
-	unsigned id_len = 0;
-	SSL_SESSION *own = resuming(ssl);
-	if (own && !resumed && kp_ssl.SSL_SESSION_get_id(own, &id_len) && id_len)
-		stat_add(ssl, STAT_MISS, 1);
 	kp_unlock(&tls_lock);
 	kp_count(tls_reused);
 	return 0;
@@ -482,7 +427,7 @@ static void nid_answer(void *parg, bool ok, int nid, long *ret)
 
 /* The answer of full f to cmd (kp_tls_peer_full); false: libssl's.
  * Caller holds tls_lock. */
-static bool full_answer(const struct full *f, bool none, int cmd, void *parg, long *ret)
+static bool full_answer(const struct full *f, int cmd, void *parg, long *ret)
 {
 	*ret = 0;
 	switch (cmd) {
@@ -503,10 +448,6 @@ static bool full_answer(const struct full *f, bool none, int cmd, void *parg, lo
 		return false; /* (a record that did not read them) */
 	switch (cmd) {
 	case KP_PEER_CHAIN:
-		/* a resumption reads its session's chain: the engine's, or
-		 * the program's own session's */
-		if (none)
-			return false;
 		*(STACK_OF(X509) **)parg = f->chain;
 		return true;
 	case KP_PEER_CA:
@@ -564,12 +505,11 @@ bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	struct record *r = h && h->verified ? NULL : record_get(ssl, false);
-	struct full none = { .known = true, .shown = true }, *f = NULL;
+	struct full *f = NULL;
 	if (h && h->verified) {
-		/* handed out: a full handshake, or the resumption of its own
-		 * session (which shows no signature, no CertificateRequest,
-		 * and below TLS 1.3 no key exchange) */
-		f = h->resumed ? &none : &h->e->full;
+		/* handed out: a full handshake (a program that offers a session
+		 * of its own is handed none) */
+		f = &h->e->full;
 		tls13 = engine_version(h->e) >= TLS1_3_VERSION;
 	} else if (r && r->offered && reused) {
 		f = &r->offered_full; /* a session of ours resumed */
@@ -579,10 +519,10 @@ bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
 	 * handshake: the record's, that connection's handshake's) */
 	void *before = cmd == SSL_CTRL_GET_PEER_TMP_KEY && parg ? *(void **)parg : NULL;
 	bool ours = f && f->known && !(cmd == SSL_CTRL_GET_PEER_TMP_KEY && tls13 && !(h && h->e->im)) &&
-		    full_answer(f, f == &none, cmd, parg, ret);
+		    full_answer(f, cmd, parg, ret);
 	/* what the program may change, up_ref or tag: its SSL's own copy,
 	 * never the kept full's (tls_own.c) */
-	if (ours && f != &none)
+	if (ours)
 		own_answer(h && h->verified ? &h->own : &r->own, cmd, parg, before, ret);
 	/* a full handshake not kept (full_read): the engine's list, copied */
 	if (!ours && (cmd == KP_PEER_CA || cmd == KP_CLIENT_CA) && h && h->verified && h->e->ssl != ssl) {
@@ -592,14 +532,13 @@ bool kp_tls_peer_full(const SSL *ssl, int cmd, void *parg, long *ret)
 		ours = true;
 	}
 	/* handed out as a full handshake: the chain as its own objects */
-	if (ours && cmd == KP_PEER_CHAIN && h && h->verified && !h->resumed && h->peer_chain)
+	if (ours && cmd == KP_PEER_CHAIN && h && h->verified && h->peer_chain)
 		*(STACK_OF(X509) **)parg = h->peer_chain;
 	kp_unlock(&tls_lock);
 	return ours;
 }
 
-/* The peer certificate of a handed-out SSL (not as the resumption of its
- * own session): its own object, as its own handshake parses one
+/* The peer certificate of a handed-out SSL: its own object, as its own handshake parses one
  * (docs/tls.md "The program's own objects"); false: libssl's (routed). */
 bool kp_tls_peer_own(const SSL *ssl, X509 **out)
 {
@@ -607,7 +546,7 @@ bool kp_tls_peer_own(const SSL *ssl, X509 **out)
 		return false;
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
-	bool own = h && ((h->verified && !h->resumed) || h->peer_kept) && h->peer;
+	bool own = h && (h->verified || h->peer_kept) && h->peer;
 	if (own)
 		*out = h->peer;
 	kp_unlock(&tls_lock);
@@ -837,7 +776,7 @@ bool kp_tls_session_reused(const SSL *ssl, int *reused)
 	 * handshake would have been a full one */
 	bool ours = (h && h->verified) || (r && r->offered);
 	if (ours)
-		*reused = h && h->verified && h->resumed;
+		*reused = false;
 	kp_unlock(&tls_lock);
 	return ours;
 }

@@ -216,7 +216,6 @@ struct handle {
 	bool close_made;     /* kept_own: its real SSL given our close_notify "received" */
 	bool alert_owed;     /* closed: its close_notify's write failed (closed_shutdown) */
 	bool verified;       /* handed out: verify_result/vchain are its own */
-	bool resumed;        /* ... as the resumption of its own session */
 	long verify_result;
 	bool verify_set;     /* ... set by the program (SSL_set_verify_result) */
 	bool peer_seen;      /* it asked what its peer is (kp_tls_peer_seen) */
@@ -271,7 +270,6 @@ struct record {
 	int defer_fd;        /* + 1: kp_tls_defer */
 	/* a session of ours offered to the SSL (kp_tls_offer_session): what
 	 * the program's own verification said of its peer chain */
-	int offer_kind;      /* + 1: the kind of session its handshake offered */
 	bool offered;
 	bool offered_across; /* ... a session from the broker (another process's) */
 	bool across_counted; /* its resumption counted (tls_resumed_across) */
@@ -321,13 +319,6 @@ struct ticket {
 	struct ticket *next;
 };
 #define MAX_TICKETS 64
-/* What a destination did with the last session a handshake we followed
- * offered it, by kind of offer: resumed it, or made a full handshake.  A
- * program offering a session of its own is handed a pooled connection
- * only where this is known, as what the server would do: the resumption
- * (its own connection's session only) or a full handshake (docs/tls.md
- * "Sessions").  A small ring. */
-#define MAX_RESUMERS 16
 
 /* How each destination ended the last TLS connection it was asked to end
  * (a request's close that reached it, or its own Connection: close), as
@@ -338,7 +329,7 @@ struct ticket {
  * that asks to close is rewritten only where that is what the server
  * sends (docs/tls.md "Ragged closes"; a connection closed before its end
  * was read is read on by the library to learn it, tls_engine.c
- * kp_tls_learn).  A small ring, as resumers. */
+ * kp_tls_learn).  A small ring. */
 enum { CL_RAGGED = 0, CL_NOTIFY = 1, CL_TELLS = 2 };
 /* 0: a destination not known owes no EOF at all (strict default deny;
  * with learning at close it costs one connection per destination,
@@ -390,18 +381,9 @@ void full_read(SSL *ssl, struct full *f);
 extern kp_mutex_t tls_lock;
 extern struct ticket *tickets;
 extern struct handle *handles;
-struct resumer {
-	struct pool_key key;
-	int kind; /* resumption_kind(): a server may resume tickets, not ids */
-	bool resumes;
-};
-extern struct resumer resumers[MAX_RESUMERS];
-extern unsigned n_resumers;
 bool closer_looked(const struct pool_key *key);
 void closer_told(const struct pool_key *key, uint32_t kind);
 void closer_learn(SSL *e, int r, const struct pool_key *key, uint32_t kind);
-int resumption_kind(SSL *ssl, SSL_SESSION *sess);
-struct resumer *resumer(const struct pool_key *key, int kind);
 SSL_CTX *shim_ctx_get(void);
 void conf_free(struct conf *c);
 void conf_set(struct conf *c, int i, const void *p, size_t n);
