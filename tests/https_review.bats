@@ -123,6 +123,18 @@ config() { tls_case tls_config "$@"; }
 	done
 }
 
+# SSL_sendfile writes through the kernel's TLS (SSL_OP_ENABLE_KTLS), which a
+# handed-out SSL's handshake never set up; it is not wrapped (the review of
+# HTTPS at c1a4d78)
+@test "a program that can reach SSL_sendfile is not handed a pooled connection (it writes past the SSL_* wrappers)" {
+	for v in 13 12; do
+		use_tls $v
+		TLS_CONFIG_TEACH=1 config 4 sendfile_named
+		assert_line "SSL_sendfile found"
+		assert_regex "$SHIM_STATS" ' tls_reused=0 '
+	done
+}
+
 # F2 of the pair fuzzer's seed 1234 (pair 162b): an SSL handed a pooled
 # connection, its response read to the end (the server's close_notify),
 # its socket closed, then SSL_shutdown: libssl alone marks its

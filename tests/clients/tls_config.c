@@ -839,6 +839,15 @@ int main(int argc, char **argv)
 				 ? "no"
 				 : "yes";
 		printf("repeated: client random %s, server random %s, exporter %s\n", rep[0], rep[1], rep[2]);
+	} else if (!strcmp(sc, "sendfile_named")) {
+		/* SSL_sendfile looked up (through dlsym, as values), never
+		 * called: three requests (a process that can reach it is not
+		 * handed a connection) */
+		void *sf = dlsym(RTLD_DEFAULT, "SSL_sendfile");
+		printf("SSL_sendfile %s\n", sf ? "found" : "not found");
+		SSL_CTX *ctx = mkctx();
+		for (int i = 1; i <= 3; i++)
+			one(ctx, NULL, i);
 	} else if (!strcmp(sc, "method")) {
 		/* the SSL's method and the suites it supports after each of
 		 * three requests (found through dlsym, as values: an import
