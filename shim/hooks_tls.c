@@ -208,8 +208,7 @@ static size_t finished(const SSL *s, void *buf, size_t n, bool peer)
 	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
 	if (!e)
 		return 0;
-	int shown;
-	if (!INTERNAL() && kp_tls_session_reused(s, &shown) && !shown && kp_ssl.SSL_session_reused(e))
+	if (!INTERNAL() && kp_tls_session_ours(s) && kp_ssl.SSL_session_reused(e))
 		peer = !peer;
 	return peer ? kp_ssl.SSL_get_peer_finished(e, buf, n) : kp_ssl.SSL_get_finished(e, buf, n);
 }
@@ -689,9 +688,8 @@ KP_EXPORT int SSL_session_reused(const SSL *s)
 {
 	if (MISSING(SSL_session_reused))
 		return 0;
-	int reused;
-	if (!INTERNAL() && kp_tls_session_reused(s, &reused))
-		return reused;
+	if (!INTERNAL() && kp_tls_session_ours(s))
+		return 0;
 	SSL *e = INTERNAL() ? (SSL *)s : kp_tls_route(s, false);
 	return e ? kp_ssl.SSL_session_reused(e) : 0;
 }

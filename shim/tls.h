@@ -434,8 +434,9 @@ void kp_tls_watched(const void *obj, bool is_ctx);
 /* A call the foreign engine cannot answer, before the handed SSL's first
  * read or write: its own handshake on a fresh connection first. */
 void kp_tls_foreign_early(SSL *ssl);
-/* SSL_session_reused for ssl: true (and *reused set) when the answer is ours */
-bool kp_tls_session_reused(const SSL *ssl, int *reused);
+/* ssl was handed a pooled connection, or resumed a session we offered:
+ * its own handshake would have been a full one (SSL_session_reused 0) */
+bool kp_tls_session_ours(const SSL *ssl);
 
 /* fork(): the registries' lock is held across; the child starts with a
  * fresh one. */

@@ -682,7 +682,7 @@ static void offer_take(struct offer *o, const struct ticket *t)
 /* The program's own verification on o's peer chain, then a copy of o's
  * session set on ssl, recorded as offered (so that the program's SSL says
  * what its own full handshake would have: not reused, this chain verified,
- * kp_tls_session_reused and kp_tls_verify_result).  NULL, or why not. */
+ * kp_tls_session_ours and kp_tls_verify_result).  NULL, or why not. */
 static const char *offer_verified(SSL *ssl, struct offer *o, bool across)
 {
 	const char *why = NULL;

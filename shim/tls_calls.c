@@ -353,7 +353,7 @@ static bool told_to_accept(SSL *ssl)
 }
 
 /* A session of ours resumed: the program reads a full handshake
- * (kp_tls_session_reused), its context no hit. */
+ * (kp_tls_session_ours), its context no hit. */
 static void handshake_resumed(SSL *ssl, SSL_CTX *hctx, long hits)
 {
 	long more = kp_ssl.SSL_CTX_ctrl(hctx, SSL_CTRL_SESS_HIT, 0, NULL) - hits;

@@ -764,7 +764,7 @@ long kp_tls_ctx_stat(const SSL_CTX *ctx, int cmd, long r)
 	return r;
 }
 
-bool kp_tls_session_reused(const SSL *ssl, int *reused)
+bool kp_tls_session_ours(const SSL *ssl)
 {
 	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
 		return false;
@@ -775,8 +775,6 @@ bool kp_tls_session_reused(const SSL *ssl, int *reused)
 	 * shape_mismatch), or resuming a session we offered: its own
 	 * handshake would have been a full one */
 	bool ours = (h && h->verified) || (r && r->offered);
-	if (ours)
-		*reused = false;
 	kp_unlock(&tls_lock);
 	return ours;
 }

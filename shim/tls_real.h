@@ -192,7 +192,6 @@ typedef void (*kp_any_fn)(void);
 	X(void, SSL_CTX_set_psk_client_callback, (SSL_CTX *, SSL_psk_client_cb_func)) \
 	X(void, SSL_set_psk_client_callback, (SSL *, SSL_psk_client_cb_func))      \
 	X(int, SSL_set_session_secret_cb, (SSL *, tls_session_secret_cb_fn, void *)) \
-	X(unsigned long, SSL_SESSION_get_ticket_lifetime_hint, (const SSL_SESSION *)) \
 	X(void, SSL_CTX_set_psk_use_session_callback, (SSL_CTX *, SSL_psk_use_session_cb_func)) \
 	X(void, SSL_set_psk_use_session_callback, (SSL *, SSL_psk_use_session_cb_func)) \
 	X(void, SSL_CTX_set_msg_callback, (SSL_CTX *, kp_msg_cb))                  \
