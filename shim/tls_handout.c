@@ -316,6 +316,8 @@ void engine_take_options(SSL *e, SSL *ssl)
 	kp_ssl.SSL_set_options(e, (opts & CARRIED_OPTIONS) | SSL_OP_NO_RENEGOTIATION);
 }
 
+static void engine_session_own(struct kp_tls *e);
+
 static void engine_takes_program(struct kp_tls *e, SSL *ssl, int fd)
 {
 	engine_take_options(e->ssl, ssl);
@@ -378,6 +380,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 		kp_debug("fd %d: pooled TLS connection not handed out: %s", fd, why);
 		return -1;
 	}
+	engine_session_own(e);
 	kp_lock(&tls_lock);
 	/* its first owner's SSL, left whole while parked, serves another now */
 	if (!e->dead && detach_program(e, fd, true) < 0)
@@ -633,6 +636,100 @@ SSL_SESSION *session_base(struct kp_tls *e, SSL_SESSION *src)
 {
 	SSL_SESSION *b = e->snap && (src == e->snap_src || session_changed(src)) ? e->snap : src;
 	return b && kp_ssl.SSL_SESSION_up_ref(b) ? b : NULL;
+}
+
+/* One context per method a finished handshake moved an SSL to
+ * (tlsv1_3_client_method and the like, which libssl does not export):
+ * engine_session_own's SSL_set_session resets an SSL whose method is not
+ * its context's (libssl 3.0 and 3.1: SSL_set_ssl_method frees the
+ * connection's state), so the engine wears one for the call.  Made
+ * outside tls_lock (a context reads the system's configuration, which
+ * reaches our SSL_CTX_ctrl wrapper), kept for the process. */
+static struct {
+	const SSL_METHOD *m;
+	SSL_CTX *ctx;
+} method_ctxs[4];
+static kp_mutex_t method_ctxs_lock = KP_MUTEX_INITIALIZER;
+
+static SSL_CTX *method_ctx_get(const SSL_METHOD *m)
+{
+	SSL_CTX *ctx = NULL;
+	kp_lock(&method_ctxs_lock);
+	unsigned i = 0;
+	for (; i < 4 && method_ctxs[i].m; i++)
+		if (method_ctxs[i].m == m)
+			ctx = method_ctxs[i].ctx;
+	kp_unlock(&method_ctxs_lock);
+	if (ctx || i == 4 || !m)
+		return ctx;
+	SSL_CTX *made = kp_ssl.SSL_CTX_new(m);
+	kp_lock(&method_ctxs_lock);
+	for (i = 0; i < 4 && method_ctxs[i].m && method_ctxs[i].m != m; i++)
+		;
+	if (i < 4 && !method_ctxs[i].m && made) {
+		method_ctxs[i].m = m;
+		method_ctxs[i].ctx = made;
+		made = NULL;
+	}
+	ctx = i < 4 ? method_ctxs[i].ctx : NULL;
+	kp_unlock(&method_ctxs_lock);
+	if (made) /* (another thread's came first) */
+		kp_ssl.SSL_CTX_free(made);
+	return ctx;
+}
+
+/* e is handed to another SSL and its first owner's SSL is gone: its
+ * session becomes a private copy of what hand-outs copy from.  Alone, a
+ * failure on the next program's connection (a fatal alert sent or read:
+ * libssl's remove_session marks s->session not resumable) marks that
+ * program's session only; on the engine it would mark the object the
+ * first owner may still hold (SSL_get1_session), which then makes a full
+ * handshake where alone it resumes (docs/tls.md "The first owner's
+ * session").  SSL_set_session on a connected SSL would itself mark the
+ * session it replaces (ssl_clear_bad_session): the SENT_SHUTDOWN bit is
+ * set for the call and put back.  Once per engine; nobody else holds e
+ * (taken from the pool by the caller). */
+static void engine_session_own(struct kp_tls *e)
+{
+	/* libssl 3.2 on resets to the SSL's first method, whatever its
+	 * context's: left as it was there */
+	unsigned long v = kp_ssl.OpenSSL_version_num();
+	if (e->sess_own || e->im || e->dead || v < 0x30000000UL || v >= 0x30200000UL)
+		return;
+	kp_lock(&tls_lock);
+	/* (while the first owner's SSL is alive, its session is its own) */
+	bool first_gone = !handle_find(e->ssl);
+	SSL_SESSION *src = first_gone ? kp_ssl.SSL_get_session(e->ssl) : NULL;
+	SSL_SESSION *base = src ? session_base(e, src) : NULL;
+	kp_unlock(&tls_lock);
+	if (!first_gone)
+		return;
+	e->sess_own = true;
+	const SSL_METHOD *m = kp_ssl.SSL_get_ssl_method(e->ssl);
+	SSL_CTX *mctx = method_ctx_get(m);
+	/* (the copy made outside our lock: the program's session ex_data
+	 * dup callbacks run in it) */
+	SSL_SESSION *d = base && mctx ? kp_ssl.SSL_SESSION_dup(base) : NULL;
+	if (base)
+		kp_ssl.SSL_SESSION_free(base);
+	if (!d)
+		return;
+	/* (a reference of ours to its context across the change) */
+	SSL_CTX *was = kp_ssl.SSL_get_SSL_CTX(e->ssl);
+	if (was && !kp_ssl.SSL_CTX_up_ref(was))
+		was = NULL;
+	if (was && kp_ssl.SSL_set_SSL_CTX(e->ssl, mctx) == mctx) {
+		int shut = kp_ssl.SSL_get_shutdown(e->ssl);
+		kp_ssl.SSL_set_shutdown(e->ssl, shut | SSL_SENT_SHUTDOWN);
+		kp_ssl.SSL_set_session(e->ssl, d);
+		kp_ssl.SSL_set_shutdown(e->ssl, shut);
+		kp_ssl.SSL_set_SSL_CTX(e->ssl, was);
+	}
+	if (was)
+		kp_ssl.SSL_CTX_free(was);
+	kp_ssl.SSL_SESSION_free(d);
+	if (kp_ssl.SSL_get_ssl_method(e->ssl) != m)
+		e->dead = true; /* (never: the state libssl reset goes nowhere) */
 }
 
 /* ------------------------------------------------------------ resumption */

@@ -168,6 +168,8 @@ struct kp_tls {
 	bool sess_marked;    /* snap_src marked not resumable by its first
 				owner's SSL_free without a shutdown
 				(session_freed) */
+	bool sess_own;       /* its session is a private copy now, or was
+				left (engine_session_own) */
 	/* a connection taken from another process (docs/tls-across.md "The
 	 * hand-out in another process"): the foreign engine answers the
 	 * program's calls, and ssl is a placeholder of ours that never made

@@ -132,6 +132,7 @@ typedef void (*kp_any_fn)(void);
 	X(SSL_CTX *, SSL_set_SSL_CTX, (SSL *, SSL_CTX *))                          \
 	/* helpers */                                                              \
 	X(const SSL_METHOD *, SSL_get_ssl_method, (const SSL *))                   \
+	X(unsigned long, OpenSSL_version_num, (void))                              \
 	X(int, SSL_get_read_ahead, (const SSL *))                                  \
 	X(int, SSL_get_quiet_shutdown, (const SSL *))                              \
 	X(const STACK_OF(X509_NAME) *, SSL_get0_CA_list, (const SSL *))            \

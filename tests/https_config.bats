@@ -86,6 +86,30 @@ own_both() {
 	done
 }
 
+# libssl marks an SSL's session not resumable when a fatal alert is sent
+# or read on its connection; the connection handed to a second SSL kept
+# the first owner's session object, so the second's failure marked the
+# session the first had kept (docs/tls.md "The first owner's session").
+@test "a fatal error on a handed-out connection leaves the session its first owner kept resumable, as alone (TLS 1.3 and 1.2)" {
+	for v in 13 12; do
+		if [ $v = 12 ]; then
+			own_server env TLS12=1 "$PYTHON" "$ROOT/tests/servers/tls_cut.py" "$TLS/server.pem" \
+				"$TLS/server.key" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log"
+		else
+			own_server "$PYTHON" "$ROOT/tests/servers/tls_cut.py" "$TLS/server.pem" "$TLS/server.key" \
+				"$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log"
+		fi
+		own_both kept_cut
+		own_server_stop
+		run cat "$BATS_TEST_TMPDIR/plain.out"
+		assert_line --regexp "^2 read ended: ret=0 SSL_get_error=1 body 5 of 100"
+		assert_line "kept resumable=1"
+		assert_line --regexp "^3 ok HTTP/1.1 200 OK reused=1 "
+		# the second took the first's connection
+		[ "$(stat_value tls_reused)" -ge 1 ] || fail "tls_reused $(stat_value tls_reused), want at least 1"
+	done
+}
+
 @test "SSL_set_SSL_CTX: the SSL's signature algorithms are the new context's (no pooled connection its own handshake could not make)" {
 	for v in 13 12; do
 		use_tls $v

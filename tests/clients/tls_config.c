@@ -443,6 +443,36 @@ int main(int argc, char **argv)
 			close(fd);
 			SSL_free(s);
 		}
+	} else if (!strcmp(sc, "kept_cut")) {
+		/* the first request keeps its session and ends cleanly; the
+		 * second's answer is cut short (no close_notify: a fatal error
+		 * on its connection, the first's with the library); the first's
+		 * session offered then resumes, as alone: the failure was the
+		 * second connection's */
+		SSL_CTX *ctx = mkctx();
+		SSL_SESSION *kept = NULL;
+		for (int i = 1; i <= 2; i++) {
+			SSL *s = SSL_new(ctx);
+			int fd = dial();
+			if (handshake(s, fd, i) == 0 && get(s, i, 0, 0) == 0)
+				SSL_shutdown(s);
+			if (i == 1)
+				kept = SSL_get1_session(s);
+			close(fd);
+			SSL_free(s);
+		}
+		printf("kept resumable=%d\n", kept ? SSL_SESSION_is_resumable(kept) : -1);
+		/* (the server answers keep-alive whatever is asked: no read to
+		 * the end; its fourth answer, cut, leaves its count even for
+		 * the next run) */
+		SSL *s = SSL_new(ctx);
+		if (kept)
+			SSL_set_session(s, kept);
+		int fd = dial();
+		if (handshake(s, fd, 3) == 0 && get(s, 3, 0, 0) == 0)
+			get(s, 4, 0, 0);
+		close(fd);
+		SSL_free(s);
 	} else if (!strcmp(sc, "set_ctx")) {
 		/* an SSL made from a default context, moved to one whose
 		 * signature algorithms the server's ECDSA certificate cannot
