@@ -535,6 +535,7 @@ struct tconn {
 	uint64_t expires_ms;
 	int fd;
 	uint32_t len;
+	uint32_t tail;        /* the last bytes: written on fd if it ends here */
 	unsigned char *bytes; /* NULL: a free slot */
 };
 static struct tconn tconns[TCONN_COUNT];
@@ -552,10 +553,17 @@ static void tconn_release(struct tconn *t)
 	memset(t, 0, sizeof(*t));
 }
 
+/* Ended here, never handed on: the record its last process sealed for
+ * that (its close_notify, docs/tls.md "The close_notify owed") goes out
+ * first, never waiting, never a signal.  The broker cannot make one: it
+ * only writes the bytes it was given. */
 static void tconn_drop(struct tconn *t)
 {
-	if (t->bytes)
-		counts.dropped++;
+	if (!t->bytes)
+		return;
+	counts.dropped++;
+	if (t->tail)
+		(void)send(t->fd, t->bytes + t->len - t->tail, t->tail, MSG_DONTWAIT | MSG_NOSIGNAL);
 	tconn_release(t);
 }
 
@@ -630,6 +638,7 @@ static void tconn_put(const struct bk_msg *m, const struct bk_sess *h, const cha
 	e->expires_ms = life < expires ? life : expires;
 	e->fd = fd;
 	e->len = h->len;
+	e->tail = h->tail;
 	tconn_bytes += h->len;
 	counts.tls_got++;
 	logmsg(4, "got a TLS connection (port %u, %u requests served, %u bytes of state)", m->key.port,
@@ -662,10 +671,10 @@ static void tconn_reply(struct client *cl, const struct pool_key *key, const str
 	memset(&r, 0, sizeof(r));
 	memcpy(r.name, e ? e->name : h->name, BK_SESS_NAME);
 	bk_encode(&m, BK_TREPLY, e ? BK_OK : BK_NONE, 0, key, e ? &e->meta : NULL);
-	r.len = e ? e->len : 0;
+	r.len = e ? e->len - e->tail : 0; /* (the state: the sealed tail stays) */
 	size_t len = sizeof(m) + sizeof(r) + r.len;
 	if (e)
-		memcpy(out + sizeof(m) + sizeof(r), e->bytes, e->len);
+		memcpy(out + sizeof(m) + sizeof(r), e->bytes, r.len);
 	bool sent = send_reply_bytes(cl, &m, &r, out, len, e ? e->fd : -1);
 	explicit_bzero(out, len);
 	if (!e) {

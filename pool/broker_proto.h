@@ -87,8 +87,13 @@ struct bk_sess {
 	uint32_t timeout_s; /* SPUT: kept at most this long (> 0), else 0 */
 	uint32_t flags;     /* SPUT: BK_S_*, else 0 */
 	uint32_t len;       /* the bytes after this header: all the datagram's rest */
-	uint32_t zero;
+	/* TPUT only, else 0: the last tail bytes (< len, at most BK_TAIL_MAX)
+	 * are a record the broker writes on the socket if it ends the
+	 * connection without handing it on (a sealed close_notify: docs/tls.md
+	 * "The close_notify owed"); a TREPLY carries the bytes before it */
+	uint32_t tail;
 };
+#define BK_TAIL_MAX 64
 _Static_assert(sizeof(struct bk_sess) == 48, "bk_sess is a wire format");
 #define BK_SESS_MSG_MAX (sizeof(struct bk_msg) + sizeof(struct bk_sess) + BK_SESS_MAX)
 /* A TLS connection's state (shim/tls_export.h TLSX_MAX), at most; the

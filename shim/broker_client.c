@@ -600,9 +600,10 @@ ssize_t kp_broker_sess_get(const struct pool_key *key, const uint8_t name[BK_SES
 /* ------------------------------------------------------------ TLS connections */
 
 int kp_broker_tls_put(const struct pool_key *key, const uint8_t name[BK_SESS_NAME], uint32_t timeout_s, int fd,
-		      const struct pool_meta *meta, const void *state, size_t len)
+		      const struct pool_meta *meta, const void *state, size_t len, const void *tail, size_t tail_len)
 {
-	if (!kp_broker_enabled() || !len || len > BK_TLS_MAX || !timeout_s || kp_trylock(&link_lock))
+	if (!kp_broker_enabled() || !len || len + tail_len > BK_TLS_MAX || tail_len > BK_TAIL_MAX || !timeout_s ||
+	    kp_trylock(&link_lock))
 		return -1;
 	uint64_t deadline = kp_now_ms() + kp_cfg.broker_timeout_ms;
 	struct bk_msg m;
@@ -611,15 +612,16 @@ int kp_broker_tls_put(const struct pool_key *key, const uint8_t name[BK_SESS_NAM
 	memset(&h, 0, sizeof(h));
 	memcpy(h.name, name, BK_SESS_NAME);
 	h.timeout_s = timeout_s;
-	h.len = (uint32_t)len;
+	h.len = (uint32_t)(len + tail_len);
+	h.tail = (uint32_t)tail_len;
 	union {
 		char buf[CMSG_SPACE(sizeof(int))];
 		struct cmsghdr align;
 	} u;
-	struct iovec iov[3] = { { &m, sizeof(m) }, { &h, sizeof(h) }, { (void *)state, len } };
-	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = 3 };
+	struct iovec iov[4] = { { &m, sizeof(m) }, { &h, sizeof(h) }, { (void *)state, len }, { (void *)tail, tail_len } };
+	struct msghdr mh = { .msg_iov = iov, .msg_iovlen = tail_len ? 4 : 3 };
 	bk_cmsg_put(&mh, u.buf, &fd, 1);
-	ssize_t want = (ssize_t)(sizeof(m) + sizeof(h) + len);
+	ssize_t want = (ssize_t)(sizeof(m) + sizeof(h) + len + tail_len);
 	int r = send_proved(&mh, want, deadline);
 	kp_unlock(&link_lock);
 	if (r == 0)

@@ -59,10 +59,13 @@ ssize_t kp_broker_sess_get(const struct pool_key *key, const uint8_t name[32], v
 /* Whole TLS connections (docs/tls-across.md "The broker's TLS message"):
  * the connection fd with its state (the export message, len bytes,
  * opaque to the broker) under key and name, kept at most timeout_s and
- * handed out once.  Sent only to a broker that proved itself.  Returns 0
- * when sent (the caller still closes its fd and wipes state), -1. */
+ * handed out once.  tail (tail_len bytes, at most BK_TAIL_MAX, may be 0):
+ * a record the broker writes on fd if it ends the connection itself (the
+ * close_notify owed).  Sent only to a broker that proved itself.  Returns
+ * 0 when sent (the caller still closes its fd and wipes state), -1. */
 int kp_broker_tls_put(const struct pool_key *key, const uint8_t name[32], uint32_t timeout_s, int fd,
-		      const struct pool_meta *meta, const void *state, size_t len);
+		      const struct pool_meta *meta, const void *state, size_t len, const void *tail,
+		      size_t tail_len);
 /* A TLS connection to key under name, checked as kp_broker_get's, its
  * record in *meta and its state copied to out (at most cap bytes, *len of
  * them; the caller wipes them after use): the fd, or -1. */

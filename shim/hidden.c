@@ -47,8 +47,10 @@ int hidden_close(int hidden)
 {
 	kp_fd_swap(hidden, NULL);
 	struct kp_tls *t = kp_tls_unpark(hidden);
-	if (t)
+	if (t) {
+		kp_tls_goodbye(t, hidden);
 		kp_tls_put(t);
+	}
 	return KP_REAL(close)(hidden);
 }
 
@@ -835,7 +837,7 @@ int park(int fd, struct kp_conn *c, bool close_fd, uint64_t parked_ms)
 		KP_REAL(close)(hidden);
 		return -1;
 	}
-	if (c->tls && kp_cfg.tls_across)
+	if (c->tls)
 		tls_leave_arm();
 	kp_fd_swap(hidden, KP_POOLED);
 	if (pool_checkin(&c->key, hidden, &meta, kp_now_ms()) < 0) {
@@ -898,22 +900,25 @@ void hidden_child_twins(void)
 /* ------------------------------------------------------------ exit */
 
 /*
- * Under KEEPALIVE_TLS_ACROSS, the TLS connections parked here leave at
- * exit with their state (kp_tls_across_leave: TLS 1.3, to the broker),
- * for the next process of a loop (docs/tls-across.md "The hand-out in the
- * library").  In an atexit handler registered at the first such park,
- * after OpenSSL's own (registered at its initialisation, before any
- * handshake), so that it runs first: the library's destructor comes after
- * OpenSSL is torn down.  Only in the process that registered it (a forked
- * child registers again at its own first park).
+ * The TLS connections parked here end at exit: under KEEPALIVE_TLS_ACROSS
+ * they leave with their state (kp_tls_across_leave: TLS 1.3, to the
+ * broker), for the next process of a loop (docs/tls-across.md "The
+ * hand-out in the library"); the others end with the close_notify their
+ * last owner was told it sent (hidden_close: kp_tls_goodbye, docs/tls.md
+ * "The close_notify owed").  In an atexit handler registered at the first
+ * TLS park, after OpenSSL's own (registered at its initialisation, before
+ * any handshake), so that it runs first: the library's destructor comes
+ * after OpenSSL is torn down.  Only in the process that registered it (a
+ * forked child registers again at its own first park).
  */
 static pid_t tls_leave_pid;
 
 static void tls_leave_at_exit(void)
 {
 	/* (exit() in a handler that interrupted us inside a lock: as kp_fini) */
-	if (getpid() != __atomic_load_n(&tls_leave_pid, __ATOMIC_ACQUIRE) || !kp_broker_enabled() || kp_reentered())
+	if (getpid() != __atomic_load_n(&tls_leave_pid, __ATOMIC_ACQUIRE) || kp_reentered())
 		return;
+	bool across = kp_cfg.tls_across && kp_broker_enabled();
 	static int fds[256];
 	struct pool_key key;
 	struct pool_meta meta;
@@ -922,7 +927,7 @@ static void tls_leave_at_exit(void)
 		if (!kp_tls_is_parked(fds[i]) || pool_take_fd(fds[i], &key, &meta) < 0)
 			continue;
 		/* taken from the pool: gone either way, as at exit */
-		if (!kp_tls_across_leave(fds[i], &key, &meta)) {
+		if (!across || !kp_tls_across_leave(fds[i], &key, &meta)) {
 			hidden_close(fds[i]);
 			continue;
 		}

@@ -125,6 +125,10 @@ bool kp_tls_is_parked(int hidden);
 
 /* Drop one reference (the last frees the engine's SSL). */
 void kp_tls_put(struct kp_tls *e);
+/* e, parked on fd and taken out of the parked ones, is ended by the
+ * library: the close_notify its last owner's SSL_shutdown was told it sent
+ * goes out now (tls_goodbye.c).  Before kp_tls_put. */
+void kp_tls_goodbye(struct kp_tls *e, int fd);
 
 /* fd now holds a fresh TCP connection in place of the reused one whose
  * engine the program's ssl was using (*slot, the connection's: put by

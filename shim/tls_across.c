@@ -940,43 +940,6 @@ static bool across_broker_test(void)
 #endif
 
 
-/* The KeyUpdate before a TLS 1.3 state leaves the process
- * (docs/tls-across.md "Left" 2): ours, asking the server's
- * (update_requested), sealed under the exported sending keys and written
- * to the parked socket, the state then re-made with the sending direction
- * moved on and the receiving one marked TLSX_RX_UPDATE_PENDING: the
- * receiving process never holds the keys of what went before in our
- * direction, and in the server's once its answer comes.  Not through the
- * parked SSL (its BIO may still name the program's closed fd).  Returns
- * the new message (*len bytes), msg wiped and freed either way; NULL when
- * the state must not go (the KeyUpdate not written whole: the connection
- * is spent).  TLS 1.2 has none: msg as it is. */
-static unsigned char *key_update_out(unsigned char *msg, size_t *len, int fd)
-{
-	struct tlsx_state st;
-	const char *why = NULL;
-	unsigned char rec[64], *out = NULL;
-	size_t old_len = *len;
-	if (tlsx_decode(msg, old_len, &st, &why) == 0 && st.version < TLS1_3_VERSION)
-		return msg;
-	int n = why ? -1 : tlsrec_seal_key_update(&st.tx, true, rec, sizeof(rec));
-	if (n > 0 && kp_real.send(fd, rec, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n) {
-		st.flags |= TLSX_RX_UPDATE_PENDING;
-		size_t cap = tlsx_encoded_len(&st);
-		if (cap <= TLSX_MAX && (out = malloc(cap)) && tlsx_encode(&st, out, cap, &why) < 0) {
-			kp_ssl.OPENSSL_cleanse(out, cap);
-			free(out);
-			out = NULL;
-		}
-		*len = cap;
-	}
-	tlsx_wipe(&st);
-	kp_ssl.OPENSSL_cleanse(rec, sizeof(rec));
-	kp_ssl.OPENSSL_cleanse(msg, old_len); /* st pointed into it until here */
-	free(msg);
-	return out;
-}
-
 static bool state_to_broker(struct kp_tls *e, int hidden, const struct pool_key *key,
 			    const struct pool_meta *pmeta, unsigned char *msg, long len)
 {
@@ -1001,13 +964,18 @@ static bool state_to_broker(struct kp_tls *e, int hidden, const struct pool_key 
 	/* once our KeyUpdate is on the wire the connection's SSL no longer
 	 * knows its own sending keys: it is spent whatever the broker does
 	 * (a broker gone: the connection closed, the next request dials) */
-	if (!(msg = key_update_out(msg, &n, hidden))) {
+	if (!(msg = state_key_update(msg, &n, hidden))) {
 		kp_across_note("across check: the state not given to the broker (its KeyUpdate not sent)");
 		return true;
 	}
-	bool sent = kp_broker_tls_put(key, name, (uint32_t)(left - 1), hidden, &meta, msg, n) == 0;
+	/* (the close_notify owed, for the broker to write if it ends it) */
+	uint8_t bye[BK_TAIL_MAX];
+	size_t bye_len = goodbye_seal(e, msg, n, bye);
+	bool sent = kp_broker_tls_put(key, name, (uint32_t)(left - 1), hidden, &meta, msg, n, bye, bye_len) == 0;
 	kp_across_note("across check: the state %s the broker (%zu bytes%s)", sent ? "given to" : "not given to", n,
 		v13 ? ", our KeyUpdate sent before" : "");
+	if (!sent && v13) /* spent: it ends here */
+		goodbye_send(hidden, bye, bye_len);
 	kp_ssl.OPENSSL_cleanse(msg, n);
 	free(msg);
 	return sent || v13; /* TLS 1.2 sent nothing: parked in process when the broker did not take it */
@@ -1543,7 +1511,7 @@ static bool state_export(struct kp_tls *e, int hidden, const struct pool_key *ke
 /* A connection parked here (hidden, to key) that the process's pool will
  * not keep (pushed out by its caps, or the process exiting): under
  * KEEPALIVE_TLS_ACROSS its TLS 1.3 state goes to the broker beside its
- * socket, our KeyUpdate first (key_update_out), for another process
+ * socket, our KeyUpdate first (state_key_update), for another process
  * (docs/tls-across.md "The hand-out in the library").  Only while the
  * library is its one owner: the program freed its SSL (the engine's BIO
  * is ours), nothing pending, never handed out since.  True: the engine is
@@ -1563,9 +1531,10 @@ bool kp_tls_across_leave(int hidden, const struct pool_key *key, const struct po
 	kp_unlock(&tls_lock);
 	if (!ours)
 		return false;
-	if (!kp_ssl.SSL_has_pending(e->ssl) && !kp_ssl.SSL_get_shutdown(e->ssl) &&
-	    kp_ssl.SSL_is_init_finished(e->ssl))
-		state_export(e, hidden, key, meta, true);
+	bool gone = !kp_ssl.SSL_has_pending(e->ssl) && !kp_ssl.SSL_get_shutdown(e->ssl) &&
+		    kp_ssl.SSL_is_init_finished(e->ssl) && state_export(e, hidden, key, meta, true);
+	if (!gone) /* it ends here: the close_notify owed, through its SSL */
+		kp_tls_goodbye(e, hidden);
 	kp_tls_put(e);
 	return true;
 }
@@ -1573,7 +1542,7 @@ bool kp_tls_across_leave(int hidden, const struct pool_key *key, const struct po
 /* A connection taken from another process, done with here: its state now
  * (tlsf_export: only at rest) goes on to the broker beside its socket,
  * under the name it was taken under, after our KeyUpdate (TLS 1.3:
- * key_update_out), for the next process (docs/tls-across.md "The hand-out
+ * state_key_update), for the next process (docs/tls-across.md "The hand-out
  * in another process").  Never parked here: no SSL of ours carries it. */
 static void foreign_out(struct kp_tls *e, int hidden, const struct pool_key *key, const struct pool_meta *meta)
 {
@@ -1600,11 +1569,19 @@ static void foreign_out(struct kp_tls *e, int hidden, const struct pool_key *key
 		kp_ssl.SSL_SESSION_free(s);
 	if (msg && left < 2)
 		why = "its session ends";
-	if (msg && !why && (msg = key_update_out(msg, &cap, hidden))) {
-		bool sent = kp_broker_tls_put(key, e->im->name, (uint32_t)(left - 1), hidden, meta, msg, cap) == 0;
+	/* (the close_notify owed: for the broker, or sent as it ends here) */
+	uint8_t bye[BK_TAIL_MAX];
+	if (msg && !why && (msg = state_key_update(msg, &cap, hidden))) {
+		size_t bye_len = goodbye_seal(e, msg, cap, bye);
+		bool sent = kp_broker_tls_put(key, e->im->name, (uint32_t)(left - 1), hidden, meta, msg, cap, bye,
+					      bye_len) == 0;
 		kp_across_note("across: the connection %s the broker (%zu bytes)", sent ? "passed on to" : "not taken by", cap);
+		if (!sent)
+			goodbye_send(hidden, bye, bye_len);
 	} else {
 		kp_across_note("across: the connection not passed on: %s", why ? why : "its KeyUpdate not sent");
+		if (msg) /* (the state at rest, no KeyUpdate of ours sent) */
+			goodbye_send(hidden, bye, goodbye_seal(e, msg, cap, bye));
 	}
 	if (msg) {
 		kp_ssl.OPENSSL_cleanse(msg, cap);

@@ -1318,6 +1318,10 @@ static int tls_shutdown(SSL *ssl, struct io io)
 		kp_lock(&tls_lock);
 		if (quiet || (owed && (io.h->shut & SSL_SENT_SHUTDOWN)) || (real_shut & SSL_RECEIVED_SHUTDOWN))
 			io.h->shut |= SSL_RECEIVED_SHUTDOWN;
+		/* its close_notify, told sent, goes out when the connection
+		 * ends (kp_tls_goodbye) */
+		if (!quiet)
+			io.h->e->notify_owed = true;
 		io.h->shut |= SSL_SENT_SHUTDOWN;
 		r = io.h->shut & SSL_RECEIVED_SHUTDOWN ? 1 : 0;
 		io.h->synth_err = r ? 0 : SSL_ERROR_SYSCALL;

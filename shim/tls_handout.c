@@ -399,6 +399,7 @@ int kp_tls_handout(struct kp_tls *e, void *ssl_, int fd)
 	kp_lock(&tls_lock);
 	e->fd = fd;
 	e->refs++;
+	e->notify_owed = false; /* (its new owner's close decides) */
 	h->ssl = ssl;
 	h->e = e;
 	h->fd = fd;

@@ -165,7 +165,7 @@ bool kp_held_back(struct kp_held *h, int sock, const struct pool_key *key, bool 
 		why = "its socket was used, or its server spoke";
 	else if ((left = kp_tls_across_left(h->msg, h->len)) < 2)
 		why = "its session ends";
-	else if (kp_broker_tls_put(key, h->name, (uint32_t)(left - 1), sock, &h->meta, h->msg, h->len) < 0)
+	else if (kp_broker_tls_put(key, h->name, (uint32_t)(left - 1), sock, &h->meta, h->msg, h->len, NULL, 0) < 0)
 		why = "the broker did not take it";
 	kp_across_note("across: a connection taken at connect() %s%s", why ? "not given back: " : "given back to the broker",
 		       why ? why : "");

@@ -170,6 +170,9 @@ struct kp_tls {
 				(session_freed) */
 	bool sess_own;       /* its session is a private copy now, or was
 				left (engine_session_own) */
+	bool notify_owed;    /* its last owner's SSL_shutdown was answered
+				without our close_notify going out: it goes
+				when the connection ends (kp_tls_goodbye) */
 	/* a connection taken from another process (docs/tls-across.md "The
 	 * hand-out in another process"): the foreign engine answers the
 	 * program's calls, and ssl is a placeholder of ours that never made
@@ -381,6 +384,16 @@ void offered_full_set(struct record *r, const struct full *f, SSL_SESSION *mine)
 void full_copy(struct full *dst, const struct full *src);
 void full_read(SSL *ssl, struct full *f);
 extern kp_mutex_t tls_lock;
+
+/* tls_goodbye.c: the close_notify e's last owner was told it sent (the
+ * note cleared), sealed into rec from the state of an export message of
+ * e (len bytes) without moving it: its length, or 0 when none is owed;
+ * and such a record sent on fd, never waiting, never a signal. */
+size_t goodbye_seal(struct kp_tls *e, const unsigned char *msg, size_t len, uint8_t rec[BK_TAIL_MAX]);
+void goodbye_send(int fd, const uint8_t *rec, size_t n);
+/* our KeyUpdate written on fd under the state of an export message (len
+ * bytes, TLS 1.3), the message re-made past it (tls_goodbye.c) */
+unsigned char *state_key_update(unsigned char *msg, size_t *len, int fd);
 extern struct ticket *tickets;
 extern struct handle *handles;
 bool closer_looked(const struct pool_key *key);

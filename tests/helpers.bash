@@ -587,6 +587,17 @@ count_matches() { grep -c -a -E "$1" "$2" || true; }
 # stat_value NAME: NAME=<n> from the shim's stats line
 # (a bash regex, not sed | head: the first line that has NAME, which every
 # stats line has once)
+# ends_logged N: the own server's log has N connection ends (tests/servers/
+# tls_close.py with TLS_CLOSE_STRICT=1: its threads log each as they read
+# it, after the client is gone), or 10 s went by
+ends_logged() {
+	local i
+	for i in $(seq 1 100); do
+		[ "$(grep -c ' end ' "$OWN_LOG")" -ge "$1" ] && return 0
+		sleep 0.1
+	done
+}
+
 stat_value() {
 	local re="[ :]$1=([0-9]+)"
 	[[ $SHIM_STATS =~ $re ]] && echo "${BASH_REMATCH[1]}"

@@ -39,6 +39,37 @@ end_both() {
 	assert_same_output
 }
 
+# At a request boundary the program's SSL_shutdown is answered without its
+# close_notify going out, so that the connection can be pooled; a
+# connection the library ended later (at exit, dropped from the pool)
+# ended with the FIN alone, which a strict server reads as a truncation
+# (docs/tls.md "The close_notify owed").  TLS_CLOSE_STRICT=1: the server
+# logs how each connection the client ends was ended.
+@test "a connection the library ends after the program's SSL_shutdown ends with the close_notify the program was told it sent, as alone (TLS 1.3 and 1.2)" {
+	for v in 13 12; do
+		if [ $v = 12 ]; then local max="TLS12=1"; else local max="TLS12="; fi
+		own_server env $max TLS_CLOSE_STRICT=1 "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" \
+			"$TLS/server.key" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" notify
+		: >"$OWN_LOG"
+		run_plain "$CLIENTS/tls_config" shut_keep "$SERVER_PORT" "$TLS"
+		ends_logged 3
+		grep ' end ' "$OWN_LOG" | awk '{ print $2, $3 }' | sort | uniq -c >"$BATS_TEST_TMPDIR/plain.ends"
+		: >"$OWN_LOG"
+		run_shim "$CLIENTS/tls_config" shut_keep "$SERVER_PORT" "$TLS"
+		ends_logged 1
+		grep ' end ' "$OWN_LOG" | awk '{ print $2, $3 }' | sort | uniq -c >"$BATS_TEST_TMPDIR/shim.ends"
+		own_server_stop
+		echo "$SHIM_STATS"
+		assert_same_output
+		run cat "$BATS_TEST_TMPDIR/plain.ends"
+		assert_output "      3 end close_notify"
+		run cat "$BATS_TEST_TMPDIR/shim.ends"
+		assert_output "      1 end close_notify"
+		grep -q "TLSv1.$((v - 10))" "$BATS_TEST_TMPDIR/shim.out" || fail "not TLS 1.$((v - 10))"
+		[ "$(stat_value tls_reused)" -ge 2 ] || fail "tls_reused $(stat_value tls_reused), want 2"
+	done
+}
+
 @test "a server that ends without close_notify: every client option and SSL_shutdown order reads as without the library, the first exchange too (its closes are not rewritten)" {
 	close_server ragged
 	for opt in strict lax; do

@@ -158,6 +158,41 @@ ten_on_two() {
 	[ "$(handed)" -ge 1 ] || fail "handed $(handed), want at least 1"
 }
 
+# A connection given to the broker after its program's SSL_shutdown (told
+# sent, not sent: the connection may go on) carries that close_notify
+# sealed beside its state; the broker writes it if it ends the connection
+# itself (at its exit here).  It ended with the FIN alone, which a strict
+# server reads as a truncation (docs/tls.md "The close_notify owed";
+# TLS_CLOSE_STRICT=1: tls_close.py logs how each connection was ended).
+@test "TLS across processes, shipped: the connection the broker ends at its exit ends with the close_notify its last curl was told it sent, as alone (TLS 1.3)" {
+	curl_ok || skip "curl cannot run with libasan preloaded"
+	own_server env TLS_CLOSE_STRICT=1 "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" "$TLS/server.key" \
+		"$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" notify
+	local out="$BATS_TEST_TMPDIR" xdg="$BATS_TEST_TMPDIR/xdg" script="" i
+	mkdir -p -m 0700 "$xdg"
+	for i in 1 2 3; do
+		script="$script $CURL -sS -w ' %{http_code}\n' --cacert $TLS/ca.pem https://127.0.0.1:$SERVER_PORT/x$i;"
+	done
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	ends_logged 3
+	grep ' end ' "$OWN_LOG" | awk '{ print $2, $3 }' | sort | uniq -c >"$out/plain.ends"
+	: >"$OWN_LOG"
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$PRELOAD" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_LOG=debug \
+		KEEPALIVE_LOG_FILE="$out/shim.log" "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	ends_logged 1
+	grep ' end ' "$OWN_LOG" | awk '{ print $2, $3 }' | sort | uniq -c >"$out/shim.ends"
+	cat "$OWN_LOG"
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	run cat "$out/plain.ends"
+	assert_output "      3 end close_notify"
+	run cat "$out/shim.ends"
+	assert_output "      1 end close_notify"
+	[ "$(handed)" -ge 2 ] || fail "handed $(handed), want 2"
+}
+
 # curl reads the errors of its SSL_read from the state its own BIO keeps of
 # the last I/O: a foreign engine that read the socket itself left it at the
 # EAGAIN of the deferred first write, and curl spun on a cut answer

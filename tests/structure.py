@@ -47,7 +47,7 @@ conn_replay conn_child
 wire
 hidden
 tls_held
-tls_across tls_answer tls_handout tls_engine tls_conf tls_capture tls_import tls_peer tls_own
+tls_across tls_answer tls_handout tls_goodbye tls_engine tls_conf tls_capture tls_import tls_peer tls_own
 broker_client watch sockopts aio_scan tls_real
 sigwait config fdlimit fdtable tcpinfo elf_scan wbuf real dl_real broker_check
 tls_foreign

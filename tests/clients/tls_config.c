@@ -443,6 +443,19 @@ int main(int argc, char **argv)
 			close(fd);
 			SSL_free(s);
 		}
+	} else if (!strcmp(sc, "shut_keep")) {
+		/* three keep-alive requests, each on a fresh SSL ended with
+		 * SSL_shutdown (our close_notify) and close(): alone the server
+		 * reads a close_notify at each connection's end */
+		SSL_CTX *ctx = mkctx();
+		for (int i = 1; i <= 3; i++) {
+			SSL *s = SSL_new(ctx);
+			int fd = dial();
+			if (handshake(s, fd, i) == 0 && get(s, i, 0, 0) == 0)
+				printf("%d shutdown=%d\n", i, SSL_shutdown(s));
+			close(fd);
+			SSL_free(s);
+		}
 	} else if (!strcmp(sc, "kept_cut")) {
 		/* the first request keeps its session and ends cleanly; the
 		 * second's answer is cut short (no close_notify: a fatal error

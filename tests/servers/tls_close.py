@@ -15,6 +15,10 @@ With TLS_CLOSE_CUT=N in the environment, the Nth request on any
 connection is read and not answered: logged "<conn_id> cut <request line>",
 the connection then ended as MODE says (a keep-alive server's close of an
 idle connection that crossed a request: docs/replay.md).
+With TLS12=1, TLS 1.2 at most.  With TLS_CLOSE_STRICT=1, a connection the client ends is logged
+"<conn_id> end close_notify" or "<conn_id> end eof" (the TCP FIN without
+a close_notify: SSL_OP_IGNORE_UNEXPECTED_EOF, which Python 3.11's
+contexts set, cleared), as a strict server tells them.
 """
 import os
 import socket
@@ -25,14 +29,26 @@ import threading
 cert, key, port_file, log_path, mode = sys.argv[1:6]
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(cert, key)
+if os.environ.get("TLS12"):
+    ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+strict = os.environ.get("TLS_CLOSE_STRICT") == "1"
+if strict:
+    ctx.options &= ~getattr(ssl, "OP_IGNORE_UNEXPECTED_EOF", 0)
 lock = threading.Lock()
 count = [0]
 cut_at = int(os.environ.get("TLS_CLOSE_CUT", "0"))
 
 
+def log_end(conn_id, how):
+    if strict:
+        with lock:
+            with open(log_path, "a") as f:
+                f.write("%d end %s\n" % (conn_id, how))
+
+
 def serve(raw, conn_id):
     try:
-        s = ctx.wrap_socket(raw, server_side=True)
+        s = ctx.wrap_socket(raw, server_side=True, suppress_ragged_eofs=not strict)
     except (OSError, ValueError):
         raw.close()
         return
@@ -42,9 +58,15 @@ def serve(raw, conn_id):
         while b"\r\n\r\n" not in buf:
             try:
                 data = s.recv(4096)
+                how = "close_notify"
+            except ssl.SSLError as e:
+                # (OpenSSL 3: UNEXPECTED_EOF_WHILE_READING; older: SSLEOFError)
+                eof = isinstance(e, ssl.SSLEOFError) or e.reason == "UNEXPECTED_EOF_WHILE_READING"
+                data, how = b"", "eof" if eof else "error"
             except (OSError, ValueError):
-                data = b""
+                data, how = b"", "error"
             if not data:
+                log_end(conn_id, how)
                 s.close()
                 return
             buf += data

@@ -253,7 +253,7 @@ int main(void)
 		((struct bk_msg *)buf)->key.port = 0;
 		CHECK(DEC(L + 10, 0, BK_AT_BROKER) < 0 && strstr(w, "key"));
 		SESS(BK_SPUT, BK_OK, 0, 10, 0, 10);
-		((struct bk_sess *)(buf + sizeof(h)))->zero = 1;
+		((struct bk_sess *)(buf + sizeof(h)))->tail = 1;
 		CHECK(DEC(L + 10, 0, BK_AT_BROKER) < 0 && strstr(w, "reserved"));
 
 		/* TLS connection messages (TPUT, TGET, TREPLY): the state's
@@ -272,6 +272,22 @@ int main(void)
 		CHECK(DEC(L + BK_TLS_MAX, 1, BK_AT_BROKER) == 0 && so.len == BK_TLS_MAX);
 		SESS(BK_TPUT, BK_OK, 0, 60, 0, BK_TLS_MAX + 1);
 		CHECK(DEC(L + BK_TLS_MAX + 1, 1, BK_AT_BROKER) < 0 && strstr(w, "oversized"));
+		/* a tail (the sealed close_notify): shorter than the bytes, at
+		 * most BK_TAIL_MAX, in TPUT only */
+#define WITH_TAIL(n) (((struct bk_sess *)(buf + sizeof(h)))->tail = (n))
+		SESS(BK_TPUT, BK_OK, 0, 60, 0, 2000);
+		WITH_META(meta);
+		WITH_TAIL(24);
+		CHECK(DEC(L + 2000, 1, BK_AT_BROKER) == 0 && so.tail == 24 && so.len == 2000);
+		WITH_TAIL(BK_TAIL_MAX + 1);
+		CHECK(DEC(L + 2000, 1, BK_AT_BROKER) < 0 && strstr(w, "tail"));
+		SESS(BK_TPUT, BK_OK, 0, 60, 0, 10);
+		WITH_META(meta);
+		WITH_TAIL(10);
+		CHECK(DEC(L + 10, 1, BK_AT_BROKER) < 0 && strstr(w, "tail"));
+		SESS(BK_SPUT, BK_OK, 0, 10, 0, 10);
+		WITH_TAIL(5);
+		CHECK(DEC(L + 10, 0, BK_AT_BROKER) < 0 && strstr(w, "reserved"));
 		SESS(BK_TPUT, BK_OK, 0, 60, BK_S_ONCE, 10); /* always once: no flag */
 		CHECK(DEC(L + 10, 1, BK_AT_BROKER) < 0 && strstr(w, "flags"));
 		SESS(BK_TPUT, BK_OK, 0, 0, 0, 10);

@@ -1,0 +1,120 @@
+/* tls_goodbye.c - the last records a process sends on a connection it
+ * lets go: our KeyUpdate before its state leaves for another process
+ * (state_key_update), and the close_notify a program's SSL_shutdown was
+ * told it sent, when the library ends the connection (docs/tls.md "The
+ * close_notify owed").
+ *
+ * At a request boundary the program's SSL_shutdown is answered without
+ * our close_notify going out, so that the connection can be parked
+ * (kp_tls_shutdown).  Alone the server reads that close_notify before the
+ * TCP FIN; a connection the library ends later (dropped from the pool,
+ * pushed out, at exit, after a failed export) ended with the FIN alone, a
+ * truncation to a server that tells them apart.  So the engine notes the
+ * alert owed (notify_owed, cleared when another SSL is handed the
+ * connection) and it goes out here, without waiting and without a signal
+ * (MSG_DONTWAIT | MSG_NOSIGNAL): never through the engine's socket BIO,
+ * whose write() could raise SIGPIPE in the program.
+ */
+#include "tls_internal.h"
+
+#include <sys/socket.h>
+
+#include "tls_export.h"
+#include "tls_record.h"
+
+/* The alert through a memory BIO of ours, then onto fd.  Caller holds no
+ * lock of ours; e is out of every table (nobody else reaches it). */
+static void openssl_goodbye(struct kp_tls *e, int fd)
+{
+	SSL *s = e->ssl;
+	if (kp_ssl.SSL_has_pending(s) || kp_ssl.SSL_get_shutdown(s) || !kp_ssl.SSL_is_init_finished(s))
+		return;
+	BIO *wb = kp_ssl.BIO_new(kp_ssl.BIO_s_mem());
+	if (!wb)
+		return;
+	int saved = errno;
+	kp_ssl.ERR_set_mark();
+	/* (the socket BIO stays the read side; the engine is freed after) */
+	kp_ssl.SSL_set0_wbio(s, wb);
+	char rec[128];
+	int n = KP_OUTSIDE(kp_ssl.SSL_shutdown(s)) >= 0 ? kp_ssl.BIO_read(wb, rec, sizeof(rec)) : 0;
+	kp_ssl.ERR_pop_to_mark();
+	if (n > 0 && kp_real.send(fd, rec, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n)
+		kp_debug("fd %d: the close_notify owed sent as the connection ends", fd);
+	/* (libssl need not send it again at SSL_free) */
+	kp_ssl.SSL_set_shutdown(s, SSL_SENT_SHUTDOWN);
+	errno = saved;
+}
+
+void kp_tls_goodbye(struct kp_tls *e, int fd)
+{
+	if (!e || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return;
+	kp_lock(&tls_lock);
+	bool go = e->notify_owed && !e->dead && !e->foreign && !e->im && e->own_bio && e->refs == 1 &&
+		  !handle_find(e->ssl);
+	e->notify_owed = false;
+	kp_unlock(&tls_lock);
+	if (go)
+		openssl_goodbye(e, fd);
+}
+
+size_t goodbye_seal(struct kp_tls *e, const unsigned char *msg, size_t len, uint8_t rec[BK_TAIL_MAX])
+{
+	kp_lock(&tls_lock);
+	bool owed = e->notify_owed;
+	e->notify_owed = false;
+	kp_unlock(&tls_lock);
+	struct tlsx_state st;
+	const char *why = NULL;
+	int n = owed && tlsx_decode(msg, len, &st, &why) == 0 ? tlsrec_seal_close_notify(&st.tx, rec, BK_TAIL_MAX)
+							       : -1;
+	if (owed)
+		tlsx_wipe(&st);
+	return n > 0 ? (size_t)n : 0;
+}
+
+void goodbye_send(int fd, const uint8_t *rec, size_t n)
+{
+	int saved = errno;
+	if (n && kp_real.send(fd, rec, n, MSG_DONTWAIT | MSG_NOSIGNAL) == (ssize_t)n)
+		kp_debug("fd %d: the close_notify owed sent as the connection ends", fd);
+	errno = saved;
+}
+
+/* The KeyUpdate before a TLS 1.3 state leaves the process
+ * (docs/tls-across.md "Left" 2): ours, asking the server's
+ * (update_requested), sealed under the exported sending keys and written
+ * to the parked socket, the state then re-made with the sending direction
+ * moved on and the receiving one marked TLSX_RX_UPDATE_PENDING: the
+ * receiving process never holds the keys of what went before in our
+ * direction, and in the server's once its answer comes.  Not through the
+ * parked SSL (its BIO may still name the program's closed fd).  Returns
+ * the new message (*len bytes), msg wiped and freed either way; NULL when
+ * the state must not go (the KeyUpdate not written whole: the connection
+ * is spent).  TLS 1.2 has none: msg as it is. */
+unsigned char *state_key_update(unsigned char *msg, size_t *len, int fd)
+{
+	struct tlsx_state st;
+	const char *why = NULL;
+	unsigned char rec[64], *out = NULL;
+	size_t old_len = *len;
+	if (tlsx_decode(msg, old_len, &st, &why) == 0 && st.version < TLS1_3_VERSION)
+		return msg;
+	int n = why ? -1 : tlsrec_seal_key_update(&st.tx, true, rec, sizeof(rec));
+	if (n > 0 && kp_real.send(fd, rec, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n) {
+		st.flags |= TLSX_RX_UPDATE_PENDING;
+		size_t cap = tlsx_encoded_len(&st);
+		if (cap <= TLSX_MAX && (out = malloc(cap)) && tlsx_encode(&st, out, cap, &why) < 0) {
+			kp_ssl.OPENSSL_cleanse(out, cap);
+			free(out);
+			out = NULL;
+		}
+		*len = cap;
+	}
+	tlsx_wipe(&st);
+	kp_ssl.OPENSSL_cleanse(rec, sizeof(rec));
+	kp_ssl.OPENSSL_cleanse(msg, old_len); /* st pointed into it until here */
+	free(msg);
+	return out;
+}
