@@ -1611,6 +1611,13 @@ void kp_tls_after_fork_parent(void)
 void kp_tls_after_fork_child(void)
 {
 	kp_mutex_init(&tls_lock);
+	/* the parked connections are the parent's: the child's copies of
+	 * their sockets go (pool_after_fork_child, hidden_close) and write
+	 * nothing, no close_notify owed the parent's program (kp_tls_goodbye) */
+	for (struct kp_tls *e = parked; e; e = e->hh.next)
+		e->notify_owed = false;
+	for (struct handle *h = handles; h; h = h->hh.next)
+		h->e->notify_owed = false;
 	/* the learners' sockets are the parent's: the child's copies go */
 	for (unsigned i = 0; i < n_learners; i++) {
 		kp_fd_swap(learners[i].fd, NULL);

@@ -70,6 +70,29 @@ end_both() {
 	done
 }
 
+# The same, a fork between: the child's copies of the parent's parked
+# sockets are closed in the child at the fork (pool_after_fork_child)
+# and must write nothing: a close_notify owed the parent's program sent
+# there ends the parent's connection under its next request.
+@test "a fork after a keep-alive request ended with SSL_shutdown: the child's end sends nothing on the parent's parked connection, the next requests reuse it" {
+	own_server env TLS_CLOSE_STRICT=1 "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" \
+		"$TLS/server.key" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" notify
+	: >"$OWN_LOG"
+	run_plain "$CLIENTS/tls_config" fork_parked "$SERVER_PORT" "$TLS"
+	ends_logged 3
+	: >"$OWN_LOG"
+	run_shim "$CLIENTS/tls_config" fork_parked "$SERVER_PORT" "$TLS"
+	ends_logged 1
+	cat "$OWN_LOG"
+	echo "$SHIM_STATS"
+	assert_same_output
+	run grep -c ' end ' "$OWN_LOG"
+	assert_output 1
+	run grep ' end ' "$OWN_LOG"
+	assert_output --regexp ' end close_notify$'
+	assert_equal "tls_reused $(stat_value tls_reused)" "tls_reused 2"
+}
+
 @test "a server that ends without close_notify: every client option and SSL_shutdown order reads as without the library, the first exchange too (its closes are not rewritten)" {
 	close_server ragged
 	for opt in strict lax; do

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -449,6 +450,25 @@ int main(int argc, char **argv)
 		 * reads a close_notify at each connection's end */
 		SSL_CTX *ctx = mkctx();
 		for (int i = 1; i <= 3; i++) {
+			SSL *s = SSL_new(ctx);
+			int fd = dial();
+			if (handshake(s, fd, i) == 0 && get(s, i, 0, 0) == 0)
+				printf("%d shutdown=%d\n", i, SSL_shutdown(s));
+			close(fd);
+			SSL_free(s);
+		}
+	} else if (!strcmp(sc, "fork_parked")) {
+		/* a keep-alive request ended with SSL_shutdown and close(), then
+		 * a fork whose child exits at once, then two more requests:
+		 * the child's end touches none of the parent's connections */
+		SSL_CTX *ctx = mkctx();
+		for (int i = 1; i <= 3; i++) {
+			if (i == 2) {
+				pid_t pid = fork();
+				if (pid == 0)
+					_exit(0);
+				waitpid(pid, NULL, 0);
+			}
 			SSL *s = SSL_new(ctx);
 			int fd = dial();
 			if (handshake(s, fd, i) == 0 && get(s, i, 0, 0) == 0)
