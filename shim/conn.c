@@ -489,6 +489,10 @@ static int close_locked(int fd, struct kp_conn *c)
 	bool parked = !left && settle_last(fd, c);
 	if (!left && !parked && !__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
 		learn_end(fd, c); /* (not while a read is under way: it is the read's) */
+	/* closed for good here: the close_notify its program was told it
+	 * sent goes first (docs/tls.md "The close_notify owed") */
+	if (!left && !parked && c->tls && one_owner(c))
+		kp_tls_goodbye(c->tls, fd);
 	kp_unlock(&c->lock);
 	if (!left)
 		conn_free(c);

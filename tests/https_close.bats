@@ -67,6 +67,18 @@ end_both() {
 		assert_output "      1 end close_notify"
 		grep -q "TLSv1.$((v - 10))" "$BATS_TEST_TMPDIR/shim.out" || fail "not TLS 1.$((v - 10))"
 		[ "$(stat_value tls_reused)" -ge 2 ] || fail "tls_reused $(stat_value tls_reused), want 2"
+		# a pool that takes nothing: each connection closed at the
+		# program's close(), after its SSL_shutdown was answered
+		own_server env $max TLS_CLOSE_STRICT=1 "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" \
+			"$TLS/server.key" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" notify
+		: >"$OWN_LOG"
+		KEEPALIVE_MAX_IDLE_PER_HOST=0 run_shim "$CLIENTS/tls_config" shut_keep "$SERVER_PORT" "$TLS"
+		ends_logged 3
+		own_server_stop
+		echo "$SHIM_STATS"
+		assert_same_output
+		run grep -c ' end close_notify$' "$OWN_LOG"
+		assert_output 3
 	done
 }
 
