@@ -1351,14 +1351,21 @@ NOTED_VALUE(SSL_CTX, SSL_CTX_set_block_padding, size_t, VAL_BLOCK_PADDING, v > 1
 NOTED_VALUE(SSL, SSL_set_tlsext_max_fragment_length, uint8_t, VAL_MAX_FRAG_LEN, (long)v)
 NOTED_VALUE(SSL_CTX, SSL_CTX_set_tlsext_max_fragment_length, uint8_t, VAL_MAX_FRAG_LEN, (long)v)
 
-/* a padding callback decides record sizes in the program's code */
+/* a padding callback decides record sizes in the program's code; set
+ * after the handshake, the connection is never parked (libssl would call
+ * it for every later owner's records: docs/tls.md "Found by the review of
+ * HTTPS at 6eba2ea"), and an engine that writes for a handed-out SSL
+ * does not take it (it would be called with the engine's SSL) */
 KP_EXPORT int SSL_set_record_padding_callback(SSL *s, kp_padding_cb cb)
 {
 	if (MISSING(SSL_set_record_padding_callback))
 		return 0;
 	int r = kp_ssl.SSL_set_record_padding_callback(s, cb);
-	if (kp_ssl_bind())
+	if (kp_ssl_bind()) {
 		kp_tls_note_never(s, NEVER_PADDING_CB, cb != NULL);
+		if (cb && !INTERNAL())
+			kp_tls_after_set(s, KP_AFTER_OTHER, "a record padding callback set after the handshake");
+	}
 	return r;
 }
 

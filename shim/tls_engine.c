@@ -981,6 +981,9 @@ int detach_program(struct kp_tls *e, int fd, bool prog_alive)
 	}
 	kp_ssl.SSL_set_bio(e->ssl, b, b); /* frees the program's BIO (curl's) now */
 	kp_ssl.SSL_set_info_callback(e->ssl, NULL);
+	/* (a padding callback of its first owner's would be called for the
+	 * records of every later one) */
+	kp_ssl.SSL_set_record_padding_callback(e->ssl, NULL);
 	/* ours, where its records are counted (tls_capture.h), goes on */
 	kp_ssl.SSL_set_msg_callback(e->ssl, kp_tls_capture_msg_cb(e->ssl));
 	kp_ssl.SSL_set_verify(e->ssl, kp_ssl.SSL_get_verify_mode(e->ssl), NULL);

@@ -123,6 +123,26 @@ config() { tls_case tls_config "$@"; }
 	done
 }
 
+# A record padding callback the program sets after its handshake stayed on
+# the engine (its own SSL) when the connection was parked: libssl called it
+# for every later SSL's records, with the first SSL and its argument (a
+# use after free where the program frees the argument with its SSL), and
+# the later SSL's own callback never ran (the review of HTTPS at 6eba2ea).
+@test "a record padding callback set after the handshake: its connection is never parked, no later SSL's records reach it, each SSL's own runs as alone" {
+	for v in 13 12; do
+		use_tls $v
+		for only1 in 1 ""; do
+			ONLY1=$only1 run_both 3 "$CLIENTS/tls_padcb" "$SERVER_PORT" "$TLS/ca.pem" 3
+			echo "ONLY1=$only1 $SHIM_STATS"
+			assert_equal "shim status $SHIM_STATUS" "shim status $PLAIN_STATUS"
+			assert_same_output
+			run cat "$BATS_TEST_TMPDIR/shim.out"
+			# (padding is TLS 1.3's: libssl never calls it in 1.2)
+			[ $v = 12 ] || assert_line --regexp "^1 connect=1 got=[0-9]+ padcb_request=1 padcb_shutdown=1 "
+		done
+	done
+}
+
 # SSL_sendfile writes through the kernel's TLS (SSL_OP_ENABLE_KTLS), which a
 # handed-out SSL's handshake never set up; it is not wrapped (the review of
 # HTTPS at c1a4d78)
