@@ -1401,7 +1401,14 @@ KP_EXPORT SSL_CTX *SSL_set_SSL_CTX(SSL *s, SSL_CTX *ctx)
 		return NULL;
 	SSL_CTX *before = kp_ssl.SSL_get_SSL_CTX ? kp_ssl.SSL_get_SSL_CTX(s) : NULL;
 	SSL_CTX *r = kp_ssl.SSL_set_SSL_CTX(s, ctx);
-	if (r && r != before && kp_ssl_bind())
+	if (r && r != before && kp_ssl_bind()) {
 		kp_tls_note_set_ctx(s, r, before);
+		/* libssl reads the context's info callback at each event where
+		 * the SSL has none of its own: a watcher set after the
+		 * handshake, as SSL_CTX_set_info_callback's (docs/tls.md
+		 * "Callbacks that watch") */
+		if (!INTERNAL() && kp_ssl.SSL_CTX_get_info_callback(r) && !kp_ssl.SSL_get_info_callback(s))
+			kp_tls_watched(s, false);
+	}
 	return r;
 }

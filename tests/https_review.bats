@@ -123,6 +123,19 @@ config() { tls_case tls_config "$@"; }
 	done
 }
 
+# SSL_set_SSL_CTX after the handshake to a context with an info callback:
+# libssl calls that callback at every event after (two TLS 1.3 tickets and
+# the close_notify: 9 events a request; 1 in TLS 1.2); a handed-out SSL
+# told none, its own missed the close_notify's (the review of HTTPS at
+# 6eba2ea, F2).
+@test "SSL_set_SSL_CTX after the handshake to a context with an info callback: the events are told as alone" {
+	for v in 13 12; do
+		use_tls $v
+		config 3 ctx_info_after
+		assert_line --regexp "^3 info events [1-9]"
+	done
+}
+
 # A record padding callback the program sets after its handshake stayed on
 # the engine (its own SSL) when the connection was parked: libssl called it
 # for every later SSL's records, with the first SSL and its argument (a

@@ -204,7 +204,14 @@ static void exfree_cb(void *parent, void *ptr, CRYPTO_EX_DATA *ad, int idx, long
 
 /* the calls a verify callback gets (scenario verify_cb): it accepts
  * everything, as a pinning callback that decides alone */
-static int verify_calls;
+static int info_events;
+static void count_info(const SSL *s, int where, int ret)
+{
+	(void)s, (void)where, (void)ret;
+	info_events++;
+}
+
+static int verify_calls;static int verify_calls;
 static int accept_all(int ok, X509_STORE_CTX *x)
 {
 	(void)ok, (void)x;
@@ -473,6 +480,24 @@ int main(int argc, char **argv)
 			int fd = dial();
 			if (handshake(s, fd, i) == 0 && get(s, i, 0, 0) == 0)
 				printf("%d shutdown=%d\n", i, SSL_shutdown(s));
+			close(fd);
+			SSL_free(s);
+		}
+	} else if (!strcmp(sc, "ctx_info_after")) {
+		/* each SSL moved after its handshake to a context with an info
+		 * callback (SSL_set_SSL_CTX): libssl calls it at every event
+		 * after, the tickets read and the close_notify sent */
+		SSL_CTX *ctx = mkctx(), *watching = mkctx();
+		SSL_CTX_set_info_callback(watching, count_info);
+		for (int i = 1; i <= 3; i++) {
+			SSL *s = SSL_new(ctx);
+			int fd = dial();
+			if (handshake(s, fd, i) == 0) {
+				SSL_set_SSL_CTX(s, watching);
+				if (get(s, i, 0, 0) == 0)
+					SSL_shutdown(s);
+			}
+			printf("%d info events %d\n", i, info_events);
 			close(fd);
 			SSL_free(s);
 		}
