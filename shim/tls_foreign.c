@@ -317,7 +317,8 @@ static int read_internal(struct tlsf *f, uint8_t *buf, size_t num, bool peek, si
 {
 	struct tlsrec_ev ev;
 
-	*readbytes = 0;
+	/* (*readbytes set only with data: libssl leaves the caller's value
+	 * on every other return) */
 	call_begins(f);
 	if (f->shutdown & TLSF_RECEIVED_SHUTDOWN) {
 		f->rwstate = RW_NOTHING;
