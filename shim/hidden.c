@@ -915,8 +915,11 @@ static pid_t tls_leave_pid;
 
 static void tls_leave_at_exit(void)
 {
-	/* (exit() in a handler that interrupted us inside a lock: as kp_fini) */
-	if (getpid() != __atomic_load_n(&tls_leave_pid, __ATOMIC_ACQUIRE) || kp_reentered())
+	/* (exit() in a handler that interrupted us inside a lock: as kp_fini;
+	 * under a seccomp filter, stepped aside, not even getpid: docs/owner.md
+	 * "A sandbox") */
+	if (__atomic_load_n(&kp_fdtab_aside, __ATOMIC_ACQUIRE) || !kp_fdtab_len ||
+	    getpid() != __atomic_load_n(&tls_leave_pid, __ATOMIC_ACQUIRE) || kp_reentered())
 		return;
 	bool across = kp_cfg.tls_across && kp_broker_enabled();
 	static int fds[256];
