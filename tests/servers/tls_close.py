@@ -19,12 +19,16 @@ With TLS12=1, TLS 1.2 at most.  With TLS_CLOSE_STRICT=1, a connection the client
 "<conn_id> end close_notify" or "<conn_id> end eof" (the TCP FIN without
 a close_notify: SSL_OP_IGNORE_UNEXPECTED_EOF, which Python 3.11's
 contexts set, cleared), as a strict server tells them.
+With TLS_CLOSE_HOLD="TARGET FILE", a request for TARGET is logged, then
+answered only once FILE exists (at most 30 s): a test acts while its
+client waits.
 """
 import os
 import socket
 import ssl
 import sys
 import threading
+import time
 
 cert, key, port_file, log_path, mode = sys.argv[1:6]
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
@@ -37,6 +41,16 @@ if strict:
 lock = threading.Lock()
 count = [0]
 cut_at = int(os.environ.get("TLS_CLOSE_CUT", "0"))
+hold = os.environ.get("TLS_CLOSE_HOLD", "").split()
+
+
+def held(head):
+    if len(hold) != 2 or head.split(b" ")[1:2] != [hold[0].encode()]:
+        return
+    for _ in range(300):
+        if os.path.exists(hold[1]):
+            return
+        time.sleep(0.1)
 
 
 def log_end(conn_id, how):
@@ -76,6 +90,7 @@ def serve(raw, conn_id):
         with lock:
             with open(log_path, "a") as f:
                 f.write("%d %s%s\n" % (conn_id, "cut " if cut else "", head.split(b"\r\n")[0].decode()))
+        held(head)
         if not cut and b"\r\nconnection: close" not in head.lower():
             s.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
             continue
