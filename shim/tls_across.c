@@ -13,7 +13,7 @@
  * rebuilds the ticket and offers it under the very rule a ticket of its
  * own follows (kp_tls_offer_session): nothing in the bytes is trusted
  * beyond what that rule checks again. */
-#define ACROSS_MAGIC 0x6b707333u /* "kps3": with what a full handshake showed */
+#define ACROSS_MAGIC 0x6b707334u /* "kps4": with what a full handshake showed */
 #define ACROSS_NONE UINT32_MAX
 
 struct wbuf {
@@ -119,6 +119,9 @@ static void w_shown(struct wbuf *b, const struct full *f)
 	w_u32(b, f->cert_req);
 	w_u32(b, (uint32_t)f->n_ctypes);
 	w_bytes(b, f->ctypes, (size_t)f->n_ctypes);
+	w_u32(b, f->pf_sent);
+	w_u32(b, (uint32_t)f->n_pformats);
+	w_bytes(b, f->pformats, (size_t)f->n_pformats);
 	w_u32(b, (uint32_t)f->own_sig_ok << 1 | f->own_type_ok);
 	w_u32(b, (uint32_t)f->own_sig_nid);
 	w_u32(b, (uint32_t)f->own_type_nid);
@@ -405,6 +408,13 @@ static void r_shown(struct rbuf *b, struct full *f)
 		b->bad = true;
 	else if (n)
 		memcpy(f->ctypes, q, (f->n_ctypes = (int)n));
+	f->pf_sent = r_u32(b);
+	n = r_u32(b);
+	q = n <= FULL_MAX_PFORMATS ? r_bytes(b, n) : NULL;
+	if (n && !q)
+		b->bad = true;
+	else if (n)
+		memcpy(f->pformats, q, (f->n_pformats = (int)n));
 	uint32_t oks = r_u32(b);
 	f->own_sig_ok = oks >> 1 & 1;
 	f->own_type_ok = oks & 1;

@@ -71,7 +71,7 @@ long kp_tls_ctrl(SSL *ssl, int cmd, long larg, void *parg)
 	if (cmd == SSL_CTRL_GET_TMP_KEY || cmd == SSL_CTRL_GET_PEER_TMP_KEY)
 		kp_tls_foreign_early(ssl);
 	if ((((cmd == SSL_CTRL_GET_PEER_SIGNATURE_NID || cmd == SSL_CTRL_GET_PEER_TMP_KEY ||
-	       cmd == SSL_CTRL_GET_SIGNATURE_NID) &&
+	       cmd == SSL_CTRL_GET_SIGNATURE_NID || cmd == SSL_CTRL_GET_EC_POINT_FORMATS) &&
 	      parg) ||
 	     cmd == SSL_CTRL_GET_CLIENT_CERT_TYPES) &&
 	    kp_tls_peer_full(ssl, cmd, parg, &full_ret))

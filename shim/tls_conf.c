@@ -696,10 +696,17 @@ void full_read(SSL *ssl, struct full *f)
 	const unsigned char *unset = (const unsigned char *)f, *ct = unset;
 	long n_ct = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_CLIENT_CERT_TYPES, 0, &ct);
 	f->cert_req = ct != unset;
-	if (n_ct > FULL_MAX_CTYPES || f->n_sigalgs < 0 || f->n_shared < 0)
+	/* the server's point formats: a TLS 1.2 resumption's ServerHello
+	 * may carry none (alone, a full handshake's read 3) */
+	const unsigned char *pf = NULL;
+	long n_pf = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_EC_POINT_FORMATS, 0, &pf);
+	f->pf_sent = pf != NULL;
+	if (n_ct > FULL_MAX_CTYPES || n_pf > FULL_MAX_PFORMATS || f->n_sigalgs < 0 || f->n_shared < 0)
 		ok = false;
 	else if (n_ct > 0 && ct)
 		memcpy(f->ctypes, ct, (size_t)(f->n_ctypes = (int)n_ct));
+	if (ok && n_pf > 0 && pf)
+		memcpy(f->pformats, pf, (size_t)(f->n_pformats = (int)n_pf));
 	f->own_type_ok = kp_ssl.SSL_get_signature_type_nid(ssl, &f->own_type_nid) > 0;
 	f->own_sig_ok = kp_ssl.SSL_ctrl(ssl, SSL_CTRL_GET_SIGNATURE_NID, 0, &f->own_sig_nid) > 0;
 	if (!ok) {

@@ -489,6 +489,13 @@ static bool full_answer(const struct full *f, int cmd, void *parg, long *ret)
 			*(const unsigned char **)parg = f->n_ctypes ? f->ctypes : NULL;
 		*ret = f->n_ctypes;
 		return true;
+	case SSL_CTRL_GET_EC_POINT_FORMATS:
+		/* (as libssl: 0, the pointer untouched, where none was sent) */
+		if (!f->pf_sent)
+			return true;
+		*(const unsigned char **)parg = f->n_pformats ? f->pformats : NULL;
+		*ret = f->n_pformats;
+		return true;
 	case KP_OWN_SIG_TYPE:
 		nid_answer(parg, f->own_type_ok, f->own_type_nid, ret);
 		return true;
@@ -702,10 +709,11 @@ static void engine_session_own(struct kp_tls *e)
 	bool first_gone = !handle_find(e->ssl);
 	SSL_SESSION *src = first_gone ? kp_ssl.SSL_get_session(e->ssl) : NULL;
 	SSL_SESSION *base = src ? session_base(e, src) : NULL;
+	if (first_gone)
+		e->sess_own = true;
 	kp_unlock(&tls_lock);
 	if (!first_gone)
 		return;
-	e->sess_own = true;
 	const SSL_METHOD *m = kp_ssl.SSL_get_ssl_method(e->ssl);
 	SSL_CTX *mctx = method_ctx_get(m);
 	/* (the copy made outside our lock: the program's session ex_data
@@ -729,8 +737,11 @@ static void engine_session_own(struct kp_tls *e)
 	if (was)
 		kp_ssl.SSL_CTX_free(was);
 	kp_ssl.SSL_SESSION_free(d);
-	if (kp_ssl.SSL_get_ssl_method(e->ssl) != m)
+	if (kp_ssl.SSL_get_ssl_method(e->ssl) != m) {
+		kp_lock(&tls_lock);
 		e->dead = true; /* (never: the state libssl reset goes nowhere) */
+		kp_unlock(&tls_lock);
+	}
 }
 
 /* ------------------------------------------------------------ resumption */

@@ -104,6 +104,7 @@ struct sigalg {
 };
 #define FULL_MAX_SIGALGS 64
 #define FULL_MAX_CTYPES 32
+#define FULL_MAX_PFORMATS 8
 struct full {
 	bool known;
 	bool sig_ok, type_ok;
@@ -123,6 +124,9 @@ struct full {
 	bool cert_req;                 /* SSL_get0_certificate_types answers */
 	int n_ctypes;
 	unsigned char ctypes[FULL_MAX_CTYPES];
+	bool pf_sent;                  /* SSL_get0_ec_point_formats answers */
+	int n_pformats;                /* (the server's ServerHello, TLS 1.2) */
+	unsigned char pformats[FULL_MAX_PFORMATS];
 	bool own_sig_ok, own_type_ok;  /* SSL_get_signature_nid, _type_nid */
 	int own_sig_nid, own_type_nid;
 };

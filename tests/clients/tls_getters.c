@@ -91,6 +91,12 @@ static void show(SSL *ssl)
 	for (int i = 0; i < nct && ct; i++)
 		printf(" %d", ct[i]);
 	printf("\n");
+	const unsigned char *pf = (const unsigned char *)"unset";
+	int npf = (int)SSL_get0_ec_point_formats(ssl, &pf);
+	printf("  ec point formats %d %s", npf, !pf ? "NULL" : pf == (const unsigned char *)"unset" ? "unset" : "set");
+	for (int i = 0; i < npf && pf; i++)
+		printf(" %d", pf[i]);
+	printf("\n");
 	int a = 0, b = 0, c = 0, d = 0;
 	int ra = SSL_get_peer_signature_type_nid(ssl, &a), rb = (int)SSL_get_peer_signature_nid(ssl, &b);
 	int rc = SSL_get_signature_type_nid(ssl, &c), rd = (int)SSL_get_signature_nid(ssl, &d);
