@@ -789,10 +789,24 @@ KP_EXPORT int SSL_clear(SSL *s)
 	return kp_ssl.SSL_clear(s);
 }
 
+/* Calls that reset an established SSL break its connection alone (its next
+ * read or write fails): on a handed-out one, live, its engine takes them
+ * too (kp_tls_reset_live; a connection from another process makes its own
+ * handshake first).  NULL: not such an SSL. */
+static SSL *reset_engine(SSL *s, const char *why)
+{
+	if (INTERNAL() || !kp_ssl_bind())
+		return NULL;
+	kp_tls_foreign_early(s);
+	return kp_tls_reset_live(s, why);
+}
+
 KP_EXPORT void SSL_set_connect_state(SSL *s)
 {
 	if (MISSING(SSL_set_connect_state))
 		return;
+	if (!INTERNAL() && kp_ssl_bind())
+		kp_tls_foreign_early(s);
 	if (!INTERNAL() && kp_ssl_bind() && kp_tls_reset(s, false) == KP_RESET_SKIP)
 		return;
 	kp_ssl.SSL_set_connect_state(s);
@@ -805,6 +819,9 @@ KP_EXPORT void SSL_set_accept_state(SSL *s)
 {
 	if (MISSING(SSL_set_accept_state))
 		return;
+	SSL *e = reset_engine(s, "SSL_set_accept_state after the handshake");
+	if (e)
+		kp_ssl.SSL_set_accept_state(e);
 	kp_ssl.SSL_set_accept_state(s);
 	if (!INTERNAL() && kp_ssl_bind())
 		kp_tls_note_never(s, NEVER_ACCEPT, true);
@@ -929,11 +946,48 @@ KP_EXPORT int SSL_set_session(SSL *s, SSL_SESSION *sess)
 {
 	if (MISSING(SSL_set_session))
 		return 0;
+	/* (libssl's own calls from inside it are not the program's) */
+	SSL *e = reset_engine(s, "SSL_set_session after the handshake");
+	if (e) {
+		/* what it does to an established SSL: its context's method
+		 * back (a reset where the handshake moved it to its version's),
+		 * and sess as the connection's; the session it replaces and
+		 * the cache left alone (the engine's SENT_SHUTDOWN bit for the
+		 * call: libssl's own check) */
+		int shut = kp_ssl.SSL_get_shutdown(e);
+		kp_ssl.SSL_set_shutdown(e, shut | SSL_SENT_SHUTDOWN);
+		kp_ssl.SSL_set_session(e, sess);
+		kp_ssl.SSL_set_shutdown(e, shut);
+	}
 	int r = kp_ssl.SSL_set_session(s, sess);
 	/* (also from inside libssl: SSL_copy_session_id sets it so) */
 	if (r == 1)
 		kp_tls_set_session(s);
 	return r;
+}
+
+KP_EXPORT int SSL_set_ssl_method(SSL *s, const SSL_METHOD *m)
+{
+	if (MISSING(SSL_set_ssl_method))
+		return 0;
+	SSL *e = reset_engine(s, "SSL_set_ssl_method after the handshake");
+	if (e)
+		kp_ssl.SSL_set_ssl_method(e, m);
+	return kp_ssl.SSL_set_ssl_method(s, m);
+}
+
+/* a server's call: on a client's established SSL, alone, it resets the SSL
+ * (SSL_clear) and reads the server's records as a ClientHello */
+KP_EXPORT int SSL_stateless(SSL *s)
+{
+	if (MISSING(SSL_stateless))
+		return 0;
+	SSL *e = reset_engine(s, "SSL_stateless after the handshake");
+	if (!e)
+		return kp_ssl.SSL_stateless(s);
+	int shut = kp_ssl.SSL_get_shutdown(e);
+	kp_ssl.SSL_set_shutdown(e, shut | SSL_SENT_SHUTDOWN); /* (its session and cache left alone) */
+	return kp_ssl.SSL_stateless(e);
 }
 
 /* A handed-out SSL is connected, as far as its program can tell: libssl

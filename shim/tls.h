@@ -379,6 +379,12 @@ enum kp_tls_reset_do {
 	KP_RESET_REFUSE, /* fail it: the SSL serves another SSL of the program's */
 };
 enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear);
+/* A call that resets an established SSL (SSL_set_session, _set_ssl_method,
+ * _set_connect_state, _set_accept_state, SSL_stateless) made on a handed-out
+ * one, live: the engine that carries its connection, for the call to break
+ * it as alone (the connection never parked after it); else NULL (docs/tls.md
+ * "Calls that reset an established SSL") */
+SSL *kp_tls_reset_live(SSL *ssl, const char *why);
 /* What no getter tells, recorded from the setters on a context or an SSL
  * (docs/tls.md: everything a getter tells is read at hand-out instead).
  * Lists (exact bytes as set: a handshake is handed a pooled connection

@@ -765,6 +765,14 @@ static unsigned io_noted(SSL *ssl, bool read)
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
 	unsigned remake = h && !h->io_once ? h->remake : 0;
+	/* a context told of sessions since the hand-out (one told at the
+	 * hand-out declines it): its own TLS 1.3 connection's tickets reach
+	 * it at the first read, the engine's went to its first owner.  A
+	 * TLS 1.2 session came at the handshake, before it was told: alone
+	 * it hears nothing either */
+	if (h && !h->io_once && h->verified && !h->e->im && h->e->ssl != ssl &&
+	    engine_version(h->e) >= TLS1_3_VERSION && sessions_told(ssl))
+		remake |= REMAKE_TOLD;
 	SSL *first_read = h && read && !h->read_once && !h->e->im && h->e->ssl != ssl ? h->e->ssl : NULL;
 	bool tell = h && read && !h->read_once && h->e->im && sessions_told(ssl);
 	if (first_read) /* (an SSL of this process's: never told) */
@@ -873,7 +881,7 @@ static void remake_watched(SSL *ssl, int fd, unsigned why)
 {
 	kp_lock(&tls_lock);
 	struct handle *h = handle_find(ssl);
-	bool go = h && !tells_sessions(session_ctx(ssl));
+	bool go = h && ((why & REMAKE_TOLD) || !tells_sessions(session_ctx(ssl)));
 	kp_msg_cb msg = conf_of(ssl)->msg_cb;
 	kp_unlock(&tls_lock);
 	if (!go || kp_tls_keylog_of(kp_ssl.SSL_get_SSL_CTX(ssl)))
@@ -890,6 +898,7 @@ static void remake_watched(SSL *ssl, int fd, unsigned why)
 	kp_ssl.SSL_set_msg_callback(ssl, msg ? msg : kp_tls_capture_msg_cb(ssl));
 	kp_debug("fd %d: %s after the hand-out: %s", fd,
 		 why & REMAKE_CALL	 ? "a call the foreign engine cannot answer"
+		 : why & REMAKE_TOLD	 ? "its context told of sessions"
 		 : why & REMAKE_WATCHED ? "a callback that watches set"
 					: "AUTO_RETRY cleared",
 		 r == 0 ? "its own handshake on a fresh connection" : "no fresh connection, left on the pooled one");
@@ -1430,6 +1439,26 @@ bool kp_tls_set_shutdown(SSL *ssl, int mode)
 	return true;
 }
 
+/* From now on ssl's calls go to its engine unframed, as libssl's own: never
+ * parked, never replayed; our made-up answers (an owed EOF, a shutdown
+ * without close_notify) stand no more.  False: not found. */
+static bool unframe(SSL *ssl, const struct io *io, const char *why)
+{
+	if (io->c)
+		kp_conn_tls_spoil(io->c, io->fd, why);
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h) {
+		h->moved = true;
+		h->e->dead = true; /* not the parked socket's connection any more */
+		/* the shutdown bits we answered are its real SSL's from now on */
+		kp_ssl.SSL_set_shutdown(h->e->ssl, kp_ssl.SSL_get_shutdown(h->e->ssl) | h->shut);
+		h->shut = 0;
+	}
+	kp_unlock(&tls_lock);
+	return h != NULL;
+}
+
 void kp_tls_bio_moved(SSL *ssl)
 {
 	struct io io;
@@ -1437,22 +1466,8 @@ void kp_tls_bio_moved(SSL *ssl)
 		return;
 	/* its I/O goes where the program put it, with the connection's keys,
 	 * as libssl alone moves it: the engine takes the program's BIOs (a
-	 * reference each).  Our framing and our made-up answers (an owed EOF,
-	 * a shutdown without close_notify) stand for the old socket only:
-	 * from now on the calls go to the engine unframed, as libssl's own */
-	if (io.c)
-		kp_conn_tls_spoil(io.c, io.fd, "the SSL's BIO changed after the handshake");
-	kp_lock(&tls_lock);
-	struct handle *h = handle_find(ssl);
-	if (h) {
-		h->moved = true;
-		h->e->dead = true; /* its BIO is not the parked socket's any more */
-		/* the shutdown bits we answered are its real SSL's from now on */
-		kp_ssl.SSL_set_shutdown(h->e->ssl, kp_ssl.SSL_get_shutdown(h->e->ssl) | h->shut);
-		h->shut = 0;
-	}
-	kp_unlock(&tls_lock);
-	if (!h || io.e == ssl)
+	 * reference each).  Our framing stands for the old socket only */
+	if (!unframe(ssl, &io, "the SSL's BIO changed after the handshake") || io.e == ssl)
 		return; /* its own SSL: the real call moved it already */
 	BIO *rb = kp_ssl.SSL_get_rbio(ssl), *wb = kp_ssl.SSL_get_wbio(ssl);
 	if (rb)
@@ -1553,6 +1568,22 @@ static void clear_keeps(SSL *ssl, struct handle *h, bool resumed)
 	*from = NULL;
 }
 
+SSL *kp_tls_reset_live(SSL *ssl, const char *why)
+{
+	struct io io;
+	/* (a connection from another process: its own handshake first,
+	 * kp_tls_foreign_early; after its first read or write not made the
+	 * foreign engine's) */
+	/* (after its SSL_shutdown, or the server's close, the program is done
+	 * with it: curl sets the connect state before SSL_free) */
+	if (!io_look(ssl, &io, false) || io.closed || io.e == ssl || io.f || (io.shut & SSL_SENT_SHUTDOWN) ||
+	    (io.c && __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE)))
+		return NULL;
+	/* (its failure then is the program's, as alone: no fresh connection
+	 * takes its request) */
+	return unframe(ssl, &io, why) ? io.e : NULL;
+}
+
 enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 {
 	struct io io;
@@ -1570,6 +1601,11 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 		return KP_RESET_PASS;
 	}
 	bool own = io.e == ssl;
+	SSL *live = clear || own ? NULL : kp_tls_reset_live(ssl, "SSL_set_connect_state after the handshake");
+	if (live) {
+		kp_ssl.SSL_set_connect_state(live); /* (its connection's, as alone) */
+		return KP_RESET_PASS;
+	}
 	/* curl, before SSL_free: the engine stays whole; a handle handed a
 	 * pooled one is a shell anyway */
 	if (!clear && (io.closed || (io.c && kp_conn_tls_at_end(io.c, io.fd))))
@@ -1578,6 +1614,15 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 		kp_conn_tls_spoil(io.c, io.fd, clear ? "SSL_clear" : "SSL_set_connect_state");
 	if (!clear)
 		return KP_RESET_PASS;
+	/* a live connection handed out: alone the SSL cleared keeps the
+	 * handshake its SSL_connect set, and its next write sends a
+	 * ClientHello on that connection, which fails; the program's own SSL
+	 * made none (its shutdown bits kept: they decide its session) */
+	if (!own && !io.closed && !io.f && !kp_ssl.SSL_is_server(ssl)) {
+		int shut = kp_ssl.SSL_get_shutdown(ssl);
+		kp_ssl.SSL_set_connect_state(ssl);
+		kp_ssl.SSL_set_shutdown(ssl, shut);
+	}
 	/* handed a pooled connection: the session its own handshake would
 	 * have made stays with it (libssl's SSL_clear keeps a session whose
 	 * close_notify was sent, and drops it otherwise), and its next

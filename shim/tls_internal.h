@@ -214,7 +214,7 @@ struct kp_tls {
 };
 
 /* a program's SSL that we follow */
-enum { REMAKE_WATCHED = 1, REMAKE_AUTORETRY = 2, REMAKE_CALL = 4 };
+enum { REMAKE_WATCHED = 1, REMAKE_AUTORETRY = 2, REMAKE_CALL = 4, REMAKE_TOLD = 8 };
 struct handle {
 	SSL *ssl;
 	struct kp_tls *e;    /* answers for it (e->ssl == ssl: its own) */
@@ -250,9 +250,9 @@ struct handle {
 				after its own handshake): told the engine's
 				events, its connection stepped aside
 				(kp_tls_watched) */
-	bool moved;          /* its BIO changed after the handshake: the engine
-				does its I/O on the program's BIO, unframed
-				(kp_tls_bio_moved) */
+	bool moved;          /* its BIO changed after the handshake (the engine
+				does its I/O on the program's BIO), or a call
+				reset it (kp_tls_reset_live): unframed */
 	long handed_at;      /* time() of the hand-out: its "handshake" */
 	struct own own;      /* handed out: its own copies (tls_own.c) */
 	/* what a handed-out SSL was shown before a fresh connection took the

@@ -184,6 +184,9 @@ typedef void (*kp_any_fn)(void);
 	X(int, SSL_up_ref, (SSL *))                                                \
 	X(EVP_PKEY *, SSL_get_privatekey, (const SSL *))                           \
 	X(void, SSL_set_accept_state, (SSL *))                                     \
+	X(int, SSL_set_ssl_method, (SSL *, const SSL_METHOD *))                    \
+	X(int, SSL_stateless, (SSL *))                                             \
+	X(const SSL_METHOD *, SSL_CTX_get_ssl_method, (const SSL_CTX *))           \
 	X(int, SSL_CTX_add_client_custom_ext, (SSL_CTX *, unsigned int, custom_ext_add_cb, \
 					       custom_ext_free_cb, void *,     \
 					       custom_ext_parse_cb, void *))   \

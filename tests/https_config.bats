@@ -276,3 +276,47 @@ gnutls_own() {
 		[ "$(stat_value tls_declined)" -ge 1 ] || fail "$client: no hand-out declined"
 	done
 }
+
+# Calls that reset an established SSL (its method, its state, its session)
+# break its connection alone: its next write or read fails.  On a
+# handed-out SSL they acted on the program's own SSL, which carries no
+# connection, and the request was answered (the review of HTTPS at
+# 6eba2ea, item 4).  Its engine takes them now, unframed: the failure is
+# the program's, no fresh connection takes the request (docs/tls.md
+# "Calls that reset an established SSL").
+@test "calls that reset an established SSL (SSL_set_session, SSL_set_ssl_method, connect and accept state, SSL_stateless, SSL_clear) break a handed-out connection as alone (TLS 1.3 and 1.2)" {
+	local c
+	for v in 13 12; do
+		use_tls $v
+		for c in set_session set_session_null set_method connect_state accept_state stateless clear; do
+			TLS_CONFIG_TEACH=1 config 2 reset "$c"
+			run cat "$BATS_TEST_TMPDIR/plain.out"
+			assert_line --regexp "^2 (fail write|read ended)"
+			# the second request's SSL was handed the first's connection
+			[ "$(stat_value tls_reused)" -ge 1 ] || fail "$v $c: tls_reused $(stat_value tls_reused), want at least 1"
+		done
+	done
+}
+
+# A context that starts keeping sessions after a handed-out SSL's
+# handshake, before its first read, is told of what its own connection's
+# server sends after the handshake: TLS 1.3 tickets, at that read.  The
+# engine's went to its first owner: it was told none, and its store kept
+# none (the review of HTTPS at 6eba2ea, item 3).  Its own handshake on a
+# fresh connection first now, as for a watcher set late (docs/tls.md
+# "Callbacks that watch").  TLS 1.2: the session came with the handshake,
+# before the context told: nothing either way.
+@test "a session cache or new-session callback switched on after a handed-out SSL_connect is told the tickets its own connection gets, as alone (TLS 1.3 and 1.2)" {
+	local a
+	for v in 13 12; do
+		use_tls $v
+		for a in nostore store; do
+			TLS_CONFIG_TEACH=1 config 2 told_late "$a"
+			echo "$SHIM_STATS"
+		done
+		if [ $v = 13 ]; then
+			run cat "$BATS_TEST_TMPDIR/plain.out"
+			assert_line --regexp "^2 told [1-9] sessions"
+		fi
+	done
+}

@@ -102,8 +102,10 @@ static int get(SSL *ssl, int i, int close_it, int to_eof)
 	char rq[256], resp[65536];
 	int len = snprintf(rq, sizeof rq, "GET /echo/%d HTTP/1.1\r\nHost: localhost\r\n%s\r\n", i,
 			   close_it ? "Connection: close\r\n" : "");
-	if (SSL_write(ssl, rq, len) != len) {
-		printf("%d fail write\n", i);
+	int w = SSL_write(ssl, rq, len);
+	if (w != len) {
+		int err = SSL_get_error(ssl, w);
+		printf("%d fail write %d SSL_get_error=%d (%s)\n", i, w, err, errstr());
 		return -1;
 	}
 	size_t got = 0;
@@ -715,6 +717,34 @@ int main(int argc, char **argv)
 		one_live(ctx, 2);
 		printf("told %d sessions, %d resumable, %d for an SSL not live\n", told, told_resumable,
 		       told_not_live);
+	} else if (!strcmp(sc, "told_late")) {
+		/* the context starts keeping sessions after each SSL's
+		 * handshake, before its request (ARG "store": its internal
+		 * store too): told of what that connection's server sends
+		 * after it (TLS 1.3: its tickets, at the first read).  One such
+		 * request: a third would resume a session of ours, after which
+		 * a server sends fewer tickets (docs/tls.md, left) */
+		one(mkctx(), NULL, 1);
+		for (int i = 2; i <= 2; i++) {
+			SSL_CTX *ctx = mkctx();
+			SSL *s = SSL_new(ctx);
+			int fd = dial();
+			if (handshake(s, fd, i) == 0) {
+				SSL_CTX_set_session_cache_mode(ctx, SSL_SESS_CACHE_CLIENT |
+									(!strcmp(arg, "store") ? 0 : SSL_SESS_CACHE_NO_INTERNAL_STORE));
+				SSL_CTX_sess_set_new_cb(ctx, count_session_cb);
+				live[0] = s;
+				if (get(s, i, 1, 1) == 0)
+					SSL_shutdown(s);
+				live[0] = NULL;
+			}
+			close(fd);
+			SSL_free(s);
+			printf("%d told %d sessions, %d resumable, %d for an SSL not live; the store holds %ld\n", i, told,
+			       told_resumable, told_not_live, SSL_CTX_sess_number(ctx));
+			told = told_resumable = told_not_live = 0;
+			SSL_CTX_free(ctx);
+		}
 	} else if (!strcmp(sc, "store_cb")) {
 		/* no trust store of its own, a verify callback on its
 		 * X509_STORE that accepts all (ARG revocation: and a
@@ -925,6 +955,46 @@ int main(int argc, char **argv)
 		SSL_CTX *ctx = mkctx();
 		for (int i = 1; i <= 3; i++)
 			one(ctx, NULL, i);
+	} else if (!strcmp(sc, "reset")) {
+		/* a call that resets an established SSL (ARG: set_session,
+		 * set_session_null, set_method, connect_state, accept_state,
+		 * stateless, clear), made after each handshake but the first's,
+		 * before its request: alone it breaks the connection */
+		SSL_CTX *ctx = mkctx();
+		SSL_SESSION *prev = NULL;
+		for (int i = 1; i <= 3; i++) {
+			SSL *s = SSL_new(ctx);
+			int fd = dial();
+			if (handshake(s, fd, i) == 0) {
+				long r = -9;
+				if (i > 1) {
+					if (!strcmp(arg, "set_session"))
+						r = SSL_set_session(s, prev);
+					else if (!strcmp(arg, "set_session_null"))
+						r = SSL_set_session(s, NULL);
+					else if (!strcmp(arg, "set_method"))
+						r = SSL_set_ssl_method(s, TLS_client_method());
+					else if (!strcmp(arg, "connect_state"))
+						SSL_set_connect_state(s);
+					else if (!strcmp(arg, "accept_state"))
+						SSL_set_accept_state(s);
+					else if (!strcmp(arg, "stateless"))
+						r = SSL_stateless(s);
+					else if (!strcmp(arg, "clear"))
+						r = SSL_clear(s);
+					printf("%d %s %ld (%s) state %s\n", i, arg, r, errstr(), SSL_state_string(s));
+				}
+				if (get(s, i, 1, 1) == 0)
+					SSL_shutdown(s);
+			}
+			if (prev)
+				SSL_SESSION_free(prev);
+			prev = SSL_get1_session(s);
+			close(fd);
+			SSL_free(s);
+		}
+		if (prev)
+			SSL_SESSION_free(prev);
 	} else if (!strcmp(sc, "method")) {
 		/* the SSL's method and the suites it supports after each of
 		 * three requests (found through dlsym, as values: an import
