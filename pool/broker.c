@@ -671,7 +671,10 @@ static void tconn_reply(struct client *cl, const struct pool_key *key, const str
 	memset(&r, 0, sizeof(r));
 	memcpy(r.name, e ? e->name : h->name, BK_SESS_NAME);
 	bk_encode(&m, BK_TREPLY, e ? BK_OK : BK_NONE, 0, key, e ? &e->meta : NULL);
-	r.len = e ? e->len - e->tail : 0; /* (the state: the sealed tail stays) */
+	/* (the sealed tail too: a process that gives the state back unused
+	 * puts it back with it) */
+	r.len = e ? e->len : 0;
+	r.tail = e ? e->tail : 0;
 	size_t len = sizeof(m) + sizeof(r) + r.len;
 	if (e)
 		memcpy(out + sizeof(m) + sizeof(r), e->bytes, r.len);

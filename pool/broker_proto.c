@@ -187,8 +187,9 @@ int bk_decode_any(const void *buf, size_t len, unsigned nfds, int truncated, enu
 	/* a session is at most BK_SESS_MAX bytes; a TLS state BK_TLS_MAX */
 	if (!tls_type(out->type) && len > BK_SESS_MSG_MAX)
 		REFUSE("oversized message");
-	if (sess->tail && (out->type != BK_TPUT || sess->tail > BK_TAIL_MAX || sess->tail >= sess->len))
-		REFUSE(out->type != BK_TPUT ? "reserved field set" : "bad tail length");
+	if (sess->tail && ((out->type != BK_TPUT && out->type != BK_TREPLY) || sess->tail > BK_TAIL_MAX ||
+			   sess->tail >= sess->len))
+		REFUSE(out->type != BK_TPUT && out->type != BK_TREPLY ? "reserved field set" : "bad tail length");
 	if ((size_t)sess->len != len - sizeof(*out) - sizeof(*sess))
 		REFUSE("session length does not match the message");
 	if (sess_check(out, sess, nfds, side, why) < 0)

@@ -87,10 +87,11 @@ struct bk_sess {
 	uint32_t timeout_s; /* SPUT: kept at most this long (> 0), else 0 */
 	uint32_t flags;     /* SPUT: BK_S_*, else 0 */
 	uint32_t len;       /* the bytes after this header: all the datagram's rest */
-	/* TPUT only, else 0: the last tail bytes (< len, at most BK_TAIL_MAX)
-	 * are a record the broker writes on the socket if it ends the
-	 * connection without handing it on (a sealed close_notify: docs/tls.md
-	 * "The close_notify owed"); a TREPLY carries the bytes before it */
+	/* TPUT and TREPLY only, else 0: the last tail bytes (< len, at most
+	 * BK_TAIL_MAX) are a record the broker writes on the socket if it
+	 * ends the connection without handing it on (a sealed close_notify:
+	 * docs/tls.md "The close_notify owed"); a TREPLY carries it on, for a
+	 * process that gives the state back unused (docs/broker.md) */
 	uint32_t tail;
 };
 #define BK_TAIL_MAX 64

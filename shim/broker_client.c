@@ -630,25 +630,25 @@ int kp_broker_tls_put(const struct pool_key *key, const uint8_t name[BK_SESS_NAM
 }
 
 static int tls_get(const struct pool_key *key, uint8_t name[BK_SESS_NAME], bool any, struct pool_meta *meta,
-		   void *out, size_t cap, size_t *len);
+		   void *out, size_t cap, size_t *len, size_t *tail);
 
 int kp_broker_tls_get(const struct pool_key *key, const uint8_t name[BK_SESS_NAME], struct pool_meta *meta,
 		      void *out, size_t cap, size_t *len)
 {
 	uint8_t n[BK_SESS_NAME];
 	memcpy(n, name, sizeof(n));
-	return tls_get(key, n, false, meta, out, cap, len);
+	return tls_get(key, n, false, meta, out, cap, len, NULL);
 }
 
 int kp_broker_tls_get_any(const struct pool_key *key, uint8_t name[BK_SESS_NAME], struct pool_meta *meta,
-			  void *out, size_t cap, size_t *len)
+			  void *out, size_t cap, size_t *len, size_t *tail)
 {
 	memset(name, 0, BK_SESS_NAME);
-	return tls_get(key, name, true, meta, out, cap, len);
+	return tls_get(key, name, true, meta, out, cap, len, tail);
 }
 
 static int tls_get(const struct pool_key *key, uint8_t name[BK_SESS_NAME], bool any, struct pool_meta *meta,
-		   void *out, size_t cap, size_t *len)
+		   void *out, size_t cap, size_t *len, size_t *tail)
 {
 	if (!kp_broker_enabled() || kp_trylock(&link_lock))
 		return -1;
@@ -682,8 +682,11 @@ static int tls_get(const struct pool_key *key, uint8_t name[BK_SESS_NAME], bool 
 	else if (conn >= 0)
 		why = bk_check_conn(&sys, conn, key, &our_ns, &dead);
 	if (conn >= 0 && !why) {
+		/* the state, then its sealed tail (a broker before it sent none) */
 		memcpy(out, buf + off, rs.len);
-		*len = rs.len;
+		*len = rs.len - rs.tail;
+		if (tail)
+			*tail = rs.tail;
 		*meta = reply.meta;
 		memcpy(name, rs.name, BK_SESS_NAME); /* (asked: the same; any: its own) */
 	}

@@ -68,12 +68,16 @@ int kp_broker_tls_put(const struct pool_key *key, const uint8_t name[32], uint32
 		      size_t tail_len);
 /* A TLS connection to key under name, checked as kp_broker_get's, its
  * record in *meta and its state copied to out (at most cap bytes, *len of
- * them; the caller wipes them after use): the fd, or -1. */
+ * them; the caller wipes them after use), then the tail its last process
+ * sealed (its close_notify owed, ignored here: the taker's close decides):
+ * the fd, or -1. */
 int kp_broker_tls_get(const struct pool_key *key, const uint8_t name[32], struct pool_meta *meta, void *out,
 		      size_t cap, size_t *len);
-/* The same under any name (BK_S_ANY): the state's own name in name. */
+/* The same under any name (BK_S_ANY): the state's own name in name, the
+ * tail's length in *tail (its bytes at out + *len), for a state given back
+ * unused to carry. */
 int kp_broker_tls_get_any(const struct pool_key *key, uint8_t name[32], struct pool_meta *meta, void *out,
-			  size_t cap, size_t *len);
+			  size_t cap, size_t *len, size_t *tail);
 
 /* Is the process's own socket fd (one that never left it) an established
  * TCP connection to key's destination?  NULL, or why not. */

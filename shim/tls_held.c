@@ -35,6 +35,8 @@
 struct kp_held {
 	size_t map_len;
 	size_t len;               /* the export message's bytes, at msg */
+	size_t tail;              /* then the close_notify its last process
+				     sealed (docs/tls.md "The close_notify owed") */
 	uint8_t name[BK_SESS_NAME]; /* the configuration it was made under */
 	struct pool_meta meta;    /* its record, as the broker gave it */
 	uint64_t received, acked; /* the socket's counts when taken */
@@ -72,7 +74,7 @@ struct kp_held *kp_held_take(const struct pool_key *key, int *sock)
 	madvise(h, map_len, MADV_DONTDUMP);
 	madvise(h, map_len, MADV_WIPEONFORK);
 	h->map_len = map_len;
-	int p = kp_broker_tls_get_any(key, h->name, &h->meta, h->msg, BK_TLS_MAX, &h->len);
+	int p = kp_broker_tls_get_any(key, h->name, &h->meta, h->msg, BK_TLS_MAX, &h->len, &h->tail);
 	struct kp_tcp_view v;
 	int inq = -1;
 	if (p >= 0 && (kp_tcp_view(p, &v) < 0 || !v.acked_ok || KP_REAL(ioctl)(p, FIONREAD, &inq) < 0 || inq)) {
@@ -165,8 +167,14 @@ bool kp_held_back(struct kp_held *h, int sock, const struct pool_key *key, bool 
 		why = "its socket was used, or its server spoke";
 	else if ((left = kp_tls_across_left(h->msg, h->len)) < 2)
 		why = "its session ends";
-	else if (kp_broker_tls_put(key, h->name, (uint32_t)(left - 1), sock, &h->meta, h->msg, h->len, NULL, 0) < 0)
+	else if (kp_broker_tls_put(key, h->name, (uint32_t)(left - 1), sock, &h->meta, h->msg, h->len,
+				   h->msg + h->len, h->tail) < 0)
 		why = "the broker did not take it";
+	/* it ends here, its stream as its last process left it: that
+	 * process's close_notify owed goes out first (never waiting, never a
+	 * signal), as the broker would have written it */
+	if (why && owner && !h->tainted && as_taken && h->tail && socket_untouched(sock, h))
+		(void)KP_REAL(send)(sock, h->msg + h->len, h->tail, MSG_DONTWAIT | MSG_NOSIGNAL);
 	kp_across_note("across: a connection taken at connect() %s%s", why ? "not given back: " : "given back to the broker",
 		       why ? why : "");
 	kp_held_free(h);

@@ -209,6 +209,41 @@ ten_on_two() {
 	[ "$(handed)" -ge 2 ] || fail "handed $(handed), want 2"
 }
 
+# The state a process takes at connect() and gives back unused carries on
+# the close_notify its last curl was told it sent: the broker's reply
+# hands the sealed tail over with the state, the give-back puts it back.
+# It went back without it, and the broker ended the connection with the
+# FIN alone (docs/broker.md "TLS connections with their state").
+@test "TLS across processes, at connect(): a connection given back unused still ends with the close_notify its last curl was told it sent, as alone (TLS 1.3)" {
+	curl_ok || skip "curl cannot run with libasan preloaded"
+	local out="$BATS_TEST_TMPDIR" xdg="$BATS_TEST_TMPDIR/xdg" script
+	own_server env TLS_CLOSE_STRICT=1 "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" \
+		"$TLS/server.key" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" notify
+	mkdir -p -m 0700 "$xdg"
+	script="$CURL -sS -w ' %{http_code}\n' --cacert $TLS/ca.pem https://127.0.0.1:$SERVER_PORT/x1;"
+	script="$script $PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $SERVER_PORT /x2 --unused"
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	ends_logged 2
+	grep ' end ' "$OWN_LOG" | awk '{ print $2, $3 }' | sort | uniq -c >"$out/plain.ends"
+	: >"$OWN_LOG"
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$PRELOAD" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_LOG=debug \
+		KEEPALIVE_LOG_FILE="$out/shim.log" "$ROOT/scripts/keepalive" \
+		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
+	ends_logged 1
+	grep ' end ' "$OWN_LOG" | awk '{ print $2, $3 }' | sort | uniq -c >"$out/shim.ends"
+	cat "$OWN_LOG"
+	run diff "$out/plain.out" "$out/shim.out"
+	assert_success
+	# alone: curl's connection ends with its close_notify, the unused
+	# connection's with a FIN before any TLS (an error to the server)
+	run cat "$out/plain.ends"
+	assert_line "      1 end close_notify"
+	run cat "$out/shim.ends"
+	assert_output "      1 end close_notify"
+	assert_equal "given back $(given_back)" "given back 1"
+}
+
 # curl reads the errors of its SSL_read from the state its own BIO keeps of
 # the last I/O: a foreign engine that read the socket itself left it at the
 # EAGAIN of the deferred first write, and curl spun on a cut answer

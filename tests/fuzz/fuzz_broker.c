@@ -59,7 +59,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			INVARIANT(off == sizeof(m) + sizeof(sess) && off + sess.len == len, "bytes %u at %zu of %zu",
 				  sess.len, off, len);
 			INVARIANT(sess.len <= (tls ? BK_TLS_MAX : BK_SESS_MAX) &&
-					  (!sess.tail || (m.type == BK_TPUT && sess.tail <= BK_TAIL_MAX && sess.tail < sess.len)),
+					  (!sess.tail || ((m.type == BK_TPUT || m.type == BK_TREPLY) && sess.tail <= BK_TAIL_MAX &&
+					   sess.tail < sess.len)),
 				  "session header");
 			INVARIANT(m.key.port && !m.key.netns, "key");
 			INVARIANT(conn ? m.meta.tag_len <= POOL_TAG_MAX && m.meta.ka_max >= -1

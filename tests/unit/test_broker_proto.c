@@ -334,6 +334,14 @@ int main(void)
 		CHECK(DEC(L + 700, 0, BK_AT_CLIENT) < 0 && strstr(w, "fd"));
 		CHECK(DEC(L + 700, 2, BK_AT_CLIENT) < 0 && strstr(w, "fd"));
 		CHECK(DEC(L + 700, 1, BK_AT_BROKER) < 0 && strstr(w, "broker"));
+		/* a TREPLY carries the sealed tail on: as a TPUT's */
+		WITH_TAIL(24);
+		CHECK(DEC(L + 700, 1, BK_AT_CLIENT) == 0 && so.tail == 24 && so.len == 700);
+		WITH_TAIL(700);
+		CHECK(DEC(L + 700, 1, BK_AT_CLIENT) < 0 && strstr(w, "tail"));
+		SESS(BK_TGET, BK_OK, 0, 0, 0, 0);
+		WITH_TAIL(1);
+		CHECK(DEC(L, 0, BK_AT_BROKER) < 0 && strstr(w, "reserved"));
 		SESS(BK_TREPLY, BK_OK, BK_F_PROOF, 0, 0, 700);
 		WITH_META(meta);
 		CHECK(DEC(L + 700, 2, BK_AT_CLIENT) == 0);
