@@ -158,6 +158,31 @@ ten_on_two() {
 	[ "$(handed)" -ge 1 ] || fail "handed $(handed), want at least 1"
 }
 
+# A shell script of clients against a strict tls_close.py (own_server),
+# alone (strict_plain) and under scripts/keepalive with the hand-over
+# across processes, its own broker (strict_across); ends_to FILE: the
+# server's connection ends so far, counted by how each ended.
+strict_plain() {
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$1" >"$BATS_TEST_TMPDIR/plain.out" \
+		2>"$BATS_TEST_TMPDIR/plain.err" </dev/null
+}
+strict_across() {
+	mkdir -p -m 0700 "$BATS_TEST_TMPDIR/xdg"
+	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$BATS_TEST_TMPDIR/xdg" KEEPALIVE_PRELOAD="$PRELOAD" \
+		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_LOG=debug \
+		KEEPALIVE_LOG_FILE="$BATS_TEST_TMPDIR/shim.log" "$ROOT/scripts/keepalive" \
+		sh -c "$1" >"$BATS_TEST_TMPDIR/shim.out" 2>"$BATS_TEST_TMPDIR/shim.err" </dev/null
+}
+ends_to() { grep ' end ' "$OWN_LOG" | awk '{ print $2, $3 }' | sort | uniq -c >"$1"; }
+# after strict_across: its one connection's end, its output as alone's
+strict_shim_done() {
+	ends_logged 1
+	ends_to "$BATS_TEST_TMPDIR/shim.ends"
+	cat "$OWN_LOG"
+	run diff "$BATS_TEST_TMPDIR/plain.out" "$BATS_TEST_TMPDIR/shim.out"
+	assert_success
+}
+
 # A connection given to the broker after its program's SSL_shutdown (told
 # sent, not sent: the connection may go on) carries that close_notify
 # sealed beside its state; the broker writes it if it ends the connection
@@ -170,23 +195,19 @@ ten_on_two() {
 # (docs/broker.md "The broker's exit"; seen on a loaded CI run).
 @test "TLS across processes, shipped: the connection the broker ends at its exit ends with the close_notify its last curl was told it sent, as alone (TLS 1.3)" {
 	curl_ok || skip "curl cannot run with libasan preloaded"
-	local out="$BATS_TEST_TMPDIR" xdg="$BATS_TEST_TMPDIR/xdg" script="" i run_pid bpid
+	local out="$BATS_TEST_TMPDIR" script="" i run_pid bpid
 	own_server env TLS_CLOSE_STRICT=1 TLS_CLOSE_HOLD="/x3 $out/hold" "$PYTHON" "$ROOT/tests/servers/tls_close.py" \
 		"$TLS/server.pem" "$TLS/server.key" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" notify
-	mkdir -p -m 0700 "$xdg"
 	for i in 1 2 3; do
 		script="$script $CURL -sS -w ' %{http_code}\n' --cacert $TLS/ca.pem https://127.0.0.1:$SERVER_PORT/x$i;"
 	done
 	: >"$out/hold"
-	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	strict_plain "$script"
 	ends_logged 3
-	grep ' end ' "$OWN_LOG" | awk '{ print $2, $3 }' | sort | uniq -c >"$out/plain.ends"
+	ends_to "$out/plain.ends"
 	: >"$OWN_LOG"
 	rm "$out/hold"
-	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$PRELOAD" \
-		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_LOG=debug \
-		KEEPALIVE_LOG_FILE="$out/shim.log" "$ROOT/scripts/keepalive" \
-		sh -c "echo \$KEEPALIVE_BROKER_PID >$out/bpid; $script" >"$out/shim.out" 2>"$out/shim.err" </dev/null &
+	strict_across "echo \$KEEPALIVE_BROKER_PID >$out/bpid; $script" &
 	run_pid=$!
 	for i in $(seq 1 100); do
 		grep -q 'GET /x3 ' "$OWN_LOG" && break
@@ -197,11 +218,7 @@ ten_on_two() {
 	: >"$out/hold"
 	wait "$run_pid" || true
 	[ -z "$bpid" ] || kill -CONT "$bpid"
-	ends_logged 1
-	grep ' end ' "$OWN_LOG" | awk '{ print $2, $3 }' | sort | uniq -c >"$out/shim.ends"
-	cat "$OWN_LOG"
-	run diff "$out/plain.out" "$out/shim.out"
-	assert_success
+	strict_shim_done
 	run cat "$out/plain.ends"
 	assert_output "      3 end close_notify"
 	run cat "$out/shim.ends"
@@ -216,25 +233,17 @@ ten_on_two() {
 # FIN alone (docs/broker.md "TLS connections with their state").
 @test "TLS across processes, at connect(): a connection given back unused still ends with the close_notify its last curl was told it sent, as alone (TLS 1.3)" {
 	curl_ok || skip "curl cannot run with libasan preloaded"
-	local out="$BATS_TEST_TMPDIR" xdg="$BATS_TEST_TMPDIR/xdg" script
+	local out="$BATS_TEST_TMPDIR" script
 	own_server env TLS_CLOSE_STRICT=1 "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" \
 		"$TLS/server.key" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" notify
-	mkdir -p -m 0700 "$xdg"
 	script="$CURL -sS -w ' %{http_code}\n' --cacert $TLS/ca.pem https://127.0.0.1:$SERVER_PORT/x1;"
 	script="$script $PYTHON $ROOT/tests/clients/tls_once.py 127.0.0.1 $SERVER_PORT /x2 --unused"
-	timeout "$((CLIENT_TIMEOUT * SLOW))" env -u LD_PRELOAD sh -c "$script" >"$out/plain.out" 2>"$out/plain.err" </dev/null
+	strict_plain "$script"
 	ends_logged 2
-	grep ' end ' "$OWN_LOG" | awk '{ print $2, $3 }' | sort | uniq -c >"$out/plain.ends"
+	ends_to "$out/plain.ends"
 	: >"$OWN_LOG"
-	timeout "$((CLIENT_TIMEOUT * SLOW))" env XDG_RUNTIME_DIR="$xdg" KEEPALIVE_PRELOAD="$PRELOAD" \
-		KEEPALIVE_PORTS="$SERVER_PORT" KEEPALIVE_TLS_ACROSS=1 KEEPALIVE_LOG=debug \
-		KEEPALIVE_LOG_FILE="$out/shim.log" "$ROOT/scripts/keepalive" \
-		sh -c "$script" >"$out/shim.out" 2>"$out/shim.err" </dev/null
-	ends_logged 1
-	grep ' end ' "$OWN_LOG" | awk '{ print $2, $3 }' | sort | uniq -c >"$out/shim.ends"
-	cat "$OWN_LOG"
-	run diff "$out/plain.out" "$out/shim.out"
-	assert_success
+	strict_across "$script"
+	strict_shim_done
 	# alone: curl's connection ends with its close_notify, the unused
 	# connection's with a FIN before any TLS (an error to the server)
 	run cat "$out/plain.ends"
