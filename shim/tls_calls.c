@@ -1574,9 +1574,26 @@ SSL *kp_tls_reset_live(SSL *ssl, const char *why)
 	/* (a connection from another process: its own handshake first,
 	 * kp_tls_foreign_early; after its first read or write not made the
 	 * foreign engine's) */
+	if (!io_look(ssl, &io, false))
+		return NULL;
+	if (io.e == ssl) {
+		/* the connection's own SSL: the real call resets the
+		 * connection itself, never parked after it (parked already:
+		 * never handed out, as kept_own) */
+		if (io.closed) {
+			(void)kp_tls_route(ssl, true);
+			return NULL;
+		}
+		if (io.c)
+			kp_conn_tls_spoil(io.c, io.fd, why);
+		/* the close_notify its SSL_shutdown was told it sent goes out
+		 * first: alone it did, before the reset */
+		kp_tls_goodbye(io.h->e, io.fd);
+		return NULL;
+	}
 	/* (after its SSL_shutdown, or the server's close, the program is done
 	 * with it: curl sets the connect state before SSL_free) */
-	if (!io_look(ssl, &io, false) || io.closed || io.e == ssl || io.f || (io.shut & SSL_SENT_SHUTDOWN) ||
+	if (io.closed || io.f || (io.shut & SSL_SENT_SHUTDOWN) ||
 	    (io.c && __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE)))
 		return NULL;
 	/* (its failure then is the program's, as alone: no fresh connection

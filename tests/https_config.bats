@@ -320,3 +320,27 @@ gnutls_own() {
 		fi
 	done
 }
+
+# The same calls on the connection's own SSL after its request and its
+# SSL_shutdown reset that connection, which the library then parked (its
+# socket closed) or parked at the close to come: the next SSL was handed
+# a connection whose state was gone, and failed ("cipher operation
+# failed", "wrong version number") where alone its own handshake works.
+# Now such a connection is never parked, and the close_notify its
+# SSL_shutdown was told it sent goes out before the call, as alone.
+# (SSL_stateless with the socket open: alone a race with the server's
+# close, SIGPIPE or not.)
+@test "a connection whose own SSL is reset after its request (SSL_set_session, SSL_set_ssl_method, accept state, SSL_stateless) is never handed to the next SSL, as alone (TLS 1.3 and 1.2)" {
+	local c sc
+	for v in 13 12; do
+		use_tls $v
+		for sc in own_reset own_reset_open; do
+			for c in set_session set_method accept_state stateless; do
+				[ "$sc/$c" != own_reset_open/stateless ] || continue
+				TLS_CONFIG_TEACH=1 config 2 $sc "$c"
+				assert_line --regexp "^2 ok HTTP/1.1 200 OK"
+				assert_line --regexp "^3 ok HTTP/1.1 200 OK"
+			done
+		done
+	done
+}

@@ -995,6 +995,37 @@ int main(int argc, char **argv)
 		}
 		if (prev)
 			SSL_SESSION_free(prev);
+	} else if (!strcmp(sc, "own_reset") || !strcmp(sc, "own_reset_open")) {
+		/* the first SSL's request done and shut down, its socket
+		 * closed (own_reset_open: still open), then a call that resets
+		 * it (ARG as reset's), then freed; two more requests, each on
+		 * an SSL of its own */
+		SSL_CTX *ctx = mkctx();
+		SSL *a = SSL_new(ctx);
+		int fd = dial();
+		if (handshake(a, fd, 1) == 0 && get(a, 1, 1, 1) == 0)
+			SSL_shutdown(a);
+		SSL_SESSION *sess = SSL_get1_session(a);
+		if (!strcmp(sc, "own_reset"))
+			close(fd);
+		long r = -9;
+		if (!strcmp(arg, "set_session"))
+			r = SSL_set_session(a, sess);
+		else if (!strcmp(arg, "set_method"))
+			r = SSL_set_ssl_method(a, TLS_client_method());
+		else if (!strcmp(arg, "accept_state"))
+			SSL_set_accept_state(a);
+		else if (!strcmp(arg, "connect_state"))
+			SSL_set_connect_state(a);
+		else if (!strcmp(arg, "stateless"))
+			r = SSL_stateless(a);
+		printf("1 %s %ld (%s)\n", arg, r, errstr());
+		if (strcmp(sc, "own_reset"))
+			close(fd);
+		SSL_free(a);
+		SSL_SESSION_free(sess);
+		one(ctx, NULL, 2);
+		one(ctx, NULL, 3);
 	} else if (!strcmp(sc, "method")) {
 		/* the SSL's method and the suites it supports after each of
 		 * three requests (found through dlsym, as values: an import
