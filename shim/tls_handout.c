@@ -744,6 +744,128 @@ static void engine_session_own(struct kp_tls *e)
 	}
 }
 
+/* ------------------------------------------------------------ the session a handed-out SSL reads
+ * (moved from tls_calls.c: its size) */
+
+/* The session ssl reads is a copy of ours (kp_tls_session): handed out
+ * (a program that offers a session of its own is handed none), or, before its first read,
+ * its own TLS 1.3 handshake that resumed a session of ours (its full
+ * handshake's would have no ticket yet).  *early: the copy is the one
+ * before the server's tickets.  Caller holds tls_lock. */
+static bool session_copied(const struct handle *h, const SSL *ssl, bool *early)
+{
+	/* A TLS 1.3 server's tickets come after its Finished, and the
+	 * program's own SSL takes them at its first read: until then its
+	 * session has no id and is not resumable */
+	*early = h && !h->read_once && engine_version(h->e) >= TLS1_3_VERSION;
+	if (h && h->verified)
+		return true;
+	struct record *r = h && h->e->ssl == ssl && *early ? record_get(ssl, false) : NULL;
+	return r && r->offered && kp_ssl.SSL_session_reused(ssl);
+}
+
+/* ssl resumed a session of ours and read our copy of it before the
+ * server's TLS 1.3 tickets; libssl answers its own session since (a
+ * ticket's, which alone would be copied from the one it read): that one
+ * given what it set on ours, which goes as libssl frees the one it
+ * replaces.  The copy to free after, or NULL.  Caller holds tls_lock. */
+static SSL_SESSION *early_gone(struct handle *h, const SSL *ssl)
+{
+	SSL_SESSION *real = h && h->sess && h->sess_early && h->e->ssl == ssl ? kp_ssl.SSL_get_session(ssl) : NULL;
+	if (!real || real == h->sess_src)
+		return NULL;
+	SSL_SESSION *gone = h->sess;
+	session_ex_carry(gone, real);
+	h->sess = h->sess_src = NULL;
+	h->sess_early = false;
+	return gone;
+}
+
+bool kp_tls_session(const SSL *ssl, SSL_SESSION **out)
+{
+	if (!__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(ssl);
+	if (h && h->sess_set) {
+		/* it set a session of its own since (SSL_set_session): that
+		 * one, as libssl would answer */
+		*out = kp_ssl.SSL_get_session(ssl);
+		kp_unlock(&tls_lock);
+		return true;
+	}
+	bool early;
+	bool ours = session_copied(h, ssl, &early);
+	SSL_SESSION *src = ours ? kp_ssl.SSL_get_session(h->e->ssl) : NULL;
+	/* (a session of ours resumed took its handshake's time then) */
+	long at = ours && h->verified ? h->handed_at : 0;
+	if (ours && src == h->sess_src && early == h->sess_early) {
+		*out = h->sess;
+		/* a fatal error on the connection since made the engine's
+		 * session not resumable: so it would have made the program's
+		 * (libssl's remove_session marks the copy, found in no cache) */
+		SSL_SESSION *spoilt = src && *out && session_spoilt(h->e, src) &&
+					      kp_ssl.SSL_SESSION_is_resumable(*out) && kp_ssl.SSL_SESSION_up_ref(*out)
+				      ? *out
+				      : NULL;
+		kp_unlock(&tls_lock);
+		if (spoilt) {
+			kp_ssl.SSL_CTX_remove_session(kp_ssl.SSL_get_SSL_CTX(ssl), spoilt);
+			kp_ssl.SSL_SESSION_free(spoilt);
+		}
+		return true;
+	}
+	if (src && !kp_ssl.SSL_SESSION_up_ref(src))
+		src = NULL;
+	/* (made from our private copy: tls_handout.c engine_snap) */
+	SSL_SESSION *base = src ? session_base(h->e, src) : NULL;
+	SSL_SESSION *gone = ours ? NULL : early_gone(h, ssl);
+	kp_unlock(&tls_lock);
+	if (gone)
+		kp_ssl.SSL_SESSION_free(gone);
+	if (!ours)
+		return false;
+	/* the copy made outside our lock (the program's session ex_data dup
+	 * callbacks run in it) */
+	SSL_SESSION *d = early ? session_unticketed(base) : session_anew(base, at), *old = NULL;
+	if (base)
+		kp_ssl.SSL_SESSION_free(base);
+	if (d && early && kp_ssl.SSL_SESSION_get_time(d) < at)
+		kp_ssl.SSL_SESSION_set_time(d, at);
+	kp_lock(&tls_lock);
+	h = handle_find(ssl);
+	bool still_early;
+	if (session_copied(h, ssl, &still_early) && still_early == early) {
+		/* first asked, or the engine's session changed (a ticket
+		 * came): so would the program's, and its old one go */
+		old = h->sess;
+		/* its peer's objects its own: the hand-out's copies, or the
+		 * resumed session's of its own (docs/tls.md "The program's
+		 * own objects") */
+		X509 *peer = h->verified ? h->peer : src ? kp_ssl.SSL_SESSION_get0_peer(src) : NULL;
+		STACK_OF(X509) *chain = h->verified ? h->peer_chain : session_peer_chain(src);
+		if (d && peer && !session_peer_give(d, peer, chain))
+			kp_debug("a session copy keeps its first owner's peer certificate");
+		/* what the program set on the one it read, as libssl's copy
+		 * for a ticket carries it */
+		if (d && old)
+			session_ex_carry(old, d);
+		h->sess = d;
+		h->sess_src = kp_ssl.SSL_get_session(h->e->ssl) == src ? src : NULL;
+		h->sess_early = early;
+		d = NULL;
+	}
+	*out = h ? h->sess : NULL;
+	kp_unlock(&tls_lock);
+	if (old)
+		kp_ssl.SSL_SESSION_free(old);
+	if (d)
+		kp_ssl.SSL_SESSION_free(d);
+	if (src)
+		kp_ssl.SSL_SESSION_free(src);
+	return true;
+}
+
 /* ------------------------------------------------------------ resumption */
 
 void ticket_free(struct ticket *t)
