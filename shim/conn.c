@@ -604,6 +604,17 @@ bool kp_shutdown(struct kp_conn *c, int fd, int how)
 	if (!conn_lock(c, fd))
 		return false;
 	int saved = errno;
+	if (how != SHUT_RD && c->tls && one_owner(c) && kp_tls_goodbye(c->tls, fd)) {
+		/* its FIN after the close_notify its SSL_shutdown was told it
+		 * sent (held for the pool): both go now, as alone, and the
+		 * connection is its program's (docs/tls.md "The close_notify
+		 * owed") */
+		unpool(c, "shutdown after SSL_shutdown");
+		go_passthrough(c, "shutdown");
+		kp_unlock(&c->lock);
+		errno = saved;
+		return false;
+	}
 	bool quiet = c->state == KP_ACTIVE && c->req_mode == KP_REQ_HEAD && !c->held_len &&
 		     !c->lost && !c->shut_how;
 	bool swallow = false;

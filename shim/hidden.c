@@ -937,6 +937,17 @@ static void tls_leave_at_exit(void)
 		kp_fd_swap(fds[i], NULL);
 		KP_REAL(close)(fds[i]);
 	}
+	/* and those the program still holds, its SSL_shutdown told its
+	 * close_notify went: the FIN the exit makes follows it, as alone */
+	int high = kp_fd_high();
+	for (int fd = 0; fd <= high; fd++) {
+		struct kp_conn *c = kp_fd_conn(fd);
+		if (!c || c == KP_POOLED || !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) || !conn_lock(c, fd))
+			continue;
+		if (c->tls && one_owner(c))
+			kp_tls_goodbye(c->tls, fd);
+		kp_unlock(&c->lock);
+	}
 }
 
 static void tls_leave_arm(void)
@@ -944,6 +955,12 @@ static void tls_leave_arm(void)
 	pid_t me = getpid();
 	if (__atomic_exchange_n(&tls_leave_pid, me, __ATOMIC_ACQ_REL) != me)
 		atexit(tls_leave_at_exit);
+}
+
+void kp_tls_exit_arm(void)
+{
+	if (__atomic_load_n(&tls_leave_pid, __ATOMIC_ACQUIRE) != getpid())
+		tls_leave_arm();
 }
 
 /* A finished connection the program never closed (the response complete,

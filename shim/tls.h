@@ -125,10 +125,14 @@ bool kp_tls_is_parked(int hidden);
 
 /* Drop one reference (the last frees the engine's SSL). */
 void kp_tls_put(struct kp_tls *e);
-/* e, parked on fd and taken out of the parked ones, is ended by the
- * library: the close_notify its last owner's SSL_shutdown was told it sent
- * goes out now (tls_goodbye.c).  Before kp_tls_put. */
-void kp_tls_goodbye(struct kp_tls *e, int fd);
+/* e, on fd, is ended by the library (parked, and taken out of the parked
+ * ones), or the program shows it ends (its FIN, its exit): the
+ * close_notify its last owner's SSL_shutdown was told it sent goes out now
+ * (tls_goodbye.c).  Before kp_tls_put.  True when it went. */
+bool kp_tls_goodbye(struct kp_tls *e, int fd);
+/* The exit handler that ends this process's TLS connections (hidden.c),
+ * registered once: at a TLS park, and where a close_notify is owed. */
+void kp_tls_exit_arm(void);
 
 /* fd now holds a fresh TCP connection in place of the reused one whose
  * engine the program's ssl was using (*slot, the connection's: put by

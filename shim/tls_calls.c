@@ -826,6 +826,19 @@ static int shut_write_refused(struct io *io)
 	return -1;
 }
 
+/* A SENT bit the program set itself (SSL_set_shutdown), not one our
+ * SSL_shutdown answered: alone nothing went out for it, and libssl only
+ * waits for the server's then.  The engine takes the bit; true when so. */
+static bool set_sent_only(struct io *io)
+{
+	kp_lock(&tls_lock);
+	bool only = !io->h->e->notify_owed && (io->shut & SSL_SENT_SHUTDOWN);
+	kp_unlock(&tls_lock);
+	if (only)
+		eng_set_shutdown(io, eng_get_shutdown(io) | SSL_SENT_SHUTDOWN);
+	return only;
+}
+
 /* The program waits for the server's close_notify after it (a read, a
  * second SSL_shutdown): alone its own went out and the server answered it
  * (nginx and Python's ssl at once), where a server never asked to close
@@ -834,6 +847,7 @@ static int shut_write_refused(struct io *io)
 static int shut_made_real(struct io *io, const char *why)
 {
 	kp_conn_tls_spoil(io->c, io->fd, why);
+	set_sent_only(io);
 	return eng_shutdown(io);
 }
 
@@ -845,7 +859,9 @@ static void shut_read(struct io *io)
 	    __atomic_load_n(&io->c->eof_owed, __ATOMIC_ACQUIRE) || !kp_conn_tls_at_end(io->c, io->fd))
 		return;
 	int saved = errno;
-	if (shut_made_real(io, "a read after SSL_shutdown") >= 0)
+	if (set_sent_only(io)) /* (the read itself waits, as alone) */
+		kp_conn_tls_spoil(io->c, io->fd, "a read after SSL_set_shutdown");
+	else if (shut_made_real(io, "a read after SSL_shutdown") >= 0)
 		kp_ssl.ERR_clear_error();
 	errno = saved;
 }
@@ -1216,6 +1232,9 @@ static int tls_shutdown(SSL *ssl, struct io io)
 		r = io.h->shut & SSL_RECEIVED_SHUTDOWN ? 1 : 0;
 		io.h->synth_err = r ? 0 : SSL_ERROR_SYSCALL;
 		kp_unlock(&tls_lock);
+		/* (a process that exits with the connection still its own sends it then) */
+		if (!quiet)
+			kp_tls_exit_arm();
 		/* libssl's would have written its close_notify (or read the
 		 * server's) through the socket BIO, which clears errno */
 		if (!quiet)

@@ -25,15 +25,15 @@
 /* The alert through a memory BIO of ours, then onto fd; the SSL's own
  * writing BIO put back after (a first owner's SSL the program still holds
  * keeps its BIO).  Caller holds no lock of ours; nobody else writes s. */
-static void openssl_goodbye(SSL *s, int fd)
+static bool openssl_goodbye(SSL *s, int fd)
 {
 	if (kp_ssl.SSL_has_pending(s) || kp_ssl.SSL_get_shutdown(s) || !kp_ssl.SSL_is_init_finished(s))
-		return;
+		return false;
 	BIO *wb = kp_ssl.BIO_new(kp_ssl.BIO_s_mem()), *old = kp_ssl.SSL_get_wbio(s);
 	if (!wb || !old || !kp_ssl.BIO_up_ref(old)) {
 		if (wb)
 			kp_ssl.BIO_free(wb);
-		return;
+		return false;
 	}
 	int saved = errno;
 	kp_ssl.ERR_set_mark();
@@ -42,29 +42,34 @@ static void openssl_goodbye(SSL *s, int fd)
 	int n = KP_OUTSIDE(kp_ssl.SSL_shutdown(s)) >= 0 ? kp_ssl.BIO_read(wb, rec, sizeof(rec)) : 0;
 	kp_ssl.SSL_set0_wbio(s, old); /* (frees wb; our reference to old is the SSL's) */
 	kp_ssl.ERR_pop_to_mark();
-	if (n > 0 && kp_real.send(fd, rec, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n)
+	bool sent = n > 0 && kp_real.send(fd, rec, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n;
+	if (sent)
 		kp_debug("fd %d: the close_notify owed sent as the connection ends", fd);
 	errno = saved;
+	return sent;
 }
 
-void kp_tls_goodbye(struct kp_tls *e, int fd)
+bool kp_tls_goodbye(struct kp_tls *e, int fd)
 {
 	if (!e || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
-		return;
+		return false;
 	kp_lock(&tls_lock);
 	/* ours alone (its program's SSL freed), or its first owner's SSL
 	 * still held and speaking through a socket BIO (on fd, or on the
 	 * program's number where fd is our copy of the socket: kp_tls_park),
-	 * whose socket closes now: no other SSL answered by it */
-	struct handle *h = handle_find(e->ssl);
+	 * or one SSL it was handed to still held (its SSL_shutdown made the
+	 * debt): no other SSL answered by it */
+	struct handle *h = handle_find(e->ssl), *user = NULL;
+	for (struct handle *x = h ? NULL : handles; x && !user; x = x->hh.next)
+		if (x->e == e)
+			user = x;
 	int close_flag;
 	bool go = e->notify_owed && !e->dead && !e->foreign && !e->im &&
 		  (h ? h->e == e && e->refs == 2 && !e->own_bio && prog_socket_bio(e->ssl, &close_flag) >= 0
-		     : e->own_bio && e->refs == 1);
+		     : e->own_bio && e->refs == (user ? 2 : 1));
 	e->notify_owed = false;
 	kp_unlock(&tls_lock);
-	if (go)
-		openssl_goodbye(e->ssl, fd);
+	return go && openssl_goodbye(e->ssl, fd);
 }
 
 size_t goodbye_seal(struct kp_tls *e, const unsigned char *msg, size_t len, uint8_t rec[BK_TAIL_MAX])

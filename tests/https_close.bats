@@ -355,3 +355,32 @@ PY
 	run grep -c 'POST' "$OWN_LOG"
 	assert_output 0
 }
+
+# The close_notify the program's SSL_shutdown was told it sent, held while
+# the connection may be parked, goes out before the program shows the
+# connection ends: its own FIN (shutdown(SHUT_WR), SHUT_RDWR), or its exit
+# with the socket (or the SSL) still its own.  Before, the FIN went alone
+# and the exit sent nothing ("end eof").  And a SENT bit the program set
+# itself (SSL_set_shutdown, nothing sent alone) makes none: its
+# SSL_shutdown or SSL_read after it waits for the server's, as alone;
+# before, the library sent a close_notify the program never sent
+# (docs/tls.md "The close_notify owed"; the review of HTTPS at 1f7b6aa).
+@test "the close_notify SSL_shutdown was told it sent goes before the program's own FIN or its exit, and none is made up for SSL_set_shutdown, as alone (TLS 1.3)" {
+	local m
+	own_server env TLS_CLOSE_STRICT=1 "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" \
+		"$TLS/server.key" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" notify
+	for m in noclose nofree shutwr rdwr setshut setshut_read; do
+		: >"$OWN_LOG"
+		run_plain "$CLIENTS/tls_owed" "$SERVER_PORT" "$TLS/ca.pem" 2 "$m"
+		ends_logged 2
+		grep ' end ' "$OWN_LOG" | awk '{ print $3 }' | sort | uniq -c >"$BATS_TEST_TMPDIR/plain.ends"
+		: >"$OWN_LOG"
+		run_shim "$CLIENTS/tls_owed" "$SERVER_PORT" "$TLS/ca.pem" 2 "$m"
+		ends_logged 2
+		grep ' end ' "$OWN_LOG" | awk '{ print $3 }' | sort | uniq -c >"$BATS_TEST_TMPDIR/shim.ends"
+		echo "== $m"
+		assert_same_output
+		run diff "$BATS_TEST_TMPDIR/plain.ends" "$BATS_TEST_TMPDIR/shim.ends"
+		assert_success
+	done
+}
