@@ -171,6 +171,11 @@ static inline void kp_mutex_wake_all(kp_mutex_t *m) { (void)m; }
 /* How deep this thread is inside a locked region (or a connect()/close()
  * of ours): defined in kp_mem.c, the lowest layer that locks. */
 extern __thread unsigned kp_inside __attribute__((tls_model("initial-exec"), visibility("hidden")));
+/* How deep this thread is inside a call of ours into libssl (KP_OUTSIDE):
+ * a read its BIO makes then is ours, not the program's (conn.c
+ * tls_waits).  Left raised by a jump out of such a call, it only keeps
+ * that thread's reads from counting as the program's. */
+extern __thread unsigned kp_outside __attribute__((tls_model("initial-exec"), visibility("hidden")));
 
 /* A whole call of ours (connect(), close(), the slow halves of the read
  * and write families) counts in the high half of kp_inside, a lock in the
@@ -265,9 +270,11 @@ static inline bool kp_reentered(void)
 	({                                                \
 		unsigned outer_ = kp_inside;              \
 		kp_inside = 0;                            \
+		kp_outside++;                             \
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);  \
 		__typeof__(call) r_ = (call);             \
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);  \
+		kp_outside--;                             \
 		kp_inside = outer_;                       \
 		r_;                                       \
 	})

@@ -37,6 +37,7 @@ struct free_block {
 /* kp_lock.h: how deep this thread is inside our locks (here: the lowest
  * layer that locks) */
 __thread unsigned kp_inside __attribute__((tls_model("initial-exec")));
+__thread unsigned kp_outside __attribute__((tls_model("initial-exec")));
 
 static struct free_block *free_lists[MAX_SHIFT + 1];
 static char *arena;       /* the unused rest of the current arena */

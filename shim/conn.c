@@ -671,12 +671,41 @@ bool kp_conn_holds(const struct kp_conn *c)
 				  __atomic_load_n(&c->req_mode, __ATOMIC_ACQUIRE) == KP_REQ_HEAD_PART);
 }
 
+/* The program waits for input on a TLS connection whose SSL_shutdown was
+ * answered with our close_notify held for the pool (a raw read or a wait
+ * after SSL_free, a poll before its second SSL_shutdown): alone the
+ * server has it and answers now, where a server never asked to close
+ * answers nothing until its idle timeout.  The close_notify goes out and
+ * the connection is never parked (docs/tls.md "The close_notify owed").
+ * A read libssl makes inside a call of ours (kp_outside) is not the
+ * program's.  Caller holds no lock of ours. */
+bool kp_conn_tls_owes_notify(struct kp_conn *c)
+{
+	struct kp_tls *t = c && c != KP_POOLED ? __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) : NULL;
+	return t && !kp_outside && !__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) && kp_tls_notify_owed(t);
+}
+
+static void tls_waits(struct kp_conn *c, int fd)
+{
+	struct kp_tls *t = __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);
+	if (!t || kp_outside || __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) || !kp_tls_notify_owed(t))
+		return;
+	int saved = errno;
+	if (conn_lock(c, fd)) {
+		if (c->tls == t && one_owner(c) && kp_tls_goodbye(t, fd))
+			unpool(c, "a wait for the server's end after SSL_shutdown");
+		kp_unlock(&c->lock);
+	}
+	errno = saved;
+}
+
 void kp_conn_waits(struct kp_conn *c, int fd)
 {
 	if (__builtin_expect(kp_fd_valid(fd) && (kp_fl(fd) & KP_FD_FIN_OWED), 0)) /* a forked child's copy */
 		kp_fin_owed_now(fd, "read or waited on");
 	if (kp_reentered())
 		return;
+	tls_waits(c, fd);
 	kp_replay_rest(c, fd); /* (cut in a wait: the rest waits for the next call) */
 	if (!kp_conn_holds(c))
 		return;
@@ -842,6 +871,20 @@ bool kp_recv_intercept(struct kp_conn *c, int fd, const struct iovec *iov, int i
 	 * fresh connection first, the state going back (conn_held.c) */
 	if (__builtin_expect(__atomic_load_n(&c->tls_held, __ATOMIC_ACQUIRE) != NULL, 0))
 		(void)kp_conn_tls_start(fd, NULL);
+	if (__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) && !kp_outside) {
+		/* the program's own read of its socket, past libssl: the
+		 * server's close we took away ends it as alone, the EOF (the
+		 * server's close_notify record, read raw alone where libssl did
+		 * not read it, is not made: docs/tls.md "The close_notify
+		 * owed") */
+		if (__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE)) {
+			kp_count(eofs);
+			*ret = 0;
+			return true;
+		}
+		tls_waits(c, fd);
+		return false;
+	}
 	if (__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE))
 		return false;
 	if (iov && extra_into(c, fd, iov, iovcnt, flags, ret))

@@ -533,6 +533,10 @@ bool kp_conn_data_only(int fd);
 void kp_conn_waits(struct kp_conn *c, int fd);
 /* c holds an unfinished head (no lock: a hint for kp_conn_waits) */
 bool kp_conn_holds(const struct kp_conn *c);
+/* c's TLS engine holds the close_notify its program's SSL_shutdown was
+ * told it sent: a wait for input sends it (kp_conn_waits).  Takes only
+ * tls_lock. */
+bool kp_conn_tls_owes_notify(struct kp_conn *c);
 
 /* Readiness the kernel cannot know of: 0 when the fd must report readable
  * now (EOF owed), n > 0 when it will in n ms (framing lost, quiet period
@@ -614,6 +618,8 @@ enum kp_handoff {
 	KP_HANDOFF_READER,  /* moved where another reads it past us (onto a
 	                       child's stdio, spawn file actions, SCM_RIGHTS) */
 };
+/* Before exec: this image's TLS connections end as at its exit (hidden.c). */
+void kp_conn_tls_leave_at_exec(void);
 void kp_conn_handoff_all(bool inherited_only, enum kp_handoff how, const char *why);
 void kp_conn_handoff_fd(int fd, enum kp_handoff how, const char *why);
 /* A forked child's copy of a socket whose answer its parent's framing

@@ -913,14 +913,8 @@ void hidden_child_twins(void)
  */
 static pid_t tls_leave_pid;
 
-static void tls_leave_at_exit(void)
+static void tls_leave(void)
 {
-	/* (exit() in a handler that interrupted us inside a lock: as kp_fini;
-	 * under a seccomp filter, stepped aside, not even getpid: docs/owner.md
-	 * "A sandbox") */
-	if (__atomic_load_n(&kp_fdtab_aside, __ATOMIC_ACQUIRE) || !kp_fdtab_len ||
-	    getpid() != __atomic_load_n(&tls_leave_pid, __ATOMIC_ACQUIRE) || kp_reentered())
-		return;
 	bool across = kp_cfg.tls_across && kp_broker_enabled();
 	static int fds[256];
 	struct pool_key key;
@@ -948,6 +942,33 @@ static void tls_leave_at_exit(void)
 			kp_tls_goodbye(c->tls, fd);
 		kp_unlock(&c->lock);
 	}
+}
+
+static void tls_leave_at_exit(void)
+{
+	/* (exit() in a handler that interrupted us inside a lock: as kp_fini;
+	 * under a seccomp filter, stepped aside, not even getpid: docs/owner.md
+	 * "A sandbox") */
+	if (__atomic_load_n(&kp_fdtab_aside, __ATOMIC_ACQUIRE) || !kp_fdtab_len ||
+	    getpid() != __atomic_load_n(&tls_leave_pid, __ATOMIC_ACQUIRE) || kp_reentered())
+		return;
+	tls_leave();
+}
+
+/* exec ends this image's TLS state as exit does: the parked connections
+ * (close-on-exec) and the close_notify owed on those the program holds,
+ * whose socket the next image may keep but can never speak TLS on (alone
+ * it went at SSL_shutdown).  Not in a vfork child, which shares our
+ * memory but not our descriptors: its pid is not the one the library
+ * last saw (a forked child's copies are no owner's: one_owner).  If the
+ * exec fails, the pool has lost its TLS connections: a cost.  (docs/tls.md
+ * "The close_notify owed") */
+void kp_conn_tls_leave_at_exec(void)
+{
+	if (__atomic_load_n(&kp_fdtab_aside, __ATOMIC_ACQUIRE) || !kp_fdtab_len || kp_reentered() ||
+	    !__atomic_load_n(&tls_leave_pid, __ATOMIC_ACQUIRE) || getpid() != kp_conn_pid)
+		return;
+	tls_leave();
 }
 
 static void tls_leave_arm(void)

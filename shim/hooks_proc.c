@@ -28,8 +28,10 @@
  * (never one we raised for a moment: fdlimit.c) */
 static void before_exec(void)
 {
-	if (kp_fdtab_len)
+	if (kp_fdtab_len) {
+		kp_conn_tls_leave_at_exec();
 		kp_conn_handoff_all(true, KP_HANDOFF_INHERIT, "exec");
+	}
 	kp_spawn_enter(false);
 }
 

@@ -684,7 +684,8 @@ static int ep_settle(int epfd, struct epoll_event *evs, int n)
  * ms, -1 for none. */
 /* for watch.c: when fd's owed EOF falls due (0 now, -1 never).  Connection
  * objects are never freed (conn.h): a stale one only answers for a moment */
-/* fds whose connection holds an unfinished head, seen by conn_due_ms
+/* fds whose connection holds an unfinished head (or a close_notify owed),
+ * seen by conn_due_ms
  * under the watch lock: kp_conn_waits takes the connection's lock, which
  * comes before the watch's (kp_lock.h), so ep_common calls it after */
 #define EP_HELD_MAX 8
@@ -697,7 +698,7 @@ static int conn_due_ms(int fd, bool *data_only)
 	if (!c || c == KP_POOLED)
 		return -1;
 	kp_fin_owed_now(fd, "waited on"); /* a forked child's copy (conn_child.c) */
-	if (kp_conn_holds(c) && n_ep_held < EP_HELD_MAX)
+	if ((kp_conn_holds(c) || kp_conn_tls_owes_notify(c)) && n_ep_held < EP_HELD_MAX)
 		ep_held[n_ep_held++] = fd;
 	*data_only = kp_conn_data_only(fd);
 	return kp_conn_wait_ms(c);

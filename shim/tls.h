@@ -130,6 +130,8 @@ void kp_tls_put(struct kp_tls *e);
  * close_notify its last owner's SSL_shutdown was told it sent goes out now
  * (tls_goodbye.c).  Before kp_tls_put.  True when it went. */
 bool kp_tls_goodbye(struct kp_tls *e, int fd);
+/* e holds a close_notify owed (kp_tls_goodbye would send one). */
+bool kp_tls_notify_owed(struct kp_tls *e);
 /* The exit handler that ends this process's TLS connections (hidden.c),
  * registered once: at a TLS park, and where a close_notify is owed. */
 void kp_tls_exit_arm(void);

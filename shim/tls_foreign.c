@@ -585,6 +585,16 @@ int tlsf_shutdown(struct tlsf *f)
 	return f->shutdown == (TLSF_SENT_SHUTDOWN | TLSF_RECEIVED_SHUTDOWN) && !f->alert_owed ? 1 : 0;
 }
 
+int tlsf_seal_goodbye(struct tlsf *f, uint8_t *out, size_t cap)
+{
+	if (f->failed || f->in_init || f->shutdown || f->alert_owed || f->wpend_tot || f->out_off < f->out_len)
+		return -1;
+	int n = tlsrec_seal_close_notify(&f->tx, out, cap);
+	if (n > 0)
+		f->shutdown |= TLSF_SENT_SHUTDOWN;
+	return n;
+}
+
 int tlsf_get_shutdown(const struct tlsf *f)
 {
 	return f->shutdown;

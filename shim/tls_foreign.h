@@ -144,6 +144,11 @@ int tlsf_has_pending(const struct tlsf *f);
 int tlsf_shutdown(struct tlsf *f);
 int tlsf_get_shutdown(const struct tlsf *f);
 void tlsf_set_shutdown(struct tlsf *f, int mode);
+/* The close_notify a made-up SSL_shutdown owes, sealed into out (cap
+ * bytes) for the caller to send, f then shut for sending: its length, or
+ * -1 where f is not at rest (a record or alert half sent, a failure, a
+ * shutdown either way already) */
+int tlsf_seal_goodbye(struct tlsf *f, uint8_t *out, size_t cap);
 /* SSL_get_error(ssl, ret) for the last call's ret, as OpenSSL answers when
  * the program cleared its error queue before the call */
 int tlsf_get_error(const struct tlsf *f, int ret);

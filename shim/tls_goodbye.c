@@ -20,6 +20,8 @@
 #include <sys/socket.h>
 
 #include "tls_export.h"
+#include "tls_foreign.h"
+#include "tls_import.h"
 #include "tls_record.h"
 
 /* The alert through a memory BIO of ours, then onto fd; the SSL's own
@@ -49,6 +51,20 @@ static bool openssl_goodbye(SSL *s, int fd)
 	return sent;
 }
 
+/* The same from the record layer of a connection taken from another
+ * process (tls_foreign.c), the program's SSL answered by it. */
+static bool foreign_goodbye(struct tlsf *f, int fd)
+{
+	uint8_t rec[64];
+	int saved = errno, n = tlsf_seal_goodbye(f, rec, sizeof(rec));
+	bool sent = n > 0 && kp_real.send(fd, rec, (size_t)n, MSG_DONTWAIT | MSG_NOSIGNAL) == n;
+	if (sent)
+		kp_debug("fd %d: the close_notify owed sent as the connection ends", fd);
+	kp_ssl.OPENSSL_cleanse(rec, sizeof(rec));
+	errno = saved;
+	return sent;
+}
+
 bool kp_tls_goodbye(struct kp_tls *e, int fd)
 {
 	if (!e || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
@@ -64,12 +80,25 @@ bool kp_tls_goodbye(struct kp_tls *e, int fd)
 		if (x->e == e)
 			user = x;
 	int close_flag;
-	bool go = e->notify_owed && !e->dead && !e->foreign && !e->im &&
-		  (h ? h->e == e && e->refs == 2 && !e->own_bio && prog_socket_bio(e->ssl, &close_flag) >= 0
-		     : e->own_bio && e->refs == (user ? 2 : 1));
+	bool go = e->notify_owed && !e->dead && !e->foreign &&
+		  (e->im ? !h && e->refs == (user ? 2 : 1)
+		   : h	 ? h->e == e && e->refs == 2 && !e->own_bio && prog_socket_bio(e->ssl, &close_flag) >= 0
+			 : e->own_bio && e->refs == (user ? 2 : 1));
 	e->notify_owed = false;
 	kp_unlock(&tls_lock);
+	if (go && e->im) /* a connection taken from another process: its records are ours */
+		return foreign_goodbye(&e->im->f, fd);
 	return go && openssl_goodbye(e->ssl, fd);
+}
+
+bool kp_tls_notify_owed(struct kp_tls *e)
+{
+	if (!e || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return false;
+	kp_lock(&tls_lock);
+	bool owed = e->notify_owed;
+	kp_unlock(&tls_lock);
+	return owed;
 }
 
 size_t goodbye_seal(struct kp_tls *e, const unsigned char *msg, size_t len, uint8_t rec[BK_TAIL_MAX])

@@ -548,3 +548,30 @@ PY
 	assert_equal "handed $(handed)" "handed 1"
 	assert_equal "connections $(nginx_conns)" "connections 2"
 }
+
+# A connection taken from another process, its program's SSL_shutdown
+# made up, then a wait on the raw socket for the server's end (a lingering
+# close after SSL_free): the close_notify owed is sealed by our record
+# layer and goes out, and the server's answer ends the wait, as alone.
+# It waited for ever (the client's 3 s bound: "end=-9"), and the
+# connection ended with the FIN alone (docs/tls.md "The close_notify
+# owed").
+@test "TLS across processes: after SSL_shutdown on a connection taken from another process, a raw wait for the server's end ends as alone, with the close_notify (TLS 1.3)" {
+	local out="$BATS_TEST_TMPDIR" script m
+	own_server env TLS_CLOSE_STRICT=1 "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" \
+		"$TLS/server.key" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" notify
+	for m in drain again; do
+		script="$CLIENTS/tls_owed $SERVER_PORT $TLS/ca.pem 1 drain_noshut >/dev/null;"
+		script="$script $CLIENTS/tls_owed $SERVER_PORT $TLS/ca.pem 1 $m"
+		: >"$OWN_LOG"
+		strict_plain "$script"
+		ends_logged 2
+		: >"$OWN_LOG"
+		strict_across "$script"
+		strict_shim_done
+		run cat "$out/shim.ends"
+		assert_output "      1 end close_notify"
+		grep -q 'the close_notify owed sent' "$out/shim.log" || fail "$m: not sent by our record layer"
+		[ "$(handed)" -ge 1 ] || fail "$m: handed $(handed), want 1"
+	done
+}
