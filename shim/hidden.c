@@ -938,8 +938,8 @@ static void tls_leave(void)
 		struct kp_conn *c = kp_fd_conn(fd);
 		if (!c || c == KP_POOLED || !__atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) || !conn_lock(c, fd))
 			continue;
-		if (c->tls && one_owner(c))
-			kp_tls_goodbye(c->tls, fd);
+		if (c->tls && one_owner(c) && kp_tls_goodbye(c->tls, fd))
+			unpool(c, "its close_notify sent at exit or exec"); /* (an exec that fails goes on) */
 		kp_unlock(&c->lock);
 	}
 }

@@ -370,11 +370,11 @@ PY
 	local m n
 	own_server env TLS_CLOSE_STRICT=1 "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" \
 		"$TLS/server.key" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" notify
-	for m in noclose nofree shutwr rdwr setshut setshut_read exec exec_closed; do
+	for m in noclose nofree shutwr rdwr setshut setshut_read exec exec_closed exec_fail; do
 		# (one round before an exec: the first round's connection parked
 		# would be the second's)
 		n=2
-		case $m in exec*) n=1 ;; esac
+		case $m in exec | exec_closed) n=1 ;; esac
 		: >"$OWN_LOG"
 		run_plain "$CLIENTS/tls_owed" "$SERVER_PORT" "$TLS/ca.pem" $n "$m"
 		ends_logged $n

@@ -23,6 +23,7 @@
  *   exec       SSL_shutdown, SSL_free, close; the last round's socket
  *              left open, then exec /bin/true (the socket inherited)
  *   exec_closed  each round closed, then exec /bin/true
+ *   exec_fail  SSL_shutdown, SSL_free, an exec that fails, close
  * With TLS_OWED_TEACH=1 an extra first round ends plainly (SSL_shutdown,
  * SSL_free, close): the next round may be handed its connection.  With
  * TLS_OWED_CLOSE=1 each request asks to close (Connection: close).
@@ -161,11 +162,15 @@ int main(int argc, char **argv)
 		printf("%d connect=%d got=%zu shutdown=%d shutdown(2)=%d\n", r, c, got, s, sw);
 		if (strcmp(mode, "nofree"))
 			SSL_free(ssl);
+		if (!strcmp(mode, "exec_fail")) { /* (an exec that fails, the socket open) */
+			int x = execl("/nonexistent/x", "x", (char *)NULL), e = errno;
+			printf("%d exec=%d errno=%d\n", r, x, e);
+		}
 		bool held = !strcmp(mode, "exec") && r == n; /* (the socket kept across the exec) */
 		if (strcmp(mode, "nofree") && strcmp(mode, "noclose") && !held)
 			close(fd);
 	}
-	if (!strncmp(mode, "exec", 4)) {
+	if (!strcmp(mode, "exec") || !strcmp(mode, "exec_closed")) {
 		execl("/bin/true", "true", (char *)NULL);
 		perror("execl");
 		return 1;
