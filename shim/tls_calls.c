@@ -548,10 +548,33 @@ static int foreign_io(struct tlsf *f, enum kp_tls_op op, void *buf, size_t n, si
 	return r;
 }
 
+/* The engine made the program's I/O through its own socket BIO on the
+ * program's fd: the program's socket BIO shows what its own I/O would have
+ * left there (BIO_should_retry and BIO_should_read after a WANT_*,
+ * BIO_eof after the server's FIN), for code that asks its BIO rather than
+ * SSL_get_error.  A BIO of another kind (the program's own method, a
+ * memory BIO) is never touched. */
+#define BIO_SHOWN (BIO_FLAGS_RWS | BIO_FLAGS_SHOULD_RETRY | BIO_FLAGS_IN_EOF)
+static void bio_shown(SSL *ssl, SSL *e, bool write)
+{
+	BIO *mine = write ? kp_ssl.SSL_get_wbio(e) : kp_ssl.SSL_get_rbio(e);
+	BIO *theirs = write ? kp_ssl.SSL_get_wbio(ssl) : kp_ssl.SSL_get_rbio(ssl);
+	if (!mine || !theirs || mine == theirs || kp_ssl.BIO_method_type(theirs) != BIO_TYPE_SOCKET)
+		return;
+	int flags = kp_ssl.BIO_test_flags(mine, BIO_SHOWN);
+	kp_ssl.BIO_clear_flags(theirs, BIO_SHOWN & ~flags);
+	kp_ssl.BIO_set_flags(theirs, flags);
+}
+
 static int io_engine(SSL *ssl, const struct io *io, enum kp_tls_op op, void *buf, size_t n, size_t *done)
 {
-	if (!io->f)
-		return io_real(io->e, op, buf, n, done);
+	if (!io->f) {
+		int r = io_real(io->e, op, buf, n, done), saved = errno;
+		if (io->e != ssl)
+			bio_shown(ssl, io->e, op == KP_TLS_WRITE || op == KP_TLS_WRITE_EX);
+		errno = saved;
+		return r;
+	}
 	through_own_bio(io->f, ssl, true);
 	int r = foreign_io(io->f, op, buf, n, done);
 	through_own_bio(io->f, ssl, false);

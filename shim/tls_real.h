@@ -243,6 +243,8 @@ typedef void (*kp_any_fn)(void);
 	X(int, BIO_write, (BIO *, const void *, int))                              \
 	X(int, BIO_read, (BIO *, void *, int))                                     \
 	X(int, BIO_test_flags, (const BIO *, int))                                 \
+	X(void, BIO_set_flags, (BIO *, int))                                       \
+	X(void, BIO_clear_flags, (BIO *, int))                                     \
 	X(uint64_t, BIO_number_written, (BIO *))                                   \
 	X(long, BIO_ctrl, (BIO *, int, long, void *))                              \
 	X(int, BIO_up_ref, (BIO *))                                                \

@@ -326,3 +326,23 @@ config() { tls_case tls_config "$@"; }
 	assert_regex "$SHIM_STATS" ' tls_reused=0 tls_declined=[1-9]'
 	[ "$SHIM_CONNS" -eq "$PLAIN_CONNS" ]
 }
+
+# The review of HTTPS at 1f7b6aa, item 5: the engine reads and writes a
+# handed-out SSL's socket through its own BIO, and the program's own
+# socket BIO kept the flags of nothing: after a WANT_READ,
+# BIO_should_retry(SSL_get_rbio(ssl)) read 0 where alone 1.  The flags
+# the engine's BIO was left with are now the program's BIO's (docs/tls.md
+# "What the program's BIO shows").
+# (TLS 1.2: not handed out, the program would accept a renegotiation.)
+@test "after a WANT_READ on a handed-out SSL the program's own socket BIO says retry and read, as alone (TLS 1.3 and 1.2)" {
+	local handed
+	for v in 13 12; do
+		use_tls $v
+		run_both 3 "$CLIENTS/tls_bioflags" "$SERVER_PORT" "$TLS/ca.pem" 3
+		handed=2
+		[ $v = 13 ] || handed=0
+		assert_equal "handed out $(stat_value tls_reused)" "handed out $handed"
+		assert_equal "$(count_matches 'err=2 want=3 should_retry=1 should_read=1 ' "$BATS_TEST_TMPDIR/plain.out")" 3
+		assert_same_output
+	done
+}
