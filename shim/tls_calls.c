@@ -1546,9 +1546,13 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 		kp_ssl.SSL_set_connect_state(live); /* (its connection's, as alone) */
 		return KP_RESET_PASS;
 	}
-	/* curl, before SSL_free: the engine stays whole; a handle handed a
-	 * pooled one is a shell anyway */
-	if (!clear && (io.closed || (io.c && kp_conn_tls_at_end(io.c, io.fd))))
+	/* curl, after its SSL_shutdown and before SSL_free: the engine stays
+	 * whole; a handle handed a pooled one is a shell anyway.  An own SSL
+	 * not shut down may write again after it, which alone fails: the
+	 * real call, and the connection is never parked */
+	bool done = io.closed || (io.shut & SSL_SENT_SHUTDOWN) ||
+		    (io.c && __atomic_load_n(&io.c->eof_owed, __ATOMIC_ACQUIRE));
+	if (!clear && (io.closed || (io.c && kp_conn_tls_at_end(io.c, io.fd))) && (done || !own))
 		return own ? KP_RESET_SKIP : KP_RESET_PASS;
 	if (io.c)
 		kp_conn_tls_spoil(io.c, io.fd, clear ? "SSL_clear" : "SSL_set_connect_state");

@@ -298,6 +298,31 @@ gnutls_own() {
 	done
 }
 
+# The same calls between two keep-alive requests on one SSL, after its
+# first I/O: alone the second request fails.  On a handed-out SSL
+# (reset_mid) and on the connection's own SSL (reset_mid_own), whose
+# SSL_set_connect_state at a request boundary was skipped to keep the
+# connection whole (curl sets it after SSL_shutdown, before SSL_free):
+# the second request succeeded ("2 ok" where alone "2 fail write ...
+# unexpected message").  Now only one shut down is spared (docs/tls.md
+# "Calls that reset an established SSL").
+@test "calls that reset an established SSL between two requests on it break the second as alone, handed out or its own (TLS 1.3 and 1.2)" {
+	local c sc
+	for v in 13 12; do
+		use_tls $v
+		for sc in reset_mid reset_mid_own; do
+			for c in set_session set_method connect_state accept_state stateless clear; do
+				TLS_CONFIG_TEACH=1 config 3 $sc "$c"
+				run cat "$BATS_TEST_TMPDIR/plain.out"
+				assert_line --regexp "^2 (fail write|read ended)"
+				if [ $sc = reset_mid ] && [ $v = 13 ]; then
+					[ "$(stat_value tls_reused)" -ge 1 ] || fail "$v $sc $c: tls_reused $(stat_value tls_reused), want at least 1"
+				fi
+			done
+		done
+	done
+}
+
 # A context that starts keeping sessions after a handed-out SSL's
 # handshake, before its first read, is told of what its own connection's
 # server sends after the handshake: TLS 1.3 tickets, at that read.  The

@@ -995,6 +995,48 @@ int main(int argc, char **argv)
 		}
 		if (prev)
 			SSL_SESSION_free(prev);
+	} else if (!strcmp(sc, "reset_mid") || !strcmp(sc, "reset_mid_own")) {
+		/* a call that resets an established SSL (ARG as reset's) made
+		 * between two keep-alive requests on it, after its first I/O:
+		 * alone the second fails; then one request on an SSL of its
+		 * own.  reset_mid: a keep-alive request on an SSL of its own
+		 * first, shut down and closed (the reset SSL may be handed its
+		 * connection) */
+		SSL_CTX *ctx = mkctx();
+		if (!strcmp(sc, "reset_mid")) {
+			SSL *z = SSL_new(ctx);
+			int zfd = dial();
+			if (handshake(z, zfd, 0) == 0 && get(z, 0, 0, 0) == 0)
+				SSL_shutdown(z);
+			close(zfd);
+			SSL_free(z);
+		}
+		SSL *a = SSL_new(ctx);
+		int fd = dial();
+		if (handshake(a, fd, 1) == 0 && get(a, 1, 0, 0) == 0) {
+			SSL_SESSION *sess = SSL_get1_session(a);
+			long r = -9;
+			if (!strcmp(arg, "set_session"))
+				r = SSL_set_session(a, sess);
+			else if (!strcmp(arg, "set_method"))
+				r = SSL_set_ssl_method(a, TLS_client_method());
+			else if (!strcmp(arg, "accept_state"))
+				SSL_set_accept_state(a);
+			else if (!strcmp(arg, "connect_state"))
+				SSL_set_connect_state(a);
+			else if (!strcmp(arg, "stateless"))
+				r = SSL_stateless(a);
+			else if (!strcmp(arg, "clear"))
+				r = SSL_clear(a);
+			printf("1 %s %ld (%s) state %s\n", arg, r, errstr(), SSL_state_string(a));
+			ERR_clear_error();
+			if (get(a, 2, 1, 1) == 0)
+				SSL_shutdown(a);
+			SSL_SESSION_free(sess);
+		}
+		close(fd);
+		SSL_free(a);
+		one(ctx, NULL, 3);
 	} else if (!strcmp(sc, "own_reset") || !strcmp(sc, "own_reset_open")) {
 		/* the first SSL's request done and shut down, its socket
 		 * closed (own_reset_open: still open), then a call that resets
