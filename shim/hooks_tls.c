@@ -1342,6 +1342,26 @@ KP_EXPORT void SSL_CTX_set_info_callback(SSL_CTX *ctx, kp_info_cb cb)
 		kp_tls_watched(ctx, true);
 }
 
+/* A context's new-session callback is ours, the program's behind it
+ * (tls_engine.c new_session_told): libssl tells an engine's tickets to its
+ * first owner's context, with the engine's SSL. */
+KP_EXPORT void SSL_CTX_sess_set_new_cb(SSL_CTX *ctx, kp_new_session_cb cb)
+{
+	if (MISSING(SSL_CTX_sess_set_new_cb))
+		return;
+	if (INTERNAL() || !kp_ssl_bind() || !kp_tls_new_cb_set(ctx, cb))
+		kp_ssl.SSL_CTX_sess_set_new_cb(ctx, cb);
+}
+
+KP_EXPORT kp_new_session_cb SSL_CTX_sess_get_new_cb(SSL_CTX *ctx)
+{
+	if (MISSING(SSL_CTX_sess_get_new_cb))
+		return NULL;
+	if (INTERNAL() || !kp_ssl_bind())
+		return kp_ssl.SSL_CTX_sess_get_new_cb(ctx);
+	return kp_tls_new_cb_of(ctx);
+}
+
 /* Under KEEPALIVE_TLS_ACROSS a followed context's keylog callback is ours
  * (tls_capture.h): the program's is kept behind it, called with each line,
  * and is what the getter answers. */

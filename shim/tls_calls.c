@@ -652,11 +652,11 @@ static void session_told(SSL *ssl)
 		return;
 	kp_lock(&tls_lock);
 	SSL_CTX *ctx = session_ctx(ssl);
+	kp_new_session_cb told = prog_new_cb(ctx);
 	kp_unlock(&tls_lock);
 	long mode = kp_ssl.SSL_CTX_ctrl(ctx, SSL_CTRL_GET_SESS_CACHE_MODE, 0, NULL);
 	if (!(mode & SSL_SESS_CACHE_NO_INTERNAL_STORE))
 		KP_OUTSIDE(kp_ssl.SSL_CTX_add_session(ctx, sess));
-	kp_new_session_cb told = kp_ssl.SSL_CTX_sess_get_new_cb(ctx);
 	if (told && kp_ssl.SSL_SESSION_up_ref(sess) && !KP_OUTSIDE(told(ssl, sess)))
 		kp_ssl.SSL_SESSION_free(sess);
 }

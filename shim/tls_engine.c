@@ -605,8 +605,20 @@ SSL_CTX *session_ctx(SSL *ssl)
 bool tells_sessions(SSL_CTX *ctx)
 {
 	long mode = ctx ? kp_ssl.SSL_CTX_ctrl(ctx, SSL_CTRL_GET_SESS_CACHE_MODE, 0, NULL) : 0;
-	return (mode & SSL_SESS_CACHE_CLIENT) &&
-	       (kp_ssl.SSL_CTX_sess_get_new_cb(ctx) || !(mode & SSL_SESS_CACHE_NO_INTERNAL_STORE));
+	return (mode & SSL_SESS_CACHE_CLIENT) && (prog_new_cb(ctx) || !(mode & SSL_SESS_CACHE_NO_INTERNAL_STORE));
+}
+
+/* ours, where it stands in a context for the program's new-session
+ * callback (tls_handout.c new_session_told) */
+kp_new_session_cb new_cb_stand_in;
+
+kp_new_session_cb prog_new_cb(SSL_CTX *ctx)
+{
+	kp_new_session_cb cb = ctx ? kp_ssl.SSL_CTX_sess_get_new_cb(ctx) : NULL;
+	if (!cb || cb != __atomic_load_n(&new_cb_stand_in, __ATOMIC_ACQUIRE))
+		return cb;
+	struct record *r = record_get(ctx, false);
+	return r ? r->new_cb : NULL;
 }
 
 /* Why a connection of this process or a session of ours must not be

@@ -1074,3 +1074,68 @@ void offered_full_set(struct record *r, const struct full *f, SSL_SESSION *mine)
 	full_copy(&r->offered_full, f);
 	full_chain_own(&r->offered_full, mine);
 }
+
+/* ------------------------------------------------------------ new sessions */
+
+/*
+ * libssl tells a new session to the context an SSL was made with (its
+ * session_ctx, which SSL_set_SSL_CTX does not move): an engine's is its
+ * first owner's, whatever SSL it answers for now, so a callback switched
+ * on after a hand-out was told of another SSL's ticket with the engine's
+ * SSL (its first owner's, freed by the program), and a first owner's
+ * context of another context's connection.  So ours stands in every
+ * context whose program sets one, the program's behind it: called with a
+ * handed-out engine, it tells the SSL the engine answers for, as alone,
+ * where that SSL's own context tells sessions; with an engine no SSL of
+ * the program's uses now, nobody (alone nobody's connection read the
+ * ticket); with any other SSL, the program's callback as libssl would.
+ * (docs/tls.md "Callbacks that watch")
+ */
+static int new_session_told(SSL *s, SSL_SESSION *sess)
+{
+	kp_lock(&tls_lock);
+	struct handle *h = handle_find(s);
+	struct kp_tls *e = h ? h->e : NULL;
+	SSL *to = s;
+	for (struct handle *x = handles; x; x = x->hh.next)
+		if (x->e->ssl == s && x->ssl != s) {
+			e = x->e;
+			to = x->ssl;
+			break;
+		}
+	if (to == s && e && e->ssl == s && e->own_bio)
+		to = NULL; /* its first owner's SSL freed, nobody's since */
+	SSL_CTX *ctx = to ? session_ctx(to) : NULL;
+	bool other = ctx && ctx != session_ctx(s);
+	kp_new_session_cb cb = prog_new_cb(ctx);
+	kp_unlock(&tls_lock);
+	long mode = ctx ? kp_ssl.SSL_CTX_ctrl(ctx, SSL_CTRL_GET_SESS_CACHE_MODE, 0, NULL) : 0;
+	if (!(mode & SSL_SESS_CACHE_CLIENT))
+		return 0;
+	/* (the engine's own context's store took it already: libssl's) */
+	if (other && !(mode & SSL_SESS_CACHE_NO_INTERNAL_STORE))
+		KP_OUTSIDE(kp_ssl.SSL_CTX_add_session(ctx, sess));
+	return cb ? cb(to, sess) : 0;
+}
+
+bool kp_tls_new_cb_set(SSL_CTX *ctx, kp_new_session_cb cb)
+{
+	kp_lock(&tls_lock);
+	struct record *r = record_get(ctx, true);
+	if (r)
+		r->new_cb = cb;
+	kp_unlock(&tls_lock);
+	if (!r)
+		return false;
+	__atomic_store_n(&new_cb_stand_in, new_session_told, __ATOMIC_RELEASE);
+	kp_ssl.SSL_CTX_sess_set_new_cb(ctx, cb ? new_session_told : NULL);
+	return true;
+}
+
+kp_new_session_cb kp_tls_new_cb_of(SSL_CTX *ctx)
+{
+	kp_lock(&tls_lock);
+	kp_new_session_cb cb = prog_new_cb(ctx);
+	kp_unlock(&tls_lock);
+	return cb;
+}

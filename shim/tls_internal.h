@@ -297,6 +297,9 @@ struct record {
 	 * since: libssl's session_ctx, which keeps its new-session callback
 	 * and cache (docs/tls.md "Callbacks that watch") */
 	const void *sess_ctx;
+	/* a context's new-session callback, the program's: ours stands in
+	 * the context (kp_tls_new_cb_set) */
+	kp_new_session_cb new_cb;
 	/* a context's: what its SSL_CTX_sess_connect, _connect_good and
 	 * _hits answer beyond libssl's count (handshakes it did not make,
 	 * or made as a resumption we answer as full), and _misses (a session
@@ -426,6 +429,10 @@ bool engine_unref(struct kp_tls *e);
 void handle_free(struct handle *h);
 SSL_CTX *session_ctx(SSL *ssl);
 bool tells_sessions(SSL_CTX *ctx);
+/* ctx's new-session callback as the program set it (ours, new_cb_stand_in,
+ * stands in the context: tls_handout.c).  Caller holds tls_lock. */
+kp_new_session_cb prog_new_cb(SSL_CTX *ctx);
+extern kp_new_session_cb new_cb_stand_in;
 const char *sessions_told(SSL *ssl);
 /* its own handshake starts: captured for an export (tls_across.c) */
 void kp_tls_capture_own(SSL *ssl);

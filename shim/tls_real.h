@@ -174,6 +174,7 @@ typedef void (*kp_any_fn)(void);
 	X(int, SSL_CTX_add_session, (SSL_CTX *, SSL_SESSION *))                    \
 	X(int, SSL_SESSION_has_ticket, (const SSL_SESSION *))                      \
 	X(kp_new_session_cb, SSL_CTX_sess_get_new_cb, (SSL_CTX *))                 \
+	X(void, SSL_CTX_sess_set_new_cb, (SSL_CTX *, kp_new_session_cb))           \
 	X(int, SSL_SESSION_up_ref, (SSL_SESSION *))                                \
 	X(void, SSL_SESSION_free, (SSL_SESSION *))                                 \
 	X(int, SSL_SESSION_get_protocol_version, (const SSL_SESSION *))            \

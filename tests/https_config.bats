@@ -369,3 +369,28 @@ gnutls_own() {
 		done
 	done
 }
+
+# The review of HTTPS at 1f7b6aa, item 6: a new-session callback switched
+# on after a handed-out SSL's first read, told a ticket the server sends
+# later (GnuTLS, KP_GNUTLS_TICKET=1: one before each answer), was called
+# with the engine's SSL (its first owner's, freed: "none of the
+# program's", ex_data NULL, or at index 40 the first owner's), and with
+# two contexts the first owner's context was told of another's
+# connection: libssl tells the engine's session_ctx, its first owner's
+# context.  The library's own callback now stands in the context, and
+# tells the program's callback of the SSL alone would have been told
+# (docs/tls.md "Callbacks that watch").
+@test "a new-session callback switched on after a handed-out SSL's first read is told of that SSL's tickets, with that SSL, as alone (TLS 1.3)" {
+	[ -x "$CLIENTS/gnutls_server" ] || skip "no GnuTLS server (libgnutls28-dev)"
+	own_server env KP_GNUTLS_TICKET=1 "$CLIENTS/gnutls_server" "$TLS/server.pem" "$TLS/server.key" \
+		"NORMAL" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log"
+	for e in ONE=1 TWO=1 MANY=1; do
+		run_plain env $e "$CLIENTS/tls_latecb" "$SERVER_PORT" "$TLS/ca.pem"
+		run_shim env $e "$CLIENTS/tls_latecb" "$SERVER_PORT" "$TLS/ca.pem"
+		echo "== $e: $SHIM_STATS"
+		assert_equal "handed out $(stat_value tls_reused)" "handed out 1"
+		assert_same_output
+	done
+	run cat "$BATS_TEST_TMPDIR/plain.out"
+	assert_line "   told: the SSL of round 2 (-1: none of the program's), ex_data round 2, resumable 1"
+}
