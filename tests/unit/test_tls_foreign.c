@@ -402,6 +402,8 @@ enum op {
 	C_WRITE_B,  /* SSL_write(n) from another buffer, same bytes */
 	C_WRITE_AT, /* SSL_write(n) from the first buffer's byte 16384 */
 	C_SHUTDOWN, /* SSL_shutdown */
+	C_GOODBYE,  /* the close_notify owed (tlsf_seal_goodbye, sent on the socket);
+		       the reference: SSL_shutdown.  Only at rest */
 	C_KU,       /* SSL_key_update(n): 0 not requested, 1 requested, 2 an invalid type */
 	C_HS,       /* SSL_do_handshake */
 	C_EXPORT,   /* compare SSL_export_keying_material (taken-over client vs engine) */
@@ -480,6 +482,12 @@ static const struct script scripts[] = {
 	{"the server's close_notify",
 	 {{S_WRITE, 10}, {S_CLOSE, 0}, {C_READ, 5}, {C_READ, 5}, {C_READ, 5}, {C_READ, 5}, {C_PEEK, 5},
 	  {C_WRITE, 5}, {C_SHUTDOWN, 0}, {C_SHUTDOWN, 0}, {C_WRITE, 5}, {C_READ, 5}, {END, 0}}},
+	{"the close_notify owed, sealed for the library to send, then the peer's",
+	 {{S_WRITE, 10}, {C_READ, 100}, {C_GOODBYE, 0}, {S_WRITE, 5}, {C_READ, 100}, {C_WRITE, 5},
+	  {S_CLOSE, 0}, {C_READ, 5}, {C_SHUTDOWN, 0}, {C_SHUTDOWN, 0}, {END, 0}}},
+	{"the close_notify owed after tickets and key updates",
+	 {{S_TICKET, 0, V13}, {S_KU, 1, V13}, {S_WRITE, 10}, {C_READ, 100}, {C_WRITE, 5}, {C_GOODBYE, 0},
+	  {S_WRITE, 3}, {C_READ, 100}, {S_EOF, 0}, {C_READ, 5}, {C_SHUTDOWN, 0}, {END, 0}}},
 	{"the client's close_notify first",
 	 {{C_SHUTDOWN, 0}, {C_READ, 5}, {S_WRITE, 10}, {C_READ, 4}, {C_SHUTDOWN, 0}, {S_WRITE, 10},
 	  {S_TICKET, 0, V13}, {C_SHUTDOWN, 0}, {S_WRITE, 10}, {S_CLOSE, 0}, {C_SHUTDOWN, 0}, {C_SHUTDOWN, 0},
@@ -663,7 +671,8 @@ static void ref_step(struct side *x, const struct step *st, struct answer *a)
 	case C_WRITE:
 	case C_WRITE_B:
 	case C_WRITE_AT: a->ret = SSL_write(x->c, write_buf(st), st->n); break;
-	case C_SHUTDOWN: a->ret = SSL_shutdown(x->c); break;
+	case C_SHUTDOWN:
+	case C_GOODBYE: a->ret = SSL_shutdown(x->c); break;
 	case C_KU: a->ret = SSL_key_update(x->c, st->n); break;
 	case C_HS: a->ret = SSL_do_handshake(x->c); break;
 	default: return;
@@ -680,6 +689,8 @@ static void ref_step(struct side *x, const struct step *st, struct answer *a)
 	a->pending = SSL_pending(x->c);
 	a->has_pending = SSL_has_pending(x->c);
 	a->shutdown = SSL_get_shutdown(x->c);
+	if (st->op == C_GOODBYE) /* (no call of the program's: the library answered it) */
+		a->err = 0, a->reason = -1;
 }
 
 static void foreign_step(struct side *x, const struct step *st, struct answer *a)
@@ -693,6 +704,13 @@ static void foreign_step(struct side *x, const struct step *st, struct answer *a
 	case C_WRITE_B:
 	case C_WRITE_AT: a->ret = tlsf_write(x->f, write_buf(st), st->n); break;
 	case C_SHUTDOWN: a->ret = tlsf_shutdown(x->f); break;
+	case C_GOODBYE: {
+		/* sealed, then written as the library writes it (one send) */
+		uint8_t rec[64];
+		int n = tlsf_seal_goodbye(x->f, rec, sizeof(rec));
+		a->ret = n > 0 && x->f->io.send(x->f->io.ctx, rec, (size_t)n) == n ? 0 : -1;
+		break;
+	}
 	case C_KU: a->ret = tlsf_key_update(x->f, st->n); break;
 	case C_HS: a->ret = tlsf_do_handshake(x->f); break;
 	default: return;
@@ -705,6 +723,8 @@ static void foreign_step(struct side *x, const struct step *st, struct answer *a
 	a->pending = tlsf_pending(x->f);
 	a->has_pending = tlsf_has_pending(x->f);
 	a->shutdown = tlsf_get_shutdown(x->f);
+	if (st->op == C_GOODBYE)
+		a->err = 0, a->reason = -1;
 }
 
 static int unclaimed_reasons;
