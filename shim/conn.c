@@ -486,6 +486,13 @@ static int close_locked(int fd, struct kp_conn *c)
 		give_up(c, fd, "closed with a request head unfinished");
 	if (!left) /* a request sent and closed on: lost with a dead reused one */
 		close_replay(c, fd);
+	/* a close it asked for that the library took away (rewritten): alone
+	 * the server ended the connection, with its close_notify; the library
+	 * that ends it in its place does so with ours, never a bare FIN, which
+	 * a strict server reads as a truncation (docs/tls.md "The
+	 * close_notify owed") */
+	if (!left && c->tls && one_owner(c) && __atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE))
+		kp_tls_owe_notify(c->tls);
 	bool parked = !left && settle_last(fd, c);
 	if (!left && !parked && !__atomic_load_n(&c->inflight, __ATOMIC_SEQ_CST))
 		learn_end(fd, c); /* (not while a read is under way: it is the read's) */
@@ -1489,6 +1496,13 @@ static void handoff_locked(struct kp_conn *c, int fd, enum kp_handoff how, const
 	 * tests/hang.bats, the HTTPS fork cell) */
 	if (fd >= 0 && c->state == KP_ACTIVE && !c->tls && (c->held_len || c->req_mode == KP_REQ_HEAD_PART))
 		give_up(c, fd, "a hand-off with request bytes held");
+	/* the close_notify its SSL_shutdown was told it sent goes out while
+	 * the connection is still one owner's: alone it went before the fork
+	 * or spawn (docs/tls.md "The close_notify owed").  Not from a vfork
+	 * child, whose pid is not the one the library last saw */
+	if (fd >= 0 && c->tls && one_owner(c) && kp_tls_notify_owed(c->tls) && getpid() == kp_conn_pid &&
+	    kp_tls_goodbye(c->tls, fd))
+		unpool(c, "its close_notify sent as it left our hands");
 	c->shared = true; /* one_owner() says no for the rest of its life */
 	bool owed = owes_close(c);
 	if (!c->handed_off) {

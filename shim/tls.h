@@ -132,6 +132,9 @@ void kp_tls_put(struct kp_tls *e);
 bool kp_tls_goodbye(struct kp_tls *e, int fd);
 /* e holds a close_notify owed (kp_tls_goodbye would send one). */
 bool kp_tls_notify_owed(struct kp_tls *e);
+/* e's end owes the server a close_notify from now on (the close its
+ * program asked for, which the library took away). */
+void kp_tls_owe_notify(struct kp_tls *e);
 /* SSL_CTX_sess_set_new_cb: the program's callback kept behind ours (false:
  * not followed, the real call is the caller's); SSL_CTX_sess_get_new_cb's
  * answer (tls_engine.c) */

@@ -314,6 +314,12 @@ static void through_own_bio(struct tlsf *f, SSL *ssl, bool on)
 	if (!r || !w || kp_ssl.BIO_method_type(r) != BIO_TYPE_MEM || kp_ssl.BIO_method_type(w) != BIO_TYPE_MEM)
 		r = w = NULL;
 	kp_tls_import_through(f, r, w);
+	/* the reads its BIO makes meanwhile (curl's recv) are the engine's,
+	 * not the program's own past its SSL (kp_lock.h kp_outside) */
+	if (on)
+		kp_outside++;
+	else
+		kp_outside--;
 }
 
 /* A protocol other than HTTP/1.1 chosen by ALPN: not ours to frame. */
@@ -1580,6 +1586,17 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 		;
 	else
 		keep = NULL;
+	if (own) {
+		/* the connection's own SSL cleared: the connection ends with
+		 * it (dead), and the close_notify its SSL_shutdown was told it
+		 * sent goes out first, as alone before the SSL_clear (parked:
+		 * on the socket the pool holds) */
+		kp_lock(&tls_lock);
+		struct kp_tls *ge = io.h->e;
+		int gfd = io.closed ? ge->fd : io.fd;
+		kp_unlock(&tls_lock);
+		kp_tls_goodbye(ge, gfd);
+	}
 	/* a new connection on this object: we follow it no more */
 	enum kp_tls_reset_do r = KP_RESET_PASS;
 	bool last = false;

@@ -101,6 +101,16 @@ bool kp_tls_notify_owed(struct kp_tls *e)
 	return owed;
 }
 
+void kp_tls_owe_notify(struct kp_tls *e)
+{
+	if (!e || !__atomic_load_n(&kp_tls_used, __ATOMIC_ACQUIRE))
+		return;
+	kp_lock(&tls_lock);
+	if (!e->dead && !e->foreign)
+		e->notify_owed = true;
+	kp_unlock(&tls_lock);
+}
+
 size_t goodbye_seal(struct kp_tls *e, const unsigned char *msg, size_t len, uint8_t rec[BK_TAIL_MAX])
 {
 	kp_lock(&tls_lock);

@@ -360,17 +360,20 @@ PY
 # the connection may be parked, goes out before the program shows the
 # connection ends: its own FIN (shutdown(SHUT_WR), SHUT_RDWR), its exit
 # with the socket (or the SSL) still its own, or its exec (the socket kept
-# by the next image, or parked and closed by the exec).  Before, the FIN went alone
+# by the next image, or parked and closed by the exec), a fork or spawn
+# before its close (the connection then has another owner), an SSL_clear
+# (the SSL reused: its connection ends).  Before, the FIN went alone
 # and the exit sent nothing ("end eof").  And a SENT bit the program set
 # itself (SSL_set_shutdown, nothing sent alone) makes none: its
 # SSL_shutdown or SSL_read after it waits for the server's, as alone;
 # before, the library sent a close_notify the program never sent
 # (docs/tls.md "The close_notify owed"; the review of HTTPS at 1f7b6aa).
-@test "the close_notify SSL_shutdown was told it sent goes before the program's own FIN, its exit or its exec, and none is made up for SSL_set_shutdown, as alone (TLS 1.3)" {
+@test "the close_notify SSL_shutdown was told it sent goes before the program's own FIN, its exit or its exec, a fork or SSL_clear, and none is made up for SSL_set_shutdown, as alone (TLS 1.3)" {
 	local m n
 	own_server env TLS_CLOSE_STRICT=1 "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" \
 		"$TLS/server.key" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" notify
-	for m in noclose nofree shutwr rdwr setshut setshut_read exec exec_closed exec_fail; do
+	for m in noclose nofree shutwr rdwr setshut setshut_read exec exec_closed exec_fail fork system clear \
+		close_clear; do
 		# (one round before an exec: the first round's connection parked
 		# would be the second's)
 		n=2
@@ -452,4 +455,31 @@ owed_wait() {
 	[ -n "$2" ] && return 0
 	run diff "$BATS_TEST_TMPDIR/plain.ends" "$BATS_TEST_TMPDIR/shim.ends"
 	assert_success
+}
+
+# A close the program asked for (Connection: close) and the library took
+# away: alone the server ends each connection, with its close_notify,
+# and the client ends none; a program that ends without SSL_shutdown
+# (CPython) left the library to end it later, at exit, with a bare FIN,
+# which a strict server logs as a truncation ("end eof").  Now the
+# library ends it with a close_notify (docs/tls.md "The close_notify
+# owed"; the review of HTTPS at 4f8f2cb, C).
+@test "a connection whose Connection: close the library took away is ended by the library with a close_notify, never a bare FIN (TLS 1.3)" {
+	own_server env TLS_CLOSE_STRICT=1 "$PYTHON" "$ROOT/tests/servers/tls_close.py" "$TLS/server.pem" \
+		"$TLS/server.key" "$BATS_TEST_TMPDIR/port" "$BATS_TEST_TMPDIR/own.log" notify
+	for m in free; do
+		: >"$OWN_LOG"
+		run_plain env TLS_OWED_TEACH=1 TLS_OWED_CLOSE=1 "$CLIENTS/tls_owed" "$SERVER_PORT" "$TLS/ca.pem" 3 "$m"
+		: >"$OWN_LOG"
+		run_shim env TLS_OWED_TEACH=1 TLS_OWED_CLOSE=1 "$CLIENTS/tls_owed" "$SERVER_PORT" "$TLS/ca.pem" 3 "$m"
+		echo "== $m: $SHIM_STATS"
+		assert_same_output
+		ends_logged 1
+		cat "$OWN_LOG"
+		[ "$(stat_value tls_reused)" -ge 1 ] || fail "$m: tls_reused $(stat_value tls_reused)"
+		run grep -c ' end eof' "$OWN_LOG"
+		assert_output 0
+		run grep -c ' end close_notify' "$OWN_LOG"
+		assert_output 1
+	done
 }

@@ -24,6 +24,11 @@
  *              left open, then exec /bin/true (the socket inherited)
  *   exec_closed  each round closed, then exec /bin/true
  *   exec_fail  SSL_shutdown, SSL_free, an exec that fails, close
+ *   fork, system  SSL_shutdown, a fork (the child exits) or system("true"),
+ *              SSL_free, close
+ *   clear, close_clear  SSL_shutdown, SSL_clear (before or after the
+ *              close), SSL_free, close
+ *   free       SSL_free and close, no SSL_shutdown (CPython's end)
  * With TLS_OWED_TEACH=1 an extra first round ends plainly (SSL_shutdown,
  * SSL_free, close): the next round may be handed its connection.  With
  * TLS_OWED_CLOSE=1 each request asks to close (Connection: close).
@@ -37,6 +42,7 @@
 #include <sys/select.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tls_common.h"
@@ -154,7 +160,31 @@ int main(int argc, char **argv)
 			close(fd);
 			continue;
 		}
+		if (!strcmp(mode, "free")) { /* (CPython's end: no SSL_shutdown) */
+			printf("%d connect=%d got=%zu\n", r, c, got);
+			SSL_free(ssl);
+			close(fd);
+			continue;
+		}
 		int s = SSL_shutdown(ssl), sw = 99;
+		if (!strcmp(mode, "fork") || !strcmp(mode, "system")) {
+			/* another owner for a moment, before the close */
+			if (!strcmp(mode, "system")) {
+				sw = system("true");
+			} else {
+				pid_t p = fork();
+				if (p == 0)
+					_exit(0);
+				waitpid(p, &sw, 0);
+			}
+		} else if (!strcmp(mode, "clear") || !strcmp(mode, "close_clear")) {
+			/* the SSL cleared for reuse (before or after the close) */
+			if (!strcmp(mode, "close_clear")) {
+				close(fd);
+				fd = -1;
+			}
+			sw = SSL_clear(ssl);
+		}
 		if (!strcmp(mode, "shutwr"))
 			sw = shutdown(fd, SHUT_WR);
 		else if (!strcmp(mode, "rdwr"))
@@ -167,7 +197,7 @@ int main(int argc, char **argv)
 			printf("%d exec=%d errno=%d\n", r, x, e);
 		}
 		bool held = !strcmp(mode, "exec") && r == n; /* (the socket kept across the exec) */
-		if (strcmp(mode, "nofree") && strcmp(mode, "noclose") && !held)
+		if (strcmp(mode, "nofree") && strcmp(mode, "noclose") && !held && fd >= 0)
 			close(fd);
 	}
 	if (!strcmp(mode, "exec") || !strcmp(mode, "exec_closed")) {
