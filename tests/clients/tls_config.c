@@ -158,6 +158,29 @@ static SSL_SESSION *latest;
 static int keep_own; /* one() keeps each SSL's session in latest */
 
 /* one request on a fresh SSL of ctx (close: Connection: close) */
+/* A call that resets an established SSL, named by arg (the reset
+ * scenarios' ARG: set_session with sess, set_session_null, set_method,
+ * accept_state, connect_state, stateless, clear): what it returned, -9
+ * for a call without a value. */
+static long reset_call(SSL *s, const char *arg, SSL_SESSION *sess)
+{
+	if (!strcmp(arg, "set_session"))
+		return SSL_set_session(s, sess);
+	if (!strcmp(arg, "set_session_null"))
+		return SSL_set_session(s, NULL);
+	if (!strcmp(arg, "set_method"))
+		return SSL_set_ssl_method(s, TLS_client_method());
+	if (!strcmp(arg, "stateless"))
+		return SSL_stateless(s);
+	if (!strcmp(arg, "clear"))
+		return SSL_clear(s);
+	if (!strcmp(arg, "accept_state"))
+		SSL_set_accept_state(s);
+	else if (!strcmp(arg, "connect_state"))
+		SSL_set_connect_state(s);
+	return -9;
+}
+
 static void one(SSL_CTX *ctx, SSL *s, int i)
 {
 	if (!s)
@@ -966,22 +989,8 @@ int main(int argc, char **argv)
 			SSL *s = SSL_new(ctx);
 			int fd = dial();
 			if (handshake(s, fd, i) == 0) {
-				long r = -9;
 				if (i > 1) {
-					if (!strcmp(arg, "set_session"))
-						r = SSL_set_session(s, prev);
-					else if (!strcmp(arg, "set_session_null"))
-						r = SSL_set_session(s, NULL);
-					else if (!strcmp(arg, "set_method"))
-						r = SSL_set_ssl_method(s, TLS_client_method());
-					else if (!strcmp(arg, "connect_state"))
-						SSL_set_connect_state(s);
-					else if (!strcmp(arg, "accept_state"))
-						SSL_set_accept_state(s);
-					else if (!strcmp(arg, "stateless"))
-						r = SSL_stateless(s);
-					else if (!strcmp(arg, "clear"))
-						r = SSL_clear(s);
+					long r = reset_call(s, arg, prev);
 					printf("%d %s %ld (%s) state %s\n", i, arg, r, errstr(), SSL_state_string(s));
 				}
 				if (get(s, i, 1, 1) == 0)
@@ -1015,19 +1024,7 @@ int main(int argc, char **argv)
 		int fd = dial();
 		if (handshake(a, fd, 1) == 0 && get(a, 1, 0, 0) == 0) {
 			SSL_SESSION *sess = SSL_get1_session(a);
-			long r = -9;
-			if (!strcmp(arg, "set_session"))
-				r = SSL_set_session(a, sess);
-			else if (!strcmp(arg, "set_method"))
-				r = SSL_set_ssl_method(a, TLS_client_method());
-			else if (!strcmp(arg, "accept_state"))
-				SSL_set_accept_state(a);
-			else if (!strcmp(arg, "connect_state"))
-				SSL_set_connect_state(a);
-			else if (!strcmp(arg, "stateless"))
-				r = SSL_stateless(a);
-			else if (!strcmp(arg, "clear"))
-				r = SSL_clear(a);
+			long r = reset_call(a, arg, sess);
 			printf("1 %s %ld (%s) state %s\n", arg, r, errstr(), SSL_state_string(a));
 			ERR_clear_error();
 			if (get(a, 2, 1, 1) == 0)
@@ -1050,17 +1047,7 @@ int main(int argc, char **argv)
 		SSL_SESSION *sess = SSL_get1_session(a);
 		if (!strcmp(sc, "own_reset"))
 			close(fd);
-		long r = -9;
-		if (!strcmp(arg, "set_session"))
-			r = SSL_set_session(a, sess);
-		else if (!strcmp(arg, "set_method"))
-			r = SSL_set_ssl_method(a, TLS_client_method());
-		else if (!strcmp(arg, "accept_state"))
-			SSL_set_accept_state(a);
-		else if (!strcmp(arg, "connect_state"))
-			SSL_set_connect_state(a);
-		else if (!strcmp(arg, "stateless"))
-			r = SSL_stateless(a);
+		long r = reset_call(a, arg, sess);
 		printf("1 %s %ld (%s)\n", arg, r, errstr());
 		if (strcmp(sc, "own_reset"))
 			close(fd);
