@@ -678,6 +678,12 @@ bool kp_conn_holds(const struct kp_conn *c)
 				  __atomic_load_n(&c->req_mode, __ATOMIC_ACQUIRE) == KP_REQ_HEAD_PART);
 }
 
+bool kp_conn_tls_owes_notify(struct kp_conn *c)
+{
+	struct kp_tls *t = c && c != KP_POOLED ? __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) : NULL;
+	return t && !kp_outside && !__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) && kp_tls_notify_owed(t);
+}
+
 /* The program waits for input on a TLS connection whose SSL_shutdown was
  * answered with our close_notify held for the pool (a raw read or a wait
  * after SSL_free, a poll before its second SSL_shutdown): alone the
@@ -686,12 +692,6 @@ bool kp_conn_holds(const struct kp_conn *c)
  * the connection is never parked (docs/tls.md "The close_notify owed").
  * A read libssl makes inside a call of ours (kp_outside) is not the
  * program's.  Caller holds no lock of ours. */
-bool kp_conn_tls_owes_notify(struct kp_conn *c)
-{
-	struct kp_tls *t = c && c != KP_POOLED ? __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE) : NULL;
-	return t && !kp_outside && !__atomic_load_n(&c->eof_owed, __ATOMIC_ACQUIRE) && kp_tls_notify_owed(t);
-}
-
 static void tls_waits(struct kp_conn *c, int fd)
 {
 	struct kp_tls *t = __atomic_load_n(&c->tls, __ATOMIC_ACQUIRE);

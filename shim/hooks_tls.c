@@ -1343,7 +1343,7 @@ KP_EXPORT void SSL_CTX_set_info_callback(SSL_CTX *ctx, kp_info_cb cb)
 }
 
 /* A context's new-session callback is ours, the program's behind it
- * (tls_engine.c new_session_told): libssl tells an engine's tickets to its
+ * (tls_handout.c new_session_told): libssl tells an engine's tickets to its
  * first owner's context, with the engine's SSL. */
 KP_EXPORT void SSL_CTX_sess_set_new_cb(SSL_CTX *ctx, kp_new_session_cb cb)
 {

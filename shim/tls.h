@@ -137,7 +137,7 @@ bool kp_tls_notify_owed(struct kp_tls *e);
 void kp_tls_owe_notify(struct kp_tls *e);
 /* SSL_CTX_sess_set_new_cb: the program's callback kept behind ours (false:
  * not followed, the real call is the caller's); SSL_CTX_sess_get_new_cb's
- * answer (tls_engine.c) */
+ * answer (tls_handout.c) */
 bool kp_tls_new_cb_set(SSL_CTX *ctx, kp_new_session_cb cb);
 kp_new_session_cb kp_tls_new_cb_of(SSL_CTX *ctx);
 /* The exit handler that ends this process's TLS connections (hidden.c),
