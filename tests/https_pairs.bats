@@ -57,6 +57,8 @@ gnutls() {
 	assert_equal "plain status $PLAIN_STATUS" "plain status 0"
 	assert_equal "$(wc -l <"$BATS_TEST_TMPDIR/plain.out")" "$((2 * ${TLS_PAIRS:-800}))"
 	assert_same_output
-	# the run handed out pooled connections, and declined others
-	[ "$(stat_value tls_reused)" -ge 10 ] && [ "$(stat_value tls_declined)" -ge 10 ]
+	# the run handed out pooled connections, and declined others (seed 2
+	# hands out 11 on a quiet machine and 9 under the suite's load: how
+	# many stay parked long enough is the machine's timing)
+	[ "$(stat_value tls_reused)" -ge 5 ] && [ "$(stat_value tls_declined)" -ge 10 ]
 }
