@@ -1530,6 +1530,18 @@ SSL *kp_tls_reset_live(SSL *ssl, const char *why)
 	return unframe(ssl, &io, why) ? io.e : NULL;
 }
 
+/* The connection's own SSL cleared: the connection ends with it (dead),
+ * and the close_notify its SSL_shutdown was told it sent goes out first,
+ * as alone before the SSL_clear (parked: on the socket the pool holds). */
+static void cleared_goodbye(const struct io *io)
+{
+	kp_lock(&tls_lock);
+	struct kp_tls *e = io->h->e;
+	int fd = io->closed ? e->fd : io->fd;
+	kp_unlock(&tls_lock);
+	kp_tls_goodbye(e, fd);
+}
+
 enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 {
 	struct io io;
@@ -1586,17 +1598,8 @@ enum kp_tls_reset_do kp_tls_reset(SSL *ssl, bool clear)
 		;
 	else
 		keep = NULL;
-	if (own) {
-		/* the connection's own SSL cleared: the connection ends with
-		 * it (dead), and the close_notify its SSL_shutdown was told it
-		 * sent goes out first, as alone before the SSL_clear (parked:
-		 * on the socket the pool holds) */
-		kp_lock(&tls_lock);
-		struct kp_tls *ge = io.h->e;
-		int gfd = io.closed ? ge->fd : io.fd;
-		kp_unlock(&tls_lock);
-		kp_tls_goodbye(ge, gfd);
-	}
+	if (own)
+		cleared_goodbye(&io);
 	/* a new connection on this object: we follow it no more */
 	enum kp_tls_reset_do r = KP_RESET_PASS;
 	bool last = false;
