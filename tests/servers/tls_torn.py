@@ -82,14 +82,21 @@ def handle(raw):
 
 
 def raw_has_bytes(c):
-    """the socket has bytes (a record); False: its peer closed"""
+    """the socket has bytes of a request; False: its peer closed, or ended
+    the connection with its close_notify (an alert record: outer type 21
+    in TLS 1.2; in TLS 1.3 type 23 and 19 bytes, 2 of alert, 1 of type and
+    16 of tag, where any request's record is longer), which must not take
+    the next client's line on GO_FIFO"""
     s = socket.socket(fileno=os.dup(c.fileno()))
     try:
-        return bool(s.recv(1, socket.MSG_PEEK))
+        head = s.recv(5, socket.MSG_PEEK)
     except OSError:
         return False
     finally:
         s.close()
+    if len(head) == 5 and (head[0] == 21 or (head[0] == 23 and int.from_bytes(head[3:5], "big") == 19)):
+        return False
+    return bool(head)
 
 
 while True:
